@@ -1,0 +1,102 @@
+"""Where settings live and how pods.toml is read and written.
+
+``$PRIME_TRAIN_TUI_CONFIG_DIR`` overrides the folder (tests use it); otherwise
+``$XDG_CONFIG_HOME/prime-train-tui`` or ``~/.config/prime-train-tui``.
+
+pods.toml::
+
+    [pods.h100-a]
+    host = "203.0.113.7"      # or an alias from ~/.ssh/config
+    user = "root"
+    port = 22
+    run_dir = "/workspace/run"
+    price_per_hr = 23.92
+"""
+
+from __future__ import annotations
+
+import os
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+from pathlib import Path
+
+import tomlkit
+
+from services.atomic import atomic_write_text
+from services.errors import PodSpecError, SettingsError
+from services.models import Pod, PodKind
+from services.pods import pod_from_table, pod_to_table
+
+APP_NAME = "prime-train-tui"
+
+
+def config_dir() -> Path:
+    override = os.environ.get("PRIME_TRAIN_TUI_CONFIG_DIR")
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or "~/.config"
+    return Path(base).expanduser() / APP_NAME
+
+
+def pods_file() -> Path:
+    return config_dir() / "pods.toml"
+
+
+def load_pods(path: Path | None = None) -> list[Pod]:
+    """Pods saved in pods.toml; a missing file is no pods. Malformed → SettingsError naming the spot."""
+    path = path or pods_file()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise SettingsError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"{path} is not valid TOML: {exc}",
+                            hint="fix the file by hand; the app did not change it") from None
+    pods_table = data.get("pods", {})
+    if not isinstance(pods_table, dict):
+        raise SettingsError(f"{path}: 'pods' must be a table of [pods.NAME] sections")
+    pods = []
+    for name, table in pods_table.items():
+        try:
+            pods.append(pod_from_table(name, table))
+        except PodSpecError as exc:
+            raise SettingsError(f"{path}: {exc}", hint=exc.hint) from None
+    return pods
+
+
+def save_pods(pods: list[Pod], path: Path | None = None) -> None:
+    """Write the SSH pods to pods.toml atomically, keeping comments of the existing file and a .bak."""
+    path = path or pods_file()
+    try:
+        doc = tomlkit.parse(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, tomlkit.exceptions.ParseError):
+        doc = tomlkit.document()
+        doc.add(tomlkit.comment("prime-train-tui pods; edited by the app (comments are kept)"))
+    wanted = {p.name: p for p in pods if p.kind is PodKind.SSH}
+    table = doc.get("pods")
+    if not isinstance(table, dict):
+        table = tomlkit.table(is_super_table=True)
+        doc["pods"] = table
+    for name in [n for n in table if n not in wanted]:
+        del table[name]
+    for name, pod in wanted.items():
+        fresh = pod_to_table(pod)
+        if name in table:
+            existing = table[name]
+            for key in [k for k in existing if k not in fresh]:
+                del existing[key]
+            for key, value in fresh.items():
+                if existing.get(key) != value:
+                    existing[key] = value
+        else:
+            entry = tomlkit.table()
+            for key, value in fresh.items():
+                entry[key] = value
+            table[name] = entry
+    atomic_write_text(path, tomlkit.dumps(doc), backup=True)

@@ -1,0 +1,283 @@
+"""Frozen data passed between layers: pods, samples, pod status and monitor snapshots.
+
+The probe line (DESIGN.md §3, version 1) is parsed here, once, into these types; everything above the
+monitor service sees only them. Units: bytes are ints in bytes, percentages are 0-100 floats, power
+in watts, temperature in °C. A field the pod could not measure is ``None`` (shown as "N/A"), never 0.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.errors import ProbeFormatError
+
+PROBE_VERSION = 1
+
+
+class PodKind(str, enum.Enum):
+    SSH = "ssh"
+    LOCAL = "local"
+    DEMO = "demo"
+
+
+@dataclass(frozen=True)
+class Pod:
+    """A machine to watch. ``target`` is what the user typed: an ssh alias, ``user@host[:port]``,
+    ``local`` or ``demo``; host/user/port are only set when the user gave them explicitly, so that
+    ``~/.ssh/config`` fills in the rest."""
+
+    name: str
+    kind: PodKind = PodKind.SSH
+    host: str = ""
+    user: str | None = None
+    port: int | None = None
+    run_dir: str | None = None
+    price_per_hr: float | None = None
+    probe_dir: str | None = None  # where the probe is uploaded on the pod (default ~/.cache/...)
+    saved: bool = False  # comes from pods.toml (so `d` removes it from there too)
+
+    @property
+    def simulated(self) -> bool:
+        return self.kind is PodKind.DEMO
+
+    @property
+    def label(self) -> str:
+        if self.kind is PodKind.SSH:
+            who = f"{self.user}@" if self.user else ""
+            port = f":{self.port}" if self.port else ""
+            target = f"{who}{self.host}{port}"
+            return self.name if target == self.name else f"{self.name} ({target})"
+        return self.name
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    index: int
+    name: str
+    util: float | None
+    mem_used: int | None
+    mem_total: int | None
+    power_w: float | None
+    temp_c: float | None
+
+    @property
+    def mem_pct(self) -> float | None:
+        if self.mem_used is None or not self.mem_total:
+            return None
+        return 100.0 * self.mem_used / self.mem_total
+
+
+@dataclass(frozen=True)
+class HostSample:
+    cpu_pct: float | None = None
+    mem_used: int | None = None
+    mem_total: int | None = None
+    disk_used: int | None = None
+    disk_total: int | None = None
+    nofile_soft: int | None = None
+
+    @property
+    def mem_pct(self) -> float | None:
+        return _pct(self.mem_used, self.mem_total)
+
+    @property
+    def disk_pct(self) -> float | None:
+        return _pct(self.disk_used, self.disk_total)
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    gpu: int | None
+    mem: int | None
+    cmd: str
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    step: int
+    path: str
+    bytes: int | None
+    mtime: float | None
+    complete: bool
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One probe line. ``t`` is the pod's clock (epoch seconds); ``source`` says how GPUs were read
+    ("nvml", "nvidia-smi" or "none")."""
+
+    t: float
+    gpus: tuple[GpuSample, ...]
+    host: HostSample
+    procs: tuple[GpuProcess, ...] = ()
+    log: tuple[str, ...] = ()
+    ckpts: tuple[CheckpointInfo, ...] = ()
+    source: str = ""
+    errors: tuple[str, ...] = ()  # what the probe could not read this tick (for the UI, not fatal)
+
+    @classmethod
+    def from_line(cls, line: str | bytes) -> "Sample":
+        """Parse one probe line; raises ProbeFormatError on anything that is not a v1 sample."""
+        try:
+            obj = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ProbeFormatError(f"not JSON: {exc}") from None
+        return cls.from_dict(obj)
+
+    @classmethod
+    def from_dict(cls, obj: Any) -> "Sample":
+        if not isinstance(obj, dict):
+            raise ProbeFormatError("probe line is not a JSON object")
+        if obj.get("v") != PROBE_VERSION:
+            raise ProbeFormatError(f"unsupported probe version {obj.get('v')!r}")
+        t = _num(obj.get("t"))
+        if t is None:
+            raise ProbeFormatError("probe line has no time")
+        try:
+            gpus = tuple(_gpu(g, i) for i, g in enumerate(_list(obj.get("gpus"))))
+            host = _host(obj.get("host") or {})
+            procs = tuple(_proc(p) for p in _list(obj.get("procs")))
+            ckpts = tuple(_ckpt(c) for c in _list(obj.get("ckpts")))
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            raise ProbeFormatError(f"malformed probe field: {exc!r}") from None
+        log = tuple(str(x) for x in _list(obj.get("log")))
+        errors = tuple(str(x) for x in _list(obj.get("errors")))
+        return cls(t, gpus, host, procs, log, ckpts, str(obj.get("source", "")), errors)
+
+
+class PodState(str, enum.Enum):
+    CONNECTING = "connecting"
+    ONLINE = "online"
+    STALE = "stale"
+    OFFLINE = "offline"
+    AUTH_FAILED = "auth failed"
+    HOSTKEY_UNKNOWN = "host key unknown"
+    HOSTKEY_CHANGED = "host key changed"
+
+    @property
+    def retrying(self) -> bool:
+        """States the monitor leaves by itself; the others wait for the user."""
+        return self in (PodState.CONNECTING, PodState.ONLINE, PodState.STALE, PodState.OFFLINE)
+
+
+@dataclass(frozen=True)
+class HostKeyPrompt:
+    """What the user needs to decide whether to trust a pod's host key."""
+
+    host: str
+    port: int
+    key_type: str
+    fingerprint: str  # "SHA256:..."
+    key_line: str  # the known_hosts line that trusting appends
+    known_hosts_file: str
+    changed: bool
+
+
+@dataclass(frozen=True)
+class PodStatus:
+    state: PodState
+    reason: str = ""
+    since: float = 0.0
+    next_retry: float | None = None  # monitor clock; None when not waiting to retry
+    host_key: HostKeyPrompt | None = None
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A stretch without samples (connection lost, pod stale)."""
+
+    start: float
+    end: float | None  # None while it lasts
+
+
+@dataclass(frozen=True)
+class PodSnapshot:
+    """Everything a widget needs about one pod, immutable: the monitor builds a new one per change."""
+
+    pod: Pod
+    status: PodStatus
+    history: tuple[Sample, ...] = ()  # oldest first, bounded
+    gaps: tuple[Gap, ...] = ()
+    samples_total: int = 0
+    malformed_total: int = 0
+    bytes_total: int = 0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def latest(self) -> Sample | None:
+        return self.history[-1] if self.history else None
+
+
+def _pct(used: int | None, total: int | None) -> float | None:
+    if used is None or not total:
+        return None
+    return 100.0 * used / total
+
+
+def _list(value: Any) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ProbeFormatError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _num(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    raise ValueError(f"not a number: {value!r}")
+
+
+def _int(value: Any) -> int | None:
+    v = _num(value)
+    return None if v is None else int(v)
+
+
+def _gpu(g: dict, position: int) -> GpuSample:
+    idx = _int(g.get("index"))
+    util = _num(g.get("util"))
+    if util is not None and not 0.0 <= util <= 100.0:
+        raise ValueError(f"GPU util out of range: {util}")
+    return GpuSample(
+        index=position if idx is None else idx,
+        name=str(g.get("name") or "GPU"),
+        util=util,
+        mem_used=_int(g.get("mem_used")),
+        mem_total=_int(g.get("mem_total")),
+        power_w=_num(g.get("power_w")),
+        temp_c=_num(g.get("temp_c")),
+    )
+
+
+def _host(h: dict) -> HostSample:
+    return HostSample(
+        cpu_pct=_num(h.get("cpu_pct")),
+        mem_used=_int(h.get("mem_used")),
+        mem_total=_int(h.get("mem_total")),
+        disk_used=_int(h.get("disk_used")),
+        disk_total=_int(h.get("disk_total")),
+        nofile_soft=_int(h.get("nofile_soft")),
+    )
+
+
+def _proc(p: dict) -> GpuProcess:
+    return GpuProcess(
+        pid=int(p["pid"]), gpu=_int(p.get("gpu")), mem=_int(p.get("mem")), cmd=str(p.get("cmd", ""))
+    )
+
+
+def _ckpt(c: dict) -> CheckpointInfo:
+    return CheckpointInfo(
+        step=int(c["step"]),
+        path=str(c.get("path", "")),
+        bytes=_int(c.get("bytes")),
+        mtime=_num(c.get("mtime")),
+        complete=bool(c.get("complete", False)),
+    )

@@ -1,0 +1,292 @@
+"""One asyncio task per pod: connect, start the probe, parse its stream, keep history, reconnect.
+
+Data flows one way: probe line -> :class:`Sample` -> bounded history -> immutable
+:class:`PodSnapshot` -> ``on_snapshot`` callback (the App turns it into a Textual message).
+
+States: CONNECTING until the first sample, ONLINE while samples arrive, STALE when none came for
+``stale_after`` seconds (the channel is still up), OFFLINE when the connection or probe is gone —
+then retried with backoff 1, 2, 4, ... ≤ ``backoff_max`` s. AUTH_FAILED and the host-key states wait
+for the user (``reconnect`` / ``trust_host_key``): retrying them by ourselves would only spam the pod.
+Every stretch without samples is recorded as a :class:`Gap` so the history shows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from services.errors import (
+    AuthError,
+    HostKeyChanged,
+    HostKeyError,
+    PrimeTrainError,
+    ProbeFormatError,
+)
+from services.models import (
+    Gap,
+    HostKeyPrompt,
+    Pod,
+    PodKind,
+    PodSnapshot,
+    PodState,
+    PodStatus,
+    Sample,
+)
+from services.ssh import Connection, LocalConnection, SSHConnection, SSHOptions, trust_host_key
+
+log = logging.getLogger(__name__)
+
+MAX_GAPS = 50
+
+
+@dataclass(frozen=True)
+class MonitorSettings:
+    interval: float = 1.0  # NVML averages over ~1 s: sampling faster adds nothing
+    stale_after: float = 5.0
+    restart_after: float = 60.0  # a channel silent this long is torn down and reopened
+    history_len: int = 600  # samples kept per pod (10 min at 1 Hz)
+    backoff_max: float = 60.0
+    keepalive_interval: float = 15.0
+    demo_seed: int = 0
+    demo_gpus: int = 8
+    demo_scenario: str = "training"
+    demo_max_ticks: int | None = None
+
+
+ConnectionFactory = Callable[[Pod], Connection]
+SnapshotCallback = Callable[[PodSnapshot], None]
+
+
+def backoff_delay(attempt: int, cap: float) -> float:
+    """1, 2, 4, ... seconds, never above ``cap`` (attempt counts from 0)."""
+    return float(min(cap, 2 ** min(attempt, 16)))
+
+
+class _PodWorker:
+    """State of one pod; only its own task mutates it."""
+
+    def __init__(self, pod: Pod, settings: MonitorSettings, clock: Callable[[], float]) -> None:
+        self.pod = pod
+        self.settings = settings
+        self.clock = clock
+        self.status = PodStatus(PodState.CONNECTING, "connecting", since=clock())
+        self.history: deque[Sample] = deque(maxlen=settings.history_len)
+        self.gaps: deque[Gap] = deque(maxlen=MAX_GAPS)
+        self.samples_total = 0
+        self.malformed_total = 0
+        self.bytes_total = 0
+        self.last_received: float | None = None
+        self.wake = asyncio.Event()
+        self.pending_key: HostKeyPrompt | None = None
+        self.task: asyncio.Task | None = None
+        self.snapshot = self._build()
+
+    def _build(self) -> PodSnapshot:
+        return PodSnapshot(
+            pod=self.pod,
+            status=self.status,
+            history=tuple(self.history),
+            gaps=tuple(self.gaps),
+            samples_total=self.samples_total,
+            malformed_total=self.malformed_total,
+            bytes_total=self.bytes_total,
+            extra={"last_received": self.last_received},
+        )
+
+    def open_gap(self) -> None:
+        if self.samples_total and (not self.gaps or self.gaps[-1].end is not None):
+            self.gaps.append(Gap(start=self.last_received or self.clock(), end=None))
+
+    def close_gap(self, now: float) -> None:
+        if self.gaps and self.gaps[-1].end is None:
+            self.gaps[-1] = replace(self.gaps[-1], end=now)
+
+
+class MonitorService:
+    def __init__(
+        self,
+        on_snapshot: SnapshotCallback,
+        *,
+        settings: MonitorSettings = MonitorSettings(),
+        clock: Callable[[], float] = time.time,
+        connector: ConnectionFactory | None = None,
+    ) -> None:
+        self._on_snapshot = on_snapshot
+        self.settings = settings
+        self._clock = clock
+        self._connector = connector or self._default_connector
+        self._workers: dict[str, _PodWorker] = {}
+
+    # ------------------------------------------------------------------ public API
+
+    def add(self, pod: Pod) -> None:
+        if pod.name in self._workers:
+            raise ValueError(f"a pod named {pod.name!r} is already monitored")
+        worker = _PodWorker(pod, self.settings, self._clock)
+        self._workers[pod.name] = worker
+        worker.task = asyncio.get_running_loop().create_task(
+            self._run(worker), name=f"monitor:{pod.name}"
+        )
+        self._emit(worker)
+
+    async def remove(self, name: str) -> None:
+        worker = self._workers.pop(name, None)
+        if worker is None or worker.task is None:
+            return
+        worker.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await worker.task
+
+    def trust_host_key(self, name: str) -> None:
+        """The user said yes to an unknown key: record it in known_hosts and reconnect now."""
+        worker = self._workers[name]
+        prompt = worker.pending_key
+        if prompt is None or prompt.changed:
+            raise PrimeTrainError("there is no new host key to trust for this pod")
+        trust_host_key(prompt.key_line, prompt.known_hosts_file)
+        worker.pending_key = None
+        worker.wake.set()
+
+    def reconnect(self, name: str) -> None:
+        self._workers[name].wake.set()
+
+    def snapshot(self, name: str) -> PodSnapshot:
+        return self._workers[name].snapshot
+
+    def snapshots(self) -> list[PodSnapshot]:
+        return [w.snapshot for w in self._workers.values()]
+
+    def names(self) -> list[str]:
+        return list(self._workers)
+
+    async def aclose(self) -> None:
+        for name in list(self._workers):
+            await self.remove(name)
+
+    # ------------------------------------------------------------------ internals
+
+    def _default_connector(self, pod: Pod) -> Connection:
+        if pod.kind is PodKind.SSH:
+            return SSHConnection(pod, SSHOptions(keepalive_interval=self.settings.keepalive_interval))
+        if pod.kind is PodKind.DEMO:
+            from services.demo.connection import DemoConnection
+
+            return DemoConnection(pod, self.settings)
+        return LocalConnection(pod)
+
+    def _probe_args(self, pod: Pod) -> list[str]:
+        args = ["--interval", f"{self.settings.interval:g}"]
+        if pod.run_dir:
+            args += ["--run-dir", pod.run_dir]
+        return args
+
+    def _set(self, worker: _PodWorker, state: PodState, reason: str = "", *,
+             next_retry: float | None = None, host_key: HostKeyPrompt | None = None) -> None:
+        now = self._clock()
+        since = worker.status.since if worker.status.state is state else now
+        worker.status = PodStatus(state, reason, since=since, next_retry=next_retry, host_key=host_key)
+        self._emit(worker)
+
+    def _emit(self, worker: _PodWorker) -> None:
+        worker.snapshot = worker._build()
+        try:
+            self._on_snapshot(worker.snapshot)
+        except Exception:  # a broken subscriber must not stop sampling
+            log.exception("snapshot callback failed for %s", worker.pod.name)
+
+    async def _run(self, worker: _PodWorker) -> None:
+        attempt = 0
+        while True:
+            worker.wake.clear()
+            if worker.status.state is not PodState.OFFLINE:
+                self._set(worker, PodState.CONNECTING, "connecting")
+            conn = self._connector(worker.pod)
+            wait_for_user = False
+            try:
+                await conn.connect()
+                stream = await conn.start_probe(self._probe_args(worker.pod))
+                reason = await self._pump(worker, stream)
+                if worker.samples_total:
+                    attempt = 0
+                tail = stream.stderr_tail().strip().splitlines()
+                if tail:
+                    reason = f"{reason}: {tail[-1][:200]}"
+            except HostKeyError as exc:
+                wait_for_user = True
+                worker.pending_key = HostKeyPrompt(
+                    host=exc.host, port=exc.port, key_type=exc.key_type,
+                    fingerprint=exc.fingerprint, key_line=exc.key_line,
+                    known_hosts_file=exc.known_hosts_file,
+                    changed=isinstance(exc, HostKeyChanged),
+                )
+                state = PodState.HOSTKEY_CHANGED if worker.pending_key.changed else PodState.HOSTKEY_UNKNOWN
+                self._set(worker, state, str(exc), host_key=worker.pending_key)
+            except AuthError as exc:
+                wait_for_user = True
+                self._set(worker, PodState.AUTH_FAILED, str(exc))
+            except PrimeTrainError as exc:
+                reason = str(exc)
+            except (OSError, asyncio.TimeoutError) as exc:
+                reason = f"connection error: {exc}"
+            finally:
+                await _quietly_close(conn)
+
+            if wait_for_user:
+                worker.open_gap()
+                await worker.wake.wait()
+                attempt = 0
+                continue
+
+            worker.open_gap()
+            delay = backoff_delay(attempt, self.settings.backoff_max)
+            attempt += 1
+            self._set(worker, PodState.OFFLINE, f"{reason}; retry in {delay:g} s",
+                      next_retry=self._clock() + delay)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(worker.wake.wait(), delay)
+
+    async def _pump(self, worker: _PodWorker, stream) -> str:
+        """Read samples until the stream ends; returns why it ended."""
+        settings = self.settings
+        silent_since = time.monotonic()
+        while True:
+            try:
+                line = await asyncio.wait_for(stream.readline(), settings.stale_after)
+            except asyncio.TimeoutError:
+                if worker.status.state is PodState.ONLINE:
+                    worker.open_gap()
+                    self._set(worker, PodState.STALE,
+                              f"no sample for {settings.stale_after:g} s")
+                if time.monotonic() - silent_since > settings.restart_after:
+                    return f"no sample for {settings.restart_after:g} s; reopening the channel"
+                continue
+            if not line:
+                return "probe stream ended"
+            worker.bytes_total += len(line)
+            if not line.strip():
+                continue
+            try:
+                sample = Sample.from_line(line)
+            except ProbeFormatError:
+                worker.malformed_total += 1
+                continue
+            silent_since = time.monotonic()
+            now = self._clock()
+            worker.close_gap(now)
+            worker.history.append(sample)
+            worker.samples_total += 1
+            worker.last_received = now
+            if worker.status.state is not PodState.ONLINE:
+                self._set(worker, PodState.ONLINE, sample.source and f"via {sample.source}")
+            else:
+                self._emit(worker)
+
+
+async def _quietly_close(conn: Connection) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(conn.close(), 5.0)

@@ -1,0 +1,106 @@
+"""Turning what the user typed (``--pod``, the add-pod box, pods.toml) into :class:`Pod`s."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from services.errors import PodSpecError
+from services.models import Pod, PodKind
+
+# user@host:port, host:port, [v6]:port, bare host or ssh alias; user part may hold dots/dashes.
+_SPEC = re.compile(
+    r"^(?:(?P<user>[A-Za-z0-9._][A-Za-z0-9._-]*)@)?"
+    r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9_.-]+))"
+    r"(?::(?P<port>\d{1,5}))?$"
+)
+
+
+def parse_pod_spec(spec: str, *, name: str | None = None) -> Pod:
+    """``user@host[:port]``, ``host``/an ssh alias, ``local`` or ``demo`` → Pod.
+
+    Anything that is not given stays unset so ``~/.ssh/config`` fills it in (an alias keeps its
+    HostName/User/Port/IdentityFile)."""
+    text = spec.strip()
+    if not text:
+        raise PodSpecError("empty pod", hint="type user@host[:port], an ssh alias, or 'local'")
+    if text == "local":
+        return Pod(name=name or "local", kind=PodKind.LOCAL)
+    if text == "demo":
+        return Pod(name=name or "demo", kind=PodKind.DEMO)
+    m = _SPEC.match(text)
+    if not m:
+        raise PodSpecError(
+            f"not a pod: {text!r}", hint="expected user@host[:port], an ssh alias, or 'local'"
+        )
+    port = None
+    if m["port"] is not None:
+        port = int(m["port"])
+        if not 0 < port < 65536:
+            raise PodSpecError(f"port out of range in {text!r}", hint="ports are 1-65535")
+    host = m["v6"] or m["host"]
+    return Pod(name=name or text, kind=PodKind.SSH, host=host, user=m["user"], port=port)
+
+
+def pod_from_table(name: str, table: dict[str, Any]) -> Pod:
+    """One ``[pods.NAME]`` table of pods.toml → Pod (raises PodSpecError with the pod's name)."""
+    if not isinstance(table, dict):
+        raise PodSpecError(f"pods.{name} must be a table")
+    known = {"target", "host", "user", "port", "run_dir", "price_per_hr", "probe_dir"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise PodSpecError(f"pods.{name}: unknown key(s) {', '.join(unknown)}",
+                           hint=f"known keys: {', '.join(sorted(known))}")
+    if "target" in table:
+        base = parse_pod_spec(str(table["target"]), name=name)
+    else:
+        base = parse_pod_spec(str(table.get("host") or name), name=name)
+    user = table.get("user", base.user)
+    port = table.get("port", base.port)
+    if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536):
+        raise PodSpecError(f"pods.{name}.port must be an integer 1-65535, got {port!r}")
+    price = table.get("price_per_hr")
+    if price is not None and (not isinstance(price, (int, float)) or isinstance(price, bool) or price < 0):
+        raise PodSpecError(f"pods.{name}.price_per_hr must be a number ≥ 0, got {price!r}")
+    return Pod(
+        name=name,
+        kind=base.kind,
+        host=base.host,
+        user=None if user is None else str(user),
+        port=port,
+        run_dir=_opt_str(table.get("run_dir")),
+        price_per_hr=None if price is None else float(price),
+        probe_dir=_opt_str(table.get("probe_dir")),
+        saved=True,
+    )
+
+
+def pod_to_table(pod: Pod) -> dict[str, Any]:
+    """Inverse of :func:`pod_from_table` (only what is set, so the file stays short)."""
+    out: dict[str, Any] = {}
+    if pod.kind is PodKind.SSH:
+        out["host"] = pod.host
+        if pod.user:
+            out["user"] = pod.user
+        if pod.port:
+            out["port"] = pod.port
+    else:
+        out["target"] = pod.kind.value
+    for key in ("run_dir", "price_per_hr", "probe_dir"):
+        value = getattr(pod, key)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def merge_pods(*groups: Iterable[Pod]) -> list[Pod]:
+    """Concatenate pod lists keeping the first pod of each name (pods.toml wins over --pod)."""
+    seen: dict[str, Pod] = {}
+    for group in groups:
+        for pod in group:
+            seen.setdefault(pod.name, pod)
+    return list(seen.values())
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,197 @@
+"""Shared fixtures: a real OpenSSH sshd on loopback, and an isolated client HOME.
+
+The sshd runs as the current user with generated host and client keys. Its sessions get a PATH whose
+first entry holds the demo's fake ``nvidia-smi`` (services/demo/bin), so the probe on the "pod" reads
+simulated GPUs through the real nvidia-smi code path, and the system python3 (no pynvml, no psutil), so
+the /proc fallbacks are exercised too.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from services.models import Pod, PodKind
+
+REPO = Path(__file__).resolve().parent.parent
+FAKE_BIN = REPO / "services" / "demo" / "bin"
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def keygen(path: Path, comment: str) -> None:
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        check=True,
+    )
+
+
+@dataclass
+class SshServer:
+    """One sshd on 127.0.0.1:port. ``kill()`` ends the listener AND every session it forked."""
+
+    root: Path
+    port: int
+    user: str
+    env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+
+    @property
+    def host_key(self) -> Path:
+        return self.root / "host_ed25519"
+
+    @property
+    def client_key(self) -> Path:
+        return self.root / "client_ed25519"
+
+    @property
+    def known_hosts_line(self) -> str:
+        pub = (self.root / "host_ed25519.pub").read_text().split()
+        return f"[127.0.0.1]:{self.port} {pub[0]} {pub[1]}"
+
+    def write_config(self) -> Path:
+        env = {"PATH": f"{FAKE_BIN}:/usr/local/bin:/usr/bin:/bin", **self.env}
+        setenv = " ".join(f"{k}={v}" for k, v in env.items())
+        cfg = self.root / "sshd_config"
+        cfg.write_text(
+            "\n".join([
+                f"Port {self.port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {self.host_key}",
+                f"PidFile {self.root / 'sshd.pid'}",
+                f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
+                "StrictModes no",
+                "UsePAM no",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "PubkeyAuthentication yes",
+                "PermitRootLogin prohibit-password",
+                "MaxStartups 200",
+                "MaxSessions 50",
+                "LogLevel ERROR",
+                "Subsystem sftp internal-sftp",
+                f"SetEnv {setenv}",
+                "",
+            ])
+        )
+        return cfg
+
+    def start(self) -> None:
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege-separation dir
+        cfg = self.write_config()
+        self.proc = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(cfg)],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.root / "sshd.log", "ab"),
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sshd exited: {(self.root / 'sshd.log').read_text()}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.02)
+        raise RuntimeError("sshd did not start listening")
+
+    def kill(self) -> None:
+        """Kill the listener and all its session processes (a pod dying mid-stream)."""
+        import psutil
+
+        if self.proc is None:
+            return
+        try:
+            parent = psutil.Process(self.proc.pid)
+            victims = [parent, *parent.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            victims = []
+        sshd_like = [v for v in victims if _is_sshd(v)]
+        for v in sshd_like:
+            try:
+                v.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(sshd_like, timeout=5)
+        self.proc.wait(timeout=5)
+        self.proc = None
+
+    def pod(self, name: str = "testpod", **kw) -> Pod:
+        return Pod(name=name, kind=PodKind.SSH, host="127.0.0.1", user=self.user, port=self.port, **kw)
+
+
+def _is_sshd(p) -> bool:
+    try:
+        return "sshd" in p.name() or "sshd" in " ".join(p.cmdline()[:1])
+    except Exception:
+        return False
+
+
+@dataclass
+class ClientHome:
+    """An isolated ~ for the client: .ssh/config, known_hosts, keys; no agent."""
+
+    home: Path
+    server: SshServer
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.home / ".ssh" / "known_hosts"
+
+    def trust(self) -> None:
+        self.known_hosts.write_text(self.server.known_hosts_line + "\n")
+
+    def write_ssh_config(self, identity: Path | None = None, alias: str = "testpod") -> None:
+        identity = identity or self.server.client_key
+        (self.home / ".ssh" / "config").write_text(
+            f"Host {alias}\n  HostName 127.0.0.1\n  Port {self.server.port}\n"
+            f"  User {self.server.user}\n  IdentityFile {identity}\n"
+            f"  UserKnownHostsFile {self.known_hosts}\n"
+            f"Host 127.0.0.1\n  IdentityFile {identity}\n  UserKnownHostsFile {self.known_hosts}\n"
+        )
+
+
+def _make_server(root: Path, env: dict[str, str] | None = None) -> SshServer:
+    root.mkdir(parents=True, exist_ok=True)
+    server = SshServer(root=root, port=free_port(), user=getpass.getuser(), env=env or {})
+    keygen(server.host_key, "test-host")
+    keygen(server.client_key, "test-client")
+    shutil.copy(root / "client_ed25519.pub", root / "authorized_keys")
+    return server
+
+
+@pytest.fixture
+def sshd(tmp_path: Path):
+    """A running sshd (function-scoped: tests may kill and restart it)."""
+    if not os.path.exists(SSHD):
+        pytest.fail("OpenSSH sshd is not installed: run the README's test command (it installs it)")
+    server = _make_server(tmp_path / "sshd", env={"PTT_FAKE_GPUS": "8"})
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def client_home(tmp_path: Path, sshd: SshServer, monkeypatch: pytest.MonkeyPatch) -> ClientHome:
+    """HOME for the client side, with an ssh config pointing at ``sshd`` and no agent."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True, mode=0o700)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(home / ".config" / "prime-train-tui"))
+    client = ClientHome(home=home, server=sshd)
+    client.write_ssh_config()
+    return client
