@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The one command that passes the tests on a fresh machine: installs what they need
+# (OpenSSH's sshd from Debian, the project and its dev extra in .venv) and runs the whole suite.
+# Extra arguments go to pytest, e.g.  scripts/test.sh -k monitor -x
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
+  echo "== installing openssh-server (the tests run a real sshd on 127.0.0.1)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends openssh-server >/dev/null
+fi
+
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv"
+  "$PY" -m venv .venv
+fi
+echo "== installing prime-train-tui[dev] into .venv"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+
+echo "== running the test suite"
+exec .venv/bin/python -m pytest "$@"
