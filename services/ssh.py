@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import secrets
 import shlex
 import sys
 from abc import ABC, abstractmethod
@@ -347,7 +348,7 @@ class SSHConnection(Connection):
                 if await sftp.exists(remote):
                     return remote
                 await sftp.makedirs(directory, exist_ok=True)
-                tmp = f"{remote}.{os.getpid()}.tmp"
+                tmp = f"{remote}.{os.getpid()}-{secrets.token_hex(4)}.tmp"  # many pods, one client
                 async with sftp.open(tmp, "wb") as fh:
                     await fh.write(data)
                 with contextlib.suppress(asyncssh.SFTPError):

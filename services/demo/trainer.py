@@ -1,0 +1,139 @@
+"""A simulated prime-rl-like trainer (stdlib only; runnable by path or as ``python -m services.demo.trainer``).
+
+Writes, under --run-dir:
+  logs/trainer.log, logs/orchestrator.log   prime-rl (loguru) style lines, e.g.
+      "14:00:02 SUCCESS Step 1 |    2.0s | Loss 0.4961 | Entropy 0.6123 | ... | Peak Mem. 41.3 GiB"
+  metrics.jsonl                              one {"step","time",...} object per step (trainer keys)
+  checkpoints/step_N/{trainer/model.bin,orchestrator/progress.pt,STABLE}
+                                             every --ckpt-interval steps and at the last step; STABLE last
+Everything but the wall-clock pacing is deterministic given --seed: the HH:MM:SS stamps come from a
+simulated clock (14:00:00 + step * step_seconds). --max-steps 0 runs until killed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+BASE_CLOCK = 14 * 3600
+
+
+def fmt_time(seconds):
+    """prime-rl's format_time: <1s -> '123ms', <60s -> '12.3s', then '2m 5s', '1h 3m'."""
+    if seconds < 1:
+        return "%dms" % int(seconds * 1000)
+    if seconds < 60:
+        return "%.1fs" % seconds
+    if seconds < 3600:
+        return "%dm %ds" % (seconds // 60, seconds % 60)
+    return "%dh %dm" % (seconds // 3600, (seconds % 3600) // 60)
+
+
+def stamp(sim_seconds):
+    s = int(BASE_CLOCK + sim_seconds) % 86400
+    return "%02d:%02d:%02d" % (s // 3600, (s % 3600) // 60, s % 60)
+
+
+def line(sim_seconds, level, msg):
+    return "%s %7s %s\n" % (stamp(sim_seconds), level, msg)
+
+
+def step_values(seed, step, step_seconds):
+    r = random.Random("%s:trainer:%d" % (seed, step))
+    return {
+        "time/step": step_seconds * r.uniform(0.95, 1.05),
+        "loss/mean": 0.5 * math.exp(-step / 200.0) + r.uniform(0.0, 0.02),
+        "entropy/all/mean": 0.6 * math.exp(-step / 400.0) + r.uniform(0.0, 0.05),
+        "mismatch_kl/all/mean": r.uniform(0.0005, 0.002),
+        "optim/grad_norm": r.uniform(0.1, 0.4),
+        "optim/lr": 3e-6,
+        "perf/throughput": r.uniform(24000, 26500),
+        "perf/mfu": r.uniform(29.0, 33.0),
+        "perf/peak_memory": r.uniform(41.0, 42.0),
+        "orch/reward": min(1.0, 0.2 + step / 300.0 + r.uniform(-0.03, 0.03)),
+        "orch/trainable": r.randint(88, 128),
+        "orch/truncation": r.uniform(0.0, 4.0),
+    }
+
+
+def trainer_line(step, v):
+    return ("Step %d | %7s | Loss %.4f | Entropy %.4f | Mismatch KL %.4f | Grad. Norm %.4f | LR %.2e | "
+            "Throughput %d tokens/s | MFU %.1f%% | Peak Mem. %.1f GiB" % (
+                step, fmt_time(v["time/step"]), v["loss/mean"], v["entropy/all/mean"],
+                v["mismatch_kl/all/mean"], v["optim/grad_norm"], v["optim/lr"], v["perf/throughput"],
+                v["perf/mfu"], v["perf/peak_memory"]))
+
+
+def orchestrator_line(step, v):
+    t = v["orch/trainable"]
+    return ("Step %d | %7s | Reward %.4f | Trainable %d/128 (%.1f%%) | Turns 1.0 | Branches 1.0 | "
+            "Max Off-Policy 1 | Error 0.0%% | Cancelled 0.0%% | Truncation %.1f%%" % (
+                step, fmt_time(v["time/step"] * 0.8), v["orch/reward"], t, 100.0 * t / 128,
+                v["orch/truncation"]))
+
+
+def write_checkpoint(run_dir, step, seed):
+    d = os.path.join(run_dir, "checkpoints", "step_%d" % step)
+    os.makedirs(os.path.join(d, "trainer"), exist_ok=True)
+    os.makedirs(os.path.join(d, "orchestrator"), exist_ok=True)
+    payload = random.Random("%s:ckpt:%d" % (seed, step)).getrandbits(8 * 4096).to_bytes(4096, "little")
+    with open(os.path.join(d, "trainer", "model.bin"), "wb") as f:
+        f.write(payload)
+    with open(os.path.join(d, "orchestrator", "progress.pt"), "wb") as f:
+        f.write(json.dumps({"step": step}).encode())
+    with open(os.path.join(d, "STABLE"), "w"):
+        pass
+    return d
+
+
+def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10):
+    logs = os.path.join(run_dir, "logs")
+    os.makedirs(logs, exist_ok=True)
+    tr = open(os.path.join(logs, "trainer.log"), "a", buffering=1)
+    orch = open(os.path.join(logs, "orchestrator.log"), "a", buffering=1)
+    metrics = open(os.path.join(run_dir, "metrics.jsonl"), "a", buffering=1)
+    tr.write(line(0, "INFO", "Starting from step 1 (total_tokens=0, total_samples=0)"))
+    orch.write(line(0, "INFO", "Starting orchestrator (simulated, seed=%s)" % seed))
+    start = time.monotonic()
+    sim = 0.0
+    step = 0
+    while max_steps <= 0 or step < max_steps:
+        step += 1
+        delay = start + step * step_seconds - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        v = step_values(seed, step, step_seconds)
+        sim += v["time/step"]
+        orch.write(line(sim - 0.2, "SUCCESS", orchestrator_line(step, v)))
+        tr.write(line(sim, "SUCCESS", trainer_line(step, v)))
+        row = {"step": step, "time": round(sim, 3)}
+        row.update({k: round(x, 6) for k, x in v.items() if not k.startswith("orch/")})
+        metrics.write(json.dumps(row) + "\n")
+        last = max_steps > 0 and step == max_steps
+        if ckpt_interval > 0 and (step % ckpt_interval == 0 or last):
+            tr.write(line(sim, "INFO", ("Writing final checkpoint" if last and step % ckpt_interval
+                                        else "Saving checkpoint at step %d" % step)))
+            write_checkpoint(run_dir, step, seed)
+    tr.write(line(sim, "SUCCESS", "RL trainer finished!"))
+    for f in (tr, orch, metrics):
+        f.close()
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="simulated prime-rl trainer (prime-train-tui demo)")
+    ap.add_argument("--run-dir", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--step-seconds", type=float, default=2.0)
+    ap.add_argument("--max-steps", type=int, default=0, help="0 = run until killed")
+    ap.add_argument("--ckpt-interval", type=int, default=10, help="0 = no checkpoints")
+    a = ap.parse_args(argv)
+    return run(a.run_dir, a.seed, a.step_seconds, a.max_steps, a.ckpt_interval)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
