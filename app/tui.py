@@ -1,0 +1,295 @@
+"""PrimeTrainApp: composition, global bindings, the command palette provider, the worker error hub.
+
+Data flows one way: monitor ``on_snapshot`` -> coalesced :class:`PodUpdated` -> handlers -> widgets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.containers import Horizontal
+from textual.message import Message
+from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState
+
+from app.screens.add_pod import AddPodScreen
+from app.screens.confirm import ConfirmScreen
+from app.screens.help import HelpScreen, help_rows
+from app.screens.host_key import HostKeyChangedScreen, HostKeyScreen
+from app.settings import load_pods, pods_file, save_pods
+from services.errors import PrimeTrainError
+from services.models import Pod, PodKind, PodSnapshot, PodState
+from services.monitor import MonitorService, MonitorSettings
+from services.pods import parse_pod_spec
+from widgets.monitor_pane import MonitorPane
+from widgets.placeholder import PlannedPane
+from widgets.pod_list import PodList
+
+STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
+PANES = ("config", "offers", "monitor", "bottleneck", "checkpoints")
+MonitorFactory = Callable[[Callable[[PodSnapshot], None]], MonitorService]
+
+
+class PodUpdated(Message):
+    """A pod changed; the newest snapshot waits in App._pending, so a burst is one message per pod."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+
+class PodCommands(Provider):
+    """Command palette entries for what is possible right now ("Pod: remove demo", "Go to: Offers")."""
+
+    async def discover(self) -> Hits:
+        for title, help_text, callback in self.app.palette_commands():  # type: ignore[attr-defined]
+            yield DiscoveryHit(title, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, callback in self.app.palette_commands():  # type: ignore[attr-defined]
+            if (score := matcher.match(title)) > 0:
+                yield Hit(score, matcher.highlight(title), callback, text=title, help=help_text)
+
+
+class PrimeTrainApp(App[None]):
+    TITLE = "prime-train-tui"
+    CSS_PATH = STYLES
+    COMMANDS = App.COMMANDS | {PodCommands}
+    BINDINGS = [
+        Binding("a", "add_pod", "Add pod", id="add_pod"),
+        Binding("d", "remove_pod", "Remove pod", id="remove_pod"),
+        Binding("r", "reconnect", "Reconnect", id="reconnect"),
+        Binding("question_mark", "help", "Help", id="help", key_display="?"),
+        Binding("ctrl+p", "command_palette", "Commands", id="command_palette", show=False, priority=True),
+        *(
+            Binding(str(n), f"show_pane('{pane}')", f"Go to {pane.title()}", id=f"pane_{pane}", show=False)
+            for n, pane in enumerate(PANES, 1)
+        ),
+        Binding("q", "quit", "Quit", id="quit"),
+    ]
+
+    def __init__(
+        self,
+        pods: list[Pod],
+        *,
+        settings: MonitorSettings = MonitorSettings(),
+        clock: Callable[[], float] = time.time,
+        pods_path: Path | None = None,
+        monitor_factory: MonitorFactory | None = None,
+        notices: Sequence[str] = (),
+    ) -> None:
+        super().__init__()
+        self.initial_pods, self.monitor_settings, self.clock = list(pods), settings, clock
+        self.pods_path, self._monitor_factory, self._notices = pods_path, monitor_factory, tuple(notices)
+        self.monitor: MonitorService | None = None
+        self.pods: dict[str, Pod] = {}
+        self.snapshots: dict[str, PodSnapshot] = {}
+        self._pending: dict[str, PodSnapshot] = {}
+        self._prompted: set[tuple[str, str]] = set()  # (pod, fingerprint) host-key modals shown
+        self._pods_file_lock = asyncio.Lock()
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="main"):
+            yield PodList(id="pods")
+            with TabbedContent(initial="monitor", id="panes"):
+                for pane in PANES:
+                    with TabPane(pane.title(), id=pane):
+                        yield MonitorPane(id="monitor-pane") if pane == "monitor" else PlannedPane(pane)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.theme = "textual-dark"
+        factory = self._monitor_factory or (
+            lambda cb: MonitorService(cb, settings=self.monitor_settings, clock=self.clock)
+        )
+        self.monitor = factory(self.on_snapshot)
+        for pod in self.initial_pods:
+            self._start(pod)
+        self.query_one(PodList).focus()
+        self.set_interval(1.0, self._tick)
+        for notice in self._notices:
+            self.notify(notice, severity="warning", timeout=10)
+
+    async def on_unmount(self) -> None:
+        if self.monitor is not None:
+            await self.monitor.aclose()
+
+    def on_snapshot(self, snapshot: PodSnapshot) -> None:
+        """Called by the monitor on the event loop for every change: keep it cheap."""
+        name = snapshot.pod.name
+        if name not in self._pending:
+            self.post_message(PodUpdated(name))
+        self._pending[name] = snapshot
+
+    def on_pod_updated(self, message: PodUpdated) -> None:
+        snapshot = self._pending.pop(message.name, None)
+        if snapshot is None or message.name not in self.pods:
+            return
+        self.snapshots[message.name] = snapshot
+        now = self.clock()
+        self.query_one(PodList).update_snapshot(snapshot, now)
+        if message.name == self.selected and self._monitor_visible():
+            self.query_one(MonitorPane).show(snapshot, now)
+        self._ask_about_host_key(snapshot)
+
+    def _ask_about_host_key(self, snapshot: PodSnapshot) -> None:
+        prompt, name = snapshot.status.host_key, snapshot.pod.name
+        if prompt is None or (name, prompt.fingerprint) in self._prompted:
+            return
+        if snapshot.status.state is PodState.HOSTKEY_UNKNOWN and not prompt.changed:
+            self._prompted.add((name, prompt.fingerprint))
+            self.push_screen(HostKeyScreen(name, prompt), partial(self._host_key_answered, name))
+        elif snapshot.status.state is PodState.HOSTKEY_CHANGED or prompt.changed:
+            self._prompted.add((name, prompt.fingerprint))
+            self.push_screen(HostKeyChangedScreen(name, prompt))
+
+    def _host_key_answered(self, name: str, trust: bool | None) -> None:
+        if trust and self.monitor is not None and name in self.pods:
+            try:
+                self.monitor.trust_host_key(name)
+            except (PrimeTrainError, OSError) as err:
+                self.notify(f"Could not trust the key of {name}: {err}", severity="error")
+            else:
+                self.notify(f"Trusted the host key of {name}; reconnecting.")
+
+    @property
+    def selected(self) -> str | None:
+        return self.query_one(PodList).selected
+
+    def _monitor_visible(self) -> bool:
+        return self.screen is self.screen_stack[0] and self.query_one(TabbedContent).active == "monitor"
+
+    def _refresh_monitor(self) -> None:
+        pane = self.query_one(MonitorPane)
+        snapshot = self.snapshots.get(self.selected or "")
+        if snapshot is None:
+            pane.clear()
+        else:
+            pane.show(snapshot, self.clock())
+
+    def _tick(self) -> None:
+        """Once a second: relative times ("retry in 4 s", "last sample 3 s ago") move on."""
+        if self.screen is not self.screen_stack[0]:
+            return
+        self.query_one(PodList).tick(self.clock())
+        if (snapshot := self.snapshots.get(self.selected or "")) and self._monitor_visible():
+            self.query_one(MonitorPane).tick(snapshot, self.clock())
+
+    def on_pod_list_pod_selected(self, _message: PodList.PodSelected) -> None:
+        self._refresh_monitor()
+        self.refresh_bindings()
+
+    def on_tabbed_content_tab_activated(self) -> None:
+        if self._monitor_visible():
+            self._refresh_monitor()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("remove_pod", "reconnect"):  # None: shown dimmed (footer, help), not runnable
+            pods = self.query(PodList)
+            return True if pods and pods.first().selected else None
+        return True
+
+    def action_show_pane(self, pane: str) -> None:
+        self.query_one(TabbedContent).active = pane
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(help_rows(self, self.screen)))
+
+    def action_add_pod(self) -> None:
+        self.push_screen(AddPodScreen(), self._add_spec)
+
+    def _add_spec(self, spec: str | None) -> None:
+        if not spec:
+            return
+        try:
+            pod = parse_pod_spec(spec)
+        except PrimeTrainError as err:
+            self.notify(str(err), severity="error", title="Cannot add pod")
+            return
+        if pod.name in self.pods:
+            self.notify(f"A pod named {pod.name} is already in the list.", severity="error")
+            return
+        if pod.kind is PodKind.SSH:
+            pod = replace(pod, saved=True)
+            self.run_worker(self._save_pods(add=pod), name="saving pods.toml", exit_on_error=False)
+        self._start(pod)
+        self.query_one(PodList).select(pod.name)
+
+    def action_remove_pod(self) -> None:
+        name = self.selected
+        if name is None:
+            return
+        where = "It will be removed from pods.toml." if self.pods[name].saved else "It is not in pods.toml."
+        self.push_screen(ConfirmScreen(f"Remove pod {name}? {where}"), partial(self._remove_confirmed, name))
+
+    def _remove_confirmed(self, name: str, yes: bool | None) -> None:
+        pod = self.pods.pop(name, None) if yes else None
+        if pod is None:
+            return
+        self.snapshots.pop(name, None)
+        self._pending.pop(name, None)
+        self.query_one(PodList).remove_pod(name)
+        self.sub_title = "SIMULATED" if any(p.simulated for p in self.pods.values()) else ""
+        if self.monitor is not None:
+            self.run_worker(self.monitor.remove(name), name=f"removing {name}", exit_on_error=False)
+        if pod.saved:
+            self.run_worker(self._save_pods(remove=name), name="saving pods.toml", exit_on_error=False)
+
+    def action_reconnect(self) -> None:
+        name = self.selected
+        if name is not None and self.monitor is not None:
+            self.monitor.reconnect(name)
+            self.notify(f"Reconnecting {name}…")
+
+    def _start(self, pod: Pod) -> None:
+        self.pods[pod.name] = pod
+        self.query_one(PodList).add_pod(pod)
+        self.sub_title = "SIMULATED" if any(p.simulated for p in self.pods.values()) else ""
+        if self.monitor is not None:
+            try:
+                self.monitor.add(pod)
+            except ValueError as err:  # still being removed from a moment ago
+                self.notify(str(err), severity="error")
+
+    async def _save_pods(self, *, add: Pod | None = None, remove: str | None = None) -> None:
+        """Re-read pods.toml and change one entry: what this session never loaded survives."""
+        path = self.pods_path or pods_file()
+        async with self._pods_file_lock:
+            current = await asyncio.to_thread(load_pods, path) if path.exists() else []
+            kept = [p for p in current if p.name != (remove or (add.name if add else None))]
+            await asyncio.to_thread(save_pods, kept + ([add] if add else []), path)
+
+    def palette_commands(self) -> list[tuple[str, str, Callable[[], object]]]:
+        """What the command palette offers now; each is a binding's action, so keys and palette agree."""
+        commands: list[tuple[str, str, Callable[[], object]]] = [
+            ("Pod: add", "user@host[:port], an ssh alias, local or demo", self.action_add_pod),
+        ]
+        name = self.selected
+        if name is not None:
+            commands.append((f"Pod: remove {name}", "Stop watching it (asks first)", self.action_remove_pod))
+            commands.append((f"Pod: reconnect {name}", "Retry now, skip the backoff", self.action_reconnect))
+        active = self.query_one(TabbedContent).active
+        commands += [
+            (f"Go to: {p.title()}", f"Show the {p.title()} pane", partial(self.action_show_pane, p))
+            for p in PANES
+            if p != active
+        ]
+        return commands + [("Show help", "Every key, from the live bindings", self.action_help)]
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is not WorkerState.ERROR:
+            return
+        error = event.worker.error
+        known = isinstance(error, PrimeTrainError)
+        text = f"{error}\n{error.hint}".strip() if known else f"{type(error).__name__}: {error}"
+        self.notify(text, severity="error", title=f"{event.worker.name} failed", timeout=10)

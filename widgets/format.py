@@ -1,0 +1,82 @@
+"""Formatting shared by the widgets: one place decides how N/A, bytes and durations read."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+
+from services.models import PodSnapshot, Sample
+
+GIB = 1024**3
+NA = "N/A"
+
+
+def gib(value: int | None) -> str:
+    """Bytes as GiB with one decimal; ``None`` (unmeasured) reads N/A, never 0."""
+    return NA if value is None else f"{value / GIB:.1f}"
+
+
+def used_total_gib(used: int | None, total: int | None) -> str:
+    if used is None and total is None:
+        return NA
+    return f"{gib(used)}/{gib(total)} GiB"
+
+
+def number(value: float | None, unit: str = "", digits: int = 0) -> str:
+    if value is None:
+        return NA
+    text = f"{value:.{digits}f}"
+    return f"{text} {unit}" if unit else text
+
+
+def duration(seconds: float) -> str:
+    """A short human duration: "4 s", "2 min 5 s", "1 h 3 min"."""
+    s = max(0, int(math.ceil(seconds)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s" if s % 60 else f"{s // 60} min"
+    return f"{s // 3600} h {(s % 3600) // 60} min"
+
+
+def clock_time(epoch: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(epoch))
+
+
+def received_at(snapshot: PodSnapshot) -> float | None:
+    """When the monitor received the latest sample, on the monitor's (injected) clock.
+
+    The pod's own ``Sample.t`` is another machine's clock, so relative times never use it.
+    """
+    value = snapshot.extra.get("last_received")
+    return value if isinstance(value, (int, float)) else None
+
+
+def series(
+    history: Sequence[Sample],
+    value: Callable[[Sample], float | None],
+    *,
+    limit: int = 120,
+) -> list[float]:
+    """The last ``limit`` values of one metric for a Sparkline.
+
+    A stretch without samples (a gap in the pod's own timestamps wider than three usual steps) is
+    drawn as zeros, one per missing step, so an outage is visible; N/A values are drawn as 0 too.
+    """
+    recent = list(history[-limit:])
+    if not recent:
+        return []
+    steps = sorted(b.t - a.t for a, b in zip(recent, recent[1:]) if b.t > a.t)
+    step = steps[len(steps) // 2] if steps else 0.0
+    out: list[float] = []
+    previous: Sample | None = None
+    for sample in recent:
+        if previous is not None and step > 0:
+            missing = int((sample.t - previous.t) / step) - 1
+            if missing >= 3:
+                out.extend([0.0] * min(missing, limit))
+        v = value(sample)
+        out.append(0.0 if v is None else float(v))
+        previous = sample
+    return out[-limit:]

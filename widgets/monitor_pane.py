@@ -1,0 +1,247 @@
+"""The Monitor pane: live numbers and history sparklines of the selected pod.
+
+It renders whatever :class:`PodSnapshot` it is handed and only touches the widgets whose text or
+data changed; it never reads a clock of its own (``now`` comes from the App's injected clock).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Label, Sparkline, Static
+
+from services.models import GpuSample, PodSnapshot, Sample
+from widgets.format import (
+    NA,
+    clock_time,
+    duration,
+    number,
+    received_at,
+    series,
+    used_total_gib,
+)
+from widgets.pod_list import status_reason
+
+TEMP_WARN, TEMP_CRITICAL = 75.0, 85.0
+MEM_WARN_PCT = 95.0
+DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
+NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
+
+
+def _set_text(label: Label, text: str) -> None:
+    if getattr(label, "_shown_text", None) != text:
+        label._shown_text = text  # type: ignore[attr-defined]
+        label.update(text)
+
+
+def _set_data(spark: Sparkline, data: list[float]) -> None:
+    if spark.data != data:
+        spark.data = data
+
+
+def _level(label: Label, warn: bool, critical: bool) -> None:
+    label.set_class(critical, "-critical")
+    label.set_class(warn and not critical, "-warn")
+
+
+def _gpu_metric(index: int, pick: Callable[[GpuSample], float | None]) -> Callable[[Sample], float | None]:
+    def value(sample: Sample) -> float | None:
+        for gpu in sample.gpus:
+            if gpu.index == index:
+                return pick(gpu)
+        return None
+
+    return value
+
+
+class GpuRow(Horizontal):
+    """One GPU: util %, memory used/total GiB, power W, temperature °C, each with its history."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(classes="gpu-row")
+        self.index = index
+
+    def compose(self) -> ComposeResult:
+        yield Label(f"GPU{self.index}", classes="gpu-index")
+        for metric in ("util", "mem", "power", "temp"):
+            yield Label(NA, classes=f"gpu-value gpu-{metric}")
+            yield Sparkline([], classes=f"gpu-spark spark-{metric}")
+
+    def show(self, gpu: GpuSample | None, history: Sequence[Sample]) -> None:
+        util = self.query_one(".gpu-util", Label)
+        mem = self.query_one(".gpu-mem", Label)
+        power = self.query_one(".gpu-power", Label)
+        temp = self.query_one(".gpu-temp", Label)
+        if gpu is None:
+            for label in (util, mem, power, temp):
+                _set_text(label, NA)
+        else:
+            _set_text(util, number(gpu.util, "%"))
+            _set_text(mem, used_total_gib(gpu.mem_used, gpu.mem_total))
+            _set_text(power, number(gpu.power_w, "W"))
+            _set_text(temp, number(gpu.temp_c, "°C"))
+            _level(mem, (gpu.mem_pct or 0) >= MEM_WARN_PCT, False)
+            t = gpu.temp_c or 0
+            _level(temp, t >= TEMP_WARN, t >= TEMP_CRITICAL)
+        picks: dict[str, Callable[[GpuSample], float | None]] = {
+            "util": lambda g: g.util,
+            "mem": lambda g: g.mem_pct,
+            "power": lambda g: g.power_w,
+            "temp": lambda g: g.temp_c,
+        }
+        for metric, pick in picks.items():
+            spark = self.query_one(f".spark-{metric}", Sparkline)
+            _set_data(spark, series(history, _gpu_metric(self.index, pick)))
+
+
+class MonitorPane(Widget):
+    """Everything the monitor knows about one pod, or a plain line saying there is no pod."""
+
+    def compose(self) -> ComposeResult:
+        yield Static("No pod selected. Press [b]a[/b] to add one.", id="monitor-empty")
+        with Vertical(id="monitor-body"):
+            yield Label("", id="monitor-title")
+            yield Label("", id="monitor-stats")
+            yield Label("", id="monitor-gaps")
+            with Horizontal(id="host-row"):
+                yield Label("", id="host-cpu", classes="host-value")
+                yield Label("", id="host-ram", classes="host-value")
+                yield Label("", id="host-disk", classes="host-value")
+                yield Label("", id="host-nofile", classes="host-value")
+            yield Label("", id="gpu-models")
+            with Horizontal(id="gpu-header"):
+                yield Label("", classes="gpu-index")
+                for metric, title in (("util", "util"), ("mem", "memory"), ("power", "power"), ("temp", "temp")):
+                    yield Label(title, classes=f"gpu-value gpu-{metric}")
+                    yield Label("", classes="gpu-spark")
+            yield VerticalScroll(id="gpu-rows")
+            yield Label("", id="monitor-errors")
+
+    def on_mount(self) -> None:
+        self.query_one("#monitor-body").display = False
+        self._gpu_indices: tuple[int, ...] = ()
+        self._pod_name: str | None = None
+        self._snapshot: PodSnapshot | None = None
+
+    @property
+    def pod_name(self) -> str | None:
+        return self._pod_name
+
+    def clear(self) -> None:
+        self._pod_name = None
+        self._snapshot = None
+        self.query_one("#monitor-empty").display = True
+        self.query_one("#monitor-body").display = False
+
+    def show(self, snapshot: PodSnapshot, now: float) -> None:
+        self.query_one("#monitor-empty").display = False
+        self.query_one("#monitor-body").display = True
+        self._pod_name = snapshot.pod.name
+        self._snapshot = snapshot
+        latest = snapshot.latest
+        self._show_title(snapshot, now)
+        self._show_stats(snapshot, now)
+        self._show_gaps(snapshot, now)
+        self._show_host(latest)
+        self._show_gpus(snapshot)
+        errors = latest.errors if latest else ()
+        errors_label = self.query_one("#monitor-errors", Label)
+        _set_text(errors_label, "probe could not read: " + "; ".join(errors) if errors else "")
+        errors_label.display = bool(errors)
+
+    def tick(self, snapshot: PodSnapshot, now: float) -> None:
+        """Only the relative times moved on; the data did not."""
+        if snapshot.pod.name != self._pod_name or self._snapshot is not snapshot:
+            self.show(snapshot, now)
+            return
+        self._show_title(snapshot, now)
+        self._show_stats(snapshot, now)
+        self._show_gaps(snapshot, now)
+
+    def _show_title(self, snapshot: PodSnapshot, now: float) -> None:
+        pod = snapshot.pod
+        simulated = "  SIMULATED" if pod.simulated else ""
+        reason = status_reason(snapshot, now)
+        title = f"{pod.label} — {snapshot.status.state.value}{simulated}" + (f" ({reason})" if reason else "")
+        _set_text(self.query_one("#monitor-title", Label), title)
+
+    def _show_stats(self, snapshot: PodSnapshot, now: float) -> None:
+        latest = snapshot.latest
+        at = received_at(snapshot)
+        if latest is None:
+            age = "no sample yet"
+        elif at is None:
+            age = "last sample: time unknown"
+        else:
+            age = f"last sample {duration(now - at)} ago"
+        source = (latest.source or "none") if latest else "none"
+        text = (
+            f"{age} · source {source} · {snapshot.samples_total} samples"
+            f" · {snapshot.malformed_total} malformed"
+        )
+        _set_text(self.query_one("#monitor-stats", Label), text)
+
+    def _show_gaps(self, snapshot: PodSnapshot, now: float) -> None:
+        if not snapshot.gaps:
+            text = "history: no gaps"
+        else:
+            shown = [
+                f"gap {duration((gap.end if gap.end is not None else now) - gap.start)}"
+                f" at {clock_time(gap.start)}{'' if gap.end is not None else ' (ongoing)'}"
+                for gap in snapshot.gaps[-3:]
+            ]
+            more = len(snapshot.gaps) - len(shown)
+            text = "history: " + ", ".join(shown) + (f" (+{more} earlier)" if more > 0 else "")
+            text += " — drawn as 0 in the graphs"
+        _set_text(self.query_one("#monitor-gaps", Label), text)
+
+    def _show_host(self, latest: Sample | None) -> None:
+        host = latest.host if latest else None
+        cpu = self.query_one("#host-cpu", Label)
+        ram = self.query_one("#host-ram", Label)
+        disk = self.query_one("#host-disk", Label)
+        nofile = self.query_one("#host-nofile", Label)
+        if host is None:
+            for label, title in ((cpu, "CPU"), (ram, "RAM"), (disk, "disk"), (nofile, "open files")):
+                _set_text(label, f"{title} {NA}")
+            return
+        _set_text(cpu, f"CPU {number(host.cpu_pct, '%')}")
+        _set_text(ram, f"RAM {used_total_gib(host.mem_used, host.mem_total)}")
+        _set_text(disk, f"disk {used_total_gib(host.disk_used, host.disk_total)}")
+        disk_pct = host.disk_pct or 0
+        _level(disk, disk_pct >= DISK_WARN_PCT, disk_pct >= DISK_CRITICAL_PCT)
+        limit = host.nofile_soft
+        _set_text(nofile, f"open files ≤ {NA if limit is None else limit}")
+        _level(nofile, limit is not None and limit < NOFILE_WARN, False)
+
+    def _show_gpus(self, snapshot: PodSnapshot) -> None:
+        latest = snapshot.latest
+        gpus = {gpu.index: gpu for gpu in latest.gpus} if latest else {}
+        models = Counter(gpu.name for gpu in gpus.values())
+        summary = ", ".join(f"{count} × {name}" for name, count in models.items())
+        _set_text(self.query_one("#gpu-models", Label), f"GPUs: {summary}" if summary else "GPUs: none reported")
+        self.query_one("#gpu-header").display = bool(gpus)
+        rows = self.query_one("#gpu-rows", VerticalScroll)
+        indices = tuple(sorted(gpus))
+        if indices != self._gpu_indices:
+            self._gpu_indices = indices
+            rows.remove_children()
+            rows.mount_all(GpuRow(i) for i in indices)
+            # New rows compose on mount; fill them once they exist.
+            self.call_after_refresh(self._fill_rows)
+            return
+        self._fill_rows()
+
+    def _fill_rows(self) -> None:
+        snapshot = self._snapshot
+        if snapshot is None:
+            return
+        latest = snapshot.latest
+        gpus = {gpu.index: gpu for gpu in latest.gpus} if latest else {}
+        for row in self.query(GpuRow):
+            if row.is_mounted and row.children:
+                row.show(gpus.get(row.index), snapshot.history)

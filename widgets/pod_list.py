@@ -1,0 +1,141 @@
+"""The pod sidebar: one row per pod with its state badge and, on failure, the reason."""
+
+from __future__ import annotations
+
+import re
+
+from textual.app import ComposeResult
+from textual.message import Message
+from textual.widgets import Label, ListItem, ListView
+
+from services.models import Pod, PodSnapshot, PodState
+from widgets.format import duration
+
+STATE_CLASS = {
+    PodState.CONNECTING: "-connecting",
+    PodState.ONLINE: "-online",
+    PodState.STALE: "-stale",
+    PodState.OFFLINE: "-offline",
+    PodState.AUTH_FAILED: "-failed",
+    PodState.HOSTKEY_UNKNOWN: "-failed",
+    PodState.HOSTKEY_CHANGED: "-failed",
+}
+
+
+_RETRY_SUFFIX = re.compile(r"[;,]?\s*retry in [\d.]+ ?s$")
+
+
+def status_reason(snapshot: PodSnapshot, now: float) -> str:
+    """The line under the badge: why the pod is not online and when it is retried."""
+    status = snapshot.status
+    if status.state is PodState.ONLINE:
+        return ""  # the Monitor pane shows the data source; the sidebar stays quiet when all is well
+    # The countdown is computed here from next_retry; a fixed "retry in N s" in the reason would lie.
+    reason = _RETRY_SUFFIX.sub("", status.reason) if status.next_retry is not None else status.reason
+    parts = [reason] if reason else []
+    if status.next_retry is not None and status.state is not PodState.ONLINE:
+        parts.append(f"retry in {duration(status.next_retry - now)}")
+    return ", ".join(parts)
+
+
+class PodRow(ListItem):
+    """One pod. Holds no connection: it renders whatever snapshot it was last given."""
+
+    def __init__(self, pod: Pod) -> None:
+        super().__init__(classes="pod-row")
+        self.pod = pod
+        self.snapshot: PodSnapshot | None = None
+
+    def compose(self) -> ComposeResult:
+        name = self.pod.name + ("  [b]SIMULATED[/]" if self.pod.simulated else "")
+        yield Label(name, classes="pod-name", markup=self.pod.simulated)
+        yield Label(PodState.CONNECTING.value, classes="pod-badge -connecting")
+        yield Label("", classes="pod-reason")
+
+    def show(self, snapshot: PodSnapshot, now: float) -> None:
+        self.snapshot = snapshot
+        badge = self.query_one(".pod-badge", Label)
+        state = snapshot.status.state
+        badge.update(state.value)
+        for cls in set(STATE_CLASS.values()):
+            badge.set_class(cls == STATE_CLASS[state], cls)
+        reason = status_reason(snapshot, now)
+        label = self.query_one(".pod-reason", Label)
+        label.update(f"— {reason}" if reason else "")
+        label.display = bool(reason)
+
+    def tick(self, now: float) -> None:
+        """Re-render the relative times ("retry in 4 s") from the stored snapshot."""
+        if self.snapshot is not None and self.snapshot.status.next_retry is not None:
+            self.show(self.snapshot, now)
+
+    @property
+    def text(self) -> str:
+        """What the row says, as plain text (for tests and accessibility)."""
+        return " ".join(str(label.render()) for label in self.query(Label) if label.display)
+
+
+class PodList(ListView):
+    """The sidebar. Posts :class:`PodList.PodSelected` when the highlighted pod changes."""
+
+    class PodSelected(Message):
+        def __init__(self, name: str | None) -> None:
+            super().__init__()
+            self.name = name
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._rows: dict[str, PodRow] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._rows)
+
+    @property
+    def selected(self) -> str | None:
+        item = self.highlighted_child
+        return item.pod.name if isinstance(item, PodRow) else None
+
+    def row(self, name: str) -> PodRow | None:
+        return self._rows.get(name)
+
+    def add_pod(self, pod: Pod) -> None:
+        if pod.name in self._rows:
+            return
+        row = PodRow(pod)
+        self._rows[pod.name] = row
+        self.append(row)
+        if self.index is None:
+            self.index = 0
+
+    def remove_pod(self, name: str) -> None:
+        row = self._rows.pop(name, None)
+        if row is not None and row in self._nodes:
+            # pop() moves the highlight to a neighbour and posts Highlighted (None when empty).
+            self.pop(self._nodes.index(row))
+
+    def select(self, name: str) -> None:
+        row = self._rows.get(name)
+        if row is not None and row in self._nodes:
+            self.index = self._nodes.index(row)
+
+    def update_snapshot(self, snapshot: PodSnapshot, now: float) -> None:
+        row = self._rows.get(snapshot.pod.name)
+        if row is not None and row.is_mounted:
+            row.show(snapshot, now)
+
+    def tick(self, now: float) -> None:
+        for row in self._rows.values():
+            if row.is_mounted:
+                row.tick(now)
+
+    def _announce(self) -> None:
+        self.post_message(self.PodSelected(self.selected))
+
+    def on_list_view_highlighted(self, event: ListView.Highlighted) -> None:
+        event.stop()
+        self._announce()
+
+    def on_list_view_selected(self, event: ListView.Selected) -> None:
+        event.stop()
+        self._announce()
