@@ -100,3 +100,18 @@ def save_pods(pods: list[Pod], path: Path | None = None) -> None:
                 entry[key] = value
             table[name] = entry
     atomic_write_text(path, tomlkit.dumps(doc), backup=True)
+
+
+def add_saved_pod(pod: Pod, path: Path | None = None) -> None:
+    """Add (or replace) one pod in pods.toml, re-reading the file so others' edits survive."""
+    path = path or pods_file()
+    current = [p for p in load_pods(path) if p.name != pod.name]
+    save_pods([*current, pod], path)
+
+
+def remove_saved_pod(name: str, path: Path | None = None) -> None:
+    """Remove one pod from pods.toml (the previous file stays as pods.toml.bak)."""
+    path = path or pods_file()
+    current = load_pods(path)
+    if any(p.name == name for p in current):
+        save_pods([p for p in current if p.name != name], path)

@@ -24,7 +24,7 @@ from app.screens.add_pod import AddPodScreen
 from app.screens.confirm import ConfirmScreen
 from app.screens.help import HelpScreen, help_rows
 from app.screens.host_key import HostKeyChangedScreen, HostKeyScreen
-from app.settings import load_pods, pods_file, save_pods
+from app.settings import add_saved_pod, remove_saved_pod
 from services.errors import PrimeTrainError
 from services.models import Pod, PodKind, PodSnapshot, PodState
 from services.monitor import MonitorService, MonitorSettings
@@ -115,7 +115,7 @@ class PrimeTrainApp(App[None]):
         self.monitor = factory(self.on_snapshot)
         for pod in self.initial_pods:
             self._start(pod)
-        self.query_one(PodList).focus()
+        self.pod_list.focus()
         self.set_interval(1.0, self._tick)
         for notice in self._notices:
             self.notify(notice, severity="warning", timeout=10)
@@ -133,13 +133,13 @@ class PrimeTrainApp(App[None]):
 
     def on_pod_updated(self, message: PodUpdated) -> None:
         snapshot = self._pending.pop(message.name, None)
-        if snapshot is None or message.name not in self.pods:
-            return
+        if snapshot is None or message.name not in self.pods or not self._main_widgets_ready():
+            return  # removed meanwhile, or the app is shutting down
         self.snapshots[message.name] = snapshot
         now = self.clock()
-        self.query_one(PodList).update_snapshot(snapshot, now)
+        self.pod_list.update_snapshot(snapshot, now)
         if message.name == self.selected and self._monitor_visible():
-            self.query_one(MonitorPane).show(snapshot, now)
+            self.monitor_pane.show(snapshot, now)
         self._ask_about_host_key(snapshot)
 
     def _ask_about_host_key(self, snapshot: PodSnapshot) -> None:
@@ -162,15 +162,32 @@ class PrimeTrainApp(App[None]):
             else:
                 self.notify(f"Trusted the host key of {name}; reconnecting.")
 
+    # The main screen's widgets, looked up there: App.query_one searches the *active* screen, which
+    # is a modal (help, host key, confirm) whenever a snapshot may arrive while one is open.
+    @property
+    def pod_list(self) -> PodList:
+        return self.screen_stack[0].query_one(PodList)
+
+    @property
+    def monitor_pane(self) -> MonitorPane:
+        return self.screen_stack[0].query_one(MonitorPane)
+
+    @property
+    def tabs(self) -> TabbedContent:
+        return self.screen_stack[0].query_one(TabbedContent)
+
+    def _main_widgets_ready(self) -> bool:
+        return bool(self.screen_stack) and bool(self.screen_stack[0].query(PodList))
+
     @property
     def selected(self) -> str | None:
-        return self.query_one(PodList).selected
+        return self.pod_list.selected
 
     def _monitor_visible(self) -> bool:
-        return self.screen is self.screen_stack[0] and self.query_one(TabbedContent).active == "monitor"
+        return self.screen is self.screen_stack[0] and self.tabs.active == "monitor"
 
     def _refresh_monitor(self) -> None:
-        pane = self.query_one(MonitorPane)
+        pane = self.monitor_pane
         snapshot = self.snapshots.get(self.selected or "")
         if snapshot is None:
             pane.clear()
@@ -179,11 +196,11 @@ class PrimeTrainApp(App[None]):
 
     def _tick(self) -> None:
         """Once a second: relative times ("retry in 4 s", "last sample 3 s ago") move on."""
-        if self.screen is not self.screen_stack[0]:
+        if self.screen is not self.screen_stack[0] or not self._main_widgets_ready():
             return
-        self.query_one(PodList).tick(self.clock())
+        self.pod_list.tick(self.clock())
         if (snapshot := self.snapshots.get(self.selected or "")) and self._monitor_visible():
-            self.query_one(MonitorPane).tick(snapshot, self.clock())
+            self.monitor_pane.tick(snapshot, self.clock())
 
     def on_pod_list_pod_selected(self, _message: PodList.PodSelected) -> None:
         self._refresh_monitor()
@@ -195,12 +212,11 @@ class PrimeTrainApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("remove_pod", "reconnect"):  # None: shown dimmed (footer, help), not runnable
-            pods = self.query(PodList)
-            return True if pods and pods.first().selected else None
+            return True if self._main_widgets_ready() and self.pod_list.selected else None
         return True
 
     def action_show_pane(self, pane: str) -> None:
-        self.query_one(TabbedContent).active = pane
+        self.tabs.active = pane
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(help_rows(self, self.screen)))
@@ -223,7 +239,7 @@ class PrimeTrainApp(App[None]):
             pod = replace(pod, saved=True)
             self.run_worker(self._save_pods(add=pod), name="saving pods.toml", exit_on_error=False)
         self._start(pod)
-        self.query_one(PodList).select(pod.name)
+        self.pod_list.select(pod.name)
 
     def action_remove_pod(self) -> None:
         name = self.selected
@@ -238,7 +254,7 @@ class PrimeTrainApp(App[None]):
             return
         self.snapshots.pop(name, None)
         self._pending.pop(name, None)
-        self.query_one(PodList).remove_pod(name)
+        self.pod_list.remove_pod(name)
         self.sub_title = "SIMULATED" if any(p.simulated for p in self.pods.values()) else ""
         if self.monitor is not None:
             self.run_worker(self.monitor.remove(name), name=f"removing {name}", exit_on_error=False)
@@ -253,7 +269,7 @@ class PrimeTrainApp(App[None]):
 
     def _start(self, pod: Pod) -> None:
         self.pods[pod.name] = pod
-        self.query_one(PodList).add_pod(pod)
+        self.pod_list.add_pod(pod)
         self.sub_title = "SIMULATED" if any(p.simulated for p in self.pods.values()) else ""
         if self.monitor is not None:
             try:
@@ -262,12 +278,12 @@ class PrimeTrainApp(App[None]):
                 self.notify(str(err), severity="error")
 
     async def _save_pods(self, *, add: Pod | None = None, remove: str | None = None) -> None:
-        """Re-read pods.toml and change one entry: what this session never loaded survives."""
-        path = self.pods_path or pods_file()
+        """Change one entry of pods.toml (off the event loop; one write at a time)."""
         async with self._pods_file_lock:
-            current = await asyncio.to_thread(load_pods, path) if path.exists() else []
-            kept = [p for p in current if p.name != (remove or (add.name if add else None))]
-            await asyncio.to_thread(save_pods, kept + ([add] if add else []), path)
+            if add is not None:
+                await asyncio.to_thread(add_saved_pod, add, self.pods_path)
+            if remove is not None:
+                await asyncio.to_thread(remove_saved_pod, remove, self.pods_path)
 
     def palette_commands(self) -> list[tuple[str, str, Callable[[], object]]]:
         """What the command palette offers now; each is a binding's action, so keys and palette agree."""
@@ -278,7 +294,7 @@ class PrimeTrainApp(App[None]):
         if name is not None:
             commands.append((f"Pod: remove {name}", "Stop watching it (asks first)", self.action_remove_pod))
             commands.append((f"Pod: reconnect {name}", "Retry now, skip the backoff", self.action_reconnect))
-        active = self.query_one(TabbedContent).active
+        active = self.tabs.active
         commands += [
             (f"Go to: {p.title()}", f"Show the {p.title()} pane", partial(self.action_show_pane, p))
             for p in PANES

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from services.errors import ProbeFormatError
@@ -206,7 +206,7 @@ class PodSnapshot:
     samples_total: int = 0
     malformed_total: int = 0
     bytes_total: int = 0
-    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    last_received: float | None = None  # monitor clock (not the pod's) when the latest sample came
 
     @property
     def latest(self) -> Sample | None:

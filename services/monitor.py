@@ -95,7 +95,7 @@ class _PodWorker:
             samples_total=self.samples_total,
             malformed_total=self.malformed_total,
             bytes_total=self.bytes_total,
-            extra={"last_received": self.last_received},
+            last_received=self.last_received,
         )
 
     def open_gap(self) -> None:
@@ -245,8 +245,7 @@ class MonitorService:
             worker.open_gap()
             delay = backoff_delay(attempt, self.settings.backoff_max)
             attempt += 1
-            self._set(worker, PodState.OFFLINE, f"{reason}; retry in {delay:g} s",
-                      next_retry=self._clock() + delay)
+            self._set(worker, PodState.OFFLINE, reason, next_retry=self._clock() + delay)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(worker.wake.wait(), delay)
 

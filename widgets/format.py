@@ -49,8 +49,7 @@ def received_at(snapshot: PodSnapshot) -> float | None:
 
     The pod's own ``Sample.t`` is another machine's clock, so relative times never use it.
     """
-    value = snapshot.extra.get("last_received")
-    return value if isinstance(value, (int, float)) else None
+    return snapshot.last_received
 
 
 def series(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 
 from textual.app import ComposeResult
 from textual.message import Message
@@ -22,7 +21,6 @@ STATE_CLASS = {
 }
 
 
-_RETRY_SUFFIX = re.compile(r"[;,]?\s*retry in [\d.]+ ?s$")
 
 
 def status_reason(snapshot: PodSnapshot, now: float) -> str:
@@ -30,8 +28,7 @@ def status_reason(snapshot: PodSnapshot, now: float) -> str:
     status = snapshot.status
     if status.state is PodState.ONLINE:
         return ""  # the Monitor pane shows the data source; the sidebar stays quiet when all is well
-    # The countdown is computed here from next_retry; a fixed "retry in N s" in the reason would lie.
-    reason = _RETRY_SUFFIX.sub("", status.reason) if status.next_retry is not None else status.reason
+    reason = status.reason  # the countdown is computed from next_retry, so it moves
     parts = [reason] if reason else []
     if status.next_retry is not None and status.state is not PodState.ONLINE:
         parts.append(f"retry in {duration(status.next_retry - now)}")

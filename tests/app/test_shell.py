@@ -8,7 +8,8 @@ an sshd (covered end to end in the services tests).
 
 from __future__ import annotations
 
-import importlib.util
+import time
+
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -44,8 +45,6 @@ from widgets.pod_list import PodList
 
 SIZE = (140, 40)
 FAST = MonitorSettings(interval=0.2, stale_after=2.0, backoff_max=30.0)
-HAS_DEMO = importlib.util.find_spec("services.demo.connection") is not None
-needs_demo = pytest.mark.skipif(not HAS_DEMO, reason="services.demo.connection not written yet")
 
 
 def make_app(pods: list[Pod], **kw) -> PrimeTrainApp:
@@ -75,13 +74,12 @@ def pods_path(tmp_path: Path) -> Path:
     return tmp_path / "config" / "pods.toml"
 
 
-async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float = 10.0) -> None:
-    waited = 0.0
+async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
     while not condition():
-        if waited >= timeout:
+        if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {condition}")
         await pilot.pause(0.05)
-        waited += 0.05
 
 
 def row_text(app: PrimeTrainApp, name: str) -> str:
@@ -295,25 +293,27 @@ class TestHostKeyModals:
         app = make_app([pod])
         async with app.run_test(size=SIZE) as pilot:
             trusted: list[str] = []
+            await app.monitor.remove(pod.name)  # only the injected snapshots speak for this pod now
             app.monitor.trust_host_key = trusted.append  # type: ignore[union-attr,method-assign]
             snap = hostkey_snapshot(pod, changed=False)
             app.on_snapshot(snap)
-            await pilot.pause()
+            await wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen)
+                           and isinstance(app.focused, Button))
             screen = app.screen
-            assert isinstance(screen, HostKeyScreen)
             shown = str(screen.query_one(".dialog-question").render())
             assert "127.0.0.1:2222" in shown and "ssh-ed25519" in shown
             assert "SHA256:abcDEF123" in shown and "/home/u/.ssh/known_hosts" in shown
             assert isinstance(app.focused, Button) and app.focused.id == "cancel"
             await pilot.press("enter")  # the default is Cancel
-            assert trusted == [] and not isinstance(app.screen, HostKeyScreen)
+            await wait_for(pilot, lambda: not isinstance(app.screen, HostKeyScreen))
+            assert trusted == []
             app.on_snapshot(snap)  # the same key again: not asked twice
             await pilot.pause()
             assert not isinstance(app.screen, HostKeyScreen)
             app.on_snapshot(hostkey_snapshot(pod, changed=False, fingerprint="SHA256:other"))
-            await pilot.pause()
-            assert isinstance(app.screen, HostKeyScreen)
+            await wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen) and app.screen.query("#trust"))
             await pilot.click("#trust")
+            await wait_for(pilot, lambda: trusted)
             assert trusted == ["gpu1"]
             assert "host key unknown" in row_text(app, "gpu1")
 
@@ -321,22 +321,23 @@ class TestHostKeyModals:
         pod = refused()
         app = make_app([pod])
         async with app.run_test(size=SIZE) as pilot:
+            await app.monitor.remove(pod.name)  # only the injected snapshot speaks for this pod now
             app.on_snapshot(hostkey_snapshot(pod, changed=True))
-            await pilot.pause()
+            await wait_for(pilot, lambda: isinstance(app.screen, HostKeyChangedScreen)
+                           and app.screen.query(".dialog-question"))
             screen = app.screen
-            assert isinstance(screen, HostKeyChangedScreen)
             assert not screen.query("#trust")
             text = " ".join(str(s.render()) for s in screen.query(".dialog-question"))
             assert "man-in-the-middle" in text
             assert "ssh-keygen -R '[127.0.0.1]:2222'" in text
             await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, HostKeyChangedScreen))
             app.on_snapshot(hostkey_snapshot(pod, changed=True))
             await pilot.pause()
             assert not isinstance(app.screen, HostKeyChangedScreen)
             assert "host key changed" in row_text(app, "gpu1")
 
 
-@needs_demo
 class TestDemoPod:
     async def test_demo_pod_streams_into_the_monitor_pane(self) -> None:
         demo = Pod(name="demo", kind=PodKind.DEMO)
@@ -388,7 +389,7 @@ class TestMonitorPaneRendering:
         snap = PodSnapshot(
             pod=refused(), status=PodStatus(PodState.ONLINE, "via nvml"), history=history,
             gaps=(Gap(start=1_000.0, end=1_012.0),), samples_total=4, malformed_total=2,
-            extra={"last_received": 1_030.0},
+            last_received=1_030.0,
         )
         async with PaneApp().run_test(size=SIZE) as pilot:
             pane = pilot.app.query_one(MonitorPane)

@@ -11,7 +11,6 @@ and disk usage / the open-files limit are the real machine's, so they are fixed 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -27,10 +26,6 @@ from services.monitor import MonitorService, MonitorSettings
 TICKS = 3
 FIXED_NOW = 1_700_000_000.0
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("services.demo.connection") is None,
-    reason="services.demo.connection not written yet",
-)
 
 
 @pytest.fixture(autouse=True)
