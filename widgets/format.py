@@ -57,25 +57,25 @@ def series(
     value: Callable[[Sample], float | None],
     *,
     limit: int = 120,
-) -> list[float]:
-    """The last ``limit`` values of one metric for a Sparkline.
+) -> list[float | None]:
+    """The last ``limit`` values of one metric for a Trend.
 
-    A stretch without samples (a gap in the pod's own timestamps wider than three usual steps) is
-    drawn as zeros, one per missing step, so an outage is visible; N/A values are drawn as 0 too.
+    A stretch without samples (a gap in the pod's own timestamps wider than three usual steps) becomes
+    one None per missing step, and so do N/A values: the graph leaves them blank, never 0.
     """
     recent = list(history[-limit:])
     if not recent:
         return []
     steps = sorted(b.t - a.t for a, b in zip(recent, recent[1:]) if b.t > a.t)
     step = steps[len(steps) // 2] if steps else 0.0
-    out: list[float] = []
+    out: list[float | None] = []
     previous: Sample | None = None
     for sample in recent:
         if previous is not None and step > 0:
             missing = int((sample.t - previous.t) / step) - 1
             if missing >= 3:
-                out.extend([0.0] * min(missing, limit))
+                out.extend([None] * min(missing, limit))
         v = value(sample)
-        out.append(0.0 if v is None else float(v))
+        out.append(None if v is None else float(v))
         previous = sample
     return out[-limit:]

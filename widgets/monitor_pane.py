@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Label, Sparkline, Static
+from textual.widgets import Label, Static
 
 from services.models import GpuSample, PodSnapshot, Sample
 from widgets.format import (
@@ -25,6 +25,7 @@ from widgets.format import (
     used_total_gib,
 )
 from widgets.pod_list import status_reason
+from widgets.trend import Trend
 
 TEMP_WARN, TEMP_CRITICAL = 75.0, 85.0
 MEM_WARN_PCT = 95.0
@@ -38,9 +39,12 @@ def _set_text(label: Label, text: str) -> None:
         label.update(text)
 
 
-def _set_data(spark: Sparkline, data: list[float]) -> None:
-    if spark.data != data:
-        spark.data = data
+def _set_data(trend: Trend, data: list[float | None], high: float) -> None:
+    values = tuple(data)
+    if trend.data != values:
+        trend.data = values
+    if trend.high != high:
+        trend.high = high
 
 
 def _level(label: Label, warn: bool, critical: bool) -> None:
@@ -69,7 +73,7 @@ class GpuRow(Horizontal):
         yield Label(f"GPU{self.index}", classes="gpu-index")
         for metric in ("util", "mem", "power", "temp"):
             yield Label(NA, classes=f"gpu-value gpu-{metric}")
-            yield Sparkline([], classes=f"gpu-spark spark-{metric}")
+            yield Trend(classes=f"gpu-spark spark-{metric}")
 
     def show(self, gpu: GpuSample | None, history: Sequence[Sample]) -> None:
         util = self.query_one(".gpu-util", Label)
@@ -94,8 +98,11 @@ class GpuRow(Horizontal):
             "temp": lambda g: g.temp_c,
         }
         for metric, pick in picks.items():
-            spark = self.query_one(f".spark-{metric}", Sparkline)
-            _set_data(spark, series(history, _gpu_metric(self.index, pick)))
+            values = series(history, _gpu_metric(self.index, pick))
+            high = 100.0  # util %, memory % and °C share a 0-100 scale
+            if metric == "power":  # no power limit in the probe yet: scale to the most seen
+                high = max([v for v in values if v is not None], default=0.0) or 1.0
+            _set_data(self.query_one(f".spark-{metric}", Trend), values, high)
 
 
 class MonitorPane(Widget):
@@ -196,7 +203,7 @@ class MonitorPane(Widget):
             ]
             more = len(snapshot.gaps) - len(shown)
             text = "history: " + ", ".join(shown) + (f" (+{more} earlier)" if more > 0 else "")
-            text += " — drawn as 0 in the graphs"
+            text += " — blank in the graphs"
         _set_text(self.query_one("#monitor-gaps", Label), text)
 
     def _show_host(self, latest: Sample | None) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
-from textual.widgets import Button, Input, Sparkline, TabbedContent
+from textual.widgets import Button, Input, TabbedContent
 
 from app.screens.add_pod import AddPodScreen
 from app.screens.confirm import ConfirmScreen
@@ -40,6 +40,7 @@ from services.models import (
 from services.monitor import MonitorSettings
 from widgets.monitor_pane import GpuRow, MonitorPane
 from widgets.format import GIB, series
+from widgets.trend import Trend, bar_cells
 from widgets.placeholder import PlannedPane
 from widgets.pod_list import PodList
 
@@ -350,8 +351,8 @@ class TestDemoPod:
             assert "SIMULATED" in row_text(app, "demo") and "online" in row_text(app, "demo")
             rows = list(app.query(GpuRow))
             assert len(rows) == settings.demo_gpus
-            util = rows[0].query_one(".spark-util", Sparkline)
-            assert util.data and len(util.data) >= 3
+            util = rows[0].query_one(".spark-util", Trend)
+            assert util.data and len(util.data) >= 3 and util.high == 100.0
             latest = app.snapshots["demo"].latest
             assert latest is not None
             gpu0 = latest.gpus[0]
@@ -404,13 +405,24 @@ class TestMonitorPaneRendering:
             assert pane.query_one("#host-disk").has_class("-critical")
             assert "last sample 3 s ago" in text("#monitor-stats")
             assert "2 malformed" in text("#monitor-stats") and "source nvml" in text("#monitor-stats")
-            assert "gap 12 s at" in text("#monitor-gaps") and "drawn as 0" in text("#monitor-gaps")
-            power = row.query_one(".spark-power", Sparkline).data
-            assert power == [300.0, 310.0, 320.0] + [0.0] * 17 + [0.0]
+            assert "gap 12 s at" in text("#monitor-gaps") and "blank in the graphs" in text("#monitor-gaps")
+            power = row.query_one(".spark-power", Trend)
+            assert list(power.data) == [300.0, 310.0, 320.0] + [None] * 17 + [None]
+            assert power.high == 320.0
+            drawn = str(power.render())
+            assert drawn.strip() == "███" and drawn.endswith(" " * 18)  # the gap and N/A stay blank
 
     def test_series_keeps_the_last_samples(self) -> None:
         history = [self.sample(float(t), power=float(t), temp=None) for t in range(300)]
         values = series(history, lambda s: s.gpus[0].power_w, limit=120)
         assert values == [float(t) for t in range(180, 300)]
-        assert series(history, lambda s: s.gpus[0].temp_c, limit=5) == [0.0] * 5
+        assert series(history, lambda s: s.gpus[0].temp_c, limit=5) == [None] * 5
         assert series([], lambda s: 1.0) == []
+
+
+def test_trend_uses_a_fixed_scale_and_blanks_for_missing_values():
+    # 87 → 92 % is a small change on 0-100, not a full swing as with min/max scaling
+    assert bar_cells([87.0, 92.0], 0, 100, 2) == "▇█"
+    assert bar_cells([0.0, 50.0, 100.0, None, 120.0, -5.0], 0, 100, 6) == "▁▅█ █▁"
+    assert bar_cells([10.0], 0, 100, 4) == "   ▁"  # right-aligned: newest at the right edge
+    assert bar_cells([1.0, 2.0, 3.0], 0, 0, 3) == "   "  # no scale yet: nothing drawn, no crash
