@@ -82,6 +82,7 @@ class _PodWorker:
         self.bytes_total = 0
         self.last_received: float | None = None
         self.wake = asyncio.Event()
+        self.stopped = False  # set by remove(): the loop ends even if a cancellation got lost
         self.pending_key: HostKeyPrompt | None = None
         self.task: asyncio.Task | None = None
         self.snapshot = self._build()
@@ -138,9 +139,13 @@ class MonitorService:
         worker = self._workers.pop(name, None)
         if worker is None or worker.task is None:
             return
+        worker.stopped = True
+        worker.wake.set()
         worker.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await worker.task
+        # asyncio.wait never raises the task's exception and, unlike wait_for, has no timeout race.
+        done, _ = await asyncio.wait({worker.task}, timeout=10.0)
+        if not done:
+            log.error("monitor task for %s did not stop within 10 s", name)
 
     def trust_host_key(self, name: str) -> None:
         """The user said yes to an unknown key: record it in known_hosts and reconnect now."""
@@ -201,7 +206,7 @@ class MonitorService:
 
     async def _run(self, worker: _PodWorker) -> None:
         attempt = 0
-        while True:
+        while not worker.stopped:
             worker.wake.clear()
             if worker.status.state is not PodState.OFFLINE:
                 self._set(worker, PodState.CONNECTING, "connecting")
@@ -236,6 +241,8 @@ class MonitorService:
             finally:
                 await _quietly_close(conn)
 
+            if worker.stopped:
+                return
             if wait_for_user:
                 worker.open_gap()
                 await worker.wake.wait()
@@ -246,44 +253,67 @@ class MonitorService:
             delay = backoff_delay(attempt, self.settings.backoff_max)
             attempt += 1
             self._set(worker, PodState.OFFLINE, reason, next_retry=self._clock() + delay)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(worker.wake.wait(), delay)
+            await _wait_event(worker.wake, delay)
 
     async def _pump(self, worker: _PodWorker, stream) -> str:
         """Read samples until the stream ends; returns why it ended."""
         settings = self.settings
         silent_since = time.monotonic()
-        while True:
-            try:
-                line = await asyncio.wait_for(stream.readline(), settings.stale_after)
-            except asyncio.TimeoutError:
-                if worker.status.state is PodState.ONLINE:
-                    worker.open_gap()
-                    self._set(worker, PodState.STALE,
-                              f"no sample for {settings.stale_after:g} s")
-                if time.monotonic() - silent_since > settings.restart_after:
-                    return f"no sample for {settings.restart_after:g} s; reopening the channel"
-                continue
-            if not line:
-                return "probe stream ended"
-            worker.bytes_total += len(line)
-            if not line.strip():
-                continue
-            try:
-                sample = Sample.from_line(line)
-            except ProbeFormatError:
-                worker.malformed_total += 1
-                continue
-            silent_since = time.monotonic()
-            now = self._clock()
-            worker.close_gap(now)
-            worker.history.append(sample)
-            worker.samples_total += 1
-            worker.last_received = now
-            if worker.status.state is not PodState.ONLINE:
-                self._set(worker, PodState.ONLINE, sample.source and f"via {sample.source}")
-            else:
-                self._emit(worker)
+        read: asyncio.Future[bytes] | None = None
+        try:
+            while not worker.stopped:
+                # One pending read survives stale timeouts: a line is never cut by a cancellation.
+                read = read or asyncio.ensure_future(stream.readline())
+                done, _ = await asyncio.wait({read}, timeout=settings.stale_after)
+                if not done:
+                    if worker.status.state is PodState.ONLINE:
+                        worker.open_gap()
+                        self._set(worker, PodState.STALE,
+                                  f"no sample for {settings.stale_after:g} s")
+                    if time.monotonic() - silent_since > settings.restart_after:
+                        return f"no sample for {settings.restart_after:g} s; reopening the channel"
+                    continue
+                line, read = read.result(), None
+                if not line:
+                    return "probe stream ended"
+                if self._handle_line(worker, line):
+                    silent_since = time.monotonic()
+            return "monitoring stopped"
+        finally:
+            if read is not None:
+                read.cancel()
+
+    def _handle_line(self, worker: _PodWorker, line: bytes) -> bool:
+        """Count and parse one probe line; True when it was a valid sample (now in the history)."""
+        worker.bytes_total += len(line)
+        if not line.strip():
+            return False
+        try:
+            sample = Sample.from_line(line)
+        except ProbeFormatError:
+            worker.malformed_total += 1
+            return False
+        now = self._clock()
+        worker.close_gap(now)
+        worker.history.append(sample)
+        worker.samples_total += 1
+        worker.last_received = now
+        if worker.status.state is not PodState.ONLINE:
+            self._set(worker, PodState.ONLINE, sample.source and f"via {sample.source}")
+        else:
+            self._emit(worker)
+        return True
+
+
+async def _wait_event(event: asyncio.Event, timeout: float) -> None:
+    """Sleep until ``event`` is set or ``timeout`` passes. Built on asyncio.wait because Python
+    3.11's wait_for can swallow a cancellation that lands together with its timeout (gh-86296),
+    which left a removed pod's task running and ``remove()`` waiting for ever."""
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
 
 
 async def _quietly_close(conn: Connection) -> None:

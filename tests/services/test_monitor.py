@@ -240,3 +240,28 @@ async def test_remove_stops_the_probe_and_a_broken_subscriber_does_not_stop_samp
     assert host.mem_total > 0 and host.disk_total > 0 and host.nofile_soft > 0
     await mon.remove("local")
     assert mon.names() == [] and len(calls) >= 3
+
+
+async def test_remove_always_stops_the_pod_even_when_it_races_a_retry_timer():
+    """Python 3.11's wait_for can lose a cancellation that coincides with its timeout; the monitor
+    must stop a removed pod anyway (it once kept retrying for ever and remove() never returned)."""
+    mon = MonitorService(Recorder(), settings=FAST)
+    names = [f"dead{i}" for i in range(40)]
+    for name in names:
+        mon.add(Pod(name=name, host="127.0.0.1", port=1))
+    await wait_for(lambda: all(mon.snapshot(n).status.next_retry for n in names), what="all offline")
+    loop = asyncio.get_running_loop()
+    removals = []
+    for i, name in enumerate(names):  # land the removals on and around the 1 s retry boundary
+        when = loop.time() + 0.9 + i * 0.005
+        removals.append(asyncio.ensure_future(_remove_at(mon, name, when)))
+    done, pending = await asyncio.wait(removals, timeout=15)
+    assert not pending, "remove() hung"
+    assert mon.names() == []
+    tasks = [t for t in asyncio.all_tasks() if t.get_name().startswith("monitor:")]
+    assert tasks == []
+
+
+async def _remove_at(mon: MonitorService, name: str, when: float) -> None:
+    await asyncio.sleep(max(0.0, when - asyncio.get_running_loop().time()))
+    await mon.remove(name)
