@@ -6,6 +6,9 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
+from rich.cells import cell_len
+from textual.widgets import Label
+
 from services.models import PodSnapshot, Sample
 
 GIB = 1024**3
@@ -79,3 +82,13 @@ def series(
         out.append(None if v is None else float(v))
         previous = sample
     return out[-limit:]
+
+
+def set_label(label: Label, text: str) -> None:
+    """Update a one-line label only when its text changed, and ask for a layout pass only when its
+    width did: a full reflow per sample per label was most of the app's CPU with many pods."""
+    old = getattr(label, "_shown_text", None)
+    if old == text:
+        return
+    label._shown_text = text  # type: ignore[attr-defined]
+    label.update(text, layout=old is None or cell_len(old) != cell_len(text))

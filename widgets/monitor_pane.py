@@ -22,6 +22,7 @@ from widgets.format import (
     number,
     received_at,
     series,
+    set_label,
     used_total_gib,
 )
 from widgets.pod_list import status_reason
@@ -31,12 +32,6 @@ TEMP_WARN, TEMP_CRITICAL = 75.0, 85.0
 MEM_WARN_PCT = 95.0
 DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
 NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
-
-
-def _set_text(label: Label, text: str) -> None:
-    if getattr(label, "_shown_text", None) != text:
-        label._shown_text = text  # type: ignore[attr-defined]
-        label.update(text)
 
 
 def _set_data(trend: Trend, data: list[float | None], high: float) -> None:
@@ -82,12 +77,12 @@ class GpuRow(Horizontal):
         temp = self.query_one(".gpu-temp", Label)
         if gpu is None:
             for label in (util, mem, power, temp):
-                _set_text(label, NA)
+                set_label(label, NA)
         else:
-            _set_text(util, number(gpu.util, "%"))
-            _set_text(mem, used_total_gib(gpu.mem_used, gpu.mem_total))
-            _set_text(power, number(gpu.power_w, "W"))
-            _set_text(temp, number(gpu.temp_c, "°C"))
+            set_label(util, number(gpu.util, "%"))
+            set_label(mem, used_total_gib(gpu.mem_used, gpu.mem_total))
+            set_label(power, number(gpu.power_w, "W"))
+            set_label(temp, number(gpu.temp_c, "°C"))
             _level(mem, (gpu.mem_pct or 0) >= MEM_WARN_PCT, False)
             t = gpu.temp_c or 0
             _level(temp, t >= TEMP_WARN, t >= TEMP_CRITICAL)
@@ -157,7 +152,7 @@ class MonitorPane(Widget):
         self._show_gpus(snapshot)
         errors = latest.errors if latest else ()
         errors_label = self.query_one("#monitor-errors", Label)
-        _set_text(errors_label, "probe could not read: " + "; ".join(errors) if errors else "")
+        set_label(errors_label, "probe could not read: " + "; ".join(errors) if errors else "")
         errors_label.display = bool(errors)
 
     def tick(self, snapshot: PodSnapshot, now: float) -> None:
@@ -174,7 +169,7 @@ class MonitorPane(Widget):
         simulated = "  SIMULATED" if pod.simulated else ""
         reason = status_reason(snapshot, now)
         title = f"{pod.label} — {snapshot.status.state.value}{simulated}" + (f" ({reason})" if reason else "")
-        _set_text(self.query_one("#monitor-title", Label), title)
+        set_label(self.query_one("#monitor-title", Label), title)
 
     def _show_stats(self, snapshot: PodSnapshot, now: float) -> None:
         latest = snapshot.latest
@@ -190,7 +185,7 @@ class MonitorPane(Widget):
             f"{age} · source {source} · {snapshot.samples_total} samples"
             f" · {snapshot.malformed_total} malformed"
         )
-        _set_text(self.query_one("#monitor-stats", Label), text)
+        set_label(self.query_one("#monitor-stats", Label), text)
 
     def _show_gaps(self, snapshot: PodSnapshot, now: float) -> None:
         if not snapshot.gaps:
@@ -204,7 +199,7 @@ class MonitorPane(Widget):
             more = len(snapshot.gaps) - len(shown)
             text = "history: " + ", ".join(shown) + (f" (+{more} earlier)" if more > 0 else "")
             text += " — blank in the graphs"
-        _set_text(self.query_one("#monitor-gaps", Label), text)
+        set_label(self.query_one("#monitor-gaps", Label), text)
 
     def _show_host(self, latest: Sample | None) -> None:
         host = latest.host if latest else None
@@ -214,15 +209,15 @@ class MonitorPane(Widget):
         nofile = self.query_one("#host-nofile", Label)
         if host is None:
             for label, title in ((cpu, "CPU"), (ram, "RAM"), (disk, "disk"), (nofile, "open files")):
-                _set_text(label, f"{title} {NA}")
+                set_label(label, f"{title} {NA}")
             return
-        _set_text(cpu, f"CPU {number(host.cpu_pct, '%')}")
-        _set_text(ram, f"RAM {used_total_gib(host.mem_used, host.mem_total)}")
-        _set_text(disk, f"disk {used_total_gib(host.disk_used, host.disk_total)}")
+        set_label(cpu, f"CPU {number(host.cpu_pct, '%')}")
+        set_label(ram, f"RAM {used_total_gib(host.mem_used, host.mem_total)}")
+        set_label(disk, f"disk {used_total_gib(host.disk_used, host.disk_total)}")
         disk_pct = host.disk_pct or 0
         _level(disk, disk_pct >= DISK_WARN_PCT, disk_pct >= DISK_CRITICAL_PCT)
         limit = host.nofile_soft
-        _set_text(nofile, f"open files ≤ {NA if limit is None else limit}")
+        set_label(nofile, f"open files ≤ {NA if limit is None else limit}")
         _level(nofile, limit is not None and limit < NOFILE_WARN, False)
 
     def _show_gpus(self, snapshot: PodSnapshot) -> None:
@@ -230,7 +225,7 @@ class MonitorPane(Widget):
         gpus = {gpu.index: gpu for gpu in latest.gpus} if latest else {}
         models = Counter(gpu.name for gpu in gpus.values())
         summary = ", ".join(f"{count} × {name}" for name, count in models.items())
-        _set_text(self.query_one("#gpu-models", Label), f"GPUs: {summary}" if summary else "GPUs: none reported")
+        set_label(self.query_one("#gpu-models", Label), f"GPUs: {summary}" if summary else "GPUs: none reported")
         self.query_one("#gpu-header").display = bool(gpus)
         rows = self.query_one("#gpu-rows", VerticalScroll)
         indices = tuple(sorted(gpus))

@@ -8,7 +8,7 @@ from textual.message import Message
 from textual.widgets import Label, ListItem, ListView
 
 from services.models import Pod, PodSnapshot, PodState
-from widgets.format import duration
+from widgets.format import duration, set_label
 
 STATE_CLASS = {
     PodState.CONNECTING: "-connecting",
@@ -50,16 +50,18 @@ class PodRow(ListItem):
         yield Label("", classes="pod-reason")
 
     def show(self, snapshot: PodSnapshot, now: float) -> None:
-        self.snapshot = snapshot
-        badge = self.query_one(".pod-badge", Label)
+        previous, self.snapshot = self.snapshot, snapshot
         state = snapshot.status.state
-        badge.update(state.value)
-        for cls in set(STATE_CLASS.values()):
-            badge.set_class(cls == STATE_CLASS[state], cls)
+        if previous is None or previous.status.state is not state:
+            badge = self.query_one(".pod-badge", Label)
+            set_label(badge, state.value)
+            for cls in set(STATE_CLASS.values()):
+                badge.set_class(cls == STATE_CLASS[state], cls)
         reason = status_reason(snapshot, now)
         label = self.query_one(".pod-reason", Label)
-        label.update(f"— {reason}" if reason else "")
-        label.display = bool(reason)
+        set_label(label, f"— {reason}" if reason else "")
+        if label.display != bool(reason):
+            label.display = bool(reason)
 
     def tick(self, now: float) -> None:
         """Re-render the relative times ("retry in 4 s") from the stored snapshot."""

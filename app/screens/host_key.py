@@ -78,7 +78,7 @@ class HostKeyChangedScreen(ModalScreen[None]):
                 "Someone could be intercepting the connection (man-in-the-middle), or the machine "
                 "was reinstalled or re-rented with new keys. Check with your provider first.\n\n"
                 "If the change is expected, remove the old key and reconnect:\n"
-                f"  ssh-keygen -R '{host_port(p)}'\n"
+                f"  ssh-keygen -f '{p.known_hosts_file}' -R '{host_port(p)}'\n"
                 "then press r on the pod.",
                 classes="dialog-question",
                 markup=False,

@@ -330,7 +330,7 @@ class TestHostKeyModals:
             assert not screen.query("#trust")
             text = " ".join(str(s.render()) for s in screen.query(".dialog-question"))
             assert "man-in-the-middle" in text
-            assert "ssh-keygen -R '[127.0.0.1]:2222'" in text
+            assert "ssh-keygen -f '/home/u/.ssh/known_hosts' -R '[127.0.0.1]:2222'" in text
             await pilot.press("escape")
             await wait_for(pilot, lambda: not isinstance(app.screen, HostKeyChangedScreen))
             app.on_snapshot(hostkey_snapshot(pod, changed=True))
