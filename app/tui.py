@@ -17,6 +17,7 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Horizontal
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
@@ -29,6 +30,7 @@ from services.errors import PrimeTrainError
 from services.models import Pod, PodKind, PodSnapshot, PodState
 from services.monitor import MonitorService, MonitorSettings
 from services.pods import parse_pod_spec
+from app.panes.bottleneck import BottleneckPane
 from widgets.monitor_pane import MonitorPane
 from widgets.placeholder import PlannedPane
 from widgets.pod_list import PodList
@@ -97,6 +99,7 @@ class PrimeTrainApp(App[None]):
         self._prompted: set[tuple[str, str]] = set()  # (pod, fingerprint) host-key modals shown
         self._pods_file_lock = asyncio.Lock()
         self._main: tuple[PodList, MonitorPane, TabbedContent] | None = None
+        self._live: dict[str, MonitorPane | BottleneckPane] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -105,8 +108,16 @@ class PrimeTrainApp(App[None]):
             with TabbedContent(initial="monitor", id="panes"):
                 for pane in PANES:
                     with TabPane(pane.title(), id=pane):
-                        yield MonitorPane(id="monitor-pane") if pane == "monitor" else PlannedPane(pane)
+                        yield self._pane_widget(pane)
         yield Footer()
+
+    @staticmethod
+    def _pane_widget(pane: str) -> Widget:
+        if pane == "monitor":
+            return MonitorPane(id="monitor-pane")
+        if pane == "bottleneck":
+            return BottleneckPane(id="bottleneck-pane")
+        return PlannedPane(pane)
 
     def on_mount(self) -> None:
         self.theme = "textual-dark"
@@ -139,8 +150,8 @@ class PrimeTrainApp(App[None]):
         self.snapshots[message.name] = snapshot
         now = self.clock()
         self.pod_list.update_snapshot(snapshot, now)
-        if message.name == self.selected and self._monitor_visible():
-            self.monitor_pane.show(snapshot, now)
+        if message.name == self.selected and (pane := self._live_pane()) is not None:
+            pane.show(snapshot, now)
         self._ask_about_host_key(snapshot)
 
     def _ask_about_host_key(self, snapshot: PodSnapshot) -> None:
@@ -182,6 +193,7 @@ class PrimeTrainApp(App[None]):
         if self._main is None:
             main = self.screen_stack[0]
             self._main = (main.query_one(PodList), main.query_one(MonitorPane), main.query_one(TabbedContent))
+            self._live = {"monitor": self._main[1], "bottleneck": main.query_one(BottleneckPane)}
         return self._main
 
     def _main_widgets_ready(self) -> bool:
@@ -191,11 +203,19 @@ class PrimeTrainApp(App[None]):
     def selected(self) -> str | None:
         return self.pod_list.selected
 
-    def _monitor_visible(self) -> bool:
-        return self.screen is self.screen_stack[0] and self.tabs.active == "monitor"
+    def _live_pane(self) -> MonitorPane | BottleneckPane | None:
+        """The visible pane that renders the selected pod (updates pause under a modal)."""
+        if self.screen is not self.screen_stack[0] or not self._main_widgets_ready():
+            return None
+        return self._live.get(self.tabs.active or "")
 
-    def _refresh_monitor(self) -> None:
-        pane = self.monitor_pane
+    def _monitor_visible(self) -> bool:
+        return isinstance(self._live_pane(), MonitorPane)
+
+    def _refresh_live_pane(self) -> None:
+        pane = self._live_pane()
+        if pane is None:
+            return
         snapshot = self.snapshots.get(self.selected or "")
         if snapshot is None:
             pane.clear()
@@ -211,12 +231,11 @@ class PrimeTrainApp(App[None]):
             self.monitor_pane.tick(snapshot, self.clock())
 
     def on_pod_list_pod_selected(self, _message: PodList.PodSelected) -> None:
-        self._refresh_monitor()
+        self._refresh_live_pane()
         self.refresh_bindings()
 
     def on_tabbed_content_tab_activated(self) -> None:
-        if self._monitor_visible():
-            self._refresh_monitor()
+        self._refresh_live_pane()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("remove_pod", "reconnect"):  # None: shown dimmed (footer, help), not runnable

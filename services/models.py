@@ -119,6 +119,7 @@ class Sample:
     ckpts: tuple[CheckpointInfo, ...] = ()
     source: str = ""
     errors: tuple[str, ...] = ()  # what the probe could not read this tick (for the UI, not fatal)
+    metrics: tuple[str, ...] = ()  # new <run>/metrics.jsonl lines, unparsed (services.metrics parses them)
 
     @classmethod
     def from_line(cls, line: str | bytes) -> "Sample":
@@ -147,7 +148,8 @@ class Sample:
             raise ProbeFormatError(f"malformed probe field: {exc!r}") from None
         log = tuple(str(x) for x in _list(obj.get("log")))
         errors = tuple(str(x) for x in _list(obj.get("errors")))
-        return cls(t, gpus, host, procs, log, ckpts, str(obj.get("source", "")), errors)
+        metrics = tuple(str(x) for x in _list(obj.get("metrics")))
+        return cls(t, gpus, host, procs, log, ckpts, str(obj.get("source", "")), errors, metrics)
 
 
 class PodState(str, enum.Enum):
@@ -207,6 +209,10 @@ class PodSnapshot:
     malformed_total: int = 0
     bytes_total: int = 0
     last_received: float | None = None  # monitor clock (not the pod's) when the latest sample came
+    # the pod's latest metrics.jsonl lines (oldest first, bounded; kept beyond the sample history so
+    # the bottleneck breakdown sees the last steps of a slow run) and how many arrived in all
+    metrics: tuple[str, ...] = ()
+    metrics_total: int = 0
 
     @property
     def latest(self) -> Sample | None:

@@ -50,6 +50,7 @@ class MonitorSettings:
     stale_after: float = 5.0
     restart_after: float = 60.0  # a channel silent this long is torn down and reopened
     history_len: int = 600  # samples kept per pod (10 min at 1 Hz)
+    metrics_len: int = 2000  # metrics.jsonl lines kept per pod (~3 records per step: the last ~600 steps)
     backoff_max: float = 60.0
     keepalive_interval: float = 15.0
     demo_seed: int = 0
@@ -76,6 +77,9 @@ class _PodWorker:
         self.clock = clock
         self.status = PodStatus(PodState.CONNECTING, "connecting", since=clock())
         self.history: deque[Sample] = deque(maxlen=settings.history_len)
+        self.metrics: deque[str] = deque(maxlen=settings.metrics_len)
+        self.metrics_total = 0
+        self._metrics_view: tuple[str, ...] = ()  # rebuilt only when lines arrive
         self.gaps: deque[Gap] = deque(maxlen=MAX_GAPS)
         self.samples_total = 0
         self.malformed_total = 0
@@ -97,7 +101,15 @@ class _PodWorker:
             malformed_total=self.malformed_total,
             bytes_total=self.bytes_total,
             last_received=self.last_received,
+            metrics=self._metrics_view,
+            metrics_total=self.metrics_total,
         )
+
+    def add_metrics(self, lines: tuple[str, ...]) -> None:
+        if lines:
+            self.metrics.extend(lines)
+            self.metrics_total += len(lines)
+            self._metrics_view = tuple(self.metrics)
 
     def open_gap(self) -> None:
         if self.samples_total and (not self.gaps or self.gaps[-1].end is not None):
@@ -296,6 +308,7 @@ class MonitorService:
         now = self._clock()
         worker.close_gap(now)
         worker.history.append(sample)
+        worker.add_metrics(sample.metrics)
         worker.samples_total += 1
         worker.last_received = now
         if worker.status.state is not PodState.ONLINE:

@@ -7,7 +7,7 @@ Uploaded as a single file and run as ``python3 -u probe.py [args]``. Writes one 
     {"v":1,"t":<epoch s>,"source":"nvml"|"nvidia-smi"|"none",
      "gpus":[{"index","name","util","mem_used","mem_total","power_w","temp_c"}],
      "host":{"cpu_pct","mem_used","mem_total","disk_used","disk_total","nofile_soft"},
-     "procs":[{"pid","gpu","mem","cmd"}], "log":[...new lines...],
+     "procs":[{"pid","gpu","mem","cmd"}], "log":[...new lines...], "metrics":[...new metrics.jsonl lines...],
      "ckpts":[{"step","path","bytes","mtime","complete"}], "errors":[...]}
 
 Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, power W, temp C.
@@ -22,9 +22,13 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
   (null if stat was unreadable at start or did not change); nofile_soft is null when unlimited.
 - run dir: "log" = lines appended since the last sample to <run>/logs/*.log and <run>/logs/latest/*.log,
   prefixed "<file stem>: " (files present at start are read from their end, files appearing later from
-  their start; at most 200 lines and 256 KiB per file per sample). "ckpts" = every
+  their start; at most 200 lines and 256 KiB per file per sample). "metrics" = lines appended since the
+  last sample to <run>/metrics.jsonl (prime-rl's file monitor), same rules, except that a file present
+  at start contributes its last <= 64 KiB of whole lines (so the last steps are known at once); lines
+  are passed on unparsed (the app skips garbled ones). "ckpts" = every
   <run>/checkpoints/step_N dir, rescanned at most every --ckpt-scan seconds (default 10);
-  complete == a file named STABLE exists directly inside step_N.
+  complete == prime-rl's own markers: trainer/.metadata (torch DCP writes it last) and, when there is
+  an orchestrator/ part, orchestrator/progress.pt (atomic rename); or a STABLE file (older layouts).
 - --once: emit one sample and exit 0 (stdin is not watched in this mode).
 """
 from __future__ import annotations
@@ -41,6 +45,7 @@ SMI_FIELDS = "index,name,utilization.gpu,memory.used,memory.total,power.draw,tem
 MIB = 1024 * 1024
 LOG_LINES_PER_TICK = 200
 LOG_BYTES_PER_FILE = 256 * 1024
+METRICS_BACKFILL_BYTES = 64 * 1024
 MAX_ERRORS = 20
 
 _LOCK = threading.RLock()
@@ -346,6 +351,19 @@ class Host(object):
 
 
 # ----------------------------------------------------------------------------------------- run dir
+def checkpoint_complete(path):
+    """A step_N dir prime-rl could resume from. prime-rl's own "latest" does not check this."""
+    if os.path.isfile(os.path.join(path, "STABLE")):
+        return True
+    trainer, orch = os.path.join(path, "trainer"), os.path.join(path, "orchestrator")
+    has_trainer, has_orch = os.path.isdir(trainer), os.path.isdir(orch)
+    if not (has_trainer or has_orch):
+        return False
+    if has_trainer and not os.path.isfile(os.path.join(trainer, ".metadata")):
+        return False
+    return not has_orch or os.path.isfile(os.path.join(orch, "progress.pt"))
+
+
 class RunDir(object):
     def __init__(self, run_dir, ckpt_scan):
         self.run_dir, self.ckpt_scan = run_dir, ckpt_scan
@@ -353,6 +371,7 @@ class RunDir(object):
         self.first_scan = True
         self.ckpts, self.ckpt_at = [], None
         self.complete = {}  # path -> entry of a complete checkpoint (not rescanned)
+        self.metrics_file, self.metrics_first = {}, True  # metrics.jsonl tail state (like self.files)
 
     def _log_paths(self):
         found = {}
@@ -361,17 +380,26 @@ class RunDir(object):
                 found.setdefault(os.path.realpath(p), p)
         return found
 
-    def _read_new(self, rp, errors):
-        """Complete new lines of one file (bytes), updating its offset / partial-line buffer."""
+    def _read_new(self, rp, errors, files=None, first_scan=None, backfill=0):
+        """Complete new lines of one file (bytes), updating its offset / partial-line buffer.
+        ``backfill``: a file present at start is read from this many bytes before its end."""
+        files = self.files if files is None else files
+        first_scan = self.first_scan if first_scan is None else first_scan
         st = os.stat(rp)
-        ent = self.files.get(rp)
+        ent = files.get(rp)
+        skip_partial = False
         if ent is None:  # files present at start: from their end; files appearing later: from the start
-            ent = self.files[rp] = {"ino": st.st_ino, "off": st.st_size if self.first_scan else 0, "buf": b""}
+            off = max(0, st.st_size - backfill) if first_scan else 0
+            if 0 < off < st.st_size:  # backfill: drop the cut line unless off is a line start
+                with open(rp, "rb") as f:
+                    f.seek(off - 1)
+                    skip_partial = f.read(1) != b"\n"
+            ent = files[rp] = {"ino": st.st_ino, "off": off, "buf": b""}
         elif ent["ino"] != st.st_ino or st.st_size < ent["off"]:  # rotated or truncated
             ent.update(ino=st.st_ino, off=0, buf=b"")
         if st.st_size == ent["off"]:
             return []
-        start, skip_first = ent["off"], False
+        start, skip_first = ent["off"], skip_partial
         if st.st_size - start > LOG_BYTES_PER_FILE:
             start, skip_first, ent["buf"] = st.st_size - LOG_BYTES_PER_FILE, True, b""
             errors.append("log: skipped part of %s" % os.path.basename(rp))
@@ -396,6 +424,22 @@ class RunDir(object):
             out = out[-LOG_LINES_PER_TICK:]
         return out
 
+    def new_metrics(self, errors):
+        """New lines of <run>/metrics.jsonl (unparsed, bounded like the logs)."""
+        path = os.path.join(self.run_dir, "metrics.jsonl")
+        first, self.metrics_first = self.metrics_first, False
+        if not os.path.isfile(path):
+            self.metrics_file = {}
+            return []
+        rp = os.path.realpath(path)
+        lines = _try(errors, "metrics.jsonl",
+                     lambda: self._read_new(rp, errors, self.metrics_file, first, METRICS_BACKFILL_BYTES)) or []
+        out = [ln.decode("utf-8", "replace").rstrip("\r") for ln in lines if ln.strip()]
+        if len(out) > LOG_LINES_PER_TICK:
+            errors.append("metrics: %d lines skipped" % (len(out) - LOG_LINES_PER_TICK))
+            out = out[-LOG_LINES_PER_TICK:]
+        return out
+
     def _ckpt(self, path, step):
         total, newest = 0, os.lstat(path).st_mtime
         for root, _dirs, files in os.walk(path):
@@ -405,7 +449,7 @@ class RunDir(object):
                 except OSError:
                     continue
                 total, newest = total + st.st_size, max(newest, st.st_mtime)
-        complete = os.path.isfile(os.path.join(path, "STABLE"))
+        complete = checkpoint_complete(path)
         ent = {"step": step, "path": path, "bytes": total, "mtime": newest, "complete": complete}
         if complete:
             self.complete[path] = ent
@@ -518,9 +562,10 @@ def main(argv=None):
             gpus, procs = gpus_backend.read(errors)
         first = False
         sample = {"v": PROTOCOL, "t": time.time(), "source": gpus_backend.source, "gpus": gpus,
-                  "host": host.sample(errors), "procs": procs, "log": [], "ckpts": []}
+                  "host": host.sample(errors), "procs": procs, "log": [], "metrics": [], "ckpts": []}
         if run is not None:
             sample["log"], sample["ckpts"] = run.new_lines(errors), run.checkpoints(errors)
+            sample["metrics"] = run.new_metrics(errors)
         sample["errors"] = sorted(set(errors), key=errors.index)[:MAX_ERRORS]
         emit(sample)
         if args.once:

@@ -84,6 +84,10 @@ class Connection(ABC):
     @abstractmethod
     async def close(self) -> None: ...
 
+    async def run(self, command: str, timeout: float = 30.0) -> tuple[int, str, str]:
+        """Run one short shell command on the pod: (exit status, stdout, stderr). Not for sampling."""
+        raise NotImplementedError(f"{type(self).__name__} cannot run commands")
+
     async def __aenter__(self) -> "Connection":
         await self.connect()
         return self
@@ -163,6 +167,26 @@ class LocalConnection(Connection):
         stream = _ProcessStream(proc)
         self._streams.append(stream)
         return stream
+
+    async def run(self, command: str, timeout: float = 30.0) -> tuple[int, str, str]:
+        """Run one short command with ``sh -c`` here (same contract as SSHConnection.run)."""
+        env = dict(os.environ)
+        if self._env:
+            env.update(self._env)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "/bin/sh", "-c", command, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+        except OSError as exc:
+            raise ConnectError(f"cannot run a command: {exc}") from None
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except asyncio.TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            raise
+        return int(proc.returncode or 0), out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
     async def close(self) -> None:
         streams, self._streams = self._streams, []

@@ -3,11 +3,20 @@
 Writes, under --run-dir:
   logs/trainer.log, logs/orchestrator.log   prime-rl (loguru) style lines, e.g.
       "14:00:02 SUCCESS Step 1 |    2.0s | Loss 0.4961 | Entropy 0.6123 | ... | Peak Mem. 41.3 GiB"
-  metrics.jsonl                              one {"step","time",...} object per step (trainer keys)
-  checkpoints/step_N/{trainer/model.bin,orchestrator/progress.pt,STABLE}
-                                             every --ckpt-interval steps and at the last step; STABLE last
+  metrics.jsonl                              one {"step","time",...} object per step (trainer keys,
+                                             incl. time/{step,wait_for_batch,load_data,forward_backward,
+                                             broadcast_weights,save_ckpt}); with --profile also the
+                                             orchestrator's record (time/step, time/wait_for_policy, rollout
+                                             timing train/agg/all/timing/agent/{model,tools}/mean) and a
+                                             periodic inference/agg/* record, as prime-rl's file monitor does
+  checkpoints/step_N/{trainer/model.bin,trainer/.metadata,orchestrator/progress.pt}
+                                             every --ckpt-interval steps and at the last step, in DCP's order (.metadata last)
 Everything but the wall-clock pacing is deterministic given --seed: the HH:MM:SS stamps come from a
 simulated clock (14:00:00 + step * step_seconds). --max-steps 0 runs until killed.
+
+--profile latency-bound | generation-bound | trainer-bound | checkpoint-heavy gives the steps the timing
+of that kind of run (simulated seconds, independent of the wall pacing --step-seconds), so the
+bottleneck breakdown has something real to find. --no-metrics leaves metrics.jsonl out (console only).
 """
 from __future__ import annotations
 
@@ -60,6 +69,38 @@ def step_values(seed, step, step_seconds):
     }
 
 
+# Nominal simulated seconds per step: trainer parts, per-rollout generation/tool time, the orchestrator's
+# hold time, and the cost of one checkpoint save.
+PROFILES = {
+    "latency-bound": dict(wait=30.0, load=0.4, fb=6.0, bcast=1.5, gen=2.0, tools=14.0, hold=0.2, save=4.0),
+    "generation-bound": dict(wait=26.0, load=0.4, fb=6.0, bcast=1.5, gen=20.0, tools=0.3, hold=0.2, save=4.0),
+    "trainer-bound": dict(wait=0.5, load=0.4, fb=30.0, bcast=2.0, gen=3.0, tools=0.2, hold=22.0, save=4.0),
+    "checkpoint-heavy": dict(wait=4.0, load=0.4, fb=6.0, bcast=1.5, gen=3.0, tools=0.5, hold=0.5, save=160.0),
+}
+PROFILE_NAMES = ("default",) + tuple(PROFILES)
+
+
+def profile_values(profile, seed, step, saving):
+    """The time/* split of one step, for --profile (None for the default run)."""
+    p = PROFILES.get(profile)
+    if p is None:
+        return None
+    r = random.Random("%s:profile:%s:%d" % (seed, profile, step))
+
+    def j(x):
+        return x * r.uniform(0.9, 1.1)
+
+    tr = {"time/wait_for_batch": j(p["wait"]), "time/load_data": j(p["load"]),
+          "time/forward_backward": j(p["fb"]), "time/broadcast_weights": j(p["bcast"]),
+          "time/save_ckpt": j(p["save"]) if saving else 0.0}
+    tr["time/step"] = sum(tr.values()) + j(0.3)
+    orch = {"time/step": tr["time/step"] * r.uniform(0.97, 1.03), "time/wait_for_policy": j(p["hold"]),
+            "time/pack": j(0.05), "train/agg/all/timing/agent/model/mean": j(p["gen"]),
+            "train/agg/all/timing/agent/tools/mean": j(p["tools"]),
+            "progress/rollouts": 128, "off_policy/mean": r.uniform(0.5, 1.0)}
+    return tr, orch
+
+
 def trainer_line(step, v):
     return ("Step %d | %7s | Loss %.4f | Entropy %.4f | Mismatch KL %.4f | Grad. Norm %.4f | LR %.2e | "
             "Throughput %d tokens/s | MFU %.1f%% | Peak Mem. %.1f GiB" % (
@@ -76,6 +117,14 @@ def orchestrator_line(step, v):
                 v["orch/truncation"]))
 
 
+def default_split(step_time, saving):
+    """The default run's time/* split: a balanced pipeline (no component above 40%)."""
+    save = 0.3 * step_time if saving else 0.0
+    return {"time/wait_for_batch": 0.3 * step_time, "time/load_data": 0.03 * step_time,
+            "time/forward_backward": 0.38 * step_time, "time/broadcast_weights": 0.07 * step_time,
+            "time/save_ckpt": save, "time/step": step_time + save}
+
+
 def write_checkpoint(run_dir, step, seed):
     d = os.path.join(run_dir, "checkpoints", "step_%d" % step)
     os.makedirs(os.path.join(d, "trainer"), exist_ok=True)
@@ -83,19 +132,23 @@ def write_checkpoint(run_dir, step, seed):
     payload = random.Random("%s:ckpt:%d" % (seed, step)).getrandbits(8 * 4096).to_bytes(4096, "little")
     with open(os.path.join(d, "trainer", "model.bin"), "wb") as f:
         f.write(payload)
-    with open(os.path.join(d, "orchestrator", "progress.pt"), "wb") as f:
+    with open(os.path.join(d, "trainer", ".metadata"), "wb") as f:  # torch DCP writes it last
+        f.write(json.dumps({"step": step, "files": ["model.bin"]}).encode())
+    tmp = os.path.join(d, "orchestrator", "progress.pt.tmp")
+    with open(tmp, "wb") as f:
         f.write(json.dumps({"step": step}).encode())
-    with open(os.path.join(d, "STABLE"), "w"):
-        pass
+    os.replace(tmp, os.path.join(d, "orchestrator", "progress.pt"))  # atomic, as prime-rl does
     return d
 
 
-def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10):
+def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profile="default", write_metrics=True):
+    if profile not in PROFILE_NAMES:
+        raise ValueError("unknown profile %r; one of %s" % (profile, ", ".join(PROFILE_NAMES)))
     logs = os.path.join(run_dir, "logs")
     os.makedirs(logs, exist_ok=True)
     tr = open(os.path.join(logs, "trainer.log"), "a", buffering=1)
     orch = open(os.path.join(logs, "orchestrator.log"), "a", buffering=1)
-    metrics = open(os.path.join(run_dir, "metrics.jsonl"), "a", buffering=1)
+    metrics = open(os.path.join(run_dir, "metrics.jsonl") if write_metrics else os.devnull, "a", buffering=1)
     tr.write(line(0, "INFO", "Starting from step 1 (total_tokens=0, total_samples=0)"))
     orch.write(line(0, "INFO", "Starting orchestrator (simulated, seed=%s)" % seed))
     start = time.monotonic()
@@ -107,13 +160,30 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10):
         if delay > 0:
             time.sleep(delay)
         v = step_values(seed, step, step_seconds)
+        last = max_steps > 0 and step == max_steps
+        saving = ckpt_interval > 0 and (step % ckpt_interval == 0 or last)
+        prof = profile_values(profile, seed, step, saving)
+        if prof is None:
+            v.update(default_split(v["time/step"], saving))
+        else:
+            v.update(prof[0])
+            if prof[1]["time/wait_for_policy"] > 1.0:
+                orch.write(line(sim + 0.1, "INFO", "Holding batch %d until the trainer publishes policy v%d "
+                                                   "(currently v%d)" % (step, max(0, step - 2), max(0, step - 3))))
         sim += v["time/step"]
         orch.write(line(sim - 0.2, "SUCCESS", orchestrator_line(step, v)))
         tr.write(line(sim, "SUCCESS", trainer_line(step, v)))
+        if prof is not None:
+            orow = {"step": step, "time": round(sim - 0.2, 3)}
+            orow.update({k: round(x, 6) for k, x in prof[1].items()})
+            metrics.write(json.dumps(orow) + "\n")
         row = {"step": step, "time": round(sim, 3)}
         row.update({k: round(x, 6) for k, x in v.items() if not k.startswith("orch/")})
         metrics.write(json.dumps(row) + "\n")
-        last = max_steps > 0 and step == max_steps
+        if prof is not None:
+            metrics.write(json.dumps({"_timestamp": round(sim, 3),
+                                      "inference/agg/num_requests_running/mean": 64.0 if profile != "latency-bound"
+                                      else 3.0}) + "\n")
         if ckpt_interval > 0 and (step % ckpt_interval == 0 or last):
             tr.write(line(sim, "INFO", ("Writing final checkpoint" if last and step % ckpt_interval
                                         else "Saving checkpoint at step %d" % step)))
@@ -131,8 +201,10 @@ def main(argv=None):
     ap.add_argument("--step-seconds", type=float, default=2.0)
     ap.add_argument("--max-steps", type=int, default=0, help="0 = run until killed")
     ap.add_argument("--ckpt-interval", type=int, default=10, help="0 = no checkpoints")
+    ap.add_argument("--profile", choices=PROFILE_NAMES, default="default", help="timing profile of the steps")
+    ap.add_argument("--no-metrics", action="store_true", help="write no metrics.jsonl (console lines only)")
     a = ap.parse_args(argv)
-    return run(a.run_dir, a.seed, a.step_seconds, a.max_steps, a.ckpt_interval)
+    return run(a.run_dir, a.seed, a.step_seconds, a.max_steps, a.ckpt_interval, a.profile, not a.no_metrics)
 
 
 if __name__ == "__main__":

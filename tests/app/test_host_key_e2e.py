@@ -15,7 +15,7 @@ pytestmark = pytest.mark.ssh
 FAST = MonitorSettings(interval=0.2, stale_after=2.0, backoff_max=2.0)
 
 
-async def wait_until(pilot, predicate, timeout: float = 15.0) -> None:
+async def wait_until(pilot, predicate, timeout: float = 30.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():

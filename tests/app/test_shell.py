@@ -112,7 +112,7 @@ class TestLayout:
         app = make_app([])
         async with app.run_test(size=SIZE):
             panes = {p.key: str(p.render()) for p in app.query(PlannedPane)}
-            assert set(panes) == {"config", "offers", "bottleneck", "checkpoints"}
+            assert set(panes) == {"config", "offers", "checkpoints"}  # Monitor and Bottleneck are built
             for text in panes.values():
                 assert "not built yet" in text
                 assert not re.search(r"\d\s*(%|GiB|W\b|°C|/hr)|\$\s*\d", text), text
@@ -426,3 +426,18 @@ def test_trend_uses_a_fixed_scale_and_blanks_for_missing_values():
     assert bar_cells([0.0, 50.0, 100.0, None, 120.0, -5.0], 0, 100, 6) == "▁▅█ █▁"
     assert bar_cells([10.0], 0, 100, 4) == "   ▁"  # right-aligned: newest at the right edge
     assert bar_cells([1.0, 2.0, 3.0], 0, 0, 3) == "   "  # no scale yet: nothing drawn, no crash
+
+
+class TestBottleneckTab:
+    async def test_demo_metrics_reach_the_bottleneck_tab_of_the_selected_pod(self) -> None:
+        demo = Pod(name="demo", kind=PodKind.DEMO)
+        app = make_app([demo, refused()], settings=MonitorSettings(interval=0.2))
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("4")
+            await wait_for(pilot, lambda: app.tabs.active == "bottleneck")
+            diagnosis = lambda: str(app.query_one("#bn-diagnosis").render())  # noqa: E731
+            # the simulated trainer's metrics.jsonl → probe → monitor → App → this pane
+            await wait_for(pilot, lambda: "DIAGNOSIS: BALANCED" in diagnosis(), timeout=40)
+            assert app.snapshots["demo"].metrics_total > 0
+            await pilot.press("down")  # the other pod has no run: the pane says so instead
+            await wait_for(pilot, lambda: "DIAGNOSIS" not in diagnosis())

@@ -157,7 +157,8 @@ def test_trainer_writes_logs_metrics_and_checkpoints(tmp_path: Path) -> None:
     ckpts = sorted(p.name for p in (a / "checkpoints").iterdir())
     assert ckpts == ["step_3", "step_6", "step_7"]
     for c in ckpts:
-        assert (a / "checkpoints" / c / "STABLE").is_file()
+        assert (a / "checkpoints" / c / "trainer" / ".metadata").is_file()
+        assert (a / "checkpoints" / c / "orchestrator" / "progress.pt").is_file()
         assert (a / "checkpoints" / c / "trainer" / "model.bin").stat().st_size == 4096
     # deterministic given the seed
     assert tr == (tmp_path / "b" / "logs" / "trainer.log").read_text().splitlines()

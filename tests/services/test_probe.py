@@ -403,3 +403,31 @@ def test_nvml_backend_with_fake_pynvml(tmp_path: Path, start_probe) -> None:
                           {"pid": 99, "gpu": 0, "mem": None, "cmd": None}]
     assert s["errors"] == ["gpu1 power: NVMLError: Unknown Error"]  # NotSupported is not an error
     assert (tmp_path / "calls.log").read_text().split() == ["init", "handle", "handle"]  # handles once
+
+
+def test_checkpoint_completeness_follows_prime_rl_markers(tmp_path: Path) -> None:
+    """Real prime-rl checkpoints carry no STABLE file: DCP's trainer/.metadata (written last) and the
+    orchestrator's atomically renamed progress.pt say a step_N is whole."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_mod", PROBE)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+
+    def step(name: str, *files: str) -> str:
+        d = tmp_path / name
+        d.mkdir()
+        for f in files:
+            (d / f).parent.mkdir(parents=True, exist_ok=True)
+            (d / f).write_bytes(b"x")
+        return str(d)
+
+    assert probe.checkpoint_complete(step("full", "trainer/__0_0.distcp", "trainer/.metadata",
+                                          "orchestrator/progress.pt"))
+    assert not probe.checkpoint_complete(step("mid_write", "trainer/__0_0.distcp",
+                                              "orchestrator/progress.pt"))
+    assert not probe.checkpoint_complete(step("no_orch_yet", "trainer/__0_0.distcp", "trainer/.metadata",
+                                              "orchestrator/progress.pt.tmp"))
+    assert probe.checkpoint_complete(step("trainer_only", "trainer/.metadata"))  # ckpt.output_dir split
+    assert probe.checkpoint_complete(step("legacy", "model.safetensors", "STABLE"))
+    assert not probe.checkpoint_complete(step("empty"))

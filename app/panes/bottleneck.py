@@ -1,0 +1,158 @@
+"""The Bottleneck pane: where the selected run's step time goes, live, plus an on-demand profile.
+
+The App calls ``show(snapshot, now)`` for the selected pod while the tab is visible and ``clear()`` when
+no pod is selected. The breakdown is recomputed only when the snapshot brought new metrics/console
+lines (or every ``GPU_REFRESH`` s for the GPU evidence), never per frame.
+
+``p`` starts a profile: it watches the next ``profile_steps`` steps of this pod and then shows their
+report below the live view; ``e`` exports that report as Markdown (a thread worker calls
+``services.bottleneck.write_markdown``; the pane posts :class:`BottleneckPane.ProfileExported`).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Label, Static
+from textual.worker import Worker, WorkerState
+
+from services.bottleneck import Breakdown, analyze_snapshot, write_markdown
+from services.models import PodSnapshot
+from widgets.bottleneck_view import BottleneckView
+from widgets.format import set_label
+
+GPU_REFRESH = 10.0
+
+
+class BottleneckPane(Widget, can_focus=True):
+    BINDINGS = [
+        Binding("p", "profile", "Profile steps", id="bottleneck.profile"),
+        Binding("e", "export", "Export profile", id="bottleneck.export"),
+    ]
+
+    DEFAULT_CSS = """
+    BottleneckPane { height: 1fr; }
+    BottleneckPane #bn-empty { padding: 1 2; color: $text-muted; }
+    BottleneckPane #bn-body { padding: 0 1; }
+    BottleneckPane #bn-profile-status { margin-top: 1; color: $text-muted; }
+    BottleneckPane #bn-report { margin-top: 1; border-top: solid $primary; }
+    """
+
+    class ProfileExported(Message):
+        """A profile report was written to ``path``."""
+
+        def __init__(self, path: Path) -> None:
+            super().__init__()
+            self.path = path
+
+    def __init__(self, *, steps: int = 20, profile_steps: int = 10, export_dir: Path | None = None,
+                 **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.steps = steps
+        self.profile_steps = profile_steps
+        self.export_dir = export_dir
+        self.breakdown: Breakdown | None = None  # the live one, of the pod last shown
+        self.report: Breakdown | None = None  # the finished profile
+        self._key: object = None
+        self._gpu_at = float("-inf")
+        self._pod: str | None = None
+        self._profile: tuple[str, int] | None = None  # (pod name, last step when `p` was pressed)
+        self._report_pod = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static("No pod selected.", id="bn-empty")
+        with VerticalScroll(id="bn-body"):
+            yield BottleneckView(id="bn-live")
+            yield Label("Press p to profile the next steps.", id="bn-profile-status")
+            yield BottleneckView(id="bn-report")
+
+    def on_mount(self) -> None:
+        self.query_one("#bn-body").display = False
+        self.query_one("#bn-report").display = False
+        self._ready = True
+        if self._early is not None:  # a snapshot came before the children existed
+            self.show(*self._early)
+            self._early = None
+
+    # ------------------------------------------------------------------ fed by the App
+    _ready = False
+    _early: tuple[PodSnapshot, float] | None = None
+
+    def clear(self) -> None:
+        self._pod, self._key, self._early = None, None, None
+        if not self._ready:
+            return
+        self.query_one("#bn-empty").display = True
+        self.query_one("#bn-body").display = False
+
+    def show(self, snapshot: PodSnapshot, now: float) -> None:
+        if not self._ready:
+            self._early = (snapshot, now)
+            return
+        self.query_one("#bn-empty").display = False
+        self.query_one("#bn-body").display = True
+        name = snapshot.pod.name
+        console = 0 if snapshot.metrics else sum(len(s.log) for s in snapshot.history)
+        key = (name, snapshot.metrics_total, len(snapshot.metrics), console)
+        if key == self._key and now - self._gpu_at < GPU_REFRESH:
+            return
+        self._key, self._gpu_at, self._pod = key, now, name
+        self.breakdown = analyze_snapshot(snapshot, self.steps)
+        title = f"{snapshot.pod.label}" + (" · SIMULATED" if snapshot.pod.simulated else "")
+        self.query_one("#bn-live", BottleneckView).show(self.breakdown, title)
+        self._advance_profile(snapshot)
+
+    # ------------------------------------------------------------------ profile
+    def action_profile(self) -> None:
+        if self._pod is None or self.breakdown is None:
+            self.notify("Select a pod with a running job first.", severity="warning")
+            return
+        start = self.breakdown.last_step or 0
+        self._profile = (self._pod, start)
+        set_label(self.query_one("#bn-profile-status", Label),
+                  f"Profiling {self._pod}: 0/{self.profile_steps} steps after step {start}…")
+
+    def _advance_profile(self, snapshot: PodSnapshot) -> None:
+        if self._profile is None or self._profile[0] != snapshot.pod.name or self.breakdown is None:
+            return
+        pod, start = self._profile
+        done = max(0, (self.breakdown.last_step or 0) - start)
+        status = self.query_one("#bn-profile-status", Label)
+        if done < self.profile_steps:
+            set_label(status, f"Profiling {pod}: {done}/{self.profile_steps} steps after step {start}…")
+            return
+        self._profile = None
+        report = analyze_snapshot(snapshot, self.profile_steps, since_step=start,
+                                  until_step=start + self.profile_steps)
+        self.report, self._report_pod = report, snapshot.pod.label
+        view = self.query_one("#bn-report", BottleneckView)
+        view.display = True
+        view.show(report, f"Profile of {snapshot.pod.label}")
+        set_label(status, f"Profile of steps {report.first_step}–{report.last_step} ready: e exports it as Markdown.")
+
+    def export_path(self) -> Path:
+        report = self.report
+        assert report is not None
+        safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in self._report_pod.split(" ")[0])
+        return (self.export_dir or Path.cwd()) / f"bottleneck-{safe}-steps-{report.first_step}-{report.last_step}.md"
+
+    def action_export(self) -> None:
+        if self.report is None:
+            self.notify("No profile yet: press p and wait for the steps.", severity="warning")
+            return
+        path = self.export_path()
+        self.run_worker(partial(write_markdown, self.report, path, f"Bottleneck profile — {self._report_pod}"),
+                        thread=True, group="bottleneck-export", name="bottleneck-export")
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group != "bottleneck-export" or event.state is not WorkerState.SUCCESS:
+            return  # failures go to the App's worker error hub
+        path = event.worker.result
+        self.notify(f"Profile written to {path}")
+        self.post_message(self.ProfileExported(path))

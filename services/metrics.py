@@ -1,0 +1,233 @@
+"""prime-rl's timing metrics: ``metrics.jsonl`` records and console log lines -> per-step timings.
+
+Sources, best first (../shared/research/prime-rl.md §7):
+
+* ``<run_dir>/metrics.jsonl`` — the file monitor, on by default. The trainer and the orchestrator both
+  append one JSON object per call, ``{"step": N, "time": ..., <key>: <value>, ...}``. A record is the
+  trainer's when it carries a trainer-only key (``time/wait_for_batch``, ``perf/*``, ``loss/*``...), the
+  orchestrator's when it carries an orchestrator-only key (``time/wait_for_policy``, ``progress/*``,
+  ``train/*``...). Records without ``step`` (the orchestrator's periodic ``inference/*``,
+  ``dispatcher/*`` logger) are kept apart as periodic records.
+* console lines (``logs/trainer.log``, ``logs/orchestrator.log``, or the probe's ``"<stem>: <line>"``
+  form): only the step's wall time (``Step 5 |   12.3s | ...``; the historic ``Step 0 | Time: 42.77s``),
+  checkpoint saves and "Holding batch" lines. ANSI colours (prime-rl forces them) and loguru's JSON
+  mode are understood.
+
+Garbled or partial lines are skipped and counted, never fatal. Everything here is pure computation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+
+TRAINER_ONLY = {"time/wait_for_batch", "time/load_data", "time/forward_backward", "time/broadcast_weights"}
+TRAINER_PREFIXES = ("perf/", "loss/", "optim/", "entropy/", "mismatch_kl/", "system/", "kl_ent_ratio/")
+ORCH_ONLY = {"time/wait_for_policy", "time/pack"}
+ORCH_PREFIXES = ("progress/", "off_policy/", "train/", "batch/", "eval/")
+# train/agg/{all|effective}/[<agent>/...]timing/<phase>/mean — seconds per rollout spent in <phase>
+_ROLLOUT_TIMING = re.compile(r"^train/agg/(all|effective)/(?:[^/]+/)*timing/(.+)/mean$")
+_TOOL_WORDS = ("tool", "env", "sandbox", "exec", "scor", "reward", "judge")
+_GEN_WORDS = ("model", "generat", "infer", "llm", "completion", "sampl")
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_STEP_NOW = re.compile(r"\bStep (\d+) \|\s*([^|]+?)\s*(?:\||$)")
+_STEP_OLD = re.compile(r"\bStep (\d+) \| Time: ([\d.]+)\s*s\b")
+_SAVE = re.compile(r"Saving checkpoint at step (\d+)")
+_HOLD = re.compile(r"Holding batch (\d+) until the trainer publishes policy")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\b")
+_STEM = re.compile(r"[\w.-]+")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float | None:
+    """prime-rl's format_time back to seconds: '123ms', '12.3s', '2m 5s', '1h 3m', '2d 4h'."""
+    text = text.strip()
+    parts = _DURATION_PART.findall(text)
+    if not parts or _DURATION_PART.sub("", text).strip():
+        return None
+    return sum(float(n) * _UNIT[u] for n, u in parts)
+
+
+@dataclass
+class StepTiming:
+    """What is known about one step. ``trainer`` / ``orchestrator`` hold their ``time/*`` keys (seconds);
+    ``rollout`` holds per-rollout seconds by kind ("generation", "tools")."""
+
+    step: int
+    trainer: dict[str, float] = field(default_factory=dict)
+    orchestrator: dict[str, float] = field(default_factory=dict)
+    rollout: dict[str, float] = field(default_factory=dict)
+    saved: bool = False  # a checkpoint was written at this step (console)
+    held: bool = False  # the orchestrator held this batch for the policy (console)
+
+
+@dataclass
+class ParsedRun:
+    steps: dict[int, StepTiming] = field(default_factory=dict)
+    periodic: list[dict[str, float]] = field(default_factory=list)  # records without a step
+    metrics_lines: int = 0
+    console_lines: int = 0
+    skipped: int = 0  # garbled/partial lines (metrics.jsonl lines that are not a JSON object, ...)
+    metrics_steps: int = 0  # steps that came from metrics.jsonl (the better source)
+
+    @property
+    def source(self) -> str:
+        if self.metrics_steps:
+            return "metrics.jsonl"
+        return "console" if self.steps else "none"
+
+    def ordered(self) -> list[StepTiming]:
+        """Steps oldest first. When metrics.jsonl gave steps, console-only steps are dropped: mixing a
+        full breakdown with a bare step time would skew the averages."""
+        steps = [self.steps[k] for k in sorted(self.steps)]
+        if self.metrics_steps:
+            steps = [s for s in steps if s.trainer.keys() - {"time/step"} or s.rollout
+                     or s.orchestrator.keys() - {"time/step"}]
+        return steps
+
+
+class MetricsParser:
+    """Incremental: feed lines as they arrive, read :attr:`run` at any time."""
+
+    PERIODIC_MAX = 500
+
+    def __init__(self) -> None:
+        self.run = ParsedRun()
+        self._console_step_seen: set[tuple[str, int]] = set()
+        self._from_metrics: set[int] = set()
+
+    def _step(self, n: int) -> StepTiming:
+        st = self.run.steps.get(n)
+        if st is None:
+            st = self.run.steps[n] = StepTiming(n)
+        return st
+
+    # ------------------------------------------------------------------ metrics.jsonl
+    def feed_metrics(self, line: str | bytes) -> None:
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        if not line.strip():
+            return
+        self.run.metrics_lines += 1
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            self.run.skipped += 1
+            return
+        if not isinstance(obj, dict):
+            self.run.skipped += 1
+            return
+        values = {k: float(v) for k, v in obj.items()
+                  if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                  and math.isfinite(v)}
+        step = obj.get("step")
+        if step is None or isinstance(step, bool) or not isinstance(step, (int, float)):
+            if step is not None:
+                self.run.skipped += 1
+                return
+            values.pop("_timestamp", None)
+            self.run.periodic.append(values)
+            del self.run.periodic[:-self.PERIODIC_MAX]
+            return
+        n = int(step)
+        keys = values.keys()
+        is_trainer = bool(keys & TRAINER_ONLY) or any(k.startswith(TRAINER_PREFIXES) for k in keys)
+        is_orch = bool(keys & ORCH_ONLY) or any(k.startswith(ORCH_PREFIXES) for k in keys)
+        timings = {k: v for k, v in values.items() if k.startswith("time/") and v >= 0}
+        rollout = _rollout_timing(values) if is_orch else {}
+        if not (is_trainer or is_orch) and set(timings) <= {"time/save_ckpt"} and timings:
+            is_trainer = True  # a lone save time: the trainer's save is the one that costs
+        if not (is_trainer or is_orch) or (is_trainer and is_orch):
+            return  # nothing we can attribute (e.g. a lone time/step); not an error
+        st = self._step(n)
+        (st.trainer if is_trainer else st.orchestrator).update(timings)
+        st.rollout.update(rollout)
+        if timings or rollout:
+            self._from_metrics.add(n)
+            self.run.metrics_steps = len(self._from_metrics)
+
+    # ------------------------------------------------------------------ console
+    def feed_console(self, line: str | bytes, component: str | None = None) -> None:
+        """One console line; ``component`` is "trainer" or "orchestrator" when the file is known. Lines in
+        the probe's form ``"<file stem>: <line>"`` name their file themselves."""
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        text = _ANSI.sub("", line).strip()
+        if not text:
+            return
+        if component is None:
+            stem, sep, rest = text.partition(": ")
+            if sep and _STEM.fullmatch(stem):
+                component, text = _component(stem), rest
+        if text.startswith("{"):
+            try:
+                obj = json.loads(text)
+                text = str(obj.get("message", "")) if isinstance(obj, dict) else ""
+            except ValueError:
+                self.run.skipped += 1
+                return
+        self.run.console_lines += 1
+        m = _STEP_OLD.search(text)
+        seconds = float(m.group(2)) if m else None
+        if m is None:
+            m = _STEP_NOW.search(text)
+            seconds = parse_duration(m.group(2)) if m else None
+            if m is not None and seconds is None:
+                self.run.skipped += 1
+                return
+        if m is not None and seconds is not None:
+            who = component or ("orchestrator" if "Reward" in text else "trainer")
+            n = int(m.group(1))
+            if (who, n) in self._console_step_seen:
+                return
+            self._console_step_seen.add((who, n))
+            st = self._step(n)
+            target = st.orchestrator if who == "orchestrator" else st.trainer
+            target.setdefault("time/step", seconds)
+            return
+        if (m := _SAVE.search(text)) is not None:
+            self._step(int(m.group(1))).saved = True
+        elif "Writing final checkpoint" in text and self.run.steps:
+            self.run.steps[max(self.run.steps)].saved = True
+        elif (m := _HOLD.search(text)) is not None:
+            self._step(int(m.group(1))).held = True
+
+
+def _component(stem: str) -> str | None:
+    s = stem.lower()
+    if "orch" in s:
+        return "orchestrator"
+    if "train" in s or s in ("rl", "sft"):
+        return "trainer"
+    return None
+
+
+def _rollout_timing(values: dict[str, float]) -> dict[str, float]:
+    """Per-rollout seconds by kind from ``train/agg/.../timing/<phase>/mean`` (``all`` over ``effective``)."""
+    found: dict[str, dict[str, float]] = {"all": {}, "effective": {}}
+    for key, value in values.items():
+        m = _ROLLOUT_TIMING.match(key)
+        if m is None or value < 0:
+            continue
+        phase = m.group(2).lower()
+        seconds = value / 1000.0 if phase.endswith("_ms") else value
+        kind = ("tools" if any(w in phase for w in _TOOL_WORDS)
+                else "generation" if any(w in phase for w in _GEN_WORDS) else None)
+        if kind is None or phase.endswith(("total", "total_ms")):
+            continue
+        bucket = found[m.group(1)]
+        bucket[kind] = bucket.get(kind, 0.0) + seconds
+    return found["all"] or found["effective"]
+
+
+def parse_run(metrics_lines=(), console_lines=()) -> ParsedRun:
+    """Parse everything at once (the CLI's path); the pane feeds a :class:`MetricsParser` instead."""
+    parser = MetricsParser()
+    for line in metrics_lines:
+        parser.feed_metrics(line)
+    for line in console_lines:
+        parser.feed_console(line)
+    return parser.run

@@ -1,0 +1,109 @@
+"""The bottleneck breakdown drawn: one bar per component with % and seconds and its trend over the
+last steps, the diagnosis with its evidence, and the recommendations. Plain data in, no I/O."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widget import Widget
+from textual.widgets import Label, Static
+
+from services.bottleneck import Breakdown, Component
+from widgets.format import set_label
+from widgets.trend import bar_cells
+
+BAR_WIDTH = 30
+TREND_WIDTH = 20
+FULL, PARTS = "█", " ▏▎▍▌▋▊▉"
+
+
+def bar(share: float, width: int = BAR_WIDTH) -> str:
+    """A horizontal bar of ``share`` (0–1) of ``width`` cells, with eighth-cell precision."""
+    eighths = int(round(max(0.0, min(1.0, share)) * width * 8))
+    full, rest = divmod(eighths, 8)
+    return (FULL * full + (PARTS[rest] if rest else "")).ljust(width)
+
+
+def _is_top(c: Component, b: Breakdown) -> bool:
+    tops = [x for x in b.components if x.parent is None and x.timeline == "trainer"]
+    return bool(tops) and c is max(tops, key=lambda x: x.share) and c.share >= 0.4
+
+
+def bars_table(b: Breakdown) -> Table:
+    table = Table.grid(padding=(0, 1))
+    table.add_column(no_wrap=True)  # label
+    table.add_column(no_wrap=True)  # bar
+    table.add_column(justify="right", no_wrap=True)  # %
+    table.add_column(justify="right", no_wrap=True)  # s
+    table.add_column(no_wrap=True)  # trend
+    table.add_column(no_wrap=True)  # flag
+    top_series = max((v for c in b.components for v in c.series if v is not None), default=0.0)
+    for c in b.components:
+        top = _is_top(c, b)
+        indent = "\u00a0\u00a0└\u00a0" if c.parent else ""  # non-breaking: leading spaces would be dropped
+        name = indent + c.label + (" (orch.)" if c.timeline == "orchestrator" else "")
+        high = max((v for v in c.series if v is not None), default=0.0) or top_series or 1.0
+        table.add_row(
+            Text(name, style="bold" if top else ""),
+            Text(bar(c.share), style="bold" if top else ""),
+            Text(f"{100 * c.share:.0f}%", style="bold" if top else ""),
+            Text(f"{c.seconds:.1f} s"),
+            Text(bar_cells(c.series, 0.0, high, TREND_WIDTH), style="dim"),
+            Text("BOTTLENECK" if top else "", style="bold reverse" if top else ""),
+        )
+    return table
+
+
+class BottleneckView(Widget):
+    """Shows a :class:`Breakdown`; ``show`` re-renders only the parts whose content changed."""
+
+    DEFAULT_CSS = """
+    BottleneckView { height: auto; }
+    BottleneckView #bn-title { text-style: bold; }
+    BottleneckView #bn-diagnosis { margin-top: 1; text-style: bold; }
+    BottleneckView #bn-diagnosis.-bound { color: $warning; }
+    BottleneckView #bn-evidence { color: $text-muted; }
+    BottleneckView #bn-recs { margin-top: 1; }
+    BottleneckView #bn-bars { height: auto; margin-top: 1; color: $accent; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._bars_key: object = None
+        self._recs_key: object = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("", id="bn-title")
+            yield Static("", id="bn-bars")
+            yield Label("", id="bn-diagnosis")
+            yield Static("", id="bn-evidence")
+            yield Static("", id="bn-recs")
+
+    def show(self, b: Breakdown, title: str = "") -> None:
+        if b.steps:
+            head = (f"{title} · steps {b.first_step}–{b.last_step} ({b.steps}) · {b.source}"
+                    f" · {b.step_seconds or 0:.1f} s/step" + (f" · {b.trend}" if b.trend else ""))
+        else:
+            head = f"{title} · waiting for step timings (metrics.jsonl or console lines)"
+        set_label(self.query_one("#bn-title", Label), head.lstrip(" ·"))
+        key = tuple((c.name, round(c.share, 3), round(c.seconds, 2), c.series[-TREND_WIDTH:]) for c in b.components)
+        if key != self._bars_key:
+            self._bars_key = key
+            self.query_one("#bn-bars", Static).update(bars_table(b) if b.components else "")
+        diag = self.query_one("#bn-diagnosis", Label)
+        set_label(diag, f"DIAGNOSIS: {b.diagnosis.upper()}" + (" (low confidence)" if b.confidence == "low" else "")
+                  if b.steps else "")
+        diag.set_class(b.diagnosis != "balanced", "-bound")
+        recs_key = (b.evidence, tuple(r.text for r in b.recommendations), b.skipped)
+        if recs_key != self._recs_key:
+            self._recs_key = recs_key
+            evidence = "\n".join(f"· {escape(e)}" for e in b.evidence)
+            if b.skipped:
+                evidence += f"\n· {b.skipped} garbled or partial lines skipped"
+            self.query_one("#bn-evidence", Static).update(evidence)
+            self.query_one("#bn-recs", Static).update(
+                "\n".join(f"[b]-[/b] {escape(r.text)}" for r in b.recommendations))
