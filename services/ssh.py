@@ -248,7 +248,7 @@ class SSHConnection(Connection):
 
     async def connect(self) -> None:
         asyncssh = _asyncssh()
-        pod, opts = self.pod, self.options
+        pod = self.pod
         recorder: list[tuple[str, str, int, Any]] = []
 
         class _KeyRecorder(asyncssh.SSHClient):
@@ -263,11 +263,10 @@ class SSHConnection(Connection):
             raise ConnectError(f"bad ssh settings for {pod.name}: {_describe(exc)}") from None
         self._known_hosts = list(conn_opts.known_hosts or [])
         try:
-            self._conn = await asyncio.wait_for(
-                asyncssh.connect(pod.host, options=conn_opts, client_factory=_KeyRecorder,
-                                 **self._connect_kwargs),
-                opts.connect_timeout + opts.login_timeout,
-            )
+            # connect_timeout and login_timeout (in conn_opts) bound this; no outer wait_for, whose
+            # Python 3.11 cancellation race leaves "exception was never retrieved" behind.
+            self._conn = await asyncssh.connect(pod.host, options=conn_opts, client_factory=_KeyRecorder,
+                                                **self._connect_kwargs)
         except asyncssh.HostKeyNotVerifiable:
             if not recorder:
                 raise ConnectError("the pod's host key could not be verified") from None

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import os
 import resource
-import statistics
 import sys
 import tempfile
 import time
