@@ -20,16 +20,14 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from services.bottleneck_rules import Recommendation, load_rules, recommend
 from services.metrics import MetricsParser, ParsedRun, StepTiming
 
 DIAGNOSES = ("latency-bound", "throughput-bound", "trainer-bound", "io-bound", "balanced")
 DOMINANT = 0.40
 DEFAULT_STEPS = 20
-RULES_PATH = Path(__file__).with_name("bottleneck_rules.toml")
 
 # name, label, parent, timeline
 COMPONENTS: tuple[tuple[str, str, str | None, str], ...] = (
@@ -65,13 +63,6 @@ class GpuEvidence:
     all_util: float | None = None
     gpus: int = 0
     samples: int = 0
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    id: str
-    text: str
-    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -350,65 +341,6 @@ def gpu_evidence(samples: Iterable[Any], last: int = 60) -> GpuEvidence:
     return GpuEvidence(mean(by["inference"]), mean(by["trainer"]), mean(by["all"]), len(indices), used)
 
 
-# ---------------------------------------------------------------------------------------- rules
-@lru_cache(maxsize=4)
-def _load_rules_file(path: str) -> tuple[dict, ...]:
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
-    return tuple(data.get("rule", []))
-
-
-def load_rules(path: Path | None = None) -> tuple[dict, ...]:
-    return _load_rules_file(str(path or RULES_PATH))
-
-
-_COND = re.compile(r"^\s*([\w.]+)\s*(==|>=|<=|>|<)\s*([\w.+-]+)\s*$")
-
-
-class _Vars(dict):
-    def __missing__(self, key: str) -> str:
-        return "N/A"
-
-
-def _holds(cond: str, diagnosis: str, variables: dict[str, Any]) -> bool:
-    cond = cond.strip()
-    if cond.startswith("has "):
-        return variables.get(cond[4:].strip()) is not None
-    m = _COND.match(cond)
-    if m is None:
-        raise ValueError(f"bad rule condition: {cond!r}")
-    name, op, value = m.groups()
-    if name == "diagnosis":
-        return op == "==" and diagnosis == value
-    left = variables.get(name)
-    if left is None or isinstance(left, str):
-        return False
-    right = float(value)
-    return {"==": left == right, ">=": left >= right, "<=": left <= right,
-            ">": left > right, "<": left < right}[op]
-
-
-def recommend(diagnosis: str, variables: dict[str, Any], rules: Sequence[dict]) -> tuple[Recommendation, ...]:
-    shown = _Vars()
-    for key, value in variables.items():
-        if value is None:
-            continue
-        if isinstance(value, float):
-            shown[key] = f"{value:.1f}" if key.endswith("_s") else f"{value:.2f}"
-        else:
-            shown[key] = value
-    out = []
-    for rule in rules:
-        if all(_holds(c, diagnosis, variables) for c in rule.get("when", [])):
-            text = " ".join(str(rule.get("text", "")).split())
-            out.append(Recommendation(str(rule.get("id", "")), text.format_map(shown), str(rule.get("source", ""))))
-    return tuple(out)
-
-
 def _variables(b: Breakdown, window, saves, per_step) -> dict[str, Any]:
     v: dict[str, Any] = {"step_s": b.step_seconds, "steps": b.steps, "diagnosis": b.diagnosis}
     for c in b.components:
@@ -464,80 +396,3 @@ def analyze_snapshot(snapshot: Any, last: int = DEFAULT_STEPS, since_step: int |
         for s in snapshot.history:
             console.extend(s.log)
     return analyze_lines(metrics, console, last, snapshot.history, since_step, until_step)
-
-
-def to_markdown(b: Breakdown, title: str = "Bottleneck profile") -> str:
-    lines = [f"# {title}", ""]
-    if b.steps:
-        lines.append(f"Steps {b.first_step}–{b.last_step} ({b.steps} steps), source: {b.source}; "
-                     f"mean trainer step {b.step_seconds or 0:.1f} s. {b.trend}".rstrip())
-    else:
-        lines.append("No step timings yet.")
-    lines += ["", f"**Diagnosis: {b.diagnosis.upper()}** (confidence: {b.confidence})", ""]
-    lines += ["| Component | Time (%) | Seconds / step |", "|---|---:|---:|"]
-    for c in b.components:
-        name = ("↳ " if c.parent else "") + c.label + (" (orchestrator clock)" if c.timeline == "orchestrator" else "")
-        lines.append(f"| {name} | {100 * c.share:.0f}% | {c.seconds:.2f} |")
-    lines += ["", "## Evidence", ""] + [f"- {e}" for e in b.evidence]
-    lines += ["", "## Recommendations", ""]
-    lines += [f"- {r.text}" + (f" _(source: {r.source})_" if r.source else "") for r in b.recommendations] or ["- none"]
-    if b.skipped:
-        lines += ["", f"{b.skipped} garbled or partial lines were skipped."]
-    return "\n".join(lines) + "\n"
-
-
-def write_markdown(b: Breakdown, path: str | Path, title: str = "Bottleneck profile") -> Path:
-    """Export a profile as Markdown (atomic write)."""
-    from services.atomic import atomic_write_text
-
-    p = Path(path).expanduser()
-    atomic_write_text(p, to_markdown(b, title))
-    return p
-
-
-# ---------------------------------------------------------------------------------------- reading a run dir
-_MARK = "@@ptt-profile "
-
-
-def tail_command(run_dir: str, lines: int) -> str:
-    """One shell command printing the tails of metrics.jsonl and the console logs, each after a marker
-    line (one SSH exec instead of one per file)."""
-    import shlex
-
-    n = max(50, int(lines))
-    q = shlex.quote(run_dir)
-    return (f"cd {q} 2>/dev/null || {{ echo 'no such run dir: {run_dir}' >&2; exit 3; }}; "
-            f"if [ -f metrics.jsonl ]; then echo '{_MARK}metrics'; tail -n {n} metrics.jsonl; echo; fi; "
-            f"for f in logs/*.log logs/latest/*.log; do [ -f \"$f\" ] || continue; "
-            f"echo \"{_MARK}log $f\"; tail -n {n * 4} \"$f\"; echo; done")
-
-
-def split_tail_output(text: str) -> tuple[list[str], list[str]]:
-    """The output of :func:`tail_command` -> (metrics lines, console lines as "<stem>: <line>")."""
-    metrics: list[str] = []
-    console: list[str] = []
-    target: list[str] | None = None
-    stem = ""
-    for line in text.splitlines():
-        if line.startswith(_MARK):
-            what = line[len(_MARK):]
-            if what == "metrics":
-                target = metrics
-            else:
-                target, stem = console, Path(what.split(" ", 1)[-1]).stem
-            continue
-        if target is None or not line.strip():
-            continue
-        target.append(line if target is metrics else f"{stem}: {line}")
-    return metrics, console
-
-
-async def read_run(conn: Any, run_dir: str, steps: int, timeout: float = 30.0) -> tuple[list[str], list[str]]:
-    """Fetch the last lines of a run's metrics.jsonl and console logs through a connection's ``run``
-    (SSHConnection or LocalConnection). Raises ``services.errors.PrimeTrainError`` subclasses."""
-    from services.errors import ProbeError
-
-    rc, out, err = await conn.run(tail_command(run_dir, steps * 20), timeout)
-    if rc != 0:
-        raise ProbeError(err.strip().splitlines()[-1] if err.strip() else f"reading {run_dir} failed (exit {rc})")
-    return split_tail_output(out)

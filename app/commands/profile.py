@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
 async def _profile(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from services.bottleneck import analyze, read_run, write_markdown
+    from services.bottleneck import analyze
+    from services.bottleneck_report import read_run, write_markdown
     from services.errors import HostKeyError, PodSpecError, PrimeTrainError, SettingsError
     from services.metrics import parse_run
     from services.models import PodKind

@@ -12,17 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from services.bottleneck import (
-    DIAGNOSES,
-    analyze,
-    analyze_lines,
-    analyze_snapshot,
-    gpu_evidence,
-    load_rules,
-    recommend,
-    to_markdown,
-    write_markdown,
-)
+from services.bottleneck import DIAGNOSES, analyze, analyze_lines, analyze_snapshot, gpu_evidence
+from services.bottleneck_report import to_markdown, write_markdown
+from services.bottleneck_rules import load_rules, recommend
 from services.metrics import parse_run
 from services.models import GpuProcess, GpuSample, HostSample, Pod, PodKind, Sample
 
