@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+from pathlib import Path
 from typing import Sequence
 
 import app.commands
@@ -31,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--demo", action="store_true",
                         help="add an embedded SIMULATED pod (no pod, no keys needed)")
     parser.add_argument("--no-local", action="store_true", help="do not show this machine")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="a prime-rl TOML to open in the Config pane")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(app.commands.__path__), key=lambda m: m.name):
         if not info.name.startswith("_"):
@@ -74,7 +77,7 @@ def _run_tui(args: argparse.Namespace) -> int:
     pods, warnings = tui_pods(args)
     from app.tui import PrimeTrainApp
 
-    app_ = PrimeTrainApp(pods, notices=warnings)
+    app_ = PrimeTrainApp(pods, notices=warnings, config_path=args.config)
     app_.run()
     return app_.return_code or EXIT_OK
 

@@ -40,6 +40,9 @@ def config_dir() -> Path:
     return Path(base).expanduser() / APP_NAME
 
 
+def data_dir() -> Path: return Path(os.environ.get("PRIME_TRAIN_TUI_DATA_DIR") or Path(os.environ.get("XDG_DATA_HOME") or "~/.local/share") / APP_NAME).expanduser()  # noqa: E704 (XDG data: config versions)
+
+
 def pods_file() -> Path:
     return config_dir() / "pods.toml"
 

@@ -31,6 +31,7 @@ from services.models import Pod, PodKind, PodSnapshot, PodState
 from services.monitor import MonitorService, MonitorSettings
 from services.pods import parse_pod_spec
 from app.panes.bottleneck import BottleneckPane
+from app.panes.config import ConfigPane
 from widgets.monitor_pane import MonitorPane
 from widgets.placeholder import PlannedPane
 from widgets.pod_list import PodList
@@ -88,11 +89,13 @@ class PrimeTrainApp(App[None]):
         pods_path: Path | None = None,
         monitor_factory: MonitorFactory | None = None,
         notices: Sequence[str] = (),
+        config_path: Path | None = None,
     ) -> None:
         super().__init__()
         self.initial_pods, self.monitor_settings, self.clock = list(pods), settings, clock
         self.pods_path, self._monitor_factory, self._notices = pods_path, monitor_factory, tuple(notices)
         self.monitor: MonitorService | None = None
+        self.config_path = config_path
         self.pods: dict[str, Pod] = {}
         self.snapshots: dict[str, PodSnapshot] = {}
         self._pending: dict[str, PodSnapshot] = {}
@@ -111,8 +114,9 @@ class PrimeTrainApp(App[None]):
                         yield self._pane_widget(pane)
         yield Footer()
 
-    @staticmethod
-    def _pane_widget(pane: str) -> Widget:
+    def _pane_widget(self, pane: str) -> Widget:
+        if pane == "config":
+            return ConfigPane(self.config_path, id="config-pane")
         if pane == "monitor":
             return MonitorPane(id="monitor-pane")
         if pane == "bottleneck":

@@ -112,7 +112,7 @@ class TestLayout:
         app = make_app([])
         async with app.run_test(size=SIZE):
             panes = {p.key: str(p.render()) for p in app.query(PlannedPane)}
-            assert set(panes) == {"config", "offers", "checkpoints"}  # Monitor and Bottleneck are built
+            assert set(panes) == {"offers", "checkpoints"}  # Config, Monitor and Bottleneck are built
             for text in panes.values():
                 assert "not built yet" in text
                 assert not re.search(r"\d\s*(%|GiB|W\b|°C|/hr)|\$\s*\d", text), text
@@ -441,3 +441,20 @@ class TestBottleneckTab:
             assert app.snapshots["demo"].metrics_total > 0
             await pilot.press("down")  # the other pod has no run: the pane says so instead
             await wait_for(pilot, lambda: "DIAGNOSIS" not in diagnosis())
+
+
+class TestConfigTab:
+    async def test_config_file_opens_in_the_config_tab_with_its_findings(self, tmp_path: Path) -> None:
+        from app.panes.config import ConfigPane
+
+        cfg = tmp_path / "rl.toml"
+        cfg.write_text('max_stepz = 20\n\n[model]\nname = "Qwen/Qwen3-0.6B"\n')
+        app = make_app([], config_path=cfg)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("1")
+            await wait_for(pilot, lambda: app.tabs.active == "config")
+            pane = app.query_one(ConfigPane)
+            await wait_for(pilot, lambda: pane.findings_list.findings)
+            first = pane.findings_list.findings[0]
+            assert first.line == 1 and "did you mean 'max_steps'" in first.message
+        assert cfg.read_text().startswith("max_stepz")  # nothing written without ctrl+s

@@ -1,0 +1,176 @@
+"""prime-rl's config schema, loaded from ``schema.toml`` and compiled once into :class:`ConfigClass`es.
+
+A type spec is a string of alternatives separated by ``|`` (see the header of schema.toml); each
+alternative compiles to an :class:`Alt`. Checking a value returns the first alternative it fits.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+KINDS = ("rl", "trainer", "orchestrator", "inference", "sft", "evals")
+_RANGE = re.compile(r"^(int|float)([\[(])([^,]*),([^\])]*)([\])])$")
+
+
+@dataclass(frozen=True)
+class Alt:
+    kind: str  # str int float bool path list dict any none literal class aot
+    literal: str | None = None
+    cls: str | None = None
+    low: float | None = None
+    low_open: bool = False
+    high: float | None = None
+    high_open: bool = False
+
+    def describe(self) -> str:
+        if self.kind == "literal":
+            return f'"{self.literal}"'
+        if self.kind == "class":
+            return "a table"
+        if self.kind == "aot":
+            return "an array of tables"
+        if self.kind == "none":
+            return '"None"'
+        return {"str": "a string", "path": "a path string", "int": "an integer", "float": "a number",
+                "bool": "true or false", "list": "an array", "dict": "a table", "any": "anything"}[self.kind]
+
+    def bound(self) -> str:
+        parts = []
+        if self.low is not None:
+            parts.append(f"{'>' if self.low_open else '>='} {_num(self.low)}")
+        if self.high is not None:
+            parts.append(f"{'<' if self.high_open else '<='} {_num(self.high)}")
+        return " and ".join(parts)
+
+    def in_range(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        if self.high is not None and (value >= self.high if self.high_open else value > self.high):
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Spec:
+    alts: tuple[Alt, ...]
+
+    @property
+    def nullable(self) -> bool:
+        return any(a.kind == "none" for a in self.alts)
+
+    def classes(self) -> list[str]:
+        return [a.cls for a in self.alts if a.cls]
+
+    def describe(self) -> str:
+        names = [a.describe() for a in self.alts if a.kind != "none"]
+        return " or ".join(dict.fromkeys(names)) or '"None"'
+
+
+@dataclass(frozen=True)
+class ConfigClass:
+    name: str
+    keys: dict[str, Spec]
+    extra: str = "forbid"  # or "allow"
+    union: str | None = None  # discriminator key
+    default_variant: str | None = None
+    variants: dict[str, frozenset[str]] = field(default_factory=dict)
+    doc: str = ""
+    required: tuple[str, ...] = ()
+
+    def variant_only(self) -> frozenset[str]:
+        """Keys that belong to some variants only."""
+        out: set[str] = set()
+        for keys in self.variants.values():
+            out |= keys
+        return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Schema:
+    classes: dict[str, ConfigClass]
+    entrypoints: dict[str, str]
+
+    def root(self, kind: str) -> ConfigClass:
+        return self.classes[self.entrypoints[kind]]
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def parse_spec(text: str) -> Spec:
+    alts = []
+    for raw in text.split("|"):
+        part = raw.strip()
+        if part.startswith("'") and part.endswith("'"):
+            alts.append(Alt("literal", literal=part[1:-1]))
+        elif part.startswith("[@") and part.endswith("]"):
+            alts.append(Alt("aot", cls=part[2:-1]))
+        elif part.startswith("@"):
+            alts.append(Alt("class", cls=part[1:]))
+        elif m := _RANGE.match(part):
+            kind, lo_b, lo, hi, hi_b = m.groups()
+            alts.append(Alt(kind, low=float(lo) if lo else None, low_open=lo_b == "(",
+                            high=float(hi) if hi else None, high_open=hi_b == ")"))
+        elif part in ("str", "int", "float", "bool", "path", "list", "dict", "any", "none"):
+            alts.append(Alt(part))
+        else:
+            raise ValueError(f"bad type spec {text!r}")
+    return Spec(tuple(alts))
+
+
+@functools.lru_cache(maxsize=None)
+def load_schema() -> Schema:
+    text = resources.files("services.config").joinpath("schema.toml").read_text(encoding="utf-8")
+    data = tomllib.loads(text)
+    classes = {}
+    for name, table in data["classes"].items():
+        keys = {k: parse_spec(v) for k, v in table.items() if not k.startswith("__")}
+        variants = {v: frozenset(ks) for v, ks in table.get("__variants__", {}).items()}
+        classes[name] = ConfigClass(name, keys, table.get("__extra__", "forbid"), table.get("__union__"),
+                                    table.get("__default__"), variants, table.get("__doc__", ""),
+                                    tuple(table.get("__required__", ())))
+    for cls in classes.values():  # every referenced class exists (a typo in schema.toml fails loudly)
+        for spec in cls.keys.values():
+            for ref in spec.classes():
+                if ref not in classes:
+                    raise ValueError(f"schema.toml: {cls.name} refers to unknown class {ref}")
+    return Schema(classes, dict(data["entrypoints"]))
+
+
+def detect_kind(data: dict[str, Any], filename: str | None = None) -> tuple[str, bool]:
+    """Which entry point a parsed file is for, from its top-level keys (the file name breaks ties).
+
+    Returns ``(kind, sure)``; ``sure`` is False when the keys fit several entry points.
+    """
+    keys = set(data)
+    name = (filename or "").lower().rsplit("/", 1)[-1]
+    if keys & {"trainer", "orchestrator"}:
+        return "rl", True
+    if keys & {"vllm", "server", "router", "kv_cache_offload", "use_deep_gemm", "backend_port"}:
+        return "inference", True
+    if isinstance(data.get("model"), str) or "online" in keys:
+        return "evals", True
+    if keys & {"train", "batch_size", "group_size", "token_batch_size", "algo", "concurrency"}:
+        return "orchestrator", True
+    data_table = data.get("data")
+    if isinstance(data_table, dict) and set(data_table) - {"fake"}:
+        return "sft", True
+    if keys & {"val", "eval", "deployment"} and "data" in keys:
+        return "sft", True
+    for hint, kind in (("infer", "inference"), ("orch", "orchestrator"), ("sft", "sft"),
+                       ("train", "trainer"), ("rl", "rl")):
+        if hint in name:
+            return kind, False
+    if keys & {"data", "loss", "optim", "scheduler"}:
+        return ("sft" if "data" in keys and "fake" not in (data_table or {}) else "trainer"), False
+    return "rl", False

@@ -1,0 +1,337 @@
+"""Validate a prime-rl TOML config: parse errors, schema, migrations, cross-checks, gotchas, memory
+fit and secrets, every finding with its line and column.
+
+Parse path: ``tomllib`` for values (fast) and :mod:`positions` for line/column; tomlkit is only used
+to apply fixes (``fixes.py``). A file that does not parse still gets its secret scan, so a half-typed
+config never hides a pasted key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from services.config.findings import ConfigError, Edit, Finding, Severity, dotted, make, rule_db
+from services.config.positions import Pos, key_positions, position
+from services.config.schema import KINDS, ConfigClass, Spec, detect_kind, load_schema
+
+_TOML_ERR_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
+_TOML_ERR_EOF = re.compile(r"\(at end of document\)")
+
+
+@dataclass(frozen=True)
+class Report:
+    kind: str
+    findings: tuple[Finding, ...]
+    data: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    kind_detected: bool = True
+
+    @property
+    def errors(self) -> int:
+        return sum(f.severity is Severity.ERROR for f in self.findings)
+
+    @property
+    def warnings(self) -> int:
+        return sum(f.severity is Severity.WARNING for f in self.findings)
+
+    @property
+    def parsed(self) -> bool:
+        return self.data is not None
+
+    def to_json(self, file: str) -> dict[str, Any]:
+        return {"file": file, "kind": self.kind, "findings": [f.to_json() for f in self.findings],
+                "errors": self.errors, "warnings": self.warnings}
+
+
+class Context:
+    """What the checks share while walking one document."""
+
+    def __init__(self, text: str, data: dict[str, Any], kind: str, parser: Any = None) -> None:
+        self.text = text
+        self.parser = parser
+        self.data = data
+        self.kind = kind
+        self._positions: dict | None = None  # scanned on the first finding: a clean file needs none
+        self.findings: list[Finding] = []
+
+    @property
+    def positions(self) -> dict:
+        if self._positions is None:
+            self._positions = (self.parser.positions(self.text) if self.parser is not None
+                               else key_positions(self.text))
+        return self._positions
+
+    def pos(self, path: tuple) -> Pos:
+        return position(self.positions, path)
+
+    def add(self, rule_id: str, key_path: tuple, /, *, edit: Edit | None = None, at: tuple | None = None,
+            **fields: Any) -> None:
+        pos = self.pos(at if at is not None else key_path)
+        self.findings.append(make(rule_id, pos, key_path, edit=edit, **fields))
+
+    def get(self, path: tuple, default: Any = None) -> Any:
+        node: Any = self.data
+        for part in path:
+            if isinstance(node, dict) and not isinstance(part, int) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                node = node[part]
+            else:
+                return default
+        return node
+
+
+def read_config(path: Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file", hint="check the path") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a directory, not a TOML file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text", hint="TOML files must be UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def validate_file(path: Path, **kw: Any) -> Report:
+    """Read and validate a file; raises ConfigError when it cannot be read (exit code 2)."""
+    return validate_text(read_config(path), filename=str(path), **kw)
+
+
+def validate_text(text: str, *, kind: str | None = None, filename: str | None = None,
+                  preset: str | None = None, gpus: int | None = None, parser: Any = None) -> Report:
+    """Validate TOML text. ``parser`` (an :class:`incremental.IncrementalParser`) makes re-validation
+    after a small edit cheap: the editor keeps one per open file."""
+    from services.config import checks  # the rule implementations
+
+    if kind is not None and kind not in KINDS:
+        raise ConfigError(f"unknown kind {kind!r}", hint=f"one of {', '.join(KINDS)}")
+    secrets = checks.scan_secrets(text)
+    try:
+        data = parser.loads(text) if parser is not None else tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        return Report(kind or "unknown", tuple(sorted([_parse_finding(text, exc), *secrets], key=_order)))
+    sure = True
+    if kind is None:
+        kind, sure = detect_kind(data, filename)
+    ctx = Context(text, data, kind, parser)
+    if not sure:
+        ctx.findings.append(make("kind-unknown", (1, 1), kind=kind))
+    schema = load_schema()
+    _walk(ctx, data, schema.root(kind), ())
+    checks.cross_checks(ctx)
+    checks.gotchas(ctx, gpus=gpus)
+    if preset is not None or gpus is not None:
+        from services.config.memory import fit_findings
+
+        ctx.findings.extend(fit_findings(ctx, preset=preset, gpus=gpus))
+    return Report(kind, tuple(sorted([*ctx.findings, *secrets], key=_order)), data, sure)
+
+
+def _order(f: Finding) -> tuple:
+    return (f.line, f.column, f.severity.rank, f.id)
+
+
+def _parse_finding(text: str, exc: Exception) -> Finding:
+    message = str(exc)
+    m = _TOML_ERR_POS.search(message)
+    if m:
+        line, col = int(m.group(1)), int(m.group(2))
+    elif _TOML_ERR_EOF.search(message):
+        lines = text.splitlines() or [""]
+        line, col = len(lines), len(lines[-1]) + 1
+    else:
+        line, col = 1, 1
+    error = _TOML_ERR_POS.sub("", _TOML_ERR_EOF.sub("", message)).strip()
+    return make("toml-syntax", (line, col), error=error)
+
+
+# ------------------------------------------------------------------------------------------ schema walk
+
+def _walk(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple) -> None:
+    variant = None
+    if cls.union:
+        variant = table.get(cls.union, cls.default_variant)
+        if variant not in cls.variants:
+            variant = None  # a wrong type value is reported by the type check below
+    only = cls.variant_only()
+    for key in cls.required:
+        if key not in table:
+            ctx.add("missing-required", path + (key,), at=path, path=dotted(path + (key,)))
+    for key, value in table.items():
+        here = path + (key,)
+        spec = cls.keys.get(key)
+        if spec is None:
+            if cls.extra == "allow":
+                _passthrough(ctx, cls, key, here)
+            else:
+                _unknown(ctx, cls, key, value, here)
+            continue
+        if variant is not None and key in only and key not in cls.variants[variant]:
+            owners = " or ".join(f'"{v}"' for v, ks in cls.variants.items() if key in ks)
+            ctx.add("variant-key", here, path=dotted(here), key=key, where=dotted(path) or "the file",
+                    variant=variant, owners=owners)
+            continue
+        _check(ctx, value, spec, here)
+
+
+def _check(ctx: Context, value: Any, spec: Spec, path: tuple) -> None:
+    if value == "None":
+        if spec.nullable or any(a.kind in ("str", "path", "any") for a in spec.alts):
+            return
+        ctx.add("not-nullable", path, path=dotted(path))
+        return
+    schema = load_schema()
+    range_miss = None
+    for alt in spec.alts:
+        k = alt.kind
+        if k == "any":
+            return
+        if k == "class" and isinstance(value, dict):
+            _walk(ctx, value, schema.classes[alt.cls], path)
+            return
+        if k == "aot" and isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            for i, item in enumerate(value):
+                _walk(ctx, item, schema.classes[alt.cls], path + (i,))
+            return
+        if k == "literal" and value == alt.literal:
+            return
+        if k in ("str", "path") and isinstance(value, str):
+            return
+        if k == "bool" and isinstance(value, bool):
+            return
+        if k == "list" and isinstance(value, list):
+            return
+        if k == "dict" and isinstance(value, dict):
+            return
+        if k in ("int", "float") and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if k == "int" and not isinstance(value, int):
+                continue
+            if alt.in_range(value):
+                return
+            range_miss = alt
+    if range_miss is not None:
+        ctx.add("out-of-range", path, path=dotted(path), value=value, bound=range_miss.bound())
+        return
+    literals = [a.literal for a in spec.alts if a.kind == "literal"]
+    edit = None
+    suggestion = ""
+    if literals and isinstance(value, str):
+        close = difflib.get_close_matches(value, literals, n=1, cutoff=0.6)
+        if close:
+            edit = Edit("set", path, value=close[0])
+            suggestion = f' (did you mean "{close[0]}"?)'
+    expected = spec.describe()
+    f = make("wrong-type", ctx.pos(path), path, edit=edit, path=dotted(path), expected=expected,
+             got=_show(value))
+    if suggestion:
+        f = Finding(f.id, f.severity, f.line, f.column, f.message + suggestion,
+                    f'set {dotted(path)} = "{close[0]}"', f.source, f.path, edit)
+    ctx.findings.append(f)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"' if len(value) < 40 else f'"{value[:37]}..."'
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return repr(value)
+
+
+def _passthrough(ctx: Context, cls: ConfigClass, key: str, path: tuple) -> None:
+    """[inference.vllm] passes unknown keys to vLLM; only a near miss of a typed field is reported."""
+    norm = key.replace("-", "_")
+    if norm in cls.keys:
+        return
+    close = difflib.get_close_matches(norm, list(cls.keys), n=1, cutoff=0.85)
+    if close:
+        f = make("vllm-passthrough", ctx.pos(path), path, key=key,
+                 edit=Edit("rename", path, path[:-1] + (close[0],)))
+        ctx.findings.append(Finding(f.id, Severity.WARNING, f.line, f.column,
+                                    f"{f.message} — did you mean '{close[0]}'?", f"rename it to {close[0]}",
+                                    f.source, f.path, f.edit))
+
+
+# ------------------------------------------------------------------------------------------ migrations
+
+def _migrations() -> dict[tuple[str, str], dict[str, Any]]:
+    cached = getattr(_migrations, "_cache", None)
+    if cached is None:
+        cached = {}
+        for entry in rule_db().get("migrations", []):
+            classes = entry["class"] if isinstance(entry["class"], list) else [entry["class"]]
+            olds = entry["old"] if isinstance(entry["old"], list) else [entry["old"]]
+            for c in classes:
+                for old in olds:
+                    cached[(c, old.split(".")[0])] = {**entry, "old": old}
+        _migrations._cache = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _unknown(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple) -> None:
+    table = _migrations()
+    mig = table.get((cls.name, key)) or table.get(("*", key))
+    if mig is not None and _migration(ctx, mig, value, path):
+        return
+    close = difflib.get_close_matches(key, list(cls.keys), n=1, cutoff=0.6)
+    suggestion = f" — did you mean '{close[0]}'?" if close else ""
+    edit = Edit("rename", path, path[:-1] + (close[0],)) if close else None
+    where = f"[{dotted(path[:-1])}]" if path[:-1] else "the top level"
+    f = make("unknown-key", ctx.pos(path), path, edit=edit, key=key, where=where, suggestion=suggestion)
+    fix = (f"rename '{key}' to '{close[0]}'" if close
+           else f"remove '{key}'; valid keys here: {', '.join(sorted(cls.keys))}")
+    f = Finding(f.id, f.severity, f.line, f.column, f.message, fix, f.source, f.path, edit)
+    ctx.findings.append(f)
+
+
+def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bool:
+    old_parts = mig["old"].split(".")
+    rest = old_parts[1:]
+    node = value
+    for part in rest:  # a dotted old key matches only when the nested table is really there
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    old_path = path + tuple(rest)
+    base = path[:-1]
+    new = mig["new"].format(key=old_parts[-1])
+    changed = mig["changed"]
+    source = f"prime-rl.md §4; changed {changed}"
+    if new:
+        up = 0
+        while new.startswith("../"):
+            new, up = new[3:], up + 1
+        target_base = base[:len(base) - up] if up else base
+        new_path = target_base + tuple(new.split("."))
+        override = None
+        if mig["id"] == "mig-resume-step" and node == -1:
+            new_path, override = target_base + ("resume",), {}
+        manual = mig.get("manual", False)
+        edit = None if manual else Edit("rename", old_path, new_path, override)
+        message = f"'{dotted(old_path)}' was renamed: it is now '{dotted(new_path)}' (changed {changed})"
+        fix = (f"move it to [{dotted(new_path)}] by hand (the shape changed)" if manual
+               else f"rename to {dotted(new_path)}" + (" (an empty [resume] = latest)" if override == {} else ""))
+    else:
+        edit = None if mig.get("manual") else Edit("delete", old_path)
+        message = f"'{dotted(old_path)}' was removed from prime-rl (changed {changed})"
+        fix = f"delete {dotted(old_path)}"
+    pos = ctx.pos(old_path)
+    ctx.findings.append(Finding(mig["id"], Severity.ERROR, pos[0], pos[1], message, fix, source,
+                                dotted(old_path), edit))
+    as_class = mig.get("as_class")
+    if as_class and isinstance(node, dict):
+        _walk(ctx, node, load_schema().classes[as_class], old_path)
+    return True
