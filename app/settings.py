@@ -40,7 +40,13 @@ def config_dir() -> Path:
     return Path(base).expanduser() / APP_NAME
 
 
-def data_dir() -> Path: return Path(os.environ.get("PRIME_TRAIN_TUI_DATA_DIR") or Path(os.environ.get("XDG_DATA_HOME") or "~/.local/share") / APP_NAME).expanduser()  # noqa: E704 (XDG data: config versions)
+def data_dir() -> Path:
+    """Data the app keeps (config versions, run records): ``$PRIME_TRAIN_TUI_DATA_DIR`` or
+    ``$XDG_DATA_HOME/prime-train-tui`` (default ``~/.local/share/prime-train-tui``)."""
+    override = os.environ.get("PRIME_TRAIN_TUI_DATA_DIR")
+    if override:
+        return Path(override).expanduser()
+    return Path(os.environ.get("XDG_DATA_HOME") or "~/.local/share").expanduser() / APP_NAME
 
 
 def pods_file() -> Path:
