@@ -77,7 +77,9 @@ def _run_tui(args: argparse.Namespace) -> int:
     pods, warnings = tui_pods(args)
     from app.tui import PrimeTrainApp
 
-    app_ = PrimeTrainApp(pods, notices=warnings, config_path=args.config)
+    from app.settings import last_config
+
+    app_ = PrimeTrainApp(pods, notices=warnings, config_path=args.config or last_config())
     app_.run()
     return app_.return_code or EXIT_OK
 

@@ -124,3 +124,29 @@ def remove_saved_pod(name: str, path: Path | None = None) -> None:
     current = load_pods(path)
     if any(p.name == name for p in current):
         save_pods([p for p in current if p.name != name], path)
+
+
+def _state_file() -> Path:
+    return data_dir() / "state.toml"
+
+
+def last_config() -> Path | None:
+    """The config the Config pane had open last time, if it still exists."""
+    try:
+        data = tomllib.loads(_state_file().read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    value = data.get("last_config")
+    path = Path(value) if isinstance(value, str) else None
+    return path if path is not None and path.is_file() else None
+
+
+def remember_config(path: Path) -> None:
+    """Record the config just opened, so a plain ``prime-train-tui`` opens it again."""
+    state = _state_file()
+    try:
+        doc = tomlkit.parse(state.read_text(encoding="utf-8"))
+    except (FileNotFoundError, tomlkit.exceptions.ParseError):
+        doc = tomlkit.document()
+    doc["last_config"] = str(Path(path).expanduser().resolve())
+    atomic_write_text(state, tomlkit.dumps(doc))

@@ -111,6 +111,7 @@ class ConfigPane(Widget):
 
     @work(thread=True, exclusive=True, group="config-io")
     def _load(self, path: Path) -> None:
+        from app.settings import remember_config
         from services.config.validate import read_config
 
         try:
@@ -120,6 +121,10 @@ class ConfigPane(Widget):
             self.app.call_from_thread(self._load_failed, path, exc)
             return
         self.app.call_from_thread(self._loaded, path, text, mtime)
+        try:
+            remember_config(path)  # the next plain start opens it again
+        except OSError:
+            pass  # a read-only data dir only costs the convenience
 
     def _loaded(self, path: Path, text: str, mtime: float) -> None:
         if path != self.path:

@@ -147,3 +147,16 @@ def test_config_versions_roundtrip(tmp_path, capsys):
 def test_pre_commit_hook_file():
     text = (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text()
     assert "entry: prime-train-tui validate" in text and "types: [toml]" in text
+
+
+def test_the_last_opened_config_is_remembered(tmp_path, monkeypatch):
+    from app.settings import last_config, remember_config
+
+    monkeypatch.setenv("PRIME_TRAIN_TUI_DATA_DIR", str(tmp_path / "data"))
+    assert last_config() is None
+    cfg = tmp_path / "rl.toml"
+    cfg.write_text("max_steps = 5\n")
+    remember_config(cfg)
+    assert last_config() == cfg.resolve()
+    cfg.unlink()
+    assert last_config() is None  # a config that is gone is not offered

@@ -458,3 +458,14 @@ class TestConfigTab:
             first = pane.findings_list.findings[0]
             assert first.line == 1 and "did you mean 'max_steps'" in first.message
         assert cfg.read_text().startswith("max_stepz")  # nothing written without ctrl+s
+
+
+async def test_opening_a_config_in_the_pane_remembers_it(tmp_path: Path, monkeypatch) -> None:
+    from app.settings import last_config
+
+    monkeypatch.setenv("PRIME_TRAIN_TUI_DATA_DIR", str(tmp_path / "data"))
+    cfg = tmp_path / "rl.toml"
+    cfg.write_text("max_steps = 5\n")
+    app = make_app([], config_path=cfg)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: last_config() == cfg.resolve())
