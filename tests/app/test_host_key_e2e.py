@@ -34,7 +34,11 @@ async def test_new_pod_key_is_trusted_only_after_yes_then_streams(sshd, client_h
         fingerprint = app.snapshots[pod.name].status.host_key.fingerprint
         assert fingerprint in text and f"127.0.0.1:{sshd.port}" in text
         assert not client_home.known_hosts.exists()
+        # a button that exists may not be laid out yet: Pilot would click at (0, 0) and miss it
+        await wait_until(pilot, lambda: app.screen.query_one("#trust").region.area > 0)
         await pilot.click("#trust")
+        await wait_until(pilot, lambda: not isinstance(app.screen, HostKeyScreen))
+        await wait_until(pilot, lambda: client_home.known_hosts.exists())
         await wait_until(pilot, lambda: app.snapshots[pod.name].samples_total >= 1)
         assert app.snapshots[pod.name].status.state is PodState.ONLINE
     assert client_home.known_hosts.read_text().strip() == sshd.known_hosts_line

@@ -312,7 +312,8 @@ class TestHostKeyModals:
             await pilot.pause()
             assert not isinstance(app.screen, HostKeyScreen)
             app.on_snapshot(hostkey_snapshot(pod, changed=False, fingerprint="SHA256:other"))
-            await wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen) and app.screen.query("#trust"))
+            await wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen) and app.screen.query("#trust")
+                           and app.screen.query_one("#trust").region.area > 0)  # laid out, so clickable
             await pilot.click("#trust")
             await wait_for(pilot, lambda: trusted)
             assert trusted == ["gpu1"]
