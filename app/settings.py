@@ -150,3 +150,65 @@ def remember_config(path: Path) -> None:
         doc = tomlkit.document()
     doc["last_config"] = str(Path(path).expanduser().resolve())
     atomic_write_text(state, tomlkit.dumps(doc))
+
+
+# ----------------------------------------------------------------------------- lifecycle settings
+def settings_file() -> Path:
+    return config_dir() / "settings.toml"
+
+
+def load_lifecycle_settings(path: Path | None = None) -> "LifecycleSettings":
+    """The ``[lifecycle]`` table of settings.toml (launch/resume templates, pre-flight, user checks).
+
+    ::
+
+        [lifecycle]
+        command = "uv run rl @ {config}"          # {config} = the uploaded config, {run_dir}
+        resume_args = "--resume.step {step}"
+        grace_seconds = 30
+        min_nofile = 65536
+        expected_ckpts = 3                         # free disk needed = this x checkpoint size
+        keep_last = 3
+        tmux = "auto"                              # auto | tmux | setsid
+        secrets = ["WANDB_API_KEY", "HF_TOKEN"]    # taken from this machine's environment
+        [lifecycle.env]
+        NCCL_IB_DISABLE = "1"
+        [[lifecycle.checks]]
+        name = "dataset has 2 files"
+        run = "test $(ls /workspace/data | wc -l) -eq 2"
+        fix = "download the dataset first"
+    """
+    from dataclasses import fields
+
+    from services.preflight import DEFAULT_ENV, LifecycleSettings, UserCheck
+
+    path = path or settings_file()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        data = {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"cannot read {path}: {exc}") from None
+    table = data.get("lifecycle", {})
+    if not isinstance(table, dict):
+        raise SettingsError(f"{path}: 'lifecycle' must be a table")
+    known = {f.name for f in fields(LifecycleSettings)} - {"runs_dir"}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise SettingsError(f"{path}: unknown key(s) in [lifecycle]: {', '.join(unknown)}",
+                            hint=f"known keys: {', '.join(sorted(known))}")
+    kw = {k: v for k, v in table.items() if k not in ("env", "checks", "secrets")}
+    if "secrets" in table:
+        kw["secrets"] = tuple(str(s) for s in table["secrets"])
+    kw["env"] = {**DEFAULT_ENV, **{str(k): str(v) for k, v in dict(table.get("env", {})).items()}}
+    checks = []
+    for i, c in enumerate(table.get("checks", [])):
+        if not isinstance(c, dict) or "name" not in c or "run" not in c:
+            raise SettingsError(f"{path}: lifecycle.checks[{i}] needs name and run")
+        checks.append(UserCheck(str(c["name"]), str(c["run"]), str(c.get("fix", "")),
+                                float(c.get("timeout", 30.0))))
+    kw["checks"] = tuple(checks)
+    try:
+        return LifecycleSettings(**kw, runs_dir=data_dir() / "runs")
+    except TypeError as exc:
+        raise SettingsError(f"{path}: [lifecycle]: {exc}") from None

@@ -71,6 +71,10 @@ class PrimeTrainApp(App[None]):
         Binding("a", "add_pod", "Add pod", id="add_pod"),
         Binding("d", "remove_pod", "Remove pod", id="remove_pod"),
         Binding("r", "reconnect", "Reconnect", id="reconnect"),
+        Binding("L", "launch", "Launch run", id="launch", show=False),
+        Binding("k", "kill", "Kill run", id="kill", show=False),
+        Binding("R", "resume", "Resume run", id="resume", show=False),
+        Binding("c", "cleanup", "Clean up checkpoints", id="cleanup", show=False),
         Binding("question_mark", "help", "Help", id="help", key_display="?"),
         Binding("ctrl+p", "command_palette", "Commands", id="command_palette", show=False, priority=True),
         *(
@@ -242,7 +246,7 @@ class PrimeTrainApp(App[None]):
         self._refresh_live_pane()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("remove_pod", "reconnect"):  # None: shown dimmed (footer, help), not runnable
+        if action in ("remove_pod", "reconnect", "launch", "kill", "resume", "cleanup"):  # None: shown dimmed (footer, help), not runnable
             return True if self._main_widgets_ready() and self.pod_list.selected else None
         return True
 
@@ -291,6 +295,52 @@ class PrimeTrainApp(App[None]):
             self.run_worker(self.monitor.remove(name), name=f"removing {name}", exit_on_error=False)
         if pod.saved:
             self.run_worker(self._save_pods(remove=name), name="saving pods.toml", exit_on_error=False)
+
+    # -- run lifecycle: each opens a modal that checks, confirms, then acts and shows progress --------
+
+    def action_launch(self) -> None:
+        from app.screens.lifecycle import launch_screen
+
+        pod, pane = self._selected_pod(), self.screen_stack[0].query_one(ConfigPane)
+        if pod is None:
+            return
+        if pane.path is None:
+            self.notify("Open the run's config in the Config pane first (or start with --config FILE).",
+                        severity="warning", title="Nothing to launch")
+            return
+        if pane.modified:
+            self.notify("Save the config first (ctrl+s in the Config pane): the pod gets what is on disk.",
+                        severity="warning", title="Unsaved config")
+            return
+        self.push_screen(launch_screen(pod, pane.path), self._lifecycle_done)
+
+    def action_kill(self) -> None:
+        from app.screens.lifecycle import kill_screen
+
+        if (pod := self._selected_pod()) is not None:
+            self.push_screen(kill_screen(pod), self._lifecycle_done)
+
+    def action_resume(self) -> None:
+        from app.screens.lifecycle import resume_screen
+
+        if (pod := self._selected_pod()) is not None:
+            self.push_screen(resume_screen(pod), self._lifecycle_done)
+
+    def action_cleanup(self) -> None:
+        from app.screens.lifecycle import cleanup_screen
+
+        if (pod := self._selected_pod()) is not None:
+            self.push_screen(cleanup_screen(pod), self._lifecycle_done)
+
+    def _selected_pod(self) -> Pod | None:
+        return self.pods.get(self.selected or "")
+
+    def _lifecycle_done(self, event: object | None) -> None:
+        kind, message = getattr(event, "kind", None), getattr(event, "message", "")
+        if kind == "error":
+            self.notify(str(message), severity="error", title="Run action failed")
+        elif kind == "done" and message:
+            self.notify(str(message), title="Done")
 
     def action_reconnect(self) -> None:
         name = self.selected

@@ -470,3 +470,19 @@ async def test_opening_a_config_in_the_pane_remembers_it(tmp_path: Path, monkeyp
     app = make_app([], config_path=cfg)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: last_config() == cfg.resolve())
+
+
+class TestLifecycleKeys:
+    async def test_kill_opens_the_lifecycle_modal_and_launch_needs_a_saved_config(self, tmp_path: Path) -> None:
+        from app.screens.lifecycle import LifecycleScreen
+
+        app = make_app([refused()])
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.selected == "gpu1")
+            await pilot.press("L")  # no config open: refused with a reason, nothing pushed
+            await wait_for(pilot, lambda: any("Config pane" in n.message for n in app._notifications))
+            assert not isinstance(app.screen, LifecycleScreen)
+            await pilot.press("k")
+            await wait_for(pilot, lambda: isinstance(app.screen, LifecycleScreen))
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, LifecycleScreen))

@@ -1,0 +1,59 @@
+"""``prime-train-tui cleanup POD [--keep N] [--dry-run]``: delete old complete checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, AsyncIterator
+
+from app.commands.launch import confirm, drive
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cleanup", help="delete checkpoints older than the newest N complete ones",
+                       description="Keep the newest N complete checkpoints; never delete the newest "
+                                   "complete one or one still being written.")
+    p.add_argument("pod", metavar="POD")
+    p.add_argument("--keep", type=int, help="complete checkpoints to keep (default: settings keep_last)")
+    p.add_argument("--run-dir", help="run directory on the pod (default: the pod's last run)")
+    p.add_argument("--dry-run", action="store_true", help="show what would be deleted, delete nothing")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask (required without a terminal)")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.commands._support import EXIT_OK, EXIT_USAGE, fail
+
+    if args.keep is not None and args.keep < 1:
+        return fail("--keep must be at least 1 (the newest complete checkpoint is never deleted)",
+                    code=EXIT_USAGE)
+    state: dict[str, Any] = {}
+
+    async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
+        from services.lifecycle import plan_cleanup
+        from services.units import fmt_bytes
+
+        plan = await plan_cleanup(conn, keep=args.keep, settings=settings, run_dir=args.run_dir)
+        state["plan"] = plan
+        doc["plan"] = plan.to_json()
+        if not args.json:
+            kept = ", ".join(f"step_{c['step']}" for c in plan.kept) or "nothing"
+            print(f"{plan.ckpt_dir}: keeping {kept}")
+            for c in plan.in_progress:
+                print(f"  keep step_{c['step']} (incomplete / in progress)")
+            for c in plan.delete:
+                print(f"  delete {c['path']}  {fmt_bytes(c['bytes'])}")
+            print(f"frees {fmt_bytes(plan.bytes)}")
+        if args.dry_run:
+            return EXIT_OK
+        if not plan.delete:
+            return None
+        return confirm(args, f"delete {len(plan.delete)} checkpoint(s), {fmt_bytes(plan.bytes)}?")
+
+    async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
+        from services.lifecycle import cleanup
+
+        async for ev in cleanup(conn, state["plan"], settings=settings):
+            yield ev
+
+    return drive(args, "cleanup", body, before)

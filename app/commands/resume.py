@@ -1,0 +1,42 @@
+"""``prime-train-tui resume POD [--yes]``: relaunch from the newest COMPLETE checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, AsyncIterator
+
+from app.commands.launch import confirm, drive
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("resume", help="relaunch the last run from its newest complete checkpoint",
+                       description="Relaunch the pod's last run (same config and command) with the resume "
+                                   "arguments of settings, from the newest checkpoint that is complete.")
+    p.add_argument("pod", metavar="POD")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask (required without a terminal)")
+    p.add_argument("--force", action="store_true", help="start even when a pre-flight check fails")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
+        from services.lifecycle import plan_resume
+
+        plan = await plan_resume(conn, settings)
+        step = plan["checkpoint"]["step"]
+        doc["plan"] = {"run": plan["run"]["id"], "step": step, "ckpt_dir": plan["ckpt_dir"],
+                       "skipped": [c["step"] for c in plan["skipped"]]}
+        if not args.json:
+            print(f"run {plan['run']['id']}: newest complete checkpoint step_{step} in {plan['ckpt_dir']}")
+            for c in plan["skipped"]:
+                print(f"  ! step_{c['step']} is incomplete — skipped")
+        return confirm(args, f"resume from step {step}?")
+
+    async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
+        from services.lifecycle import resume
+
+        async for ev in resume(conn, settings=settings, force=args.force):
+            yield ev
+
+    return drive(args, "resume", body, before)

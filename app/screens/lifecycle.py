@@ -1,0 +1,266 @@
+"""The modal for launch / kill / resume / cleanup: a confirm step showing what will be started, killed or
+deleted, then the pre-flight checks (✓/✗ with their fixes) and the progress of the action.
+
+``lifecycle_screen(action, pod, ...)`` builds it; the app pushes it (keys L / k / R / c). The screen
+connects to the pod itself, in a worker; escape cancels the worker (and so the action's generator).
+It dismisses with the action's final event (``kind`` "done" or "error"), or None when cancelled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+from rich.markup import escape
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, ProgressBar, Static
+
+PlanFn = Callable[[Any], Awaitable[str]]
+RunFn = Callable[[Any, bool], AsyncIterator[Any]]
+
+_MARK_STYLE = {"ok": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
+
+
+class LifecycleScreen(ModalScreen["Any | None"]):
+    DEFAULT_CSS = """
+    LifecycleScreen .dialog { width: 90; max-height: 90%; }
+    LifecycleScreen #lc-log { height: auto; max-height: 24; }
+    LifecycleScreen #lc-plan { margin-bottom: 1; }
+    LifecycleScreen ProgressBar { margin: 1 0; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="lifecycle_cancel")]
+
+    def __init__(self, action: str, pod: Any, *, plan: PlanFn | None, run: RunFn, confirm: str,
+                 connect: Callable[[Any], Any] | None = None, settings: Any = None) -> None:
+        super().__init__(classes="dialog-screen")
+        self.action_name = action
+        self.pod = pod
+        self._plan, self._run, self._confirm = plan, run, confirm
+        self._connect = connect or _default_connect
+        self.settings = settings
+        self.lines: list[str] = []  # what the log shows (plain text), for tests and copy-paste
+        self.result: Any = None
+        self._running = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog -wide" + (" -danger" if self.action_name in ("kill", "cleanup") else "")):
+            yield Static(f"[b]{self.action_name.capitalize()}[/b] · {escape(self.pod.name)}", classes="dialog-title")
+            yield Static("preparing…", id="lc-plan", markup=False)
+            with VerticalScroll(id="lc-log"):
+                yield Static("", id="lc-lines")
+            yield ProgressBar(total=1.0, show_eta=False, id="lc-progress")
+            yield Static("", id="lc-status")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(self._confirm, id="lc-go", variant="error", disabled=True)
+                yield Button("Force", id="lc-force", variant="warning", classes="-hidden")
+                yield Button("Cancel", id="lc-cancel", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#lc-force", Button).display = False
+        self.query_one("#lc-cancel", Button).focus()
+        self._prepare()
+
+    # ---------------------------------------------------------------- workers
+    @work(exclusive=True, group="lifecycle")
+    async def _prepare(self) -> None:
+        plan_widget = self.query_one("#lc-plan", Static)
+        if self._plan is None:
+            plan_widget.update(f"{self.action_name} on {self.pod.name}")
+            self.query_one("#lc-go", Button).disabled = False
+            return
+        conn = self._connect(self.pod)
+        try:
+            await conn.connect()
+            text = await self._plan(conn)
+        except Exception as exc:  # noqa: BLE001 - any failure is shown, the user closes the dialog
+            hint = getattr(exc, "hint", "")
+            plan_widget.update(f"✗ {exc}" + (f"\n  hint: {hint}" if hint else ""))
+            self._finish_buttons()
+            return
+        finally:
+            await conn.close()
+        plan_widget.update(text)
+        self.query_one("#lc-go", Button).disabled = False
+
+    @work(exclusive=True, group="lifecycle")
+    async def _execute(self, force: bool) -> None:
+        self._running = True
+        bar = self.query_one("#lc-progress", ProgressBar)
+        status = self.query_one("#lc-status", Static)
+        conn = self._connect(self.pod)
+        last = None
+        try:
+            await conn.connect()
+            async for ev in self._run(conn, force):
+                last = ev
+                self.add_event(ev)
+                if ev.progress is not None:
+                    bar.update(progress=ev.progress)
+        except Exception as exc:  # noqa: BLE001
+            status.update(f"[red]✗ {escape(str(exc))}[/red]")
+            self.lines.append(f"✗ {exc}")
+        finally:
+            await conn.close()
+            self._running = False
+        self.result = last
+        if last is not None and last.kind == "error" and "pre-flight failed" in last.message:
+            force_btn = self.query_one("#lc-force", Button)
+            force_btn.display = True
+        self._finish_buttons()
+
+    # ---------------------------------------------------------------- view
+    def add_event(self, ev: Any) -> None:
+        status = self.query_one("#lc-status", Static)
+        if ev.check is not None:
+            c = ev.check
+            text = f"{c.mark} {c.name}" + (f" — {c.detail}" if c.detail else "")
+            self.lines.append(text)
+            if c.status == "fail" and c.fix:
+                self.lines.append(f"    fix: {c.fix}")
+        elif ev.kind == "done":
+            status.update(f"[green]✓ {escape(ev.message)}[/green]")
+            self.lines.append(f"✓ {ev.message}")
+        elif ev.kind == "error":
+            status.update(f"[red]✗ {escape(ev.message)}[/red]")
+            self.lines.append(f"✗ {ev.message}")
+        elif ev.kind == "warn":
+            self.lines.append(f"! {ev.message}")
+        else:
+            self.lines.append(ev.message)
+        self.query_one("#lc-lines", Static).update(self._render_lines())
+        self.query_one("#lc-log", VerticalScroll).scroll_end(animate=False)
+
+    def _render_lines(self) -> str:
+        out = []
+        for line in self.lines:
+            style = {"✓": "green", "✗": "red", "!": "yellow", "–": "yellow"}.get(line[:1])
+            out.append(f"[{style}]{escape(line)}[/{style}]" if style else escape(line))
+        return "\n".join(out)
+
+    def _finish_buttons(self) -> None:
+        go = self.query_one("#lc-go", Button)
+        go.display = False
+        cancel = self.query_one("#lc-cancel", Button)
+        cancel.label = "Close"
+        cancel.focus()
+
+    # ---------------------------------------------------------------- input
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "lc-go":
+            event.button.disabled = True
+            self._execute(False)
+        elif event.button.id == "lc-force":
+            event.button.display = False
+            self.lines.append("! forced: starting despite failed checks")
+            self._execute(True)
+        else:
+            self.action_cancel()
+
+    def action_cancel(self) -> None:
+        self.workers.cancel_group(self, "lifecycle")
+        self.dismiss(self.result)
+
+
+def _default_connect(pod: Any) -> Any:
+    from app.commands.launch import make_conn
+
+    return make_conn(pod)
+
+
+def _settings(settings: Any) -> Any:
+    if settings is not None:
+        return settings
+    from app.settings import load_lifecycle_settings
+
+    return load_lifecycle_settings()
+
+
+def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None, run_dir: str | None = None,
+                     keep: int | None = None, settings: Any = None,
+                     connect: Callable[[Any], Any] | None = None) -> LifecycleScreen:
+    """The modal for one action: "launch" (needs ``config``), "kill", "resume" or "cleanup" (``keep``)."""
+    from services import lifecycle as lc
+    from services.units import fmt_bytes
+
+    settings = _settings(settings)
+    if action == "launch":
+        if config is None:
+            raise ValueError("launch needs a config")
+        cfg = Path(config)
+
+        async def plan_launch(conn: Any) -> str:
+            where = run_dir or lc.default_run_dir(pod, cfg)
+            return (f"Launch {cfg.name} on {pod.name}\nrun dir: {where}\n"
+                    f"command: {settings.command}\nPre-flight checks run first; a failed one stops the launch.")
+
+        def run_launch(conn: Any, force: bool) -> AsyncIterator[Any]:
+            return lc.launch(conn, cfg, settings=settings, run_dir=run_dir, force=force)
+
+        return LifecycleScreen("launch", pod, plan=plan_launch, run=run_launch, confirm="Launch",
+                               connect=connect, settings=settings)
+    if action == "kill":
+        async def plan_kill(conn: Any) -> str:
+            target = await lc.plan_kill(conn)
+            if target is None:
+                raise lc.LifecycleError(f"no active run on {pod.name}")
+            procs = "\n".join(f"  {p['pid']:>7}  {p['cmd'][:70]}" for p in target.get("procs", [])[:10])
+            return (f"Kill run {target['id']} in {target['run_dir']}: {len(target.get('pids', []))} process(es)\n"
+                    f"{procs}\nSIGTERM, {settings.grace_seconds:g} s grace, then SIGKILL.")
+
+        def run_kill(conn: Any, force: bool) -> AsyncIterator[Any]:
+            return lc.kill(conn, settings=settings)
+
+        return LifecycleScreen("kill", pod, plan=plan_kill, run=run_kill, confirm="Kill", connect=connect,
+                               settings=settings)
+    if action == "resume":
+        async def plan_resume(conn: Any) -> str:
+            p = await lc.plan_resume(conn, settings)
+            skipped = "".join(f"\n  step_{c['step']} is incomplete — skipped" for c in p["skipped"])
+            return (f"Resume run {p['run']['id']} from step_{p['checkpoint']['step']} "
+                    f"(newest complete checkpoint in {p['ckpt_dir']}){skipped}")
+
+        def run_resume(conn: Any, force: bool) -> AsyncIterator[Any]:
+            return lc.resume(conn, settings=settings, force=force)
+
+        return LifecycleScreen("resume", pod, plan=plan_resume, run=run_resume, confirm="Resume",
+                               connect=connect, settings=settings)
+    if action == "cleanup":
+        holder: dict[str, Any] = {}
+
+        async def plan_cleanup(conn: Any) -> str:
+            plan = await lc.plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir)
+            holder["plan"] = plan
+            lines = [f"{plan.ckpt_dir}: keep the newest {plan.keep} complete"]
+            lines += [f"  keep   step_{c['step']}" for c in plan.kept]
+            lines += [f"  keep   step_{c['step']} (incomplete / in progress)" for c in plan.in_progress]
+            lines += [f"  DELETE step_{c['step']}  {fmt_bytes(c['bytes'])}" for c in plan.delete]
+            lines.append(f"frees {fmt_bytes(plan.bytes)}" if plan.delete else "nothing to delete")
+            return "\n".join(lines)
+
+        def run_cleanup(conn: Any, force: bool) -> AsyncIterator[Any]:
+            return lc.cleanup(conn, holder["plan"], settings=settings)
+
+        return LifecycleScreen("cleanup", pod, plan=plan_cleanup, run=run_cleanup, confirm="Delete",
+                               connect=connect, settings=settings)
+    raise ValueError(f"unknown action {action!r}")
+
+
+def launch_screen(pod: Any, config: Path | str, **kw: Any) -> LifecycleScreen:
+    return lifecycle_screen("launch", pod, config=config, **kw)
+
+
+def kill_screen(pod: Any, **kw: Any) -> LifecycleScreen:
+    return lifecycle_screen("kill", pod, **kw)
+
+
+def resume_screen(pod: Any, **kw: Any) -> LifecycleScreen:
+    return lifecycle_screen("resume", pod, **kw)
+
+
+def cleanup_screen(pod: Any, keep: int | None = None, **kw: Any) -> LifecycleScreen:
+    return lifecycle_screen("cleanup", pod, keep=keep, **kw)

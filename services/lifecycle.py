@@ -1,0 +1,592 @@
+"""Launch, kill, resume and cleanup of a training run on a pod, as async generators of :class:`Event`.
+
+Each action talks to the pod through :class:`PodShell`: short commands and the stdlib-only helper
+``lifecycle_agent.py`` (uploaded by SFTP under its content hash, like the probe). A generator never
+raises a :class:`PrimeTrainError` at its consumer: it yields ``Event(kind="error")`` last instead, so
+the CLI and the modal show one reason. ``kind="done"`` ends a successful action. Secret values never
+appear in an event (they are masked) and never reach the pod's disk (the helper takes them on stdin).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import secrets as _secrets
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterable
+
+from services import preflight as pf
+from services import runs
+from services.errors import PrimeTrainError
+from services.models import PodKind
+from services.preflight import Check, LifecycleSettings
+
+AGENT_PATH = Path(__file__).with_name("lifecycle_agent.py")
+DEFAULT_STATE_DIR = ".cache/prime-train-tui"
+
+
+class LifecycleError(PrimeTrainError):
+    """A launch/kill/resume/cleanup could not be done; the message says why."""
+
+
+@dataclass(frozen=True)
+class Event:
+    action: str  # launch | kill | resume | cleanup
+    kind: str  # check | step | progress | warn | done | error
+    message: str
+    progress: float | None = None  # 0..1 when known
+    check: Check | None = None
+    data: dict[str, Any] | None = field(default=None, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"action": self.action, "kind": self.kind, "message": self.message}
+        if self.progress is not None:
+            out["progress"] = round(self.progress, 3)
+        if self.check is not None:
+            out["check"] = self.check.to_json()
+        if self.data is not None:
+            out["data"] = self.data
+        return out
+
+
+def mask(text: str, values: Iterable[str]) -> str:
+    for v in sorted((v for v in values if v and len(v) >= 4), key=len, reverse=True):
+        text = text.replace(v, "****")
+    return text
+
+
+def collect_secrets(names: Iterable[str], environ: dict[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if environ is None else environ
+    return {n: env[n] for n in names if env.get(n)}
+
+
+def render(template: str, **values: str) -> str:
+    """Fill ``{config}``/``{run_dir}``/``{step}`` (shell-quoted); other braces are left alone."""
+    out = template
+    for key, value in values.items():
+        out = out.replace("{" + key + "}", shlex.quote(str(value)) if key != "step" else str(int(value)))
+    return out
+
+
+# ------------------------------------------------------------------------------------ the pod
+
+
+class PodShell:
+    """Commands, stdin and file uploads on a connected pod (SSH or this machine)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.local = getattr(conn.pod, "kind", None) is not PodKind.SSH
+        self.state_dir = (getattr(conn.pod, "probe_dir", None) or DEFAULT_STATE_DIR).rstrip("/")
+        self._agent: str | None = None
+        self._home: str | None = None
+        self.python = sys.executable if self.local else "python3"
+
+    # One asyncssh exec per call (~130 ms); input goes over the channel's stdin.
+    async def exec(self, argv: list[str], input: bytes | None = None, timeout: float = 60.0) -> tuple[int, str, str]:
+        if self.local:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=str(Path.home()))
+            try:
+                out, err = await asyncio.wait_for(proc.communicate(input), timeout)
+            except asyncio.TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+                raise LifecycleError(f"the pod did not answer within {timeout:g} s") from None
+            return int(proc.returncode or 0), out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        raw = getattr(self.conn, "_conn", None)  # asyncssh connection (ssh.py has no stdin-taking run)
+        if raw is None:
+            raise LifecycleError("not connected to the pod")
+        import asyncssh
+
+        cmd = " ".join(shlex.quote(a) for a in argv)
+        try:
+            result = await asyncio.wait_for(
+                raw.run(cmd, input=input, encoding=None, check=False), timeout)
+        except asyncio.TimeoutError:
+            raise LifecycleError(f"the pod did not answer within {timeout:g} s") from None
+        except (OSError, asyncssh.Error) as exc:
+            raise LifecycleError(f"connection lost: {exc}") from None
+        out = result.stdout or b""
+        err = result.stderr or b""
+        return (int(result.exit_status or 0), out.decode("utf-8", "replace") if isinstance(out, bytes) else out,
+                err.decode("utf-8", "replace") if isinstance(err, bytes) else err)
+
+    async def put(self, data: bytes, remote: str, mode: int = 0o644) -> None:
+        """Write a file on the pod atomically (temp + rename)."""
+        if self.local:
+            path = self.abspath(remote)
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            tmp = f"{path}.{_secrets.token_hex(4)}.tmp"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+            return
+        import asyncssh
+
+        directory = remote.rsplit("/", 1)[0] if "/" in remote else "."
+        tmp = f"{remote}.{_secrets.token_hex(4)}.tmp"
+        try:
+            async with self.conn._conn.start_sftp_client() as sftp:
+                await sftp.makedirs(directory, exist_ok=True)
+                async with sftp.open(tmp, "wb") as fh:
+                    await fh.write(data)
+                await sftp.chmod(tmp, mode)
+                await sftp.posix_rename(tmp, remote)
+        except (OSError, asyncssh.Error) as exc:
+            raise LifecycleError(f"cannot upload {remote}: {exc}") from None
+
+    async def exists(self, remote: str) -> bool:
+        if self.local:
+            return os.path.exists(self.abspath(remote))
+        async with self.conn._conn.start_sftp_client() as sftp:
+            return bool(await sftp.exists(remote))
+
+    def abspath(self, path: str) -> str:
+        path = os.path.expanduser(path) if self.local else path
+        if path.startswith("/"):
+            return path
+        home = self._home or (str(Path.home()) if self.local else "")
+        return f"{home.rstrip('/')}/{path}" if home else path
+
+    async def agent_path(self) -> str:
+        if self._agent:
+            return self._agent
+        if self.local:
+            self._agent = str(AGENT_PATH)
+            return self._agent
+        data = AGENT_PATH.read_bytes()
+        remote = f"{self.state_dir}/lifecycle-{hashlib.sha256(data).hexdigest()[:16]}.py"
+        if not await self.exists(remote):
+            await self.put(data, remote)
+        self._agent = remote
+        return remote
+
+    async def agent(self, *args: str, input: bytes | None = None, timeout: float = 60.0) -> dict[str, Any]:
+        path = await self.agent_path()
+        env = ["env", f"PTT_STATE_DIR={self.state_dir}"]
+        rc, out, err = await self.exec([*env, self.python, path, *args], input=input, timeout=timeout)
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        if not lines:
+            tail = (err.strip().splitlines() or [f"exit status {rc}"])[-1]
+            raise LifecycleError(f"the pod's helper failed ({args[0]}): {tail}",
+                                 hint="is python3 installed on the pod?")
+        import json
+
+        return json.loads(lines[-1])
+
+    async def home(self) -> str:
+        if self._home is None:
+            rc, out, _ = await self.exec(["sh", "-c", "cd && pwd"])
+            self._home = out.strip() or "/root"
+        return self._home
+
+
+# ------------------------------------------------------------------------------------ guard
+
+
+class _Busy:
+    """An action never runs twice at once on one pod (per process)."""
+
+    def __init__(self) -> None:
+        self._held: dict[str, str] = {}
+
+    @contextlib.contextmanager
+    def hold(self, pod: str, action: str):
+        if pod in self._held:
+            raise LifecycleError(f"{self._held[pod]} is already running on {pod}",
+                                 hint="wait for it to finish or cancel it")
+        self._held[pod] = action
+        try:
+            yield
+        finally:
+            self._held.pop(pod, None)
+
+
+BUSY = _Busy()
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+
+async def pod_runs(shell: PodShell) -> list[dict[str, Any]]:
+    return list((await shell.agent("status")).get("runs", []))
+
+
+async def active_run(shell: PodShell) -> dict[str, Any] | None:
+    active = [r for r in await pod_runs(shell) if r.get("active")]
+    return active[-1] if active else None
+
+
+async def checkpoints(shell: PodShell, run_dir: str, settings: LifecycleSettings) -> tuple[str, list[dict[str, Any]]]:
+    ckpt_dir = settings.ckpt_subdir if settings.ckpt_subdir.startswith("/") else \
+        f"{run_dir.rstrip('/')}/{settings.ckpt_subdir}"
+    result = await shell.agent("ckpts", "--ckpt-dir", ckpt_dir)
+    return ckpt_dir, list(result.get("ckpts", []))
+
+
+def newest_complete(ckpts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    complete = [c for c in ckpts if c.get("complete")]
+    return max(complete, key=lambda c: c["step"]) if complete else None
+
+
+def default_run_dir(pod: Any, config: Path | None) -> str:
+    if getattr(pod, "run_dir", None):
+        return str(pod.run_dir)
+    stem = config.stem if config is not None else "run"
+    return f"prime-train-tui/runs/{stem}"
+
+
+# ------------------------------------------------------------------------------------ launch
+
+
+async def run_preflight(shell: PodShell, settings: LifecycleSettings, run_dir: str, command: str,
+                        config: Path | None, action: str = "launch",
+                        result: dict[str, Any] | None = None) -> AsyncIterator[Event]:
+    """Yields one ``check`` event per check (the config check first: it is local and instant).
+    ``result`` (a dict) receives the pod's answer: the absolute run dir and the home directory."""
+    yield Event(action, "check", "config validates", check=pf.config_check(config))
+    answer = await shell.agent(*pf.agent_args(settings, run_dir, command), timeout=180)
+    if result is not None:
+        result.update(answer)
+    if answer.get("home"):
+        shell._home = answer["home"]
+    for check in pf.parse_agent(answer):
+        yield Event(action, "check", check.name, check=check)
+
+
+async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None = None,
+                 command: str | None = None, run_dir: str | None = None, force: bool = False,
+                 environ: dict[str, str] | None = None, _resume: dict[str, Any] | None = None,
+                 ) -> AsyncIterator[Event]:
+    """Pre-flight, upload the config, start the run detached, record it. Ends with done/error."""
+    settings = settings or LifecycleSettings()
+    action = "resume" if _resume else "launch"
+    secrets = collect_secrets(settings.secrets, environ)
+    try:
+        with BUSY.hold(conn.pod.name, action):
+            async for ev in _launch(conn, Path(config) if config else None, settings, command, run_dir, force,
+                                    secrets, action, _resume):
+                yield ev
+    except PrimeTrainError as exc:
+        yield Event(action, "error", mask(_one_line(exc), secrets.values()))
+
+
+async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, command: str | None,
+                  run_dir: str | None, force: bool, secrets: dict[str, str], action: str,
+                  resume: dict[str, Any] | None) -> AsyncIterator[Event]:
+    shell = PodShell(conn)
+    t0 = time.monotonic()
+    if resume:
+        run_dir_req = resume["run_dir"]
+        base_command = resume["base_command"]
+        config_hash = resume.get("config_hash", "")
+        config_name = resume.get("config_name", "")
+    else:
+        if config is None or not config.is_file():
+            raise LifecycleError(f"config not found: {config}")
+        data = config.read_bytes()
+        config_hash = hashlib.sha256(data).hexdigest()[:12]
+        config_name = config.name
+        run_dir_req = run_dir or default_run_dir(conn.pod, config)
+        # rendered again below with absolute paths; the check only looks at the first word
+        base_command = render(command or settings.command, config=config_name, run_dir=run_dir_req)
+
+    yield Event(action, "step", f"pre-flight on {conn.pod.name}", progress=0.05)
+    failures: list[Check] = []
+    answer: dict[str, Any] = {}
+    async for ev in run_preflight(shell, settings, run_dir_req, base_command, None if resume else config, action,
+                                  answer):
+        if ev.check is not None and ev.check.status == pf.FAIL:
+            failures.append(ev.check)
+        yield ev
+    run_dir_abs = answer.get("run_dir") or shell.abspath(run_dir_req)
+    if resume:
+        remote_config = resume["config"]
+    else:
+        remote_config = f"{run_dir_abs}/.ptt/config/{config_hash}/{config_name}"
+        base_command = render(command or settings.command, config=remote_config, run_dir=run_dir_abs)
+    full_command = base_command
+    if resume and resume.get("resume_step") is not None:
+        full_command = f"{base_command} {render(settings.resume_args, step=resume['resume_step'])}"
+    if failures and not force:
+        names = ", ".join(c.name for c in failures)
+        first = failures[0]
+        raise LifecycleError(f"pre-flight failed: {names} — {first.detail}", hint=first.fix)
+    if failures:
+        yield Event(action, "warn", f"starting despite {len(failures)} failed check(s) (--force)")
+
+    if not resume:
+        yield Event(action, "step", f"uploading {config_name} → {remote_config}", progress=0.5)
+        await shell.put(data, remote_config)
+
+    run_id = runs.new_run_id()
+    env = dict(settings.env)
+    record: dict[str, Any] = {
+        "id": run_id, "pod": conn.pod.name, "config_hash": config_hash, "config": remote_config,
+        "config_name": config_name, "command": full_command, "base_command": base_command,
+        "command_template": settings.command, "started": time.time(), "run_dir": run_dir_abs,
+        "log": f"{run_dir_abs}/.ptt/console.log", "env": env, "secret_names": sorted(secrets),
+        "nofile": settings.min_nofile, "cwd": answer.get("home") or await shell.home(),
+        "resume_step": resume.get("resume_step") if resume else None,
+        "resumed_from": resume.get("id") if resume else None, "state": "running",
+    }
+    where = "tmux" if settings.tmux == "tmux" else ("setsid" if settings.tmux == "setsid" else "tmux or setsid")
+    yield Event(action, "step", f"starting detached ({where}): {mask(full_command, secrets.values())}",
+                progress=0.7)
+    import json
+
+    payload = json.dumps({"secrets": secrets, "record": record}).encode()
+    result = await shell.agent("start", "--mode", settings.tmux, input=payload, timeout=60)
+    if not result.get("ok"):
+        raise LifecycleError(mask(str(result.get("error", "the run did not start")), secrets.values()))
+    record = dict(result["record"])
+    record.pop("cwd", None)
+    if settings.runs_dir is not None:
+        runs.save_record(settings.runs_dir, record)
+        runs.append_log(settings.runs_dir, f"{action} {conn.pod.name} run {run_id} pid {record.get('pid')} "
+                                           f"({record.get('method')}) in {run_dir_abs}")
+    how = f"tmux session {record['tmux_session']} (attach: tmux attach -t {record['tmux_session']})" \
+        if record.get("tmux_session") else \
+        f"process group {record.get('pgid')}"
+    yield Event(action, "done", f"run {run_id} started in {how} (pid {record.get('pid')}), "
+                                f"log {record['log']} [{time.monotonic() - t0:.2f} s]",
+                progress=1.0, data=record)
+
+
+# ------------------------------------------------------------------------------------ kill
+
+
+async def plan_kill(conn: Any) -> dict[str, Any] | None:
+    """The active run and its processes (what the confirm step shows), or None."""
+    return await active_run(PodShell(conn))
+
+
+async def kill(conn: Any, *, settings: LifecycleSettings | None = None, grace: float | None = None,
+               ) -> AsyncIterator[Event]:
+    settings = settings or LifecycleSettings()
+    grace = settings.grace_seconds if grace is None else grace
+    try:
+        with BUSY.hold(conn.pod.name, "kill"):
+            async for ev in _kill(conn, settings, grace):
+                yield ev
+    except PrimeTrainError as exc:
+        yield Event("kill", "error", _one_line(exc))
+
+
+async def _kill(conn: Any, settings: LifecycleSettings, grace: float) -> AsyncIterator[Event]:
+    shell = PodShell(conn)
+    t0 = time.monotonic()
+    run = await active_run(shell)
+    if run is None:
+        raise LifecycleError(f"no active run on {conn.pod.name}")
+    rid, pids = run["id"], list(run.get("pids", []))
+    yield Event("kill", "step", f"SIGTERM to run {rid}: {len(pids)} process(es) in group {run.get('pgid')}",
+                progress=0.1, data={"pids": pids})
+    res = await shell.agent("signal", "--run-id", rid, "--sig", "TERM")
+    left = list(res.get("left", []))
+    deadline = time.monotonic() + grace
+    while left and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        left = await _left(shell, rid)
+        done = 1 - len(left) / max(1, len(pids))
+        remaining = max(0.0, deadline - time.monotonic())
+        yield Event("kill", "progress", f"{len(left)} process(es) left, grace {remaining:.0f} s",
+                    progress=0.1 + 0.6 * done)
+    if left:
+        yield Event("kill", "step", f"SIGKILL to {len(left)} process(es) still running after {grace:g} s",
+                    progress=0.75)
+        await shell.agent("signal", "--run-id", rid, "--sig", "KILL")
+        end = time.monotonic() + 5
+        left = await _left(shell, rid)
+        while left and time.monotonic() < end:
+            await asyncio.sleep(0.1)
+            left = await _left(shell, rid)
+    elif run.get("tmux_session"):
+        await shell.agent("signal", "--run-id", rid, "--sig", "KILL")  # removes the tmux session
+    if left:
+        raise LifecycleError(f"{len(left)} process(es) of run {rid} survived SIGKILL: {left[:10]}",
+                             hint="they may be stuck in the kernel (D state); check the GPU driver")
+    yield Event("kill", "check", "processes gone",
+                check=Check("processes gone", pf.OK, f"all {len(pids)} process(es) of the group ended"))
+    gpu = await shell.agent("gpu-pids", timeout=30)
+    if not gpu.get("ok"):
+        check = Check("GPUs freed", pf.SKIP, f"nvidia-smi: {str(gpu.get('error', ''))[:120]}")
+    else:
+        still = sorted(set(gpu.get("pids", [])) & set(pids))
+        check = Check("GPUs freed", pf.FAIL if still else pf.OK,
+                      f"pids {still} still hold GPU memory" if still else "no process of the run holds a GPU",
+                      "nvidia-smi; kill the leftover pid" if still else "")
+    yield Event("kill", "check", check.name, check=check)
+    if settings.runs_dir is not None:
+        runs.update_record(settings.runs_dir, rid, state="killed", ended=time.time())
+        runs.append_log(settings.runs_dir, f"kill {conn.pod.name} run {rid}: {len(pids)} process(es) gone")
+    yield Event("kill", "done", f"run {rid} killed: {len(pids)} process(es) gone "
+                                f"[{time.monotonic() - t0:.2f} s]", progress=1.0, data={"run": rid, "pids": pids})
+
+
+async def _left(shell: PodShell, rid: str) -> list[int]:
+    runs_ = (await shell.agent("status", "--run-id", rid)).get("runs", [])
+    return list(runs_[0].get("pids", [])) if runs_ else []
+
+
+# ------------------------------------------------------------------------------------ resume
+
+
+async def plan_resume(conn: Any, settings: LifecycleSettings | None = None) -> dict[str, Any]:
+    """The run to resume and the checkpoint it would start from (for the confirm step)."""
+    settings = settings or LifecycleSettings()
+    shell = PodShell(conn)
+    records = await pod_runs(shell)
+    if not records and settings.runs_dir is not None:
+        local = runs.latest_record(settings.runs_dir, conn.pod.name)
+        records = [local] if local else []
+    if not records:
+        raise LifecycleError(f"no run recorded on {conn.pod.name}",
+                             hint="launch one first: prime-train-tui launch POD CONFIG")
+    run = records[-1]
+    if run.get("active"):
+        raise LifecycleError(f"run {run['id']} is still running on {conn.pod.name}",
+                             hint="kill it first (prime-train-tui kill POD) or let it finish")
+    ckpt_dir, ckpts = await checkpoints(shell, run["run_dir"], settings)
+    best = newest_complete(ckpts)
+    if best is None:
+        raise LifecycleError(f"no complete checkpoint in {ckpt_dir}",
+                             hint="restore one from the backup (prime-train-tui restore POD) or launch fresh")
+    skipped = [c for c in ckpts if not c["complete"] and c["step"] > best["step"]]
+    return {"run": run, "ckpt_dir": ckpt_dir, "checkpoint": best, "skipped": skipped}
+
+
+async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force: bool = False,
+                 environ: dict[str, str] | None = None) -> AsyncIterator[Event]:
+    settings = settings or LifecycleSettings()
+    try:
+        plan = await plan_resume(conn, settings)
+    except PrimeTrainError as exc:
+        yield Event("resume", "error", _one_line(exc))
+        return
+    best = plan["checkpoint"]
+    for c in plan["skipped"]:
+        yield Event("resume", "warn", f"step_{c['step']} is incomplete (half-written) — skipped")
+    yield Event("resume", "step", f"resuming run {plan['run']['id']} from step_{best['step']} "
+                                  f"(newest complete checkpoint)", progress=0.02, data={"step": best["step"]})
+    base = {**plan["run"], "resume_step": best["step"]}
+    if not base.get("base_command"):
+        base["base_command"] = base.get("command", "")
+    async for ev in launch(conn, Path(base.get("config") or "."), settings=settings, force=force,
+                           environ=environ, _resume=base):
+        yield ev
+
+
+# ------------------------------------------------------------------------------------ cleanup
+
+
+@dataclass(frozen=True)
+class CleanupPlan:
+    ckpt_dir: str
+    keep: int
+    delete: tuple[dict[str, Any], ...]
+    kept: tuple[dict[str, Any], ...]
+    in_progress: tuple[dict[str, Any], ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(int(c.get("bytes", 0)) for c in self.delete)
+
+    def to_json(self) -> dict[str, Any]:
+        def brief(cs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [{"step": c["step"], "path": c["path"], "bytes": c["bytes"]} for c in cs]
+        return {"ckpt_dir": self.ckpt_dir, "keep": self.keep, "delete": brief(self.delete),
+                "kept": brief(self.kept), "in_progress": brief(self.in_progress), "bytes": self.bytes}
+
+
+def plan_keep_last(ckpt_dir: str, ckpts: list[dict[str, Any]], keep: int) -> CleanupPlan:
+    """Delete complete checkpoints older than the ``keep`` newest complete ones; never the newest
+    complete one, never an incomplete (in-progress) one."""
+    keep = max(1, int(keep))
+    complete = sorted((c for c in ckpts if c.get("complete")), key=lambda c: c["step"])
+    kept = complete[-keep:]
+    delete = complete[:-keep] if len(complete) > keep else []
+    in_progress = [c for c in ckpts if not c.get("complete")]
+    return CleanupPlan(ckpt_dir, keep, tuple(delete), tuple(kept), tuple(in_progress))
+
+
+async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: LifecycleSettings | None = None,
+                       run_dir: str | None = None) -> CleanupPlan:
+    settings = settings or LifecycleSettings()
+    shell = PodShell(conn)
+    await shell.home()
+    if run_dir is None:
+        records = await pod_runs(shell)
+        if records:
+            run_dir = records[-1]["run_dir"]
+        elif getattr(conn.pod, "run_dir", None):
+            run_dir = conn.pod.run_dir
+        else:
+            raise LifecycleError(f"no run recorded on {conn.pod.name} and no run_dir for it",
+                                 hint="give --run-dir or set run_dir in pods.toml")
+    ckpt_dir, ckpts = await checkpoints(shell, shell.abspath(run_dir), settings)
+    return plan_keep_last(ckpt_dir, ckpts, settings.keep_last if keep is None else keep)
+
+
+async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings | None = None,
+                  ) -> AsyncIterator[Event]:
+    """Delete what ``plan`` lists, one step dir at a time; the pod re-checks each one first."""
+    settings = settings or LifecycleSettings()
+    try:
+        with BUSY.hold(conn.pod.name, "cleanup"):
+            shell = PodShell(conn)
+            freed, n = 0, len(plan.delete)
+            if not n:
+                yield Event("cleanup", "done", f"nothing to delete (keeping {len(plan.kept)} complete)",
+                            progress=1.0, data={"deleted": [], "bytes": 0})
+                return
+            deleted: list[dict[str, Any]] = []
+            for i, c in enumerate(plan.delete):
+                res = await shell.agent("delete", "--ckpt-dir", plan.ckpt_dir, "--keep", str(plan.keep),
+                                        str(c["step"]))
+                for d in res.get("deleted", []):
+                    freed += int(d["bytes"])
+                    deleted.append(d)
+                    if settings.runs_dir is not None:
+                        runs.append_log(settings.runs_dir, f"cleanup {conn.pod.name} deleted {d['path']} "
+                                                           f"({d['bytes']} bytes)")
+                    yield Event("cleanup", "progress", f"deleted step_{d['step']} ({_fmt_bytes(d['bytes'])})",
+                                progress=(i + 1) / n)
+                for r in res.get("refused", []):
+                    yield Event("cleanup", "warn", f"kept step_{r['step']}: {r['reason']}", progress=(i + 1) / n)
+            yield Event("cleanup", "done", f"deleted {len(deleted)} checkpoint(s), freed {_fmt_bytes(freed)}",
+                        progress=1.0, data={"deleted": deleted, "bytes": freed})
+    except PrimeTrainError as exc:
+        yield Event("cleanup", "error", _one_line(exc))
+
+
+# ------------------------------------------------------------------------------------ misc
+
+
+def _fmt_bytes(n: int) -> str:
+    try:
+        from services.units import fmt_bytes
+
+        return fmt_bytes(n)
+    except Exception:  # noqa: BLE001
+        return f"{n} B"
+
+
+def _one_line(exc: PrimeTrainError) -> str:
+    hint = getattr(exc, "hint", "")
+    return f"{exc} (hint: {hint})" if hint else str(exc)
+
+
+__all__ = ["Event", "Check", "CleanupPlan", "LifecycleError", "LifecycleSettings", "PodShell", "launch",
+           "kill", "resume", "cleanup", "plan_kill", "plan_resume", "plan_cleanup", "plan_keep_last",
+           "mask", "collect_secrets", "render"]

@@ -1,0 +1,124 @@
+"""Pre-flight checks before a launch: the 5-second checks that would have saved the seeds' runs.
+
+Most checks run ON the pod in one call of the lifecycle helper (``lifecycle_agent.py preflight``):
+``ulimit -n`` (ok when the hard limit lets the run raise it), GPUs visible, a CUDA context when torch
+is importable (else "skip", never a pass), free disk for the expected checkpoints, the trainer
+command present, no other run active, and the user's own checks from settings. The config check
+runs here, with the config validator when it is installed (else "skip").
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+OK, FAIL, SKIP, WARN = "ok", "fail", "skip", "warn"
+
+DEFAULT_SECRETS = ("WANDB_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "PRIME_API_KEY",
+                   "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "VLLM_API_KEY", "AWS_ACCESS_KEY_ID",
+                   "AWS_SECRET_ACCESS_KEY")
+# The runbook's environment for single-node PCIe boxes (seeds) plus prime-rl's own launcher defaults.
+# VLLM_USE_V1=0 is NOT set: prime-rl dropped it in 2025 and vLLM 0.29 removed the variable; add it in
+# [lifecycle.env] for an old stack that still needs it.
+DEFAULT_ENV = {
+    "PYTHONUNBUFFERED": "1",
+    "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
+    "NCCL_IB_DISABLE": "1",
+    "NCCL_ALGO": "Ring",
+    "NCCL_PROTO": "Simple",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | fail | skip | warn
+    detail: str = ""
+    fix: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status != FAIL
+
+    @property
+    def mark(self) -> str:
+        return {OK: "✓", FAIL: "✗", SKIP: "–", WARN: "!"}.get(self.status, "?")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix or None}
+
+
+@dataclass(frozen=True)
+class UserCheck:
+    """One line of settings: ``{name = "dataset has 2 files", run = "test $(ls data | wc -l) -eq 2"}``."""
+
+    name: str
+    run: str
+    fix: str = ""
+    timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class LifecycleSettings:
+    command: str = "uv run rl @ {config}"
+    resume_args: str = "--resume.step {step}"
+    ckpt_subdir: str = "checkpoints"  # relative to the run dir
+    grace_seconds: float = 30.0
+    min_nofile: int = 65536
+    expected_ckpts: int = 3
+    ckpt_bytes: int = 0  # 0 = the size of the newest complete checkpoint on the pod, if any
+    min_free_bytes: int = 10 * 2**30
+    cuda_check: bool = True
+    keep_last: int = 3
+    tmux: str = "auto"  # auto | tmux | setsid
+    secrets: tuple[str, ...] = DEFAULT_SECRETS
+    env: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ENV))
+    checks: tuple[UserCheck, ...] = ()
+    runs_dir: Path | None = None  # local run records; None = do not keep them
+
+
+def config_check(config: Path | None) -> Check:
+    name = "config validates"
+    if config is None:
+        return Check(name, SKIP, "no config file given")
+    try:
+        from services.config.validate import validate_file  # the config helper's validator
+    except Exception:  # noqa: BLE001 - absent or broken: say so, never pretend it passed
+        return Check(name, SKIP, "skipped (validator not available)")
+    try:
+        report = validate_file(Path(config))
+    except Exception as exc:  # noqa: BLE001 - ConfigError and friends: the file is unreadable
+        return Check(name, FAIL, str(exc), getattr(exc, "hint", "") or "fix the file")
+    errors = [f for f in report.findings if getattr(getattr(f, "severity", None), "value", "") == "error"]
+    if errors:
+        first = errors[0]
+        where = f"line {first.line}: " if getattr(first, "line", 0) else ""
+        return Check(name, FAIL, f"{len(errors)} error(s); {where}{first.message}",
+                     first.fix or f"run: prime-train-tui validate {config}")
+    return Check(name, OK, f"{report.kind} config, {report.warnings} warning(s)")
+
+
+def agent_args(settings: LifecycleSettings, run_dir: str, command: str, python: str | None = None) -> list[str]:
+    """Arguments of the pod-side ``preflight`` (one exec: the checkpoint size estimate is done there)."""
+    args = ["preflight", "--run-dir", run_dir, "--min-nofile", str(settings.min_nofile),
+            "--need-bytes", str(settings.min_free_bytes), "--ckpt-dir", settings.ckpt_subdir,
+            "--expected-ckpts", str(settings.expected_ckpts), "--ckpt-bytes", str(settings.ckpt_bytes),
+            "--trainer", command]
+    if settings.cuda_check:
+        args.append("--cuda")
+    if python:
+        args += ["--python", python]
+    for c in settings.checks:
+        args += ["--check", json.dumps({"name": c.name, "run": c.run, "fix": c.fix, "timeout": c.timeout})]
+    return args
+
+
+def parse_agent(result: dict[str, Any]) -> list[Check]:
+    return [Check(c["name"], c["status"], c.get("detail", ""), c.get("fix") or "")
+            for c in result.get("checks", [])]
+
+
+def failed(checks: list[Check]) -> list[Check]:
+    return [c for c in checks if c.status == FAIL]
