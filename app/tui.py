@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -23,14 +24,16 @@ from textual.worker import Worker, WorkerState
 
 from app.screens.add_pod import AddPodScreen
 from app.screens.confirm import ConfirmScreen
+from app.screens.fleet import FleetScreen
 from app.screens.help import HelpScreen, help_rows
 from app.screens.host_key import HostKeyChangedScreen, HostKeyScreen
 from app.settings import add_saved_pod, remove_saved_pod
 from services.errors import PrimeTrainError
-from services.models import Pod, PodKind, PodSnapshot, PodState
+from services.models import Alert, Pod, PodKind, PodSnapshot, PodState
 from services.monitor import MonitorService, MonitorSettings
 from services.pods import parse_pod_spec
 from app.panes.bottleneck import BottleneckPane
+from widgets.alerts_view import TOAST_SEVERITY
 from app.panes.config import ConfigPane
 from widgets.monitor_pane import MonitorPane
 from widgets.placeholder import PlannedPane
@@ -75,6 +78,8 @@ class PrimeTrainApp(App[None]):
         Binding("k", "kill", "Kill run", id="kill", show=False),
         Binding("R", "resume", "Resume run", id="resume", show=False),
         Binding("c", "cleanup", "Clean up checkpoints", id="cleanup", show=False),
+        # show=False keeps the footer (and its pinned snapshot) as it was; help and the keymap list it
+        Binding("o", "fleet", "Fleet view", id="fleet", show=False),
         Binding("question_mark", "help", "Help", id="help", key_display="?"),
         Binding("ctrl+p", "command_palette", "Commands", id="command_palette", show=False, priority=True),
         *(
@@ -107,6 +112,8 @@ class PrimeTrainApp(App[None]):
         self._pods_file_lock = asyncio.Lock()
         self._main: tuple[PodList, MonitorPane, TabbedContent] | None = None
         self._live: dict[str, MonitorPane | BottleneckPane] = {}
+        self._toasted: dict[str, frozenset[str]] = {}  # pod -> alert ids already toasted (while they last)
+        self.alert_log: deque[tuple[str, Alert]] = deque(maxlen=500)  # (pod, alert) as they fired
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -160,7 +167,34 @@ class PrimeTrainApp(App[None]):
         self.pod_list.update_snapshot(snapshot, now)
         if message.name == self.selected and (pane := self._live_pane()) is not None:
             pane.show(snapshot, now)
+        if isinstance(self.screen, FleetScreen):
+            self.screen.update_pod(snapshot)
+        self._toast_new_alerts(snapshot)
         self._ask_about_host_key(snapshot)
+
+    def _toast_new_alerts(self, snapshot: PodSnapshot) -> None:
+        """A toast per alert id per pod when it fires; a cleared alert toasts again if it fires again."""
+        name = snapshot.pod.name
+        current = frozenset(a.id for a in snapshot.alerts)
+        seen = self._toasted.get(name, frozenset())
+        if current == seen:
+            return
+        self._toasted[name] = current
+        for alert in snapshot.alerts:
+            if alert.id not in seen:
+                self.notify(alert.message, title=f"{name}: {alert.title}",
+                            severity=TOAST_SEVERITY[alert.severity], timeout=10)  # type: ignore[arg-type]
+                self.alert_log.append((name, alert))
+                if isinstance(self.screen, FleetScreen):
+                    self.screen.alert_fired(name, alert)
+
+    def action_fleet(self) -> None:
+        """Toggle the fleet view."""
+        if isinstance(self.screen, FleetScreen):
+            self.pop_screen()
+        elif self.screen is self.screen_stack[0]:
+            self.push_screen(FleetScreen((self.snapshots[n] for n in self.pods if n in self.snapshots),
+                                         self.alert_log))
 
     def _ask_about_host_key(self, snapshot: PodSnapshot) -> None:
         prompt, name = snapshot.status.host_key, snapshot.pod.name
@@ -289,6 +323,9 @@ class PrimeTrainApp(App[None]):
             return
         self.snapshots.pop(name, None)
         self._pending.pop(name, None)
+        self._toasted.pop(name, None)
+        if isinstance(self.screen, FleetScreen):
+            self.screen.remove_pod(name)
         self.pod_list.remove_pod(name)
         self.sub_title = "SIMULATED" if any(p.simulated for p in self.pods.values()) else ""
         if self.monitor is not None:

@@ -197,6 +197,52 @@ class Gap:
     end: float | None  # None while it lasts
 
 
+class Severity(str, enum.Enum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return ("info", "warning", "critical").index(self.value)
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One health finding (services.health). ``id`` is stable while the condition lasts, so the App can
+    toast it once; ``message`` says what happened and what to do; ``line`` is the log line behind it."""
+
+    id: str
+    severity: Severity
+    title: str
+    message: str
+    since: float  # the pod's clock when the condition started
+    line: str | None = None
+    count: int = 1  # matching log lines seen while the alert stands
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """What the run's own logs and metrics.jsonl say (services.run_progress). ``None`` = not known."""
+
+    step: int | None = None
+    max_steps: int | None = None
+    loss: float | None = None
+    reward: float | None = None
+    tokens_per_s: float | None = None
+    mfu: float | None = None
+    step_time_s: float | None = None  # median of the recent steps' wall time
+    steps_per_hr: float | None = None
+    eta_s: float | None = None
+    cost_so_far: float | None = None  # $ at the pod's price for the run's (estimated) elapsed time
+    cost_to_finish: float | None = None
+    last_step_at: float | None = None  # the pod's clock when the latest step was seen
+    finished: bool = False
+    checkpointing: bool = False  # a checkpoint is being written right now
+    loss_history: tuple[float, ...] = ()  # the last few losses, oldest first (for trend cells)
+    source: str = "none"  # "console", "metrics.jsonl", "training.csv"
+
+
 @dataclass(frozen=True)
 class PodSnapshot:
     """Everything a widget needs about one pod, immutable: the monitor builds a new one per change."""
@@ -213,6 +259,10 @@ class PodSnapshot:
     # the bottleneck breakdown sees the last steps of a slow run) and how many arrived in all
     metrics: tuple[str, ...] = ()
     metrics_total: int = 0
+    # services.health over the stream: current alerts (worst first), the run's progress, the logs' tail
+    alerts: tuple[Alert, ...] = ()
+    run: RunProgress | None = None
+    log_tail: tuple[str, ...] = ()
 
     @property
     def latest(self) -> Sample | None:

@@ -27,7 +27,10 @@ from services.errors import (
     PrimeTrainError,
     ProbeFormatError,
 )
+from services.health import HealthSettings, HealthTracker
 from services.models import (
+    Alert,
+    RunProgress,
     Gap,
     HostKeyPrompt,
     Pod,
@@ -57,6 +60,8 @@ class MonitorSettings:
     demo_gpus: int = 8
     demo_scenario: str = "training"
     demo_max_ticks: int | None = None
+    health: HealthSettings = HealthSettings()  # thresholds of the health rules (services.health)
+    log_tail_len: int = 200  # run log lines kept per pod for the monitor pane
 
 
 ConnectionFactory = Callable[[Pod], Connection]
@@ -89,6 +94,13 @@ class _PodWorker:
         self.stopped = False  # set by remove(): the loop ends even if a cancellation got lost
         self.pending_key: HostKeyPrompt | None = None
         self.task: asyncio.Task | None = None
+        # health rules and run progress, evaluated per sample over that sample's new data only. The demo
+        # simulates GPUs and a run, not the host: its disk and open-files figures are this machine's.
+        self.health = HealthTracker(settings.health, price_per_hr=pod.price_per_hr,
+                                    tail_len=settings.log_tail_len, host_rules=pod.kind is not PodKind.DEMO)
+        self.alerts: tuple[Alert, ...] = ()
+        self.run: RunProgress | None = None
+        self._tail_view: tuple[str, ...] = ()
         self.snapshot = self._build()
 
     def _build(self) -> PodSnapshot:
@@ -103,7 +115,20 @@ class _PodWorker:
             last_received=self.last_received,
             metrics=self._metrics_view,
             metrics_total=self.metrics_total,
+            alerts=self.alerts,
+            run=self.run,
+            log_tail=self._tail_view,
         )
+
+    def observe_health(self, sample: Sample) -> None:
+        """Rules over this sample (the pod's clock); a failing rule must never stop sampling."""
+        try:
+            self.alerts = self.health.observe(sample)
+            self.run = self.health.progress if self.health.progress.step is not None else None
+        except Exception:
+            log.exception("health rules failed for %s", self.pod.name)
+        if sample.log:
+            self._tail_view = tuple(self.health.tail)
 
     def add_metrics(self, lines: tuple[str, ...]) -> None:
         if lines:
@@ -309,6 +334,7 @@ class MonitorService:
         worker.close_gap(now)
         worker.history.append(sample)
         worker.add_metrics(sample.metrics)
+        worker.observe_health(sample)
         worker.samples_total += 1
         worker.last_received = now
         if worker.status.state is not PodState.ONLINE:

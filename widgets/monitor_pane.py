@@ -19,12 +19,14 @@ from widgets.format import (
     NA,
     clock_time,
     duration,
+    gib,
     number,
     received_at,
     series,
     set_label,
     used_total_gib,
 )
+from widgets.alerts_view import AlertList, log_tail_text, run_line
 from widgets.pod_list import status_reason
 from widgets.trend import Trend
 
@@ -32,6 +34,7 @@ TEMP_WARN, TEMP_CRITICAL = 75.0, 85.0
 MEM_WARN_PCT = 95.0
 DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
 NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
+LOG_TAIL_LINES = 8
 
 
 def _set_data(trend: Trend, data: list[float | None], high: float) -> None:
@@ -103,12 +106,21 @@ class GpuRow(Horizontal):
 class MonitorPane(Widget):
     """Everything the monitor knows about one pod, or a plain line saying there is no pod."""
 
+    DEFAULT_CSS = """
+    #run-progress { color: $text; text-style: bold; }
+    #gpu-procs { color: $text-muted; }
+    #log-tail { height: auto; max-height: 10; border-top: solid $panel; color: $text-muted;
+                text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
     def compose(self) -> ComposeResult:
         yield Static("No pod selected. Press [b]a[/b] to add one.", id="monitor-empty")
         with Vertical(id="monitor-body"):
             yield Label("", id="monitor-title")
             yield Label("", id="monitor-stats")
             yield Label("", id="monitor-gaps")
+            yield Label("", id="run-progress")
+            yield AlertList("", id="monitor-alerts")
             with Horizontal(id="host-row"):
                 yield Label("", id="host-cpu", classes="host-value")
                 yield Label("", id="host-ram", classes="host-value")
@@ -121,10 +133,15 @@ class MonitorPane(Widget):
                     yield Label(title, classes=f"gpu-value gpu-{metric}")
                     yield Label("", classes="gpu-spark")
             yield VerticalScroll(id="gpu-rows")
+            yield Label("", id="gpu-procs")
+            yield Static("", id="log-tail")
             yield Label("", id="monitor-errors")
 
     def on_mount(self) -> None:
         self.query_one("#monitor-body").display = False
+        for extra in ("#run-progress", "#monitor-alerts", "#gpu-procs", "#log-tail"):
+            self.query_one(extra).display = False
+        self._tail_shown: tuple[str, ...] | None = None
         self._gpu_indices: tuple[int, ...] = ()
         self._pod_name: str | None = None
         self._snapshot: PodSnapshot | None = None
@@ -150,6 +167,7 @@ class MonitorPane(Widget):
         self._show_gaps(snapshot, now)
         self._show_host(latest)
         self._show_gpus(snapshot)
+        self._show_run(snapshot)
         errors = latest.errors if latest else ()
         errors_label = self.query_one("#monitor-errors", Label)
         set_label(errors_label, "probe could not read: " + "; ".join(errors) if errors else "")
@@ -163,6 +181,33 @@ class MonitorPane(Widget):
         self._show_title(snapshot, now)
         self._show_stats(snapshot, now)
         self._show_gaps(snapshot, now)
+
+    def _show_run(self, snapshot: PodSnapshot) -> None:
+        """Run progress, alerts, GPU processes and the log tail; each hidden while it has nothing to say.
+        The log tail appears once the run is stepping or a log line matched an error pattern (start-up
+        chatter alone is not worth the space)."""
+        latest = snapshot.latest
+        progress = self.query_one("#run-progress", Label)
+        text = run_line(snapshot.run, latest.t if latest else None)
+        set_label(progress, text)
+        if progress.display != bool(text):
+            progress.display = bool(text)
+        self.query_one("#monitor-alerts", AlertList).show_alerts(snapshot.alerts)
+        procs = latest.procs if latest else ()
+        label = self.query_one("#gpu-procs", Label)
+        set_label(label, "GPU processes: " + "; ".join(
+            f"{p.pid} on GPU {NA if p.gpu is None else p.gpu} ({gib(p.mem)} GiB) "
+            f"{p.cmd[:60]}" for p in procs[:8]) if procs else "")
+        if label.display != bool(procs):
+            label.display = bool(procs)
+        tail = snapshot.log_tail
+        show_tail = bool(tail) and (snapshot.run is not None or any(a.id.startswith("log:") for a in snapshot.alerts))
+        box = self.query_one("#log-tail", Static)
+        if show_tail and tail is not self._tail_shown:
+            self._tail_shown = tail
+            box.update(log_tail_text(tail, LOG_TAIL_LINES))
+        if box.display != show_tail:
+            box.display = show_tail
 
     def _show_title(self, snapshot: PodSnapshot, now: float) -> None:
         pod = snapshot.pod

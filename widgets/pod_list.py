@@ -8,6 +8,7 @@ from textual.message import Message
 from textual.widgets import Label, ListItem, ListView
 
 from services.models import Pod, PodSnapshot, PodState
+from widgets.alerts_view import badge_class, badge_text
 from widgets.format import duration, set_label
 
 STATE_CLASS = {
@@ -38,6 +39,13 @@ def status_reason(snapshot: PodSnapshot, now: float) -> str:
 class PodRow(ListItem):
     """One pod. Holds no connection: it renders whatever snapshot it was last given."""
 
+    DEFAULT_CSS = """
+    PodRow .pod-alerts { padding: 0 1; text-style: bold; width: auto; }
+    PodRow .pod-alerts.-info { background: $primary-muted; color: $text; }
+    PodRow .pod-alerts.-warning { background: $warning; color: $text; }
+    PodRow .pod-alerts.-critical { background: $error; color: $text; }
+    """
+
     def __init__(self, pod: Pod) -> None:
         super().__init__(classes="pod-row")
         self.pod = pod
@@ -48,6 +56,9 @@ class PodRow(ListItem):
         yield Label(name, classes="pod-name", markup=self.pod.simulated)
         yield Label(PodState.CONNECTING.value, classes="pod-badge -connecting")
         yield Label("", classes="pod-reason")
+        badge = Label("", classes="pod-alerts")
+        badge.display = False
+        yield badge
 
     def show(self, snapshot: PodSnapshot, now: float) -> None:
         previous, self.snapshot = self.snapshot, snapshot
@@ -62,6 +73,17 @@ class PodRow(ListItem):
         set_label(label, f"— {reason}" if reason else "")
         if label.display != bool(reason):
             label.display = bool(reason)
+        if previous is None or previous.alerts != snapshot.alerts:
+            self._show_alerts(snapshot)
+
+    def _show_alerts(self, snapshot: PodSnapshot) -> None:
+        badge = self.query_one(".pod-alerts", Label)
+        text, cls = badge_text(snapshot.alerts), badge_class(snapshot.alerts)
+        set_label(badge, text)
+        for c in ("-info", "-warning", "-critical"):
+            badge.set_class(c == cls, c)
+        if badge.display != bool(text):
+            badge.display = bool(text)
 
     def tick(self, now: float) -> None:
         """Re-render the relative times ("retry in 4 s") from the stored snapshot."""

@@ -1,0 +1,246 @@
+"""``prime-train-tui status [POD ...] [--run-dir DIR] [--json]``: one sample and the current alerts per pod.
+
+One look per pod: the probe's ``--once`` sample (GPUs, host, checkpoints) plus one short command that
+reads the tail and modification time of the run's logs, ``metrics.jsonl`` and ``training.csv`` (the
+probe streams only lines appended after it starts, so a single sample has no history). That decides
+the alerts a single look can: stale log (no step for longer than the adaptive budget), errors in the
+logs' tails after the last step, disk, open files. The over-60-s rules (dead GPU, NCCL hang) need
+history and are left to the TUI.
+
+``--json``: ``{"pods": [{"name", "state", "reason", "gpus": [...], "host": {...}, "run": {"step",
+"loss", "tokens_per_s", "last_step_age_s", ...}, "alerts": [{"id", "severity", "title", "message",
+"line"}]}]}``. Exit 0 when every pod was reached, 1 otherwise, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import shlex
+import sys
+from dataclasses import asdict, replace
+from typing import Any
+
+from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, resolve_pod
+
+TAIL_SCRIPT = r"""
+import glob, json, os, sys, time
+r = sys.argv[1]
+out = {"now": time.time(), "exists": os.path.isdir(r), "logs": []}
+def tail(p, n=300, maxb=131072):
+    with open(p, "rb") as f:
+        f.seek(0, 2); size = f.tell(); f.seek(max(0, size - maxb)); data = f.read()
+    lines = data.decode("utf-8", "replace").splitlines()
+    return lines[1:][-n:] if size > maxb else lines[-n:]
+seen = set()
+for pat in (("logs", "*.log"), ("logs", "latest", "*.log")):
+    for p in sorted(glob.glob(os.path.join(r, *pat))):
+        rp = os.path.realpath(p)
+        if rp in seen:
+            continue
+        seen.add(rp)
+        try:
+            out["logs"].append({"stem": os.path.splitext(os.path.basename(p))[0],
+                                "mtime": os.stat(p).st_mtime, "lines": tail(p)})
+        except OSError:
+            pass
+for name in ("metrics.jsonl", "training.csv"):
+    p = os.path.join(r, name)
+    try:
+        out[name] = {"mtime": os.stat(p).st_mtime, "lines": tail(p)}
+    except OSError:
+        pass
+for name in ("trainer.json", "orchestrator.json", "rl.json"):
+    try:
+        with open(os.path.join(r, "configs", name)) as f:
+            cfg = json.load(f)
+        ms = cfg.get("max_steps") or (cfg.get("trainer") or {}).get("max_steps")
+        if isinstance(ms, int) and ms > 0:
+            out["max_steps"] = ms
+            break
+    except Exception:
+        pass
+print(json.dumps(out))
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="one sample and the current alerts per pod",
+                       description="One sample and the alerts a single look can decide, per pod.")
+    p.add_argument("pods", nargs="*", metavar="POD", help="pods (default: every pod in pods.toml)")
+    p.add_argument("--run-dir", help="the run directory on the pod(s) (default: the pod's run_dir)")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to reach each pod")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from services.errors import PodSpecError, SettingsError
+
+    try:
+        if args.pods:
+            pods = [resolve_pod(spec) for spec in args.pods]
+        else:
+            from app.settings import load_pods
+
+            pods = load_pods()
+    except (SettingsError, PodSpecError) as exc:
+        return fail(str(exc), exc.hint, EXIT_USAGE)
+    if not pods:
+        return fail("no pods to look at", "name one (status POD) or add pods to pods.toml", EXIT_USAGE)
+    if args.run_dir:
+        pods = [replace(p, run_dir=args.run_dir) for p in pods]
+    results = asyncio.run(_all(pods, args.timeout))
+    if args.json:
+        print(json.dumps({"pods": results}, indent=2))
+    else:
+        _print(results)
+    return EXIT_OK if all(r["reached"] for r in results) else EXIT_FAIL
+
+
+async def _all(pods, timeout: float) -> list[dict[str, Any]]:
+    return list(await asyncio.gather(*(_one(p, timeout) for p in pods)))
+
+
+def _connection(pod):
+    from services.models import PodKind
+    from services.monitor import MonitorSettings
+    from services.ssh import LocalConnection, SSHConnection
+
+    if pod.kind is PodKind.SSH:
+        return SSHConnection(pod)
+    if pod.kind is PodKind.DEMO:
+        from services.demo.connection import DemoConnection
+
+        return DemoConnection(pod, MonitorSettings())
+    return LocalConnection(pod)
+
+
+async def _one(pod, timeout: float) -> dict[str, Any]:
+    from services.errors import AuthError, HostKeyError, PrimeTrainError
+    from services.models import PodKind, PodState, Sample
+    from services.ssh import SSHConnection
+
+    result: dict[str, Any] = {"name": pod.name, "state": PodState.OFFLINE.value, "reason": "", "reached": False,
+                              "gpus": [], "host": None, "run": _run_json(None, None), "alerts": []}
+    conn = _connection(pod)
+    try:
+        await asyncio.wait_for(conn.connect(), timeout)
+        args = ["--once", "--interval", "1"] + (["--run-dir", pod.run_dir] if pod.run_dir else [])
+        stream = await conn.start_probe(args)
+        sample = None
+        while sample is None:
+            line = await asyncio.wait_for(stream.readline(), timeout)
+            if not line:
+                raise PrimeTrainError("the probe exited without a sample: " + stream.stderr_tail().strip()[-200:])
+            try:
+                sample = Sample.from_line(line)
+            except PrimeTrainError:
+                continue  # malformed lines are skipped
+        tails = None
+        if pod.run_dir:
+            python = "python3" if isinstance(conn, SSHConnection) else shlex.quote(sys.executable)
+            cmd = f"{python} -c {shlex.quote(TAIL_SCRIPT)} {shlex.quote(pod.run_dir)}"
+            code, out, _err = await conn.run(cmd, timeout=timeout)
+            if code == 0:
+                try:
+                    tails = json.loads(out)
+                except ValueError:
+                    tails = None
+        result.update(reached=True, state=PodState.ONLINE.value)
+        result.update(_judge(pod, sample, tails, host_rules=pod.kind is not PodKind.DEMO))
+    except HostKeyError as exc:
+        result.update(state=PodState.HOSTKEY_UNKNOWN.value, reason=f"{exc} (headless mode never trusts a new key)")
+    except AuthError as exc:
+        result.update(state=PodState.AUTH_FAILED.value, reason=str(exc))
+    except asyncio.TimeoutError:
+        result.update(reason=f"no answer within {timeout:g} s")
+    except (PrimeTrainError, OSError) as exc:
+        result.update(reason=str(exc))
+    finally:
+        await conn.close()
+    return result
+
+
+def _judge(pod, sample, tails: dict | None, *, host_rules: bool) -> dict[str, Any]:
+    """Feed one look into the health rules. Lines are timed by their file's mtime (the last line at the
+    mtime, earlier ones just before it), so "last step" ages from the pod's own clock and an error
+    before a later step counts as cleared, as it would have live."""
+    from services.health import HealthSettings, HealthTracker
+
+    settings = HealthSettings(log_alert_ttl_s=math.inf)  # one look: whatever the tail holds after the last step
+    tracker = HealthTracker(settings, price_per_hr=pod.price_per_hr, host_rules=host_rules,
+                            max_steps=(tails or {}).get("max_steps"))
+    now = sample.t
+    run_note = ""
+    if tails is not None:
+        now = float(tails.get("now") or sample.t)
+        if not tails.get("exists"):
+            run_note = f"no such run dir on the pod: {pod.run_dir}"
+        for log in sorted(tails.get("logs") or [], key=lambda x: x.get("mtime", 0)):
+            lines = [str(x) for x in log.get("lines") or []]
+            for i, line in enumerate(lines):
+                tracker.feed_log(f"{log.get('stem', 'log')}: {line}", float(log["mtime"]) - (len(lines) - 1 - i) * 1e-3)
+        # The console lines are the primary source here: mixing in another file's mtime would misorder an
+        # error line against the steps after it. metrics.jsonl / training.csv fill in when no log has steps.
+        for name in ("metrics.jsonl", "training.csv"):
+            part = tails.get(name)
+            if tracker.run.step is not None or not isinstance(part, dict):
+                continue
+            lines = [str(x) for x in part.get("lines") or []]
+            for i, line in enumerate(lines):
+                at = float(part["mtime"]) - (len(lines) - 1 - i) * 1e-3
+                stepped = tracker.run.feed_csv(line, at) if name == "training.csv" else tracker.run.feed_metrics(line, at)
+                if stepped:
+                    tracker.progress_at = at
+    alerts = tracker.observe(replace(sample, log=(), metrics=()), now)
+    progress = tracker.progress
+    return {
+        "gpus": [asdict(g) for g in sample.gpus],
+        "host": asdict(sample.host),
+        "run": _run_json(progress if progress.step is not None else None, now, note=run_note),
+        "alerts": [{"id": a.id, "severity": a.severity.value, "title": a.title, "message": a.message,
+                    "line": a.line} for a in alerts],
+    }
+
+
+def _run_json(progress, now: float | None, note: str = "") -> dict[str, Any]:
+    keys = ("step", "max_steps", "loss", "reward", "tokens_per_s", "mfu", "step_time_s", "steps_per_hr", "eta_s",
+            "cost_so_far", "cost_to_finish", "finished", "source")
+    out: dict[str, Any] = {k: (getattr(progress, k) if progress is not None else None) for k in keys}
+    age = None
+    if progress is not None and progress.last_step_at is not None and now is not None:
+        age = round(max(0.0, now - progress.last_step_at), 1)
+    out["last_step_age_s"] = age
+    if note:
+        out["note"] = note
+    return out
+
+
+def _print(results: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console()
+    table = Table(title="pods", title_justify="left")
+    for col in ("pod", "state", "GPUs", "step", "loss", "tok/s", "last step", "alerts"):
+        table.add_column(col, justify="left" if col in ("pod", "state") else "right")
+    for r in results:
+        utils = [g["util"] for g in r["gpus"] if g.get("util") is not None]
+        run = r["run"]
+        age = run.get("last_step_age_s")
+        table.add_row(
+            r["name"], r["state"] + (f" ({r['reason']})" if r["reason"] else ""),
+            f"{len(r['gpus'])} · {sum(utils) / len(utils):.0f}%" if utils else str(len(r["gpus"])),
+            "—" if run["step"] is None else str(run["step"]),
+            "—" if run["loss"] is None else f"{run['loss']:.4g}",
+            "—" if run["tokens_per_s"] is None else f"{run['tokens_per_s']:,.0f}",
+            "—" if age is None else f"{age:.0f} s ago", str(len(r["alerts"])))
+    console.print(table)
+    style = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+    for r in results:
+        for a in r["alerts"]:
+            console.print(Text(f"{r['name']}: {a['title']}", style=style.get(a["severity"], "")), Text(a["message"]))

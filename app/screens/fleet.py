@@ -1,0 +1,61 @@
+"""The fleet view (``o``): every pod in one diff-updated table, for watching many pods at once, and
+the alert log (every alert as it fired, across pods).
+
+The App hands it each new snapshot (``update_pod``) while it is the active screen; sampling goes on
+underneath, and the main screen's panes pause meanwhile, as they do under a modal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Label
+
+from services.models import Alert, PodSnapshot
+from widgets.alerts_log import AlertLog
+from widgets.fleet_view import FleetView
+
+
+class FleetScreen(Screen[None]):
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="fleet_back")]
+    DEFAULT_CSS = """
+    FleetScreen #fleet-title { padding: 0 1; color: $text-muted; }
+    """
+
+    def __init__(self, snapshots: Iterable[PodSnapshot] = (), alert_log: Iterable[tuple[str, Alert]] = ()) -> None:
+        super().__init__()
+        self._initial = list(snapshots)
+        self._log = list(alert_log)
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Label("Fleet — every pod, live. o or escape: back to the pod view.", id="fleet-title")
+        yield FleetView(id="fleet-table")
+        yield AlertLog(self._log, id="alert-log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.table
+        for snapshot in self._initial:
+            table.update_pod(snapshot)
+        self._initial = []
+        table.focus()
+
+    @property
+    def table(self) -> FleetView:
+        return self.query_one(FleetView)
+
+    def update_pod(self, snapshot: PodSnapshot) -> None:
+        if self.is_mounted:
+            self.table.update_pod(snapshot)
+
+    def alert_fired(self, pod: str, alert: Alert) -> None:
+        if self.is_mounted:
+            self.query_one(AlertLog).add(pod, alert)
+
+    def remove_pod(self, name: str) -> None:
+        if self.is_mounted:
+            self.table.remove_pod(name)

@@ -1,0 +1,99 @@
+"""W&B run state and heartbeat lag, as information beside the pod's own evidence (never an alarm).
+
+Only when ``WANDB_API_KEY`` is set; ``wandb`` is imported lazily, on the first fetch. W&B trails the
+training loop by >= 15 s (filestream interval), heartbeats every 30 s, and marks a run crashed only
+after ~5 min without one (field notes §6), so its lag is quoted in the no-progress alert as context and
+shown beside the run, but no rule fires on it alone. Rate-limited: one request per ``min_interval``
+seconds per run (default 60 s; W&B asks for >= 1 s between public-API calls), doubling after errors.
+
+``fetch`` blocks (HTTP): call it from a thread worker, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+
+def enabled(env: Mapping[str, str] | None = None) -> bool:
+    return bool((os.environ if env is None else env).get("WANDB_API_KEY"))
+
+
+@dataclass(frozen=True)
+class WandbStatus:
+    run_path: str  # "entity/project/run_id"
+    checked_at: float
+    state: str | None = None  # running, finished, crashed, killed, preempting, preempted
+    heartbeat_at: float | None = None
+    error: str = ""
+
+    def lag(self, now: float) -> float | None:
+        return None if self.heartbeat_at is None else max(0.0, now - self.heartbeat_at)
+
+    def note(self, now: float) -> str:
+        """"W&B: running, heartbeat 45 s ago" — for the no-progress alert's context and the run line."""
+        if self.error:
+            return f"W&B: unavailable ({self.error})"
+        lag = self.lag(now)
+        beat = "no heartbeat yet" if lag is None else f"heartbeat {int(lag)} s ago"
+        return f"W&B: {self.state or 'unknown'}, {beat}"
+
+
+def parse_time(value: Any) -> float | None:
+    """W&B's ``heartbeatAt`` ("2026-11-22T10:00:00" UTC, with or without Z / fraction) -> epoch seconds."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip().replace("Z", "+00:00")
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def _default_api() -> Any:
+    import wandb  # heavy: only here, only when a key is set
+
+    return wandb.Api(timeout=10)
+
+
+class WandbPoller:
+    """One W&B run, polled at most once per ``min_interval`` seconds (doubling after errors, ≤ 15 min)."""
+
+    def __init__(self, run_path: str, *, min_interval: float = 60.0, clock: Callable[[], float] = time.time,
+                 api_factory: Callable[[], Any] = _default_api) -> None:
+        self.run_path, self.min_interval, self.clock = run_path, min_interval, clock
+        self._api_factory, self._api = api_factory, None
+        self._next = 0.0
+        self._failures = 0
+        self.last: WandbStatus | None = None
+
+    def due(self) -> bool:
+        return self.clock() >= self._next
+
+    def fetch(self) -> WandbStatus:
+        """Ask W&B now if due, else return the last answer. Never raises."""
+        now = self.clock()
+        if now < self._next and self.last is not None:
+            return self.last
+        try:
+            if self._api is None:
+                self._api = self._api_factory()
+            run = self._api.run(self.run_path)
+            status = WandbStatus(self.run_path, now, state=str(getattr(run, "state", "") or "") or None,
+                                 heartbeat_at=parse_time(getattr(run, "heartbeatAt", None)
+                                                         or getattr(run, "heartbeat_at", None)))
+            self._failures = 0
+        except Exception as exc:  # network, auth, 429, missing package: information only
+            self._failures += 1
+            status = WandbStatus(self.run_path, now, error=f"{type(exc).__name__}: {exc}"[:200])
+        delay = self.min_interval * (2 ** min(self._failures, 4)) if self._failures else self.min_interval
+        self._next = now + min(delay, 900.0)
+        self.last = status
+        return status

@@ -1,0 +1,105 @@
+"""``prime-train-tui status`` as a real process: a stale run directory over the real sshd, a live-looking
+run on ``local``, and a pod that cannot be reached (exit 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+
+
+def cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def write_run(run: Path, steps: int = 8) -> Path:
+    subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run), "--step-seconds", "0.001",
+                    "--max-steps", str(steps), "--ckpt-interval", "0"], cwd=REPO, check=True, timeout=30)
+    log = run / "logs" / "trainer.log"
+    lines = log.read_text().splitlines()
+    assert lines[-1].endswith("RL trainer finished!")
+    log.write_text("\n".join(lines[:-1]) + "\n")  # it did not finish: it died
+    return run
+
+
+def age(path: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+@pytest.fixture(autouse=True)
+def isolated_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cfg = tmp_path / "config"
+    cfg.mkdir()
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(cfg))
+    return cfg
+
+
+def test_stale_run_dir_over_real_sshd(sshd, client_home, tmp_path: Path) -> None:
+    client_home.trust()
+    config = Path(os.environ["PRIME_TRAIN_TUI_CONFIG_DIR"])  # client_home's
+    config.mkdir(parents=True, exist_ok=True)
+    run = write_run(tmp_path / "run", steps=8)
+    with open(run / "logs" / "trainer.log", "a") as f:
+        f.write(OOM + "\n")
+    for p in [*(run / "logs").glob("*.log"), run / "metrics.jsonl"]:
+        age(p, 2 * 3600)
+    (config / "pods.toml").write_text(
+        f'[pods.h100]\nhost = "127.0.0.1"\nuser = "{sshd.user}"\nport = {sshd.port}\n'
+        f'run_dir = "{run}"\nprice_per_hr = 20.0\nprobe_dir = "{tmp_path / "pc"}"\n')
+    out = cli("status", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    [pod] = doc["pods"]
+    assert (pod["name"], pod["state"]) == ("h100", "online")
+    assert len(pod["gpus"]) == 8 and {"index", "name", "util", "mem_used", "mem_total"} <= set(pod["gpus"][0])
+    r = pod["run"]
+    assert r["step"] == 8 and r["loss"] is not None and r["tokens_per_s"] > 0
+    assert 7100 < r["last_step_age_s"] < 7400
+    alerts = {a["id"]: a for a in pod["alerts"]}
+    assert {"no-progress", "log:cuda-oom"} <= set(alerts)
+    assert "No new step for 2 h" in alerts["no-progress"]["message"] and "step 8" in alerts["no-progress"]["message"]
+    assert alerts["log:cuda-oom"]["line"] == f"trainer: {OOM}" and alerts["log:cuda-oom"]["severity"] == "critical"
+    assert ("nofile" in alerts) == (pod["host"]["nofile_soft"] is not None and pod["host"]["nofile_soft"] < 65536)
+    for a in pod["alerts"]:
+        assert set(a) >= {"id", "severity", "message"} and a["message"]
+
+    human = cli("status", "h100")
+    assert human.returncode == 0 and "No training progress" in human.stdout and "h100" in human.stdout
+
+
+def test_fresh_run_on_local_and_an_unreachable_pod(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", steps=6)
+    log = run / "logs" / "trainer.log"
+    lines = log.read_text().splitlines()
+    # an error the run got past: a traceback, then more steps
+    log.write_text("\n".join(lines[:3] + ["Traceback (most recent call last):"] + lines[3:]) + "\n")
+    out = cli("status", "local", "--run-dir", str(run), "--json")
+    assert out.returncode == 0, out.stderr
+    [pod] = json.loads(out.stdout)["pods"]
+    ids = {a["id"] for a in pod["alerts"]}
+    assert pod["run"]["step"] == 6 and pod["run"]["last_step_age_s"] < 60
+    assert "no-progress" not in ids and "log:traceback" not in ids
+
+    bad = cli("status", "local", "root@127.0.0.1:1", "--run-dir", str(run), "--json", "--timeout", "10")
+    assert bad.returncode == 1
+    pods = {p["name"]: p for p in json.loads(bad.stdout)["pods"]}
+    assert pods["local"]["state"] == "online"
+    unreachable = pods["root@127.0.0.1:1"]
+    assert unreachable["state"] == "offline" and unreachable["reason"] and unreachable["alerts"] == []
+
+    missing = cli("status", "local", "--run-dir", str(tmp_path / "nope"), "--json")
+    assert missing.returncode == 0
+    assert "no such run dir" in json.loads(missing.stdout)["pods"][0]["run"]["note"]
+
+    none = cli("status")
+    assert none.returncode == 2 and "no pods" in none.stderr

@@ -1,0 +1,150 @@
+"""render_load: what drawing N pods x 8 GPUs at 1 Hz costs the headless app (fleet view or monitor pane).
+
+Every second each pod gets a new sample (8 GPUs, a training step line every third tick, a metrics
+record), run through the real HealthTracker and wrapped in a PodSnapshot with a 600-sample history,
+exactly as the monitor would hand it over, and fed through the App's own ``on_snapshot``. Pods are
+parked on a connection that never completes, so acquisition (SSH, probe) is not measured here:
+tests/benchmarks/monitor_load.py covers it.
+
+Measured per tick: refresh time = feeding the N snapshots -> the App handled them -> the next screen
+refresh finished; and the process CPU share, with the synthetic generation's own CPU taken out.
+
+    python tests/benchmarks/render_load.py                       # 64 pods, fleet view, 30 s
+    python tests/benchmarks/render_load.py --pods 64 --view monitor --seconds 20
+
+Target (issue 5): p95 < 50 ms per refresh, < 15 % of one core. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import resource
+import statistics
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from services.health import HealthTracker  # noqa: E402
+from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample  # noqa: E402
+from services.monitor import MonitorService  # noqa: E402
+from services.ssh import Connection  # noqa: E402
+
+GIB = 1024**3
+
+
+class _Parked(Connection):
+    async def connect(self) -> None:
+        await asyncio.Event().wait()
+
+    async def start_probe(self, args):  # pragma: no cover
+        raise AssertionError
+
+    async def close(self) -> None:
+        return None
+
+
+def cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else float("nan")
+
+
+class FakePod:
+    def __init__(self, pod: Pod, seed: int) -> None:
+        self.pod, self.rng = pod, random.Random(seed)
+        self.tracker = HealthTracker(price_per_hr=pod.price_per_hr, max_steps=1000)
+        self.history: deque[Sample] = deque(maxlen=600)
+        self.step, self.n = 0, 0
+        self.status = PodStatus(PodState.ONLINE, "via nvml", since=time.time())
+
+    def tick(self, now: float) -> PodSnapshot:
+        r, self.n = self.rng, self.n + 1
+        gpus = tuple(GpuSample(i, "NVIDIA H100 80GB HBM3", float(r.randint(85, 100)), int(r.uniform(55, 70) * GIB),
+                               80 * GIB, round(r.uniform(550, 690), 1), float(r.randint(60, 75))) for i in range(8))
+        log: tuple[str, ...] = ()
+        if self.n % 3 == 0:
+            self.step += 1
+            log = (f"trainer: 14:00:00 SUCCESS Step {self.step} |    3.0s | Loss {0.5 / (1 + self.step / 50):.4f} | "
+                   f"Entropy 0.4 | Mismatch KL 0.001 | Grad. Norm 0.2 | LR 3.00e-06 | Throughput "
+                   f"{r.randint(24000, 26000)} tokens/s | MFU 31.2% | Peak Mem. 41.3 GiB",)
+        host = HostSample(r.uniform(5, 30), 300 * GIB, 2000 * GIB, 400 * GIB, 1000 * GIB, 1048576)
+        sample = Sample(t=now, gpus=gpus, host=host, log=log, source="nvml")
+        self.history.append(sample)
+        alerts = self.tracker.observe(sample)
+        return PodSnapshot(pod=self.pod, status=self.status, history=tuple(self.history),
+                           samples_total=self.n, last_received=now, alerts=alerts, run=self.tracker.progress,
+                           log_tail=tuple(self.tracker.tail))
+
+
+async def run(n: int, seconds: float, view: str) -> dict:
+    from app.tui import PrimeTrainApp
+
+    pods = [Pod(name=f"pod{i:02d}", kind=PodKind.SSH, host=f"10.0.{i // 250}.{i % 250 + 1}", price_per_hr=23.92)
+            for i in range(n)]
+    fakes = [FakePod(p, i) for i, p in enumerate(pods)]
+    app = PrimeTrainApp(pods, monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p)))
+    app.animation_level = "none"
+    refresh_ms: list[float] = []
+    async with app.run_test(size=(180, 80)) as pilot:
+        await pilot.pause(0.5)
+        if view == "fleet":
+            await pilot.press("o")
+        for _ in range(5):  # warm-up: widgets mounted, histories filling
+            for f in fakes:
+                app.on_snapshot(f.tick(time.time()))
+            await pilot.pause(0.2)
+        gen_cpu = 0.0
+        c0, t0 = cpu(), time.monotonic()
+        next_tick = time.monotonic()
+        while time.monotonic() - t0 < seconds:
+            g0 = time.process_time()
+            now = time.time()
+            snaps = [f.tick(now) for f in fakes]
+            gen_cpu += time.process_time() - g0
+            done = asyncio.Event()
+            start = time.perf_counter()
+            for s in snaps:
+                app.on_snapshot(s)
+            app.call_later(lambda: app.call_after_refresh(done.set))  # after the PodUpdated messages queued
+            await done.wait()
+            refresh_ms.append(1000 * (time.perf_counter() - start))
+            next_tick += 1.0
+            await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
+        c1, t1 = cpu(), time.monotonic()
+    wall = t1 - t0
+    return {"pods": n, "view": view, "ticks": len(refresh_ms), "p50": statistics.median(refresh_ms),
+            "p95": pct(refresh_ms, 0.95), "max": max(refresh_ms), "cpu_pct": 100 * (c1 - c0) / wall,
+            "app_cpu_pct": 100 * (c1 - c0 - gen_cpu) / wall, "gen_cpu_pct": 100 * gen_cpu / wall}
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pods", default="64")
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--view", default="fleet,monitor", help="fleet and/or monitor (comma-separated)")
+    args = ap.parse_args()
+    print(f"render_load: 8 GPUs per pod, 1 Hz, {args.seconds:g} s per run; refresh = snapshots fed -> screen "
+          "refreshed; CPU = this process, 'app' excludes generating the synthetic samples (health rules included "
+          "in 'gen', as the monitor would run them)")
+    print("target: p95 < 50 ms, app < 15 % of one core")
+    print(f"{'view':<8} {'pods':>5} {'ticks':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'app %':>7} {'gen %':>7} "
+          f"{'total %':>8}")
+    for n in [int(x) for x in args.pods.split(",")]:
+        for view in [v for v in args.view.split(",") if v]:
+            r = await run(n, args.seconds, view)
+            print(f"{r['view']:<8} {r['pods']:>5} {r['ticks']:>6} {r['p50']:>8.1f} {r['p95']:>8.1f} {r['max']:>8.1f} "
+                  f"{r['app_cpu_pct']:>7.1f} {r['gen_cpu_pct']:>7.1f} {r['cpu_pct']:>8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,115 @@
+"""How alerts, run progress and log lines read on screen (shared by the monitor pane, the sidebar badge
+and the fleet view). Pure formatting: plain data in, strings / rich Text out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widgets import Static
+
+from services.health import default_patterns, match_line
+from services.models import Alert, RunProgress, Severity
+from widgets.format import NA, duration
+from widgets.trend import bar_cells
+
+SEVERITY_STYLE = {Severity.INFO: "cyan", Severity.WARNING: "yellow", Severity.CRITICAL: "bold red"}
+SEVERITY_ICON = {Severity.INFO: "i", Severity.WARNING: "!", Severity.CRITICAL: "‼"}
+TOAST_SEVERITY = {Severity.INFO: "information", Severity.WARNING: "warning", Severity.CRITICAL: "error"}
+
+
+def worst(alerts: Sequence[Alert]) -> Severity | None:
+    return max((a.severity for a in alerts), key=lambda s: s.rank, default=None)
+
+
+def badge_text(alerts: Sequence[Alert]) -> str:
+    """The sidebar badge: "‼ 2 alerts" ("" when none)."""
+    if not alerts:
+        return ""
+    sev = worst(alerts)
+    assert sev is not None
+    return f"{SEVERITY_ICON[sev]} {len(alerts)} alert{'s' if len(alerts) > 1 else ''}"
+
+
+def badge_class(alerts: Sequence[Alert]) -> str:
+    sev = worst(alerts)
+    return "" if sev is None else f"-{sev.value}"
+
+
+def alerts_text(alerts: Sequence[Alert]) -> Text:
+    text = Text()
+    for i, a in enumerate(alerts):
+        if i:
+            text.append("\n")
+        text.append(f"{SEVERITY_ICON[a.severity]} {a.title}: ", style=SEVERITY_STYLE[a.severity])
+        text.append(a.message)
+    return text
+
+
+def money(value: float | None) -> str:
+    return NA if value is None else f"${value:,.2f}"
+
+
+def run_line(run: RunProgress | None, pod_now: float | None) -> str:
+    """One line: step / max, loss, reward, tokens/s, MFU, steps/hr, ETA, $ so far / to finish."""
+    if run is None or run.step is None:
+        return ""
+    step = f"step {run.step}" + (f"/{run.max_steps}" if run.max_steps else "")
+    parts = [step]
+    if run.loss is not None:
+        parts.append(f"loss {run.loss:.4g}")
+    if run.reward is not None:
+        parts.append(f"reward {run.reward:.3g}")
+    if run.tokens_per_s is not None:
+        parts.append(f"{run.tokens_per_s:,.0f} tok/s")
+    if run.mfu is not None:
+        parts.append(f"MFU {run.mfu:.1f}%")
+    if run.steps_per_hr is not None:
+        parts.append(f"{run.steps_per_hr:,.0f} steps/hr")
+    parts.append("ETA " + (duration(run.eta_s) if run.eta_s is not None else NA))
+    if run.cost_so_far is not None:
+        parts.append(f"{money(run.cost_so_far)} spent, {money(run.cost_to_finish)} to go")
+    if run.finished:
+        parts.append("finished")
+    elif run.checkpointing:
+        parts.append("writing checkpoint")
+    elif run.last_step_at is not None and pod_now is not None:
+        parts.append(f"last step {duration(pod_now - run.last_step_at)} ago")
+    return "run: " + " · ".join(parts)
+
+
+def loss_trend(run: RunProgress | None, width: int = 12) -> str:
+    if run is None or not run.loss_history:
+        return ""
+    values = run.loss_history[-width:]
+    low, high = min(values), max(values)
+    if high <= low:
+        high = low + 1.0
+    return bar_cells(list(values), low, high, len(values))
+
+
+def log_tail_text(lines: Sequence[str], limit: int) -> Text:
+    """The last ``limit`` log lines; lines matching an error pattern are highlighted."""
+    patterns = default_patterns()
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for i, line in enumerate(lines[-limit:]):
+        if i:
+            text.append("\n")
+        hit = match_line(line, patterns)
+        text.append(line, style=SEVERITY_STYLE[hit.severity] if hit is not None else "")
+    return text
+
+
+class AlertList(Static):
+    """The pod's current alerts, worst first; re-rendered only when they change."""
+
+    DEFAULT_CSS = """
+    AlertList { height: auto; max-height: 10; margin: 1 0 0 0; }
+    """
+
+    def show_alerts(self, alerts: Sequence[Alert]) -> None:
+        if getattr(self, "_shown", None) == tuple(alerts):
+            return
+        self._shown = tuple(alerts)
+        self.update(alerts_text(alerts))
+        self.display = bool(alerts)
