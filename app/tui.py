@@ -34,6 +34,7 @@ from services.monitor import MonitorService, MonitorSettings
 from services.pods import parse_pod_spec
 from app.panes.bottleneck import BottleneckPane
 from widgets.alerts_view import TOAST_SEVERITY
+from app.panes.checkpoints import CheckpointsPane
 from app.panes.config import ConfigPane
 from widgets.monitor_pane import MonitorPane
 from widgets.placeholder import PlannedPane
@@ -111,7 +112,7 @@ class PrimeTrainApp(App[None]):
         self._prompted: set[tuple[str, str]] = set()  # (pod, fingerprint) host-key modals shown
         self._pods_file_lock = asyncio.Lock()
         self._main: tuple[PodList, MonitorPane, TabbedContent] | None = None
-        self._live: dict[str, MonitorPane | BottleneckPane] = {}
+        self._live: dict[str, MonitorPane | BottleneckPane | CheckpointsPane] = {}
         self._toasted: dict[str, frozenset[str]] = {}  # pod -> alert ids already toasted (while they last)
         self.alert_log: deque[tuple[str, Alert]] = deque(maxlen=500)  # (pod, alert) as they fired
 
@@ -132,6 +133,8 @@ class PrimeTrainApp(App[None]):
             return MonitorPane(id="monitor-pane")
         if pane == "bottleneck":
             return BottleneckPane(id="bottleneck-pane")
+        if pane == "checkpoints":
+            return CheckpointsPane(id="checkpoints-pane")
         return PlannedPane(pane)
 
     def on_mount(self) -> None:
@@ -235,7 +238,8 @@ class PrimeTrainApp(App[None]):
         if self._main is None:
             main = self.screen_stack[0]
             self._main = (main.query_one(PodList), main.query_one(MonitorPane), main.query_one(TabbedContent))
-            self._live = {"monitor": self._main[1], "bottleneck": main.query_one(BottleneckPane)}
+            self._live = {"monitor": self._main[1], "bottleneck": main.query_one(BottleneckPane),
+                          "checkpoints": main.query_one(CheckpointsPane)}
         return self._main
 
     def _main_widgets_ready(self) -> bool:
@@ -245,7 +249,7 @@ class PrimeTrainApp(App[None]):
     def selected(self) -> str | None:
         return self.pod_list.selected
 
-    def _live_pane(self) -> MonitorPane | BottleneckPane | None:
+    def _live_pane(self) -> MonitorPane | BottleneckPane | CheckpointsPane | None:
         """The visible pane that renders the selected pod (updates pause under a modal)."""
         if self.screen is not self.screen_stack[0] or not self._main_widgets_ready():
             return None

@@ -1,0 +1,60 @@
+"""``prime-train-tui restore POD [--step N]``: a verified backup from S3 back onto the pod.
+
+The pod downloads with presigned URLs, checks every file's sha256 against the manifest and only then
+renames the staging dir to ``checkpoints/step_N``. Default: the newest verified backup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+
+from app.commands._support import EXIT_OK, EXIT_USAGE, fail
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from app.commands.backup import add_store_options
+
+    p = sub.add_parser("restore", help="restore a verified checkpoint from S3 onto the pod",
+                       description="Restore a checkpoint from S3 onto the pod, verified against its manifest.")
+    add_store_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_restore(args))
+
+
+async def _restore(args: argparse.Namespace) -> int:
+    from app.commands.backup import Bar, open_pod, settings_from
+    from services.backup import restore_checkpoint
+    from services.errors import PodSpecError, PrimeTrainError, SettingsError
+
+    try:
+        settings = settings_from(args)
+        pod, conn, run_dir = open_pod(args)
+    except (SettingsError, PodSpecError) as exc:
+        return fail(str(exc), exc.hint, EXIT_USAGE)
+    except PrimeTrainError as exc:
+        return fail(str(exc), exc.hint)
+    bar = Bar(not args.json)
+    try:
+        await conn.connect()
+        manifest = await restore_checkpoint(conn, settings, run_dir, args.step, on_progress=bar)
+    except PrimeTrainError as exc:
+        bar.close()
+        return fail(str(exc), exc.hint)
+    finally:
+        await conn.close()
+    bar.close()
+    path = f"{run_dir.rstrip('/')}/checkpoints/step_{manifest.step}"
+    if args.json:
+        print(json.dumps({"pod": pod.name, "step": manifest.step, "path": path, "verified": True,
+                          "bytes": manifest.bytes, "files": len(manifest.files)}, indent=2))
+    else:
+        from services.units import fmt_bytes
+
+        print(f"step {manifest.step}: {fmt_bytes(manifest.bytes)} in {len(manifest.files)} files restored to "
+              f"{pod.name}:{path} · VERIFIED")
+    return EXIT_OK

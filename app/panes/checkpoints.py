@@ -1,0 +1,270 @@
+"""The Checkpoints pane: the selected pod's checkpoints, the bucket's backups, backup and restore.
+
+The App calls ``show(snapshot, now)`` for the selected pod (the probe's "ckpts" and disk figures) and
+``clear()`` when no pod is selected. The bucket is listed by a worker (services.backup.list_bucket)
+when the pod changes, after a transfer, on ``r``, and at most every ``BUCKET_REFRESH`` s.
+
+``b`` backs up the newest complete checkpoint not yet verified in the bucket, ``u`` restores the newest
+verified backup onto the pod; both ask first (ConfirmScreen) and run as workers that open their own
+connection to the pod (``connect``, default services.ssh.connect_pod). With ``auto_backup`` in the
+settings each new complete checkpoint is backed up without asking. Progress: bytes, MB/s, ETA.
+Posts :class:`CheckpointsPane.TransferFinished` when a backup/restore ends.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any, Callable
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Static
+
+from app.screens.confirm import ConfirmScreen
+from services.backup import TransferProgress, backup_checkpoint, list_bucket, restore_checkpoint
+from services.errors import PrimeTrainError
+from services.manifest import BucketCheckpoint
+from services.models import PodSnapshot
+from services.s3 import BackupSettings
+from widgets.checkpoints_view import CheckpointsModel, CheckpointsView, size
+
+BUCKET_REFRESH = 120.0
+
+
+def credential_source(env: dict[str, str] | None = None) -> str:
+    """Where boto3 will find credentials, masked: never the secret, at most 4 chars of the key id."""
+    env = os.environ if env is None else env
+    if env.get("AWS_ACCESS_KEY_ID"):
+        return f"credentials: environment ({env['AWS_ACCESS_KEY_ID'][:4]}…****)"
+    if env.get("AWS_PROFILE"):
+        return f"credentials: profile {env['AWS_PROFILE']}"
+    return "credentials: boto3 default chain"
+
+
+class CheckpointsPane(Widget, can_focus=True):
+    BINDINGS = [
+        Binding("b", "backup", "Back up", id="checkpoints.backup"),
+        Binding("u", "restore", "Restore", id="checkpoints.restore"),
+        Binding("r", "refresh_bucket", "Refresh bucket", id="checkpoints.refresh"),
+    ]
+
+    DEFAULT_CSS = """
+    CheckpointsPane { height: 1fr; }
+    CheckpointsPane #ck-empty { padding: 1 2; color: $text-muted; }
+    CheckpointsPane #ck-body { padding: 0 1; }
+    """
+
+    class TransferFinished(Message):
+        def __init__(self, action: str, pod: str, step: int | None, ok: bool, message: str) -> None:
+            super().__init__()
+            self.action, self.pod, self.step, self.ok, self.message = action, pod, step, ok, message
+
+    def __init__(self, settings: BackupSettings | None = None, *,
+                 connect: Callable[[Any], Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.last_message = ""
+        if settings is None:
+            settings = self.load_settings()
+        self.settings = settings
+        self._connect = connect
+        self.snapshot: PodSnapshot | None = None
+        self.bucket: dict[str, tuple[BucketCheckpoint, ...]] = {}  # pod name -> listing
+        self._bucket_at: dict[str, float] = {}
+        self._bucket_status: dict[str, str] = {}
+        self.transfer: TransferProgress | None = None
+        self._busy: str | None = None  # pod name of the running transfer
+        self._now = 0.0
+        self._auto_done: set[tuple[str, int]] = set()
+
+    def load_settings(self) -> BackupSettings:
+        """``[backup]`` of <config dir>/backup.toml + PRIME_TRAIN_TUI_BUCKET/_S3_ENDPOINT; defaults on error."""
+        from app.settings import config_dir
+        from services.s3 import load_backup_settings
+
+        try:
+            return load_backup_settings(config_dir() / "backup.toml")
+        except PrimeTrainError as exc:
+            self.last_message = f"backup settings: {exc}"
+            return BackupSettings()
+
+    def compose(self) -> ComposeResult:
+        yield Static("No pod selected.", id="ck-empty")
+        with VerticalScroll(id="ck-body"):
+            yield CheckpointsView(id="ck-view")
+
+    def on_mount(self) -> None:
+        self.query_one("#ck-body").display = False
+        self._ready = True
+        if self.snapshot is not None:
+            self.show(self.snapshot, self._now)
+
+    _ready = False
+
+    # ------------------------------------------------------------------ fed by the App
+    def clear(self) -> None:
+        self.snapshot = None
+        if self._ready:
+            self.query_one("#ck-empty").display = True
+            self.query_one("#ck-body").display = False
+
+    def show(self, snapshot: PodSnapshot, now: float) -> None:
+        self.snapshot, self._now = snapshot, now
+        if not self._ready:
+            return
+        self.query_one("#ck-empty").display = False
+        self.query_one("#ck-body").display = True
+        name = snapshot.pod.name
+        if self._run_dir() and self.settings.bucket and now - self._bucket_at.get(name, float("-inf")) > BUCKET_REFRESH:
+            self._bucket_at[name] = now
+            self.action_refresh_bucket()
+        self._maybe_auto_backup()
+        self._refresh_view()
+
+    def _run_dir(self) -> str | None:
+        return self.snapshot.pod.run_dir if self.snapshot else None
+
+    def _refresh_view(self) -> None:
+        snap = self.snapshot
+        if snap is None or not self._ready:
+            return
+        latest = snap.latest
+        name = snap.pod.name
+        s = self.settings
+        where = (f"s3://{s.bucket}/{s.prefix_for(self._run_dir() or 'run')}" if s.bucket
+                 else "(no bucket: set bucket in backup.toml or PRIME_TRAIN_TUI_BUCKET)")
+        title = (f"{snap.pod.label}" + (" · SIMULATED" if snap.pod.simulated else "")
+                 + f" · run {self._run_dir() or 'N/A (no run_dir)'} · {credential_source()}")
+        model = CheckpointsModel(
+            title=title, pod_ckpts=tuple(latest.ckpts) if latest else (), bucket=self.bucket.get(name),
+            bucket_status=self._bucket_status.get(name, where),
+            disk_used=latest.host.disk_used if latest else None, disk_total=latest.host.disk_total if latest else None,
+            now=latest.t if latest else 0.0, transfer=self.transfer if self._busy == name else None,
+            message=self.last_message)
+        self.query_one("#ck-view", CheckpointsView).show(model)
+
+    # ------------------------------------------------------------------ actions
+    def _target(self, action: str) -> tuple[Any, str] | None:
+        snap = self.snapshot
+        if snap is None:
+            self.notify("Select a pod first.", severity="warning")
+            return None
+        if not snap.pod.run_dir:
+            self.notify(f"{snap.pod.name} has no run_dir: set it in pods.toml.", severity="warning")
+            return None
+        if not self.settings.bucket:
+            self.notify("No bucket configured (backup.toml or PRIME_TRAIN_TUI_BUCKET).", severity="warning")
+            return None
+        if self._busy is not None:
+            self.notify(f"A transfer for {self._busy} is still running.", severity="warning")
+            return None
+        return snap.pod, snap.pod.run_dir
+
+    def backup_candidate(self) -> int | None:
+        """The newest complete checkpoint on the pod that is not verified in the bucket."""
+        snap = self.snapshot
+        if snap is None or snap.latest is None:
+            return None
+        verified = {c.step for c in self.bucket.get(snap.pod.name, ()) if c.verified}
+        steps = [c.step for c in snap.latest.ckpts if c.complete and c.step not in verified]
+        return max(steps) if steps else None
+
+    def action_backup(self) -> None:
+        target = self._target("backup")
+        if target is None:
+            return
+        step = self.backup_candidate()
+        if step is None:
+            self.notify("No complete checkpoint that is not already backed up.", severity="information")
+            return
+        ck = next(c for c in self.snapshot.latest.ckpts if c.step == step)  # type: ignore[union-attr]
+        question = (f"Back up step {step} ({size(ck.bytes)}) from {target[0].name} to "
+                    f"s3://{self.settings.bucket}/{self.settings.prefix_for(target[1])}? "
+                    "Storage and transfer may cost money.")
+        self.app.push_screen(ConfirmScreen(question, yes="Back up"),
+                             lambda ok: ok and self._start("backup", target[0], target[1], step))
+
+    def action_restore(self) -> None:
+        target = self._target("restore")
+        if target is None:
+            return
+        verified = [c.step for c in self.bucket.get(target[0].name, ()) if c.verified]
+        if not verified:
+            self.notify("No verified backup in the bucket for this run (press r to refresh).", severity="warning")
+            return
+        step = max(verified)
+        question = (f"Restore step {step} from the bucket onto {target[0].name}:{target[1]}/checkpoints? "
+                    "It is verified against its manifest before it appears.")
+        self.app.push_screen(ConfirmScreen(question, yes="Restore"),
+                             lambda ok: ok and self._start("restore", target[0], target[1], step))
+
+    def action_refresh_bucket(self) -> None:
+        snap = self.snapshot
+        if snap is None or not snap.pod.run_dir or not self.settings.bucket:
+            return
+        self.run_worker(self._list(snap.pod.name, snap.pod.run_dir), group="checkpoints-list", exclusive=True)
+
+    def _maybe_auto_backup(self) -> None:
+        snap = self.snapshot
+        if not self.settings.auto_backup or snap is None or self._busy or snap.pod.name not in self.bucket:
+            return
+        step = self.backup_candidate()
+        if step is not None and (snap.pod.name, step) not in self._auto_done and snap.pod.run_dir:
+            self._auto_done.add((snap.pod.name, step))
+            self._start("backup", snap.pod, snap.pod.run_dir, step)
+
+    def _start(self, action: str, pod: Any, run_dir: str, step: int) -> None:
+        self._busy = pod.name
+        self.transfer = TransferProgress(action, step, "connect", 0, 0, 0.0)
+        self.last_message = ""
+        self._refresh_view()
+        self.run_worker(self._transfer(action, pod, run_dir, step), group="checkpoints-transfer")
+
+    # ------------------------------------------------------------------ workers
+    async def _list(self, name: str, run_dir: str) -> None:
+        self._bucket_status[name] = "(listing…)"
+        self._refresh_view()
+        try:
+            self.bucket[name] = tuple(await list_bucket(self.settings, run_dir))
+            self._bucket_status.pop(name, None)
+        except PrimeTrainError as exc:
+            self._bucket_status[name] = f"(error: {exc})"
+        self._refresh_view()
+
+    def _progress(self, p: TransferProgress) -> None:
+        self.transfer = p
+        self._refresh_view()
+
+    async def _transfer(self, action: str, pod: Any, run_dir: str, step: int) -> None:
+        from services.ssh import connect_pod
+
+        conn = (self._connect or connect_pod)(pod)
+        ok, text = False, ""
+        try:
+            await conn.connect()
+            if action == "backup":
+                res = await backup_checkpoint(conn, self.settings, run_dir, step, on_progress=self._progress)
+                ok = res.verified
+                text = (f"step {step} backed up and verified ({res.uploaded_parts} parts sent, "
+                        f"{res.skipped_parts} already there)" if ok else f"step {step}: {res.problems[0]}")
+            else:
+                await restore_checkpoint(conn, self.settings, run_dir, step, on_progress=self._progress)
+                ok, text = True, f"step {step} restored onto {pod.name} and verified"
+        except PrimeTrainError as exc:
+            text = f"{action} of step {step} failed: {exc}" + (f" ({exc.hint})" if exc.hint else "")
+        finally:
+            await conn.close()
+            self._busy, self.transfer = None, None
+        self.last_message = text
+        self.notify(text, severity="information" if ok else "error")
+        self.post_message(self.TransferFinished(action, pod.name, step, ok, text))
+        await self._list(pod.name, run_dir)
+
+    def with_settings(self, settings: BackupSettings) -> None:
+        """New settings from the App (e.g. the bucket changed): re-list."""
+        self.settings = replace(settings)
+        self._bucket_at.clear()
+        self.bucket.clear()

@@ -1,0 +1,396 @@
+"""Checkpoints <-> S3: presigned multipart backup FROM the pod, verify, resume, restore, keep-last-N.
+
+The checkpoint bytes never pass through this process. The app (with the user's boto3 credentials)
+creates the multipart uploads and presigns one URL per part; ``services/backup_agent.py`` on the pod
+reads, optionally zstd-compresses, md5-checks and PUTs each part with urllib; the app completes the
+uploads, checks every object's size and ETag against the manifest, and only then writes
+``step_N/manifest.json`` (the "verified" mark). Resume asks the bucket (list_multipart_uploads +
+list_parts) which parts are already there with the expected md5, so no local state is needed.
+
+Restore sends presigned GET URLs; the agent downloads into a staging dir, checks every sha256 against
+the manifest and renames the staging dir to ``step_N`` only then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import json
+import secrets
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from services.manifest import BucketCheckpoint, FileEntry, Manifest, PodCheckpoint
+from services.s3 import S3, BackupError, BackupSettings, each_page, mask
+from services.ssh import DEFAULT_PROBE_DIR, Connection, SSHConnection
+
+AGENT_PATH = Path(__file__).with_name("backup_agent.py")
+
+
+@dataclass(frozen=True)
+class TransferProgress:
+    action: str  # "backup" | "restore"
+    step: int
+    phase: str  # "scan" | "upload" | "verify" | "download" | "done"
+    done: int  # bytes (of the original files)
+    total: int
+    elapsed: float
+
+    @property
+    def rate(self) -> float:
+        """Bytes per second so far (0 before the first part)."""
+        return self.done / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def eta(self) -> float | None:
+        return (self.total - self.done) / self.rate if self.rate > 0 and self.total >= self.done else None
+
+
+ProgressFn = Callable[[TransferProgress], None]
+
+
+@dataclass
+class BackupResult:
+    manifest: Manifest
+    verified: bool
+    uploaded_parts: int = 0
+    skipped_parts: int = 0  # already in the bucket (resume) with the expected md5
+    problems: list[str] = field(default_factory=list)
+    pruned: list[int] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ the agent on the pod
+class PodAgent:
+    """Installs ``backup_agent.py`` on the pod under its content hash and runs it."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.command = ""
+
+    async def install(self) -> str:
+        data = AGENT_PATH.read_bytes()
+        if not isinstance(self.conn, SSHConnection):  # this machine: run it where it is
+            self.command = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT_PATH))}"
+            return str(AGENT_PATH)
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        directory = (self.conn.pod.probe_dir or DEFAULT_PROBE_DIR).rstrip("/")
+        remote = f"{directory}/backup-agent-{digest}.py"
+        tmp = f"{remote}.{secrets.token_hex(4)}.tmp"
+        b64 = base64.b64encode(data).decode()
+        q = shlex.quote
+        rc, _, err = await self.conn.run(
+            f"test -f {q(remote)} || {{ mkdir -p {q(directory)} && printf %s {b64} | base64 -d > {q(tmp)}"
+            f" && mv -f {q(tmp)} {q(remote)}; }}", timeout=60)
+        if rc != 0:
+            raise BackupError(f"cannot install the backup agent on the pod: {err.strip()[-200:]}")
+        self.command = f"python3 {q(remote)}"
+        return remote
+
+    async def run_json(self, args: list[str], timeout: float = 3600) -> list[dict]:
+        rc, out, err = await self.conn.run(f"{self.command} {' '.join(map(shlex.quote, args))}", timeout=timeout)
+        events = _events(out)
+        _raise_errors(events, err if rc else "")
+        return events
+
+    async def stream(self, args: list[str], lines: list[str], on_event: Callable[[dict], None]) -> int:
+        """Run the agent with ``lines`` on stdin, calling ``on_event`` per stdout event as it comes."""
+        cmd = f"{self.command} {' '.join(map(shlex.quote, args))}"
+        if isinstance(self.conn, SSHConnection):
+            # TODO(ssh.py): a public Connection.exec_stream(); SSHConnection has only run()/start_probe().
+            proc = await self.conn._conn.create_process(cmd, encoding=None)  # noqa: SLF001
+            stdin, stdout = proc.stdin, proc.stdout
+        else:
+            proc = await asyncio.create_subprocess_exec("/bin/sh", "-c", cmd, stdin=asyncio.subprocess.PIPE,
+                                                        stdout=asyncio.subprocess.PIPE,
+                                                        stderr=asyncio.subprocess.DEVNULL, limit=1 << 22)
+            stdin, stdout = proc.stdin, proc.stdout
+
+        async def feed() -> None:
+            for line in lines:
+                stdin.write(line.encode() + b"\n")
+                await stdin.drain()
+            stdin.write_eof()
+
+        feeder = asyncio.ensure_future(feed())
+        try:
+            async for raw in stdout:
+                with contextlib.suppress(ValueError):
+                    on_event(json.loads(raw))
+            await feeder
+            if isinstance(self.conn, SSHConnection):
+                await proc.wait_closed()
+                return int(proc.exit_status or 0)
+            return await proc.wait()
+        finally:  # cancelled or failed: stop the agent, leave the finished parts for a resume
+            feeder.cancel()
+            with contextlib.suppress(Exception):
+                if isinstance(self.conn, SSHConnection):
+                    proc.terminate() if proc.exit_status is None else None
+                    proc.close()
+                elif proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+
+
+def _events(out: str) -> list[dict]:
+    res = []
+    for line in out.splitlines():
+        with contextlib.suppress(ValueError):
+            res.append(json.loads(line))
+    return res
+
+
+def _raise_errors(events: list[dict], stderr: str) -> None:
+    errors = [e["message"] for e in events if e.get("event") == "error"]
+    if errors:
+        raise BackupError(errors[0] + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""))
+    if stderr.strip():
+        raise BackupError(f"the backup agent failed on the pod: {mask(stderr.strip().splitlines()[-1])}")
+
+
+async def pod_checkpoints(conn: Connection, run_dir: str) -> tuple[list[PodCheckpoint], dict | None]:
+    agent = PodAgent(conn)
+    await agent.install()
+    events = await agent.run_json(["list", run_dir], timeout=120)
+    found = next((e for e in events if e.get("event") == "list"), {"ckpts": [], "disk": None})
+    return [PodCheckpoint(**c) for c in found["ckpts"]], found.get("disk")
+
+
+# ------------------------------------------------------------------ backup
+async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir: str, step: int,
+                            on_progress: ProgressFn | None = None) -> BackupResult:
+    s3 = S3(settings)
+    await s3.call("head_bucket", Bucket=s3.bucket)  # clear errors before touching the pod
+    started = time.monotonic()
+    report = on_progress or (lambda _p: None)
+    agent = PodAgent(conn)
+    await agent.install()
+    ckpt = f"{run_dir.rstrip('/')}/checkpoints/step_{step}"
+    report(TransferProgress("backup", step, "scan", 0, 0, time.monotonic() - started))
+    scan = await agent.run_json(["scan", ckpt, str(settings.part_size), str(settings.min_part),
+                                 "--compress", settings.compression, "--level", str(settings.level),
+                                 "--jobs", str(settings.jobs)])
+    files = next(e for e in scan if e.get("event") == "scan")["files"]
+    manifest = Manifest(step=step, run=Path(run_dir.rstrip("/")).name, files=tuple(map(FileEntry.from_dict, files)))
+    base = f"{settings.prefix_for(run_dir)}step_{step}/"
+    result = BackupResult(manifest=manifest, verified=False)
+    tasks: list[str] = []
+    uploads: dict[str, str] = {}
+    done_bytes = 0
+    for f in manifest.files:
+        key = base + f.key
+        head = await _head(s3, key)
+        if head is not None and _matches(head, f):
+            result.skipped_parts += len(f.parts)
+            done_bytes += f.size
+            continue
+        full = f"{ckpt}/{f.path}"
+        have: dict[int, str] = {}
+        if len(f.parts) > 1:
+            uploads[key], have = await _resume_or_create(s3, key)
+        for p in f.parts:
+            if have.get(p.n) == p.md5:
+                result.skipped_parts += 1
+                done_bytes += p.raw
+                continue
+            url = (s3.presign("upload_part", Key=key, UploadId=uploads[key], PartNumber=p.n) if key in uploads
+                   else s3.presign("put_object", Key=key))
+            tasks.append(json.dumps({"path": full, "n": p.n, "offset": p.offset, "raw": p.raw, "md5": p.md5,
+                                     "encoding": f.encoding, "level": f.level, "url": url, "key": key}))
+    total = manifest.bytes
+    errors: list[str] = []
+
+    def on_event(ev: dict) -> None:
+        nonlocal done_bytes
+        if ev.get("event") == "part":
+            result.uploaded_parts += 1
+            done_bytes += int(ev.get("bytes", 0))
+            report(TransferProgress("backup", step, "upload", done_bytes, total, time.monotonic() - started))
+        elif ev.get("event") == "error":
+            errors.append(mask(str(ev.get("message"))))
+
+    if tasks:
+        await agent.stream(["upload", "--jobs", str(settings.jobs), "--limit", str(settings.max_bandwidth)],
+                           tasks, on_event)
+    if errors:
+        raise BackupError(f"{len(errors)} part(s) failed to upload: {errors[0]}",
+                          hint="run the backup again: finished parts are not sent twice")
+    for f in manifest.files:
+        key = base + f.key
+        if key in uploads:
+            await s3.call("complete_multipart_upload", Bucket=s3.bucket, Key=key, UploadId=uploads[key],
+                          MultipartUpload={"Parts": [{"PartNumber": p.n, "ETag": f'"{p.md5}"'} for p in f.parts]})
+    report(TransferProgress("backup", step, "verify", done_bytes, total, time.monotonic() - started))
+    result.problems = await _check_objects(s3, base, manifest)
+    if not result.problems:
+        await s3.call("put_object", Bucket=s3.bucket, Key=base + "manifest.json", Body=manifest.to_json().encode(),
+                      ContentType="application/json")
+        result.verified = True
+        result.pruned = await prune_bucket(settings, run_dir, settings.keep_last)
+    report(TransferProgress("backup", step, "done", done_bytes, total, time.monotonic() - started))
+    return result
+
+
+async def _head(s3: S3, key: str) -> dict | None:
+    try:
+        return await s3.call("head_object", Bucket=s3.bucket, Key=key)
+    except BackupError as exc:
+        if "404" in str(exc) or "Not Found" in str(exc) or "NoSuchKey" in str(exc):
+            return None
+        raise
+
+
+def _matches(head: dict, f: FileEntry) -> bool:
+    return int(head.get("ContentLength", -1)) == f.stored_size and str(head.get("ETag", "")).strip('"') == f.etag
+
+
+async def _resume_or_create(s3: S3, key: str) -> tuple[str, dict[int, str]]:
+    """The newest unfinished multipart upload of ``key`` and its parts' md5s, or a new upload."""
+    listing = await s3.call("list_multipart_uploads", Bucket=s3.bucket, Prefix=key)
+    mine = sorted((u for u in listing.get("Uploads", []) or [] if u["Key"] == key),
+                  key=lambda u: u.get("Initiated") or 0)
+    if mine:
+        upload_id = mine[-1]["UploadId"]
+        parts = await each_page(s3, "list_parts", "Parts", Key=key, UploadId=upload_id)
+        return upload_id, {int(p["PartNumber"]): str(p["ETag"]).strip('"') for p in parts}
+    created = await s3.call("create_multipart_upload", Bucket=s3.bucket, Key=key)
+    return created["UploadId"], {}
+
+
+async def _check_objects(s3: S3, base: str, manifest: Manifest) -> list[str]:
+    problems = []
+    for f in manifest.files:
+        head = await _head(s3, base + f.key)
+        if head is None:
+            problems.append(f"{f.path}: missing from the bucket")
+        elif not _matches(head, f):
+            problems.append(f"{f.path}: bucket object differs from the manifest "
+                            f"({head.get('ContentLength')} bytes, ETag {str(head.get('ETag')).strip(chr(34))}; "
+                            f"expected {f.stored_size} bytes, ETag {f.etag})")
+    return problems
+
+
+# ------------------------------------------------------------------ bucket listing, verify, prune
+async def read_manifest(s3: S3, base: str) -> Manifest | None:
+    try:
+        obj = await s3.call("get_object", Bucket=s3.bucket, Key=base + "manifest.json")
+    except BackupError as exc:
+        if "NoSuchKey" in str(exc) or "404" in str(exc):
+            return None
+        raise
+    return Manifest.from_json(await asyncio.to_thread(obj["Body"].read))
+
+
+async def verify_backup(settings: BackupSettings, run_dir: str, step: int) -> BucketCheckpoint:
+    s3 = S3(settings)
+    base = f"{settings.prefix_for(run_dir)}step_{step}/"
+    manifest = await read_manifest(s3, base)
+    if manifest is None:
+        return BucketCheckpoint(step, 0, 0, False, ("no manifest: the backup never finished",))
+    problems = await _check_objects(s3, base, manifest)
+    return BucketCheckpoint(step, manifest.bytes, manifest.stored_bytes, not problems, tuple(problems),
+                            manifest.created)
+
+
+async def list_bucket(settings: BackupSettings, run_dir: str) -> list[BucketCheckpoint]:
+    """Every step under the run's prefix, each verified against its manifest (one HEAD per file)."""
+    s3 = S3(settings)
+    prefix = settings.prefix_for(run_dir)
+    objects = await each_page(s3, "list_objects_v2", "Contents", Prefix=prefix)
+    sizes: dict[int, int] = {}
+    for o in objects:
+        step = _step_of(o["Key"], prefix)
+        if step is not None:
+            sizes[step] = sizes.get(step, 0) + int(o["Size"])
+    out = []
+    for step in sorted(sizes):
+        checked = await verify_backup(settings, run_dir, step)
+        out.append(checked if checked.bytes else BucketCheckpoint(step, 0, sizes[step], False, checked.problems))
+    return out
+
+
+async def verified_steps(settings: BackupSettings, run_dir: str) -> set[int]:
+    """For cleanup: the steps whose backup is verified now (delete nothing else on the pod)."""
+    return {c.step for c in await list_bucket(settings, run_dir) if c.verified}
+
+
+def _step_of(key: str, prefix: str) -> int | None:
+    head = key[len(prefix):].split("/", 1)[0]
+    return int(head[5:]) if head.startswith("step_") and head[5:].isdigit() else None
+
+
+async def prune_bucket(settings: BackupSettings, run_dir: str, keep_last: int) -> list[int]:
+    """Keep the newest ``keep_last`` verified steps; delete older steps (verified or partial). Steps
+    newer than the oldest kept one are never touched (a backup may be in progress)."""
+    if keep_last <= 0:
+        return []
+    s3 = S3(settings)
+    prefix = settings.prefix_for(run_dir)
+    steps = await list_bucket(settings, run_dir)
+    kept = sorted((c.step for c in steps if c.verified), reverse=True)[:keep_last]
+    if len(kept) < keep_last:
+        return []
+    floor = min(kept)
+    doomed = sorted(c.step for c in steps if c.step < floor)
+    for step in doomed:
+        base = f"{prefix}step_{step}/"
+        for o in await each_page(s3, "list_objects_v2", "Contents", Prefix=base):
+            await s3.call("delete_object", Bucket=s3.bucket, Key=o["Key"])
+        listing = await s3.call("list_multipart_uploads", Bucket=s3.bucket, Prefix=base)
+        for u in listing.get("Uploads", []) or []:
+            await s3.call("abort_multipart_upload", Bucket=s3.bucket, Key=u["Key"], UploadId=u["UploadId"])
+    return doomed
+
+
+# ------------------------------------------------------------------ restore
+async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir: str, step: int | None = None,
+                             on_progress: ProgressFn | None = None) -> Manifest:
+    s3 = S3(settings)
+    report = on_progress or (lambda _p: None)
+    started = time.monotonic()
+    if step is None:
+        verified = [c.step for c in await list_bucket(settings, run_dir) if c.verified]
+        if not verified:
+            raise BackupError(f"no verified backup under s3://{s3.bucket}/{settings.prefix_for(run_dir)}")
+        step = max(verified)
+    base = f"{settings.prefix_for(run_dir)}step_{step}/"
+    manifest = await read_manifest(s3, base)
+    if manifest is None:
+        raise BackupError(f"step {step} has no verified backup (no manifest) in s3://{s3.bucket}/{base}")
+    problems = await _check_objects(s3, base, manifest)
+    if problems:
+        raise BackupError(f"the backup of step {step} does not match its manifest: {problems[0]}")
+    agent = PodAgent(conn)
+    await agent.install()
+    root = f"{run_dir.rstrip('/')}/checkpoints"
+    plan = {"dest": f"{root}/.step_{step}.restoring-{secrets.token_hex(4)}", "final": f"{root}/step_{step}",
+            "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "encoding": f.encoding,
+                       "url": s3.presign("get_object", Key=base + f.key),
+                       "parts": [p.__dict__ for p in f.parts]} for f in manifest.files]}
+    done, errors = 0, []
+
+    def on_event(ev: dict) -> None:
+        nonlocal done
+        if ev.get("event") == "part":
+            done += int(ev.get("bytes", 0))
+            report(TransferProgress("restore", step, "download", done, manifest.bytes, time.monotonic() - started))
+        elif ev.get("event") == "error":
+            errors.append(mask(str(ev.get("message"))))
+
+    rc = await agent.stream(["download", "--jobs", str(settings.jobs)], [json.dumps(plan)], on_event)
+    if errors or rc != 0:
+        raise BackupError(f"restore of step {step} failed: {errors[0] if errors else f'agent exit {rc}'}",
+                          hint="nothing was marked complete on the pod; run the restore again")
+    report(TransferProgress("restore", step, "done", manifest.bytes, manifest.bytes, time.monotonic() - started))
+    return manifest
+
+
+__all__ = ["BackupError", "BackupResult", "BackupSettings", "TransferProgress", "backup_checkpoint",
+           "list_bucket", "pod_checkpoints", "prune_bucket", "restore_checkpoint", "verify_backup",
+           "verified_steps"]

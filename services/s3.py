@@ -1,0 +1,192 @@
+"""S3 (or any S3-compatible store) for checkpoint backups: settings, the client, errors for users.
+
+boto3 is imported lazily (it costs ~300 ms). Credentials come only from boto3's normal chain
+(environment, profiles, instance roles); nothing here writes, logs or forwards them: the pod gets
+presigned URLs only.
+
+Flexible checksums: botocore >= 1.36 adds a CRC32 checksum to every upload by default, which MinIO
+(before 2025-01), R2 and others reject. Our client sets ``request_checksum_calculation`` and
+``response_checksum_validation`` to ``when_required`` unless the settings say otherwise, so the
+presigned part URLs carry no checksum parameters the pod's plain PUT could not satisfy. Integrity comes
+from our own manifest (sha256 per file, md5 per part checked against the ETags).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from services.errors import PrimeTrainError
+
+MIB = 1024 * 1024
+MIN_PART = 5 * MIB  # S3: every part but the last >= 5 MiB, <= 5 GiB, <= 10,000 parts
+MAX_PART = 5 * 1024 * MIB
+MAX_PARTS = 10_000
+DEFAULT_PART = 64 * MIB
+
+
+class BackupError(PrimeTrainError):
+    """A backup or restore could not be done (store unreachable, refused, checksum mismatch, ...)."""
+
+
+@dataclass(frozen=True)
+class BackupSettings:
+    bucket: str = ""
+    prefix: str = ""  # default prime-train/<run name>/
+    endpoint: str | None = None  # None: boto3 decides (AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3 / AWS)
+    region: str | None = None
+    compression: str = "none"  # "zstd" | "none"
+    level: int = 1
+    auto_backup: bool = False
+    keep_last: int = 3  # in the bucket, separate from the pod's keep_last
+    checksums: str = "when_required"  # or "when_supported" (boto3's default since 1.36)
+    part_size: int = DEFAULT_PART  # preferred; grows for huge files to stay <= 10,000 parts
+    min_part: int = MIN_PART  # tests against moto lower it together with S3_UPLOAD_PART_MIN_SIZE
+    jobs: int = 8  # parallel part uploads on the pod
+    max_bandwidth: int = 0  # bytes/s for uploads from the pod, 0 = unlimited
+    url_expiry: int = 6 * 3600
+
+    def with_overrides(self, **kw: Any) -> "BackupSettings":
+        return replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+    def prefix_for(self, run_dir: str) -> str:
+        prefix = self.prefix or f"prime-train/{Path(run_dir.rstrip('/')).name or 'run'}/"
+        return prefix if prefix.endswith("/") else prefix + "/"
+
+
+def load_backup_settings(path: Path | None, env: dict[str, str] | None = None) -> BackupSettings:
+    """``[backup]`` of a TOML file (missing file: defaults), then PRIME_TRAIN_TUI_BUCKET /
+    PRIME_TRAIN_TUI_S3_ENDPOINT from the environment. Credentials are never read from files by us."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    env = os.environ if env is None else env
+    table: dict[str, Any] = {}
+    if path is not None and path.is_file():
+        try:
+            table = tomllib.loads(path.read_text(encoding="utf-8")).get("backup", {})
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise BackupError(f"cannot read {path}: {exc}") from None
+    known = set(BackupSettings.__dataclass_fields__)
+    bad = sorted(k for k in table if k not in known)
+    if bad or any(k in table for k in ("aws_access_key_id", "aws_secret_access_key")):
+        raise BackupError(f"{path}: unknown [backup] keys {', '.join(bad)}",
+                          hint="credentials belong in the environment or ~/.aws, never in our settings")
+    settings = BackupSettings(**table)
+    return settings.with_overrides(bucket=env.get("PRIME_TRAIN_TUI_BUCKET") or None,
+                                   endpoint=env.get("PRIME_TRAIN_TUI_S3_ENDPOINT") or None)
+
+
+def part_size_for(size: int, preferred: int = DEFAULT_PART, minimum: int = MIN_PART, jobs: int = 8) -> int:
+    """The part size for a file (the agent on the pod applies the same rule): the preferred one, halved
+    while the file would give fewer than 2 parts per upload thread, doubled until it fits 10,000 parts."""
+    part = max(preferred, minimum)
+    while part // 2 >= minimum and size < part * 2 * jobs:
+        part //= 2
+    while size > part * MAX_PARTS:
+        part *= 2
+    return min(part, MAX_PART)
+
+
+def multipart_etag(part_md5s: list[str]) -> str:
+    """The ETag S3 gives a multipart object: md5 of the parts' binary md5s, '-', part count."""
+    if len(part_md5s) == 1:
+        return part_md5s[0]
+    digest = hashlib.md5(b"".join(bytes.fromhex(m) for m in part_md5s)).hexdigest()
+    return f"{digest}-{len(part_md5s)}"
+
+
+def mask(text: str) -> str:
+    """Hide anything that looks like a credential or a signature (for logs and the screen)."""
+    text = re.sub(r"(X-Amz-(Signature|Credential|Security-Token)=)[^&\s]+", r"\1***", text)
+    text = re.sub(r"\b(AKIA|ASIA)[A-Z0-9]{12,}\b", "***", text)
+    return re.sub(r"(?i)(secret[^=:\s]*\s*[=:]\s*)\S+", r"\1***", text)
+
+
+class S3:
+    """A thin async wrapper over one boto3 client: every call runs in a thread and raises BackupError."""
+
+    def __init__(self, settings: BackupSettings) -> None:
+        if not settings.bucket:
+            raise BackupError("no bucket configured",
+                              hint="pass --bucket, set PRIME_TRAIN_TUI_BUCKET, or bucket in backup.toml")
+        self.settings = settings
+        self.bucket = settings.bucket
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            s = self.settings
+            cfg = Config(signature_version="s3v4", request_checksum_calculation=s.checksums,
+                         response_checksum_validation=s.checksums, connect_timeout=5, read_timeout=60,
+                         retries={"max_attempts": 3, "mode": "standard"})
+            self._client = boto3.session.Session().client("s3", endpoint_url=s.endpoint or None,
+                                                          region_name=s.region or None, config=cfg)
+        return self._client
+
+    async def call(self, name: str, **kw: Any) -> Any:
+        return await asyncio.to_thread(self._sync, name, kw)
+
+    def _sync(self, name: str, kw: dict[str, Any]) -> Any:
+        try:
+            return getattr(self.client, name)(**kw)
+        except Exception as exc:  # botocore's hierarchy is only importable lazily
+            raise self._explain(exc, name) from None
+
+    def presign(self, op: str, **params: Any) -> str:
+        return self.client.generate_presigned_url(op, Params={"Bucket": self.bucket, **params},
+                                                  ExpiresIn=self.settings.url_expiry)
+
+    def _explain(self, exc: Exception, op: str) -> BackupError:
+        from botocore import exceptions as bx
+
+        where = self.settings.endpoint or "AWS S3"
+        if isinstance(exc, bx.NoCredentialsError):
+            return BackupError("no S3 credentials found",
+                               hint="set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE (boto3's chain)")
+        if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ConnectionClosedError)):
+            return BackupError(f"cannot reach the S3 endpoint {where}",
+                               hint="check the endpoint setting / AWS_ENDPOINT_URL and the network")
+        if isinstance(exc, bx.ClientError):
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("NoSuchBucket",) or (code == "404" and op == "head_bucket"):
+                return BackupError(f"bucket {self.bucket!r} does not exist at {where}",
+                                   hint="create it first, or fix --bucket")
+            if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403",
+                        "InvalidToken", "ExpiredToken"):
+                return BackupError(f"the S3 store refused our credentials ({code}) for bucket {self.bucket!r}",
+                                   hint="check the access key, secret and region in boto3's chain")
+            if code in ("MissingContentMD5", "XAmzContentSHA256Mismatch", "InvalidRequest") and \
+                    self.settings.checksums != "when_required":
+                return BackupError(f"the store rejected boto3's default checksums ({code})",
+                                   hint="set checksums = \"when_required\" in backup.toml")
+            return BackupError(f"S3 {op} failed: {code or status} {mask(str(exc))}")
+        if isinstance(exc, bx.BotoCoreError):
+            return BackupError(f"S3 {op} failed: {mask(str(exc))}")
+        return BackupError(f"S3 {op} failed: {type(exc).__name__}: {mask(str(exc))}")
+
+
+async def each_page(s3: S3, op: str, key: str, **kw: Any) -> list[Any]:
+    """All items of a paginated listing (list_objects_v2 -> 'Contents', ...)."""
+    out: list[Any] = []
+    token_in, token_out = {"list_objects_v2": ("ContinuationToken", "NextContinuationToken"),
+                           "list_parts": ("PartNumberMarker", "NextPartNumberMarker")}[op]
+    token: Any = None
+    while True:
+        page = await s3.call(op, Bucket=s3.bucket, **kw, **({token_in: token} if token else {}))
+        out.extend(page.get(key, []) or [])
+        token = page.get(token_out)
+        if not page.get("IsTruncated") or not token:
+            return out
+
