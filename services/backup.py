@@ -100,42 +100,23 @@ class PodAgent:
 
     async def stream(self, args: list[str], lines: list[str], on_event: Callable[[dict], None]) -> int:
         """Run the agent with ``lines`` on stdin, calling ``on_event`` per stdout event as it comes."""
-        cmd = f"{self.command} {' '.join(map(shlex.quote, args))}"
-        if isinstance(self.conn, SSHConnection):
-            # TODO(ssh.py): a public Connection.exec_stream(); SSHConnection has only run()/start_probe().
-            proc = await self.conn._conn.create_process(cmd, encoding=None)  # noqa: SLF001
-            stdin, stdout = proc.stdin, proc.stdout
-        else:
-            proc = await asyncio.create_subprocess_exec("/bin/sh", "-c", cmd, stdin=asyncio.subprocess.PIPE,
-                                                        stdout=asyncio.subprocess.PIPE,
-                                                        stderr=asyncio.subprocess.DEVNULL, limit=1 << 22)
-            stdin, stdout = proc.stdin, proc.stdout
+        proc = await self.conn.start(f"{self.command} {' '.join(map(shlex.quote, args))}")
 
         async def feed() -> None:
             for line in lines:
-                stdin.write(line.encode() + b"\n")
-                await stdin.drain()
-            stdin.write_eof()
+                await proc.write(line.encode() + b"\n")
+            proc.write_eof()
 
         feeder = asyncio.ensure_future(feed())
         try:
-            async for raw in stdout:
+            async for raw in proc:
                 with contextlib.suppress(ValueError):
                     on_event(json.loads(raw))
             await feeder
-            if isinstance(self.conn, SSHConnection):
-                await proc.wait_closed()
-                return int(proc.exit_status or 0)
             return await proc.wait()
         finally:  # cancelled or failed: stop the agent, leave the finished parts for a resume
             feeder.cancel()
-            with contextlib.suppress(Exception):
-                if isinstance(self.conn, SSHConnection):
-                    proc.terminate() if proc.exit_status is None else None
-                    proc.close()
-                elif proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
+            await proc.kill()
 
 
 def _events(out: str) -> list[dict]:

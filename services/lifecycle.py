@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import secrets as _secrets
 import shlex
 import sys
 import time
@@ -88,68 +87,24 @@ class PodShell:
         self._home: str | None = None
         self.python = sys.executable if self.local else "python3"
 
-    # One asyncssh exec per call (~130 ms); input goes over the channel's stdin.
+    # One exec per call (~130 ms over SSH); input goes over the command's stdin, never to a file.
     async def exec(self, argv: list[str], input: bytes | None = None, timeout: float = 60.0) -> tuple[int, str, str]:
-        if self.local:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=str(Path.home()))
-            try:
-                out, err = await asyncio.wait_for(proc.communicate(input), timeout)
-            except asyncio.TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-                raise LifecycleError(f"the pod did not answer within {timeout:g} s") from None
-            return int(proc.returncode or 0), out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-        raw = getattr(self.conn, "_conn", None)  # asyncssh connection (ssh.py has no stdin-taking run)
-        if raw is None:
-            raise LifecycleError("not connected to the pod")
-        import asyncssh
-
-        cmd = " ".join(shlex.quote(a) for a in argv)
         try:
-            result = await asyncio.wait_for(
-                raw.run(cmd, input=input, encoding=None, check=False), timeout)
+            return await self.conn.run(shlex.join(argv), timeout, input=input)
         except asyncio.TimeoutError:
             raise LifecycleError(f"the pod did not answer within {timeout:g} s") from None
-        except (OSError, asyncssh.Error) as exc:
-            raise LifecycleError(f"connection lost: {exc}") from None
-        out = result.stdout or b""
-        err = result.stderr or b""
-        return (int(result.exit_status or 0), out.decode("utf-8", "replace") if isinstance(out, bytes) else out,
-                err.decode("utf-8", "replace") if isinstance(err, bytes) else err)
+        except PrimeTrainError as exc:
+            raise LifecycleError(str(exc)) from None
 
     async def put(self, data: bytes, remote: str, mode: int = 0o644) -> None:
         """Write a file on the pod atomically (temp + rename)."""
-        if self.local:
-            path = self.abspath(remote)
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            tmp = f"{path}.{_secrets.token_hex(4)}.tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-            return
-        import asyncssh
-
-        directory = remote.rsplit("/", 1)[0] if "/" in remote else "."
-        tmp = f"{remote}.{_secrets.token_hex(4)}.tmp"
         try:
-            async with self.conn._conn.start_sftp_client() as sftp:
-                await sftp.makedirs(directory, exist_ok=True)
-                async with sftp.open(tmp, "wb") as fh:
-                    await fh.write(data)
-                await sftp.chmod(tmp, mode)
-                await sftp.posix_rename(tmp, remote)
-        except (OSError, asyncssh.Error) as exc:
+            await self.conn.put_file(data, remote, mode)
+        except PrimeTrainError as exc:
             raise LifecycleError(f"cannot upload {remote}: {exc}") from None
 
     async def exists(self, remote: str) -> bool:
-        if self.local:
-            return os.path.exists(self.abspath(remote))
-        async with self.conn._conn.start_sftp_client() as sftp:
-            return bool(await sftp.exists(remote))
+        return await self.conn.exists(remote)
 
     def abspath(self, path: str) -> str:
         path = os.path.expanduser(path) if self.local else path

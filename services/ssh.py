@@ -1,4 +1,4 @@
-"""Connections to pods: SSH (asyncssh) and this machine (subprocess), behind one interface.
+"""Connections to pods over SSH (asyncssh): host-key trust, the probe channel, commands, files.
 
 The probe (``services/probe.py``) is the only thing that runs on the pod for monitoring. Over SSH it
 is uploaded once per content hash by SFTP and started with ``exec python3 -u`` on ONE long-lived
@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import secrets
 import shlex
-import sys
-from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,17 +30,16 @@ from services.errors import (
     HostKeyUnknown,
     ProbeError,
 )
+from services.connection import (  # noqa: F401  (re-exported: callers import them from here)
+    DEFAULT_PROBE_DIR,
+    PROBE_PATH,
+    Connection,
+    ProbeStream,
+    RemoteProcess,
+    probe_source,
+)
+from services.local import LocalConnection
 from services.models import Pod, PodKind
-
-PROBE_PATH = Path(__file__).with_name("probe.py")
-DEFAULT_PROBE_DIR = ".cache/prime-train-tui"
-
-
-def probe_source() -> tuple[bytes, str]:
-    """The probe's bytes and their short content hash (names the uploaded file)."""
-    data = PROBE_PATH.read_bytes()
-    return data, hashlib.sha256(data).hexdigest()[:16]
-
 
 @dataclass(frozen=True)
 class SSHOptions:
@@ -52,146 +48,6 @@ class SSHOptions:
     connect_timeout: float = 20.0
     login_timeout: float = 30.0
 
-
-class ProbeStream(ABC):
-    """Lines from a running probe. ``readline`` returns b"" at end of stream."""
-
-    bytes_read: int = 0
-
-    @abstractmethod
-    async def readline(self) -> bytes: ...
-
-    @abstractmethod
-    def stderr_tail(self) -> str:
-        """The last lines the probe wrote to stderr (why it died), for the pod's reason."""
-
-    @abstractmethod
-    async def close(self) -> None:
-        """Close the probe's stdin (it exits by itself) and release the channel/process."""
-
-
-class Connection(ABC):
-    def __init__(self, pod: Pod) -> None:
-        self.pod = pod
-
-    @abstractmethod
-    async def connect(self) -> None:
-        """Raises ConnectError (or AuthError, HostKeyUnknown, HostKeyChanged)."""
-
-    @abstractmethod
-    async def start_probe(self, args: list[str]) -> ProbeStream: ...
-
-    @abstractmethod
-    async def close(self) -> None: ...
-
-    async def run(self, command: str, timeout: float = 30.0) -> tuple[int, str, str]:
-        """Run one short shell command on the pod: (exit status, stdout, stderr). Not for sampling."""
-        raise NotImplementedError(f"{type(self).__name__} cannot run commands")
-
-    async def __aenter__(self) -> "Connection":
-        await self.connect()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-
-# ---------------------------------------------------------------- local subprocess
-
-
-class _ProcessStream(ProbeStream):
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self._proc = proc
-        self._stderr: deque[str] = deque(maxlen=20)
-        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
-
-    async def _drain_stderr(self) -> None:
-        assert self._proc.stderr is not None
-        async for raw in self._proc.stderr:
-            self._stderr.append(raw.decode("utf-8", "replace").rstrip())
-
-    async def readline(self) -> bytes:
-        assert self._proc.stdout is not None
-        line = await self._proc.stdout.readline()
-        self.bytes_read += len(line)
-        return line
-
-    def stderr_tail(self) -> str:
-        return "\n".join(self._stderr)
-
-    async def close(self) -> None:
-        proc = self._proc
-        if proc.stdin is not None and not proc.stdin.is_closing():
-            proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 3.0)
-        except asyncio.TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-        self._stderr_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._stderr_task
-
-
-class LocalConnection(Connection):
-    """This machine: the same probe as a subprocess of this interpreter."""
-
-    def __init__(self, pod: Pod, *, env: dict[str, str] | None = None,
-                 extra_args: list[str] | None = None, probe_path: Path = PROBE_PATH) -> None:
-        super().__init__(pod)
-        self._probe_path = probe_path
-        self._env = env
-        self._extra_args = extra_args or []
-        self._streams: list[_ProcessStream] = []
-
-    async def connect(self) -> None:
-        if not self._probe_path.is_file():
-            raise ConnectError(f"probe missing from the installation: {self._probe_path}")
-
-    async def start_probe(self, args: list[str]) -> ProbeStream:
-        env = dict(os.environ)
-        if self._env:
-            env.update(self._env)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-u", str(self._probe_path), *args, *self._extra_args,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=env,
-                limit=4 * 1024 * 1024,
-            )
-        except OSError as exc:
-            raise ProbeError(f"cannot start the probe: {exc}") from None
-        stream = _ProcessStream(proc)
-        self._streams.append(stream)
-        return stream
-
-    async def run(self, command: str, timeout: float = 30.0) -> tuple[int, str, str]:
-        """Run one short command with ``sh -c`` here (same contract as SSHConnection.run)."""
-        env = dict(os.environ)
-        if self._env:
-            env.update(self._env)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", command, stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
-        except OSError as exc:
-            raise ConnectError(f"cannot run a command: {exc}") from None
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout)
-        except asyncio.TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise
-        return int(proc.returncode or 0), out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-
-    async def close(self) -> None:
-        streams, self._streams = self._streams, []
-        for stream in streams:
-            await stream.close()
 
 
 # ---------------------------------------------------------------- SSH
@@ -365,31 +221,75 @@ class SSHConnection(Connection):
         data, digest = probe_source()
         directory = (self.pod.probe_dir or DEFAULT_PROBE_DIR).rstrip("/")
         remote = f"{directory}/probe-{digest}.py"
-        asyncssh = _asyncssh()
         try:
-            async with self._conn.start_sftp_client() as sftp:
-                if await sftp.exists(remote):
-                    return remote
-                await sftp.makedirs(directory, exist_ok=True)
-                tmp = f"{remote}.{os.getpid()}-{secrets.token_hex(4)}.tmp"  # many pods, one client
-                async with sftp.open(tmp, "wb") as fh:
-                    await fh.write(data)
-                with contextlib.suppress(asyncssh.SFTPError):
-                    await sftp.remove(remote)
-                await sftp.rename(tmp, remote)
-        except (OSError, asyncssh.Error) as exc:
-            raise ProbeError(f"cannot upload the probe to {remote}: {_describe(exc)}") from None
+            if await self.exists(remote):
+                return remote
+            await self.put_file(data, remote)
+        except ConnectError as exc:
+            raise ProbeError(f"cannot upload the probe to {remote}: {exc}") from None
         self.uploads += 1
         return remote
 
     uploads = 0  # how many times this connection uploaded the probe (tests check the hash cache)
 
-    async def run(self, command: str, timeout: float = 30.0) -> tuple[int, str, str]:
+    async def run(self, command: str, timeout: float = 30.0,
+                  input: bytes | None = None) -> tuple[int, str, str]:
         """Run one short command (not for sampling: that is what the probe channel is for)."""
+        asyncssh = _asyncssh()
+        conn = self._connected()
+        try:
+            result = await asyncio.wait_for(
+                conn.run(command, input=input, check=False, encoding=None), timeout)
+        except (OSError, asyncssh.Error) as exc:
+            raise ConnectError(f"connection lost: {_describe(exc)}") from None
+        return (int(result.exit_status or 0), _text(result.stdout), _text(result.stderr))
+
+    async def start(self, command: str) -> RemoteProcess:
+        asyncssh = _asyncssh()
+        try:
+            proc = await self._connected().create_process(command, encoding=None)
+        except (OSError, asyncssh.Error) as exc:
+            raise ConnectError(f"cannot start a command on the pod: {_describe(exc)}") from None
+
+        async def wait() -> int:
+            await proc.wait_closed()
+            return int(proc.exit_status or 0)
+
+        async def kill() -> None:
+            if proc.exit_status is None:
+                proc.terminate()
+            proc.close()
+
+        return RemoteProcess(proc.stdin, proc.stdout, wait, kill)
+
+    async def put_file(self, data: bytes, remote: str, mode: int = 0o644) -> None:
+        asyncssh = _asyncssh()
+        directory = remote.rsplit("/", 1)[0] if "/" in remote else "."
+        tmp = f"{remote}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+        try:
+            async with self._connected().start_sftp_client() as sftp:
+                await sftp.makedirs(directory, exist_ok=True)
+                async with sftp.open(tmp, "wb") as fh:
+                    await fh.write(data)
+                await sftp.chmod(tmp, mode)
+                with contextlib.suppress(asyncssh.SFTPError):
+                    await sftp.remove(remote)
+                await sftp.rename(tmp, remote)
+        except (OSError, asyncssh.Error) as exc:
+            raise ConnectError(f"cannot write {remote} on the pod: {_describe(exc)}") from None
+
+    async def exists(self, remote: str) -> bool:
+        asyncssh = _asyncssh()
+        try:
+            async with self._connected().start_sftp_client() as sftp:
+                return bool(await sftp.exists(remote))
+        except (OSError, asyncssh.Error) as exc:
+            raise ConnectError(f"connection lost: {_describe(exc)}") from None
+
+    def _connected(self) -> Any:
         if self._conn is None:
             raise ConnectError("not connected")
-        result = await asyncio.wait_for(self._conn.run(command, check=False), timeout)
-        return int(result.exit_status or 0), str(result.stdout or ""), str(result.stderr or "")
+        return self._conn
 
     async def close(self) -> None:
         streams, self._streams = self._streams, []
@@ -400,6 +300,12 @@ class SSHConnection(Connection):
             conn.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(conn.wait_closed(), 3.0)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def default_known_hosts() -> Path:

@@ -1,0 +1,109 @@
+"""What every connection to a pod offers, whatever carries it (SSH or a local subprocess).
+
+The probe is the only thing that runs on the pod for monitoring; other work (lifecycle, backups) runs
+short commands, streams through a :class:`RemoteProcess`, or writes files atomically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+from services.models import Pod
+
+PROBE_PATH = Path(__file__).with_name("probe.py")
+DEFAULT_PROBE_DIR = ".cache/prime-train-tui"
+
+
+def probe_source() -> tuple[bytes, str]:
+    """The probe's bytes and their short content hash (names the uploaded file)."""
+    data = PROBE_PATH.read_bytes()
+    return data, hashlib.sha256(data).hexdigest()[:16]
+
+
+class ProbeStream(ABC):
+    """Lines from a running probe. ``readline`` returns b"" at end of stream."""
+
+    bytes_read: int = 0
+
+    @abstractmethod
+    async def readline(self) -> bytes: ...
+
+    @abstractmethod
+    def stderr_tail(self) -> str:
+        """The last lines the probe wrote to stderr (why it died), for the pod's reason."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Close the probe's stdin (it exits by itself) and release the channel/process."""
+
+
+class RemoteProcess:
+    """A command running on the pod (or here): bytes in, lines out, an exit status."""
+
+    def __init__(self, stdin: Any, stdout: Any, wait: Any, kill: Any) -> None:
+        self.stdin, self.stdout = stdin, stdout
+        self._wait, self._kill = wait, kill
+
+    async def write(self, data: bytes) -> None:
+        self.stdin.write(data)
+        await self.stdin.drain()
+
+    def write_eof(self) -> None:
+        self.stdin.write_eof()
+
+    async def readline(self) -> bytes:
+        return await self.stdout.readline()
+
+    def __aiter__(self) -> Any:
+        return self.stdout.__aiter__()
+
+    async def wait(self) -> int:
+        return int(await self._wait() or 0)
+
+    async def kill(self) -> None:
+        """Stop it now (cancelled work); never raises."""
+        with contextlib.suppress(Exception):
+            await self._kill()
+
+
+class Connection(ABC):
+    def __init__(self, pod: Pod) -> None:
+        self.pod = pod
+
+    @abstractmethod
+    async def connect(self) -> None:
+        """Raises ConnectError (or AuthError, HostKeyUnknown, HostKeyChanged)."""
+
+    @abstractmethod
+    async def start_probe(self, args: list[str]) -> ProbeStream: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    @abstractmethod
+    async def run(self, command: str, timeout: float = 30.0,
+                  input: bytes | None = None) -> tuple[int, str, str]:
+        """Run one short shell command on the pod: (exit status, stdout, stderr); ``input`` goes to
+        its stdin (how secrets and presigned URLs reach the pod without touching its disk)."""
+
+    @abstractmethod
+    async def start(self, command: str) -> "RemoteProcess":
+        """A shell command on the pod with stdin/stdout pipes, for streaming work (backups)."""
+
+    @abstractmethod
+    async def put_file(self, data: bytes, remote: str, mode: int = 0o644) -> None:
+        """Write a file on the pod atomically (temp + rename); relative paths are under the home."""
+
+    @abstractmethod
+    async def exists(self, remote: str) -> bool: ...
+
+    async def __aenter__(self) -> "Connection":
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
