@@ -275,6 +275,8 @@ class HealthTracker:
     def observe(self, sample: Sample, now: float | None = None, *, wandb_note: str = "") -> tuple[Alert, ...]:
         """Take one sample (its new log and metrics lines, GPUs, host, checkpoints) and re-evaluate."""
         now = sample.t if now is None else now
+        if sample.max_steps and sample.max_steps != self.run.max_steps:
+            self.run.max_steps = sample.max_steps  # the run's configs say where it ends: ETA, $ to go
         for line in sample.log:
             self.feed_log(line, now)
         for line in sample.metrics:

@@ -120,6 +120,7 @@ class Sample:
     source: str = ""
     errors: tuple[str, ...] = ()  # what the probe could not read this tick (for the UI, not fatal)
     metrics: tuple[str, ...] = ()  # new <run>/metrics.jsonl lines, unparsed (services.metrics parses them)
+    max_steps: int | None = None  # from the run's resolved configs (probe "run" field), when known
 
     @classmethod
     def from_line(cls, line: str | bytes) -> "Sample":
@@ -144,12 +145,15 @@ class Sample:
             host = _host(obj.get("host") or {})
             procs = tuple(_proc(p) for p in _list(obj.get("procs")))
             ckpts = tuple(_ckpt(c) for c in _list(obj.get("ckpts")))
+            run = obj.get("run")
+            max_steps = _int(run.get("max_steps")) if isinstance(run, dict) else None
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             raise ProbeFormatError(f"malformed probe field: {exc!r}") from None
         log = tuple(str(x) for x in _list(obj.get("log")))
         errors = tuple(str(x) for x in _list(obj.get("errors")))
         metrics = tuple(str(x) for x in _list(obj.get("metrics")))
-        return cls(t, gpus, host, procs, log, ckpts, str(obj.get("source", "")), errors, metrics)
+        return cls(t, gpus, host, procs, log, ckpts, str(obj.get("source", "")), errors, metrics,
+                   max_steps if max_steps and max_steps > 0 else None)
 
 
 class PodState(str, enum.Enum):

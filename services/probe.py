@@ -351,6 +351,11 @@ class Host(object):
 
 
 # ----------------------------------------------------------------------------------------- run dir
+def _read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
 def checkpoint_complete(path):
     """A step_N dir prime-rl could resume from. prime-rl's own "latest" does not check this."""
     if os.path.isfile(os.path.join(path, "STABLE")):
@@ -372,6 +377,7 @@ class RunDir(object):
         self.ckpts, self.ckpt_at = [], None
         self.complete = {}  # path -> entry of a complete checkpoint (not rescanned)
         self.metrics_file, self.metrics_first = {}, True  # metrics.jsonl tail state (like self.files)
+        self.info, self.info_at = {}, None  # from <run>/configs/*.json (run_info)
 
     def _log_paths(self):
         found = {}
@@ -475,6 +481,29 @@ class RunDir(object):
         self.ckpts = sorted(res, key=lambda c: c["step"])
         return self.ckpts
 
+    def run_info(self, errors):
+        """What the run's resolved configs say (prime-rl writes <run>/configs/*.json at start):
+        max_steps, for ETA and "$ to go". Read at the checkpoint-scan cadence, not every tick."""
+        now = time.monotonic()
+        if self.info_at is not None and now - self.info_at < self.ckpt_scan:
+            return self.info
+        self.info_at, info = now, {}
+        for name in ("trainer.json", "orchestrator.json", "rl.json"):
+            path = os.path.join(self.run_dir, "configs", name)
+            if not os.path.isfile(path):
+                continue
+            cfg = _try(errors, "configs/" + name, lambda: _read_json(path))
+            if not isinstance(cfg, dict):
+                continue
+            steps = cfg.get("max_steps")
+            if steps is None and isinstance(cfg.get("trainer"), dict):
+                steps = cfg["trainer"].get("max_steps")
+            if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
+                info["max_steps"] = steps
+                break
+        self.info = info
+        return info
+
 
 # ----------------------------------------------------------------------------------------- main
 def parse_args(argv):
@@ -566,6 +595,7 @@ def main(argv=None):
         if run is not None:
             sample["log"], sample["ckpts"] = run.new_lines(errors), run.checkpoints(errors)
             sample["metrics"] = run.new_metrics(errors)
+            sample["run"] = run.run_info(errors)
         sample["errors"] = sorted(set(errors), key=errors.index)[:MAX_ERRORS]
         emit(sample)
         if args.once:

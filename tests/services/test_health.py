@@ -336,3 +336,16 @@ class TestWandbStatus:
         for i in range(1, 100):
             t = T0 + 10 * i
             assert not h.observe(sample(t, log=[step_line(i)]), wandb_note=st.note(t))
+
+
+def test_max_steps_from_the_runs_configs_gives_an_eta_and_the_cost_to_finish():
+    from dataclasses import replace
+
+    tracker = HealthTracker(S, price_per_hr=36.0)
+    tracker.observe(sample(T0, log=[step_line(1)]))
+    assert tracker.progress.eta_s is None  # nothing says where the run ends yet
+    for n in range(2, 6):
+        tracker.observe(replace(sample(T0 + 10 * n, log=[step_line(n)]), max_steps=105))
+    p = tracker.progress
+    assert p.max_steps == 105 and p.step == 5
+    assert p.eta_s == pytest.approx(100 * 10.0)  # 100 steps left at 10 s a step

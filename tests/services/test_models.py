@@ -57,3 +57,12 @@ def test_unknown_fields_are_ignored_for_forward_compatibility():
 def test_malformed_lines_raise_a_clear_error(line, why):
     with pytest.raises(ProbeFormatError, match=why):
         Sample.from_line(line)
+
+
+def test_run_field_carries_max_steps_and_ignores_nonsense():
+    assert Sample.from_dict(dict(GOOD, run={"max_steps": 200})).max_steps == 200
+    assert Sample.from_dict(dict(GOOD, run={})).max_steps is None
+    assert Sample.from_dict(dict(GOOD, run={"max_steps": 0})).max_steps is None
+    assert Sample.from_dict(GOOD).max_steps is None
+    with pytest.raises(ProbeFormatError):
+        Sample.from_dict(dict(GOOD, run={"max_steps": "lots"}))

@@ -431,3 +431,15 @@ def test_checkpoint_completeness_follows_prime_rl_markers(tmp_path: Path) -> Non
     assert probe.checkpoint_complete(step("trainer_only", "trainer/.metadata"))  # ckpt.output_dir split
     assert probe.checkpoint_complete(step("legacy", "model.safetensors", "STABLE"))
     assert not probe.checkpoint_complete(step("empty"))
+
+
+def test_run_info_reads_max_steps_from_the_resolved_configs(tmp_path: Path, start_probe) -> None:
+    run = tmp_path / "run"
+    (run / "configs").mkdir(parents=True)
+    (run / "configs" / "orchestrator.json").write_text("{not json")  # garbage is reported, not fatal
+    (run / "configs" / "rl.json").write_text(json.dumps({"trainer": {"max_steps": 400}}))
+    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run), "--ckpt-scan", "0.2"],
+                    make_env(None))
+    s = p.sample()
+    assert s["run"] == {"max_steps": 400}
+    assert any("orchestrator.json" in e for e in s["errors"])
