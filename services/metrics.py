@@ -32,13 +32,13 @@ _ROLLOUT_TIMING = re.compile(r"^train/agg/(all|effective)/(?:[^/]+/)*timing/(.+)
 _TOOL_WORDS = ("tool", "env", "sandbox", "exec", "scor", "reward", "judge")
 _GEN_WORDS = ("model", "generat", "infer", "llm", "completion", "sampl")
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_STEP_NOW = re.compile(r"\bStep (\d+) \|\s*([^|]+?)\s*(?:\||$)")
-_STEP_OLD = re.compile(r"\bStep (\d+) \| Time: ([\d.]+)\s*s\b")
-_SAVE = re.compile(r"Saving checkpoint at step (\d+)")
+ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+STEP_NOW_RE = re.compile(r"\bStep (\d+) \|\s*([^|]+?)\s*(?:\||$)")
+STEP_OLD_RE = re.compile(r"\bStep (\d+) \| Time: ([\d.]+)\s*s\b")
+SAVE_RE = re.compile(r"Saving checkpoint at step (\d+)")
 _HOLD = re.compile(r"Holding batch (\d+) until the trainer publishes policy")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\b")
-_STEM = re.compile(r"[\w.-]+")
+STEM_RE = re.compile(r"[\w.-]+")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
@@ -155,13 +155,13 @@ class MetricsParser:
         the probe's form ``"<file stem>: <line>"`` name their file themselves."""
         if isinstance(line, bytes):
             line = line.decode("utf-8", "replace")
-        text = _ANSI.sub("", line).strip()
+        text = ANSI_RE.sub("", line).strip()
         if not text:
             return
         if component is None:
             stem, sep, rest = text.partition(": ")
-            if sep and _STEM.fullmatch(stem):
-                component, text = _component(stem), rest
+            if sep and STEM_RE.fullmatch(stem):
+                component, text = component_of(stem), rest
         if text.startswith("{"):
             try:
                 obj = json.loads(text)
@@ -170,10 +170,10 @@ class MetricsParser:
                 self.run.skipped += 1
                 return
         self.run.console_lines += 1
-        m = _STEP_OLD.search(text)
+        m = STEP_OLD_RE.search(text)
         seconds = float(m.group(2)) if m else None
         if m is None:
-            m = _STEP_NOW.search(text)
+            m = STEP_NOW_RE.search(text)
             seconds = parse_duration(m.group(2)) if m else None
             if m is not None and seconds is None:
                 self.run.skipped += 1
@@ -188,7 +188,7 @@ class MetricsParser:
             target = st.orchestrator if who == "orchestrator" else st.trainer
             target.setdefault("time/step", seconds)
             return
-        if (m := _SAVE.search(text)) is not None:
+        if (m := SAVE_RE.search(text)) is not None:
             self._step(int(m.group(1))).saved = True
         elif "Writing final checkpoint" in text and self.run.steps:
             self.run.steps[max(self.run.steps)].saved = True
@@ -196,7 +196,7 @@ class MetricsParser:
             self._step(int(m.group(1))).held = True
 
 
-def _component(stem: str) -> str | None:
+def component_of(stem: str) -> str | None:
     s = stem.lower()
     if "orch" in s:
         return "orchestrator"

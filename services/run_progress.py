@@ -18,7 +18,7 @@ import statistics
 from collections import deque
 from typing import Iterable
 
-from services.metrics import _ANSI, _SAVE, _STEP_NOW, _STEP_OLD, _STEM, _component, parse_duration
+from services.metrics import ANSI_RE, SAVE_RE, STEP_NOW_RE, STEP_OLD_RE, STEM_RE, component_of, parse_duration
 from services.models import CheckpointInfo, RunProgress
 
 _NUM = r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
@@ -37,11 +37,11 @@ def split_line(line: str | bytes) -> tuple[str | None, str]:
     lines give their message). Component is "trainer", "orchestrator" or None."""
     if isinstance(line, bytes):
         line = line.decode("utf-8", "replace")
-    text = _ANSI.sub("", line).strip()
+    text = ANSI_RE.sub("", line).strip()
     component = None
     stem, sep, rest = text.partition(": ")
-    if sep and _STEM.fullmatch(stem):
-        component, text = _component(stem) or stem.lower(), rest
+    if sep and STEM_RE.fullmatch(stem):
+        component, text = component_of(stem) or stem.lower(), rest
     if text.startswith("{"):
         try:
             obj = json.loads(text)
@@ -110,9 +110,9 @@ class RunTracker:
         component, text = split_line(line)
         if not text:
             return None
-        m = _STEP_OLD.search(text)
+        m = STEP_OLD_RE.search(text)
         seconds = float(m.group(2)) if m else None
-        if m is None and (m := _STEP_NOW.search(text)) is not None:
+        if m is None and (m := STEP_NOW_RE.search(text)) is not None:
             seconds = parse_duration(m.group(2))
             if seconds is None:
                 self.skipped += 1
@@ -133,7 +133,7 @@ class RunTracker:
                         if attr == "loss" and who == "trainer":
                             self.losses.append(self.loss)  # type: ignore[arg-type]
             return "step" if self._advance(step, at, who) else None
-        if (m := _SAVE.search(text)) is not None:
+        if (m := SAVE_RE.search(text)) is not None:
             self.saving_step = int(m.group(1))
             return "save"
         if "Writing final checkpoint" in text:
