@@ -331,7 +331,8 @@ async def prune_bucket(settings: BackupSettings, run_dir: str, keep_last: int) -
 
 # ------------------------------------------------------------------ restore
 async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir: str, step: int | None = None,
-                             on_progress: ProgressFn | None = None) -> Manifest:
+                             on_progress: ProgressFn | None = None, ckpt_root: str | None = None) -> Manifest:
+    """Bucket -> ``<ckpt_root or run_dir/checkpoints>/step_N`` on the pod (newest verified when no step)."""
     s3 = S3(settings)
     report = on_progress or (lambda _p: None)
     started = time.monotonic()
@@ -349,7 +350,7 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
         raise BackupError(f"the backup of step {step} does not match its manifest: {problems[0]}")
     agent = PodAgent(conn)
     await agent.install()
-    root = f"{run_dir.rstrip('/')}/checkpoints"
+    root = ckpt_root.rstrip("/") if ckpt_root else f"{run_dir.rstrip('/')}/checkpoints"
     plan = {"dest": f"{root}/.step_{step}.restoring-{secrets.token_hex(4)}", "final": f"{root}/step_{step}",
             "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "encoding": f.encoding,
                        "url": s3.presign("get_object", Key=base + f.key),

@@ -397,8 +397,20 @@ async def _left(shell: PodShell, rid: str) -> list[int]:
 # ------------------------------------------------------------------------------------ resume
 
 
-async def plan_resume(conn: Any, settings: LifecycleSettings | None = None) -> dict[str, Any]:
-    """The run to resume and the checkpoint it would start from (for the confirm step)."""
+def backup_on(backup: Any) -> bool:
+    """Backup counts as configured when a bucket is set (``services.s3.BackupSettings``)."""
+    return backup is not None and bool(getattr(backup, "bucket", ""))
+
+
+def backup_where(backup: Any, run_dir: str) -> str:
+    return f"s3://{backup.bucket}/{backup.prefix_for(run_dir)}"
+
+
+async def plan_resume(conn: Any, settings: LifecycleSettings | None = None,
+                      backup: Any = None) -> dict[str, Any]:
+    """The run to resume and the checkpoint it would start from (for the confirm step). With a bucket
+    configured (``backup``) and no complete checkpoint on the pod, the newest verified backup is planned
+    to be restored first (``plan["restore"]``); nothing is changed here."""
     settings = settings or LifecycleSettings()
     shell = PodShell(conn)
     records = await pod_runs(shell)
@@ -414,32 +426,107 @@ async def plan_resume(conn: Any, settings: LifecycleSettings | None = None) -> d
                              hint="kill it first (prime-train-tui kill POD) or let it finish")
     ckpt_dir, ckpts = await checkpoints(shell, run["run_dir"], settings)
     best = newest_complete(ckpts)
+    restore: dict[str, Any] | None = None
+    if best is None and backup_on(backup):
+        from services.backup import verified_steps
+
+        where = backup_where(backup, run["run_dir"])
+        steps = await verified_steps(backup, run["run_dir"])
+        if steps:
+            step = max(steps)
+            restore = {"step": step, "where": where, "path": f"{ckpt_dir.rstrip('/')}/step_{step}"}
+            best = {"step": step, "path": restore["path"], "complete": False, "bytes": 0, "restore": True}
+        else:
+            raise LifecycleError(f"no complete checkpoint in {ckpt_dir} and no verified backup in {where}",
+                                 hint="launch fresh")
     if best is None:
         raise LifecycleError(f"no complete checkpoint in {ckpt_dir}",
                              hint="restore one from the backup (prime-train-tui restore POD) or launch fresh")
     skipped = [c for c in ckpts if not c["complete"] and c["step"] > best["step"]]
-    return {"run": run, "ckpt_dir": ckpt_dir, "checkpoint": best, "skipped": skipped}
+    return {"run": run, "ckpt_dir": ckpt_dir, "checkpoint": best, "skipped": skipped, "restore": restore}
 
 
 async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force: bool = False,
-                 environ: dict[str, str] | None = None) -> AsyncIterator[Event]:
+                 environ: dict[str, str] | None = None, backup: Any = None) -> AsyncIterator[Event]:
+    """Relaunch from the newest complete checkpoint; with a bucket configured and none on the pod,
+    restore the newest verified backup first (checked against its manifest on the pod)."""
     settings = settings or LifecycleSettings()
     try:
-        plan = await plan_resume(conn, settings)
+        plan = await plan_resume(conn, settings, backup)
     except PrimeTrainError as exc:
         yield Event("resume", "error", _one_line(exc))
         return
     best = plan["checkpoint"]
     for c in plan["skipped"]:
         yield Event("resume", "warn", f"step_{c['step']} is incomplete (half-written) — skipped")
-    yield Event("resume", "step", f"resuming run {plan['run']['id']} from step_{best['step']} "
-                                  f"(newest complete checkpoint)", progress=0.02, data={"step": best["step"]})
     base = {**plan["run"], "resume_step": best["step"]}
     if not base.get("base_command"):
         base["base_command"] = base.get("command", "")
-    async for ev in launch(conn, Path(base.get("config") or "."), settings=settings, force=force,
-                           environ=environ, _resume=base):
-        yield ev
+    if not plan.get("restore"):
+        yield Event("resume", "step", f"resuming run {plan['run']['id']} from step_{best['step']} "
+                                      f"(newest complete checkpoint)", progress=0.02, data={"step": best["step"]})
+        async for ev in launch(conn, Path(base.get("config") or "."), settings=settings, force=force,
+                               environ=environ, _resume=base):
+            yield ev
+        return
+    secrets = collect_secrets(settings.secrets, environ)
+    try:
+        with BUSY.hold(conn.pod.name, "resume"):
+            async for ev in _restore(conn, settings, backup, plan):
+                yield ev
+            yield Event("resume", "step", f"resuming run {plan['run']['id']} from step_{best['step']} "
+                                          f"(restored from {plan['restore']['where']})", progress=0.5,
+                        data={"step": best["step"], "restored": True})
+            async for ev in _launch(conn, Path(base.get("config") or "."), settings, None, None, force, secrets,
+                                    "resume", base):
+                yield ev
+    except PrimeTrainError as exc:
+        yield Event("resume", "error", mask(_one_line(exc), secrets.values()))
+
+
+async def _restore(conn: Any, settings: LifecycleSettings, backup: Any, plan: dict[str, Any],
+                   ) -> AsyncIterator[Event]:
+    """Restore ``plan["restore"]`` onto the pod, with progress events; then check it is complete there."""
+    from services.backup import restore_checkpoint
+
+    step, where = plan["restore"]["step"], plan["restore"]["where"]
+    run_dir = plan["run"]["run_dir"]
+    yield Event("resume", "step", f"no complete checkpoint on {conn.pod.name}: restoring step_{step} from "
+                                  f"{where}", progress=0.03, data={"restore": step})
+    seen: list[Any] = []
+    task = asyncio.ensure_future(restore_checkpoint(conn, backup, run_dir, step, on_progress=seen.append,
+                                                    ckpt_root=plan["ckpt_dir"]))
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=0.5)
+            if seen:
+                p = seen[-1]
+                seen.clear()
+                frac = p.done / p.total if p.total else 0.0
+                yield Event("resume", "progress", f"restoring step_{step}: {_fmt_bytes(p.done)} of "
+                                                  f"{_fmt_bytes(p.total)}", progress=0.03 + 0.4 * frac)
+            if done:
+                break
+        manifest = task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+    shell = PodShell(conn)
+    _, ckpts = await checkpoints(shell, run_dir, settings)
+    got = next((c for c in ckpts if c["step"] == step), None)
+    if got is None or not got.get("complete"):
+        raise LifecycleError(f"step_{step} was restored from {where} but is not complete on the pod",
+                             hint="check the completeness rule in settings against the backed-up files")
+    if settings.runs_dir is not None:
+        runs.append_log(settings.runs_dir, f"resume {conn.pod.name} restored step_{step} from {where} "
+                                           f"({len(manifest.files)} files, {manifest.bytes} bytes, verified)")
+    yield Event("resume", "check", "checkpoint restored",
+                check=Check("checkpoint restored", pf.OK,
+                            f"step_{step}: {len(manifest.files)} files, {_fmt_bytes(manifest.bytes)}, "
+                            f"sha256 verified against the manifest"),
+                progress=0.45, data={"restored": step, "files": len(manifest.files), "bytes": manifest.bytes})
 
 
 # ------------------------------------------------------------------------------------ cleanup
@@ -452,31 +539,52 @@ class CleanupPlan:
     delete: tuple[dict[str, Any], ...]
     kept: tuple[dict[str, Any], ...]
     in_progress: tuple[dict[str, Any], ...]
+    # with a bucket configured: old complete checkpoints kept because their backup is not verified
+    unbacked: tuple[dict[str, Any], ...] = ()
+    backup_where: str = ""  # "s3://bucket/prefix/" when backup is on, else ""
+    run_dir: str = ""
 
     @property
     def bytes(self) -> int:
         return sum(int(c.get("bytes", 0)) for c in self.delete)
 
+    def reason(self, c: dict[str, Any]) -> str:
+        return f"not yet verified in {self.backup_where}"
+
     def to_json(self) -> dict[str, Any]:
         def brief(cs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             return [{"step": c["step"], "path": c["path"], "bytes": c["bytes"]} for c in cs]
-        return {"ckpt_dir": self.ckpt_dir, "keep": self.keep, "delete": brief(self.delete),
-                "kept": brief(self.kept), "in_progress": brief(self.in_progress), "bytes": self.bytes}
+        out = {"ckpt_dir": self.ckpt_dir, "keep": self.keep, "delete": brief(self.delete),
+               "kept": brief(self.kept), "in_progress": brief(self.in_progress), "bytes": self.bytes}
+        if self.backup_where:
+            out["backup"] = self.backup_where
+            out["unbacked"] = [{**b, "reason": self.reason(c)} for b, c in zip(brief(self.unbacked), self.unbacked)]
+        return out
 
 
-def plan_keep_last(ckpt_dir: str, ckpts: list[dict[str, Any]], keep: int) -> CleanupPlan:
+def plan_keep_last(ckpt_dir: str, ckpts: list[dict[str, Any]], keep: int, verified: Iterable[int] | None = None,
+                   backup_where: str = "", run_dir: str = "") -> CleanupPlan:
     """Delete complete checkpoints older than the ``keep`` newest complete ones; never the newest
-    complete one, never an incomplete (in-progress) one."""
+    complete one, never an incomplete (in-progress) one. With ``verified`` (the steps whose backup is
+    verified; backup on), a checkpoint outside it is never deleted either: it goes to ``unbacked``."""
     keep = max(1, int(keep))
     complete = sorted((c for c in ckpts if c.get("complete")), key=lambda c: c["step"])
     kept = complete[-keep:]
     delete = complete[:-keep] if len(complete) > keep else []
     in_progress = [c for c in ckpts if not c.get("complete")]
-    return CleanupPlan(ckpt_dir, keep, tuple(delete), tuple(kept), tuple(in_progress))
+    unbacked: list[dict[str, Any]] = []
+    if verified is not None:
+        ok = set(verified)
+        unbacked = [c for c in delete if c["step"] not in ok]
+        delete = [c for c in delete if c["step"] in ok]
+    return CleanupPlan(ckpt_dir, keep, tuple(delete), tuple(kept), tuple(in_progress), tuple(unbacked),
+                       backup_where if verified is not None else "", run_dir)
 
 
 async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: LifecycleSettings | None = None,
-                       run_dir: str | None = None) -> CleanupPlan:
+                       run_dir: str | None = None, backup: Any = None) -> CleanupPlan:
+    """``backup`` (``services.s3.BackupSettings``) with a bucket set: only checkpoints whose backup is
+    verified in the bucket may be deleted; an unreachable bucket is an error (nothing is planned)."""
     settings = settings or LifecycleSettings()
     shell = PodShell(conn)
     await shell.home()
@@ -489,24 +597,47 @@ async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: Lifecycl
         else:
             raise LifecycleError(f"no run recorded on {conn.pod.name} and no run_dir for it",
                                  hint="give --run-dir or set run_dir in pods.toml")
-    ckpt_dir, ckpts = await checkpoints(shell, shell.abspath(run_dir), settings)
-    return plan_keep_last(ckpt_dir, ckpts, settings.keep_last if keep is None else keep)
+    run_abs = shell.abspath(run_dir)
+    ckpt_dir, ckpts = await checkpoints(shell, run_abs, settings)
+    keep_n = settings.keep_last if keep is None else keep
+    if not backup_on(backup):
+        return plan_keep_last(ckpt_dir, ckpts, keep_n)
+    from services.backup import verified_steps
+
+    verified = await verified_steps(backup, run_abs)
+    return plan_keep_last(ckpt_dir, ckpts, keep_n, verified, backup_where(backup, run_abs), run_abs)
 
 
 async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings | None = None,
-                  ) -> AsyncIterator[Event]:
-    """Delete what ``plan`` lists, one step dir at a time; the pod re-checks each one first."""
+                  backup: Any = None) -> AsyncIterator[Event]:
+    """Delete what ``plan`` lists, one step dir at a time; the pod re-checks each one first. With a
+    bucket configured, the bucket is asked again just before deleting: a step whose backup is no longer
+    verified is kept."""
     settings = settings or LifecycleSettings()
     try:
         with BUSY.hold(conn.pod.name, "cleanup"):
             shell = PodShell(conn)
-            freed, n = 0, len(plan.delete)
+            for c in plan.unbacked:
+                yield Event("cleanup", "warn", f"kept step_{c['step']}: {plan.reason(c)}")
+            todo = list(plan.delete)
+            if todo and backup_on(backup):
+                from services.backup import verified_steps
+
+                run_dir = plan.run_dir or str(Path(plan.ckpt_dir).parent)
+                where = backup_where(backup, run_dir)
+                verified = await verified_steps(backup, run_dir)
+                for c in [c for c in todo if c["step"] not in verified]:
+                    yield Event("cleanup", "warn", f"kept step_{c['step']}: not yet verified in {where}")
+                todo = [c for c in todo if c["step"] in verified]
+            freed, n = 0, len(todo)
             if not n:
-                yield Event("cleanup", "done", f"nothing to delete (keeping {len(plan.kept)} complete)",
+                yield Event("cleanup", "done", f"nothing to delete (keeping {len(plan.kept)} complete"
+                                               + (f", {len(plan.unbacked)} not yet backed up" if plan.unbacked
+                                                  else "") + ")",
                             progress=1.0, data={"deleted": [], "bytes": 0})
                 return
             deleted: list[dict[str, Any]] = []
-            for i, c in enumerate(plan.delete):
+            for i, c in enumerate(todo):
                 res = await shell.agent("delete", "--ckpt-dir", plan.ckpt_dir, "--keep", str(plan.keep),
                                         str(c["step"]))
                 for d in res.get("deleted", []):

@@ -18,7 +18,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="show what would be deleted, delete nothing")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask (required without a terminal)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--bucket", help="S3 bucket of the backups (default: backup.toml or PRIME_TRAIN_TUI_BUCKET)")
+    p.add_argument("--endpoint", help="S3-compatible endpoint URL (default: backup.toml or "
+                                      "PRIME_TRAIN_TUI_S3_ENDPOINT)")
     p.set_defaults(func=run)
+
+
+def backup_settings(args: argparse.Namespace) -> Any:
+    """The backup settings (``[backup]`` of backup.toml, the environment, then --bucket/--endpoint)."""
+    from app.settings import config_dir
+    from services.s3 import load_backup_settings
+
+    settings = load_backup_settings(config_dir() / "backup.toml")
+    return settings.with_overrides(bucket=getattr(args, "bucket", None), endpoint=getattr(args, "endpoint", None))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,14 +45,18 @@ def run(args: argparse.Namespace) -> int:
         from services.lifecycle import plan_cleanup
         from services.units import fmt_bytes
 
-        plan = await plan_cleanup(conn, keep=args.keep, settings=settings, run_dir=args.run_dir)
+        backup = backup_settings(args)
+        plan = await plan_cleanup(conn, keep=args.keep, settings=settings, run_dir=args.run_dir, backup=backup)
         state["plan"] = plan
+        state["backup"] = backup
         doc["plan"] = plan.to_json()
         if not args.json:
             kept = ", ".join(f"step_{c['step']}" for c in plan.kept) or "nothing"
             print(f"{plan.ckpt_dir}: keeping {kept}")
             for c in plan.in_progress:
                 print(f"  keep step_{c['step']} (incomplete / in progress)")
+            for c in plan.unbacked:
+                print(f"  keep step_{c['step']} ({plan.reason(c)})")
             for c in plan.delete:
                 print(f"  delete {c['path']}  {fmt_bytes(c['bytes'])}")
             print(f"frees {fmt_bytes(plan.bytes)}")
@@ -53,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
         from services.lifecycle import cleanup
 
-        async for ev in cleanup(conn, state["plan"], settings=settings):
+        async for ev in cleanup(conn, state["plan"], settings=settings, backup=state["backup"]):
             yield ev
 
     return drive(args, "cleanup", body, before)

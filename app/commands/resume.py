@@ -16,18 +16,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--yes", "-y", action="store_true", help="do not ask (required without a terminal)")
     p.add_argument("--force", action="store_true", help="start even when a pre-flight check fails")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--bucket", help="S3 bucket of the backups (default: backup.toml or PRIME_TRAIN_TUI_BUCKET)")
+    p.add_argument("--endpoint", help="S3-compatible endpoint URL (default: backup.toml or "
+                                      "PRIME_TRAIN_TUI_S3_ENDPOINT)")
     p.set_defaults(func=run)
 
 
+def backup_settings(args: argparse.Namespace) -> Any:
+    """The backup settings (``[backup]`` of backup.toml, the environment, then --bucket/--endpoint)."""
+    from app.settings import config_dir
+    from services.s3 import load_backup_settings
+
+    settings = load_backup_settings(config_dir() / "backup.toml")
+    return settings.with_overrides(bucket=getattr(args, "bucket", None), endpoint=getattr(args, "endpoint", None))
+
+
 def run(args: argparse.Namespace) -> int:
+    state: dict[str, Any] = {}
+
     async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
         from services.lifecycle import plan_resume
 
-        plan = await plan_resume(conn, settings)
+        state["backup"] = backup = backup_settings(args)
+        plan = await plan_resume(conn, settings, backup)
         step = plan["checkpoint"]["step"]
+        restore = plan.get("restore")
         doc["plan"] = {"run": plan["run"]["id"], "step": step, "ckpt_dir": plan["ckpt_dir"],
                        "skipped": [c["step"] for c in plan["skipped"]]}
-        if not args.json:
+        if restore:
+            doc["plan"]["restore"] = restore
+        if not args.json and restore:
+            print(f"run {plan['run']['id']}: no complete checkpoint in {plan['ckpt_dir']}; "
+                  f"step_{step} will be restored from {restore['where']} first")
+        elif not args.json:
             print(f"run {plan['run']['id']}: newest complete checkpoint step_{step} in {plan['ckpt_dir']}")
             for c in plan["skipped"]:
                 print(f"  ! step_{c['step']} is incomplete — skipped")
@@ -36,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
         from services.lifecycle import resume
 
-        async for ev in resume(conn, settings=settings, force=args.force):
+        async for ev in resume(conn, settings=settings, force=args.force, backup=state.get("backup")):
             yield ev
 
     return drive(args, "resume", body, before)

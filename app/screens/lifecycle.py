@@ -180,8 +180,24 @@ def _settings(settings: Any) -> Any:
     return load_lifecycle_settings()
 
 
+def _backup_settings(backup: Any) -> Any:
+    """The S3 backup settings (backup.toml + env) when a bucket is configured, else None: cleanup then
+    never deletes an unverified checkpoint, and resume restores from the bucket when the pod has none."""
+    if backup is not None:
+        return backup if getattr(backup, "bucket", "") else None
+    from app.settings import config_dir
+    from services.errors import PrimeTrainError
+    from services.s3 import load_backup_settings
+
+    try:
+        loaded = load_backup_settings(config_dir() / "backup.toml")
+    except PrimeTrainError:
+        return None  # the Checkpoints pane reports a broken backup.toml; lifecycle keeps today's rules
+    return loaded if loaded.bucket else None
+
+
 def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None, run_dir: str | None = None,
-                     keep: int | None = None, settings: Any = None,
+                     keep: int | None = None, settings: Any = None, backup: Any = None,
                      connect: Callable[[Any], Any] | None = None) -> LifecycleScreen:
     """The modal for one action: "launch" (needs ``config``), "kill", "resume" or "cleanup" (``keep``)."""
     from services import lifecycle as lc
@@ -218,32 +234,38 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
         return LifecycleScreen("kill", pod, plan=plan_kill, run=run_kill, confirm="Kill", connect=connect,
                                settings=settings)
     if action == "resume":
+        bucket = _backup_settings(backup)
+
         async def plan_resume(conn: Any) -> str:
-            p = await lc.plan_resume(conn, settings)
+            p = await lc.plan_resume(conn, settings, backup=bucket)
             skipped = "".join(f"\n  step_{c['step']} is incomplete — skipped" for c in p["skipped"])
+            source = (f"restored first from {p['restore']['where']}" if p.get("restore")
+                      else f"newest complete checkpoint in {p['ckpt_dir']}")
             return (f"Resume run {p['run']['id']} from step_{p['checkpoint']['step']} "
-                    f"(newest complete checkpoint in {p['ckpt_dir']}){skipped}")
+                    f"({source}){skipped}")
 
         def run_resume(conn: Any, force: bool) -> AsyncIterator[Any]:
-            return lc.resume(conn, settings=settings, force=force)
+            return lc.resume(conn, settings=settings, force=force, backup=bucket)
 
         return LifecycleScreen("resume", pod, plan=plan_resume, run=run_resume, confirm="Resume",
                                connect=connect, settings=settings)
     if action == "cleanup":
         holder: dict[str, Any] = {}
+        bucket = _backup_settings(backup)
 
         async def plan_cleanup(conn: Any) -> str:
-            plan = await lc.plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir)
+            plan = await lc.plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=bucket)
             holder["plan"] = plan
             lines = [f"{plan.ckpt_dir}: keep the newest {plan.keep} complete"]
             lines += [f"  keep   step_{c['step']}" for c in plan.kept]
             lines += [f"  keep   step_{c['step']} (incomplete / in progress)" for c in plan.in_progress]
+            lines += [f"  keep   step_{c['step']} ({plan.reason(c)})" for c in plan.unbacked]
             lines += [f"  DELETE step_{c['step']}  {fmt_bytes(c['bytes'])}" for c in plan.delete]
             lines.append(f"frees {fmt_bytes(plan.bytes)}" if plan.delete else "nothing to delete")
             return "\n".join(lines)
 
         def run_cleanup(conn: Any, force: bool) -> AsyncIterator[Any]:
-            return lc.cleanup(conn, holder["plan"], settings=settings)
+            return lc.cleanup(conn, holder["plan"], settings=settings, backup=bucket)
 
         return LifecycleScreen("cleanup", pod, plan=plan_cleanup, run=run_cleanup, confirm="Delete",
                                connect=connect, settings=settings)
