@@ -36,8 +36,8 @@ from app.panes.bottleneck import BottleneckPane
 from widgets.alerts_view import TOAST_SEVERITY
 from app.panes.checkpoints import CheckpointsPane
 from app.panes.config import ConfigPane
+from app.panes.offers import OffersPane
 from widgets.monitor_pane import MonitorPane
-from widgets.placeholder import PlannedPane
 from widgets.pod_list import PodList
 
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
@@ -126,7 +126,7 @@ class PrimeTrainApp(App[None]):
                         yield self._pane_widget(pane)
         yield Footer()
 
-    def _pane_widget(self, pane: str) -> Widget:
+    def _pane_widget(self, pane: str) -> Widget:  # PANES order: config, offers, monitor, ...
         if pane == "config":
             return ConfigPane(self.config_path, id="config-pane")
         if pane == "monitor":
@@ -135,7 +135,7 @@ class PrimeTrainApp(App[None]):
             return BottleneckPane(id="bottleneck-pane")
         if pane == "checkpoints":
             return CheckpointsPane(id="checkpoints-pane")
-        return PlannedPane(pane)
+        return OffersPane(id="offers-pane")
 
     def on_mount(self) -> None:
         self.theme = "textual-dark"

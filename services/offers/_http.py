@@ -1,0 +1,64 @@
+"""One request with retries: 429 and 5xx (and transport errors) are retried with exponential backoff
+and full jitter; Vast sends no Retry-After and often a plain-text 429 body, so bodies are never assumed
+to be JSON. Anything else that is not 2xx raises :class:`ProviderFailure` with the provider's reason."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from services.offers.models import ProviderFailure, error_message
+
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 4  # total tries
+    base: float = 0.5  # seconds; try n waits uniform(0, base·2ⁿ) (capped), "full jitter"
+    cap: float = 8.0
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0.5, 1.0) * min(self.cap, self.base * 2**attempt)
+
+
+async def request_json(client: httpx.AsyncClient, method: str, url: str, *, api_key: str,
+                       retry: RetryPolicy | None = None, **kwargs: Any) -> Any:
+    retry = retry or RetryPolicy()
+    headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json", **kwargs.pop("headers", {})}
+    last = ""
+    for attempt in range(retry.attempts):
+        try:
+            resp = await client.request(method, url, headers=headers, follow_redirects=True, **kwargs)
+        except httpx.TimeoutException:
+            last, status = "timed out", None
+        except httpx.TransportError as exc:
+            last, status = f"connection failed: {type(exc).__name__}", None
+        else:
+            status = resp.status_code
+            if 200 <= status < 300:
+                try:
+                    return resp.json()
+                except (ValueError, json.JSONDecodeError):
+                    raise ProviderFailure(f"HTTP {status}: invalid JSON in the answer", status) from None
+            last = error_message(status, resp.text)
+            if status not in RETRY_STATUS:
+                raise ProviderFailure(_hint(status, last), status)
+        if attempt + 1 < retry.attempts:
+            await retry.sleep(retry.delay(attempt))
+    raise ProviderFailure(f"{last} (after {retry.attempts} tries)", status)
+
+
+def _hint(status: int, message: str) -> str:
+    if status == 401 or "invalid user key" in message.lower():
+        return f"{message} — check the API key"
+    if status == 402:
+        return f"{message} — add funds to the account"
+    return message

@@ -1,0 +1,73 @@
+"""All providers at once: each runs under its own timeout; a failing one yields its reason in
+``FetchResult.errors`` while the others' offers still return. Total time ≈ the slowest provider."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+
+import httpx
+
+from services.offers import lambda_, primeintellect, vast
+from services.offers._http import RetryPolicy
+from services.offers.models import FetchResult, Offer, ProviderError, ProviderFailure
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    module: ModuleType
+    url_env: str
+    key_env: str
+
+
+PROVIDERS: dict[str, Provider] = {
+    "primeintellect": Provider("primeintellect", primeintellect, "PRIME_TRAIN_TUI_PRIME_URL", "PRIME_API_KEY"),
+    "vast": Provider("vast", vast, "PRIME_TRAIN_TUI_VAST_URL", "VAST_API_KEY"),
+    "lambda": Provider("lambda", lambda_, "PRIME_TRAIN_TUI_LAMBDA_URL", "LAMBDA_API_KEY"),
+}
+
+
+def base_urls(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if env is None else env
+    return {n: env.get(p.url_env) or p.module.DEFAULT_URL for n, p in PROVIDERS.items()}
+
+
+def api_keys(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if env is None else env
+    return {n: env[p.key_env] for n, p in PROVIDERS.items() if env.get(p.key_env)}
+
+
+async def fetch_all(*, keys: Mapping[str, str], urls: Mapping[str, str] | None = None, spot: bool = False,
+                    providers: list[str] | None = None, client: httpx.AsyncClient | None = None,
+                    timeout: float = 30.0, retry: RetryPolicy | None = None) -> FetchResult:
+    names = [n for n in PROVIDERS if providers is None or n in providers]
+    urls = {**base_urls({}), **(urls or {})}
+    own = client is None
+    client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0))
+
+    async def one(name: str) -> list[Offer] | ProviderError:
+        key = keys.get(name)
+        if not key:
+            return ProviderError(name, f"no API key: set {PROVIDERS[name].key_env}")
+        try:
+            return await asyncio.wait_for(
+                PROVIDERS[name].module.fetch(client, key, base_url=urls[name], spot=spot, retry=retry), timeout)
+        except asyncio.TimeoutError:
+            return ProviderError(name, f"timed out after {timeout:g} s")
+        except ProviderFailure as exc:
+            return ProviderError(name, str(exc))
+        except (httpx.HTTPError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            return ProviderError(name, f"{type(exc).__name__}: {exc}")
+
+    try:
+        results = await asyncio.gather(*(one(n) for n in names))
+    finally:
+        if own:
+            await client.aclose()
+    offers = tuple(o for r in results if isinstance(r, list) for o in r)
+    errors = tuple(r for r in results if isinstance(r, ProviderError))
+    return FetchResult(offers, errors)

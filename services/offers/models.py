@@ -1,0 +1,129 @@
+"""The normalised offer and the error helpers the provider modules share."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+PROVIDERS = ("primeintellect", "vast", "lambda")
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One rentable box. ``price_hr`` is USD per hour for the whole offer (all ``gpu_count`` GPUs);
+    ``vram_gb`` is per GPU (GiB as the driver reports it, or the provider's nominal GB)."""
+
+    provider: str
+    id: str
+    gpu_type: str  # canonical key of the speed table, e.g. "H100", "H100-PCIE", "RTX4090"
+    gpu_name: str  # as the provider spells it
+    gpu_count: int
+    vram_gb: float
+    price_hr: float
+    spot: bool = False
+    region: str = ""
+    available: bool = True
+    availability: str = ""  # stock status / reliability as the provider words it
+    reliability: float | None = None
+    disk_gb: float | None = None
+    host: str = ""  # the upstream cloud behind an aggregator (Prime Intellect), else ""
+
+    @property
+    def vram_total_gb(self) -> float:
+        return self.vram_gb * self.gpu_count
+
+
+@dataclass(frozen=True)
+class ProviderError:
+    provider: str
+    message: str
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    offers: tuple[Offer, ...] = ()
+    errors: tuple[ProviderError, ...] = field(default=())
+
+
+class ProviderFailure(Exception):
+    """A provider answered with an error (or not at all); ``str()`` is the reason shown to the user."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+# ------------------------------------------------------------------------------------------ GPU names
+
+_CANON = (  # (needle in the squashed upper-case name, canonical type); first match wins
+    ("GH200", "GH200"), ("B300", "B300"), ("B200", "B200"), ("H200", "H200"),
+    ("H100PCIE", "H100-PCIE"), ("H100NVL", "H100-PCIE"), ("H100", "H100"),
+    ("A10080", "A100"), ("A10040", "A100-40GB"), ("A100", "A100"),
+    ("L40S", "L40S"), ("L40", "L40"), ("RTXPRO6000", "RTX-PRO-6000"), ("RTX6000ADA", "RTX6000-ADA"),
+    ("A6000", "A6000"), ("RTX5090", "RTX5090"), ("RTX4090", "RTX4090"), ("RTX3090", "RTX3090"),
+    ("A40", "A40"), ("A10", "A10"), ("L4", "L4"), ("V100", "V100"),
+)
+
+
+def canonical_gpu(name: str, memory_gb: float | None = None) -> str:
+    """Map a provider's GPU name to the speed table's key ("H100 SXM" → "H100", "RTX_4090" → "RTX4090")."""
+    squashed = re.sub(r"[^A-Z0-9]", "", name.upper())
+    for needle, canon in _CANON:
+        if needle in squashed:
+            if canon == "A100" and memory_gb is not None and memory_gb < 60:
+                return "A100-40GB"
+            return canon
+    return squashed or "UNKNOWN"
+
+
+def nominal_gb(name: str) -> float | None:
+    """Per-GPU memory written into a type name: "H100_80GB" → 80, "A100 (40 GB SXM4)" → 40."""
+    m = re.search(r"(\d+(?:\.\d+)?)\s*GB", name, re.IGNORECASE)
+    return float(m.group(1)) if m else None
+
+
+# ------------------------------------------------------------------------------------------ errors
+
+def error_message(status: int, body: str) -> str:
+    """One line from any of the four error shapes: FastAPI ``detail`` (str or list), Prime's
+    ``errors[]``, Vast's ``{error, msg}``, Lambda's ``{error: {code, message, suggestion}}``, or text."""
+    text = body.strip()
+    try:
+        data: Any = json.loads(text) if text else None
+    except ValueError:
+        data = None
+    msg = ""
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):
+            msg = str(err.get("message") or err.get("code") or "")
+            if err.get("suggestion"):
+                msg += f" ({err['suggestion']})"
+        elif isinstance(data.get("detail"), list):
+            msg = "; ".join(f"{'.'.join(str(x) for x in d.get('loc', [])[1:])}: {d.get('msg', '')}"
+                            if isinstance(d, dict) else str(d) for d in data["detail"])
+        elif data.get("detail"):
+            msg = str(data["detail"])
+        elif isinstance(data.get("errors"), list):
+            msg = "; ".join(f"{e.get('param', '')}: {e.get('details', '')}" if isinstance(e, dict) else str(e)
+                            for e in data["errors"])
+        elif data.get("msg") or data.get("message"):
+            msg = str(data.get("msg") or data.get("message"))
+        elif isinstance(err, str):
+            msg = err
+    if not msg:
+        msg = text.splitlines()[0][:200] if text else ""
+    return f"HTTP {status}: {msg}" if msg else f"HTTP {status}"
+
+
+def number(value: Any) -> float | None:
+    """A finite float, or None for null/missing/garbage (never 0 for an unknown price)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f and f not in (float("inf"), float("-inf")) else None

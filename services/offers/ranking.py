@@ -1,0 +1,145 @@
+"""$ per completed run (issue 4): Est. $ = price/hr × estimated hours, not $/hr.
+
+    work (FLOPs) = steps × (train_tokens × 6·P  +  gen_tokens × 2·P × decode_penalty)
+    throughput   = h100_peak_flops × mfu × speed[gpu] × gpu_count × parallel_efficiency^log2(gpu_count)
+    hours        = work / throughput / 3600     × (1 + spot_overhead) on spot
+
+``speed`` is per GPU type relative to an H100 SXM (``gpu_speeds.toml``). "Fits" comes from the memory
+estimator: FSDP-sharded training states over the offer's GPUs (optimizer on the CPU, prime-rl's
+default) plus activations must stay under 95 % of a GPU's memory. Offers that fit are ranked by Est. $
+ascending; misfits (with their reason) follow when asked for."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from services.config.findings import ConfigError
+from services.config.memory import GIB, estimate, human, lookup_model
+from services.offers.models import Offer
+
+HEADROOM = 0.95  # CUDA context, allocator fragmentation
+DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
+
+
+@functools.lru_cache(maxsize=None)
+def _table() -> dict[str, Any]:
+    return tomllib.loads(resources.files("services.offers").joinpath("gpu_speeds.toml").read_text(encoding="utf-8"))
+
+
+def speeds() -> dict[str, float]:
+    return dict(_table()["speed"])
+
+
+def constants() -> dict[str, float]:
+    return dict(_table()["model"])
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """The run to price. Defaults: a prime-rl RL run of 500 steps, 256 rollouts × 2k tokens per step."""
+
+    model: str = DEFAULT_MODEL
+    params: float | None = None  # overrides the registry
+    steps: int = 500
+    train_tokens_per_step: int = 256 * 2048
+    gen_tokens_per_step: int = 256 * 1024
+    seq_len: int = 2048
+
+    def flops(self) -> float:
+        p = self.params if self.params is not None else _params(self.model)
+        c = constants()
+        return self.steps * (self.train_tokens_per_step * 6 * p
+                             + self.gen_tokens_per_step * 2 * p * c["decode_penalty"])
+
+
+def _params(model: str) -> float:
+    shape = lookup_model(model)
+    if shape is None:
+        raise ConfigError(f"{model} is not in the model registry", hint="pick a registry model")
+    return shape.active_params or shape.params
+
+
+@dataclass(frozen=True)
+class Ranked:
+    offer: Offer
+    fits: bool
+    reason: str  # why it does not fit ("" when it does)
+    est_hours: float
+    est_cost: float
+
+    def to_json(self) -> dict[str, Any]:
+        o = self.offer
+        return {"provider": o.provider, "id": o.id, "gpu_type": o.gpu_type, "gpu_count": o.gpu_count,
+                "vram_gb": round(o.vram_gb, 1), "price_hr": round(o.price_hr, 4), "spot": o.spot,
+                "region": o.region, "fits": self.fits, "reason": self.reason,
+                "est_hours": round(self.est_hours, 3), "est_cost": round(self.est_cost, 2)}
+
+
+def throughput(offer: Offer) -> float:
+    """Effective FLOP/s of the whole offer."""
+    c, s = constants(), speeds()
+    n = max(1, offer.gpu_count)
+    speed = s.get(offer.gpu_type, s["unknown"])
+    return c["h100_peak_flops"] * c["mfu"] * speed * n * c["parallel_efficiency"] ** math.log2(n)
+
+
+def est_hours(offer: Offer, run: RunSpec) -> float:
+    hours = run.flops() / throughput(offer) / 3600
+    return hours * (1 + constants()["spot_overhead"]) if offer.spot else hours
+
+
+def fit(offer: Offer, run: RunSpec) -> tuple[bool, str]:
+    return _fit(run.model, run.params, run.seq_len, offer.gpu_count, round(offer.vram_gb, 2))
+
+
+@functools.lru_cache(maxsize=4096)
+def _fit(model: str, params: float | None, seq_len: int, gpus: int, vram_gb: float) -> tuple[bool, str]:
+    shape = lookup_model(model)
+    if shape is None and params is None:
+        return True, ""  # nothing to judge by; the CLI refuses unknown models before this
+    est = estimate(shape=shape, params=params, gpus=max(1, gpus), sharding="full", seq_len=seq_len,
+                   optim_cpu_offload=True)
+    have = vram_gb * GIB * HEADROOM
+    if est.total > have:
+        return False, f"needs {human(est.total)}/GPU on {gpus} GPU(s), has {vram_gb:g} GB"
+    return True, ""
+
+
+def rank(offers: Iterable[Offer], run: RunSpec | None = None, *, max_price: float | None = None,
+         spot: bool | None = None, gpus: int | None = None, providers: Iterable[str] | None = None,
+         include_misfits: bool = False, include_unavailable: bool = False) -> list[Ranked]:
+    """Filter, judge the fit, price the run; fits first by Est. $ (then $/hr), misfits after."""
+    run = run or RunSpec()
+    wanted = set(providers) if providers is not None else None
+    out: list[Ranked] = []
+    work = run.flops()
+    c, s = constants(), speeds()
+    for o in offers:
+        if (max_price is not None and o.price_hr > max_price) or (spot is not None and o.spot != spot) \
+                or (gpus is not None and o.gpu_count != gpus) or (wanted is not None and o.provider not in wanted) \
+                or (not include_unavailable and not o.available):
+            continue
+        ok, reason = fit(o, run)
+        if not ok and not include_misfits:
+            continue
+        n = max(1, o.gpu_count)
+        tput = c["h100_peak_flops"] * c["mfu"] * s.get(o.gpu_type, s["unknown"]) * n \
+            * c["parallel_efficiency"] ** math.log2(n)
+        hours = work / tput / 3600 * ((1 + c["spot_overhead"]) if o.spot else 1)
+        out.append(Ranked(o, ok, reason, hours, hours * o.price_hr))
+    out.sort(key=lambda r: (not r.fits, r.est_cost, r.offer.price_hr))
+    return out
+
+
+def best(ranked: list[Ranked]) -> Ranked | None:
+    return next((r for r in ranked if r.fits), None)

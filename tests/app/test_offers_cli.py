@@ -1,0 +1,58 @@
+"""`offers --json` end to end: a real HTTP server on 127.0.0.1 serves the providers' recorded payloads."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "offers"
+SERVED = {"/prime": "primeintellect-availability-gpus.json", "/vast": "vast-bundles-ondemand.json",
+          "/lambda": "lambda-instance-types.json"}
+
+
+@pytest.fixture
+def providers(monkeypatch):
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            prefix = "/" + self.path.lstrip("/").split("/", 1)[0]
+            body = (FIXTURES / SERVED[prefix]).read_bytes() if prefix in SERVED else b"{}"
+            self.send_response(200 if prefix in SERVED else 404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = _serve
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    for name, prefix in (("PRIME", "/prime"), ("VAST", "/vast"), ("LAMBDA", "/lambda")):
+        monkeypatch.setenv(f"PRIME_TRAIN_TUI_{name}_URL", base + prefix)
+        monkeypatch.setenv(f"{name}_API_KEY", f"test-{name.lower()}-key")
+    yield
+    server.shutdown()
+
+
+def test_offers_json_ranks_all_providers_by_estimated_dollars(providers, capsys):
+    if not FIXTURES.is_dir():
+        pytest.fail(f"fixtures missing: {FIXTURES}")
+    code = main(["offers", "--json", "--gpus", "1"])
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert code == 0, (doc.get("errors"), err)
+    assert doc["errors"] == []
+    offers = doc["offers"]
+    assert {o["provider"] for o in offers} >= {"vast", "lambda"}
+    costs = [o["est_cost"] for o in offers if o.get("est_cost") is not None]
+    assert costs and costs == sorted(costs)  # $ per completed run, not $/hr, decides the order
+    assert "test-vast-key" not in out and "test-vast-key" not in err  # keys never printed

@@ -1,0 +1,72 @@
+"""The offers table: one row per ranked offer, sorted by Est. $ by default; clicking a header sorts by
+that column (again: reverses). Misfits are marked with their reason. No I/O: fed ``Ranked`` rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from services.offers.ranking import Ranked
+from widgets.format import duration
+
+COLUMNS: tuple[tuple[str, str, Callable[[Ranked], Any]], ...] = (
+    ("provider", "Provider", lambda r: r.offer.provider),
+    ("gpu", "GPU", lambda r: r.offer.gpu_type),
+    ("count", "#", lambda r: r.offer.gpu_count),
+    ("vram", "VRAM/GPU", lambda r: r.offer.vram_gb),
+    ("price", "$/hr", lambda r: r.offer.price_hr),
+    ("spot", "Spot", lambda r: r.offer.spot),
+    ("region", "Region", lambda r: r.offer.region),
+    ("time", "Est. time", lambda r: r.est_hours),
+    ("cost", "Est. $", lambda r: r.est_cost),
+    ("fit", "Fit", lambda r: r.fits),
+)
+KEYS = {key: get for key, _, get in COLUMNS}
+
+
+def cells(r: Ranked) -> list[Any]:
+    o = r.offer
+    fit = Text("ok", style="green") if r.fits else Text(f"✗ {r.reason}", style="red")
+    return [o.provider + (f" ({o.host})" if o.host else ""), o.gpu_type, str(o.gpu_count), f"{o.vram_gb:.0f} GB",
+            f"{o.price_hr:.2f}", "spot" if o.spot else "", o.region, duration(r.est_hours * 3600),
+            f"{r.est_cost:.2f}", fit]
+
+
+class OffersView(DataTable):
+    DEFAULT_CSS = "OffersView { height: 1fr; }"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.items: list[Ranked] = []
+        self.sort_key, self.descending = "cost", False
+
+    def on_mount(self) -> None:
+        for key, label, _ in COLUMNS:
+            self.add_column(label, key=key)
+
+    def show(self, rows: list[Ranked]) -> None:
+        self.items = list(rows)
+        self._render_rows()
+
+    def sort_by(self, key: str, descending: bool | None = None) -> None:
+        if descending is None:
+            descending = not self.descending if key == self.sort_key else False
+        self.sort_key, self.descending = key, descending
+        self._render_rows()
+
+    def ordered(self) -> list[Ranked]:
+        get = KEYS[self.sort_key]
+        fits = sorted((r for r in self.items if r.fits), key=get, reverse=self.descending)
+        return fits + sorted((r for r in self.items if not r.fits), key=get, reverse=self.descending)
+
+    def _render_rows(self) -> None:
+        self.clear()
+        for i, r in enumerate(self.ordered()):
+            self.add_row(*cells(r), key=f"{i}:{r.offer.provider}:{r.offer.id}:{r.offer.region}")
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        self.sort_by(str(event.column_key.value))
