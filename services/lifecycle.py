@@ -12,193 +12,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import os
-import shlex
-import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator
 
 from services import preflight as pf
 from services import runs
 from services.errors import PrimeTrainError
-from services.models import PodKind
 from services.preflight import Check, LifecycleSettings
 
-AGENT_PATH = Path(__file__).with_name("lifecycle_agent.py")
-DEFAULT_STATE_DIR = ".cache/prime-train-tui"
-
-
-class LifecycleError(PrimeTrainError):
-    """A launch/kill/resume/cleanup could not be done; the message says why."""
-
-
-@dataclass(frozen=True)
-class Event:
-    action: str  # launch | kill | resume | cleanup
-    kind: str  # check | step | progress | warn | done | error
-    message: str
-    progress: float | None = None  # 0..1 when known
-    check: Check | None = None
-    data: dict[str, Any] | None = field(default=None, compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"action": self.action, "kind": self.kind, "message": self.message}
-        if self.progress is not None:
-            out["progress"] = round(self.progress, 3)
-        if self.check is not None:
-            out["check"] = self.check.to_json()
-        if self.data is not None:
-            out["data"] = self.data
-        return out
-
-
-def mask(text: str, values: Iterable[str]) -> str:
-    for v in sorted((v for v in values if v and len(v) >= 4), key=len, reverse=True):
-        text = text.replace(v, "****")
-    return text
-
-
-def collect_secrets(names: Iterable[str], environ: dict[str, str] | None = None) -> dict[str, str]:
-    env = os.environ if environ is None else environ
-    return {n: env[n] for n in names if env.get(n)}
-
-
-def render(template: str, **values: str) -> str:
-    """Fill ``{config}``/``{run_dir}``/``{step}`` (shell-quoted); other braces are left alone."""
-    out = template
-    for key, value in values.items():
-        out = out.replace("{" + key + "}", shlex.quote(str(value)) if key != "step" else str(int(value)))
-    return out
-
-
-# ------------------------------------------------------------------------------------ the pod
-
-
-class PodShell:
-    """Commands, stdin and file uploads on a connected pod (SSH or this machine)."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.local = getattr(conn.pod, "kind", None) is not PodKind.SSH
-        self.state_dir = (getattr(conn.pod, "probe_dir", None) or DEFAULT_STATE_DIR).rstrip("/")
-        self._agent: str | None = None
-        self._home: str | None = None
-        self.python = sys.executable if self.local else "python3"
-
-    # One exec per call (~130 ms over SSH); input goes over the command's stdin, never to a file.
-    async def exec(self, argv: list[str], input: bytes | None = None, timeout: float = 60.0) -> tuple[int, str, str]:
-        try:
-            return await self.conn.run(shlex.join(argv), timeout, input=input)
-        except asyncio.TimeoutError:
-            raise LifecycleError(f"the pod did not answer within {timeout:g} s") from None
-        except PrimeTrainError as exc:
-            raise LifecycleError(str(exc)) from None
-
-    async def put(self, data: bytes, remote: str, mode: int = 0o644) -> None:
-        """Write a file on the pod atomically (temp + rename)."""
-        try:
-            await self.conn.put_file(data, remote, mode)
-        except PrimeTrainError as exc:
-            raise LifecycleError(f"cannot upload {remote}: {exc}") from None
-
-    async def exists(self, remote: str) -> bool:
-        return await self.conn.exists(remote)
-
-    def abspath(self, path: str) -> str:
-        path = os.path.expanduser(path) if self.local else path
-        if path.startswith("/"):
-            return path
-        home = self._home or (str(Path.home()) if self.local else "")
-        return f"{home.rstrip('/')}/{path}" if home else path
-
-    async def agent_path(self) -> str:
-        if self._agent:
-            return self._agent
-        if self.local:
-            self._agent = str(AGENT_PATH)
-            return self._agent
-        data = AGENT_PATH.read_bytes()
-        remote = f"{self.state_dir}/lifecycle-{hashlib.sha256(data).hexdigest()[:16]}.py"
-        if not await self.exists(remote):
-            await self.put(data, remote)
-        self._agent = remote
-        return remote
-
-    async def agent(self, *args: str, input: bytes | None = None, timeout: float = 60.0) -> dict[str, Any]:
-        path = await self.agent_path()
-        env = ["env", f"PTT_STATE_DIR={self.state_dir}"]
-        rc, out, err = await self.exec([*env, self.python, path, *args], input=input, timeout=timeout)
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        if not lines:
-            tail = (err.strip().splitlines() or [f"exit status {rc}"])[-1]
-            raise LifecycleError(f"the pod's helper failed ({args[0]}): {tail}",
-                                 hint="is python3 installed on the pod?")
-        import json
-
-        return json.loads(lines[-1])
-
-    async def home(self) -> str:
-        if self._home is None:
-            rc, out, _ = await self.exec(["sh", "-c", "cd && pwd"])
-            self._home = out.strip() or "/root"
-        return self._home
-
-
-# ------------------------------------------------------------------------------------ guard
-
-
-class _Busy:
-    """An action never runs twice at once on one pod (per process)."""
-
-    def __init__(self) -> None:
-        self._held: dict[str, str] = {}
-
-    @contextlib.contextmanager
-    def hold(self, pod: str, action: str):
-        if pod in self._held:
-            raise LifecycleError(f"{self._held[pod]} is already running on {pod}",
-                                 hint="wait for it to finish or cancel it")
-        self._held[pod] = action
-        try:
-            yield
-        finally:
-            self._held.pop(pod, None)
-
-
-BUSY = _Busy()
-
-
-# ------------------------------------------------------------------------------------ helpers
-
-
-async def pod_runs(shell: PodShell) -> list[dict[str, Any]]:
-    return list((await shell.agent("status")).get("runs", []))
-
-
-async def active_run(shell: PodShell) -> dict[str, Any] | None:
-    active = [r for r in await pod_runs(shell) if r.get("active")]
-    return active[-1] if active else None
-
-
-async def checkpoints(shell: PodShell, run_dir: str, settings: LifecycleSettings) -> tuple[str, list[dict[str, Any]]]:
-    ckpt_dir = settings.ckpt_subdir if settings.ckpt_subdir.startswith("/") else \
-        f"{run_dir.rstrip('/')}/{settings.ckpt_subdir}"
-    result = await shell.agent("ckpts", "--ckpt-dir", ckpt_dir)
-    return ckpt_dir, list(result.get("ckpts", []))
-
-
-def newest_complete(ckpts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    complete = [c for c in ckpts if c.get("complete")]
-    return max(complete, key=lambda c: c["step"]) if complete else None
-
-
-def default_run_dir(pod: Any, config: Path | None) -> str:
-    if getattr(pod, "run_dir", None):
-        return str(pod.run_dir)
-    stem = config.stem if config is not None else "run"
-    return f"prime-train-tui/runs/{stem}"
+from services.lifecycle_common import (  # noqa: F401  (Event, LifecycleError, PodShell ... are public here too)
+    AGENT_PATH,
+    BUSY,
+    Event,
+    LifecycleError,
+    PodShell,
+    _fmt_bytes,
+    _one_line,
+    active_run,
+    backup_on,
+    backup_where,
+    checkpoints,
+    collect_secrets,
+    default_run_dir,
+    mask,
+    newest_complete,
+    pod_runs,
+    render,
+)
+from services.lifecycle_cleanup import CleanupPlan, cleanup, plan_cleanup, plan_keep_last  # noqa: F401
 
 
 # ------------------------------------------------------------------------------------ launch
@@ -395,17 +237,6 @@ async def _left(shell: PodShell, rid: str) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------ resume
-
-
-def backup_on(backup: Any) -> bool:
-    """Backup counts as configured when a bucket is set (``services.s3.BackupSettings``)."""
-    return backup is not None and bool(getattr(backup, "bucket", ""))
-
-
-def backup_where(backup: Any, run_dir: str) -> str:
-    return f"s3://{backup.bucket}/{backup.prefix_for(run_dir)}"
-
-
 async def plan_resume(conn: Any, settings: LifecycleSettings | None = None,
                       backup: Any = None) -> dict[str, Any]:
     """The run to resume and the checkpoint it would start from (for the confirm step). With a bucket
@@ -527,150 +358,6 @@ async def _restore(conn: Any, settings: LifecycleSettings, backup: Any, plan: di
                             f"step_{step}: {len(manifest.files)} files, {_fmt_bytes(manifest.bytes)}, "
                             f"sha256 verified against the manifest"),
                 progress=0.45, data={"restored": step, "files": len(manifest.files), "bytes": manifest.bytes})
-
-
-# ------------------------------------------------------------------------------------ cleanup
-
-
-@dataclass(frozen=True)
-class CleanupPlan:
-    ckpt_dir: str
-    keep: int
-    delete: tuple[dict[str, Any], ...]
-    kept: tuple[dict[str, Any], ...]
-    in_progress: tuple[dict[str, Any], ...]
-    # with a bucket configured: old complete checkpoints kept because their backup is not verified
-    unbacked: tuple[dict[str, Any], ...] = ()
-    backup_where: str = ""  # "s3://bucket/prefix/" when backup is on, else ""
-    run_dir: str = ""
-
-    @property
-    def bytes(self) -> int:
-        return sum(int(c.get("bytes", 0)) for c in self.delete)
-
-    def reason(self, c: dict[str, Any]) -> str:
-        return f"not yet verified in {self.backup_where}"
-
-    def to_json(self) -> dict[str, Any]:
-        def brief(cs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-            return [{"step": c["step"], "path": c["path"], "bytes": c["bytes"]} for c in cs]
-        out = {"ckpt_dir": self.ckpt_dir, "keep": self.keep, "delete": brief(self.delete),
-               "kept": brief(self.kept), "in_progress": brief(self.in_progress), "bytes": self.bytes}
-        if self.backup_where:
-            out["backup"] = self.backup_where
-            out["unbacked"] = [{**b, "reason": self.reason(c)} for b, c in zip(brief(self.unbacked), self.unbacked)]
-        return out
-
-
-def plan_keep_last(ckpt_dir: str, ckpts: list[dict[str, Any]], keep: int, verified: Iterable[int] | None = None,
-                   backup_where: str = "", run_dir: str = "") -> CleanupPlan:
-    """Delete complete checkpoints older than the ``keep`` newest complete ones; never the newest
-    complete one, never an incomplete (in-progress) one. With ``verified`` (the steps whose backup is
-    verified; backup on), a checkpoint outside it is never deleted either: it goes to ``unbacked``."""
-    keep = max(1, int(keep))
-    complete = sorted((c for c in ckpts if c.get("complete")), key=lambda c: c["step"])
-    kept = complete[-keep:]
-    delete = complete[:-keep] if len(complete) > keep else []
-    in_progress = [c for c in ckpts if not c.get("complete")]
-    unbacked: list[dict[str, Any]] = []
-    if verified is not None:
-        ok = set(verified)
-        unbacked = [c for c in delete if c["step"] not in ok]
-        delete = [c for c in delete if c["step"] in ok]
-    return CleanupPlan(ckpt_dir, keep, tuple(delete), tuple(kept), tuple(in_progress), tuple(unbacked),
-                       backup_where if verified is not None else "", run_dir)
-
-
-async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: LifecycleSettings | None = None,
-                       run_dir: str | None = None, backup: Any = None) -> CleanupPlan:
-    """``backup`` (``services.s3.BackupSettings``) with a bucket set: only checkpoints whose backup is
-    verified in the bucket may be deleted; an unreachable bucket is an error (nothing is planned)."""
-    settings = settings or LifecycleSettings()
-    shell = PodShell(conn)
-    await shell.home()
-    if run_dir is None:
-        records = await pod_runs(shell)
-        if records:
-            run_dir = records[-1]["run_dir"]
-        elif getattr(conn.pod, "run_dir", None):
-            run_dir = conn.pod.run_dir
-        else:
-            raise LifecycleError(f"no run recorded on {conn.pod.name} and no run_dir for it",
-                                 hint="give --run-dir or set run_dir in pods.toml")
-    run_abs = shell.abspath(run_dir)
-    ckpt_dir, ckpts = await checkpoints(shell, run_abs, settings)
-    keep_n = settings.keep_last if keep is None else keep
-    if not backup_on(backup):
-        return plan_keep_last(ckpt_dir, ckpts, keep_n)
-    from services.backup import verified_steps
-
-    verified = await verified_steps(backup, run_abs)
-    return plan_keep_last(ckpt_dir, ckpts, keep_n, verified, backup_where(backup, run_abs), run_abs)
-
-
-async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings | None = None,
-                  backup: Any = None) -> AsyncIterator[Event]:
-    """Delete what ``plan`` lists, one step dir at a time; the pod re-checks each one first. With a
-    bucket configured, the bucket is asked again just before deleting: a step whose backup is no longer
-    verified is kept."""
-    settings = settings or LifecycleSettings()
-    try:
-        with BUSY.hold(conn.pod.name, "cleanup"):
-            shell = PodShell(conn)
-            for c in plan.unbacked:
-                yield Event("cleanup", "warn", f"kept step_{c['step']}: {plan.reason(c)}")
-            todo = list(plan.delete)
-            if todo and backup_on(backup):
-                from services.backup import verified_steps
-
-                run_dir = plan.run_dir or str(Path(plan.ckpt_dir).parent)
-                where = backup_where(backup, run_dir)
-                verified = await verified_steps(backup, run_dir)
-                for c in [c for c in todo if c["step"] not in verified]:
-                    yield Event("cleanup", "warn", f"kept step_{c['step']}: not yet verified in {where}")
-                todo = [c for c in todo if c["step"] in verified]
-            freed, n = 0, len(todo)
-            if not n:
-                yield Event("cleanup", "done", f"nothing to delete (keeping {len(plan.kept)} complete"
-                                               + (f", {len(plan.unbacked)} not yet backed up" if plan.unbacked
-                                                  else "") + ")",
-                            progress=1.0, data={"deleted": [], "bytes": 0})
-                return
-            deleted: list[dict[str, Any]] = []
-            for i, c in enumerate(todo):
-                res = await shell.agent("delete", "--ckpt-dir", plan.ckpt_dir, "--keep", str(plan.keep),
-                                        str(c["step"]))
-                for d in res.get("deleted", []):
-                    freed += int(d["bytes"])
-                    deleted.append(d)
-                    if settings.runs_dir is not None:
-                        runs.append_log(settings.runs_dir, f"cleanup {conn.pod.name} deleted {d['path']} "
-                                                           f"({d['bytes']} bytes)")
-                    yield Event("cleanup", "progress", f"deleted step_{d['step']} ({_fmt_bytes(d['bytes'])})",
-                                progress=(i + 1) / n)
-                for r in res.get("refused", []):
-                    yield Event("cleanup", "warn", f"kept step_{r['step']}: {r['reason']}", progress=(i + 1) / n)
-            yield Event("cleanup", "done", f"deleted {len(deleted)} checkpoint(s), freed {_fmt_bytes(freed)}",
-                        progress=1.0, data={"deleted": deleted, "bytes": freed})
-    except PrimeTrainError as exc:
-        yield Event("cleanup", "error", _one_line(exc))
-
-
-# ------------------------------------------------------------------------------------ misc
-
-
-def _fmt_bytes(n: int) -> str:
-    try:
-        from services.units import fmt_bytes
-
-        return fmt_bytes(n)
-    except Exception:  # noqa: BLE001
-        return f"{n} B"
-
-
-def _one_line(exc: PrimeTrainError) -> str:
-    hint = getattr(exc, "hint", "")
-    return f"{exc} (hint: {hint})" if hint else str(exc)
 
 
 __all__ = ["Event", "Check", "CleanupPlan", "LifecycleError", "LifecycleSettings", "PodShell", "launch",
