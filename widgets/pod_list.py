@@ -50,26 +50,39 @@ class PodRow(ListItem):
         super().__init__(classes="pod-row")
         self.pod = pod
         self.snapshot: PodSnapshot | None = None
+        self._drawn: PodSnapshot | None = None  # the snapshot the labels show
+        self._now = 0.0
+        # Held, not queried: a row is updated by the 1 Hz tick and by snapshots, also while it is
+        # still being composed or already being removed, when a query would find nothing.
+        self._badge = Label(PodState.CONNECTING.value, classes="pod-badge -connecting")
+        self._reason = Label("", classes="pod-reason")
+        self._alerts = Label("", classes="pod-alerts")
+        self._alerts.display = False
 
     def compose(self) -> ComposeResult:
         name = self.pod.name + ("  [b]SIMULATED[/]" if self.pod.simulated else "")
         yield Label(name, classes="pod-name", markup=self.pod.simulated)
-        yield Label(PodState.CONNECTING.value, classes="pod-badge -connecting")
-        yield Label("", classes="pod-reason")
-        badge = Label("", classes="pod-alerts")
-        badge.display = False
-        yield badge
+        yield self._badge
+        yield self._reason
+        yield self._alerts
+
+    def on_mount(self) -> None:
+        if self.snapshot is not None:  # it arrived before the row was on screen
+            self.call_after_refresh(lambda: self.show(self.snapshot, self._now))
 
     def show(self, snapshot: PodSnapshot, now: float) -> None:
-        previous, self.snapshot = self.snapshot, snapshot
+        self.snapshot, self._now = snapshot, now
+        if not self._reason.is_attached:
+            return  # not composed yet (drawn on mount), or being removed
+        previous, self._drawn = self._drawn, snapshot
         state = snapshot.status.state
         if previous is None or previous.status.state is not state:
-            badge = self.query_one(".pod-badge", Label)
+            badge = self._badge
             set_label(badge, state.value)
             for cls in set(STATE_CLASS.values()):
                 badge.set_class(cls == STATE_CLASS[state], cls)
         reason = status_reason(snapshot, now)
-        label = self.query_one(".pod-reason", Label)
+        label = self._reason
         set_label(label, f"— {reason}" if reason else "")
         if label.display != bool(reason):
             label.display = bool(reason)
@@ -77,7 +90,7 @@ class PodRow(ListItem):
             self._show_alerts(snapshot)
 
     def _show_alerts(self, snapshot: PodSnapshot) -> None:
-        badge = self.query_one(".pod-alerts", Label)
+        badge = self._alerts
         text, cls = badge_text(snapshot.alerts), badge_class(snapshot.alerts)
         set_label(badge, text)
         for c in ("-info", "-warning", "-critical"):
@@ -142,8 +155,8 @@ class PodList(ListView):
 
     def update_snapshot(self, snapshot: PodSnapshot, now: float) -> None:
         row = self._rows.get(snapshot.pod.name)
-        if row is not None and row.is_mounted:
-            row.show(snapshot, now)
+        if row is not None:
+            row.show(snapshot, now)  # kept even before the row is mounted; it draws itself then
 
     def tick(self, now: float) -> None:
         for row in self._rows.values():

@@ -507,3 +507,27 @@ class TestCheckpointsTab:
             pane = app.query_one(CheckpointsPane)
             # probe (completeness by prime-rl's markers) → monitor → App → pane: newest COMPLETE step
             await wait_for(pilot, lambda: pane.backup_candidate() == 10)
+
+
+async def test_a_row_keeps_a_snapshot_that_came_before_it_was_mounted_and_survives_removal() -> None:
+    from widgets.pod_list import PodRow
+
+    pod = refused()
+    early = PodSnapshot(pod=pod, status=PodStatus(PodState.AUTH_FAILED, "Permission denied"))
+    row = PodRow(pod)
+    row.show(early, 0.0)  # before compose: nothing to draw yet, and no exception
+
+    class RowApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield PodList(id="pods")
+
+    async with RowApp().run_test(size=SIZE) as pilot:
+        pods = pilot.app.query_one(PodList)
+        pods._rows[pod.name] = row
+        await pods.append(row)
+        # a pod that failed once and then went quiet must not stay "connecting" for ever
+        await wait_for(pilot, lambda: "auth failed" in row.text and "Permission denied" in row.text)
+        pods.remove_pod(pod.name)
+        row.tick(1.0)
+        row.show(early, 2.0)  # updates racing the removal are ignored, never raised
+        await pilot.pause()
