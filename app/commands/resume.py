@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from app.commands._support import add_backup_args, backup_settings
+
 import argparse
 from typing import Any, AsyncIterator
 
@@ -16,19 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--yes", "-y", action="store_true", help="do not ask (required without a terminal)")
     p.add_argument("--force", action="store_true", help="start even when a pre-flight check fails")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    p.add_argument("--bucket", help="S3 bucket of the backups (default: backup.toml or PRIME_TRAIN_TUI_BUCKET)")
-    p.add_argument("--endpoint", help="S3-compatible endpoint URL (default: backup.toml or "
-                                      "PRIME_TRAIN_TUI_S3_ENDPOINT)")
+    add_backup_args(p)
     p.set_defaults(func=run)
-
-
-def backup_settings(args: argparse.Namespace) -> Any:
-    """The backup settings (``[backup]`` of backup.toml, the environment, then --bucket/--endpoint)."""
-    from app.settings import config_dir
-    from services.s3 import load_backup_settings
-
-    settings = load_backup_settings(config_dir() / "backup.toml")
-    return settings.with_overrides(bucket=getattr(args, "bucket", None), endpoint=getattr(args, "endpoint", None))
 
 
 def run(args: argparse.Namespace) -> int:
