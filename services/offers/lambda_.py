@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from services.offers._http import RetryPolicy, request_json
-from services.offers.models import Offer, canonical_gpu, nominal_gb, number
+from services.offers.models import Offer, PodAccess, ProviderFailure, canonical_gpu, nominal_gb, number
 
 NAME = "lambda"
 DEFAULT_URL = "https://cloud.lambdalabs.com/api/v1"
@@ -41,7 +41,8 @@ def parse(payload: Any) -> list[Offer]:
                 provider=NAME, id=name, gpu_type=canonical_gpu(desc or name, vram), gpu_name=desc or name,
                 gpu_count=int(count), vram_gb=vram, price_hr=cents / 100, spot=False,
                 region=str(region.get("name") or "") if region else "", available=region is not None,
-                availability="Available" if region else "Sold out", disk_gb=number(specs.get("storage_gib"))))
+                availability="Available" if region else "Sold out", disk_gb=number(specs.get("storage_gib")),
+                params={"instance_type_name": name}))
     return out
 
 
@@ -51,3 +52,85 @@ async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFA
         return []  # Lambda has no spot tier
     return parse(await request_json(client, "GET", f"{base_url.rstrip('/')}/instance-types", api_key=api_key,
                                     retry=retry))
+
+
+# ------------------------------------------------------------------------------------------ instances
+NO_RETRY = RetryPolicy(attempts=1)
+USER = "ubuntu"  # Lambda's images log in as ubuntu
+
+
+async def ssh_key_name(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL) -> str:
+    """Launch needs exactly one of the account's SSH key names: the first one."""
+    data = await request_json(client, "GET", f"{base_url.rstrip('/')}/ssh-keys", api_key=api_key)
+    keys = data.get("data") if isinstance(data, dict) else None
+    for key in keys or []:
+        if isinstance(key, dict) and key.get("name"):
+            return str(key["name"])
+    raise ProviderFailure("no SSH key in the Lambda account: add one at cloud.lambda.ai → SSH keys")
+
+
+def create_body(offer: Offer, *, name: str, key_name: str) -> dict[str, Any]:
+    if not offer.region:
+        raise ProviderFailure(f"{offer.gpu_name} has no region with capacity: it is sold out")
+    return {"region_name": offer.region, "instance_type_name": str(offer.params.get("instance_type_name") or offer.id),
+            "ssh_key_names": [key_name], "name": name[:64]}
+
+
+async def create(client: httpx.AsyncClient, api_key: str, offer: Offer, *, name: str, max_price: float,
+                 disk_gb: int | None = None, image: str | None = None, base_url: str = DEFAULT_URL) -> str:
+    """Lambda has no price cap in the API: the caller checks the fixed price against the cap first."""
+    key = await ssh_key_name(client, api_key, base_url=base_url)
+    data = await request_json(client, "POST", f"{base_url.rstrip('/')}/instance-operations/launch",
+                              api_key=api_key, retry=NO_RETRY, json=create_body(offer, name=name, key_name=key))
+    ids = (data.get("data") or {}).get("instance_ids") if isinstance(data, dict) else None
+    if not isinstance(ids, list) or not ids:
+        raise ProviderFailure("the launch answer has no instance id")
+    return str(ids[0])
+
+
+def access(inst: Any, pod_id: str) -> PodAccess:
+    if not isinstance(inst, dict):
+        return PodAccess(pod_id, "terminated", message="the provider no longer lists this instance")
+    state = str(inst.get("status") or "").lower()
+    it = inst.get("instance_type") if isinstance(inst.get("instance_type"), dict) else {}
+    cents = number(it.get("price_cents_per_hour"))
+    price = cents / 100 if cents is not None else None
+    if state in ("terminated", "terminating", "preempted"):
+        return PodAccess(pod_id, "terminated", price_hr=price, message=state)
+    if state == "unhealthy":
+        return PodAccess(pod_id, "failed", price_hr=price, message="instance unhealthy")
+    if state == "active" and inst.get("ip"):
+        return PodAccess(pod_id, "ready", USER, str(inst["ip"]), 22, price_hr=price)
+    return PodAccess(pod_id, "pending", price_hr=price, message=state or "booting")
+
+
+async def status(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
+                 retry: RetryPolicy | None = None) -> PodAccess:
+    try:
+        data = await request_json(client, "GET", f"{base_url.rstrip('/')}/instances/{pod_id}", api_key=api_key,
+                                  retry=retry)
+    except ProviderFailure as exc:
+        if exc.status == 404:
+            return access(None, pod_id)
+        raise
+    return access(data.get("data") if isinstance(data, dict) else None, pod_id)
+
+
+async def terminate(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
+                    retry: RetryPolicy | None = None) -> str:
+    try:
+        await request_json(client, "POST", f"{base_url.rstrip('/')}/instance-operations/terminate",
+                           api_key=api_key, retry=retry, json={"instance_ids": [pod_id]})
+    except ProviderFailure as exc:
+        if exc.status == 404:
+            return "already gone"
+        raise
+    return "terminated"
+
+
+async def find(client: httpx.AsyncClient, api_key: str, name: str, *, base_url: str = DEFAULT_URL) -> str | None:
+    data = await request_json(client, "GET", f"{base_url.rstrip('/')}/instances", api_key=api_key)
+    for inst in (data.get("data") if isinstance(data, dict) else None) or []:
+        if isinstance(inst, dict) and inst.get("name") == name and inst.get("id"):
+            return str(inst["id"])
+    return None

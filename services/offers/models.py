@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +30,55 @@ class Offer:
     reliability: float | None = None
     disk_gb: float | None = None
     host: str = ""  # the upstream cloud behind an aggregator (Prime Intellect), else ""
+    # what the provider's create call needs (Prime: cloudId/socket/…, Vast: min_bid, Lambda: region);
+    # not part of the offer's identity
+    params: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def vram_total_gb(self) -> float:
         return self.vram_gb * self.gpu_count
+
+    @property
+    def title(self) -> str:
+        where = f" {self.region}" if self.region else ""
+        return f"{self.provider} {self.gpu_count}× {self.gpu_type}{' spot' if self.spot else ''}{where}"
+
+
+@dataclass(frozen=True)
+class PodAccess:
+    """What a provider says about a pod it runs: ``state`` is pending | ready | failed | terminated."""
+
+    pod_id: str
+    state: str
+    user: str = "root"
+    host: str = ""
+    port: int = 22
+    price_hr: float | None = None
+    message: str = ""
+
+    @property
+    def target(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}" if self.host else ""
+
+
+def parse_ssh(value: Any, default_user: str = "root") -> tuple[str, str, int] | None:
+    """``"root@1.2.3.4 -p 22"``, ``"ubuntu@h:2200"``, ``"h"``, or a list of those (first non-null;
+    ``[null]`` is none) → (user, host, port)."""
+    if isinstance(value, list):
+        value = next((v for v in value if isinstance(v, str) and v.strip()), None)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text, port = value.strip(), 22
+    m = re.search(r"\s-p\s*(\d+)", text)
+    if m:
+        port, text = int(m.group(1)), (text[:m.start()] + text[m.end():]).strip()
+    user, _, host = text.rpartition("@")
+    m = re.fullmatch(r"([^:\s]+):(\d+)", host)
+    if m:
+        host, port = m.group(1), int(m.group(2))
+    if not host or " " in host or not 0 < port < 65536:
+        return None
+    return (user or default_user), host, port
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from services.offers._http import RetryPolicy, request_json
-from services.offers.models import Offer, canonical_gpu, nominal_gb, number
+from services.offers.models import Offer, PodAccess, ProviderFailure, canonical_gpu, nominal_gb, number, parse_ssh
 
 NAME = "primeintellect"
 DEFAULT_URL = "https://api.primeintellect.ai/api/v1"
@@ -75,7 +75,9 @@ def parse(payload: Any) -> list[Offer]:
             gpu_count=count, vram_gb=vram, price_hr=price, spot=bool(item.get("isSpot")),
             region=str(item.get("region") or item.get("country") or ""),
             available=stock.lower() != "unavailable", availability=stock.capitalize(),
-            disk_gb=number(disk.get("defaultCount")), host=str(item.get("provider") or "")))
+            disk_gb=number(disk.get("defaultCount")), host=str(item.get("provider") or ""),
+            params={k: item.get(k) for k in ("cloudId", "socket", "dataCenter", "security", "provider", "country")
+                    if item.get(k) is not None}))
     return out
 
 
@@ -95,3 +97,88 @@ async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFA
             break
     offers = parse({"items": items})
     return offers if spot is None else [o for o in offers if o.spot == spot]
+
+
+# ------------------------------------------------------------------------------------------ pods
+NO_RETRY = RetryPolicy(attempts=1)
+DEFAULT_IMAGE = "ubuntu_22_cuda_12"
+
+
+def create_body(offer: Offer, *, name: str, max_price: float, disk_gb: int | None = None,
+                image: str | None = None) -> dict[str, Any]:
+    """``POST /pods/`` body. ``PodRequestConfig`` rejects unknown keys, so only documented ones are sent;
+    ``maxPrice`` is the user's cap: the provider refuses to start the pod above it."""
+    p = offer.params
+    if not p.get("cloudId") or not p.get("socket") or not p.get("provider"):
+        raise ProviderFailure("this offer lacks cloudId/socket/provider: refresh the offers")
+    pod: dict[str, Any] = {"name": name, "cloudId": p["cloudId"], "gpuType": offer.gpu_name, "socket": p["socket"],
+                           "gpuCount": offer.gpu_count, "maxPrice": round(max_price, 4),
+                           "image": image or DEFAULT_IMAGE, "autoRestart": False}
+    if disk_gb or offer.disk_gb:
+        pod["diskSize"] = int(disk_gb or offer.disk_gb or 0)
+    for key, src in (("dataCenterId", "dataCenter"), ("country", "country"), ("security", "security")):
+        if p.get(src):
+            pod[key] = p[src]
+    return {"pod": pod, "provider": {"type": p["provider"]}}
+
+
+async def create(client: httpx.AsyncClient, api_key: str, offer: Offer, *, name: str, max_price: float,
+                 disk_gb: int | None = None, image: str | None = None, base_url: str = DEFAULT_URL) -> str:
+    """Create once (a retried create could start a second billed pod); returns the pod id."""
+    data = await request_json(client, "POST", f"{base_url.rstrip('/')}/pods/", api_key=api_key, retry=NO_RETRY,
+                              json=create_body(offer, name=name, max_price=max_price, disk_gb=disk_gb, image=image))
+    pod_id = data.get("id") if isinstance(data, dict) else None
+    if not pod_id:
+        raise ProviderFailure("the create answer has no pod id")
+    return str(pod_id)
+
+
+def access(item: Any, pod_id: str) -> PodAccess:
+    """One ``APIPodStatusResponse``/``APIPodConfig``: ready = ACTIVE + installation FINISHED + an SSH string."""
+    if not isinstance(item, dict):
+        return PodAccess(pod_id, "terminated", message="the provider no longer lists this pod")
+    status = str(item.get("status") or "").upper()
+    install = str(item.get("installationStatus") or "").upper()
+    price = number(item.get("priceHr")) if item.get("priceHr") is not None else number(item.get("costPerHr"))
+    ssh = parse_ssh(item.get("sshConnection"))
+    if status in ("TERMINATED", "DELETING"):
+        return PodAccess(pod_id, "terminated", price_hr=price, message=status.lower())
+    if status == "ERROR" or install == "ERROR":
+        return PodAccess(pod_id, "failed", price_hr=price,
+                         message=str(item.get("installationFailure") or "the provider reports ERROR"))
+    if status == "ACTIVE" and install == "FINISHED" and ssh:
+        return PodAccess(pod_id, "ready", ssh[0], ssh[1], ssh[2], price_hr=price)
+    progress = item.get("installationProgress")
+    detail = f"{status.lower() or 'pending'}" + (f", installing {progress}%" if progress is not None else "")
+    return PodAccess(pod_id, "pending", price_hr=price, message=detail)
+
+
+async def status(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
+                 retry: RetryPolicy | None = None) -> PodAccess:
+    data = await request_json(client, "GET", f"{base_url.rstrip('/')}/pods/status", api_key=api_key, retry=retry,
+                              params={"pod_ids": [pod_id]})
+    items = data.get("data") if isinstance(data, dict) else None
+    item = next((i for i in items or [] if isinstance(i, dict) and str(i.get("podId")) == pod_id), None)
+    return access(item, pod_id)
+
+
+async def terminate(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
+                    retry: RetryPolicy | None = None) -> str:
+    try:
+        data = await request_json(client, "DELETE", f"{base_url.rstrip('/')}/pods/{pod_id}", api_key=api_key,
+                                  retry=retry)
+    except ProviderFailure as exc:
+        if exc.status == 404:
+            return "already gone"
+        raise
+    return str(data.get("status") or "terminated").lower() if isinstance(data, dict) else "terminated"
+
+
+async def find(client: httpx.AsyncClient, api_key: str, name: str, *, base_url: str = DEFAULT_URL) -> str | None:
+    """The id of a live pod with this name (to reconcile a create whose answer was lost)."""
+    data = await request_json(client, "GET", f"{base_url.rstrip('/')}/pods/", api_key=api_key,
+                              params={"offset": 0, "limit": 100})
+    for item in (data.get("data") if isinstance(data, dict) else None) or []:
+        if isinstance(item, dict) and item.get("name") == name and item.get("id"):
+            return str(item["id"])
+    return None

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from services.offers._http import RetryPolicy, request_json
-from services.offers.models import Offer, canonical_gpu, number
+from services.offers.models import Offer, PodAccess, ProviderFailure, canonical_gpu, number
 
 NAME = "vast"
 DEFAULT_URL = "https://console.vast.ai/api/v0"
@@ -43,7 +43,8 @@ def parse(payload: Any, *, spot: bool = False) -> list[Offer]:
             vram_gb=vram, price_hr=price, spot=spot or bool(o.get("is_bid")),
             region=str(o.get("geolocation") or ""), available=True,
             availability=f"{rel:.1%}" if rel is not None else "", reliability=rel,
-            disk_gb=number(o.get("disk_space"))))
+            disk_gb=number(o.get("disk_space")),
+            params={"min_bid": number(o.get("min_bid")), "machine_id": o.get("machine_id")}))
     return out
 
 
@@ -52,3 +53,93 @@ async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFA
     data = await request_json(client, "POST", f"{base_url.rstrip('/')}/bundles/", api_key=api_key, retry=retry,
                               json=query(spot=spot))
     return parse(data, spot=spot)
+
+
+# ------------------------------------------------------------------------------------------ instances
+NO_RETRY = RetryPolicy(attempts=1)
+DEFAULT_IMAGE = "vastai/base-image:@vastai-automatic-tag"
+GONE = ("exited", "unknown", "offline")  # never lead to running (vast-cli): stop polling
+
+
+def create_body(offer: Offer, *, name: str, max_price: float, disk_gb: int | None = None,
+                image: str | None = None) -> dict[str, Any]:
+    """``PUT /asks/{id}/``. On-demand has no server-side cap (the caller checks the price against the cap
+    before and after); an interruptible bid is the offer's minimum bid, never above the cap."""
+    body: dict[str, Any] = {"client_id": "me", "image": image or DEFAULT_IMAGE, "disk": float(disk_gb or 100),
+                            "label": name, "runtype": "ssh_direc ssh_proxy", "cancel_unavail": not offer.spot}
+    if offer.spot:
+        bid = number(offer.params.get("min_bid")) or offer.price_hr
+        if bid > max_price:
+            raise ProviderFailure(f"the minimum bid ${bid:.3f}/hr is above the cap ${max_price:.3f}/hr")
+        body["price"] = round(bid, 4)
+    return body
+
+
+async def create(client: httpx.AsyncClient, api_key: str, offer: Offer, *, name: str, max_price: float,
+                 disk_gb: int | None = None, image: str | None = None, base_url: str = DEFAULT_URL) -> str:
+    data = await request_json(client, "PUT", f"{base_url.rstrip('/')}/asks/{offer.id}/", api_key=api_key,
+                              retry=NO_RETRY, json=create_body(offer, name=name, max_price=max_price,
+                                                               disk_gb=disk_gb, image=image))
+    if not isinstance(data, dict) or not data.get("success") or data.get("new_contract") is None:
+        raise ProviderFailure(str((data or {}).get("msg") or "the create answer has no instance id"))
+    return str(data["new_contract"])
+
+
+def access(inst: Any, pod_id: str) -> PodAccess:
+    """Direct SSH (``ports["22/tcp"]`` on the public address) when mapped, else Vast's SSH proxy."""
+    if not isinstance(inst, dict):
+        return PodAccess(pod_id, "terminated", message="the provider no longer lists this instance")
+    state = str(inst.get("actual_status") or "").lower()
+    price = number(inst.get("dph_total"))
+    if state in GONE:
+        return PodAccess(pod_id, "failed", price_hr=price, message=f"instance {state}: {inst.get('status_msg') or ''}"
+                         .strip().rstrip(":"))
+    if state != "running":
+        return PodAccess(pod_id, "pending", price_hr=price, message=state or "provisioning")
+    ports = inst.get("ports") if isinstance(inst.get("ports"), dict) else {}
+    direct = ports.get("22/tcp") if isinstance(ports.get("22/tcp"), list) else []
+    hp = direct[0].get("HostPort") if direct and isinstance(direct[0], dict) else None
+    if hp and inst.get("public_ipaddr"):
+        return PodAccess(pod_id, "ready", "root", str(inst["public_ipaddr"]).strip(), int(hp), price_hr=price)
+    if inst.get("ssh_host") and number(inst.get("ssh_port")):
+        return PodAccess(pod_id, "ready", "root", str(inst["ssh_host"]), int(number(inst["ssh_port"]) or 22),
+                         price_hr=price)
+    return PodAccess(pod_id, "pending", price_hr=price, message="running, no SSH address yet")
+
+
+async def status(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
+                 retry: RetryPolicy | None = None) -> PodAccess:
+    try:
+        data = await request_json(client, "GET", f"{base_url.rstrip('/')}/instances/{pod_id}/", api_key=api_key,
+                                  retry=retry, params={"owner": "me"})
+    except ProviderFailure as exc:
+        if exc.status == 404:
+            return access(None, pod_id)
+        raise
+    inst = data.get("instances") if isinstance(data, dict) else None
+    if isinstance(inst, list):  # the list shape of other endpoints
+        inst = next((i for i in inst if isinstance(i, dict) and str(i.get("id")) == pod_id), None)
+    return access(inst, pod_id)
+
+
+async def terminate(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
+                    retry: RetryPolicy | None = None) -> str:
+    try:
+        data = await request_json(client, "DELETE", f"{base_url.rstrip('/')}/instances/{pod_id}/",
+                                  api_key=api_key, retry=retry)
+    except ProviderFailure as exc:
+        if exc.status == 404:
+            return "already gone"
+        raise
+    if isinstance(data, dict) and data.get("success") is False:
+        raise ProviderFailure(str(data.get("msg") or data.get("error") or "destroy refused"))
+    return "destroyed"
+
+
+async def find(client: httpx.AsyncClient, api_key: str, name: str, *, base_url: str = DEFAULT_URL) -> str | None:
+    data = await request_json(client, "GET", f"{base_url.rstrip('/')}/instances", api_key=api_key,
+                              params={"owner": "me"})
+    for inst in (data.get("instances") if isinstance(data, dict) else None) or []:
+        if isinstance(inst, dict) and inst.get("label") == name and inst.get("id") is not None:
+            return str(inst["id"])
+    return None

@@ -1,0 +1,299 @@
+"""Renting a pod from an offer: create it through the provider's API with a price cap, poll until SSH
+answers, terminate it on request or at its deadline. Every spending action goes to the audit log.
+
+Price caps: Prime Intellect takes ``maxPrice`` and refuses to start above it; Vast bids are the
+offer's minimum bid and never above the cap; Vast on-demand and Lambda have no cap in the API, so the
+price is checked against the cap before the create and again in every status answer — a pod that
+reports more than the cap is terminated at once. Creates are never retried blindly (a retry could
+start a second billed pod): when the answer is lost, the provider's pod list is searched by name."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+from types import ModuleType
+from typing import Any
+
+import httpx
+
+from services.offers._http import RetryPolicy
+from services.offers.models import Offer, PodAccess, ProviderFailure
+from services.offers.rentals import AuditLog, Rental, default_deadline, due_warnings, overdue
+
+CAP_MARGIN = 0.10  # default max price: 10 % above the listed price
+READY_TIMEOUT = 20 * 60.0
+SSH_TIMEOUT = 5 * 60.0
+
+
+def _module(provider: str) -> ModuleType:
+    from services.offers.fetch_all import PROVIDERS
+
+    if provider not in PROVIDERS:
+        raise ProviderFailure(f"unknown provider {provider!r}")
+    return PROVIDERS[provider].module
+
+
+class Providers:
+    """The providers' pod APIs behind one httpx client, keys and base URLs (keys never leave here)."""
+
+    def __init__(self, keys: Mapping[str, str], urls: Mapping[str, str] | None = None, *,
+                 client: httpx.AsyncClient | None = None, timeout: float = 30.0,
+                 retry: RetryPolicy | None = None) -> None:
+        from services.offers.fetch_all import base_urls
+
+        self._keys = dict(keys)
+        self.retry = retry  # for status/terminate (creates are never retried)
+        self.urls = {**base_urls({}), **(urls or {})}
+        self._own = client is None
+        self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0))
+
+    def _key(self, provider: str) -> str:
+        from services.offers.fetch_all import PROVIDERS
+
+        key = self._keys.get(provider)
+        if not key:
+            env = PROVIDERS[provider].key_env if provider in PROVIDERS else "the provider's key"
+            raise ProviderFailure(f"no API key for {provider}: set {env}")
+        return key
+
+    async def create(self, offer: Offer, *, name: str, max_price: float, disk_gb: int | None = None,
+                     image: str | None = None) -> str:
+        mod = _module(offer.provider)
+        return await mod.create(self.client, self._key(offer.provider), offer, name=name, max_price=max_price,
+                                disk_gb=disk_gb, image=image, base_url=self.urls[offer.provider])
+
+    async def status(self, provider: str, pod_id: str) -> PodAccess:
+        return await _module(provider).status(self.client, self._key(provider), pod_id, base_url=self.urls[provider],
+                                              retry=self.retry)
+
+    async def terminate(self, provider: str, pod_id: str) -> str:
+        return await _module(provider).terminate(self.client, self._key(provider), pod_id,
+                                                 base_url=self.urls[provider], retry=self.retry)
+
+    async def find(self, provider: str, name: str) -> str | None:
+        return await _module(provider).find(self.client, self._key(provider), name, base_url=self.urls[provider])
+
+    async def aclose(self) -> None:
+        if self._own:
+            await self.client.aclose()
+
+    async def __aenter__(self) -> "Providers":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+# ----------------------------------------------------------------------------------------- the plan
+@dataclass(frozen=True)
+class LaunchPlan:
+    offer: Offer
+    name: str
+    max_price: float
+    deadline: float | None
+    est_hours: float
+    est_cost: float
+    disk_gb: int | None = None
+    image: str | None = None
+
+    def worst_case(self, now: float) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - now) / 3600 * self.max_price
+
+
+def pod_name(offer: Offer, now: float) -> str:
+    """A short name that is a valid hostname and label: ``vast-h100x8-k3f9a``."""
+    gpu = re.sub(r"[^a-z0-9]+", "", offer.gpu_type.lower()) or "gpu"
+    stamp = format(int(now) % 36**5, "x")[-5:]
+    return f"{offer.provider[:6]}-{gpu}x{offer.gpu_count}-{stamp}"
+
+
+def plan_launch(offer: Offer, est_hours: float, *, now: float, cap_margin: float = CAP_MARGIN,
+                deadline_margin: float = 0.25, name: str | None = None) -> LaunchPlan:
+    """Defaults: cap = price + 10 % rounded up to the cent, deadline = estimate × 1.25 + 30 min setup."""
+    cap = math.ceil(offer.price_hr * (1 + cap_margin) * 100) / 100
+    return LaunchPlan(offer, name or pod_name(offer, now), cap, default_deadline(now, est_hours,
+                      margin=deadline_margin), est_hours, est_hours * offer.price_hr)
+
+
+# ----------------------------------------------------------------------------------------- events
+@dataclass(frozen=True)
+class LaunchEvent:
+    kind: str  # step | created | status | ready | failed
+    message: str
+    rental: Rental | None = None
+    access: PodAccess | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.kind in ("ready", "failed")
+
+
+SshCheck = Callable[[str, int, float], Awaitable[bool]]
+
+
+async def ssh_banner(host: str, port: int, timeout: float = 5.0) -> bool:
+    """True when something at host:port speaks SSH (sends an ``SSH-`` banner)."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    try:
+        line = await asyncio.wait_for(reader.readline(), timeout)
+        return line.startswith(b"SSH-")
+    except (OSError, asyncio.TimeoutError):
+        return False
+    finally:
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except OSError:
+            pass
+
+
+async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, *,
+                       clock: Callable[[], float] = time.time, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                       poll: float = 5.0, ready_timeout: float = READY_TIMEOUT, ssh_timeout: float = SSH_TIMEOUT,
+                       ssh_ready: SshCheck = ssh_banner) -> AsyncIterator[LaunchEvent]:
+    offer = plan.offer
+    if offer.price_hr > plan.max_price:
+        yield LaunchEvent("failed", f"${offer.price_hr:.2f}/hr is above the cap ${plan.max_price:.2f}/hr: nothing created")
+        return
+    yield LaunchEvent("step", f"creating {offer.title} at ≤ ${plan.max_price:.2f}/hr…")
+    audit.append("create-request", now=clock(), provider=offer.provider, name=plan.name, offer=offer.id,
+                 price_hr=offer.price_hr, max_price=plan.max_price, deadline=plan.deadline, est_cost=plan.est_cost)
+    try:
+        pod_id = await providers.create(offer, name=plan.name, max_price=plan.max_price, disk_gb=plan.disk_gb,
+                                        image=plan.image)
+    except ProviderFailure as exc:
+        pod_id = await _reconcile(providers, plan, exc)
+        if pod_id is None:
+            audit.append("create-failed", now=clock(), provider=offer.provider, name=plan.name, reason=str(exc))
+            yield LaunchEvent("failed", f"{offer.provider} refused: {exc}")
+            return
+    rental = Rental(plan.name, offer.provider, pod_id, offer.title, offer.price_hr, plan.max_price, clock(),
+                    plan.deadline, plan.est_cost)
+    audit.append("create", now=clock(), provider=offer.provider, pod_id=pod_id, rental=rental.to_json())
+    yield LaunchEvent("created", f"{offer.provider} pod {pod_id} created; waiting for it to start", rental)
+
+    started, last, access = clock(), "", None
+    while True:
+        try:
+            access = await providers.status(offer.provider, pod_id)
+        except ProviderFailure as exc:
+            access = PodAccess(pod_id, "pending", message=f"status check failed: {exc}")
+        if access.price_hr is not None and access.price_hr > plan.max_price + 1e-9:
+            reason = f"the provider charges ${access.price_hr:.2f}/hr, above the cap ${plan.max_price:.2f}/hr"
+            yield await _give_up(providers, rental, audit, clock, reason)
+            return
+        if access.state == "ready":
+            break
+        if access.state == "failed":
+            yield await _give_up(providers, rental, audit, clock, f"the pod failed: {access.message}")
+            return
+        if access.state == "terminated":
+            audit.append("gone", now=clock(), provider=offer.provider, pod_id=pod_id, reason=access.message)
+            yield LaunchEvent("failed", f"the provider terminated the pod ({access.message})", rental, access)
+            return
+        if access.message != last:
+            last = access.message
+            yield LaunchEvent("status", access.message, rental, access)
+        if clock() - started > ready_timeout:
+            yield LaunchEvent("failed", f"not ready after {ready_timeout / 60:.0f} min ({access.message}); the pod "
+                              "is kept and its deadline still applies — press T to terminate it", rental, access)
+            return
+        await sleep(poll)
+
+    if access.price_hr is not None and access.price_hr != rental.price_hr:
+        rental = replace(rental, price_hr=access.price_hr)
+    yield LaunchEvent("status", f"running at {access.target}; waiting for SSH", rental, access)
+    ssh_started = clock()
+    while not await ssh_ready(access.host, access.port, 5.0):
+        if clock() - ssh_started > ssh_timeout:
+            yield LaunchEvent("failed", f"{access.target} does not answer SSH after {ssh_timeout / 60:.0f} min; "
+                              "the pod is kept — press T to terminate it", rental, access)
+            return
+        await sleep(poll)
+    audit.append("ready", now=clock(), provider=offer.provider, pod_id=pod_id, target=access.target,
+                 price_hr=rental.price_hr)
+    yield LaunchEvent("ready", f"{plan.name} is up at {access.target}", rental, access)
+
+
+async def _reconcile(providers: Providers, plan: LaunchPlan, exc: ProviderFailure) -> str | None:
+    """After a create whose answer was lost (timeout, connection, 5xx), look for the pod by name."""
+    if exc.status is not None and exc.status < 500:
+        return None
+    try:
+        return await providers.find(plan.offer.provider, plan.name)
+    except ProviderFailure:
+        return None
+
+
+async def _give_up(providers: Providers, rental: Rental, audit: AuditLog, clock: Callable[[], float],
+                   reason: str) -> LaunchEvent:
+    try:
+        outcome = await terminate_rental(providers, rental, audit, reason=reason, now=clock())
+    except ProviderFailure as exc:
+        return LaunchEvent("failed", f"{reason}; terminating it FAILED ({exc}) — terminate pod {rental.pod_id} "
+                           f"in the {rental.provider} console", rental)
+    return LaunchEvent("failed", f"{reason}; pod terminated ({outcome})", rental)
+
+
+async def terminate_rental(providers: Providers, rental: Rental, audit: AuditLog, *, reason: str,
+                           now: float | None = None) -> str:
+    """Terminate and record it; a failure is recorded too and re-raised (the rental stays open)."""
+    try:
+        outcome = await providers.terminate(rental.provider, rental.pod_id)
+    except ProviderFailure as exc:
+        audit.append("terminate-failed", now=now, provider=rental.provider, pod_id=rental.pod_id, reason=reason,
+                     error=str(exc))
+        raise
+    audit.append("terminate", now=now, provider=rental.provider, pod_id=rental.pod_id, name=rental.name,
+                 reason=reason, outcome=outcome, spent=round(rental.spent(time.time() if now is None else now), 2))
+    return outcome
+
+
+# ----------------------------------------------------------------------------------------- deadlines
+@dataclass(frozen=True)
+class DeadlineEvent:
+    kind: str  # warn | terminated | failed
+    rental: Rental
+    message: str
+
+
+class DeadlineWatch:
+    """One pass per ``check``: warn 15 min before a deadline (once), terminate rentals past it."""
+
+    def __init__(self, providers: Providers, audit: AuditLog, *, clock: Callable[[], float] = time.time) -> None:
+        self.providers, self.audit, self.clock = providers, audit, clock
+        self.warned: set[str] = set()
+        self.failed: set[str] = set()  # reported once; retried silently on every pass
+
+    async def check(self) -> list[DeadlineEvent]:
+        now = self.clock()
+        rentals = self.audit.open_rentals()
+        events = [DeadlineEvent("warn", r, f"{r.name} ({r.title}) will be terminated in "
+                                f"{max(1, round((r.deadline or now) - now) // 60)} min at its deadline")
+                  for r in due_warnings(rentals, now, self.warned)]
+        for r in overdue(rentals, now):
+            try:
+                outcome = await terminate_rental(self.providers, r, self.audit, reason="deadline", now=now)
+            except ProviderFailure as exc:
+                if r.pod_id not in self.failed:
+                    self.failed.add(r.pod_id)
+                    events.append(DeadlineEvent("failed", r, f"{r.name}: terminating at the deadline failed ({exc}); "
+                                                "retrying every pass — check the provider's console"))
+            else:
+                events.append(DeadlineEvent("terminated", r, f"{r.name} terminated at its deadline ({outcome}); "
+                                            f"spent ≈ ${r.spent(now):.2f}"))
+        return events
+
+    async def run(self, on_event: Callable[[DeadlineEvent], None], *, interval: float = 30.0,
+                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+        while True:
+            for ev in await self.check():
+                on_event(ev)
+            await sleep(interval)
