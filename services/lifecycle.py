@@ -35,8 +35,10 @@ from services.lifecycle_common import (  # noqa: F401  (Event, LifecycleError, P
     checkpoints,
     collect_secrets,
     default_run_dir,
+    hold,
     mask,
     newest_complete,
+    pod_lock,
     pod_runs,
     render,
 )
@@ -70,7 +72,7 @@ async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None 
     action = "resume" if _resume else "launch"
     secrets = collect_secrets(settings.secrets, environ)
     try:
-        with BUSY.hold(conn.pod.name, action):
+        async with hold(conn, action):
             async for ev in _launch(conn, Path(config) if config else None, settings, command, run_dir, force,
                                     secrets, action, _resume):
                 yield ev
@@ -173,7 +175,7 @@ async def kill(conn: Any, *, settings: LifecycleSettings | None = None, grace: f
     settings = settings or LifecycleSettings()
     grace = settings.grace_seconds if grace is None else grace
     try:
-        with BUSY.hold(conn.pod.name, "kill"):
+        async with hold(conn, "kill"):
             async for ev in _kill(conn, settings, grace):
                 yield ev
     except PrimeTrainError as exc:
@@ -302,7 +304,7 @@ async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force:
         return
     secrets = collect_secrets(settings.secrets, environ)
     try:
-        with BUSY.hold(conn.pod.name, "resume"):
+        async with hold(conn, "resume"):
             async for ev in _restore(conn, settings, backup, plan):
                 yield ev
             yield Event("resume", "step", f"resuming run {plan['run']['id']} from step_{best['step']} "

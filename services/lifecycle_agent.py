@@ -318,6 +318,43 @@ def cmd_gpu_pids(args):
     return 0
 
 
+# ------------------------------------------------------------------------------------ action lock
+def cmd_lock(args):
+    """Hold the pod's action lock (flock on <state>/action.lock) until stdin closes: the client's
+    action ended, or its SSH session died (sshd closes the pipe), or our parent went away. The
+    kernel drops a flock when its process dies, so a lock whose pid is dead is never in the way;
+    the file only says who holds it, for the refusal message."""
+    import fcntl
+    import select
+    os.makedirs(STATE, exist_ok=True)
+    path = os.path.join(STATE, "action.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        try:
+            with open(path) as fh:
+                holder = json.load(fh)
+        except (OSError, ValueError):
+            holder = {}
+        out({"ok": False, "held_by": holder})
+        return 5
+    info = {"pid": os.getpid(), "action": args.action, "owner": args.owner, "since": time.time()}
+    os.ftruncate(fd, 0)
+    os.write(fd, json.dumps(info).encode("utf-8"))
+    out({"ok": True, "lock": info})
+    parent, end = os.getppid(), time.time() + args.ttl
+    try:
+        while time.time() < end and os.getppid() == parent:
+            ready, _, _ = select.select([sys.stdin], [], [], 1.0)
+            if ready and not os.read(sys.stdin.fileno(), 4096):
+                break
+    finally:
+        os.ftruncate(fd, 0)
+        os.close(fd)
+    return 0
+
+
 # ------------------------------------------------------------------------------------ checkpoints
 def list_ckpts(ckpt_dir):
     found = []
@@ -372,140 +409,73 @@ def cmd_delete(args):
     return 0
 
 
-# ------------------------------------------------------------------------------------ preflight
-def cmd_preflight(args):
-    import resource
-    checks = []
+def _steps(d):
+    """{step: path} of the step_N dirs in d."""
+    found = {}
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return found
+    for n in names:
+        if n.startswith("step_") and n[5:].isdigit() and os.path.isdir(os.path.join(d, n)):
+            found[int(n[5:])] = os.path.join(d, n)
+    return found
 
-    def add(name, status, detail, fix=""):
-        checks.append({"name": name, "status": status, "detail": detail, "fix": fix})
 
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    inf = resource.RLIM_INFINITY
-    want = args.min_nofile
-    if soft == inf or soft >= want:
-        add("ulimit -n", "ok", "open files %s" % ("unlimited" if soft == inf else soft))
-    elif hard == inf or hard >= want:
-        add("ulimit -n", "ok", "open files %d, raised to %d for the run (hard limit %s)"
-            % (soft, want, "unlimited" if hard == inf else hard))
-    else:
-        add("ulimit -n", "fail", "open files %d, hard limit %d < %d" % (soft, hard, want),
-            "raise the hard limit: add '* hard nofile %d' to /etc/security/limits.conf (or the container's "
-            "--ulimit nofile=%d:%d) and reconnect" % (want, want, want))
+def leftovers(run_dir, ckpt_dir, keep_broadcasts):
+    """What prime-rl leaves behind (research prime-rl.md 6.3): with a separate ckpt output dir, the
+    orchestrator's step dirs under <run_dir>/checkpoints are never pruned (one whose trainer part is
+    gone and older than the newest complete checkpoint is an orphan); broadcasts/step_N copies of
+    steps divisible by the ckpt interval are kept forever (all but the newest few are waste)."""
+    found = []
+    own = os.path.join(run_dir, "checkpoints")
+    if os.path.realpath(own) != os.path.realpath(ckpt_dir):
+        trainer = _steps(ckpt_dir)
+        done = [s for s, p in trainer.items() if checkpoint_complete(p)]
+        newest = max(done) if done else None
+        for step, path in sorted(_steps(own).items()):
+            if newest is not None and step < newest and step not in trainer:
+                found.append({"kind": "orchestrator", "step": step, "path": path, "bytes": du(path)})
+    bc = sorted(_steps(os.path.join(run_dir, "broadcasts")).items())
+    for step, path in bc[:max(0, len(bc) - max(1, keep_broadcasts))]:
+        found.append({"kind": "broadcast", "step": step, "path": path, "bytes": du(path)})
+    return found
 
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        add("GPUs visible", "fail", "nvidia-smi not found",
-            "install the NVIDIA driver / use a GPU image; check `nvidia-smi` works on the pod")
-    else:
-        try:
-            p = subprocess.run([smi, "-L"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
-            gpus = [l for l in p.stdout.decode("utf-8", "replace").splitlines() if l.startswith("GPU ")]
-            if p.returncode == 0 and gpus:
-                add("GPUs visible", "ok", "%d GPU(s): %s" % (len(gpus), gpus[0].split("(")[0].strip()))
-            else:
-                err = (p.stderr or p.stdout).decode("utf-8", "replace").strip().splitlines()
-                add("GPUs visible", "fail", "nvidia-smi -L: %s" % (err[0] if err else "no GPUs"),
-                    "check the driver (`nvidia-smi`), CUDA_VISIBLE_DEVICES and the container's --gpus")
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            add("GPUs visible", "fail", "nvidia-smi: %s" % exc, "check the driver with `nvidia-smi`")
 
-    if args.cuda:
-        code = ("import importlib.util,sys\n"
-                "if importlib.util.find_spec('torch') is None: print('NOTORCH'); sys.exit(0)\n"
-                "import torch\n"
-                "print('OK %d' % torch.cuda.device_count() if torch.cuda.is_available() and "
-                "torch.zeros(1).cuda() is not None else 'NOCUDA')\n")
-        try:
-            p = subprocess.run([args.python or sys.executable, "-c", code], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, timeout=120)
-            res = p.stdout.decode("utf-8", "replace").strip()
-            if res.startswith("NOTORCH"):
-                add("CUDA context", "skip", "torch is not importable by %s" % (args.python or "python3"),
-                    "activate the training venv (e.g. `uv sync`) to have this checked")
-            elif res.startswith("OK"):
-                add("CUDA context", "ok", "torch sees %s GPU(s)" % res.split()[1])
-            else:
-                tail = p.stderr.decode("utf-8", "replace").strip().splitlines()
-                add("CUDA context", "fail", "torch cannot create a CUDA context: %s" % (tail[-1] if tail else res),
-                    "check the driver/CUDA versions match torch's build (`python -c 'import torch; "
-                    "print(torch.version.cuda)'`)")
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            add("CUDA context", "fail", str(exc), "check that python3 and torch start on the pod")
-
-    args.run_dir = os.path.abspath(os.path.expanduser(args.run_dir))
-    per = args.ckpt_bytes
-    if not per and args.ckpt_dir:
-        ckdir = args.ckpt_dir if os.path.isabs(args.ckpt_dir) else os.path.join(args.run_dir, args.ckpt_dir)
-        done = [c for c in list_ckpts(ckdir) if c["complete"]]
-        per = done[-1]["bytes"] if done else 0
-    args.need_bytes = max(args.need_bytes, args.expected_ckpts * per)
-    path = args.run_dir
+def cmd_survey(args):
+    """The checkpoints, the leftovers and the volume's use, in one exec (the cleanup daemon's round)."""
+    disk = None
+    path = args.ckpt_dir
     while path and not os.path.exists(path):
-        path = os.path.dirname(path) or "/"
+        path = os.path.dirname(path)
     try:
         st = os.statvfs(path or "/")
-        free = st.f_bavail * st.f_frsize
         total = st.f_blocks * st.f_frsize
-        need = args.need_bytes
-        if free >= need:
-            add("free disk", "ok", "%s free on %s, %s needed" % (_gib(free), path, _gib(need)))
-        else:
-            add("free disk", "fail", "%s free on %s, %s needed for the expected checkpoints"
-                % (_gib(free), path, _gib(need)),
-                "free space (`prime-train-tui cleanup POD --keep 2`), pick a bigger volume, or lower "
-                "[lifecycle] expected_ckpts")
-        checks[-1]["free"] = free
-        checks[-1]["total"] = total
-    except OSError as exc:
-        add("free disk", "fail", str(exc), "check the run directory's volume")
-
-    words = [w for w in args.trainer.split() if "=" not in w.split("/")[0]] if args.trainer else []
-    exe = words[0] if words else ""
-    if not exe:
-        add("trainer command", "fail", "empty launch command", "set [lifecycle] command in settings")
-    elif (os.path.isabs(exe) and os.access(exe, os.X_OK)) or shutil.which(exe):
-        detail = "%s → %s" % (exe, shutil.which(exe) or exe)
-        missing = [w for w in words[1:3] if w.endswith(".py") and os.path.isabs(w) and not os.path.exists(w)]
-        if missing:
-            add("trainer command", "fail", "%s not found" % missing[0], "check the launch command's path")
-        else:
-            add("trainer command", "ok", detail)
-    else:
-        fix = ("install uv: curl -LsSf https://astral.sh/uv/install.sh | sh, then `uv sync` in prime-rl"
-               if exe == "uv" else "install %s on the pod or fix [lifecycle] command" % exe)
-        add("trainer command", "fail", "%s not found on PATH" % exe, fix)
-
-    active = [r for r in _records() if _alive(r)]
-    if active:
-        r = active[0]
-        add("no other run active", "fail", "run %s is active in %s (pid %s)" % (r.get("id"), r.get("run_dir"),
-                                                                              r.get("pid")),
-            "kill it first: prime-train-tui kill POD")
-    else:
-        add("no other run active", "ok", "no run of ours is active")
-
-    for spec in args.check or []:
-        c = json.loads(spec)
-        try:
-            p = subprocess.run(["/bin/sh", "-c", c["run"]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               timeout=float(c.get("timeout") or 30), cwd=args.run_dir if os.path.isdir(args.run_dir)
-                               else None)
-            text = p.stdout.decode("utf-8", "replace").strip().splitlines()
-            if p.returncode == 0:
-                add(c["name"], "ok", text[-1][:200] if text else "passed")
-            else:
-                add(c["name"], "fail", (text[-1][:200] if text else "exit %d" % p.returncode),
-                    c.get("fix") or "see `%s`" % c["run"])
-        except subprocess.TimeoutExpired:
-            add(c["name"], "fail", "timed out", c.get("fix") or "")
-    out({"ok": True, "checks": checks, "run_dir": args.run_dir, "home": os.path.expanduser("~"),
-         "nofile": [None if soft == inf else soft, None if hard == inf else hard]})
+        disk = {"used": total - st.f_bfree * st.f_frsize, "total": total, "path": path}
+    except OSError:
+        pass
+    out({"ok": True, "ckpt_dir": args.ckpt_dir, "ckpts": list_ckpts(args.ckpt_dir), "disk": disk,
+         "leftovers": leftovers(args.run_dir, args.ckpt_dir, args.keep_broadcasts)})
     return 0
 
 
-def _gib(n):
-    return "%.1f GiB" % (n / 2.0 ** 30)
+def cmd_prune(args):
+    """Delete leftovers, re-checking here that each still is one."""
+    still = {c["path"]: c for c in leftovers(args.run_dir, args.ckpt_dir, args.keep_broadcasts)}
+    deleted, refused = [], []
+    for path in args.paths:
+        c = still.get(path)
+        if c is None:
+            refused.append({"path": path, "reason": "no longer a leftover"})
+            continue
+        size = du(path)
+        try:
+            shutil.rmtree(path)
+            deleted.append(dict(c, bytes=size))
+        except OSError as exc:
+            refused.append({"path": path, "reason": str(exc)})
+    out({"ok": True, "deleted": deleted, "refused": refused})
+    return 0
 
 
 def main(argv=None):
@@ -529,6 +499,17 @@ def main(argv=None):
     p.add_argument("--ckpt-dir", required=True)
     p.add_argument("--keep", type=int, required=True)
     p.add_argument("steps", type=int, nargs="*")
+    p = sub.add_parser("lock")
+    p.add_argument("--action", required=True)
+    p.add_argument("--owner", default="")
+    p.add_argument("--ttl", type=float, default=6 * 3600.0)
+    for name in ("survey", "prune"):
+        p = sub.add_parser(name)
+        p.add_argument("--run-dir", required=True)
+        p.add_argument("--ckpt-dir", required=True)
+        p.add_argument("--keep-broadcasts", type=int, default=2)
+        if name == "prune":
+            p.add_argument("paths", nargs="*")
     p = sub.add_parser("preflight")
     p.add_argument("--run-dir", required=True)
     p.add_argument("--min-nofile", type=int, default=65536)
@@ -541,9 +522,12 @@ def main(argv=None):
     p.add_argument("--python")
     p.add_argument("--check", action="append")
     a = ap.parse_args(argv)
+    if a.cmd == "preflight":  # in a sibling file (uploaded with this one): this one stays readable
+        import lifecycle_agent_preflight
+        return lifecycle_agent_preflight.cmd_preflight(a, sys.modules[__name__]) or 0
     fn = {"status": cmd_status, "start": cmd_start, "child": cmd_child, "signal": cmd_signal,
           "gpu-pids": cmd_gpu_pids, "ckpts": cmd_ckpts, "delete": cmd_delete,
-          "preflight": cmd_preflight}.get(a.cmd)
+          "lock": cmd_lock, "survey": cmd_survey, "prune": cmd_prune}.get(a.cmd)
     if fn is None:
         ap.print_usage(sys.stderr)
         return 2

@@ -15,7 +15,7 @@ from services.errors import PrimeTrainError
 from services.lifecycle_common import (
     Event,
     LifecycleError,
-    BUSY,
+    hold,
     PodShell,
     _fmt_bytes,
     _one_line,
@@ -109,7 +109,7 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
     verified is kept."""
     settings = settings or LifecycleSettings()
     try:
-        with BUSY.hold(conn.pod.name, "cleanup"):
+        async with hold(conn, "cleanup"):
             shell = PodShell(conn)
             for c in plan.unbacked:
                 yield Event("cleanup", "warn", f"kept step_{c['step']}: {plan.reason(c)}")

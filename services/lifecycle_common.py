@@ -5,18 +5,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
 import shlex
+import socket
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, AsyncIterator, Iterable
 
 from services.errors import PrimeTrainError
 from services.models import PodKind
 from services.preflight import Check, LifecycleSettings
 
 AGENT_PATH = Path(__file__).with_name("lifecycle_agent.py")
+# the helper and the sibling it imports; uploaded together into one directory named by their hash
+AGENT_FILES = (AGENT_PATH, Path(__file__).with_name("lifecycle_agent_preflight.py"))
 DEFAULT_STATE_DIR = ".cache/prime-train-tui"
 
 
@@ -109,12 +114,20 @@ class PodShell:
         if self.local:
             self._agent = str(AGENT_PATH)
             return self._agent
-        data = AGENT_PATH.read_bytes()
-        remote = f"{self.state_dir}/lifecycle-{hashlib.sha256(data).hexdigest()[:16]}.py"
-        if not await self.exists(remote):
-            await self.put(data, remote)
-        self._agent = remote
-        return remote
+        cached = getattr(self.conn, "_ptt_lifecycle_agent", None)  # one upload check per connection
+        if cached:
+            self._agent = cached
+            return cached
+        files = [(f.name, f.read_bytes()) for f in AGENT_FILES]
+        digest = hashlib.sha256(b"".join(data for _, data in files)).hexdigest()[:16]
+        where = f"{self.state_dir}/lifecycle-{digest}"
+        if not await self.exists(f"{where}/{files[-1][0]}"):  # the last one is written last
+            for name, data in files:
+                await self.put(data, f"{where}/{name}")
+        self._agent = f"{where}/{AGENT_PATH.name}"
+        with contextlib.suppress(AttributeError):
+            self.conn._ptt_lifecycle_agent = self._agent
+        return self._agent
 
     async def agent(self, *args: str, input: bytes | None = None, timeout: float = 60.0) -> dict[str, Any]:
         path = await self.agent_path()
@@ -158,6 +171,51 @@ class _Busy:
 
 
 BUSY = _Busy()
+
+
+@contextlib.asynccontextmanager
+async def pod_lock(conn: Any, action: str) -> AsyncIterator[dict[str, Any]]:
+    """The pod-wide action lock, across processes and machines: the helper's ``lock`` command holds a
+    flock on ``<state>/action.lock`` while its stdin is open (this block). A CLI ``kill`` and the app's
+    ``k`` therefore never interleave; a holder that died (its pid gone) never blocks anyone."""
+    shell = PodShell(conn)
+    path = await shell.agent_path()
+    owner = f"{socket.gethostname()}:{os.getpid()}"
+    argv = ["env", f"PTT_STATE_DIR={shell.state_dir}", shell.python, path, "lock", "--action", action,
+            "--owner", owner]
+    try:
+        proc = await conn.start(shlex.join(argv))
+    except PrimeTrainError as exc:
+        raise LifecycleError(f"cannot take the pod's action lock: {exc}") from None
+    try:
+        try:
+            line = await asyncio.wait_for(proc.readline(), 30)
+            answer = json.loads(line or b"{}")
+        except (asyncio.TimeoutError, ValueError):
+            raise LifecycleError(f"the pod's action lock did not answer on {conn.pod.name}",
+                                 hint="is python3 installed on the pod?") from None
+        if not answer.get("ok"):
+            held = answer.get("held_by") or {}
+            since = time.strftime("%H:%M:%S", time.localtime(held["since"])) if held.get("since") else "?"
+            raise LifecycleError(f"{held.get('action', 'another action')} is already running on {conn.pod.name} "
+                                 f"(pid {held.get('pid', '?')} on the pod, from {held.get('owner') or '?'}, "
+                                 f"since {since})", hint="wait for it to finish or cancel it")
+        yield answer["lock"]
+    finally:
+        with contextlib.suppress(Exception):
+            proc.write_eof()
+        try:
+            await asyncio.wait_for(proc.wait(), 5)
+        except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - never mask the action's own outcome
+            await proc.kill()
+
+
+@contextlib.asynccontextmanager
+async def hold(conn: Any, action: str) -> AsyncIterator[None]:
+    """Both guards: this process's (instant) and the pod's (across processes)."""
+    with BUSY.hold(conn.pod.name, action):
+        async with pod_lock(conn, action):
+            yield
 
 
 # ------------------------------------------------------------------------------------ helpers
