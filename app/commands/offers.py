@@ -1,7 +1,9 @@
-"""``prime-train-tui offers [--model M] [--gpus N] [--max-price X] [--spot] [--provider P ...] [--all]
+"""``prime-train-tui offers [--config FILE | --model M] [--gpus N] [--max-price X] [--spot] [--provider P ...] [--all]
 [--steps N] [--json]``: GPU offers from Prime Intellect, Vast.ai and Lambda ranked by estimated $ per
-completed run (services/offers/ranking.py). Keys from PRIME_API_KEY / VAST_API_KEY / LAMBDA_API_KEY
-(never printed); base URLs from PRIME_TRAIN_TUI_{PRIME,VAST,LAMBDA}_URL. A provider that fails is
+completed run (services/offers/ranking.py); ``--config`` prices the run a prime-rl config describes
+(model, max_steps, batch and sequence length). Keys from PRIME_API_KEY / VAST_API_KEY / LAMBDA_API_KEY,
+the providers' CLI files or settings.toml (services/offers/keys.py; never printed); base URLs from
+PRIME_TRAIN_TUI_{PRIME,VAST,LAMBDA}_URL or settings.toml. The answer is cached for the Offers pane. A provider that fails is
 reported and the others still show. Exit 0 when any offer was listed, 1 when none, 2 on usage.
 
 ``--json``: ``{"offers": [{"provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot",
@@ -12,6 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
+from pathlib import Path
 
 from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail
 
@@ -21,13 +25,16 @@ PROVIDER_NAMES = ("primeintellect", "vast", "lambda")
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("offers", help="GPU offers ranked by $ per completed run",
                        description="GPU offers across providers, ranked by estimated $ per completed run.")
-    p.add_argument("--model", default="Qwen/Qwen3-0.6B", help="model to fit and price (default Qwen/Qwen3-0.6B)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--config", type=Path, help="price the run this prime-rl config describes")
+    src.add_argument("--model", help="model to fit and price (default Qwen/Qwen3-0.6B)")
     p.add_argument("--gpus", type=int, help="only offers with exactly N GPUs")
     p.add_argument("--max-price", type=float, help="only offers at most this many $/hr")
     p.add_argument("--spot", action=argparse.BooleanOptionalAction, default=False,
                    help="spot/interruptible offers (Lambda has none)")
     p.add_argument("--provider", action="append", choices=PROVIDER_NAMES, help="only this provider (repeatable)")
-    p.add_argument("--steps", type=int, default=500, help="training steps of the run to price (default 500)")
+    p.add_argument("--steps", type=int, help="training steps of the run to price (default: the config's "
+                   "max_steps, else 500)")
     p.add_argument("--all", action="store_true", help="also list offers the model does not fit")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per provider")
     p.add_argument("--json", action="store_true")
@@ -35,24 +42,60 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from services.config.memory import lookup_model
-    from services.offers.ranking import RunSpec
+    from services.offers.ranking import DEFAULT_MODEL, RunSpec, run_spec_from_config
 
     if args.gpus is not None and args.gpus < 1:
         return fail("--gpus must be at least 1", code=EXIT_USAGE)
-    if args.steps < 1:
+    if args.steps is not None and args.steps < 1:
         return fail("--steps must be at least 1", code=EXIT_USAGE)
-    if lookup_model(args.model) is None:
-        return fail(f"{args.model} is not in the model registry", "see services/config/models.toml", EXIT_USAGE)
-    return asyncio.run(_offers(args, RunSpec(model=args.model, steps=args.steps)))
+    if args.config is not None:
+        try:
+            import tomllib
+
+            data = tomllib.loads(args.config.read_text(encoding="utf-8"))
+        except OSError as exc:
+            return fail(f"cannot read {args.config}: {exc.strerror}", code=EXIT_USAGE)
+        except tomllib.TOMLDecodeError as exc:
+            return fail(f"{args.config} is not valid TOML: {exc}", "run `prime-train-tui validate` on it", EXIT_USAGE)
+        spec, notes = run_spec_from_config(data)
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+    else:
+        spec = RunSpec(model=args.model or DEFAULT_MODEL)
+    if args.steps is not None:
+        spec = replace(spec, steps=args.steps)
+    if lookup_model(spec.model) is None:
+        return fail(f"{spec.model} is not in the model registry",
+                    "pass --model with a registry model of the same size (see services/config/models.toml)",
+                    EXIT_USAGE)
+    return asyncio.run(_offers(args, spec))
 
 
 async def _offers(args: argparse.Namespace, spec) -> int:
-    from services.offers.fetch_all import api_keys, base_urls, fetch_all
+    import time
+
+    from app.settings import cache_dir, load_offer_settings
+    from services.errors import PrimeTrainError
+    from services.offers import cache
+    from services.offers.fetch_all import fetch_all
+    from services.offers.keys import find_keys, find_urls
     from services.offers.ranking import rank
 
-    result = await fetch_all(keys=api_keys(), urls=base_urls(), spot=args.spot, providers=args.provider,
+    try:
+        settings = load_offer_settings()
+    except PrimeTrainError as exc:
+        return fail(str(exc), exc.hint)
+    keys = {name: k.key for name, k in find_keys(settings=settings).items()}
+    result = await fetch_all(keys=keys, urls=find_urls(settings=settings), spot=args.spot, providers=args.provider,
                              timeout=args.timeout)
+    if result.offers and args.provider is None:
+        try:
+            cache.save(cache_dir(), args.spot, result, time.time())
+        except OSError:
+            pass  # a cache that cannot be written costs a refetch, nothing else
     ranked = rank(result.offers, spec, max_price=args.max_price, spot=args.spot, gpus=args.gpus,
                   include_misfits=args.all)
     if args.json:

@@ -52,7 +52,9 @@ async def fetch_all(*, keys: Mapping[str, str], urls: Mapping[str, str] | None =
     async def one(name: str) -> list[Offer] | ProviderError:
         key = keys.get(name)
         if not key:
-            return ProviderError(name, f"no API key: set {PROVIDERS[name].key_env}")
+            from services.offers.keys import how_to_set
+
+            return ProviderError(name, how_to_set(name))
         try:
             return await asyncio.wait_for(
                 PROVIDERS[name].module.fetch(client, key, base_url=urls[name], spot=spot, retry=retry), timeout)

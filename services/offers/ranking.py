@@ -62,6 +62,49 @@ class RunSpec:
                              + self.gen_tokens_per_step * 2 * p * c["decode_penalty"])
 
 
+def _get(data: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _int(*values: Any) -> int | None:
+    for v in values:
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
+def run_spec_from_config(data: dict[str, Any], *, default_steps: int = 500) -> tuple[RunSpec, list[str]]:
+    """The run a prime-rl config describes (rl or sft) → (RunSpec, notes on what was assumed).
+
+    rl: tokens per step = orchestrator.batch_size (default 128) × seq_len trained, and as many
+    generated at half the length; sft: data.batch_size × data.seq_len, nothing generated."""
+    notes: list[str] = []
+    model = _get(data, "model", "name") or _get(data, "trainer", "model", "name")
+    if not isinstance(model, str):
+        model = data.get("model") if isinstance(data.get("model"), str) else None
+    if not model:
+        model = DEFAULT_MODEL
+        notes.append(f"no model name in the config: priced as {DEFAULT_MODEL}")
+    steps = _int(data.get("max_steps"), _get(data, "trainer", "max_steps"), _get(data, "orchestrator", "max_steps"))
+    if steps is None:
+        steps = default_steps
+        notes.append(f"max_steps is not set (runs until stopped): priced for {default_steps} steps")
+    if "orchestrator" in data or "trainer" in data:  # rl (an sft file may carry [inference] for evals)
+        seq = _int(data.get("seq_len"), _get(data, "trainer", "model", "seq_len"),
+                   _get(data, "orchestrator", "seq_len")) or 2048
+        batch = _int(_get(data, "orchestrator", "batch_size")) or 128
+        return RunSpec(model=model, steps=steps, train_tokens_per_step=batch * seq,
+                       gen_tokens_per_step=batch * seq // 2, seq_len=seq), notes
+    seq = _int(_get(data, "data", "seq_len"), data.get("seq_len")) or 128
+    batch = _int(_get(data, "data", "batch_size")) or 128
+    return RunSpec(model=model, steps=steps, train_tokens_per_step=batch * seq, gen_tokens_per_step=0,
+                   seq_len=seq), notes
+
+
 def _params(model: str) -> float:
     shape = lookup_model(model)
     if shape is None:

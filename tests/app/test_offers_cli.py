@@ -56,3 +56,30 @@ def test_offers_json_ranks_all_providers_by_estimated_dollars(providers, capsys)
     costs = [o["est_cost"] for o in offers if o.get("est_cost") is not None]
     assert costs and costs == sorted(costs)  # $ per completed run, not $/hr, decides the order
     assert "test-vast-key" not in out and "test-vast-key" not in err  # keys never printed
+
+
+def test_offers_config_prices_the_configs_run_and_fills_the_cache(providers, capsys, tmp_path):
+    cfg = tmp_path / "rl.toml"
+    cfg.write_text('max_steps = 20\n[model]\nname = "Qwen/Qwen3-0.6B"\n[orchestrator]\nbatch_size = 64\n')
+    assert main(["offers", "--json", "--config", str(cfg), "--provider", "vast"]) == 0
+    short = json.loads(capsys.readouterr().out)["offers"]
+    cfg.write_text(cfg.read_text().replace("max_steps = 20", "max_steps = 200"))
+    assert main(["offers", "--json", "--config", str(cfg), "--provider", "vast"]) == 0
+    long = json.loads(capsys.readouterr().out)["offers"]
+    assert [o["id"] for o in short] == [o["id"] for o in long]
+    assert long[0]["est_hours"] == pytest.approx(10 * short[0]["est_hours"], rel=0.01)  # 10× the steps
+    assert main(["offers", "--json", "--gpus", "1"]) == 0  # all providers: the pane's cache is written
+    from app.settings import cache_dir
+
+    assert (cache_dir() / "offers-on-demand.json").is_file()
+
+
+def test_offers_config_errors_are_one_line_and_usage(providers, capsys, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[model\n")
+    assert main(["offers", "--config", str(bad)]) == 2
+    assert "not valid TOML" in capsys.readouterr().err
+    odd = tmp_path / "odd.toml"
+    odd.write_text('[model]\nname = "someone/Unknown-7B-Custom"\n')
+    assert main(["offers", "--config", str(odd)]) == 2
+    assert "--model" in capsys.readouterr().err

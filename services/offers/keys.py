@@ -1,0 +1,99 @@
+"""Where the providers' API keys and base URLs come from, in order:
+
+1. the environment: ``PRIME_API_KEY``, ``VAST_API_KEY``, ``LAMBDA_API_KEY`` (URLs:
+   ``PRIME_TRAIN_TUI_{PRIME,VAST,LAMBDA}_URL``);
+2. the files the providers' own CLIs write: ``~/.prime/config.json`` (``api_key``), vast's
+   ``~/.config/vastai/vast_api_key`` or the legacy ``~/.vast_api_key``;
+3. the ``[offers]`` table of settings.toml (``keys.<provider>``, ``<provider>_url``).
+
+A key is only ever shown masked (:func:`mask`), with where it came from."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from services.offers.fetch_all import PROVIDERS
+
+
+@dataclass(frozen=True)
+class KeySource:
+    key: str
+    source: str  # "PRIME_API_KEY", "~/.prime/config.json", "settings.toml"
+
+    def __repr__(self) -> str:  # never the key itself, not even in a traceback
+        return f"KeySource({mask(self.key)!r}, {self.source!r})"
+
+    @property
+    def masked(self) -> str:
+        return f"{mask(self.key)} ({self.source})"
+
+
+def mask(key: str) -> str:
+    return "****" if len(key) < 12 else f"{key[:3]}…{key[-2:]}"
+
+
+SETTINGS_URL_KEYS = {"primeintellect": "prime_url", "vast": "vast_url", "lambda": "lambda_url"}
+
+
+def _read_key_file(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text.splitlines()[0].strip() if text else None
+
+
+def _prime_config(home: Path) -> str | None:
+    try:
+        data = json.loads((home / ".prime" / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    key = data.get("api_key") if isinstance(data, dict) else None
+    return key.strip() if isinstance(key, str) and key.strip() else None
+
+
+def find_keys(env: Mapping[str, str] | None = None, home: Path | None = None,
+              settings: Mapping[str, Any] | None = None) -> dict[str, KeySource]:
+    env = os.environ if env is None else env
+    home = Path(env.get("HOME") or "~").expanduser() if home is None else home
+    table = settings.get("keys", {}) if isinstance(settings, Mapping) else {}
+    out: dict[str, KeySource] = {}
+    for name, p in PROVIDERS.items():
+        if env.get(p.key_env, "").strip():
+            out[name] = KeySource(env[p.key_env].strip(), p.key_env)
+            continue
+        if name == "primeintellect" and (key := _prime_config(home)):
+            out[name] = KeySource(key, "~/.prime/config.json")
+            continue
+        if name == "vast":
+            for rel in (".config/vastai/vast_api_key", ".vast_api_key"):
+                if key := _read_key_file(home / rel):
+                    out[name] = KeySource(key, f"~/{rel}")
+                    break
+            if name in out:
+                continue
+        value = table.get(name) if isinstance(table, Mapping) else None
+        if isinstance(value, str) and value.strip():
+            out[name] = KeySource(value.strip(), "settings.toml")
+    return out
+
+
+def find_urls(env: Mapping[str, str] | None = None, settings: Mapping[str, Any] | None = None) -> dict[str, str]:
+    env = os.environ if env is None else env
+    settings = settings or {}
+    urls = {}
+    for name, p in PROVIDERS.items():
+        value = env.get(p.url_env) or settings.get(SETTINGS_URL_KEYS[name])
+        urls[name] = str(value).rstrip("/") if value else p.module.DEFAULT_URL
+    return urls
+
+
+def how_to_set(provider: str) -> str:
+    p = PROVIDERS[provider]
+    extra = {"primeintellect": " or run `prime login`", "vast": " or run `vastai set api-key`"}.get(provider, "")
+    return f"no API key: set {p.key_env}{extra}, or keys.{provider} in [offers] of settings.toml"

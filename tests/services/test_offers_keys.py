@@ -1,0 +1,58 @@
+"""Provider keys and URLs from the environment, the providers' CLI files and settings; the offers cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from services.offers import cache
+from services.offers.keys import find_keys, find_urls, how_to_set, mask
+from services.offers.models import FetchResult, Offer
+
+
+def test_keys_come_from_env_then_cli_files_then_settings(tmp_path: Path):
+    home = tmp_path
+    (home / ".prime").mkdir()
+    (home / ".prime" / "config.json").write_text(json.dumps({"api_key": "prime-file-key-123", "team_id": None}))
+    (home / ".config" / "vastai").mkdir(parents=True)
+    (home / ".config" / "vastai" / "vast_api_key").write_text("vast-file-key-4567\n")
+    settings = {"keys": {"lambda": "lambda-settings-key-89", "vast": "vast-settings-key"}}
+    keys = find_keys(env={"PRIME_API_KEY": "prime-env-key-000"}, home=home, settings=settings)
+    assert {n: (k.key, k.source) for n, k in keys.items()} == {
+        "primeintellect": ("prime-env-key-000", "PRIME_API_KEY"),
+        "vast": ("vast-file-key-4567", "~/.config/vastai/vast_api_key"),
+        "lambda": ("lambda-settings-key-89", "settings.toml")}
+    keys = find_keys(env={}, home=home, settings=None)
+    assert keys["primeintellect"].source == "~/.prime/config.json" and "lambda" not in keys
+    assert "prime-file-key-123" not in repr(keys) and "prime-file-key-123" not in keys["primeintellect"].masked
+
+
+def test_broken_cli_files_are_ignored(tmp_path: Path):
+    (tmp_path / ".prime").mkdir()
+    (tmp_path / ".prime" / "config.json").write_text("{not json")
+    (tmp_path / ".vast_api_key").write_bytes(b"")
+    assert find_keys(env={}, home=tmp_path, settings={"keys": "oops"}) == {}
+
+
+def test_urls_env_over_settings_over_defaults():
+    urls = find_urls(env={"PRIME_TRAIN_TUI_VAST_URL": "http://proxy/vast/"},
+                     settings={"prime_url": "http://s/prime", "vast_url": "http://ignored"})
+    assert urls["vast"] == "http://proxy/vast" and urls["primeintellect"] == "http://s/prime"
+    assert urls["lambda"] == "https://cloud.lambdalabs.com/api/v1"
+
+
+def test_messages_say_how_to_set_a_key_and_mask():
+    assert "VAST_API_KEY" in how_to_set("vast") and "vastai set api-key" in how_to_set("vast")
+    assert mask("short") == "****" and mask("abcdefghijklmnop") == "abc…op"
+
+
+def test_cache_round_trip_ttl_and_corruption(tmp_path: Path):
+    offer = Offer("primeintellect", "x1", "H100", "H100_80GB", 8, 80.0, 17.92, params={"cloudId": "c", "socket": "SXM5"})
+    cache.save(tmp_path, False, FetchResult((offer,)), now=1000.0)
+    got = cache.load(tmp_path, False, now=1100.0, ttl=600)
+    assert got is not None and got[1] == 100.0 and got[0].offers == (offer,)
+    assert got[0].offers[0].params == {"cloudId": "c", "socket": "SXM5"}
+    assert cache.load(tmp_path, False, now=2000.0, ttl=600) is None  # stale
+    assert cache.load(tmp_path, True, now=1100.0) is None  # spot is another search
+    cache.cache_path(tmp_path, False).write_text('{"version": 1, "fetched_at": 1000, "offers": [{"bad": 1}]}')
+    assert cache.load(tmp_path, False, now=1100.0) is None
