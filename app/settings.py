@@ -210,5 +210,49 @@ def load_lifecycle_settings(path: Path | None = None) -> "LifecycleSettings":
     kw["checks"] = tuple(checks)
     try:
         return LifecycleSettings(**kw, runs_dir=data_dir() / "runs")
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise SettingsError(f"{path}: [lifecycle]: {exc}") from None
+
+
+# ----------------------------------------------------------------------------- offers settings
+def cache_dir() -> Path:
+    """``$PRIME_TRAIN_TUI_CACHE_DIR`` or ``$XDG_CACHE_HOME/prime-train-tui`` (default ``~/.cache/...``)."""
+    override = os.environ.get("PRIME_TRAIN_TUI_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / APP_NAME
+
+
+OFFER_KEYS = {"prime_url": str, "vast_url": str, "lambda_url": str, "cache_ttl": (int, float), "keys": dict,
+              "cap_margin": (int, float), "deadline_margin": (int, float), "image": str, "disk_gb": int,
+              "warn_minutes": (int, float)}
+
+
+def load_offer_settings(path: Path | None = None) -> dict:
+    """The ``[offers]`` table of settings.toml::
+
+        [offers]
+        cache_ttl = 600            # seconds a fetched offer list is reused
+        cap_margin = 0.10          # default max price = listed price + 10 %
+        deadline_margin = 0.25     # default deadline = estimate × 1.25 + 30 min
+        prime_url = "https://api.primeintellect.ai/api/v1"   # also vast_url, lambda_url
+        [offers.keys]              # only when the environment and the providers' CLI files have none
+        lambda = "..."
+    """
+    path = path or settings_file()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"cannot read {path}: {exc}") from None
+    table = data.get("offers", {})
+    if not isinstance(table, dict):
+        raise SettingsError(f"{path}: 'offers' must be a table")
+    for key, value in table.items():
+        kind = OFFER_KEYS.get(key)
+        if kind is None:
+            raise SettingsError(f"{path}: unknown key in [offers]: {key}", hint=f"known keys: {', '.join(OFFER_KEYS)}")
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise SettingsError(f"{path}: offers.{key} has the wrong type ({type(value).__name__})")
+    return table

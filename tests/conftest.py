@@ -172,6 +172,16 @@ def _make_server(root: Path, env: dict[str, str] | None = None) -> SshServer:
     return server
 
 
+@pytest.fixture(autouse=True)
+def _isolated_app_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes the developer's own data/cache dirs or uses their provider keys."""
+    root = tmp_path_factory.mktemp("app-dirs")
+    monkeypatch.setenv("PRIME_TRAIN_TUI_DATA_DIR", str(root / "data"))
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CACHE_DIR", str(root / "cache"))
+    for var in ("PRIME_API_KEY", "VAST_API_KEY", "LAMBDA_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+
+
 @pytest.fixture
 def sshd(tmp_path: Path):
     """A running sshd (function-scoped: tests may kill and restart it)."""
