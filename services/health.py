@@ -8,7 +8,8 @@ own clock (``Sample.t``), so a slow link or W&B's upload lag never looks like a 
 Rules (thresholds in :class:`HealthSettings`; field notes §8 for why):
 
 * ``no-progress`` — no new step for longer than an adaptive budget: k × the recent step time, clamped
-  to [floor, cap]. Paused while a checkpoint is being written (the budget restarts after it); silent
+  to [floor, cap]; before the first step, a start budget (15 min) from the run's first log line, so an
+  inference server that died while starting is caught in minutes, not after the 45-min cap. Paused while a checkpoint is being written (the budget restarts after it); silent
   once the run said it finished; never judged from W&B (its heartbeat is only quoted as context).
 * ``gpu-dead`` — the run is active and a GPU it used sits at ~0 MiB / ~0 % for over 60 s:
   "inference server likely died at step N" (prime-rl gives inference the first GPUs).
@@ -45,6 +46,7 @@ class HealthSettings:
     stall_k: float = 6.0  # budget = k x the median recent step time ...
     stall_floor_s: float = 300.0  # ... at least this ...
     stall_cap_s: float = 2700.0  # ... at most this (45 min; also the budget before a step time is known)
+    stall_start_s: float = 900.0  # no first step this long after the run's first log line: it died starting
     gpu_dead_after_s: float = 60.0
     gpu_dead_mem_bytes: int = 256 * MIB  # "~0 MiB"
     gpu_dead_util_pct: float = 2.0  # "~0 %"
@@ -80,9 +82,14 @@ def stall_budget(step_time: float | None, s: HealthSettings) -> float:
 
 
 def no_progress_alert(run: RunProgress, progress_at: float | None, now: float, s: HealthSettings,
-                      wandb_note: str = "") -> Alert | None:
-    """``progress_at``: the later of the last new step and the end of the last checkpoint write."""
-    if run.step is None or progress_at is None or run.finished or run.checkpointing:
+                      wandb_note: str = "", started_at: float | None = None) -> Alert | None:
+    """``progress_at``: the later of the last new step and the end of the last checkpoint write;
+    ``started_at``: the first line of the run seen (judged against the start budget until a step)."""
+    if run.finished or run.checkpointing:
+        return None
+    if run.step is None:
+        return _no_first_step_alert(started_at, now, s, wandb_note)
+    if progress_at is None:
         return None
     budget = stall_budget(run.step_time_s, s)
     idle = now - progress_at
@@ -97,6 +104,18 @@ def no_progress_alert(run: RunProgress, progress_at: float | None, now: float, s
     if wandb_note:
         msg += f" ({wandb_note}; shown for context only.)"
     return Alert("no-progress", Severity.CRITICAL, "No training progress", msg, since=progress_at + budget)
+
+
+def _no_first_step_alert(started_at: float | None, now: float, s: HealthSettings, wandb_note: str) -> Alert | None:
+    if started_at is None or now - started_at <= s.stall_start_s:
+        return None
+    msg = (f"No first step {_dur(now - started_at)} after the run's logs started (start budget "
+           f"{_dur(s.stall_start_s)}). A run that never reaches step 1 usually lost its inference server while "
+           "loading (OOM, a bad model name, a port in use) and the trainer is waiting for rollouts: read the end "
+           "of logs/latest/inference.log and orchestrator.log, fix the cause, kill and relaunch.")
+    if wandb_note:
+        msg += f" ({wandb_note}; shown for context only.)"
+    return Alert("no-progress", Severity.CRITICAL, "No first step yet", msg, since=started_at + s.stall_start_s)
 
 
 def gpu_dead_alert(dead_since: dict[int, float], step_at_death: dict[int, int | None], run_active: bool,
@@ -243,6 +262,7 @@ class HealthTracker:
         self.tail_total = 0
         self.progress_at: float | None = None  # last new step, or end of a checkpoint write
         self.last_log_at: float | None = None
+        self.started_at: float | None = None  # the first line of the run seen (log or metrics)
         self._was_checkpointing = False
         self._gpus: dict[int, _GpuState] = {}
         self._hang_since: float | None = None
@@ -257,6 +277,8 @@ class HealthTracker:
         self.tail.append(line)
         self.tail_total += 1
         self.last_log_at = at
+        if self.started_at is None:
+            self.started_at = at
         if self.run.feed_log(line, at) == "step":
             self.progress_at = at
         p = match_line(line, self.patterns or ())
@@ -269,6 +291,8 @@ class HealthTracker:
                 hit.last = at
 
     def feed_metrics(self, line: str, at: float) -> None:
+        if self.started_at is None:
+            self.started_at = at
         if self.run.feed_metrics(line, at):
             self.progress_at = at
 
@@ -337,8 +361,10 @@ class HealthTracker:
             return False
         budget = stall_budget(run.step_time_s, self.settings)
         recent_step = self.progress_at is not None and now - self.progress_at <= budget
+        if run.step is None:  # starting: its logs are moving (a GPU dying now = "died before step 1")
+            budget = self.settings.stall_start_s
         recent_log = self.last_log_at is not None and now - self.last_log_at <= budget
-        return recent_step or (run.step is not None and recent_log)
+        return recent_step or recent_log
 
     # -- evaluation ------------------------------------------------------------------------------
     def evaluate(self, now: float, *, host: HostSample | None = None, ckpts: Sequence[CheckpointInfo] = (),
@@ -346,7 +372,7 @@ class HealthTracker:
         s = self.settings
         run = self.run.progress()
         found: list[Alert | None] = [
-            no_progress_alert(run, self.progress_at, now, s, wandb_note),
+            no_progress_alert(run, self.progress_at, now, s, wandb_note, self.started_at),
             gpu_dead_alert({i: g.dead_since for i, g in self._gpus.items() if g.dead_since is not None},
                            {i: g.step_at_death for i, g in self._gpus.items()}, self.run_active(now), now, s),
             nccl_hang_alert(self._hang_since, self.progress_at, self._hang_gpus, now, s),

@@ -120,6 +120,8 @@ class MetricsParser:
         if not isinstance(obj, dict):
             self.run.skipped += 1
             return
+        if obj.get("source") == "training.csv":  # the probe's training.csv rows: progress, no timings
+            return
         values = {k: float(v) for k, v in obj.items()
                   if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
                   and math.isfinite(v)}

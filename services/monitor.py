@@ -18,7 +18,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any, Callable
 
 from services.errors import (
     AuthError,
@@ -41,6 +41,8 @@ from services.models import (
     Sample,
 )
 from services.ssh import Connection, LocalConnection, SSHConnection, SSHOptions, trust_host_key
+from services import wandb_status
+from services.wandb_status import WandbPoller, WandbStatus
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +62,21 @@ class MonitorSettings:
     demo_gpus: int = 8
     demo_scenario: str = "training"
     demo_max_ticks: int | None = None
+    demo_max_steps: int = 3600  # the simulated run's length (2 h at 2 s a step): step N/max and an ETA
+    demo_runbook: bool = False  # the simulated trainer writes training.csv, not prime-rl's logs
+    demo_price_per_hr: float = 23.92  # 8 x H100 at ~$2.99/GPU-hour: "$ so far / to go" on the SIMULATED pod
     health: HealthSettings = HealthSettings()  # thresholds of the health rules (services.health)
     log_tail_len: int = 200  # run log lines kept per pod for the monitor pane
+    wandb: bool | None = None  # poll W&B for runs whose logs name one; None: when WANDB_API_KEY is set
+    wandb_interval: float = 60.0  # at most one W&B request per run per this many seconds
+    demo_step_seconds: float = 2.0
+
+
+@dataclass(frozen=True)
+class MonitoredSnapshot(PodSnapshot):
+    """A snapshot plus what W&B says about the run (information only; never behind an alert)."""
+
+    wandb: WandbStatus | None = None
 
 
 ConnectionFactory = Callable[[Pod], Connection]
@@ -96,15 +111,22 @@ class _PodWorker:
         self.task: asyncio.Task | None = None
         # health rules and run progress, evaluated per sample over that sample's new data only. The demo
         # simulates GPUs and a run, not the host: its disk and open-files figures are this machine's.
-        self.health = HealthTracker(settings.health, price_per_hr=pod.price_per_hr,
+        price = pod.price_per_hr
+        if price is None and pod.kind is PodKind.DEMO:
+            price = settings.demo_price_per_hr
+        self.health = HealthTracker(settings.health, price_per_hr=price,
                                     tail_len=settings.log_tail_len, host_rules=pod.kind is not PodKind.DEMO)
         self.alerts: tuple[Alert, ...] = ()
         self.run: RunProgress | None = None
         self._tail_view: tuple[str, ...] = ()
+        self.wandb_path: str | None = None  # "entity/project/run_id", from the W&B line in the run's logs
+        self.wandb_poller: WandbPoller | None = None
+        self.wandb: WandbStatus | None = None
+        self.wandb_task: asyncio.Future | None = None
         self.snapshot = self._build()
 
     def _build(self) -> PodSnapshot:
-        return PodSnapshot(
+        return MonitoredSnapshot(
             pod=self.pod,
             status=self.status,
             history=tuple(self.history),
@@ -118,12 +140,17 @@ class _PodWorker:
             alerts=self.alerts,
             run=self.run,
             log_tail=self._tail_view,
+            wandb=self.wandb,
         )
 
     def observe_health(self, sample: Sample) -> None:
         """Rules over this sample (the pod's clock); a failing rule must never stop sampling."""
+        for line in sample.log:
+            if (path := wandb_status.run_path_in(line)) is not None and path != self.wandb_path:
+                self.wandb_path, self.wandb = path, None  # a new run (or the first we saw)
+        note = self.wandb.note(sample.t) if self.wandb is not None else ""
         try:
-            self.alerts = self.health.observe(sample)
+            self.alerts = self.health.observe(sample, wandb_note=note)
             self.run = self.health.progress if self.health.progress.step is not None else None
         except Exception:
             log.exception("health rules failed for %s", self.pod.name)
@@ -153,9 +180,12 @@ class MonitorService:
         settings: MonitorSettings = MonitorSettings(),
         clock: Callable[[], float] = time.time,
         connector: ConnectionFactory | None = None,
+        wandb_api_factory: Callable[[], Any] | None = None,
     ) -> None:
         self._on_snapshot = on_snapshot
         self.settings = settings
+        self._wandb_on = wandb_status.enabled() if settings.wandb is None else settings.wandb
+        self._wandb_api = wandb_api_factory or wandb_status.default_api  # lazy: imports wandb on first use
         self._clock = clock
         self._connector = connector or self._default_connector
         self._workers: dict[str, _PodWorker] = {}
@@ -179,6 +209,8 @@ class MonitorService:
         worker.stopped = True
         worker.wake.set()
         worker.task.cancel()
+        if worker.wandb_task is not None:
+            worker.wandb_task.cancel()
         # asyncio.wait never raises the task's exception and, unlike wait_for, has no timeout race.
         done, _ = await asyncio.wait({worker.task}, timeout=10.0)
         if not done:
@@ -335,6 +367,7 @@ class MonitorService:
         worker.history.append(sample)
         worker.add_metrics(sample.metrics)
         worker.observe_health(sample)
+        self._poll_wandb(worker)
         worker.samples_total += 1
         worker.last_received = now
         if worker.status.state is not PodState.ONLINE:
@@ -342,6 +375,30 @@ class MonitorService:
         else:
             self._emit(worker)
         return True
+
+    def _poll_wandb(self, worker: _PodWorker) -> None:
+        """Ask W&B about the pod's run when due (rate-limited by the poller), in a thread: it is HTTP."""
+        path = worker.wandb_path
+        if not self._wandb_on or path is None or worker.wandb_task is not None:
+            return
+        if worker.wandb_poller is None or worker.wandb_poller.run_path != path:
+            worker.wandb_poller = WandbPoller(path, min_interval=self.settings.wandb_interval, clock=self._clock,
+                                              api_factory=self._wandb_api)
+        poller = worker.wandb_poller
+        if not poller.due():
+            return
+
+        def done(task: asyncio.Future) -> None:
+            worker.wandb_task = None
+            if task.cancelled() or worker.stopped or task.exception() is not None:
+                return
+            status = task.result()
+            if status.run_path == worker.wandb_path:
+                worker.wandb = status
+                self._emit(worker)
+
+        worker.wandb_task = asyncio.ensure_future(asyncio.to_thread(poller.fetch))
+        worker.wandb_task.add_done_callback(done)
 
 
 async def _wait_event(event: asyncio.Event, timeout: float) -> None:

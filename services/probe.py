@@ -25,7 +25,10 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
   their start; at most 200 lines and 256 KiB per file per sample). "metrics" = lines appended since the
   last sample to <run>/metrics.jsonl (prime-rl's file monitor), same rules, except that a file present
   at start contributes its last <= 64 KiB of whole lines (so the last steps are known at once); lines
-  are passed on unparsed (the app skips garbled ones). "ckpts" = every
+  are passed on unparsed (the app skips garbled ones). A runbook-style <run>/training.csv (header
+  line, e.g. step,loss,lr,toks_per_s) is tailed the same way; each new row goes into "metrics" as
+  {"source":"training.csv","step":N,<column>:<number or text>...} keyed by the file's own header
+  (rows that do not fit it are passed as {"source":"training.csv","raw":<line>}). "ckpts" = every
   <run>/checkpoints/step_N dir, rescanned at most every --ckpt-scan seconds (default 10);
   complete == prime-rl's own markers: trainer/.metadata (torch DCP writes it last) and, when there is
   an orchestrator/ part, orchestrator/progress.pt (atomic rename); or a STABLE file (older layouts).
@@ -369,6 +372,36 @@ def checkpoint_complete(path):
     return not has_orch or os.path.isfile(os.path.join(orch, "progress.pt"))
 
 
+def _csv_header(path):
+    """The column names of a training.csv (its first line), or None when it has no header."""
+    with open(path, "rb") as f:
+        first = f.readline(4096).decode("utf-8", "replace").strip()
+    names = [c.strip() for c in first.split(",")]
+    return names if names and "step" in names else None
+
+
+def csv_row(line, header):
+    """One training.csv line -> a metrics record; None for the header and blank lines."""
+    if not line:
+        return None
+    parts = [c.strip() for c in line.split(",")]
+    names = header or ["step", "loss", "lr", "toks_per_s"]
+    if header is not None and parts == header:
+        return None
+    if "step" not in names or not 2 <= len(parts) <= len(names):  # trailing fields may be left out
+        return {"source": "training.csv", "raw": line[:300]}
+    row = {"source": "training.csv"}
+    for name, text in zip(names, parts):
+        try:
+            v = float(text)
+            row[name] = int(v) if name == "step" and v == int(v) else (v if math.isfinite(v) else None)
+        except ValueError:
+            row[name] = text[:100]
+    if not isinstance(row.get("step"), int):
+        return None if parts[names.index("step")] == "step" else {"source": "training.csv", "raw": line[:300]}
+    return row
+
+
 class RunDir(object):
     def __init__(self, run_dir, ckpt_scan):
         self.run_dir, self.ckpt_scan = run_dir, ckpt_scan
@@ -378,6 +411,7 @@ class RunDir(object):
         self.complete = {}  # path -> entry of a complete checkpoint (not rescanned)
         self.metrics_file, self.metrics_first = {}, True  # metrics.jsonl tail state (like self.files)
         self.info, self.info_at = {}, None  # from <run>/configs/*.json (run_info)
+        self.csv_file, self.csv_first, self.csv_header = {}, True, None  # training.csv tail state
 
     def _log_paths(self):
         found = {}
@@ -443,6 +477,29 @@ class RunDir(object):
         out = [ln.decode("utf-8", "replace").rstrip("\r") for ln in lines if ln.strip()]
         if len(out) > LOG_LINES_PER_TICK:
             errors.append("metrics: %d lines skipped" % (len(out) - LOG_LINES_PER_TICK))
+            out = out[-LOG_LINES_PER_TICK:]
+        return out
+
+    def new_csv_rows(self, errors):
+        """New rows of <run>/training.csv as metrics records named by the file's header line."""
+        path = os.path.join(self.run_dir, "training.csv")
+        first, self.csv_first = self.csv_first, False
+        if not os.path.isfile(path):
+            self.csv_file, self.csv_header = {}, None
+            return []
+        rp = os.path.realpath(path)
+        ent = self.csv_file.get(rp)
+        if ent is None or self.csv_header is None or ent["ino"] != os.stat(rp).st_ino:
+            self.csv_header = _try(errors, "training.csv", lambda: _csv_header(rp))
+        lines = _try(errors, "training.csv",
+                     lambda: self._read_new(rp, errors, self.csv_file, first, METRICS_BACKFILL_BYTES)) or []
+        out = []
+        for ln in lines:
+            row = csv_row(ln.decode("utf-8", "replace").strip(), self.csv_header)
+            if row is not None:
+                out.append(json.dumps(row, separators=(",", ":")))
+        if len(out) > LOG_LINES_PER_TICK:
+            errors.append("training.csv: %d rows skipped" % (len(out) - LOG_LINES_PER_TICK))
             out = out[-LOG_LINES_PER_TICK:]
         return out
 
@@ -594,7 +651,7 @@ def main(argv=None):
                   "host": host.sample(errors), "procs": procs, "log": [], "metrics": [], "ckpts": []}
         if run is not None:
             sample["log"], sample["ckpts"] = run.new_lines(errors), run.checkpoints(errors)
-            sample["metrics"] = run.new_metrics(errors)
+            sample["metrics"] = run.new_metrics(errors) + run.new_csv_rows(errors)
             sample["run"] = run.run_info(errors)
         sample["errors"] = sorted(set(errors), key=errors.index)[:MAX_ERRORS]
         emit(sample)

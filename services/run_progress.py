@@ -30,6 +30,15 @@ _FINISHED = re.compile(r"(RL trainer finished!|SFT trainer finished|Training fin
 _REWARD_KEY = re.compile(r"^train/agg/(all|effective)/(?:[^/]+/)*reward/mean$")
 STEP_WINDOW = 20
 LOSS_HISTORY = 24
+CSV_COLUMNS = ("step", "loss", "lr", "toks_per_s")  # a training.csv without a header line
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def split_line(line: str | bytes) -> tuple[str | None, str]:
@@ -75,6 +84,7 @@ class RunTracker:
         self.orch_step_times: deque[float] = deque(maxlen=STEP_WINDOW)
         self.losses: deque[float] = deque(maxlen=LOSS_HISTORY)
         self._timed: set[tuple[str, int]] = set()
+        self._csv_cols: tuple[str, ...] = CSV_COLUMNS
         self._view: RunProgress | None = None
 
     # ------------------------------------------------------------------ feeding
@@ -157,6 +167,8 @@ class RunTracker:
         except ValueError:
             self.skipped += 1
             return False
+        if isinstance(obj, dict) and obj.get("source") == "training.csv":  # the probe's training.csv rows
+            return self.feed_csv_record(obj, at)
         step = obj.get("step") if isinstance(obj, dict) else None
         if isinstance(step, bool) or not isinstance(step, (int, float)):
             if not isinstance(obj, dict):
@@ -184,31 +196,53 @@ class RunTracker:
         return self._advance(int(step), at, "trainer" if trainer else "orchestrator")
 
     def feed_csv(self, line: str, at: float) -> bool:
-        """One line of a runbook-style ``training.csv`` (``step,loss,lr,toks_per_s``); the header and
-        garbled lines are skipped."""
+        """One line of a runbook-style ``training.csv`` (``step,loss,lr,toks_per_s``). A header line names
+        the columns (any order); without one that order is assumed. Garbled lines are skipped."""
         self._view = None
         parts = [p.strip() for p in line.strip().split(",")]
-        if len(parts) < 2 or not parts[0].isdigit():
-            if parts and parts[0] != "step":
-                self.skipped += 1
+        if not parts or parts == [""]:
             return False
-        try:
-            loss = float(parts[1])
-            toks = float(parts[3]) if len(parts) > 3 and parts[3] else None
-        except ValueError:
+        if "step" in parts and not any(_is_number(p) for p in parts):
+            self._csv_cols = tuple(parts)
+            return False
+        cols = self._csv_cols
+        if len(parts) > len(cols) or len(parts) < 2:  # a short row (trailing fields left out) is fine
+            self.skipped += 1
+            return False
+        record: dict[str, object] = dict(zip(cols, parts))
+        return self.feed_csv_record(record, at)
+
+    def feed_csv_record(self, record: dict, at: float) -> bool:
+        """One training.csv row as a mapping (the probe sends them so, keyed by the file's header)."""
+        self._view = None
+
+        def num(*keys: str) -> float | None:
+            for key in keys:
+                v = record.get(key)
+                try:
+                    f = float(v) if v is not None and not isinstance(v, bool) else None
+                except (TypeError, ValueError):
+                    f = None
+                if f is not None and math.isfinite(f):
+                    return f
+            return None
+
+        step = num("step")
+        if step is None or step < 0 or step != int(step):
             self.skipped += 1
             return False
         self.source = "training.csv"
-        self.loss = loss
-        self.losses.append(loss)
-        if toks is not None:
+        if (loss := num("loss", "train_loss", "loss/mean")) is not None:
+            self.loss = loss
+            self.losses.append(loss)
+        if (toks := num("toks_per_s", "tokens_per_s", "throughput", "perf/throughput")) is not None:
             self.tokens_per_s = toks
-        step = int(parts[0])
-        if self.step is not None and self.last_step_at is not None and step > self.step:
-            gap = (at - self.last_step_at) / (step - self.step)
+        istep = int(step)
+        if self.step is not None and self.last_step_at is not None and istep > self.step:
+            gap = (at - self.last_step_at) / (istep - self.step)
             if gap > 0:
                 self.step_times.append(gap)
-        return self._advance(step, at, "trainer")
+        return self._advance(istep, at, "trainer")
 
     def feed_ckpts(self, ckpts: Iterable[CheckpointInfo], at: float, stale_after: float) -> None:
         """A checkpoint dir without its completion markers, touched within ``stale_after`` s, is being

@@ -12,11 +12,39 @@ seconds per run (default 60 s; W&B asks for >= 1 s between public-API calls), do
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
+
+
+# "wandb: 🚀 View run NAME at: https://wandb.ai/ENTITY/PROJECT/runs/ID" (any W&B host; ANSI colours allowed)
+_RUN_URL = re.compile(r"https?://[^\s/]+/([\w.-]+)/([\w.-]+)/runs/([\w-]+)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def run_path_in(line: str) -> str | None:
+    """The "entity/project/run_id" a W&B log line names (the run URL wandb prints at init), else None."""
+    if "/runs/" not in line or "wandb" not in line.lower():
+        return None
+    m = _RUN_URL.search(_ANSI.sub("", line))
+    return "/".join(m.groups()) if m else None
+
+
+def run_path_from_config(config: Mapping[str, Any], run_id: str | None = None) -> str | None:
+    """entity/project/id from a prime-rl config's W&B table ([wandb] or [monitors.wandb], historic ``id``)
+    when the entity, the project and the run id (given, or the table's own ``id``) are all known."""
+    tables = [config.get("wandb"), (config.get("monitors") or {}).get("wandb")
+              if isinstance(config.get("monitors"), Mapping) else None]
+    for table in tables:
+        if not isinstance(table, Mapping):
+            continue
+        entity, project, rid = table.get("entity"), table.get("project"), run_id or table.get("id")
+        if all(isinstance(x, str) and x for x in (entity, project, rid)):
+            return f"{entity}/{project}/{rid}"
+    return None
 
 
 def enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -30,6 +58,11 @@ class WandbStatus:
     state: str | None = None  # running, finished, crashed, killed, preempting, preempted
     heartbeat_at: float | None = None
     error: str = ""
+
+    def as_json(self, now: float) -> dict[str, Any]:
+        lag = self.lag(now)
+        return {"run_path": self.run_path, "state": self.state, "heartbeat_age_s": None if lag is None else round(lag, 1),
+                "error": self.error or None}
 
     def lag(self, now: float) -> float | None:
         return None if self.heartbeat_at is None else max(0.0, now - self.heartbeat_at)
@@ -57,7 +90,7 @@ def parse_time(value: Any) -> float | None:
     return dt.timestamp()
 
 
-def _default_api() -> Any:
+def default_api() -> Any:
     import wandb  # heavy: only here, only when a key is set
 
     return wandb.Api(timeout=10)
@@ -67,7 +100,7 @@ class WandbPoller:
     """One W&B run, polled at most once per ``min_interval`` seconds (doubling after errors, ≤ 15 min)."""
 
     def __init__(self, run_path: str, *, min_interval: float = 60.0, clock: Callable[[], float] = time.time,
-                 api_factory: Callable[[], Any] = _default_api) -> None:
+                 api_factory: Callable[[], Any] = default_api) -> None:
         self.run_path, self.min_interval, self.clock = run_path, min_interval, clock
         self._api_factory, self._api = api_factory, None
         self._next = 0.0

@@ -10,6 +10,7 @@ from textual.widgets import Static
 
 from services.health import default_patterns, match_line
 from services.models import Alert, RunProgress, Severity
+from services.wandb_status import WandbStatus
 from widgets.format import NA, duration
 from widgets.trend import bar_cells
 
@@ -76,6 +77,27 @@ def run_line(run: RunProgress | None, pod_now: float | None) -> str:
     elif run.last_step_at is not None and pod_now is not None:
         parts.append(f"last step {duration(pod_now - run.last_step_at)} ago")
     return "run: " + " · ".join(parts)
+
+
+def wandb_line(status: WandbStatus | None, now: float) -> str:
+    """W&B's view of the run, labelled as information: it trails the pod by 15 s or more and its "crashed"
+    comes ~5 min after a lost heartbeat, so the pod's own logs and clock stay the evidence."""
+    if status is None:
+        return ""
+    return f"{status.note(now)} · {status.run_path} (information only; the pod's logs are the evidence)"
+
+
+def recent_alerts_text(entries: Sequence[tuple[str, Alert]], pod: str, limit: int) -> Text:
+    """The pod's last ``limit`` alerts as they fired (the alert log, filtered), newest last."""
+    from widgets.alerts_log import log_entry
+
+    mine = [a for name, a in entries if name == pod][-limit:]
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("Alert log (this pod, newest last; o: every pod)", style="bold")
+    for alert in mine:
+        text.append("\n")
+        text.append_text(log_entry(pod, alert))
+    return text
 
 
 def loss_trend(run: RunProgress | None, width: int = 12) -> str:

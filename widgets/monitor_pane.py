@@ -26,7 +26,7 @@ from widgets.format import (
     set_label,
     used_total_gib,
 )
-from widgets.alerts_view import AlertList, log_tail_text, run_line
+from widgets.alerts_view import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
 from widgets.pod_list import status_reason
 from widgets.trend import Trend
 
@@ -35,6 +35,8 @@ MEM_WARN_PCT = 95.0
 DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
 NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
 LOG_TAIL_LINES = 8
+ALERT_LOG_LINES = 5
+HISTORY_POINTS = 600  # 10 minutes at 1 Hz per GPU graph (the monitor keeps as many samples), fitted to width
 
 
 def _set_data(trend: Trend, data: list[float | None], high: float) -> None:
@@ -74,6 +76,7 @@ class GpuRow(Horizontal):
             yield Trend(classes=f"gpu-spark spark-{metric}")
 
     def show(self, gpu: GpuSample | None, history: Sequence[Sample]) -> None:
+        """The latest values and the whole history (10 min at 1 Hz); each Trend fits it to its width."""
         util = self.query_one(".gpu-util", Label)
         mem = self.query_one(".gpu-mem", Label)
         power = self.query_one(".gpu-power", Label)
@@ -96,7 +99,7 @@ class GpuRow(Horizontal):
             "temp": lambda g: g.temp_c,
         }
         for metric, pick in picks.items():
-            values = series(history, _gpu_metric(self.index, pick))
+            values = series(history, _gpu_metric(self.index, pick), limit=HISTORY_POINTS)
             high = 100.0  # util %, memory % and °C share a 0-100 scale
             if metric == "power":  # no power limit in the probe yet: scale to the most seen
                 high = max([v for v in values if v is not None], default=0.0) or 1.0
@@ -111,6 +114,8 @@ class MonitorPane(Widget):
     #gpu-procs { color: $text-muted; }
     #log-tail { height: auto; max-height: 10; border-top: solid $panel; color: $text-muted;
                 text-wrap: nowrap; text-overflow: ellipsis; }
+    #wandb-info { color: $text-muted; }
+    #monitor-alert-log { height: auto; max-height: 7; border-top: solid $panel; }
     """
 
     def compose(self) -> ComposeResult:
@@ -120,6 +125,7 @@ class MonitorPane(Widget):
             yield Label("", id="monitor-stats")
             yield Label("", id="monitor-gaps")
             yield Label("", id="run-progress")
+            yield Label("", id="wandb-info")
             yield AlertList("", id="monitor-alerts")
             with Horizontal(id="host-row"):
                 yield Label("", id="host-cpu", classes="host-value")
@@ -135,13 +141,16 @@ class MonitorPane(Widget):
             yield VerticalScroll(id="gpu-rows")
             yield Label("", id="gpu-procs")
             yield Static("", id="log-tail")
+            yield Static("", id="monitor-alert-log")
             yield Label("", id="monitor-errors")
 
     def on_mount(self) -> None:
         self.query_one("#monitor-body").display = False
-        for extra in ("#run-progress", "#monitor-alerts", "#gpu-procs", "#log-tail"):
+        for extra in ("#run-progress", "#wandb-info", "#monitor-alerts", "#gpu-procs", "#log-tail",
+                      "#monitor-alert-log"):
             self.query_one(extra).display = False
         self._tail_shown: tuple[str, ...] | None = None
+        self._alert_log_shown: tuple[str | None, int, object] | None = None
         self._gpu_indices: tuple[int, ...] = ()
         self._pod_name: str | None = None
         self._snapshot: PodSnapshot | None = None
@@ -165,6 +174,8 @@ class MonitorPane(Widget):
         self._show_title(snapshot, now)
         self._show_stats(snapshot, now)
         self._show_gaps(snapshot, now)
+        self._show_wandb(snapshot, now)
+        self._show_alert_log(snapshot.pod.name)
         self._show_host(latest)
         self._show_gpus(snapshot)
         self._show_run(snapshot)
@@ -181,6 +192,31 @@ class MonitorPane(Widget):
         self._show_title(snapshot, now)
         self._show_stats(snapshot, now)
         self._show_gaps(snapshot, now)
+        self._show_wandb(snapshot, now)
+        self._show_alert_log(snapshot.pod.name)
+
+    def _show_wandb(self, snapshot: PodSnapshot, now: float) -> None:
+        label = self.query_one("#wandb-info", Label)
+        text = wandb_line(getattr(snapshot, "wandb", None), now)  # services.monitor.MonitoredSnapshot
+        set_label(label, text)
+        if label.display != bool(text):
+            label.display = bool(text)
+
+    def _show_alert_log(self, pod: str) -> None:
+        """This pod's recent entries of the App's alert log (``App.alert_log``: (pod, alert) as they fired),
+        so what fired, and cleared since, is on the main screen too, not only in the fleet view."""
+        entries = getattr(self.app, "alert_log", ())
+        last = entries[-1] if entries else None
+        key = (pod, len(entries), last)
+        if key == self._alert_log_shown:
+            return
+        self._alert_log_shown = key
+        box = self.query_one("#monitor-alert-log", Static)
+        has = any(name == pod for name, _ in entries)
+        if has:
+            box.update(recent_alerts_text(list(entries), pod, ALERT_LOG_LINES))
+        if box.display != has:
+            box.display = has
 
     def _show_run(self, snapshot: PodSnapshot) -> None:
         """Run progress, alerts, GPU processes and the log tail; each hidden while it has nothing to say.

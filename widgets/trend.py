@@ -17,6 +17,25 @@ from textual.widget import Widget
 BARS = "▁▂▃▄▅▆▇█"
 
 
+def downsample(values: Sequence[float | None], width: int) -> list[float | None]:
+    """At most ``width`` points: consecutive values averaged into buckets anchored at the newest, so the
+    whole history (10 min at 1 Hz) fits the widget. A bucket of only gaps / N/A stays None (blank)."""
+    n = len(values)
+    if width <= 0:
+        return []
+    if n <= width:
+        return list(values)
+    size = -(-n // width)  # ceil: never more than width buckets
+    out: list[float | None] = []
+    end = n
+    while end > 0 and len(out) < width:
+        chunk = [v for v in values[max(0, end - size):end] if v is not None]
+        out.append(sum(chunk) / len(chunk) if chunk else None)
+        end -= size
+    out.reverse()
+    return out
+
+
 def bar_cells(values: Sequence[float | None], low: float, high: float, width: int) -> str:
     """The last ``width`` values as block characters; right-aligned, None → blank."""
     span = high - low
@@ -44,4 +63,5 @@ class Trend(Widget):
         self.set_reactive(Trend.high, high)
 
     def render(self) -> Text:
-        return Text(bar_cells(self.data, self.low, self.high, self.size.width), no_wrap=True)
+        width = self.size.width
+        return Text(bar_cells(downsample(self.data, width), self.low, self.high, width), no_wrap=True)

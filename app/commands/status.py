@@ -7,9 +7,13 @@ the alerts a single look can: stale log (no step for longer than the adaptive bu
 logs' tails after the last step, disk, open files. The over-60-s rules (dead GPU, NCCL hang) need
 history and are left to the TUI.
 
+W&B, when ``WANDB_API_KEY`` is set and the logs' tails name the run (wandb's "View run at" URL): its state
+and heartbeat age, as information beside the pod's own evidence (never an alert of its own).
+
 ``--json``: ``{"pods": [{"name", "state", "reason", "gpus": [...], "host": {...}, "run": {"step",
 "loss", "tokens_per_s", "last_step_age_s", ...}, "alerts": [{"id", "severity", "title", "message",
-"line"}]}]}``. Exit 0 when every pod was reached, 1 otherwise, 2 on bad arguments.
+"line"}], "wandb": null | {"run_path", "state", "heartbeat_age_s", "error"}}]}``. Exit 0 when every pod
+was reached, 1 otherwise, 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import json
 import math
 import shlex
 import sys
+import time
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -124,7 +129,8 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
     from services.ssh import SSHConnection
 
     result: dict[str, Any] = {"name": pod.name, "state": PodState.OFFLINE.value, "reason": "", "reached": False,
-                              "gpus": [], "host": None, "run": _run_json(None, None), "alerts": []}
+                              "gpus": [], "host": None, "run": _run_json(None, None), "alerts": [],
+                              "wandb": None}
     conn = _connection(pod)
     try:
         await asyncio.wait_for(conn.connect(), timeout)
@@ -150,7 +156,9 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
                 except ValueError:
                     tails = None
         result.update(reached=True, state=PodState.ONLINE.value)
-        result.update(_judge(pod, sample, tails, host_rules=pod.kind is not PodKind.DEMO))
+        wandb = await _wandb(tails)
+        result.update(_judge(pod, sample, tails, host_rules=pod.kind is not PodKind.DEMO, wandb=wandb))
+        result["wandb"] = None if wandb is None else wandb.as_json(time.time())
     except HostKeyError as exc:
         result.update(state=PodState.HOSTKEY_UNKNOWN.value, reason=f"{exc} (headless mode never trusts a new key)")
     except AuthError as exc:
@@ -164,7 +172,23 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
     return result
 
 
-def _judge(pod, sample, tails: dict | None, *, host_rules: bool) -> dict[str, Any]:
+async def _wandb(tails: dict | None):
+    """W&B's word on the run the logs name (off without WANDB_API_KEY; one request, in a thread)."""
+    from services import wandb_status
+
+    if tails is None or not wandb_status.enabled():
+        return None
+    path = None
+    for log in tails.get("logs") or []:
+        for line in log.get("lines") or []:
+            path = wandb_status.run_path_in(str(line)) or path
+    if path is None:
+        return None
+    poller = wandb_status.WandbPoller(path, api_factory=wandb_status.default_api)
+    return await asyncio.to_thread(poller.fetch)
+
+
+def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None) -> dict[str, Any]:
     """Feed one look into the health rules. Lines are timed by their file's mtime (the last line at the
     mtime, earlier ones just before it), so "last step" ages from the pod's own clock and an error
     before a later step counts as cleared, as it would have live."""
@@ -195,7 +219,8 @@ def _judge(pod, sample, tails: dict | None, *, host_rules: bool) -> dict[str, An
                 stepped = tracker.run.feed_csv(line, at) if name == "training.csv" else tracker.run.feed_metrics(line, at)
                 if stepped:
                     tracker.progress_at = at
-    alerts = tracker.observe(replace(sample, log=(), metrics=()), now)
+    note = wandb.note(now) if wandb is not None else ""
+    alerts = tracker.observe(replace(sample, log=(), metrics=()), now, wandb_note=note)
     progress = tracker.progress
     return {
         "gpus": [asdict(g) for g in sample.gpus],
@@ -242,5 +267,9 @@ def _print(results: list[dict[str, Any]]) -> None:
     console.print(table)
     style = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
     for r in results:
+        if (w := r.get("wandb")) is not None:
+            beat = "no heartbeat yet" if w["heartbeat_age_s"] is None else f"heartbeat {w['heartbeat_age_s']:.0f} s ago"
+            said = f"unavailable ({w['error']})" if w["error"] else f"{w['state'] or 'unknown'}, {beat}"
+            console.print(Text(f"{r['name']}: W&B {w['run_path']}: {said} (information only)", style="dim"))
         for a in r["alerts"]:
             console.print(Text(f"{r['name']}: {a['title']}", style=style.get(a["severity"], "")), Text(a["message"]))

@@ -28,7 +28,8 @@ class DemoConnection(LocalConnection):
         await super().connect()
         s = self._settings
         self.demo = DemoPod(seed=s.demo_seed, gpus=s.demo_gpus, scenario=s.demo_scenario,
-                            max_ticks=s.demo_max_ticks, interval=s.interval)
+                            max_ticks=s.demo_max_ticks, interval=s.interval, max_steps=s.demo_max_steps,
+                            runbook=s.demo_runbook, step_seconds=s.demo_step_seconds)
         await self.demo.start_trainer()
 
     async def start_probe(self, args: list[str]) -> ProbeStream:

@@ -37,12 +37,14 @@ class DemoPod:
         step_seconds: float = 2.0,
         max_steps: int = 0,
         ckpt_interval: int = 10,
+        runbook: bool = False,
     ) -> None:
         if scenario not in nvidia_smi.SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r}; one of {nvidia_smi.SCENARIOS}")
         self.seed, self.gpus, self.scenario = seed, gpus, scenario
         self.max_ticks, self.interval, self.gpu_name = max_ticks, interval, gpu_name
         self.step_seconds, self.max_steps, self.ckpt_interval = step_seconds, max_steps, ckpt_interval
+        self.runbook = runbook  # a plain script writing training.csv instead of prime-rl's logs
         self.root = Path(tempfile.mkdtemp(prefix="ptt-demo-pod-"))
         self.bin_dir = self.root / "bin"
         self.proc_root = self.root / "proc"
@@ -96,7 +98,7 @@ class DemoPod:
             sys.executable, str(TRAINER_PATH),
             "--run-dir", str(self.run_dir), "--seed", str(self.seed),
             "--step-seconds", str(self.step_seconds), "--max-steps", str(self.max_steps),
-            "--ckpt-interval", str(self.ckpt_interval),
+            "--ckpt-interval", str(self.ckpt_interval), *(["--runbook"] if self.runbook else []),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
         )

@@ -11,6 +11,10 @@ Writes, under --run-dir:
                                              periodic inference/agg/* record, as prime-rl's file monitor does
   checkpoints/step_N/{trainer/model.bin,trainer/.metadata,orchestrator/progress.pt}
                                              every --ckpt-interval steps and at the last step, in DCP's order (.metadata last)
+  configs/trainer.json                       {"max_steps": N} when --max-steps > 0, as prime-rl's resolved
+                                             config (the probe reads it: step N/max, ETA)
+With --runbook it is not prime-rl but a plain script: training.csv (step,loss,lr,toks_per_s), plain
+"step N loss L" lines in logs/trainer.log, no metrics.jsonl and no checkpoints.
 Everything but the wall-clock pacing is deterministic given --seed: the HH:MM:SS stamps come from a
 simulated clock (14:00:00 + step * step_seconds). --max-steps 0 runs until killed.
 
@@ -141,9 +145,48 @@ def write_checkpoint(run_dir, step, seed):
     return d
 
 
-def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profile="default", write_metrics=True):
+def write_config(run_dir, max_steps):
+    """The resolved config prime-rl writes at start (only what the probe reads from it)."""
+    if max_steps <= 0:
+        return
+    d = os.path.join(run_dir, "configs")
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, "trainer.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump({"max_steps": max_steps}, f)
+    os.replace(tmp, os.path.join(d, "trainer.json"))
+
+
+def run_runbook(run_dir, seed=0, step_seconds=1.0, max_steps=0):
+    """A plain training script: training.csv rows and "step N loss L" lines, nothing prime-rl-shaped."""
+    logs = os.path.join(run_dir, "logs")
+    os.makedirs(logs, exist_ok=True)
+    path = os.path.join(run_dir, "training.csv")
+    fresh = not os.path.exists(path)
+    with open(path, "a", buffering=1) as csv, open(os.path.join(logs, "trainer.log"), "a", buffering=1) as log:
+        if fresh:
+            csv.write("step,loss,lr,toks_per_s\n")
+        log.write("loading model (simulated runbook trainer, seed=%s)\n" % seed)
+        start, step = time.monotonic(), 0
+        while max_steps <= 0 or step < max_steps:
+            step += 1
+            delay = start + step * step_seconds - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            v = step_values(seed, step, step_seconds)
+            csv.write("%d,%.4f,%.1e,%.0f\n" % (step, v["loss/mean"], v["optim/lr"], v["perf/throughput"]))
+            log.write("step %d loss %.4f\n" % (step, v["loss/mean"]))
+        log.write("done\n")
+    return 0
+
+
+def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profile="default", write_metrics=True,
+        runbook=False):
     if profile not in PROFILE_NAMES:
         raise ValueError("unknown profile %r; one of %s" % (profile, ", ".join(PROFILE_NAMES)))
+    write_config(run_dir, max_steps)
+    if runbook:
+        return run_runbook(run_dir, seed, step_seconds, max_steps)
     logs = os.path.join(run_dir, "logs")
     os.makedirs(logs, exist_ok=True)
     tr = open(os.path.join(logs, "trainer.log"), "a", buffering=1)
@@ -203,8 +246,10 @@ def main(argv=None):
     ap.add_argument("--ckpt-interval", type=int, default=10, help="0 = no checkpoints")
     ap.add_argument("--profile", choices=PROFILE_NAMES, default="default", help="timing profile of the steps")
     ap.add_argument("--no-metrics", action="store_true", help="write no metrics.jsonl (console lines only)")
+    ap.add_argument("--runbook", action="store_true", help="a plain script writing training.csv, not prime-rl")
     a = ap.parse_args(argv)
-    return run(a.run_dir, a.seed, a.step_seconds, a.max_steps, a.ckpt_interval, a.profile, not a.no_metrics)
+    return run(a.run_dir, a.seed, a.step_seconds, a.max_steps, a.ckpt_interval, a.profile, not a.no_metrics,
+               a.runbook)
 
 
 if __name__ == "__main__":

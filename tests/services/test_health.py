@@ -118,6 +118,32 @@ class TestNoProgress:
         assert "no-progress" not in ids(h.observe(sample(T0 + 10_000)))
 
 
+    def test_a_run_that_never_reaches_step_one_is_caught_by_the_start_budget(self) -> None:
+        """Inference died while loading, the trainer waits: 15 min (settings), not the 45-min cap."""
+        assert S.stall_start_s == 900.0
+        assert no_progress_alert(RunProgress(), None, T0 + 900, S, started_at=T0) is None  # at the budget: fine
+        alert = no_progress_alert(RunProgress(), None, T0 + 901, S, started_at=T0)
+        assert alert is not None and alert.id == "no-progress" and alert.title == "No first step yet"
+        assert "inference.log" in alert.message and alert.since == T0 + 900
+        h = HealthTracker(HealthSettings(stall_start_s=300.0))
+        h.observe(sample(T0, log=["inference: INFO Loading model weights"]))
+        assert "no-progress" not in ids(h.observe(sample(T0 + 299, log=["trainer: INFO Waiting for rollouts"])))
+        assert "no-progress" in ids(h.observe(sample(T0 + 301)))  # from the FIRST line, not the last
+        assert "no-progress" not in ids(h.observe(sample(T0 + 302, log=[step_line(1)])))  # step 1: cleared
+        # no run line at all (an idle pod): nothing to judge, however long
+        assert "no-progress" not in ids(HealthTracker().observe(sample(T0 + 10_000)))
+
+    def test_inference_gpu_dying_before_step_one(self) -> None:
+        h = HealthTracker()
+        h.observe(sample(T0, log=["inference: INFO Loading model weights"]))  # both GPUs loaded
+        alerts = ()
+        for k in range(1, 62):  # GPU 0 empties while the trainer still logs its waiting
+            alerts = h.observe(sample(T0 + k, log=["trainer: INFO Waiting for rollouts"] if k % 10 == 0 else [],
+                                      gpus=[gpu(0, util=0, mem_gib=0, power=70), gpu(1)]))
+        alert = next(a for a in alerts if a.id == "gpu-dead")
+        assert "before the first step" in alert.message
+
+
 # ------------------------------------------------------------------------------------ GPU alive but broken
 class TestGpuAliveButBroken:
     def test_pure_rule(self) -> None:

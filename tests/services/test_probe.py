@@ -443,3 +443,30 @@ def test_run_info_reads_max_steps_from_the_resolved_configs(tmp_path: Path, star
     s = p.sample()
     assert s["run"] == {"max_steps": 400}
     assert any("orchestrator.json" in e for e in s["errors"])
+
+
+def test_training_csv_rows_follow_the_header_and_skip_partial_lines(tmp_path: Path, start_probe) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    csv = run / "training.csv"
+    csv.write_text("step,toks_per_s,loss,lr\n1,900,2.5,1e-5\n2,950,2.4,1e-5\n")  # columns in the file's order
+    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run)], make_env(None))
+    first = [json.loads(m) for m in p.sample()["metrics"]]
+    assert first == [{"source": "training.csv", "step": 1, "toks_per_s": 900.0, "loss": 2.5, "lr": 1e-5},
+                     {"source": "training.csv", "step": 2, "toks_per_s": 950.0, "loss": 2.4, "lr": 1e-5}]
+    with csv.open("a") as f:
+        f.write("3,1000,2.3,1e-5\ngarbage\n4,10")  # a garbled row, then half a row still being written
+        f.flush()
+    rows: list[dict] = []
+    for _ in range(10):
+        rows += [json.loads(m) for m in p.sample()["metrics"]]
+        if len(rows) >= 2:
+            break
+    assert rows == [{"source": "training.csv", "step": 3, "toks_per_s": 1000.0, "loss": 2.3, "lr": 1e-5},
+                    {"source": "training.csv", "raw": "garbage"}]
+    with csv.open("a") as f:
+        f.write("50,2.2,1e-5\n")
+    for _ in range(10):
+        if rows := [json.loads(m) for m in p.sample()["metrics"]]:
+            break
+    assert rows == [{"source": "training.csv", "step": 4, "toks_per_s": 1050.0, "loss": 2.2, "lr": 1e-5}]

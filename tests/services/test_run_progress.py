@@ -90,6 +90,22 @@ def test_training_csv() -> None:
     assert p.loss_history == (2.5, 2.4, 2.3, 2.2) and p.step_time_s == 10.0
 
 
+def test_training_csv_header_in_any_order_and_the_probes_rows() -> None:
+    r = RunTracker()
+    for t, line in enumerate(("step,toks_per_s,loss,lr", "1,900,2.5,1e-5", "2,950,2.4,1e-5,extra"), 1):
+        r.feed_csv(line, 10.0 * t)
+    p = r.progress()
+    assert (p.step, p.loss, p.tokens_per_s) == (1, 2.5, 900.0) and r.skipped == 1  # the too-long row
+    # the probe sends training.csv rows inside "metrics", keyed by the file's header
+    q = RunTracker()
+    q.feed_metrics('{"source":"training.csv","step":7,"loss":1.5,"lr":1e-5,"toks_per_s":1200.0}', 5.0)
+    q.feed_metrics('{"source":"training.csv","step":8,"loss":1.4,"lr":1e-5,"toks_per_s":1300.0}', 17.0)
+    q.feed_metrics('{"source":"training.csv","raw":"garbage"}', 18.0)
+    p = q.progress()
+    assert (p.step, p.loss, p.tokens_per_s, p.source, p.step_time_s) == (8, 1.4, 1300.0, "training.csv", 12.0)
+    assert q.skipped == 1
+
+
 def test_checkpoint_and_finish_lines() -> None:
     r = RunTracker()
     r.feed_log("trainer: " + TRAINER, 1.0)
