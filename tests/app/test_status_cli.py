@@ -103,3 +103,30 @@ def test_fresh_run_on_local_and_an_unreachable_pod(tmp_path: Path) -> None:
 
     none = cli("status")
     assert none.returncode == 2 and "no pods" in none.stderr
+
+
+def test_wandb_state_is_information_beside_the_pods_evidence(tmp_path: Path, monkeypatch, capsys) -> None:
+    """In-process, with a fake W&B client in place of ``wandb.Api()`` (the real one needs the network)."""
+    from app.cli import main
+    from services import wandb_status
+
+    run = write_run(tmp_path / "run", steps=5)
+    with open(run / "logs" / "orchestrator.log", "a") as f:
+        f.write("wandb: \U0001f680 View run quiet-sun-7 at: https://wandb.ai/acme/rl-runs/runs/k3x9q2\n")
+    calls: list[str] = []
+
+    class Api:
+        def run(self, path: str):
+            calls.append(path)
+            return type("Run", (), {"state": "crashed", "heartbeatAt": "2020-01-01T00:00:00Z"})()
+
+    monkeypatch.setattr(wandb_status, "default_api", Api)
+    monkeypatch.setenv("WANDB_API_KEY", "test-key-not-real")
+    assert main(["status", "local", "--run-dir", str(run), "--json"]) == 0
+    pod = json.loads(capsys.readouterr().out)["pods"][0]
+    assert calls == ["acme/rl-runs/k3x9q2"]
+    assert pod["wandb"]["state"] == "crashed" and pod["wandb"]["heartbeat_age_s"] > 3600 * 24 * 300
+    assert pod["run"]["step"] == 5 and "no-progress" not in {a["id"] for a in pod["alerts"]}  # fresh logs win
+    monkeypatch.delenv("WANDB_API_KEY")
+    assert main(["status", "local", "--run-dir", str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pods"][0]["wandb"] is None and len(calls) == 1  # off without a key
