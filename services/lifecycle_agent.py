@@ -422,20 +422,26 @@ def _steps(d):
     return found
 
 
+def orchestrator_dirs(run_dir, ckpt_dir):
+    """With a separate ckpt output dir: the orchestrator's step dirs left under <run_dir>/checkpoints."""
+    own = os.path.join(run_dir, "checkpoints")
+    if os.path.realpath(own) == os.path.realpath(ckpt_dir):
+        return []
+    return [{"kind": "orchestrator", "step": s, "path": p, "bytes": du(p)} for s, p in sorted(_steps(own).items())]
+
+
 def leftovers(run_dir, ckpt_dir, keep_broadcasts):
     """What prime-rl leaves behind (research prime-rl.md 6.3): with a separate ckpt output dir, the
     orchestrator's step dirs under <run_dir>/checkpoints are never pruned (one whose trainer part is
     gone and older than the newest complete checkpoint is an orphan); broadcasts/step_N copies of
     steps divisible by the ckpt interval are kept forever (all but the newest few are waste)."""
     found = []
-    own = os.path.join(run_dir, "checkpoints")
-    if os.path.realpath(own) != os.path.realpath(ckpt_dir):
-        trainer = _steps(ckpt_dir)
-        done = [s for s, p in trainer.items() if checkpoint_complete(p)]
-        newest = max(done) if done else None
-        for step, path in sorted(_steps(own).items()):
-            if newest is not None and step < newest and step not in trainer:
-                found.append({"kind": "orchestrator", "step": step, "path": path, "bytes": du(path)})
+    trainer = _steps(ckpt_dir)
+    done = [s for s, p in trainer.items() if checkpoint_complete(p)]
+    newest = max(done) if done else None
+    for c in orchestrator_dirs(run_dir, ckpt_dir):
+        if newest is not None and c["step"] < newest and c["step"] not in trainer:
+            found.append(c)
     bc = sorted(_steps(os.path.join(run_dir, "broadcasts")).items())
     for step, path in bc[:max(0, len(bc) - max(1, keep_broadcasts))]:
         found.append({"kind": "broadcast", "step": step, "path": path, "bytes": du(path)})
@@ -455,7 +461,8 @@ def cmd_survey(args):
     except OSError:
         pass
     out({"ok": True, "ckpt_dir": args.ckpt_dir, "ckpts": list_ckpts(args.ckpt_dir), "disk": disk,
-         "leftovers": leftovers(args.run_dir, args.ckpt_dir, args.keep_broadcasts)})
+         "leftovers": leftovers(args.run_dir, args.ckpt_dir, args.keep_broadcasts),
+         "orchestrator_dirs": orchestrator_dirs(args.run_dir, args.ckpt_dir)})
     return 0
 
 

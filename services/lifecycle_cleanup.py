@@ -2,11 +2,15 @@
 
 Only complete checkpoints older than the N newest complete ones are deleted; never the newest complete
 one, never one in progress, and — when a bucket is configured — never one not yet verified there.
+With a disk threshold (the cleanup daemon), older complete ones beyond N go too while the run volume
+would stay above it (still never the newest complete, never an unverified one). What prime-rl leaves
+behind is pruned as well (research prime-rl.md §6.3): orphaned orchestrator step dirs under the run dir
+when the trainer's checkpoints live elsewhere, and all but the newest ``keep_broadcasts`` broadcasts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterable
 
@@ -21,7 +25,7 @@ from services.lifecycle_common import (
     _one_line,
     backup_on,
     backup_where,
-    checkpoints,
+    ckpt_dir_of,
     pod_runs,
 )
 from services.preflight import LifecycleSettings
@@ -37,10 +41,50 @@ class CleanupPlan:
     unbacked: tuple[dict[str, Any], ...] = ()
     backup_where: str = ""  # "s3://bucket/prefix/" when backup is on, else ""
     run_dir: str = ""
+    # prime-rl's leftovers: {"kind": "orchestrator" | "broadcast", "step", "path", "bytes"}
+    leftovers: tuple[dict[str, Any], ...] = ()
+    keep_broadcasts: int = 2
+    disk: dict[str, Any] | None = None  # the volume before: {"used", "total"} bytes
+    threshold_pct: float | None = None
+    for_disk: tuple[int, ...] = ()  # steps in ``delete`` beyond keep-last, to get under the threshold
 
     @property
     def bytes(self) -> int:
-        return sum(int(c.get("bytes", 0)) for c in self.delete)
+        return sum(int(c.get("bytes", 0)) for c in (*self.delete, *self.leftovers))
+
+    @property
+    def empty(self) -> bool:
+        return not self.delete and not self.leftovers
+
+    def pct_after(self) -> float | None:
+        if not self.disk or not self.disk.get("total"):
+            return None
+        return 100.0 * max(0, int(self.disk["used"]) - self.bytes) / int(self.disk["total"])
+
+    def pct_before(self) -> float | None:
+        if not self.disk or not self.disk.get("total"):
+            return None
+        return 100.0 * int(self.disk["used"]) / int(self.disk["total"])
+
+    def preview(self, fmt: Any = None) -> list[str]:
+        """The dry-run text (the CLI, the modal and the daemon's first-deletion approval show it)."""
+        fmt = fmt or _fmt_bytes
+        lines = [f"{self.ckpt_dir}: keep the newest {self.keep} complete"]
+        lines += [f"  keep   step_{c['step']}" for c in self.kept]
+        lines += [f"  keep   step_{c['step']} (incomplete / in progress)" for c in self.in_progress]
+        lines += [f"  keep   step_{c['step']} ({self.reason(c)})" for c in self.unbacked]
+        lines += [f"  DELETE step_{c['step']}  {fmt(c['bytes'])}"
+                  + (f"  (volume over {self.threshold_pct:g}%)" if c["step"] in self.for_disk else "")
+                  for c in self.delete]
+        lines += [f"  DELETE {c['path']}  {fmt(c['bytes'])}  ({_LEFTOVER[c['kind']]})" for c in self.leftovers]
+        lines.append(f"frees {fmt(self.bytes)}" if not self.empty else "nothing to delete")
+        before, after = self.pct_before(), self.pct_after()
+        if before is not None and after is not None:
+            ceiling = f" (ceiling {self.threshold_pct:g}%)" if self.threshold_pct is not None else ""
+            lines.append(f"run volume {before:.0f}% used → {after:.0f}% after{ceiling}")
+            if self.threshold_pct is not None and after > self.threshold_pct:
+                lines.append("  still over the ceiling: nothing else may be deleted (newest complete / unverified)")
+        return lines
 
     def reason(self, c: dict[str, Any]) -> str:
         return f"not yet verified in {self.backup_where}"
@@ -49,7 +93,11 @@ class CleanupPlan:
         def brief(cs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             return [{"step": c["step"], "path": c["path"], "bytes": c["bytes"]} for c in cs]
         out = {"ckpt_dir": self.ckpt_dir, "keep": self.keep, "delete": brief(self.delete),
-               "kept": brief(self.kept), "in_progress": brief(self.in_progress), "bytes": self.bytes}
+               "kept": brief(self.kept), "in_progress": brief(self.in_progress), "bytes": self.bytes,
+               "leftovers": [dict(c) for c in self.leftovers]}
+        if self.disk:
+            out["disk"] = {**self.disk, "pct_before": self.pct_before(), "pct_after": self.pct_after(),
+                           "threshold_pct": self.threshold_pct, "for_disk": list(self.for_disk)}
         if self.backup_where:
             out["backup"] = self.backup_where
             out["unbacked"] = [{**b, "reason": self.reason(c)} for b, c in zip(brief(self.unbacked), self.unbacked)]
@@ -75,10 +123,43 @@ def plan_keep_last(ckpt_dir: str, ckpts: list[dict[str, Any]], keep: int, verifi
                        backup_where if verified is not None else "", run_dir)
 
 
+_LEFTOVER = {"orchestrator": "orchestrator state whose trainer checkpoint is gone",
+             "broadcast": "old broadcast weights, not needed to resume"}
+
+
+def plan_for_disk(plan: CleanupPlan, disk: dict[str, Any] | None, threshold_pct: float | None,
+                  leftovers: Iterable[dict[str, Any]] = (), keep_broadcasts: int = 2,
+                  verified: Iterable[int] | None = None) -> CleanupPlan:
+    """``plan`` plus the leftovers, then — while the volume would stay above ``threshold_pct`` — the
+    oldest kept complete checkpoints too; never the newest complete one, never an unverified one when
+    ``verified`` is given (backup on: those go to ``unbacked``)."""
+    plan = replace(plan, leftovers=tuple(leftovers), keep_broadcasts=keep_broadcasts, disk=disk,
+                   threshold_pct=threshold_pct)
+    if threshold_pct is None or not disk or not disk.get("total"):
+        return plan
+    total, used = int(disk["total"]), int(disk["used"])
+    kept, delete, unbacked, extra = list(plan.kept), list(plan.delete), list(plan.unbacked), []
+    ok = set(verified) if verified is not None else None
+    for c in list(kept[:-1]):  # oldest first; the newest complete one is never a candidate
+        if 100.0 * (used - sum(int(d["bytes"]) for d in (*delete, *plan.leftovers))) / total <= threshold_pct:
+            break
+        kept.remove(c)
+        if ok is not None and c["step"] not in ok:
+            unbacked.append(c)
+            continue
+        delete.append(c)
+        extra.append(c["step"])
+    delete.sort(key=lambda c: c["step"])
+    return replace(plan, kept=tuple(kept), delete=tuple(delete), unbacked=tuple(unbacked), for_disk=tuple(extra))
+
+
 async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: LifecycleSettings | None = None,
-                       run_dir: str | None = None, backup: Any = None) -> CleanupPlan:
+                       run_dir: str | None = None, backup: Any = None,
+                       threshold_pct: float | None = None) -> CleanupPlan:
     """``backup`` (``services.s3.BackupSettings``) with a bucket set: only checkpoints whose backup is
-    verified in the bucket may be deleted; an unreachable bucket is an error (nothing is planned)."""
+    verified in the bucket may be deleted; an unreachable bucket is an error (nothing is planned).
+    ``threshold_pct`` (the daemon's disk ceiling): delete older complete ones beyond ``keep`` as well
+    while the run volume would stay above it. prime-rl's leftovers are always planned."""
     settings = settings or LifecycleSettings()
     shell = PodShell(conn)
     await shell.home()
@@ -92,14 +173,25 @@ async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: Lifecycl
             raise LifecycleError(f"no run recorded on {conn.pod.name} and no run_dir for it",
                                  hint="give --run-dir or set run_dir in pods.toml")
     run_abs = shell.abspath(run_dir)
-    ckpt_dir, ckpts = await checkpoints(shell, run_abs, settings)
+    ckpt_dir = ckpt_dir_of(run_abs, settings)
+    survey = await shell.agent("survey", "--run-dir", run_abs, "--ckpt-dir", ckpt_dir,
+                               "--keep-broadcasts", str(settings.keep_broadcasts))
+    ckpts = list(survey.get("ckpts", []))
     keep_n = settings.keep_last if keep is None else keep
-    if not backup_on(backup):
-        return plan_keep_last(ckpt_dir, ckpts, keep_n)
-    from services.backup import verified_steps
+    verified = None
+    if backup_on(backup):
+        from services.backup import verified_steps
 
-    verified = await verified_steps(backup, run_abs)
-    return plan_keep_last(ckpt_dir, ckpts, keep_n, verified, backup_where(backup, run_abs), run_abs)
+        verified = await verified_steps(backup, run_abs)
+    plan = plan_keep_last(ckpt_dir, ckpts, keep_n, verified, backup_where(backup, run_abs) if verified is not None
+                          else "", run_abs)
+    plan = plan_for_disk(plan, survey.get("disk"), threshold_pct, survey.get("leftovers", []),
+                         settings.keep_broadcasts, verified)
+    # the orchestrator halves (separate ckpt output dir) of the steps deleted now become orphans too
+    going = {c["step"] for c in plan.delete}
+    planned = {c["path"] for c in plan.leftovers}
+    extra = [c for c in survey.get("orchestrator_dirs", []) if c["step"] in going and c["path"] not in planned]
+    return replace(plan, leftovers=(*plan.leftovers, *extra)) if extra else plan
 
 
 async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings | None = None,
@@ -123,7 +215,7 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
                 for c in [c for c in todo if c["step"] not in verified]:
                     yield Event("cleanup", "warn", f"kept step_{c['step']}: not yet verified in {where}")
                 todo = [c for c in todo if c["step"] in verified]
-            freed, n = 0, len(todo)
+            freed, n = 0, len(todo) + len(plan.leftovers)
             if not n:
                 yield Event("cleanup", "done", f"nothing to delete (keeping {len(plan.kept)} complete"
                                                + (f", {len(plan.unbacked)} not yet backed up" if plan.unbacked
@@ -132,8 +224,8 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
                 return
             deleted: list[dict[str, Any]] = []
             for i, c in enumerate(todo):
-                res = await shell.agent("delete", "--ckpt-dir", plan.ckpt_dir, "--keep", str(plan.keep),
-                                        str(c["step"]))
+                res = await shell.agent("delete", "--ckpt-dir", plan.ckpt_dir, "--keep",
+                                        str(max(1, min(plan.keep, len(plan.kept)))), str(c["step"]))
                 for d in res.get("deleted", []):
                     freed += int(d["bytes"])
                     deleted.append(d)
@@ -144,7 +236,21 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
                                 progress=(i + 1) / n)
                 for r in res.get("refused", []):
                     yield Event("cleanup", "warn", f"kept step_{r['step']}: {r['reason']}", progress=(i + 1) / n)
-            yield Event("cleanup", "done", f"deleted {len(deleted)} checkpoint(s), freed {_fmt_bytes(freed)}",
+            if plan.leftovers:
+                res = await shell.agent("prune", "--run-dir", plan.run_dir or str(Path(plan.ckpt_dir).parent),
+                                        "--ckpt-dir", plan.ckpt_dir, "--keep-broadcasts", str(plan.keep_broadcasts),
+                                        *[c["path"] for c in plan.leftovers])
+                for d in res.get("deleted", []):
+                    freed += int(d["bytes"])
+                    deleted.append(d)
+                    if settings.runs_dir is not None:
+                        runs.append_log(settings.runs_dir, f"cleanup {conn.pod.name} deleted {d['path']} "
+                                                           f"({d['bytes']} bytes, {d['kind']} leftover)")
+                    yield Event("cleanup", "progress", f"deleted {d['path']} ({_fmt_bytes(d['bytes'])}, "
+                                                       f"{d['kind']} leftover)", progress=len(deleted) / n)
+                for r in res.get("refused", []):
+                    yield Event("cleanup", "warn", f"kept {r['path']}: {r['reason']}")
+            yield Event("cleanup", "done", f"deleted {len(deleted)} dir(s), freed {_fmt_bytes(freed)}",
                         progress=1.0, data={"deleted": deleted, "bytes": freed})
     except PrimeTrainError as exc:
         yield Event("cleanup", "error", _one_line(exc))

@@ -230,9 +230,13 @@ async def active_run(shell: PodShell) -> dict[str, Any] | None:
     return active[-1] if active else None
 
 
-async def checkpoints(shell: PodShell, run_dir: str, settings: LifecycleSettings) -> tuple[str, list[dict[str, Any]]]:
-    ckpt_dir = settings.ckpt_subdir if settings.ckpt_subdir.startswith("/") else \
+def ckpt_dir_of(run_dir: str, settings: LifecycleSettings) -> str:
+    return settings.ckpt_subdir if settings.ckpt_subdir.startswith("/") else \
         f"{run_dir.rstrip('/')}/{settings.ckpt_subdir}"
+
+
+async def checkpoints(shell: PodShell, run_dir: str, settings: LifecycleSettings) -> tuple[str, list[dict[str, Any]]]:
+    ckpt_dir = ckpt_dir_of(run_dir, settings)
     result = await shell.agent("ckpts", "--ckpt-dir", ckpt_dir)
     return ckpt_dir, list(result.get("ckpts", []))
 

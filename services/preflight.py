@@ -77,6 +77,32 @@ class LifecycleSettings:
     env: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ENV))
     checks: tuple[UserCheck, ...] = ()
     runs_dir: Path | None = None  # local run records; None = do not keep them
+    # cleanup daemon (services/cleanup_daemon.py): pods it runs for ("*" = every pod), its period, the run
+    # volume's ceiling, the broadcasts/step_N copies kept (prime-rl keeps every ckpt-interval one forever)
+    cleanup_pods: tuple[str, ...] = ()
+    cleanup_interval: float = 600.0
+    disk_threshold_pct: float = 85.0
+    keep_broadcasts: int = 2
+    # preemption (services/preemption.py): SSH down this long (or the provider says terminated) marks the
+    # run interrupted; auto-resume is off unless enabled, within attempts and a budget (0 = no limit),
+    # on the same pod ("") or on the named one
+    preempt_after_minutes: float = 10.0
+    auto_resume: bool = False
+    auto_resume_max_attempts: int = 3
+    auto_resume_budget_usd: float = 0.0
+    auto_resume_budget_hours: float = 0.0
+    auto_resume_pod: str = ""
+
+    def __post_init__(self) -> None:
+        pods = self.cleanup_pods
+        object.__setattr__(self, "cleanup_pods", (pods,) if isinstance(pods, str) else tuple(str(p) for p in pods))
+        if not 1.0 <= float(self.disk_threshold_pct) <= 100.0:
+            raise ValueError(f"disk_threshold_pct must be between 1 and 100, not {self.disk_threshold_pct}")
+        if self.cleanup_interval <= 0 or self.preempt_after_minutes < 0 or self.auto_resume_max_attempts < 0:
+            raise ValueError("cleanup_interval must be > 0, preempt_after_minutes and auto_resume_max_attempts >= 0")
+
+    def cleanup_enabled(self, pod: str) -> bool:
+        return "*" in self.cleanup_pods or pod in self.cleanup_pods
 
 
 def config_check(config: Path | None) -> Check:

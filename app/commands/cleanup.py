@@ -42,20 +42,14 @@ def run(args: argparse.Namespace) -> int:
         state["backup"] = backup
         doc["plan"] = plan.to_json()
         if not args.json:
-            kept = ", ".join(f"step_{c['step']}" for c in plan.kept) or "nothing"
-            print(f"{plan.ckpt_dir}: keeping {kept}")
-            for c in plan.in_progress:
-                print(f"  keep step_{c['step']} (incomplete / in progress)")
-            for c in plan.unbacked:
-                print(f"  keep step_{c['step']} ({plan.reason(c)})")
-            for c in plan.delete:
-                print(f"  delete {c['path']}  {fmt_bytes(c['bytes'])}")
-            print(f"frees {fmt_bytes(plan.bytes)}")
+            print("\n".join(plan.preview(fmt_bytes)))
         if args.dry_run:
             return EXIT_OK
-        if not plan.delete:
+        if plan.empty:
             return None
-        return confirm(args, f"delete {len(plan.delete)} checkpoint(s), {fmt_bytes(plan.bytes)}?")
+        what = f"{len(plan.delete)} checkpoint(s)" + (f" and {len(plan.leftovers)} leftover dir(s)"
+                                                        if plan.leftovers else "")
+        return confirm(args, f"delete {what}, {fmt_bytes(plan.bytes)}?")
 
     async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
         from services.lifecycle import cleanup

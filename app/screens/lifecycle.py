@@ -256,12 +256,7 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
         async def plan_cleanup(conn: Any) -> str:
             plan = await lc.plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=bucket)
             holder["plan"] = plan
-            lines = [f"{plan.ckpt_dir}: keep the newest {plan.keep} complete"]
-            lines += [f"  keep   step_{c['step']}" for c in plan.kept]
-            lines += [f"  keep   step_{c['step']} (incomplete / in progress)" for c in plan.in_progress]
-            lines += [f"  keep   step_{c['step']} ({plan.reason(c)})" for c in plan.unbacked]
-            lines += [f"  DELETE step_{c['step']}  {fmt_bytes(c['bytes'])}" for c in plan.delete]
-            lines.append(f"frees {fmt_bytes(plan.bytes)}" if plan.delete else "nothing to delete")
+            lines = plan.preview(fmt_bytes)
             return "\n".join(lines)
 
         def run_cleanup(conn: Any, force: bool) -> AsyncIterator[Any]:
