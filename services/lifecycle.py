@@ -124,7 +124,9 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
     if failures:
         yield Event(action, "warn", f"starting despite {len(failures)} failed check(s) (--force)")
 
-    if not resume:
+    if resume and resume.get("upload_config"):  # another pod: it has never seen the config
+        data = _local_config(resume)
+    if not resume or resume.get("upload_config"):
         yield Event(action, "step", f"uploading {config_name} → {remote_config}", progress=0.5)
         await shell.put(data, remote_config)
 
@@ -138,6 +140,8 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
         "nofile": settings.min_nofile, "cwd": answer.get("home") or await shell.home(),
         "resume_step": resume.get("resume_step") if resume else None,
         "resumed_from": resume.get("id") if resume else None, "state": "running",
+        "local_config": str(config.resolve()) if config is not None and not resume else
+        (resume or {}).get("local_config"),
     }
     where = "tmux" if settings.tmux == "tmux" else ("setsid" if settings.tmux == "setsid" else "tmux or setsid")
     yield Event(action, "step", f"starting detached ({where}): {mask(full_command, secrets.values())}",
@@ -160,6 +164,19 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
     yield Event(action, "done", f"run {run_id} started in {how} (pid {record.get('pid')}), "
                                 f"log {record['log']} [{time.monotonic() - t0:.2f} s]",
                 progress=1.0, data=record)
+
+
+def _local_config(record: dict[str, Any]) -> bytes:
+    """The run's config from this machine, checked against the hash it was launched with."""
+    path = record.get("local_config")
+    try:
+        data = Path(path).read_bytes() if path else b""
+    except OSError as exc:
+        raise LifecycleError(f"cannot read the run's config {path}: {exc.strerror}") from None
+    if not data or hashlib.sha256(data).hexdigest()[:12] != record.get("config_hash"):
+        raise LifecycleError(f"the run's config {path or '(unknown)'} is missing or changed since the launch",
+                             hint="launch it on the new pod yourself: prime-train-tui launch POD CONFIG")
+    return data
 
 
 # ------------------------------------------------------------------------------------ kill
@@ -240,13 +257,20 @@ async def _left(shell: PodShell, rid: str) -> list[int]:
 
 # ------------------------------------------------------------------------------------ resume
 async def plan_resume(conn: Any, settings: LifecycleSettings | None = None,
-                      backup: Any = None) -> dict[str, Any]:
+                      backup: Any = None, run: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run to resume and the checkpoint it would start from (for the confirm step). With a bucket
     configured (``backup``) and no complete checkpoint on the pod, the newest verified backup is planned
-    to be restored first (``plan["restore"]``); nothing is changed here."""
+    to be restored first (``plan["restore"]``); nothing is changed here. ``run`` (a local run record)
+    resumes that run, possibly on another pod than its own (preemption: its config is uploaded again)."""
     settings = settings or LifecycleSettings()
     shell = PodShell(conn)
     records = await pod_runs(shell)
+    if run is not None:
+        here = [r for r in records if r.get("id") == run.get("id")]
+        if any(r.get("active") for r in records if r.get("id") != run.get("id")):
+            other = next(r for r in records if r.get("active"))
+            raise LifecycleError(f"run {other['id']} is active on {conn.pod.name}", hint="kill it first")
+        records = here or [dict(run, active=False)]
     if not records and settings.runs_dir is not None:
         local = runs.latest_record(settings.runs_dir, conn.pod.name)
         records = [local] if local else []
@@ -280,12 +304,14 @@ async def plan_resume(conn: Any, settings: LifecycleSettings | None = None,
 
 
 async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force: bool = False,
-                 environ: dict[str, str] | None = None, backup: Any = None) -> AsyncIterator[Event]:
+                 environ: dict[str, str] | None = None, backup: Any = None,
+                 run: dict[str, Any] | None = None) -> AsyncIterator[Event]:
     """Relaunch from the newest complete checkpoint; with a bucket configured and none on the pod,
-    restore the newest verified backup first (checked against its manifest on the pod)."""
+    restore the newest verified backup first (checked against its manifest on the pod). ``run``: see
+    :func:`plan_resume`."""
     settings = settings or LifecycleSettings()
     try:
-        plan = await plan_resume(conn, settings, backup)
+        plan = await plan_resume(conn, settings, backup, run)
     except PrimeTrainError as exc:
         yield Event("resume", "error", _one_line(exc))
         return
@@ -293,6 +319,8 @@ async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force:
     for c in plan["skipped"]:
         yield Event("resume", "warn", f"step_{c['step']} is incomplete (half-written) — skipped")
     base = {**plan["run"], "resume_step": best["step"]}
+    if plan["run"].get("pod") not in (None, conn.pod.name):
+        base["upload_config"] = True
     if not base.get("base_command"):
         base["base_command"] = base.get("command", "")
     if not plan.get("restore"):
