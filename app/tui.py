@@ -37,12 +37,25 @@ from widgets.alerts_view import TOAST_SEVERITY
 from app.panes.checkpoints import CheckpointsPane
 from app.panes.config import ConfigPane
 from app.panes.offers import OffersPane
+from app.rentals import Rentals
 from widgets.monitor_pane import MonitorPane
 from widgets.pod_list import PodList
 
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
 PANES = ("config", "offers", "monitor", "bottleneck", "checkpoints")
 MonitorFactory = Callable[[Callable[[PodSnapshot], None]], MonitorService]
+
+
+def _default_rentals(app: "PrimeTrainApp") -> "Rentals":
+    from app.settings import data_dir, load_offer_settings
+    from services.offers.rentals import AUDIT_NAME, AuditLog
+
+    try:
+        settings = load_offer_settings()
+    except PrimeTrainError as err:
+        app._notices = (*app._notices, f"{err} — offers use the defaults")
+        settings = {}
+    return Rentals(app, AuditLog(data_dir() / AUDIT_NAME), settings=settings)
 
 
 class PodUpdated(Message):
@@ -81,6 +94,7 @@ class PrimeTrainApp(App[None]):
         Binding("c", "cleanup", "Clean up checkpoints", id="cleanup", show=False),
         # show=False keeps the footer (and its pinned snapshot) as it was; help and the keymap list it
         Binding("o", "fleet", "Fleet view", id="fleet", show=False),
+        Binding("T", "terminate_pod", "Terminate rented pod", id="terminate_pod", show=False),
         Binding("question_mark", "help", "Help", id="help", key_display="?"),
         Binding("ctrl+p", "command_palette", "Commands", id="command_palette", show=False, priority=True),
         *(
@@ -100,6 +114,7 @@ class PrimeTrainApp(App[None]):
         monitor_factory: MonitorFactory | None = None,
         notices: Sequence[str] = (),
         config_path: Path | None = None,
+        rentals: Callable[["PrimeTrainApp"], "Rentals"] | None = None,
     ) -> None:
         super().__init__()
         self.initial_pods, self.monitor_settings, self.clock = list(pods), settings, clock
@@ -115,6 +130,7 @@ class PrimeTrainApp(App[None]):
         self._live: dict[str, MonitorPane | BottleneckPane | CheckpointsPane] = {}
         self._toasted: dict[str, frozenset[str]] = {}  # pod -> alert ids already toasted (while they last)
         self.alert_log: deque[tuple[str, Alert]] = deque(maxlen=500)  # (pod, alert) as they fired
+        self.rentals = (rentals or _default_rentals)(self)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -135,7 +151,10 @@ class PrimeTrainApp(App[None]):
             return BottleneckPane(id="bottleneck-pane")
         if pane == "checkpoints":
             return CheckpointsPane(id="checkpoints-pane")
-        return OffersPane(id="offers-pane")
+        from app.settings import cache_dir
+
+        return OffersPane(id="offers-pane", cache_dir=cache_dir(),
+                          cache_ttl=float(self.rentals.settings.get("cache_ttl", 600)))
 
     def on_mount(self) -> None:
         self.theme = "textual-dark"
@@ -149,6 +168,7 @@ class PrimeTrainApp(App[None]):
         self.set_interval(1.0, self._tick)
         for notice in self._notices:
             self.notify(notice, severity="warning", timeout=10)
+        self.rentals.start()
 
     async def on_unmount(self) -> None:
         if self.monitor is not None:
@@ -168,11 +188,11 @@ class PrimeTrainApp(App[None]):
         self.snapshots[message.name] = snapshot
         now = self.clock()
         self.pod_list.update_snapshot(snapshot, now)
+        self._toast_new_alerts(snapshot)  # first: the monitor pane shows the alert log, new entries included
         if message.name == self.selected and (pane := self._live_pane()) is not None:
             pane.show(snapshot, now)
         if isinstance(self.screen, FleetScreen):
             self.screen.update_pod(snapshot)
-        self._toast_new_alerts(snapshot)
         self._ask_about_host_key(snapshot)
 
     def _toast_new_alerts(self, snapshot: PodSnapshot) -> None:
@@ -284,7 +304,7 @@ class PrimeTrainApp(App[None]):
         self._refresh_live_pane()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("remove_pod", "reconnect", "launch", "kill", "resume", "cleanup"):  # None: shown dimmed (footer, help), not runnable
+        if action in ("remove_pod", "reconnect", "launch", "kill", "resume", "cleanup", "terminate_pod"):  # None: shown dimmed (footer, help), not runnable
             return True if self._main_widgets_ready() and self.pod_list.selected else None
         return True
 
@@ -322,7 +342,12 @@ class PrimeTrainApp(App[None]):
         self.push_screen(ConfirmScreen(f"Remove pod {name}? {where}"), partial(self._remove_confirmed, name))
 
     def _remove_confirmed(self, name: str, yes: bool | None) -> None:
-        pod = self.pods.pop(name, None) if yes else None
+        if yes:
+            self.forget_pod(name)
+
+    def forget_pod(self, name: str) -> None:
+        """Stop watching a pod and drop it from the sidebar and pods.toml (which keeps a .bak)."""
+        pod = self.pods.pop(name, None)
         if pod is None:
             return
         self.snapshots.pop(name, None)
@@ -372,6 +397,40 @@ class PrimeTrainApp(App[None]):
 
         if (pod := self._selected_pod()) is not None:
             self.push_screen(cleanup_screen(pod), self._lifecycle_done)
+
+    # -- rented pods (app/rentals.py) ------------------------------------------------------------------
+
+    @property
+    def offers_pane(self) -> OffersPane | None:
+        panes = self.screen_stack[0].query(OffersPane) if self.screen_stack else None
+        return panes.first() if panes else None
+
+    def on_offers_pane_rent_requested(self, message: OffersPane.RentRequested) -> None:
+        self.rentals.request(message.ranked)
+
+    def on_config_pane_validated(self, message: ConfigPane.Validated) -> None:
+        pane = self.offers_pane
+        if pane is not None and message.report.data is not None:
+            config = self.screen_stack[0].query_one(ConfigPane)
+            pane.use_config(message.report.data, config.path.name if config.path else "the config")
+
+    def adopt_pod(self, pod: Pod) -> None:
+        """A pod rented a moment ago: into the sidebar, pods.toml, and selected."""
+        if pod.name in self.pods:
+            self.forget_pod(pod.name)
+        self._start(pod)
+        self.run_worker(self._save_pods(add=pod), name="saving pods.toml", exit_on_error=False)
+        self.pod_list.select(pod.name)
+
+    def action_terminate_pod(self) -> None:
+        pod = self._selected_pod()
+        if pod is None:
+            return
+        snap = self.snapshots.get(pod.name)
+        latest = snap.latest if snap is not None else None
+        ckpts = len(latest.ckpts) if latest is not None else 0
+        note = f", including {ckpts} checkpoint(s) — back them up first (Checkpoints, b)" if ckpts else ""
+        self.rentals.terminate(pod, note)
 
     def _selected_pod(self) -> Pod | None:
         return self.pods.get(self.selected or "")

@@ -38,6 +38,9 @@ class Pod:
     run_dir: str | None = None
     price_per_hr: float | None = None
     probe_dir: str | None = None  # where the probe is uploaded on the pod (default ~/.cache/...)
+    provider: str | None = None  # rented through the Offers pane: the provider and its pod id
+    provider_id: str | None = None
+    deadline: float | None = None  # epoch seconds when the deadline watch terminates it
     saved: bool = False  # comes from pods.toml (so `d` removes it from there too)
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 from typing import Any, Iterable
 
 from services.errors import PodSpecError
@@ -46,7 +47,8 @@ def pod_from_table(name: str, table: dict[str, Any]) -> Pod:
     """One ``[pods.NAME]`` table of pods.toml → Pod (raises PodSpecError with the pod's name)."""
     if not isinstance(table, dict):
         raise PodSpecError(f"pods.{name} must be a table")
-    known = {"target", "host", "user", "port", "run_dir", "price_per_hr", "probe_dir"}
+    known = {"target", "host", "user", "port", "run_dir", "price_per_hr", "probe_dir", "provider", "provider_id",
+             "deadline"}
     unknown = sorted(set(table) - known)
     if unknown:
         raise PodSpecError(f"pods.{name}: unknown key(s) {', '.join(unknown)}",
@@ -71,8 +73,27 @@ def pod_from_table(name: str, table: dict[str, Any]) -> Pod:
         run_dir=_opt_str(table.get("run_dir")),
         price_per_hr=None if price is None else float(price),
         probe_dir=_opt_str(table.get("probe_dir")),
+        provider=_opt_str(table.get("provider")),
+        provider_id=_opt_str(table.get("provider_id")),
+        deadline=_deadline(name, table.get("deadline")),
         saved=True,
     )
+
+
+def _deadline(name: str, value: Any) -> float | None:
+    """A TOML datetime (with offset) or an ISO string → epoch seconds."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise PodSpecError(f"pods.{name}.deadline is not a date-time: {value!r}") from None
+    if not isinstance(value, datetime):
+        raise PodSpecError(f"pods.{name}.deadline must be a date-time, got {value!r}")
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.timestamp()
 
 
 def pod_to_table(pod: Pod) -> dict[str, Any]:
@@ -86,10 +107,12 @@ def pod_to_table(pod: Pod) -> dict[str, Any]:
             out["port"] = pod.port
     else:
         out["target"] = pod.kind.value
-    for key in ("run_dir", "price_per_hr", "probe_dir"):
+    for key in ("run_dir", "price_per_hr", "probe_dir", "provider", "provider_id"):
         value = getattr(pod, key)
         if value is not None:
             out[key] = value
+    if pod.deadline is not None:
+        out["deadline"] = datetime.fromtimestamp(round(pod.deadline), tz=timezone.utc)
     return out
 
 

@@ -62,6 +62,14 @@ class OffersView(DataTable):
         fits = sorted((r for r in self.items if r.fits), key=get, reverse=self.descending)
         return fits + sorted((r for r in self.items if not r.fits), key=get, reverse=self.descending)
 
+    def ranked_for(self, row_key: Any) -> Ranked | None:
+        """The offer behind a row key (rows are keyed ``index:provider:id:region`` of :meth:`ordered`)."""
+        try:
+            index = int(str(row_key).split(":", 1)[0])
+            return self.ordered()[index]
+        except (ValueError, IndexError):
+            return None
+
     def _render_rows(self) -> None:
         self.clear()
         for i, r in enumerate(self.ordered()):

@@ -1,19 +1,27 @@
 """The Offers pane: GPU offers from all providers ranked by estimated $ per completed run.
 
 ``r`` refreshes in a worker (``fetcher`` is an async callable returning a ``FetchResult``; by default
-``services.offers.fetch_all`` with keys and base URLs from the environment). Filters: max $/hr, spot,
-GPU count, provider, and a toggle that shows misfits. A line names the best $/completion offer; provider
-failures go to the status line while the other providers' offers still show."""
+``services.offers.fetch_all`` with keys and base URLs from the environment, the providers' CLI files and
+settings.toml). The last answer is cached on disk (``cache_dir``) and shown at once while younger than
+the TTL. Filters: max $/hr, spot, GPU count, provider, and a toggle that shows misfits. A line names the
+best $/completion offer; provider failures go to the status line while the other providers' offers
+still show. The run being priced follows the Config pane (``use_config``). ``enter`` on an offer posts
+:class:`OffersPane.RentRequested`; the App confirms and rents."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Checkbox, Input, Label, Select
+from textual.widgets import Checkbox, DataTable, Input, Label, Select
 
 from services.offers.models import PROVIDERS, FetchResult
 from services.offers.ranking import Ranked, RunSpec, best, rank
@@ -24,9 +32,13 @@ Fetcher = Callable[[bool], Awaitable[FetchResult]]  # (spot) -> result
 
 
 async def default_fetcher(spot: bool) -> FetchResult:
-    from services.offers.fetch_all import api_keys, base_urls, fetch_all
+    from app.settings import load_offer_settings
+    from services.offers.fetch_all import fetch_all
+    from services.offers.keys import find_keys, find_urls
 
-    return await fetch_all(keys=api_keys(), urls=base_urls(), spot=spot)
+    settings = load_offer_settings()
+    keys = {name: k.key for name, k in find_keys(settings=settings).items()}
+    return await fetch_all(keys=keys, urls=find_urls(settings=settings), spot=spot)
 
 
 class OffersPane(Widget, can_focus=True):
@@ -40,12 +52,22 @@ class OffersPane(Widget, can_focus=True):
     OffersPane #of-filters Select { width: 24; }
     OffersPane #of-best { padding: 0 1; text-style: bold; }
     OffersPane #of-status { padding: 0 1; color: $text-muted; }
+    OffersPane #of-run { padding: 0 1; color: $text-muted; }
+    OffersPane #of-rent { padding: 0 1; color: $warning; }
     """
 
-    def __init__(self, *, run: RunSpec | None = None, fetcher: Fetcher | None = None, **kwargs) -> None:
+    class RentRequested(Message):
+        def __init__(self, ranked: Ranked) -> None:
+            super().__init__()
+            self.ranked = ranked
+
+    def __init__(self, *, run: RunSpec | None = None, fetcher: Fetcher | None = None, cache_dir: Path | None = None,
+                 cache_ttl: float = 600.0, clock: Callable[[], float] = time.time, **kwargs) -> None:
         super().__init__(**kwargs)
         self.run = run or RunSpec()
+        self.run_source = "default run (open a config to price yours)"
         self.fetcher = fetcher or default_fetcher
+        self.cache_dir, self.cache_ttl, self.clock = cache_dir, cache_ttl, clock
         self.result = FetchResult()
         self.ranked: list[Ranked] = []
         self.fetched_spot: bool | None = None
@@ -58,8 +80,62 @@ class OffersPane(Widget, can_focus=True):
             yield Checkbox("spot", id="of-spot")
             yield Checkbox("misfits", id="of-misfits")
         yield Label("Press r to fetch offers.", id="of-best")
+        yield Label("", id="of-run")
         yield Label("", id="of-status")
+        yield Label("", id="of-rent")
         yield OffersView(id="of-table")
+
+    def on_mount(self) -> None:
+        self._show_run()
+        if self.cache_dir is not None:
+            self.run_worker(self._load_cache(False), group="offers-cache")
+
+    async def _load_cache(self, spot: bool) -> None:
+        from services.offers import cache
+
+        hit = cache.load(self.cache_dir, spot, self.clock(), self.cache_ttl) if self.cache_dir else None
+        if hit is None or self.fetched_spot is not None:
+            return
+        self.result, age = hit
+        self.fetched_spot = spot
+        self.apply_filters(note=f"cached {max(1, round(age / 60))} min ago — r refreshes")
+
+    # ------------------------------------------------------------------ the run being priced
+    def use_config(self, data: dict[str, Any] | None, name: str = "the config") -> None:
+        """Price the run this prime-rl config describes (the Config pane's current text)."""
+        from services.config.memory import lookup_model
+        from services.offers.ranking import run_spec_from_config
+
+        if not isinstance(data, dict):
+            return
+        spec, notes = run_spec_from_config(data)
+        if lookup_model(spec.model) is None:
+            notes.append(f"{spec.model} is not in the model registry: priced as {self.run.model}")
+            spec = replace(spec, model=self.run.model)
+        if spec == self.run and not notes:
+            return
+        self.run, self.run_source = spec, f"{name}" + (f" ({'; '.join(notes)})" if notes else "")
+        self._show_run()
+        if self.result.offers:
+            self.apply_filters()
+
+    def _show_run(self) -> None:
+        r = self.run
+        set_label(self.query_one("#of-run", Label),
+                  f"Pricing {r.model}, {r.steps} steps × {r.train_tokens_per_step:,} tokens — {self.run_source}")
+
+    def set_rent_status(self, text: str) -> None:
+        set_label(self.query_one("#of-rent", Label), text)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        ranked = self.query_one(OffersView).ranked_for(event.row_key.value)
+        if ranked is None:
+            return
+        if not ranked.fits:
+            self.notify(f"{ranked.offer.title} does not fit: {ranked.reason}", severity="warning")
+            return
+        self.post_message(self.RentRequested(ranked))
 
     # ------------------------------------------------------------------ actions
     def action_refresh_offers(self) -> None:
@@ -75,6 +151,13 @@ class OffersPane(Widget, can_focus=True):
         self.result = await self.fetcher(spot)
         self.fetched_spot = spot
         self.apply_filters()
+        if self.cache_dir is not None and self.result.offers:
+            from services.offers import cache
+
+            try:
+                cache.save(self.cache_dir, spot, FetchResult(self.result.offers), self.clock())
+            except OSError:
+                pass  # costs a refetch next time, nothing else
 
     # ------------------------------------------------------------------ filters
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -95,7 +178,7 @@ class OffersPane(Widget, can_focus=True):
         except ValueError:
             return None
 
-    def apply_filters(self) -> None:
+    def apply_filters(self, note: str = "") -> None:
         price = self._float("#of-max-price")
         count = self._float("#of-gpus")
         provider = self.query_one("#of-provider", Select).value
@@ -113,4 +196,5 @@ class OffersPane(Widget, can_focus=True):
         errors = "; ".join(f"{e.provider}: {e.message}" for e in self.result.errors)
         n = len(self.result.offers)
         set_label(self.query_one("#of-status", Label),
-                  f"{len(self.ranked)} of {n} offers shown" + (f" · failed: {errors}" if errors else ""))
+                  f"{len(self.ranked)} of {n} offers shown" + (f" · {note}" if note else "")
+                  + (f" · failed: {errors}" if errors else "") + " · enter rents the highlighted offer")

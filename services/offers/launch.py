@@ -265,14 +265,15 @@ class DeadlineEvent:
 
 
 class DeadlineWatch:
-    """One pass per ``check``: warn 15 min before a deadline (once), terminate rentals past it."""
+    """One pass per ``check``: warn 15 min before a deadline (once), terminate rentals past it. The
+    providers' client is only opened when a rental is open."""
 
-    def __init__(self, providers: Providers, audit: AuditLog, *, clock: Callable[[], float] = time.time) -> None:
-        self.providers, self.audit, self.clock = providers, audit, clock
+    def __init__(self, audit: AuditLog, *, clock: Callable[[], float] = time.time) -> None:
+        self.audit, self.clock = audit, clock
         self.warned: set[str] = set()
         self.failed: set[str] = set()  # reported once; retried silently on every pass
 
-    async def check(self) -> list[DeadlineEvent]:
+    async def check(self, providers: Providers) -> list[DeadlineEvent]:
         now = self.clock()
         rentals = self.audit.open_rentals()
         events = [DeadlineEvent("warn", r, f"{r.name} ({r.title}) will be terminated in "
@@ -280,7 +281,7 @@ class DeadlineWatch:
                   for r in due_warnings(rentals, now, self.warned)]
         for r in overdue(rentals, now):
             try:
-                outcome = await terminate_rental(self.providers, r, self.audit, reason="deadline", now=now)
+                outcome = await terminate_rental(providers, r, self.audit, reason="deadline", now=now)
             except ProviderFailure as exc:
                 if r.pod_id not in self.failed:
                     self.failed.add(r.pod_id)
@@ -291,9 +292,11 @@ class DeadlineWatch:
                                             f"spent ≈ ${r.spent(now):.2f}"))
         return events
 
-    async def run(self, on_event: Callable[[DeadlineEvent], None], *, interval: float = 30.0,
-                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+    async def run(self, providers: Callable[[], Providers], on_event: Callable[[DeadlineEvent], None], *,
+                  interval: float = 30.0, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
         while True:
-            for ev in await self.check():
-                on_event(ev)
+            if self.audit.open_rentals():
+                async with providers() as p:
+                    for ev in await self.check(p):
+                        on_event(ev)
             await sleep(interval)

@@ -272,12 +272,12 @@ async def test_deadline_watch_warns_once_terminates_when_due_and_reports_a_failu
                "DELETE /api/v1/pods/stuck": [(500, {"detail": "down"})],
                "DELETE /api/v1/pods/soon": [(200, {"status": "TERMINATED"})]})
     async with api.providers() as p:
-        watch = DeadlineWatch(p, audit, clock=clock)
-        first = {(e.kind, e.rental.pod_id) for e in await watch.check()}
+        watch = DeadlineWatch(audit, clock=clock)
+        first = {(e.kind, e.rental.pod_id) for e in await watch.check(p)}
         assert first == {("warn", "soon"), ("terminated", "late"), ("failed", "stuck")}
-        assert {(e.kind, e.rental.pod_id) for e in await watch.check()} == set(), "each said once"
+        assert {(e.kind, e.rental.pod_id) for e in await watch.check(p)} == set(), "each said once"
         clock.t += 700
-        assert {(e.kind, e.rental.pod_id) for e in await watch.check()} == {("terminated", "soon")}
+        assert {(e.kind, e.rental.pod_id) for e in await watch.check(p)} == {("terminated", "soon")}
     assert [r.pod_id for r in audit.open_rentals()] == ["stuck", "free"]
     actions = [(r["action"], r.get("pod_id")) for r in audit.records()]
     assert ("terminate", "late") in actions and ("terminate-failed", "stuck") in actions

@@ -1,0 +1,185 @@
+"""The App's side of renting pods: the confirmation, the launch worker, ``T`` (terminate), the deadline
+watch, and the start-up question about rentals already past their deadline.
+
+State lives in the audit log (services/offers/rentals.py), so a rental survives an app crash mid-launch:
+at the next start it is still watched, and offered for termination when overdue. A rented pod joins the
+sidebar (and pods.toml) with its price and deadline once SSH answers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from app.screens.confirm import ConfirmScreen
+from app.screens.rent import RentScreen
+from services.models import Pod, PodKind
+from services.offers.rentals import AuditLog, Rental, overdue
+
+if TYPE_CHECKING:
+    from services.offers.launch import DeadlineEvent, LaunchEvent, LaunchPlan, Providers
+    from services.offers.ranking import Ranked
+
+EXTEND = 3600.0  # "not now" on the overdue question moves the deadline this far
+
+
+def default_providers() -> "Providers":
+    from app.settings import load_offer_settings
+    from services.offers.keys import find_keys, find_urls
+    from services.offers.launch import Providers
+
+    settings = load_offer_settings()
+    return Providers({n: k.key for n, k in find_keys(settings=settings).items()}, find_urls(settings=settings))
+
+
+class Rentals:
+    def __init__(self, app: Any, audit: AuditLog, *, providers: Callable[[], "Providers"] | None = None,
+                 clock: Callable[[], float] = time.time, settings: dict[str, Any] | None = None,
+                 watch_interval: float = 30.0, poll: float = 5.0, ssh_ready: Any = None) -> None:
+        self.app, self.audit, self.clock = app, audit, clock
+        self.providers = providers or default_providers
+        self.settings = settings or {}
+        self.watch_interval, self.poll, self.ssh_ready = watch_interval, poll, ssh_ready
+        self.busy: set[str] = set()  # pod names being terminated
+
+    # ------------------------------------------------------------------ start-up
+    def start(self) -> None:
+        """Ask about overdue rentals first, then start the deadline watch."""
+        late = overdue(self.audit.open_rentals(), self.clock())
+        if not late:
+            self._start_watch()
+            return
+        lines = "\n".join(f"  • {r.name}: {r.title}, ${r.price_hr:.2f}/hr, ≈ ${r.spent(self.clock()):.2f} so far"
+                          for r in late)
+        question = (f"{len(late)} rented pod(s) are past their auto-terminate deadline:\n{lines}\n\n"
+                    f"Terminate them now? (No moves each deadline {EXTEND / 3600:.0f} h later.)")
+        self.app.push_screen(ConfirmScreen(question, yes="Terminate now", no="Keep 1 h more"),
+                             partial(self._overdue_answered, late))
+
+    def _overdue_answered(self, late: list[Rental], yes: bool | None) -> None:
+        if yes:
+            for r in late:
+                self.app.run_worker(self._terminate(r, "overdue at start-up"), name=f"terminating {r.name}",
+                                    exit_on_error=False)
+        else:
+            for r in late:
+                self.audit.append("deadline", provider=r.provider, pod_id=r.pod_id, deadline=self.clock() + EXTEND,
+                                  reason="kept at start-up")
+        self._start_watch()
+
+    def _start_watch(self) -> None:
+        """A pass now and every ``watch_interval`` s — each a short worker, and only when a rental is open
+        (no long-lived worker: nothing to wait for when nothing is rented)."""
+        from services.offers.launch import DeadlineWatch
+
+        self.watch = DeadlineWatch(self.audit, clock=self.clock)
+        self._watch_pass()
+        self.app.set_interval(self.watch_interval, self._watch_pass)
+
+    def _watch_pass(self) -> None:
+        self.app.run_worker(self._check_deadlines(), name="deadline watch", group="deadline-watch",
+                            exclusive=True, exit_on_error=False)
+
+    async def _check_deadlines(self) -> None:
+        import asyncio
+
+        if not await asyncio.to_thread(self.audit.open_rentals):
+            return
+        async with self.providers() as providers:
+            for ev in await self.watch.check(providers):
+                self._deadline_event(ev)
+
+    def _deadline_event(self, ev: "DeadlineEvent") -> None:
+        if ev.kind == "warn":
+            self.app.notify(ev.message, severity="warning", title="Deadline in 15 min", timeout=30)
+        elif ev.kind == "failed":
+            self.app.notify(ev.message, severity="error", title="Terminate failed", timeout=30)
+        else:
+            self.app.notify(ev.message, title="Deadline reached", timeout=15)
+            self.app.forget_pod(ev.rental.name)
+
+    # ------------------------------------------------------------------ renting
+    def request(self, ranked: "Ranked") -> None:
+        from services.offers.launch import plan_launch
+
+        plan = plan_launch(ranked.offer, ranked.est_hours, now=self.clock(),
+                           cap_margin=float(self.settings.get("cap_margin", 0.10)),
+                           deadline_margin=float(self.settings.get("deadline_margin", 0.25)))
+        plan = replace(plan, image=self.settings.get("image"), disk_gb=self.settings.get("disk_gb"))
+        if plan.name in self.app.pods:
+            plan = replace(plan, name=f"{plan.name}-{len(self.app.pods)}")
+        self.app.push_screen(RentScreen(plan, clock=self.clock), self._confirmed)
+
+    def _confirmed(self, plan: "LaunchPlan | None") -> None:
+        if plan is not None:
+            self.app.run_worker(self._rent(plan), name=f"renting {plan.name}", group="rent", exit_on_error=False)
+
+    async def _rent(self, plan: "LaunchPlan") -> None:
+        from services.offers.launch import launch_offer
+
+        kw: dict[str, Any] = {"clock": self.clock, "poll": self.poll}
+        if self.ssh_ready is not None:
+            kw["ssh_ready"] = self.ssh_ready
+        async with self.providers() as providers:
+            async for ev in launch_offer(providers, plan, self.audit, **kw):
+                self._show(ev)
+
+    def _show(self, ev: "LaunchEvent") -> None:
+        pane = self.app.offers_pane
+        if pane is not None:
+            pane.set_rent_status(ev.message)
+        if ev.kind == "created":
+            self.app.notify(ev.message, title="Pod created — billing started", timeout=10)
+        elif ev.kind == "failed":
+            self.app.notify(ev.message, severity="error", title="Renting failed", timeout=30)
+        elif ev.kind == "ready" and ev.access is not None and ev.rental is not None:
+            r, a = ev.rental, ev.access
+            pod = Pod(name=r.name, kind=PodKind.SSH, host=a.host, user=a.user, port=a.port, price_per_hr=r.price_hr,
+                      provider=r.provider, provider_id=r.pod_id, deadline=r.deadline, saved=True)
+            self.app.adopt_pod(pod)
+            self.app.notify(f"{ev.message}. Its host key is asked for on first connect.", title="Pod ready",
+                            timeout=15)
+
+    # ------------------------------------------------------------------ terminating
+    def rental_for(self, pod: Pod) -> Rental | None:
+        for r in self.audit.open_rentals():
+            if r.name == pod.name or (pod.provider_id and (r.provider, r.pod_id) == (pod.provider, pod.provider_id)):
+                return r
+        return None
+
+    def terminate(self, pod: Pod, ckpt_note: str = "") -> None:
+        rental = self.rental_for(pod)
+        if rental is None:
+            self.app.notify(f"{pod.name} was not rented through prime-train-tui (or is already terminated): "
+                            "terminate it in the provider's console.", severity="warning", title="Not a rental")
+            return
+        if pod.name in self.busy:
+            self.app.notify(f"{pod.name} is already being terminated.", severity="warning")
+            return
+        spent = rental.spent(self.clock())
+        question = (f"Terminate {rental.title} ({rental.provider} pod {rental.pod_id})?\n"
+                    f"It has cost ≈ ${spent:.2f} so far at ${rental.price_hr:.2f}/hr. Everything on its disk is "
+                    f"lost{ckpt_note}.")
+        self.app.push_screen(ConfirmScreen(question, yes="Terminate", no="Keep it"),
+                             lambda yes: yes and self.app.run_worker(self._terminate(rental, "user"),
+                                                                     name=f"terminating {rental.name}",
+                                                                     exit_on_error=False))
+
+    async def _terminate(self, rental: Rental, reason: str) -> None:
+        from services.offers.launch import terminate_rental
+        from services.offers.models import ProviderFailure
+
+        self.busy.add(rental.name)
+        try:
+            async with self.providers() as providers:
+                outcome = await terminate_rental(providers, rental, self.audit, reason=reason, now=self.clock())
+        except ProviderFailure as exc:
+            self.app.notify(f"{rental.name}: {exc}", severity="error", title="Terminate failed", timeout=30)
+            return
+        finally:
+            self.busy.discard(rental.name)
+        self.app.notify(f"{rental.name} terminated ({outcome}); ≈ ${rental.spent(self.clock()):.2f} spent.",
+                        title="Terminated")
+        self.app.forget_pod(rental.name)

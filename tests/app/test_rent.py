@@ -1,0 +1,153 @@
+"""Renting from the Offers pane in the real App (Pilot): enter on an offer → the confirmation with the cap
+and deadline → the provider API (recorded payloads over httpx.MockTransport) → the pod answers SSH (a real
+sshd) → it joins the sidebar and pods.toml; T terminates it; overdue rentals are offered for termination
+at start-up."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import Button, Input, Static
+
+from app.rentals import Rentals
+from app.screens.confirm import ConfirmScreen
+from app.screens.rent import RentScreen
+from app.settings import cache_dir, load_pods
+from app.tui import PrimeTrainApp
+from services.offers import cache, primeintellect
+from services.offers.models import FetchResult
+from services.offers.rentals import AuditLog, Rental
+from tests.services.test_offers_launch import Api, load
+from widgets.offers_view import OffersView
+
+
+def _offers_cached(now: float) -> None:
+    offers = primeintellect.parse(load("primeintellect-availability-gpus.json"))
+    cache.save(cache_dir(), False, FetchResult(tuple(offers)), now)
+
+
+async def _until(pilot, cond, tries: int = 200) -> None:
+    for _ in range(tries):
+        if cond():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not reached")
+
+
+def _status(sshd, pod_id: str, price: float) -> dict:
+    item = load("primeintellect-pods-status.json")["data"][0]
+    return {"data": [{**item, "podId": pod_id, "priceHr": price,
+                      "sshConnection": f"{sshd.user}@127.0.0.1 -p {sshd.port}"}]}
+
+
+async def test_rent_an_offer_then_terminate_it(tmp_path: Path, sshd, client_home):
+    client_home.trust()
+    now = time.time()
+    _offers_cached(now)
+    cheapest = 0.39  # the RTX 4090 ranks first by Est. $ for the default run
+    api = Api({"POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
+               "GET /api/v1/pods/status": [(200, _status(sshd, "pod-synthetic-0001", cheapest))],
+               "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})]})
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    pods_path = tmp_path / "pods.toml"
+    app = PrimeTrainApp([], pods_path=pods_path,
+                        rentals=lambda a: Rentals(a, audit, providers=api.providers, poll=0.05))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("2")
+        table = app.query_one(OffersView)
+        await _until(pilot, lambda: table.row_count > 0)
+        table.focus()
+        first = table.ordered()[0]
+        assert first.offer.price_hr == cheapest
+        await pilot.press("enter")
+        await _until(pilot, lambda: isinstance(app.screen, RentScreen))
+        screen = app.screen
+        cap = screen.query_one("#rent-cap", Input)
+        assert float(cap.value) == pytest.approx(round(first.offer.price_hr * 1.10 + 0.005, 2), abs=0.011)
+        cap.value = f"{first.offer.price_hr / 2:.2f}"  # below the listed price: refused
+        await pilot.pause()
+        assert screen.query_one("#yes", Button).disabled
+        assert "at least the listed" in str(screen.query_one("#rent-problem", Static).render())
+        cap.value = f"{first.offer.price_hr + 1:.2f}"
+        screen.query_one("#rent-hours", Input).value = "3"
+        await pilot.pause()
+        assert not screen.query_one("#yes", Button).disabled
+        assert "Worst case before the deadline" in str(screen.query_one("#rent-worst", Static).render())
+        await pilot.click("#yes")
+        await _until(pilot, lambda: any(p.provider for p in app.pods.values()))
+        pod = next(p for p in app.pods.values() if p.provider)
+        assert (pod.host, pod.port, pod.provider_id) == ("127.0.0.1", sshd.port, "pod-synthetic-0001")
+        assert pod.deadline == pytest.approx(now + 3 * 3600, abs=60) and pod.price_per_hr == cheapest
+        body = api.bodies("POST /api/v1/pods/")[0]
+        assert body["pod"]["maxPrice"] == pytest.approx(first.offer.price_hr + 1)
+        await app.workers.wait_for_complete()
+        saved = {p.name: p for p in load_pods(pods_path)}
+        assert saved[pod.name].provider_id == "pod-synthetic-0001"
+        assert app.selected == pod.name
+
+        await pilot.press("T")
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "cost ≈ $" in app.screen.question and "pod-synthetic-0001" in app.screen.question
+        await pilot.press("y")
+        await _until(pilot, lambda: pod.name not in app.pods)
+        await app.workers.wait_for_complete()
+    actions = [r["action"] for r in audit.records()]
+    assert actions == ["create-request", "create", "ready", "terminate"]
+    assert audit.open_rentals() == [] and pod.name not in {p.name for p in load_pods(pods_path)}
+    assert "pk-secret" not in (tmp_path / "audit.jsonl").read_text()
+
+
+def _overdue_audit(path: Path, now: float) -> AuditLog:
+    audit = AuditLog(path)
+    r = Rental("old-pod", "primeintellect", "pod-old-1", "primeintellect 8× H100", 17.92, 19.72, now - 7200, now - 60)
+    audit.append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
+    return audit
+
+
+@pytest.mark.parametrize("answer", ["y", "n"])
+async def test_overdue_rentals_are_offered_for_termination_at_start(tmp_path: Path, answer: str):
+    now = time.time()
+    audit = _overdue_audit(tmp_path / "audit.jsonl", now)
+    api = Api({"DELETE /api/v1/pods/pod-old-1": [(200, {"status": "TERMINATED"})]})
+    app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
+                        rentals=lambda a: Rentals(a, audit, providers=api.providers))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "past their auto-terminate deadline" in app.screen.question and "old-pod" in app.screen.question
+        await pilot.press(answer)
+        await pilot.pause(0.2)
+        await app.workers.wait_for_complete()
+    if answer == "y":
+        assert [r["action"] for r in audit.records()][-1] == "terminate" and audit.open_rentals() == []
+    else:  # kept: nothing terminated, the deadline moved an hour on and the watch leaves it alone
+        assert api.seen == []
+        (kept,) = audit.open_rentals()
+        assert kept.deadline == pytest.approx(now + 3600, abs=30)
+
+
+async def test_T_on_a_pod_that_was_not_rented_explains(tmp_path: Path):
+    from services.models import Pod, PodKind
+
+    app = PrimeTrainApp([Pod("mine", PodKind.SSH, host="127.0.0.1", port=1)], pods_path=tmp_path / "pods.toml",
+                        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("T")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert any("not rented through prime-train-tui" in str(n.message) for n in app._notifications)
+
+
+async def test_config_pane_model_is_what_the_offers_pane_prices(tmp_path: Path):
+    cfg = tmp_path / "rl.toml"
+    cfg.write_text('max_steps = 40\n[model]\nname = "Qwen/Qwen3-8B"\n[orchestrator]\nbatch_size = 64\n')
+    app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml", config_path=cfg,
+                        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
+    async with app.run_test(size=(140, 40)) as pilot:
+        pane = app.offers_pane
+        await _until(pilot, lambda: pane.run.model == "Qwen/Qwen3-8B")
+        assert pane.run.steps == 40 and "rl.toml" in pane.run_source
+        assert json.dumps(pane.run.train_tokens_per_step) == str(64 * 2048)
