@@ -52,14 +52,36 @@ def _level(label: Label, warn: bool, critical: bool) -> None:
     label.set_class(warn and not critical, "-warn")
 
 
-def _gpu_metric(index: int, pick: Callable[[GpuSample], float | None]) -> Callable[[Sample], float | None]:
-    def value(sample: Sample) -> float | None:
-        for gpu in sample.gpus:
-            if gpu.index == index:
-                return pick(gpu)
-        return None
+PICKS: dict[str, Callable[[GpuSample], float | None]] = {
+    "util": lambda g: g.util,
+    "mem": lambda g: g.mem_pct,
+    "power": lambda g: g.power_w,
+    "temp": lambda g: g.temp_c,
+}
 
-    return value
+
+class GpuHistory:
+    """Every GPU's graphs from one pass over the history: the timeline (gaps as None, the rules of
+    ``widgets.format.series``) is worked out once per snapshot, not once per GPU and metric."""
+
+    def __init__(self, history: Sequence[Sample]) -> None:
+        positions = series(history, _position_of(history), limit=HISTORY_POINTS)
+        self._timeline = [None if p is None else int(p) for p in positions]
+        self._gpus = [{g.index: g for g in sample.gpus} for sample in history]
+
+    def values(self, index: int, metric: str) -> list[float | None]:
+        pick, gpus = PICKS[metric], self._gpus
+        out: list[float | None] = []
+        for pos in self._timeline:
+            g = None if pos is None else gpus[pos].get(index)
+            v = None if g is None else pick(g)
+            out.append(None if v is None else float(v))
+        return out
+
+
+def _position_of(history: Sequence[Sample]) -> Callable[[Sample], float | None]:
+    where = {id(sample): float(i) for i, sample in enumerate(history)}
+    return lambda sample: where[id(sample)]
 
 
 class GpuRow(Horizontal):
@@ -75,7 +97,7 @@ class GpuRow(Horizontal):
             yield Label(NA, classes=f"gpu-value gpu-{metric}")
             yield Trend(classes=f"gpu-spark spark-{metric}")
 
-    def show(self, gpu: GpuSample | None, history: Sequence[Sample]) -> None:
+    def show(self, gpu: GpuSample | None, history: GpuHistory) -> None:
         """The latest values and the whole history (10 min at 1 Hz); each Trend fits it to its width."""
         util = self.query_one(".gpu-util", Label)
         mem = self.query_one(".gpu-mem", Label)
@@ -92,14 +114,8 @@ class GpuRow(Horizontal):
             _level(mem, (gpu.mem_pct or 0) >= MEM_WARN_PCT, False)
             t = gpu.temp_c or 0
             _level(temp, t >= TEMP_WARN, t >= TEMP_CRITICAL)
-        picks: dict[str, Callable[[GpuSample], float | None]] = {
-            "util": lambda g: g.util,
-            "mem": lambda g: g.mem_pct,
-            "power": lambda g: g.power_w,
-            "temp": lambda g: g.temp_c,
-        }
-        for metric, pick in picks.items():
-            values = series(history, _gpu_metric(self.index, pick), limit=HISTORY_POINTS)
+        for metric in PICKS:
+            values = history.values(self.index, metric)
             high = 100.0  # util %, memory % and °C share a 0-100 scale
             if metric == "power":  # no power limit in the probe yet: scale to the most seen
                 high = max([v for v in values if v is not None], default=0.0) or 1.0
@@ -325,6 +341,7 @@ class MonitorPane(Widget):
             return
         latest = snapshot.latest
         gpus = {gpu.index: gpu for gpu in latest.gpus} if latest else {}
+        history = GpuHistory(snapshot.history)
         for row in self.query(GpuRow):
             if row.is_mounted and row.children:
-                row.show(gpus.get(row.index), snapshot.history)
+                row.show(gpus.get(row.index), history)
