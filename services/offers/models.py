@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -11,10 +12,13 @@ from typing import Any
 PROVIDERS = ("primeintellect", "vast", "lambda")
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True, slots=True)
 class Offer:
     """One rentable box. ``price_hr`` is USD per hour for the whole offer (all ``gpu_count`` GPUs);
-    ``vram_gb`` is per GPU (GiB as the driver reports it, or the provider's nominal GB)."""
+    ``vram_gb`` is per GPU (GiB as the driver reports it, or the provider's nominal GB).
+
+    Treated as immutable (never assigned to after construction) but not ``frozen``: a frozen dataclass
+    costs 5× more to build, and normalising 10,000 offers is on the refresh path (offers_rank)."""
 
     provider: str
     id: str
@@ -113,6 +117,7 @@ _CANON = (  # (needle in the squashed upper-case name, canonical type); first ma
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def canonical_gpu(name: str, memory_gb: float | None = None) -> str:
     """Map a provider's GPU name to the speed table's key ("H100 SXM" → "H100", "RTX_4090" → "RTX4090")."""
     squashed = re.sub(r"[^A-Z0-9]", "", name.upper())
@@ -124,6 +129,7 @@ def canonical_gpu(name: str, memory_gb: float | None = None) -> str:
     return squashed or "UNKNOWN"
 
 
+@functools.lru_cache(maxsize=1024)
 def nominal_gb(name: str) -> float | None:
     """Per-GPU memory written into a type name: "H100_80GB" → 80, "A100 (40 GB SXM4)" → 40."""
     m = re.search(r"(\d+(?:\.\d+)?)\s*GB", name, re.IGNORECASE)
@@ -164,9 +170,17 @@ def error_message(status: int, body: str) -> str:
     return f"HTTP {status}: {msg}" if msg else f"HTTP {status}"
 
 
+_INF = (float("inf"), float("-inf"))
+
+
 def number(value: Any) -> float | None:
     """A finite float, or None for null/missing/garbage (never 0 for an unknown price)."""
-    if isinstance(value, bool) or value is None:
+    kind = type(value)
+    if kind is float:
+        return value if value == value and value not in _INF else None
+    if kind is int:
+        return float(value)
+    if kind is bool or value is None:
         return None
     try:
         f = float(value)

@@ -112,28 +112,56 @@ def _params(model: str) -> float:
     return shape.active_params or shape.params
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True, slots=True)  # not frozen: built 10,000 times per ranking (see Offer)
 class Ranked:
     offer: Offer
     fits: bool
     reason: str  # why it does not fit ("" when it does)
     est_hours: float
     est_cost: float
+    measured: bool = False  # est_hours comes from the steps/hr this user's runs reached, not the model
 
     def to_json(self) -> dict[str, Any]:
         o = self.offer
         return {"provider": o.provider, "id": o.id, "gpu_type": o.gpu_type, "gpu_count": o.gpu_count,
                 "vram_gb": round(o.vram_gb, 1), "price_hr": round(o.price_hr, 4), "spot": o.spot,
                 "region": o.region, "fits": self.fits, "reason": self.reason,
-                "est_hours": round(self.est_hours, 3), "est_cost": round(self.est_cost, 2)}
+                "est_hours": round(self.est_hours, 3), "est_cost": round(self.est_cost, 2),
+                "measured": self.measured}
+
+
+@dataclass(frozen=True)
+class Observed:
+    """The rate an earlier run actually reached on a GPU type (recorded by the monitor)."""
+
+    model: str
+    gpu_type: str
+    gpu_count: int
+    steps_per_hr: float
+    tokens_per_step: int
+
+
+def calibrated_rates(observed: Iterable[Observed], run: RunSpec) -> dict[tuple[str, int], float]:
+    """(gpu type, count) → steps/hr for ``run``: runs of the same model, scaled by tokens per step
+    (a run with twice the tokens per step takes twice as long per step); the median of the runs."""
+    by_key: dict[tuple[str, int], list[float]] = {}
+    for ob in observed:
+        if ob.model.lower() != run.model.lower() or ob.steps_per_hr <= 0 or ob.tokens_per_step <= 0:
+            continue
+        scale = ob.tokens_per_step / max(1, run.train_tokens_per_step)
+        by_key.setdefault((ob.gpu_type, ob.gpu_count), []).append(ob.steps_per_hr * scale)
+    return {k: sorted(v)[len(v) // 2] for k, v in by_key.items()}
 
 
 def throughput(offer: Offer) -> float:
     """Effective FLOP/s of the whole offer."""
+    return _throughput(offer.gpu_type, offer.gpu_count)
+
+
+def _throughput(gpu_type: str, count: int) -> float:
     c, s = constants(), speeds()
-    n = max(1, offer.gpu_count)
-    speed = s.get(offer.gpu_type, s["unknown"])
-    return c["h100_peak_flops"] * c["mfu"] * speed * n * c["parallel_efficiency"] ** math.log2(n)
+    n = max(1, count)
+    return c["h100_peak_flops"] * c["mfu"] * s.get(gpu_type, s["unknown"]) * n * c["parallel_efficiency"] ** math.log2(n)
 
 
 def est_hours(offer: Offer, run: RunSpec) -> float:
@@ -160,26 +188,35 @@ def _fit(model: str, params: float | None, seq_len: int, gpus: int, vram_gb: flo
 
 def rank(offers: Iterable[Offer], run: RunSpec | None = None, *, max_price: float | None = None,
          spot: bool | None = None, gpus: int | None = None, providers: Iterable[str] | None = None,
-         include_misfits: bool = False, include_unavailable: bool = False) -> list[Ranked]:
-    """Filter, judge the fit, price the run; fits first by Est. $ (then $/hr), misfits after."""
+         include_misfits: bool = False, include_unavailable: bool = False,
+         observed: Iterable[Observed] = ()) -> list[Ranked]:
+    """Filter, judge the fit, price the run; fits first by Est. $ (then $/hr), misfits after.
+
+    Fit and hours depend only on (GPU type, count, memory, spot), which repeat across offers: they are
+    worked out once per shape in this call."""
     run = run or RunSpec()
     wanted = set(providers) if providers is not None else None
-    out: list[Ranked] = []
     work = run.flops()
-    c, s = constants(), speeds()
+    overhead = 1 + constants()["spot_overhead"]
+    rates = calibrated_rates(observed, run)
+    shapes: dict[tuple[str, int, float, bool], tuple[bool, str, float, bool]] = {}
+    out: list[Ranked] = []
     for o in offers:
         if (max_price is not None and o.price_hr > max_price) or (spot is not None and o.spot != spot) \
                 or (gpus is not None and o.gpu_count != gpus) or (wanted is not None and o.provider not in wanted) \
                 or (not include_unavailable and not o.available):
             continue
-        ok, reason = fit(o, run)
+        key = (o.gpu_type, o.gpu_count, o.vram_gb, o.spot)
+        shape = shapes.get(key)
+        if shape is None:
+            ok, reason = fit(o, run)
+            rate = rates.get((o.gpu_type, o.gpu_count))
+            hours = run.steps / rate if rate else work / _throughput(o.gpu_type, o.gpu_count) / 3600
+            shape = shapes[key] = (ok, reason, hours * overhead if o.spot else hours, rate is not None)
+        ok, reason, hours, measured = shape
         if not ok and not include_misfits:
             continue
-        n = max(1, o.gpu_count)
-        tput = c["h100_peak_flops"] * c["mfu"] * s.get(o.gpu_type, s["unknown"]) * n \
-            * c["parallel_efficiency"] ** math.log2(n)
-        hours = work / tput / 3600 * ((1 + c["spot_overhead"]) if o.spot else 1)
-        out.append(Ranked(o, ok, reason, hours, hours * o.price_hr))
+        out.append(Ranked(o, ok, reason, hours, hours * o.price_hr, measured))
     out.sort(key=lambda r: (not r.fits, r.est_cost, r.offer.price_hr))
     return out
 

@@ -217,7 +217,8 @@ async def test_invalid_json_missing_key_and_timeout():
     errs = {e.provider: e.message for e in res.errors}
     assert errs == {"vast": "HTTP 200: invalid JSON in the answer", "lambda": "timed out after 0.3 s"}
     assert len(res.offers) == 8  # 10 Prime items, 2 of them spot
-    assert missing.errors[0].message == "no API key: set PRIME_API_KEY" and missing.offers == ()
+    assert missing.errors[0].message.startswith("no API key: set PRIME_API_KEY") and missing.offers == ()
+    assert "prime login" in missing.errors[0].message  # and the provider's own CLI way
 
 
 async def test_prime_pagination_stops_on_short_page():
