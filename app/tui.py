@@ -151,9 +151,9 @@ class PrimeTrainApp(App[None]):
             return BottleneckPane(id="bottleneck-pane")
         if pane == "checkpoints":
             return CheckpointsPane(id="checkpoints-pane")
-        from app.settings import cache_dir
+        from app.settings import cache_dir, data_dir
 
-        return OffersPane(id="offers-pane", cache_dir=cache_dir(),
+        return OffersPane(id="offers-pane", cache_dir=cache_dir(), observed_path=data_dir() / "throughput.jsonl",
                           cache_ttl=float(self.rentals.settings.get("cache_ttl", 600)))
 
     def on_mount(self) -> None:

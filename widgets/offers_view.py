@@ -31,7 +31,8 @@ def cells(r: Ranked) -> list[Any]:
     o = r.offer
     fit = Text("ok", style="green") if r.fits else Text(f"✗ {r.reason}", style="red")
     return [o.provider + (f" ({o.host})" if o.host else ""), o.gpu_type, str(o.gpu_count), f"{o.vram_gb:.0f} GB",
-            f"{o.price_hr:.2f}", "spot" if o.spot else "", o.region, duration(r.est_hours * 3600),
+            f"{o.price_hr:.2f}", "spot" if o.spot else "", o.region,
+            duration(r.est_hours * 3600) + (" ✓" if r.measured else ""),
             f"{r.est_cost:.2f}", fit]
 
 

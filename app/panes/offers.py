@@ -62,12 +62,15 @@ class OffersPane(Widget, can_focus=True):
             self.ranked = ranked
 
     def __init__(self, *, run: RunSpec | None = None, fetcher: Fetcher | None = None, cache_dir: Path | None = None,
-                 cache_ttl: float = 600.0, clock: Callable[[], float] = time.time, **kwargs) -> None:
+                 cache_ttl: float = 600.0, clock: Callable[[], float] = time.time,
+                 observed_path: Path | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.run = run or RunSpec()
         self.run_source = "default run (open a config to price yours)"
         self.fetcher = fetcher or default_fetcher
         self.cache_dir, self.cache_ttl, self.clock = cache_dir, cache_ttl, clock
+        self.observed_path = observed_path
+        self.observed: list = []  # services.offers.ranking.Observed: this user's measured steps/hr
         self.result = FetchResult()
         self.ranked: list[Ranked] = []
         self.fetched_spot: bool | None = None
@@ -87,12 +90,15 @@ class OffersPane(Widget, can_focus=True):
 
     def on_mount(self) -> None:
         self._show_run()
-        if self.cache_dir is not None:
+        if self.cache_dir is not None or self.observed_path is not None:
             self.run_worker(self._load_cache(False), group="offers-cache")
 
     async def _load_cache(self, spot: bool) -> None:
         from services.offers import cache
+        from services.offers.calibration import ObservationLog
 
+        if self.observed_path is not None:
+            self.observed = ObservationLog(self.observed_path).load()
         hit = cache.load(self.cache_dir, spot, self.clock(), self.cache_ttl) if self.cache_dir else None
         if hit is None or self.fetched_spot is not None:
             return
@@ -186,13 +192,16 @@ class OffersPane(Widget, can_focus=True):
                            spot=self.query_one("#of-spot", Checkbox).value,
                            gpus=int(count) if count else None,
                            providers=[provider] if isinstance(provider, str) else None,
-                           include_misfits=self.query_one("#of-misfits", Checkbox).value)
+                           include_misfits=self.query_one("#of-misfits", Checkbox).value,
+                           observed=self.observed)
         self.query_one(OffersView).show(self.ranked)
         top = best(self.ranked)
         set_label(self.query_one("#of-best", Label),
                   f"Best $/completion: {top.offer.provider} {top.offer.gpu_count}× {top.offer.gpu_type} "
                   f"{top.offer.region} — ${top.est_cost:.2f} in {duration(top.est_hours * 3600)} "
-                  f"at ${top.offer.price_hr:.2f}/hr" if top else "No offer fits the filters.")
+                  f"at ${top.offer.price_hr:.2f}/hr" + (" (✓ = time measured on your earlier runs)"
+                                                         if any(r.measured for r in self.ranked) else "")
+                  if top else "No offer fits the filters.")
         errors = "; ".join(f"{e.provider}: {e.message}" for e in self.result.errors)
         n = len(self.result.offers)
         set_label(self.query_one("#of-status", Label),

@@ -8,7 +8,7 @@ in the type name (``H100_80GB``) × ``gpuCount`` it is divided back."""
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 from typing import Any
 
 import httpx
@@ -45,10 +45,14 @@ def _price(item: dict[str, Any]) -> float | None:
     return price if price is not None and price > 0 else None
 
 
+_ID_KEYS = ("provider", "cloudId", "gpuType", "socket", "gpuCount", "dataCenter", "security", "isSpot")
+
+
 def _id(item: dict[str, Any]) -> str:
-    key = "|".join(str(item.get(k) or "") for k in ("provider", "cloudId", "gpuType", "socket", "gpuCount",
-                                                    "dataCenter", "security", "isSpot"))
-    return hashlib.md5(key.encode()).hexdigest()[:8]
+    """Prime offers carry no id: a stable 8-hex digest of what identifies one (CRC-32: cheap, and only
+    needs to tell a listing's offers apart)."""
+    key = "|".join([str(item.get(k) or "") for k in _ID_KEYS])
+    return format(zlib.crc32(key.encode()), "08x")
 
 
 def parse(payload: Any) -> list[Offer]:

@@ -56,3 +56,27 @@ def test_cache_round_trip_ttl_and_corruption(tmp_path: Path):
     assert cache.load(tmp_path, True, now=1100.0) is None  # spot is another search
     cache.cache_path(tmp_path, False).write_text('{"version": 1, "fetched_at": 1000, "offers": [{"bad": 1}]}')
     assert cache.load(tmp_path, False, now=1100.0) is None
+
+
+def test_calibration_uses_this_users_measured_rate_for_the_same_model(tmp_path: Path):
+    from services.offers.calibration import ObservationLog, observation
+    from services.offers.ranking import RunSpec, rank
+
+    log = ObservationLog(tmp_path / "throughput.jsonl")
+    ob = observation("Qwen/Qwen3-0.6B", ["NVIDIA H100 80GB HBM3"] * 8, 80, 100.0, 256 * 2048)
+    assert ob is not None and (ob.gpu_type, ob.gpu_count) == ("H100", 8)
+    assert log.record(ob, now=0) and not log.record(ob, now=10)  # at most once per 10 min
+    with open(tmp_path / "throughput.jsonl", "a") as fh:
+        fh.write("garbage\n{}\n")
+    assert log.load() == [ob]
+    offer = Offer("primeintellect", "x", "H100", "H100_80GB", 8, 80.0, 20.0)
+    run = RunSpec(model="Qwen/Qwen3-0.6B", steps=500, train_tokens_per_step=256 * 2048)
+    (modelled,) = rank([offer], run)
+    (measured,) = rank([offer], run, observed=log.load())
+    assert not modelled.measured and measured.measured
+    assert measured.est_hours == 5.0 and measured.est_cost == 100.0  # 500 steps at 100 steps/hr
+    half = RunSpec(model="Qwen/Qwen3-0.6B", steps=500, train_tokens_per_step=128 * 2048)
+    assert rank([offer], half, observed=log.load())[0].est_hours == 2.5  # half the tokens per step
+    other = RunSpec(model="Qwen/Qwen3-8B")
+    assert not rank([offer], other, observed=log.load())[0].measured  # another model: the model's estimate
+    assert observation(None, ["H100"], 80, 100, 1) is None and observation("m", [], 80, 100, 1) is None
