@@ -31,11 +31,11 @@ class RentScreen(ModalScreen["LaunchPlan | None"]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="rent_cancel")]
 
     DEFAULT_CSS = """
-    RentScreen .dialog { width: 84; }
     RentScreen .rent-row { height: 3; }
     RentScreen .rent-row Label { width: 26; padding: 1 1 0 0; }
     RentScreen .rent-row Input { width: 14; }
     RentScreen .rent-row .rent-hint { width: 1fr; padding: 1 0 0 1; color: $text-muted; }
+    RentScreen .rent-note { color: $text-muted; padding: 0 0 1 0; }
     RentScreen #rent-worst { padding: 1 0 0 0; text-style: bold; }
     RentScreen #rent-problem { color: $error; height: auto; }
     RentScreen #rent-spot { color: $warning; height: auto; }
@@ -49,15 +49,16 @@ class RentScreen(ModalScreen["LaunchPlan | None"]):
     def compose(self) -> ComposeResult:
         p, o = self.plan, self.plan.offer
         hours = (p.deadline - self.clock()) / 3600 if p.deadline is not None else 0
-        with Vertical(classes="dialog"):
-            yield Static(f"Rent {o.title} — {o.gpu_name}, {o.vram_gb:.0f} GB per GPU", classes="dialog-question",
-                         markup=False)
+        with Vertical(classes="dialog -wide -danger"):
+            memory = "" if "GB" in o.gpu_name.upper() else f", {o.vram_gb:.0f} GB per GPU"
+            yield Static(f"Rent {o.title} — {o.gpu_name}{memory}", classes="dialog-question", markup=False)
             yield Static(f"Listed price ${o.price_hr:.2f}/hr · estimated run {duration(p.est_hours * 3600)} "
                          f"≈ ${p.est_cost:.2f}\nPod name {p.name}", markup=False)
             with Horizontal(classes="rent-row"):
                 yield Label("Max price ($/hr)")
                 yield Input(f"{p.max_price:.2f}", id="rent-cap", type="number")
-                yield Static(CAP_NOTE.get(o.provider, ""), classes="rent-hint")
+                yield Static(f"listed ${o.price_hr:.2f}", classes="rent-hint")
+            yield Static(CAP_NOTE.get(o.provider, ""), classes="rent-note")
             with Horizontal(classes="rent-row"):
                 yield Label("Auto-terminate after (h)")
                 yield Input(f"{hours:.2f}", id="rent-hours", type="number")
