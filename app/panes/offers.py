@@ -53,6 +53,7 @@ class OffersPane(Widget, can_focus=True):
     OffersPane #of-best { padding: 0 1; text-style: bold; }
     OffersPane #of-status { padding: 0 1; color: $text-muted; }
     OffersPane #of-run { padding: 0 1; color: $text-muted; }
+    OffersPane #of-keys { padding: 0 1; color: $text-muted; }
     OffersPane #of-rent { padding: 0 1; color: $warning; }
     """
 
@@ -84,6 +85,7 @@ class OffersPane(Widget, can_focus=True):
             yield Checkbox("misfits", id="of-misfits")
         yield Label("Press r to fetch offers.", id="of-best")
         yield Label("", id="of-run")
+        yield Label("", id="of-keys")
         yield Label("", id="of-status")
         yield Label("", id="of-rent")
         yield OffersView(id="of-table")
@@ -99,6 +101,8 @@ class OffersPane(Widget, can_focus=True):
 
         if self.observed_path is not None:
             self.observed = ObservationLog(self.observed_path).load()
+        if self.fetcher is default_fetcher:
+            self.show_keys()
         hit = cache.load(self.cache_dir, spot, self.clock(), self.cache_ttl) if self.cache_dir else None
         if hit is None or self.fetched_spot is not None:
             return
@@ -129,6 +133,22 @@ class OffersPane(Widget, can_focus=True):
         r = self.run
         set_label(self.query_one("#of-run", Label),
                   f"Pricing {r.model}, {r.steps} steps × {r.train_tokens_per_step:,} tokens — {self.run_source}")
+
+    def show_keys(self) -> None:
+        """Which providers have a key and where it came from (masked), or how to set one."""
+        from app.settings import load_offer_settings
+        from services.errors import PrimeTrainError
+        from services.offers.keys import find_keys
+
+        try:
+            keys = find_keys(settings=load_offer_settings())
+        except PrimeTrainError as exc:
+            set_label(self.query_one("#of-keys", Label), f"settings.toml: {exc}")
+            return
+        from services.offers.fetch_all import PROVIDERS as ALL
+
+        parts = [f"{n} ✓ {keys[n].masked}" if n in keys else f"{n} ✗ set {p.key_env}" for n, p in ALL.items()]
+        set_label(self.query_one("#of-keys", Label), "Keys: " + " · ".join(parts))
 
     def set_rent_status(self, text: str) -> None:
         set_label(self.query_one("#of-rent", Label), text)

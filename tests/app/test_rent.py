@@ -151,3 +151,18 @@ async def test_config_pane_model_is_what_the_offers_pane_prices(tmp_path: Path):
         await _until(pilot, lambda: pane.run.model == "Qwen/Qwen3-8B")
         assert pane.run.steps == 40 and "rl.toml" in pane.run_source
         assert json.dumps(pane.run.train_tokens_per_step) == str(64 * 2048)
+
+
+async def test_the_pane_says_which_keys_are_set_masked(tmp_path: Path, monkeypatch):
+    from textual.widgets import Label
+
+    monkeypatch.setenv("PRIME_API_KEY", "pk-live-abcdefghijklmnop")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
+                        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
+    async with app.run_test(size=(160, 40)) as pilot:
+        label = app.offers_pane.query_one("#of-keys", Label)
+        await _until(pilot, lambda: "Keys:" in str(label.render()))
+        text = str(label.render())
+        assert "primeintellect ✓ pk-…op (PRIME_API_KEY)" in text and "vast ✗ set VAST_API_KEY" in text
+        assert "abcdefghijklmnop" not in text
