@@ -1,0 +1,109 @@
+"""``prime-train-tui rentals [--json] [--terminate NAME [--yes]] [--watch [--interval S]]``: the pods rented
+from the Offers pane that are still open (from the audit log), what they have cost so far and their
+deadlines; terminate one; or run the deadline watch in the foreground — the deadline is only enforced
+while the app or this watch runs, so on a machine that stays on, ``rentals --watch`` in tmux/systemd keeps
+enforcing it after the laptop is closed. Exit 0 on success, 1 when a termination failed, 2 on usage."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from datetime import datetime
+
+from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rentals", help="pods rented here: cost so far, deadlines, terminate, watch",
+                       description="Pods rented from the Offers pane and not terminated yet (from the audit log).")
+    p.add_argument("--terminate", metavar="NAME", help="terminate this rented pod (asks first)")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask (required without a terminal)")
+    p.add_argument("--watch", action="store_true",
+                   help="enforce deadlines in the foreground: warn 15 min before, terminate at the deadline")
+    p.add_argument("--interval", type=float, default=30.0, help="seconds between deadline checks (--watch)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def _audit():
+    from app.settings import data_dir
+    from services.offers.rentals import AUDIT_NAME, AuditLog
+
+    return AuditLog(data_dir() / AUDIT_NAME)
+
+
+def _providers():
+    from app.settings import load_offer_settings
+    from services.offers.keys import find_keys, find_urls
+    from services.offers.launch import Providers
+
+    settings = load_offer_settings()
+    return Providers({n: k.key for n, k in find_keys(settings=settings).items()}, find_urls(settings=settings))
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        return fail("--interval must be positive", code=EXIT_USAGE)
+    audit = _audit()
+    if args.watch:
+        return asyncio.run(_watch(audit, args.interval))
+    if args.terminate:
+        return asyncio.run(_terminate(audit, args))
+    now = time.time()
+    rentals = audit.open_rentals()
+    if args.json:
+        print(json.dumps({"rentals": [{**r.to_json(), "spent": round(r.spent(now), 2),
+                                       "overdue": r.deadline is not None and r.deadline <= now} for r in rentals]},
+                         indent=2))
+        return EXIT_OK
+    if not rentals:
+        print("no open rentals")
+        return EXIT_OK
+    print(f"{'name':<26}{'provider':<16}{'pod id':<28}{'$/hr':>7}{'spent':>9}  deadline")
+    for r in rentals:
+        when = "none" if r.deadline is None else datetime.fromtimestamp(r.deadline).strftime("%a %H:%M")
+        late = "  OVERDUE" if r.deadline is not None and r.deadline <= now else ""
+        print(f"{r.name:<26}{r.provider:<16}{r.pod_id[:27]:<28}{r.price_hr:>7.2f}{r.spent(now):>9.2f}  {when}{late}")
+    return EXIT_OK
+
+
+async def _terminate(audit, args: argparse.Namespace) -> int:
+    from app.commands.launch import confirm
+    from services.offers.launch import terminate_rental
+    from services.offers.models import ProviderFailure
+
+    rental = next((r for r in audit.open_rentals() if args.terminate in (r.name, r.pod_id)), None)
+    if rental is None:
+        return fail(f"no open rental named {args.terminate}", "`prime-train-tui rentals` lists them", EXIT_USAGE)
+    asked = confirm(args, f"terminate {rental.title} ({rental.provider} pod {rental.pod_id}), "
+                          f"≈ ${rental.spent(time.time()):.2f} so far? Everything on its disk is lost.")
+    if asked is not None:
+        return asked
+    try:
+        async with _providers() as providers:
+            outcome = await terminate_rental(providers, rental, audit, reason="user (CLI)")
+    except ProviderFailure as exc:
+        return fail(f"terminating {rental.name} failed: {exc}", "try again, or use the provider's console")
+    print(f"{rental.name}: {outcome}")
+    return EXIT_OK
+
+
+async def _watch(audit, interval: float) -> int:
+    from services.offers.launch import DeadlineWatch
+
+    watch = DeadlineWatch(audit)
+    failed = False
+
+    def show(ev) -> None:
+        nonlocal failed
+        failed = failed or ev.kind == "failed"
+        print(f"{datetime.now().strftime('%H:%M:%S')} {ev.kind}: {ev.message}", flush=True)
+
+    print(f"watching {len(audit.open_rentals())} open rental(s) every {interval:g} s (ctrl+c stops)", flush=True)
+    try:
+        await watch.run(_providers, show, interval=interval)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass
+    return EXIT_FAIL if failed else EXIT_OK
