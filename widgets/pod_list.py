@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 
 from textual.app import ComposeResult
 from textual.message import Message
@@ -24,6 +25,22 @@ STATE_CLASS = {
 
 
 
+DEADLINE_WARN = 15 * 60.0
+
+
+def rent_text(pod: Pod, now: float) -> str:
+    """"$2.49/hr · ends 18:45 (in 3 h 10 min)" for a pod with a price and/or an auto-terminate deadline."""
+    parts = [f"${pod.price_per_hr:.2f}/hr"] if pod.price_per_hr is not None else []
+    if pod.deadline is not None:
+        left = pod.deadline - now
+        when = datetime.fromtimestamp(pod.deadline).strftime("%H:%M")
+        if now <= 0:  # not ticked yet: no relative time
+            parts.append(f"ends {when}")
+        else:
+            parts.append(f"ends {when} (in {duration(left)})" if left > 0 else f"deadline {when} passed")
+    return " · ".join(parts)
+
+
 def status_reason(snapshot: PodSnapshot, now: float) -> str:
     """The line under the badge: why the pod is not online and when it is retried."""
     status = snapshot.status
@@ -44,6 +61,8 @@ class PodRow(ListItem):
     PodRow .pod-alerts.-info { background: $primary-muted; color: $text; }
     PodRow .pod-alerts.-warning { background: $warning; color: $text; }
     PodRow .pod-alerts.-critical { background: $error; color: $text; }
+    PodRow .pod-rent { color: $text-muted; }
+    PodRow .pod-rent.-soon { color: $warning; text-style: bold; }
     """
 
     def __init__(self, pod: Pod) -> None:
@@ -58,15 +77,19 @@ class PodRow(ListItem):
         self._reason = Label("", classes="pod-reason")
         self._alerts = Label("", classes="pod-alerts")
         self._alerts.display = False
+        self._rent = Label("", classes="pod-rent")
+        self._rent.display = pod.price_per_hr is not None or pod.deadline is not None
 
     def compose(self) -> ComposeResult:
         name = self.pod.name + ("  [b]SIMULATED[/]" if self.pod.simulated else "")
         yield Label(name, classes="pod-name", markup=self.pod.simulated)
         yield self._badge
         yield self._reason
+        yield self._rent
         yield self._alerts
 
     def on_mount(self) -> None:
+        self._show_rent(self._now)
         if self.snapshot is not None:  # it arrived before the row was on screen
             self.call_after_refresh(lambda: self.show(self.snapshot, self._now))
 
@@ -98,8 +121,18 @@ class PodRow(ListItem):
         if badge.display != bool(text):
             badge.display = bool(text)
 
+    def _show_rent(self, now: float) -> None:
+        if not self._rent.display:
+            return
+        set_label(self._rent, rent_text(self.pod, now))
+        deadline = self.pod.deadline
+        self._rent.set_class(deadline is not None and deadline - now <= DEADLINE_WARN, "-soon")
+
     def tick(self, now: float) -> None:
-        """Re-render the relative times ("retry in 4 s") from the stored snapshot."""
+        """Re-render the relative times ("retry in 4 s", "ends in 2 h") from the stored snapshot."""
+        self._now = now
+        if self.pod.deadline is not None and self._rent.is_attached:
+            self._show_rent(now)
         if self.snapshot is not None and self.snapshot.status.next_retry is not None:
             self.show(self.snapshot, now)
 

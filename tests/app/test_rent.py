@@ -87,6 +87,9 @@ async def test_rent_an_offer_then_terminate_it(tmp_path: Path, sshd, client_home
         saved = {p.name: p for p in load_pods(pods_path)}
         assert saved[pod.name].provider_id == "pod-synthetic-0001"
         assert app.selected == pod.name
+        row = app.pod_list.row(pod.name)
+        await _until(pilot, lambda: "(in 2 h" in row.text or "(in 3 h" in row.text)
+        assert f"${cheapest:.2f}/hr · ends" in row.text
 
         await pilot.press("T")
         await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
