@@ -72,9 +72,9 @@ async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None 
     action = "resume" if _resume else "launch"
     secrets = collect_secrets(settings.secrets, environ)
     try:
-        async with hold(conn, action):
+        async with hold(conn, action) as guard:
             async for ev in _launch(conn, Path(config) if config else None, settings, command, run_dir, force,
-                                    secrets, action, _resume):
+                                    secrets, action, _resume, guard):
                 yield ev
     except PrimeTrainError as exc:
         yield Event(action, "error", mask(_one_line(exc), secrets.values()))
@@ -82,7 +82,7 @@ async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None 
 
 async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, command: str | None,
                   run_dir: str | None, force: bool, secrets: dict[str, str], action: str,
-                  resume: dict[str, Any] | None) -> AsyncIterator[Event]:
+                  resume: dict[str, Any] | None, guard: Any) -> AsyncIterator[Event]:
     shell = PodShell(conn)
     t0 = time.monotonic()
     if resume:
@@ -121,6 +121,7 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
         names = ", ".join(c.name for c in failures)
         first = failures[0]
         raise LifecycleError(f"pre-flight failed: {names} — {first.detail}", hint=first.fix)
+    await guard.ready()  # taken while the pre-flight ran; nothing was changed on the pod before this
     if failures:
         yield Event(action, "warn", f"starting despite {len(failures)} failed check(s) (--force)")
 
@@ -192,23 +193,25 @@ async def kill(conn: Any, *, settings: LifecycleSettings | None = None, grace: f
     settings = settings or LifecycleSettings()
     grace = settings.grace_seconds if grace is None else grace
     try:
-        async with hold(conn, "kill"):
-            async for ev in _kill(conn, settings, grace):
+        async with hold(conn, "kill") as guard:
+            async for ev in _kill(conn, settings, grace, guard):
                 yield ev
     except PrimeTrainError as exc:
         yield Event("kill", "error", _one_line(exc))
 
 
-async def _kill(conn: Any, settings: LifecycleSettings, grace: float) -> AsyncIterator[Event]:
+async def _kill(conn: Any, settings: LifecycleSettings, grace: float, guard: Any) -> AsyncIterator[Event]:
     shell = PodShell(conn)
     t0 = time.monotonic()
     run = await active_run(shell)
     if run is None:
         raise LifecycleError(f"no active run on {conn.pod.name}")
     rid, pids = run["id"], list(run.get("pids", []))
+    await guard.ready()
     yield Event("kill", "step", f"SIGTERM to run {rid}: {len(pids)} process(es) in group {run.get('pgid')}",
                 progress=0.1, data={"pids": pids})
-    res = await shell.agent("signal", "--run-id", rid, "--sig", "TERM")
+    # the helper waits there (up to 1.5 s) for the group to go: no round trip per poll in the common case
+    res = await shell.agent("signal", "--run-id", rid, "--sig", "TERM", "--wait", f"{min(grace, 1.5):g}")
     left = list(res.get("left", []))
     deadline = time.monotonic() + grace
     while left and time.monotonic() < deadline:
@@ -332,14 +335,15 @@ async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force:
         return
     secrets = collect_secrets(settings.secrets, environ)
     try:
-        async with hold(conn, "resume"):
+        async with hold(conn, "resume") as guard:
+            await guard.ready()
             async for ev in _restore(conn, settings, backup, plan):
                 yield ev
             yield Event("resume", "step", f"resuming run {plan['run']['id']} from step_{best['step']} "
                                           f"(restored from {plan['restore']['where']})", progress=0.5,
                         data={"step": best["step"], "restored": True})
             async for ev in _launch(conn, Path(base.get("config") or "."), settings, None, None, force, secrets,
-                                    "resume", base):
+                                    "resume", base, guard):
                 yield ev
     except PrimeTrainError as exc:
         yield Event("resume", "error", mask(_one_line(exc), secrets.values()))

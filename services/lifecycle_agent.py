@@ -299,7 +299,11 @@ def cmd_signal(args):
     if args.sig == "KILL" and rec.get("tmux_session") and shutil.which("tmux"):
         subprocess.run(["tmux", "kill-session", "-t", rec["tmux_session"]], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
-    out({"ok": True, "pids": pids, "sent": sent, "left": _alive(rec)})
+    left, end = _alive(rec), time.time() + args.wait
+    while left and time.time() < end:
+        time.sleep(0.02)
+        left = _alive(rec)
+    out({"ok": True, "pids": pids, "sent": sent, "left": left})
     return 0
 
 
@@ -499,6 +503,7 @@ def main(argv=None):
     p = sub.add_parser("signal")
     p.add_argument("--run-id", required=True)
     p.add_argument("--sig", choices=("TERM", "KILL", "INT"), default="TERM")
+    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait here for the processes to go")
     sub.add_parser("gpu-pids")
     p = sub.add_parser("ckpts")
     p.add_argument("--ckpt-dir", required=True)

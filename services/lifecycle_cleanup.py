@@ -201,7 +201,7 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
     verified is kept."""
     settings = settings or LifecycleSettings()
     try:
-        async with hold(conn, "cleanup"):
+        async with hold(conn, "cleanup") as guard:
             shell = PodShell(conn)
             for c in plan.unbacked:
                 yield Event("cleanup", "warn", f"kept step_{c['step']}: {plan.reason(c)}")
@@ -223,6 +223,7 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
                             progress=1.0, data={"deleted": [], "bytes": 0})
                 return
             deleted: list[dict[str, Any]] = []
+            await guard.ready()
             for i, c in enumerate(todo):
                 res = await shell.agent("delete", "--ckpt-dir", plan.ckpt_dir, "--keep",
                                         str(max(1, min(plan.keep, len(plan.kept)))), str(c["step"]))

@@ -114,19 +114,26 @@ class PodShell:
         if self.local:
             self._agent = str(AGENT_PATH)
             return self._agent
-        cached = getattr(self.conn, "_ptt_lifecycle_agent", None)  # one upload check per connection
-        if cached:
-            self._agent = cached
-            return cached
-        files = [(f.name, f.read_bytes()) for f in AGENT_FILES]
-        digest = hashlib.sha256(b"".join(data for _, data in files)).hexdigest()[:16]
-        where = f"{self.state_dir}/lifecycle-{digest}"
-        if not await self.exists(f"{where}/{files[-1][0]}"):  # the last one is written last
-            for name, data in files:
-                await self.put(data, f"{where}/{name}")
-        self._agent = f"{where}/{AGENT_PATH.name}"
-        with contextlib.suppress(AttributeError):
-            self.conn._ptt_lifecycle_agent = self._agent
+        # one upload check per connection, one at a time (the lock and the pre-flight start together)
+        guard = getattr(self.conn, "_ptt_agent_lock", None)
+        if guard is None:
+            guard = asyncio.Lock()
+            with contextlib.suppress(AttributeError):
+                self.conn._ptt_agent_lock = guard
+        async with guard:
+            cached = getattr(self.conn, "_ptt_lifecycle_agent", None)
+            if cached:
+                self._agent = cached
+                return cached
+            files = [(f.name, f.read_bytes()) for f in AGENT_FILES]
+            digest = hashlib.sha256(b"".join(data for _, data in files)).hexdigest()[:16]
+            where = f"{self.state_dir}/lifecycle-{digest}"
+            if not await self.exists(f"{where}/{files[-1][0]}"):  # the last one is written last
+                for name, data in files:
+                    await self.put(data, f"{where}/{name}")
+            self._agent = f"{where}/{AGENT_PATH.name}"
+            with contextlib.suppress(AttributeError):
+                self.conn._ptt_lifecycle_agent = self._agent
         return self._agent
 
     async def agent(self, *args: str, input: bytes | None = None, timeout: float = 60.0) -> dict[str, Any]:
@@ -173,24 +180,28 @@ class _Busy:
 BUSY = _Busy()
 
 
-@contextlib.asynccontextmanager
-async def pod_lock(conn: Any, action: str) -> AsyncIterator[dict[str, Any]]:
+class PodLock:
     """The pod-wide action lock, across processes and machines: the helper's ``lock`` command holds a
-    flock on ``<state>/action.lock`` while its stdin is open (this block). A CLI ``kill`` and the app's
-    ``k`` therefore never interleave; a holder that died (its pid gone) never blocks anyone."""
-    shell = PodShell(conn)
-    path = await shell.agent_path()
-    owner = f"{socket.gethostname()}:{os.getpid()}"
-    argv = ["env", f"PTT_STATE_DIR={shell.state_dir}", shell.python, path, "lock", "--action", action,
-            "--owner", owner]
-    try:
-        proc = await conn.start(shlex.join(argv))
-    except PrimeTrainError as exc:
-        raise LifecycleError(f"cannot take the pod's action lock: {exc}") from None
-    try:
+    flock on ``<state>/action.lock`` while its stdin is open. A CLI ``kill`` and the app's ``k``
+    therefore never interleave; a holder that died (its pid gone) never blocks anyone."""
+
+    def __init__(self, conn: Any, action: str) -> None:
+        self.conn, self.action = conn, action
+        self.proc: Any = None
+
+    async def acquire(self) -> dict[str, Any]:
+        conn = self.conn
+        shell = PodShell(conn)
+        path = await shell.agent_path()
+        owner = f"{socket.gethostname()}:{os.getpid()}"
+        argv = ["env", f"PTT_STATE_DIR={shell.state_dir}", shell.python, path, "lock", "--action", self.action,
+                "--owner", owner]
         try:
-            line = await asyncio.wait_for(proc.readline(), 30)
-            answer = json.loads(line or b"{}")
+            self.proc = await conn.start(shlex.join(argv))
+        except PrimeTrainError as exc:
+            raise LifecycleError(f"cannot take the pod's action lock: {exc}") from None
+        try:
+            answer = json.loads(await asyncio.wait_for(self.proc.readline(), 30) or b"{}")
         except (asyncio.TimeoutError, ValueError):
             raise LifecycleError(f"the pod's action lock did not answer on {conn.pod.name}",
                                  hint="is python3 installed on the pod?") from None
@@ -200,8 +211,12 @@ async def pod_lock(conn: Any, action: str) -> AsyncIterator[dict[str, Any]]:
             raise LifecycleError(f"{held.get('action', 'another action')} is already running on {conn.pod.name} "
                                  f"(pid {held.get('pid', '?')} on the pod, from {held.get('owner') or '?'}, "
                                  f"since {since})", hint="wait for it to finish or cancel it")
-        yield answer["lock"]
-    finally:
+        return answer["lock"]
+
+    async def release(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
         with contextlib.suppress(Exception):
             proc.write_eof()
         try:
@@ -211,11 +226,39 @@ async def pod_lock(conn: Any, action: str) -> AsyncIterator[dict[str, Any]]:
 
 
 @contextlib.asynccontextmanager
-async def hold(conn: Any, action: str) -> AsyncIterator[None]:
-    """Both guards: this process's (instant) and the pod's (across processes)."""
+async def pod_lock(conn: Any, action: str) -> AsyncIterator[dict[str, Any]]:
+    lock = PodLock(conn, action)
+    try:
+        yield await lock.acquire()
+    finally:
+        await lock.release()
+
+
+class Guard:
+    """The pod's lock, being taken while the action's read-only first steps (pre-flight, status) run:
+    :meth:`ready` is awaited before anything is changed on the pod (it raises when another holds it)."""
+
+    def __init__(self, task: "asyncio.Future[dict[str, Any]]") -> None:
+        self._task = task
+
+    async def ready(self) -> dict[str, Any]:
+        return await asyncio.shield(self._task)
+
+
+@contextlib.asynccontextmanager
+async def hold(conn: Any, action: str) -> AsyncIterator[Guard]:
+    """Both guards: this process's (instant) and the pod's (across processes; see :class:`Guard`)."""
     with BUSY.hold(conn.pod.name, action):
-        async with pod_lock(conn, action):
-            yield
+        lock = PodLock(conn, action)
+        task = asyncio.ensure_future(lock.acquire())
+        try:
+            yield Guard(task)
+        finally:
+            if not task.done():
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await task  # retrieved either way: no "exception never retrieved"
+            await lock.release()
 
 
 # ------------------------------------------------------------------------------------ helpers

@@ -45,6 +45,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         self.lines: list[str] = []  # what the log shows (plain text), for tests and copy-paste
         self.result: Any = None
         self._running = False
+        self._conn: Any = None  # the plan's connection, reused by the action
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog -wide" + (" -danger" if self.action_name in ("kill", "cleanup") else "")):
@@ -77,12 +78,15 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             await conn.connect()
             text = await self._plan(conn)
         except Exception as exc:  # noqa: BLE001 - any failure is shown, the user closes the dialog
+            await _quietly_close(conn)
             hint = getattr(exc, "hint", "")
             plan_widget.update(f"✗ {exc}" + (f"\n  hint: {hint}" if hint else ""))
             self._finish_buttons()
             return
-        finally:
-            await conn.close()
+        except BaseException:
+            await _quietly_close(conn)
+            raise
+        self._conn = conn  # kept for the action: no second SSH handshake after the click
         plan_widget.update(text)
         self.query_one("#lc-go", Button).disabled = False
 
@@ -91,10 +95,12 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         self._running = True
         bar = self.query_one("#lc-progress", ProgressBar)
         status = self.query_one("#lc-status", Static)
-        conn = self._connect(self.pod)
+        conn, self._conn = self._conn, None
         last = None
         try:
-            await conn.connect()
+            if conn is None:
+                conn = self._connect(self.pod)
+                await conn.connect()
             async for ev in self._run(conn, force):
                 last = ev
                 self.add_event(ev)
@@ -104,7 +110,8 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             status.update(f"[red]✗ {escape(str(exc))}[/red]")
             self.lines.append(f"✗ {exc}")
         finally:
-            await conn.close()
+            if conn is not None:
+                await _quietly_close(conn)
             self._running = False
         self.result = last
         if last is not None and last.kind == "error" and "pre-flight failed" in last.message:
@@ -163,7 +170,17 @@ class LifecycleScreen(ModalScreen["Any | None"]):
 
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "lifecycle")
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            self.app.run_worker(_quietly_close(conn), name="closing the pod connection", exit_on_error=False)
         self.dismiss(self.result)
+
+
+async def _quietly_close(conn: Any) -> None:
+    try:
+        await conn.close()
+    except Exception:  # noqa: BLE001 - a connection that died meanwhile is closed enough
+        pass
 
 
 def _default_connect(pod: Any) -> Any:
