@@ -131,6 +131,10 @@ class PrimeTrainApp(App[None]):
         self._toasted: dict[str, frozenset[str]] = {}  # pod -> alert ids already toasted (while they last)
         self.alert_log: deque[tuple[str, Alert]] = deque(maxlen=500)  # (pod, alert) as they fired
         self.rentals = (rentals or _default_rentals)(self)
+        from app.settings import data_dir
+        from services.offers.calibration import NAME as OBSERVED, ObservationLog
+
+        self.observations = ObservationLog(data_dir() / OBSERVED)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -151,9 +155,9 @@ class PrimeTrainApp(App[None]):
             return BottleneckPane(id="bottleneck-pane")
         if pane == "checkpoints":
             return CheckpointsPane(id="checkpoints-pane")
-        from app.settings import cache_dir, data_dir
+        from app.settings import cache_dir
 
-        return OffersPane(id="offers-pane", cache_dir=cache_dir(), observed_path=data_dir() / "throughput.jsonl",
+        return OffersPane(id="offers-pane", cache_dir=cache_dir(), observed_path=self.observations.path,
                           cache_ttl=float(self.rentals.settings.get("cache_ttl", 600)))
 
     def on_mount(self) -> None:
@@ -194,6 +198,25 @@ class PrimeTrainApp(App[None]):
         if isinstance(self.screen, FleetScreen):
             self.screen.update_pod(snapshot)
         self._ask_about_host_key(snapshot)
+        self._observe_rate(snapshot)
+
+    def _observe_rate(self, snapshot: PodSnapshot) -> None:
+        """The steps/hr a real run reaches on its GPUs, for the Offers pane's estimates (at most one line
+        per model and GPU shape per 10 min; never from the simulated pod)."""
+        run, latest = snapshot.run, snapshot.latest
+        if snapshot.pod.simulated or run is None or latest is None or not run.steps_per_hr or (run.step or 0) < 3 \
+                or not latest.model or not latest.gpus:
+            return
+        from services.offers.calibration import observation
+
+        total = latest.gpus[0].mem_total
+        ob = observation(latest.model, [g.name for g in latest.gpus], total / 2**30 if total else None,
+                         run.steps_per_hr, latest.tokens_per_step)
+        if ob is not None:
+            try:
+                self.observations.record(ob, self.clock())
+            except OSError:
+                pass  # losing one calibration point costs nothing
 
     def _toast_new_alerts(self, snapshot: PodSnapshot) -> None:
         """A toast per alert id per pod when it fires; a cleared alert toasts again if it fires again."""

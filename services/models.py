@@ -124,6 +124,8 @@ class Sample:
     errors: tuple[str, ...] = ()  # what the probe could not read this tick (for the UI, not fatal)
     metrics: tuple[str, ...] = ()  # new <run>/metrics.jsonl lines, unparsed (services.metrics parses them)
     max_steps: int | None = None  # from the run's resolved configs (probe "run" field), when known
+    model: str | None = None  # the run's model and tokens per step (same source; Offers calibration)
+    tokens_per_step: int | None = None
 
     @classmethod
     def from_line(cls, line: str | bytes) -> "Sample":
@@ -149,14 +151,17 @@ class Sample:
             procs = tuple(_proc(p) for p in _list(obj.get("procs")))
             ckpts = tuple(_ckpt(c) for c in _list(obj.get("ckpts")))
             run = obj.get("run")
-            max_steps = _int(run.get("max_steps")) if isinstance(run, dict) else None
+            run = run if isinstance(run, dict) else {}
+            max_steps, tokens = _int(run.get("max_steps")), _int(run.get("tokens_per_step"))
+            model = run.get("model") if isinstance(run.get("model"), str) else None
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             raise ProbeFormatError(f"malformed probe field: {exc!r}") from None
         log = tuple(str(x) for x in _list(obj.get("log")))
         errors = tuple(str(x) for x in _list(obj.get("errors")))
         metrics = tuple(str(x) for x in _list(obj.get("metrics")))
         return cls(t, gpus, host, procs, log, ckpts, str(obj.get("source", "")), errors, metrics,
-                   max_steps if max_steps and max_steps > 0 else None)
+                   max_steps if max_steps and max_steps > 0 else None, model,
+                   tokens if tokens and tokens > 0 else None)
 
 
 class PodState(str, enum.Enum):

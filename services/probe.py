@@ -540,26 +540,49 @@ class RunDir(object):
 
     def run_info(self, errors):
         """What the run's resolved configs say (prime-rl writes <run>/configs/*.json at start):
-        max_steps, for ETA and "$ to go". Read at the checkpoint-scan cadence, not every tick."""
+        max_steps (ETA, "$ to go"), the model and the tokens per step (the Offers pane's calibration).
+        Read at the checkpoint-scan cadence, not every tick."""
         now = time.monotonic()
         if self.info_at is not None and now - self.info_at < self.ckpt_scan:
             return self.info
         self.info_at, info = now, {}
-        for name in ("trainer.json", "orchestrator.json", "rl.json"):
+        for name in ("rl.json", "trainer.json", "orchestrator.json"):
             path = os.path.join(self.run_dir, "configs", name)
             if not os.path.isfile(path):
                 continue
             cfg = _try(errors, "configs/" + name, lambda: _read_json(path))
-            if not isinstance(cfg, dict):
-                continue
-            steps = cfg.get("max_steps")
-            if steps is None and isinstance(cfg.get("trainer"), dict):
-                steps = cfg["trainer"].get("max_steps")
-            if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0:
-                info["max_steps"] = steps
-                break
+            if isinstance(cfg, dict):
+                _config_facts(cfg, name, info)
+        if info.get("batch_size") and info.get("seq_len"):
+            info["tokens_per_step"] = info["batch_size"] * info["seq_len"]
+        info.pop("batch_size", None)
+        info.pop("seq_len", None)
         self.info = info
         return info
+
+
+def _config_facts(cfg, name, info):
+    """Fill max_steps, model, batch_size, seq_len from one resolved config (first found wins)."""
+    def get(*path):
+        node = cfg
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return node
+
+    def pos_int(v):
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+    trainer = ("trainer",) if name == "rl.json" else ()
+    orch = ("orchestrator",) if name == "rl.json" else ()
+    found = {
+        "max_steps": pos_int(get("max_steps")) or pos_int(get("trainer", "max_steps")),
+        "model": get(*trainer, "model", "name") if name != "orchestrator.json" else None,
+        "batch_size": pos_int(get(*orch, "batch_size")) if name != "trainer.json" else None,
+        "seq_len": pos_int(get(*orch, "seq_len")) or pos_int(get(*trainer, "model", "seq_len")),
+    }
+    for key, value in found.items():
+        if key not in info and value is not None and (key != "model" or isinstance(value, str)):
+            info[key] = value
 
 
 # ----------------------------------------------------------------------------------------- main

@@ -169,3 +169,43 @@ async def test_the_pane_says_which_keys_are_set_masked(tmp_path: Path, monkeypat
         text = str(label.render())
         assert "primeintellect ✓ pk-…op (PRIME_API_KEY)" in text and "vast ✗ set VAST_API_KEY" in text
         assert "abcdefghijklmnop" not in text
+
+
+async def test_a_real_runs_rate_calibrates_the_offers_pane(tmp_path: Path):
+    """The monitor's snapshot of a run (model and tokens per step from its configs, steps/hr from its
+    logs) is recorded; the Offers pane then times that GPU shape from it (✓), and the demo pod never counts."""
+    from dataclasses import replace
+
+    from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress, Sample
+    from services.monitor import MonitorService
+    from tests.app.test_alerts import _Parked
+
+    gpu = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "util": 90, "mem_used": 1, "mem_total": 80 * 2**30,
+           "power_w": 600, "temp_c": 60}
+    sample = Sample.from_dict({"v": 1, "t": 1.0, "gpus": [gpu] * 8, "host": {},
+                               "run": {"model": "Qwen/Qwen3-0.6B", "tokens_per_step": 256 * 2048}})
+    pod = Pod(name="gpu1", kind=PodKind.SSH, host="10.0.0.1")
+    snap = PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "", since=0.0), history=(sample,),
+                       run=RunProgress(step=10, steps_per_hr=100.0))
+    _offers_cached(time.time())
+    demo = Pod(name="demo", kind=PodKind.DEMO)
+    a100 = Sample.from_dict({"v": 1, "t": 1.0, "gpus": [{**gpu, "name": "NVIDIA A100-SXM4-80GB"}] * 8, "host": {},
+                             "run": {"model": "Qwen/Qwen3-0.6B", "tokens_per_step": 256 * 2048}})
+    app = PrimeTrainApp([pod, demo], pods_path=tmp_path / "pods.toml",
+                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p)),
+                        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
+    async with app.run_test(size=(160, 40)) as pilot:
+        app.on_snapshot(snap)
+        app.on_snapshot(replace(snap, pod=demo, history=(a100,)))  # simulated GPUs: never a calibration point
+        await pilot.pause(0.2)
+    lines = app.observations.path.read_text().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["gpu_type"] == "H100" and json.loads(lines[0])["gpu_count"] == 8
+
+    app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
+                        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
+    async with app.run_test(size=(160, 40)) as pilot:
+        pane = app.offers_pane
+        await _until(pilot, lambda: bool(pane.ranked))
+        h100x8 = [r for r in pane.ranked if r.offer.gpu_type == "H100" and r.offer.gpu_count == 8]
+        assert h100x8 and all(r.measured and r.est_hours == pytest.approx(5.0) for r in h100x8)  # 500 steps / 100
+        assert not any(r.measured for r in pane.ranked if r.offer.gpu_count != 8)

@@ -445,6 +445,23 @@ def test_run_info_reads_max_steps_from_the_resolved_configs(tmp_path: Path, star
     assert any("orchestrator.json" in e for e in s["errors"])
 
 
+def test_run_info_names_the_model_and_tokens_per_step(tmp_path: Path, start_probe) -> None:
+    """prime-rl's split configs: the model in trainer.json, the batch and packing length in orchestrator.json."""
+    from services.models import Sample
+
+    run = tmp_path / "run"
+    (run / "configs").mkdir(parents=True)
+    (run / "configs" / "trainer.json").write_text(json.dumps({"max_steps": 200, "model": {"name": "Qwen/Qwen3-4B"}}))
+    (run / "configs" / "orchestrator.json").write_text(json.dumps({"max_steps": 200, "batch_size": 64,
+                                                                  "seq_len": 2048, "model": {"name": "x"}}))
+    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run), "--ckpt-scan", "0.2"],
+                    make_env(None))
+    s = p.sample()
+    assert s["run"] == {"max_steps": 200, "model": "Qwen/Qwen3-4B", "tokens_per_step": 64 * 2048}
+    parsed = Sample.from_dict(s)
+    assert (parsed.max_steps, parsed.model, parsed.tokens_per_step) == (200, "Qwen/Qwen3-4B", 131072)
+
+
 def test_training_csv_rows_follow_the_header_and_skip_partial_lines(tmp_path: Path, start_probe) -> None:
     run = tmp_path / "run"
     run.mkdir()
