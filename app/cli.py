@@ -79,7 +79,15 @@ def _run_tui(args: argparse.Namespace) -> int:
 
     from app.settings import last_config
 
-    app_ = PrimeTrainApp(pods, notices=warnings, config_path=args.config or last_config())
+    from app.settings import load_health_settings
+    from services.monitor import MonitorSettings
+
+    try:
+        settings = MonitorSettings(health=load_health_settings())
+    except SettingsError as exc:
+        warnings.append(f"{exc} — the default alert thresholds apply")
+        settings = MonitorSettings()
+    app_ = PrimeTrainApp(pods, settings=settings, notices=warnings, config_path=args.config or last_config())
     app_.run()
     return app_.return_code or EXIT_OK
 

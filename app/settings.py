@@ -256,3 +256,37 @@ def load_offer_settings(path: Path | None = None) -> dict:
         if not isinstance(value, kind) or isinstance(value, bool):
             raise SettingsError(f"{path}: offers.{key} has the wrong type ({type(value).__name__})")
     return table
+
+
+# ----------------------------------------------------------------------------- health thresholds
+def load_health_settings(path: Path | None = None) -> "HealthSettings":
+    """The ``[health]`` table of settings.toml: any field of services.health.HealthSettings, e.g.::
+
+        [health]
+        stall_cap_s = 3600      # the no-progress budget's cap (default 45 min)
+        stall_start_s = 1200    # no first step this long after the run's logs started
+        disk_pct = 80
+        nofile_min = 65536
+    """
+    from dataclasses import fields, replace
+
+    from services.health import HealthSettings
+
+    path = path or settings_file()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return HealthSettings()
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"cannot read {path}: {exc}") from None
+    table = data.get("health", {})
+    if not isinstance(table, dict):
+        raise SettingsError(f"{path}: 'health' must be a table")
+    known = {f.name: f for f in fields(HealthSettings)}
+    for key, value in table.items():
+        if key not in known:
+            raise SettingsError(f"{path}: unknown key in [health]: {key}", hint=f"known keys: {', '.join(known)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise SettingsError(f"{path}: health.{key} must be a number ≥ 0, got {value!r}")
+    kw = {k: (int(v) if known[k].type in (int, "int") else float(v)) for k, v in table.items()}
+    return replace(HealthSettings(), **kw)

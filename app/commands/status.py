@@ -194,7 +194,16 @@ def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None) -> 
     before a later step counts as cleared, as it would have live."""
     from services.health import HealthSettings, HealthTracker
 
-    settings = HealthSettings(log_alert_ttl_s=math.inf)  # one look: whatever the tail holds after the last step
+    from dataclasses import replace
+
+    from app.settings import load_health_settings
+    from services.errors import SettingsError
+
+    try:
+        base = load_health_settings()
+    except SettingsError:
+        base = HealthSettings()  # status still answers; the TUI names the broken table
+    settings = replace(base, log_alert_ttl_s=math.inf)  # one look: whatever the tail holds after the last step
     tracker = HealthTracker(settings, price_per_hr=pod.price_per_hr, host_rules=host_rules,
                             max_steps=(tails or {}).get("max_steps"))
     now = sample.t

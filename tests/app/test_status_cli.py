@@ -130,3 +130,34 @@ def test_wandb_state_is_information_beside_the_pods_evidence(tmp_path: Path, mon
     monkeypatch.delenv("WANDB_API_KEY")
     assert main(["status", "local", "--run-dir", str(run), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["pods"][0]["wandb"] is None and len(calls) == 1  # off without a key
+
+
+def test_health_thresholds_come_from_settings(tmp_path: Path, monkeypatch, capsys) -> None:
+    """[health] in settings.toml moves a threshold (here the open-files minimum, decided in one look);
+    a typo in it is named, not ignored."""
+    import pytest
+
+    from app.cli import main
+    from app.settings import load_health_settings
+    from services.errors import SettingsError
+
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(conf))
+    run = write_run(tmp_path / "run", steps=5)
+
+    def alert_ids() -> set[str]:
+        assert main(["status", "local", "--run-dir", str(run), "--json"]) == 0
+        return {a["id"] for a in json.loads(capsys.readouterr().out)["pods"][0]["alerts"]}
+
+    (conf / "settings.toml").write_text("[health]\nnofile_min = 1000000000\nstall_cap_s = 60\n")
+    assert load_health_settings().stall_cap_s == 60.0 and isinstance(load_health_settings().nofile_min, int)
+    assert "nofile" in alert_ids()
+    (conf / "settings.toml").write_text("[health]\nnofile_min = 0\n")
+    assert "nofile" not in alert_ids()
+    (conf / "settings.toml").write_text("[health]\nnofile_mni = 1\n")
+    with pytest.raises(SettingsError, match="nofile_mni"):
+        load_health_settings()
+    (conf / "settings.toml").write_text('[health]\ndisk_pct = "high"\n')
+    with pytest.raises(SettingsError, match="disk_pct"):
+        load_health_settings()
