@@ -126,7 +126,7 @@ class MonitorPane(Widget):
     """Everything the monitor knows about one pod, or a plain line saying there is no pod."""
 
     DEFAULT_CSS = """
-    #run-progress { color: $text; text-style: bold; }
+    #run-progress { color: $text; text-style: bold; width: 100%; }
     #gpu-procs { color: $text-muted; }
     #log-tail { height: auto; max-height: 10; border-top: solid $panel; color: $text-muted;
                 text-wrap: nowrap; text-overflow: ellipsis; }
