@@ -104,6 +104,11 @@ class Rentals:
     def request(self, ranked: "Ranked") -> None:
         from services.offers.launch import plan_launch
 
+        if ranked.offer.params.get("simulated"):
+            self.app.notify("A SIMULATED offer (--demo): there is nothing to rent. Set a provider key to see and "
+                            "rent real offers.", severity="warning", title="Demo")
+            return
+
         plan = plan_launch(ranked.offer, ranked.est_hours, now=self.clock(),
                            cap_margin=float(self.settings.get("cap_margin", 0.10)),
                            deadline_margin=float(self.settings.get("deadline_margin", 0.25)))

@@ -157,7 +157,11 @@ class PrimeTrainApp(App[None]):
             return CheckpointsPane(id="checkpoints-pane")
         from app.settings import cache_dir
 
+        from app.panes.offers import default_fetcher, demo_fetcher
+
+        demo = any(p.simulated for p in self.initial_pods)
         return OffersPane(id="offers-pane", cache_dir=cache_dir(), observed_path=self.observations.path,
+                          fetcher=demo_fetcher if demo else default_fetcher,
                           cache_ttl=float(self.rentals.settings.get("cache_ttl", 600)))
 
     def on_mount(self) -> None:

@@ -41,6 +41,18 @@ async def default_fetcher(spot: bool) -> FetchResult:
     return await fetch_all(keys=keys, urls=find_urls(settings=settings), spot=spot)
 
 
+async def demo_fetcher(spot: bool) -> FetchResult:
+    """``--demo``: the real providers when a key is set, else SIMULATED offers (services/demo/offers.py)."""
+    from app.settings import load_offer_settings
+    from services.offers.keys import find_keys
+
+    if find_keys(settings=load_offer_settings()):
+        return await default_fetcher(spot)
+    from services.demo.offers import demo_offers
+
+    return demo_offers(spot)
+
+
 class OffersPane(Widget, can_focus=True):
     BINDINGS = [Binding("r", "refresh_offers", "Refresh offers", id="offers.refresh"),
                 Binding("m", "toggle_misfits", "Show misfits", id="offers.misfits")]
@@ -75,6 +87,7 @@ class OffersPane(Widget, can_focus=True):
         self.result = FetchResult()
         self.ranked: list[Ranked] = []
         self.fetched_spot: bool | None = None
+        self.note = ""  # what the status line adds: "cached 3 min ago", SIMULATED
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="of-filters"):
@@ -101,14 +114,18 @@ class OffersPane(Widget, can_focus=True):
 
         if self.observed_path is not None:
             self.observed = ObservationLog(self.observed_path).load()
-        if self.fetcher is default_fetcher:
+        if self.fetcher in (default_fetcher, demo_fetcher):
             self.show_keys()
         hit = cache.load(self.cache_dir, spot, self.clock(), self.cache_ttl) if self.cache_dir else None
+        if hit is None and self.fetcher is demo_fetcher and self.fetched_spot is None:
+            self.action_refresh_offers()  # the demo shows offers at once
+            return
         if hit is None or self.fetched_spot is not None:
             return
         self.result, age = hit
         self.fetched_spot = spot
-        self.apply_filters(note=f"cached {max(1, round(age / 60))} min ago — r refreshes")
+        self.note = f"cached {max(1, round(age / 60))} min ago — r refreshes"
+        self.apply_filters()
 
     # ------------------------------------------------------------------ the run being priced
     def use_config(self, data: dict[str, Any] | None, name: str = "the config") -> None:
@@ -176,8 +193,15 @@ class OffersPane(Widget, can_focus=True):
     async def _refresh(self, spot: bool) -> None:
         self.result = await self.fetcher(spot)
         self.fetched_spot = spot
+        simulated = bool(self.result.offers) and all(o.params.get("simulated") for o in self.result.offers)
+        if simulated:
+            from services.demo.offers import NOTE
+
+            self.note = NOTE
+        else:
+            self.note = ""
         self.apply_filters()
-        if self.cache_dir is not None and self.result.offers:
+        if not simulated and self.cache_dir is not None and self.result.offers:
             from services.offers import cache
 
             try:
@@ -204,7 +228,8 @@ class OffersPane(Widget, can_focus=True):
         except ValueError:
             return None
 
-    def apply_filters(self, note: str = "") -> None:
+    def apply_filters(self) -> None:
+        note = self.note
         price = self._float("#of-max-price")
         count = self._float("#of-gpus")
         provider = self.query_one("#of-provider", Select).value

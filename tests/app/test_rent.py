@@ -209,3 +209,31 @@ async def test_a_real_runs_rate_calibrates_the_offers_pane(tmp_path: Path):
         h100x8 = [r for r in pane.ranked if r.offer.gpu_type == "H100" and r.offer.gpu_count == 8]
         assert h100x8 and all(r.measured and r.est_hours == pytest.approx(5.0) for r in h100x8)  # 500 steps / 100
         assert not any(r.measured for r in pane.ranked if r.offer.gpu_count != 8)
+
+
+async def test_demo_shows_simulated_offers_without_keys_and_rents_nothing(tmp_path: Path, monkeypatch):
+    from services.models import Pod, PodKind
+    from services.monitor import MonitorService
+    from tests.app.test_alerts import _Parked
+    from textual.widgets import Label
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # no provider CLI files either
+    api = Api({})
+    app = PrimeTrainApp([Pod("demo", PodKind.DEMO)], pods_path=tmp_path / "pods.toml",
+                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p)),
+                        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=api.providers))
+    async with app.run_test(size=(160, 40)) as pilot:
+        pane = app.offers_pane
+        await _until(pilot, lambda: bool(pane.ranked))
+        assert "SIMULATED offers" in str(pane.query_one("#of-status", Label).render())
+        assert {r.offer.provider for r in pane.ranked} == {"primeintellect", "vast", "lambda"}
+        pane.query_one("#of-max-price", Input).value = "5"  # a filter keeps the SIMULATED note
+        await pilot.pause()
+        assert "SIMULATED offers" in str(pane.query_one("#of-status", Label).render())
+        await pilot.press("2")
+        app.query_one(OffersView).focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, RentScreen)
+        assert any("SIMULATED offer" in str(n.message) for n in app._notifications)
+    assert api.seen == [] and AuditLog(tmp_path / "audit.jsonl").records() == []
