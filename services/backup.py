@@ -1,11 +1,13 @@
 """Checkpoints <-> S3: presigned multipart backup FROM the pod, verify, resume, restore, keep-last-N.
 
 The checkpoint bytes never pass through this process. The app (with the user's boto3 credentials)
-creates the multipart uploads and presigns one URL per part; ``services/backup_agent.py`` on the pod
-reads, optionally zstd-compresses, md5-checks and PUTs each part with urllib; the app completes the
-uploads, checks every object's size and ETag against the manifest, and only then writes
+creates the multipart uploads and presigns one URL per part, file by file as the agent asks for more;
+``services/backup_agent.py`` on the pod reads each file ONCE (sha256 in order, md5 and optional zstd per
+part) and PUTs the parts with urllib; the app completes each upload with the part ETags the store
+returned, checks every object's size and ETag against the manifest, and only then writes
 ``step_N/manifest.json`` (the "verified" mark). Resume asks the bucket (list_multipart_uploads +
-list_parts) which parts are already there with the expected md5, so no local state is needed.
+list_parts, or HEAD for one-part files) which parts are there; the agent sends only parts whose md5
+differs, so no local state is needed.
 
 Restore sends presigned GET URLs; the agent downloads into a staging dir, checks every sha256 against
 the manifest and renames the staging dir to ``step_N`` only then.
@@ -22,12 +24,13 @@ import secrets
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterable, Iterable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from services.manifest import BucketCheckpoint, FileEntry, Manifest, PodCheckpoint
-from services.s3 import S3, BackupError, BackupSettings, each_page, mask
+from services.s3 import S3, BackupError, BackupSettings, each_page, mask, part_size_for
 from services.ssh import DEFAULT_PROBE_DIR, Connection, SSHConnection
 
 AGENT_PATH = Path(__file__).with_name("backup_agent.py")
@@ -98,13 +101,19 @@ class PodAgent:
         _raise_errors(events, err if rc else "")
         return events
 
-    async def stream(self, args: list[str], lines: list[str], on_event: Callable[[dict], None]) -> int:
-        """Run the agent with ``lines`` on stdin, calling ``on_event`` per stdout event as it comes."""
+    async def stream(self, args: list[str], lines: Iterable[str] | AsyncIterable[str],
+                     on_event: Callable[[dict], None]) -> int:
+        """Run the agent with ``lines`` on stdin (produced as the agent reads them: the pipe's back
+        pressure paces an async generator), calling ``on_event`` per stdout event as it comes."""
         proc = await self.conn.start(f"{self.command} {' '.join(map(shlex.quote, args))}")
 
         async def feed() -> None:
-            for line in lines:
-                await proc.write(line.encode() + b"\n")
+            if isinstance(lines, AsyncIterable):
+                async for line in lines:
+                    await proc.write(line.encode() + b"\n")
+            else:
+                for line in lines:
+                    await proc.write(line.encode() + b"\n")
             proc.write_eof()
 
         feeder = asyncio.ensure_future(feed())
@@ -112,7 +121,7 @@ class PodAgent:
             async for raw in proc:
                 with contextlib.suppress(ValueError):
                     on_event(json.loads(raw))
-            await feeder
+            await feeder  # raises what the line producer raised (e.g. an S3 error)
             return await proc.wait()
         finally:  # cancelled or failed: stop the agent, leave the finished parts for a resume
             feeder.cancel()
@@ -146,6 +155,9 @@ async def pod_checkpoints(conn: Connection, run_dir: str) -> tuple[list[PodCheck
 # ------------------------------------------------------------------ backup
 async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir: str, step: int,
                             on_progress: ProgressFn | None = None) -> BackupResult:
+    """Pod -> bucket in one read of every file: the agent hashes (sha256 per file, md5 per part) while it
+    uploads; each file's multipart upload is completed as soon as its last part is in, while the
+    others still upload. Then every object is checked against the manifest, which is written last."""
     s3 = S3(settings)
     await s3.call("head_bucket", Bucket=s3.bucket)  # clear errors before touching the pod
     started = time.monotonic()
@@ -154,59 +166,88 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
     await agent.install()
     ckpt = f"{run_dir.rstrip('/')}/checkpoints/step_{step}"
     report(TransferProgress("backup", step, "scan", 0, 0, time.monotonic() - started))
-    scan = await agent.run_json(["scan", ckpt, str(settings.part_size), str(settings.min_part),
-                                 "--compress", settings.compression, "--level", str(settings.level),
-                                 "--jobs", str(settings.jobs)])
-    files = next(e for e in scan if e.get("event") == "scan")["files"]
-    manifest = Manifest(step=step, run=Path(run_dir.rstrip("/")).name, files=tuple(map(FileEntry.from_dict, files)))
+    plan = await agent.run_json(["plan", ckpt, "--compress", settings.compression, "--level", str(settings.level)])
+    planned = next(e for e in plan if e.get("event") == "plan")["files"]
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
-    result = BackupResult(manifest=manifest, verified=False)
-    tasks: list[str] = []
-    uploads: dict[str, str] = {}
-    done_bytes = 0
-    for f in manifest.files:
-        key = base + f.key
-        head = await _head(s3, key)
-        if head is not None and _matches(head, f):
-            result.skipped_parts += len(f.parts)
-            done_bytes += f.size
-            continue
-        full = f"{ckpt}/{f.path}"
-        have: dict[int, str] = {}
-        if len(f.parts) > 1:
-            uploads[key], have = await _resume_or_create(s3, key)
-        for p in f.parts:
-            if have.get(p.n) == p.md5:
-                result.skipped_parts += 1
-                done_bytes += p.raw
-                continue
-            url = (s3.presign("upload_part", Key=key, UploadId=uploads[key], PartNumber=p.n) if key in uploads
-                   else s3.presign("put_object", Key=key))
-            tasks.append(json.dumps({"path": full, "n": p.n, "offset": p.offset, "raw": p.raw, "md5": p.md5,
-                                     "encoding": f.encoding, "level": f.level, "url": url, "key": key}))
-    total = manifest.bytes
+    total = sum(int(f["size"]) for f in planned)
+    result = BackupResult(manifest=Manifest(step=step, run=Path(run_dir.rstrip("/")).name, files=()), verified=False)
+    uploads: dict[str, str] = {}  # key -> multipart UploadId
+    entries: dict[str, FileEntry] = {}
+    completing: list[asyncio.Task] = []
     errors: list[str] = []
+    done_bytes = 0
+
+    async def lines():
+        for f in planned:
+            entry = FileEntry(path=f["path"], size=int(f["size"]), sha256="", encoding=f["encoding"],
+                              level=settings.level if f["encoding"] == "zstd" else 0)
+            key = base + entry.key
+            part = part_size_for(entry.size, settings.part_size, settings.min_part, settings.jobs)
+            offsets = list(range(0, entry.size, part)) or [0]
+            have: dict[int, str] = {}
+            if len(offsets) > 1:
+                uploads[key], have = await _resume_or_create(s3, key)
+            else:  # one PUT: an object already there with this md5 is not sent again
+                head = await _head(s3, key)
+                if head is not None:
+                    have = {1: str(head.get("ETag", "")).strip('"')}
+            parts = []
+            for n, off in enumerate(offsets, 1):
+                url = (s3.presign("upload_part", Key=key, UploadId=uploads[key], PartNumber=n) if key in uploads
+                       else s3.presign("put_object", Key=key))
+                parts.append({"n": n, "offset": off, "raw": min(part, entry.size - off), "url": url,
+                              **({"have": have[n]} if n in have else {})})
+            yield json.dumps({"path": entry.path, "full": f"{ckpt}/{entry.path}", "key": key, "size": entry.size,
+                              "encoding": entry.encoding, "level": entry.level, "parts": parts})
+
+    async def complete(key: str, entry: FileEntry, etags: list[str]) -> None:
+        bad = [p.n for p, e in zip(entry.parts, etags) if e != p.md5]
+        if bad and await _store_etags_are_md5(s3, base):
+            raise BackupError(f"{entry.path}: the store's ETag of part {bad[0]} is not the md5 the pod sent "
+                              "(corrupted on the way?)")
+        if key in uploads:
+            done = await s3.call("complete_multipart_upload", Bucket=s3.bucket, Key=key, UploadId=uploads[key],
+                                 MultipartUpload={"Parts": [{"PartNumber": p.n, "ETag": f'"{e}"'}
+                                                            for p, e in zip(entry.parts, etags)]})
+            store = str(done.get("ETag", "")).strip('"')
+        else:
+            store = etags[0]
+        entries[entry.path] = replace(entry, store_etag="" if store == entry.etag else store)
 
     def on_event(ev: dict) -> None:
         nonlocal done_bytes
-        if ev.get("event") == "part":
-            result.uploaded_parts += 1
+        kind = ev.get("event")
+        if kind == "part":
             done_bytes += int(ev.get("bytes", 0))
+            if ev.get("skipped"):
+                result.skipped_parts += 1
+            else:
+                result.uploaded_parts += 1
             report(TransferProgress("backup", step, "upload", done_bytes, total, time.monotonic() - started))
-        elif ev.get("event") == "error":
+        elif kind == "file":
+            entry = FileEntry.from_dict(ev)
+            etags = [str(p.get("etag") or p["md5"]) for p in sorted(ev["parts"], key=lambda p: p["n"])]
+            completing.append(asyncio.ensure_future(complete(ev["key"], entry, etags)))
+        elif kind == "error":
             errors.append(mask(str(ev.get("message"))))
 
-    if tasks:
-        await agent.stream(["upload", "--jobs", str(settings.jobs), "--limit", str(settings.max_bandwidth)],
-                           tasks, on_event)
-    if errors:
-        raise BackupError(f"{len(errors)} part(s) failed to upload: {errors[0]}",
+    try:
+        await agent.stream(["send", "--jobs", str(settings.jobs), "--limit", str(settings.max_bandwidth),
+                            "--min-part", str(settings.min_part)], lines(), on_event)
+        for task in completing:
+            try:
+                await task
+            except BackupError as exc:
+                errors.append(str(exc))
+    finally:
+        for task in completing:
+            task.cancel()
+    if errors or len(entries) != len(planned):
+        raise BackupError(f"{len(errors) or 1} file(s) failed to upload: "
+                          f"{errors[0] if errors else 'the agent stopped early'}",
                           hint="run the backup again: finished parts are not sent twice")
-    for f in manifest.files:
-        key = base + f.key
-        if key in uploads:
-            await s3.call("complete_multipart_upload", Bucket=s3.bucket, Key=key, UploadId=uploads[key],
-                          MultipartUpload={"Parts": [{"PartNumber": p.n, "ETag": f'"{p.md5}"'} for p in f.parts]})
+    manifest = Manifest(step=step, run=result.manifest.run, files=tuple(entries[f["path"]] for f in planned))
+    result.manifest = manifest
     report(TransferProgress("backup", step, "verify", done_bytes, total, time.monotonic() - started))
     result.problems = await _check_objects(s3, base, manifest)
     if not result.problems:
@@ -216,6 +257,17 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
         result.pruned = await prune_bucket(settings, run_dir, settings.keep_last)
     report(TransferProgress("backup", step, "done", done_bytes, total, time.monotonic() - started))
     return result
+
+
+async def _store_etags_are_md5(s3: S3, base: str) -> bool:
+    """Whether this bucket's ETags are md5s (AWS without SSE-KMS/SSE-C, moto, MinIO...): a tiny probe
+    object tells. Asked only when a part's ETag is not the md5 we sent: either the store's ETags are
+    opaque (we then keep the store's ETag in the manifest) or the bytes were changed on the way."""
+    body = b"prime-train-tui etag probe"
+    key = base + ".etag-probe"
+    put = await s3.call("put_object", Bucket=s3.bucket, Key=key, Body=body)
+    await s3.call("delete_object", Bucket=s3.bucket, Key=key)
+    return str(put.get("ETag", "")).strip('"') == hashlib.md5(body).hexdigest()
 
 
 async def _head(s3: S3, key: str) -> dict | None:
@@ -228,7 +280,10 @@ async def _head(s3: S3, key: str) -> dict | None:
 
 
 def _matches(head: dict, f: FileEntry) -> bool:
-    return int(head.get("ContentLength", -1)) == f.stored_size and str(head.get("ETag", "")).strip('"') == f.etag
+    """Same size and the ETag S3 derives from our md5s, or (stores whose ETags are not md5s, e.g.
+    SSE-KMS) the ETag the store gave when the upload was completed from parts we checked."""
+    etag = str(head.get("ETag", "")).strip('"')
+    return int(head.get("ContentLength", -1)) == f.stored_size and etag in {f.etag, f.store_etag or f.etag}
 
 
 async def _resume_or_create(s3: S3, key: str) -> tuple[str, dict[int, str]]:
@@ -331,8 +386,13 @@ async def prune_bucket(settings: BackupSettings, run_dir: str, keep_last: int) -
 
 # ------------------------------------------------------------------ restore
 async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir: str, step: int | None = None,
-                             on_progress: ProgressFn | None = None, ckpt_root: str | None = None) -> Manifest:
-    """Bucket -> ``<ckpt_root or run_dir/checkpoints>/step_N`` on the pod (newest verified when no step)."""
+                             on_progress: ProgressFn | None = None, ckpt_root: str | None = None,
+                             notes: list[str] | None = None) -> Manifest:
+    """Bucket -> ``<ckpt_root or run_dir/checkpoints>/step_N`` on the pod (newest verified when no step).
+
+    The files land in a staging dir and are checked against the manifest first. A complete step_N on
+    the pod is never overwritten (error); an incomplete one (a save cut short) is moved aside to
+    ``.step_N.incomplete-<time>`` in the same dir and a sentence saying where is appended to ``notes``."""
     s3 = S3(settings)
     report = on_progress or (lambda _p: None)
     started = time.monotonic()
@@ -364,6 +424,9 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
             report(TransferProgress("restore", step, "download", done, manifest.bytes, time.monotonic() - started))
         elif ev.get("event") == "error":
             errors.append(mask(str(ev.get("message"))))
+        elif ev.get("event") == "done" and ev.get("moved_aside") and notes is not None:
+            notes.append(f"the incomplete step_{step} that was on the pod was moved aside to "
+                         f"{ev['moved_aside']} (nothing deleted)")
 
     rc = await agent.stream(["download", "--jobs", str(settings.jobs)], [json.dumps(plan)], on_event)
     if errors or rc != 0:

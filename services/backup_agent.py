@@ -5,14 +5,16 @@ long-lived credential: the app sends presigned URLs on stdin, one JSON object pe
 answers with one JSON object per line on stdout ({"event": ...}).
 
   list RUN_DIR                         the checkpoints under RUN_DIR/checkpoints (step, bytes, complete)
-  scan CKPT_DIR PART_SIZE MIN_PART [--compress zstd --level N]
-                                       one document: every file's size, sha256 and parts (offset,
-                                       raw size, stored size, md5 of the stored bytes). With zstd, each
-                                       part is compressed on its own (concatenated zstd frames are one
-                                       valid stream) and a file is compressed only when that saves >= 5%
-  upload [--jobs N]                    stdin: parts {"path","n","offset","raw","md5","encoding","level",
-                                       "url","key"}; PUTs each with urllib (parallel), checks the md5
-                                       before sending; prints {"event":"part",...} per part
+  plan CKPT_DIR [--compress zstd --level N]
+                                       every file's size and encoding: zstd only when it saves >= 5%
+                                       on samples of the file (each part is then its own zstd frame;
+                                       concatenated frames are one valid stream)
+  send [--jobs N --limit B/S --min-part M]
+                                       stdin: one file per line {"path","full","key","encoding","level",
+                                       "parts":[{"n","offset","raw","url","have"}]}; ONE read per file:
+                                       sha256 in order, md5 (+zstd) per part, PUT with urllib (parallel)
+                                       unless the bucket already has that md5 ("have"); prints
+                                       {"event":"part"} per part and {"event":"file"} (sha256, parts)
   download [--jobs N]                  stdin: one plan {"dest","final","files":[...]}; ranged GETs into
                                        a staging dir, sha256 of every file checked against the manifest,
                                        then ONE rename makes step_N appear (complete only when verified)
@@ -140,62 +142,26 @@ def read_at(path, offset, size):
         return fh.read(size)
 
 
-def scan_file(ckpt, rel, part_size, min_part, codec, level, jobs, helper):
-    """One file's size, sha256 and parts. The md5 (and zstd) of a part run in ``helper`` threads while
-    this thread feeds sha256: hashlib and zstd release the GIL, so they overlap."""
-    full = os.path.join(ckpt, rel)
-    size = os.path.getsize(full)
-    part = part_size
-    while part // 2 >= min_part and size < part * 2 * jobs:
-        part //= 2  # enough parts to keep every upload thread busy
-    while size > part * 10000:  # S3 allows 10,000 parts: grow the part, as s3transfer does
-        part *= 2
-    use = codec if size >= 4096 else None
-
-    def part_info(n, offset, chunk):
-        raw = {"n": n, "offset": offset, "raw": len(chunk), "size": len(chunk),
-               "md5": hashlib.md5(chunk).hexdigest()}
-        if use is None:
-            return raw, None
-        z = compress(chunk, level, use)
-        return raw, {"n": n, "offset": offset, "raw": len(chunk), "size": len(z), "md5": hashlib.md5(z).hexdigest()}
-
-    gate = threading.BoundedSemaphore(jobs + 1)  # bounds memory: parts read but not hashed yet
-
-    def gated(n, offset, chunk):
-        try:
-            return part_info(n, offset, chunk)
-        finally:
-            gate.release()
-
-    sha = hashlib.sha256()
-    futures, offset, n = [], 0, 1
-    with open(full, "rb") as fh:
-        while True:
-            gate.acquire()
-            chunk = fh.read(part)
-            if not chunk and n > 1:
-                gate.release()
-                break
-            futures.append(helper.submit(gated, n, offset, chunk))
-            sha.update(chunk)
-            offset += len(chunk)
-            n += 1
-            if len(chunk) < part:
-                break
-    results = [f.result() for f in futures]
-    raw_parts = [r for r, _ in results]
-    z_parts = [z for _, z in results if z is not None]
-    stored = sum(p["size"] for p in z_parts)
-    use_z = (use is not None and len(z_parts) == len(raw_parts) and stored <= SAVING * size
-             and all(p["size"] >= min_part for p in z_parts[:-1]))
-    parts = z_parts if use_z else raw_parts
-    emit({"event": "scanned", "path": rel, "bytes": size})
-    return {"path": rel, "size": size, "sha256": sha.hexdigest(), "encoding": "zstd" if use_z else "none",
-            "level": level if use_z else 0, "stored_size": sum(p["size"] for p in parts), "parts": parts}
+def skippable(n):
+    """A zstd skippable frame of exactly ``n`` >= 8 bytes: decoders skip it (pads a too-small part)."""
+    return b"\x50\x2a\x4d\x18" + (n - 8).to_bytes(4, "little") + b"\0" * (n - 8)
 
 
-def cmd_scan(ckpt, part_size, min_part, encoding, level, jobs=8):
+def pays_off(full, size, codec, level):
+    """Whether zstd saves >= 5% on this file, judged on up to three 1 MiB samples (start, middle, end)."""
+    if codec is None or size < 4096:
+        return False
+    sample = min(READ, size)
+    raw = stored = 0
+    for offset in sorted({0, max(0, size // 2 - sample // 2), size - sample}):
+        chunk = read_at(full, offset, sample)
+        raw += len(chunk)
+        stored += len(compress(chunk, level, codec))
+    return stored <= SAVING * raw
+
+
+def cmd_plan(ckpt, encoding, level):
+    """The files of a complete checkpoint, their sizes and whether each is worth compressing."""
     if not os.path.isdir(ckpt):
         emit({"event": "error", "message": "no checkpoint at %s" % ckpt})
         return 1
@@ -204,13 +170,100 @@ def cmd_scan(ckpt, part_size, min_part, encoding, level, jobs=8):
                                            "missing): refusing to back it up" % ckpt})
         return 1
     codec = zstd_codec() if encoding == "zstd" else None
-    # files in parallel (a DCP checkpoint has one shard per rank); parts of each file in helper threads.
-    # Memory: at most jobs//2 files x (jobs + 1) parts in flight.
-    with ThreadPoolExecutor(max_workers=jobs) as helper, ThreadPoolExecutor(max_workers=max(1, jobs // 2)) as pool:
-        files = list(pool.map(lambda rel: scan_file(ckpt, rel, part_size, min_part, codec, level, jobs, helper),
-                              walk(ckpt)))
-    emit({"event": "scan", "files": files, "zstd": codec is not None})
+    files = []
+    for rel in walk(ckpt):
+        full = os.path.join(ckpt, rel)
+        size = os.path.getsize(full)
+        files.append({"path": rel, "size": size, "encoding": "zstd" if pays_off(full, size, codec, level) else "none"})
+    emit({"event": "plan", "files": files, "zstd": codec is not None})
     return 0
+
+
+def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024):
+    """One pass per file: a reader thread reads it in order (feeding sha256), workers compress, md5 and
+    PUT the parts; a part whose md5 equals the bucket's ("have") is not sent again. Per part an event
+    {"event":"part",...}; per file {"event":"file",...} with its sha256 and every part's md5 and ETag."""
+    codec = zstd_codec()
+    throttle = Throttle(limit)
+    failed = []
+    gate = threading.BoundedSemaphore(jobs + 2)  # memory: at most jobs + 2 parts read and not yet sent
+
+    def put(task, p, chunk, last):
+        try:
+            if _stop.is_set():
+                raise IOError("stopped")
+            data = chunk
+            if task["encoding"] == "zstd":
+                if codec is None:
+                    raise IOError("zstd is not available on this pod any more")
+                data = compress(chunk, task["level"], codec)
+                if not last and len(data) < min_part:  # S3 refuses small parts but the last
+                    data += skippable(max(8, min_part - len(data)))
+            md5 = hashlib.md5(data).hexdigest()
+            info = {"n": p["n"], "offset": p["offset"], "raw": len(chunk), "size": len(data), "md5": md5}
+            if p.get("have") == md5:
+                info["etag"], skipped = p.get("have_etag") or md5, True
+            else:
+                throttle.take(len(data))
+                if _stop.is_set():
+                    raise IOError("stopped")
+                _, headers, _ = http("PUT", p["url"], data=data, headers={"Content-Length": str(len(data)),
+                                                                 "Content-Type": "application/octet-stream"})
+                info["etag"] = {k.lower(): v for k, v in headers.items()}.get("etag", "").strip('"')
+                skipped = False
+            emit({"event": "part", "key": task["key"], "n": p["n"], "bytes": len(chunk), "stored": len(data),
+                  "skipped": skipped})
+            return info
+        finally:
+            gate.release()
+
+    def one_file(task, pool):
+        full = task["full"]
+        sha = hashlib.sha256()
+        futures = []
+        with open(full, "rb") as fh:
+            for i, p in enumerate(task["parts"]):
+                gate.acquire()
+                try:
+                    if _stop.is_set():
+                        raise IOError("stopped")
+                    fh.seek(p["offset"])
+                    chunk = fh.read(p["raw"])
+                    if len(chunk) != p["raw"]:
+                        raise IOError("%s changed while it was being backed up" % task["path"])
+                except BaseException:
+                    gate.release()
+                    raise
+                sha.update(chunk)
+                futures.append(pool.submit(put, task, p, chunk, i == len(task["parts"]) - 1))
+                del chunk
+            if fh.read(1):
+                raise IOError("%s grew while it was being backed up" % task["path"])
+        parts = [f.result() for f in futures]
+        emit({"event": "file", "path": task["path"], "key": task["key"], "size": task["size"],
+              "sha256": sha.hexdigest(), "encoding": task["encoding"], "level": task["level"],
+              "stored_size": sum(p["size"] for p in parts), "parts": parts})
+
+    def guarded(task, pool):
+        try:
+            one_file(task, pool)
+        except Exception as exc:  # reported, the other files go on
+            failed.append(str(exc))
+            emit({"event": "error", "key": task.get("key"), "message": str(exc)})
+
+    readers = max(1, min(4, jobs // 2))
+    with ThreadPoolExecutor(max_workers=jobs) as pool, ThreadPoolExecutor(max_workers=readers) as files:
+        pending = threading.BoundedSemaphore(readers * 2)  # read ahead on stdin: URLs are signed as we go
+        for line in sys.stdin:
+            if _stop.is_set():
+                break
+            if not line.strip():
+                continue
+            pending.acquire()
+            fut = files.submit(guarded, json.loads(line), pool)
+            fut.add_done_callback(lambda _f: pending.release())
+    emit({"event": "done", "failed": len(failed)})
+    return 1 if failed else 0
 
 
 # ------------------------------------------------------------------ HTTP
@@ -232,57 +285,11 @@ def http(method, url, data=None, headers=None, attempts=4):
     raise IOError(last)
 
 
-def cmd_upload(jobs, limit=0):
-    codec = zstd_codec()
-    failed = []
-    throttle = Throttle(limit)
-
-    def one(task):
-        if _stop.is_set():
-            return
-        t0 = time.time()
-        data = read_at(task["path"], task["offset"], task["raw"])
-        if task.get("encoding") == "zstd":
-            if codec is None:
-                raise IOError("zstd is not available on this pod any more")
-            data = compress(data, task["level"], codec)
-        if hashlib.md5(data).hexdigest() != task["md5"]:
-            raise IOError("%s changed since it was scanned" % task["path"])
-        throttle.take(len(data))
-        if _stop.is_set():
-            return
-        _, headers, _ = http("PUT", task["url"], data=data, headers={"Content-Length": str(len(data)),
-                                                         "Content-Type": "application/octet-stream"})
-        etag = {k.lower(): v for k, v in headers.items()}.get("etag", "").strip('"')
-        emit({"event": "part", "key": task["key"], "n": task["n"], "etag": etag, "bytes": task["raw"],
-              "stored": len(data), "secs": time.time() - t0})
-
-    def guarded(task):
-        try:
-            one(task)
-        except Exception as exc:  # reported, the others go on
-            failed.append(str(exc))
-            emit({"event": "error", "key": task.get("key"), "n": task.get("n"), "message": str(exc)})
-
-    gate = threading.BoundedSemaphore(jobs * 2)  # bounds memory: at most 2*jobs parts in flight
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for line in sys.stdin:
-            if _stop.is_set():
-                break
-            if not line.strip():
-                continue
-            gate.acquire()
-            fut = pool.submit(guarded, json.loads(line))
-            fut.add_done_callback(lambda _f: gate.release())
-    emit({"event": "done", "failed": len(failed)})
-    return 1 if failed else 0
-
-
 def cmd_download(jobs):
     plan = json.loads(sys.stdin.readline())
     dest, final = plan["dest"], plan["final"]
-    if os.path.exists(final):
-        emit({"event": "error", "message": "%s already exists on the pod: not overwritten" % final})
+    if os.path.exists(final) and (checkpoint_complete(final) or not os.path.isdir(final)):
+        emit({"event": "error", "message": "%s already exists on the pod and is complete: not overwritten" % final})
         return 1
     codec = zstd_codec()
     tasks = []
@@ -331,28 +338,47 @@ def cmd_download(jobs):
                 fd = os.open(os.path.join(base, name), os.O_RDONLY)
                 os.fsync(fd)
                 os.close(fd)
-        os.rename(dest, final)  # only now does step_N exist: verified first
+        aside = swap_in(dest, final)
     except Exception as exc:
         shutil.rmtree(dest, ignore_errors=True)
         emit({"event": "error", "message": str(exc)})
         return 1
-    emit({"event": "done", "failed": 0, "path": final})
+    emit({"event": "done", "failed": 0, "path": final, "moved_aside": aside})
     return 0
+
+
+def swap_in(dest, final):
+    """Make the verified ``dest`` appear as ``final``. An incomplete ``final`` (a save cut short) is
+    renamed to ``.step_N.incomplete-<time>`` beside it first, never deleted; a complete one is kept and
+    the restore fails. Returns where the incomplete one went (or None)."""
+    aside = None
+    if os.path.lexists(final):
+        if checkpoint_complete(final) or not os.path.isdir(final):
+            raise IOError("%s appeared on the pod during the restore: not overwritten" % final)
+        aside = os.path.join(os.path.dirname(final), ".%s.incomplete-%d" % (os.path.basename(final), time.time()))
+        os.rename(final, aside)
+    try:
+        os.rename(dest, final)  # only now does step_N exist: verified first
+    except OSError:
+        if aside:
+            os.rename(aside, final)  # put the user's files back where they were
+        raise
+    return aside
 
 
 def main(argv):
     cmd = argv[0] if argv else ""
-    opts = dict(zip(argv[1::2], argv[2::2])) if cmd in ("upload", "download") else {}
+    opts = dict(zip(argv[1::2], argv[2::2])) if cmd in ("send", "download") else {}
     if cmd == "list":
         return cmd_list(argv[1]) or 0
-    if cmd == "scan":
-        rest = argv[4:]
+    if cmd == "plan":
+        rest = argv[2:]
         encoding = rest[rest.index("--compress") + 1] if "--compress" in rest else "none"
         level = int(rest[rest.index("--level") + 1]) if "--level" in rest else 1
-        jobs = int(rest[rest.index("--jobs") + 1]) if "--jobs" in rest else 8
-        return cmd_scan(argv[1], int(argv[2]), int(argv[3]), encoding, level, jobs)
-    if cmd == "upload":
-        return cmd_upload(int(opts.get("--jobs", 8)), int(opts.get("--limit", 0)))
+        return cmd_plan(argv[1], encoding, level)
+    if cmd == "send":
+        return cmd_send(int(opts.get("--jobs", 8)), int(opts.get("--limit", 0)),
+                        int(opts.get("--min-part", 5 * 1024 * 1024)))
     if cmd == "download":
         return cmd_download(int(opts.get("--jobs", 8)))
     sys.stderr.write(__doc__)

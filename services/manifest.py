@@ -34,6 +34,7 @@ class FileEntry:
     level: int = 0
     stored_size: int = 0
     parts: tuple[PartInfo, ...] = ()
+    store_etag: str = ""  # the store's ETag when it is not the md5-derived one (SSE-KMS, some stores)
 
     @property
     def key(self) -> str:
@@ -48,7 +49,8 @@ class FileEntry:
     def from_dict(cls, d: dict) -> "FileEntry":
         parts = tuple(PartInfo(**{k: p[k] for k in ("n", "offset", "raw", "size", "md5")}) for p in d["parts"])
         return cls(path=d["path"], size=int(d["size"]), sha256=d["sha256"], encoding=d.get("encoding", "none"),
-                   level=int(d.get("level", 0)), stored_size=int(d.get("stored_size", d["size"])), parts=parts)
+                   level=int(d.get("level", 0)), stored_size=int(d.get("stored_size", d["size"])), parts=parts,
+                   store_etag=str(d.get("store_etag", "")))
 
 
 @dataclass(frozen=True)

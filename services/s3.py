@@ -27,7 +27,7 @@ MIB = 1024 * 1024
 MIN_PART = 5 * MIB  # S3: every part but the last >= 5 MiB, <= 5 GiB, <= 10,000 parts
 MAX_PART = 5 * 1024 * MIB
 MAX_PARTS = 10_000
-DEFAULT_PART = 64 * MIB
+DEFAULT_PART = 16 * MIB  # s3transfer uses 8 MiB; 16 MiB pipelines reading, hashing and PUTs well, 47 GB = 3,008 parts
 
 
 class BackupError(PrimeTrainError):

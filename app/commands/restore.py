@@ -1,7 +1,8 @@
 """``prime-train-tui restore POD [--step N]``: a verified backup from S3 back onto the pod.
 
 The pod downloads with presigned URLs, checks every file's sha256 against the manifest and only then
-renames the staging dir to ``checkpoints/step_N``. Default: the newest verified backup.
+renames the staging dir to ``checkpoints/step_N``. Default: the newest verified backup. An incomplete
+step_N already on the pod is moved aside (and named in the output), a complete one is never replaced.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ async def _restore(args: argparse.Namespace) -> int:
     bar = Bar(not args.json)
     try:
         await conn.connect()
-        manifest = await restore_checkpoint(conn, settings, run_dir, args.step, on_progress=bar)
+        notes: list[str] = []
+        manifest = await restore_checkpoint(conn, settings, run_dir, args.step, on_progress=bar, notes=notes)
     except PrimeTrainError as exc:
         bar.close()
         return fail(str(exc), exc.hint)
@@ -51,10 +53,12 @@ async def _restore(args: argparse.Namespace) -> int:
     path = f"{run_dir.rstrip('/')}/checkpoints/step_{manifest.step}"
     if args.json:
         print(json.dumps({"pod": pod.name, "step": manifest.step, "path": path, "verified": True,
-                          "bytes": manifest.bytes, "files": len(manifest.files)}, indent=2))
+                          "bytes": manifest.bytes, "files": len(manifest.files), "notes": notes}, indent=2))
     else:
         from services.units import fmt_bytes
 
         print(f"step {manifest.step}: {fmt_bytes(manifest.bytes)} in {len(manifest.files)} files restored to "
               f"{pod.name}:{path} · VERIFIED")
+        for note in notes:
+            print(note)
     return EXIT_OK

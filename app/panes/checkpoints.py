@@ -251,8 +251,9 @@ class CheckpointsPane(Widget, can_focus=True):
                 text = (f"step {step} backed up and verified ({res.uploaded_parts} parts sent, "
                         f"{res.skipped_parts} already there)" if ok else f"step {step}: {res.problems[0]}")
             else:
-                await restore_checkpoint(conn, self.settings, run_dir, step, on_progress=self._progress)
-                ok, text = True, f"step {step} restored onto {pod.name} and verified"
+                notes: list[str] = []
+                await restore_checkpoint(conn, self.settings, run_dir, step, on_progress=self._progress, notes=notes)
+                ok, text = True, " · ".join([f"step {step} restored onto {pod.name} and verified", *notes])
         except PrimeTrainError as exc:
             text = f"{action} of step {step} failed: {exc}" + (f" ({exc.hint})" if exc.hint else "")
         finally:

@@ -78,31 +78,85 @@ def codec_figures(data: bytes) -> list[tuple[str, float, float]]:
     return res
 
 
-async def our_backup(endpoint: str, bucket: str, run: Path, compression: str) -> tuple[float, object]:
+async def our_backup(endpoint: str, bucket: str, run: Path, compression: str,
+                     part_mib: int | None = None) -> tuple[float, object]:
+    from services import s3 as s3mod
     from services.backup import backup_checkpoint
     from services.models import Pod, PodKind
     from services.s3 import BackupSettings
     from services.ssh import LocalConnection
 
+    kw = {"part_size": part_mib * MIB} if part_mib else {}
     settings = BackupSettings(bucket=bucket, endpoint=endpoint, region="us-east-1", compression=compression,
-                              prefix=f"bench-{compression}/", jobs=8)
+                              prefix=f"bench-{compression}-{part_mib}/", jobs=8, **kw)
     events: list[tuple[str, float]] = []
-    async with LocalConnection(Pod(name="local", kind=PodKind.LOCAL)) as conn:
-        t0 = time.perf_counter()
-        result = await backup_checkpoint(conn, settings, str(run), 1,
-                                         on_progress=lambda p: events.append((p.phase, time.perf_counter() - t0)))
-        total = time.perf_counter() - t0
+    completes: list[float] = []
+    original = s3mod.S3.call
+
+    async def timed(self, name, **params):  # the server's own CompleteMultipartUpload time
+        t = time.perf_counter()
+        try:
+            return await original(self, name, **params)
+        finally:
+            if name == "complete_multipart_upload":
+                completes.append(time.perf_counter() - t)
+
+    s3mod.S3.call = timed
+    try:
+        async with LocalConnection(Pod(name="local", kind=PodKind.LOCAL)) as conn:
+            t0 = time.perf_counter()
+            result = await backup_checkpoint(conn, settings, str(run), 1,
+                                             on_progress=lambda p: events.append((p.phase, time.perf_counter() - t0)))
+            total = time.perf_counter() - t0
+    finally:
+        s3mod.S3.call = original
     ups = [t for ph, t in events if ph == "upload"]
     verify = next(t for ph, t in events if ph == "verify")
-    result.phases = {"scan": ups[0] if ups else 0.0, "parts": (ups[-1] - ups[0]) if ups else 0.0,
-                     "complete": verify - (ups[-1] if ups else 0.0), "verify": total - verify}
+    result.phases = {"plan": ups[0] if ups else 0.0, "parts": (ups[-1] - ups[0]) if ups else 0.0,
+                     "after": verify - (ups[-1] if ups else 0.0), "complete": sum(completes),
+                     "verify": total - verify}
     return total, result
+
+
+def boto3_upload(endpoint: str, shard: Path) -> tuple[float, float]:
+    import boto3
+
+    b3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    b3.create_bucket(Bucket="bench-bucket")
+    marks: dict[str, float] = {}
+    b3.meta.events.register("before-call.s3.CompleteMultipartUpload",
+                            lambda **kw: marks.__setitem__("c0", time.perf_counter()))
+    b3.meta.events.register("after-call.s3.CompleteMultipartUpload",
+                            lambda **kw: marks.__setitem__("c1", time.perf_counter()))
+    t0 = time.perf_counter()
+    b3.upload_file(str(shard), "bench-bucket", "boto3/shard")
+    return time.perf_counter() - t0, marks.get("c1", 0.0) - marks.get("c0", 0.0)
+
+
+def fresh_server(fn):
+    """Run ``fn(endpoint)`` against a moto server of its own (same starting state for every contender)."""
+    proc, endpoint = start_moto()
+    try:
+        return fn(endpoint)
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def bucket_then(coro_fn):
+    def run(endpoint: str):
+        from tests.services.backup_fixtures import boto_client
+
+        boto_client(endpoint).create_bucket(Bucket="bench-bucket")
+        return asyncio.run(coro_fn(endpoint))
+    return run
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--codec-mib", type=int, default=256, help="sample size for the codec comparison")
+    ap.add_argument("--part-mib", type=int, default=8, help="a second run of ours with this part size (8 MiB: boto3's)")
     args = ap.parse_args()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
@@ -129,42 +183,28 @@ def main() -> None:
         if "gzip -6" in by and "zstd -1" in by:
             print(f"  zstd -1 is {by['zstd -1'] / by['gzip -6']:.0f}x faster than gzip -6 (target >= 20x)")
 
-        proc, endpoint = start_moto()
-        try:
-            from tests.services.backup_fixtures import boto_client
-
-            client = boto_client(endpoint)
-            client.create_bucket(Bucket="bench-bucket")
-            import boto3
-
-            b3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-            marks: dict[str, float] = {}
-            b3.meta.events.register("before-call.s3.CompleteMultipartUpload",
-                                    lambda **kw: marks.__setitem__("c0", time.perf_counter()))
-            b3.meta.events.register("after-call.s3.CompleteMultipartUpload",
-                                    lambda **kw: marks.__setitem__("c1", time.perf_counter()))
-            t0 = time.perf_counter()
-            b3.upload_file(str(shard), "bench-bucket", "boto3/shard")
-            boto_secs = time.perf_counter() - t0
-            boto_complete = marks.get("c1", 0.0) - marks.get("c0", 0.0)
-            ours_secs, result = asyncio.run(our_backup(endpoint, "bench-bucket", run, "none"))
-            z_secs, z_result = asyncio.run(our_backup(endpoint, "bench-bucket", run, "zstd"))
-        finally:
-            proc.terminate()
-            proc.wait()
+        boto_secs, boto_complete = fresh_server(lambda ep: boto3_upload(ep, shard))
+        ours_secs, result = fresh_server(bucket_then(lambda ep: our_backup(ep, "bench-bucket", run, "none")))
+        part_secs, part_result = fresh_server(bucket_then(
+            lambda ep: our_backup(ep, "bench-bucket", run, "none", part_mib=args.part_mib)))
+        z_secs, z_result = fresh_server(bucket_then(lambda ep: our_backup(ep, "bench-bucket", run, "zstd")))
         mb = size / 1e6
-        print(f"\nupload of {args.size_mib} MiB to moto's S3 server on 127.0.0.1 (the server is likely the bound):")
+        print(f"\nupload of {args.size_mib} MiB to moto's S3 server on 127.0.0.1, a fresh server per row "
+              "(one Python process: the likely bound):")
         print(f"  boto3 upload_file, default TransferConfig (8 MiB x 10 threads): {boto_secs:6.1f} s "
-              f"{mb / boto_secs:7.1f} MB/s   <- baseline (of which moto's CompleteMultipartUpload {boto_complete:.1f} s)")
-        print(f"  ours, pod agent, parts x 8, scan+sha256+verify:             {ours_secs:6.1f} s "
-              f"{mb / ours_secs:7.1f} MB/s   verified={result.verified}")
-        ph = result.phases
-        print(f"    phases: scan (sha256+md5 on the pod) {ph['scan']:.1f} s · parts {ph['parts']:.1f} s "
-              f"({mb / max(ph['parts'], 1e-9):.0f} MB/s) · moto's CompleteMultipartUpload {ph['complete']:.1f} s "
-              f"· verify {ph['verify']:.1f} s")
-        print(f"    boto3 without its complete: {mb / max(boto_secs - boto_complete, 1e-9):.0f} MB/s; "
-              "moto's complete (it re-reads every part in Python) is the server-side bound")
-        print(f"  ours with zstd (per file if it pays off):                   {z_secs:6.1f} s "
+              f"{mb / boto_secs:7.1f} MB/s   <- baseline (of which the server's complete {boto_complete:.1f} s)")
+        print(f"    boto3 without the server's complete: {mb / max(boto_secs - boto_complete, 1e-9):.0f} MB/s")
+        for label, secs, res in ((f"ours, default parts ({len(result.manifest.files[-1].parts)} parts) x 8 jobs",
+                                  ours_secs, result),
+                                 (f"ours, {args.part_mib} MiB parts ({len(part_result.manifest.files[-1].parts)} parts)"
+                                  " x 8 jobs", part_secs, part_result)):
+            ph = res.phases
+            print(f"  {label:62}: {secs:6.1f} s {mb / secs:7.1f} MB/s   verified={res.verified}")
+            print(f"    phases: plan {ph['plan']:.1f} s · parts (one read: sha256+md5+PUT) {ph['parts']:.1f} s "
+                  f"({mb / max(ph['parts'], 1e-9):.0f} MB/s) · last part -> verify {ph['after']:.1f} s, of which the "
+                  f"server's CompleteMultipartUpload {ph['complete']:.1f} s · verify+manifest {ph['verify']:.1f} s")
+            print(f"    ours without the server's complete: {mb / max(secs - ph['complete'], 1e-9):.0f} MB/s")
+        print(f"  ours with zstd (per file if it pays off): {z_secs:6.1f} s "
               f"{mb / z_secs:7.1f} MB/s   stored {z_result.manifest.stored_bytes / size:.3f} of raw, "
               f"verified={z_result.verified}")
 

@@ -250,7 +250,8 @@ async def test_agent_is_installed_once_per_content_hash(pod, tmp_path):
 
 
 def test_part_size_keeps_big_files_under_ten_thousand_parts():
-    assert part_size_for(47 * 1024**3) == 64 * 1024**2
+    assert part_size_for(47 * 1024**3) == 16 * 1024**2  # 3,008 parts
+    assert part_size_for(200 * 1024**3) == 32 * 1024**2  # 16 MiB would be 12,800 parts
     assert part_size_for(256 * 1024**2) == 16 * 1024**2  # 16 parts: 8 threads stay busy
     assert part_size_for(1024**2) == 8 * 1024**2  # never below S3's 5 MiB minimum
     assert part_size_for(1024**4) == 128 * 1024**2  # 1 TiB: 8192 parts of 128 MiB
