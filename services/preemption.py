@@ -57,6 +57,7 @@ class _Pod:
     down_since: float | None = None
     terminated: bool = False
     finished: bool = False  # the run's own logs said it finished: its pod going away is no preemption
+    handled: bool = False  # this outage was looked at (records read once per outage, not per check)
 
 
 @dataclass
@@ -77,7 +78,8 @@ class PreemptionTracker:
         return cls(Path(s.runs_dir), s.preempt_after_minutes * 60.0, AutoResumePolicy.from_settings(s), **kw)
 
     def mark_terminated(self, pod: str) -> None:
-        self._pods.setdefault(pod, _Pod(Pod(pod))).terminated = True
+        p = self._pods.setdefault(pod, _Pod(Pod(pod)))
+        p.terminated, p.handled = True, False
 
     def observe(self, snapshot: PodSnapshot) -> list[Decision]:
         name, state = snapshot.pod.name, snapshot.status.state
@@ -86,7 +88,7 @@ class PreemptionTracker:
         if snapshot.run is not None:
             p.finished = snapshot.run.finished
         if state in UP:
-            p.up, p.down_since, p.terminated = True, None, False
+            p.up, p.down_since, p.terminated, p.handled = True, None, False, False
         elif state in DOWN:
             p.up = False
             if p.down_since is None:
@@ -100,8 +102,9 @@ class PreemptionTracker:
             gone = p.terminated or bool(self.terminated and self.terminated(name))
             if p.up and not gone:
                 continue
-            if not gone and (p.down_since is None or now - p.down_since < self.down_after):
+            if p.handled or (not gone and (p.down_since is None or now - p.down_since < self.down_after)):
                 continue
+            p.handled = True
             rec = self._active_record(name)
             if rec is None or p.finished:
                 continue

@@ -298,3 +298,142 @@ def resume_screen(pod: Any, **kw: Any) -> LifecycleScreen:
 
 def cleanup_screen(pod: Any, keep: int | None = None, **kw: Any) -> LifecycleScreen:
     return lifecycle_screen("cleanup", pod, keep=keep, **kw)
+
+
+# ------------------------------------------------------------------------------------ background workers
+
+
+class CleanupPreviewScreen(ModalScreen[bool]):
+    """The cleanup daemon's dry run for one pod: approve it (deletions may start) or not now."""
+
+    DEFAULT_CSS = """
+    CleanupPreviewScreen .dialog { width: 100; max-height: 90%; }
+    CleanupPreviewScreen #cp-plan { height: auto; max-height: 30; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(False)", "Not now")]
+
+    def __init__(self, pod: str, lines: list[str]) -> None:
+        super().__init__(classes="dialog-screen")
+        self.pod_name, self.lines = pod, list(lines)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog -wide -danger"):
+            yield Static(f"[b]Cleanup daemon[/b] · {escape(self.pod_name)} — dry run before its first deletion",
+                         classes="dialog-title")
+            with VerticalScroll(id="cp-plan"):
+                yield Static("\n".join(self.lines), markup=False)
+            yield Static("Approve to let the daemon delete this and keep the volume under its ceiling from now "
+                         "on (every deletion is logged with its size).")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Approve", id="cp-approve", variant="error")
+                yield Button("Not now", id="cp-later", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#cp-later", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "cp-approve")
+
+
+class BackgroundLifecycle:
+    """What the App runs besides the modals: a cleanup daemon per pod with cleanup enabled in settings
+    (its dry-run preview shown once for approval), and the preemption tracker fed every snapshot (with
+    the auto-resume policy of settings). ``app`` needs run_worker, push_screen, notify, set_interval."""
+
+    def __init__(self, app: Any, settings: Any = None, backup: Any = None,
+                 connect: Callable[[Any], Any] | None = None) -> None:
+        from services.preemption import AutoResumer, PreemptionTracker
+
+        self.app = app
+        try:
+            self.settings = _settings(settings)
+        except Exception as exc:  # noqa: BLE001 - a broken settings.toml: say so, run without the workers
+            from services.preflight import LifecycleSettings
+
+            app.notify(f"{exc}", severity="error", title="Lifecycle settings: cleanup daemon and preemption off")
+            self.settings = LifecycleSettings()
+        self.backup = _backup_settings(backup)
+        self.connect = connect or _default_connect
+        self.daemons: dict[str, Any] = {}
+        self._workers: dict[str, Any] = {}
+        self._asked: set[str] = set()
+        self.tracker = (PreemptionTracker.from_settings(self.settings, clock=app_clock(app))
+                        if self.settings.runs_dir is not None else None)
+        self.resumer = (AutoResumer(self.tracker, self.settings, self.connect, self.backup)
+                        if self.tracker is not None else None)
+        app.set_interval(5.0, self.tick)
+
+    def add(self, pod: Any) -> None:
+        from services.cleanup_daemon import CleanupDaemon
+
+        if pod.name in self.daemons or not self.settings.cleanup_enabled(pod.name) or pod.simulated:
+            return
+        daemon = CleanupDaemon(pod, self.settings, connect=self.connect, backup=self.backup,
+                               clock=app_clock(self.app), on_event=lambda ev, n=pod.name: self._daemon_event(n, ev))
+        self.daemons[pod.name] = daemon
+        self._workers[pod.name] = self.app.run_worker(daemon.run(), name=f"cleanup daemon {pod.name}",
+                                                      group="lifecycle-background", exit_on_error=False)
+
+    def remove(self, name: str) -> None:
+        self.daemons.pop(name, None)
+        self._asked.discard(name)
+        worker = self._workers.pop(name, None)
+        if worker is not None:
+            worker.cancel()
+
+    def observe(self, snapshot: Any) -> None:
+        """Every monitor snapshot (cheap: no I/O unless a pod has been down for N minutes)."""
+        daemon = self.daemons.get(snapshot.pod.name)
+        if daemon is not None:
+            daemon.observe(snapshot)
+        if self.tracker is not None:
+            self._act(self.tracker.observe(snapshot))
+
+    def tick(self) -> None:
+        if self.tracker is not None:
+            self._act(self.tracker.check())
+
+    def _act(self, decisions: list[Any]) -> None:
+        for d in decisions:
+            if d.kind == "interrupted":
+                self.app.notify(f"run {d.run_id} marked interrupted", title=d.reason, severity="warning", timeout=15)
+            elif d.kind == "give_up":
+                self.app.notify(d.reason, title="Auto-resume", severity="error", timeout=15)
+            elif d.kind == "resume" and self.resumer is not None:
+                self.app.notify(d.reason, title="Auto-resume")
+                self.app.run_worker(self._resume(d), name=f"auto-resume {d.run_id}", group="lifecycle-background",
+                                    exit_on_error=False)
+
+    async def _resume(self, decision: Any) -> None:
+        last = await self.resumer.execute(decision)
+        if last.kind == "done":
+            self.app.notify(last.message, title=f"Auto-resumed on {decision.target}")
+        else:
+            self.app.notify(last.message, title="Auto-resume failed", severity="error", timeout=15)
+
+    def _daemon_event(self, pod: str, ev: Any) -> None:
+        daemon = self.daemons.get(pod)
+        if ev.data and "preview" in ev.data and daemon is not None and pod not in self._asked:
+            self._asked.add(pod)
+            self.app.push_screen(CleanupPreviewScreen(pod, ev.data["preview"]),
+                                 lambda yes, n=pod: self._answered(n, yes))
+        elif ev.kind == "done" and ev.data and ev.data.get("deleted"):
+            self.app.notify(ev.message, title=f"Cleanup daemon · {pod}")
+        elif ev.kind == "error" and "no run recorded" not in ev.message:
+            self.app.notify(ev.message, title=f"Cleanup daemon · {pod}", severity="warning")
+
+    def _answered(self, pod: str, yes: bool | None) -> None:
+        daemon = self.daemons.get(pod)
+        if daemon is None:
+            return
+        if yes:
+            daemon.approve()
+        else:
+            self._asked.discard(pod)  # asked again at its next round that has deletions
+
+
+def app_clock(app: Any) -> Callable[[], float]:
+    import time
+
+    return getattr(app, "clock", None) or time.time
