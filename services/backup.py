@@ -121,7 +121,12 @@ class PodAgent:
             async for raw in proc:
                 with contextlib.suppress(ValueError):
                     on_event(json.loads(raw))
-            await feeder  # raises what the line producer raised (e.g. an S3 error)
+            try:
+                await feeder  # raises what the line producer raised (e.g. an S3 error)
+            except BackupError:
+                raise
+            except Exception:  # noqa: BLE001 - the agent went away mid-feed (broken pipe): its exit says why
+                pass
             return await proc.wait()
         finally:  # cancelled or failed: stop the agent, leave the finished parts for a resume
             feeder.cancel()
