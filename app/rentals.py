@@ -90,6 +90,33 @@ class Rentals:
         async with self.providers() as providers:
             for ev in await self.watch.check(providers):
                 self._deadline_event(ev)
+            await self._check_gone(providers)
+
+    async def _check_gone(self, providers: "Providers") -> None:
+        """A rented pod the monitor cannot reach: ask its provider. "Terminated" (a spot pod taken back,
+        a pod deleted in the console) closes the rental and tells the preemption tracker at once, instead
+        of after N minutes of SSH silence."""
+        from services.models import PodState
+        from services.offers.models import ProviderFailure
+
+        for r in self.audit.open_rentals():
+            snap = self.app.snapshots.get(r.name)
+            if r.name not in self.app.pods or snap is None or snap.status.state is PodState.ONLINE:
+                continue
+            try:
+                access = await providers.status(r.provider, r.pod_id)
+            except ProviderFailure:
+                continue  # asked again next pass
+            if access.state != "terminated":
+                continue
+            self.audit.append("gone", provider=r.provider, pod_id=r.pod_id, name=r.name, reason=access.message,
+                              spent=round(r.spent(self.clock()), 2))
+            tracker = getattr(getattr(self.app, "lifecycle_bg", None), "tracker", None)
+            if tracker is not None:
+                tracker.mark_terminated(r.name)
+            self.app.notify(f"{r.provider} reports {r.name} terminated ({access.message or 'gone'}): its run is "
+                            "marked interrupted. Restore from the bucket (Checkpoints) or let auto-resume act.",
+                            severity="error", title="Pod gone", timeout=30)
 
     def _deadline_event(self, ev: "DeadlineEvent") -> None:
         if ev.kind == "warn":

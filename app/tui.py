@@ -170,6 +170,9 @@ class PrimeTrainApp(App[None]):
             lambda cb: MonitorService(cb, settings=self.monitor_settings, clock=self.clock)
         )
         self.monitor = factory(self.on_snapshot)
+        from app.screens.lifecycle import BackgroundLifecycle  # cleanup daemons + preemption tracker
+
+        self.lifecycle_bg = BackgroundLifecycle(self)
         for pod in self.initial_pods:
             self._start(pod)
         self.pod_list.focus()
@@ -188,6 +191,7 @@ class PrimeTrainApp(App[None]):
         if name not in self._pending:
             self.post_message(PodUpdated(name))
         self._pending[name] = snapshot
+        self.lifecycle_bg.observe(snapshot)
 
     def on_pod_updated(self, message: PodUpdated) -> None:
         snapshot = self._pending.pop(message.name, None)
@@ -375,6 +379,7 @@ class PrimeTrainApp(App[None]):
     def forget_pod(self, name: str) -> None:
         """Stop watching a pod and drop it from the sidebar and pods.toml (which keeps a .bak)."""
         pod = self.pods.pop(name, None)
+        self.lifecycle_bg.remove(name)
         if pod is None:
             return
         self.snapshots.pop(name, None)
@@ -477,6 +482,7 @@ class PrimeTrainApp(App[None]):
 
     def _start(self, pod: Pod) -> None:
         self.pods[pod.name] = pod
+        self.lifecycle_bg.add(pod)
         self.pod_list.add_pod(pod)
         self.sub_title = "SIMULATED" if any(p.simulated for p in self.pods.values()) else ""
         if self.monitor is not None:

@@ -237,3 +237,26 @@ async def test_demo_shows_simulated_offers_without_keys_and_rents_nothing(tmp_pa
         assert not isinstance(app.screen, RentScreen)
         assert any("SIMULATED offer" in str(n.message) for n in app._notifications)
     assert api.seen == [] and AuditLog(tmp_path / "audit.jsonl").records() == []
+
+
+async def test_a_rented_pod_its_provider_reports_terminated_closes_and_tells_the_tracker(tmp_path: Path):
+    from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
+    from services.monitor import MonitorService
+    from tests.app.test_alerts import _Parked
+
+    now = time.time()
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    r = Rental("spot1", "primeintellect", "pod-spot-1", "primeintellect 8× H100 spot", 9.6, 10.6, now - 600, None)
+    audit.append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
+    api = Api({"GET /api/v1/pods/status": [(200, {"data": [{"podId": "pod-spot-1", "status": "TERMINATED"}]})]})
+    pod = Pod(name="spot1", kind=PodKind.SSH, host="10.0.0.9", provider="primeintellect", provider_id="pod-spot-1")
+    app = PrimeTrainApp([pod], pods_path=tmp_path / "pods.toml",
+                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p)),
+                        rentals=lambda a: Rentals(a, audit, providers=api.providers, watch_interval=0.2))
+    async with app.run_test(size=(140, 40)) as pilot:
+        app.on_snapshot(PodSnapshot(pod=pod, status=PodStatus(PodState.OFFLINE, "connection refused", since=now)))
+        await _until(pilot, lambda: audit.open_rentals() == [])
+        assert [x["action"] for x in audit.records()][-1] == "gone"
+        assert any("reports spot1 terminated" in str(n.message) for n in app._notifications)
+        tracked = app.lifecycle_bg.tracker._pods.get("spot1") if app.lifecycle_bg.tracker else None
+        assert tracked is not None and tracked.terminated
