@@ -16,10 +16,9 @@ from services.offers.launch import DeadlineWatch, Providers, launch_offer, plan_
 from services.offers.models import Offer, PodAccess, ProviderFailure, parse_ssh
 from services.offers.rentals import AuditLog, Rental, default_deadline, open_rentals
 
-FIX = Path("/work/shared/fixtures/offers")
-URLS = {"primeintellect": "http://pi.test/api/v1", "vast": "http://vast.test/api/v0",
-        "lambda": "http://lambda.test/api/v1"}
-KEYS = {"primeintellect": "pk-secret-1234", "vast": "vk-secret-5678", "lambda": "lk-secret-9999"}
+from tests.services.test_offers import URLS, load  # the same fixtures and fake base URLs
+
+KEYS = {"primeintellect": "pk-secret-1234", "vast": "vk-secret-5678", "lambda": "lk-secret-9999"}  # found nowhere
 
 
 async def _nosleep(_: float) -> None:
@@ -27,10 +26,6 @@ async def _nosleep(_: float) -> None:
 
 
 FAST = RetryPolicy(attempts=2, base=0.0, sleep=_nosleep)
-
-
-def load(name: str):
-    return json.loads((FIX / name).read_text())
 
 
 class Api:
@@ -212,7 +207,6 @@ async def test_an_offer_above_the_cap_creates_nothing(tmp_path: Path):
 
 
 async def test_vast_and_lambda_launch_bodies(tmp_path: Path):
-    clock = Clock()
     lam_offer = next(o for o in lambda_.parse(load("lambda-instance-types.json")) if o.available)
     v_offer = vast.parse(load("vast-bundles-ondemand.json"))[0]
     api = Api({"GET /api/v1/ssh-keys": [(200, {"data": [{"id": "k1", "name": "laptop", "public_key": "ssh-ed25519 A"}]})],
