@@ -1,12 +1,18 @@
-"""What the subcommands share: resolving POD arguments and failing with one clear line."""
+"""What the subcommands share: resolving POD arguments, connecting to the pod, failing with one clear line."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
-from typing import Any
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from services.models import Pod
+
+if TYPE_CHECKING:
+    from services.monitor import MonitorSettings
+    from services.ssh import Connection
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -25,11 +31,70 @@ def resolve_pod(spec: str, saved: list[Pod] | None = None) -> Pod:
     return parse_pod_spec(spec)
 
 
+def pod_arg(args: argparse.Namespace) -> Pod:
+    """``args.pod`` resolved (see resolve_pod), ``--run-dir`` (when given) over the pod's own run_dir.
+    Raises SettingsError/PodSpecError: report them with ``fail_usage``."""
+    from dataclasses import replace
+
+    pod = resolve_pod(args.pod)
+    run_dir = getattr(args, "run_dir", None)
+    return replace(pod, run_dir=run_dir) if run_dir else pod
+
+
+def need_run_dir(pod: Pod, hint: str) -> str:
+    """The pod's run dir, or PodSpecError("no run directory for NAME") with ``hint``."""
+    from services.errors import PodSpecError
+
+    if not pod.run_dir:
+        raise PodSpecError(f"no run directory for {pod.name}", hint=hint)
+    return pod.run_dir
+
+
+def connection_for(pod: Pod, demo: "MonitorSettings | None" = None) -> "Connection":
+    """services.ssh.connect_pod's connection; the demo pod's simulated one only when ``demo`` settings
+    are given (otherwise it is a local connection, as in connect_pod)."""
+    from services.models import PodKind
+    from services.ssh import connect_pod
+
+    if pod.kind is PodKind.DEMO and demo is not None:
+        from services.demo.connection import DemoConnection
+
+        return DemoConnection(pod, demo)
+    return connect_pod(pod)
+
+
+@asynccontextmanager
+async def connected(pod: Pod, demo: "MonitorSettings | None" = None,
+                    timeout: float | None = None) -> AsyncIterator["Connection"]:
+    """A connected connection_for(pod, demo), closed on the way out (also when connecting fails).
+    ``timeout`` bounds the connect (asyncio.TimeoutError)."""
+    conn = connection_for(pod, demo)
+    try:
+        await asyncio.wait_for(conn.connect(), timeout)
+        yield conn
+    finally:
+        await conn.close()
+
+
 def fail(message: str, hint: str = "", code: int = EXIT_FAIL) -> int:
     print(f"prime-train-tui: {message}", file=sys.stderr)
     if hint:
         print(f"  hint: {hint}", file=sys.stderr)
     return code
+
+
+def fail_usage(exc: Any) -> int:
+    """Exit 2 for a bad POD argument or settings file (SettingsError/PodSpecError)."""
+    return fail(str(exc), exc.hint, EXIT_USAGE)
+
+
+def fail_error(exc: Any) -> int:
+    """Exit 1 for a PrimeTrainError met on the pod; an untrusted host key always carries a hint."""
+    from services.errors import HostKeyError
+
+    if isinstance(exc, HostKeyError):
+        return fail(str(exc), exc.hint or "headless mode never trusts a new host key")
+    return fail(str(exc), exc.hint)
 
 
 def add_backup_args(p: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from app.commands._support import EXIT_OK, EXIT_USAGE, fail, resolve_pod
+from app.commands._support import EXIT_OK, connected, fail, fail_error, fail_usage, need_run_dir, pod_arg
 
 
 def add_store_options(p: argparse.ArgumentParser) -> None:
@@ -52,19 +52,10 @@ def settings_from(args: argparse.Namespace) -> Any:
                                    keep_last=getattr(args, "keep_last", None))
 
 
-def open_pod(args: argparse.Namespace) -> tuple[Any, Any, str]:
-    """(pod, connection, run dir) for POD; raises PrimeTrainError."""
-    from dataclasses import replace
-
-    from services.errors import PodSpecError
-    from services.ssh import connect_pod
-
-    pod = resolve_pod(args.pod)
-    if args.run_dir:
-        pod = replace(pod, run_dir=args.run_dir)
-    if not pod.run_dir:
-        raise PodSpecError(f"no run directory for {pod.name}", hint="pass --run-dir DIR (the run's output dir)")
-    return pod, connect_pod(pod), pod.run_dir
+def open_pod(args: argparse.Namespace) -> tuple[Any, str]:
+    """(pod, run dir) for POD; raises SettingsError/PodSpecError."""
+    pod = pod_arg(args)
+    return pod, need_run_dir(pod, "pass --run-dir DIR (the run's output dir)")
 
 
 class Bar:
@@ -100,27 +91,25 @@ async def _backup(args: argparse.Namespace) -> int:
 
     try:
         settings = settings_from(args)
-        pod, conn, run_dir = open_pod(args)
+        pod, run_dir = open_pod(args)
     except (SettingsError, PodSpecError) as exc:
-        return fail(str(exc), exc.hint, EXIT_USAGE)
+        return fail_usage(exc)
     except PrimeTrainError as exc:
-        return fail(str(exc), exc.hint)
+        return fail_error(exc)
     bar = Bar(not args.json)
     try:
-        await conn.connect()
-        step = args.step
-        ckpts, _ = await pod_checkpoints(conn, run_dir)
-        if step is None:
-            complete = [c.step for c in ckpts if c.complete]
-            if not complete:
-                return fail(f"no complete checkpoint under {run_dir}/checkpoints on {pod.name}")
-            step = max(complete)
-        result = await backup_checkpoint(conn, settings, run_dir, step, on_progress=bar)
+        async with connected(pod) as conn:
+            step = args.step
+            ckpts, _ = await pod_checkpoints(conn, run_dir)
+            if step is None:
+                complete = [c.step for c in ckpts if c.complete]
+                if not complete:
+                    return fail(f"no complete checkpoint under {run_dir}/checkpoints on {pod.name}")
+                step = max(complete)
+            result = await backup_checkpoint(conn, settings, run_dir, step, on_progress=bar)
     except PrimeTrainError as exc:
         bar.close()
-        return fail(str(exc), exc.hint)
-    finally:
-        await conn.close()
+        return fail_error(exc)
     bar.close()
     m = result.manifest
     doc = {"pod": pod.name, "step": step, "bucket": settings.bucket, "prefix": settings.prefix_for(run_dir),

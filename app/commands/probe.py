@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from app.commands._support import EXIT_OK, EXIT_USAGE, fail, resolve_pod
+from app.commands._support import EXIT_OK, connected, fail, fail_error, fail_usage, pod_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,64 +27,46 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _probe(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from services.errors import HostKeyError, PodSpecError, PrimeTrainError, SettingsError
-    from services.models import PodKind, Sample
+    from services.errors import PodSpecError, PrimeTrainError, SettingsError
+    from services.models import Sample
     from services.monitor import MonitorSettings
-    from services.ssh import LocalConnection, SSHConnection
 
     try:
-        pod = resolve_pod(args.pod)
+        pod = pod_arg(args)
     except (SettingsError, PodSpecError) as exc:
-        return fail(str(exc), exc.hint, EXIT_USAGE)
-    if args.run_dir:
-        pod = replace(pod, run_dir=args.run_dir)
-    if pod.kind is PodKind.SSH:
-        conn = SSHConnection(pod)
-    elif pod.kind is PodKind.DEMO:
-        from services.demo.connection import DemoConnection
-
-        conn = DemoConnection(pod, MonitorSettings(interval=args.interval))
-    else:
-        conn = LocalConnection(pod)
-
+        return fail_usage(exc)
     probe_args = ["--interval", f"{args.interval:g}"]
     if args.once:
         probe_args.append("--once")
     if pod.run_dir:
         probe_args += ["--run-dir", pod.run_dir]
     try:
-        await conn.connect()
-        stream = await conn.start_probe(probe_args)
-        printed = 0
-        while True:
-            line = await asyncio.wait_for(stream.readline(), args.timeout)
-            if not line:
-                if printed:
+        async with connected(pod, demo=MonitorSettings(interval=args.interval)) as conn:
+            stream = await conn.start_probe(probe_args)
+            printed = 0
+            while True:
+                line = await asyncio.wait_for(stream.readline(), args.timeout)
+                if not line:
+                    if printed:
+                        return EXIT_OK
+                    tail = stream.stderr_tail().strip()
+                    return fail("the probe exited without a sample" + (f": {tail}" if tail else ""))
+                try:
+                    sample = Sample.from_line(line)
+                except PrimeTrainError:
+                    continue  # malformed lines are skipped, never fatal
+                if args.json:
+                    sys.stdout.write(line.decode("utf-8", "replace").rstrip("\n") + "\n")
+                else:
+                    _print_sample(pod, sample)
+                sys.stdout.flush()
+                printed += 1
+                if args.once:
                     return EXIT_OK
-                tail = stream.stderr_tail().strip()
-                return fail("the probe exited without a sample" + (f": {tail}" if tail else ""))
-            try:
-                sample = Sample.from_line(line)
-            except PrimeTrainError:
-                continue  # malformed lines are skipped, never fatal
-            if args.json:
-                sys.stdout.write(line.decode("utf-8", "replace").rstrip("\n") + "\n")
-            else:
-                _print_sample(pod, sample)
-            sys.stdout.flush()
-            printed += 1
-            if args.once:
-                return EXIT_OK
-    except HostKeyError as exc:
-        return fail(str(exc), exc.hint or "headless mode never trusts a new host key")
     except PrimeTrainError as exc:
-        return fail(str(exc), exc.hint)
+        return fail_error(exc)
     except asyncio.TimeoutError:
         return fail(f"no sample from {pod.name} within {args.timeout:g} s")
-    finally:
-        await conn.close()
 
 
 def _print_sample(pod, sample) -> None:

@@ -19,7 +19,8 @@ import json
 import sys
 import time
 
-from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, resolve_pod
+from app.commands._support import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, connected, fail, fail_error, fail_usage,
+                                   need_run_dir, pod_arg)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,56 +44,45 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _profile(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from services.bottleneck import analyze
     from services.bottleneck_report import read_run, write_markdown
-    from services.errors import HostKeyError, PodSpecError, PrimeTrainError, SettingsError
+    from services.errors import PodSpecError, PrimeTrainError, SettingsError
     from services.metrics import parse_run
     from services.models import PodKind
-    from services.ssh import LocalConnection, SSHConnection
 
     try:
-        pod = resolve_pod(args.pod)
+        pod = pod_arg(args)
+        if pod.kind is PodKind.DEMO:
+            return fail("profile reads a run directory; the demo pod's lives only inside the TUI",
+                        "run `python -m services.demo.trainer --run-dir DIR --profile latency-bound` and "
+                        "`profile local --run-dir DIR`", EXIT_USAGE)
+        run_dir = need_run_dir(pod, "pass --run-dir DIR (the prime-rl output dir)")
     except (SettingsError, PodSpecError) as exc:
-        return fail(str(exc), exc.hint, EXIT_USAGE)
-    if args.run_dir:
-        pod = replace(pod, run_dir=args.run_dir)
-    if pod.kind is PodKind.DEMO:
-        return fail("profile reads a run directory; the demo pod's lives only inside the TUI",
-                    "run `python -m services.demo.trainer --run-dir DIR --profile latency-bound` and "
-                    "`profile local --run-dir DIR`", EXIT_USAGE)
-    if not pod.run_dir:
-        return fail(f"no run directory for {pod.name}", "pass --run-dir DIR (the prime-rl output dir)", EXIT_USAGE)
-    conn = SSHConnection(pod) if pod.kind is PodKind.SSH else LocalConnection(pod)
+        return fail_usage(exc)
     try:
-        await conn.connect()
-        metrics, console = await read_run(conn, pod.run_dir, args.steps)
-        parsed = parse_run(metrics, console)
-        if args.follow:
-            start = max(parsed.steps, default=0)
-            deadline = time.monotonic() + args.timeout
-            while True:
-                fresh = [n for n in parsed.steps if n > start]
-                if len(fresh) >= args.steps:
-                    break
-                if time.monotonic() > deadline:
-                    return fail(f"only {len(fresh)} new steps within {args.timeout:g} s")
-                if not args.json:
-                    print(f"waiting for steps: {len(fresh)}/{args.steps} after step {start}", file=sys.stderr)
-                await asyncio.sleep(args.poll)
-                metrics, console = await read_run(conn, pod.run_dir, args.steps)
-                parsed = parse_run(metrics, console)
-            parsed.steps = {n: s for n, s in parsed.steps.items() if start < n <= start + args.steps}
-        breakdown = analyze(parsed, args.steps)
-    except HostKeyError as exc:
-        return fail(str(exc), exc.hint or "headless mode never trusts a new host key")
+        async with connected(pod) as conn:
+            metrics, console = await read_run(conn, run_dir, args.steps)
+            parsed = parse_run(metrics, console)
+            if args.follow:
+                start = max(parsed.steps, default=0)
+                deadline = time.monotonic() + args.timeout
+                while True:
+                    fresh = [n for n in parsed.steps if n > start]
+                    if len(fresh) >= args.steps:
+                        break
+                    if time.monotonic() > deadline:
+                        return fail(f"only {len(fresh)} new steps within {args.timeout:g} s")
+                    if not args.json:
+                        print(f"waiting for steps: {len(fresh)}/{args.steps} after step {start}", file=sys.stderr)
+                    await asyncio.sleep(args.poll)
+                    metrics, console = await read_run(conn, run_dir, args.steps)
+                    parsed = parse_run(metrics, console)
+                parsed.steps = {n: s for n, s in parsed.steps.items() if start < n <= start + args.steps}
+            breakdown = analyze(parsed, args.steps)
     except PrimeTrainError as exc:
-        return fail(str(exc), exc.hint)
+        return fail_error(exc)
     except asyncio.TimeoutError:
-        return fail(f"reading {pod.run_dir} on {pod.name} timed out")
-    finally:
-        await conn.close()
+        return fail(f"reading {run_dir} on {pod.name} timed out")
 
     if args.markdown:
         write_markdown(breakdown, args.markdown, f"Bottleneck profile — {pod.label}")

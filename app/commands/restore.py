@@ -11,7 +11,7 @@ import argparse
 import asyncio
 import json
 
-from app.commands._support import EXIT_OK, EXIT_USAGE, fail
+from app.commands._support import EXIT_OK, connected, fail_error, fail_usage
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,21 +34,19 @@ async def _restore(args: argparse.Namespace) -> int:
 
     try:
         settings = settings_from(args)
-        pod, conn, run_dir = open_pod(args)
+        pod, run_dir = open_pod(args)
     except (SettingsError, PodSpecError) as exc:
-        return fail(str(exc), exc.hint, EXIT_USAGE)
+        return fail_usage(exc)
     except PrimeTrainError as exc:
-        return fail(str(exc), exc.hint)
+        return fail_error(exc)
     bar = Bar(not args.json)
+    notes: list[str] = []
     try:
-        await conn.connect()
-        notes: list[str] = []
-        manifest = await restore_checkpoint(conn, settings, run_dir, args.step, on_progress=bar, notes=notes)
+        async with connected(pod) as conn:
+            manifest = await restore_checkpoint(conn, settings, run_dir, args.step, on_progress=bar, notes=notes)
     except PrimeTrainError as exc:
         bar.close()
-        return fail(str(exc), exc.hint)
-    finally:
-        await conn.close()
+        return fail_error(exc)
     bar.close()
     path = f"{run_dir.rstrip('/')}/checkpoints/step_{manifest.step}"
     if args.json:

@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, replace
 from typing import Any
 
-from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, resolve_pod
+from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, connected, fail, fail_usage, resolve_pod
 
 TAIL_SCRIPT = r"""
 import glob, json, os, sys, time
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
             pods = load_pods()
     except (SettingsError, PodSpecError) as exc:
-        return fail(str(exc), exc.hint, EXIT_USAGE)
+        return fail_usage(exc)
     if not pods:
         return fail("no pods to look at", "name one (status POD) or add pods to pods.toml", EXIT_USAGE)
     if args.run_dir:
@@ -109,52 +109,17 @@ async def _all(pods, timeout: float) -> list[dict[str, Any]]:
     return list(await asyncio.gather(*(_one(p, timeout) for p in pods)))
 
 
-def _connection(pod):
-    from services.models import PodKind
-    from services.monitor import MonitorSettings
-    from services.ssh import LocalConnection, SSHConnection
-
-    if pod.kind is PodKind.SSH:
-        return SSHConnection(pod)
-    if pod.kind is PodKind.DEMO:
-        from services.demo.connection import DemoConnection
-
-        return DemoConnection(pod, MonitorSettings())
-    return LocalConnection(pod)
-
-
 async def _one(pod, timeout: float) -> dict[str, Any]:
     from services.errors import AuthError, HostKeyError, PrimeTrainError
-    from services.models import PodKind, PodState, Sample
-    from services.ssh import SSHConnection
+    from services.models import PodKind, PodState
+    from services.monitor import MonitorSettings
 
     result: dict[str, Any] = {"name": pod.name, "state": PodState.OFFLINE.value, "reason": "", "reached": False,
                               "gpus": [], "host": None, "run": _run_json(None, None), "alerts": [],
                               "wandb": None}
-    conn = _connection(pod)
     try:
-        await asyncio.wait_for(conn.connect(), timeout)
-        args = ["--once", "--interval", "1"] + (["--run-dir", pod.run_dir] if pod.run_dir else [])
-        stream = await conn.start_probe(args)
-        sample = None
-        while sample is None:
-            line = await asyncio.wait_for(stream.readline(), timeout)
-            if not line:
-                raise PrimeTrainError("the probe exited without a sample: " + stream.stderr_tail().strip()[-200:])
-            try:
-                sample = Sample.from_line(line)
-            except PrimeTrainError:
-                continue  # malformed lines are skipped
-        tails = None
-        if pod.run_dir:
-            python = "python3" if isinstance(conn, SSHConnection) else shlex.quote(sys.executable)
-            cmd = f"{python} -c {shlex.quote(TAIL_SCRIPT)} {shlex.quote(pod.run_dir)}"
-            code, out, _err = await conn.run(cmd, timeout=timeout)
-            if code == 0:
-                try:
-                    tails = json.loads(out)
-                except ValueError:
-                    tails = None
+        async with connected(pod, demo=MonitorSettings(), timeout=timeout) as conn:
+            sample, tails = await _look(conn, pod, timeout)
         result.update(reached=True, state=PodState.ONLINE.value)
         wandb = await _wandb(tails)
         result.update(_judge(pod, sample, tails, host_rules=pod.kind is not PodKind.DEMO, wandb=wandb))
@@ -167,9 +132,37 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
         result.update(reason=f"no answer within {timeout:g} s")
     except (PrimeTrainError, OSError) as exc:
         result.update(reason=str(exc))
-    finally:
-        await conn.close()
     return result
+
+
+async def _look(conn, pod, timeout: float) -> tuple[Any, dict | None]:
+    """The probe's --once sample and the run dir's tails (None without a run dir or when unreadable)."""
+    from services.errors import PrimeTrainError
+    from services.models import Sample
+    from services.ssh import SSHConnection
+
+    args = ["--once", "--interval", "1"] + (["--run-dir", pod.run_dir] if pod.run_dir else [])
+    stream = await conn.start_probe(args)
+    sample = None
+    while sample is None:
+        line = await asyncio.wait_for(stream.readline(), timeout)
+        if not line:
+            raise PrimeTrainError("the probe exited without a sample: " + stream.stderr_tail().strip()[-200:])
+        try:
+            sample = Sample.from_line(line)
+        except PrimeTrainError:
+            continue  # malformed lines are skipped
+    if not pod.run_dir:
+        return sample, None
+    python = "python3" if isinstance(conn, SSHConnection) else shlex.quote(sys.executable)
+    cmd = f"{python} -c {shlex.quote(TAIL_SCRIPT)} {shlex.quote(pod.run_dir)}"
+    code, out, _err = await conn.run(cmd, timeout=timeout)
+    if code != 0:
+        return sample, None
+    try:
+        return sample, json.loads(out)
+    except ValueError:
+        return sample, None
 
 
 async def _wandb(tails: dict | None):
