@@ -56,6 +56,19 @@ async def request_json(client: httpx.AsyncClient, method: str, url: str, *, api_
     raise ProviderFailure(f"{last} (after {retry.attempts} tries)", status)
 
 
+NOT_FOUND: Any = object()  # request_unless_gone's answer for a 404: the instance no longer exists
+
+
+async def request_unless_gone(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> Any:
+    """request_json about one instance; a 404 answers :data:`NOT_FOUND` instead of raising."""
+    try:
+        return await request_json(client, method, url, **kwargs)
+    except ProviderFailure as exc:
+        if exc.status == 404:
+            return NOT_FOUND
+        raise
+
+
 def _hint(status: int, message: str) -> str:
     if status == 401 or "invalid user key" in message.lower():
         return f"{message} — check the API key"

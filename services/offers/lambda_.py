@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from services.offers._http import RetryPolicy, request_json
+from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
 from services.offers.models import Offer, PodAccess, ProviderFailure, canonical_gpu, nominal_gb, number
 
 NAME = "lambda"
@@ -106,26 +106,18 @@ def access(inst: Any, pod_id: str) -> PodAccess:
 
 async def status(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
                  retry: RetryPolicy | None = None) -> PodAccess:
-    try:
-        data = await request_json(client, "GET", f"{base_url.rstrip('/')}/instances/{pod_id}", api_key=api_key,
-                                  retry=retry)
-    except ProviderFailure as exc:
-        if exc.status == 404:
-            return access(None, pod_id)
-        raise
+    data = await request_unless_gone(client, "GET", f"{base_url.rstrip('/')}/instances/{pod_id}", api_key=api_key,
+                                     retry=retry)
+    if data is NOT_FOUND:
+        return access(None, pod_id)
     return access(data.get("data") if isinstance(data, dict) else None, pod_id)
 
 
 async def terminate(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
                     retry: RetryPolicy | None = None) -> str:
-    try:
-        await request_json(client, "POST", f"{base_url.rstrip('/')}/instance-operations/terminate",
-                           api_key=api_key, retry=retry, json={"instance_ids": [pod_id]})
-    except ProviderFailure as exc:
-        if exc.status == 404:
-            return "already gone"
-        raise
-    return "terminated"
+    data = await request_unless_gone(client, "POST", f"{base_url.rstrip('/')}/instance-operations/terminate",
+                                     api_key=api_key, retry=retry, json={"instance_ids": [pod_id]})
+    return "already gone" if data is NOT_FOUND else "terminated"
 
 
 async def find(client: httpx.AsyncClient, api_key: str, name: str, *, base_url: str = DEFAULT_URL) -> str | None:

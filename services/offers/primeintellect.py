@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from services.offers._http import RetryPolicy, request_json
+from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
 from services.offers.models import Offer, PodAccess, ProviderFailure, canonical_gpu, nominal_gb, number, parse_ssh
 
 NAME = "primeintellect"
@@ -168,13 +168,10 @@ async def status(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_u
 
 async def terminate(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
                     retry: RetryPolicy | None = None) -> str:
-    try:
-        data = await request_json(client, "DELETE", f"{base_url.rstrip('/')}/pods/{pod_id}", api_key=api_key,
-                                  retry=retry)
-    except ProviderFailure as exc:
-        if exc.status == 404:
-            return "already gone"
-        raise
+    data = await request_unless_gone(client, "DELETE", f"{base_url.rstrip('/')}/pods/{pod_id}", api_key=api_key,
+                                     retry=retry)
+    if data is NOT_FOUND:
+        return "already gone"
     return str(data.get("status") or "terminated").lower() if isinstance(data, dict) else "terminated"
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from services.offers._http import RetryPolicy, request_json
+from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
 from services.offers.models import Offer, PodAccess, ProviderFailure, canonical_gpu, number
 
 NAME = "vast"
@@ -109,13 +109,10 @@ def access(inst: Any, pod_id: str) -> PodAccess:
 
 async def status(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
                  retry: RetryPolicy | None = None) -> PodAccess:
-    try:
-        data = await request_json(client, "GET", f"{base_url.rstrip('/')}/instances/{pod_id}/", api_key=api_key,
-                                  retry=retry, params={"owner": "me"})
-    except ProviderFailure as exc:
-        if exc.status == 404:
-            return access(None, pod_id)
-        raise
+    data = await request_unless_gone(client, "GET", f"{base_url.rstrip('/')}/instances/{pod_id}/", api_key=api_key,
+                                     retry=retry, params={"owner": "me"})
+    if data is NOT_FOUND:
+        return access(None, pod_id)
     inst = data.get("instances") if isinstance(data, dict) else None
     if isinstance(inst, list):  # the list shape of other endpoints
         inst = next((i for i in inst if isinstance(i, dict) and str(i.get("id")) == pod_id), None)
@@ -124,13 +121,10 @@ async def status(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_u
 
 async def terminate(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
                     retry: RetryPolicy | None = None) -> str:
-    try:
-        data = await request_json(client, "DELETE", f"{base_url.rstrip('/')}/instances/{pod_id}/",
-                                  api_key=api_key, retry=retry)
-    except ProviderFailure as exc:
-        if exc.status == 404:
-            return "already gone"
-        raise
+    data = await request_unless_gone(client, "DELETE", f"{base_url.rstrip('/')}/instances/{pod_id}/",
+                                     api_key=api_key, retry=retry)
+    if data is NOT_FOUND:
+        return "already gone"
     if isinstance(data, dict) and data.get("success") is False:
         raise ProviderFailure(str(data.get("msg") or data.get("error") or "destroy refused"))
     return "destroyed"

@@ -127,6 +127,21 @@ async def test_terminate_per_provider_and_404_is_already_gone():
     assert all(r.headers["authorization"].startswith("Bearer ") for r in api.seen)
 
 
+async def test_a_404_means_the_instance_is_gone_for_every_provider_and_other_errors_still_raise():
+    api = Api({"DELETE /api/v0/instances/gone/": [(404, {"msg": "no such instance"})],
+               "POST /api/v1/instance-operations/terminate": [(404, {"error": {"message": "not found"}}),
+                                                              (403, {"error": {"message": "forbidden"}})]})
+    async with api.providers() as p:  # unrouted paths answer 404 too
+        assert await p.terminate("vast", "gone") == "already gone"
+        assert await p.terminate("lambda", "gone") == "already gone"
+        for provider in ("vast", "lambda"):
+            access = await p.status(provider, "gone")
+            assert access.state == "terminated" and "no longer lists" in access.message
+        with pytest.raises(ProviderFailure) as err:
+            await p.terminate("lambda", "l1")
+    assert err.value.status == 403
+
+
 # ------------------------------------------------------------------ the launch flow
 def _ready_status(port: int) -> dict:
     item = load("primeintellect-pods-status.json")["data"][0]
