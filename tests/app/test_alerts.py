@@ -16,19 +16,17 @@ import asyncio
 import re
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
 
 from app.tui import PrimeTrainApp
 from services.health import HealthSettings
 from services.models import Alert, Pod, PodKind, PodSnapshot, PodState, PodStatus, Severity
 from services.monitor import MonitorService, MonitorSettings
 from services.ssh import Connection
+from tests.app.helpers import wait_for
 from tests.conftest import SSHD, _make_server
 from widgets.alerts_view import AlertList
 from widgets.monitor_pane import MonitorPane
@@ -53,14 +51,6 @@ def sshd(tmp_path: Path):
 @pytest.fixture(autouse=True)
 def isolated_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path / "config"))
-
-
-async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {condition}")
-        await pilot.pause(0.05)
 
 
 def toasts(app: PrimeTrainApp) -> list[tuple[str, str, str]]:

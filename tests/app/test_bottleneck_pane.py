@@ -14,6 +14,7 @@ from textual.app import App, ComposeResult
 from app.panes.bottleneck import BottleneckPane
 from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
 from services.monitor import MonitorService, MonitorSettings
+from tests.app.helpers import wait_for
 from widgets.bottleneck_view import BottleneckView, bar
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,14 +47,6 @@ class PaneApp(App):
 
     async def on_unmount(self) -> None:
         await self.monitor.aclose()
-
-
-async def wait_for(pilot, cond, timeout: float = 20.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.fixture

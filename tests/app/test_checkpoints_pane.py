@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -13,6 +12,7 @@ from app.screens.confirm import ConfirmScreen
 from services.backup import TransferProgress
 from services.models import CheckpointInfo, HostSample, PodSnapshot, PodState, PodStatus, Sample
 from tests.services.backup_fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.app.helpers import wait_for
 from tests.services.backup_fixtures import SECRET_KEY, write_checkpoint
 from widgets.checkpoints_view import CheckpointsModel, disk_line, transfer_line
 
@@ -41,13 +41,6 @@ def snapshot(pod, run_dir, now: float) -> PodSnapshot:
     return PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE), history=(sample,))
 
 
-async def until(pred, timeout=20.0):
-    end = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < end, "timed out"
-        await asyncio.sleep(0.05)
-
-
 def text_of(app) -> str:
     from textual.widgets import Label, Static
 
@@ -70,21 +63,21 @@ async def test_backup_and_restore_from_the_pane(sshd, client_home, s3env, tmp_pa
         assert app.query_one("#ck-empty").display
         pane.show(snapshot(pod, run, time.time()), 1000.0)
         pane.focus()
-        await until(lambda: pane.bucket.get(pod.name) == ())
+        await wait_for(pilot, lambda: pane.bucket.get(pod.name) == ())
         assert pane.backup_candidate() == 4  # newest complete, not step 6 (still being written)
 
         await pilot.press("b")
-        await until(lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("n")  # declined: nothing happens
         await pilot.pause()
         assert s3env.keys() == [] and not app.finished
 
         await pilot.press("b")
-        await until(lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await until(lambda: app.finished, 30)
+        await wait_for(pilot, lambda: app.finished, 30)
         assert app.finished[0].ok and app.finished[0].step == 4, app.finished[0].message
-        await until(lambda: any(c.verified for c in pane.bucket.get(pod.name, ())))
+        await wait_for(pilot, lambda: any(c.verified for c in pane.bucket.get(pod.name, ())))
         assert [(c.step, c.verified) for c in pane.bucket[pod.name]] == [(4, True)]
         assert pane.backup_candidate() == 2
         await pilot.pause()
@@ -96,11 +89,11 @@ async def test_backup_and_restore_from_the_pane(sshd, client_home, s3env, tmp_pa
         (lost / "checkpoints").mkdir(parents=True)
         pod2 = sshd.pod(name="pod2", run_dir=str(lost), probe_dir=str(tmp_path / "cache"))
         pane.show(snapshot(pod2, lost, time.time()), 2000.0)
-        await until(lambda: pane.bucket.get("pod2"))
+        await wait_for(pilot, lambda: pane.bucket.get("pod2"))
         await pilot.press("u")
-        await until(lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await until(lambda: len(app.finished) == 2, 30)
+        await wait_for(pilot, lambda: len(app.finished) == 2, 30)
         assert app.finished[1].ok and app.finished[1].action == "restore", app.finished[1].message
     assert (lost / "checkpoints/step_4/trainer/__0_0.distcp").read_bytes() == \
         (run / "checkpoints/step_4/trainer/__0_0.distcp").read_bytes()

@@ -4,7 +4,6 @@ save with backup, parse errors that keep the text, on-disk changes, and a snapsh
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from textual.widgets import TextArea
 
 from app.panes.config import ConfigPane
 from widgets.config_findings import FindingsList
+from tests.app.helpers import wait_for
 from tests.services.config.test_rules import RL_BASE
 
 SIZE = (140, 36)
@@ -33,14 +33,6 @@ class PaneApp(App[None]):
 def isolated_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("PRIME_TRAIN_TUI_DATA_DIR", str(tmp_path / "data"))
-
-
-async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await pilot.pause(0.02)
 
 
 def ids(pane: ConfigPane) -> list[tuple[str, int]]:

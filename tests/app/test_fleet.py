@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from services.models import (
 )
 from services.monitor import MonitorService, MonitorSettings
 from services.ssh import Connection
+from tests.app.helpers import wait_for
 from widgets.alerts_log import AlertLog
 from widgets.fleet_view import COLUMN_KEYS, FleetView
 
@@ -165,14 +165,8 @@ async def test_live_demo_pod_in_the_fleet_view() -> None:
         await pilot.press("o")
         table = app.screen.query_one(FleetView)
 
-        async def until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
-            deadline = time.monotonic() + timeout
-            while not cond():
-                assert time.monotonic() < deadline, "timed out"
-                await pilot.pause(0.05)
-
-        await until(lambda: table.cells("demo") is not None and "online" in str(table.get_cell("demo", "state")))
-        await until(lambda: table.get_cell("demo", "step") not in ("N/A",), timeout=20)
+        await wait_for(pilot, lambda: table.cells("demo") is not None and "online" in str(table.get_cell("demo", "state")))
+        await wait_for(pilot, lambda: table.get_cell("demo", "step") not in ("N/A",), timeout=20)
         assert "%" in table.get_cell("demo", "util")
 
 

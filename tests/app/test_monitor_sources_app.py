@@ -8,16 +8,15 @@ main screen, and what fired stays there after it cleared.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from textual.pilot import Pilot
 
 from app.tui import PrimeTrainApp
 from services.models import Alert, Pod, PodKind, PodState, PodStatus, RunProgress, Severity
 from services.monitor import MonitoredSnapshot, MonitorService, MonitorSettings
 from services.wandb_status import WandbStatus
+from tests.app.helpers import wait_for
 from tests.app.test_alerts import _Parked
 
 SIZE = (160, 50)
@@ -26,14 +25,6 @@ SIZE = (160, 50)
 @pytest.fixture(autouse=True)
 def isolated_config(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path / "config"))
-
-
-async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {condition}")
-        await pilot.pause(0.05)
 
 
 def text(app: PrimeTrainApp, wid: str) -> str:

@@ -20,6 +20,7 @@ from app.tui import PrimeTrainApp
 from services.offers import cache, primeintellect
 from services.offers.models import FetchResult
 from services.offers.rentals import AuditLog, Rental
+from tests.app.helpers import wait_for
 from tests.services.test_offers_launch import Api, load
 from widgets.offers_view import OffersView
 
@@ -27,14 +28,6 @@ from widgets.offers_view import OffersView
 def _offers_cached(now: float) -> None:
     offers = primeintellect.parse(load("primeintellect-availability-gpus.json"))
     cache.save(cache_dir(), False, FetchResult(tuple(offers)), now)
-
-
-async def _until(pilot, cond, tries: int = 200) -> None:
-    for _ in range(tries):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not reached")
 
 
 def _status(sshd, pod_id: str, price: float) -> dict:
@@ -58,12 +51,12 @@ async def test_rent_an_offer_then_terminate_it(tmp_path: Path, sshd, client_home
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("2")
         table = app.query_one(OffersView)
-        await _until(pilot, lambda: table.row_count > 0)
+        await wait_for(pilot, lambda: table.row_count > 0)
         table.focus()
         first = table.ordered()[0]
         assert first.offer.price_hr == cheapest
         await pilot.press("enter")
-        await _until(pilot, lambda: isinstance(app.screen, RentScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, RentScreen))
         screen = app.screen
         cap = screen.query_one("#rent-cap", Input)
         assert float(cap.value) == pytest.approx(round(first.offer.price_hr * 1.10 + 0.005, 2), abs=0.011)
@@ -77,7 +70,7 @@ async def test_rent_an_offer_then_terminate_it(tmp_path: Path, sshd, client_home
         assert not screen.query_one("#yes", Button).disabled
         assert "Worst case before the deadline" in str(screen.query_one("#rent-worst", Static).render())
         await pilot.click("#yes")
-        await _until(pilot, lambda: any(p.provider for p in app.pods.values()))
+        await wait_for(pilot, lambda: any(p.provider for p in app.pods.values()))
         pod = next(p for p in app.pods.values() if p.provider)
         assert (pod.host, pod.port, pod.provider_id) == ("127.0.0.1", sshd.port, "pod-synthetic-0001")
         assert pod.deadline == pytest.approx(now + 3 * 3600, abs=60) and pod.price_per_hr == cheapest
@@ -88,14 +81,14 @@ async def test_rent_an_offer_then_terminate_it(tmp_path: Path, sshd, client_home
         assert saved[pod.name].provider_id == "pod-synthetic-0001"
         assert app.selected == pod.name
         row = app.pod_list.row(pod.name)
-        await _until(pilot, lambda: "(in 2 h" in row.text or "(in 3 h" in row.text)
+        await wait_for(pilot, lambda: "(in 2 h" in row.text or "(in 3 h" in row.text)
         assert f"${cheapest:.2f}/hr · ends" in row.text
 
         await pilot.press("T")
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert "cost ≈ $" in app.screen.question and "pod-synthetic-0001" in app.screen.question
         await pilot.press("y")
-        await _until(pilot, lambda: pod.name not in app.pods)
+        await wait_for(pilot, lambda: pod.name not in app.pods)
         await app.workers.wait_for_complete()
     actions = [r["action"] for r in audit.records()]
     assert actions == ["create-request", "create", "ready", "terminate"]
@@ -118,7 +111,7 @@ async def test_overdue_rentals_are_offered_for_termination_at_start(tmp_path: Pa
     app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
                         rentals=lambda a: Rentals(a, audit, providers=api.providers))
     async with app.run_test(size=(140, 40)) as pilot:
-        await _until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert "past their auto-terminate deadline" in app.screen.question and "old-pod" in app.screen.question
         await pilot.press(answer)
         await pilot.pause(0.2)
@@ -151,7 +144,7 @@ async def test_config_pane_model_is_what_the_offers_pane_prices(tmp_path: Path):
                         rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
     async with app.run_test(size=(140, 40)) as pilot:
         pane = app.offers_pane
-        await _until(pilot, lambda: pane.run.model == "Qwen/Qwen3-8B")
+        await wait_for(pilot, lambda: pane.run.model == "Qwen/Qwen3-8B")
         assert pane.run.steps == 40 and "rl.toml" in pane.run_source
         assert json.dumps(pane.run.train_tokens_per_step) == str(64 * 2048)
 
@@ -165,7 +158,7 @@ async def test_the_pane_says_which_keys_are_set_masked(tmp_path: Path, monkeypat
                         rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
     async with app.run_test(size=(160, 40)) as pilot:
         label = app.offers_pane.query_one("#of-keys", Label)
-        await _until(pilot, lambda: "Keys:" in str(label.render()))
+        await wait_for(pilot, lambda: "Keys:" in str(label.render()))
         text = str(label.render())
         assert "primeintellect ✓ pk-…op (PRIME_API_KEY)" in text and "vast ✗ set VAST_API_KEY" in text
         assert "abcdefghijklmnop" not in text
@@ -205,7 +198,7 @@ async def test_a_real_runs_rate_calibrates_the_offers_pane(tmp_path: Path):
                         rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
     async with app.run_test(size=(160, 40)) as pilot:
         pane = app.offers_pane
-        await _until(pilot, lambda: bool(pane.ranked))
+        await wait_for(pilot, lambda: bool(pane.ranked))
         h100x8 = [r for r in pane.ranked if r.offer.gpu_type == "H100" and r.offer.gpu_count == 8]
         assert h100x8 and all(r.measured and r.est_hours == pytest.approx(5.0) for r in h100x8)  # 500 steps / 100
         assert not any(r.measured for r in pane.ranked if r.offer.gpu_count != 8)
@@ -224,7 +217,7 @@ async def test_demo_shows_simulated_offers_without_keys_and_rents_nothing(tmp_pa
                         rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=api.providers))
     async with app.run_test(size=(160, 40)) as pilot:
         pane = app.offers_pane
-        await _until(pilot, lambda: bool(pane.ranked))
+        await wait_for(pilot, lambda: bool(pane.ranked))
         assert "SIMULATED offers" in str(pane.query_one("#of-status", Label).render())
         assert {r.offer.provider for r in pane.ranked} == {"primeintellect", "vast", "lambda"}
         pane.query_one("#of-max-price", Input).value = "5"  # a filter keeps the SIMULATED note
@@ -255,7 +248,7 @@ async def test_a_rented_pod_its_provider_reports_terminated_closes_and_tells_the
                         rentals=lambda a: Rentals(a, audit, providers=api.providers, watch_interval=0.2))
     async with app.run_test(size=(140, 40)) as pilot:
         app.on_snapshot(PodSnapshot(pod=pod, status=PodStatus(PodState.OFFLINE, "connection refused", since=now)))
-        await _until(pilot, lambda: audit.open_rentals() == [])
+        await wait_for(pilot, lambda: audit.open_rentals() == [])
         assert [x["action"] for x in audit.records()][-1] == "gone"
         assert any("reports spot1 terminated" in str(n.message) for n in app._notifications)
         tracked = app.lifecycle_bg.tracker._pods.get("spot1") if app.lifecycle_bg.tracker else None

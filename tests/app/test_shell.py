@@ -8,9 +8,6 @@ an sshd (covered end to end in the services tests).
 
 from __future__ import annotations
 
-import time
-
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,6 +34,7 @@ from services.models import (
     Sample,
 )
 from services.monitor import MonitorSettings
+from tests.app.helpers import wait_for
 from widgets.monitor_pane import GpuRow, MonitorPane
 from widgets.format import GIB, series
 from widgets.trend import Trend, bar_cells
@@ -71,14 +69,6 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def pods_path(tmp_path: Path) -> Path:
     return tmp_path / "config" / "pods.toml"
-
-
-async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {condition}")
-        await pilot.pause(0.05)
 
 
 def row_text(app: PrimeTrainApp, name: str) -> str:

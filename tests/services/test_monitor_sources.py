@@ -9,6 +9,7 @@ from pathlib import Path
 
 from services.models import Pod, PodKind, PodSnapshot
 from services.monitor import MonitorService, MonitorSettings
+from tests.services.test_monitor import wait_for
 
 WANDB_LINE = ("wandb: \U0001f680 View run quiet-sun-7 at: \x1b[34m\x1b[4mhttps://wandb.ai/acme/rl-runs/runs/"
               "k3x9q2\x1b[0m")
@@ -17,15 +18,6 @@ WANDB_LINE = ("wandb: \U0001f680 View run quiet-sun-7 at: \x1b[34m\x1b[4mhttps:/
 def step_line(n: int) -> str:
     return (f"14:00:{n:02d} SUCCESS Step {n} |    1.0s | Loss 0.{n:04d} | Entropy 0.4 | Mismatch KL 0.001 | "
             "Grad. Norm 0.2 | LR 3.00e-06 | Throughput 25000 tokens/s | MFU 31.0% | Peak Mem. 41.0 GiB\n")
-
-
-async def wait_for(predicate, timeout: float = 15.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := predicate():
-            return result
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class FakeWandb:
