@@ -157,6 +157,17 @@ def write_config(run_dir, max_steps):
     os.replace(tmp, os.path.join(d, "trainer.json"))
 
 
+def paced_steps(seed, step_seconds, max_steps):
+    """(step, step_values) once per ``step_seconds`` of wall time from the first; forever when max_steps <= 0."""
+    start, step = time.monotonic(), 0
+    while max_steps <= 0 or step < max_steps:
+        step += 1
+        delay = start + step * step_seconds - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        yield step, step_values(seed, step, step_seconds)
+
+
 def run_runbook(run_dir, seed=0, step_seconds=1.0, max_steps=0):
     """A plain training script: training.csv rows and "step N loss L" lines, nothing prime-rl-shaped."""
     logs = os.path.join(run_dir, "logs")
@@ -167,13 +178,7 @@ def run_runbook(run_dir, seed=0, step_seconds=1.0, max_steps=0):
         if fresh:
             csv.write("step,loss,lr,toks_per_s\n")
         log.write("loading model (simulated runbook trainer, seed=%s)\n" % seed)
-        start, step = time.monotonic(), 0
-        while max_steps <= 0 or step < max_steps:
-            step += 1
-            delay = start + step * step_seconds - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            v = step_values(seed, step, step_seconds)
+        for step, v in paced_steps(seed, step_seconds, max_steps):
             csv.write("%d,%.4f,%.1e,%.0f\n" % (step, v["loss/mean"], v["optim/lr"], v["perf/throughput"]))
             log.write("step %d loss %.4f\n" % (step, v["loss/mean"]))
         log.write("done\n")
@@ -194,15 +199,8 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
     metrics = open(os.path.join(run_dir, "metrics.jsonl") if write_metrics else os.devnull, "a", buffering=1)
     tr.write(line(0, "INFO", "Starting from step 1 (total_tokens=0, total_samples=0)"))
     orch.write(line(0, "INFO", "Starting orchestrator (simulated, seed=%s)" % seed))
-    start = time.monotonic()
     sim = 0.0
-    step = 0
-    while max_steps <= 0 or step < max_steps:
-        step += 1
-        delay = start + step * step_seconds - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        v = step_values(seed, step, step_seconds)
+    for step, v in paced_steps(seed, step_seconds, max_steps):
         last = max_steps > 0 and step == max_steps
         saving = ckpt_interval > 0 and (step % ckpt_interval == 0 or last)
         prof = profile_values(profile, seed, step, saving)
@@ -227,7 +225,7 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
             metrics.write(json.dumps({"_timestamp": round(sim, 3),
                                       "inference/agg/num_requests_running/mean": 64.0 if profile != "latency-bound"
                                       else 3.0}) + "\n")
-        if ckpt_interval > 0 and (step % ckpt_interval == 0 or last):
+        if saving:
             tr.write(line(sim, "INFO", ("Writing final checkpoint" if last and step % ckpt_interval
                                         else "Saving checkpoint at step %d" % step)))
             write_checkpoint(run_dir, step, seed)
