@@ -7,6 +7,7 @@ main screen, and what fired stays there after it cleared.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 
@@ -42,7 +43,9 @@ async def test_runbook_training_csv_in_the_monitor_pane() -> None:
         await pilot.pause(0.1)
         line = text(app, "#run-progress")
         assert line.startswith("run: step ") and "/500" in line, line
-        assert "loss 0.4" in line and "tok/s" in line and "ETA " in line and "ETA N/A" not in line
+        # the simulated loss is 0.5·exp(-step/200) plus up to 0.02 of noise: 0.48–0.52 over the first steps
+        assert re.search(r"loss 0\.(4[89]|5[0-2])\d\d", line) and "tok/s" in line
+        assert "ETA " in line and "ETA N/A" not in line
         assert "spent" in line  # the SIMULATED pod's price
 
 
