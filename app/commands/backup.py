@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from app.commands._support import EXIT_OK, connected, fail, fail_error, fail_usage, need_run_dir, pod_arg
 
@@ -52,12 +52,6 @@ def settings_from(args: argparse.Namespace) -> Any:
                                    keep_last=getattr(args, "keep_last", None))
 
 
-def open_pod(args: argparse.Namespace) -> tuple[Any, str]:
-    """(pod, run dir) for POD; raises SettingsError/PodSpecError."""
-    pod = pod_arg(args)
-    return pod, need_run_dir(pod, "pass --run-dir DIR (the run's output dir)")
-
-
 class Bar:
     """A rich progress bar on stderr (bytes, MB/s, ETA) when it is a terminal; silent otherwise."""
 
@@ -85,13 +79,15 @@ class Bar:
             self.progress.stop()
 
 
-async def _backup(args: argparse.Namespace) -> int:
-    from services.backup import backup_checkpoint, pod_checkpoints
+async def on_pod(args: argparse.Namespace, work: Callable[[Any, Any, str, "Bar"], Awaitable[Any]]) -> Any:
+    """The backup settings, POD and its run dir, then ``work(conn, settings, run_dir, bar)`` on the connected
+    pod with a progress bar: (pod, settings, run_dir, what work returned), or the exit code after one line."""
     from services.errors import PodSpecError, PrimeTrainError, SettingsError
 
     try:
         settings = settings_from(args)
-        pod, run_dir = open_pod(args)
+        pod = pod_arg(args)
+        run_dir = need_run_dir(pod, "pass --run-dir DIR (the run's output dir)")
     except (SettingsError, PodSpecError) as exc:
         return fail_usage(exc)
     except PrimeTrainError as exc:
@@ -99,18 +95,32 @@ async def _backup(args: argparse.Namespace) -> int:
     bar = Bar(not args.json)
     try:
         async with connected(pod) as conn:
-            step = args.step
-            ckpts, _ = await pod_checkpoints(conn, run_dir)
-            if step is None:
-                complete = [c.step for c in ckpts if c.complete]
-                if not complete:
-                    return fail(f"no complete checkpoint under {run_dir}/checkpoints on {pod.name}")
-                step = max(complete)
-            result = await backup_checkpoint(conn, settings, run_dir, step, on_progress=bar)
+            done = await work(conn, settings, run_dir, bar)
     except PrimeTrainError as exc:
-        bar.close()
+        bar.close()  # before the error line: the bar redraws stderr
         return fail_error(exc)
     bar.close()
+    return pod, settings, run_dir, done
+
+
+async def _backup(args: argparse.Namespace) -> int:
+    from services.backup import backup_checkpoint, pod_checkpoints
+    from services.errors import PrimeTrainError
+
+    async def work(conn: Any, settings: Any, run_dir: str, bar: Bar) -> tuple[int, Any]:
+        step = args.step
+        ckpts, _ = await pod_checkpoints(conn, run_dir)
+        if step is None:
+            complete = [c.step for c in ckpts if c.complete]
+            if not complete:
+                raise PrimeTrainError(f"no complete checkpoint under {run_dir}/checkpoints on {conn.pod.name}")
+            step = max(complete)
+        return step, await backup_checkpoint(conn, settings, run_dir, step, on_progress=bar)
+
+    got = await on_pod(args, work)
+    if isinstance(got, int):
+        return got
+    pod, settings, run_dir, (step, result) = got
     m = result.manifest
     doc = {"pod": pod.name, "step": step, "bucket": settings.bucket, "prefix": settings.prefix_for(run_dir),
            "verified": result.verified, "bytes": m.bytes, "stored_bytes": m.stored_bytes,

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from typing import Any
 
-from app.commands._support import EXIT_OK, connected, fail_error, fail_usage
+from app.commands._support import EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,26 +29,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _restore(args: argparse.Namespace) -> int:
-    from app.commands.backup import Bar, open_pod, settings_from
+    from app.commands.backup import on_pod
     from services.backup import restore_checkpoint
-    from services.errors import PodSpecError, PrimeTrainError, SettingsError
 
-    try:
-        settings = settings_from(args)
-        pod, run_dir = open_pod(args)
-    except (SettingsError, PodSpecError) as exc:
-        return fail_usage(exc)
-    except PrimeTrainError as exc:
-        return fail_error(exc)
-    bar = Bar(not args.json)
     notes: list[str] = []
-    try:
-        async with connected(pod) as conn:
-            manifest = await restore_checkpoint(conn, settings, run_dir, args.step, on_progress=bar, notes=notes)
-    except PrimeTrainError as exc:
-        bar.close()
-        return fail_error(exc)
-    bar.close()
+
+    async def work(conn: Any, settings: Any, run_dir: str, bar: Any) -> Any:
+        return await restore_checkpoint(conn, settings, run_dir, args.step, on_progress=bar, notes=notes)
+
+    got = await on_pod(args, work)
+    if isinstance(got, int):
+        return got
+    pod, _settings, run_dir, manifest = got
     path = f"{run_dir.rstrip('/')}/checkpoints/step_{manifest.step}"
     if args.json:
         print(json.dumps({"pod": pod.name, "step": manifest.step, "path": path, "verified": True,

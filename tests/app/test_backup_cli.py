@@ -74,4 +74,8 @@ def test_backup_refuses_an_incomplete_step(target, s3env, tmp_path, capsys):
     code, _, err = cli(capsys, "backup", target, "--run-dir", str(run), "--step", "8", "--bucket", s3env.bucket,
                        "--endpoint", s3env.endpoint)
     assert code == 1 and "incomplete" in err
+    code, _, err = cli(capsys, "backup", target, "--run-dir", str(run), "--bucket", s3env.bucket,
+                       "--endpoint", s3env.endpoint)  # no --step: the newest complete one, and there is none
+    assert code == 1 and err.splitlines()[0] == \
+        f"prime-train-tui: no complete checkpoint under {run}/checkpoints on {target}"
     assert s3env.keys() == []
