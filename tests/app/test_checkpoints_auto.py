@@ -14,7 +14,8 @@ from services.backup import TransferProgress
 from services.manifest import BucketCheckpoint
 from services.models import CheckpointInfo, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from services.s3 import BackupSettings
-from tests.app.test_checkpoints_pane import PaneApp, snapshot, until
+from tests.app.helpers import wait_for
+from tests.app.test_checkpoints_pane import PaneApp, snapshot
 from tests.services.backup_fixtures import *  # noqa: F401,F403 (fixtures)
 from tests.services.backup_fixtures import write_checkpoint
 
@@ -73,7 +74,7 @@ async def test_without_auto_backup_nothing_is_sent(sshd, client_home, s3env, tmp
     async with app.run_test(size=(160, 50)) as pilot:
         pane = app.query_one(CheckpointsPane)
         pane.show(snapshot(pod, run, time.time()), time.time())
-        await until(lambda: pane.bucket.get(pod.name) == ())
+        await wait_for(pilot, lambda: pane.bucket.get(pod.name) == ())
         for _ in range(5):
             pane.show(snapshot(pod, run, time.time()), time.time())
             await pilot.pause()
