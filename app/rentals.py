@@ -46,8 +46,12 @@ class Rentals:
 
     # ------------------------------------------------------------------ start-up
     def start(self) -> None:
-        """Ask about overdue rentals first, then start the deadline watch."""
-        late = overdue(self.audit.open_rentals(), self.clock())
+        """Ask about overdue rentals first, then start the deadline watch; rented pods missing from the
+        sidebar (a launch the app was closed during) are looked up and brought back."""
+        rentals = self.audit.open_rentals()
+        if any(r.name not in self.app.pods for r in rentals):
+            self.app.run_worker(self._adopt_missing(), name="rented pods", group="rent", exit_on_error=False)
+        late = overdue(rentals, self.clock())
         if not late:
             self._start_watch()
             return
@@ -126,6 +130,32 @@ class Rentals:
         else:
             self.app.notify(ev.message, title="Deadline reached", timeout=15)
             self.app.forget_pod(ev.rental.name)
+
+    async def _adopt_missing(self) -> None:
+        from services.offers.models import ProviderFailure
+
+        missing = [r for r in self.audit.open_rentals() if r.name not in self.app.pods]
+        async with self.providers() as providers:
+            for r in missing:
+                try:
+                    access = await providers.status(r.provider, r.pod_id)
+                except ProviderFailure as exc:
+                    self.app.notify(f"{r.name} ({r.title}) is rented but not in the sidebar, and {r.provider} did not "
+                                    f"answer ({exc}). `prime-train-tui rentals` lists it.", severity="warning",
+                                    title="Rented pod", timeout=20)
+                    continue
+                if access.state == "terminated":
+                    self.audit.append("gone", provider=r.provider, pod_id=r.pod_id, name=r.name,
+                                      reason=access.message or "terminated while the app was closed")
+                elif access.state == "ready":
+                    self.app.adopt_pod(Pod(name=r.name, kind=PodKind.SSH, host=access.host, user=access.user,
+                                           port=access.port, price_per_hr=r.price_hr, provider=r.provider,
+                                           provider_id=r.pod_id, deadline=r.deadline, saved=True))
+                    self.app.notify(f"{r.name} was rented and is up: back in the sidebar.", title="Rented pod")
+                else:
+                    self.app.notify(f"{r.name} ({r.title}) is rented and {access.state} ({access.message}); it "
+                                    "bills until its deadline or `prime-train-tui rentals --terminate`.",
+                                    severity="warning", title="Rented pod", timeout=20)
 
     # ------------------------------------------------------------------ renting
     def request(self, ranked: "Ranked") -> None:
