@@ -11,7 +11,10 @@ import enum
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from services.wandb_status import WandbStatus
 
 from services.errors import ProbeFormatError
 
@@ -275,6 +278,7 @@ class PodSnapshot:
     alerts: tuple[Alert, ...] = ()
     run: RunProgress | None = None
     log_tail: tuple[str, ...] = ()
+    wandb: "WandbStatus | None" = None  # what W&B says about the run: information only, never behind an alert
 
     @property
     def latest(self) -> Sample | None:

@@ -72,13 +72,6 @@ class MonitorSettings:
     demo_step_seconds: float = 2.0
 
 
-@dataclass(frozen=True)
-class MonitoredSnapshot(PodSnapshot):
-    """A snapshot plus what W&B says about the run (information only; never behind an alert)."""
-
-    wandb: WandbStatus | None = None
-
-
 ConnectionFactory = Callable[[Pod], Connection]
 SnapshotCallback = Callable[[PodSnapshot], None]
 
@@ -126,7 +119,7 @@ class _PodWorker:
         self.snapshot = self._build()
 
     def _build(self) -> PodSnapshot:
-        return MonitoredSnapshot(
+        return PodSnapshot(
             pod=self.pod,
             status=self.status,
             history=tuple(self.history),

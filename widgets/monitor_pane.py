@@ -213,7 +213,7 @@ class MonitorPane(Widget):
 
     def _show_wandb(self, snapshot: PodSnapshot, now: float) -> None:
         label = self.query_one("#wandb-info", Label)
-        text = wandb_line(getattr(snapshot, "wandb", None), now)  # services.monitor.MonitoredSnapshot
+        text = wandb_line(snapshot.wandb, now)
         set_label(label, text)
         if label.display != bool(text):
             label.display = bool(text)

@@ -7,6 +7,7 @@ main screen, and what fired stays there after it cleared.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import replace
@@ -14,8 +15,8 @@ from dataclasses import replace
 import pytest
 
 from app.tui import PrimeTrainApp
-from services.models import Alert, Pod, PodKind, PodState, PodStatus, RunProgress, Severity
-from services.monitor import MonitoredSnapshot, MonitorService, MonitorSettings
+from services.models import Alert, Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress, Severity
+from services.monitor import MonitorService, MonitorSettings
 from services.wandb_status import WandbStatus
 from tests.app.helpers import wait_for
 from tests.app.test_alerts import _Parked
@@ -43,8 +44,11 @@ async def test_runbook_training_csv_in_the_monitor_pane() -> None:
         await pilot.pause(0.1)
         line = text(app, "#run-progress")
         assert line.startswith("run: step ") and "/500" in line, line
-        # the simulated loss is 0.5·exp(-step/200) plus up to 0.02 of noise: 0.48–0.52 over the first steps
-        assert re.search(r"loss 0\.(4[89]|5[0-2])\d\d", line) and "tok/s" in line
+        # the simulated loss is 0.5·exp(-step/200) plus up to 0.02 of noise (how far the run got depends on load)
+        m = re.search(r"step (\d+)/500 · loss (\d\.\d+)", line)
+        assert m and "tok/s" in line, line
+        step, loss = int(m.group(1)), float(m.group(2))
+        assert 0 <= loss - 0.5 * math.exp(-step / 200) <= 0.0201, line
         assert "ETA " in line and "ETA N/A" not in line
         assert "spent" in line  # the SIMULATED pod's price
 
@@ -55,7 +59,7 @@ async def test_alert_log_and_wandb_on_the_main_screen() -> None:
     disk = Alert("disk", Severity.WARNING, "Disk almost full", "Run volume 90 % full.", since=1.0)
     wandb = WandbStatus("acme/rl/k3x9", checked_at=0.0, state="running", heartbeat_at=time.time() - 45)
     async with app.run_test(size=SIZE) as pilot:
-        base = MonitoredSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "", since=0.0),
+        base = PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "", since=0.0),
                                  run=RunProgress(step=3, loss=1.5, source="training.csv"))
         app.on_snapshot(replace(base, alerts=(disk,)))
         await pilot.pause()
