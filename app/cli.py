@@ -9,6 +9,7 @@ unreadable input. Errors are one line on stderr plus a hint; ``--json`` output i
 from __future__ import annotations
 
 import argparse
+import sys
 import importlib
 import pkgutil
 from pathlib import Path
@@ -49,6 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_tui(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `prime-train-tui status --json | head`: the reader left; no traceback
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def tui_pods(args: argparse.Namespace) -> tuple[list[Pod], list[str]]:

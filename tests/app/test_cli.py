@@ -89,3 +89,18 @@ def test_console_entry_point_runs():
     out = subprocess.run([sys.executable, "-m", "app.cli", "--help"], capture_output=True, text=True,
                          env={**os.environ}, check=True).stdout
     assert "probe" in out and "--demo" in out
+
+
+def test_a_closed_pipe_ends_quietly() -> None:
+    """`prime-train-tui validate ... | head -1`: the reader goes away; no traceback on stderr."""
+    import glob
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    files = sorted(glob.glob(str(root.parent / "shared" / "fixtures" / "prime-rl-configs" / "*.toml")))
+    assert len(files) > 20
+    proc = subprocess.run(f"{sys.executable} -m app.cli validate {' '.join(files * 40)} | head -1",
+                          shell=True, cwd=root, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.count("\n") == 1 and "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
