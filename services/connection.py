@@ -98,6 +98,11 @@ class Connection(ABC):
     async def put_file(self, data: bytes, remote: str, mode: int = 0o644) -> None:
         """Write a file on the pod atomically (temp + rename); relative paths are under the home."""
 
+    async def put_files(self, files: list[tuple[bytes, str, int]]) -> None:
+        """Several (data, remote, mode) files, each atomically, in this order (over SSH: one SFTP session)."""
+        for data, remote, mode in files:
+            await self.put_file(data, remote, mode)
+
     @abstractmethod
     async def exists(self, remote: str) -> bool: ...
 

@@ -10,6 +10,7 @@ appear in an event (they are masked) and never reach the pod's disk (the helper 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import time
@@ -35,9 +36,11 @@ from services.lifecycle_common import (  # noqa: F401  (Event, LifecycleError, P
     checkpoints,
     collect_secrets,
     default_run_dir,
+    held_error,
     hold,
     mask,
     newest_complete,
+    owner_id,
     pod_lock,
     pod_runs,
     render,
@@ -51,8 +54,9 @@ from services.lifecycle_cleanup import CleanupPlan, cleanup, plan_cleanup, plan_
 async def run_preflight(shell: PodShell, settings: LifecycleSettings, run_dir: str, command: str,
                         config: Path | None, action: str = "launch",
                         result: dict[str, Any] | None = None) -> AsyncIterator[Event]:
-    """Yields one ``check`` event per check (the config check first: it is local and instant).
-    ``result`` (a dict) receives the pod's answer: the absolute run dir and the home directory."""
+    """The pre-flight alone (no lock, no start): one ``check`` event per check, the config check first.
+    ``result`` (a dict) receives the pod's answer: the absolute run dir and the home directory. A launch
+    does not use this: its pre-flight runs inside the helper's one-exec ``launch``."""
     yield Event(action, "check", "config validates", check=pf.config_check(config))
     answer = await shell.agent(*pf.agent_args(settings, run_dir, command), timeout=180)
     if result is not None:
@@ -67,14 +71,15 @@ async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None 
                  command: str | None = None, run_dir: str | None = None, force: bool = False,
                  environ: dict[str, str] | None = None, _resume: dict[str, Any] | None = None,
                  ) -> AsyncIterator[Event]:
-    """Pre-flight, upload the config, start the run detached, record it. Ends with done/error."""
+    """Pre-flight, upload the config, start the run detached, record it. Ends with done/error.
+    The pod's action lock is taken by the helper itself, in the same exec."""
     settings = settings or LifecycleSettings()
     action = "resume" if _resume else "launch"
     secrets = collect_secrets(settings.secrets, environ)
     try:
-        async with hold(conn, action) as guard:
+        with BUSY.hold(conn.pod.name, action):
             async for ev in _launch(conn, Path(config) if config else None, settings, command, run_dir, force,
-                                    secrets, action, _resume, guard):
+                                    secrets, action, _resume, None):
                 yield ev
     except PrimeTrainError as exc:
         yield Event(action, "error", mask(_one_line(exc), secrets.values()))
@@ -83,78 +88,79 @@ async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None 
 async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, command: str | None,
                   run_dir: str | None, force: bool, secrets: dict[str, str], action: str,
                   resume: dict[str, Any] | None, guard: Any) -> AsyncIterator[Event]:
+    """ONE exec of the helper's ``launch`` (lock unless ``guard`` holds it already, pre-flight streamed
+    check by check, the config and the secrets over its stdin, the start); see lifecycle_agent_run.py."""
     shell = PodShell(conn)
     t0 = time.monotonic()
+    request: dict[str, Any] = {"secrets": secrets, "force": force, "mode": settings.tmux,
+                               # the helper sets --run-dir and --trainer itself (absolute, rendered)
+                               "preflight": pf.agent_args(settings, "", "")[1:]}
     if resume:
-        run_dir_req = resume["run_dir"]
-        base_command = resume["base_command"]
         config_hash = resume.get("config_hash", "")
         config_name = resume.get("config_name", "")
+        request.update(run_dir=resume["run_dir"], base_command=resume["base_command"],
+                       remote_config=resume["config"])
+        if resume.get("resume_step") is not None:
+            request["suffix"] = render(settings.resume_args, step=resume["resume_step"])
+        if resume.get("upload_config"):  # another pod: it has never seen the config
+            request["config"] = {"name": config_name, "hash": config_hash,
+                                 "data": base64.b64encode(_local_config(resume)).decode()}
     else:
         if config is None or not config.is_file():
             raise LifecycleError(f"config not found: {config}")
         data = config.read_bytes()
         config_hash = hashlib.sha256(data).hexdigest()[:12]
         config_name = config.name
-        run_dir_req = run_dir or default_run_dir(conn.pod, config)
-        # rendered again below with absolute paths; the check only looks at the first word
-        base_command = render(command or settings.command, config=config_name, run_dir=run_dir_req)
-
-    yield Event(action, "step", f"pre-flight on {conn.pod.name}", progress=0.05)
-    failures: list[Check] = []
-    answer: dict[str, Any] = {}
-    async for ev in run_preflight(shell, settings, run_dir_req, base_command, None if resume else config, action,
-                                  answer):
-        if ev.check is not None and ev.check.status == pf.FAIL:
-            failures.append(ev.check)
-        yield ev
-    run_dir_abs = answer.get("run_dir") or shell.abspath(run_dir_req)
-    if resume:
-        remote_config = resume["config"]
-    else:
-        remote_config = f"{run_dir_abs}/.ptt/config/{config_hash}/{config_name}"
-        base_command = render(command or settings.command, config=remote_config, run_dir=run_dir_abs)
-    full_command = base_command
-    if resume and resume.get("resume_step") is not None:
-        full_command = f"{base_command} {render(settings.resume_args, step=resume['resume_step'])}"
-    if failures and not force:
-        names = ", ".join(c.name for c in failures)
-        first = failures[0]
-        raise LifecycleError(f"pre-flight failed: {names} — {first.detail}", hint=first.fix)
-    await guard.ready()  # taken while the pre-flight ran; nothing was changed on the pod before this
-    if failures:
-        yield Event(action, "warn", f"starting despite {len(failures)} failed check(s) (--force)")
-
-    if resume and resume.get("upload_config"):  # another pod: it has never seen the config
-        data = _local_config(resume)
-    if not resume or resume.get("upload_config"):
-        yield Event(action, "step", f"uploading {config_name} → {remote_config}", progress=0.5)
-        await shell.put(data, remote_config)
-
+        request.update(run_dir=run_dir or default_run_dir(conn.pod, config), template=command or settings.command,
+                       config={"name": config_name, "hash": config_hash, "data": base64.b64encode(data).decode()})
+    if guard is None:
+        request["lock"] = {"action": action, "owner": owner_id()}
     run_id = runs.new_run_id()
-    env = dict(settings.env)
-    record: dict[str, Any] = {
-        "id": run_id, "pod": conn.pod.name, "config_hash": config_hash, "config": remote_config,
-        "config_name": config_name, "command": full_command, "base_command": base_command,
-        "command_template": settings.command, "started": time.time(), "run_dir": run_dir_abs,
-        "log": f"{run_dir_abs}/.ptt/console.log", "env": env, "secret_names": sorted(secrets),
-        "nofile": settings.min_nofile, "cwd": answer.get("home") or await shell.home(),
+    request["record"] = {
+        "id": run_id, "pod": conn.pod.name, "config_hash": config_hash, "config_name": config_name,
+        "command_template": settings.command, "started": time.time(), "env": dict(settings.env),
+        "secret_names": sorted(secrets), "nofile": settings.min_nofile, "state": "running",
         "resume_step": resume.get("resume_step") if resume else None,
-        "resumed_from": resume.get("id") if resume else None, "state": "running",
+        "resumed_from": resume.get("id") if resume else None,
         "local_config": str(config.resolve()) if config is not None and not resume else
         (resume or {}).get("local_config"),
     }
+    yield Event(action, "step", f"pre-flight on {conn.pod.name}", progress=0.05)
+    yield Event(action, "check", "config validates", check=pf.config_check(None if resume else config))
     where = "tmux" if settings.tmux == "tmux" else ("setsid" if settings.tmux == "setsid" else "tmux or setsid")
-    yield Event(action, "step", f"starting detached ({where}): {mask(full_command, secrets.values())}",
-                progress=0.7)
-    import json
-
-    payload = json.dumps({"secrets": secrets, "record": record}).encode()
-    result = await shell.agent("start", "--mode", settings.tmux, input=payload, timeout=60)
-    if not result.get("ok"):
-        raise LifecycleError(mask(str(result.get("error", "the run did not start")), secrets.values()))
-    record = dict(result["record"])
+    failures: list[Check] = []
+    record: dict[str, Any] | None = None
+    command_shown = ""
+    # each check answers in its own time: the CUDA one within 120 s, the user's within theirs
+    quiet = max([180.0] + [float(c.timeout) + 30 for c in settings.checks])
+    async for msg in shell.stream(["launch"], request, timeout=quiet):
+        kind = msg.get("event")
+        if kind == "locked":
+            raise held_error(msg.get("held_by") or {}, conn.pod.name)
+        if kind == "check":
+            c = msg["check"]
+            check = Check(c["name"], c["status"], c.get("detail", ""), c.get("fix") or "")
+            if check.status == pf.FAIL:
+                failures.append(check)
+            yield Event(action, "check", check.name, check=check)
+        elif kind == "checked":
+            if failures and not force:
+                names = ", ".join(c.name for c in failures)
+                raise LifecycleError(f"pre-flight failed: {names} — {failures[0].detail}", hint=failures[0].fix)
+            if failures:
+                yield Event(action, "warn", f"starting despite {len(failures)} failed check(s) (--force)")
+            command_shown = mask(str(msg.get("command", "")), secrets.values())
+        elif kind == "config":
+            yield Event(action, "step", f"config {config_name} → {msg.get('path')}", progress=0.5)
+        elif kind == "started":
+            yield Event(action, "step", f"starting detached ({where}): {command_shown}", progress=0.7)
+            record = dict(msg["record"])
+        elif kind == "error":
+            raise LifecycleError(mask(str(msg.get("error") or "the run did not start"), secrets.values()))
+    if record is None:
+        raise LifecycleError(f"the pod's helper ended before the run started ({conn.pod.name})")
     record.pop("cwd", None)
+    run_dir_abs = record.get("run_dir", "")
     if settings.runs_dir is not None:
         runs.save_record(settings.runs_dir, record)
         runs.append_log(settings.runs_dir, f"{action} {conn.pod.name} run {run_id} pid {record.get('pid')} "
@@ -189,73 +195,65 @@ async def plan_kill(conn: Any) -> dict[str, Any] | None:
 
 
 async def kill(conn: Any, *, settings: LifecycleSettings | None = None, grace: float | None = None,
-               ) -> AsyncIterator[Event]:
+               run_id: str | None = None) -> AsyncIterator[Event]:
+    """SIGTERM, grace, SIGKILL for the pod's active run (``run_id``: only that one). Ends with done/error."""
     settings = settings or LifecycleSettings()
     grace = settings.grace_seconds if grace is None else grace
     try:
-        async with hold(conn, "kill") as guard:
-            async for ev in _kill(conn, settings, grace, guard):
+        with BUSY.hold(conn.pod.name, "kill"):
+            async for ev in _kill(conn, settings, grace, run_id):
                 yield ev
     except PrimeTrainError as exc:
         yield Event("kill", "error", _one_line(exc))
 
 
-async def _kill(conn: Any, settings: LifecycleSettings, grace: float, guard: Any) -> AsyncIterator[Event]:
+async def _kill(conn: Any, settings: LifecycleSettings, grace: float, run_id: str | None) -> AsyncIterator[Event]:
+    """ONE exec of the helper's ``kill``: lock, SIGTERM to the group, the grace period (streamed),
+    SIGKILL for what is left, the GPU check; see lifecycle_agent_run.py."""
     shell = PodShell(conn)
     t0 = time.monotonic()
-    run = await active_run(shell)
-    if run is None:
-        raise LifecycleError(f"no active run on {conn.pod.name}")
-    rid, pids = run["id"], list(run.get("pids", []))
-    await guard.ready()
-    yield Event("kill", "step", f"SIGTERM to run {rid}: {len(pids)} process(es) in group {run.get('pgid')}",
-                progress=0.1, data={"pids": pids})
-    # the helper waits there (up to 1.5 s) for the group to go: no round trip per poll in the common case
-    res = await shell.agent("signal", "--run-id", rid, "--sig", "TERM", "--wait", f"{min(grace, 1.5):g}")
-    left = list(res.get("left", []))
-    deadline = time.monotonic() + grace
-    while left and time.monotonic() < deadline:
-        await asyncio.sleep(0.2)
-        left = await _left(shell, rid)
-        done = 1 - len(left) / max(1, len(pids))
-        remaining = max(0.0, deadline - time.monotonic())
-        yield Event("kill", "progress", f"{len(left)} process(es) left, grace {remaining:.0f} s",
-                    progress=0.1 + 0.6 * done)
-    if left:
-        yield Event("kill", "step", f"SIGKILL to {len(left)} process(es) still running after {grace:g} s",
-                    progress=0.75)
-        await shell.agent("signal", "--run-id", rid, "--sig", "KILL")
-        end = time.monotonic() + 5
-        left = await _left(shell, rid)
-        while left and time.monotonic() < end:
-            await asyncio.sleep(0.1)
-            left = await _left(shell, rid)
-    elif run.get("tmux_session"):
-        await shell.agent("signal", "--run-id", rid, "--sig", "KILL")  # removes the tmux session
-    if left:
-        raise LifecycleError(f"{len(left)} process(es) of run {rid} survived SIGKILL: {left[:10]}",
-                             hint="they may be stuck in the kernel (D state); check the GPU driver")
-    yield Event("kill", "check", "processes gone",
-                check=Check("processes gone", pf.OK, f"all {len(pids)} process(es) of the group ended"))
-    gpu = await shell.agent("gpu-pids", timeout=30)
-    if not gpu.get("ok"):
-        check = Check("GPUs freed", pf.SKIP, f"nvidia-smi: {str(gpu.get('error', ''))[:120]}")
-    else:
-        still = sorted(set(gpu.get("pids", [])) & set(pids))
-        check = Check("GPUs freed", pf.FAIL if still else pf.OK,
-                      f"pids {still} still hold GPU memory" if still else "no process of the run holds a GPU",
-                      "nvidia-smi; kill the leftover pid" if still else "")
-    yield Event("kill", "check", check.name, check=check)
+    request = {"lock": {"action": "kill", "owner": owner_id()}, "grace": grace, "run_id": run_id}
+    rid, pids, left, gone = "?", [], [], False
+    async for msg in shell.stream(["kill"], request, timeout=max(60.0, grace + 30)):
+        kind = msg.get("event")
+        if kind == "locked":
+            raise held_error(msg.get("held_by") or {}, conn.pod.name)
+        if kind == "none":
+            raise LifecycleError(f"no active run on {conn.pod.name}")
+        if kind == "term":
+            rid, pids = msg.get("run") or "?", list(msg.get("pids", []))
+            yield Event("kill", "step", f"SIGTERM to run {rid}: {len(pids)} process(es) in group {msg.get('pgid')}",
+                        progress=0.1, data={"pids": pids})
+        elif kind == "left":
+            left = list(msg.get("pids", []))
+            yield Event("kill", "progress", f"{len(left)} process(es) left, grace {msg.get('remaining', 0):.0f} s",
+                        progress=0.1 + 0.6 * (1 - len(left) / max(1, len(pids))))
+        elif kind == "sigkill":
+            yield Event("kill", "step", f"SIGKILL to {len(msg.get('pids', []))} process(es) still running after "
+                                        f"{grace:g} s", progress=0.75)
+        elif kind == "gone":
+            left, gone = list(msg.get("left", [])), True
+            if left:
+                raise LifecycleError(f"{len(left)} process(es) of run {rid} survived SIGKILL: {left[:10]}",
+                                     hint="they may be stuck in the kernel (D state); check the GPU driver")
+            yield Event("kill", "check", "processes gone",
+                        check=Check("processes gone", pf.OK, f"all {len(pids)} process(es) of the group ended"))
+        elif kind == "gpu":
+            if not msg.get("ok"):
+                check = Check("GPUs freed", pf.SKIP, f"nvidia-smi: {str(msg.get('error', ''))[:120]}")
+            else:
+                still = sorted(set(msg.get("pids", [])) & set(pids))
+                check = Check("GPUs freed", pf.FAIL if still else pf.OK,
+                              f"pids {still} still hold GPU memory" if still else "no process of the run holds a GPU",
+                              "nvidia-smi; kill the leftover pid" if still else "")
+            yield Event("kill", "check", check.name, check=check)
+    if not gone:
+        raise LifecycleError(f"the pod's helper ended before run {rid}'s processes were gone ({conn.pod.name})")
     if settings.runs_dir is not None:
         runs.update_record(settings.runs_dir, rid, state="killed", ended=time.time())
         runs.append_log(settings.runs_dir, f"kill {conn.pod.name} run {rid}: {len(pids)} process(es) gone")
     yield Event("kill", "done", f"run {rid} killed: {len(pids)} process(es) gone "
                                 f"[{time.monotonic() - t0:.2f} s]", progress=1.0, data={"run": rid, "pids": pids})
-
-
-async def _left(shell: PodShell, rid: str) -> list[int]:
-    runs_ = (await shell.agent("status", "--run-id", rid)).get("runs", [])
-    return list(runs_[0].get("pids", [])) if runs_ else []
 
 
 # ------------------------------------------------------------------------------------ resume

@@ -1,23 +1,21 @@
 """Pod-side helper for launch / kill / resume / cleanup (stdlib only, Python 3.6+).
 
 Uploaded by SFTP under its content hash (like the probe) and run as ``python3 lifecycle-<hash>.py CMD
-...``. Every command prints ONE JSON object on stdout. Secrets never touch the pod's disk: ``start``
-reads them as JSON on its stdin and hands them to the run's leader over a pipe (setsid path) or a FIFO
-(tmux path: a FIFO carries bytes through the kernel, nothing is stored), and the leader puts them in
-its environment and execs the command. Records hold variable NAMES only.
+...``. Every command prints ONE JSON object on stdout, except ``launch`` and ``kill`` (in the sibling
+``lifecycle_agent_run.py``), which stream JSON lines. Secrets never touch the pod's disk: ``launch`` and
+``start`` read them as JSON on stdin; the run's leader is forked with them in its environment (setsid
+path) or reads them from a FIFO (tmux path: a FIFO carries bytes through the kernel, nothing is stored),
+then execs the command. Records hold variable NAMES only.
 
 Run records: ``<state>/runs/<id>.json`` (the pod-wide registry behind "no other run active") and a copy in
 ``<run_dir>/.ptt/run.json``. A run's processes are every process of the leader's session (the leader
 calls setsid, or is a tmux pane, which is a session leader); torchrun/vLLM children stay in it.
 """
-import errno
 import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 
 STATE = os.path.expanduser(os.environ.get("PTT_STATE_DIR") or "~/.cache/prime-train-tui")
@@ -63,11 +61,22 @@ def run_pids(sid, pgid=None):
     return sorted(pids)
 
 
-def checkpoint_complete(path):
-    """Same rule as services/probe.py: trainer/.metadata and orchestrator/progress.pt, or STABLE."""
-    if os.path.isfile(os.path.join(path, "STABLE")):
+def checkpoint_complete(path, orch=None):
+    """A step_N dir prime-rl could resume from; prime-rl's own "latest" does not check this. Its halves:
+    trainer/.metadata (DCP writes it last) and orchestrator/progress.pt (renamed into place); a legacy
+    STABLE marker counts for the trainer's. ``orch``: the step_N dir holding this step's orchestrator
+    half when the run has one (an RL run): ``path`` itself, or the run dir's checkpoints/step_N when the
+    trainer's checkpoints go to a separate [ckpt] output_dir (research prime-rl.md 6.1) -- then BOTH
+    halves are required, wherever they live. Without it, one dir alone is judged: a half present must
+    be whole, and a trainer-only dir counts (an SFT run; the trainer's side of a separate dir).
+    The same function is in services/probe.py, lifecycle_agent.py and backup_agent.py (a test checks)."""
+    trainer, stable = os.path.join(path, "trainer"), os.path.isfile(os.path.join(path, "STABLE"))
+    if orch is not None:
+        return ((stable or os.path.isfile(os.path.join(trainer, ".metadata")))
+                and os.path.isfile(os.path.join(orch, "orchestrator", "progress.pt")))
+    if stable:
         return True
-    trainer, orch = os.path.join(path, "trainer"), os.path.join(path, "orchestrator")
+    orch = os.path.join(path, "orchestrator")
     has_trainer, has_orch = os.path.isdir(trainer), os.path.isdir(orch)
     if not (has_trainer or has_orch):
         return False
@@ -186,140 +195,19 @@ def cmd_child(args):
     if args.fifo:  # tmux: show the output in the pane and keep a copy in the console log
         lq = "'" + rec["log"].replace("'", "'\\''") + "'"
         script = "( %s\n) 2>&1 | tee -a %s\n" % (script, lq)
+    import lifecycle_agent_run
+    lifecycle_agent_run.default_signals()  # python's ignored SIGPIPE would outlive the exec
     os.execvpe("/bin/sh", ["/bin/sh", "-c", script], env)
 
 
 def cmd_start(args):
-    raw = sys.stdin.buffer.read()  # {"secrets": {...}, "record": {...}}
-    payload = json.loads(raw.decode("utf-8"))
-    secrets, rec = payload.get("secrets") or {}, payload["record"]
-    for other in _records():
-        if other.get("id") != rec["id"] and _alive(other):
-            out({"ok": False, "error": "another run is active on this pod: %s (%s)"
-                 % (other.get("id"), other.get("run_dir"))})
-            return 3
-    ptt = os.path.join(rec["run_dir"], ".ptt")
-    os.makedirs(ptt, exist_ok=True)
-    rec["log"] = rec.get("log") or os.path.join(ptt, "console.log")
-    for stale in ("leader.json", "exit_code"):
-        try:
-            os.unlink(os.path.join(ptt, stale))
-        except OSError:
-            pass
-    record_path = os.path.join(ptt, "run.json")
-    use_tmux = args.mode == "tmux" or (args.mode == "auto" and shutil.which("tmux"))
-    rec["method"] = "tmux" if use_tmux else "setsid"
-    if use_tmux:
-        rec["tmux_session"] = "ptt-" + rec["id"]
-    _write_json(record_path, rec)
-    data = json.dumps(secrets).encode("utf-8")
-    me = os.path.abspath(__file__)
-    if use_tmux:
-        tmp = tempfile.mkdtemp(prefix="ptt-")  # 0700; the FIFO inside stores nothing on disk
-        fifo = os.path.join(tmp, "env")
-        os.mkfifo(fifo, 0o600)
-        try:
-            inner = " ".join(_q(a) for a in [sys.executable, me, "child", "--record", record_path, "--fifo", fifo])
-            p = subprocess.run(["tmux", "new-session", "-d", "-s", rec["tmux_session"], "-x", "200", "-y", "50",
-                                inner], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-            if p.returncode != 0:
-                out({"ok": False, "error": "tmux failed: " + p.stderr.decode("utf-8", "replace").strip()})
-                return 4
-            deadline = time.time() + 10
-            fd = None
-            while fd is None:
-                try:
-                    fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-                except OSError as exc:
-                    if exc.errno != errno.ENXIO or time.time() > deadline:
-                        out({"ok": False, "error": "the run did not start in tmux"})
-                        return 4
-                    time.sleep(0.01)
-            os.set_blocking(fd, True)
-            os.write(fd, data)
-            os.close(fd)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        logf = open(rec["log"], "ab")
-        proc = subprocess.Popen([sys.executable, me, "child", "--record", record_path],
-                                stdin=subprocess.PIPE, stdout=logf, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
-        proc.stdin.write(data)
-        proc.stdin.close()
-        logf.close()
-    leader_path = os.path.join(ptt, "leader.json")
-    deadline = time.time() + 10
-    while not os.path.exists(leader_path):
-        if time.time() > deadline:
-            out({"ok": False, "error": "the run's leader did not report in 10 s; see " + rec["log"]})
-            return 4
-        time.sleep(0.01)
-    with open(leader_path) as fh:
-        leader = json.load(fh)
-    rec.update(pid=leader["pid"], sid=leader["sid"], pgid=leader["pgid"], pid_start=leader["start"])
-    _write_json(record_path, rec)
-    _write_json(os.path.join(STATE, "runs", rec["id"] + ".json"), rec)
-    out({"ok": True, "record": rec})
-    return 0
-
-
-def _q(s):
-    return "'" + str(s).replace("'", "'\\''") + "'"
-
-
-# ------------------------------------------------------------------------------------ kill
-def _find(run_id):
-    for rec in _records():
-        if rec.get("id") == run_id:
-            return rec
-    return None
-
-
-def cmd_signal(args):
-    rec = _find(args.run_id)
-    if rec is None:
-        out({"ok": False, "error": "no run %s on this pod" % args.run_id})
-        return 3
-    sig = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "INT": signal.SIGINT}[args.sig]
-    pids = _alive(rec)
-    sent = []
-    if pids:
-        try:
-            os.killpg(int(rec["pgid"]), sig)
-        except (OSError, KeyError, TypeError):
-            pass
-        for p in pids:  # processes that left the group but not the session
-            try:
-                os.kill(p, sig)
-                sent.append(p)
-            except OSError:
-                pass
-    if args.sig == "KILL" and rec.get("tmux_session") and shutil.which("tmux"):
-        subprocess.run(["tmux", "kill-session", "-t", rec["tmux_session"]], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-    left, end = _alive(rec), time.time() + args.wait
-    while left and time.time() < end:
-        time.sleep(0.02)
-        left = _alive(rec)
-    out({"ok": True, "pids": pids, "sent": sent, "left": left})
-    return 0
-
-
-def cmd_gpu_pids(args):
-    try:
-        p = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        out({"ok": False, "error": str(exc)})
-        return 0
-    if p.returncode != 0:
-        out({"ok": False, "error": (p.stdout + p.stderr).decode("utf-8", "replace").strip()[:300]})
-        return 0
-    pids = [int(x) for x in p.stdout.decode().split() if x.strip().isdigit()]
-    out({"ok": True, "pids": pids})
-    return 0
+    """Start a run from a {"secrets", "record"} on stdin (``launch`` does this after its pre-flight)."""
+    import lifecycle_agent_run
+    payload = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    result = lifecycle_agent_run.start_run(sys.modules[__name__], payload["record"], payload.get("secrets") or {},
+                                           args.mode)
+    out(result)
+    return 0 if result.get("ok") else (3 if "another run" in result.get("error", "") else 4)
 
 
 # ------------------------------------------------------------------------------------ action lock
@@ -328,24 +216,12 @@ def cmd_lock(args):
     action ended, or its SSH session died (sshd closes the pipe), or our parent went away. The
     kernel drops a flock when its process dies, so a lock whose pid is dead is never in the way;
     the file only says who holds it, for the refusal message."""
-    import fcntl
     import select
-    os.makedirs(STATE, exist_ok=True)
-    path = os.path.join(STATE, "action.lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        try:
-            with open(path) as fh:
-                holder = json.load(fh)
-        except (OSError, ValueError):
-            holder = {}
-        out({"ok": False, "held_by": holder})
+    import lifecycle_agent_run
+    fd, info = lifecycle_agent_run.take_lock(STATE, args.action, args.owner)
+    if fd is None:
+        out({"ok": False, "held_by": info})
         return 5
-    info = {"pid": os.getpid(), "action": args.action, "owner": args.owner, "since": time.time()}
-    os.ftruncate(fd, 0)
-    os.write(fd, json.dumps(info).encode("utf-8"))
     out({"ok": True, "lock": info})
     parent, end = os.getppid(), time.time() + args.ttl
     try:
@@ -354,42 +230,51 @@ def cmd_lock(args):
             if ready and not os.read(sys.stdin.fileno(), 4096):
                 break
     finally:
-        os.ftruncate(fd, 0)
-        os.close(fd)
+        lifecycle_agent_run.drop_lock(fd)
     return 0
 
 
 # ------------------------------------------------------------------------------------ checkpoints
-def list_ckpts(ckpt_dir):
+def orchestrator_root(run_dir, ckpt_dir):
+    """Where this run's orchestrator checkpoint halves are, when the run has an orchestrator (prime-rl's
+    ``rl``: its resolved configs name one, or a step dir holds an orchestrator/ half): the run dir's
+    checkpoints/, also when the trainer's go to a separate ckpt output dir. None for an SFT run or an
+    unknown run dir: each step_N is then judged alone."""
+    if not run_dir:
+        return None
+    own = os.path.join(run_dir, "checkpoints")
+    rl = any(os.path.isfile(os.path.join(run_dir, "configs", n)) for n in ("orchestrator.json", "rl.json"))
+    if not rl:
+        rl = any(os.path.isdir(os.path.join(p, "orchestrator"))
+                 for d in set((own, ckpt_dir)) for p in _steps(d).values())
+    return own if rl else None
+
+
+def list_ckpts(ckpt_dir, run_dir=None):
+    """The step_N dirs of ckpt_dir; with the run dir known, "complete" needs both halves of an RL
+    checkpoint wherever they live (see checkpoint_complete and orchestrator_root)."""
     found = []
-    try:
-        names = os.listdir(ckpt_dir)
-    except OSError:
-        return found
-    for n in names:
-        if not n.startswith("step_") or not n[5:].isdigit():
-            continue
-        p = os.path.join(ckpt_dir, n)
-        if not os.path.isdir(p):
-            continue
+    orch = orchestrator_root(run_dir, ckpt_dir)
+    for step, p in _steps(ckpt_dir).items():
         try:
             mtime = os.stat(p).st_mtime
         except OSError:
             continue
-        found.append({"step": int(n[5:]), "path": p, "complete": checkpoint_complete(p), "bytes": du(p),
+        half = None if orch is None else os.path.join(orch, "step_%d" % step)
+        found.append({"step": step, "path": p, "complete": checkpoint_complete(p, half), "bytes": du(p),
                       "mtime": mtime})
     found.sort(key=lambda c: c["step"])
     return found
 
 
 def cmd_ckpts(args):
-    out({"ok": True, "ckpt_dir": args.ckpt_dir, "ckpts": list_ckpts(args.ckpt_dir)})
+    out({"ok": True, "ckpt_dir": args.ckpt_dir, "ckpts": list_ckpts(args.ckpt_dir, args.run_dir)})
     return 0
 
 
 def cmd_delete(args):
     """Delete step dirs, re-checking here that each is complete and older than the N newest complete."""
-    ckpts = list_ckpts(args.ckpt_dir)
+    ckpts = list_ckpts(args.ckpt_dir, args.run_dir)
     complete = [c["step"] for c in ckpts if c["complete"]]
     keep = set(complete[-max(1, args.keep):])
     by_step = {c["step"]: c for c in ckpts}
@@ -441,7 +326,9 @@ def leftovers(run_dir, ckpt_dir, keep_broadcasts):
     steps divisible by the ckpt interval are kept forever (all but the newest few are waste)."""
     found = []
     trainer = _steps(ckpt_dir)
-    done = [s for s, p in trainer.items() if checkpoint_complete(p)]
+    orch = orchestrator_root(run_dir, ckpt_dir)
+    done = [s for s, p in trainer.items()
+            if checkpoint_complete(p, None if orch is None else os.path.join(orch, "step_%d" % s))]
     newest = max(done) if done else None
     for c in orchestrator_dirs(run_dir, ckpt_dir):
         if newest is not None and c["step"] < newest and c["step"] not in trainer:
@@ -464,7 +351,7 @@ def cmd_survey(args):
         disk = {"used": total - st.f_bfree * st.f_frsize, "total": total, "path": path}
     except OSError:
         pass
-    out({"ok": True, "ckpt_dir": args.ckpt_dir, "ckpts": list_ckpts(args.ckpt_dir), "disk": disk,
+    out({"ok": True, "ckpt_dir": args.ckpt_dir, "ckpts": list_ckpts(args.ckpt_dir, args.run_dir), "disk": disk,
          "leftovers": leftovers(args.run_dir, args.ckpt_dir, args.keep_broadcasts),
          "orchestrator_dirs": orchestrator_dirs(args.run_dir, args.ckpt_dir)})
     return 0
@@ -489,7 +376,7 @@ def cmd_prune(args):
     return 0
 
 
-def main(argv=None):
+def parser():
     import argparse
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd")
@@ -500,15 +387,12 @@ def main(argv=None):
     p = sub.add_parser("child")
     p.add_argument("--record", required=True)
     p.add_argument("--fifo")
-    p = sub.add_parser("signal")
-    p.add_argument("--run-id", required=True)
-    p.add_argument("--sig", choices=("TERM", "KILL", "INT"), default="TERM")
-    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait here for the processes to go")
-    sub.add_parser("gpu-pids")
     p = sub.add_parser("ckpts")
     p.add_argument("--ckpt-dir", required=True)
+    p.add_argument("--run-dir", help="the run's dir: both halves of an RL checkpoint are then required")
     p = sub.add_parser("delete")
     p.add_argument("--ckpt-dir", required=True)
+    p.add_argument("--run-dir", help="as for ckpts")
     p.add_argument("--keep", type=int, required=True)
     p.add_argument("steps", type=int, nargs="*")
     p = sub.add_parser("lock")
@@ -533,12 +417,43 @@ def main(argv=None):
     p.add_argument("--cuda", action="store_true")
     p.add_argument("--python")
     p.add_argument("--check", action="append")
+    sub.add_parser("launch", help="lock + pre-flight + config + start in one exec; a JSON request on stdin")
+    sub.add_parser("kill", help="lock + SIGTERM, grace, SIGKILL + GPU check in one exec; a JSON request on stdin")
+    return ap
+
+
+def remember_python():
+    """Record this interpreter for the client's wrapper (PTT_PYTHON_FILE, beside this file): the next
+    exec runs it directly instead of a ``python3`` that may be a slow shim (pyenv, asdf)."""
+    path = os.environ.get("PTT_PYTHON_FILE")
+    if not path or not sys.executable:
+        return
+    try:
+        with open(path) as fh:
+            if fh.read().strip() == sys.executable:
+                return
+    except OSError:
+        pass
+    try:
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        with open(tmp, "w") as fh:
+            fh.write(sys.executable + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def main(argv=None):
+    remember_python()
+    ap = parser()
     a = ap.parse_args(argv)
     if a.cmd == "preflight":  # in a sibling file (uploaded with this one): this one stays readable
         import lifecycle_agent_preflight
         return lifecycle_agent_preflight.cmd_preflight(a, sys.modules[__name__]) or 0
-    fn = {"status": cmd_status, "start": cmd_start, "child": cmd_child, "signal": cmd_signal,
-          "gpu-pids": cmd_gpu_pids, "ckpts": cmd_ckpts, "delete": cmd_delete,
+    if a.cmd in ("launch", "kill"):  # in a sibling file, like the pre-flight
+        import lifecycle_agent_run
+        return getattr(lifecycle_agent_run, "cmd_" + a.cmd)(sys.modules[__name__]) or 0
+    fn = {"status": cmd_status, "start": cmd_start, "child": cmd_child, "ckpts": cmd_ckpts, "delete": cmd_delete,
           "lock": cmd_lock, "survey": cmd_survey, "prune": cmd_prune}.get(a.cmd)
     if fn is None:
         ap.print_usage(sys.stderr)

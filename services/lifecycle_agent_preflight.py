@@ -11,12 +11,57 @@ import sys
 
 
 def cmd_preflight(args, agent):
+    checks, info = run_checks(args, agent)
+    agent.out(dict(info, ok=True, checks=checks))
+    return 0
+
+
+def _spawn(argv, **kw):
+    """A check's process, started now and collected later: the slow ones (nvidia-smi, the CUDA
+    context) run side by side instead of one after the other."""
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                **kw), None
+    except OSError as exc:
+        return None, exc
+
+
+def _collect(started, timeout):
+    """(returncode, stdout, stderr) of a _spawn, or raises what starting or waiting raised."""
+    proc, exc = started
+    if proc is None:
+        raise exc
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    return proc.returncode, out, err
+
+
+def run_checks(args, agent, on_check=None):
+    """The checks in order, each passed to ``on_check`` as soon as it is decided (``launch`` streams
+    them); returns (checks, {"run_dir", "home", "nofile"})."""
     import resource
-    list_ckpts, _records, _alive, out = agent.list_ckpts, agent._records, agent._alive, agent.out
+    list_ckpts, _records, _alive = agent.list_ckpts, agent._records, agent._alive
     checks = []
 
-    def add(name, status, detail, fix=""):
-        checks.append({"name": name, "status": status, "detail": detail, "fix": fix})
+    def add(name, status, detail, fix="", **extra):
+        checks.append(dict({"name": name, "status": status, "detail": detail, "fix": fix}, **extra))
+        if on_check is not None:
+            on_check(checks[-1])
+
+    smi = shutil.which("nvidia-smi")
+    smi_run = _spawn([smi, "-L"]) if smi else None
+    cuda_run = None
+    if args.cuda:
+        code = ("import importlib.util,sys\n"
+                "if importlib.util.find_spec('torch') is None: print('NOTORCH'); sys.exit(0)\n"
+                "import torch\n"
+                "print('OK %d' % torch.cuda.device_count() if torch.cuda.is_available() and "
+                "torch.zeros(1).cuda() is not None else 'NOCUDA')\n")
+        cuda_run = _spawn([args.python or sys.executable, "-c", code])
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     inf = resource.RLIM_INFINITY
@@ -31,40 +76,33 @@ def cmd_preflight(args, agent):
             "raise the hard limit: add '* hard nofile %d' to /etc/security/limits.conf (or the container's "
             "--ulimit nofile=%d:%d) and reconnect" % (want, want, want))
 
-    smi = shutil.which("nvidia-smi")
     if not smi:
         add("GPUs visible", "fail", "nvidia-smi not found",
             "install the NVIDIA driver / use a GPU image; check `nvidia-smi` works on the pod")
     else:
         try:
-            p = subprocess.run([smi, "-L"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
-            gpus = [l for l in p.stdout.decode("utf-8", "replace").splitlines() if l.startswith("GPU ")]
-            if p.returncode == 0 and gpus:
+            rc, sout, serr = _collect(smi_run, 30)
+            gpus = [l for l in sout.decode("utf-8", "replace").splitlines() if l.startswith("GPU ")]
+            if rc == 0 and gpus:
                 add("GPUs visible", "ok", "%d GPU(s): %s" % (len(gpus), gpus[0].split("(")[0].strip()))
             else:
-                err = (p.stderr or p.stdout).decode("utf-8", "replace").strip().splitlines()
+                err = (serr or sout).decode("utf-8", "replace").strip().splitlines()
                 add("GPUs visible", "fail", "nvidia-smi -L: %s" % (err[0] if err else "no GPUs"),
                     "check the driver (`nvidia-smi`), CUDA_VISIBLE_DEVICES and the container's --gpus")
         except (OSError, subprocess.TimeoutExpired) as exc:
             add("GPUs visible", "fail", "nvidia-smi: %s" % exc, "check the driver with `nvidia-smi`")
 
     if args.cuda:
-        code = ("import importlib.util,sys\n"
-                "if importlib.util.find_spec('torch') is None: print('NOTORCH'); sys.exit(0)\n"
-                "import torch\n"
-                "print('OK %d' % torch.cuda.device_count() if torch.cuda.is_available() and "
-                "torch.zeros(1).cuda() is not None else 'NOCUDA')\n")
         try:
-            p = subprocess.run([args.python or sys.executable, "-c", code], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, timeout=120)
-            res = p.stdout.decode("utf-8", "replace").strip()
+            rc, sout, serr = _collect(cuda_run, 120)
+            res = sout.decode("utf-8", "replace").strip()
             if res.startswith("NOTORCH"):
                 add("CUDA context", "skip", "torch is not importable by %s" % (args.python or "python3"),
                     "activate the training venv (e.g. `uv sync`) to have this checked")
             elif res.startswith("OK"):
                 add("CUDA context", "ok", "torch sees %s GPU(s)" % res.split()[1])
             else:
-                tail = p.stderr.decode("utf-8", "replace").strip().splitlines()
+                tail = serr.decode("utf-8", "replace").strip().splitlines()
                 add("CUDA context", "fail", "torch cannot create a CUDA context: %s" % (tail[-1] if tail else res),
                     "check the driver/CUDA versions match torch's build (`python -c 'import torch; "
                     "print(torch.version.cuda)'`)")
@@ -75,7 +113,7 @@ def cmd_preflight(args, agent):
     per = args.ckpt_bytes
     if not per and args.ckpt_dir:
         ckdir = args.ckpt_dir if os.path.isabs(args.ckpt_dir) else os.path.join(args.run_dir, args.ckpt_dir)
-        done = [c for c in list_ckpts(ckdir) if c["complete"]]
+        done = [c for c in list_ckpts(ckdir, args.run_dir) if c["complete"]]
         per = done[-1]["bytes"] if done else 0
     args.need_bytes = max(args.need_bytes, args.expected_ckpts * per)
     path = args.run_dir
@@ -87,14 +125,13 @@ def cmd_preflight(args, agent):
         total = st.f_blocks * st.f_frsize
         need = args.need_bytes
         if free >= need:
-            add("free disk", "ok", "%s free on %s, %s needed" % (_gib(free), path, _gib(need)))
+            add("free disk", "ok", "%s free on %s, %s needed" % (_gib(free), path, _gib(need)),
+                free=free, total=total)
         else:
             add("free disk", "fail", "%s free on %s, %s needed for the expected checkpoints"
                 % (_gib(free), path, _gib(need)),
                 "free space (`prime-train-tui cleanup POD --keep 2`), pick a bigger volume, or lower "
-                "[lifecycle] expected_ckpts")
-        checks[-1]["free"] = free
-        checks[-1]["total"] = total
+                "[lifecycle] expected_ckpts", free=free, total=total)
     except OSError as exc:
         add("free disk", "fail", str(exc), "check the run directory's volume")
 
@@ -126,7 +163,8 @@ def cmd_preflight(args, agent):
     for spec in args.check or []:
         c = json.loads(spec)
         try:
-            p = subprocess.run(["/bin/sh", "-c", c["run"]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            p = subprocess.run(["/bin/sh", "-c", c["run"]], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT,
                                timeout=float(c.get("timeout") or 30), cwd=args.run_dir if os.path.isdir(args.run_dir)
                                else None)
             text = p.stdout.decode("utf-8", "replace").strip().splitlines()
@@ -137,9 +175,8 @@ def cmd_preflight(args, agent):
                     c.get("fix") or "see `%s`" % c["run"])
         except subprocess.TimeoutExpired:
             add(c["name"], "fail", "timed out", c.get("fix") or "")
-    out({"ok": True, "checks": checks, "run_dir": args.run_dir, "home": os.path.expanduser("~"),
-         "nofile": [None if soft == inf else soft, None if hard == inf else hard]})
-    return 0
+    return checks, {"run_dir": args.run_dir, "home": os.path.expanduser("~"),
+                    "nofile": [None if soft == inf else soft, None if hard == inf else hard]}
 
 
 def _gib(n):

@@ -225,7 +225,8 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
             deleted: list[dict[str, Any]] = []
             await guard.ready()
             for i, c in enumerate(todo):
-                res = await shell.agent("delete", "--ckpt-dir", plan.ckpt_dir, "--keep",
+                where = ["--run-dir", plan.run_dir] if plan.run_dir else []  # both halves judged, as planned
+                res = await shell.agent("delete", "--ckpt-dir", plan.ckpt_dir, *where, "--keep",
                                         str(max(1, min(plan.keep, len(plan.kept)))), str(c["step"]))
                 for d in res.get("deleted", []):
                     freed += int(d["bytes"])

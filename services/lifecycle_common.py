@@ -20,8 +20,18 @@ from services.models import PodKind
 from services.preflight import Check, LifecycleSettings
 
 AGENT_PATH = Path(__file__).with_name("lifecycle_agent.py")
-# the helper and the sibling it imports; uploaded together into one directory named by their hash
-AGENT_FILES = (AGENT_PATH, Path(__file__).with_name("lifecycle_agent_preflight.py"))
+# the helper and the siblings it imports; uploaded together into one directory named by their hash, the
+# last one written last (its presence says the directory is whole)
+AGENT_FILES = (AGENT_PATH, Path(__file__).with_name("lifecycle_agent_run.py"),
+               Path(__file__).with_name("lifecycle_agent_preflight.py"))
+# Runs the helper when its directory is whole, else prints MISSING (one exec either way: no SFTP check
+# before a connection's first call). The interpreter is the one the helper recorded in its directory
+# (sys.executable) when that still exists, else python3: a pyenv/asdf shim costs ~0.15 s per exec. Its
+# stderr joins stdout, so a streamed command's failure is readable.
+MISSING = '{"ptt_helper_missing": true}'
+_WRAP = ('test -f "$0" || { echo \'%s\'; exit 97; }; s=$1 py=$2 f=$3; shift 3; '
+         'if [ -n "$f" ]; then { read -r c < "$f"; } 2>/dev/null && [ -x "$c" ] && py=$c; fi; '
+         'exec env "PTT_STATE_DIR=$s" "PTT_PYTHON_FILE=$f" "$py" "$@" 2>&1' % MISSING)
 DEFAULT_STATE_DIR = ".cache/prime-train-tui"
 
 
@@ -109,51 +119,132 @@ class PodShell:
         return f"{home.rstrip('/')}/{path}" if home else path
 
     async def agent_path(self) -> str:
+        """Where the helper is (or will be) on the pod: a directory named by the files' hash."""
         if self._agent:
             return self._agent
         if self.local:
             self._agent = str(AGENT_PATH)
-            return self._agent
-        # one upload check per connection, one at a time (the lock and the pre-flight start together)
-        guard = getattr(self.conn, "_ptt_agent_lock", None)
+        else:
+            self._agent = f"{self.state_dir}/lifecycle-{_agent_digest()}/{AGENT_PATH.name}"
+        return self._agent
+
+    async def install_agent(self) -> None:
+        """Upload the helper's files (one SFTP session; each file atomically, the last one last). Two
+        clients doing it at once write the same bytes under temp names and rename them in place."""
+        if self.local:
+            return
+        guard = getattr(self.conn, "_ptt_agent_lock", None)  # one upload per connection at a time
         if guard is None:
             guard = asyncio.Lock()
             with contextlib.suppress(AttributeError):
                 self.conn._ptt_agent_lock = guard
+        where = (await self.agent_path()).rsplit("/", 1)[0]
         async with guard:
-            cached = getattr(self.conn, "_ptt_lifecycle_agent", None)
-            if cached:
-                self._agent = cached
-                return cached
-            files = [(f.name, f.read_bytes()) for f in AGENT_FILES]
-            digest = hashlib.sha256(b"".join(data for _, data in files)).hexdigest()[:16]
-            where = f"{self.state_dir}/lifecycle-{digest}"
-            if not await self.exists(f"{where}/{files[-1][0]}"):  # the last one is written last
-                for name, data in files:
-                    await self.put(data, f"{where}/{name}")
-            self._agent = f"{where}/{AGENT_PATH.name}"
+            if getattr(self.conn, "_ptt_lifecycle_agent", None) == where:
+                return  # another action on this connection just did it
+            try:
+                await self.conn.put_files([(f.read_bytes(), f"{where}/{f.name}", 0o644) for f in AGENT_FILES])
+            except PrimeTrainError as exc:
+                raise LifecycleError(f"cannot upload the lifecycle helper to {where}: {exc}") from None
             with contextlib.suppress(AttributeError):
-                self.conn._ptt_lifecycle_agent = self._agent
-        return self._agent
+                self.conn._ptt_lifecycle_agent = where
+
+    async def argv(self, *args: str) -> list[str]:
+        """The helper's command line, wrapped so that a missing helper answers MISSING."""
+        path = await self.agent_path()
+        where = path.rsplit("/", 1)[0]
+        cached = "" if self.local else f"{where}/python"  # never a file beside our own sources
+        return ["sh", "-c", _WRAP, f"{where}/{AGENT_FILES[-1].name}", self.state_dir, self.python, cached, path,
+                *args]
 
     async def agent(self, *args: str, input: bytes | None = None, timeout: float = 60.0) -> dict[str, Any]:
-        path = await self.agent_path()
-        env = ["env", f"PTT_STATE_DIR={self.state_dir}"]
-        rc, out, err = await self.exec([*env, self.python, path, *args], input=input, timeout=timeout)
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        if not lines:
-            tail = (err.strip().splitlines() or [f"exit status {rc}"])[-1]
-            raise LifecycleError(f"the pod's helper failed ({args[0]}): {tail}",
-                                 hint="is python3 installed on the pod?")
-        import json
+        for attempt in (1, 2):
+            rc, out, err = await self.exec(await self.argv(*args), input=input, timeout=timeout)
+            lines = [ln for ln in out.splitlines() if _json_line(ln) is not None]
+            if lines and lines[0] == MISSING and attempt == 1:
+                await self.install_agent()
+                continue
+            if not lines or lines[-1] == MISSING:
+                tail = ([ln for ln in (out + err).strip().splitlines() if ln.strip()] or [f"exit status {rc}"])[-1]
+                raise LifecycleError(f"the pod's helper failed ({args[0]}): {tail}",
+                                     hint="is python3 installed on the pod?")
+            return json.loads(lines[-1])
+        raise AssertionError("unreachable")
 
-        return json.loads(lines[-1])
+    async def stream(self, args: list[str], request: dict[str, Any], timeout: float = 180.0,
+                     ) -> AsyncIterator[dict[str, Any]]:
+        """Run a streaming helper command (``launch``, ``kill``): one JSON request line on its stdin, which
+        stays open until this generator ends (closing it early, e.g. on cancel, stops the helper before
+        anything irreversible), and one JSON object per line out. ``timeout`` bounds each line."""
+        data = (json.dumps(request) + "\n").encode()
+        for attempt in (1, 2):
+            try:
+                proc = await self.conn.start(shlex.join(await self.argv(*args)))
+            except PrimeTrainError as exc:
+                raise LifecycleError(f"cannot run the pod's helper ({args[0]}): {exc}") from None
+            tail: list[str] = []
+            missing = False
+            try:
+                await proc.write(data)
+                while True:
+                    try:
+                        raw = await asyncio.wait_for(proc.readline(), timeout)
+                    except asyncio.TimeoutError:
+                        raise LifecycleError(f"the pod's helper ({args[0]}) said nothing for {timeout:g} s") from None
+                    except (OSError, PrimeTrainError) as exc:
+                        raise LifecycleError(f"connection lost during {args[0]}: {exc}") from None
+                    if not raw:
+                        break
+                    line = raw.decode("utf-8", "replace").strip()
+                    if line == MISSING and attempt == 1:
+                        missing = True
+                        break
+                    msg = _json_line(line)
+                    if msg is None:
+                        tail = (tail + [line])[-5:] if line else tail
+                        continue
+                    yield msg
+            except BaseException:  # failed, cancelled or closed early: stop it now
+                await proc.kill()
+                raise
+            await _end(proc)
+            if not missing:
+                if tail:
+                    raise LifecycleError(f"the pod's helper stopped ({args[0]}): {tail[-1]}",
+                                         hint="is python3 (3.6 or newer) installed on the pod?")
+                return
+            await self.install_agent()
 
     async def home(self) -> str:
         if self._home is None:
             rc, out, _ = await self.exec(["sh", "-c", "cd && pwd"])
             self._home = out.strip() or "/root"
         return self._home
+
+
+_DIGEST: tuple[tuple[float, ...], str] | None = None
+
+
+def _agent_digest() -> str:
+    """The helper files' content hash (recomputed only when a file changed)."""
+    global _DIGEST
+    stamp = tuple(f.stat().st_mtime for f in AGENT_FILES)
+    if _DIGEST is None or _DIGEST[0] != stamp:
+        _DIGEST = (stamp, hashlib.sha256(b"".join(f.read_bytes() for f in AGENT_FILES)).hexdigest()[:16])
+    return _DIGEST[1]
+
+
+async def _end(proc: Any) -> None:
+    """Close a streamed command's stdin and reap it; kill it when it does not end by itself."""
+    with contextlib.suppress(Exception):
+        proc.write_eof()
+    try:
+        await asyncio.wait_for(proc.wait(), 5)
+    except Exception:  # noqa: BLE001 - slow or broken: end it, never mask the action's own outcome
+        await proc.kill()
+    except BaseException:  # cancelled while reaping: end it all the same
+        await proc.kill()
+        raise
 
 
 # ------------------------------------------------------------------------------------ guard
@@ -180,6 +271,44 @@ class _Busy:
 BUSY = _Busy()
 
 
+def _json_line(line: str | bytes) -> dict[str, Any] | None:
+    """A line of the helper's JSON output, or None for anything else (stderr joins stdout)."""
+    if not line.lstrip().startswith(b"{" if isinstance(line, bytes) else "{"):
+        return None
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def _first_json(proc: Any, timeout: float) -> dict[str, Any]:
+    """The first JSON line a started helper prints (stderr lines joined to stdout are skipped), or {}."""
+    end = time.monotonic() + timeout
+    try:
+        while True:
+            line = await asyncio.wait_for(proc.readline(), max(0.0, end - time.monotonic()))
+            if not line:
+                return {}
+            msg = _json_line(line)
+            if msg is not None:
+                return msg
+    except (asyncio.TimeoutError, OSError, PrimeTrainError):
+        return {}
+
+
+def owner_id() -> str:
+    """Who holds the pod's lock, for the refusal message: this machine and process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def held_error(held: dict[str, Any], pod: str) -> LifecycleError:
+    since = time.strftime("%H:%M:%S", time.localtime(held["since"])) if held.get("since") else "?"
+    return LifecycleError(f"{held.get('action', 'another action')} is already running on {pod} "
+                          f"(pid {held.get('pid', '?')} on the pod, from {held.get('owner') or '?'}, "
+                          f"since {since})", hint="wait for it to finish or cancel it")
+
+
 class PodLock:
     """The pod-wide action lock, across processes and machines: the helper's ``lock`` command holds a
     flock on ``<state>/action.lock`` while its stdin is open. A CLI ``kill`` and the app's ``k``
@@ -192,25 +321,24 @@ class PodLock:
     async def acquire(self) -> dict[str, Any]:
         conn = self.conn
         shell = PodShell(conn)
-        path = await shell.agent_path()
-        owner = f"{socket.gethostname()}:{os.getpid()}"
-        argv = ["env", f"PTT_STATE_DIR={shell.state_dir}", shell.python, path, "lock", "--action", self.action,
-                "--owner", owner]
-        try:
-            self.proc = await conn.start(shlex.join(argv))
-        except PrimeTrainError as exc:
-            raise LifecycleError(f"cannot take the pod's action lock: {exc}") from None
-        try:
-            answer = json.loads(await asyncio.wait_for(self.proc.readline(), 30) or b"{}")
-        except (asyncio.TimeoutError, ValueError):
+        argv = await shell.argv("lock", "--action", self.action, "--owner", owner_id())
+        answer: dict[str, Any] = {}
+        for attempt in (1, 2):
+            try:
+                self.proc = await conn.start(shlex.join(argv))
+            except PrimeTrainError as exc:
+                raise LifecycleError(f"cannot take the pod's action lock: {exc}") from None
+            answer = await _first_json(self.proc, 30)
+            if answer.get("ptt_helper_missing") and attempt == 1:
+                await self.release()
+                await shell.install_agent()
+                continue
+            break
+        if not answer or answer.get("ptt_helper_missing"):
             raise LifecycleError(f"the pod's action lock did not answer on {conn.pod.name}",
-                                 hint="is python3 installed on the pod?") from None
+                                 hint="is python3 installed on the pod?")
         if not answer.get("ok"):
-            held = answer.get("held_by") or {}
-            since = time.strftime("%H:%M:%S", time.localtime(held["since"])) if held.get("since") else "?"
-            raise LifecycleError(f"{held.get('action', 'another action')} is already running on {conn.pod.name} "
-                                 f"(pid {held.get('pid', '?')} on the pod, from {held.get('owner') or '?'}, "
-                                 f"since {since})", hint="wait for it to finish or cancel it")
+            raise held_error(answer.get("held_by") or {}, conn.pod.name)
         return answer["lock"]
 
     async def release(self) -> None:
@@ -280,7 +408,7 @@ def ckpt_dir_of(run_dir: str, settings: LifecycleSettings) -> str:
 
 async def checkpoints(shell: PodShell, run_dir: str, settings: LifecycleSettings) -> tuple[str, list[dict[str, Any]]]:
     ckpt_dir = ckpt_dir_of(run_dir, settings)
-    result = await shell.agent("ckpts", "--ckpt-dir", ckpt_dir)
+    result = await shell.agent("ckpts", "--ckpt-dir", ckpt_dir, "--run-dir", shell.abspath(run_dir))
     return ckpt_dir, list(result.get("ckpts", []))
 
 

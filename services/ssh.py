@@ -263,18 +263,32 @@ class SSHConnection(Connection):
         return RemoteProcess(proc.stdin, proc.stdout, wait, kill)
 
     async def put_file(self, data: bytes, remote: str, mode: int = 0o644) -> None:
+        await self.put_files([(data, remote, mode)])
+
+    async def put_files(self, files: list[tuple[bytes, str, int]]) -> None:
+        """Each file to a temp name beside it, then renamed over the target: POSIX rename (OpenSSH's
+        posix-rename extension) replaces it atomically, so two clients uploading the same file at once
+        both succeed and a reader never finds it missing or half-written."""
         asyncssh = _asyncssh()
-        directory = remote.rsplit("/", 1)[0] if "/" in remote else "."
-        tmp = f"{remote}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+        remote = ""
         try:
             async with self._connected().start_sftp_client() as sftp:
-                await sftp.makedirs(directory, exist_ok=True)
-                async with sftp.open(tmp, "wb") as fh:
-                    await fh.write(data)
-                await sftp.chmod(tmp, mode)
-                with contextlib.suppress(asyncssh.SFTPError):
-                    await sftp.remove(remote)
-                await sftp.rename(tmp, remote)
+                made: set[str] = set()
+                for data, remote, mode in files:
+                    directory = remote.rsplit("/", 1)[0] if "/" in remote else "."
+                    if directory not in made:
+                        await sftp.makedirs(directory, exist_ok=True)
+                        made.add(directory)
+                    tmp = f"{remote}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+                    async with sftp.open(tmp, "wb") as fh:
+                        await fh.write(data)
+                    await sftp.chmod(tmp, mode)
+                    try:
+                        await sftp.posix_rename(tmp, remote)
+                    except asyncssh.SFTPOpUnsupported:  # a server without the extension: not atomic
+                        with contextlib.suppress(asyncssh.SFTPError):
+                            await sftp.remove(remote)
+                        await sftp.rename(tmp, remote)
         except (OSError, asyncssh.Error) as exc:
             raise ConnectError(f"cannot write {remote} on the pod: {_describe(exc)}") from None
 

@@ -171,8 +171,9 @@ async def test_run_loop_rounds_on_a_nudge_and_stops_on_cancel(pod, layout, tmp_p
                 break
             await asyncio.sleep(0.05)
         assert steps(out) == [20, 30, 40, 50]  # the start round
-        trainer_ckpt(out, 60)  # the trainer finishes two more; the monitor sees it
-        trainer_ckpt(out, 70)
+        for step in (60, 70):  # two more, both halves (a trainer half alone is not complete); the monitor sees it
+            trainer_ckpt(out, step)
+            orch_ckpt(run, step)
         assert daemon.observe(snap(pod, 40, 10.0)) is None and daemon.observe(snap(pod, 70, 10.0))
         for _ in range(200):
             if len(daemon.rounds) >= 2:
