@@ -359,11 +359,22 @@ def _read_json(path):
         return json.load(f)
 
 
-def checkpoint_complete(path):
-    """A step_N dir prime-rl could resume from. prime-rl's own "latest" does not check this."""
-    if os.path.isfile(os.path.join(path, "STABLE")):
+def checkpoint_complete(path, orch=None):
+    """A step_N dir prime-rl could resume from; prime-rl's own "latest" does not check this. Its halves:
+    trainer/.metadata (DCP writes it last) and orchestrator/progress.pt (renamed into place); a legacy
+    STABLE marker counts for the trainer's. ``orch``: the step_N dir holding this step's orchestrator
+    half when the run has one (an RL run): ``path`` itself, or the run dir's checkpoints/step_N when the
+    trainer's checkpoints go to a separate [ckpt] output_dir (research prime-rl.md 6.1) -- then BOTH
+    halves are required, wherever they live. Without it, one dir alone is judged: a half present must
+    be whole, and a trainer-only dir counts (an SFT run; the trainer's side of a separate dir).
+    The same function is in services/probe.py, lifecycle_agent.py and backup_agent.py (a test checks)."""
+    trainer, stable = os.path.join(path, "trainer"), os.path.isfile(os.path.join(path, "STABLE"))
+    if orch is not None:
+        return ((stable or os.path.isfile(os.path.join(trainer, ".metadata")))
+                and os.path.isfile(os.path.join(orch, "orchestrator", "progress.pt")))
+    if stable:
         return True
-    trainer, orch = os.path.join(path, "trainer"), os.path.join(path, "orchestrator")
+    orch = os.path.join(path, "orchestrator")
     has_trainer, has_orch = os.path.isdir(trainer), os.path.isdir(orch)
     if not (has_trainer or has_orch):
         return False
