@@ -1,5 +1,6 @@
 """The App's side of renting pods: the confirmation, the launch worker, ``T`` (terminate), the deadline
-watch, and the start-up question about rentals already past their deadline.
+watch, the start-up question about rentals already past their deadline, and the rates real runs reach
+(the Offers pane's calibration).
 
 State lives in the audit log (services/offers/rentals.py), so a rental survives an app crash mid-launch:
 at the next start it is still watched, and offered for termination when overdue. A rented pod joins the
@@ -43,6 +44,28 @@ class Rentals:
         self.settings = settings or {}
         self.watch_interval, self.poll, self.ssh_ready = watch_interval, poll, ssh_ready
         self.busy: set[str] = set()  # pod names being terminated
+        from app.settings import data_dir
+        from services.offers.calibration import NAME as OBSERVED, ObservationLog
+
+        self.observations = ObservationLog(data_dir() / OBSERVED)
+
+    def record_rate(self, snapshot: Any) -> None:
+        """The steps/hr a real run reaches on its GPUs, for the Offers pane's estimates (at most one line
+        per model and GPU shape per 10 min; never from the simulated pod). Called for every snapshot."""
+        run, latest = snapshot.run, snapshot.latest
+        if snapshot.pod.simulated or run is None or latest is None or not run.steps_per_hr or (run.step or 0) < 3 \
+                or not latest.model or not latest.gpus:
+            return
+        from services.offers.calibration import observation
+
+        total = latest.gpus[0].mem_total
+        ob = observation(latest.model, [g.name for g in latest.gpus], total / 2**30 if total else None,
+                         run.steps_per_hr, latest.tokens_per_step)
+        if ob is not None:
+            try:
+                self.observations.record(ob, self.clock())
+            except OSError:
+                pass  # losing one calibration point costs nothing
 
     # ------------------------------------------------------------------ start-up
     def start(self) -> None:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.widget import Widget
@@ -36,6 +35,7 @@ from app.panes.bottleneck import BottleneckPane
 from widgets.alerts_view import TOAST_SEVERITY
 from app.panes.checkpoints import CheckpointsPane
 from app.panes.config import ConfigPane
+from app.palette import PodCommands
 from app.panes.offers import OffersPane
 from app.rentals import Rentals
 from widgets.monitor_pane import MonitorPane
@@ -64,20 +64,6 @@ class PodUpdated(Message):
     def __init__(self, name: str) -> None:
         super().__init__()
         self.name = name
-
-
-class PodCommands(Provider):
-    """Command palette entries for what is possible right now ("Pod: remove demo", "Go to: Offers")."""
-
-    async def discover(self) -> Hits:
-        for title, help_text, callback in self.app.palette_commands():  # type: ignore[attr-defined]
-            yield DiscoveryHit(title, callback, help=help_text)
-
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        for title, help_text, callback in self.app.palette_commands():  # type: ignore[attr-defined]
-            if (score := matcher.match(title)) > 0:
-                yield Hit(score, matcher.highlight(title), callback, text=title, help=help_text)
 
 
 class PrimeTrainApp(App[None]):
@@ -131,10 +117,6 @@ class PrimeTrainApp(App[None]):
         self._toasted: dict[str, frozenset[str]] = {}  # pod -> alert ids already toasted (while they last)
         self.alert_log: deque[tuple[str, Alert]] = deque(maxlen=500)  # (pod, alert) as they fired
         self.rentals = (rentals or _default_rentals)(self)
-        from app.settings import data_dir
-        from services.offers.calibration import NAME as OBSERVED, ObservationLog
-
-        self.observations = ObservationLog(data_dir() / OBSERVED)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -160,7 +142,7 @@ class PrimeTrainApp(App[None]):
         from app.panes.offers import default_fetcher, demo_fetcher
 
         demo = any(p.simulated for p in self.initial_pods)
-        return OffersPane(id="offers-pane", cache_dir=cache_dir(), observed_path=self.observations.path,
+        return OffersPane(id="offers-pane", cache_dir=cache_dir(), observed_path=self.rentals.observations.path,
                           fetcher=demo_fetcher if demo else default_fetcher,
                           cache_ttl=float(self.rentals.settings.get("cache_ttl", 600)))
 
@@ -206,25 +188,7 @@ class PrimeTrainApp(App[None]):
         if isinstance(self.screen, FleetScreen):
             self.screen.update_pod(snapshot)
         self._ask_about_host_key(snapshot)
-        self._observe_rate(snapshot)
-
-    def _observe_rate(self, snapshot: PodSnapshot) -> None:
-        """The steps/hr a real run reaches on its GPUs, for the Offers pane's estimates (at most one line
-        per model and GPU shape per 10 min; never from the simulated pod)."""
-        run, latest = snapshot.run, snapshot.latest
-        if snapshot.pod.simulated or run is None or latest is None or not run.steps_per_hr or (run.step or 0) < 3 \
-                or not latest.model or not latest.gpus:
-            return
-        from services.offers.calibration import observation
-
-        total = latest.gpus[0].mem_total
-        ob = observation(latest.model, [g.name for g in latest.gpus], total / 2**30 if total else None,
-                         run.steps_per_hr, latest.tokens_per_step)
-        if ob is not None:
-            try:
-                self.observations.record(ob, self.clock())
-            except OSError:
-                pass  # losing one calibration point costs nothing
+        self.rentals.record_rate(snapshot)
 
     def _toast_new_alerts(self, snapshot: PodSnapshot) -> None:
         """A toast per alert id per pod when it fires; a cleared alert toasts again if it fires again."""

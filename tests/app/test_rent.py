@@ -191,7 +191,7 @@ async def test_a_real_runs_rate_calibrates_the_offers_pane(tmp_path: Path):
         app.on_snapshot(snap)
         app.on_snapshot(replace(snap, pod=demo, history=(a100,)))  # simulated GPUs: never a calibration point
         await pilot.pause(0.2)
-    lines = app.observations.path.read_text().splitlines()
+    lines = app.rentals.observations.path.read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["gpu_type"] == "H100" and json.loads(lines[0])["gpu_count"] == 8
 
     app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
