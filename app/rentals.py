@@ -44,6 +44,7 @@ class Rentals:
         self.settings = settings or {}
         self.watch_interval, self.poll, self.ssh_ready = watch_interval, poll, ssh_ready
         self.busy: set[str] = set()  # pod names being terminated
+        self._pass: Any = None  # the deadline watch's running pass (a Worker)
         from app.settings import data_dir
         from services.offers.calibration import NAME as OBSERVED, ObservationLog
 
@@ -106,8 +107,11 @@ class Rentals:
         self.app.set_interval(self.watch_interval, self._watch_pass)
 
     def _watch_pass(self) -> None:
-        self.app.run_worker(self._check_deadlines(), name="deadline watch", group="deadline-watch",
-                            exclusive=True, exit_on_error=False)
+        """One pass at a time: a slow provider must not have a terminate in flight cancelled by the next."""
+        if self._pass is not None and not self._pass.is_finished:
+            return
+        self._pass = self.app.run_worker(self._check_deadlines(), name="deadline watch", group="deadline-watch",
+                                         exit_on_error=False)
 
     async def _check_deadlines(self) -> None:
         import asyncio
