@@ -154,7 +154,8 @@ async def pod_checkpoints(conn: Connection, run_dir: str) -> tuple[list[PodCheck
     await agent.install()
     events = await agent.run_json(["list", run_dir], timeout=120)
     found = next((e for e in events if e.get("event") == "list"), {"ckpts": [], "disk": None})
-    return [PodCheckpoint(**c) for c in found["ckpts"]], found.get("disk")
+    known = set(PodCheckpoint.__dataclass_fields__)
+    return [PodCheckpoint(**{k: v for k, v in c.items() if k in known}) for c in found["ckpts"]], found.get("disk")
 
 
 # ------------------------------------------------------------------ backup
@@ -169,9 +170,9 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
     report = on_progress or (lambda _p: None)
     agent = PodAgent(conn)
     await agent.install()
-    ckpt = f"{run_dir.rstrip('/')}/checkpoints/step_{step}"
     report(TransferProgress("backup", step, "scan", 0, 0, time.monotonic() - started))
-    plan = await agent.run_json(["plan", ckpt, "--compress", settings.compression, "--level", str(settings.level)])
+    plan = await agent.run_json(["plan", run_dir, "--step", str(step), "--compress", settings.compression,
+                                 "--level", str(settings.level)])  # both halves, wherever each lives
     planned = next(e for e in plan if e.get("event") == "plan")["files"]
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
     total = sum(int(f["size"]) for f in planned)
@@ -202,7 +203,7 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
                        else s3.presign("put_object", Key=key))
                 parts.append({"n": n, "offset": off, "raw": min(part, entry.size - off), "url": url,
                               **({"have": have[n]} if n in have else {})})
-            yield json.dumps({"path": entry.path, "full": f"{ckpt}/{entry.path}", "key": key, "size": entry.size,
+            yield json.dumps({"path": entry.path, "full": f["full"], "key": key, "size": entry.size,
                               "encoding": entry.encoding, "level": entry.level, "parts": parts})
 
     async def complete(key: str, entry: FileEntry, etags: list[str]) -> None:
@@ -393,10 +394,12 @@ async def prune_bucket(settings: BackupSettings, run_dir: str, keep_last: int) -
 async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir: str, step: int | None = None,
                              on_progress: ProgressFn | None = None, ckpt_root: str | None = None,
                              notes: list[str] | None = None) -> Manifest:
-    """Bucket -> ``<ckpt_root or run_dir/checkpoints>/step_N`` on the pod (newest verified when no step).
+    """Bucket -> the pod (newest verified when no step): each half where it belongs for that run -- the
+    trainer half into ``ckpt_root`` when given and not <run_dir>/checkpoints, else where the run's
+    resolved configs put it ([ckpt] output_dir), the orchestrator half into <run_dir>/checkpoints.
 
-    The files land in a staging dir and are checked against the manifest first. A complete step_N on
-    the pod is never overwritten (error); an incomplete one (a save cut short) is moved aside to
+    The files land in staging dirs and are checked against the manifest first. A complete step_N on
+    the pod is never overwritten (error); an incomplete one or half (a save cut short) is moved aside to
     ``.step_N.incomplete-<time>`` in the same dir and a sentence saying where is appended to ``notes``."""
     s3 = S3(settings)
     report = on_progress or (lambda _p: None)
@@ -415,8 +418,9 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
         raise BackupError(f"the backup of step {step} does not match its manifest: {problems[0]}")
     agent = PodAgent(conn)
     await agent.install()
-    root = ckpt_root.rstrip("/") if ckpt_root else f"{run_dir.rstrip('/')}/checkpoints"
-    plan = {"dest": f"{root}/.step_{step}.restoring-{secrets.token_hex(4)}", "final": f"{root}/step_{step}",
+    own = f"{run_dir.rstrip('/')}/checkpoints"
+    root = ckpt_root.rstrip("/") if ckpt_root and ckpt_root.rstrip("/") != own else None
+    plan = {"run_dir": run_dir, "step": step, "tag": secrets.token_hex(4), **({"trainer_root": root} if root else {}),
             "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "encoding": f.encoding,
                        "url": s3.presign("get_object", Key=base + f.key),
                        "parts": [p.__dict__ for p in f.parts]} for f in manifest.files]}
@@ -430,8 +434,9 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
         elif ev.get("event") == "error":
             errors.append(mask(str(ev.get("message"))))
         elif ev.get("event") == "done" and ev.get("moved_aside") and notes is not None:
+            aside = ev["moved_aside"]
             notes.append(f"the incomplete step_{step} that was on the pod was moved aside to "
-                         f"{ev['moved_aside']} (nothing deleted)")
+                         f"{aside if isinstance(aside, str) else ' and '.join(aside)} (nothing deleted)")
 
     rc = await agent.stream(["download", "--jobs", str(settings.jobs)], [json.dumps(plan)], on_event)
     if errors or rc != 0:

@@ -4,20 +4,24 @@ Uploaded to the pod under its content hash (like the probe) and run with ``pytho
 long-lived credential: the app sends presigned URLs on stdin, one JSON object per line, and the agent
 answers with one JSON object per line on stdout ({"event": ...}).
 
-  list RUN_DIR                         the checkpoints under RUN_DIR/checkpoints (step, bytes, complete)
-  plan CKPT_DIR [--compress zstd --level N]
-                                       every file's size and encoding: zstd only when it saves >= 5%
-                                       on samples of the file (each part is then its own zstd frame;
-                                       concatenated frames are one valid stream)
+  list RUN_DIR                         the run's checkpoints, each step once with both halves (step,
+                                       bytes, trainer_bytes, orch_bytes, complete); the trainer half
+                                       may live in a separate [ckpt] output_dir (trainer_ckpt_dir)
+  plan RUN_DIR --step N [--trainer-root DIR] [--compress zstd --level N]
+                                       every file of both halves (paths trainer/..., orchestrator/...
+                                       whatever the layout), size and encoding: zstd only when it saves
+                                       >= 5% on samples of the file (each part is then its own zstd
+                                       frame; concatenated frames are one valid stream)
   send [--jobs N --limit B/S --min-part M]
                                        stdin: one file per line {"path","full","key","encoding","level",
                                        "parts":[{"n","offset","raw","url","have"}]}; ONE read per file:
                                        sha256 in order, md5 (+zstd) per part, PUT with urllib (parallel)
                                        unless the bucket already has that md5 ("have"); prints
                                        {"event":"part"} per part and {"event":"file"} (sha256, parts)
-  download [--jobs N]                  stdin: one plan {"dest","final","files":[...]}; ranged GETs into
-                                       a staging dir, sha256 of every file checked against the manifest,
-                                       then ONE rename makes step_N appear (complete only when verified)
+  download [--jobs N]                  stdin: one plan {"run_dir","step","files":[...][,"trainer_root"]};
+                                       ranged GETs into a staging dir beside each half's home, sha256 of
+                                       every file checked against the manifest, then one rename per half
+                                       makes step_N appear (complete only when verified)
 """
 from __future__ import annotations
 
@@ -103,20 +107,91 @@ def walk(root):
     return out
 
 
-def cmd_list(run_dir):
-    base = os.path.join(run_dir, "checkpoints")
-    res = []
-    names = os.listdir(base) if os.path.isdir(base) else []
-    for name in names:
-        if not (name.startswith("step_") and name[5:].isdigit()):
+def trainer_ckpt_dir(run_dir):
+    """Where the TRAINER half of this run's checkpoints lives: ``<ckpt.output_dir>/checkpoints`` when the
+    resolved configs (configs/trainer.json, or rl.json's trainer or shared ckpt) name a separate [ckpt]
+    output_dir -- the orchestrator half stays in <run_dir>/checkpoints (research prime-rl.md 6.1) --
+    else <run_dir>/checkpoints. A relative output_dir is taken from the launch dir: what the config's
+    own (relative) output_dir, the run dir, was relative to; else the run dir's grandparent
+    (<launch dir>/outputs/<run>). The same function is in services/probe.py and backup_agent.py (a test checks)."""
+    run_dir = os.path.normpath(run_dir)
+    for name, places in (("trainer.json", ((),)), ("rl.json", (("trainer",), ()))):
+        try:
+            with open(os.path.join(run_dir, "configs", name)) as fh:
+                cfg = json.load(fh)
+        except (OSError, ValueError):
             continue
-        path = os.path.join(base, name)
-        size = sum(os.path.getsize(os.path.join(path, f)) for f in walk(path))
-        res.append({"step": int(name[5:]), "path": path, "bytes": size,
-                    "mtime": os.path.getmtime(path), "complete": checkpoint_complete(path)})
+        for place in places:
+            node = cfg
+            for key in place:
+                node = node.get(key) if isinstance(node, dict) else None
+            ckpt = node.get("ckpt") if isinstance(node, dict) else None
+            out = ckpt.get("output_dir") if isinstance(ckpt, dict) else None
+            if not isinstance(out, str) or not out.strip():
+                continue
+            if not os.path.isabs(out):
+                own = node.get("output_dir") if isinstance(node.get("output_dir"), str) else ""
+                own = os.path.normpath(own) if own and not os.path.isabs(own) else ""
+                if own and run_dir.endswith(os.sep + own):
+                    launch = run_dir[:-len(own) - 1]
+                else:
+                    launch = os.path.dirname(os.path.dirname(run_dir))
+                out = os.path.join(launch, out)
+            return os.path.join(os.path.normpath(out), "checkpoints")
+    return os.path.join(run_dir, "checkpoints")
+
+
+def ckpt_roots(run_dir, trainer_root=None):
+    """(trainer root, orchestrator root or None): None when both halves share <run_dir>/checkpoints."""
+    own = os.path.join(run_dir, "checkpoints")
+    troot = trainer_root or trainer_ckpt_dir(run_dir)
+    return troot, (None if os.path.realpath(troot) == os.path.realpath(own) else own)
+
+
+def _steps(d):
+    names = os.listdir(d) if os.path.isdir(d) else []
+    return dict((int(n[5:]), os.path.join(d, n)) for n in names
+                if n.startswith("step_") and n[5:].isdigit() and os.path.isdir(os.path.join(d, n)))
+
+
+def step_files(troot, oroot, step):
+    """[(path relative to step_N, full path on the pod)] of both halves of step N: the same shape
+    (trainer/..., orchestrator/...) whether or not the trainer half lives in a separate dir."""
+    tdir = os.path.join(troot, "step_%d" % step)
+    if oroot is None:
+        return [(rel, os.path.join(tdir, rel)) for rel in walk(tdir)]
+    odir = os.path.join(oroot, "step_%d" % step, "orchestrator")
+    out = [(rel, os.path.join(tdir, rel)) for rel in walk(tdir) if not rel.startswith("orchestrator" + os.sep)]
+    return out + [(os.path.join("orchestrator", rel), os.path.join(odir, rel)) for rel in walk(odir)]
+
+
+def step_status(troot, oroot, step, files=None):
+    """One step, both halves: {"step","path","orch_path","bytes","trainer_bytes","orch_bytes","mtime","complete"}."""
+    tdir = os.path.join(troot, "step_%d" % step)
+    odir = tdir if oroot is None else os.path.join(oroot, "step_%d" % step)
+    files = step_files(troot, oroot, step) if files is None else files
+    sizes = [(rel.startswith("orchestrator" + os.sep), os.path.getsize(full)) for rel, full in files]
+    mtimes = [os.path.getmtime(d) for d in set((tdir, odir)) if os.path.isdir(d)]
+    if oroot is None:
+        complete = checkpoint_complete(tdir)
+    else:  # both halves when the run has an orchestrator (configs or any orchestrator half say so)
+        run_dir = os.path.dirname(oroot)
+        rl = any(os.path.isfile(os.path.join(run_dir, "configs", n)) for n in ("orchestrator.json", "rl.json")) \
+            or any(os.path.isdir(os.path.join(p, "orchestrator")) for p in _steps(oroot).values())
+        complete = checkpoint_complete(tdir, odir if rl else None)
+    return {"step": step, "path": tdir if os.path.isdir(tdir) else odir, "orch_path": odir,
+            "bytes": sum(n for _o, n in sizes), "orch_bytes": sum(n for o, n in sizes if o),
+            "trainer_bytes": sum(n for o, n in sizes if not o), "mtime": max(mtimes) if mtimes else None,
+            "complete": complete}
+
+
+def cmd_list(run_dir):
+    troot, oroot = ckpt_roots(run_dir)
+    steps = set(_steps(troot)) | set(_steps(oroot) if oroot else ())
+    res = [step_status(troot, oroot, s) for s in sorted(steps)]
     st = os.statvfs(run_dir) if os.path.isdir(run_dir) else None
     disk = {"total": st.f_blocks * st.f_frsize, "free": st.f_bavail * st.f_frsize} if st else None
-    emit({"event": "list", "ckpts": sorted(res, key=lambda c: c["step"]), "disk": disk})
+    emit({"event": "list", "ckpts": res, "disk": disk, "trainer_dir": troot, "orch_dir": oroot or troot})
 
 
 # ------------------------------------------------------------------ compression
@@ -171,22 +246,28 @@ def pays_off(full, size, codec, level):
     return stored <= SAVING * raw
 
 
-def cmd_plan(ckpt, encoding, level):
-    """The files of a complete checkpoint, their sizes and whether each is worth compressing."""
-    if not os.path.isdir(ckpt):
-        emit({"event": "error", "message": "no checkpoint at %s" % ckpt})
+def cmd_plan(run_dir, step, encoding, level, trainer_root=None):
+    """The files of a complete checkpoint (both halves, wherever each lives), their sizes and whether
+    each is worth compressing."""
+    troot, oroot = ckpt_roots(run_dir, trainer_root)
+    tdir = os.path.join(troot, "step_%d" % step)
+    odir = tdir if oroot is None else os.path.join(oroot, "step_%d" % step)
+    if not os.path.isdir(tdir) and not os.path.isdir(odir):
+        emit({"event": "error", "message": "no checkpoint at %s" % tdir})
         return 1
-    if not checkpoint_complete(ckpt):
-        emit({"event": "error", "message": "%s is incomplete (trainer/.metadata or orchestrator/progress.pt "
-                                           "missing): refusing to back it up" % ckpt})
+    files = step_files(troot, oroot, step)
+    if not step_status(troot, oroot, step, files)["complete"]:
+        where = tdir if oroot is None else "trainer half %s, orchestrator half %s" % (tdir, odir)
+        emit({"event": "error", "message": "step_%d is incomplete (trainer/.metadata or orchestrator/progress.pt "
+                                           "missing; %s): refusing to back it up" % (step, where)})
         return 1
     codec = zstd_codec() if encoding == "zstd" else None
-    files = []
-    for rel in walk(ckpt):
-        full = os.path.join(ckpt, rel)
+    out = []
+    for rel, full in files:
         size = os.path.getsize(full)
-        files.append({"path": rel, "size": size, "encoding": "zstd" if pays_off(full, size, codec, level) else "none"})
-    emit({"event": "plan", "files": files, "zstd": codec is not None})
+        out.append({"path": rel.replace(os.sep, "/"), "full": full, "size": size,
+                    "encoding": "zstd" if pays_off(full, size, codec, level) else "none"})
+    emit({"event": "plan", "files": out, "zstd": codec is not None, "trainer_dir": tdir, "orch_dir": odir})
     return 0
 
 
@@ -296,23 +377,52 @@ def http(method, url, data=None, headers=None, attempts=4):
     raise IOError(last)
 
 
+def restore_halves(plan):
+    """[(final step dir, staging dir, files)] for a download plan: {"run_dir","step","files"[,"trainer_root"]}
+    puts each half where it belongs for that run (the trainer half into a separate ckpt dir when the
+    configs name one, or the app's ``trainer_root``)."""
+    troot, oroot = ckpt_roots(plan["run_dir"], plan.get("trainer_root"))
+    name, tag = "step_%d" % int(plan["step"]), plan.get("tag") or "%d" % os.getpid()
+
+    def half(root, files):
+        return (os.path.join(root, name), os.path.join(root, ".%s.restoring-%s" % (name, tag)), files)
+    if oroot is None:
+        return [half(troot, plan["files"])], None
+    orch = [f for f in plan["files"] if f["path"].startswith("orchestrator/")]
+    rest = [f for f in plan["files"] if not f["path"].startswith("orchestrator/")]
+    halves = [half(oroot, [dict(f, path=f["path"][len("orchestrator/"):], sub="orchestrator") for f in orch]),
+              half(troot, rest)]
+    return [h for h in halves if h[2]], (halves[1][0], halves[0][0] if orch else None)
+
+
+def _whole(halves, pair):
+    """Whether the step is already complete on the pod (then nothing is overwritten)."""
+    if pair is not None:
+        return checkpoint_complete(pair[0], pair[1])
+    final = halves[0][0]
+    return os.path.lexists(final) and (checkpoint_complete(final) or not os.path.isdir(final))
+
+
 def cmd_download(jobs):
     plan = json.loads(sys.stdin.readline())
-    dest, final = plan["dest"], plan["final"]
-    if os.path.exists(final) and (checkpoint_complete(final) or not os.path.isdir(final)):
-        emit({"event": "error", "message": "%s already exists on the pod and is complete: not overwritten" % final})
+    halves, pair = restore_halves(plan)
+    if _whole(halves, pair) or any(os.path.lexists(f) and not os.path.isdir(f) for f, _d, _x in halves):
+        where = " and ".join(f for f, _d, _x in halves)
+        emit({"event": "error", "message": "%s already exists on the pod and is complete: not overwritten" % where})
         return 1
     codec = zstd_codec()
-    tasks = []
-    for f in plan["files"]:
-        full = os.path.join(dest, f["path"])
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        with open(full, "wb") as fh:
-            fh.truncate(f["size"])
-        stored_at = 0
-        for p in f["parts"]:
-            tasks.append((f, p, stored_at, full))
-            stored_at += p["size"]
+    tasks, placed = [], []
+    for _final, dest, files in halves:
+        for f in files:
+            full = os.path.join(dest, f.get("sub", ""), f["path"])
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "wb") as fh:
+                fh.truncate(f["size"])
+            placed.append((f, full))
+            stored_at = 0
+            for p in f["parts"]:
+                tasks.append((f, p, stored_at, full))
+                stored_at += p["size"]
 
     def one(task):
         f, p, start, full = task
@@ -335,26 +445,29 @@ def cmd_download(jobs):
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             list(pool.map(one, tasks))
         bad = []
-        for f in plan["files"]:
+        for f, full in placed:
             sha = hashlib.sha256()
-            with open(os.path.join(dest, f["path"]), "rb") as fh:
+            with open(full, "rb") as fh:
                 for chunk in iter(lambda: fh.read(READ), b""):
                     sha.update(chunk)
             if sha.hexdigest() != f["sha256"]:
                 bad.append(f["path"])
         if bad:
             raise IOError("checksum mismatch against the manifest: " + ", ".join(bad))
-        for base, _dirs, names in os.walk(dest):
-            for name in names:
-                fd = os.open(os.path.join(base, name), os.O_RDONLY)
-                os.fsync(fd)
-                os.close(fd)
-        aside = swap_in(dest, final)
+        for _f, full in placed:
+            fd = os.open(full, os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+        if _whole(halves, pair):
+            raise IOError("%s appeared on the pod during the restore: not overwritten" % halves[-1][0])
+        aside = swap_halves(halves)
     except Exception as exc:
-        shutil.rmtree(dest, ignore_errors=True)
+        for _final, dest, _files in halves:
+            shutil.rmtree(dest, ignore_errors=True)
         emit({"event": "error", "message": str(exc)})
         return 1
-    emit({"event": "done", "failed": 0, "path": final, "moved_aside": aside})
+    emit({"event": "done", "failed": 0, "path": halves[-1][0], "paths": [h[0] for h in halves],
+          "moved_aside": aside[0] if len(aside) == 1 else (aside or None)})
     return 0
 
 
@@ -362,19 +475,43 @@ def swap_in(dest, final):
     """Make the verified ``dest`` appear as ``final``. An incomplete ``final`` (a save cut short) is
     renamed to ``.step_N.incomplete-<time>`` beside it first, never deleted; a complete one is kept and
     the restore fails. Returns where the incomplete one went (or None)."""
+    if os.path.lexists(final) and (checkpoint_complete(final) or not os.path.isdir(final)):
+        raise IOError("%s appeared on the pod during the restore: not overwritten" % final)
+    return _swap(dest, final)
+
+
+def _swap(dest, final):
     aside = None
     if os.path.lexists(final):
-        if checkpoint_complete(final) or not os.path.isdir(final):
-            raise IOError("%s appeared on the pod during the restore: not overwritten" % final)
         aside = os.path.join(os.path.dirname(final), ".%s.incomplete-%d" % (os.path.basename(final), time.time()))
         os.rename(final, aside)
     try:
-        os.rename(dest, final)  # only now does step_N exist: verified first
+        os.rename(dest, final)  # only now does this half exist: verified first
     except OSError:
         if aside:
             os.rename(aside, final)  # put the user's files back where they were
         raise
     return aside
+
+
+def swap_halves(halves):
+    """Swap in every verified half (the orchestrator's first, the trainer's .metadata-bearing one last);
+    a half already there (written only partly) is moved aside, never deleted. If a later half cannot
+    be swapped in, the earlier ones are put back as they were. Returns the moved-aside paths."""
+    if len(halves) == 1:
+        aside = swap_in(halves[0][1], halves[0][0])
+        return [aside] if aside else []
+    done = []
+    try:
+        for final, dest, _files in halves:
+            done.append((final, dest, _swap(dest, final)))
+    except OSError:
+        for final, dest, aside in reversed(done):
+            os.rename(final, dest)
+            if aside:
+                os.rename(aside, final)
+        raise
+    return [a for _f, _d, a in done if a]
 
 
 def main(argv):
@@ -386,7 +523,8 @@ def main(argv):
         rest = argv[2:]
         encoding = rest[rest.index("--compress") + 1] if "--compress" in rest else "none"
         level = int(rest[rest.index("--level") + 1]) if "--level" in rest else 1
-        return cmd_plan(argv[1], encoding, level)
+        root = rest[rest.index("--trainer-root") + 1] if "--trainer-root" in rest else None
+        return cmd_plan(argv[1], int(rest[rest.index("--step") + 1]), encoding, level, root)
     if cmd == "send":
         return cmd_send(int(opts.get("--jobs", 8)), int(opts.get("--limit", 0)),
                         int(opts.get("--min-part", 5 * 1024 * 1024)))

@@ -104,7 +104,10 @@ class BucketCheckpoint:
 @dataclass(frozen=True)
 class PodCheckpoint:
     step: int
-    path: str
-    bytes: int
+    path: str  # the trainer half's step_N (or the orchestrator's when that is all there is)
+    bytes: int  # both halves
     mtime: float | None
-    complete: bool
+    complete: bool  # both halves whole, wherever each lives
+    trainer_bytes: int = 0
+    orch_bytes: int = 0
+    orch_path: str = ""  # the orchestrator half's step_N (== path unless the trainer's lives elsewhere)

@@ -8,7 +8,7 @@ Uploaded as a single file and run as ``python3 -u probe.py [args]``. Writes one 
      "gpus":[{"index","name","util","mem_used","mem_total","power_w","temp_c"}],
      "host":{"cpu_pct","mem_used","mem_total","disk_used","disk_total","nofile_soft"},
      "procs":[{"pid","gpu","mem","cmd"}], "log":[...new lines...], "metrics":[...new metrics.jsonl lines...],
-     "ckpts":[{"step","path","bytes","mtime","complete"}], "errors":[...]}
+     "ckpts":[{"step","path","bytes","trainer_bytes","orch_bytes","mtime","complete"}], "errors":[...]}
 
 Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, power W, temp C.
 - nvml: handles fetched once; per-field errors -> null. procs via compute-running-processes.
@@ -29,7 +29,9 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
   line, e.g. step,loss,lr,toks_per_s) is tailed the same way; each new row goes into "metrics" as
   {"source":"training.csv","step":N,<column>:<number or text>...} keyed by the file's own header
   (rows that do not fit it are passed as {"source":"training.csv","raw":<line>}). "ckpts" = every
-  <run>/checkpoints/step_N dir, rescanned at most every --ckpt-scan seconds (default 10);
+  step_N, once, rescanned at most every --ckpt-scan seconds (default 10): <run>/checkpoints, and the
+  trainer half's dir when the resolved configs name a separate [ckpt] output_dir (trainer_ckpt_dir;
+  then complete needs both halves; "trainer_bytes"/"orch_bytes" size each, "orch_path" names the other);
   complete == prime-rl's own markers: trainer/.metadata (torch DCP writes it last) and, when there is
   an orchestrator/ part, orchestrator/progress.pt (atomic rename); or a STABLE file (older layouts).
 - --once: emit one sample and exit 0 (stdin is not watched in this mode).
@@ -383,6 +385,40 @@ def checkpoint_complete(path, orch=None):
     return not has_orch or os.path.isfile(os.path.join(orch, "progress.pt"))
 
 
+def trainer_ckpt_dir(run_dir):
+    """Where the TRAINER half of this run's checkpoints lives: ``<ckpt.output_dir>/checkpoints`` when the
+    resolved configs (configs/trainer.json, or rl.json's trainer or shared ckpt) name a separate [ckpt]
+    output_dir -- the orchestrator half stays in <run_dir>/checkpoints (research prime-rl.md 6.1) --
+    else <run_dir>/checkpoints. A relative output_dir is taken from the launch dir: what the config's
+    own (relative) output_dir, the run dir, was relative to; else the run dir's grandparent
+    (<launch dir>/outputs/<run>). The same function is in services/probe.py and backup_agent.py (a test checks)."""
+    run_dir = os.path.normpath(run_dir)
+    for name, places in (("trainer.json", ((),)), ("rl.json", (("trainer",), ()))):
+        try:
+            with open(os.path.join(run_dir, "configs", name)) as fh:
+                cfg = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        for place in places:
+            node = cfg
+            for key in place:
+                node = node.get(key) if isinstance(node, dict) else None
+            ckpt = node.get("ckpt") if isinstance(node, dict) else None
+            out = ckpt.get("output_dir") if isinstance(ckpt, dict) else None
+            if not isinstance(out, str) or not out.strip():
+                continue
+            if not os.path.isabs(out):
+                own = node.get("output_dir") if isinstance(node.get("output_dir"), str) else ""
+                own = os.path.normpath(own) if own and not os.path.isabs(own) else ""
+                if own and run_dir.endswith(os.sep + own):
+                    launch = run_dir[:-len(own) - 1]
+                else:
+                    launch = os.path.dirname(os.path.dirname(run_dir))
+                out = os.path.join(launch, out)
+            return os.path.join(os.path.normpath(out), "checkpoints")
+    return os.path.join(run_dir, "checkpoints")
+
+
 def _csv_header(path):
     """The column names of a training.csv (its first line), or None when it has no header."""
     with open(path, "rb") as f:
@@ -514,38 +550,56 @@ class RunDir(object):
             out = out[-LOG_LINES_PER_TICK:]
         return out
 
-    def _ckpt(self, path, step):
-        total, newest = 0, os.lstat(path).st_mtime
-        for root, _dirs, files in os.walk(path):
-            for fn in files:
-                try:
-                    st = os.lstat(os.path.join(root, fn))
-                except OSError:
-                    continue
-                total, newest = total + st.st_size, max(newest, st.st_mtime)
-        complete = checkpoint_complete(path)
-        ent = {"step": step, "path": path, "bytes": total, "mtime": newest, "complete": complete}
+    def _ckpt(self, step, tdir, odir, rl):
+        """One step, both halves (``odir``: the run dir's step_N when the trainer's lives elsewhere)."""
+        sizes, newest = [0, 0], max(os.lstat(d).st_mtime for d in set((tdir, odir or tdir)) if os.path.isdir(d))
+        for half, top in ((0, tdir), (1, os.path.join(odir, "orchestrator") if odir else None)):
+            for root, _dirs, files in os.walk(top) if top else ():
+                orch = half or os.path.relpath(root, tdir).split(os.sep)[0] == "orchestrator"
+                if odir and orch and not half:
+                    continue  # a stray orchestrator/ beside a separate trainer half: not this run's
+                for fn in files:
+                    try:
+                        st = os.lstat(os.path.join(root, fn))
+                    except OSError:
+                        continue
+                    sizes[bool(orch)] += st.st_size
+                    newest = max(newest, st.st_mtime)
+        complete = checkpoint_complete(tdir) if odir is None else checkpoint_complete(tdir, odir if rl else None)
+        ent = {"step": step, "path": tdir if os.path.isdir(tdir) else odir, "bytes": sum(sizes),
+               "trainer_bytes": sizes[0], "orch_bytes": sizes[1], "mtime": newest, "complete": complete}
+        if odir is not None:
+            ent["orch_path"] = odir
         if complete:
-            self.complete[path] = ent
+            self.complete[(tdir, odir)] = ent
         return ent
 
     def checkpoints(self, errors):
+        """Each step once, with both halves: the trainer's may live in a separate [ckpt] output_dir."""
         now = time.monotonic()
         if self.ckpt_at is not None and now - self.ckpt_at < self.ckpt_scan:
             return self.ckpts
-        self.ckpt_at, base = now, os.path.join(self.run_dir, "checkpoints")
-        names = _try(errors, "ckpts", lambda: os.listdir(base) if os.path.isdir(base) else [])
-        if names is None:
-            return self.ckpts
+        own = os.path.join(self.run_dir, "checkpoints")
+        self.ckpt_at, troot = now, _try(errors, "configs", lambda: trainer_ckpt_dir(self.run_dir)) or own
+        oroot = None if os.path.realpath(troot) == os.path.realpath(own) else own
+        steps = {}
+        for base in (troot, oroot) if oroot else (troot,):
+            names = _try(errors, "ckpts", lambda: os.listdir(base) if os.path.isdir(base) else [])
+            if names is None:
+                return self.ckpts
+            for name in names:
+                if name.startswith("step_") and name[5:].isdigit() and os.path.isdir(os.path.join(base, name)):
+                    steps[int(name[5:])] = name
+        rl = oroot is not None and (any(os.path.isfile(os.path.join(self.run_dir, "configs", n))
+                                        for n in ("orchestrator.json", "rl.json"))
+                                    or any(os.path.isdir(os.path.join(oroot, n, "orchestrator")) for n in steps.values()))
         res = []
-        for name in names:
-            path = os.path.join(base, name)
-            if not (name.startswith("step_") and name[5:].isdigit() and os.path.isdir(path)):
-                continue
-            ent = self.complete.get(path) or _try(errors, "ckpt " + name, lambda: self._ckpt(path, int(name[5:])))
+        for step, name in steps.items():
+            key = (os.path.join(troot, name), oroot and os.path.join(oroot, name))
+            ent = self.complete.get(key) or _try(errors, "ckpt " + name, lambda: self._ckpt(step, key[0], key[1], rl))
             if ent is not None:
                 res.append(ent)
-        self.complete = dict((p, e) for p, e in self.complete.items() if os.path.isdir(p))
+        self.complete = dict((k, e) for k, e in self.complete.items() if os.path.isdir(k[0]))
         self.ckpts = sorted(res, key=lambda c: c["step"])
         return self.ckpts
 
