@@ -393,14 +393,15 @@ async def prune_bucket(settings: BackupSettings, run_dir: str, keep_last: int) -
 # ------------------------------------------------------------------ restore
 async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir: str, step: int | None = None,
                              on_progress: ProgressFn | None = None, ckpt_root: str | None = None,
-                             notes: list[str] | None = None) -> Manifest:
+                             notes: list[str] | None = None, placed: list[str] | None = None) -> Manifest:
     """Bucket -> the pod (newest verified when no step): each half where it belongs for that run -- the
     trainer half into ``ckpt_root`` when given and not <run_dir>/checkpoints, else where the run's
     resolved configs put it ([ckpt] output_dir), the orchestrator half into <run_dir>/checkpoints.
 
     The files land in staging dirs and are checked against the manifest first. A complete step_N on
     the pod is never overwritten (error); an incomplete one or half (a save cut short) is moved aside to
-    ``.step_N.incomplete-<time>`` in the same dir and a sentence saying where is appended to ``notes``."""
+    ``.step_N.incomplete-<time>`` in the same dir and a sentence saying where is appended to ``notes``;
+    the step dirs written (one, or one per half) are appended to ``placed``."""
     s3 = S3(settings)
     report = on_progress or (lambda _p: None)
     started = time.monotonic()
@@ -433,7 +434,9 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
             report(TransferProgress("restore", step, "download", done, manifest.bytes, time.monotonic() - started))
         elif ev.get("event") == "error":
             errors.append(mask(str(ev.get("message"))))
-        elif ev.get("event") == "done" and ev.get("moved_aside") and notes is not None:
+        elif ev.get("event") == "done" and placed is not None:
+            placed.extend(ev.get("paths") or [ev.get("path")])
+        if ev.get("event") == "done" and ev.get("moved_aside") and notes is not None:
             aside = ev["moved_aside"]
             notes.append(f"the incomplete step_{step} that was on the pod was moved aside to "
                          f"{aside if isinstance(aside, str) else ' and '.join(aside)} (nothing deleted)")

@@ -1,7 +1,8 @@
 """``prime-train-tui restore POD [--step N]``: a verified backup from S3 back onto the pod.
 
 The pod downloads with presigned URLs, checks every file's sha256 against the manifest and only then
-renames the staging dir to ``checkpoints/step_N``. Default: the newest verified backup. An incomplete
+renames the staging dir to ``checkpoints/step_N`` (per half: the trainer's goes to the separate
+[ckpt] output_dir when the run's configs name one). Default: the newest verified backup. An incomplete
 step_N already on the pod is moved aside (and named in the output), a complete one is never replaced.
 """
 
@@ -33,17 +34,19 @@ async def _restore(args: argparse.Namespace) -> int:
     from services.backup import restore_checkpoint
 
     notes: list[str] = []
+    placed: list[str] = []
 
     async def work(conn: Any, settings: Any, run_dir: str, bar: Any) -> Any:
-        return await restore_checkpoint(conn, settings, run_dir, args.step, on_progress=bar, notes=notes)
+        return await restore_checkpoint(conn, settings, run_dir, args.step, on_progress=bar, notes=notes,
+                                        placed=placed)
 
     got = await on_pod(args, work)
     if isinstance(got, int):
         return got
     pod, _settings, run_dir, manifest = got
-    path = f"{run_dir.rstrip('/')}/checkpoints/step_{manifest.step}"
+    path = " + ".join(placed) or f"{run_dir.rstrip('/')}/checkpoints/step_{manifest.step}"
     if args.json:
-        print(json.dumps({"pod": pod.name, "step": manifest.step, "path": path, "verified": True,
+        print(json.dumps({"pod": pod.name, "step": manifest.step, "path": path, "paths": placed, "verified": True,
                           "bytes": manifest.bytes, "files": len(manifest.files), "notes": notes}, indent=2))
     else:
         from services.units import fmt_bytes

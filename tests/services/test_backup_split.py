@@ -84,8 +84,9 @@ async def test_split_layout_backup_holds_both_halves_and_restore_puts_each_back(
         shutil.rmtree(run / "checkpoints/step_4")
         put(vol / "step_4/trainer/__0_0.distcp", b"cut short")
         notes: list[str] = []
-        manifest = await restore_checkpoint(conn, settings, str(run), 4, notes=notes)
-        assert manifest.step == 4
+        placed: list[str] = []
+        manifest = await restore_checkpoint(conn, settings, str(run), 4, notes=notes, placed=placed)
+        assert manifest.step == 4 and placed == [str(run / "checkpoints/step_4"), str(vol / "step_4")]
         assert files_of(vol / "step_4") == trainer_before  # the trainer half back in the separate dir
         assert files_of(run / "checkpoints/step_4") == orch_before  # the orchestrator half in the run dir
         aside = [p for p in vol.iterdir() if p.name.startswith(".step_4.incomplete-")]
