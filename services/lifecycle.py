@@ -51,22 +51,6 @@ from services.lifecycle_cleanup import CleanupPlan, cleanup, plan_cleanup, plan_
 # ------------------------------------------------------------------------------------ launch
 
 
-async def run_preflight(shell: PodShell, settings: LifecycleSettings, run_dir: str, command: str,
-                        config: Path | None, action: str = "launch",
-                        result: dict[str, Any] | None = None) -> AsyncIterator[Event]:
-    """The pre-flight alone (no lock, no start): one ``check`` event per check, the config check first.
-    ``result`` (a dict) receives the pod's answer: the absolute run dir and the home directory. A launch
-    does not use this: its pre-flight runs inside the helper's one-exec ``launch``."""
-    yield Event(action, "check", "config validates", check=pf.config_check(config))
-    answer = await shell.agent(*pf.agent_args(settings, run_dir, command), timeout=180)
-    if result is not None:
-        result.update(answer)
-    if answer.get("home"):
-        shell._home = answer["home"]
-    for check in pf.parse_agent(answer):
-        yield Event(action, "check", check.name, check=check)
-
-
 async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None = None,
                  command: str | None = None, run_dir: str | None = None, force: bool = False,
                  environ: dict[str, str] | None = None, _resume: dict[str, Any] | None = None,

@@ -108,9 +108,6 @@ class PodShell:
         except PrimeTrainError as exc:
             raise LifecycleError(f"cannot upload {remote}: {exc}") from None
 
-    async def exists(self, remote: str) -> bool:
-        return await self.conn.exists(remote)
-
     def abspath(self, path: str) -> str:
         path = os.path.expanduser(path) if self.local else path
         if path.startswith("/"):
