@@ -93,8 +93,10 @@ class Rentals:
                                     exit_on_error=False)
         else:
             for r in late:
-                self.audit.append("deadline", provider=r.provider, pod_id=r.pod_id, deadline=self.clock() + EXTEND,
+                deadline = self.clock() + EXTEND
+                self.audit.append("deadline", provider=r.provider, pod_id=r.pod_id, deadline=deadline,
                                   reason="kept at start-up")
+                self.app.move_deadline(r.name, deadline)
         self._start_watch()
 
     def _start_watch(self) -> None:

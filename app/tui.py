@@ -418,6 +418,17 @@ class PrimeTrainApp(App[None]):
         self.run_worker(self._save_pods(add=pod), name="saving pods.toml", exit_on_error=False)
         self.pod_list.select(pod.name)
 
+    def move_deadline(self, name: str, deadline: float | None) -> None:
+        """A rented pod's deadline moved (kept at start-up): the sidebar's countdown and pods.toml follow."""
+        pod = self.pods.get(name)
+        if pod is None:
+            return
+        pod = self.pods[name] = replace(pod, deadline=deadline)
+        if (row := self.pod_list.row(name)) is not None:
+            row.pod = pod
+        if pod.saved:
+            self.run_worker(self._save_pods(add=pod), name="saving pods.toml", exit_on_error=False)
+
     def action_terminate_pod(self) -> None:
         pod = self._selected_pod()
         if pod is None:

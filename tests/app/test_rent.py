@@ -108,7 +108,14 @@ async def test_overdue_rentals_are_offered_for_termination_at_start(tmp_path: Pa
     now = time.time()
     audit = _overdue_audit(tmp_path / "audit.jsonl", now)
     api = Api({"DELETE /api/v1/pods/pod-old-1": [(200, {"status": "TERMINATED"})]})
-    app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
+    from services.models import Pod, PodKind
+    from services.monitor import MonitorService
+    from tests.app.test_alerts import _Parked
+
+    pod = Pod("old-pod", PodKind.SSH, host="10.0.0.7", provider="primeintellect", provider_id="pod-old-1",
+              deadline=now - 60, saved=True)
+    app = PrimeTrainApp([pod], pods_path=tmp_path / "pods.toml",
+                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p)),
                         rentals=lambda a: Rentals(a, audit, providers=api.providers))
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
@@ -116,6 +123,10 @@ async def test_overdue_rentals_are_offered_for_termination_at_start(tmp_path: Pa
         await pilot.press(answer)
         await pilot.pause(0.2)
         await app.workers.wait_for_complete()
+        if answer == "n":  # the sidebar counts down to the new deadline, and pods.toml has it
+            row = app.pod_list.row("old-pod")
+            await wait_for(pilot, lambda: "(in 59 min" in row.text or "(in 1 h" in row.text)
+            assert load_pods(tmp_path / "pods.toml")[0].deadline == pytest.approx(now + 3600, abs=30)
     if answer == "y":
         assert [r["action"] for r in audit.records()][-1] == "terminate" and audit.open_rentals() == []
     else:  # kept: nothing terminated, the deadline moved an hour on and the watch leaves it alone
