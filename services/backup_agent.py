@@ -113,7 +113,8 @@ def trainer_ckpt_dir(run_dir):
     output_dir -- the orchestrator half stays in <run_dir>/checkpoints (research prime-rl.md 6.1) --
     else <run_dir>/checkpoints. A relative output_dir is taken from the launch dir: what the config's
     own (relative) output_dir, the run dir, was relative to; else the run dir's grandparent
-    (<launch dir>/outputs/<run>). The same function is in services/probe.py and backup_agent.py (a test checks)."""
+    (<launch dir>/outputs/<run>). The same function is in services/probe.py, backup_agent.py and lifecycle_agent.py (a test
+    checks)."""
     run_dir = os.path.normpath(run_dir)
     for name, places in (("trainer.json", ((),)), ("rl.json", (("trainer",), ()))):
         try:

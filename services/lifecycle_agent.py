@@ -200,16 +200,6 @@ def cmd_child(args):
     os.execvpe("/bin/sh", ["/bin/sh", "-c", script], env)
 
 
-def cmd_start(args):
-    """Start a run from a {"secrets", "record"} on stdin (``launch`` does this after its pre-flight)."""
-    import lifecycle_agent_run
-    payload = json.loads(sys.stdin.buffer.read().decode("utf-8"))
-    result = lifecycle_agent_run.start_run(sys.modules[__name__], payload["record"], payload.get("secrets") or {},
-                                           args.mode)
-    out(result)
-    return 0 if result.get("ok") else (3 if "another run" in result.get("error", "") else 4)
-
-
 # ------------------------------------------------------------------------------------ action lock
 def cmd_lock(args):
     """Hold the pod's action lock (flock on <state>/action.lock) until stdin closes: the client's
@@ -382,8 +372,6 @@ def parser():
     sub = ap.add_subparsers(dest="cmd")
     p = sub.add_parser("status")
     p.add_argument("--run-id")
-    p = sub.add_parser("start")
-    p.add_argument("--mode", choices=("auto", "tmux", "setsid"), default="auto")
     p = sub.add_parser("child")
     p.add_argument("--record", required=True)
     p.add_argument("--fifo")
@@ -443,17 +431,63 @@ def remember_python():
         pass
 
 
+def trainer_ckpt_dir(run_dir):
+    """Where the TRAINER half of this run's checkpoints lives: ``<ckpt.output_dir>/checkpoints`` when the
+    resolved configs (configs/trainer.json, or rl.json's trainer or shared ckpt) name a separate [ckpt]
+    output_dir -- the orchestrator half stays in <run_dir>/checkpoints (research prime-rl.md 6.1) --
+    else <run_dir>/checkpoints. A relative output_dir is taken from the launch dir: what the config's
+    own (relative) output_dir, the run dir, was relative to; else the run dir's grandparent
+    (<launch dir>/outputs/<run>). The same function is in services/probe.py, backup_agent.py and lifecycle_agent.py (a test
+    checks)."""
+    run_dir = os.path.normpath(run_dir)
+    for name, places in (("trainer.json", ((),)), ("rl.json", (("trainer",), ()))):
+        try:
+            with open(os.path.join(run_dir, "configs", name)) as fh:
+                cfg = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        for place in places:
+            node = cfg
+            for key in place:
+                node = node.get(key) if isinstance(node, dict) else None
+            ckpt = node.get("ckpt") if isinstance(node, dict) else None
+            out = ckpt.get("output_dir") if isinstance(ckpt, dict) else None
+            if not isinstance(out, str) or not out.strip():
+                continue
+            if not os.path.isabs(out):
+                own = node.get("output_dir") if isinstance(node.get("output_dir"), str) else ""
+                own = os.path.normpath(own) if own and not os.path.isabs(own) else ""
+                if own and run_dir.endswith(os.sep + own):
+                    launch = run_dir[:-len(own) - 1]
+                else:
+                    launch = os.path.dirname(os.path.dirname(run_dir))
+                out = os.path.join(launch, out)
+            return os.path.join(os.path.normpath(out), "checkpoints")
+    return os.path.join(run_dir, "checkpoints")
+
+
+def follow_configs(args):
+    """With the default checkpoints dir (<run_dir>/checkpoints), the trainer half is where the run's
+    resolved configs put it (a separate [ckpt] output_dir): the same place the probe and the backup
+    agent look, so all three agree without a matching ckpt_subdir setting."""
+    ckpt_dir, run_dir = getattr(args, "ckpt_dir", ""), getattr(args, "run_dir", None)
+    if ckpt_dir and run_dir and os.path.normpath(ckpt_dir) == os.path.join(os.path.normpath(run_dir), "checkpoints"):
+        args.ckpt_dir = trainer_ckpt_dir(run_dir)
+
+
 def main(argv=None):
     remember_python()
     ap = parser()
     a = ap.parse_args(argv)
+    if a.cmd != "preflight":  # the pre-flight takes a dir relative to the run dir
+        follow_configs(a)
     if a.cmd == "preflight":  # in a sibling file (uploaded with this one): this one stays readable
         import lifecycle_agent_preflight
         return lifecycle_agent_preflight.cmd_preflight(a, sys.modules[__name__]) or 0
     if a.cmd in ("launch", "kill"):  # in a sibling file, like the pre-flight
         import lifecycle_agent_run
         return getattr(lifecycle_agent_run, "cmd_" + a.cmd)(sys.modules[__name__]) or 0
-    fn = {"status": cmd_status, "start": cmd_start, "child": cmd_child, "ckpts": cmd_ckpts, "delete": cmd_delete,
+    fn = {"status": cmd_status, "child": cmd_child, "ckpts": cmd_ckpts, "delete": cmd_delete,
           "lock": cmd_lock, "survey": cmd_survey, "prune": cmd_prune}.get(a.cmd)
     if fn is None:
         ap.print_usage(sys.stderr)

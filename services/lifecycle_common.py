@@ -406,7 +406,7 @@ def ckpt_dir_of(run_dir: str, settings: LifecycleSettings) -> str:
 async def checkpoints(shell: PodShell, run_dir: str, settings: LifecycleSettings) -> tuple[str, list[dict[str, Any]]]:
     ckpt_dir = ckpt_dir_of(run_dir, settings)
     result = await shell.agent("ckpts", "--ckpt-dir", ckpt_dir, "--run-dir", shell.abspath(run_dir))
-    return ckpt_dir, list(result.get("ckpts", []))
+    return str(result.get("ckpt_dir") or ckpt_dir), list(result.get("ckpts", []))  # the helper follows the configs
 
 
 def newest_complete(ckpts: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -98,6 +98,10 @@ async def test_split_layout_backup_holds_both_halves_and_restore_puts_each_back(
         lc = make_settings(tmp_path, ckpt_subdir=str(vol))
         _, found = await checkpoints(PodShell(conn), str(run), lc)
         assert {c["step"]: c["complete"] for c in found} == {4: True}
+        # ... and without a matching ckpt_subdir setting: the lifecycle helper follows the run's configs,
+        # the same place the probe and the backup look (no step 6: its trainer half does not exist)
+        where, found = await checkpoints(PodShell(conn), str(run), make_settings(tmp_path))
+        assert where == str(vol) and {c["step"]: c["complete"] for c in found} == {4: True}
 
         # a whole step on the pod is never overwritten
         with pytest.raises(BackupError, match="already exists on the pod and is complete"):
@@ -125,7 +129,7 @@ def _load(name: str):
     return module
 
 
-@pytest.mark.parametrize("script", ["backup_agent.py", "probe.py"])
+@pytest.mark.parametrize("script", ["backup_agent.py", "probe.py", "lifecycle_agent.py"])
 def test_the_trainer_half_dir_comes_from_the_resolved_configs(tmp_path, script):
     find = _load(script).trainer_ckpt_dir
     launch = tmp_path / "proj"
@@ -145,7 +149,8 @@ def test_the_trainer_half_dir_comes_from_the_resolved_configs(tmp_path, script):
 def test_both_pod_scripts_carry_the_same_trainer_half_rule():
     import inspect
 
-    sources = {inspect.getsource(_load(s).trainer_ckpt_dir) for s in ("backup_agent.py", "probe.py")}
+    sources = {inspect.getsource(_load(s).trainer_ckpt_dir) for s in ("backup_agent.py", "probe.py",
+                                                                     "lifecycle_agent.py")}
     assert len(sources) == 1
 
 
