@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
 from textual.pilot import Pilot
+
+from services.connection import Connection
 
 
 async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float = 20.0) -> None:
@@ -15,3 +18,17 @@ async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {condition}")
         await pilot.pause(0.05)
+
+
+class Parked(Connection):
+    """Never connects: the pod stays CONNECTING and the monitor says nothing more about it (tests feed
+    snapshots themselves)."""
+
+    async def connect(self) -> None:
+        await asyncio.Event().wait()
+
+    async def start_probe(self, args):  # pragma: no cover - never reached
+        raise AssertionError
+
+    async def close(self) -> None:
+        return None

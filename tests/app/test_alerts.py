@@ -12,7 +12,6 @@ never completes, so nothing else speaks for that pod.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import subprocess
 import sys
@@ -25,8 +24,7 @@ from app.tui import PrimeTrainApp
 from services.health import HealthSettings
 from services.models import Alert, Pod, PodKind, PodSnapshot, PodState, PodStatus, Severity
 from services.monitor import MonitorService, MonitorSettings
-from services.ssh import Connection
-from tests.app.helpers import wait_for
+from tests.app.helpers import Parked, wait_for
 from tests.conftest import SSHD, _make_server
 from widgets.alerts_view import AlertList
 from widgets.monitor_pane import MonitorPane
@@ -116,17 +114,6 @@ async def test_inference_dead_then_oom_over_real_sshd(sshd, client_home, tmp_pat
 
 
 # ------------------------------------------------------------------------------------ toast bookkeeping
-class _Parked(Connection):
-    """Never connects: the pod stays CONNECTING and the monitor says nothing more about it."""
-
-    async def connect(self) -> None:
-        await asyncio.Event().wait()
-
-    async def start_probe(self, args):  # pragma: no cover - never reached
-        raise AssertionError
-
-    async def close(self) -> None:
-        return None
 
 
 def alert(aid: str, sev: Severity = Severity.WARNING, text: str = "do something") -> Alert:
@@ -135,7 +122,7 @@ def alert(aid: str, sev: Severity = Severity.WARNING, text: str = "do something"
 
 async def test_toast_once_per_alert_and_again_only_after_it_cleared() -> None:
     pod = Pod(name="gpu1", kind=PodKind.SSH, host="10.0.0.1")
-    app = PrimeTrainApp([pod], monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p)))
+    app = PrimeTrainApp([pod], monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)))
     async with app.run_test(size=SIZE) as pilot:
         base = PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "", since=0.0))
 

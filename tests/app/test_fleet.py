@@ -9,7 +9,6 @@ live demo pod into the fleet view.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -31,8 +30,7 @@ from services.models import (
     Sample,
 )
 from services.monitor import MonitorService, MonitorSettings
-from services.ssh import Connection
-from tests.app.helpers import wait_for
+from tests.app.helpers import Parked, wait_for
 from widgets.alerts_log import AlertLog
 from widgets.fleet_view import COLUMN_KEYS, FleetView
 
@@ -52,20 +50,11 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     time.tzset()
 
 
-class _Parked(Connection):
-    async def connect(self) -> None:
-        await asyncio.Event().wait()
-
-    async def start_probe(self, args):  # pragma: no cover
-        raise AssertionError
-
-    async def close(self) -> None:
-        return None
 
 
 def parked_app(pods: list[Pod]) -> PrimeTrainApp:
     app = PrimeTrainApp(pods, clock=lambda: NOW,
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p), clock=lambda: NOW))
+                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW))
     app.animation_level = "none"
     return app
 

@@ -19,7 +19,7 @@ from services.models import Alert, Pod, PodKind, PodSnapshot, PodState, PodStatu
 from services.monitor import MonitorService, MonitorSettings
 from services.wandb_status import WandbStatus
 from tests.app.helpers import wait_for
-from tests.app.test_alerts import _Parked
+from tests.app.helpers import Parked
 
 SIZE = (160, 50)
 
@@ -55,7 +55,7 @@ async def test_runbook_training_csv_in_the_monitor_pane() -> None:
 
 async def test_alert_log_and_wandb_on_the_main_screen() -> None:
     pod = Pod(name="gpu1", kind=PodKind.SSH, host="10.0.0.1")
-    app = PrimeTrainApp([pod], monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p)))
+    app = PrimeTrainApp([pod], monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)))
     disk = Alert("disk", Severity.WARNING, "Disk almost full", "Run volume 90 % full.", since=1.0)
     wandb = WandbStatus("acme/rl/k3x9", checked_at=0.0, state="running", heartbeat_at=time.time() - 45)
     async with app.run_test(size=SIZE) as pilot:

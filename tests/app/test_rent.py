@@ -110,12 +110,12 @@ async def test_overdue_rentals_are_offered_for_termination_at_start(tmp_path: Pa
     api = Api({"DELETE /api/v1/pods/pod-old-1": [(200, {"status": "TERMINATED"})]})
     from services.models import Pod, PodKind
     from services.monitor import MonitorService
-    from tests.app.test_alerts import _Parked
+    from tests.app.helpers import Parked
 
     pod = Pod("old-pod", PodKind.SSH, host="10.0.0.7", provider="primeintellect", provider_id="pod-old-1",
               deadline=now - 60, saved=True)
     app = PrimeTrainApp([pod], pods_path=tmp_path / "pods.toml",
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p)),
+                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
                         rentals=lambda a: Rentals(a, audit, providers=api.providers))
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
@@ -182,7 +182,7 @@ async def test_a_real_runs_rate_calibrates_the_offers_pane(tmp_path: Path):
 
     from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress, Sample
     from services.monitor import MonitorService
-    from tests.app.test_alerts import _Parked
+    from tests.app.helpers import Parked
 
     gpu = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "util": 90, "mem_used": 1, "mem_total": 80 * 2**30,
            "power_w": 600, "temp_c": 60}
@@ -196,7 +196,7 @@ async def test_a_real_runs_rate_calibrates_the_offers_pane(tmp_path: Path):
     a100 = Sample.from_dict({"v": 1, "t": 1.0, "gpus": [{**gpu, "name": "NVIDIA A100-SXM4-80GB"}] * 8, "host": {},
                              "run": {"model": "Qwen/Qwen3-0.6B", "tokens_per_step": 256 * 2048}})
     app = PrimeTrainApp([pod, demo], pods_path=tmp_path / "pods.toml",
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p)),
+                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
                         rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
     async with app.run_test(size=(160, 40)) as pilot:
         app.on_snapshot(snap)
@@ -218,13 +218,13 @@ async def test_a_real_runs_rate_calibrates_the_offers_pane(tmp_path: Path):
 async def test_demo_shows_simulated_offers_without_keys_and_rents_nothing(tmp_path: Path, monkeypatch):
     from services.models import Pod, PodKind
     from services.monitor import MonitorService
-    from tests.app.test_alerts import _Parked
+    from tests.app.helpers import Parked
     from textual.widgets import Label
 
     monkeypatch.setenv("HOME", str(tmp_path))  # no provider CLI files either
     api = Api({})
     app = PrimeTrainApp([Pod("demo", PodKind.DEMO)], pods_path=tmp_path / "pods.toml",
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p)),
+                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
                         rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=api.providers))
     async with app.run_test(size=(160, 40)) as pilot:
         pane = app.offers_pane
@@ -246,7 +246,7 @@ async def test_demo_shows_simulated_offers_without_keys_and_rents_nothing(tmp_pa
 async def test_a_rented_pod_its_provider_reports_terminated_closes_and_tells_the_tracker(tmp_path: Path):
     from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
     from services.monitor import MonitorService
-    from tests.app.test_alerts import _Parked
+    from tests.app.helpers import Parked
 
     now = time.time()
     audit = AuditLog(tmp_path / "audit.jsonl")
@@ -255,7 +255,7 @@ async def test_a_rented_pod_its_provider_reports_terminated_closes_and_tells_the
     api = Api({"GET /api/v1/pods/status": [(200, {"data": [{"podId": "pod-spot-1", "status": "TERMINATED"}]})]})
     pod = Pod(name="spot1", kind=PodKind.SSH, host="10.0.0.9", provider="primeintellect", provider_id="pod-spot-1")
     app = PrimeTrainApp([pod], pods_path=tmp_path / "pods.toml",
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p)),
+                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
                         rentals=lambda a: Rentals(a, audit, providers=api.providers, watch_interval=0.2))
     async with app.run_test(size=(140, 40)) as pilot:
         app.on_snapshot(PodSnapshot(pod=pod, status=PodStatus(PodState.OFFLINE, "connection refused", since=now)))

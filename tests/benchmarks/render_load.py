@@ -30,23 +30,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.app.helpers import Parked
 from services.health import HealthTracker  # noqa: E402
 from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample  # noqa: E402
 from services.monitor import MonitorService  # noqa: E402
-from services.ssh import Connection  # noqa: E402
 
 GIB = 1024**3
 
 
-class _Parked(Connection):
-    async def connect(self) -> None:
-        await asyncio.Event().wait()
-
-    async def start_probe(self, args):  # pragma: no cover
-        raise AssertionError
-
-    async def close(self) -> None:
-        return None
 
 
 def cpu() -> float:
@@ -92,7 +83,7 @@ async def run(n: int, seconds: float, view: str) -> dict:
     pods = [Pod(name=f"pod{i:02d}", kind=PodKind.SSH, host=f"10.0.{i // 250}.{i % 250 + 1}", price_per_hr=23.92)
             for i in range(n)]
     fakes = [FakePod(p, i) for i, p in enumerate(pods)]
-    app = PrimeTrainApp(pods, monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: _Parked(p)))
+    app = PrimeTrainApp(pods, monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)))
     app.animation_level = "none"
     refresh_ms: list[float] = []
     async with app.run_test(size=(180, 80)) as pilot:
