@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from textual.css.query import NoMatches
 from textual.pilot import Pilot
 
 from services.connection import Connection
@@ -18,6 +19,22 @@ async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {condition}")
         await pilot.pause(0.05)
+
+
+async def laid_out(pilot: Pilot, selector: str, timeout: float = 20.0) -> None:
+    """Wait until the current screen has a widget matching ``selector`` with a region Pilot can click.
+
+    A freshly pushed modal is the current screen before its children are composed and laid out, so the
+    query may find nothing yet: that is waited through, not an error."""
+
+    def ready() -> bool:
+        try:
+            return pilot.app.screen.query_one(selector).region.width > 0
+        except NoMatches:
+            return False
+
+    await wait_for(pilot, ready, timeout)
+    await pilot.pause()
 
 
 class Parked(Connection):

@@ -2,26 +2,20 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from app.screens.host_key import HostKeyChangedScreen, HostKeyScreen
 from app.tui import PrimeTrainApp
 from services.models import PodState
 from services.monitor import MonitorSettings
+from tests.app.helpers import laid_out, wait_for
 
 pytestmark = pytest.mark.ssh
 FAST = MonitorSettings(interval=0.2, stale_after=2.0, backoff_max=2.0)
 
 
-async def wait_until(pilot, predicate, timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError("timed out")
-        await pilot.pause(0.05)
+async def wait_until(pilot, predicate) -> None:
+    await wait_for(pilot, predicate, timeout=30.0)
 
 
 async def test_new_pod_key_is_trusted_only_after_yes_then_streams(sshd, client_home, tmp_path):
@@ -35,7 +29,7 @@ async def test_new_pod_key_is_trusted_only_after_yes_then_streams(sshd, client_h
         assert fingerprint in text and f"127.0.0.1:{sshd.port}" in text
         assert not client_home.known_hosts.exists()
         # a button that exists may not be laid out yet: Pilot would click at (0, 0) and miss it
-        await wait_until(pilot, lambda: app.screen.query_one("#trust").region.area > 0)
+        await laid_out(pilot, "#trust")
         await pilot.click("#trust")
         await wait_until(pilot, lambda: not isinstance(app.screen, HostKeyScreen))
         await wait_until(pilot, lambda: client_home.known_hosts.exists())

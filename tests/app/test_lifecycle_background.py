@@ -3,27 +3,13 @@ nothing is deleted until it is approved; the preemption tracker is fed the monit
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from app.screens.lifecycle import CleanupPreviewScreen
 from app.tui import PrimeTrainApp
 from services.demo.trainer import write_checkpoint
 from services.models import Pod, PodKind
-
-
-async def wait_until(pilot, pred, timeout=20.0):
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not pred():
-        assert loop.time() < end, "timed out"
-        await pilot.pause(0.05)
-
-
-async def laid_out(pilot, selector: str) -> None:
-    """Pilot clicks a button's region: wait until it has one (a fresh modal may not be laid out yet)."""
-    await wait_until(pilot, lambda: pilot.app.screen.query_one(selector).region.width > 0)
-    await pilot.pause()
+from tests.app.helpers import laid_out, wait_for
 
 
 def steps(d: Path) -> list[int]:
@@ -44,15 +30,15 @@ async def test_daemon_preview_then_deletions_after_approval(tmp_path, monkeypatc
     app = PrimeTrainApp([pod])
     async with app.run_test(size=(140, 45)) as pilot:
         assert app.lifecycle_bg.tracker is not None and "local" in app.lifecycle_bg.daemons
-        await wait_until(pilot, lambda: isinstance(app.screen, CleanupPreviewScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, CleanupPreviewScreen))
         text = "\n".join(app.screen.lines)
         assert "DELETE step_1" in text and "DELETE step_2" in text and "DELETE step_3" not in text
         assert steps(ck) == [1, 2, 3, 4]  # shown, not done
         await laid_out(pilot, "#cp-approve")
         await pilot.click("#cp-approve")
-        await wait_until(pilot, lambda: steps(ck) == [3, 4])
+        await wait_for(pilot, lambda: steps(ck) == [3, 4])
         assert app.lifecycle_bg.daemons["local"].approved
-        await wait_until(pilot, lambda: app.lifecycle_bg.daemons["local"].rounds[-1].deleted)
+        await wait_for(pilot, lambda: app.lifecycle_bg.daemons["local"].rounds[-1].deleted)
     log = (app.lifecycle_bg.settings.runs_dir / "lifecycle.log").read_text()
     assert f"deleted {ck / 'step_1'} (" in log and "bytes)" in log
 
@@ -74,10 +60,10 @@ async def test_no_daemon_without_settings_and_not_now_keeps_everything(tmp_path,
 
         bg = BackgroundLifecycle(app)
         bg.add(pod)
-        await wait_until(pilot, lambda: isinstance(app.screen, CleanupPreviewScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, CleanupPreviewScreen))
         await laid_out(pilot, "#cp-later")
         await pilot.click("#cp-later")
-        await wait_until(pilot, lambda: not isinstance(app.screen, CleanupPreviewScreen))
+        await wait_for(pilot, lambda: not isinstance(app.screen, CleanupPreviewScreen))
         assert not bg.daemons["local"].approved
         bg.remove("local")
     assert steps(run / "checkpoints") == [1, 2, 3, 4, 5]

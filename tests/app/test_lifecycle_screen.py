@@ -11,6 +11,7 @@ from app.screens.lifecycle import LifecycleScreen, cleanup_screen, launch_screen
 from services.demo.trainer import write_checkpoint
 from services.models import Pod, PodKind
 from services.preflight import LifecycleSettings
+from tests.app.helpers import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = REPO / "services" / "demo" / "trainer.py"
@@ -26,12 +27,8 @@ class Host(App):
         self.push_screen(self._screen, self.dismissed.append)
 
 
-async def wait_until(pilot, pred, timeout=10.0):
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not pred():
-        assert loop.time() < end, "timed out"
-        await pilot.pause(0.05)
+async def wait_until(pilot, pred):
+    await wait_for(pilot, pred)
 
 
 def local_pod(tmp_path) -> Pod:
