@@ -45,14 +45,17 @@ def _price(item: dict[str, Any]) -> float | None:
     return price if price is not None and price > 0 else None
 
 
-_ID_KEYS = ("provider", "cloudId", "gpuType", "socket", "gpuCount", "dataCenter", "security", "isSpot")
-
-
 def _id(item: dict[str, Any]) -> str:
     """Prime offers carry no id: a stable 8-hex digest of what identifies one (CRC-32: cheap, and only
-    needs to tell a listing's offers apart)."""
-    key = "|".join([str(item.get(k) or "") for k in _ID_KEYS])
+    needs to tell a listing's offers apart): provider, cloudId, gpuType, socket, gpuCount, dataCenter,
+    security, isSpot."""
+    g = item.get
+    key = (f"{g('provider') or ''}|{g('cloudId') or ''}|{g('gpuType') or ''}|{g('socket') or ''}|"
+           f"{g('gpuCount') or ''}|{g('dataCenter') or ''}|{g('security') or ''}|{g('isSpot') or ''}")
     return format(zlib.crc32(key.encode()), "08x")
+
+
+_PARAM_KEYS = ("cloudId", "socket", "dataCenter", "security", "provider", "country")
 
 
 def parse(payload: Any) -> list[Offer]:
@@ -64,24 +67,27 @@ def parse(payload: Any) -> list[Offer]:
     else:
         items = []
     out: list[Offer] = []
-    for item in items:
-        if not isinstance(item, dict):
+    for item in items:  # on the refresh path for every offer: one dict lookup per field (offers_rank)
+        if type(item) is not dict:
             continue
-        price, count = _price(item), int(number(item.get("gpuCount")) or 0)
-        gpu_type = str(item.get("gpuType") or "")
+        g = item.get
+        price, raw_count = _price(item), g("gpuCount")
+        count = raw_count if type(raw_count) is int else int(number(raw_count) or 0)
+        gpu_type = g("gpuType")
+        gpu_type = gpu_type if type(gpu_type) is str else str(gpu_type or "")
         if price is None or count < 1 or not gpu_type or gpu_type == "CPU_NODE":
             continue
-        vram = per_gpu_memory(gpu_type, number(item.get("gpuMemory")), count)
-        stock = str(item.get("stockStatus") or "Available")
-        disk = item.get("disk") if isinstance(item.get("disk"), dict) else {}
+        vram = per_gpu_memory(gpu_type, number(g("gpuMemory")), count)
+        stock = g("stockStatus") or "Available"
+        disk = g("disk")
         out.append(Offer(
             provider=NAME, id=_id(item), gpu_type=canonical_gpu(gpu_type, vram), gpu_name=gpu_type,
-            gpu_count=count, vram_gb=vram, price_hr=price, spot=bool(item.get("isSpot")),
-            region=str(item.get("region") or item.get("country") or ""),
-            available=stock.lower() != "unavailable", availability=stock.capitalize(),
-            disk_gb=number(disk.get("defaultCount")), host=str(item.get("provider") or ""),
-            params={k: item.get(k) for k in ("cloudId", "socket", "dataCenter", "security", "provider", "country")
-                    if item.get(k) is not None}))
+            gpu_count=count, vram_gb=vram, price_hr=price, spot=bool(g("isSpot")),
+            region=str(g("region") or g("country") or ""),
+            available=str(stock).lower() != "unavailable", availability=str(stock).capitalize(),
+            disk_gb=number(disk.get("defaultCount")) if type(disk) is dict else None,
+            host=str(g("provider") or ""),
+            params={k: v for k in _PARAM_KEYS if (v := g(k)) is not None}))
     return out
 
 

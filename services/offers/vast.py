@@ -26,25 +26,30 @@ def query(*, spot: bool = False, limit: int = 200) -> dict[str, Any]:
 def parse(payload: Any, *, spot: bool = False) -> list[Offer]:
     offers = payload.get("offers") if isinstance(payload, dict) else None
     out: list[Offer] = []
-    for o in offers if isinstance(offers, list) else []:
-        if not isinstance(o, dict) or o.get("rentable") is False:
+    for o in offers if isinstance(offers, list) else []:  # on the refresh path: one lookup per field
+        if type(o) is not dict:
             continue
-        price = number(o.get("dph_total"))
-        if price is None and isinstance(o.get("search"), dict):
+        g = o.get
+        if g("rentable") is False:
+            continue
+        price = number(g("dph_total"))
+        if price is None and type(g("search")) is dict:
             price = number(o["search"].get("totalHour"))
-        count, ram_mb = int(number(o.get("num_gpus")) or 0), number(o.get("gpu_ram"))
+        raw_count, ram_mb = g("num_gpus"), number(g("gpu_ram"))
+        count = raw_count if type(raw_count) is int else int(number(raw_count) or 0)
         if price is None or price <= 0 or count < 1 or not ram_mb:
             continue
         vram = ram_mb / MIB_PER_GIB
-        rel = number(o.get("reliability"))
-        name = str(o.get("gpu_name") or "")
+        rel = number(g("reliability"))
+        name = g("gpu_name")
+        name = name if type(name) is str else str(name or "")
         out.append(Offer(
-            provider=NAME, id=str(o.get("id")), gpu_type=canonical_gpu(name, vram), gpu_name=name, gpu_count=count,
-            vram_gb=vram, price_hr=price, spot=spot or bool(o.get("is_bid")),
-            region=str(o.get("geolocation") or ""), available=True,
+            provider=NAME, id=str(g("id")), gpu_type=canonical_gpu(name, vram), gpu_name=name, gpu_count=count,
+            vram_gb=vram, price_hr=price, spot=spot or bool(g("is_bid")),
+            region=str(g("geolocation") or ""), available=True,
             availability=f"{rel:.1%}" if rel is not None else "", reliability=rel,
-            disk_gb=number(o.get("disk_space")),
-            params={"min_bid": number(o.get("min_bid")), "machine_id": o.get("machine_id")}))
+            disk_gb=number(g("disk_space")),
+            params={"min_bid": number(g("min_bid")), "machine_id": g("machine_id")}))
     return out
 
 
