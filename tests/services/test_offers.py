@@ -62,6 +62,27 @@ def test_prime_parse_prices_spot_and_memory():
     assert next(o for o in offers if o.gpu_type == "H200" and o.gpu_count == 1).available is False
 
 
+def test_every_field_of_one_offer_per_provider():
+    """Every field, params included: the parsers build offers positionally on the refresh path."""
+    prime = primeintellect.parse(load("primeintellect-availability-gpus.json"))[0]
+    assert (prime, dict(prime.params)) == (Offer(
+        "primeintellect", prime.id, "H100", "H100_80GB", 8, 80.0, 17.92, spot=False, region="united_states",
+        available=True, availability="Available", reliability=None, disk_gb=1000.0, host="primecompute"),
+        {"cloudId": "synthetic-h100-sxm5-8x", "socket": "SXM5", "dataCenter": "us-east-synth-1",
+         "security": "secure_cloud", "provider": "primecompute", "country": "US"})
+    assert len(prime.id) == 8 and int(prime.id, 16) >= 0
+    bid = vast.parse(load("vast-bundles-bid.json"), spot=True)[0]
+    assert (bid, dict(bid.params)) == (Offer(
+        "vast", "90000101", "H100", "H100 SXM", 8, 81559 / 1024, 9.601042, spot=True, region="Texas, US",
+        available=True, availability="99.8%", reliability=0.9975, disk_gb=500.0, host=""),
+        {"min_bid": 9.6, "machine_id": 41001})
+    lam = lambda_.parse(load("lambda-instance-types.json"))[0]
+    assert (lam, dict(lam.params)) == (Offer(
+        "lambda", "gpu_1x_h100_pcie", "H100", "H100 (80 GB PCIe)", 1, 80.0, 2.49, spot=False, region="us-east-1",
+        available=True, availability="Available", reliability=None, disk_gb=1024.0, host=""),
+        {"instance_type_name": "gpu_1x_h100_pcie"})
+
+
 def test_prime_gpu_memory_per_box_guard():
     assert primeintellect.per_gpu_memory("H100_80GB", 640, 8) == 80  # box total → per GPU
     assert primeintellect.per_gpu_memory("H100_80GB", 80, 8) == 80  # already per GPU
