@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import os
 import re
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ MIB = 1024 * 1024
 MIN_PART = 5 * MIB  # S3: every part but the last >= 5 MiB, <= 5 GiB, <= 10,000 parts
 MAX_PART = 5 * 1024 * MIB
 MAX_PARTS = 10_000
+_BUCKET_REGIONS: dict[tuple[str, str, str], str] = {}  # (endpoint, bucket, default region) -> bucket's region
 DEFAULT_PART = 16 * MIB  # s3transfer uses 8 MiB; 16 MiB pipelines reading, hashing and PUTs well, 47 GB = 3,008 parts
 
 
@@ -109,6 +111,25 @@ def mask(text: str) -> str:
     return re.sub(r"(?i)(secret[^=:\s]*\s*[=:]\s*)\S+", r"\1***", text)
 
 
+def transport_error(exc: BaseException, doing: str) -> BackupError | None:
+    """A timeout or a lost connection to the pod met while ``doing`` (e.g. "backup of step 4") as a
+    one-line BackupError; None for anything else (a bug: let it surface)."""
+    if isinstance(exc, BackupError):
+        return exc
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return BackupError(f"{doing}: the pod did not answer in time",
+                           hint="check the pod (load, disk) and try again; finished parts are kept")
+    reason = str(getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc or type(exc).__name__)
+    reason = reason.strip().rstrip(".").lower()
+    if isinstance(exc, (ConnectionError, EOFError)) or type(exc).__module__.split(".")[0] == "asyncssh":
+        detail = "" if "lost" in reason or "closed" in reason else f" ({reason})"
+        return BackupError(f"{doing}: connection to the pod lost{detail}",
+                           hint="reconnect and run it again; finished parts are not sent twice")
+    if isinstance(exc, OSError):
+        return BackupError(f"{doing}: {reason}")
+    return None
+
+
 class S3:
     """A thin async wrapper over one boto3 client: every call runs in a thread and raises BackupError."""
 
@@ -119,29 +140,61 @@ class S3:
         self.settings = settings
         self.bucket = settings.bucket
         self._client: Any = None
+        self._lock = threading.Lock()
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            import boto3
-            from botocore.config import Config
+        with self._lock:
+            if self._client is None:
+                self._client = self._new_client(self.settings.region or _BUCKET_REGIONS.get(self._where_key()) or None)
+            return self._client
 
-            s = self.settings
-            cfg = Config(signature_version="s3v4", request_checksum_calculation=s.checksums,
-                         response_checksum_validation=s.checksums, connect_timeout=5, read_timeout=60,
-                         retries={"max_attempts": 3, "mode": "standard"})
-            self._client = boto3.session.Session().client("s3", endpoint_url=s.endpoint or None,
-                                                          region_name=s.region or None, config=cfg)
-        return self._client
+    def _new_client(self, region: str | None) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        s = self.settings
+        cfg = Config(signature_version="s3v4", request_checksum_calculation=s.checksums,
+                     response_checksum_validation=s.checksums, connect_timeout=5, read_timeout=60,
+                     retries={"max_attempts": 3, "mode": "standard"})
+        return boto3.session.Session().client("s3", endpoint_url=s.endpoint or None, region_name=region or None,
+                                              config=cfg)
+
+    def _where_key(self) -> tuple[str, str, str]:
+        env = os.environ
+        return (self.settings.endpoint or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or "",
+                self.bucket, env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or "")
 
     async def call(self, name: str, **kw: Any) -> Any:
         return await asyncio.to_thread(self._sync, name, kw)
 
     def _sync(self, name: str, kw: dict[str, Any]) -> Any:
+        op = name
         try:
-            return getattr(self.client, name)(**kw)
+            if not self.settings.region and not self._located and name != "head_bucket" \
+                    and self._where_key() not in _BUCKET_REGIONS:
+                op = "head_bucket"  # its errors are the clear ones (no such bucket, refused)
+                self._locate(self.client.head_bucket(Bucket=self.bucket))
+                op = name
+            out = getattr(self.client, name)(**kw)
+            if name == "head_bucket" and kw.get("Bucket") == self.bucket and not self.settings.region:
+                self._locate(out)
+            return out
         except Exception as exc:  # botocore's hierarchy is only importable lazily
-            raise self._explain(exc, name) from None
+            raise self._explain(exc, op) from None
+
+    _located = False
+
+    def _locate(self, head: dict[str, Any]) -> None:
+        """No region configured: use the bucket's (the ``x-amz-bucket-region`` header of HEAD bucket,
+        which boto3 reaches through its redirect), so the presigned URLs the pod uses are signed for the
+        region that holds the bucket (a us-east-1 signature on a eu-west-1 bucket is refused)."""
+        region = (head.get("ResponseMetadata", {}).get("HTTPHeaders") or {}).get("x-amz-bucket-region")
+        with self._lock:
+            self._located = True
+            _BUCKET_REGIONS[self._where_key()] = region or ""  # "": the store does not say (boto3 decides)
+            if region and self._client is not None and self._client.meta.region_name != region:
+                self._client = self._new_client(region)
 
     def presign(self, op: str, **params: Any) -> str:
         return self.client.generate_presigned_url(op, Params={"Bucket": self.bucket, **params},
@@ -150,7 +203,7 @@ class S3:
     def _explain(self, exc: Exception, op: str) -> BackupError:
         from botocore import exceptions as bx
 
-        where = self.settings.endpoint or "AWS S3"
+        where = self.settings.endpoint or (self._client.meta.endpoint_url if self._client is not None else "AWS S3")
         if isinstance(exc, bx.NoCredentialsError):
             return BackupError("no S3 credentials found",
                                hint="set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE (boto3's chain)")

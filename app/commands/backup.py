@@ -92,6 +92,8 @@ async def on_pod(args: argparse.Namespace, work: Callable[[Any, Any, str, "Bar"]
         return fail_usage(exc)
     except PrimeTrainError as exc:
         return fail_error(exc)
+    from services.s3 import transport_error
+
     bar = Bar(not args.json)
     try:
         async with connected(pod) as conn:
@@ -99,6 +101,12 @@ async def on_pod(args: argparse.Namespace, work: Callable[[Any, Any, str, "Bar"]
     except PrimeTrainError as exc:
         bar.close()  # before the error line: the bar redraws stderr
         return fail_error(exc)
+    except Exception as exc:  # noqa: BLE001 - a timeout or lost connection: one line; anything else re-raised
+        bar.close()
+        known = transport_error(exc, f"{args.command} on {pod.name}")
+        if known is None:
+            raise
+        return fail_error(known)
     bar.close()
     return pod, settings, run_dir, done
 
