@@ -38,6 +38,7 @@ from app.panes.config import ConfigPane
 from app.palette import PodCommands
 from app.panes.offers import OffersPane
 from app.rentals import Rentals
+from app.tasks import Task, Tasks
 from widgets.monitor_pane import MonitorPane
 from widgets.pod_list import PodList
 
@@ -80,6 +81,7 @@ class PrimeTrainApp(App[None]):
         Binding("c", "cleanup", "Clean up checkpoints", id="cleanup", show=False),
         # show=False keeps the footer (and its pinned snapshot) as it was; help and the keymap list it
         Binding("o", "fleet", "Fleet view", id="fleet", show=False),
+        Binding("t", "tasks", "Tasks", id="tasks", show=False),
         Binding("T", "terminate_pod", "Terminate rented pod", id="terminate_pod", show=False),
         Binding("question_mark", "help", "Help", id="help", key_display="?"),
         Binding("ctrl+p", "command_palette", "Commands", id="command_palette", show=False, priority=True),
@@ -117,6 +119,8 @@ class PrimeTrainApp(App[None]):
         self._toasted: dict[str, frozenset[str]] = {}  # pod -> alert ids already toasted (while they last)
         self.alert_log: deque[tuple[str, Alert]] = deque(maxlen=500)  # (pod, alert) as they fired
         self.rentals = (rentals or _default_rentals)(self)
+        self.tasks = Tasks(self)  # launch/kill/resume/cleanup as app tasks: the task list (t)
+        self.tasks.on_finish.append(self._task_finished)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -441,6 +445,38 @@ class PrimeTrainApp(App[None]):
 
     def _selected_pod(self) -> Pod | None:
         return self.pods.get(self.selected or "")
+
+    def action_tasks(self) -> None:
+        from app.screens.tasks import TasksScreen
+
+        if not isinstance(self.screen, TasksScreen):
+            self.push_screen(TasksScreen(self.tasks))
+
+    def _task_finished(self, task: Task) -> None:
+        """A task sent to the background ended: the toast its dialog would have shown."""
+        if task.listeners:
+            return  # a dialog shows it and reports when it is dismissed
+        if task.state == "cancelled":
+            self.notify(f"{task.action} on {task.pod} cancelled", severity="warning")
+        elif isinstance(task.result, Exception):
+            self.notify(f"{task.action} on {task.pod}: {task.result}", severity="error", title="Run action failed")
+        else:
+            self._lifecycle_done(task.result)
+
+    async def action_quit(self) -> None:
+        running = self.tasks.running()
+        if not running:
+            self.exit()
+            return
+        names = ", ".join(f"{t.action} on {t.pod}" for t in running)
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        self.push_screen(ConfirmScreen(f"Still running: {names}. Quitting stops them (a run already started on "
+                                       "a pod keeps running there). Quit anyway?", yes="Quit", no="Stay"),
+                         answered)
 
     def _lifecycle_done(self, event: object | None) -> None:
         kind, message = getattr(event, "kind", None), getattr(event, "message", "")

@@ -2,8 +2,10 @@
 deleted, then the pre-flight checks (✓/✗ with their fixes) and the progress of the action.
 
 ``lifecycle_screen(action, pod, ...)`` builds it; the app pushes it (keys L / k / R / c). The screen
-connects to the pod itself, in a worker; escape cancels the worker (and so the action's generator).
-It dismisses with the action's final event (``kind`` "done" or "error"), or None when cancelled.
+connects to the pod itself for the plan; the action then runs as an app task (app/tasks.py), so
+"Background" closes the dialog while the action goes on (the task list, t, shows it). Escape cancels
+the plan or the action (and so the action's generator). It dismisses with the action's final event
+(``kind`` "done" or "error"), or None when cancelled or sent to the background.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         self.result: Any = None
         self._running = False
         self._conn: Any = None  # the plan's connection, reused by the action
+        self.run_task: Any = None  # the app task running the action (app/tasks.py), once started
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog -wide" + (" -danger" if self.action_name in ("kill", "cleanup") else "")):
@@ -58,10 +61,12 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self._confirm, id="lc-go", variant="error", disabled=True)
                 yield Button("Force", id="lc-force", variant="warning", classes="-hidden")
+                yield Button("Background", id="lc-bg", tooltip="Close this dialog; the action goes on (t lists it)")
                 yield Button("Cancel", id="lc-cancel", variant="primary")
 
     def on_mount(self) -> None:
         self.query_one("#lc-force", Button).display = False
+        self.query_one("#lc-bg", Button).display = False
         self.query_one("#lc-cancel", Button).focus()
         self._prepare()
 
@@ -90,33 +95,57 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         plan_widget.update(text)
         self.query_one("#lc-go", Button).disabled = False
 
-    @work(exclusive=True, group="lifecycle")
-    async def _execute(self, force: bool) -> None:
-        self._running = True
-        bar = self.query_one("#lc-progress", ProgressBar)
-        status = self.query_one("#lc-status", Static)
-        conn, self._conn = self._conn, None
-        last = None
+    def _execute(self, force: bool) -> None:
+        """The action runs as an app task (app/tasks.py): it outlives this dialog when sent to the
+        background, shows in the task list, and is cancelled from here or from there."""
+        from app.tasks import Busy, Tasks
+
+        tasks = getattr(self.app, "tasks", None)
+        if not isinstance(tasks, Tasks):  # a bare host app (tests, embedding) gets a list of its own
+            tasks = Tasks(self.app)
+        holder = {"conn": self._conn}
+        self._conn = None
+
+        async def events() -> AsyncIterator[Any]:
+            if holder["conn"] is None:
+                holder["conn"] = self._connect(self.pod)
+                await holder["conn"].connect()
+            async for ev in self._run(holder["conn"], force):
+                yield ev
+
+        async def close() -> None:
+            if holder["conn"] is not None:
+                await _quietly_close(holder["conn"])
+
         try:
-            if conn is None:
-                conn = self._connect(self.pod)
-                await conn.connect()
-            async for ev in self._run(conn, force):
-                last = ev
-                self.add_event(ev)
-                if ev.progress is not None:
-                    bar.update(progress=ev.progress)
-        except Exception as exc:  # noqa: BLE001
-            status.update(f"[red]✗ {escape(str(exc))}[/red]")
-            self.lines.append(f"✗ {exc}")
-        finally:
-            if conn is not None:
-                await _quietly_close(conn)
-            self._running = False
-        self.result = last
+            self.run_task = tasks.start_events(self.pod.name, self.action_name, events, self._on_task, close=close)
+        except Busy as err:
+            self.run_worker(close(), name="closing the pod connection", exit_on_error=False)
+            self.query_one("#lc-status", Static).update(f"[red]✗ {escape(str(err))}[/red]")
+            self.lines.append(f"✗ {err}")
+            self._finish_buttons()
+            return
+        self._running = True
+        self.query_one("#lc-bg", Button).display = True
+
+    def _on_task(self, task: Any, ev: Any) -> None:
+        if ev is not None:
+            self.add_event(ev)
+            if ev.progress is not None:
+                self.query_one("#lc-progress", ProgressBar).update(progress=ev.progress)
+        if task.running:
+            return
+        self._running = False
+        self.query_one("#lc-bg", Button).display = False
+        if isinstance(task.result, Exception):
+            self.query_one("#lc-status", Static).update(f"[red]✗ {escape(str(task.result))}[/red]")
+            self.lines.append(f"✗ {task.result}")
+            self.result = None
+        elif task.state != "cancelled":
+            self.result = task.result
+        last = self.result
         if last is not None and last.kind == "error" and "pre-flight failed" in last.message:
-            force_btn = self.query_one("#lc-force", Button)
-            force_btn.display = True
+            self.query_one("#lc-force", Button).display = True
         self._finish_buttons()
 
     # ---------------------------------------------------------------- view
@@ -161,6 +190,8 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         if event.button.id == "lc-go":
             event.button.disabled = True
             self._execute(False)
+        elif event.button.id == "lc-bg":
+            self.action_background()
         elif event.button.id == "lc-force":
             event.button.display = False
             self.lines.append("! forced: starting despite failed checks")
@@ -170,10 +201,21 @@ class LifecycleScreen(ModalScreen["Any | None"]):
 
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "lifecycle")
+        if self.run_task is not None and self.run_task.running:
+            self.run_task.listeners.remove(self._on_task)
+            self.run_task.worker.cancel()
         if self._conn is not None:
             conn, self._conn = self._conn, None
             self.app.run_worker(_quietly_close(conn), name="closing the pod connection", exit_on_error=False)
         self.dismiss(self.result)
+
+    def action_background(self) -> None:
+        """Close the dialog, keep the action going: the task list (t) shows it, a toast says how it ended."""
+        if self.run_task is None or not self.run_task.running:
+            self.action_cancel()
+            return
+        self.run_task.listeners.remove(self._on_task)
+        self.dismiss(None)
 
 
 async def _quietly_close(conn: Any) -> None:
