@@ -525,6 +525,8 @@ class PrimeTrainApp(App[None]):
             for p in PANES
             if p != active
         ]
+        running = len(self.tasks.running())
+        commands.append(("Show tasks", f"Launch/kill/resume/clean-up actions ({running} running)", self.action_tasks))
         return commands + [("Show help", "Every key, from the live bindings", self.action_help)]
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

@@ -85,6 +85,7 @@ async def test_background_task_keeps_running_shows_in_the_list_and_toasts_when_d
     async with app.run_test(size=(140, 40)) as pilot:
         await start_and_background(app, pilot, gate)
         [task] = app.tasks.running("gpu1")
+        assert any(t == "Show tasks" and "1 running" in h for t, h, _ in app.palette_commands())
         assert task.action == "cleanup" and task.progress == 0.5 and task.status == "deleting step_1"
         await pilot.press("t")
         await wait_for(pilot, lambda: isinstance(app.screen, TasksScreen))
