@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from services.models import Alert, CheckpointInfo, GpuSample, HostSample, RunProgress, Sample, Severity
-from services.run_progress import RunTracker, split_line
+from services.run_progress import RunTracker, split_line, time_lines, time_records
 
 try:
     import tomllib
@@ -296,9 +296,46 @@ class HealthTracker:
         if self.run.feed_metrics(line, at):
             self.progress_at = at
 
+    def feed_tails(self, tails: dict) -> None:
+        """One look at the run dir (``run_progress.TAIL_SCRIPT``'s answer): every log's tail, each line timed
+        by its own stamp (``time_lines``), all files merged in time order, so a step in one file and an
+        error in another keep their real order and age. metrics.jsonl / training.csv fill in when no log
+        has steps (console-less runs). Garbled parts are skipped."""
+        timed: list[tuple[float, int, int, str]] = []
+        for n, log in enumerate(tails.get("logs") or []):
+            if not isinstance(log, dict) or not isinstance(log.get("mtime"), (int, float)):
+                continue
+            lines = [str(x) for x in log.get("lines") or []]
+            stem = str(log.get("stem") or "log")
+            for i, at in enumerate(time_lines(lines, float(log["mtime"]))):
+                timed.append((at, n, i, f"{stem}: {lines[i]}"))
+        for at, _, _, line in sorted(timed):
+            self.feed_log(line, at)
+        for name in ("metrics.jsonl", "training.csv"):
+            part = tails.get(name)
+            if self.run.step is not None or not isinstance(part, dict) or not isinstance(part.get("mtime"), (int, float)):
+                continue
+            lines = [str(x) for x in part.get("lines") or []]
+            mtime = float(part["mtime"])
+            times = time_records(lines, mtime) if name == "metrics.jsonl" else \
+                [mtime - (len(lines) - 1 - i) * 1e-3 for i in range(len(lines))]
+            for line, at in zip(lines, times):
+                if name == "metrics.jsonl":
+                    self.feed_metrics(line, at)
+                    continue
+                self.started_at = at if self.started_at is None else self.started_at
+                if self.run.feed_csv(line, at):
+                    self.progress_at = at
+
+    def set_billing(self, since: float | None, basis: str | None) -> None:
+        """Where "$ so far" counts from (the pod's clock): the rental's creation or the pod's start."""
+        self.run.billed_since, self.run.billed_basis = since, basis
+        self.run._view = None
+
     def observe(self, sample: Sample, now: float | None = None, *, wandb_note: str = "") -> tuple[Alert, ...]:
         """Take one sample (its new log and metrics lines, GPUs, host, checkpoints) and re-evaluate."""
         now = sample.t if now is None else now
+        self.run.now = now
         if sample.max_steps and sample.max_steps != self.run.max_steps:
             self.run.max_steps = sample.max_steps  # the run's configs say where it ends: ETA, $ to go
         for line in sample.log:
@@ -381,8 +418,7 @@ class HealthTracker:
             found.append(disk_alert(host, ckpts, self.disk_rate(), now, s, self._since.get("disk")))
             found.append(nofile_alert(host, now, s, self._since.get("nofile")))
         for key, hit in list(self._hits.items()):
-            stepped_since = self.run.step_line_at is not None and self.run.step_line_at > hit.last
-            if stepped_since or now - hit.last > s.log_alert_ttl_s:
+            if self._moved_past(hit) or now - hit.last > s.log_alert_ttl_s:
                 del self._hits[key]  # the run moved on (or it is old news): cleared, may fire again
                 continue
             found.append(log_alert(hit.pattern, hit.line, hit.since, hit.count))
@@ -392,6 +428,18 @@ class HealthTracker:
         if tuple(alerts) != self.alerts:
             self.alerts = tuple(alerts)
         return self.alerts
+
+    def _moved_past(self, hit: _LogHit) -> bool:
+        """A step after the error line: of the line's own component, or of the trainer (the run's progress);
+        without trainer steps, any step clears a non-trainer error. Another file's progress never clears
+        a trainer error (the orchestrator keeps logging while the trainer is dead)."""
+        lines = self.run.step_lines
+        component, _ = split_line(hit.line)
+        if component is None:
+            return any(t > hit.last for t in lines.values())
+        if lines.get(component, -1.0) > hit.last or lines.get("trainer", -1.0) > hit.last:
+            return True
+        return component != "trainer" and "trainer" not in lines and any(t > hit.last for t in lines.values())
 
     @property
     def progress(self) -> RunProgress:

@@ -16,7 +16,9 @@ import math
 import re
 import statistics
 from collections import deque
-from typing import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Iterable, Sequence
 
 from services.metrics import ANSI_RE, SAVE_RE, STEP_NOW_RE, STEP_OLD_RE, STEM_RE, component_of, parse_duration
 from services.models import CheckpointInfo, RunProgress
@@ -31,6 +33,174 @@ _REWARD_KEY = re.compile(r"^train/agg/(all|effective)/(?:[^/]+/)*reward/mean$")
 STEP_WINDOW = 20
 LOSS_HISTORY = 24
 CSV_COLUMNS = ("step", "loss", "lr", "toks_per_s")  # a training.csv without a header line
+# loguru's console stamp (prime-rl.md §7.3): HH:mm:ss, then the level right-aligned to 7 characters
+_STAMP = re.compile(r"^(\d{1,2}):(\d{2}):(\d{2})(?:[.,]\d+)?\s+(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\b")
+DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class RunView(RunProgress):
+    """RunProgress plus what "$ so far" counts from: "since rented", "since the pod started" or
+    "est. from the run's steps" (None without a price)."""
+
+    cost_basis: str | None = None
+
+
+def _stamp(line: str) -> tuple[bool, float] | None:
+    """A console line's own time: (True, epoch s) for a JSON-mode line with an absolute timestamp,
+    (False, seconds of the day) for a loguru HH:mm:ss stamp, None without one."""
+    raw = ANSI_RE.sub("", line).strip()
+    stem, sep, rest = raw.partition(": ")
+    if sep and STEM_RE.fullmatch(stem):
+        raw = rest
+    if raw.startswith("{"):
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            return None
+        ts = obj.get("timestamp", obj.get("time")) if isinstance(obj, dict) else None
+        if isinstance(ts, (int, float)) and not isinstance(ts, bool) and math.isfinite(ts) and ts > 1e9:
+            return True, float(ts)
+        if isinstance(ts, str):
+            try:
+                when = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+            except ValueError:
+                return None
+            if when.tzinfo is not None:
+                return True, when.timestamp()
+        return None
+    m = _STAMP.match(raw)
+    if m is None:
+        return None
+    h, mi, sec = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    return (False, float(h * 3600 + mi * 60 + sec)) if h < 24 and mi < 60 and sec < 61 else None
+
+
+def time_lines(lines: Sequence[str], mtime: float) -> list[float]:
+    """When each line of one log's tail was written, on the pod's clock: by its own stamp, anchored to
+    the file's mtime (the last stamped line was written at the mtime, each earlier one the difference
+    of their HH:mm:ss before it, a step back over midnight when the clock went backwards); JSON-mode
+    lines with an absolute timestamp by that. A line without a stamp (a traceback) shares the time of
+    the stamped line before it; lines after the last stamp were written at the mtime. A file without
+    any stamp falls back to its mtime, 1 ms per following line earlier. Never later than the mtime, and
+    strictly increasing (0.1 ms apart within one second) so the file's order survives a merge."""
+    n = len(lines)
+    stamps = [_stamp(x) for x in lines]
+    if not any(stamps):
+        return [mtime - (n - 1 - i) * 1e-3 for i in range(n)]
+    out: list[float | None] = [None] * n
+    nxt_t: float | None = None
+    nxt_day: float | None = None
+    for i in range(n - 1, -1, -1):
+        st = stamps[i]
+        if st is None:
+            continue
+        absolute, value = st
+        if absolute:
+            t = min(value, mtime if nxt_t is None else nxt_t)
+            nxt_day = None
+        elif nxt_t is None:
+            t = mtime
+        elif nxt_day is None:  # the next stamped line was absolute: no day clock to compare with
+            t = nxt_t
+        else:
+            t = nxt_t - ((nxt_day - value) % DAY)
+        out[i], nxt_t = t, t
+        if not absolute:
+            nxt_day = value
+    first = next(t for t in out if t is not None)
+    prev: float | None = None
+    last_stamped = max(i for i, t in enumerate(out) if t is not None)
+    for i in range(n):
+        if out[i] is not None:
+            prev = out[i]
+        else:
+            out[i] = mtime if i > last_stamped else (prev if prev is not None else first)
+    times = [min(mtime, t) for t in out]  # type: ignore[type-var]
+    for i in range(n - 2, -1, -1):  # the stamps have whole seconds: lines keep their file order within one
+        times[i] = min(times[i], times[i + 1] - 1e-4)
+    return times
+
+
+def time_records(lines: Sequence[str], mtime: float) -> list[float]:
+    """When each metrics.jsonl record was written: its own ``time`` (or ``_timestamp``) field relative to
+    the last record's (which was written at the file's mtime), so the clock the run used (epoch or a
+    run-relative one) does not matter; records without one fall back like :func:`time_lines`."""
+    n = len(lines)
+    own: list[float | None] = []
+    for line in lines:
+        value = None
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            v = obj.get("time", obj.get("_timestamp"))
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                value = float(v)
+        own.append(value)
+    known = [v for v in own if v is not None]
+    if not known:
+        return [mtime - (n - 1 - i) * 1e-3 for i in range(n)]
+    last = known[-1]
+    out, prev = [], None
+    for i, v in enumerate(own):
+        if v is not None:
+            prev = mtime - max(0.0, last - v)
+        out.append(prev if prev is not None else mtime - (n - 1 - i) * 1e-3)
+    return [min(mtime, t) for t in out]
+
+
+# One look at a run dir, run on the pod with its python3 and the run dir as argv[1] (stdlib only): the last
+# 300 lines and the mtime of every log, metrics.jsonl and training.csv, max_steps from the resolved configs,
+# the pod's clock and uptime. `status` judges it; the monitor seeds a pod's history with it at connect.
+TAIL_SCRIPT = r"""
+import glob, json, os, sys, time
+r = sys.argv[1]
+out = {"now": time.time(), "exists": os.path.isdir(r), "logs": []}
+def tail(p, n=300, maxb=131072):
+    with open(p, "rb") as f:
+        f.seek(0, 2); size = f.tell(); f.seek(max(0, size - maxb)); data = f.read()
+    lines = data.decode("utf-8", "replace").splitlines()
+    return lines[1:][-n:] if size > maxb else lines[-n:]
+seen = set()
+for pat in (("logs", "*.log"), ("logs", "latest", "*.log")):
+    for p in sorted(glob.glob(os.path.join(r, *pat))):
+        rp = os.path.realpath(p)
+        if rp in seen:
+            continue
+        seen.add(rp)
+        try:
+            out["logs"].append({"stem": os.path.splitext(os.path.basename(p))[0],
+                                "mtime": os.stat(p).st_mtime, "lines": tail(p)})
+        except OSError:
+            pass
+for name in ("metrics.jsonl", "training.csv"):
+    p = os.path.join(r, name)
+    try:
+        out[name] = {"mtime": os.stat(p).st_mtime, "lines": tail(p)}
+    except OSError:
+        pass
+for name in ("trainer.json", "orchestrator.json", "rl.json"):
+    try:
+        with open(os.path.join(r, "configs", name)) as f:
+            cfg = json.load(f)
+        ms = cfg.get("max_steps") or (cfg.get("trainer") or {}).get("max_steps")
+        if isinstance(ms, int) and ms > 0:
+            out["max_steps"] = ms
+            break
+    except Exception:
+        pass
+try:  # how long the pod (its PID 1: the container, or the machine) has been up: "$ so far" counts from it
+    with open("/proc/uptime") as f:
+        up = float(f.read().split()[0])
+    with open("/proc/1/stat") as f:
+        started = int(f.read().rsplit(")", 1)[1].split()[19])
+    out["uptime"] = max(0.0, up - started / os.sysconf("SC_CLK_TCK"))
+except Exception:
+    pass
+print(json.dumps(out))
+"""
 
 
 def _is_number(text: str) -> bool:
@@ -69,8 +239,12 @@ class RunTracker:
         self.price_per_hr = price_per_hr
         self.step: int | None = None
         self.trainer_step: int | None = None
-        self.last_step_at: float | None = None  # when the latest NEW step was seen
+        self.last_step_at: float | None = None  # when the latest NEW step was seen (the trainer's, once known)
         self.step_line_at: float | None = None  # when any step line was seen (either component)
+        self.step_lines: dict[str, float] = {}  # component -> when its latest step line was seen
+        self.billed_since: float | None = None  # the pod's billing start (rental or pod start), pod clock
+        self.billed_basis: str | None = None  # what it is: "since rented", "since the pod started"
+        self.now: float | None = None  # the pod's clock at the latest sample (the bill grows with it)
         self.loss: float | None = None
         self.reward: float | None = None
         self.tokens_per_s: float | None = None
@@ -89,13 +263,19 @@ class RunTracker:
 
     # ------------------------------------------------------------------ feeding
     def _advance(self, step: int, at: float, component: str | None) -> bool:
-        """Record step ``step``; True when it is new progress."""
+        """Record step ``step``; True when it is new progress. Once the trainer's steps are known they are
+        the run's progress: the orchestrator prepares batches ahead of it, and keeps logging while the
+        trainer hangs, so its steps alone say nothing about training."""
         self.step_line_at = at if self.step_line_at is None else max(self.step_line_at, at)
+        who = component or "trainer"
+        self.step_lines[who] = max(self.step_lines.get(who, at), at)
         if component == "trainer":
+            new = self.trainer_step is None or step > self.trainer_step
             self.trainer_step = max(self.trainer_step or 0, step)
-        new = self.step is None or step > self.step
+        else:
+            new = self.trainer_step is None and (self.step is None or step > self.step)
+        self.step = step if self.step is None else max(self.step, step)
         if new:
-            self.step = step
             self.last_step_at = at
             self.finished = False
             if self.saving_step is not None and step > self.saving_step:
@@ -268,26 +448,38 @@ class RunTracker:
         times = self.step_times or self.orch_step_times
         return statistics.median(times) if times else None
 
-    def progress(self) -> RunProgress:
-        """An immutable view, rebuilt only after new data."""
+    def billed(self) -> float | None:
+        """$ the pod has cost since its billing start (rental / pod start), None when not known."""
+        if self.price_per_hr is None or self.billed_since is None or self.now is None:
+            return None
+        return self.price_per_hr * max(0.0, self.now - self.billed_since) / 3600.0
+
+    def progress(self) -> RunView:
+        """An immutable view, rebuilt only after new data (and when the bill moved by a cent)."""
+        billed = self.billed()
         if self._view is not None:
+            if billed is not None and round(billed, 2) != round(self._view.cost_so_far or 0.0, 2):
+                self._view = replace(self._view, cost_so_far=billed)
             return self._view
         step = self.trainer_step if self.trainer_step is not None else self.step
         step_time = self.step_time
         per_hr = 3600.0 / step_time if step_time else None
-        eta = cost_so_far = cost_left = None
+        eta = cost_so_far = cost_left = basis = None
+        if billed is not None:
+            cost_so_far, basis = billed, self.billed_basis
         if step_time and step is not None:
             if self.max_steps:
                 eta = max(0, self.max_steps - step) * step_time
             if self.price_per_hr is not None:
-                cost_so_far = self.price_per_hr * step * step_time / 3600.0
+                if cost_so_far is None:  # no billing start known: the run's own elapsed time, estimated
+                    cost_so_far, basis = self.price_per_hr * step * step_time / 3600.0, "est. from the run's steps"
                 if eta is not None:
                     cost_left = self.price_per_hr * eta / 3600.0
-        self._view = RunProgress(
+        self._view = RunView(
             step=step, max_steps=self.max_steps, loss=self.loss, reward=self.reward,
             tokens_per_s=self.tokens_per_s, mfu=self.mfu, step_time_s=step_time, steps_per_hr=per_hr,
             eta_s=eta, cost_so_far=cost_so_far, cost_to_finish=cost_left, last_step_at=self.last_step_at,
             finished=self.finished, checkpointing=self.checkpointing, loss_history=tuple(self.losses),
-            source=self.source,
+            source=self.source, cost_basis=basis,
         )
         return self._view

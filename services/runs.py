@@ -66,6 +66,18 @@ def latest_record(base: Path, pod: str) -> dict[str, Any] | None:
     return recs[-1] if recs else None
 
 
+def newest_run_dir(base: Path | None, pod: str) -> str | None:
+    """The run dir of the pod's newest recorded run that names one (how the monitor and ``status`` find a
+    run launched on a pod without run_dir in pods.toml); None without records or a readable base."""
+    if base is None:
+        return None
+    for rec in reversed(list_records(base, pod)):
+        run_dir = rec.get("run_dir")
+        if isinstance(run_dir, str) and run_dir.strip():
+            return run_dir
+    return None
+
+
 def append_log(base: Path, line: str) -> None:
     """One line in ``<base>/lifecycle.log`` (deletions with their sizes, kills, launches)."""
     path = Path(base) / "lifecycle.log"

@@ -30,45 +30,6 @@ from typing import Any
 
 from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, connected, fail, fail_usage, resolve_pod
 
-TAIL_SCRIPT = r"""
-import glob, json, os, sys, time
-r = sys.argv[1]
-out = {"now": time.time(), "exists": os.path.isdir(r), "logs": []}
-def tail(p, n=300, maxb=131072):
-    with open(p, "rb") as f:
-        f.seek(0, 2); size = f.tell(); f.seek(max(0, size - maxb)); data = f.read()
-    lines = data.decode("utf-8", "replace").splitlines()
-    return lines[1:][-n:] if size > maxb else lines[-n:]
-seen = set()
-for pat in (("logs", "*.log"), ("logs", "latest", "*.log")):
-    for p in sorted(glob.glob(os.path.join(r, *pat))):
-        rp = os.path.realpath(p)
-        if rp in seen:
-            continue
-        seen.add(rp)
-        try:
-            out["logs"].append({"stem": os.path.splitext(os.path.basename(p))[0],
-                                "mtime": os.stat(p).st_mtime, "lines": tail(p)})
-        except OSError:
-            pass
-for name in ("metrics.jsonl", "training.csv"):
-    p = os.path.join(r, name)
-    try:
-        out[name] = {"mtime": os.stat(p).st_mtime, "lines": tail(p)}
-    except OSError:
-        pass
-for name in ("trainer.json", "orchestrator.json", "rl.json"):
-    try:
-        with open(os.path.join(r, "configs", name)) as f:
-            cfg = json.load(f)
-        ms = cfg.get("max_steps") or (cfg.get("trainer") or {}).get("max_steps")
-        if isinstance(ms, int) and ms > 0:
-            out["max_steps"] = ms
-            break
-    except Exception:
-        pass
-print(json.dumps(out))
-"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -97,12 +58,42 @@ def run(args: argparse.Namespace) -> int:
         return fail("no pods to look at", "name one (status POD) or add pods to pods.toml", EXIT_USAGE)
     if args.run_dir:
         pods = [replace(p, run_dir=args.run_dir) for p in pods]
+    pods = _recorded_run_dirs(pods)
     results = asyncio.run(_all(pods, args.timeout))
     if args.json:
         print(json.dumps({"pods": results}, indent=2))
     else:
         _print(results)
     return EXIT_OK if all(r["reached"] for r in results) else EXIT_FAIL
+
+
+def _recorded_run_dirs(pods: list) -> list:
+    """A pod without a run_dir: the run dir of its newest launch recorded on this machine (a launch on such
+    a pod goes to prime-train-tui/runs/<config stem>)."""
+    from app.settings import data_dir
+    from services.runs import newest_run_dir
+
+    if all(p.run_dir for p in pods):
+        return pods
+    base = data_dir() / "runs"
+    return [p if p.run_dir else replace(p, run_dir=newest_run_dir(base, p.name)) for p in pods]
+
+
+def _rented_at(pod) -> float | None:
+    """When a pod rented through the app was created (the rentals audit log), else None."""
+    if not pod.provider_id and not pod.provider:
+        return None
+    from app.settings import data_dir
+    from services.offers.rentals import AUDIT_NAME, AuditLog
+
+    try:
+        rentals = AuditLog(data_dir() / AUDIT_NAME).open_rentals()
+    except OSError:
+        return None
+    for r in rentals:
+        if r.name == pod.name or (pod.provider_id and (r.provider, r.pod_id) == (pod.provider, pod.provider_id)):
+            return r.created_at
+    return None
 
 
 async def _all(pods, timeout: float) -> list[dict[str, Any]]:
@@ -122,7 +113,8 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
             sample, tails = await _look(conn, pod, timeout)
         result.update(reached=True, state=PodState.ONLINE.value)
         wandb = await _wandb(tails)
-        result.update(_judge(pod, sample, tails, host_rules=pod.kind is not PodKind.DEMO, wandb=wandb))
+        result.update(_judge(pod, sample, tails, host_rules=pod.kind is not PodKind.DEMO, wandb=wandb,
+                             rented_at=_rented_at(pod)))
         result["wandb"] = None if wandb is None else wandb.as_json(time.time())
     except HostKeyError as exc:
         result.update(state=PodState.HOSTKEY_UNKNOWN.value, reason=f"{exc} (headless mode never trusts a new key)")
@@ -139,6 +131,7 @@ async def _look(conn, pod, timeout: float) -> tuple[Any, dict | None]:
     """The probe's --once sample and the run dir's tails (None without a run dir or when unreadable)."""
     from services.errors import PrimeTrainError
     from services.models import Sample
+    from services.run_progress import TAIL_SCRIPT
     from services.ssh import SSHConnection
 
     args = ["--once", "--interval", "1"] + (["--run-dir", pod.run_dir] if pod.run_dir else [])
@@ -181,11 +174,14 @@ async def _wandb(tails: dict | None):
     return await asyncio.to_thread(poller.fetch)
 
 
-def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None) -> dict[str, Any]:
-    """Feed one look into the health rules. Lines are timed by their file's mtime (the last line at the
-    mtime, earlier ones just before it), so "last step" ages from the pod's own clock and an error
-    before a later step counts as cleared, as it would have live."""
+def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None,
+           rented_at: float | None = None) -> dict[str, Any]:
+    """Feed one look into the health rules. Each line is timed by its own loguru stamp anchored to its
+    file's mtime (``HealthTracker.feed_tails``), so "last step" ages from the pod's own clock, the
+    trainer's steps are the run's progress, and an error is cleared only by a later step of its own
+    component or of the trainer, as it would have been live."""
     from services.health import HealthSettings, HealthTracker
+    from services.models import PodKind
 
     from dataclasses import replace
 
@@ -205,22 +201,11 @@ def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None) -> 
         now = float(tails.get("now") or sample.t)
         if not tails.get("exists"):
             run_note = f"no such run dir on the pod: {pod.run_dir}"
-        for log in sorted(tails.get("logs") or [], key=lambda x: x.get("mtime", 0)):
-            lines = [str(x) for x in log.get("lines") or []]
-            for i, line in enumerate(lines):
-                tracker.feed_log(f"{log.get('stem', 'log')}: {line}", float(log["mtime"]) - (len(lines) - 1 - i) * 1e-3)
-        # The console lines are the primary source here: mixing in another file's mtime would misorder an
-        # error line against the steps after it. metrics.jsonl / training.csv fill in when no log has steps.
-        for name in ("metrics.jsonl", "training.csv"):
-            part = tails.get(name)
-            if tracker.run.step is not None or not isinstance(part, dict):
-                continue
-            lines = [str(x) for x in part.get("lines") or []]
-            for i, line in enumerate(lines):
-                at = float(part["mtime"]) - (len(lines) - 1 - i) * 1e-3
-                stepped = tracker.run.feed_csv(line, at) if name == "training.csv" else tracker.run.feed_metrics(line, at)
-                if stepped:
-                    tracker.progress_at = at
+        tracker.feed_tails(tails)
+        if rented_at is None and pod.kind is PodKind.SSH and isinstance(tails.get("uptime"), (int, float)):
+            tracker.set_billing(now - float(tails["uptime"]), "since the pod started")
+    if rented_at is not None:
+        tracker.set_billing(rented_at, "since rented")
     note = wandb.note(now) if wandb is not None else ""
     alerts = tracker.observe(replace(sample, log=(), metrics=()), now, wandb_note=note)
     progress = tracker.progress
@@ -235,8 +220,8 @@ def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None) -> 
 
 def _run_json(progress, now: float | None, note: str = "") -> dict[str, Any]:
     keys = ("step", "max_steps", "loss", "reward", "tokens_per_s", "mfu", "step_time_s", "steps_per_hr", "eta_s",
-            "cost_so_far", "cost_to_finish", "finished", "source")
-    out: dict[str, Any] = {k: (getattr(progress, k) if progress is not None else None) for k in keys}
+            "cost_so_far", "cost_basis", "cost_to_finish", "finished", "source")
+    out: dict[str, Any] = {k: getattr(progress, k, None) for k in keys}
     age = None
     if progress is not None and progress.last_step_at is not None and now is not None:
         age = round(max(0.0, now - progress.last_step_at), 1)

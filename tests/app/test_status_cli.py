@@ -77,6 +77,31 @@ def test_stale_run_dir_over_real_sshd(sshd, client_home, tmp_path: Path) -> None
     assert human.returncode == 0 and "No training progress" in human.stdout and "h100" in human.stdout
 
 
+def test_a_hung_trainer_is_seen_while_the_orchestrator_keeps_logging(tmp_path: Path) -> None:
+    """trainer.log untouched for 2 h at step 8 (with an OOM), orchestrator.log fresh: it shipped step 9 two
+    hours ago and has been holding batches since. Each line is timed by its own stamp, the trainer's steps
+    are the run's progress, and the orchestrator's lines never clear the trainer's error."""
+    run = write_run(tmp_path / "run", steps=8)
+    with open(run / "logs" / "trainer.log", "a") as f:
+        f.write(OOM + "\n")
+    age(run / "logs" / "trainer.log", 2 * 3600)
+    age(run / "metrics.jsonl", 2 * 3600)
+    with open(run / "logs" / "orchestrator.log", "a") as f:
+        f.write("12:00:05 SUCCESS Step 9 |    9.8s | Reward 0.4123 | Trainable 96/128 (75.0%) | Turns 1.0\n")
+        for k in range(60):
+            m = 2 + 2 * k
+            f.write(f"{12 + m // 60:02d}:{m % 60:02d}:00    INFO Holding batch 10 until the trainer publishes "
+                    "policy v9 (currently v8)\n")
+    out = cli("status", "local", "--run-dir", str(run), "--json")
+    assert out.returncode == 0, out.stderr
+    [pod] = json.loads(out.stdout)["pods"]
+    assert pod["run"]["step"] == 8
+    assert 7100 < pod["run"]["last_step_age_s"] < 7400
+    alerts = {a["id"]: a for a in pod["alerts"]}
+    assert "no-progress" in alerts and "step 8" in alerts["no-progress"]["message"]
+    assert alerts["log:cuda-oom"]["line"] == f"trainer: {OOM}"
+
+
 def test_fresh_run_on_local_and_an_unreachable_pod(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run", steps=6)
     log = run / "logs" / "trainer.log"

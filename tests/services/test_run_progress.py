@@ -27,12 +27,19 @@ SFT = ("Step 7 |    3.1s | Loss 1.2345 | Grad. Norm 0.8 | LR 2.00e-05 | Throughp
 def test_current_trainer_and_orchestrator_lines() -> None:
     r = RunTracker()
     assert r.feed_log("orchestrator: " + ORCH, 100.0) == "step"
-    assert r.feed_log("trainer: \x1b[32m" + TRAINER + "\x1b[0m", 101.0) is None  # same step: no new progress
+    # the trainer's own line is the run's progress from now on (the orchestrator works ahead of it)
+    assert r.feed_log("trainer: \x1b[32m" + TRAINER + "\x1b[0m", 101.0) == "step"
     p = r.progress()
     assert (p.step, p.loss, p.reward, p.tokens_per_s, p.mfu) == (5, 0.0123, 0.4123, 25341.0, 31.2)
     assert p.step_time_s == 12.3  # the trainer's wall time, not the orchestrator's
     assert p.steps_per_hr == pytest.approx(3600 / 12.3) and p.source == "console"
-    assert p.last_step_at == 100.0
+    assert p.last_step_at == 101.0
+    assert r.feed_log("trainer: " + TRAINER, 102.0) is None  # the same step again: no new progress
+    # an orchestrator step ahead of the trainer is not training progress
+    assert r.feed_log("orchestrator: " + ORCH.replace("Step 5", "Step 6"), 200.0) is None
+    assert (r.progress().step, r.progress().last_step_at) == (5, 101.0)
+    assert r.feed_log("trainer: " + TRAINER.replace("Step 5", "Step 6"), 300.0) == "step"
+    assert (r.progress().step, r.progress().last_step_at) == (6, 300.0)
 
 
 def test_historic_sft_and_json_mode_lines() -> None:
