@@ -1,4 +1,4 @@
-"""``prime-train-tui offers [--config FILE | --model M] [--gpus N] [--max-price X] [--spot] [--provider P ...] [--all]
+"""``prime-train-tui offers [--config FILE] [--model M] [--gpus N] [--max-price X] [--spot] [--provider P ...] [--all]
 [--steps N] [--json]``: GPU offers from Prime Intellect, Vast.ai and Lambda ranked by estimated $ per
 completed run (services/offers/ranking.py); ``--config`` prices the run a prime-rl config describes
 (model, max_steps, batch and sequence length). Keys from PRIME_API_KEY / VAST_API_KEY / LAMBDA_API_KEY,
@@ -25,14 +25,15 @@ PROVIDER_NAMES = ("primeintellect", "vast", "lambda")
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("offers", help="GPU offers ranked by $ per completed run",
                        description="GPU offers across providers, ranked by estimated $ per completed run.")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--config", type=Path, help="price the run this prime-rl config describes")
-    src.add_argument("--model", help="model to fit and price (default Qwen/Qwen3-0.6B)")
+    p.add_argument("--config", type=Path, help="price the run this prime-rl config describes")
+    p.add_argument("--model", help="model to fit and price (default Qwen/Qwen3-0.6B); with --config it sizes "
+                   "the config's run as this model (for models the registry does not know)")
     p.add_argument("--gpus", type=int, help="only offers with exactly N GPUs")
     p.add_argument("--max-price", type=float, help="only offers at most this many $/hr")
     p.add_argument("--spot", action=argparse.BooleanOptionalAction, default=False,
                    help="spot/interruptible offers (Lambda has none)")
-    p.add_argument("--provider", action="append", choices=PROVIDER_NAMES, help="only this provider (repeatable)")
+    p.add_argument("--provider", nargs="+", action="extend", choices=PROVIDER_NAMES, metavar="P",
+                   help=f"only these providers ({', '.join(PROVIDER_NAMES)}; several, or repeated)")
     p.add_argument("--steps", type=int, help="training steps of the run to price (default: the config's "
                    "max_steps, else 500)")
     p.add_argument("--all", action="store_true", help="also list offers the model does not fit")
@@ -44,8 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from services.config.memory import lookup_model
-    from services.offers.ranking import DEFAULT_MODEL, RunSpec, run_spec_from_config
+    from services.offers.ranking import DEFAULT_MODEL, RunSpec, run_spec_from_config, size_hint, size_note, sizing_model
 
     if args.gpus is not None and args.gpus < 1:
         return fail("--gpus must be at least 1", code=EXIT_USAGE)
@@ -60,17 +60,24 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"cannot read {args.config}: {exc.strerror}", code=EXIT_USAGE)
         except tomllib.TOMLDecodeError as exc:
             return fail(f"{args.config} is not valid TOML: {exc}", "run `prime-train-tui validate` on it", EXIT_USAGE)
+        if not isinstance(data, dict):
+            return fail(f"{args.config} is not a prime-rl config", code=EXIT_USAGE)
         spec, notes = run_spec_from_config(data)
-        for note in notes:
-            print(f"note: {note}", file=sys.stderr)
+        if args.model:  # a size override: the config's steps, tokens and GPU split, sized as this model
+            notes.append(f"{spec.model} sized as {args.model} (--model)")
+            spec = replace(spec, model=args.model)
     else:
-        spec = RunSpec(model=args.model or DEFAULT_MODEL)
+        spec, notes = RunSpec(model=args.model or DEFAULT_MODEL), []
     if args.steps is not None:
         spec = replace(spec, steps=args.steps)
-    if lookup_model(spec.model) is None:
-        return fail(f"{spec.model} is not in the model registry",
-                    "pass --model with a registry model of the same size (see services/config/models.toml)",
-                    EXIT_USAGE)
+    if sizing_model(spec.model) is None:
+        what = "--model" if args.model else "the config's model" if args.config else "the model"
+        return fail(f"{spec.model} ({what}) is not in the model registry and no registry model is named like it",
+                    size_hint(spec.model), EXIT_USAGE)
+    if note := size_note(spec.model):
+        notes.append(note)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     return asyncio.run(_offers(args, spec))
 
 
@@ -82,6 +89,7 @@ async def _offers(args: argparse.Namespace, spec) -> int:
     from services.offers import cache
     from services.offers.fetch_all import fetch_all
     from services.offers.keys import find_keys, find_urls
+    from services.offers.calibration import NAME as OBSERVED, ObservationLog
     from services.offers.ranking import rank
 
     try:
@@ -96,8 +104,11 @@ async def _offers(args: argparse.Namespace, spec) -> int:
             cache.save(cache_dir(), args.spot, result, time.time())
         except OSError:
             pass  # a cache that cannot be written costs a refetch, nothing else
+    from app.settings import data_dir
+
+    observed = ObservationLog(data_dir() / OBSERVED).load()  # this user's steps/hr, as in the Offers pane
     ranked = rank(result.offers, spec, max_price=args.max_price, spot=args.spot, gpus=args.gpus,
-                  include_misfits=args.all)
+                  include_misfits=args.all, observed=observed)
     if args.json:
         keys = ("provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot", "region", "fits",
                 "est_hours", "est_cost")

@@ -130,15 +130,16 @@ class OffersPane(Widget, can_focus=True):
     # ------------------------------------------------------------------ the run being priced
     def use_config(self, data: dict[str, Any] | None, name: str = "the config") -> None:
         """Price the run this prime-rl config describes (the Config pane's current text)."""
-        from services.config.memory import lookup_model
-        from services.offers.ranking import run_spec_from_config
+        from services.offers.ranking import run_spec_from_config, size_note, sizing_model
 
         if not isinstance(data, dict):
             return
         spec, notes = run_spec_from_config(data)
-        if lookup_model(spec.model) is None:
+        if sizing_model(spec.model) is None:
             notes.append(f"{spec.model} is not in the model registry: priced as {self.run.model}")
             spec = replace(spec, model=self.run.model)
+        elif note := size_note(spec.model):
+            notes.append(note)
         if spec == self.run and not notes:
             return
         self.run, self.run_source = spec, f"{name}" + (f" ({'; '.join(notes)})" if notes else "")
@@ -149,7 +150,8 @@ class OffersPane(Widget, can_focus=True):
     def _show_run(self) -> None:
         r = self.run
         set_label(self.query_one("#of-run", Label),
-                  f"Pricing {r.model}, {r.steps} steps × {r.train_tokens_per_step:,} tokens — {self.run_source}")
+                  f"Pricing {r.model} on {r.gpu_need()}, {r.steps} steps × {r.train_tokens_per_step:,} tokens — "
+                  f"{self.run_source}")
 
     def show_keys(self) -> None:
         """Which providers have a key and where it came from (masked), or how to set one."""

@@ -1,11 +1,19 @@
 """$ per completed run (issue 4): Est. $ = price/hr × estimated hours, not $/hr.
 
-    work (FLOPs) = steps × (train_tokens × 6·P  +  gen_tokens × 2·P × decode_penalty)
-    throughput   = h100_peak_flops × mfu × speed[gpu] × gpu_count × parallel_efficiency^log2(gpu_count)
-    hours        = work / throughput / 3600     × (1 + spot_overhead) on spot
+    train work = steps × train_tokens × 6·P          on the run's training GPUs
+    gen work   = steps × gen_tokens × 2·P × decode_penalty   on its inference GPUs (rl; none for sft)
+    throughput(n GPUs) = h100_peak_flops × mfu × speed[gpu] × n × parallel_efficiency^log2(n)
+    hours      = (train work / throughput(train GPUs) + gen work / throughput(inference GPUs)) / 3600
+                 × (1 + spot_overhead) on spot
+
+prime-rl splits a box: an rl run needs ``num_train_gpus + num_infer_gpus`` GPUs (``[deployment]``,
+default 1 + 1), an sft run ``num_train_gpus`` (default 1). An offer with fewer GPUs is a misfit with the
+reason; GPUs beyond the split sit idle (they are paid for, so such offers cost more per run). Trainer
+and inference are summed rather than overlapped: prime-rl's async steps overlap them partly, and an
+over-estimate only makes the auto-terminate deadline safer.
 
 ``speed`` is per GPU type relative to an H100 SXM (``gpu_speeds.toml``). "Fits" comes from the memory
-estimator: FSDP-sharded training states over the offer's GPUs (optimizer on the CPU, prime-rl's
+estimator: FSDP-sharded training states over the run's training GPUs (optimizer on the CPU, prime-rl's
 default) plus activations must stay under 95 % of a GPU's memory. Offers that fit are ranked by Est. $
 ascending; misfits (with their reason) follow when asked for."""
 
@@ -13,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
@@ -24,7 +33,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from services.config.findings import ConfigError
-from services.config.memory import GIB, estimate, human, lookup_model
+from services.config.memory import GIB, ModelShape, estimate, human, lookup_model, registry
 from services.offers.models import Offer
 
 HEADROOM = 0.95  # CUDA context, allocator fragmentation
@@ -54,12 +63,33 @@ class RunSpec:
     train_tokens_per_step: int = 256 * 2048
     gen_tokens_per_step: int = 256 * 1024
     seq_len: int = 2048
+    train_gpus: int = 1  # prime-rl's [deployment] split (rl default 1 + 1)
+    infer_gpus: int = 1
+
+    @property
+    def gpus_needed(self) -> int:
+        return self.train_gpus + self.infer_gpus
+
+    def gpu_need(self) -> str:
+        """"2 GPUs (1 train + 1 inference)", "1 GPU (1 train)"."""
+        n = self.gpus_needed
+        split = f"{self.train_gpus} train" + (f" + {self.infer_gpus} inference" if self.infer_gpus else "")
+        return f"{n} GPU{'s' if n != 1 else ''} ({split})"
+
+    def train_flops(self) -> float:
+        p = self.params if self.params is not None else _params(self.model)
+        return self.steps * self.train_tokens_per_step * 6 * p
+
+    def gen_flops(self) -> float:
+        p = self.params if self.params is not None else _params(self.model)
+        return self.steps * self.gen_tokens_per_step * 2 * p * constants()["decode_penalty"]
 
     def flops(self) -> float:
-        p = self.params if self.params is not None else _params(self.model)
-        c = constants()
-        return self.steps * (self.train_tokens_per_step * 6 * p
-                             + self.gen_tokens_per_step * 2 * p * c["decode_penalty"])
+        return self.train_flops() + self.gen_flops()
+
+    def seconds_on(self, gpu_type: str) -> float:
+        """Seconds of the whole run on this GPU type with the run's split (before any spot overhead)."""
+        return _seconds(gpu_type, self, self.train_flops(), self.gen_flops())
 
 
 def _get(data: Any, *path: str) -> Any:
@@ -93,23 +123,111 @@ def run_spec_from_config(data: dict[str, Any], *, default_steps: int = 500) -> t
     if steps is None:
         steps = default_steps
         notes.append(f"max_steps is not set (runs until stopped): priced for {default_steps} steps")
-    if "orchestrator" in data or "trainer" in data:  # rl (an sft file may carry [inference] for evals)
+    rl = "orchestrator" in data or "trainer" in data  # (an sft file may carry [inference] for evals)
+    train_gpus, infer_gpus = gpu_split(data, rl, notes)
+    if rl:
         seq = _int(data.get("seq_len"), _get(data, "trainer", "model", "seq_len"),
                    _get(data, "orchestrator", "seq_len")) or 2048
         batch = _int(_get(data, "orchestrator", "batch_size")) or 128
         return RunSpec(model=model, steps=steps, train_tokens_per_step=batch * seq,
-                       gen_tokens_per_step=batch * seq // 2, seq_len=seq), notes
+                       gen_tokens_per_step=batch * seq // 2, seq_len=seq, train_gpus=train_gpus,
+                       infer_gpus=infer_gpus), notes
     seq = _int(_get(data, "data", "seq_len"), data.get("seq_len")) or 128
     batch = _int(_get(data, "data", "batch_size")) or 128
     return RunSpec(model=model, steps=steps, train_tokens_per_step=batch * seq, gen_tokens_per_step=0,
-                   seq_len=seq), notes
+                   seq_len=seq, train_gpus=train_gpus, infer_gpus=infer_gpus), notes
+
+
+def gpu_split(data: dict[str, Any], rl: bool, notes: list[str]) -> tuple[int, int]:
+    """(training GPUs, inference GPUs) from prime-rl's ``[deployment]``: single_node ``num_train_gpus``
+    (1) and ``num_infer_gpus`` (1; sft: ``num_eval_gpus``, only used with ``[inference]``); multi_node
+    counts nodes × ``gpus_per_node`` (8) and is priced as one box of that many GPUs."""
+    dep = data.get("deployment") if isinstance(data.get("deployment"), dict) else {}
+    uses_infer = rl or "inference" in data
+    if dep.get("type") == "multi_node":
+        per_node = _int(dep.get("gpus_per_node")) or 8
+        train_nodes = _int(dep.get("num_train_nodes")) or 2
+        infer_nodes = dep.get("num_infer_nodes", dep.get("num_eval_nodes"))
+        infer_nodes = infer_nodes if isinstance(infer_nodes, int) and infer_nodes >= 0 else (1 if rl else 0)
+        train, infer = train_nodes * per_node, infer_nodes * per_node if uses_infer else 0
+        notes.append(f"multi-node deployment: needs {train + infer} GPUs, priced as one box of that many")
+        return train, infer
+    train = _int(dep.get("num_train_gpus")) or 1
+    infer = dep.get("num_infer_gpus", dep.get("num_eval_gpus", 1))
+    infer = infer if isinstance(infer, int) and not isinstance(infer, bool) and infer >= 0 else 1
+    return train, infer if uses_infer else 0
 
 
 def _params(model: str) -> float:
-    shape = lookup_model(model)
+    shape = sizing_model(model)
     if shape is None:
-        raise ConfigError(f"{model} is not in the model registry", hint="pick a registry model")
+        raise ConfigError(f"{model} is not in the model registry", hint=size_hint(model))
     return shape.active_params or shape.params
+
+
+SIZE_HINT = ("size it as a registry model of about its size, e.g. add --model {example} "
+             "(the registry: services/config/models.toml)")
+
+
+def size_hint(name: str) -> str:
+    """How to price a model the registry cannot size, with the registry model nearest its size token."""
+    parts = _name_parts(name)
+    example = "Qwen/Qwen3-8B"
+    if parts is not None:
+        want = (parts[2] or parts[1]) * 1e9
+        example = min(registry().values(), key=lambda m: abs(math.log((m.active_params or m.params) / want))).name
+    return SIZE_HINT.format(example=example)
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)b")
+_ACTIVE = re.compile(r"a(\d+(?:\.\d+)?)b")
+
+
+def _name_parts(name: str) -> tuple[str, float, float | None] | None:
+    """``Qwen3-30B-A3B-Thinking-2507`` → ("qwen3", 30.0, 3.0): the family (the words before the size),
+    the size in billions and the active size of an MoE; None without a size token."""
+    tokens = [t for t in re.split(r"[-_\s]+", name.split("/")[-1].lower()) if t]
+    for i, tok in enumerate(tokens):
+        m = _SIZE.fullmatch(tok)
+        if m and i:
+            active = next((float(a.group(1)) for t in tokens[i + 1:] if (a := _ACTIVE.fullmatch(t))), None)
+            return "-".join(tokens[:i]), float(m.group(1)), active
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def sizing_model(name: str) -> ModelShape | None:
+    """The registry model that sizes ``name``: the model itself (``lookup_model``), else the registry
+    base a fine-tune or variant is named after — same size token (4B, 0.6B, 30B-A3B) and the same
+    family (``Qwen/Qwen3-4B-Instruct-2507``, ``PrimeIntellect/Qwen3-0.6B-Reverse-Text-SFT`` → Qwen3-4B,
+    Qwen3-0.6B), or failing that a family word in the name (``DeepSeek-R1-Distill-Qwen-1.5B`` →
+    Qwen2.5-1.5B). None when nothing matches."""
+    shape = lookup_model(name)
+    if shape is not None:
+        return shape
+    want = _name_parts(name)
+    if want is None:
+        return None
+    family, size, active = want
+    words = {re.match(r"[a-z]*", w).group(0) for w in family.split("-")} - {""}
+    loose = None
+    for key, shape in registry().items():
+        have = _name_parts(key)
+        if have is None or have[1] != size or have[2] != active:
+            continue
+        if have[0] == family:
+            return shape
+        head = re.match(r"[a-z]*", have[0]).group(0)
+        if loose is None and head and head in words:
+            loose = shape
+    return loose
+
+
+def size_note(model: str) -> str:
+    """"sized as Qwen/Qwen3-4B" when a fine-tune is sized by its registry base, else ""."""
+    shape = sizing_model(model)
+    if shape is None or shape.name.lower() == model.lower() \
+            or shape.name.split("/")[-1].lower() == model.split("/")[-1].lower():
+        return ""
+    return f"{model} sized as {shape.name}"
 
 
 @dataclass(unsafe_hash=True, slots=True)  # not frozen: built 10,000 times per ranking (see Offer)
@@ -164,25 +282,34 @@ def _throughput(gpu_type: str, count: int) -> float:
     return c["h100_peak_flops"] * c["mfu"] * s.get(gpu_type, s["unknown"]) * n * c["parallel_efficiency"] ** math.log2(n)
 
 
+def _seconds(gpu_type: str, run: RunSpec, train: float, gen: float) -> float:
+    secs = train / _throughput(gpu_type, run.train_gpus)
+    return secs + gen / _throughput(gpu_type, max(1, run.infer_gpus)) if gen else secs
+
+
 def est_hours(offer: Offer, run: RunSpec) -> float:
-    hours = run.flops() / throughput(offer) / 3600
+    """Hours of the run on this offer: the run's own GPU split, never the offer's spare GPUs."""
+    hours = run.seconds_on(offer.gpu_type) / 3600
     return hours * (1 + constants()["spot_overhead"]) if offer.spot else hours
 
 
 def fit(offer: Offer, run: RunSpec) -> tuple[bool, str]:
-    return _fit(run.model, run.params, run.seq_len, offer.gpu_count, round(offer.vram_gb, 2))
+    if offer.gpu_count < run.gpus_needed:
+        return False, f"needs {run.gpu_need()}, has {offer.gpu_count}"
+    return _fit(run.model, run.params, run.seq_len, run.train_gpus, round(offer.vram_gb, 2))
 
 
 @functools.lru_cache(maxsize=4096)
 def _fit(model: str, params: float | None, seq_len: int, gpus: int, vram_gb: float) -> tuple[bool, str]:
-    shape = lookup_model(model)
+    """Memory on each of the run's ``gpus`` training GPUs (FSDP shards over those only)."""
+    shape = sizing_model(model)
     if shape is None and params is None:
         return True, ""  # nothing to judge by; the CLI refuses unknown models before this
     est = estimate(shape=shape, params=params, gpus=max(1, gpus), sharding="full", seq_len=seq_len,
                    optim_cpu_offload=True)
     have = vram_gb * GIB * HEADROOM
     if est.total > have:
-        return False, f"needs {human(est.total)}/GPU on {gpus} GPU(s), has {vram_gb:g} GB"
+        return False, f"needs {human(est.total)}/GPU on {gpus} training GPU(s), has {vram_gb:g} GB"
     return True, ""
 
 
@@ -196,7 +323,7 @@ def rank(offers: Iterable[Offer], run: RunSpec | None = None, *, max_price: floa
     worked out once per shape in this call."""
     run = run or RunSpec()
     wanted = set(providers) if providers is not None else None
-    work = run.flops()
+    train, gen = run.train_flops(), run.gen_flops()
     overhead = 1 + constants()["spot_overhead"]
     rates = calibrated_rates(observed, run)
     shapes: dict[tuple[str, int, float, bool], tuple[bool, str, float, bool]] = {}
@@ -211,7 +338,7 @@ def rank(offers: Iterable[Offer], run: RunSpec | None = None, *, max_price: floa
         if shape is None:
             ok, reason = fit(o, run)
             rate = rates.get((o.gpu_type, o.gpu_count))
-            hours = run.steps / rate if rate else work / _throughput(o.gpu_type, o.gpu_count) / 3600
+            hours = run.steps / rate if rate else _seconds(o.gpu_type, run, train, gen) / 3600
             shape = shapes[key] = (ok, reason, hours * overhead if o.spot else hours, rate is not None)
         ok, reason, hours, measured = shape
         if not ok and not include_misfits:

@@ -46,7 +46,7 @@ def providers(monkeypatch):
 def test_offers_json_ranks_all_providers_by_estimated_dollars(providers, capsys):
     if not FIXTURES.is_dir():
         pytest.fail(f"fixtures missing: {FIXTURES}")
-    code = main(["offers", "--json", "--gpus", "1"])
+    code = main(["offers", "--json"])  # the default run: 1 train + 1 inference GPU, so 2+ GPU offers
     out, err = capsys.readouterr()
     doc = json.loads(out)
     assert code == 0, (doc.get("errors"), err)
@@ -68,7 +68,7 @@ def test_offers_config_prices_the_configs_run_and_fills_the_cache(providers, cap
     long = json.loads(capsys.readouterr().out)["offers"]
     assert [o["id"] for o in short] == [o["id"] for o in long]
     assert long[0]["est_hours"] == pytest.approx(10 * short[0]["est_hours"], rel=0.01)  # 10× the steps
-    assert main(["offers", "--json", "--gpus", "1"]) == 0  # all providers: the pane's cache is written
+    assert main(["offers", "--json", "--gpus", "2"]) == 0  # all providers: the pane's cache is written
     from app.settings import cache_dir
 
     assert (cache_dir() / "offers-on-demand.json").is_file()

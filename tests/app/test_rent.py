@@ -40,7 +40,8 @@ async def test_rent_an_offer_then_terminate_it(tmp_path: Path, sshd, client_home
     client_home.trust()
     now = time.time()
     _offers_cached(now)
-    cheapest = 0.39  # the RTX 4090 ranks first by Est. $ for the default run
+    # the default run is prime-rl's 1 train + 1 inference GPU: 1-GPU offers are misfits, a 2× L40S wins
+    cheapest = 2.05
     api = Api({"POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
                "GET /api/v1/pods/status": [(200, _status(sshd, "pod-synthetic-0001", cheapest))],
                "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})]})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -132,21 +133,23 @@ def _offer(**kw) -> Offer:
 
 
 def test_ranking_is_by_cost_per_run_not_price_per_hour():
-    run = RunSpec(model="Qwen/Qwen3-0.6B", steps=100)
+    run = RunSpec(model="Qwen/Qwen3-0.6B", steps=100, infer_gpus=0, gen_tokens_per_step=0)  # sft-like: 1 GPU
     cheap_slow = _offer(id="a100", gpu_type="A100", price_hr=1.0)  # 0.32× an H100
     fast = _offer(id="h100", price_hr=2.0)
     ranked = rank([cheap_slow, fast], run)
     assert [r.offer.id for r in ranked] == ["h100", "a100"]
     assert ranked[1].est_hours == pytest.approx(ranked[0].est_hours / 0.32)
     assert ranked[0].est_cost == pytest.approx(ranked[0].est_hours * 2.0)
-    eight = rank([_offer(gpu_count=8)], run)[0]
+    eight = rank([_offer(gpu_count=8)], replace(run, train_gpus=8))[0]  # training spread over 8
     assert eight.est_hours == pytest.approx(ranked[0].est_hours / (8 * 0.9**3))
+    idle = rank([_offer(gpu_count=8)], run)[0]  # a 1-GPU run on an 8-GPU box: 7 idle GPUs, no faster
+    assert idle.est_hours == pytest.approx(ranked[0].est_hours)
     spot = rank([_offer(spot=True)], run)[0]
     assert spot.est_hours == pytest.approx(ranked[0].est_hours * 1.15)
 
 
 def test_fit_filters_and_misfits():
-    run = RunSpec(model="Qwen/Qwen3-8B")
+    run = RunSpec(model="Qwen/Qwen3-8B", infer_gpus=0)
     small, big = _offer(id="4090", gpu_type="RTX4090", vram_gb=24, price_hr=0.3), _offer(id="h100")
     assert [r.offer.id for r in rank([small, big], run)] == ["h100"]
     both = rank([small, big], run, include_misfits=True)
