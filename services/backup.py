@@ -31,9 +31,11 @@ from typing import Callable
 
 from services.manifest import BucketCheckpoint, FileEntry, Manifest, PodCheckpoint
 from services.s3 import S3, BackupError, BackupSettings, each_page, mask, part_size_for
+from services.connection import POD_COMMON, bundle
 from services.ssh import DEFAULT_PROBE_DIR, Connection, SSHConnection
 
 AGENT_PATH = Path(__file__).with_name("backup_agent.py")
+AGENT_FILES = (POD_COMMON, AGENT_PATH)  # uploaded together, the agent last (its presence: all are there)
 
 
 @dataclass(frozen=True)
@@ -70,26 +72,31 @@ class BackupResult:
 
 # ------------------------------------------------------------------ the agent on the pod
 class PodAgent:
-    """Installs ``backup_agent.py`` on the pod under its content hash and runs it."""
+    """Installs ``backup_agent.py`` and pod_common.py on the pod, in a directory named by their content
+    hash, and runs it."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.command = ""
 
     async def install(self) -> str:
-        data = AGENT_PATH.read_bytes()
-        if not isinstance(self.conn, SSHConnection):  # this machine: run it where it is
+        """One exec: unless the agent is there already, each file to a temp name, then renamed into
+        place, the agent last. Returns the agent's path."""
+        if not isinstance(self.conn, SSHConnection):  # this machine: run it where it is (pod_common beside it)
             self.command = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT_PATH))}"
             return str(AGENT_PATH)
-        digest = hashlib.sha256(data).hexdigest()[:16]
-        directory = (self.conn.pod.probe_dir or DEFAULT_PROBE_DIR).rstrip("/")
-        remote = f"{directory}/backup-agent-{digest}.py"
-        tmp = f"{remote}.{secrets.token_hex(4)}.tmp"
-        b64 = base64.b64encode(data).decode()
-        q = shlex.quote
-        rc, _, err = await self.conn.run(
-            f"test -f {q(remote)} || {{ mkdir -p {q(directory)} && printf %s {b64} | base64 -d > {q(tmp)}"
-            f" && mv -f {q(tmp)} {q(remote)}; }}", timeout=60)
+        files, digest = bundle(AGENT_FILES)
+        directory = f"{(self.conn.pod.probe_dir or DEFAULT_PROBE_DIR).rstrip('/')}/backup-agent-{digest}"
+        remote = f"{directory}/{AGENT_PATH.name}"
+        q, token = shlex.quote, secrets.token_hex(4)
+
+        def write(name: str, data: bytes) -> str:
+            path = f"{directory}/{name}"
+            tmp = f"{path}.{token}.tmp"
+            return f"printf %s {base64.b64encode(data).decode()} | base64 -d > {q(tmp)} && mv -f {q(tmp)} {q(path)}"
+        writes = " && ".join(write(name, data) for name, data in files)
+        rc, _, err = await self.conn.run(f"test -f {q(remote)} || {{ mkdir -p {q(directory)} && {writes}; }}",
+                                         timeout=60)
         if rc != 0:
             raise BackupError(f"cannot install the backup agent on the pod: {err.strip()[-200:]}")
         self.command = f"python3 {q(remote)}"

@@ -1,8 +1,9 @@
 """The pod side of checkpoint backup and restore (standard library only; Python 3.8+).
 
-Uploaded to the pod under its content hash (like the probe) and run with ``python3``. It never sees a
-long-lived credential: the app sends presigned URLs on stdin, one JSON object per line, and the agent
-answers with one JSON object per line on stdout ({"event": ...}).
+Uploaded to the pod with pod_common.py beside it, in a directory named by their content hash (like the
+probe), and run with ``python3``. It never sees a long-lived credential: the app sends presigned URLs
+on stdin, one JSON object per line, and the agent answers with one JSON object per line on stdout
+({"event": ...}).
 
   list RUN_DIR                         the run's checkpoints, each step once with both halves (step,
                                        bytes, trainer_bytes, orch_bytes, complete); the trainer half
@@ -36,6 +37,15 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+
+# (trainer_ckpt_dir is re-exported: the agent's answer, for tests)
+if __package__:  # imported from the repo (services.backup_agent)
+    from .pod_common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir  # noqa: F401
+else:  # run on the pod: pod_common.py was uploaded beside it, and a script's own dir is sys.path[0]
+    if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
+        sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+    sys.dont_write_bytecode = True  # no __pycache__ in the pod's hashed dir: it holds what was uploaded
+    from pod_common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir  # noqa: F401
 
 READ = 1024 * 1024
 SAVING = 0.95  # compress a file only when the stored bytes are at most 95% of the raw bytes
@@ -72,30 +82,6 @@ class Throttle:
         time.sleep(max(0.0, start - now))
 
 
-def checkpoint_complete(path, orch=None):
-    """A step_N dir prime-rl could resume from; prime-rl's own "latest" does not check this. Its halves:
-    trainer/.metadata (DCP writes it last) and orchestrator/progress.pt (renamed into place); a legacy
-    STABLE marker counts for the trainer's. ``orch``: the step_N dir holding this step's orchestrator
-    half when the run has one (an RL run): ``path`` itself, or the run dir's checkpoints/step_N when the
-    trainer's checkpoints go to a separate [ckpt] output_dir (research prime-rl.md 6.1) -- then BOTH
-    halves are required, wherever they live. Without it, one dir alone is judged: a half present must
-    be whole, and a trainer-only dir counts (an SFT run; the trainer's side of a separate dir).
-    The same function is in services/probe.py, lifecycle_agent.py and backup_agent.py (a test checks)."""
-    trainer, stable = os.path.join(path, "trainer"), os.path.isfile(os.path.join(path, "STABLE"))
-    if orch is not None:
-        return ((stable or os.path.isfile(os.path.join(trainer, ".metadata")))
-                and os.path.isfile(os.path.join(orch, "orchestrator", "progress.pt")))
-    if stable:
-        return True
-    orch = os.path.join(path, "orchestrator")
-    has_trainer, has_orch = os.path.isdir(trainer), os.path.isdir(orch)
-    if not (has_trainer or has_orch):
-        return False
-    if has_trainer and not os.path.isfile(os.path.join(trainer, ".metadata")):
-        return False
-    return not has_orch or os.path.isfile(os.path.join(orch, "progress.pt"))
-
-
 def walk(root):
     out = []
     for base, dirs, files in os.walk(root):
@@ -105,54 +91,6 @@ def walk(root):
             if os.path.isfile(full) and not os.path.islink(full):
                 out.append(os.path.relpath(full, root))
     return out
-
-
-def trainer_ckpt_dir(run_dir):
-    """Where the TRAINER half of this run's checkpoints lives: ``<ckpt.output_dir>/checkpoints`` when the
-    resolved configs (configs/trainer.json, or rl.json's trainer or shared ckpt) name a separate [ckpt]
-    output_dir -- the orchestrator half stays in <run_dir>/checkpoints (research prime-rl.md 6.1) --
-    else <run_dir>/checkpoints. A relative output_dir is taken from the launch dir: what the config's
-    own (relative) output_dir, the run dir, was relative to; else the run dir's grandparent
-    (<launch dir>/outputs/<run>). The same function is in services/probe.py, backup_agent.py and lifecycle_agent.py (a test
-    checks)."""
-    run_dir = os.path.normpath(run_dir)
-    for name, places in (("trainer.json", ((),)), ("rl.json", (("trainer",), ()))):
-        try:
-            with open(os.path.join(run_dir, "configs", name)) as fh:
-                cfg = json.load(fh)
-        except (OSError, ValueError):
-            continue
-        for place in places:
-            node = cfg
-            for key in place:
-                node = node.get(key) if isinstance(node, dict) else None
-            ckpt = node.get("ckpt") if isinstance(node, dict) else None
-            out = ckpt.get("output_dir") if isinstance(ckpt, dict) else None
-            if not isinstance(out, str) or not out.strip():
-                continue
-            if not os.path.isabs(out):
-                own = node.get("output_dir") if isinstance(node.get("output_dir"), str) else ""
-                own = os.path.normpath(own) if own and not os.path.isabs(own) else ""
-                if own and run_dir.endswith(os.sep + own):
-                    launch = run_dir[:-len(own) - 1]
-                else:
-                    launch = os.path.dirname(os.path.dirname(run_dir))
-                out = os.path.join(launch, out)
-            return os.path.join(os.path.normpath(out), "checkpoints")
-    return os.path.join(run_dir, "checkpoints")
-
-
-def ckpt_roots(run_dir, trainer_root=None):
-    """(trainer root, orchestrator root or None): None when both halves share <run_dir>/checkpoints."""
-    own = os.path.join(run_dir, "checkpoints")
-    troot = trainer_root or trainer_ckpt_dir(run_dir)
-    return troot, (None if os.path.realpath(troot) == os.path.realpath(own) else own)
-
-
-def _steps(d):
-    names = os.listdir(d) if os.path.isdir(d) else []
-    return dict((int(n[5:]), os.path.join(d, n)) for n in names
-                if n.startswith("step_") and n[5:].isdigit() and os.path.isdir(os.path.join(d, n)))
 
 
 def step_files(troot, oroot, step):
@@ -177,8 +115,7 @@ def step_status(troot, oroot, step, files=None):
         complete = checkpoint_complete(tdir)
     else:  # both halves when the run has an orchestrator (configs or any orchestrator half say so)
         run_dir = os.path.dirname(oroot)
-        rl = any(os.path.isfile(os.path.join(run_dir, "configs", n)) for n in ("orchestrator.json", "rl.json")) \
-            or any(os.path.isdir(os.path.join(p, "orchestrator")) for p in _steps(oroot).values())
+        rl = has_orchestrator(run_dir, (oroot,))
         complete = checkpoint_complete(tdir, odir if rl else None)
     return {"step": step, "path": tdir if os.path.isdir(tdir) else odir, "orch_path": odir,
             "bytes": sum(n for _o, n in sizes), "orch_bytes": sum(n for o, n in sizes if o),
@@ -188,7 +125,7 @@ def step_status(troot, oroot, step, files=None):
 
 def cmd_list(run_dir):
     troot, oroot = ckpt_roots(run_dir)
-    steps = set(_steps(troot)) | set(_steps(oroot) if oroot else ())
+    steps = set(step_dirs(troot)) | set(step_dirs(oroot) if oroot else ())
     res = [step_status(troot, oroot, s) for s in sorted(steps)]
     st = os.statvfs(run_dir) if os.path.isdir(run_dir) else None
     disk = {"total": st.f_blocks * st.f_frsize, "free": st.f_bavail * st.f_frsize} if st else None

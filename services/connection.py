@@ -15,13 +15,38 @@ from typing import Any
 from services.models import Pod
 
 PROBE_PATH = Path(__file__).with_name("probe.py")
+# What every pod-side script imports (one definition of the rules they must agree on): uploaded beside
+# each of them, into the directory named by the hash of the files uploaded together.
+POD_COMMON = Path(__file__).with_name("pod_common.py")
+# The probe and the siblings it imports; the probe itself last (written last: its presence says the
+# directory is whole).
+PROBE_FILES = (POD_COMMON, Path(__file__).with_name("probe_run.py"), PROBE_PATH)
 DEFAULT_PROBE_DIR = ".cache/prime-train-tui"
 
+_BUNDLES: dict[tuple[Path, ...], tuple[tuple, list[tuple[str, bytes]], str]] = {}
 
-def probe_source() -> tuple[bytes, str]:
-    """The probe's bytes and their short content hash (names the uploaded file)."""
-    data = PROBE_PATH.read_bytes()
-    return data, hashlib.sha256(data).hexdigest()[:16]
+
+def bundle(files: tuple[Path, ...]) -> tuple[list[tuple[str, bytes]], str]:
+    """[(name, bytes)] of files uploaded together, and their short content hash, which names the
+    directory they go to on the pod: it covers every file's name and bytes, so a changed sibling (say,
+    pod_common.py) means a new directory, never a new script beside an old sibling. Read again only
+    when a file changed."""
+    stamp = tuple((f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+    cached = _BUNDLES.get(files)
+    if cached is None or cached[0] != stamp:
+        contents = [(f.name, f.read_bytes()) for f in files]
+        h = hashlib.sha256()
+        for name, data in contents:
+            h.update(b"%s\0%d\0" % (name.encode(), len(data)))
+            h.update(data)
+        cached = _BUNDLES[files] = (stamp, contents, h.hexdigest()[:16])
+    return cached[1], cached[2]
+
+
+def probe_source() -> tuple[list[tuple[str, bytes]], str]:
+    """The probe's files [(name, bytes)], the probe last, and their short content hash (names the
+    directory they are uploaded to)."""
+    return bundle(PROBE_FILES)
 
 
 class ProbeStream(ABC):

@@ -1,11 +1,13 @@
 """Pod-side helper for launch / kill / resume / cleanup (stdlib only, Python 3.6+).
 
-Uploaded by SFTP under its content hash (like the probe) and run as ``python3 lifecycle-<hash>.py CMD
-...``. Every command prints ONE JSON object on stdout, except ``launch`` and ``kill`` (in the sibling
-``lifecycle_agent_run.py``), which stream JSON lines. Secrets never touch the pod's disk: ``launch`` and
-``start`` read them as JSON on stdin; the run's leader is forked with them in its environment (setsid
-path) or reads them from a FIFO (tmux path: a FIFO carries bytes through the kernel, nothing is stored),
-then execs the command. Records hold variable NAMES only.
+Uploaded by SFTP with its siblings (lifecycle_agent_run.py, lifecycle_agent_preflight.py and
+pod_common.py, what all pod scripts share) into ``lifecycle-<hash>/``, named by the hash of them all,
+and run as ``python3 lifecycle-<hash>/lifecycle_agent.py CMD ...``. Every command prints ONE JSON
+object on stdout, except ``launch`` and ``kill`` (in the sibling ``lifecycle_agent_run.py``), which
+stream JSON lines. Secrets never touch the pod's disk: ``launch`` and ``start`` read them as JSON on
+stdin; the run's leader is forked with them in its environment (setsid path) or reads them from a FIFO
+(tmux path: a FIFO carries bytes through the kernel, nothing is stored), then execs the command.
+Records hold variable NAMES only.
 
 Run records: ``<state>/runs/<id>.json`` (the pod-wide registry behind "no other run active") and a copy in
 ``<run_dir>/.ptt/run.json``. A run's processes are every process of the leader's session (the leader
@@ -17,6 +19,15 @@ import shutil
 import signal
 import sys
 import time
+
+# (checkpoint_complete and trainer_ckpt_dir are re-exported: the helper's answers, for tests)
+if __package__:  # imported from the repo (services.lifecycle_agent)
+    from .pod_common import checkpoint_complete, has_orchestrator, step_dirs, trainer_ckpt_dir
+else:  # run on the pod: its siblings were uploaded beside it, and a script's own dir is sys.path[0]
+    if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
+        sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+    sys.dont_write_bytecode = True  # no __pycache__ in the pod's hashed dir: it holds what was uploaded
+    from pod_common import checkpoint_complete, has_orchestrator, step_dirs, trainer_ckpt_dir
 
 STATE = os.path.expanduser(os.environ.get("PTT_STATE_DIR") or "~/.cache/prime-train-tui")
 
@@ -59,30 +70,6 @@ def run_pids(sid, pgid=None):
         if st["sid"] == sid or (pgid is not None and st["pgid"] == pgid):
             pids.append(int(name))
     return sorted(pids)
-
-
-def checkpoint_complete(path, orch=None):
-    """A step_N dir prime-rl could resume from; prime-rl's own "latest" does not check this. Its halves:
-    trainer/.metadata (DCP writes it last) and orchestrator/progress.pt (renamed into place); a legacy
-    STABLE marker counts for the trainer's. ``orch``: the step_N dir holding this step's orchestrator
-    half when the run has one (an RL run): ``path`` itself, or the run dir's checkpoints/step_N when the
-    trainer's checkpoints go to a separate [ckpt] output_dir (research prime-rl.md 6.1) -- then BOTH
-    halves are required, wherever they live. Without it, one dir alone is judged: a half present must
-    be whole, and a trainer-only dir counts (an SFT run; the trainer's side of a separate dir).
-    The same function is in services/probe.py, lifecycle_agent.py and backup_agent.py (a test checks)."""
-    trainer, stable = os.path.join(path, "trainer"), os.path.isfile(os.path.join(path, "STABLE"))
-    if orch is not None:
-        return ((stable or os.path.isfile(os.path.join(trainer, ".metadata")))
-                and os.path.isfile(os.path.join(orch, "orchestrator", "progress.pt")))
-    if stable:
-        return True
-    orch = os.path.join(path, "orchestrator")
-    has_trainer, has_orch = os.path.isdir(trainer), os.path.isdir(orch)
-    if not (has_trainer or has_orch):
-        return False
-    if has_trainer and not os.path.isfile(os.path.join(trainer, ".metadata")):
-        return False
-    return not has_orch or os.path.isfile(os.path.join(orch, "progress.pt"))
 
 
 def du(path):
@@ -233,11 +220,7 @@ def orchestrator_root(run_dir, ckpt_dir):
     if not run_dir:
         return None
     own = os.path.join(run_dir, "checkpoints")
-    rl = any(os.path.isfile(os.path.join(run_dir, "configs", n)) for n in ("orchestrator.json", "rl.json"))
-    if not rl:
-        rl = any(os.path.isdir(os.path.join(p, "orchestrator"))
-                 for d in set((own, ckpt_dir)) for p in _steps(d).values())
-    return own if rl else None
+    return own if has_orchestrator(run_dir, set((own, ckpt_dir))) else None
 
 
 def list_ckpts(ckpt_dir, run_dir=None):
@@ -289,16 +272,11 @@ def cmd_delete(args):
 
 
 def _steps(d):
-    """{step: path} of the step_N dirs in d."""
-    found = {}
+    """{step: path} of the step_N dirs in d; {} when d cannot be listed."""
     try:
-        names = os.listdir(d)
+        return step_dirs(d)
     except OSError:
-        return found
-    for n in names:
-        if n.startswith("step_") and n[5:].isdigit() and os.path.isdir(os.path.join(d, n)):
-            found[int(n[5:])] = os.path.join(d, n)
-    return found
+        return {}
 
 
 def orchestrator_dirs(run_dir, ckpt_dir):
@@ -429,41 +407,6 @@ def remember_python():
         os.replace(tmp, path)
     except OSError:
         pass
-
-
-def trainer_ckpt_dir(run_dir):
-    """Where the TRAINER half of this run's checkpoints lives: ``<ckpt.output_dir>/checkpoints`` when the
-    resolved configs (configs/trainer.json, or rl.json's trainer or shared ckpt) name a separate [ckpt]
-    output_dir -- the orchestrator half stays in <run_dir>/checkpoints (research prime-rl.md 6.1) --
-    else <run_dir>/checkpoints. A relative output_dir is taken from the launch dir: what the config's
-    own (relative) output_dir, the run dir, was relative to; else the run dir's grandparent
-    (<launch dir>/outputs/<run>). The same function is in services/probe.py, backup_agent.py and lifecycle_agent.py (a test
-    checks)."""
-    run_dir = os.path.normpath(run_dir)
-    for name, places in (("trainer.json", ((),)), ("rl.json", (("trainer",), ()))):
-        try:
-            with open(os.path.join(run_dir, "configs", name)) as fh:
-                cfg = json.load(fh)
-        except (OSError, ValueError):
-            continue
-        for place in places:
-            node = cfg
-            for key in place:
-                node = node.get(key) if isinstance(node, dict) else None
-            ckpt = node.get("ckpt") if isinstance(node, dict) else None
-            out = ckpt.get("output_dir") if isinstance(ckpt, dict) else None
-            if not isinstance(out, str) or not out.strip():
-                continue
-            if not os.path.isabs(out):
-                own = node.get("output_dir") if isinstance(node.get("output_dir"), str) else ""
-                own = os.path.normpath(own) if own and not os.path.isabs(own) else ""
-                if own and run_dir.endswith(os.sep + own):
-                    launch = run_dir[:-len(own) - 1]
-                else:
-                    launch = os.path.dirname(os.path.dirname(run_dir))
-                out = os.path.join(launch, out)
-            return os.path.join(os.path.normpath(out), "checkpoints")
-    return os.path.join(run_dir, "checkpoints")
 
 
 def follow_configs(args):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import os
 import shlex
@@ -15,14 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterable
 
+from services.connection import POD_COMMON, bundle
 from services.errors import PrimeTrainError
 from services.models import PodKind
 from services.preflight import Check, LifecycleSettings
 
 AGENT_PATH = Path(__file__).with_name("lifecycle_agent.py")
-# the helper and the siblings it imports; uploaded together into one directory named by their hash, the
-# last one written last (its presence says the directory is whole)
-AGENT_FILES = (AGENT_PATH, Path(__file__).with_name("lifecycle_agent_run.py"),
+# the helper and the siblings it imports (pod_common.py: what every pod script shares); uploaded together
+# into one directory named by their hash (connection.bundle), the last one written last (its presence
+# says the directory is whole)
+AGENT_FILES = (AGENT_PATH, POD_COMMON, Path(__file__).with_name("lifecycle_agent_run.py"),
                Path(__file__).with_name("lifecycle_agent_preflight.py"))
 # Runs the helper when its directory is whole, else prints MISSING (one exec either way: no SFTP check
 # before a connection's first call). The interpreter is the one the helper recorded in its directory
@@ -140,7 +141,7 @@ class PodShell:
             if getattr(self.conn, "_ptt_lifecycle_agent", None) == where:
                 return  # another action on this connection just did it
             try:
-                await self.conn.put_files([(f.read_bytes(), f"{where}/{f.name}", 0o644) for f in AGENT_FILES])
+                await self.conn.put_files([(data, f"{where}/{name}", 0o644) for name, data in bundle(AGENT_FILES)[0]])
             except PrimeTrainError as exc:
                 raise LifecycleError(f"cannot upload the lifecycle helper to {where}: {exc}") from None
             with contextlib.suppress(AttributeError):
@@ -219,16 +220,9 @@ class PodShell:
         return self._home
 
 
-_DIGEST: tuple[tuple[float, ...], str] | None = None
-
-
 def _agent_digest() -> str:
     """The helper files' content hash (recomputed only when a file changed)."""
-    global _DIGEST
-    stamp = tuple(f.stat().st_mtime for f in AGENT_FILES)
-    if _DIGEST is None or _DIGEST[0] != stamp:
-        _DIGEST = (stamp, hashlib.sha256(b"".join(f.read_bytes() for f in AGENT_FILES)).hexdigest()[:16])
-    return _DIGEST[1]
+    return bundle(AGENT_FILES)[1]
 
 
 async def _end(proc: Any) -> None:

@@ -1,8 +1,9 @@
 """Connections to pods over SSH (asyncssh): host-key trust, the probe channel, commands, files.
 
 The probe (``services/probe.py``) is the only thing that runs on the pod for monitoring. Over SSH it
-is uploaded once per content hash by SFTP and started with ``exec python3 -u`` on ONE long-lived
-channel; locally it is the same file run by this interpreter. Either way the caller gets a
+is uploaded by SFTP with its siblings, once per content hash (connection.PROBE_FILES), and started
+with ``exec python3 -u`` on ONE long-lived channel; locally it is the same file run by this
+interpreter. Either way the caller gets a
 :class:`ProbeStream` of newline-delimited JSON.
 
 Host keys: asyncssh checks the key against the user's known_hosts (from ``~/.ssh/config``'s
@@ -217,16 +218,18 @@ class SSHConnection(Connection):
         return stream
 
     async def upload_probe(self) -> str:
-        """Put the probe on the pod under its content hash unless it is already there."""
-        data, digest = probe_source()
-        directory = (self.pod.probe_dir or DEFAULT_PROBE_DIR).rstrip("/")
-        remote = f"{directory}/probe-{digest}.py"
+        """Put the probe and its siblings (pod_common.py, ...) on the pod, into a directory named by
+        their content hash, unless it is already there; the probe is written last, so its presence
+        says the directory is whole. Returns the probe's path."""
+        files, digest = probe_source()
+        directory = f"{(self.pod.probe_dir or DEFAULT_PROBE_DIR).rstrip('/')}/probe-{digest}"
+        remote = f"{directory}/{PROBE_PATH.name}"
         try:
             if await self.exists(remote):
                 return remote
-            await self.put_file(data, remote)
+            await self.put_files([(data, f"{directory}/{name}", 0o644) for name, data in files])
         except ConnectError as exc:
-            raise ProbeError(f"cannot upload the probe to {remote}: {exc}") from None
+            raise ProbeError(f"cannot upload the probe to {directory}: {exc}") from None
         self.uploads += 1
         return remote
 

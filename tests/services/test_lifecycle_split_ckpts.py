@@ -5,13 +5,13 @@ cleanup and the pre-flight's size estimate judge it so, over the real sshd."""
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 from pathlib import Path
 
 import pytest
 
 from services.lifecycle import cleanup, kill, launch, plan_cleanup, plan_resume, resume
+from services.pod_common import checkpoint_complete
 from services.ssh import SSHConnection
 from tests.services.test_lifecycle import make_settings, wait_for, write_config
 
@@ -104,18 +104,9 @@ def test_the_pre_flight_sizes_the_newest_whole_checkpoint(tmp_path):
     assert {c["step"]: c["complete"] for c in json.loads(res.stdout)["ckpts"]} == {2: True, 4: True, 6: False}
 
 
-def _rules():
-    rules = {}
-    for name in ("probe.py", "lifecycle_agent.py", "backup_agent.py"):
-        spec = importlib.util.spec_from_file_location(f"split_{name[:-3]}", SERVICES / name)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        rules[name] = module.checkpoint_complete
-    return rules
-
-
-def test_every_pod_script_judges_split_halves_alike(tmp_path):
-    rules = _rules()
+def test_a_split_step_is_complete_only_with_both_halves(tmp_path):
+    """The one rule every pod script imports (services/pod_common.py; tests/services/test_pod_bundles.py
+    checks they run it from the uploaded copy), over every mix of the two halves' files."""
     trainer_parts = ("trainer/__0_0.distcp", "trainer/.metadata", "STABLE")
     orch_parts = ("orchestrator/progress.pt", "orchestrator/progress.pt.tmp")
     verdicts = []
@@ -128,16 +119,14 @@ def test_every_pod_script_judges_split_halves_alike(tmp_path):
                 put(case / "run" / "step_1", *op)
                 (case / "out" / "step_1").mkdir(parents=True, exist_ok=True)
                 (case / "run" / "step_1").mkdir(parents=True, exist_ok=True)
-                answers = {name: bool(rule(str(case / "out" / "step_1"), str(case / "run" / "step_1")))
-                           for name, rule in rules.items()}
-                assert len(set(answers.values())) == 1, f"{tp} + {op}: {answers}"
                 whole = ("trainer/.metadata" in tp or "STABLE" in tp) and "orchestrator/progress.pt" in op
-                assert answers["probe.py"] == whole, f"{tp} + {op}"
+                got = checkpoint_complete(str(case / "out" / "step_1"), str(case / "run" / "step_1"))
+                assert got == whole, f"{tp} + {op}"
                 verdicts.append(whole)
     assert any(verdicts) and not all(verdicts)
     # one dir holding both halves, judged with itself as the orchestrator's: the same rule
     both = tmp_path / "both" / "step_1"
     put(both, "trainer/.metadata")
-    assert not any(rule(str(both), str(both)) for rule in rules.values())  # an RL step without progress.pt
+    assert not checkpoint_complete(str(both), str(both))  # an RL step without progress.pt
     put(both, "orchestrator/progress.pt")
-    assert all(rule(str(both), str(both)) for rule in rules.values())
+    assert checkpoint_complete(str(both), str(both))
