@@ -77,8 +77,10 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
     shell = PodShell(conn)
     t0 = time.monotonic()
     request: dict[str, Any] = {"secrets": secrets, "force": force, "mode": settings.tmux,
+                               "watch": settings.start_watch_seconds,
                                # the helper sets --run-dir and --trainer itself (absolute, rendered)
                                "preflight": pf.agent_args(settings, "", "")[1:]}
+    checked: Path | None = config
     if resume:
         config_hash = resume.get("config_hash", "")
         config_name = resume.get("config_name", "")
@@ -86,9 +88,18 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
                        remote_config=resume["config"])
         if resume.get("resume_step") is not None:
             request["suffix"] = render(settings.resume_args, step=resume["resume_step"])
-        if resume.get("upload_config"):  # another pod: it has never seen the config
-            request["config"] = {"name": config_name, "hash": config_hash,
-                                 "data": base64.b64encode(_local_config(resume)).decode()}
+        # the launch's config goes along whenever this machine still has it (a wiped volume, another pod:
+        # the pod's copy may be gone); the helper writes it where the pod's copy is missing or differs
+        try:
+            data = _local_config(resume)
+        except LifecycleError:
+            if resume.get("upload_config"):  # another pod: it has never seen the config
+                raise
+            await _pod_has_config(shell, resume)  # else the pod's own copy must be there, unchanged
+            checked = None
+        else:
+            request["config"] = {"name": config_name, "hash": config_hash, "data": base64.b64encode(data).decode()}
+            checked = Path(resume["local_config"])
     else:
         if config is None or not config.is_file():
             raise LifecycleError(f"config not found: {config}")
@@ -110,9 +121,14 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
         (resume or {}).get("local_config"),
     }
     yield Event(action, "step", f"pre-flight on {conn.pod.name}", progress=0.05)
-    yield Event(action, "check", "config validates", check=pf.config_check(None if resume else config))
+    config_check = pf.config_check(checked)
+    yield Event(action, "check", "config validates", check=config_check)
     where = "tmux" if settings.tmux == "tmux" else ("setsid" if settings.tmux == "setsid" else "tmux or setsid")
-    failures: list[Check] = []
+    failures: list[Check] = [config_check] if config_check.status == pf.FAIL else []
+    if failures and not force:  # the pod's checks are still shown (all failures at once), nothing starts
+        async for ev in _pod_checks(shell, settings, request, action, failures):
+            yield ev
+        _refuse(failures)
     record: dict[str, Any] | None = None
     command_shown = ""
     # each check answers in its own time: the CUDA one within 120 s, the user's within theirs
@@ -129,8 +145,7 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
             yield Event(action, "check", check.name, check=check)
         elif kind == "checked":
             if failures and not force:
-                names = ", ".join(c.name for c in failures)
-                raise LifecycleError(f"pre-flight failed: {names} — {failures[0].detail}", hint=failures[0].fix)
+                _refuse(failures)
             if failures:
                 yield Event(action, "warn", f"starting despite {len(failures)} failed check(s) (--force)")
             command_shown = mask(str(msg.get("command", "")), secrets.values())
@@ -139,8 +154,14 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
         elif kind == "started":
             yield Event(action, "step", f"starting detached ({where}): {command_shown}", progress=0.7)
             record = dict(msg["record"])
+        elif kind == "exited" and record is not None:  # the helper watched the start: it ended at once
+            async for ev in _exited(conn, settings, action, record, msg, secrets):
+                yield ev
         elif kind == "error":
-            raise LifecycleError(mask(str(msg.get("error") or "the run did not start"), secrets.values()))
+            text = mask(str(msg.get("error") or "the run did not start"), secrets.values())
+            if msg.get("missing_config"):
+                raise LifecycleError(text, hint="launch it again: prime-train-tui launch POD CONFIG")
+            raise LifecycleError(text)
     if record is None:
         raise LifecycleError(f"the pod's helper ended before the run started ({conn.pod.name})")
     record.pop("cwd", None)
@@ -155,6 +176,77 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
     yield Event(action, "done", f"run {run_id} started in {how} (pid {record.get('pid')}), "
                                 f"log {record['log']} [{time.monotonic() - t0:.2f} s]",
                 progress=1.0, data=record)
+
+
+def _refuse(failures: list[Check]) -> None:
+    names = ", ".join(c.name for c in failures)
+    raise LifecycleError(f"pre-flight failed: {names} — {failures[0].detail}", hint=failures[0].fix)
+
+
+async def _pod_checks(shell: PodShell, settings: LifecycleSettings, request: dict[str, Any], action: str,
+                      failures: list[Check]) -> AsyncIterator[Event]:
+    """The pod's pre-flight alone (no lock, nothing started): shown when the launch is refused already
+    (an invalid config), so that every failure is reported at once. Adds the pod's failures."""
+    await shell.home()
+    run_abs = shell.abspath(request["run_dir"])
+    if request.get("base_command"):
+        command = request["base_command"]
+    else:
+        cfg = request.get("config") or {}
+        command = render(request.get("template") or "", run_dir=run_abs,
+                         config=f"{run_abs}/.ptt/config/{cfg.get('hash')}/{cfg.get('name')}")
+    timeout = max([180.0] + [float(c.timeout) + 30 for c in settings.checks])
+    try:
+        result = await shell.agent(*pf.agent_args(settings, run_abs, command), timeout=timeout)
+    except LifecycleError as exc:
+        yield Event(action, "warn", f"the pod's own checks did not run: {_one_line(exc)}")
+        return
+    for check in pf.parse_agent(result):
+        if check.status == pf.FAIL:
+            failures.append(check)
+        yield Event(action, "check", check.name, check=check)
+
+
+async def _pod_has_config(shell: PodShell, record: dict[str, Any]) -> None:
+    """Without the config on this machine, a resume needs the pod's copy: present and the one launched."""
+    path, why = record.get("config"), _local_config_problem(record)
+    if not path:
+        raise LifecycleError(f"the run record names no config on the pod and {why}",
+                             hint="launch it again: prime-train-tui launch POD CONFIG")
+    rc, out, _ = await shell.exec(["sh", "-c", 'test -f "$1" && cat "$1"', "sh", path])
+    if rc != 0:
+        raise LifecycleError(f"the run's config {path} is gone from the pod and {why}",
+                             hint="launch it again: prime-train-tui launch POD CONFIG")
+    got = hashlib.sha256(out.encode()).hexdigest()[:12]
+    if record.get("config_hash") and got != record["config_hash"]:
+        raise LifecycleError(f"the pod's copy of the run's config {path} changed since the launch (sha256 {got}, "
+                             f"launched with {record['config_hash']}) and {why}",
+                             hint="launch it again: prime-train-tui launch POD CONFIG")
+
+
+def _local_config_problem(record: dict[str, Any]) -> str:
+    try:
+        _local_config(record)
+    except LifecycleError as exc:
+        return f"this machine's copy cannot stand in: {exc}"
+    return "this machine has it"
+
+
+async def _exited(conn: Any, settings: LifecycleSettings, action: str, record: dict[str, Any],
+                  msg: dict[str, Any], secrets: dict[str, str]) -> AsyncIterator[Event]:
+    """The run ended within the helper's watch after its start: its log's tail, then the error."""
+    code, after = msg.get("code"), float(msg.get("after") or 0.0)
+    tail = [mask(str(line), secrets.values()) for line in msg.get("tail") or []][-12:]
+    for line in tail:
+        yield Event(action, "warn", f"log: {line}")
+    if settings.runs_dir is not None:
+        runs.save_record(settings.runs_dir, {**{k: v for k, v in record.items() if k != "cwd"},
+                                             "state": "exited", "exit_code": code, "ended": time.time()})
+        runs.append_log(settings.runs_dir, f"{action} {conn.pod.name} run {record.get('id')} exited with code "
+                                           f"{code} {after:.1f} s after its start")
+    last = tail[-1] if tail else "(the log is empty)"
+    raise LifecycleError(f"run {record.get('id')} exited with code {code} {after:.1f} s after its start: {last}",
+                         hint=f"see the log on the pod: {record.get('log')}")
 
 
 def _local_config(record: dict[str, Any]) -> bytes:
@@ -197,7 +289,7 @@ async def _kill(conn: Any, settings: LifecycleSettings, grace: float, run_id: st
     shell = PodShell(conn)
     t0 = time.monotonic()
     request = {"lock": {"action": "kill", "owner": owner_id()}, "grace": grace, "run_id": run_id}
-    rid, pids, left, gone = "?", [], [], False
+    rid, pids, left, gone, gpu_held = "?", [], [], False, None
     async for msg in shell.stream(["kill"], request, timeout=max(60.0, grace + 30)):
         kind = msg.get("event")
         if kind == "locked":
@@ -230,12 +322,17 @@ async def _kill(conn: Any, settings: LifecycleSettings, grace: float, run_id: st
                 check = Check("GPUs freed", pf.FAIL if still else pf.OK,
                               f"pids {still} still hold GPU memory" if still else "no process of the run holds a GPU",
                               "nvidia-smi; kill the leftover pid" if still else "")
+                gpu_held = check if still else None
             yield Event("kill", "check", check.name, check=check)
     if not gone:
         raise LifecycleError(f"the pod's helper ended before run {rid}'s processes were gone ({conn.pod.name})")
     if settings.runs_dir is not None:
         runs.update_record(settings.runs_dir, rid, state="killed", ended=time.time())
-        runs.append_log(settings.runs_dir, f"kill {conn.pod.name} run {rid}: {len(pids)} process(es) gone")
+        runs.append_log(settings.runs_dir, f"kill {conn.pod.name} run {rid}: {len(pids)} process(es) gone"
+                        + (f"; GPUs NOT freed: {gpu_held.detail}" if gpu_held else ""))
+    if gpu_held is not None:  # the processes are gone, yet the GPUs are not free: not a success
+        raise LifecycleError(f"run {rid}'s processes are gone but the GPUs are not freed: {gpu_held.detail}",
+                             hint=gpu_held.fix)
     yield Event("kill", "done", f"run {rid} killed: {len(pids)} process(es) gone "
                                 f"[{time.monotonic() - t0:.2f} s]", progress=1.0, data={"run": rid, "pids": pids})
 

@@ -1,7 +1,9 @@
 """Keep-last-N cleanup of a run's checkpoints: a plan to confirm, then the deletions, one at a time.
 
 Only complete checkpoints older than the N newest complete ones are deleted; never the newest complete
-one, never one in progress, and — when a bucket is configured — never one not yet verified there.
+one, never one in progress, and — when a bucket is configured — never one not yet verified there, unless
+it is older than the oldest verified step in the bucket (superseded: the bucket keeps only its newest
+verified steps, so older ones are pruned there and would otherwise stay on the pod forever).
 With a disk threshold (the cleanup daemon), older complete ones beyond N go too while the run volume
 would stay above it (still never the newest complete, never an unverified one). What prime-rl leaves
 behind is pruned as well (research prime-rl.md §6.3): orphaned orchestrator step dirs under the run dir
@@ -47,6 +49,10 @@ class CleanupPlan:
     disk: dict[str, Any] | None = None  # the volume before: {"used", "total"} bytes
     threshold_pct: float | None = None
     for_disk: tuple[int, ...] = ()  # steps in ``delete`` beyond keep-last, to get under the threshold
+    # backup on: steps in ``delete`` that are not in the bucket (any more) but older than its oldest
+    # verified step — a newer verified backup replaces them (the bucket's own keep-last pruned them)
+    superseded: tuple[int, ...] = ()
+    oldest_verified: int | None = None
 
     @property
     def bytes(self) -> int:
@@ -75,6 +81,7 @@ class CleanupPlan:
         lines += [f"  keep   step_{c['step']} ({self.reason(c)})" for c in self.unbacked]
         lines += [f"  DELETE step_{c['step']}  {fmt(c['bytes'])}"
                   + (f"  (volume over {self.threshold_pct:g}%)" if c["step"] in self.for_disk else "")
+                  + (f"  ({self.why_superseded()})" if c["step"] in self.superseded else "")
                   for c in self.delete]
         lines += [f"  DELETE {c['path']}  {fmt(c['bytes'])}  ({_LEFTOVER[c['kind']]})" for c in self.leftovers]
         lines.append(f"frees {fmt(self.bytes)}" if not self.empty else "nothing to delete")
@@ -89,6 +96,9 @@ class CleanupPlan:
     def reason(self, c: dict[str, Any]) -> str:
         return f"not yet verified in {self.backup_where}"
 
+    def why_superseded(self) -> str:
+        return f"superseded by verified backup step_{self.oldest_verified}"
+
     def to_json(self) -> dict[str, Any]:
         def brief(cs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             return [{"step": c["step"], "path": c["path"], "bytes": c["bytes"]} for c in cs]
@@ -101,7 +111,19 @@ class CleanupPlan:
         if self.backup_where:
             out["backup"] = self.backup_where
             out["unbacked"] = [{**b, "reason": self.reason(c)} for b, c in zip(brief(self.unbacked), self.unbacked)]
+            out["superseded"] = [{"step": step, "reason": self.why_superseded()} for step in self.superseded]
         return out
+
+
+def deletable(step: int, verified: Iterable[int] | None) -> bool:
+    """Backup on (``verified`` given): may this step's checkpoint leave the pod? When its own backup is
+    verified, or when it is older than the oldest verified step still in the bucket (superseded: the
+    bucket's keep-last pruned it after newer verified backups). Never a step newer than that oldest
+    verified one without its own backup; with nothing verified, nothing. Backup off: always."""
+    if verified is None:
+        return True
+    ok = set(verified)
+    return step in ok or (bool(ok) and step < min(ok))
 
 
 def plan_keep_last(ckpt_dir: str, ckpts: list[dict[str, Any]], keep: int, verified: Iterable[int] | None = None,
@@ -115,12 +137,17 @@ def plan_keep_last(ckpt_dir: str, ckpts: list[dict[str, Any]], keep: int, verifi
     delete = complete[:-keep] if len(complete) > keep else []
     in_progress = [c for c in ckpts if not c.get("complete")]
     unbacked: list[dict[str, Any]] = []
+    superseded: tuple[int, ...] = ()
+    oldest = None
     if verified is not None:
         ok = set(verified)
-        unbacked = [c for c in delete if c["step"] not in ok]
-        delete = [c for c in delete if c["step"] in ok]
+        oldest = min(ok) if ok else None
+        unbacked = [c for c in delete if not deletable(c["step"], ok)]
+        delete = [c for c in delete if deletable(c["step"], ok)]
+        superseded = tuple(c["step"] for c in delete if c["step"] not in ok)
     return CleanupPlan(ckpt_dir, keep, tuple(delete), tuple(kept), tuple(in_progress), tuple(unbacked),
-                       backup_where if verified is not None else "", run_dir)
+                       backup_where if verified is not None else "", run_dir, superseded=superseded,
+                       oldest_verified=oldest)
 
 
 _LEFTOVER = {"orchestrator": "orchestrator state whose trainer checkpoint is gone",
@@ -140,17 +167,22 @@ def plan_for_disk(plan: CleanupPlan, disk: dict[str, Any] | None, threshold_pct:
     total, used = int(disk["total"]), int(disk["used"])
     kept, delete, unbacked, extra = list(plan.kept), list(plan.delete), list(plan.unbacked), []
     ok = set(verified) if verified is not None else None
+    superseded = list(plan.superseded)
     for c in list(kept[:-1]):  # oldest first; the newest complete one is never a candidate
         if 100.0 * (used - sum(int(d["bytes"]) for d in (*delete, *plan.leftovers))) / total <= threshold_pct:
             break
         kept.remove(c)
-        if ok is not None and c["step"] not in ok:
+        if not deletable(c["step"], ok):
             unbacked.append(c)
             continue
         delete.append(c)
         extra.append(c["step"])
+        if ok is not None and c["step"] not in ok:
+            superseded.append(c["step"])
     delete.sort(key=lambda c: c["step"])
-    return replace(plan, kept=tuple(kept), delete=tuple(delete), unbacked=tuple(unbacked), for_disk=tuple(extra))
+    return replace(plan, kept=tuple(kept), delete=tuple(delete), unbacked=tuple(unbacked), for_disk=tuple(extra),
+                   superseded=tuple(sorted(superseded)),
+                   oldest_verified=plan.oldest_verified if ok is None else (min(ok) if ok else None))
 
 
 async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: LifecycleSettings | None = None,
@@ -211,10 +243,10 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
 
                 run_dir = plan.run_dir or str(Path(plan.ckpt_dir).parent)
                 where = backup_where(backup, run_dir)
-                verified = await verified_steps(backup, run_dir)
-                for c in [c for c in todo if c["step"] not in verified]:
+                verified = await verified_steps(backup, run_dir)  # asked again: it may have changed
+                for c in [c for c in todo if not deletable(c["step"], verified)]:
                     yield Event("cleanup", "warn", f"kept step_{c['step']}: not yet verified in {where}")
-                todo = [c for c in todo if c["step"] in verified]
+                todo = [c for c in todo if deletable(c["step"], verified)]
             freed, n = 0, len(todo) + len(plan.leftovers)
             if not n:
                 yield Event("cleanup", "done", f"nothing to delete (keeping {len(plan.kept)} complete"

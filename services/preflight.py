@@ -17,8 +17,10 @@ from typing import Any
 OK, FAIL, SKIP, WARN = "ok", "fail", "skip", "warn"
 
 DEFAULT_SECRETS = ("WANDB_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "PRIME_API_KEY",
-                   "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "VLLM_API_KEY", "AWS_ACCESS_KEY_ID",
-                   "AWS_SECRET_ACCESS_KEY")
+                   "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "VLLM_API_KEY")
+# The user's long-lived S3 credentials never reach a pod (the backup signs its requests on this machine
+# and hands the pod presigned URLs): never passed to the trainer, even when listed in settings.
+NEVER_TO_POD = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 # The runbook's environment for single-node PCIe boxes (seeds) plus prime-rl's own launcher defaults.
 # VLLM_USE_V1=0 is NOT set: prime-rl dropped it in 2025 and vLLM 0.29 removed the variable; add it in
 # [lifecycle.env] for an old stack that still needs it.
@@ -73,6 +75,9 @@ class LifecycleSettings:
     cuda_check: bool = True
     keep_last: int = 3
     tmux: str = "auto"  # auto | tmux | setsid
+    # after the start, the pod's helper watches the run this long: one that already ended non-zero (a
+    # missing file, a bad flag) is reported as an error with its log's tail instead of "started"
+    start_watch_seconds: float = 2.0
     secrets: tuple[str, ...] = DEFAULT_SECRETS
     env: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ENV))
     checks: tuple[UserCheck, ...] = ()
@@ -94,10 +99,19 @@ class LifecycleSettings:
     auto_resume_pod: str = ""
 
     def __post_init__(self) -> None:
+        secrets = (self.secrets,) if isinstance(self.secrets, str) else tuple(str(n) for n in self.secrets)
+        object.__setattr__(self, "secrets", secrets)
+        banned = [n for n in secrets if n.upper() in NEVER_TO_POD]
+        if banned:
+            raise ValueError(f"secrets must not list {', '.join(banned)}: long-lived S3 credentials never go to a "
+                             f"pod (the backup signs its requests on this machine); if the trainer itself needs "
+                             f"them, set them in the pod's own environment")
         pods = self.cleanup_pods
         object.__setattr__(self, "cleanup_pods", (pods,) if isinstance(pods, str) else tuple(str(p) for p in pods))
         if not 1.0 <= float(self.disk_threshold_pct) <= 100.0:
             raise ValueError(f"disk_threshold_pct must be between 1 and 100, not {self.disk_threshold_pct}")
+        if not 0.0 <= float(self.start_watch_seconds) <= 10.0:
+            raise ValueError(f"start_watch_seconds must be between 0 and 10, not {self.start_watch_seconds}")
         if self.cleanup_interval <= 0 or self.preempt_after_minutes < 0 or self.auto_resume_max_attempts < 0:
             raise ValueError("cleanup_interval must be > 0, preempt_after_minutes and auto_resume_max_attempts >= 0")
 
