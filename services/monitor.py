@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import shlex
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, replace
@@ -42,6 +45,8 @@ from services.models import (
 )
 from services.ssh import Connection, LocalConnection, SSHConnection, SSHOptions, trust_host_key
 from services import wandb_status
+from services.runs import newest_run_dir
+from services.run_progress import TAIL_SCRIPT
 from services.wandb_status import WandbPoller, WandbStatus
 
 log = logging.getLogger(__name__)
@@ -102,13 +107,9 @@ class _PodWorker:
         self.stopped = False  # set by remove(): the loop ends even if a cancellation got lost
         self.pending_key: HostKeyPrompt | None = None
         self.task: asyncio.Task | None = None
-        # health rules and run progress, evaluated per sample over that sample's new data only. The demo
-        # simulates GPUs and a run, not the host: its disk and open-files figures are this machine's.
-        price = pod.price_per_hr
-        if price is None and pod.kind is PodKind.DEMO:
-            price = settings.demo_price_per_hr
-        self.health = HealthTracker(settings.health, price_per_hr=price,
-                                    tail_len=settings.log_tail_len, host_rules=pod.kind is not PodKind.DEMO)
+        self.restart = asyncio.Event()  # set_run_dir: reopen the probe on the new run dir
+        self.seeded: str | None = None  # the run dir whose tails seeded the health tracker
+        self.new_run()
         self.alerts: tuple[Alert, ...] = ()
         self.run: RunProgress | None = None
         self._tail_view: tuple[str, ...] = ()
@@ -117,6 +118,18 @@ class _PodWorker:
         self.wandb: WandbStatus | None = None
         self.wandb_task: asyncio.Future | None = None
         self.snapshot = self._build()
+
+    def new_run(self) -> None:
+        """Fresh health rules and run progress (at start, and when the pod's run dir changes). They are
+        evaluated per sample over that sample's new data only. The demo simulates GPUs and a run, not the
+        host: its disk and open-files figures are this machine's."""
+        price = self.pod.price_per_hr
+        if price is None and self.pod.kind is PodKind.DEMO:
+            price = self.settings.demo_price_per_hr
+        self.health = HealthTracker(self.settings.health, price_per_hr=price, tail_len=self.settings.log_tail_len,
+                                    host_rules=self.pod.kind is not PodKind.DEMO)
+        self.run = None
+        self._tail_view = ()
 
     def _build(self) -> PodSnapshot:
         return PodSnapshot(
@@ -182,6 +195,10 @@ class MonitorService:
         self._clock = clock
         self._connector = connector or self._default_connector
         self._workers: dict[str, _PodWorker] = {}
+        # set by the App: where launches are recorded (a pod without run_dir follows its newest launch), and
+        # when a rented pod was created (its "$ so far" counts from there); both called in a thread
+        self.runs_dir: Any = None
+        self.rented_at: Callable[[Pod], float | None] | None = None
 
     # ------------------------------------------------------------------ public API
 
@@ -222,6 +239,21 @@ class MonitorService:
     def reconnect(self, name: str) -> None:
         self._workers[name].wake.set()
 
+    def set_run_dir(self, name: str, run_dir: str) -> Pod | None:
+        """A launch or resume started a run in ``run_dir``: watch it from now on (fresh run progress and
+        alerts, the GPU history kept; the probe reopened on it). Returns the updated pod (None: unknown
+        pod or nothing changed)."""
+        worker = self._workers.get(name)
+        if worker is None or not run_dir or worker.pod.run_dir == run_dir:
+            return None
+        worker.pod = replace(worker.pod, run_dir=run_dir)
+        worker.new_run()
+        worker.seeded = None
+        worker.restart.set()
+        worker.wake.set()
+        self._emit(worker)
+        return worker.pod
+
     def snapshot(self, name: str) -> PodSnapshot:
         return self._workers[name].snapshot
 
@@ -246,11 +278,49 @@ class MonitorService:
             return DemoConnection(pod, self.settings)
         return LocalConnection(pod)
 
-    def _probe_args(self, pod: Pod) -> list[str]:
+    def _probe_args(self, pod: Pod, run_dir: str | None = None) -> list[str]:
         args = ["--interval", f"{self.settings.interval:g}"]
-        if pod.run_dir:
-            args += ["--run-dir", pod.run_dir]
+        if run_dir or pod.run_dir:
+            args += ["--run-dir", run_dir or pod.run_dir]
         return args
+
+    async def _run_dir(self, worker: _PodWorker) -> str | None:
+        """The pod's run_dir, else the run dir of its newest launch recorded on this machine."""
+        if worker.pod.run_dir or self.runs_dir is None or worker.pod.kind is PodKind.DEMO:
+            return worker.pod.run_dir
+        try:
+            return await asyncio.to_thread(newest_run_dir, self.runs_dir, worker.pod.name)
+        except OSError:
+            return None
+
+    async def _seed(self, worker: _PodWorker, conn: Connection, run_dir: str) -> None:
+        """One look at the run dir before the probe starts (the probe reads logs from their end): the logs'
+        tails timed by their own stamps, so a run found stalled alerts at once and its last step is not
+        taken as new. Billing: the rental's creation, else (a remote pod) its uptime. Best effort."""
+        worker.seeded = run_dir
+        python = "python3" if isinstance(conn, SSHConnection) else shlex.quote(sys.executable)
+        try:
+            code, out, _ = await conn.run(f"{python} -c {shlex.quote(TAIL_SCRIPT)} {shlex.quote(run_dir)}",
+                                          timeout=30.0)
+            tails = json.loads(out) if code == 0 else None
+        except (PrimeTrainError, OSError, ValueError, asyncio.TimeoutError) as exc:
+            log.info("no first look at %s on %s: %s", run_dir, worker.pod.name, exc)
+            tails = None
+        rented = None
+        if self.rented_at is not None:
+            with contextlib.suppress(Exception):
+                rented = await asyncio.to_thread(self.rented_at, worker.pod)
+        try:
+            if isinstance(tails, dict):
+                worker.health.feed_tails(tails)
+                up = tails.get("uptime")
+                if rented is None and worker.pod.kind is PodKind.SSH and isinstance(up, (int, float)):
+                    worker.health.set_billing(float(tails.get("now") or time.time()) - up, "since the pod started")
+                worker._tail_view = tuple(worker.health.tail)
+            if rented is not None:
+                worker.health.set_billing(float(rented), "since rented")
+        except Exception:  # a failing seed must never stop sampling
+            log.exception("seeding the health rules failed for %s", worker.pod.name)
 
     def _set(self, worker: _PodWorker, state: PodState, reason: str = "", *,
              next_retry: float | None = None, host_key: HostKeyPrompt | None = None) -> None:
@@ -276,7 +346,10 @@ class MonitorService:
             wait_for_user = False
             try:
                 await conn.connect()
-                stream = await conn.start_probe(self._probe_args(worker.pod))
+                run_dir = await self._run_dir(worker)
+                if run_dir and worker.seeded != run_dir:
+                    await self._seed(worker, conn, run_dir)
+                stream = await conn.start_probe(self._probe_args(worker.pod, run_dir))
                 reason = await self._pump(worker, stream)
                 if worker.samples_total:
                     attempt = 0
@@ -305,6 +378,10 @@ class MonitorService:
 
             if worker.stopped:
                 return
+            if worker.restart.is_set():  # a new run dir: reopen at once, no backoff, not OFFLINE
+                worker.restart.clear()
+                attempt = 0
+                continue
             if wait_for_user:
                 worker.open_gap()
                 await worker.wake.wait()
@@ -322,11 +399,15 @@ class MonitorService:
         settings = self.settings
         silent_since = time.monotonic()
         read: asyncio.Future[bytes] | None = None
+        restart = asyncio.ensure_future(worker.restart.wait())
         try:
             while not worker.stopped:
                 # One pending read survives stale timeouts: a line is never cut by a cancellation.
                 read = read or asyncio.ensure_future(stream.readline())
-                done, _ = await asyncio.wait({read}, timeout=settings.stale_after)
+                done, _ = await asyncio.wait({read, restart}, timeout=settings.stale_after,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if restart in done:
+                    return "the run dir changed"
                 if not done:
                     if worker.status.state is PodState.ONLINE:
                         worker.open_gap()
@@ -342,6 +423,7 @@ class MonitorService:
                     silent_since = time.monotonic()
             return "monitoring stopped"
         finally:
+            restart.cancel()
             if read is not None:
                 read.cancel()
 

@@ -1,0 +1,81 @@
+"""MonitorService over the real `local` pod and probe, at start and when the run dir changes: a run found
+stalled 2 h ago alerts on the first sample with its real last-step age (the probe's re-read of
+metrics.jsonl is not new progress); a console-only run gone silent alerts too; a pod without run_dir
+follows its newest recorded launch, and ``set_run_dir`` (a launch's done event) reopens the probe on it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from services import runs
+from services.models import Pod, PodKind, PodSnapshot
+from services.monitor import MonitorService, MonitorSettings
+from tests.services.test_monitor import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_run(run: Path, steps: int, *extra: str) -> Path:
+    subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run), "--step-seconds", "0.001",
+                    "--max-steps", str(steps), "--ckpt-interval", "0", *extra], cwd=REPO, check=True, timeout=30)
+    log = run / "logs" / "trainer.log"
+    log.write_text("".join(log.read_text().splitlines(keepends=True)[:-1]))  # it did not finish
+    return run
+
+
+def age_all(run: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    for p in [*(run / "logs").glob("*.log"), *run.glob("*.jsonl"), *(run / "configs").glob("*.json")]:
+        os.utime(p, (t, t))
+
+
+async def first_look(pod: Pod, **kw) -> tuple[MonitorService, PodSnapshot]:
+    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2))
+    for k, v in kw.items():
+        setattr(mon, k, v)
+    mon.add(pod)
+    snap = await wait_for(lambda: mon.snapshot(pod.name).samples_total >= 1 and mon.snapshot(pod.name),
+                          what="first sample")
+    return mon, snap
+
+
+async def test_a_run_stalled_two_hours_ago_alerts_on_the_first_sample(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", 8)
+    age_all(run, 7200)
+    mon, snap = await first_look(Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run)))
+    await mon.aclose()
+    assert snap.run is not None and snap.run.step == 8
+    assert 7100 < snap.latest.t - snap.run.last_step_at < 7400
+    assert "no-progress" in {a.id for a in snap.alerts}
+    assert any("Step 8" in line for line in snap.log_tail)  # the pane shows the tail at once
+
+
+async def test_a_console_only_run_gone_silent_alerts(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", 5, "--no-metrics")
+    age_all(run, 7200)
+    mon, snap = await first_look(Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run)))
+    await mon.aclose()
+    assert snap.run is not None and snap.run.step == 5
+    assert "no-progress" in {a.id for a in snap.alerts}
+
+
+async def test_a_pod_without_run_dir_follows_its_recorded_launch_and_a_new_one(tmp_path: Path) -> None:
+    old, new = write_run(tmp_path / "old", 3), write_run(tmp_path / "new", 6)
+    records = tmp_path / "records"
+    runs.save_record(records, {"id": "r1", "pod": "p", "started": 1.0, "run_dir": str(old)})
+    runs.save_record(records, {"id": "r0", "pod": "other", "started": 2.0, "run_dir": str(new)})
+    mon, snap = await first_look(Pod(name="p", kind=PodKind.LOCAL), runs_dir=records)
+    try:
+        assert snap.run is not None and snap.run.step == 3  # from the record, not pods.toml
+        pod = mon.set_run_dir("p", str(new))
+        assert pod is not None and pod.run_dir == str(new) and mon.snapshot("p").pod.run_dir == str(new)
+        assert mon.set_run_dir("p", str(new)) is None  # nothing changed
+        snap = await wait_for(lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 6 and s,
+                              what="the new run's progress")
+        assert snap.status.state.value == "online" and not any(g.end is None for g in snap.gaps)
+    finally:
+        await mon.aclose()
