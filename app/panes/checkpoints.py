@@ -6,13 +6,19 @@ when the pod changes, after a transfer, on ``r``, and at most every ``BUCKET_REF
 
 ``b`` backs up the newest complete checkpoint not yet verified in the bucket, ``u`` restores the newest
 verified backup onto the pod; both ask first (ConfirmScreen) and run as workers that open their own
-connection to the pod (``connect``, default services.ssh.connect_pod). With ``auto_backup`` in the
-settings each new complete checkpoint is backed up without asking. Progress: bytes, MB/s, ETA.
-Posts :class:`CheckpointsPane.TransferFinished` when a backup/restore ends.
+connection to the pod (``connect``, default services.ssh.connect_pod). ``x`` (or escape) stops the running
+transfer after a confirmation: the agent on the pod is stopped with its SSH channel, the finished parts
+stay in the bucket and the next backup resumes from them. Progress: bytes, MB/s, ETA.
+Posts :class:`CheckpointsPane.TransferFinished` when a backup/restore ends (also when cancelled).
+
+Auto-backup (``auto_backup`` in the settings) is not run from here: the App's app/auto_backup.py is fed
+every snapshot of every pod; this pane shows its progress and last failure for the selected pod and
+``x`` cancels it too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import replace
 from typing import Any, Callable
@@ -29,7 +35,7 @@ from services.backup import TransferProgress, backup_checkpoint, list_bucket, re
 from services.errors import PrimeTrainError
 from services.manifest import BucketCheckpoint
 from services.models import PodSnapshot
-from services.s3 import BackupSettings
+from services.s3 import BackupSettings, transport_error
 from widgets.checkpoints_view import CheckpointsModel, CheckpointsView, size
 
 BUCKET_REFRESH = 120.0
@@ -50,6 +56,8 @@ class CheckpointsPane(Widget, can_focus=True):
         Binding("b", "backup", "Back up", id="checkpoints.backup"),
         Binding("u", "restore", "Restore", id="checkpoints.restore"),
         Binding("r", "refresh_bucket", "Refresh bucket", id="checkpoints.refresh"),
+        Binding("x", "cancel_transfer", "Stop transfer", id="checkpoints.cancel"),
+        Binding("escape", "cancel_transfer(True)", "Stop transfer", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -78,7 +86,7 @@ class CheckpointsPane(Widget, can_focus=True):
         self.transfer: TransferProgress | None = None
         self._busy: str | None = None  # pod name of the running transfer
         self._now = 0.0
-        self._auto_done: set[tuple[str, int]] = set()
+        self._worker: Any = None  # the running backup/restore worker
 
     def load_settings(self) -> BackupSettings:
         """``[backup]`` of <config dir>/backup.toml + PRIME_TRAIN_TUI_BUCKET/_S3_ENDPOINT; defaults on error."""
@@ -121,7 +129,6 @@ class CheckpointsPane(Widget, can_focus=True):
         if self._run_dir() and self.settings.bucket and now - self._bucket_at.get(name, float("-inf")) > BUCKET_REFRESH:
             self._bucket_at[name] = now
             self.action_refresh_bucket()
-        self._maybe_auto_backup()
         self._refresh_view()
 
     def _run_dir(self) -> str | None:
@@ -142,9 +149,29 @@ class CheckpointsPane(Widget, can_focus=True):
             title=title, pod_ckpts=tuple(latest.ckpts) if latest else (), bucket=self.bucket.get(name),
             bucket_status=self._bucket_status.get(name, where),
             disk_used=latest.host.disk_used if latest else None, disk_total=latest.host.disk_total if latest else None,
-            now=latest.t if latest else 0.0, transfer=self.transfer if self._busy == name else None,
-            message=self.last_message)
+            now=latest.t if latest else 0.0, transfer=self._transfer_of(name),
+            message=self.last_message or (self.auto.status(name) if self.auto is not None else ""))
         self.query_one("#ck-view", CheckpointsView).show(model)
+
+    @property
+    def auto(self) -> Any:
+        """The App's auto-backup controller (app/auto_backup.py), None in an App without one."""
+        return getattr(self.app, "auto_backup", None)
+
+    def _transfer_of(self, name: str) -> TransferProgress | None:
+        if self._busy == name:
+            return self.transfer
+        return self.auto.progress.get(name) if self.auto is not None else None
+
+    def auto_backup_changed(self, name: str, finished: bool) -> None:
+        """From the auto-backup controller: progress, or the end of a backup (the bucket is re-listed the
+        next time this pod is shown)."""
+        if finished:
+            self._bucket_at.pop(name, None)
+            if self.snapshot is not None and self.snapshot.pod.name == name:
+                self.last_message = ""
+        if self.snapshot is not None and self.snapshot.pod.name == name:
+            self._refresh_view()
 
     # ------------------------------------------------------------------ actions
     def _target(self, action: str) -> tuple[Any, str] | None:
@@ -160,6 +187,10 @@ class CheckpointsPane(Widget, can_focus=True):
             return None
         if self._busy is not None:
             self.notify(f"A transfer for {self._busy} is still running.", severity="warning")
+            return None
+        if self.auto is not None and (step := self.auto.running(snap.pod.name)) is not None:
+            self.notify(f"The auto-backup of step {step} from {snap.pod.name} is running (x stops it).",
+                        severity="warning")
             return None
         return snap.pod, snap.pod.run_dir
 
@@ -207,21 +238,41 @@ class CheckpointsPane(Widget, can_focus=True):
             return
         self.run_worker(self._list(snap.pod.name, snap.pod.run_dir), group="checkpoints-list", exclusive=True)
 
-    def _maybe_auto_backup(self) -> None:
+    def action_cancel_transfer(self, quiet: bool = False) -> None:
+        """Stop the running backup/restore (or the selected pod's auto-backup), after a confirmation.
+        ``quiet`` (escape): nothing to say when nothing runs."""
         snap = self.snapshot
-        if not self.settings.auto_backup or snap is None or self._busy or snap.pod.name not in self.bucket:
+        auto_step = self.auto.running(snap.pod.name) if self.auto is not None and snap is not None else None
+        if self._busy is not None and self.transfer is not None:
+            what, pod = f"{self.transfer.action} of step {self.transfer.step}", self._busy
+        elif auto_step is not None and snap is not None:
+            what, pod = f"auto-backup of step {auto_step}", snap.pod.name
+        else:
+            if not quiet:
+                self.notify("No backup or restore is running.", severity="information")
             return
-        step = self.backup_candidate()
-        if step is not None and (snap.pod.name, step) not in self._auto_done and snap.pod.run_dir:
-            self._auto_done.add((snap.pod.name, step))
-            self._start("backup", snap.pod, snap.pod.run_dir, step)
+        worker, auto = self._worker, self._busy is None
+        question = (f"Stop the {what} on {pod}? The agent on the pod is stopped; the parts already in the "
+                    "bucket stay there and the next backup resumes from them.")
+
+        def answered(ok: bool | None) -> None:
+            if not ok:
+                return
+            if auto:
+                self.auto.cancel(pod)
+            elif worker is not None and worker is self._worker:
+                worker.cancel()
+
+        self.app.push_screen(ConfirmScreen(question, yes="Stop it"), answered)
 
     def _start(self, action: str, pod: Any, run_dir: str, step: int) -> None:
         self._busy = pod.name
         self.transfer = TransferProgress(action, step, "connect", 0, 0, 0.0)
         self.last_message = ""
+        if self.auto is not None:
+            self.auto.planner.hold(pod.name, action)
         self._refresh_view()
-        self.run_worker(self._transfer(action, pod, run_dir, step), group="checkpoints-transfer")
+        self._worker = self.run_worker(self._transfer(action, pod, run_dir, step), group="checkpoints-transfer")
 
     # ------------------------------------------------------------------ workers
     async def _list(self, name: str, run_dir: str) -> None:
@@ -254,15 +305,32 @@ class CheckpointsPane(Widget, can_focus=True):
                 notes: list[str] = []
                 await restore_checkpoint(conn, self.settings, run_dir, step, on_progress=self._progress, notes=notes)
                 ok, text = True, " · ".join([f"step {step} restored onto {pod.name} and verified", *notes])
+        except asyncio.CancelledError:
+            self._busy, self.transfer = None, None
+            self._finished(action, pod.name, step, False, f"{action} of step {step} stopped"
+                           + (": the parts already sent stay in the bucket, the next backup resumes"
+                              if action == "backup" else ": nothing was put in place on the pod"))
+            raise
         except PrimeTrainError as exc:
             text = f"{action} of step {step} failed: {exc}" + (f" ({exc.hint})" if exc.hint else "")
+        except Exception as exc:  # noqa: BLE001 - a timeout or lost connection: one line, not a crash
+            known = transport_error(exc, f"{action} of step {step}")
+            if known is None:
+                raise
+            text = f"{known} ({known.hint})" if known.hint else str(known)
         finally:
             await conn.close()
-            self._busy, self.transfer = None, None
+            self._busy, self.transfer, self._worker = None, None, None
+            if self.auto is not None:
+                self.auto.planner.release(pod.name)
+        self._finished(action, pod.name, step, ok, text)
+        await self._list(pod.name, run_dir)
+
+    def _finished(self, action: str, pod: str, step: int, ok: bool, text: str) -> None:
         self.last_message = text
         self.notify(text, severity="information" if ok else "error")
-        self.post_message(self.TransferFinished(action, pod.name, step, ok, text))
-        await self._list(pod.name, run_dir)
+        self.post_message(self.TransferFinished(action, pod, step, ok, text))
+        self._refresh_view()
 
     def with_settings(self, settings: BackupSettings) -> None:
         """New settings from the App (e.g. the bucket changed): re-list."""

@@ -1,84 +1,121 @@
-"""CheckpointsPane: auto-backup over the real sshd pod and moto's S3 server (no key pressed), and a
-snapshot of the pane with checkpoints on the pod and in the bucket and a transfer running."""
+"""Auto-backup through the real App (fed every snapshot, whatever tab or dialog is showing) over the real
+sshd pod and moto's S3 server, and a snapshot of the Checkpoints pane with checkpoints on the pod and in
+the bucket and a transfer running."""
 
 from __future__ import annotations
 
-import asyncio
 import time
+from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult
 
+from app import auto_backup
 from app.panes.checkpoints import CheckpointsPane
+from app.tui import PrimeTrainApp
 from services.backup import TransferProgress
 from services.manifest import BucketCheckpoint
 from services.models import CheckpointInfo, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
+from services.monitor import MonitorService
 from services.s3 import BackupSettings
-from tests.app.helpers import wait_for
-from tests.app.test_checkpoints_pane import PaneApp, snapshot
+from tests.app.helpers import Parked
+from tests.app.test_checkpoints_pane import snapshot
 from tests.services.backup_fixtures import *  # noqa: F401,F403 (fixtures)
 from tests.services.backup_fixtures import write_checkpoint
 
 GIB = 1024**3
 
 
+def backup_toml(cfg: Path, s3env, bucket: str, auto: bool) -> None:
+    cfg.mkdir(exist_ok=True)
+    (cfg / "backup.toml").write_text(
+        f'[backup]\nbucket = "{bucket}"\nendpoint = "{s3env.endpoint}"\nregion = "us-east-1"\n'
+        f"part_size = 65536\nmin_part = 65536\njobs = 4\nkeep_last = 0\nauto_backup = {str(auto).lower()}\n")
+
+
+def parked_app(pod: Pod) -> PrimeTrainApp:
+    """The real App; the monitor's connection is parked and the test feeds the snapshots the probe would
+    send (built from the files on the pod) through the App's own on_snapshot."""
+    return PrimeTrainApp([pod], monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)))
+
+
+def notes_of(app: PrimeTrainApp) -> list[tuple[str, str, str]]:
+    seen: list[tuple[str, str, str]] = []
+    real = app.notify
+
+    def spy(message, *, title="", severity="information", **kw):
+        seen.append((str(severity), str(title), str(message)))
+        return real(message, title=title, severity=severity, **kw)
+
+    app.notify = spy  # type: ignore[method-assign]
+    return seen
+
+
 @pytest.mark.ssh
-async def test_auto_backup_backs_up_each_new_complete_checkpoint_without_a_key(sshd, client_home, s3env, tmp_path):
+async def test_auto_backup_runs_with_the_monitor_tab_showing_and_a_failure_is_reported_once(
+        sshd, client_home, s3env, tmp_path, monkeypatch):
     client_home.trust()
+    monkeypatch.setattr(auto_backup, "RETRY_BASE", 0.3)
+    monkeypatch.setattr(auto_backup, "RETRY_MAX", 0.6)
+    later = s3env.bucket + "-later"  # does not exist yet: the first attempts fail
+    backup_toml(tmp_path / "cfg", s3env, later, auto=True)
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path / "cfg"))
     run = tmp_path / "pod" / "autorun"
     write_checkpoint(run, 2, shard_bytes=100 * 1024)
     write_checkpoint(run, 4, shard_bytes=100 * 1024, complete=False)  # the trainer is still writing it
     pod = sshd.pod(run_dir=str(run), probe_dir=str(tmp_path / "cache"))
-    app = PaneApp(s3env.settings(auto_backup=True))
-    async with app.run_test(size=(160, 50)):
-        pane = app.query_one(CheckpointsPane)
+    app = parked_app(pod)
+    async with app.run_test(size=(160, 50)) as pilot:
+        notes = notes_of(app)
+        assert app.tabs.active == "monitor"  # the Checkpoints pane is never shown in this test
 
-        def tick() -> None:  # what the App does at 1 Hz with the probe's snapshot
-            pane.show(snapshot(pod, run, time.time()), time.time())
-
-        async def settled(pred, timeout=30.0) -> None:
+        async def fed_until(pred, timeout=30.0) -> None:
             end = time.monotonic() + timeout
-            while True:
-                tick()
-                if pred():
-                    return
-                assert time.monotonic() < end, f"timed out; finished: {[m.message for m in app.finished]}"
-                await asyncio.sleep(0.1)
+            while not pred():
+                app.on_snapshot(snapshot(pod, run, time.time()))  # what the monitor does at 1 Hz
+                assert time.monotonic() < end, f"timed out; notifications: {notes}"
+                await pilot.pause(0.1)
 
-        await settled(lambda: len(app.finished) == 1 and pane._busy is None)
-        assert (app.finished[0].action, app.finished[0].step, app.finished[0].ok) == ("backup", 2, True), \
-            app.finished[0].message
-        await settled(lambda: any(c.step == 2 and c.verified for c in pane.bucket.get(pod.name, ())))
-        for _ in range(5):  # more ticks: the half-written step 4 is never picked up, step 2 not sent twice
-            tick()
-            assert pane._busy is None  # a transfer would have started synchronously in show()
-            await asyncio.sleep(0.1)
-        assert len(app.finished) == 1 and not [k for k in s3env.keys() if "/step_4/" in k]
+        await fed_until(lambda: app.auto_backup.planner.failures(pod.name) >= 3)
+        failed = [n for n in notes if n[1] == "Auto-backup failed"]
+        assert len(failed) == 1 and "does not exist" in failed[0][2] and failed[0][0] == "error", notes
 
+        s3env.client.create_bucket(Bucket=later)  # fixed: the next retry works
+        await fed_until(lambda: any(n[1] == "Auto-backup" for n in notes))
+        assert "step 2 backed up and verified" in notes[-1][2] and "working again" in notes[-1][2], notes
+        keys = sorted(o["Key"] for o in s3env.client.list_objects_v2(Bucket=later).get("Contents", []))
+        assert "prime-train/autorun/step_2/manifest.json" in keys and not [k for k in keys if "/step_4/" in k]
+
+        app.action_help()  # a dialog open: snapshots still reach the auto-backup
+        await pilot.pause()
+        for _ in range(5):  # more snapshots: step 2 is not sent twice, the half-written step 4 never
+            app.on_snapshot(snapshot(pod, run, time.time()))
+            assert app.auto_backup.running(pod.name) is None
+            await pilot.pause(0.05)
         write_checkpoint(run, 6, shard_bytes=100 * 1024)  # a new complete checkpoint appears
-        await settled(lambda: len(app.finished) == 2 and pane._busy is None)
-        assert (app.finished[1].step, app.finished[1].ok) == (6, True), app.finished[1].message
-        await settled(lambda: {c.step for c in pane.bucket.get(pod.name, ()) if c.verified} == {2, 6})
-    assert not [k for k in s3env.keys() if "/step_4/" in k]
-    assert s3env.get("prime-train/autorun/step_6/trainer/__0_0.distcp") == \
-        (run / "checkpoints/step_6/trainer/__0_0.distcp").read_bytes()
+        await fed_until(lambda: sum(n[1] == "Auto-backup" for n in notes) == 2)
+        assert "step 6 backed up and verified" in notes[-1][2], notes
+        assert len([n for n in notes if n[1] == "Auto-backup failed"]) == 1
+    body = s3env.client.get_object(Bucket=later, Key="prime-train/autorun/step_6/trainer/__0_0.distcp")["Body"]
+    assert body.read() == (run / "checkpoints/step_6/trainer/__0_0.distcp").read_bytes()
+    keys = [o["Key"] for o in s3env.client.list_objects_v2(Bucket=later).get("Contents", [])]
+    assert not [k for k in keys if "/step_4/" in k]
 
 
 @pytest.mark.ssh
-async def test_without_auto_backup_nothing_is_sent(sshd, client_home, s3env, tmp_path):
+async def test_without_auto_backup_nothing_is_sent(sshd, client_home, s3env, tmp_path, monkeypatch):
     client_home.trust()
+    backup_toml(tmp_path / "cfg", s3env, s3env.bucket, auto=False)
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path / "cfg"))
     run = tmp_path / "pod" / "manual"
     write_checkpoint(run, 3, shard_bytes=50 * 1024)
     pod = sshd.pod(run_dir=str(run), probe_dir=str(tmp_path / "cache"))
-    app = PaneApp(s3env.settings(auto_backup=False))
+    app = parked_app(pod)
     async with app.run_test(size=(160, 50)) as pilot:
-        pane = app.query_one(CheckpointsPane)
-        pane.show(snapshot(pod, run, time.time()), time.time())
-        await wait_for(pilot, lambda: pane.bucket.get(pod.name) == ())
-        for _ in range(5):
-            pane.show(snapshot(pod, run, time.time()), time.time())
-            await pilot.pause()
-        assert pane._busy is None and not app.finished and s3env.keys() == []
+        for _ in range(10):
+            app.on_snapshot(snapshot(pod, run, time.time()))
+            await pilot.pause(0.05)
+        assert app.auto_backup.running(pod.name) is None and not app.workers and s3env.keys() == []
 
 
 class SnapApp(App):

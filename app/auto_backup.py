@@ -1,0 +1,135 @@
+"""The App's auto-backup: every snapshot of every pod goes to services.auto_backup's planner (whatever
+tab or dialog is on screen); the backups it asks for run here as workers, one per pod at a time.
+
+Settings are the Checkpoints pane's (backup.toml: ``auto_backup``, bucket, ...). The outcome is a
+notification -- a success per step, a failure once per streak (the retries after it are quiet until it
+works again) -- and, when the Checkpoints pane shows that pod, its progress bar and the last failure
+with the time of the next retry. ``x`` in the pane cancels a running auto-backup (:meth:`cancel`): the
+agent on the pod stops, the finished parts stay in the bucket for the next backup, and that step is not
+retried (the next complete one is backed up).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from typing import Any, Callable
+
+from services.auto_backup import AutoBackupPlanner, Job
+from services.backup import TransferProgress, backup_checkpoint, list_bucket
+from services.errors import PrimeTrainError
+from services.models import PodSnapshot
+from services.s3 import BackupError, BackupSettings, transport_error
+
+RETRY_BASE = 30.0  # seconds before the first retry; doubles per failure up to RETRY_MAX
+RETRY_MAX = 1800.0
+
+
+class AutoBackup:
+    def __init__(self, app: Any, connect: Callable[[Any], Any] | None = None) -> None:
+        self.app = app
+        self.connect = connect
+        self.planner = AutoBackupPlanner(retry_base=RETRY_BASE, retry_max=RETRY_MAX)
+        self.progress: dict[str, TransferProgress] = {}  # pod -> the running auto-backup's progress
+        self._workers: dict[str, Any] = {}
+
+    _found: Any = None
+
+    def _pane(self) -> Any:
+        """The main screen's Checkpoints pane (found once: this runs for every snapshot of every pod)."""
+        from app.panes.checkpoints import CheckpointsPane
+
+        if self._found is None or not self._found.is_attached:
+            stack = getattr(self.app, "screen_stack", None)
+            panes = stack[0].query(CheckpointsPane) if stack else None
+            self._found = panes.first() if panes else None
+        return self._found
+
+    @property
+    def settings(self) -> BackupSettings:
+        pane = self._pane()
+        return pane.settings if pane is not None else BackupSettings()
+
+    # ------------------------------------------------------------------ fed by the App
+    def observe(self, snapshot: PodSnapshot) -> None:
+        """Every snapshot of every pod (cheap: no I/O unless a backup starts)."""
+        settings = self.settings
+        job = self.planner.want(snapshot, enabled=settings.auto_backup and bool(settings.bucket))
+        if job is not None:
+            self._workers[job.pod.name] = self.app.run_worker(
+                self._run(job, settings), name=f"auto-backup {job.pod.name}", group="auto-backup",
+                exit_on_error=False)
+
+    def remove(self, name: str) -> None:
+        worker = self._workers.pop(name, None)
+        if worker is not None:
+            worker.cancel()
+        self.planner.forget(name)
+        self.progress.pop(name, None)
+
+    def cancel(self, name: str) -> bool:
+        """Stop the running auto-backup of this pod (asked by the user); False when none runs."""
+        worker = self._workers.get(name)
+        if worker is None or worker.is_finished:
+            return False
+        worker.cancel()
+        return True
+
+    def running(self, name: str) -> int | None:
+        return self.planner.running(name)
+
+    def status(self, name: str) -> str:
+        return self.planner.status(name)
+
+    # ------------------------------------------------------------------ the worker
+    async def _run(self, job: Job, settings: BackupSettings) -> None:
+        from services.ssh import connect_pod
+
+        name, step = job.pod.name, job.step
+        doing = f"auto-backup of step {step} from {name}"
+        self.progress[name] = TransferProgress("backup", step, "connect", 0, 0, 0.0)
+        self._changed(name)
+        conn = None
+        try:
+            if job.list_first:
+                listed = await list_bucket(settings, job.run_dir)
+                if self.planner.listed(name, {c.step for c in listed if c.verified}):
+                    return  # already verified in the bucket
+            conn = (self.connect or connect_pod)(job.pod)
+            await conn.connect()
+            result = await backup_checkpoint(conn, settings, job.run_dir, step,
+                                             on_progress=partial(self._progress, name))
+            if not result.verified:
+                raise BackupError(f"step {step} does not match its manifest: {result.problems[0]}")
+        except asyncio.CancelledError:
+            self.planner.cancelled(name, step)
+            self.app.notify(f"{doing} cancelled; its finished parts stay in the bucket for the next backup.",
+                            title="Auto-backup", severity="warning")
+            raise
+        except Exception as exc:  # noqa: BLE001 - every failure is reported and retried, never a crash
+            err = exc if isinstance(exc, PrimeTrainError) else transport_error(exc, doing)
+            reason = (f"{err}" + (f" ({err.hint})" if err.hint else "")) if err is not None \
+                else f"{type(exc).__name__}: {exc}"
+            if self.planner.failed(name, step, reason):
+                self.app.notify(f"{name}: {reason}. Retrying in the background; the Checkpoints pane shows "
+                                "the next attempt.", title="Auto-backup failed", severity="error", timeout=15)
+        else:
+            recovered = self.planner.succeeded(name, step)
+            self.app.notify(f"{name}: step {step} backed up and verified ({result.uploaded_parts} parts sent, "
+                            f"{result.skipped_parts} already there)" + (" — working again" if recovered else ""),
+                            title="Auto-backup")
+        finally:
+            if conn is not None:
+                await conn.close()
+            self.progress.pop(name, None)
+            self._workers.pop(name, None)
+            self._changed(name, finished=True)
+
+    def _progress(self, name: str, p: TransferProgress) -> None:
+        self.progress[name] = p
+        self._changed(name)
+
+    def _changed(self, name: str, finished: bool = False) -> None:
+        pane = self._pane()
+        if pane is not None:
+            pane.auto_backup_changed(name, finished)

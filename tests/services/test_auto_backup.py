@@ -1,0 +1,82 @@
+"""The auto-backup planner (services/auto_backup.py): which step, when, one at a time, backoff, reports."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from services.auto_backup import AutoBackupPlanner
+from services.models import CheckpointInfo, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+POD = Pod(name="p", kind=PodKind.SSH, host="h", run_dir="/w/run")
+
+
+def snap(*steps: tuple[int, bool], pod: Pod = POD, state: PodState = PodState.ONLINE) -> PodSnapshot:
+    ckpts = tuple(CheckpointInfo(s, f"/w/run/checkpoints/step_{s}", 100, 0.0, complete) for s, complete in steps)
+    return PodSnapshot(pod=pod, status=PodStatus(state), history=(Sample(t=0.0, gpus=(), host=HostSample(),
+                                                                          ckpts=ckpts),))
+
+
+def test_the_newest_complete_step_once_never_a_half_written_one_and_one_at_a_time():
+    planner = AutoBackupPlanner(clock=Clock())
+    assert planner.want(snap((2, True), (4, False))).step == 2  # step 4 is still being written
+    assert planner.want(snap((2, True), (4, True))) is None  # one backup at a time per pod
+    assert planner.running("p") == 2
+    assert not planner.succeeded("p", 2)
+    job = planner.want(snap((2, True), (4, True)))
+    assert (job.step, job.list_first) == (4, True)  # the bucket was never listed: list first
+    assert planner.listed("p", {4}) is True  # already verified there: nothing to send
+    assert planner.running("p") is None and planner.want(snap((2, True), (4, True))) is None
+    job = planner.want(snap((2, True), (4, True), (6, True)))
+    assert (job.step, job.list_first) == (6, False)
+
+
+def test_nothing_when_disabled_offline_simulated_without_run_dir_or_held_by_the_pane():
+    planner = AutoBackupPlanner(clock=Clock())
+    assert planner.want(snap((2, True)), enabled=False) is None
+    assert planner.want(snap((2, True), state=PodState.OFFLINE)) is None
+    assert planner.want(snap((2, True), pod=replace(POD, run_dir=None))) is None
+    assert planner.want(snap((2, True), pod=Pod(name="demo", kind=PodKind.DEMO, run_dir="/r"))) is None
+    assert planner.want(snap()) is None
+    planner.hold("p", "restore")
+    assert planner.want(snap((2, True))) is None
+    planner.release("p")
+    assert planner.want(snap((2, True))).step == 2
+
+
+def test_a_failure_is_reported_once_retried_with_doubling_backoff_and_recovery_said():
+    clock = Clock()
+    planner = AutoBackupPlanner(clock=clock, retry_base=10, retry_max=35)
+    s = snap((2, True))
+    assert planner.want(s).step == 2
+    reports, waits = [planner.failed("p", 2, "bucket gone")], []
+    for _ in range(4):
+        start = clock.t
+        while planner.want(s) is None:  # each retry waits its backoff, then the same step goes again
+            clock.t += 1
+            assert clock.t - start < 100
+        waits.append(clock.t - start)
+        reports.append(planner.failed("p", 2, "bucket gone"))
+    assert reports == [True, False, False, False, False]  # reported once, not at every retry
+    assert waits == [10, 20, 35, 35]
+    assert "retry in 35 s" in planner.status("p") and "bucket gone" in planner.status("p")
+    clock.t += 35
+    assert planner.want(s).step == 2
+    assert planner.succeeded("p", 2) is True  # after failures: "working again"
+    assert planner.status("p") == "" and planner.failures("p") == 0
+
+
+def test_a_cancelled_step_is_not_retried_but_the_next_complete_one_is():
+    planner = AutoBackupPlanner(clock=Clock())
+    assert planner.want(snap((2, True))).step == 2
+    planner.cancelled("p", 2)
+    assert planner.want(snap((2, True))) is None
+    assert planner.want(snap((2, True), (3, True))).step == 3
