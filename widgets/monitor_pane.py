@@ -241,6 +241,9 @@ class MonitorPane(Widget):
         latest = snapshot.latest
         progress = self.query_one("#run-progress", Label)
         text = run_line(snapshot.run, latest.t if latest else None)
+        basis = getattr(snapshot.run, "cost_basis", None)
+        if basis in ("since rented", "since the pod started"):  # the pod's bill, not the run's steps' estimate
+            text = text.replace(" spent, ", f" spent ({basis}), ", 1)
         set_label(progress, text)
         if progress.display != bool(text):
             progress.display = bool(text)

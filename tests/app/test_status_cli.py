@@ -186,3 +186,16 @@ def test_health_thresholds_come_from_settings(tmp_path: Path, monkeypatch, capsy
     (conf / "settings.toml").write_text('[health]\ndisk_pct = "high"\n')
     with pytest.raises(SettingsError, match="disk_pct"):
         load_health_settings()
+
+
+def test_a_pod_without_run_dir_is_judged_by_its_recorded_launch(tmp_path: Path, monkeypatch) -> None:
+    from services import runs
+
+    run = write_run(tmp_path / "run", steps=4)
+    data = tmp_path / "data"
+    runs.save_record(data / "runs", {"id": "r1", "pod": "local", "started": 1.0, "run_dir": str(run)})
+    monkeypatch.setenv("PRIME_TRAIN_TUI_DATA_DIR", str(data))
+    out = cli("status", "local", "--json")
+    assert out.returncode == 0, out.stderr
+    [pod] = json.loads(out.stdout)["pods"]
+    assert pod["run"]["step"] == 4 and pod["run"]["last_step_age_s"] < 60

@@ -79,3 +79,28 @@ async def test_a_pod_without_run_dir_follows_its_recorded_launch_and_a_new_one(t
         assert snap.status.state.value == "online" and not any(g.end is None for g in snap.gaps)
     finally:
         await mon.aclose()
+
+
+async def test_cost_so_far_counts_from_the_rental_and_the_pane_says_so(tmp_path: Path) -> None:
+    from textual.app import App, ComposeResult
+
+    from widgets.monitor_pane import MonitorPane
+
+    run = write_run(tmp_path / "run", 8)
+    rented = time.time() - 3600
+    pod = Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run), price_per_hr=36.0)
+    mon, snap = await first_look(pod, rented_at=lambda p: rented if p.name == "p" else None)
+    await mon.aclose()
+    assert snap.run.cost_basis == "since rented"
+    assert abs(snap.run.cost_so_far - 36.0 * (snap.latest.t - rented) / 3600) < 0.05  # ≈ $36, not 8 steps' worth
+
+    class Host(App):
+        def compose(self) -> ComposeResult:
+            yield MonitorPane(id="pane")
+
+    app = Host()
+    async with app.run_test(size=(160, 50)) as pilot:
+        pane = app.query_one(MonitorPane)
+        pane.show(snap, snap.latest.t)
+        await pilot.pause()
+        assert "spent (since rented)" in str(pane.query_one("#run-progress").render())
