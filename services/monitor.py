@@ -311,8 +311,8 @@ class MonitorService:
             with contextlib.suppress(Exception):
                 rented = await asyncio.to_thread(self.rented_at, worker.pod)
         try:
-            if isinstance(tails, dict):
-                worker.health.feed_tails(tails)
+            if isinstance(tails, dict):  # ~0.1 ms a line: off the event loop (the probe is not started yet)
+                await asyncio.to_thread(worker.health.feed_tails, tails)
                 up = tails.get("uptime")
                 if rented is None and worker.pod.kind is PodKind.SSH and isinstance(up, (int, float)):
                     worker.health.set_billing(float(tails.get("now") or time.time()) - up, "since the pod started")
