@@ -44,6 +44,7 @@ class Rentals:
         self.settings = settings or {}
         self.watch_interval, self.poll, self.ssh_ready = watch_interval, poll, ssh_ready
         self.busy: set[str] = set()  # pod names being terminated
+        self.key_warned: set[str] = set()  # pod ids whose provider rejected the key (said once)
         self._pass: Any = None  # the deadline watch's running pass (a Worker)
         from app.settings import data_dir
         from services.offers.calibration import NAME as OBSERVED, ObservationLog
@@ -130,26 +131,37 @@ class Rentals:
         a pod deleted in the console) closes the rental and tells the preemption tracker at once, instead
         of after N minutes of SSH silence."""
         from services.models import PodState
+        from services.offers.launch import confirm_gone
         from services.offers.models import ProviderFailure
 
         for r in self.audit.open_rentals():
             snap = self.app.snapshots.get(r.name)
-            if r.name not in self.app.pods or snap is None or snap.status.state is PodState.ONLINE:
+            if r.provisional or r.name not in self.app.pods or snap is None or snap.status.state is PodState.ONLINE:
                 continue
             try:
                 access = await providers.status(r.provider, r.pod_id)
-            except ProviderFailure:
-                continue  # asked again next pass
-            if access.state != "terminated":
+                # absent from the answer: gone only when the provider's own list of pods says so
+                gone = access.message if access.state == "terminated" else \
+                    await confirm_gone(providers, r, self.clock()) if access.state == "unknown" else None
+            except ProviderFailure as exc:
+                self._key_problem(r, exc)
+                continue  # asked again next pass; the rental and its deadline stay
+            if not gone:
                 continue
-            self.audit.append("gone", provider=r.provider, pod_id=r.pod_id, name=r.name, reason=access.message,
+            self.audit.append("gone", provider=r.provider, pod_id=r.pod_id, name=r.name, reason=gone,
                               spent=round(r.spent(self.clock()), 2))
             tracker = getattr(getattr(self.app, "lifecycle_bg", None), "tracker", None)
             if tracker is not None:
                 tracker.mark_terminated(r.name)
-            self.app.notify(f"{r.provider} reports {r.name} terminated ({access.message or 'gone'}): its run is "
+            self.app.notify(f"{r.provider} reports {r.name} terminated ({gone or 'gone'}): its run is "
                             "marked interrupted. Restore from the bucket (Checkpoints) or let auto-resume act.",
                             severity="error", title="Pod gone", timeout=30)
+
+    def _key_problem(self, r: Rental, exc: Exception) -> None:
+        """A rejected key is said once per rental: the pod may be billing and nothing here can stop it."""
+        if getattr(exc, "auth", False) and r.pod_id not in self.key_warned:
+            self.key_warned.add(r.pod_id)
+            self.app.notify(f"{r.name}: {exc}", severity="error", title="Provider key rejected", timeout=60)
 
     def _deadline_event(self, ev: "DeadlineEvent") -> None:
         if ev.kind == "warn":
@@ -161,21 +173,30 @@ class Rentals:
             self.app.forget_pod(ev.rental.name)
 
     async def _adopt_missing(self) -> None:
+        from services.offers.launch import confirm_gone, resolve_provisional
         from services.offers.models import ProviderFailure
 
-        missing = [r for r in self.audit.open_rentals() if r.name not in self.app.pods]
         async with self.providers() as providers:
+            if any(r.provisional for r in self.audit.open_rentals()):
+                for r, outcome in await resolve_provisional(providers, self.audit, self.clock()):
+                    if outcome not in ("found", "none"):
+                        self.app.notify(f"{r.name} ({r.title}) is 'creating?': its create answer was lost and "
+                                        f"{r.provider} does not list it yet ({outcome}). It may be billing — it is "
+                                        "looked for by name on every pass; check the provider's console.",
+                                        severity="warning", title="Rented pod", timeout=30)
+            missing = [r for r in self.audit.open_rentals() if r.name not in self.app.pods and not r.provisional]
             for r in missing:
                 try:
                     access = await providers.status(r.provider, r.pod_id)
+                    gone = (access.message or "terminated while the app was closed") if access.state == "terminated" \
+                        else await confirm_gone(providers, r, self.clock()) if access.state == "unknown" else None
                 except ProviderFailure as exc:
                     self.app.notify(f"{r.name} ({r.title}) is rented but not in the sidebar, and {r.provider} did not "
                                     f"answer ({exc}). `prime-train-tui rentals` lists it.", severity="warning",
                                     title="Rented pod", timeout=20)
                     continue
-                if access.state == "terminated":
-                    self.audit.append("gone", provider=r.provider, pod_id=r.pod_id, name=r.name,
-                                      reason=access.message or "terminated while the app was closed")
+                if gone:
+                    self.audit.append("gone", provider=r.provider, pod_id=r.pod_id, name=r.name, reason=gone)
                 elif access.state == "ready":
                     self.app.adopt_pod(Pod(name=r.name, kind=PodKind.SSH, host=access.host, user=access.user,
                                            port=access.port, price_per_hr=r.price_hr, provider=r.provider,

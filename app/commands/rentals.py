@@ -2,13 +2,16 @@
 from the Offers pane that are still open (from the audit log), what they have cost so far and their
 deadlines; terminate one; or run the deadline watch in the foreground — the deadline is only enforced
 while the app or this watch runs, so on a machine that stays on, ``rentals --watch`` in tmux/systemd keeps
-enforcing it after the laptop is closed. Exit 0 on success, 1 when a termination failed, 2 on usage."""
+enforcing it after the laptop is closed. A rental whose create answer was lost (or whose app died
+mid-create) is listed as "creating?" and looked for by name at the provider first. Exit 0 on success, 1
+when a termination failed, 2 on usage."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import sys
 import time
 from datetime import datetime
 
@@ -49,12 +52,15 @@ def run(args: argparse.Namespace) -> int:
     audit = _audit()
     if args.watch:
         return asyncio.run(_watch(audit, args.interval))
+    if any(r.provisional for r in audit.open_rentals()):
+        asyncio.run(_resolve(audit))
     if args.terminate:
         return asyncio.run(_terminate(audit, args))
     now = time.time()
     rentals = audit.open_rentals()
     if args.json:
         print(json.dumps({"rentals": [{**r.to_json(), "spent": round(r.spent(now), 2),
+                                       "status": "creating?" if r.provisional else "rented",
                                        "overdue": r.deadline is not None and r.deadline <= now} for r in rentals]},
                          indent=2))
         return EXIT_OK
@@ -65,8 +71,25 @@ def run(args: argparse.Namespace) -> int:
     for r in rentals:
         when = "none" if r.deadline is None else datetime.fromtimestamp(r.deadline).strftime("%a %H:%M")
         late = "  OVERDUE" if r.deadline is not None and r.deadline <= now else ""
-        print(f"{r.name:<26}{r.provider:<16}{r.pod_id[:27]:<28}{r.price_hr:>7.2f}{r.spent(now):>9.2f}  {when}{late}")
+        pod = "creating?" if r.provisional else r.pod_id[:27]
+        print(f"{r.name:<26}{r.provider:<16}{pod:<28}{r.price_hr:>7.2f}{r.spent(now):>9.2f}  {when}{late}")
     return EXIT_OK
+
+
+async def _resolve(audit) -> None:
+    """Look for "creating?" rentals by name (found: a real rental; none after the grace period: closed)."""
+    from services.offers.launch import resolve_provisional
+
+    async with _providers() as providers:
+        for r, outcome in await resolve_provisional(providers, audit, time.time()):
+            if outcome == "found":
+                print(f"note: {r.name} found at {r.provider} as pod {r.pod_id}", file=sys.stderr)
+            elif outcome == "none":
+                print(f"note: {r.name}: {r.provider} lists no such pod; the create did not start one",
+                      file=sys.stderr)
+            elif outcome != "waiting":
+                print(f"warning: {r.name} is 'creating?' and {r.provider} could not be asked ({outcome})",
+                      file=sys.stderr)
 
 
 async def _terminate(audit, args: argparse.Namespace) -> int:
@@ -77,6 +100,9 @@ async def _terminate(audit, args: argparse.Namespace) -> int:
     rental = next((r for r in audit.open_rentals() if args.terminate in (r.name, r.pod_id)), None)
     if rental is None:
         return fail(f"no open rental named {args.terminate}", "`prime-train-tui rentals` lists them", EXIT_USAGE)
+    if rental.provisional:
+        return fail(f"{rental.name} is 'creating?': {rental.provider} does not list a pod with that name yet",
+                    f"try again in a minute, or check the {rental.provider} console")
     asked = confirm(args, f"terminate {rental.title} ({rental.provider} pod {rental.pod_id}), "
                           f"≈ ${rental.spent(time.time()):.2f} so far? Everything on its disk is lost.")
     if asked is not None:

@@ -1,6 +1,9 @@
 """One request with retries: 429 and 5xx (and transport errors) are retried with exponential backoff
 and full jitter; Vast sends no Retry-After and often a plain-text 429 body, so bodies are never assumed
-to be JSON. Anything else that is not 2xx raises :class:`ProviderFailure` with the provider's reason."""
+to be JSON. Anything else that is not 2xx raises :class:`ProviderFailure` with the provider's reason.
+
+A rejected key is told apart from a missing pod: Vast answers a bad key with **404** "Invalid user key",
+so a 404 only means "no such instance" when its body is not about the key (401/403 never do)."""
 
 from __future__ import annotations
 
@@ -47,30 +50,45 @@ async def request_json(client: httpx.AsyncClient, method: str, url: str, *, api_
                 try:
                     return resp.json()
                 except (ValueError, json.JSONDecodeError):
-                    raise ProviderFailure(f"HTTP {status}: invalid JSON in the answer", status) from None
+                    raise ProviderFailure(f"HTTP {status}: invalid JSON in the answer", status,
+                                          uncertain=True) from None
             last = error_message(status, resp.text)
             if status not in RETRY_STATUS:
-                raise ProviderFailure(_hint(status, last), status)
+                auth = is_auth_error(status, resp.text)
+                raise ProviderFailure(_hint(status, last, auth), status, auth=auth)
         if attempt + 1 < retry.attempts:
             await retry.sleep(retry.delay(attempt))
-    raise ProviderFailure(f"{last} (after {retry.attempts} tries)", status)
+    raise ProviderFailure(f"{last} (after {retry.attempts} tries)", status, uncertain=True)
 
 
-NOT_FOUND: Any = object()  # request_unless_gone's answer for a 404: the instance no longer exists
+_AUTH_WORDS = ("invalid user key", "invalid_user_key", "invalid api key", "invalid-api-key", "invalid_api_key",
+               "api key was invalid", "not authenticated", "unauthorized", "unauthorised", "authorization failed",
+               "authentication", "invalid token", "forbidden")
+
+
+def is_auth_error(status: int, body: str) -> bool:
+    """401/403, or a 404 whose body is about the key (Vast: 404 "Invalid user key")."""
+    if status in (401, 403):
+        return True
+    low = body.lower()
+    return status == 404 and any(w in low for w in _AUTH_WORDS)
+
+
+NOT_FOUND: Any = object()  # request_unless_gone's answer for a 404 about the instance (not about the key)
 
 
 async def request_unless_gone(client: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> Any:
-    """request_json about one instance; a 404 answers :data:`NOT_FOUND` instead of raising."""
+    """request_json about one instance; a 404 that is not a key error answers :data:`NOT_FOUND`."""
     try:
         return await request_json(client, method, url, **kwargs)
     except ProviderFailure as exc:
-        if exc.status == 404:
+        if exc.status == 404 and not exc.auth:
             return NOT_FOUND
         raise
 
 
-def _hint(status: int, message: str) -> str:
-    if status == 401 or "invalid user key" in message.lower():
+def _hint(status: int, message: str, auth: bool = False) -> str:
+    if auth and status != 403:
         return f"{message} — check the API key"
     if status == 402:
         return f"{message} — add funds to the account"

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import Offer, PodAccess, ProviderFailure, canonical_gpu, nominal_gb, number
+from services.offers.models import Listed, Offer, PodAccess, ProviderFailure, canonical_gpu, nominal_gb, number
 
 NAME = "lambda"
 DEFAULT_URL = "https://cloud.lambdalabs.com/api/v1"
@@ -83,14 +83,14 @@ async def create(client: httpx.AsyncClient, api_key: str, offer: Offer, *, name:
     data = await request_json(client, "POST", f"{base_url.rstrip('/')}/instance-operations/launch",
                               api_key=api_key, retry=NO_RETRY, json=create_body(offer, name=name, key_name=key))
     ids = (data.get("data") or {}).get("instance_ids") if isinstance(data, dict) else None
-    if not isinstance(ids, list) or not ids:
-        raise ProviderFailure("the launch answer has no instance id")
+    if not isinstance(ids, list) or not ids:  # a 2xx without an id: the instance may exist
+        raise ProviderFailure("the launch answer has no instance id", uncertain=True)
     return str(ids[0])
 
 
 def access(inst: Any, pod_id: str) -> PodAccess:
     if not isinstance(inst, dict):
-        return PodAccess(pod_id, "terminated", message="the provider no longer lists this instance")
+        return PodAccess(pod_id, "unknown", message="the status answer does not mention this instance")
     state = str(inst.get("status") or "").lower()
     it = inst.get("instance_type") if isinstance(inst.get("instance_type"), dict) else {}
     cents = number(it.get("price_cents_per_hour"))
@@ -109,7 +109,7 @@ async def status(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_u
     data = await request_unless_gone(client, "GET", f"{base_url.rstrip('/')}/instances/{pod_id}", api_key=api_key,
                                      retry=retry)
     if data is NOT_FOUND:
-        return access(None, pod_id)
+        return PodAccess(pod_id, "unknown", message="the provider answers 404 for this instance")
     return access(data.get("data") if isinstance(data, dict) else None, pod_id)
 
 
@@ -120,9 +120,15 @@ async def terminate(client: httpx.AsyncClient, api_key: str, pod_id: str, *, bas
     return "already gone" if data is NOT_FOUND else "terminated"
 
 
-async def find(client: httpx.AsyncClient, api_key: str, name: str, *, base_url: str = DEFAULT_URL) -> str | None:
+async def pods(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL) -> list[Listed] | None:
+    """The account's instances as (id, name, status); None when the answer is not a list."""
     data = await request_json(client, "GET", f"{base_url.rstrip('/')}/instances", api_key=api_key)
-    for inst in (data.get("data") if isinstance(data, dict) else None) or []:
-        if isinstance(inst, dict) and inst.get("name") == name and inst.get("id"):
-            return str(inst["id"])
-    return None
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return None
+    return [Listed(str(i["id"]), str(i.get("name") or ""), str(i.get("status") or "").lower())
+            for i in items if isinstance(i, dict) and i.get("id")]
+
+
+async def find(client: httpx.AsyncClient, api_key: str, name: str, *, base_url: str = DEFAULT_URL) -> str | None:
+    return next((p.id for p in await pods(client, api_key, base_url=base_url) or [] if p.name == name), None)

@@ -5,7 +5,16 @@ Price caps: Prime Intellect takes ``maxPrice`` and refuses to start above it; Va
 offer's minimum bid and never above the cap; Vast on-demand and Lambda have no cap in the API, so the
 price is checked against the cap before the create and again in every status answer — a pod that
 reports more than the cap is terminated at once. Creates are never retried blindly (a retry could
-start a second billed pod): when the answer is lost, the provider's pod list is searched by name."""
+start a second billed pod): when the answer is lost, the provider's pod list is searched by name, a few
+times; until it shows the pod (or, after ``GONE_GRACE``, shows there is none) the rental stays open as
+provisional ("creating?") and is looked for again on every deadline pass, at app start and by the
+``rentals`` command.
+
+Money rule: a rental is never closed on absence alone. A rejected key (401/403, Vast's 404 "Invalid user
+key") says nothing about the pod: it is raised as "VAST key rejected — the pod may still be billing" and
+the rental stays open with its deadline. A 404 about the pod, or a status answer that does not mention
+it, is ``unknown``; only the provider's list of the account's pods (no such pod, or listed as ended) —
+and for a pod younger than ``GONE_GRACE``, not even that — closes it."""
 
 from __future__ import annotations
 
@@ -13,7 +22,8 @@ import asyncio
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any
@@ -21,12 +31,14 @@ from typing import Any
 import httpx
 
 from services.offers._http import RetryPolicy
-from services.offers.models import Offer, PodAccess, ProviderFailure
+from services.offers.models import Listed, Offer, PodAccess, ProviderFailure
 from services.offers.rentals import AuditLog, Rental, default_deadline, due_warnings, overdue
 
 CAP_MARGIN = 0.10  # default max price: 10 % above the listed price
 READY_TIMEOUT = 20 * 60.0
 SSH_TIMEOUT = 5 * 60.0
+GONE_GRACE = 10 * 60.0  # a pod younger than this may not be in the provider's list yet
+RECONCILE_WAITS = (0.0, 5.0, 15.0)  # find by name after a lost create answer: now, +5 s, +20 s
 
 
 def _module(provider: str) -> ModuleType:
@@ -67,15 +79,23 @@ class Providers:
                                 disk_gb=disk_gb, image=image, base_url=self.urls[offer.provider])
 
     async def status(self, provider: str, pod_id: str) -> PodAccess:
-        return await _module(provider).status(self.client, self._key(provider), pod_id, base_url=self.urls[provider],
-                                              retry=self.retry)
+        with _key_rejected(provider):
+            return await _module(provider).status(self.client, self._key(provider), pod_id,
+                                                  base_url=self.urls[provider], retry=self.retry)
 
     async def terminate(self, provider: str, pod_id: str) -> str:
-        return await _module(provider).terminate(self.client, self._key(provider), pod_id,
-                                                 base_url=self.urls[provider], retry=self.retry)
+        with _key_rejected(provider):
+            return await _module(provider).terminate(self.client, self._key(provider), pod_id,
+                                                     base_url=self.urls[provider], retry=self.retry)
 
     async def find(self, provider: str, name: str) -> str | None:
-        return await _module(provider).find(self.client, self._key(provider), name, base_url=self.urls[provider])
+        with _key_rejected(provider):
+            return await _module(provider).find(self.client, self._key(provider), name, base_url=self.urls[provider])
+
+    async def pods(self, provider: str) -> list[Listed] | None:
+        """The account's pods at this provider; None when the list cannot prove absence (odd or truncated)."""
+        with _key_rejected(provider):
+            return await _module(provider).pods(self.client, self._key(provider), base_url=self.urls[provider])
 
     async def aclose(self) -> None:
         if self._own:
@@ -86,6 +106,67 @@ class Providers:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+@contextmanager
+def _key_rejected(provider: str) -> Iterator[None]:
+    """A rejected key becomes the message the user must act on: nothing is known about the pod."""
+    try:
+        yield
+    except ProviderFailure as exc:
+        if not exc.auth:
+            raise
+        from services.offers.fetch_all import PROVIDERS
+
+        who = PROVIDERS[provider].key_env.split("_")[0] if provider in PROVIDERS else provider
+        raise ProviderFailure(f"{who} key rejected ({exc}) — the pod may still be billing: check the console",
+                              exc.status, auth=True) from None
+
+
+# ----------------------------------------------------------------------------------------- gone or not
+async def confirm_gone(providers: Providers, rental: Rental, now: float, *, grace: float = GONE_GRACE) -> str | None:
+    """Why the pod is over when the provider's list of the account's pods shows it (no pod with its id or
+    name, or listed as ended), else None — also when the list cannot tell (odd, truncated) or the pod is
+    younger than ``grace``. Raises ProviderFailure when the list cannot be had."""
+    listed = await providers.pods(rental.provider)
+    if listed is None:
+        return None
+    mine = [p for p in listed if (rental.pod_id and p.id == rental.pod_id) or (rental.name and p.name == rental.name)]
+    if any(not p.ended for p in mine):
+        return None
+    if mine:
+        return f"the provider lists it as {mine[0].state}"
+    if now - rental.created_at < grace:
+        return None
+    return f"the provider's list of pods has no {rental.pod_id or rental.name}"
+
+
+async def resolve_provisional(providers: Providers, audit: AuditLog, now: float, *,
+                              grace: float = GONE_GRACE) -> list[tuple[Rental, str]]:
+    """Match each provisional rental ("creating?") to a pod by name: found → a ``create`` record opens the
+    real rental (its deadline applies); the provider's list showing none ``grace`` seconds after the
+    request → ``create-failed`` closes it; otherwise it stays. Returns (rental, "found" | "none" | "waiting"
+    | the error) per provisional rental; a provider that fails leaves its rentals as they are."""
+    out: list[tuple[Rental, str]] = []
+    for r in [r for r in audit.open_rentals() if r.provisional]:
+        try:
+            pod_id = await providers.find(r.provider, r.name)
+            gone = None if pod_id else await confirm_gone(providers, r, now, grace=grace)
+        except ProviderFailure as exc:
+            out.append((r, str(exc)))
+            continue
+        if pod_id:
+            rental = replace(r, pod_id=pod_id, provisional=False)
+            audit.append("create", now=now, provider=r.provider, pod_id=pod_id, rental=rental.to_json(),
+                         reason="found by name after the create answer was lost")
+            out.append((rental, "found"))
+        elif gone:
+            audit.append("create-failed", now=now, provider=r.provider, name=r.name,
+                         reason=f"no pod named {r.name}: {gone} {(now - r.created_at) / 60:.0f} min after the request")
+            out.append((r, "none"))
+        else:
+            out.append((r, "waiting"))
+    return out
 
 
 # ----------------------------------------------------------------------------------------- the plan
@@ -122,7 +203,7 @@ def plan_launch(offer: Offer, est_hours: float, *, now: float, cap_margin: float
 # ----------------------------------------------------------------------------------------- events
 @dataclass(frozen=True)
 class LaunchEvent:
-    kind: str  # step | created | status | ready | failed
+    kind: str  # step | created | status | ready | failed (| uncertain: no answer to the create, see below)
     message: str
     rental: Rental | None = None
     access: PodAccess | None = None
@@ -163,18 +244,27 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
         yield LaunchEvent("failed", f"${offer.price_hr:.2f}/hr is above the cap ${plan.max_price:.2f}/hr: nothing created")
         return
     yield LaunchEvent("step", f"creating {offer.title} at ≤ ${plan.max_price:.2f}/hr…")
-    audit.append("create-request", now=clock(), provider=offer.provider, name=plan.name, offer=offer.id,
-                 price_hr=offer.price_hr, max_price=plan.max_price, deadline=plan.deadline, est_cost=plan.est_cost)
+    requested = clock()
+    audit.append("create-request", now=requested, provider=offer.provider, name=plan.name, offer=offer.id,
+                 title=offer.title, price_hr=offer.price_hr, max_price=plan.max_price, deadline=plan.deadline,
+                 est_cost=plan.est_cost)
     try:
         pod_id = await providers.create(offer, name=plan.name, max_price=plan.max_price, disk_gb=plan.disk_gb,
                                         image=plan.image)
     except ProviderFailure as exc:
-        pod_id = await _reconcile(providers, plan, exc)
-        if pod_id is None:
+        if not exc.uncertain:
             audit.append("create-failed", now=clock(), provider=offer.provider, name=plan.name, reason=str(exc))
             yield LaunchEvent("failed", f"{offer.provider} refused: {exc}")
             return
-    rental = Rental(plan.name, offer.provider, pod_id, offer.title, offer.price_hr, plan.max_price, clock(),
+        yield LaunchEvent("step", f"no answer to the create ({exc}); looking for {plan.name} by name…")
+        pod_id = await _reconcile(providers, plan, sleep)
+        if pod_id is None:
+            yield LaunchEvent("failed", f"the create answer was lost ({exc}) and {offer.provider} does not list "
+                              f"{plan.name} yet: it may be billing. It stays in the rentals as 'creating?' and is "
+                              f"looked for by name until found or the provider's list shows none "
+                              f"({GONE_GRACE / 60:.0f} min) — check the {offer.provider} console")
+            return
+    rental = Rental(plan.name, offer.provider, pod_id, offer.title, offer.price_hr, plan.max_price, requested,
                     plan.deadline, plan.est_cost)
     audit.append("create", now=clock(), provider=offer.provider, pod_id=pod_id, rental=rental.to_json())
     yield LaunchEvent("created", f"{offer.provider} pod {pod_id} created; waiting for it to start", rental)
@@ -198,6 +288,16 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
             audit.append("gone", now=clock(), provider=offer.provider, pod_id=pod_id, reason=access.message)
             yield LaunchEvent("failed", f"the provider terminated the pod ({access.message})", rental, access)
             return
+        if access.state == "unknown":  # absent from the answer: gone only when the provider's list says so
+            try:
+                gone = await confirm_gone(providers, rental, clock())
+            except ProviderFailure as exc:
+                gone, access = None, replace(access, message=f"{access.message}; listing pods failed: {exc}")
+            if gone:
+                audit.append("gone", now=clock(), provider=offer.provider, pod_id=pod_id, name=rental.name,
+                             reason=f"{access.message}; {gone}")
+                yield LaunchEvent("failed", f"the pod is gone ({gone})", rental, access)
+                return
         if access.message != last:
             last = access.message
             yield LaunchEvent("status", access.message, rental, access)
@@ -222,14 +322,19 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
     yield LaunchEvent("ready", f"{plan.name} is up at {access.target}", rental, access)
 
 
-async def _reconcile(providers: Providers, plan: LaunchPlan, exc: ProviderFailure) -> str | None:
-    """After a create whose answer was lost (timeout, connection, 5xx), look for the pod by name."""
-    if exc.status is not None and exc.status < 500:
-        return None
-    try:
-        return await providers.find(plan.offer.provider, plan.name)
-    except ProviderFailure:
-        return None
+async def _reconcile(providers: Providers, plan: LaunchPlan, sleep: Callable[[float], Awaitable[Any]]) -> str | None:
+    """After a create whose answer was lost (timeout, connection, 5xx, a 2xx without an id), look for the
+    pod by name a few times: a new pod may take seconds to show in the provider's list."""
+    for wait in RECONCILE_WAITS:
+        if wait:
+            await sleep(wait)
+        try:
+            pod_id = await providers.find(plan.offer.provider, plan.name)
+        except ProviderFailure:
+            continue
+        if pod_id:
+            return pod_id
+    return None
 
 
 async def _give_up(providers: Providers, rental: Rental, audit: AuditLog, clock: Callable[[], float],
@@ -247,6 +352,12 @@ async def terminate_rental(providers: Providers, rental: Rental, audit: AuditLog
     """Terminate and record it; a failure is recorded too and re-raised (the rental stays open)."""
     try:
         outcome = await providers.terminate(rental.provider, rental.pod_id)
+        if outcome == "already gone":  # a 404 about the pod: closed only when the pod list agrees
+            gone = await confirm_gone(providers, rental, time.time() if now is None else now)
+            if gone is None:
+                raise ProviderFailure(f"{rental.provider} answers 404 for pod {rental.pod_id} but its pod list does "
+                                      "not confirm it is gone")
+            outcome = f"already gone: {gone}"
     except ProviderFailure as exc:
         audit.append("terminate-failed", now=now, provider=rental.provider, pod_id=rental.pod_id, reason=reason,
                      error=str(exc))
@@ -274,7 +385,10 @@ class DeadlineWatch:
         self.failed: set[str] = set()  # reported once; retried silently on every pass
 
     async def check(self, providers: Providers) -> list[DeadlineEvent]:
+        """Provisional rentals are matched by name first (found: their deadline applies from now on)."""
         now = self.clock()
+        if any(r.provisional for r in self.audit.open_rentals()):
+            await resolve_provisional(providers, self.audit, now)
         rentals = self.audit.open_rentals()
         events = [DeadlineEvent("warn", r, f"{r.name} ({r.title}) will be terminated in "
                                 f"{max(1, round((r.deadline or now) - now) // 60)} min at its deadline")

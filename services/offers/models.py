@@ -50,7 +50,10 @@ class Offer:
 
 @dataclass(frozen=True)
 class PodAccess:
-    """What a provider says about a pod it runs: ``state`` is pending | ready | failed | terminated."""
+    """What a provider says about a pod it runs: ``state`` is pending | ready | failed | terminated |
+    unknown. ``terminated`` only when the provider says so; a pod its answer does not mention (a 404, an
+    empty or odd answer) is ``unknown`` — absence alone never closes a rental (launch.confirm_gone lists
+    the provider's pods first)."""
 
     pod_id: str
     state: str
@@ -63,6 +66,24 @@ class PodAccess:
     @property
     def target(self) -> str:
         return f"{self.user}@{self.host}:{self.port}" if self.host else ""
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One pod in a provider's list of the account's pods: id, name (label) and state as it words it."""
+
+    id: str
+    name: str
+    state: str
+
+    @property
+    def ended(self) -> bool:
+        """The list itself says this pod is over (terminated/deleting/preempted/exited)."""
+        return self.state in ENDED_STATES
+
+
+ENDED_STATES = frozenset({"terminated", "terminating", "deleting", "deleted", "preempted", "destroyed"})  # not
+# Vast's "exited": a stopped instance still bills its storage
 
 
 def parse_ssh(value: Any, default_user: str = "root") -> tuple[str, str, int] | None:
@@ -98,11 +119,16 @@ class FetchResult:
 
 
 class ProviderFailure(Exception):
-    """A provider answered with an error (or not at all); ``str()`` is the reason shown to the user."""
+    """A provider answered with an error (or not at all); ``str()`` is the reason shown to the user.
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    ``auth``: the provider rejected the key (401/403, or Vast's 404 "Invalid user key") — it says nothing
+    about any pod. ``uncertain``: the request may have taken effect (no answer, a 5xx, an unreadable 2xx):
+    a create that fails this way may still have started a billed pod."""
+
+    def __init__(self, message: str, status: int | None = None, *, auth: bool = False,
+                 uncertain: bool = False) -> None:
         super().__init__(message)
-        self.status = status
+        self.status, self.auth, self.uncertain = status, auth, uncertain
 
 
 # ------------------------------------------------------------------------------------------ GPU names

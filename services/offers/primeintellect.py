@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import Offer, PodAccess, ProviderFailure, canonical_gpu, nominal_gb, number, parse_ssh
+from services.offers.models import (Listed, Offer, PodAccess, ProviderFailure, canonical_gpu, nominal_gb, number,
+                                   parse_ssh)
 
 NAME = "primeintellect"
 DEFAULT_URL = "https://api.primeintellect.ai/api/v1"
@@ -137,15 +138,15 @@ async def create(client: httpx.AsyncClient, api_key: str, offer: Offer, *, name:
     data = await request_json(client, "POST", f"{base_url.rstrip('/')}/pods/", api_key=api_key, retry=NO_RETRY,
                               json=create_body(offer, name=name, max_price=max_price, disk_gb=disk_gb, image=image))
     pod_id = data.get("id") if isinstance(data, dict) else None
-    if not pod_id:
-        raise ProviderFailure("the create answer has no pod id")
+    if not pod_id:  # a 2xx without an id: the pod may exist
+        raise ProviderFailure("the create answer has no pod id", uncertain=True)
     return str(pod_id)
 
 
 def access(item: Any, pod_id: str) -> PodAccess:
     """One ``APIPodStatusResponse``/``APIPodConfig``: ready = ACTIVE + installation FINISHED + an SSH string."""
     if not isinstance(item, dict):
-        return PodAccess(pod_id, "terminated", message="the provider no longer lists this pod")
+        return PodAccess(pod_id, "unknown", message="the status answer does not mention this pod")
     status = str(item.get("status") or "").upper()
     install = str(item.get("installationStatus") or "").upper()
     price = number(item.get("priceHr")) if item.get("priceHr") is not None else number(item.get("costPerHr"))
@@ -180,11 +181,21 @@ async def terminate(client: httpx.AsyncClient, api_key: str, pod_id: str, *, bas
     return str(data.get("status") or "terminated").lower() if isinstance(data, dict) else "terminated"
 
 
-async def find(client: httpx.AsyncClient, api_key: str, name: str, *, base_url: str = DEFAULT_URL) -> str | None:
-    """The id of a live pod with this name (to reconcile a create whose answer was lost)."""
+LIST_LIMIT = 100
+
+
+async def pods(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL) -> list[Listed] | None:
+    """The account's pods as (id, name, status); None when the answer is not a list or is a full page
+    (a pod missing from a truncated list proves nothing)."""
     data = await request_json(client, "GET", f"{base_url.rstrip('/')}/pods/", api_key=api_key,
-                              params={"offset": 0, "limit": 100})
-    for item in (data.get("data") if isinstance(data, dict) else None) or []:
-        if isinstance(item, dict) and item.get("name") == name and item.get("id"):
-            return str(item["id"])
-    return None
+                              params={"offset": 0, "limit": LIST_LIMIT})
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list) or len(items) >= LIST_LIMIT:
+        return None
+    return [Listed(str(i["id"]), str(i.get("name") or ""), str(i.get("status") or "").lower())
+            for i in items if isinstance(i, dict) and i.get("id")]
+
+
+async def find(client: httpx.AsyncClient, api_key: str, name: str, *, base_url: str = DEFAULT_URL) -> str | None:
+    """The id of a pod with this name (to reconcile a create whose answer was lost)."""
+    return next((p.id for p in await pods(client, api_key, base_url=base_url) or [] if p.name == name), None)

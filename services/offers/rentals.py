@@ -3,7 +3,10 @@
 The audit log (``audit.jsonl`` in the data dir) is the source of truth for what is being paid for: a
 ``create`` record opens a rental, a ``terminate`` (or ``gone``) record closes it. A pod whose launch was
 interrupted (app killed while polling) therefore still shows up at the next start, and its deadline is
-still enforced. Lines are appended with O_APPEND and fsync'd; a torn or garbled line is skipped on read.
+still enforced. A ``create-request`` opens a *provisional* rental ("creating?": no pod id yet) — the app
+may die mid-create, or the answer may be lost while the provider starts a billed pod — which a ``create``
+for the same name replaces (the pod was found by name) and only a ``create-failed`` closes (a definite
+refusal, or the provider's list showing no such pod after a grace period; services/offers/launch.py). Lines are appended with O_APPEND and fsync'd; a torn or garbled line is skipped on read.
 No key or token is ever written: records carry provider, ids, prices, times and reasons only.
 
 Deadline rules (pure, clock injected): a rental past its deadline is terminated; one within
@@ -15,13 +18,15 @@ import json
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 AUDIT_NAME = "audit.jsonl"
 WARN_BEFORE = 15 * 60.0
 OPENING = "create"
+REQUEST = "create-request"  # opens a provisional rental
+REFUSED = "create-failed"  # closes it
 CLOSING = ("terminate", "gone")
 
 
@@ -38,6 +43,7 @@ class Rental:
     created_at: float
     deadline: float | None  # epoch seconds; None = no auto-terminate
     est_cost: float | None = None
+    provisional: bool = False  # asked for, no pod id known yet ("creating?")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,15 +100,33 @@ class AuditLog:
         return open_rentals(self.records())
 
 
+def _provisional(rec: dict[str, Any]) -> Rental | None:
+    try:
+        return Rental(str(rec["name"]), str(rec["provider"]), "", str(rec.get("title") or
+                      f"{rec['provider']} offer {rec.get('offer') or '?'}"), float(rec.get("price_hr") or 0),
+                      float(rec.get("max_price") or 0), float(rec["ts"]), rec.get("deadline"), rec.get("est_cost"),
+                      provisional=True)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def open_rentals(records: Iterable[dict[str, Any]]) -> list[Rental]:
-    """Rentals created and not yet closed, oldest first (a later ``deadline`` record moves the deadline)."""
+    """Rentals created and not yet closed, oldest first (a later ``deadline`` record moves the deadline),
+    provisional ones (a ``create-request`` not yet matched to a pod) included."""
     live: dict[tuple[str, str], Rental] = {}
     for rec in records:
-        key = (str(rec.get("provider") or ""), str(rec.get("pod_id") or ""))
-        if rec["action"] == OPENING and isinstance(rec.get("rental"), dict):
+        provider = str(rec.get("provider") or "")
+        key = (provider, str(rec.get("pod_id") or ""))
+        if rec["action"] == REQUEST and rec.get("name") and provider:
+            if (rental := _provisional(rec)) is not None:
+                live[(provider, "?" + rental.name)] = rental
+        elif rec["action"] == REFUSED:
+            live.pop((provider, "?" + str(rec.get("name") or "")), None)
+        elif rec["action"] == OPENING and isinstance(rec.get("rental"), dict):
             rental = Rental.from_json(rec["rental"])
             if rental is not None:
-                live[(rental.provider, rental.pod_id)] = rental
+                live.pop((rental.provider, "?" + rental.name), None)
+                live[(rental.provider, rental.pod_id)] = replace(rental, provisional=False)
         elif rec["action"] in CLOSING:
             live.pop(key, None)
         elif rec["action"] == "deadline" and key in live:
@@ -112,7 +136,9 @@ def open_rentals(records: Iterable[dict[str, Any]]) -> list[Rental]:
 
 
 def overdue(rentals: Iterable[Rental], now: float) -> list[Rental]:
-    return [r for r in rentals if r.deadline is not None and r.deadline <= now]
+    """Rentals past their deadline that can be terminated (a provisional one has no pod id yet: it is
+    matched by name first, launch.resolve_provisional)."""
+    return [r for r in rentals if r.deadline is not None and r.deadline <= now and not r.provisional]
 
 
 def due_warnings(rentals: Iterable[Rental], now: float, warned: set[str],
@@ -121,7 +147,7 @@ def due_warnings(rentals: Iterable[Rental], now: float, warned: set[str],
     the pod ids already warned about and is updated)."""
     out = []
     for r in rentals:
-        if r.deadline is not None and 0 < r.deadline - now <= before and r.pod_id not in warned:
+        if r.deadline is not None and 0 < r.deadline - now <= before and r.pod_id not in warned and not r.provisional:
             warned.add(r.pod_id)
             out.append(r)
     return out

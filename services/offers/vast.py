@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import Offer, PodAccess, ProviderFailure, canonical_gpu, number
+from services.offers.models import Listed, Offer, PodAccess, ProviderFailure, canonical_gpu, number
 
 NAME = "vast"
 DEFAULT_URL = "https://console.vast.ai/api/v0"
@@ -83,15 +83,17 @@ async def create(client: httpx.AsyncClient, api_key: str, offer: Offer, *, name:
     data = await request_json(client, "PUT", f"{base_url.rstrip('/')}/asks/{offer.id}/", api_key=api_key,
                               retry=NO_RETRY, json=create_body(offer, name=name, max_price=max_price,
                                                                disk_gb=disk_gb, image=image))
-    if not isinstance(data, dict) or not data.get("success") or data.get("new_contract") is None:
-        raise ProviderFailure(str((data or {}).get("msg") or "the create answer has no instance id"))
+    if isinstance(data, dict) and data.get("success") is False:
+        raise ProviderFailure(str(data.get("msg") or data.get("error") or "the create was refused"))
+    if not isinstance(data, dict) or data.get("new_contract") is None:  # a 2xx without an id: it may exist
+        raise ProviderFailure("the create answer has no instance id", uncertain=True)
     return str(data["new_contract"])
 
 
 def access(inst: Any, pod_id: str) -> PodAccess:
     """Direct SSH (``ports["22/tcp"]`` on the public address) when mapped, else Vast's SSH proxy."""
     if not isinstance(inst, dict):
-        return PodAccess(pod_id, "terminated", message="the provider no longer lists this instance")
+        return PodAccess(pod_id, "unknown", message="the status answer does not mention this instance")
     state = str(inst.get("actual_status") or "").lower()
     price = number(inst.get("dph_total"))
     if state in GONE:
@@ -115,7 +117,7 @@ async def status(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_u
     data = await request_unless_gone(client, "GET", f"{base_url.rstrip('/')}/instances/{pod_id}/", api_key=api_key,
                                      retry=retry, params={"owner": "me"})
     if data is NOT_FOUND:
-        return access(None, pod_id)
+        return PodAccess(pod_id, "unknown", message="the provider answers 404 for this instance")
     inst = data.get("instances") if isinstance(data, dict) else None
     if isinstance(inst, list):  # the list shape of other endpoints
         inst = next((i for i in inst if isinstance(i, dict) and str(i.get("id")) == pod_id), None)
@@ -133,10 +135,16 @@ async def terminate(client: httpx.AsyncClient, api_key: str, pod_id: str, *, bas
     return "destroyed"
 
 
-async def find(client: httpx.AsyncClient, api_key: str, name: str, *, base_url: str = DEFAULT_URL) -> str | None:
+async def pods(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL) -> list[Listed] | None:
+    """Every instance of the account as (id, label, actual_status); None when the answer is not a list."""
     data = await request_json(client, "GET", f"{base_url.rstrip('/')}/instances", api_key=api_key,
                               params={"owner": "me"})
-    for inst in (data.get("instances") if isinstance(data, dict) else None) or []:
-        if isinstance(inst, dict) and inst.get("label") == name and inst.get("id") is not None:
-            return str(inst["id"])
-    return None
+    items = data.get("instances") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return None
+    return [Listed(str(i["id"]), str(i.get("label") or ""), str(i.get("actual_status") or "").lower())
+            for i in items if isinstance(i, dict) and i.get("id") is not None]
+
+
+async def find(client: httpx.AsyncClient, api_key: str, name: str, *, base_url: str = DEFAULT_URL) -> str | None:
+    return next((p.id for p in await pods(client, api_key, base_url=base_url) or [] if p.name == name), None)

@@ -101,7 +101,7 @@ def test_status_parsing_per_provider():
     assert primeintellect.access(odd[1], "d").target == "root@203.0.113.20:22"
     failed = primeintellect.access(odd[2], "e")
     assert failed.state == "failed" and "Image pull failed" in failed.message
-    assert primeintellect.access(None, "f").state == "terminated"
+    assert primeintellect.access(None, "f").state == "unknown"  # absent from the answer: never "terminated"
     inst = load("vast-instances-list.json")["instances"][0]
     assert vast.access(inst, "g").target == "root@198.51.100.101:20101"  # direct port wins over the proxy
     assert vast.access({**inst, "ports": {}}, "g").target == "root@ssh4.vast.ai:20100"
@@ -127,19 +127,29 @@ async def test_terminate_per_provider_and_404_is_already_gone():
     assert all(r.headers["authorization"].startswith("Bearer ") for r in api.seen)
 
 
-async def test_a_404_means_the_instance_is_gone_for_every_provider_and_other_errors_still_raise():
+async def test_a_404_about_the_instance_is_unknown_not_terminated_and_a_key_error_is_never_gone():
+    """The review of issue 4: Vast answers a bad key with 404 "Invalid user key" — that said "already gone"
+    and "terminated" and closed rentals that kept billing. Now a 404 about the pod is "already gone" to the
+    provider module (launch.terminate_rental then asks the pod list) and "unknown" as a status; a 404 about
+    the key, 401 and 403 raise as key errors."""
+    key_404 = load("vast-edge-http404-invalid-user-key.json")
     api = Api({"DELETE /api/v0/instances/gone/": [(404, {"msg": "no such instance"})],
+               "DELETE /api/v0/instances/31/": [(404, key_404)], "GET /api/v0/instances/31/": [(404, key_404)],
                "POST /api/v1/instance-operations/terminate": [(404, {"error": {"message": "not found"}}),
                                                               (403, {"error": {"message": "forbidden"}})]})
     async with api.providers() as p:  # unrouted paths answer 404 too
-        assert await p.terminate("vast", "gone") == "already gone"
-        assert await p.terminate("lambda", "gone") == "already gone"
+        assert await vast.terminate(p.client, "k", "gone", base_url=URLS["vast"]) == "already gone"
+        assert await lambda_.terminate(p.client, "k", "gone", base_url=URLS["lambda"]) == "already gone"
         for provider in ("vast", "lambda"):
             access = await p.status(provider, "gone")
-            assert access.state == "terminated" and "no longer lists" in access.message
+            assert access.state == "unknown" and "404" in access.message
+        for call in (p.terminate("vast", "31"), p.status("vast", "31")):
+            with pytest.raises(ProviderFailure, match="VAST key rejected .* the pod may still be billing") as err:
+                await call
+            assert err.value.auth and err.value.status == 404
         with pytest.raises(ProviderFailure) as err:
             await p.terminate("lambda", "l1")
-    assert err.value.status == 403
+    assert err.value.status == 403 and err.value.auth
 
 
 # ------------------------------------------------------------------ the launch flow
@@ -208,7 +218,8 @@ async def test_a_lost_create_answer_is_reconciled_by_name_not_retried(tmp_path: 
     async with api.providers() as p:
         events = [e async for e in launch_offer(p, plan, audit, clock=clock, sleep=clock.sleep)]
     assert len(api.bodies("POST /api/v1/pods/")) == 1
-    assert events[1].kind == "created" and events[1].rental.pod_id == "pod-found-7"
+    created = next(e for e in events if e.kind == "created")
+    assert created.rental.pod_id == "pod-found-7"
     assert events[-1].kind == "failed" and audit.open_rentals() == []  # the provider said terminated: closed
 
 
