@@ -245,7 +245,7 @@ async def test_agent_is_installed_once_per_content_hash(pod, tmp_path):
     async with SSHConnection(pod) as conn:
         first = await PodAgent(conn).install()
         second = await PodAgent(conn).install()
-    assert first == second and Path(first).name.startswith("backup-agent-")
+    assert first == second and Path(first).parent.name.startswith("backup-agent-")
     assert len(list((tmp_path / "pod-cache").iterdir())) == 1
 
 

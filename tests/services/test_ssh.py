@@ -90,7 +90,7 @@ async def test_probe_is_uploaded_once_per_content_hash_and_streams(sshd, client_
             assert line, stream.stderr_tail()
             samples.append(Sample.from_line(line))
         assert conn.uploads == 1
-    assert (tmp_path / "probe-cache" / f"probe-{digest}.py").is_file()
+    assert (tmp_path / "probe-cache" / f"probe-{digest}" / "probe.py").is_file()
     assert [len(s.gpus) for s in samples] == [8, 8, 8]
     assert samples[0].source == "nvidia-smi"
     g = samples[0].gpus[0]
@@ -113,7 +113,7 @@ async def test_probe_leaves_no_process_on_the_pod_when_the_channel_closes(sshd, 
     stream = await conn.start_probe(["--interval", "0.2"])
     assert await asyncio.wait_for(stream.readline(), 10)
     running = [p for p in psutil.process_iter(["cmdline"])
-               if f"probe-{digest}.py" in " ".join(p.info["cmdline"] or [])
+               if f"probe-{digest}/probe.py" in " ".join(p.info["cmdline"] or [])
                and str(tmp_path) in " ".join(p.info["cmdline"] or [])]
     assert len(running) == 1, "exactly one probe runs on the pod while streaming"
     family = [running[0], *running[0].children(recursive=True)]
