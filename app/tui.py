@@ -21,6 +21,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Header, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
+from app.auto_backup import AutoBackup
 from app.screens.add_pod import AddPodScreen
 from app.screens.confirm import ConfirmScreen
 from app.screens.fleet import FleetScreen
@@ -159,6 +160,7 @@ class PrimeTrainApp(App[None]):
         from app.screens.lifecycle import BackgroundLifecycle  # cleanup daemons + preemption tracker
 
         self.lifecycle_bg = BackgroundLifecycle(self)
+        self.auto_backup = AutoBackup(self)  # fed every snapshot of every pod, whatever is on screen
         for pod in self.initial_pods:
             self._start(pod)
         self.pod_list.focus()
@@ -178,6 +180,7 @@ class PrimeTrainApp(App[None]):
             self.post_message(PodUpdated(name))
         self._pending[name] = snapshot
         self.lifecycle_bg.observe(snapshot)
+        self.auto_backup.observe(snapshot)
 
     def on_pod_updated(self, message: PodUpdated) -> None:
         snapshot = self._pending.pop(message.name, None)
@@ -296,6 +299,8 @@ class PrimeTrainApp(App[None]):
             self.monitor_pane.tick(snapshot, self.clock())
 
     def on_pod_list_pod_selected(self, _message: PodList.PodSelected) -> None:
+        if not self.screen_stack:  # handled while the App closes: nothing to show it on
+            return
         self._refresh_live_pane()
         self.refresh_bindings()
 
@@ -348,6 +353,7 @@ class PrimeTrainApp(App[None]):
         """Stop watching a pod and drop it from the sidebar and pods.toml (which keeps a .bak)."""
         pod = self.pods.pop(name, None)
         self.lifecycle_bg.remove(name)
+        self.auto_backup.remove(name)
         if pod is None:
             return
         self.snapshots.pop(name, None)

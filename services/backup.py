@@ -103,7 +103,11 @@ class PodAgent:
         return remote
 
     async def run_json(self, args: list[str], timeout: float = 3600) -> list[dict]:
-        rc, out, err = await self.conn.run(f"{self.command} {' '.join(map(shlex.quote, args))}", timeout=timeout)
+        try:
+            rc, out, err = await self.conn.run(f"{self.command} {' '.join(map(shlex.quote, args))}", timeout=timeout)
+        except asyncio.TimeoutError:
+            raise BackupError(f"the backup agent on the pod did not answer within {timeout:g} s ({args[0]})",
+                              hint="the pod may be overloaded or its disk stuck; try again") from None
         events = _events(out)
         _raise_errors(events, err if rc else "")
         return events
@@ -180,7 +184,10 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
     report(TransferProgress("backup", step, "scan", 0, 0, time.monotonic() - started))
     plan = await agent.run_json(["plan", run_dir, "--step", str(step), "--compress", settings.compression,
                                  "--level", str(settings.level)])  # both halves, wherever each lives
-    planned = next(e for e in plan if e.get("event") == "plan")["files"]
+    found = next((e for e in plan if e.get("event") == "plan"), None)
+    if found is None:
+        raise BackupError(f"the backup agent on the pod gave no plan for step {step} (and no error)")
+    planned = found["files"]
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
     total = sum(int(f["size"]) for f in planned)
     result = BackupResult(manifest=Manifest(step=step, run=Path(run_dir.rstrip("/")).name, files=()), verified=False)
