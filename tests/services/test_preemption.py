@@ -54,6 +54,21 @@ def test_ssh_down_longer_than_n_marks_interrupted_then_same_pod_resumes(tmp_path
     assert [x["id"] for x in t.lineage("r2")] == ["r2", "r1"]
 
 
+def test_a_pod_unreachable_since_start_up_counts_as_down(tmp_path):
+    """The spot pod that vanished while the laptop was closed: never answering after the App starts is down."""
+    now = [10_000.0]
+    pod = Pod("gpu", price_per_hr=2.0)
+    record(tmp_path, "r1", "gpu", 9_000.0)
+    t = PreemptionTracker(tmp_path, down_after=300.0, policy=AutoResumePolicy(enabled=True), clock=lambda: now[0])
+    assert t.observe(snap(pod, PodState.CONNECTING)) == []
+    now[0] += 299
+    assert t.check() == []
+    now[0] += 2
+    [d] = t.check()
+    assert (d.kind, d.run_id) == ("interrupted", "r1")
+    assert runs.load_record(tmp_path, "r1")["state"] == "interrupted"
+
+
 def test_policy_off_provider_terminated_auth_failures_and_finished_runs(tmp_path):
     now = [0.0]
     gone: set[str] = set()
@@ -118,15 +133,26 @@ async def test_end_to_end_sshd_stopped_marks_interrupted_restart_resumes(sshd, c
 
     tracker = PreemptionTracker.from_settings(settings)
     decisions: list = []
-    monitor = MonitorService(lambda s: decisions.extend(tracker.observe(s)),
-                             settings=MonitorSettings(interval=0.5, backoff_max=0.5, stale_after=3.0))
+    seen_online = asyncio.Event()
+
+    def observe(snap) -> None:
+        # N is 1 s here, shorter than an SSH connect on a loaded machine: the tracker starts judging once the
+        # pod has answered (a pod that never answers after start-up is
+        # a case of its own, test_a_pod_unreachable_since_start_up_counts_as_down)
+        if snap.status.state is PodState.ONLINE:
+            seen_online.set()
+        if seen_online.is_set():
+            decisions.extend(tracker.observe(snap))
+
+    monitor = MonitorService(observe, settings=MonitorSettings(interval=0.5, backoff_max=0.5, stale_after=3.0))
     resumer = AutoResumer(tracker, settings, connect=SSHConnection)
     monitor.add(pod)
     try:
         async def until(pred, timeout=20.0):
             end = asyncio.get_running_loop().time() + timeout
             while not pred() and asyncio.get_running_loop().time() < end:
-                decisions.extend(tracker.check())
+                if seen_online.is_set():
+                    decisions.extend(tracker.check())
                 await asyncio.sleep(0.1)
             return pred()
 
