@@ -105,12 +105,15 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             tasks = Tasks(self.app)
         holder = {"conn": self._conn}
         self._conn = None
+        bg = getattr(self.app, "lifecycle_bg", None) if self.action_name in ("launch", "resume") else None
 
         async def events() -> AsyncIterator[Any]:
             if holder["conn"] is None:
                 holder["conn"] = self._connect(self.pod)
                 await holder["conn"].connect()
             async for ev in self._run(holder["conn"], force):
+                if ev.kind == "done" and bg is not None:
+                    bg.run_started(ev.data)  # the monitor follows the new run, dialog open or not
                 yield ev
 
         async def close() -> None:
@@ -405,6 +408,33 @@ class BackgroundLifecycle:
         self.resumer = (AutoResumer(self.tracker, self.settings, self.connect, self.backup)
                         if self.tracker is not None else None)
         app.set_interval(5.0, self.tick)
+        if (monitor := getattr(app, "monitor", None)) is not None:  # a pod without run_dir: its newest launch
+            monitor.runs_dir = self.settings.runs_dir
+            monitor.rented_at = self._rented_at  # "$ so far" of a rented pod counts from its creation
+
+    def _rented_at(self, pod: Any) -> float | None:
+        rentals = getattr(self.app, "rentals", None)
+        return getattr(rentals.rental_for(pod), "created_at", None) if rentals is not None else None
+
+    def run_started(self, record: Any) -> None:
+        """A launch or resume is done: its run dir becomes the pod's (sidebar, pods.toml for a saved pod) and
+        the monitor reopens its probe on it, so progress and run alerts follow the run just started."""
+        from dataclasses import replace
+
+        name, run_dir = (record or {}).get("pod"), (record or {}).get("run_dir")
+        pods, monitor = getattr(self.app, "pods", {}), getattr(self.app, "monitor", None)
+        pod = pods.get(name) if isinstance(name, str) else None
+        if pod is None or not isinstance(run_dir, str) or not run_dir or monitor is None:
+            return
+        if pod.run_dir and run_dir.rstrip("/").endswith("/" + pod.run_dir.strip("/")):
+            return  # the pods.toml run_dir (relative to the home) the launch used: already watched
+        if monitor.set_run_dir(name, run_dir) is None and pod.run_dir == run_dir:
+            return
+        pod = pods[name] = replace(pod, run_dir=run_dir)
+        if (row := self.app.pod_list.row(name)) is not None:
+            row.pod = pod
+        if pod.saved:
+            self.app.run_worker(self.app._save_pods(add=pod), name="saving pods.toml", exit_on_error=False)
 
     def add(self, pod: Any) -> None:
         from services.cleanup_daemon import CleanupDaemon
@@ -450,6 +480,7 @@ class BackgroundLifecycle:
     async def _resume(self, decision: Any) -> None:
         last = await self.resumer.execute(decision)
         if last.kind == "done":
+            self.run_started(last.data)
             self.app.notify(last.message, title=f"Auto-resumed on {decision.target}")
         else:
             self.app.notify(last.message, title="Auto-resume failed", severity="error", timeout=15)
