@@ -257,6 +257,8 @@ class Rentals:
     # ------------------------------------------------------------------ terminating
     def rental_for(self, pod: Pod) -> Rental | None:
         for r in self.audit.open_rentals():
+            if r.provisional:  # no pod id to terminate yet
+                continue
             if r.name == pod.name or (pod.provider_id and (r.provider, r.pod_id) == (pod.provider, pod.provider_id)):
                 return r
         return None
