@@ -54,6 +54,8 @@ def run_checks(args, agent, on_check=None):
 
     smi = shutil.which("nvidia-smi")
     smi_run = _spawn([smi, "-L"]) if smi else None
+    apps_run = _spawn([smi, "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader"]) \
+        if smi else None
     cuda_run = None
     if args.cuda:
         code = ("import importlib.util,sys\n"
@@ -158,7 +160,15 @@ def run_checks(args, agent, on_check=None):
                                                                               r.get("pid")),
             "kill it first: prime-train-tui kill POD")
     else:
-        add("no other run active", "ok", "no run of ours is active")
+        procs = _gpu_apps(apps_run)  # a run started by hand (or by another tool) holds the GPUs too
+        if procs:
+            add("no other run active", "fail", "%d process(es) on the GPUs not started by prime-train-tui: %s"
+                % (len(procs), ", ".join("pid %s (%s)" % (pid, what) for pid, what in procs[:8])),
+                "stop them first (`kill %s` on the pod; see `nvidia-smi`), or launch with --force"
+                % " ".join(pid for pid, _ in procs[:8]))
+        else:
+            add("no other run active", "ok", "no run of ours is active" + (", no process on the GPUs"
+                                                                           if procs is not None else ""))
 
     for spec in args.check or []:
         c = json.loads(spec)
@@ -177,6 +187,25 @@ def run_checks(args, agent, on_check=None):
             add(c["name"], "fail", "timed out", c.get("fix") or "")
     return checks, {"run_dir": args.run_dir, "home": os.path.expanduser("~"),
                     "nofile": [None if soft == inf else soft, None if hard == inf else hard]}
+
+
+def _gpu_apps(started):
+    """[(pid, "name, memory")] of nvidia-smi's compute processes; None when unknown (no nvidia-smi, an
+    error): this part of the check never fails on a guess. (A container may not see the host's pids.)"""
+    if started is None:
+        return None
+    try:
+        rc, sout, _ = _collect(started, 30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if rc != 0:
+        return None
+    procs = []
+    for line in sout.decode("utf-8", "replace").splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if parts and parts[0].isdigit():
+            procs.append((parts[0], ", ".join(x for x in parts[1:] if x) or "?"))
+    return procs
 
 
 def _gib(n):

@@ -281,13 +281,53 @@ def _launch(agent, pre, req):
     if client_gone():
         return 6
     if cfg.get("data") is not None:
-        write_file(remote, base64.b64decode(cfg["data"]))
+        data = base64.b64decode(cfg["data"])
+        if _read_bytes(remote) != data:  # missing (a wiped volume, another pod) or not the launch's
+            write_file(remote, data)
         out({"event": "config", "path": remote})
+    if not os.path.isfile(remote):  # never start a run on a config that is not there
+        out({"event": "error", "missing_config": remote,
+             "error": "the run's config %s is not on the pod and none was sent" % remote})
+        return 4
     rec.update(run_dir=run_dir, config=remote, command=command, base_command=base, cwd=info["home"],
                log=rec.get("log") or os.path.join(run_dir, ".ptt", "console.log"))
     result = start_run(agent, rec, req.get("secrets") or {}, req.get("mode") or "auto")
     out(dict(result, event="started" if result.get("ok") else "error"))
-    return 0 if result.get("ok") else 4
+    if not result.get("ok"):
+        return 4
+    return _watch(agent, rec, float(req.get("watch") or 0.0))
+
+
+def _read_bytes(path):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _watch(agent, rec, seconds):
+    """Watch the started run for ``seconds`` (at most 10): one that already ended non-zero (a missing
+    file, a bad flag) is reported as ``exited`` with its log's tail; else ``settled``."""
+    exit_file = os.path.join(rec["run_dir"], ".ptt", "exit_code")
+    t0 = time.time()
+    deadline = t0 + min(max(seconds, 0.0), 10.0)
+    code = None
+    while True:
+        text = _read_bytes(exit_file)
+        if text and text.strip().lstrip(b"-").isdigit():
+            code = int(text.strip())
+            break
+        if time.time() >= deadline:
+            break
+        time.sleep(0.05)
+    if code is None or code == 0:
+        agent.out({"event": "settled", "running": code is None, "code": code, "after": time.time() - t0})
+        return 0
+    tail = (_read_bytes(rec["log"]) or b"")[-8192:].decode("utf-8", "replace").splitlines()
+    agent.out({"event": "exited", "code": code, "after": time.time() - t0,
+               "tail": [line[-300:] for line in tail if line.strip()][-12:]})
+    return 4
 
 
 # ------------------------------------------------------------------------------------ kill
