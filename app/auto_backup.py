@@ -15,6 +15,7 @@ import asyncio
 from functools import partial
 from typing import Any, Callable
 
+from app.tasks import Busy, Outcome, Tasks, report_transfer
 from services.auto_backup import AutoBackupPlanner, Job
 from services.backup import TransferProgress, backup_checkpoint, list_bucket
 from services.errors import PrimeTrainError
@@ -55,10 +56,20 @@ class AutoBackup:
         """Every snapshot of every pod (cheap: no I/O unless a backup starts)."""
         settings = self.settings
         job = self.planner.want(snapshot, enabled=settings.auto_backup and bool(settings.bucket))
-        if job is not None:
-            self._workers[job.pod.name] = self.app.run_worker(
-                self._run(job, settings), name=f"auto-backup {job.pod.name}", group="auto-backup",
-                exit_on_error=False)
+        if job is None:
+            return
+        name, tasks = job.pod.name, getattr(self.app, "tasks", None)
+        if not isinstance(tasks, Tasks):  # a bare host app (tests): a plain worker
+            self._workers[name] = self.app.run_worker(self._run(job, settings), name=f"auto-backup {name}",
+                                                      group="auto-backup", exit_on_error=False)
+            return
+        try:  # a task in the "transfer" lane: the task list (t) shows it and can stop it
+            task = tasks.start(name, "auto-backup", lambda t: self._run(job, settings, t), _shown_here,
+                               lane="transfer")
+        except Busy as err:  # a transfer started elsewhere in the same instant: try again later, quietly
+            self.planner.failed(name, job.step, str(err))
+            return
+        self._workers[name] = task.worker
 
     def remove(self, name: str) -> None:
         worker = self._workers.pop(name, None)
@@ -82,10 +93,11 @@ class AutoBackup:
         return self.planner.status(name)
 
     # ------------------------------------------------------------------ the worker
-    async def _run(self, job: Job, settings: BackupSettings) -> None:
+    async def _run(self, job: Job, settings: BackupSettings, task: Any = None) -> Any:
         from services.ssh import connect_pod
 
         name, step = job.pod.name, job.step
+        outcome = Outcome("done", "")
         doing = f"auto-backup of step {step} from {name}"
         self.progress[name] = TransferProgress("backup", step, "connect", 0, 0, 0.0)
         self._changed(name)
@@ -94,11 +106,11 @@ class AutoBackup:
             if job.list_first:
                 listed = await list_bucket(settings, job.run_dir)
                 if self.planner.listed(name, {c.step for c in listed if c.verified}):
-                    return  # already verified in the bucket
+                    return Outcome("done", f"step {step} is already verified in the bucket")
             conn = (self.connect or connect_pod)(job.pod)
             await conn.connect()
             result = await backup_checkpoint(conn, settings, job.run_dir, step,
-                                             on_progress=partial(self._progress, name))
+                                             on_progress=partial(self._progress, name, task))
             if not result.verified:
                 raise BackupError(f"step {step} does not match its manifest: {result.problems[0]}")
         except asyncio.CancelledError:
@@ -110,26 +122,37 @@ class AutoBackup:
             err = exc if isinstance(exc, PrimeTrainError) else transport_error(exc, doing)
             reason = (f"{err}" + (f" ({err.hint})" if err.hint else "")) if err is not None \
                 else f"{type(exc).__name__}: {exc}"
+            outcome = Outcome("error", reason)
             if self.planner.failed(name, step, reason):
                 self.app.notify(f"{name}: {reason}. Retrying in the background; the Checkpoints pane shows "
                                 "the next attempt.", title="Auto-backup failed", severity="error", timeout=15)
         else:
             recovered = self.planner.succeeded(name, step)
-            self.app.notify(f"{name}: step {step} backed up and verified ({result.uploaded_parts} parts sent, "
-                            f"{result.skipped_parts} already there)" + (" — working again" if recovered else ""),
-                            title="Auto-backup")
+            text = (f"step {step} backed up and verified ({result.uploaded_parts} parts sent, "
+                    f"{result.skipped_parts} already there)")
+            outcome = Outcome("done", text)
+            self.app.notify(f"{name}: {text}" + (" — working again" if recovered else ""), title="Auto-backup")
         finally:
             if conn is not None:
                 await conn.close()
             self.progress.pop(name, None)
             self._workers.pop(name, None)
             self._changed(name, finished=True)
+        if task is not None:
+            task.update(status=("✓ " if outcome.kind == "done" else "✗ ") + outcome.message, line=outcome.message)
+        return outcome
 
-    def _progress(self, name: str, p: TransferProgress) -> None:
+    def _progress(self, name: str, task: Any, p: TransferProgress) -> None:
         self.progress[name] = p
         self._changed(name)
+        if task is not None:
+            report_transfer(task, p)
 
     def _changed(self, name: str, finished: bool = False) -> None:
         pane = self._pane()
         if pane is not None:
             pane.auto_backup_changed(name, finished)
+
+
+def _shown_here(task: Any, event: Any) -> None:
+    """Auto-backup notifies by itself (once per failure streak): the App adds no toast of its own."""

@@ -3,8 +3,9 @@ as an app-level worker registered here, so it outlives the dialog that started i
 (`t`), and can be cancelled from there.
 
 A task is a small record (pod, action, state, progress, status line, log lines) that listeners (the dialog
-that started it, the task list) are told about on every change. One action at a time per pod in this app;
-the pod-side lock keeps other processes out too.
+or pane that started it, the task list) are told about on every change. One task at a time per pod and
+lane: launch/kill/resume/cleanup share the "lifecycle" lane (the pod-side lock keeps other processes out
+too); a backup or restore is in the "transfer" lane, so a kill is never held up by an upload.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ KEEP_FINISHED = 20  # finished tasks kept for the list; older ones are dropped
 class Task:
     id: int
     pod: str
-    action: str  # launch | kill | resume | cleanup | backup | restore | ...
+    action: str  # launch | kill | resume | cleanup | backup | restore | auto-backup
     started: float
+    lane: str = "lifecycle"  # one running task per (pod, lane)
     state: str = "running"  # running | done | failed | cancelled
     progress: float | None = None  # 0..1 when known
     status: str = ""  # the newest line worth a glance
@@ -63,6 +65,20 @@ class Task:
                 self.listeners.remove(listener)
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What a task body may return: ``kind`` "error" marks the task failed in the list."""
+
+    kind: str  # done | error
+    message: str
+
+
+def report_transfer(task: Task, p: Any) -> None:
+    """A backup/restore's progress (services.backup.TransferProgress) as the task's progress and status."""
+    rate = f" · {p.rate / 1e6:.0f} MB/s" if p.rate > 0 else ""
+    task.update(progress=p.done / p.total if p.total > 0 else None, status=f"{p.phase} step {p.step}{rate}")
+
+
 class Busy(Exception):
     """The pod already runs an action from this app."""
 
@@ -77,16 +93,17 @@ class Tasks:
     def running(self, pod: str | None = None) -> list[Task]:
         return [t for t in self.items if t.running and (pod is None or t.pod == pod)]
 
-    def busy(self, pod: str) -> Task | None:
-        return next(iter(self.running(pod)), None)
+    def busy(self, pod: str, lane: str = "lifecycle") -> Task | None:
+        return next((t for t in self.running(pod) if t.lane == lane), None)
 
     def start(self, pod: str, action: str, body: Callable[[Task], Awaitable[Any]],
-              listener: Listener | None = None) -> Task:
-        """Run ``body(task)`` as an app worker; its return value is the task's result. Raises :class:`Busy`
-        when the pod already runs an action started here."""
-        if (other := self.busy(pod)) is not None:
+              listener: Listener | None = None, *, lane: str = "lifecycle") -> Task:
+        """Run ``body(task)`` as an app worker; its return value is the task's result (an object whose
+        ``kind`` is "error" marks the task failed). Raises :class:`Busy` when the pod already runs a task of
+        this lane started here."""
+        if (other := self.busy(pod, lane)) is not None:
             raise Busy(f"{other.action} is still running on {pod} (t shows the task list)")
-        task = Task(next(self._ids), pod, action, time.monotonic())
+        task = Task(next(self._ids), pod, action, time.monotonic(), lane=lane)
         if listener is not None:
             task.listeners.append(listener)
         self.items.append(task)

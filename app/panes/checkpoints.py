@@ -31,6 +31,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from app.screens.confirm import ConfirmScreen
+from app.tasks import Busy, Outcome, Tasks, report_transfer
 from services.backup import TransferProgress, backup_checkpoint, list_bucket, restore_checkpoint
 from services.errors import PrimeTrainError
 from services.manifest import BucketCheckpoint
@@ -266,13 +267,32 @@ class CheckpointsPane(Widget, can_focus=True):
         self.app.push_screen(ConfirmScreen(question, yes="Stop it"), answered)
 
     def _start(self, action: str, pod: Any, run_dir: str, step: int) -> None:
+        """The transfer runs as an app task in the "transfer" lane (app/tasks.py): the task list (t) shows
+        and can stop it, and a lifecycle action (kill) is never held up by it."""
+        tasks = getattr(self.app, "tasks", None)
+        if isinstance(tasks, Tasks) and (other := tasks.busy(pod.name, "transfer")) is not None:
+            self.notify(f"{other.action} is still running on {pod.name} (t shows the task list)", severity="warning")
+            return
         self._busy = pod.name
         self.transfer = TransferProgress(action, step, "connect", 0, 0, 0.0)
         self.last_message = ""
         if self.auto is not None:
             self.auto.planner.hold(pod.name, action)
         self._refresh_view()
-        self._worker = self.run_worker(self._transfer(action, pod, run_dir, step), group="checkpoints-transfer")
+        if not isinstance(tasks, Tasks):  # a bare host app (tests): a worker of the pane's own
+            self._worker = self.run_worker(self._transfer(action, pod, run_dir, step), group="checkpoints-transfer")
+            return
+        try:
+            task = tasks.start(pod.name, action, lambda t: self._transfer(action, pod, run_dir, step, t),
+                               self._task_changed, lane="transfer")
+        except Busy as err:  # checked above; kept for a race with another starter
+            self._busy, self.transfer = None, None
+            self.notify(str(err), severity="warning")
+            return
+        self._worker = task.worker
+
+    def _task_changed(self, task: Any, event: Any) -> None:
+        """The pane shows its own transfers (so the App adds no toast of its own when they end)."""
 
     # ------------------------------------------------------------------ workers
     async def _list(self, name: str, run_dir: str) -> None:
@@ -289,21 +309,22 @@ class CheckpointsPane(Widget, can_focus=True):
         self.transfer = p
         self._refresh_view()
 
-    async def _transfer(self, action: str, pod: Any, run_dir: str, step: int) -> None:
+    async def _transfer(self, action: str, pod: Any, run_dir: str, step: int, task: Any = None) -> Any:
         from services.ssh import connect_pod
 
         conn = (self._connect or connect_pod)(pod)
         ok, text = False, ""
+        report = self._progress if task is None else (lambda p: (self._progress(p), report_transfer(task, p)))
         try:
             await conn.connect()
             if action == "backup":
-                res = await backup_checkpoint(conn, self.settings, run_dir, step, on_progress=self._progress)
+                res = await backup_checkpoint(conn, self.settings, run_dir, step, on_progress=report)
                 ok = res.verified
                 text = (f"step {step} backed up and verified ({res.uploaded_parts} parts sent, "
                         f"{res.skipped_parts} already there)" if ok else f"step {step}: {res.problems[0]}")
             else:
                 notes: list[str] = []
-                await restore_checkpoint(conn, self.settings, run_dir, step, on_progress=self._progress, notes=notes)
+                await restore_checkpoint(conn, self.settings, run_dir, step, on_progress=report, notes=notes)
                 ok, text = True, " · ".join([f"step {step} restored onto {pod.name} and verified", *notes])
         except asyncio.CancelledError:
             self._busy, self.transfer = None, None
@@ -324,7 +345,10 @@ class CheckpointsPane(Widget, can_focus=True):
             if self.auto is not None:
                 self.auto.planner.release(pod.name)
         self._finished(action, pod.name, step, ok, text)
+        if task is not None:
+            task.update(status=("✓ " if ok else "✗ ") + text, line=text)
         await self._list(pod.name, run_dir)
+        return Outcome("done" if ok else "error", text)
 
     def _finished(self, action: str, pod: str, step: int, ok: bool, text: str) -> None:
         self.last_message = text

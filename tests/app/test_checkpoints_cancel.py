@@ -118,3 +118,40 @@ async def test_x_in_the_pane_stops_the_selected_pods_auto_backup_which_is_not_re
             await pilot.pause(0.05)
             assert app.auto_backup.running(pod.name) is None
     assert not s3env.keys("prime-train/autocancel/step_7/manifest.json")
+
+
+@pytest.mark.ssh
+async def test_a_pane_backup_is_a_task_in_the_transfer_lane_stopped_from_the_task_list(
+        sshd, client_home, s3env, tmp_path):
+    """In the App a backup is a task (t lists it with its progress), a lifecycle action on the same pod is not
+    held up by it, and stopping it from the task list stops the agent like x does."""
+    from app.tasks import Tasks
+
+    client_home.trust()
+    run = tmp_path / "pod" / "taskrun"
+    write_checkpoint(run, 5, shard_bytes=32 * PART)
+    cache = str(tmp_path / "agent-cache")
+    pod = sshd.pod(run_dir=str(run), probe_dir=cache)
+    app = PaneApp(s3env.settings(max_bandwidth=8 * PART, part_size=PART, min_part=PART, jobs=2))
+    app.tasks = Tasks(app)
+    async with app.run_test(size=(160, 50)) as pilot:
+        pane = app.query_one(CheckpointsPane)
+        pane.show(snapshot(pod, run, time.time()), time.time())
+        pane.focus()
+        await wait_for(pilot, lambda: pane.bucket.get(pod.name) == ())
+        await pilot.press("b")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: pane.transfer is not None and pane.transfer.done >= 6 * PART, 30)
+        [task] = app.tasks.running(pod.name)
+        assert (task.action, task.lane) == ("backup", "transfer")
+        assert 0 < task.progress < 1 and task.status.startswith("upload step 5")
+        assert app.tasks.busy(pod.name) is None  # the lifecycle lane is free: a kill would start at once
+        await pilot.press("b")  # a second transfer on the same pod is refused while this one runs
+        await wait_for(pilot, lambda: any("still running" in str(n.message) for n in app._notifications))
+        assert not isinstance(app.screen, ConfirmScreen) and len(app.tasks.items) == 1
+        app.tasks.cancel(task)
+        await wait_for(pilot, lambda: app.finished, 15)
+        assert task.state == "cancelled" and not app.finished[0].ok and "stopped" in app.finished[0].message
+        await wait_for(pilot, lambda: not agents(cache), 10)
+        assert pane._busy is None and pane.transfer is None
