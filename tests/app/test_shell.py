@@ -384,7 +384,12 @@ class TestMonitorPaneRendering:
         async with PaneApp().run_test(size=SIZE) as pilot:
             pane = pilot.app.query_one(MonitorPane)
             pane.show(snap, now=1_033.0)
-            await pilot.pause()
+
+            def shown() -> bool:  # the GPU rows are mounted, then filled: wait for both (slow under load)
+                labels = pane.query("GpuRow .gpu-mem")
+                return bool(labels) and str(labels.first().render()) != "N/A"
+
+            await wait_for(pilot, shown)
             row = pane.query_one(GpuRow)
             text = lambda sel: str(pane.query_one(sel).render())  # noqa: E731
             assert str(row.query_one(".gpu-power").render()) == "N/A"
