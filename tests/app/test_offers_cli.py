@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from app.cli import main
+from tests.http_stub import first_segment, serve
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "offers"
 SERVED = {"/prime": "primeintellect-availability-gpus.json", "/vast": "vast-bundles-ondemand.json",
@@ -18,29 +17,15 @@ SERVED = {"/prime": "primeintellect-availability-gpus.json", "/vast": "vast-bund
 
 @pytest.fixture
 def providers(monkeypatch):
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            prefix = "/" + self.path.lstrip("/").split("/", 1)[0]
-            body = (FIXTURES / SERVED[prefix]).read_bytes() if prefix in SERVED else b"{}"
-            self.send_response(200 if prefix in SERVED else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(method: str, path: str) -> tuple:
+        prefix = first_segment(path)
+        return (200, (FIXTURES / SERVED[prefix]).read_bytes()) if prefix in SERVED else (404, b"{}")
 
-        do_GET = do_POST = do_PUT = _serve
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    for name, prefix in (("PRIME", "/prime"), ("VAST", "/vast"), ("LAMBDA", "/lambda")):
-        monkeypatch.setenv(f"PRIME_TRAIN_TUI_{name}_URL", base + prefix)
-        monkeypatch.setenv(f"{name}_API_KEY", f"test-{name.lower()}-key")
-    yield
-    server.shutdown()
+    with serve(answer) as base:
+        for name, prefix in (("PRIME", "/prime"), ("VAST", "/vast"), ("LAMBDA", "/lambda")):
+            monkeypatch.setenv(f"PRIME_TRAIN_TUI_{name}_URL", base + prefix)
+            monkeypatch.setenv(f"{name}_API_KEY", f"test-{name.lower()}-key")
+        yield
 
 
 def test_offers_json_ranks_all_providers_by_estimated_dollars(providers, capsys):

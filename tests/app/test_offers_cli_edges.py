@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from app.cli import main
+from tests.http_stub import first_segment, serve
 
 FIXTURES = Path("/work/shared/fixtures/offers")
 CONFIGS = Path("/work/shared/fixtures/prime-rl-configs")
@@ -29,32 +28,17 @@ def served(monkeypatch):
     routes = dict(GOOD)
     hits: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            prefix = "/" + self.path.lstrip("/").split("/", 1)[0]
-            hits.append(self.path)
-            status, what = routes.get(prefix, (404, b"{}"))
-            body = what if isinstance(what, bytes) else (FIXTURES / what).read_bytes()
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain" if str(what).endswith(".txt") else "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(method: str, path: str) -> tuple:
+        hits.append(path)
+        status, what = routes.get(first_segment(path), (404, b"{}"))
+        body = what if isinstance(what, bytes) else (FIXTURES / what).read_bytes()
+        return status, body, "text/plain" if str(what).endswith(".txt") else "application/json"
 
-        do_GET = do_POST = _serve
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    for name, prefix in (("PRIME", "/prime"), ("VAST", "/vast"), ("LAMBDA", "/lambda")):
-        monkeypatch.setenv(f"PRIME_TRAIN_TUI_{name}_URL", base + prefix)
-        monkeypatch.setenv(f"{name}_API_KEY", f"test-{name.lower()}-key")
-    yield routes, hits
-    server.shutdown()
-    server.server_close()
+    with serve(answer) as base:
+        for name, prefix in (("PRIME", "/prime"), ("VAST", "/vast"), ("LAMBDA", "/lambda")):
+            monkeypatch.setenv(f"PRIME_TRAIN_TUI_{name}_URL", base + prefix)
+            monkeypatch.setenv(f"{name}_API_KEY", f"test-{name.lower()}-key")
+        yield routes, hits
 
 
 def _offers(capsys, *argv: str) -> tuple[int, dict, str]:

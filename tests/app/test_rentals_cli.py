@@ -7,9 +7,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ import pytest
 from app.cli import main
 from app.settings import data_dir
 from services.offers.rentals import AUDIT_NAME, AuditLog, Rental
+from tests.http_stub import serve
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,26 +24,17 @@ ROOT = Path(__file__).resolve().parents[2]
 def prime(monkeypatch):
     deleted: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_DELETE(self) -> None:
-            deleted.append(self.path)
-            ok = self.path.endswith("/pods/pod-1")
-            body = json.dumps({"status": "TERMINATED"} if ok else {"detail": "server on fire"}).encode()
-            self.send_response(200 if ok else 400)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(method: str, path: str) -> tuple:
+        if method != "DELETE":
+            return 405, {"detail": "only DELETE here"}
+        deleted.append(path)
+        ok = path.endswith("/pods/pod-1")
+        return (200, {"status": "TERMINATED"}) if ok else (400, {"detail": "server on fire"})
 
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv("PRIME_TRAIN_TUI_PRIME_URL", f"http://127.0.0.1:{server.server_address[1]}/api/v1")
-    monkeypatch.setenv("PRIME_API_KEY", "pk-cli-test-key-123456")
-    yield deleted
-    server.shutdown()
+    with serve(answer) as base:
+        monkeypatch.setenv("PRIME_TRAIN_TUI_PRIME_URL", f"{base}/api/v1")
+        monkeypatch.setenv("PRIME_API_KEY", "pk-cli-test-key-123456")
+        yield deleted
 
 
 def _open(pod_id: str, deadline: float | None, name: str | None = None) -> None:

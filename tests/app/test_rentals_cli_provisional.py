@@ -6,9 +6,7 @@ period."""
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -16,31 +14,20 @@ from app.cli import main
 from app.settings import data_dir
 from services.offers.launch import GONE_GRACE
 from services.offers.rentals import AUDIT_NAME, AuditLog
+from tests.http_stub import serve
 
 
 @pytest.fixture
 def prime_pods(monkeypatch):
     listing = {"data": []}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps(listing if self.path.startswith("/api/v1/pods/") else {"detail": "no"}).encode()
-            self.send_response(200 if self.path.startswith("/api/v1/pods/") else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(method: str, path: str) -> tuple:
+        return (200, listing) if path.startswith("/api/v1/pods/") else (404, {"detail": "no"})
 
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    monkeypatch.setenv("PRIME_TRAIN_TUI_PRIME_URL", f"http://127.0.0.1:{server.server_address[1]}/api/v1")
-    monkeypatch.setenv("PRIME_API_KEY", "pk-cli-test-key-123456")
-    yield listing
-    server.shutdown()
-    server.server_close()
+    with serve(answer) as base:
+        monkeypatch.setenv("PRIME_TRAIN_TUI_PRIME_URL", f"{base}/api/v1")
+        monkeypatch.setenv("PRIME_API_KEY", "pk-cli-test-key-123456")
+        yield listing
 
 
 def _requested(name: str, age: float) -> None:
