@@ -39,7 +39,8 @@ from app.panes.config import ConfigPane
 from app.palette import PodCommands
 from app.panes.offers import OffersPane
 from app.rentals import Rentals
-from app.tasks import Task, Tasks
+from app.run_actions import RunActions
+from app.tasks import Tasks
 from widgets.monitor_pane import MonitorPane
 from widgets.pod_list import PodList
 
@@ -68,7 +69,7 @@ class PodUpdated(Message):
         self.name = name
 
 
-class PrimeTrainApp(App[None]):
+class PrimeTrainApp(RunActions, App[None]):
     TITLE = "prime-train-tui"
     CSS_PATH = STYLES
     COMMANDS = App.COMMANDS | {PodCommands}
@@ -157,7 +158,7 @@ class PrimeTrainApp(App[None]):
             lambda cb: MonitorService(cb, settings=self.monitor_settings, clock=self.clock)
         )
         self.monitor = factory(self.on_snapshot)
-        from app.screens.lifecycle import BackgroundLifecycle  # cleanup daemons + preemption tracker
+        from app.lifecycle_bg import BackgroundLifecycle  # cleanup daemons + preemption tracker
 
         self.lifecycle_bg = BackgroundLifecycle(self)
         self.auto_backup = AutoBackup(self)  # fed every snapshot of every pod, whatever is on screen
@@ -368,42 +369,6 @@ class PrimeTrainApp(App[None]):
         if pod.saved:
             self.run_worker(self._save_pods(remove=name), name="saving pods.toml", exit_on_error=False)
 
-    # -- run lifecycle: each opens a modal that checks, confirms, then acts and shows progress --------
-
-    def action_launch(self) -> None:
-        from app.screens.lifecycle import launch_screen
-
-        pod, pane = self._selected_pod(), self.screen_stack[0].query_one(ConfigPane)
-        if pod is None:
-            return
-        if pane.path is None:
-            self.notify("Open the run's config in the Config pane first (or start with --config FILE).",
-                        severity="warning", title="Nothing to launch")
-            return
-        if pane.modified:
-            self.notify("Save the config first (ctrl+s in the Config pane): the pod gets what is on disk.",
-                        severity="warning", title="Unsaved config")
-            return
-        self.push_screen(launch_screen(pod, pane.path), self._lifecycle_done)
-
-    def action_kill(self) -> None:
-        from app.screens.lifecycle import kill_screen
-
-        if (pod := self._selected_pod()) is not None:
-            self.push_screen(kill_screen(pod), self._lifecycle_done)
-
-    def action_resume(self) -> None:
-        from app.screens.lifecycle import resume_screen
-
-        if (pod := self._selected_pod()) is not None:
-            self.push_screen(resume_screen(pod), self._lifecycle_done)
-
-    def action_cleanup(self) -> None:
-        from app.screens.lifecycle import cleanup_screen
-
-        if (pod := self._selected_pod()) is not None:
-            self.push_screen(cleanup_screen(pod), self._lifecycle_done)
-
     # -- rented pods (app/rentals.py) ------------------------------------------------------------------
 
     @property
@@ -451,45 +416,6 @@ class PrimeTrainApp(App[None]):
 
     def _selected_pod(self) -> Pod | None:
         return self.pods.get(self.selected or "")
-
-    def action_tasks(self) -> None:
-        from app.screens.tasks import TasksScreen
-
-        if not isinstance(self.screen, TasksScreen):
-            self.push_screen(TasksScreen(self.tasks))
-
-    def _task_finished(self, task: Task) -> None:
-        """A task sent to the background ended: the toast its dialog would have shown."""
-        if task.listeners:
-            return  # a dialog shows it and reports when it is dismissed
-        if task.state == "cancelled":
-            self.notify(f"{task.action} on {task.pod} cancelled", severity="warning")
-        elif isinstance(task.result, Exception):
-            self.notify(f"{task.action} on {task.pod}: {task.result}", severity="error", title="Run action failed")
-        else:
-            self._lifecycle_done(task.result)
-
-    async def action_quit(self) -> None:
-        running = self.tasks.running()
-        if not running:
-            self.exit()
-            return
-        names = ", ".join(f"{t.action} on {t.pod}" for t in running)
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self.exit()
-
-        self.push_screen(ConfirmScreen(f"Still running: {names}. Quitting stops them (a run already started on "
-                                       "a pod keeps running there). Quit anyway?", yes="Quit", no="Stay"),
-                         answered)
-
-    def _lifecycle_done(self, event: object | None) -> None:
-        kind, message = getattr(event, "kind", None), getattr(event, "message", "")
-        if kind == "error":
-            self.notify(str(message), severity="error", title="Run action failed")
-        elif kind == "done" and message:
-            self.notify(str(message), title="Done")
 
     def action_reconnect(self) -> None:
         name = self.selected

@@ -56,7 +56,7 @@ async def test_no_daemon_without_settings_and_not_now_keeps_everything(tmp_path,
         await pilot.pause(0.5)
         assert app.lifecycle_bg.daemons == {}  # cleanup is off unless enabled for the pod
         (cfg / "settings.toml").write_text('[lifecycle]\ncleanup_pods = ["*"]\nkeep_last = 1\n')
-        from app.screens.lifecycle import BackgroundLifecycle
+        from app.lifecycle_bg import BackgroundLifecycle
 
         bg = BackgroundLifecycle(app)
         bg.add(pod)

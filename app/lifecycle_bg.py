@@ -1,0 +1,140 @@
+"""What the App runs besides the lifecycle dialogs: a cleanup daemon per pod with cleanup enabled in
+settings (its dry-run preview shown once for approval), the preemption tracker fed every snapshot (with the
+auto-resume policy of settings), and the monitor following the run a launch or resume started."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from app.screens.lifecycle import CleanupPreviewScreen, backup_settings, default_connect, lifecycle_settings
+
+
+class BackgroundLifecycle:
+    """What the App runs besides the modals: a cleanup daemon per pod with cleanup enabled in settings
+    (its dry-run preview shown once for approval), and the preemption tracker fed every snapshot (with
+    the auto-resume policy of settings). ``app`` needs run_worker, push_screen, notify, set_interval."""
+
+    def __init__(self, app: Any, settings: Any = None, backup: Any = None,
+                 connect: Callable[[Any], Any] | None = None) -> None:
+        from services.preemption import AutoResumer, PreemptionTracker
+
+        self.app = app
+        try:
+            self.settings = lifecycle_settings(settings)
+        except Exception as exc:  # noqa: BLE001 - a broken settings.toml: say so, run without the workers
+            from services.preflight import LifecycleSettings
+
+            app.notify(f"{exc}", severity="error", title="Lifecycle settings: cleanup daemon and preemption off")
+            self.settings = LifecycleSettings()
+        self.backup = backup_settings(backup)
+        self.connect = connect or default_connect
+        self.daemons: dict[str, Any] = {}
+        self._workers: dict[str, Any] = {}
+        self._asked: set[str] = set()
+        self.tracker = (PreemptionTracker.from_settings(self.settings, clock=app_clock(app))
+                        if self.settings.runs_dir is not None else None)
+        self.resumer = (AutoResumer(self.tracker, self.settings, self.connect, self.backup)
+                        if self.tracker is not None else None)
+        app.set_interval(5.0, self.tick)
+        if (monitor := getattr(app, "monitor", None)) is not None:  # a pod without run_dir: its newest launch
+            monitor.runs_dir = self.settings.runs_dir
+            monitor.rented_at = self._rented_at  # "$ so far" of a rented pod counts from its creation
+
+    def _rented_at(self, pod: Any) -> float | None:
+        rentals = getattr(self.app, "rentals", None)
+        return getattr(rentals.rental_for(pod), "created_at", None) if rentals is not None else None
+
+    def run_started(self, record: Any) -> None:
+        """A launch or resume is done: its run dir becomes the pod's (sidebar, pods.toml for a saved pod) and
+        the monitor reopens its probe on it, so progress and run alerts follow the run just started."""
+        from dataclasses import replace
+
+        name, run_dir = (record or {}).get("pod"), (record or {}).get("run_dir")
+        pods, monitor = getattr(self.app, "pods", {}), getattr(self.app, "monitor", None)
+        pod = pods.get(name) if isinstance(name, str) else None
+        if pod is None or not isinstance(run_dir, str) or not run_dir or monitor is None:
+            return
+        if pod.run_dir and run_dir.rstrip("/").endswith("/" + pod.run_dir.strip("/")):
+            return  # the pods.toml run_dir (relative to the home) the launch used: already watched
+        if monitor.set_run_dir(name, run_dir) is None and pod.run_dir == run_dir:
+            return
+        pod = pods[name] = replace(pod, run_dir=run_dir)
+        if (row := self.app.pod_list.row(name)) is not None:
+            row.pod = pod
+        if pod.saved:
+            self.app.run_worker(self.app._save_pods(add=pod), name="saving pods.toml", exit_on_error=False)
+
+    def add(self, pod: Any) -> None:
+        from services.cleanup_daemon import CleanupDaemon
+
+        if pod.name in self.daemons or not self.settings.cleanup_enabled(pod.name) or pod.simulated:
+            return
+        daemon = CleanupDaemon(pod, self.settings, connect=self.connect, backup=self.backup,
+                               clock=app_clock(self.app), on_event=lambda ev, n=pod.name: self._daemon_event(n, ev))
+        self.daemons[pod.name] = daemon
+        self._workers[pod.name] = self.app.run_worker(daemon.run(), name=f"cleanup daemon {pod.name}",
+                                                      group="lifecycle-background", exit_on_error=False)
+
+    def remove(self, name: str) -> None:
+        self.daemons.pop(name, None)
+        self._asked.discard(name)
+        worker = self._workers.pop(name, None)
+        if worker is not None:
+            worker.cancel()
+
+    def observe(self, snapshot: Any) -> None:
+        """Every monitor snapshot (cheap: no I/O unless a pod has been down for N minutes)."""
+        daemon = self.daemons.get(snapshot.pod.name)
+        if daemon is not None:
+            daemon.observe(snapshot)
+        if self.tracker is not None:
+            self._act(self.tracker.observe(snapshot))
+
+    def tick(self) -> None:
+        if self.tracker is not None:
+            self._act(self.tracker.check())
+
+    def _act(self, decisions: list[Any]) -> None:
+        for d in decisions:
+            if d.kind == "interrupted":
+                self.app.notify(f"run {d.run_id} marked interrupted", title=d.reason, severity="warning", timeout=15)
+            elif d.kind == "give_up":
+                self.app.notify(d.reason, title="Auto-resume", severity="error", timeout=15)
+            elif d.kind == "resume" and self.resumer is not None:
+                self.app.notify(d.reason, title="Auto-resume")
+                self.app.run_worker(self._resume(d), name=f"auto-resume {d.run_id}", group="lifecycle-background",
+                                    exit_on_error=False)
+
+    async def _resume(self, decision: Any) -> None:
+        last = await self.resumer.execute(decision)
+        if last.kind == "done":
+            self.run_started(last.data)
+            self.app.notify(last.message, title=f"Auto-resumed on {decision.target}")
+        else:
+            self.app.notify(last.message, title="Auto-resume failed", severity="error", timeout=15)
+
+    def _daemon_event(self, pod: str, ev: Any) -> None:
+        daemon = self.daemons.get(pod)
+        if ev.data and "preview" in ev.data and daemon is not None and pod not in self._asked:
+            self._asked.add(pod)
+            self.app.push_screen(CleanupPreviewScreen(pod, ev.data["preview"]),
+                                 lambda yes, n=pod: self._answered(n, yes))
+        elif ev.kind == "done" and ev.data and ev.data.get("deleted"):
+            self.app.notify(ev.message, title=f"Cleanup daemon · {pod}")
+        elif ev.kind == "error" and "no run recorded" not in ev.message:
+            self.app.notify(ev.message, title=f"Cleanup daemon · {pod}", severity="warning")
+
+    def _answered(self, pod: str, yes: bool | None) -> None:
+        daemon = self.daemons.get(pod)
+        if daemon is None:
+            return
+        if yes:
+            daemon.approve()
+        else:
+            self._asked.discard(pod)  # asked again at its next round that has deletions
+
+
+def app_clock(app: Any) -> Callable[[], float]:
+    import time
+
+    return getattr(app, "clock", None) or time.time

@@ -1,0 +1,88 @@
+"""The App's run actions: launch / kill / resume / clean-up (each a dialog that checks, confirms, then runs the
+action as a task), the task list, and quitting while a task runs. A mixin of PrimeTrainApp (app/tui.py):
+it uses the App's ``tasks``, ``_selected_pod``, ``screen_stack``, ``notify`` and ``push_screen``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.panes.config import ConfigPane
+from app.screens.confirm import ConfirmScreen
+from app.tasks import Task
+
+
+class RunActions:
+    tasks: Any
+
+    def action_launch(self) -> None:
+        from app.screens.lifecycle import launch_screen
+
+        pod, pane = self._selected_pod(), self.screen_stack[0].query_one(ConfigPane)
+        if pod is None:
+            return
+        if pane.path is None:
+            self.notify("Open the run's config in the Config pane first (or start with --config FILE).",
+                        severity="warning", title="Nothing to launch")
+            return
+        if pane.modified:
+            self.notify("Save the config first (ctrl+s in the Config pane): the pod gets what is on disk.",
+                        severity="warning", title="Unsaved config")
+            return
+        self.push_screen(launch_screen(pod, pane.path), self._lifecycle_done)
+
+    def action_kill(self) -> None:
+        from app.screens.lifecycle import kill_screen
+
+        if (pod := self._selected_pod()) is not None:
+            self.push_screen(kill_screen(pod), self._lifecycle_done)
+
+    def action_resume(self) -> None:
+        from app.screens.lifecycle import resume_screen
+
+        if (pod := self._selected_pod()) is not None:
+            self.push_screen(resume_screen(pod), self._lifecycle_done)
+
+    def action_cleanup(self) -> None:
+        from app.screens.lifecycle import cleanup_screen
+
+        if (pod := self._selected_pod()) is not None:
+            self.push_screen(cleanup_screen(pod), self._lifecycle_done)
+
+    def action_tasks(self) -> None:
+        from app.screens.tasks import TasksScreen
+
+        if not isinstance(self.screen, TasksScreen):
+            self.push_screen(TasksScreen(self.tasks))
+
+    def _task_finished(self, task: Task) -> None:
+        """A task sent to the background ended: the toast its dialog would have shown."""
+        if task.listeners:
+            return  # a dialog shows it and reports when it is dismissed
+        if task.state == "cancelled":
+            self.notify(f"{task.action} on {task.pod} cancelled", severity="warning")
+        elif isinstance(task.result, Exception):
+            self.notify(f"{task.action} on {task.pod}: {task.result}", severity="error", title="Run action failed")
+        else:
+            self._lifecycle_done(task.result)
+
+    async def action_quit(self) -> None:
+        running = self.tasks.running()
+        if not running:
+            self.exit()
+            return
+        names = ", ".join(f"{t.action} on {t.pod}" for t in running)
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        self.push_screen(ConfirmScreen(f"Still running: {names}. Quitting stops them (a run already started on "
+                                       "a pod keeps running there). Quit anyway?", yes="Quit", no="Stay"),
+                         answered)
+
+    def _lifecycle_done(self, event: object | None) -> None:
+        kind, message = getattr(event, "kind", None), getattr(event, "message", "")
+        if kind == "error":
+            self.notify(str(message), severity="error", title="Run action failed")
+        elif kind == "done" and message:
+            self.notify(str(message), title="Done")
