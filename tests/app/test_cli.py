@@ -99,7 +99,9 @@ def test_a_closed_pipe_ends_quietly() -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    fixture = root.parent / "shared" / "fixtures" / "prime-rl-configs" / "configs__basic__alphabet-sort__rl.toml"
+    from tests.shared_data import CONFIG_FIXTURES
+
+    fixture = CONFIG_FIXTURES / "configs__basic__alphabet-sort__rl.toml"
     script = ("import os, sys\n"
               "r, w = os.pipe(); os.close(r); os.dup2(w, 1)\n"
               "from app.cli import main\n"

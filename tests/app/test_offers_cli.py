@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from app.cli import main
 from tests.http_stub import first_segment, serve
+from tests.shared_data import OFFER_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "offers"
+FIXTURES = OFFER_FIXTURES
 SERVED = {"/prime": "primeintellect-availability-gpus.json", "/vast": "vast-bundles-ondemand.json",
           "/lambda": "lambda-instance-types.json"}
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 
 from app.cli import main
 from tests.http_stub import first_segment, serve
+from tests.shared_data import CONFIG_FIXTURES, OFFER_FIXTURES
 
-FIXTURES = Path("/work/shared/fixtures/offers")
-CONFIGS = Path("/work/shared/fixtures/prime-rl-configs")
+FIXTURES = OFFER_FIXTURES
+CONFIGS = CONFIG_FIXTURES
 GOOD = {"/prime": (200, "primeintellect-availability-gpus.json"), "/vast": (200, "vast-bundles-ondemand.json"),
         "/lambda": (200, "lambda-instance-types.json")}
 

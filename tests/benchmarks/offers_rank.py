@@ -32,7 +32,7 @@ from services.offers import lambda_, primeintellect, vast  # noqa: E402
 from services.offers.fetch_all import fetch_all  # noqa: E402
 from services.offers.ranking import RunSpec, rank  # noqa: E402
 
-FIX = ROOT.parent / "shared" / "fixtures" / "offers"
+from tests.shared_data import OFFER_FIXTURES as FIX  # noqa: E402
 
 
 def grown_payloads(n: int) -> dict[str, str]:

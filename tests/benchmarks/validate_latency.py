@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from services.config.incremental import IncrementalParser  # noqa: E402
 from services.config.validate import validate_text  # noqa: E402
 
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "prime-rl-configs"
+from tests.shared_data import CONFIG_FIXTURES as FIXTURES  # noqa: E402
 
 
 def thousand_lines() -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import httpx
 import pytest
@@ -14,8 +13,9 @@ from services.offers._http import RetryPolicy
 from services.offers.fetch_all import fetch_all
 from services.offers.models import Offer
 from services.offers.ranking import RunSpec, best, rank
+from tests.shared_data import OFFER_FIXTURES
 
-FIX = Path("/work/shared/fixtures/offers")
+FIX = OFFER_FIXTURES
 URLS = {"primeintellect": "http://pi.test/api/v1", "vast": "http://vast.test/api/v0",
         "lambda": "http://lambda.test/api/v1"}
 KEYS = {"primeintellect": "pk", "vast": "vk", "lambda": "lk"}

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from services.offers.models import Offer
 from services.offers.ranking import RunSpec, best, constants, rank, run_spec_from_config, size_note, sizing_model
+from tests.shared_data import CONFIG_FIXTURES
 
-CONFIGS = Path("/work/shared/fixtures/prime-rl-configs")
+CONFIGS = CONFIG_FIXTURES
 
 
 def _offer(**kw) -> Offer:

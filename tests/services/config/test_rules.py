@@ -11,10 +11,9 @@ import pytest
 from services.config.findings import Severity, rule_db
 from services.config.fixes import apply_fix
 from services.config.validate import validate_text
+from tests.shared_data import CONFIG_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[4] / "shared" / "fixtures" / "prime-rl-configs"
-if not FIXTURES.is_dir():
-    FIXTURES = Path("/work/shared/fixtures/prime-rl-configs")
+FIXTURES = CONFIG_FIXTURES
 STALE_K8S_INFER = "k8s__prime-rl__examples__reverse-text__infer.toml"
 
 RL_BASE = """\
