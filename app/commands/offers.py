@@ -1,10 +1,11 @@
 """``prime-train-tui offers [--config FILE] [--model M] [--gpus N] [--max-price X] [--spot] [--provider P ...] [--all]
-[--steps N] [--json]``: GPU offers from Prime Intellect, Vast.ai and Lambda ranked by estimated $ per
+[--steps N] [--json]``: GPU offers from Prime Intellect, Vast.ai, Lambda and RunPod ranked by estimated $ per
 completed run (services/offers/ranking.py); ``--config`` prices the run a prime-rl config describes
-(model, max_steps, batch and sequence length). Keys from PRIME_API_KEY / VAST_API_KEY / LAMBDA_API_KEY,
-the providers' CLI files or settings.toml (services/offers/keys.py; never printed); base URLs from
-PRIME_TRAIN_TUI_{PRIME,VAST,LAMBDA}_URL or settings.toml. The answer is cached for the Offers pane. A provider that fails is
-reported and the others still show. Exit 0 when any offer was listed, 1 when none, 2 on usage.
+(model, max_steps, batch and sequence length). Keys from PRIME_API_KEY / VAST_API_KEY / LAMBDA_API_KEY /
+RUNPOD_API_KEY, the providers' CLI files or settings.toml (services/offers/keys.py; never printed); base URLs
+from PRIME_TRAIN_TUI_{PRIME,VAST,LAMBDA,RUNPOD}_URL or settings.toml. The answer is cached for the Offers
+pane. A provider that fails is reported and the others still show. RunPod offers are listed and ranked but
+not rented from here. Exit 0 when any offer was listed, 1 when none, 2 on usage.
 
 ``--json``: ``{"offers": [{"provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot",
 "region", "fits", "est_hours", "est_cost"}], "errors": [{"provider", "message"}]}``."""
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail
 
-PROVIDER_NAMES = ("primeintellect", "vast", "lambda")
+PROVIDER_NAMES = ("primeintellect", "vast", "lambda", "runpod")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

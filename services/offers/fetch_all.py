@@ -11,7 +11,7 @@ from types import ModuleType
 
 import httpx
 
-from services.offers import lambda_, primeintellect, vast
+from services.offers import lambda_, primeintellect, runpod, vast
 from services.offers._http import RetryPolicy
 from services.offers.models import FetchResult, Offer, ProviderError, ProviderFailure
 
@@ -28,6 +28,7 @@ PROVIDERS: dict[str, Provider] = {
     "primeintellect": Provider("primeintellect", primeintellect, "PRIME_TRAIN_TUI_PRIME_URL", "PRIME_API_KEY"),
     "vast": Provider("vast", vast, "PRIME_TRAIN_TUI_VAST_URL", "VAST_API_KEY"),
     "lambda": Provider("lambda", lambda_, "PRIME_TRAIN_TUI_LAMBDA_URL", "LAMBDA_API_KEY"),
+    "runpod": Provider("runpod", runpod, "PRIME_TRAIN_TUI_RUNPOD_URL", "RUNPOD_API_KEY"),
 }
 
 

@@ -1,9 +1,10 @@
 """Where the providers' API keys and base URLs come from, in order:
 
-1. the environment: ``PRIME_API_KEY``, ``VAST_API_KEY``, ``LAMBDA_API_KEY`` (URLs:
-   ``PRIME_TRAIN_TUI_{PRIME,VAST,LAMBDA}_URL``);
+1. the environment: ``PRIME_API_KEY``, ``VAST_API_KEY``, ``LAMBDA_API_KEY``, ``RUNPOD_API_KEY`` (URLs:
+   ``PRIME_TRAIN_TUI_{PRIME,VAST,LAMBDA,RUNPOD}_URL``);
 2. the files the providers' own CLIs write: ``~/.prime/config.json`` (``api_key``), vast's
-   ``~/.config/vastai/vast_api_key`` or the legacy ``~/.vast_api_key``;
+   ``~/.config/vastai/vast_api_key`` or the legacy ``~/.vast_api_key`` (none for RunPod: its CLI's
+   config file is not in the research, so it is not read);
 3. the ``[offers]`` table of settings.toml (``keys.<provider>``, ``<provider>_url``).
 
 A key is only ever shown masked (:func:`mask`), with where it came from."""
@@ -37,7 +38,8 @@ def mask(key: str) -> str:
     return "****" if len(key) < 12 else f"{key[:3]}…{key[-2:]}"
 
 
-SETTINGS_URL_KEYS = {"primeintellect": "prime_url", "vast": "vast_url", "lambda": "lambda_url"}
+SETTINGS_URL_KEYS = {"primeintellect": "prime_url", "vast": "vast_url", "lambda": "lambda_url",
+                     "runpod": "runpod_url"}
 
 
 def _read_key_file(path: Path) -> str | None:

@@ -4,11 +4,12 @@ answers, terminate it on request or at its deadline. Every spending action goes 
 Price caps: Prime Intellect takes ``maxPrice`` and refuses to start above it; Vast bids are the
 offer's minimum bid and never above the cap; Vast on-demand and Lambda have no cap in the API, so the
 price is checked against the cap before the create and again in every status answer — a pod that
-reports more than the cap is terminated at once. Creates are never retried blindly (a retry could
-start a second billed pod): when the answer is lost, the provider's pod list is searched by name, a few
-times; until it shows the pod (or, after ``GONE_GRACE``, shows there is none) the rental stays open as
-provisional ("creating?") and is looked for again on every deadline pass, at app start and by the
-``rentals`` command.
+reports more than the cap is terminated at once. RunPod offers are listed only: renting one is refused
+(:func:`not_rentable`) before any request, since its pod API is not in the research. Creates are never
+retried blindly (a retry could start a second billed pod): when the answer is lost, the provider's pod
+list is searched by name, a few times; until it shows the pod (or, after ``GONE_GRACE``, shows there is
+none) the rental stays open as provisional ("creating?") and is looked for again on every deadline pass,
+at app start and by the ``rentals`` command.
 
 Money rule: a rental is never closed on absence alone. A rejected key (401/403, Vast's 404 "Invalid user
 key") says nothing about the pod: it is raised as "VAST key rejected — the pod may still be billing" and
@@ -41,11 +42,25 @@ GONE_GRACE = 10 * 60.0  # a pod younger than this may not be in the provider's l
 RECONCILE_WAITS = (0.0, 5.0, 15.0)  # find by name after a lost create answer: now, +5 s, +20 s
 
 
+def not_rentable(provider: str) -> str | None:
+    """Why this provider's offers cannot be rented from here (its module sets ``RENTABLE = False``: RunPod,
+    whose pod API is not in the research), else None. Checked before any request or audit record."""
+    from services.offers.fetch_all import PROVIDERS
+
+    mod = PROVIDERS[provider].module if provider in PROVIDERS else None
+    if mod is None or getattr(mod, "RENTABLE", True):
+        return None
+    return str(getattr(mod, "NOT_RENTABLE", f"renting {provider} pods from here is not supported"))
+
+
 def _module(provider: str) -> ModuleType:
+    """The provider's pod API (create/status/terminate/find/pods); a listing-only provider is refused."""
     from services.offers.fetch_all import PROVIDERS
 
     if provider not in PROVIDERS:
         raise ProviderFailure(f"unknown provider {provider!r}")
+    if why := not_rentable(provider):
+        raise ProviderFailure(why)
     return PROVIDERS[provider].module
 
 
@@ -240,6 +255,9 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
                        poll: float = 5.0, ready_timeout: float = READY_TIMEOUT, ssh_timeout: float = SSH_TIMEOUT,
                        ssh_ready: SshCheck = ssh_banner) -> AsyncIterator[LaunchEvent]:
     offer = plan.offer
+    if why := not_rentable(offer.provider):  # before the audit log and any request: nothing is spent
+        yield LaunchEvent("failed", why)
+        return
     if offer.price_hr > plan.max_price:
         yield LaunchEvent("failed", f"${offer.price_hr:.2f}/hr is above the cap ${plan.max_price:.2f}/hr: nothing created")
         return

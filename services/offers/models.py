@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-PROVIDERS = ("primeintellect", "vast", "lambda")
+PROVIDERS = ("primeintellect", "vast", "lambda", "runpod")
 
 
 @dataclass(unsafe_hash=True, slots=True)
@@ -33,7 +33,7 @@ class Offer:
     availability: str = ""  # stock status / reliability as the provider words it
     reliability: float | None = None
     disk_gb: float | None = None
-    host: str = ""  # the upstream cloud behind an aggregator (Prime Intellect), else ""
+    host: str = ""  # the upstream cloud behind an aggregator (Prime Intellect), RunPod's tier (secure/community)
     # what the provider's create call needs (Prime: cloudId/socket/…, Vast: min_bid, Lambda: region);
     # not part of the offer's identity
     params: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
@@ -166,7 +166,8 @@ def nominal_gb(name: str) -> float | None:
 
 def error_message(status: int, body: str) -> str:
     """One line from any of the four error shapes: FastAPI ``detail`` (str or list), Prime's
-    ``errors[]``, Vast's ``{error, msg}``, Lambda's ``{error: {code, message, suggestion}}``, or text."""
+    ``errors[]`` (or GraphQL's ``errors[{message}]``), Vast's ``{error, msg}``, Lambda's
+    ``{error: {code, message, suggestion}}``, or text."""
     text = body.strip()
     try:
         data: Any = json.loads(text) if text else None
@@ -185,7 +186,8 @@ def error_message(status: int, body: str) -> str:
         elif data.get("detail"):
             msg = str(data["detail"])
         elif isinstance(data.get("errors"), list):
-            msg = "; ".join(f"{e.get('param', '')}: {e.get('details', '')}" if isinstance(e, dict) else str(e)
+            msg = "; ".join((f"{e.get('param', '')}: {e.get('details', '')}" if "message" not in e or "details" in e
+                             else str(e["message"])) if isinstance(e, dict) else str(e)  # GraphQL: {message}
                             for e in data["errors"])
         elif data.get("msg") or data.get("message"):
             msg = str(data.get("msg") or data.get("message"))
