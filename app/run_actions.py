@@ -15,8 +15,6 @@ class RunActions:
     tasks: Any
 
     def action_launch(self) -> None:
-        from app.screens.lifecycle import launch_screen
-
         pod, pane = self._selected_pod(), self.screen_stack[0].query_one(ConfigPane)
         if pod is None:
             return
@@ -28,25 +26,34 @@ class RunActions:
             self.notify("Save the config first (ctrl+s in the Config pane): the pod gets what is on disk.",
                         severity="warning", title="Unsaved config")
             return
-        self.push_screen(launch_screen(pod, pane.path), self._lifecycle_done)
+        self._open_action("launch", pod, config=pane.path)
 
     def action_kill(self) -> None:
-        from app.screens.lifecycle import kill_screen
-
         if (pod := self._selected_pod()) is not None:
-            self.push_screen(kill_screen(pod), self._lifecycle_done)
+            self._open_action("kill", pod)
 
     def action_resume(self) -> None:
-        from app.screens.lifecycle import resume_screen
-
         if (pod := self._selected_pod()) is not None:
-            self.push_screen(resume_screen(pod), self._lifecycle_done)
+            self._open_action("resume", pod)
 
     def action_cleanup(self) -> None:
-        from app.screens.lifecycle import cleanup_screen
-
         if (pod := self._selected_pod()) is not None:
-            self.push_screen(cleanup_screen(pod), self._lifecycle_done)
+            self._open_action("cleanup", pod)
+
+    def _open_action(self, action: str, pod: Any, **kw: Any) -> None:
+        """The action's dialog; settings that cannot be used (a typo, an AWS key among the secrets) are said
+        in a toast with their fix, never a crash of the App."""
+        from app.screens.lifecycle import lifecycle_screen
+        from services.errors import PrimeTrainError
+
+        try:
+            screen = lifecycle_screen(action, pod, **kw)
+        except PrimeTrainError as err:
+            hint = getattr(err, "hint", "")
+            self.notify(f"{err}" + (f"\n{hint}" if hint else ""), severity="error",
+                        title=f"Cannot {action}: settings.toml", timeout=15)
+            return
+        self.push_screen(screen, self._lifecycle_done)
 
     def action_tasks(self) -> None:
         from app.screens.tasks import TasksScreen

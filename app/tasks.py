@@ -10,6 +10,7 @@ too); a backup or restore is in the "transfer" lane, so a kill is never held up 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -37,6 +38,7 @@ class Task:
     finished: float | None = None
     result: Any = None  # the action's final event (lifecycle: an Event with kind done/error)
     worker: Worker | None = field(default=None, repr=False)
+    entered: bool = field(default=False, repr=False)  # the worker's coroutine has begun (see Tasks._reap)
     listeners: list[Listener] = field(default_factory=list, repr=False)
 
     @property
@@ -91,7 +93,18 @@ class Tasks:
         self.on_finish: list[Callable[[Task], None]] = []  # e.g. the app's toast
 
     def running(self, pod: str | None = None) -> list[Task]:
+        self._reap()
         return [t for t in self.items if t.running and (pod is None or t.pod == pod)]
+
+    def _reap(self) -> None:
+        """A worker cancelled before its coroutine first ran never reached ``_run``'s bookkeeping: its task
+        would block its lane for good. Settle it here."""
+        for task in self.items:
+            worker = task.worker
+            if task.running and worker is not None and not task.entered and (worker.is_cancelled or worker.is_finished):
+                task.state, task.status, task.finished = "cancelled", "cancelled", time.monotonic()
+                task.lines.append("– cancelled before it started")
+                task._tell()
 
     def busy(self, pod: str, lane: str = "lifecycle") -> Task | None:
         return next((t for t in self.running(pod) if t.lane == lane), None)
@@ -108,7 +121,8 @@ class Tasks:
             task.listeners.append(listener)
         self.items.append(task)
         self._trim()
-        task.worker = self.app.run_worker(self._run(task, body), name=f"{action} on {pod}",
+        # a callable, not a coroutine: a worker cancelled before it runs then leaves no coroutine un-awaited
+        task.worker = self.app.run_worker(functools.partial(self._run, task, body), name=f"{action} on {pod}",
                                           group=f"task-{task.id}", exit_on_error=False)
         task._tell()
         return task
@@ -139,6 +153,7 @@ class Tasks:
     async def _run(self, task: Task, body: Callable[[Task], Awaitable[Any]]) -> None:
         import asyncio
 
+        task.entered = True
         try:
             task.result = await body(task)
             kind = getattr(task.result, "kind", "done")

@@ -122,6 +122,11 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
     }
     yield Event(action, "step", f"pre-flight on {conn.pod.name}", progress=0.05)
     config_check = pf.config_check(checked)
+    if resume and config_check.status == pf.FAIL:
+        # byte-identical (hash-checked) to what this run was launched with, forced or not: resuming it
+        # must not be refused for it (auto-resume after a preemption never forces)
+        config_check = Check(config_check.name, pf.WARN, config_check.detail + " — the config this run was "
+                             "launched with (same hash), so the resume goes on", config_check.fix)
     yield Event(action, "check", "config validates", check=config_check)
     where = "tmux" if settings.tmux == "tmux" else ("setsid" if settings.tmux == "setsid" else "tmux or setsid")
     failures: list[Check] = [config_check] if config_check.status == pf.FAIL else []

@@ -145,3 +145,38 @@ async def test_one_action_at_a_time_per_pod_and_quit_asks_while_one_runs():
         assert app.is_running and app.tasks.running("gpu1")
         gate.go.set()
         await wait_for(pilot, lambda: not app.tasks.running("gpu1"))
+
+
+async def test_unusable_lifecycle_settings_are_a_toast_not_a_crash(tmp_path, monkeypatch):
+    """An AWS key listed among the secrets (refused: long-lived S3 keys never go to a pod) or a typo in
+    [lifecycle]: k/R/c say so with the fix and the App keeps running."""
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "settings.toml").write_text('[lifecycle]\nsecrets = ["WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY"]\n')
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(cfg))
+    app = app_with(POD)
+    async with app.run_test(size=(140, 40)) as pilot:
+        for key in ("k", "R", "c"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.is_running and not isinstance(app.screen, LifecycleScreen)
+        notes = [str(n.message) for n in app._notifications if "AWS_SECRET_ACCESS_KEY" in str(n.message)]
+        assert notes and app.tasks.items == []
+        assert any("settings.toml" in str(n.title) for n in app._notifications)
+
+
+async def test_a_task_cancelled_before_it_started_does_not_block_its_lane():
+    app = app_with(POD)
+    async with app.run_test(size=(140, 40)) as pilot:
+        started: list[str] = []
+
+        async def body(task):
+            started.append(task.action)
+
+        task = app.tasks.start("gpu1", "cleanup", body)
+        task.worker.cancel()  # before the event loop ran it
+        await pilot.pause()
+        assert app.tasks.running("gpu1") == [] and task.state == "cancelled"
+        second = app.tasks.start("gpu1", "kill", body)  # the lane is free
+        await wait_for(pilot, lambda: not second.running)
+        assert second.state == "done" and started == ["kill"]

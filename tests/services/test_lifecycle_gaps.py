@@ -136,6 +136,31 @@ async def test_resume_sends_the_config_again_when_the_pods_copy_is_gone(pod, tmp
     await _kill(pod, settings)
 
 
+async def test_a_run_forced_past_a_bad_config_is_resumed_without_force(pod, tmp_path):
+    """Auto-resume never forces: the config the run was launched with (same hash) warns, it does not refuse."""
+    settings = make_settings(tmp_path)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(BAD_CONFIG + "\n# forced\n")
+    async with SSHConnection(pod) as conn:
+        events = await collect(launch(conn, bad, settings=settings, run_dir=str(tmp_path / "run"), force=True))
+    assert events[-1].kind == "done", [e.message for e in events]
+    ck = tmp_path / "run" / "checkpoints"
+    assert wait_for(lambda: (ck / "step_2" / "orchestrator" / "progress.pt").exists(), 15)
+    await _kill(pod, settings)
+    async with SSHConnection(pod) as conn:
+        events = await collect(resume(conn, settings=settings))
+    assert events[-1].kind == "done", [e.message for e in events]
+    [check] = [e.check for e in events if e.check and e.check.name == "config validates"]
+    assert check.status == "warn" and "launched with" in check.detail
+    bad.write_text(BAD_CONFIG + "\n# edited since\n")  # not what was launched: no longer the run's config
+    await _kill(pod, settings)
+    async with SSHConnection(pod) as conn:
+        events = await collect(resume(conn, settings=settings))
+    assert events[-1].kind == "done", [e.message for e in events]  # the pod's own copy, unchanged, is used
+    assert not any(e.check and e.check.status == "fail" for e in events)
+    await _kill(pod, settings)
+
+
 async def test_resume_refuses_when_neither_the_pod_nor_this_machine_has_the_config(pod, tmp_path):
     settings = make_settings(tmp_path)
     await _launched_with_a_checkpoint(pod, tmp_path, settings)
