@@ -161,6 +161,9 @@ def run_checks(args, agent, on_check=None):
             "kill it first: prime-train-tui kill POD")
     else:
         procs = _gpu_apps(apps_run)  # a run started by hand (or by another tool) holds the GPUs too
+        ours = cuda_run[0].pid if cuda_run is not None and cuda_run[0] is not None else None
+        if procs and ours is not None:  # the CUDA check runs side by side: its own context is not a run
+            procs = [p for p in procs if p[0] != str(ours)]
         if procs:
             add("no other run active", "fail", "%d process(es) on the GPUs not started by prime-train-tui: %s"
                 % (len(procs), ", ".join("pid %s (%s)" % (pid, what) for pid, what in procs[:8])),
