@@ -398,8 +398,16 @@ def _kill(agent, req):
     if left:
         return 4
     gpu = gpu_pids()
+    ours = set(pids)
+    settle = time.time() + GPU_SETTLE_S  # the driver may list a pid for a moment while its context goes
+    while gpu.get("ok") and ours & set(gpu["pids"]) and time.time() < settle:
+        time.sleep(0.5)
+        gpu = gpu_pids()
     out(dict(gpu, event="gpu"))
     return 0
+
+
+GPU_SETTLE_S = 3.0
 
 
 def gpu_pids():

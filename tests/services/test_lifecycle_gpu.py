@@ -86,3 +86,23 @@ async def test_kill_is_done_when_the_gpus_are_freed(tmp_path, gpu_apps):
         kevents = await collect(kill(conn, settings=settings))
     assert kevents[-1].kind == "done", [e.message for e in kevents]
     assert {e.check.name: e.check.status for e in kevents if e.check}["GPUs freed"] == "ok"
+
+
+async def test_kill_waits_a_moment_for_the_driver_to_let_go(tmp_path, gpu_apps):
+    """nvidia-smi may list a pid for a moment while its context is torn down: not an error if it goes."""
+    import threading
+
+    settings = make_settings(tmp_path, grace_seconds=2.0)
+    async with LocalConnection(local_pod(tmp_path)) as conn:
+        events = await collect(launch(conn, config(tmp_path), settings=settings, run_dir=str(tmp_path / "run")))
+        assert events[-1].kind == "done", [e.message for e in events]
+        leader = events[-1].data["pid"]
+        gpu_apps.write_text(f"{leader}, python3, 30000 MiB\n")
+        clear = threading.Timer(1.0, lambda: gpu_apps.write_text(""))  # the driver lets go after ~1 s
+        clear.start()
+        try:
+            kevents = await collect(kill(conn, settings=settings))
+        finally:
+            clear.cancel()
+    assert kevents[-1].kind == "done", [e.message for e in kevents]
+    assert {e.check.name: e.check.status for e in kevents if e.check}["GPUs freed"] == "ok"
