@@ -298,6 +298,7 @@ class MonitorService:
         tails timed by their own stamps, so a run found stalled alerts at once and its last step is not
         taken as new. Billing: the rental's creation, else (a remote pod) its uptime. Best effort."""
         worker.seeded = run_dir
+        health = worker.health  # set_run_dir may start a new run meanwhile: this look is then not its
         python = "python3" if isinstance(conn, SSHConnection) else shlex.quote(sys.executable)
         try:
             code, out, _ = await conn.run(f"{python} -c {shlex.quote(TAIL_SCRIPT)} {shlex.quote(run_dir)}",
@@ -310,15 +311,18 @@ class MonitorService:
         if self.rented_at is not None:
             with contextlib.suppress(Exception):
                 rented = await asyncio.to_thread(self.rented_at, worker.pod)
+        if worker.health is not health:
+            return  # another run dir was set while looking: its own first look follows
         try:
             if isinstance(tails, dict):  # ~0.1 ms a line: off the event loop (the probe is not started yet)
-                await asyncio.to_thread(worker.health.feed_tails, tails)
+                await asyncio.to_thread(health.feed_tails, tails)
                 up = tails.get("uptime")
                 if rented is None and worker.pod.kind is PodKind.SSH and isinstance(up, (int, float)):
-                    worker.health.set_billing(float(tails.get("now") or time.time()) - up, "since the pod started")
-                worker._tail_view = tuple(worker.health.tail)
+                    health.set_billing(float(tails.get("now") or time.time()) - up, "since the pod started")
+                if worker.health is health:
+                    worker._tail_view = tuple(health.tail)
             if rented is not None:
-                worker.health.set_billing(float(rented), "since rented")
+                health.set_billing(float(rented), "since rented")
         except Exception:  # a failing seed must never stop sampling
             log.exception("seeding the health rules failed for %s", worker.pod.name)
 

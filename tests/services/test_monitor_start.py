@@ -104,3 +104,35 @@ async def test_cost_so_far_counts_from_the_rental_and_the_pane_says_so(tmp_path:
         pane.show(snap, snap.latest.t)
         await pilot.pause()
         assert "spent (since rented)" in str(pane.query_one("#run-progress").render())
+
+
+async def test_a_first_look_that_ends_after_the_run_dir_changed_is_not_the_new_runs(tmp_path: Path) -> None:
+    """set_run_dir while the old run's first look is still on its way: the new run starts clean (no stalled
+    alert or step of the old run), and gets a first look of its own."""
+    import asyncio
+
+    from services.ssh import LocalConnection
+
+    old = write_run(tmp_path / "old", 8)
+    age_all(old, 7200)  # the old run: stalled two hours ago
+    new = write_run(tmp_path / "new", 4)
+    gate = asyncio.Event()
+
+    class SlowFirstLook(LocalConnection):
+        async def run(self, command, timeout=None):  # the first look's exec: held until the test says
+            if "--run-dir" not in command and str(old) in command:
+                await gate.wait()
+            return await super().run(command, timeout=timeout)
+
+    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2), connector=SlowFirstLook)
+    mon.add(Pod(name="p", kind=PodKind.LOCAL, run_dir=str(old)))
+    try:
+        await asyncio.sleep(0.3)  # the old run's first look is waiting
+        assert mon.set_run_dir("p", str(new)) is not None
+        gate.set()
+        snap = await wait_for(lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 4 and s,
+                              what="the new run's progress")
+        assert "no-progress" not in {a.id for a in snap.alerts}
+        assert not any("Step 8" in line for line in snap.log_tail)
+    finally:
+        await mon.aclose()
