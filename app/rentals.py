@@ -209,11 +209,14 @@ class Rentals:
 
     # ------------------------------------------------------------------ renting
     def request(self, ranked: "Ranked") -> None:
-        from services.offers.launch import plan_launch
+        from services.offers.launch import not_rentable, plan_launch
 
         if ranked.offer.params.get("simulated"):
             self.app.notify("A SIMULATED offer (--demo): there is nothing to rent. Set a provider key to see and "
                             "rent real offers.", severity="warning", title="Demo")
+            return
+        if why := not_rentable(ranked.offer.provider):  # RunPod: listed and ranked, rented in its console
+            self.app.notify(why, severity="warning", title="Not rentable here", timeout=15)
             return
 
         plan = plan_launch(ranked.offer, ranked.est_hours, now=self.clock(),

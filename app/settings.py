@@ -223,7 +223,7 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / APP_NAME
 
 
-OFFER_KEYS = {"prime_url": str, "vast_url": str, "lambda_url": str, "cache_ttl": (int, float), "keys": dict,
+OFFER_KEYS = {"prime_url": str, "vast_url": str, "lambda_url": str, "runpod_url": str, "cache_ttl": (int, float), "keys": dict,
               "cap_margin": (int, float), "deadline_margin": (int, float), "image": str, "disk_gb": int,
               "warn_minutes": (int, float)}
 
@@ -235,7 +235,7 @@ def load_offer_settings(path: Path | None = None) -> dict:
         cache_ttl = 600            # seconds a fetched offer list is reused
         cap_margin = 0.10          # default max price = listed price + 10 %
         deadline_margin = 0.25     # default deadline = estimate × 1.25 + 30 min
-        prime_url = "https://api.primeintellect.ai/api/v1"   # also vast_url, lambda_url
+        prime_url = "https://api.primeintellect.ai/api/v1"   # also vast_url, lambda_url, runpod_url
         [offers.keys]              # only when the environment and the providers' CLI files have none
         lambda = "..."
     """

@@ -178,7 +178,7 @@ def _isolated_app_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     root = tmp_path_factory.mktemp("app-dirs")
     monkeypatch.setenv("PRIME_TRAIN_TUI_DATA_DIR", str(root / "data"))
     monkeypatch.setenv("PRIME_TRAIN_TUI_CACHE_DIR", str(root / "cache"))
-    for var in ("PRIME_API_KEY", "VAST_API_KEY", "LAMBDA_API_KEY"):
+    for var in ("PRIME_API_KEY", "VAST_API_KEY", "LAMBDA_API_KEY", "RUNPOD_API_KEY"):
         monkeypatch.delenv(var, raising=False)
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from services.offers.models import FetchResult, Offer
 
-NOTE = "SIMULATED offers (--demo, no provider key): set PRIME_API_KEY, VAST_API_KEY or LAMBDA_API_KEY for real ones"
+NOTE = ("SIMULATED offers (--demo, no provider key): set PRIME_API_KEY, VAST_API_KEY, LAMBDA_API_KEY or "
+        "RUNPOD_API_KEY for real ones")
 
 _ROWS = (  # provider, gpu_type, name, count, GB/GPU, $/hr for the box, spot, region
     ("primeintellect", "H100", "H100_80GB", 8, 80, 17.60, False, "demo-us-east"),
@@ -23,6 +24,9 @@ _ROWS = (  # provider, gpu_type, name, count, GB/GPU, $/hr for the box, spot, re
     ("lambda", "GH200", "GH200 (96 GB)", 1, 96, 1.49, False, "demo-us-east-1"),
     ("lambda", "A100", "A100 (80 GB SXM4)", 8, 80, 14.32, False, "demo-us-midwest-1"),
     ("lambda", "A10", "A10 (24 GB PCIe)", 1, 24, 0.75, False, "demo-us-west-1"),
+    ("runpod", "H100", "H100 SXM", 8, 80, 21.52, False, "demo-secure"),
+    ("runpod", "L40S", "L40S", 2, 48, 0.90, True, "demo-community"),
+    ("runpod", "RTX4090", "RTX 4090", 2, 24, 0.68, False, "demo-community"),
 )
 
 

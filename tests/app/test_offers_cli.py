@@ -12,7 +12,7 @@ from tests.shared_data import OFFER_FIXTURES
 
 FIXTURES = OFFER_FIXTURES
 SERVED = {"/prime": "primeintellect-availability-gpus.json", "/vast": "vast-bundles-ondemand.json",
-          "/lambda": "lambda-instance-types.json"}
+          "/lambda": "lambda-instance-types.json", "/runpod": "runpod-graphql-gpuTypes.json"}
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def providers(monkeypatch):
         return (200, (FIXTURES / SERVED[prefix]).read_bytes()) if prefix in SERVED else (404, b"{}")
 
     with serve(answer) as base:
-        for name, prefix in (("PRIME", "/prime"), ("VAST", "/vast"), ("LAMBDA", "/lambda")):
+        for name, prefix in (("PRIME", "/prime"), ("VAST", "/vast"), ("LAMBDA", "/lambda"), ("RUNPOD", "/runpod")):
             monkeypatch.setenv(f"PRIME_TRAIN_TUI_{name}_URL", base + prefix)
             monkeypatch.setenv(f"{name}_API_KEY", f"test-{name.lower()}-key")
         yield
@@ -37,7 +37,7 @@ def test_offers_json_ranks_all_providers_by_estimated_dollars(providers, capsys)
     assert code == 0, (doc.get("errors"), err)
     assert doc["errors"] == []
     offers = doc["offers"]
-    assert {o["provider"] for o in offers} >= {"vast", "lambda"}
+    assert {o["provider"] for o in offers} >= {"vast", "lambda", "runpod"}
     costs = [o["est_cost"] for o in offers if o.get("est_cost") is not None]
     assert costs and costs == sorted(costs)  # $ per completed run, not $/hr, decides the order
     assert "test-vast-key" not in out and "test-vast-key" not in err  # keys never printed

@@ -19,7 +19,7 @@ from tests.shared_data import CONFIG_FIXTURES, OFFER_FIXTURES
 FIXTURES = OFFER_FIXTURES
 CONFIGS = CONFIG_FIXTURES
 GOOD = {"/prime": (200, "primeintellect-availability-gpus.json"), "/vast": (200, "vast-bundles-ondemand.json"),
-        "/lambda": (200, "lambda-instance-types.json")}
+        "/lambda": (200, "lambda-instance-types.json"), "/runpod": (200, "runpod-graphql-gpuTypes.json")}
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def served(monkeypatch):
         return status, body, "text/plain" if str(what).endswith(".txt") else "application/json"
 
     with serve(answer) as base:
-        for name, prefix in (("PRIME", "/prime"), ("VAST", "/vast"), ("LAMBDA", "/lambda")):
+        for name, prefix in (("PRIME", "/prime"), ("VAST", "/vast"), ("LAMBDA", "/lambda"), ("RUNPOD", "/runpod")):
             monkeypatch.setenv(f"PRIME_TRAIN_TUI_{name}_URL", base + prefix)
             monkeypatch.setenv(f"{name}_API_KEY", f"test-{name.lower()}-key")
         yield routes, hits
@@ -128,6 +128,7 @@ def test_edge_answers_reach_the_cli_as_that_providers_error(served, capsys, monk
 def test_empty_answers_list_nothing_and_exit_one(served, capsys):
     routes, _ = served
     routes.update({"/vast": (200, "vast-edge-empty-offers.json"), "/lambda": (200, "lambda-edge-empty-data.json"),
-                   "/prime": (200, "primeintellect-edge-availability-empty.json")})
+                   "/prime": (200, "primeintellect-edge-availability-empty.json"),
+                   "/runpod": (200, b'{"data": {"gpuTypes": []}}')})
     code, doc, _ = _offers(capsys)
     assert code == 1 and doc == {"offers": [], "errors": []}

@@ -23,7 +23,8 @@ async def _nosleep(_: float) -> None:
 async def fetcher(spot: bool):
     routes = {"pi.test": (200, body("primeintellect-availability-gpus.json")),
               "vast.test": (429, body("vast-edge-http429-plaintext.txt")),
-              "lambda.test": (200, body("lambda-instance-types.json"))}
+              "lambda.test": (200, body("lambda-instance-types.json")),
+              "runpod.test": (200, body("runpod-edge-graphql-errors.json"))}
     transport = httpx.MockTransport(lambda r: httpx.Response(routes[r.url.host][0], content=routes[r.url.host][1]))
     async with httpx.AsyncClient(transport=transport) as client:
         return await fetch_all(keys=KEYS, urls=URLS, client=client, spot=spot,
@@ -48,6 +49,7 @@ async def test_refresh_filter_sort():
         table = app.query_one(OffersView)
         status = str(app.query_one("#of-status", Label).render())
         assert "vast: HTTP 429: API requests too frequent" in status
+        assert "runpod: GraphQL error: Something went wrong (synthetic)" in status
         assert {r.offer.provider for r in pane.ranked} == {"primeintellect", "lambda"}
         costs = [r.est_cost for r in table.ordered()]
         assert costs == sorted(costs) and table.row_count == len(pane.ranked)

@@ -231,7 +231,7 @@ async def test_demo_shows_simulated_offers_without_keys_and_rents_nothing(tmp_pa
         pane = app.offers_pane
         await wait_for(pilot, lambda: bool(pane.ranked))
         assert "SIMULATED offers" in str(pane.query_one("#of-status", Label).render())
-        assert {r.offer.provider for r in pane.ranked} == {"primeintellect", "vast", "lambda"}
+        assert {r.offer.provider for r in pane.ranked} == {"primeintellect", "vast", "lambda", "runpod"}
         pane.query_one("#of-max-price", Input).value = "5"  # a filter keeps the SIMULATED note
         await pilot.pause()
         assert "SIMULATED offers" in str(pane.query_one("#of-status", Label).render())

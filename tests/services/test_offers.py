@@ -17,8 +17,8 @@ from tests.shared_data import OFFER_FIXTURES
 
 FIX = OFFER_FIXTURES
 URLS = {"primeintellect": "http://pi.test/api/v1", "vast": "http://vast.test/api/v0",
-        "lambda": "http://lambda.test/api/v1"}
-KEYS = {"primeintellect": "pk", "vast": "vk", "lambda": "lk"}
+        "lambda": "http://lambda.test/api/v1", "runpod": "http://runpod.test/graphql"}
+KEYS = {"primeintellect": "pk", "vast": "vk", "lambda": "lk", "runpod": "rk"}
 
 
 async def _nosleep(_: float) -> None:
@@ -49,7 +49,8 @@ def serve(routes: dict[str, list[tuple[int, bytes]]], seen: list | None = None) 
 
 OK = {"pi.test": [(200, body("primeintellect-availability-gpus.json"))],
       "vast.test": [(200, body("vast-bundles-ondemand.json"))],
-      "lambda.test": [(200, body("lambda-instance-types.json"))]}
+      "lambda.test": [(200, body("lambda-instance-types.json"))],
+      "runpod.test": [(200, body("runpod-graphql-gpuTypes.json"))]}
 
 
 # ------------------------------------------------------------------ normalisation
@@ -167,7 +168,7 @@ async def test_fetch_all_three_providers_ranked():
     async with serve(dict(OK)) as client:
         res = await fetch_all(keys=KEYS, urls=URLS, client=client, retry=FAST)
     assert res.errors == ()
-    assert {o.provider for o in res.offers} == {"primeintellect", "vast", "lambda"}
+    assert {o.provider for o in res.offers} == {"primeintellect", "vast", "lambda", "runpod"}
     assert not any(o.spot for o in res.offers)
     ranked = rank(res.offers, RunSpec(model="Qwen/Qwen3-8B"))
     costs = [r.est_cost for r in ranked]
@@ -177,10 +178,12 @@ async def test_fetch_all_three_providers_ranked():
 async def test_requests_carry_key_and_spot_search():
     seen: list[httpx.Request] = []
     routes = {"pi.test": [(200, body("primeintellect-availability-gpus.json"))],
-              "vast.test": [(200, body("vast-bundles-bid.json"))], "lambda.test": [(200, b"{}")]}
+              "vast.test": [(200, body("vast-bundles-bid.json"))], "lambda.test": [(200, b"{}")],
+              "runpod.test": [(200, body("runpod-graphql-gpuTypes.json"))]}
     async with serve(routes, seen) as client:
         res = await fetch_all(keys=KEYS, urls=URLS, client=client, retry=FAST, spot=True)
-    assert all(o.spot for o in res.offers) and {o.provider for o in res.offers} == {"primeintellect", "vast"}
+    assert all(o.spot for o in res.offers) and {o.provider for o in res.offers} == {"primeintellect", "vast",
+                                                                                    "runpod"}
     vreq = next(r for r in seen if r.url.host == "vast.test")
     assert vreq.method == "POST" and vreq.url.path == "/api/v0/bundles/"
     assert json.loads(vreq.content)["type"] == "bid" and vreq.headers["authorization"] == "Bearer vk"
@@ -206,7 +209,7 @@ async def test_one_provider_failing_others_still_show(host, status, fixture, exp
         res = await fetch_all(keys=KEYS, urls=URLS, client=client, retry=FAST)
     name = {"pi.test": "primeintellect", "vast.test": "vast", "lambda.test": "lambda"}[host]
     assert [e.provider for e in res.errors] == [name] and expect in res.errors[0].message
-    assert {o.provider for o in res.offers} == {"primeintellect", "vast", "lambda"} - {name}
+    assert {o.provider for o in res.offers} == {"primeintellect", "vast", "lambda", "runpod"} - {name}
 
 
 async def test_429_plaintext_then_success_is_retried_with_backoff():
@@ -239,7 +242,8 @@ async def test_invalid_json_missing_key_and_timeout():
         missing = await fetch_all(keys={"vast": "vk"}, urls=URLS, client=client, retry=FAST,
                                   providers=["primeintellect"])
     errs = {e.provider: e.message for e in res.errors}
-    assert errs == {"vast": "HTTP 200: invalid JSON in the answer", "lambda": "timed out after 0.3 s"}
+    assert errs == {"vast": "HTTP 200: invalid JSON in the answer", "lambda": "timed out after 0.3 s",
+                    "runpod": "unexpected answer: no data.gpuTypes"}  # served Prime's answer
     assert len(res.offers) == 8  # 10 Prime items, 2 of them spot
     assert missing.errors[0].message.startswith("no API key: set PRIME_API_KEY") and missing.offers == ()
     assert "prime login" in missing.errors[0].message  # and the provider's own CLI way
