@@ -8,8 +8,8 @@ Run: python tests/benchmarks/offers_rank.py [--n 10000] [--repeat 20]
    pane's worst case. Baseline in the same process: ``json.loads`` of the same payloads (the floor for
    anything that reads them), timed in a loop of its own. Target: normalise + rank < 30 ms. Also timed at
    the largest listing the fetchers can return (Prime 20 pages × 100, Vast 2 × 200, Lambda ~30).
-2. Refresh: ``fetch_all`` against three providers that each answer after 300 ms (httpx MockTransport with
-   an async handler): total ≈ the slowest, not the sum (900 ms).
+2. Refresh: ``fetch_all`` against the four providers, each answering after 300 ms (httpx MockTransport with
+   an async handler): total ≈ the slowest, not the sum (1,200 ms).
 """
 
 from __future__ import annotations
@@ -118,21 +118,22 @@ LARGEST_LISTING = primeintellect.MAX_PAGES * primeintellect.PAGE_SIZE + 2 * 200 
 async def bench_refresh(delay: float = 0.3) -> None:
     bodies = {"pi.test": (FIX / "primeintellect-availability-gpus.json").read_bytes(),
               "vast.test": (FIX / "vast-bundles-ondemand.json").read_bytes(),
-              "lambda.test": (FIX / "lambda-instance-types.json").read_bytes()}
+              "lambda.test": (FIX / "lambda-instance-types.json").read_bytes(),
+              "runpod.test": (FIX / "runpod-graphql-gpuTypes.json").read_bytes()}
 
     async def handler(request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(delay)
         return httpx.Response(200, content=bodies[request.url.host])
 
     urls = {"primeintellect": "http://pi.test/api/v1", "vast": "http://vast.test/api/v0",
-            "lambda": "http://lambda.test/api/v1"}
-    keys = {"primeintellect": "k", "vast": "k", "lambda": "k"}
+            "lambda": "http://lambda.test/api/v1", "runpod": "http://runpod.test/graphql"}
+    keys = {name: "k" for name in urls}
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         t0 = time.perf_counter()
         result = await fetch_all(keys=keys, urls=urls, client=client)
         took = time.perf_counter() - t0
-    print(f"refresh, 3 providers × {delay * 1000:.0f} ms each: {took * 1000:.0f} ms total for "
-          f"{len(result.offers)} offers, {len(result.errors)} errors (sum would be {3 * delay * 1000:.0f} ms)")
+    print(f"refresh, {len(urls)} providers × {delay * 1000:.0f} ms each: {took * 1000:.0f} ms total for "
+          f"{len(result.offers)} offers, {len(result.errors)} errors (sum would be {len(urls) * delay * 1000:.0f} ms)")
 
 
 def main() -> None:
