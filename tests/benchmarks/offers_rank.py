@@ -1,4 +1,4 @@
-"""offers_rank: normalise + rank 10,000 offers, and a refresh with three slow providers.
+"""offers_rank: normalise + rank 10,000 offers, and a refresh with four slow providers.
 
 Run: python tests/benchmarks/offers_rank.py [--n 10000] [--repeat 20]
 
