@@ -21,6 +21,8 @@ Rules (thresholds in :class:`HealthSettings`; field notes §8 for why):
 
 from __future__ import annotations
 
+import math
+
 import functools
 import re
 from collections import deque
@@ -58,7 +60,10 @@ class HealthSettings:
     disk_critical_pct: float = 95.0
     disk_rate_window_s: float = 900.0  # the rate behind "time to full"
     nofile_min: int = 65536
-    log_alert_ttl_s: float = 1800.0  # a log alert with no new match and no new step clears after this
+    # an error line stays the run's latest news until the run moves past it (a later step, or progress in
+    # metrics.jsonl / training.csv): a dead run's OOM is still the answer hours later, in the TUI as in
+    # `status`. A number of seconds lets unmatched errors age out instead.
+    log_alert_ttl_s: float = math.inf
     ckpt_stale_s: float = 600.0  # an incomplete checkpoint untouched this long is abandoned, not being written
 
 
@@ -430,10 +435,13 @@ class HealthTracker:
         return self.alerts
 
     def _moved_past(self, hit: _LogHit) -> bool:
-        """A step after the error line: of the line's own component, or of the trainer (the run's progress);
+        """Progress after the error line: a step of the line's own component, or of the trainer (the run's
+        progress), or — in a run without step lines — progress in its metrics;
         without trainer steps, any step clears a non-trainer error. Another file's progress never clears
         a trainer error (the orchestrator keeps logging while the trainer is dead)."""
         lines = self.run.step_lines
+        if not lines:  # a run without step lines (metrics.jsonl / training.csv): any progress after it
+            return self.progress_at is not None and self.progress_at > hit.last
         component, _ = split_line(hit.line)
         if component is None:
             return any(t > hit.last for t in lines.values())

@@ -272,11 +272,29 @@ class TestLogPatterns:
         assert "log:cuda-oom" not in ids(h.observe(sample(T0 + 101, log=[step_line(2)])))
         assert "log:cuda-oom" in ids(h.observe(sample(T0 + 102, log=[oom])))  # fires again when it recurs
 
-    def test_old_news_clears_after_the_ttl(self) -> None:
-        h = HealthTracker()
+    def test_old_news_clears_after_a_ttl_when_one_is_set(self) -> None:
+        h = HealthTracker(HealthSettings(log_alert_ttl_s=1800.0))
         h.observe(sample(T0, log=[LOG_CASES["nccl-timeout"]]))
-        assert "log:nccl-timeout" in ids(h.observe(sample(T0 + S.log_alert_ttl_s)))
-        assert "log:nccl-timeout" not in ids(h.observe(sample(T0 + S.log_alert_ttl_s + 1)))
+        assert "log:nccl-timeout" in ids(h.observe(sample(T0 + 1800)))
+        assert "log:nccl-timeout" not in ids(h.observe(sample(T0 + 1801)))
+
+    def test_a_dead_runs_error_stays_the_news_until_the_run_moves_past_it(self) -> None:
+        """By default no TTL: the OOM that stopped the run is still the answer two hours later (as `status`
+        says), and it clears when the run moves on."""
+        h = HealthTracker()
+        h.observe(sample(T0, log=[step_line(1)]))
+        oom = LOG_CASES["cuda-oom"]
+        h.observe(sample(T0 + 1, log=[oom]))
+        later = ids(h.observe(sample(T0 + 7200)))
+        assert "log:cuda-oom" in later and "no-progress" in later
+        assert "log:cuda-oom" not in ids(h.observe(sample(T0 + 7201, log=[step_line(2)])))
+
+    def test_in_a_run_without_step_lines_metrics_progress_moves_past_an_error(self) -> None:
+        h = HealthTracker()
+        h.observe(sample(T0, metrics=['{"step": 1, "loss/mean": 0.5}']))
+        h.observe(sample(T0 + 1, log=[LOG_CASES["nccl-timeout"]]))
+        assert "log:nccl-timeout" in ids(h.observe(sample(T0 + 3600)))
+        assert "log:nccl-timeout" not in ids(h.observe(sample(T0 + 3601, metrics=['{"step": 2, "loss/mean": 0.4}'])))
 
     def test_custom_pattern_file(self, tmp_path: Path) -> None:
         f = tmp_path / "p.toml"
