@@ -27,9 +27,20 @@ import time
 from collections.abc import AsyncIterable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from services.manifest import BucketCheckpoint, FileEntry, Manifest, PodCheckpoint
+from services.backup_bucket import (  # noqa: F401 (re-exported)
+    _check_objects,
+    _head,
+    _matches,
+    list_bucket,
+    ours,
+    prune_bucket,
+    read_manifest,
+    verified_steps,
+    verify_backup,
+)
+from services.manifest import FileEntry, Manifest, PodCheckpoint, RunSource, source_label
 from services.s3 import S3, BackupError, BackupSettings, each_page, mask, part_size_for
 from services.connection import POD_COMMON, bundle
 from services.ssh import DEFAULT_PROBE_DIR, Connection, SSHConnection
@@ -169,12 +180,70 @@ async def pod_checkpoints(conn: Connection, run_dir: str) -> tuple[list[PodCheck
     return [PodCheckpoint(**{k: v for k, v in c.items() if k in known}) for c in found["ckpts"]], found.get("disk")
 
 
+def _state_dir(conn: Connection) -> str:
+    """Where the pod keeps its registry of runs (the lifecycle agent's state dir)."""
+    return (getattr(conn.pod, "probe_dir", None) or DEFAULT_PROBE_DIR).rstrip("/")
+
+
+def _source(conn: Connection, found: dict) -> RunSource:
+    return RunSource(pod=conn.pod.name, run_dir=str(found.get("run_dir") or ""), run_id=str(found.get("run_id") or ""),
+                     lineage=tuple(str(i) for i in found.get("lineage") or () if i))
+
+
+async def run_source(conn: Connection, run_dir: str) -> RunSource:
+    """Which run is in ``run_dir`` on the pod: its absolute path, and the record id (with what it was
+    resumed from) when we launched it. Backups count for a run only when their manifest names it."""
+    agent = PodAgent(conn)
+    await agent.install()
+    events = await agent.run_json(["source", run_dir, "--state-dir", _state_dir(conn)], timeout=120)
+    found = next((e for e in events if e.get("event") == "source"), None)
+    if found is None:
+        raise BackupError(f"the backup agent on {conn.pod.name} did not say which run is in {run_dir}")
+    return _source(conn, found)
+
+
+def source_from_record(record: dict, pod: str, abs_run_dir: str, older: Callable[[str], dict | None]
+                       = lambda _id: None) -> RunSource:
+    """The source of a run known by its run record (resume on another pod: the pod may have no record
+    of it); ``older(id)`` finds the records it was resumed from (services.runs.load_record)."""
+    lineage, parent, seen = [], record.get("resumed_from"), {str(record.get("id") or "")}
+    while parent and str(parent) not in seen and len(seen) < 100:
+        lineage.append(str(parent))
+        seen.add(str(parent))
+        parent = (older(str(parent)) or {}).get("resumed_from")
+    return RunSource(pod=str(record.get("pod") or pod), run_dir=abs_run_dir, run_id=str(record.get("id") or ""),
+                     lineage=tuple(lineage))
+
+
+async def source_for_record(conn: Connection, record: dict, runs_dir: Any = None) -> RunSource:
+    """The run a record names (resume: maybe on another pod than the one that made its backups), with
+    what it was resumed from as far as this machine's records and the pod's registry know."""
+    from services import runs
+
+    older = (lambda i: runs.load_record(runs_dir, i)) if runs_dir is not None else (lambda _i: None)
+    found = await run_source(conn, record.get("run_dir") or ".")
+    source = source_from_record(record, conn.pod.name, found.run_dir, older)
+    if found.run_id and found.run_id == source.run_id:  # the pod knows this run: its registry too
+        source = replace(source, lineage=tuple(dict.fromkeys((*source.lineage, *found.lineage))))
+    return source
+
+
+def collision(step: int, mine: RunSource, theirs: Manifest, where: str) -> BackupError:
+    return BackupError(f"step {step} in {where} was backed up by another run ({source_label(theirs.source)}), "
+                       f"not this one ({mine.label()}): refusing to overwrite it",
+                       hint="give each run its own prefix: set prefix in backup.toml (or --prefix)")
+
+
 # ------------------------------------------------------------------ backup
 async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir: str, step: int,
                             on_progress: ProgressFn | None = None) -> BackupResult:
     """Pod -> bucket in one read of every file: the agent hashes (sha256 per file, md5 per part) while it
     uploads; each file's multipart upload is completed as soon as its last part is in, while the
-    others still upload. Then every object is checked against the manifest, which is written last."""
+    others still upload. Then every object is checked against the manifest, which is written last.
+
+    The manifest names the run (:func:`run_source`). A step already in the bucket from another run (or
+    from an unknown one) is refused before anything is sent; an object already complete in the bucket
+    is hashed on the pod and not sent again when it matches."""
     s3 = S3(settings)
     await s3.call("head_bucket", Bucket=s3.bucket)  # clear errors before touching the pod
     started = time.monotonic()
@@ -183,15 +252,21 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
     await agent.install()
     report(TransferProgress("backup", step, "scan", 0, 0, time.monotonic() - started))
     plan = await agent.run_json(["plan", run_dir, "--step", str(step), "--compress", settings.compression,
-                                 "--level", str(settings.level)])  # both halves, wherever each lives
+                                 "--level", str(settings.level), "--state-dir", _state_dir(conn)])  # both halves
     found = next((e for e in plan if e.get("event") == "plan"), None)
     if found is None:
         raise BackupError(f"the backup agent on the pod gave no plan for step {step} (and no error)")
     planned = found["files"]
+    source = _source(conn, found.get("source") or {"run_dir": run_dir})
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
+    there = await read_manifest(s3, base)
+    if there is not None and not source.same_run(there.source):
+        raise collision(step, source, there, f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}")
     total = sum(int(f["size"]) for f in planned)
-    result = BackupResult(manifest=Manifest(step=step, run=Path(run_dir.rstrip("/")).name, files=()), verified=False)
+    result = BackupResult(manifest=Manifest(step=step, run=Path(run_dir.rstrip("/")).name, files=(), source=source),
+                          verified=False)
     uploads: dict[str, str] = {}  # key -> multipart UploadId
+    existing: dict[str, str] = {}  # key -> ETag of an object already complete in the bucket
     entries: dict[str, FileEntry] = {}
     completing: list[asyncio.Task] = []
     errors: list[str] = []
@@ -205,12 +280,15 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
             part = part_size_for(entry.size, settings.part_size, settings.min_part, settings.jobs)
             offsets = list(range(0, entry.size, part)) or [0]
             have: dict[int, str] = {}
+            head = await _head(s3, key)
+            exists = {}
             if len(offsets) > 1:
-                uploads[key], have = await _resume_or_create(s3, key)
-            else:  # one PUT: an object already there with this md5 is not sent again
-                head = await _head(s3, key)
-                if head is not None:
-                    have = {1: str(head.get("ETag", "")).strip('"')}
+                if head is not None:  # complete already (a backup stopped before its manifest, a re-run)
+                    existing[key] = str(head.get("ETag", "")).strip('"')
+                    exists = {"exists": {"etag": existing[key], "size": int(head.get("ContentLength", -1))}}
+                uploads[key], have = await _resume_or_create(s3, key)  # used only when it does not match
+            elif head is not None:  # one PUT: an object already there with this md5 is not sent again
+                have = {1: str(head.get("ETag", "")).strip('"')}
             parts = []
             for n, off in enumerate(offsets, 1):
                 url = (s3.presign("upload_part", Key=key, UploadId=uploads[key], PartNumber=n) if key in uploads
@@ -218,9 +296,14 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
                 parts.append({"n": n, "offset": off, "raw": min(part, entry.size - off), "url": url,
                               **({"have": have[n]} if n in have else {})})
             yield json.dumps({"path": entry.path, "full": f["full"], "key": key, "size": entry.size,
-                              "encoding": entry.encoding, "level": entry.level, "parts": parts})
+                              "encoding": entry.encoding, "level": entry.level, "parts": parts, **exists})
 
-    async def complete(key: str, entry: FileEntry, etags: list[str]) -> None:
+    async def complete(key: str, entry: FileEntry, etags: list[str], kept: bool) -> None:
+        if kept:  # the complete object matched: nothing was sent, its unused upload goes
+            if key in uploads:
+                await s3.call("abort_multipart_upload", Bucket=s3.bucket, Key=key, UploadId=uploads.pop(key))
+            entries[entry.path] = replace(entry, store_etag="" if existing[key] == entry.etag else existing[key])
+            return
         bad = [p.n for p, e in zip(entry.parts, etags) if e != p.md5]
         if bad and await _store_etags_are_md5(s3, base):
             raise BackupError(f"{entry.path}: the store's ETag of part {bad[0]} is not the md5 the pod sent "
@@ -247,7 +330,8 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
         elif kind == "file":
             entry = FileEntry.from_dict(ev)
             etags = [str(p.get("etag") or p["md5"]) for p in sorted(ev["parts"], key=lambda p: p["n"])]
-            completing.append(asyncio.ensure_future(complete(ev["key"], entry, etags)))
+            kept = bool(ev.get("existing")) and ev["key"] in existing
+            completing.append(asyncio.ensure_future(complete(ev["key"], entry, etags, kept)))
         elif kind == "error":
             errors.append(mask(str(ev.get("message"))))
 
@@ -266,15 +350,19 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
         raise BackupError(f"{len(errors) or 1} file(s) failed to upload: "
                           f"{errors[0] if errors else 'the agent stopped early'}",
                           hint="run the backup again: finished parts are not sent twice")
-    manifest = Manifest(step=step, run=result.manifest.run, files=tuple(entries[f["path"]] for f in planned))
+    manifest = Manifest(step=step, run=result.manifest.run, files=tuple(entries[f["path"]] for f in planned),
+                        source=source)
     result.manifest = manifest
     report(TransferProgress("backup", step, "verify", done_bytes, total, time.monotonic() - started))
     result.problems = await _check_objects(s3, base, manifest)
     if not result.problems:
+        again = await read_manifest(s3, base)  # another run may have finished the same step meanwhile
+        if again is not None and not source.same_run(again.source):
+            raise collision(step, source, again, f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}")
         await s3.call("put_object", Bucket=s3.bucket, Key=base + "manifest.json", Body=manifest.to_json().encode(),
                       ContentType="application/json")
         result.verified = True
-        result.pruned = await prune_bucket(settings, run_dir, settings.keep_last)
+        result.pruned = await prune_bucket(settings, run_dir, settings.keep_last, source)
     report(TransferProgress("backup", step, "done", done_bytes, total, time.monotonic() - started))
     return result
 
@@ -290,22 +378,6 @@ async def _store_etags_are_md5(s3: S3, base: str) -> bool:
     return str(put.get("ETag", "")).strip('"') == hashlib.md5(body).hexdigest()
 
 
-async def _head(s3: S3, key: str) -> dict | None:
-    try:
-        return await s3.call("head_object", Bucket=s3.bucket, Key=key)
-    except BackupError as exc:
-        if "404" in str(exc) or "Not Found" in str(exc) or "NoSuchKey" in str(exc):
-            return None
-        raise
-
-
-def _matches(head: dict, f: FileEntry) -> bool:
-    """Same size and the ETag S3 derives from our md5s, or (stores whose ETags are not md5s, e.g.
-    SSE-KMS) the ETag the store gave when the upload was completed from parts we checked."""
-    etag = str(head.get("ETag", "")).strip('"')
-    return int(head.get("ContentLength", -1)) == f.stored_size and etag in {f.etag, f.store_etag or f.etag}
-
-
 async def _resume_or_create(s3: S3, key: str) -> tuple[str, dict[int, str]]:
     """The newest unfinished multipart upload of ``key`` and its parts' md5s, or a new upload."""
     listing = await s3.call("list_multipart_uploads", Bucket=s3.bucket, Prefix=key)
@@ -319,95 +391,11 @@ async def _resume_or_create(s3: S3, key: str) -> tuple[str, dict[int, str]]:
     return created["UploadId"], {}
 
 
-async def _check_objects(s3: S3, base: str, manifest: Manifest) -> list[str]:
-    problems = []
-    for f in manifest.files:
-        head = await _head(s3, base + f.key)
-        if head is None:
-            problems.append(f"{f.path}: missing from the bucket")
-        elif not _matches(head, f):
-            problems.append(f"{f.path}: bucket object differs from the manifest "
-                            f"({head.get('ContentLength')} bytes, ETag {str(head.get('ETag')).strip(chr(34))}; "
-                            f"expected {f.stored_size} bytes, ETag {f.etag})")
-    return problems
-
-
-# ------------------------------------------------------------------ bucket listing, verify, prune
-async def read_manifest(s3: S3, base: str) -> Manifest | None:
-    try:
-        obj = await s3.call("get_object", Bucket=s3.bucket, Key=base + "manifest.json")
-    except BackupError as exc:
-        if "NoSuchKey" in str(exc) or "404" in str(exc):
-            return None
-        raise
-    return Manifest.from_json(await asyncio.to_thread(obj["Body"].read))
-
-
-async def verify_backup(settings: BackupSettings, run_dir: str, step: int) -> BucketCheckpoint:
-    s3 = S3(settings)
-    base = f"{settings.prefix_for(run_dir)}step_{step}/"
-    manifest = await read_manifest(s3, base)
-    if manifest is None:
-        return BucketCheckpoint(step, 0, 0, False, ("no manifest: the backup never finished",))
-    problems = await _check_objects(s3, base, manifest)
-    return BucketCheckpoint(step, manifest.bytes, manifest.stored_bytes, not problems, tuple(problems),
-                            manifest.created)
-
-
-async def list_bucket(settings: BackupSettings, run_dir: str) -> list[BucketCheckpoint]:
-    """Every step under the run's prefix, each verified against its manifest (one HEAD per file)."""
-    s3 = S3(settings)
-    prefix = settings.prefix_for(run_dir)
-    objects = await each_page(s3, "list_objects_v2", "Contents", Prefix=prefix)
-    sizes: dict[int, int] = {}
-    for o in objects:
-        step = _step_of(o["Key"], prefix)
-        if step is not None:
-            sizes[step] = sizes.get(step, 0) + int(o["Size"])
-    out = []
-    for step in sorted(sizes):
-        checked = await verify_backup(settings, run_dir, step)
-        out.append(checked if checked.bytes else BucketCheckpoint(step, 0, sizes[step], False, checked.problems))
-    return out
-
-
-async def verified_steps(settings: BackupSettings, run_dir: str) -> set[int]:
-    """For cleanup: the steps whose backup is verified now (delete nothing else on the pod)."""
-    return {c.step for c in await list_bucket(settings, run_dir) if c.verified}
-
-
-def _step_of(key: str, prefix: str) -> int | None:
-    head = key[len(prefix):].split("/", 1)[0]
-    return int(head[5:]) if head.startswith("step_") and head[5:].isdigit() else None
-
-
-async def prune_bucket(settings: BackupSettings, run_dir: str, keep_last: int) -> list[int]:
-    """Keep the newest ``keep_last`` verified steps; delete older steps (verified or partial). Steps
-    newer than the oldest kept one are never touched (a backup may be in progress)."""
-    if keep_last <= 0:
-        return []
-    s3 = S3(settings)
-    prefix = settings.prefix_for(run_dir)
-    steps = await list_bucket(settings, run_dir)
-    kept = sorted((c.step for c in steps if c.verified), reverse=True)[:keep_last]
-    if len(kept) < keep_last:
-        return []
-    floor = min(kept)
-    doomed = sorted(c.step for c in steps if c.step < floor)
-    for step in doomed:
-        base = f"{prefix}step_{step}/"
-        for o in await each_page(s3, "list_objects_v2", "Contents", Prefix=base):
-            await s3.call("delete_object", Bucket=s3.bucket, Key=o["Key"])
-        listing = await s3.call("list_multipart_uploads", Bucket=s3.bucket, Prefix=base)
-        for u in listing.get("Uploads", []) or []:
-            await s3.call("abort_multipart_upload", Bucket=s3.bucket, Key=u["Key"], UploadId=u["UploadId"])
-    return doomed
-
-
 # ------------------------------------------------------------------ restore
 async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir: str, step: int | None = None,
                              on_progress: ProgressFn | None = None, ckpt_root: str | None = None,
-                             notes: list[str] | None = None, placed: list[str] | None = None) -> Manifest:
+                             notes: list[str] | None = None, placed: list[str] | None = None,
+                             source: RunSource | None = None) -> Manifest:
     """Bucket -> the pod (newest verified when no step): each half where it belongs for that run -- the
     trainer half into ``ckpt_root`` when given and not <run_dir>/checkpoints, else where the run's
     resolved configs put it ([ckpt] output_dir), the orchestrator half into <run_dir>/checkpoints.
@@ -415,19 +403,33 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
     The files land in staging dirs and are checked against the manifest first. A complete step_N on
     the pod is never overwritten (error); an incomplete one or half (a save cut short) is moved aside to
     ``.step_N.incomplete-<time>`` in the same dir and a sentence saying where is appended to ``notes``;
-    the step dirs written (one, or one per half) are appended to ``placed``."""
+    the step dirs written (one, or one per half) are appended to ``placed``.
+
+    Without ``step``: the newest verified backup of THIS run (``source``, default the run in ``run_dir``
+    on the pod: :func:`run_source`); another run's backups under the same prefix are named in the error.
+    An explicit ``step`` from another run is restored, and ``notes`` says whose it is."""
     s3 = S3(settings)
     report = on_progress or (lambda _p: None)
     started = time.monotonic()
+    if source is None:
+        source = await run_source(conn, run_dir)
     if step is None:
-        verified = [c.step for c in await list_bucket(settings, run_dir) if c.verified]
+        listing = [c for c in await list_bucket(settings, run_dir) if c.verified]
+        verified = [c.step for c in ours(listing, source)]
         if not verified:
-            raise BackupError(f"no verified backup under s3://{s3.bucket}/{settings.prefix_for(run_dir)}")
+            others = sorted(c.step for c in listing)
+            raise BackupError(f"no verified backup of this run ({source.label()}) under "
+                              f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}"
+                              + (f"; other runs' steps there: {', '.join(map(str, others[-5:]))}" if others else ""),
+                              hint="pass --step N to restore another run's backup" if others else "")
         step = max(verified)
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
     manifest = await read_manifest(s3, base)
     if manifest is None:
         raise BackupError(f"step {step} has no verified backup (no manifest) in s3://{s3.bucket}/{base}")
+    if not source.same_run(manifest.source) and notes is not None:
+        notes.append(f"step {step} was backed up by another run: {source_label(manifest.source)} "
+                     f"(this is {source.label()})")
     problems = await _check_objects(s3, base, manifest)
     if problems:
         raise BackupError(f"the backup of step {step} does not match its manifest: {problems[0]}")

@@ -13,11 +13,17 @@ on stdin, one JSON object per line, and the agent answers with one JSON object p
                                        whatever the layout), size and encoding: zstd only when it saves
                                        >= 5% on samples of the file (each part is then its own zstd
                                        frame; concatenated frames are one valid stream)
+  source RUN_DIR [--state-dir DIR]     which run this is: the absolute run dir, the id of the run record in
+                                       RUN_DIR/.ptt/run.json (when we launched it) and the ids it was
+                                       resumed from (the pod's registry DIR/runs/<id>.json); plan takes
+                                       --state-dir too and puts the same in its event
   send [--jobs N --limit B/S --min-part M]
                                        stdin: one file per line {"path","full","key","encoding","level",
                                        "parts":[{"n","offset","raw","url","have"}]}; ONE read per file:
                                        sha256 in order, md5 (+zstd) per part, PUT with urllib (parallel)
-                                       unless the bucket already has that md5 ("have"); prints
+                                       unless the bucket already has that md5 ("have"); a file whose
+                                       object is complete in the bucket ("exists": its ETag and size) is
+                                       hashed first and not sent at all when the ETag matches; prints
                                        {"event":"part"} per part and {"event":"file"} (sha256, parts)
   download [--jobs N]                  stdin: one plan {"run_dir","step","files":[...][,"trainer_root"]};
                                        ranged GETs into a staging dir beside each half's home, sha256 of
@@ -132,6 +138,39 @@ def cmd_list(run_dir):
     emit({"event": "list", "ckpts": res, "disk": disk, "trainer_dir": troot, "orch_dir": oroot or troot})
 
 
+def run_source(run_dir, state_dir=None):
+    """{"run_dir", "run_id", "lineage"} of the run in ``run_dir`` (ids empty when no record is there)."""
+    run_dir = os.path.abspath(os.path.expanduser(run_dir))
+    out = {"run_dir": run_dir, "run_id": "", "lineage": []}
+    try:
+        with open(os.path.join(run_dir, ".ptt", "run.json")) as fh:
+            rec = json.load(fh)
+    except (OSError, ValueError):
+        return out
+    if not isinstance(rec, dict) or not rec.get("id"):
+        return out
+    out["run_id"] = str(rec["id"])
+    state = os.path.expanduser(state_dir or "~/.cache/prime-train-tui")
+    state = state if os.path.isabs(state) else os.path.join(os.path.expanduser("~"), state)
+    seen = {out["run_id"]}
+    parent = rec.get("resumed_from")
+    while parent and str(parent) not in seen and len(seen) < 100:
+        parent = str(parent)
+        out["lineage"].append(parent)
+        seen.add(parent)
+        try:
+            with open(os.path.join(state, "runs", os.path.basename(parent) + ".json")) as fh:
+                parent = (json.load(fh) or {}).get("resumed_from")
+        except (OSError, ValueError, AttributeError):
+            break
+    return out
+
+
+def cmd_source(run_dir, state_dir=None):
+    emit({"event": "source", **run_source(run_dir, state_dir)})
+    return 0
+
+
 # ------------------------------------------------------------------ compression
 def zstd_codec():
     """("module", zstandard) or ("binary", path) or None: what this pod can compress with."""
@@ -184,7 +223,7 @@ def pays_off(full, size, codec, level):
     return stored <= SAVING * raw
 
 
-def cmd_plan(run_dir, step, encoding, level, trainer_root=None):
+def cmd_plan(run_dir, step, encoding, level, trainer_root=None, state_dir=None):
     """The files of a complete checkpoint (both halves, wherever each lives), their sizes and whether
     each is worth compressing."""
     troot, oroot = ckpt_roots(run_dir, trainer_root)
@@ -205,7 +244,8 @@ def cmd_plan(run_dir, step, encoding, level, trainer_root=None):
         size = os.path.getsize(full)
         out.append({"path": rel.replace(os.sep, "/"), "full": full, "size": size,
                     "encoding": "zstd" if pays_off(full, size, codec, level) else "none"})
-    emit({"event": "plan", "files": out, "zstd": codec is not None, "trainer_dir": tdir, "orch_dir": odir})
+    emit({"event": "plan", "files": out, "zstd": codec is not None, "trainer_dir": tdir, "orch_dir": odir,
+          "source": run_source(run_dir, state_dir)})
     return 0
 
 
@@ -218,17 +258,53 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024):
     failed = []
     gate = threading.BoundedSemaphore(jobs + 2)  # memory: at most jobs + 2 parts read and not yet sent
 
+    def stored(task, chunk, last):
+        """The bytes stored for a part: the chunk, or its zstd frame (padded: S3 refuses small parts)."""
+        if task["encoding"] != "zstd":
+            return chunk
+        if codec is None:
+            raise IOError("zstd is not available on this pod any more")
+        data = compress(chunk, task["level"], codec)
+        if not last and len(data) < min_part:  # S3 refuses small parts but the last
+            data += skippable(max(8, min_part - len(data)))
+        return data
+
+    def already_there(task):
+        """The object is complete in the bucket ("exists"): one read hashing every part as it would be
+        stored; when the ETag the parts give equals the object's, nothing is sent (True)."""
+        want = task["exists"]
+        sha, parts = hashlib.sha256(), []
+        with open(task["full"], "rb") as fh:
+            for i, p in enumerate(task["parts"]):
+                if _stop.is_set():
+                    raise IOError("stopped")
+                fh.seek(p["offset"])
+                chunk = fh.read(p["raw"])
+                sha.update(chunk)
+                data = stored(task, chunk, i == len(task["parts"]) - 1)
+                parts.append({"n": p["n"], "offset": p["offset"], "raw": len(chunk), "size": len(data),
+                              "md5": hashlib.md5(data).hexdigest()})
+            if fh.read(1):
+                return False
+        md5s = [p["md5"] for p in parts]
+        etag = md5s[0] if len(md5s) == 1 else "%s-%d" % (
+            hashlib.md5(b"".join(bytes.fromhex(m) for m in md5s)).hexdigest(), len(md5s))
+        if etag != want.get("etag") or sum(p["size"] for p in parts) != int(want.get("size", -1)):
+            return False
+        for p in parts:
+            p["etag"] = p["md5"]
+            emit({"event": "part", "key": task["key"], "n": p["n"], "bytes": p["raw"], "stored": p["size"],
+                  "skipped": True})
+        emit({"event": "file", "path": task["path"], "key": task["key"], "size": task["size"],
+              "sha256": sha.hexdigest(), "encoding": task["encoding"], "level": task["level"],
+              "stored_size": sum(p["size"] for p in parts), "parts": parts, "existing": True})
+        return True
+
     def put(task, p, chunk, last):
         try:
             if _stop.is_set():
                 raise IOError("stopped")
-            data = chunk
-            if task["encoding"] == "zstd":
-                if codec is None:
-                    raise IOError("zstd is not available on this pod any more")
-                data = compress(chunk, task["level"], codec)
-                if not last and len(data) < min_part:  # S3 refuses small parts but the last
-                    data += skippable(max(8, min_part - len(data)))
+            data = stored(task, chunk, last)
             md5 = hashlib.md5(data).hexdigest()
             info = {"n": p["n"], "offset": p["offset"], "raw": len(chunk), "size": len(data), "md5": md5}
             if p.get("have") == md5:
@@ -248,6 +324,8 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024):
             gate.release()
 
     def one_file(task, pool):
+        if task.get("exists") and already_there(task):
+            return
         full = task["full"]
         sha = hashlib.sha256()
         futures = []
@@ -462,7 +540,11 @@ def main(argv):
         encoding = rest[rest.index("--compress") + 1] if "--compress" in rest else "none"
         level = int(rest[rest.index("--level") + 1]) if "--level" in rest else 1
         root = rest[rest.index("--trainer-root") + 1] if "--trainer-root" in rest else None
-        return cmd_plan(argv[1], int(rest[rest.index("--step") + 1]), encoding, level, root)
+        state = rest[rest.index("--state-dir") + 1] if "--state-dir" in rest else None
+        return cmd_plan(argv[1], int(rest[rest.index("--step") + 1]), encoding, level, root, state)
+    if cmd == "source":
+        rest = argv[2:]
+        return cmd_source(argv[1], rest[rest.index("--state-dir") + 1] if "--state-dir" in rest else None)
     if cmd == "send":
         return cmd_send(int(opts.get("--jobs", 8)), int(opts.get("--limit", 0)),
                         int(opts.get("--min-part", 5 * 1024 * 1024)))

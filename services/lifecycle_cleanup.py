@@ -3,7 +3,10 @@
 Only complete checkpoints older than the N newest complete ones are deleted; never the newest complete
 one, never one in progress, and — when a bucket is configured — never one not yet verified there, unless
 it is older than the oldest verified step in the bucket (superseded: the bucket keeps only its newest
-verified steps, so older ones are pruned there and would otherwise stay on the pod forever).
+verified steps, so older ones are pruned there and would otherwise stay on the pod forever). "Verified"
+means verified backups of THIS run (services.backup.run_source: the pod's run record and what it was
+resumed from): another run sharing the bucket prefix, or a backup of unknown source (a manifest written
+before sources were recorded), never makes a checkpoint on this pod deletable.
 With a disk threshold (the cleanup daemon), older complete ones beyond N go too while the run volume
 would stay above it (still never the newest complete, never an unverified one). What prime-rl leaves
 behind is pruned as well (research prime-rl.md §6.3): orphaned orchestrator step dirs under the run dir
@@ -53,6 +56,7 @@ class CleanupPlan:
     # verified step — a newer verified backup replaces them (the bucket's own keep-last pruned them)
     superseded: tuple[int, ...] = ()
     oldest_verified: int | None = None
+    source: Any = None  # backup on: the run (services.manifest.RunSource) whose verified backups count
 
     @property
     def bytes(self) -> int:
@@ -210,13 +214,15 @@ async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: Lifecycl
                                "--keep-broadcasts", str(settings.keep_broadcasts))
     ckpts = list(survey.get("ckpts", []))
     keep_n = settings.keep_last if keep is None else keep
-    verified = None
+    verified, source = None, None
     if backup_on(backup):
-        from services.backup import verified_steps
+        from services.backup import run_source, verified_steps
 
-        verified = await verified_steps(backup, run_abs)
+        source = await run_source(conn, run_abs)
+        verified = await verified_steps(backup, run_abs, source)
     plan = plan_keep_last(ckpt_dir, ckpts, keep_n, verified, backup_where(backup, run_abs) if verified is not None
                           else "", run_abs)
+    plan = replace(plan, source=source)
     plan = plan_for_disk(plan, survey.get("disk"), threshold_pct, survey.get("leftovers", []),
                          settings.keep_broadcasts, verified)
     # the orchestrator halves (separate ckpt output dir) of the steps deleted now become orphans too
@@ -239,11 +245,14 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
                 yield Event("cleanup", "warn", f"kept step_{c['step']}: {plan.reason(c)}")
             todo = list(plan.delete)
             if todo and backup_on(backup):
-                from services.backup import verified_steps
+                from services.backup import run_source, verified_steps
 
                 run_dir = plan.run_dir or str(Path(plan.ckpt_dir).parent)
                 where = backup_where(backup, run_dir)
-                verified = await verified_steps(backup, run_dir)  # asked again: it may have changed
+                source = await run_source(conn, run_dir)  # asked again: another run may have started there
+                if plan.source is not None and not plan.source.same_run(source):
+                    source = None  # the plan was made for another run: nothing counts as backed up
+                verified = await verified_steps(backup, run_dir, source)  # asked again: it may have changed
                 for c in [c for c in todo if not deletable(c["step"], verified)]:
                     yield Event("cleanup", "warn", f"kept step_{c['step']}: not yet verified in {where}")
                 todo = [c for c in todo if deletable(c["step"], verified)]

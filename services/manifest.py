@@ -17,6 +17,52 @@ VERSION = 1
 
 
 @dataclass(frozen=True)
+class RunSource:
+    """Which run a backup came from: the pod (its name here), the absolute run dir on it and, when the
+    run was launched by us, its record id plus the ids it was resumed from (``lineage``, newest first).
+    Several runs may share a bucket prefix (the default one is named after the run dir's basename), so
+    a backup counts for a run only when it has the same source (:meth:`same_run`)."""
+
+    pod: str
+    run_dir: str
+    run_id: str = ""
+    lineage: tuple[str, ...] = ()  # resumed_from, its resumed_from, ... as far as the records go
+
+    def ids(self) -> set[str]:
+        return {i for i in (self.run_id, *self.lineage) if i}
+
+    def same_run(self, other: "RunSource | None") -> bool:
+        """Two runs are one when their record ids (with what they were resumed from) meet -- a resume
+        on another pod stays the same run; without record ids on both sides, the same pod and run dir
+        (one side with an id and the other without: different, the safe side). Unknown: never."""
+        if other is None:
+            return False
+        mine, theirs = self.ids(), other.ids()
+        if mine or theirs:
+            return bool(mine & theirs)
+        return (self.pod, self.run_dir.rstrip("/")) == (other.pod, other.run_dir.rstrip("/"))
+
+    def label(self) -> str:
+        return f"{self.pod}:{self.run_dir}" + (f" (run {self.run_id})" if self.run_id else "")
+
+    def to_dict(self) -> dict:
+        return {"pod": self.pod, "run_dir": self.run_dir, "run_id": self.run_id, "lineage": list(self.lineage)}
+
+    @classmethod
+    def from_dict(cls, d: object) -> "RunSource | None":
+        """None for a missing or unreadable source (a manifest written before sources were recorded)."""
+        if not isinstance(d, dict) or not isinstance(d.get("pod"), str) or not isinstance(d.get("run_dir"), str):
+            return None
+        lineage = d.get("lineage") if isinstance(d.get("lineage"), list) else []
+        return cls(pod=d["pod"], run_dir=d["run_dir"], run_id=str(d.get("run_id") or ""),
+                   lineage=tuple(str(i) for i in lineage if i))
+
+
+def source_label(source: "RunSource | None") -> str:
+    return source.label() if source is not None else "an unknown run (backed up before runs were recorded)"
+
+
+@dataclass(frozen=True)
 class PartInfo:
     n: int
     offset: int  # in the original file
@@ -60,6 +106,7 @@ class Manifest:
     files: tuple[FileEntry, ...]
     created: float = field(default_factory=time.time)
     version: int = VERSION
+    source: RunSource | None = None  # None: an old manifest, "unknown source"
 
     @property
     def bytes(self) -> int:
@@ -74,7 +121,9 @@ class Manifest:
         return sum(len(f.parts) for f in self.files)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=1, sort_keys=True)
+        d = asdict(self)
+        d["source"] = self.source.to_dict() if self.source is not None else None
+        return json.dumps(d, indent=1, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Manifest":
@@ -84,7 +133,8 @@ class Manifest:
                 raise BackupError(f"manifest version {d['version']} is newer than this app understands",
                                   hint="upgrade prime-train-tui")
             return cls(step=int(d["step"]), run=str(d.get("run", "")), created=float(d.get("created", 0)),
-                       files=tuple(FileEntry.from_dict(f) for f in d["files"]), version=int(d["version"]))
+                       files=tuple(FileEntry.from_dict(f) for f in d["files"]), version=int(d["version"]),
+                       source=RunSource.from_dict(d.get("source")))
         except (ValueError, KeyError, TypeError) as exc:
             raise BackupError(f"unreadable manifest: {exc}") from None
 
@@ -99,6 +149,7 @@ class BucketCheckpoint:
     verified: bool
     problems: tuple[str, ...] = ()
     created: float | None = None
+    source: RunSource | None = None  # the run it came from (None: unknown: no manifest, or an old one)
 
 
 @dataclass(frozen=True)

@@ -139,8 +139,13 @@ async def test_restore_into_an_empty_run_dir_is_verified_first_and_byte_identica
     fresh = tmp_path / "b" / "myrun"  # same run name: same prefix; nothing on the "new pod" yet
     async with SSHConnection(pod) as conn:
         await backup_checkpoint(conn, settings, str(src), 3)
-        manifest = await restore_checkpoint(conn, settings, str(fresh))  # newest verified by default
+        # by default only this run's backups: step 3 is another run's (another run dir), named in the error
+        with pytest.raises(BackupError, match="no verified backup of this run .*other runs' steps there: 3"):
+            await restore_checkpoint(conn, settings, str(fresh))
+        notes: list[str] = []
+        manifest = await restore_checkpoint(conn, settings, str(fresh), 3, notes=notes)  # asked for explicitly
         assert manifest.step == 3
+        assert notes == [f"step 3 was backed up by another run: testpod:{src} (this is testpod:{fresh})"]
         ckpts, disk = await pod_checkpoints(conn, str(fresh))
     assert [(c.step, c.complete) for c in ckpts] == [(3, True)] and disk["total"] > 0
     for f in (src / "checkpoints/step_3").rglob("*"):

@@ -47,7 +47,8 @@ async def test_restore_moves_an_incomplete_step_aside_and_never_replaces_a_compl
     aside = [p for p in (target / "checkpoints").iterdir() if p.name != "step_8"]
     assert len(aside) == 1 and aside[0].name.startswith(".step_8.incomplete-")  # hidden from step_N globs
     assert (aside[0] / "trainer" / "__0_0.distcp").read_bytes() == half_shard  # the user's bytes, kept
-    assert len(notes) == 1 and str(aside[0]) in notes[0] and "nothing deleted" in notes[0]
+    assert len(notes) == 2 and str(aside[0]) in notes[1] and "nothing deleted" in notes[1]
+    assert notes[0].startswith("step 8 was backed up by another run: testpod:")  # another run dir: said
 
 
 async def test_a_failed_restore_leaves_the_incomplete_step_where_it_was(pod, s3env, tmp_path):
