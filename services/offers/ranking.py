@@ -65,6 +65,9 @@ class RunSpec:
     seq_len: int = 2048
     train_gpus: int = 1  # prime-rl's [deployment] split (rl default 1 + 1)
     infer_gpus: int = 1
+    infer_tp: int = 1  # [inference.vllm] tensor_parallel_size: the weights are split over this many GPUs
+    infer_bytes_per_param: float = 2.0  # bf16; 1 with quantization = "fp8"
+    infer_memory_share: float = 0.9  # [inference.vllm] gpu_memory_utilization
 
     @property
     def gpus_needed(self) -> int:
@@ -129,9 +132,14 @@ def run_spec_from_config(data: dict[str, Any], *, default_steps: int = 500) -> t
         seq = _int(data.get("seq_len"), _get(data, "trainer", "model", "seq_len"),
                    _get(data, "orchestrator", "seq_len")) or 2048
         batch = _int(_get(data, "orchestrator", "batch_size")) or 128
+        share = _get(data, "inference", "vllm", "gpu_memory_utilization")
         return RunSpec(model=model, steps=steps, train_tokens_per_step=batch * seq,
                        gen_tokens_per_step=batch * seq // 2, seq_len=seq, train_gpus=train_gpus,
-                       infer_gpus=infer_gpus), notes
+                       infer_gpus=infer_gpus,
+                       infer_tp=_int(_get(data, "inference", "vllm", "tensor_parallel_size")) or 1,
+                       infer_bytes_per_param=1.0 if _get(data, "inference", "vllm", "quantization") == "fp8" else 2.0,
+                       infer_memory_share=float(share) if isinstance(share, (int, float)) and
+                       not isinstance(share, bool) and 0 < share <= 1 else 0.9), notes
     seq = _int(_get(data, "data", "seq_len"), data.get("seq_len")) or 128
     batch = _int(_get(data, "data", "batch_size")) or 128
     return RunSpec(model=model, steps=steps, train_tokens_per_step=batch * seq, gen_tokens_per_step=0,
@@ -296,7 +304,29 @@ def est_hours(offer: Offer, run: RunSpec) -> float:
 def fit(offer: Offer, run: RunSpec) -> tuple[bool, str]:
     if offer.gpu_count < run.gpus_needed:
         return False, f"needs {run.gpu_need()}, has {offer.gpu_count}"
-    return _fit(run.model, run.params, run.seq_len, run.train_gpus, round(offer.vram_gb, 2))
+    vram = round(offer.vram_gb, 2)
+    ok, reason = _fit(run.model, run.params, run.seq_len, run.train_gpus, vram)
+    if ok and run.infer_gpus:
+        ok, reason = _infer_fit(run.model, run.params, run.infer_tp, run.infer_bytes_per_param,
+                                run.infer_memory_share, vram)
+    return ok, reason
+
+
+@functools.lru_cache(maxsize=4096)
+def _infer_fit(model: str, params: float | None, tp: int, bytes_per_param: float, share: float,
+               vram_gb: float) -> tuple[bool, str]:
+    """vLLM on the inference GPUs must hold the weights (split over ``tp`` GPUs) inside its memory share,
+    with room left for a KV cache (5 %): the same rule as the Config pane's memory check."""
+    shape = sizing_model(model)
+    p = params if params is not None else (shape.params if shape is not None else None)
+    if p is None:
+        return True, ""
+    weights = p * bytes_per_param / max(1, tp)
+    room = share * vram_gb * GIB * 0.95
+    if weights > room:
+        return False, (f"inference: weights {human(weights)}/GPU at tensor_parallel_size={tp} exceed vLLM's "
+                       f"{share:.0%} of {vram_gb:g} GB")
+    return True, ""
 
 
 @functools.lru_cache(maxsize=4096)

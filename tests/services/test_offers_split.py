@@ -59,6 +59,27 @@ def test_memory_is_sized_on_the_training_gpus_only():
     assert eight.fits, eight.reason
 
 
+def test_the_inference_gpus_must_hold_the_weights_split_by_tensor_parallel():
+    """A 72B model trains sharded over 4 × 80 GB, but vLLM on one GPU cannot hold its 135 GiB of bf16
+    weights: a misfit that says so; tensor_parallel_size = 2 (or fp8) fits, as the Config pane judges."""
+    box = _offer(gpu_count=8, price_hr=20.0)
+    base = {"model": {"name": "Qwen/Qwen2.5-72B-Instruct"}, "trainer": {}, "orchestrator": {},
+            "deployment": {"num_train_gpus": 4, "num_infer_gpus": 4}}
+    spec, _ = run_spec_from_config(base)
+    assert (spec.infer_tp, spec.infer_bytes_per_param, spec.infer_memory_share) == (1, 2.0, 0.9)
+    ranked = rank([box], spec, include_misfits=True)[0]
+    assert not ranked.fits and ranked.reason.startswith("inference: weights 135.4 GiB/GPU at tensor_parallel_size=1")
+    split = base | {"inference": {"vllm": {"tensor_parallel_size": 2}}}
+    assert rank([box], run_spec_from_config(split)[0], include_misfits=True)[0].fits
+    fp8 = base | {"inference": {"vllm": {"quantization": "fp8"}}}
+    assert rank([box], run_spec_from_config(fp8)[0], include_misfits=True)[0].fits
+    stingy = split | {"inference": {"vllm": {"tensor_parallel_size": 2, "gpu_memory_utilization": 0.5}}}
+    assert not rank([box], run_spec_from_config(stingy)[0], include_misfits=True)[0].fits
+    sft = run_spec_from_config({"model": {"name": "Qwen/Qwen2.5-72B-Instruct"},
+                                "deployment": {"num_train_gpus": 8}})[0]
+    assert sft.infer_gpus == 0 and rank([box], sft, include_misfits=True)[0].fits  # no inference server
+
+
 def test_hours_put_training_on_the_training_gpus_and_generation_on_the_inference_gpus():
     c = constants()
     per_gpu = c["h100_peak_flops"] * c["mfu"]
