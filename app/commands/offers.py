@@ -1,5 +1,5 @@
-"""``prime-train-tui offers [--config FILE] [--model M] [--gpus N] [--max-price X] [--spot] [--provider P ...] [--all]
-[--steps N] [--json]``: GPU offers from Prime Intellect, Vast.ai, Lambda and RunPod ranked by estimated $ per
+"""``prime-train-tui offers [--config FILE] [--model M] [--split T+I] [--gpus N] [--max-price X] [--spot]
+[--provider P ...] [--all] [--steps N] [--json]``: GPU offers from Prime Intellect, Vast.ai, Lambda and RunPod ranked by estimated $ per
 completed run (services/offers/ranking.py); ``--config`` prices the run a prime-rl config describes
 (model, max_steps, batch and sequence length). Keys from PRIME_API_KEY / VAST_API_KEY / LAMBDA_API_KEY /
 RUNPOD_API_KEY, the providers' CLI files or settings.toml (services/offers/keys.py; never printed); base URLs
@@ -30,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", help="model to fit and price (default Qwen/Qwen3-0.6B); with --config it sizes "
                    "the config's run as this model (for models the registry does not know)")
     p.add_argument("--gpus", type=int, help="only offers with exactly N GPUs")
+    p.add_argument("--split", metavar="TRAIN+INFER", type=_split,
+                   help="prime-rl's GPU split of the run, e.g. 2+6 (default: the config's [deployment], else "
+                   "1+1 for rl); 8+0 is a run without an inference server (sft)")
     p.add_argument("--max-price", type=float, help="only offers at most this many $/hr")
     p.add_argument("--spot", action=argparse.BooleanOptionalAction, default=False,
                    help="spot/interruptible offers (Lambda has none)")
@@ -41,6 +44,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per provider")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
+
+
+def _split(text: str) -> tuple[int, int]:
+    train, plus, infer = text.partition("+")
+    try:
+        t, i = int(train), int(infer) if plus else 0
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not TRAIN+INFER, e.g. 2+6") from None
+    if t < 1 or i < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 1 training GPU, no negative counts")
+    return t, i
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,6 +85,10 @@ def run(args: argparse.Namespace) -> int:
         spec, notes = RunSpec(model=args.model or DEFAULT_MODEL), []
     if args.steps is not None:
         spec = replace(spec, steps=args.steps)
+    if args.split is not None:
+        train, infer = args.split
+        spec = replace(spec, train_gpus=train, infer_gpus=infer,
+                       gen_tokens_per_step=spec.gen_tokens_per_step if infer else 0)
     if sizing_model(spec.model) is None:
         what = "--model" if args.model else "the config's model" if args.config else "the model"
         return fail(f"{spec.model} ({what}) is not in the model registry and no registry model is named like it",

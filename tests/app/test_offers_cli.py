@@ -68,3 +68,18 @@ def test_offers_config_errors_are_one_line_and_usage(providers, capsys, tmp_path
     odd.write_text('[model]\nname = "someone/Unknown-7B-Custom"\n')
     assert main(["offers", "--config", str(odd)]) == 2
     assert "--model" in capsys.readouterr().err
+
+
+def test_split_sets_the_runs_gpus_for_a_model_run(providers, capsys):
+    """`--split 4+4`: only boxes of 8+ GPUs fit (others are misfits saying why); `1+0` prices a run without
+    an inference server; garbage is a usage error."""
+    assert main(["offers", "--json", "--all", "--split", "4+4"]) == 0
+    offers = json.loads(capsys.readouterr().out)["offers"]
+    assert offers and all(o["fits"] == (o["gpu_count"] >= 8) for o in offers)
+    assert any(o["gpu_count"] >= 8 for o in offers) and any(not o["fits"] for o in offers)
+    assert main(["offers", "--json", "--split", "1+0"]) == 0
+    solo = json.loads(capsys.readouterr().out)["offers"]
+    assert any(o["gpu_count"] == 1 for o in solo)  # one GPU is enough without generation
+    with pytest.raises(SystemExit) as exc:
+        main(["offers", "--split", "two+six"])
+    assert exc.value.code == 2 and "TRAIN+INFER" in capsys.readouterr().err
