@@ -6,7 +6,8 @@ notification -- a success per step, a failure once per streak (the retries after
 works again) -- and, when the Checkpoints pane shows that pod, its progress bar and the last failure
 with the time of the next retry. ``x`` in the pane cancels a running auto-backup (:meth:`cancel`): the
 agent on the pod stops, the finished parts stay in the bucket for the next backup, and that step is not
-retried (the next complete one is backed up).
+retried (the next complete one is backed up). A pod removed meanwhile (:meth:`remove`) is gone: its
+cancelled or finished backup tells the planner nothing and says nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Callable
 
 from app.tasks import Busy, Outcome, Tasks, report_transfer
 from services.auto_backup import AutoBackupPlanner, Job
-from services.backup import TransferProgress, backup_checkpoint, list_bucket
+from services.backup import TransferProgress, backup_checkpoint, list_bucket, ours, run_source
 from services.errors import PrimeTrainError
 from services.models import PodSnapshot
 from services.s3 import BackupError, BackupSettings, transport_error
@@ -33,6 +34,7 @@ class AutoBackup:
         self.planner = AutoBackupPlanner(retry_base=RETRY_BASE, retry_max=RETRY_MAX)
         self.progress: dict[str, TransferProgress] = {}  # pod -> the running auto-backup's progress
         self._workers: dict[str, Any] = {}
+        self._removed: set[str] = set()  # pods removed while their backup was still unwinding
 
     _found: Any = None
 
@@ -58,6 +60,7 @@ class AutoBackup:
         job = self.planner.want(snapshot, enabled=settings.auto_backup and bool(settings.bucket))
         if job is None:
             return
+        self._removed.discard(job.pod.name)
         name, tasks = job.pod.name, getattr(self.app, "tasks", None)
         if not isinstance(tasks, Tasks):  # a bare host app (tests): a plain worker
             self._workers[name] = self.app.run_worker(self._run(job, settings), name=f"auto-backup {name}",
@@ -72,6 +75,7 @@ class AutoBackup:
         self._workers[name] = task.worker
 
     def remove(self, name: str) -> None:
+        self._removed.add(name)
         worker = self._workers.pop(name, None)
         if worker is not None:
             worker.cancel()
@@ -103,17 +107,20 @@ class AutoBackup:
         self._changed(name)
         conn = None
         try:
-            if job.list_first:
-                listed = await list_bucket(settings, job.run_dir)
-                if self.planner.listed(name, {c.step for c in listed if c.verified}):
-                    return Outcome("done", f"step {step} is already verified in the bucket")
             conn = (self.connect or connect_pod)(job.pod)
             await conn.connect()
+            if job.list_first:  # only this run's verified backups: not another run's under the same prefix
+                source = await run_source(conn, job.run_dir)
+                listed = ours(await list_bucket(settings, job.run_dir), source)
+                if self.planner.listed(name, {c.step for c in listed if c.verified}):
+                    return Outcome("done", f"step {step} is already verified in the bucket")
             result = await backup_checkpoint(conn, settings, job.run_dir, step,
                                              on_progress=partial(self._progress, name, task))
             if not result.verified:
                 raise BackupError(f"step {step} does not match its manifest: {result.problems[0]}")
         except asyncio.CancelledError:
+            if name in self._removed:  # the pod is gone: nothing to remember or say about it
+                raise
             self.planner.cancelled(name, step)
             self.app.notify(f"{doing} cancelled; its finished parts stay in the bucket for the next backup.",
                             title="Auto-backup", severity="warning")
@@ -123,26 +130,30 @@ class AutoBackup:
             reason = (f"{err}" + (f" ({err.hint})" if err.hint else "")) if err is not None \
                 else f"{type(exc).__name__}: {exc}"
             outcome = Outcome("error", reason)
-            if self.planner.failed(name, step, reason):
+            if name not in self._removed and self.planner.failed(name, step, reason):
                 self.app.notify(f"{name}: {reason}. Retrying in the background; the Checkpoints pane shows "
                                 "the next attempt.", title="Auto-backup failed", severity="error", timeout=15)
         else:
-            recovered = self.planner.succeeded(name, step)
+            recovered = name not in self._removed and self.planner.succeeded(name, step, job.mtime, job.run_dir)
             text = (f"step {step} backed up and verified ({result.uploaded_parts} parts sent, "
                     f"{result.skipped_parts} already there)")
             outcome = Outcome("done", text)
-            self.app.notify(f"{name}: {text}" + (" — working again" if recovered else ""), title="Auto-backup")
+            if name not in self._removed:
+                self.app.notify(f"{name}: {text}" + (" — working again" if recovered else ""), title="Auto-backup")
         finally:
             if conn is not None:
                 await conn.close()
-            self.progress.pop(name, None)
-            self._workers.pop(name, None)
-            self._changed(name, finished=True)
+            if name not in self._removed:
+                self.progress.pop(name, None)
+                self._workers.pop(name, None)
+                self._changed(name, finished=True)
         if task is not None:
             task.update(status=("✓ " if outcome.kind == "done" else "✗ ") + outcome.message, line=outcome.message)
         return outcome
 
     def _progress(self, name: str, task: Any, p: TransferProgress) -> None:
+        if name in self._removed:
+            return
         self.progress[name] = p
         self._changed(name)
         if task is not None:

@@ -1,9 +1,14 @@
 """Auto-backup decisions, fed every snapshot of every pod (whatever the screen shows).
 
 With ``auto_backup`` on, each pod's newest *complete* checkpoint (the probe's rule: a step still being
-written is never picked) goes to the bucket once, unless the bucket already holds a verified copy or
-a newer step was sent. One backup at a time per pod; before the first one the bucket is listed (so an
-app restart does not send what is already there). A failed attempt is retried after a backoff that
+written is never picked) goes to the bucket once, unless the bucket already holds a verified copy of
+it from this run or this app sent that very checkpoint (same step, same mtime: a fresh run's step_N in
+the same dir is another checkpoint). A step older than one sent before is no reason to skip: it is the
+pod's newest complete checkpoint, so the newer one left the pod (a fresh launch, a resume from an older
+step). What is known is per run dir: a pod that follows another run starts afresh. One backup at a
+time per pod; before the first one the bucket is listed (so an app restart does not send what is
+already there; the controller counts only this run's verified backups, not another run's under the
+same prefix). A failed attempt is retried after a backoff that
 doubles from ``retry_base`` up to ``retry_max``; only the first failure of a streak is to be reported
 (the caller notifies once, not at every retry), and a success after failures says it recovered.
 
@@ -29,12 +34,15 @@ class Job:
     run_dir: str
     step: int
     list_first: bool  # the bucket was not listed yet for this pod: list, skip the step if it is verified
+    mtime: float | None = None  # the checkpoint's, as the snapshot showed it
 
 
 @dataclass
 class _PodState:
+    run_dir: str | None = None  # what follows is about this run dir
     listed: bool = False
-    sent: set[int] = field(default_factory=set)  # verified in the bucket (listed or sent by us)
+    there: set[int] = field(default_factory=set)  # verified in the bucket for this run (listed)
+    sent: dict[int, float | None] = field(default_factory=dict)  # step -> its mtime when sent (None: any)
     skipped: set[int] = field(default_factory=set)  # the user cancelled it: not retried
     running: int | None = None  # the step being backed up (or listed for)
     held: str = ""  # a transfer started elsewhere (the pane's b/u) for this pod
@@ -66,14 +74,25 @@ class AutoBackupPlanner:
         st = self._state(pod.name)
         if st.running is not None or st.held or self.clock() < st.retry_at:
             return None
-        complete = [c.step for c in latest.ckpts if c.complete]
+        st = self._follow(pod.name, pod.run_dir)
+        complete = {c.step: c.mtime for c in latest.ckpts if c.complete}
         if not complete:
             return None
         step = max(complete)  # older ones would be pruned by keep-last anyway
-        if step in st.sent or step in st.skipped or (st.sent and step < max(st.sent)):
+        if step in st.there or step in st.skipped or (step in st.sent and st.sent[step] in (None, complete[step])):
             return None
         st.running = step
-        return Job(pod, pod.run_dir, step, list_first=not st.listed)
+        return Job(pod, pod.run_dir, step, list_first=not st.listed, mtime=complete[step])
+
+    def _follow(self, name: str, run_dir: str | None) -> _PodState:
+        """The pod's state for ``run_dir``: a pod now following another run starts afresh (what was
+        listed or sent was about the other run), keeping a transfer that runs and a hold."""
+        st = self._state(name)
+        if run_dir and st.run_dir != run_dir:
+            if st.run_dir is not None:
+                st = self._pods[name] = _PodState(running=st.running, held=st.held)
+            st.run_dir = run_dir
+        return st
 
     def running(self, name: str) -> int | None:
         st = self._pods.get(name)
@@ -86,20 +105,23 @@ class AutoBackupPlanner:
 
     # ------------------------------------------------------------------ outcomes
     def listed(self, name: str, verified: Iterable[int]) -> bool:
-        """The bucket's verified steps for the pod's run; True when the running step needs no backup."""
+        """The bucket's verified steps of the pod's run (never another run's under the same prefix);
+        True when the running step needs no backup."""
         st = self._state(name)
         st.listed = True
-        st.sent.update(verified)
-        if st.running is not None and st.running in st.sent:
+        st.there.update(verified)
+        if st.running is not None and st.running in st.there:
             st.running = None
             return True
         return False
 
-    def succeeded(self, name: str, step: int) -> bool:
-        """The step is verified in the bucket. True when it ends a streak of failures (say so)."""
-        st = self._state(name)
+    def succeeded(self, name: str, step: int, mtime: float | None = None, run_dir: str | None = None) -> bool:
+        """The step (whose checkpoint had ``mtime``) is verified in the bucket -- by the auto-backup, or by
+        a backup the user started (``run_dir``: the run it was for). True when it ends a streak of
+        failures (say so)."""
+        st = self._follow(name, run_dir)
         recovered = st.failures > 0
-        st.sent.add(step)
+        st.sent[step] = mtime
         st.running, st.failures, st.retry_at, st.last_error, st.last_step = None, 0, float("-inf"), "", step
         return recovered
 

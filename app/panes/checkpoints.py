@@ -4,8 +4,10 @@ The App calls ``show(snapshot, now)`` for the selected pod (the probe's "ckpts" 
 ``clear()`` when no pod is selected. The bucket is listed by a worker (services.backup.list_bucket)
 when the pod changes, after a transfer, on ``r``, and at most every ``BUCKET_REFRESH`` s.
 
-``b`` backs up the newest complete checkpoint not yet verified in the bucket, ``u`` restores the newest
-verified backup onto the pod; both ask first (ConfirmScreen) and run as workers that open their own
+``b`` backs up the newest complete checkpoint not yet verified in the bucket for this run, ``u`` restores
+the newest verified backup of this run onto the pod (another run's under the same prefix only when this
+run has none, and the question names that run); a verified ``b`` backup is told to the auto-backup so it
+is not sent again. Which run is on the pod (services.backup.run_source) is asked with each listing; both ask first (ConfirmScreen) and run as workers that open their own
 connection to the pod (``connect``, default services.ssh.connect_pod). ``x`` (or escape) stops the running
 transfer after a confirmation: the agent on the pod is stopped with its SSH channel, the finished parts
 stay in the bucket and the next backup resumes from them. Progress: bytes, MB/s, ETA.
@@ -32,9 +34,9 @@ from textual.widgets import Static
 
 from app.screens.confirm import ConfirmScreen
 from app.tasks import Busy, Outcome, Tasks, report_transfer
-from services.backup import TransferProgress, backup_checkpoint, list_bucket, restore_checkpoint
+from services.backup import TransferProgress, backup_checkpoint, list_bucket, ours, restore_checkpoint, run_source
 from services.errors import PrimeTrainError
-from services.manifest import BucketCheckpoint
+from services.manifest import BucketCheckpoint, RunSource, source_label
 from services.models import PodSnapshot
 from services.s3 import BackupSettings, transport_error
 from widgets.checkpoints_view import CheckpointsModel, CheckpointsView, size
@@ -82,6 +84,7 @@ class CheckpointsPane(Widget, can_focus=True):
         self._connect = connect
         self.snapshot: PodSnapshot | None = None
         self.bucket: dict[str, tuple[BucketCheckpoint, ...]] = {}  # pod name -> listing
+        self.sources: dict[str, RunSource | None] = {}  # pod name -> the run on it (None: not known)
         self._bucket_at: dict[str, float] = {}
         self._bucket_status: dict[str, str] = {}
         self.transfer: TransferProgress | None = None
@@ -200,9 +203,13 @@ class CheckpointsPane(Widget, can_focus=True):
         snap = self.snapshot
         if snap is None or snap.latest is None:
             return None
-        verified = {c.step for c in self.bucket.get(snap.pod.name, ()) if c.verified}
+        verified = {c.step for c in self.mine(snap.pod.name) if c.verified}
         steps = [c.step for c in snap.latest.ckpts if c.complete and c.step not in verified]
         return max(steps) if steps else None
+
+    def mine(self, name: str) -> list[BucketCheckpoint]:
+        """The listed steps that came from the run on this pod (another run may share the prefix)."""
+        return ours(self.bucket.get(name, ()), self.sources.get(name))
 
     def action_backup(self) -> None:
         target = self._target("backup")
@@ -223,13 +230,18 @@ class CheckpointsPane(Widget, can_focus=True):
         target = self._target("restore")
         if target is None:
             return
-        verified = [c.step for c in self.bucket.get(target[0].name, ()) if c.verified]
-        if not verified:
+        name = target[0].name
+        mine = [c for c in self.mine(name) if c.verified]
+        others = [c for c in self.bucket.get(name, ()) if c.verified and c not in mine]
+        if not mine and not others:
             self.notify("No verified backup in the bucket for this run (press r to refresh).", severity="warning")
             return
-        step = max(verified)
-        question = (f"Restore step {step} from the bucket onto {target[0].name}:{target[1]}/checkpoints? "
-                    "It is verified against its manifest before it appears.")
+        pick = max(mine or others, key=lambda c: c.step)
+        step = pick.step
+        whose = "" if mine else (f" It is ANOTHER run's backup ({source_label(pick.source)}): this run has none "
+                                 "under this prefix.")
+        question = (f"Restore step {step} from the bucket onto {name}:{target[1]}/checkpoints? "
+                    f"It is verified against its manifest before it appears.{whose}")
         self.app.push_screen(ConfirmScreen(question, yes="Restore"),
                              lambda ok: ok and self._start("restore", target[0], target[1], step))
 
@@ -237,7 +249,7 @@ class CheckpointsPane(Widget, can_focus=True):
         snap = self.snapshot
         if snap is None or not snap.pod.run_dir or not self.settings.bucket:
             return
-        self.run_worker(self._list(snap.pod.name, snap.pod.run_dir), group="checkpoints-list", exclusive=True)
+        self.run_worker(self._list(snap.pod, snap.pod.run_dir), group="checkpoints-list", exclusive=True)
 
     def action_cancel_transfer(self, quiet: bool = False) -> None:
         """Stop the running backup/restore (or the selected pod's auto-backup), after a confirmation.
@@ -295,9 +307,22 @@ class CheckpointsPane(Widget, can_focus=True):
         """The pane shows its own transfers (so the App adds no toast of its own when they end)."""
 
     # ------------------------------------------------------------------ workers
-    async def _list(self, name: str, run_dir: str) -> None:
+    async def _list(self, pod: Any, run_dir: str) -> None:
+        from services.ssh import connect_pod
+
+        name = pod.name
         self._bucket_status[name] = "(listing…)"
         self._refresh_view()
+        conn = (self._connect or connect_pod)(pod)
+        try:  # which run is on the pod: its backups are "this run's"; not known when the pod does not answer
+            await conn.connect()
+            self.sources[name] = await run_source(conn, run_dir)
+        except Exception as exc:  # noqa: BLE001 - a pod that does not answer: nothing counts as this run's
+            if not isinstance(exc, PrimeTrainError) and transport_error(exc, "which run") is None:
+                raise
+            self.sources[name] = None
+        finally:
+            await conn.close()
         try:
             self.bucket[name] = tuple(await list_bucket(self.settings, run_dir))
             self._bucket_status.pop(name, None)
@@ -320,6 +345,10 @@ class CheckpointsPane(Widget, can_focus=True):
             if action == "backup":
                 res = await backup_checkpoint(conn, self.settings, run_dir, step, on_progress=report)
                 ok = res.verified
+                if ok and self.auto is not None:  # auto-backup does not send it again
+                    snap = self.snapshot if self.snapshot and self.snapshot.pod.name == pod.name else None
+                    ck = next((c for c in (snap.latest.ckpts if snap and snap.latest else ()) if c.step == step), None)
+                    self.auto.planner.succeeded(pod.name, step, ck.mtime if ck else None, run_dir)
                 text = (f"step {step} backed up and verified ({res.uploaded_parts} parts sent, "
                         f"{res.skipped_parts} already there)" if ok else f"step {step}: {res.problems[0]}")
             else:
@@ -347,7 +376,7 @@ class CheckpointsPane(Widget, can_focus=True):
         self._finished(action, pod.name, step, ok, text)
         if task is not None:
             task.update(status=("✓ " if ok else "✗ ") + text, line=text)
-        await self._list(pod.name, run_dir)
+        await self._list(pod, run_dir)
         return Outcome("done" if ok else "error", text)
 
     def _finished(self, action: str, pod: str, step: int, ok: bool, text: str) -> None:

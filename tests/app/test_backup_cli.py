@@ -40,10 +40,18 @@ def test_backup_newest_then_restore_json(target, s3env, tmp_path, capsys, monkey
         "trainer/__0_0.distcp", "trainer/.metadata", "orchestrator/progress.pt"}
     assert SECRET_KEY not in out + err
 
-    fresh = tmp_path / "elsewhere" / "run1"
+    fresh = tmp_path / "elsewhere" / "run1"  # another run dir, same prefix: another run
     code, out, err = cli(capsys, "restore", target, "--run-dir", str(fresh), "--json")
+    assert code == 1 and "no verified backup of this run" in err and "other runs' steps there: 4" in err
+    assert "--step N" in err and out == ""
+    code, out, err = cli(capsys, "restore", target, "--run-dir", str(fresh), "--step", "4", "--json")
     assert code == 0, err
-    assert json.loads(out)["step"] == 4
+    doc = json.loads(out)
+    assert doc["step"] == 4 and doc["notes"] == [f"step 4 was backed up by another run: {target}:{run} "
+                                                 f"(this is {target}:{fresh})"]
+    # that other run backing up its own step 4 under the same prefix: refused, nothing overwritten
+    code, out, err = cli(capsys, "backup", target, "--run-dir", str(fresh), "--step", "4")
+    assert code == 1 and "backed up by another run" in err and "set prefix in backup.toml" in err
     assert (fresh / "checkpoints/step_4/trainer/__0_0.distcp").read_bytes() == \
         (run / "checkpoints/step_4/trainer/__0_0.distcp").read_bytes()
 

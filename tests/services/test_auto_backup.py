@@ -80,3 +80,39 @@ def test_a_cancelled_step_is_not_retried_but_the_next_complete_one_is():
     planner.cancelled("p", 2)
     assert planner.want(snap((2, True))) is None
     assert planner.want(snap((2, True), (3, True))).step == 3
+
+
+def snap_at(*steps: tuple[int, float], run_dir: str = "/w/run") -> PodSnapshot:
+    """Complete checkpoints (step, mtime) of the pod's run in ``run_dir``."""
+    pod = replace(POD, run_dir=run_dir)
+    ckpts = tuple(CheckpointInfo(s, f"{run_dir}/checkpoints/step_{s}", 100, m, True) for s, m in steps)
+    return PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE), history=(Sample(t=0.0, gpus=(), host=HostSample(),
+                                                                                   ckpts=ckpts),))
+
+
+def test_steps_below_the_highest_one_in_the_bucket_or_sent_are_still_backed_up():
+    planner = AutoBackupPlanner(clock=Clock())
+    # the bucket lists this run's 5000 (backed up before a resume from step 400): 400 is the pod's newest
+    job = planner.want(snap_at((400, 1.0)))
+    assert job.list_first and job.mtime == 1.0
+    assert planner.listed("p", {5000}) is False  # 400 itself is not in the bucket: it goes
+    planner.succeeded("p", 400, job.mtime)
+    assert planner.want(snap_at((400, 1.0))) is None  # sent, same checkpoint
+    assert planner.want(snap_at((400, 1.0), (450, 2.0))).step == 450  # below 5000: backed up all the same
+    planner.succeeded("p", 450, 2.0)
+    # a fresh run in the same dir wrote its own step_450 (another mtime): another checkpoint, not "sent"
+    assert planner.want(snap_at((450, 9.0))).step == 450
+
+
+def test_another_run_dir_starts_afresh_and_a_manual_backup_counts_as_sent():
+    planner = AutoBackupPlanner(clock=Clock())
+    assert planner.want(snap_at((8, 1.0))).step == 8
+    planner.listed("p", {8})
+    assert planner.want(snap_at((8, 1.0))) is None
+    job = planner.want(snap_at((8, 1.0), run_dir="/w/other"))  # the pod now follows another run
+    assert (job.step, job.run_dir, job.list_first) == (8, "/w/other", True)
+    planner2 = AutoBackupPlanner(clock=Clock())
+    planner2.hold("p", "backup")
+    planner2.succeeded("p", 8, 1.0, "/w/run")  # the user's b verified it: auto-backup does not send it again
+    planner2.release("p")
+    assert planner2.want(snap_at((8, 1.0))) is None and planner2.want(snap_at((8, 1.0), (9, 2.0))).step == 9
