@@ -372,13 +372,15 @@ async def plan_resume(conn: Any, settings: LifecycleSettings | None = None,
     best = newest_complete(ckpts)
     restore: dict[str, Any] | None = None
     if best is None and backup_on(backup):
-        from services.backup import verified_steps
+        from services.backup import source_for_record, verified_steps
 
         where = backup_where(backup, run["run_dir"])
-        steps = await verified_steps(backup, run["run_dir"])
+        source = await source_for_record(conn, run, settings.runs_dir)  # only this run's backups count
+        steps = await verified_steps(backup, run["run_dir"], source)
         if steps:
             step = max(steps)
-            restore = {"step": step, "where": where, "path": f"{ckpt_dir.rstrip('/')}/step_{step}"}
+            restore = {"step": step, "where": where, "path": f"{ckpt_dir.rstrip('/')}/step_{step}",
+                       "source": source}
             best = {"step": step, "path": restore["path"], "complete": False, "bytes": 0, "restore": True}
         else:
             raise LifecycleError(f"no complete checkpoint in {ckpt_dir} and no verified backup in {where}",
@@ -444,7 +446,7 @@ async def _restore(conn: Any, settings: LifecycleSettings, backup: Any, plan: di
                                   f"{where}", progress=0.03, data={"restore": step})
     seen: list[Any] = []
     task = asyncio.ensure_future(restore_checkpoint(conn, backup, run_dir, step, on_progress=seen.append,
-                                                    ckpt_root=plan["ckpt_dir"]))
+                                                    ckpt_root=plan["ckpt_dir"], source=plan["restore"].get("source")))
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=0.5)

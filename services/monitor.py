@@ -109,6 +109,7 @@ class _PodWorker:
         self.task: asyncio.Task | None = None
         self.restart = asyncio.Event()  # set_run_dir: reopen the probe on the new run dir
         self.seeded: str | None = None  # the run dir whose tails seeded the health tracker
+        self.followed = False  # pod.run_dir came from the run records (not pods.toml / set_run_dir)
         self.new_run()
         self.alerts: tuple[Alert, ...] = ()
         self.run: RunProgress | None = None
@@ -247,6 +248,7 @@ class MonitorService:
         if worker is None or not run_dir or worker.pod.run_dir == run_dir:
             return None
         worker.pod = replace(worker.pod, run_dir=run_dir)
+        worker.followed = False
         worker.new_run()
         worker.seeded = None
         worker.restart.set()
@@ -286,7 +288,7 @@ class MonitorService:
 
     async def _run_dir(self, worker: _PodWorker) -> str | None:
         """The pod's run_dir, else the run dir of its newest launch recorded on this machine."""
-        if worker.pod.run_dir or self.runs_dir is None or worker.pod.kind is PodKind.DEMO:
+        if (worker.pod.run_dir and not worker.followed) or self.runs_dir is None or worker.pod.kind is PodKind.DEMO:
             return worker.pod.run_dir
         try:
             return await asyncio.to_thread(newest_run_dir, self.runs_dir, worker.pod.name)
@@ -351,6 +353,9 @@ class MonitorService:
             try:
                 await conn.connect()
                 run_dir = await self._run_dir(worker)
+                if run_dir and run_dir != worker.pod.run_dir:  # followed from the records: the snapshots'
+                    worker.pod = replace(worker.pod, run_dir=run_dir)  # pod carries it (checkpoints, backups)
+                    worker.followed = True
                 if run_dir and worker.seeded != run_dir:
                     await self._seed(worker, conn, run_dir)
                 stream = await conn.start_probe(self._probe_args(worker.pod, run_dir))
