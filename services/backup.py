@@ -46,7 +46,7 @@ from services.connection import POD_COMMON, bundle
 from services.ssh import DEFAULT_PROBE_DIR, Connection, SSHConnection
 
 AGENT_PATH = Path(__file__).with_name("backup_agent.py")
-AGENT_FILES = (POD_COMMON, AGENT_PATH)  # uploaded together, the agent last (its presence: all are there)
+AGENT_FILES = (POD_COMMON, AGENT_PATH.with_name("backup_agent_io.py"), AGENT_PATH)  # uploaded together, the agent last (its presence: all are there)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The pod side of checkpoint backup and restore (standard library only; Python 3.8+).
 
-Uploaded to the pod with pod_common.py beside it, in a directory named by their content hash (like the
+Uploaded to the pod with pod_common.py and backup_agent_io.py beside it, in a directory named by their content hash (like the
 probe), and run with ``python3``. It never sees a long-lived credential: the app sends presigned URLs
 on stdin, one JSON object per line, and the agent answers with one JSON object per line on stdout
 ({"event": ...}).
@@ -36,56 +36,26 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 # (trainer_ckpt_dir is re-exported: the agent's answer, for tests)
 if __package__:  # imported from the repo (services.backup_agent)
+    from .backup_agent_io import (Throttle, _stop, compress, decompress, emit, http, read_at,  # noqa: F401
+                                  skippable, zstd_codec)
     from .pod_common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir  # noqa: F401
-else:  # run on the pod: pod_common.py was uploaded beside it, and a script's own dir is sys.path[0]
+else:  # run on the pod: its siblings were uploaded beside it, and a script's own dir is sys.path[0]
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
         sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True  # no __pycache__ in the pod's hashed dir: it holds what was uploaded
+    from backup_agent_io import (Throttle, _stop, compress, decompress, emit, http, read_at,  # noqa: F401
+                                 skippable, zstd_codec)
     from pod_common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir  # noqa: F401
 
 READ = 1024 * 1024
 SAVING = 0.95  # compress a file only when the stored bytes are at most 95% of the raw bytes
-
-
-def emit(obj):
-    with _out_lock:
-        if _stop.is_set():
-            return
-        try:
-            sys.stdout.write(json.dumps(obj) + "\n")
-            sys.stdout.flush()
-        except (BrokenPipeError, OSError):
-            _stop.set()  # the app went away (cancelled, connection lost): stop, leave parts for a resume
-
-
-_out_lock = threading.Lock()
-_stop = threading.Event()
-
-
-class Throttle:
-    """At most ``limit`` bytes/s over all threads (0: unlimited), like TransferConfig.max_bandwidth."""
-
-    def __init__(self, limit):
-        self.limit, self.next, self.lock = limit, 0.0, threading.Lock()
-
-    def take(self, n):
-        if self.limit <= 0:
-            return
-        with self.lock:
-            now = time.monotonic()
-            start = max(now, self.next)
-            self.next = start + n / float(self.limit)
-        time.sleep(max(0.0, start - now))
 
 
 def walk(root):
@@ -172,44 +142,6 @@ def cmd_source(run_dir, state_dir=None):
 
 
 # ------------------------------------------------------------------ compression
-def zstd_codec():
-    """("module", zstandard) or ("binary", path) or None: what this pod can compress with."""
-    try:
-        import zstandard  # noqa: F401
-
-        return ("module", zstandard)
-    except ImportError:
-        pass
-    path = shutil.which("zstd")
-    return ("binary", path) if path else None
-
-
-def compress(data, level, codec):
-    kind, impl = codec
-    if kind == "module":
-        return impl.ZstdCompressor(level=level).compress(data)
-    return subprocess.run([impl, "-q", "-c", "-%d" % level], input=data, stdout=subprocess.PIPE,
-                          check=True).stdout
-
-
-def decompress(data, codec):
-    kind, impl = codec
-    if kind == "module":
-        return impl.ZstdDecompressor().decompressobj().decompress(data)
-    return subprocess.run([impl, "-q", "-d", "-c"], input=data, stdout=subprocess.PIPE, check=True).stdout
-
-
-def read_at(path, offset, size):
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        return fh.read(size)
-
-
-def skippable(n):
-    """A zstd skippable frame of exactly ``n`` >= 8 bytes: decoders skip it (pads a too-small part)."""
-    return b"\x50\x2a\x4d\x18" + (n - 8).to_bytes(4, "little") + b"\0" * (n - 8)
-
-
 def pays_off(full, size, codec, level):
     """Whether zstd saves >= 5% on this file, judged on up to three 1 MiB samples (start, middle, end)."""
     if codec is None or size < 4096:
@@ -372,25 +304,6 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024):
             fut.add_done_callback(lambda _f: pending.release())
     emit({"event": "done", "failed": len(failed)})
     return 1 if failed else 0
-
-
-# ------------------------------------------------------------------ HTTP
-def http(method, url, data=None, headers=None, attempts=4):
-    last = None
-    for attempt in range(attempts):
-        req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
-        try:
-            with urllib.request.urlopen(req, timeout=120) as resp:
-                return resp.status, dict(resp.headers), resp.read()
-        except urllib.error.HTTPError as exc:
-            body = exc.read()[:300].decode("utf-8", "replace")
-            last = "HTTP %d %s" % (exc.code, body)
-            if exc.code < 500 and exc.code != 408:
-                break  # 403 expired URL, 400 bad request: retrying does not help
-        except (urllib.error.URLError, OSError) as exc:
-            last = str(getattr(exc, "reason", exc))
-        time.sleep(min(8.0, 0.5 * 2 ** attempt))
-    raise IOError(last)
 
 
 def restore_halves(plan):
