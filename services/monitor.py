@@ -23,13 +23,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from services.errors import (
-    AuthError,
-    HostKeyChanged,
-    HostKeyError,
-    PrimeTrainError,
-    ProbeFormatError,
-)
+from services.errors import AuthError, HostKeyChanged, HostKeyError, PrimeTrainError, ProbeFormatError
 from services.health import HealthSettings, HealthTracker
 from services.models import (
     Alert,
