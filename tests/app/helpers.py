@@ -49,3 +49,15 @@ class Parked(Connection):
 
     async def close(self) -> None:
         return None
+
+
+def rentals_app(pods: list, tmp_path, audit, api, *, parked: bool = True, **rentals_kw):
+    """The App with rentals driven by ``api`` (tests.services.test_offers_launch.Api) and ``audit``; the pods
+    never connect (``parked``) unless a test wants the real monitor."""
+    from app.rentals import Rentals
+    from app.tui import PrimeTrainApp
+    from services.monitor import MonitorService
+
+    kw = {"monitor_factory": lambda cb: MonitorService(cb, connector=lambda p: Parked(p))} if parked else {}
+    return PrimeTrainApp(pods, pods_path=tmp_path / "pods.toml",
+                         rentals=lambda a: Rentals(a, audit, providers=api.providers, **rentals_kw), **kw)

@@ -92,14 +92,12 @@ def test_without_a_key_runpod_says_how_to_set_one(served, capsys, monkeypatch):
 
 
 async def test_enter_on_a_runpod_offer_refuses_to_rent_before_any_request(tmp_path: Path, monkeypatch):
-    from app.rentals import Rentals
     from app.screens.rent import RentScreen
     from app.settings import cache_dir
-    from app.tui import PrimeTrainApp
     from services.offers import cache, runpod
     from services.offers.models import FetchResult
     from services.offers.rentals import AuditLog
-    from tests.app.helpers import wait_for
+    from tests.app.helpers import rentals_app, wait_for
     from tests.services.test_offers_launch import Api
     from widgets.offers_view import OffersView
 
@@ -109,8 +107,7 @@ async def test_enter_on_a_runpod_offer_refuses_to_rent_before_any_request(tmp_pa
     cache.save(cache_dir(), False, FetchResult(tuple(offers)), time.time())
     api = Api({})
     audit = AuditLog(tmp_path / "audit.jsonl")
-    app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
-                        rentals=lambda a: Rentals(a, audit, providers=api.providers))
+    app = rentals_app([], tmp_path, audit, api, parked=False)
     async with app.run_test(size=(160, 40)) as pilot:
         await pilot.press("2")
         table = app.query_one(OffersView)

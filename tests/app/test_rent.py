@@ -20,7 +20,7 @@ from app.tui import PrimeTrainApp
 from services.offers import cache, primeintellect
 from services.offers.models import FetchResult
 from services.offers.rentals import AuditLog, Rental
-from tests.app.helpers import wait_for
+from tests.app.helpers import rentals_app, wait_for
 from tests.services.test_offers_launch import Api, load
 from widgets.offers_view import OffersView
 
@@ -47,8 +47,7 @@ async def test_rent_an_offer_then_terminate_it(tmp_path: Path, sshd, client_home
                "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})]})
     audit = AuditLog(tmp_path / "audit.jsonl")
     pods_path = tmp_path / "pods.toml"
-    app = PrimeTrainApp([], pods_path=pods_path,
-                        rentals=lambda a: Rentals(a, audit, providers=api.providers, poll=0.05))
+    app = rentals_app([], tmp_path, audit, api, parked=False, poll=0.05)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.press("2")
         table = app.query_one(OffersView)
@@ -110,14 +109,10 @@ async def test_overdue_rentals_are_offered_for_termination_at_start(tmp_path: Pa
     audit = _overdue_audit(tmp_path / "audit.jsonl", now)
     api = Api({"DELETE /api/v1/pods/pod-old-1": [(200, {"status": "TERMINATED"})]})
     from services.models import Pod, PodKind
-    from services.monitor import MonitorService
-    from tests.app.helpers import Parked
 
     pod = Pod("old-pod", PodKind.SSH, host="10.0.0.7", provider="primeintellect", provider_id="pod-old-1",
               deadline=now - 60, saved=True)
-    app = PrimeTrainApp([pod], pods_path=tmp_path / "pods.toml",
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
-                        rentals=lambda a: Rentals(a, audit, providers=api.providers))
+    app = rentals_app([pod], tmp_path, audit, api)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert "past their auto-terminate deadline" in app.screen.question and "old-pod" in app.screen.question
@@ -246,8 +241,6 @@ async def test_demo_shows_simulated_offers_without_keys_and_rents_nothing(tmp_pa
 
 async def test_a_rented_pod_its_provider_reports_terminated_closes_and_tells_the_tracker(tmp_path: Path):
     from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
-    from services.monitor import MonitorService
-    from tests.app.helpers import Parked
 
     now = time.time()
     audit = AuditLog(tmp_path / "audit.jsonl")
@@ -255,9 +248,7 @@ async def test_a_rented_pod_its_provider_reports_terminated_closes_and_tells_the
     audit.append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
     api = Api({"GET /api/v1/pods/status": [(200, {"data": [{"podId": "pod-spot-1", "status": "TERMINATED"}]})]})
     pod = Pod(name="spot1", kind=PodKind.SSH, host="10.0.0.9", provider="primeintellect", provider_id="pod-spot-1")
-    app = PrimeTrainApp([pod], pods_path=tmp_path / "pods.toml",
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
-                        rentals=lambda a: Rentals(a, audit, providers=api.providers, watch_interval=0.2))
+    app = rentals_app([pod], tmp_path, audit, api, watch_interval=0.2)
     async with app.run_test(size=(140, 40)) as pilot:
         app.on_snapshot(PodSnapshot(pod=pod, status=PodStatus(PodState.OFFLINE, "connection refused", since=now)))
         await wait_for(pilot, lambda: audit.open_rentals() == [])
@@ -276,8 +267,7 @@ async def test_a_rental_missing_from_the_sidebar_is_brought_back_or_closed(tmp_p
         audit.append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
     ready = {**_status(sshd, "pod-b", 2.0)["data"][0]}
     api = Api({"GET /api/v1/pods/status": [(200, {"data": [ready, {"podId": "pod-g", "status": "TERMINATED"}]})]})
-    app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
-                        rentals=lambda a: Rentals(a, audit, providers=api.providers))
+    app = rentals_app([], tmp_path, audit, api, parked=False)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: "back" in app.pods)
         await app.workers.wait_for_complete()

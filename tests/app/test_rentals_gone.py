@@ -8,17 +8,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from app.rentals import Rentals
-from app.tui import PrimeTrainApp
 from services.offers.rentals import AuditLog, Rental
-from tests.app.helpers import wait_for
+from tests.app.helpers import rentals_app, wait_for
 from tests.services.test_offers_launch import Api, load
 
 
 async def test_a_rejected_key_is_said_and_the_offline_rental_stays_open(tmp_path: Path):
     from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
-    from services.monitor import MonitorService
-    from tests.app.helpers import Parked
 
     now = time.time()
     audit = AuditLog(tmp_path / "audit.jsonl")
@@ -26,9 +22,7 @@ async def test_a_rejected_key_is_said_and_the_offline_rental_stays_open(tmp_path
     audit.append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
     api = Api({"GET /api/v0/instances/31000001/": [(404, load("vast-edge-http404-invalid-user-key.json"))]})
     pod = Pod(name="v1", kind=PodKind.SSH, host="10.0.0.9", provider="vast", provider_id="31000001")
-    app = PrimeTrainApp([pod], pods_path=tmp_path / "pods.toml",
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
-                        rentals=lambda a: Rentals(a, audit, providers=api.providers, watch_interval=0.1))
+    app = rentals_app([pod], tmp_path, audit, api, watch_interval=0.1)
     async with app.run_test(size=(140, 40)) as pilot:
         app.on_snapshot(PodSnapshot(pod=pod, status=PodStatus(PodState.OFFLINE, "connection refused", since=now)))
         await wait_for(pilot, lambda: any("key rejected" in str(n.message) for n in app._notifications))
@@ -50,8 +44,7 @@ async def test_a_create_request_without_an_answer_is_found_by_name_at_start(tmp_
     ready = {**item, "podId": "pod-lost", "priceHr": 2.0, "sshConnection": f"{sshd.user}@127.0.0.1 -p {sshd.port}"}
     api = Api({"GET /api/v1/pods/": [(200, {"data": [{"id": "pod-lost", "name": "lost", "status": "ACTIVE"}]})],
                "GET /api/v1/pods/status": [(200, {"data": [ready]})]})
-    app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
-                        rentals=lambda a: Rentals(a, audit, providers=api.providers))
+    app = rentals_app([], tmp_path, audit, api, parked=False)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: "lost" in app.pods)
         await app.workers.wait_for_complete()
