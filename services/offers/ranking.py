@@ -306,6 +306,9 @@ def fit(offer: Offer, run: RunSpec) -> tuple[bool, str]:
         return False, f"needs {run.gpu_need()}, has {offer.gpu_count}"
     vram = round(offer.vram_gb, 2)
     ok, reason = _fit(run.model, run.params, run.seq_len, run.train_gpus, vram)
+    if ok and run.infer_gpus and (run.infer_tp > run.infer_gpus or run.infer_gpus % run.infer_tp):
+        return False, (f"inference: tensor_parallel_size={run.infer_tp} needs a multiple of {run.infer_tp} inference "
+                       f"GPUs, the run has {run.infer_gpus}")
     if ok and run.infer_gpus:
         ok, reason = _infer_fit(run.model, run.params, run.infer_tp, run.infer_bytes_per_param,
                                 run.infer_memory_share, vram)

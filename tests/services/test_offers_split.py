@@ -75,6 +75,10 @@ def test_the_inference_gpus_must_hold_the_weights_split_by_tensor_parallel():
     assert rank([box], run_spec_from_config(fp8)[0], include_misfits=True)[0].fits
     stingy = split | {"inference": {"vllm": {"tensor_parallel_size": 2, "gpu_memory_utilization": 0.5}}}
     assert not rank([box], run_spec_from_config(stingy)[0], include_misfits=True)[0].fits
+    lonely = base | {"deployment": {"num_train_gpus": 7, "num_infer_gpus": 1},
+                     "inference": {"vllm": {"tensor_parallel_size": 4}}}  # tp 4 cannot start on 1 GPU
+    misfit = rank([box], run_spec_from_config(lonely)[0], include_misfits=True)[0]
+    assert not misfit.fits and "tensor_parallel_size=4 needs a multiple of 4 inference GPUs" in misfit.reason
     sft = run_spec_from_config({"model": {"name": "Qwen/Qwen2.5-72B-Instruct"},
                                 "deployment": {"num_train_gpus": 8}})[0]
     assert sft.infer_gpus == 0 and rank([box], sft, include_misfits=True)[0].fits  # no inference server
