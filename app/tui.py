@@ -180,8 +180,9 @@ class PrimeTrainApp(RunActions, App[None]):
         if name not in self._pending:
             self.post_message(PodUpdated(name))
         self._pending[name] = snapshot
-        self.lifecycle_bg.observe(snapshot)
-        self.auto_backup.observe(snapshot)
+        if name in self.pods:  # a removed pod's last snapshots (still in flight) start nothing
+            self.lifecycle_bg.observe(snapshot)
+            self.auto_backup.observe(snapshot)
 
     def on_pod_updated(self, message: PodUpdated) -> None:
         snapshot = self._pending.pop(message.name, None)
