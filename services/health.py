@@ -435,13 +435,11 @@ class HealthTracker:
         return self.alerts
 
     def _moved_past(self, hit: _LogHit) -> bool:
-        """Progress after the error line: a step of the line's own component, or of the trainer (the run's
-        progress), or — in a run without step lines — progress in its metrics;
+        """A step after the error line (from the logs, metrics.jsonl or training.csv — a checkpoint write
+        ending is not one): of the line's own component, or of the trainer (the run's progress);
         without trainer steps, any step clears a non-trainer error. Another file's progress never clears
         a trainer error (the orchestrator keeps logging while the trainer is dead)."""
         lines = self.run.step_lines
-        if not lines:  # a run without step lines (metrics.jsonl / training.csv): any progress after it
-            return self.progress_at is not None and self.progress_at > hit.last
         component, _ = split_line(hit.line)
         if component is None:
             return any(t > hit.last for t in lines.values())

@@ -289,6 +289,16 @@ class TestLogPatterns:
         assert "log:cuda-oom" in later and "no-progress" in later
         assert "log:cuda-oom" not in ids(h.observe(sample(T0 + 7201, log=[step_line(2)])))
 
+    def test_a_checkpoint_write_ending_does_not_move_past_an_error(self) -> None:
+        """The end of a write restarts the stall budget, but it is not a step: the OOM stays."""
+        h = HealthTracker()
+        h.observe(sample(T0, metrics=['{"step": 1, "loss/mean": 0.5}']))
+        h.observe(sample(T0 + 1, log=[LOG_CASES["cuda-oom"]]))
+        writing = CheckpointInfo(1, "/run/checkpoints/step_1", GIB, T0 + 2, complete=False)
+        h.observe(sample(T0 + 2, ckpts=[writing]))
+        done = CheckpointInfo(1, "/run/checkpoints/step_1", GIB, T0 + 3, complete=True)
+        assert "log:cuda-oom" in ids(h.observe(sample(T0 + 60, ckpts=[done])))
+
     def test_in_a_run_without_step_lines_metrics_progress_moves_past_an_error(self) -> None:
         h = HealthTracker()
         h.observe(sample(T0, metrics=['{"step": 1, "loss/mean": 0.5}']))
