@@ -348,6 +348,8 @@ class MonitorService:
                 await conn.connect()
                 run_dir = await self._run_dir(worker)
                 if run_dir and run_dir != worker.pod.run_dir:  # followed from the records: the snapshots'
+                    if worker.pod.run_dir:  # a newer launch than the one followed so far: a new run
+                        worker.new_run()
                     worker.pod = replace(worker.pod, run_dir=run_dir)  # pod carries it (checkpoints, backups)
                     worker.followed = True
                 if run_dir and worker.seeded != run_dir:

@@ -136,3 +136,34 @@ async def test_a_first_look_that_ends_after_the_run_dir_changed_is_not_the_new_r
         assert not any("Step 8" in line for line in snap.log_tail)
     finally:
         await mon.aclose()
+
+
+async def test_following_a_newer_recorded_launch_after_a_reconnect_starts_a_new_run(tmp_path: Path) -> None:
+    """A pod without run_dir follows its newest recorded launch; when a newer launch is recorded and the
+    probe reconnects, the new run starts clean (the old run's step 8 does not stand for the new run's 2)."""
+    from services.ssh import LocalConnection
+
+    old, new = write_run(tmp_path / "old", 8), write_run(tmp_path / "new", 2)
+    records = tmp_path / "records"
+    runs.save_record(records, {"id": "r1", "pod": "p", "started": 1.0, "run_dir": str(old)})
+    probes: list = []
+
+    class Tracked(LocalConnection):
+        async def start_probe(self, args):
+            stream = await super().start_probe(args)
+            probes.append(stream)
+            return stream
+
+    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2, backoff_max=0.5),
+                         connector=Tracked)
+    mon.runs_dir = records
+    mon.add(Pod(name="p", kind=PodKind.LOCAL))
+    try:
+        await wait_for(lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 8, what="the old run")
+        runs.save_record(records, {"id": "r2", "pod": "p", "started": 2.0, "run_dir": str(new)})
+        probes[-1]._proc.kill()  # the connection drops; the monitor reconnects and looks again
+        snap = await wait_for(lambda: (s := mon.snapshot("p")).pod.run_dir == str(new) and s.run is not None
+                              and s.samples_total and s, what="the new run followed")
+        assert snap.run.step == 2, snap.run
+    finally:
+        await mon.aclose()
