@@ -186,8 +186,8 @@ def _state_dir(conn: Connection) -> str:
 
 
 def _source(conn: Connection, found: dict) -> RunSource:
-    return RunSource(pod=conn.pod.name, run_dir=str(found.get("run_dir") or ""), run_id=str(found.get("run_id") or ""),
-                     lineage=tuple(str(i) for i in found.get("lineage") or () if i))
+    return RunSource.from_dict({**found, "pod": conn.pod.name, "run_dir": str(found.get("run_dir") or "")}) \
+        or RunSource(conn.pod.name, str(found.get("run_dir") or ""))
 
 
 async def run_source(conn: Connection, run_dir: str) -> RunSource:
@@ -206,13 +206,10 @@ def source_from_record(record: dict, pod: str, abs_run_dir: str, older: Callable
                        = lambda _id: None) -> RunSource:
     """The source of a run known by its run record (resume on another pod: the pod may have no record
     of it); ``older(id)`` finds the records it was resumed from (services.runs.load_record)."""
-    lineage, parent, seen = [], record.get("resumed_from"), {str(record.get("id") or "")}
-    while parent and str(parent) not in seen and len(seen) < 100:
-        lineage.append(str(parent))
-        seen.add(str(parent))
-        parent = (older(str(parent)) or {}).get("resumed_from")
+    lineage, bounds = RunSource.chain(record.get("resume_step"), record.get("resumed_from"), older,
+                                      str(record.get("id") or ""))
     return RunSource(pod=str(record.get("pod") or pod), run_dir=abs_run_dir, run_id=str(record.get("id") or ""),
-                     lineage=tuple(lineage))
+                     lineage=lineage, resumed_at=bounds)
 
 
 async def source_for_record(conn: Connection, record: dict, runs_dir: Any = None) -> RunSource:
@@ -224,7 +221,7 @@ async def source_for_record(conn: Connection, record: dict, runs_dir: Any = None
     found = await run_source(conn, record.get("run_dir") or ".")
     source = source_from_record(record, conn.pod.name, found.run_dir, older)
     if found.run_id and found.run_id == source.run_id:  # the pod knows this run: its registry too
-        source = replace(source, lineage=tuple(dict.fromkeys((*source.lineage, *found.lineage))))
+        source = source.merged(found)
     return source
 
 
@@ -260,7 +257,7 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
     source = _source(conn, found.get("source") or {"run_dir": run_dir})
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
     there = await read_manifest(s3, base)
-    if there is not None and not source.same_run(there.source):
+    if there is not None and not source.owns(there.source, step):
         raise collision(step, source, there, f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}")
     total = sum(int(f["size"]) for f in planned)
     result = BackupResult(manifest=Manifest(step=step, run=Path(run_dir.rstrip("/")).name, files=(), source=source),
@@ -357,7 +354,7 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
     result.problems = await _check_objects(s3, base, manifest)
     if not result.problems:
         again = await read_manifest(s3, base)  # another run may have finished the same step meanwhile
-        if again is not None and not source.same_run(again.source):
+        if again is not None and not source.owns(again.source, step):
             raise collision(step, source, again, f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}")
         await s3.call("put_object", Bucket=s3.bucket, Key=base + "manifest.json", Body=manifest.to_json().encode(),
                       ContentType="application/json")
@@ -427,7 +424,7 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
     manifest = await read_manifest(s3, base)
     if manifest is None:
         raise BackupError(f"step {step} has no verified backup (no manifest) in s3://{s3.bucket}/{base}")
-    if not source.same_run(manifest.source) and notes is not None:
+    if not source.owns(manifest.source, step) and notes is not None:
         notes.append(f"step {step} was backed up by another run: {source_label(manifest.source)} "
                      f"(this is {source.label()})")
     problems = await _check_objects(s3, base, manifest)

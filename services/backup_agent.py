@@ -109,9 +109,11 @@ def cmd_list(run_dir):
 
 
 def run_source(run_dir, state_dir=None):
-    """{"run_dir", "run_id", "lineage"} of the run in ``run_dir`` (ids empty when no record is there)."""
+    """{"run_dir", "run_id", "lineage", "resumed_at"} of the run in ``run_dir`` (ids empty when no record is
+    there); ``resumed_at[i]``: the newest step of ``lineage[i]`` this run took over (the smallest resume
+    step on the way to it; None when a record on the way does not say)."""
     run_dir = os.path.abspath(os.path.expanduser(run_dir))
-    out = {"run_dir": run_dir, "run_id": "", "lineage": []}
+    out = {"run_dir": run_dir, "run_id": "", "lineage": [], "resumed_at": []}
     try:
         with open(os.path.join(run_dir, ".ptt", "run.json")) as fh:
             rec = json.load(fh)
@@ -123,17 +125,27 @@ def run_source(run_dir, state_dir=None):
     state = os.path.expanduser(state_dir or "~/.cache/prime-train-tui")
     state = state if os.path.isabs(state) else os.path.join(os.path.expanduser("~"), state)
     seen = {out["run_id"]}
-    parent = rec.get("resumed_from")
+    parent, bound = rec.get("resumed_from"), _step(rec.get("resume_step"))
     while parent and str(parent) not in seen and len(seen) < 100:
         parent = str(parent)
         out["lineage"].append(parent)
+        out["resumed_at"].append(bound)
         seen.add(parent)
         try:
             with open(os.path.join(state, "runs", os.path.basename(parent) + ".json")) as fh:
-                parent = (json.load(fh) or {}).get("resumed_from")
+                older = json.load(fh) or {}
+            parent, step = older.get("resumed_from"), _step(older.get("resume_step"))
         except (OSError, ValueError, AttributeError):
             break
+        bound = None if bound is None or (step is None and parent) else (bound if step is None else min(bound, step))
     return out
+
+
+def _step(value):
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
 
 
 def cmd_source(run_dir, state_dir=None):

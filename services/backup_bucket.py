@@ -87,7 +87,7 @@ async def list_bucket(settings: BackupSettings, run_dir: str) -> list[BucketChec
 
 def ours(listing: Iterable[BucketCheckpoint], source: RunSource | None) -> list[BucketCheckpoint]:
     """The listed steps that came from the run ``source`` (none when it is unknown)."""
-    return [c for c in listing if source is not None and source.same_run(c.source)]
+    return [c for c in listing if source is not None and source.owns(c.source, c.step)]
 
 
 async def verified_steps(settings: BackupSettings, run_dir: str, source: RunSource | None) -> set[int]:
@@ -103,8 +103,10 @@ def _step_of(key: str, prefix: str) -> int | None:
 
 async def prune_bucket(settings: BackupSettings, run_dir: str, keep_last: int,
                        source: RunSource | None = None) -> list[int]:
-    """Keep the newest ``keep_last`` verified steps of the run ``source``; delete its older steps
-    (verified or not). Another run's steps, steps of unknown source (an old manifest, or no manifest: a
+    """Keep the newest ``keep_last`` verified steps of the run ``source`` (its own and those of the runs
+    it was resumed from, up to the resume step); delete its own older steps (verified or not). The
+    steps of the runs it was resumed from are never deleted (that run may still be alive elsewhere: a
+    pod that came back after the resume), nor are another run's steps, steps of unknown source (an old manifest, or no manifest: a
     backup that never finished, whoever started it) and steps newer than the oldest kept one are never
     touched."""
     if keep_last <= 0 or source is None:
@@ -116,7 +118,7 @@ async def prune_bucket(settings: BackupSettings, run_dir: str, keep_last: int,
     if len(kept) < keep_last:
         return []
     floor = min(kept)
-    doomed = sorted(c.step for c in steps if c.step < floor)
+    doomed = sorted(c.step for c in steps if c.step < floor and source.same_run(c.source))  # never an ancestor's
     for step in doomed:
         base = f"{prefix}step_{step}/"
         for o in await each_page(s3, "list_objects_v2", "Contents", Prefix=base):

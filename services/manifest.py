@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from services.s3 import BackupError, multipart_etag
@@ -19,43 +20,99 @@ VERSION = 1
 @dataclass(frozen=True)
 class RunSource:
     """Which run a backup came from: the pod (its name here), the absolute run dir on it and, when the
-    run was launched by us, its record id plus the ids it was resumed from (``lineage``, newest first).
-    Several runs may share a bucket prefix (the default one is named after the run dir's basename), so
-    a backup counts for a run only when it has the same source (:meth:`same_run`)."""
+    run was launched by us, its record id plus the ids it was resumed from (``lineage``, newest first)
+    with, for each, the newest of its steps this run took over (``resumed_at``: the step the chain
+    resumed from, None when no record says). Several runs may share a bucket prefix (the default one is
+    named after the run dir's basename), so a backup counts for a run only when :meth:`owns` says so."""
 
     pod: str
     run_dir: str
     run_id: str = ""
     lineage: tuple[str, ...] = ()  # resumed_from, its resumed_from, ... as far as the records go
+    resumed_at: tuple[int | None, ...] = ()  # per lineage id: the newest of its steps that is ours
 
     def ids(self) -> set[str]:
         return {i for i in (self.run_id, *self.lineage) if i}
 
     def same_run(self, other: "RunSource | None") -> bool:
-        """Two runs are one when their record ids (with what they were resumed from) meet -- a resume
-        on another pod stays the same run; without record ids on both sides, the same pod and run dir
-        (one side with an id and the other without: different, the safe side). Unknown: never."""
+        """The very same run: the same record id, or -- without record ids on both sides -- the same pod
+        and run dir (one side with an id and the other without: different, the safe side). A run and
+        the one it was resumed from are two runs (see :meth:`owns`). Unknown: never."""
         if other is None:
             return False
-        mine, theirs = self.ids(), other.ids()
-        if mine or theirs:
-            return bool(mine & theirs)
+        if self.run_id or other.run_id:
+            return self.run_id == other.run_id
         return (self.pod, self.run_dir.rstrip("/")) == (other.pod, other.run_dir.rstrip("/"))
+
+    def owns(self, other: "RunSource | None", step: int) -> bool:
+        """Whether a backup of ``step`` made by the run ``other`` counts as this run's: made by this very
+        run (:meth:`same_run`), or by a run it descends from (resumed from, possibly on another pod) at
+        or before the step this run took over from it. A sibling (another resume of the same parent),
+        a descendant, an unknown source or an ancestor's step after the resume: never."""
+        if other is None:
+            return False
+        if self.same_run(other):
+            return True
+        if not other.run_id or other.run_id not in self.lineage:
+            return False
+        bound = self.bound(other.run_id)
+        return bound is not None and step <= bound
+
+    def bound(self, run_id: str) -> int | None:
+        i = self.lineage.index(run_id)
+        return self.resumed_at[i] if i < len(self.resumed_at) else None
+
+    @staticmethod
+    def chain(first_step: object, first_parent: object, record_of: "Callable[[str], dict | None]",
+              own_id: str = "") -> tuple[tuple[str, ...], tuple[int | None, ...]]:
+        """(lineage, resumed_at) from a run record's ``resumed_from``/``resume_step`` and the records
+        ``record_of(id)`` finds: each ancestor's bound is the smallest resume step on the way to it."""
+        lineage: list[str] = []
+        bounds: list[int | None] = []
+        bound, parent, seen = _int(first_step), first_parent, {own_id}
+        while parent and str(parent) not in seen and len(seen) < 100:
+            lineage.append(str(parent))
+            bounds.append(bound)
+            seen.add(str(parent))
+            rec = record_of(str(parent)) or {}
+            nxt = _int(rec.get("resume_step"))
+            bound = None if bound is None or (nxt is None and rec.get("resumed_from")) else \
+                (bound if nxt is None else min(bound, nxt))
+            parent = rec.get("resumed_from")
+        return tuple(lineage), tuple(bounds)
+
+    def merged(self, other: "RunSource") -> "RunSource":
+        """This source with the ancestors ``other`` knows of as well (a known bound wins over None)."""
+        known = dict(zip(self.lineage, (*self.resumed_at, *[None] * len(self.lineage))))
+        for i, rid in enumerate(other.lineage):
+            b = other.bound(rid) if i < len(other.resumed_at) else None
+            if known.get(rid) is None:
+                known[rid] = b
+        return RunSource(self.pod, self.run_dir, self.run_id, tuple(known), tuple(known.values()))
 
     def label(self) -> str:
         return f"{self.pod}:{self.run_dir}" + (f" (run {self.run_id})" if self.run_id else "")
 
     def to_dict(self) -> dict:
-        return {"pod": self.pod, "run_dir": self.run_dir, "run_id": self.run_id, "lineage": list(self.lineage)}
+        return {"pod": self.pod, "run_dir": self.run_dir, "run_id": self.run_id, "lineage": list(self.lineage),
+                "resumed_at": list(self.resumed_at)}
 
     @classmethod
     def from_dict(cls, d: object) -> "RunSource | None":
         """None for a missing or unreadable source (a manifest written before sources were recorded)."""
         if not isinstance(d, dict) or not isinstance(d.get("pod"), str) or not isinstance(d.get("run_dir"), str):
             return None
-        lineage = d.get("lineage") if isinstance(d.get("lineage"), list) else []
-        return cls(pod=d["pod"], run_dir=d["run_dir"], run_id=str(d.get("run_id") or ""),
-                   lineage=tuple(str(i) for i in lineage if i))
+        lineage = [str(i) for i in (d.get("lineage") if isinstance(d.get("lineage"), list) else []) if i]
+        bounds = d.get("resumed_at") if isinstance(d.get("resumed_at"), list) else []
+        return cls(pod=d["pod"], run_dir=d["run_dir"], run_id=str(d.get("run_id") or ""), lineage=tuple(lineage),
+                   resumed_at=tuple(_int(b) for b in bounds[:len(lineage)]))
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
 
 
 def source_label(source: "RunSource | None") -> str:

@@ -44,7 +44,9 @@ def pods(sshd, client_home, tmp_path):
 
 def test_same_run_by_record_ids_and_lineage_else_pod_and_dir_and_unknown_never():
     a = RunSource("a", "/workspace/run", "r1")
-    assert a.same_run(RunSource("b", "/elsewhere", "r2", ("r1",)))  # resumed from r1 on another pod
+    resumed = RunSource("b", "/elsewhere", "r2", ("r1",), (100,))  # resumed from r1's step 100 on another pod
+    assert resumed.owns(a, 100) and not resumed.owns(a, 101) and not a.owns(resumed, 100)  # one direction only
+    assert not a.same_run(resumed)  # (test_backup_runs.py: siblings, descendants, the chain)
     assert not a.same_run(RunSource("a", "/workspace/run", "r3"))  # a fresh launch in the same dir
     assert not a.same_run(RunSource("a", "/workspace/run"))  # one side without a record: different
     assert RunSource("a", "/w/run/").same_run(RunSource("a", "/w/run"))

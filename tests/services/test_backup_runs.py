@@ -1,0 +1,86 @@
+"""Backups of related runs sharing a bucket prefix: a resume counts its parent's backups only up to the
+step it resumed from (a sibling or a descendant never), a relaunch by hand in the same run dir never
+counts the old run's backups for its own checkpoints, and two runs backing up the same step at once
+never corrupt each other's backup. Over the real sshd "pods" and moto's S3 server, as
+tests/services/test_backup_sources.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from services.backup import backup_checkpoint, list_bucket, restore_checkpoint, run_source
+from services.lifecycle import plan_cleanup
+from services.manifest import RunSource
+from services.s3 import BackupError
+from services.ssh import SSHConnection
+from tests.services.backup_fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup_fixtures import write_checkpoint
+from tests.services.test_backup_sources import etags, pods  # noqa: F401 (fixture)
+from tests.services.test_lifecycle import make_settings
+
+pytestmark = pytest.mark.ssh
+
+
+def record(run_dir: Path, run_id: str, resumed_from: str | None = None, resume_step: int | None = None) -> None:
+    (run_dir / ".ptt").mkdir(parents=True, exist_ok=True)
+    (run_dir / ".ptt" / "run.json").write_text(json.dumps({"id": run_id, "resumed_from": resumed_from,
+                                                           "resume_step": resume_step}))
+
+
+def test_a_run_owns_its_own_backups_and_its_ancestors_up_to_the_resume_step_only():
+    a = RunSource("pod1", "/workspace/run", "A")
+    b = RunSource("pod2", "/workspace/run", "B", ("A",), (100,))
+    c = RunSource("pod3", "/workspace/run", "C", ("A",), (100,))
+    d = RunSource("pod4", "/workspace/run", "D", ("B", "A"), (300, 100))
+    assert b.owns(a, 100) and b.owns(a, 50) and not b.owns(a, 200)  # the parent's, up to the resume step
+    assert not a.owns(b, 100) and not a.owns(b, 300)  # a descendant's: never
+    assert not b.owns(c, 100) and not c.owns(b, 200)  # a sibling's: never
+    assert d.owns(b, 300) and not d.owns(b, 400) and d.owns(a, 100) and not d.owns(a, 200)
+    assert not RunSource("p", "/r", "E", ("A",)).owns(a, 1)  # the resume step unknown: nothing of A's
+    assert b.owns(RunSource("elsewhere", "/x", "B"), 10**6) and not b.owns(None, 1)
+    assert not b.same_run(a) and not a.same_run(b)
+    # the chain of records: each ancestor bounded by the smallest resume step on the way to it
+    records = {"B": {"resumed_from": "A", "resume_step": 100}, "A": {}}
+    assert RunSource.chain(300, "B", records.get, "D") == (("B", "A"), (300, 100))
+    assert RunSource.from_dict(d.to_dict()) == d
+
+
+async def test_two_resumes_of_one_run_never_count_prune_or_overwrite_each_others_steps(pods, s3env, tmp_path):
+    """A is auto-resumed on pod2 as B (from step 100) while pod1 comes back with A still training."""
+    pod_a, pod_b = pods
+    run_a, run_b = tmp_path / "a" / "run", tmp_path / "b" / "run"  # both: prime-train/run/
+    record(run_a, "A")
+    for step in (100, 200):
+        write_checkpoint(run_a, step, shard_bytes=100 * 1024)
+    backup = s3env.settings()
+    async with SSHConnection(pod_a) as conn:
+        for step in (100, 200):
+            assert (await backup_checkpoint(conn, backup, str(run_a), step)).verified
+    a_before = etags(s3env, "prime-train/run/step_200/")
+    record(run_b, "B", resumed_from="A", resume_step=100)
+    async with SSHConnection(pod_b) as conn:
+        assert (await run_source(conn, str(run_b))).resumed_at == (100,)
+        await restore_checkpoint(conn, backup, str(run_b), 100)  # what resume does on a pod that has none
+        for step in (200, 300):
+            write_checkpoint(run_b, step, shard_bytes=100 * 1024)
+        with pytest.raises(BackupError, match="step 200 .* backed up by another run .*run A"):
+            await backup_checkpoint(conn, backup, str(run_b), 200)
+        assert etags(s3env, "prime-train/run/step_200/") == a_before  # A's verified backup untouched
+        assert (await backup_checkpoint(conn, s3env.settings(keep_last=1), str(run_b), 300)).verified
+        plan = await plan_cleanup(conn, keep=1, settings=make_settings(tmp_path), run_dir=str(run_b), backup=backup)
+        # A's step 100 is where B comes from: it counts; A's step 200 is not B's step_200
+        assert [c["step"] for c in plan.delete] == [100] and [c["step"] for c in plan.unbacked] == [200]
+    listing = await list_bucket(backup, str(run_a))
+    # B's keep-last-1 pruned nothing of A's (its own 300 is its only backup after A's 100)
+    assert [(c.step, c.verified, c.source.run_id) for c in listing] == \
+        [(100, True, "A"), (200, True, "A"), (300, True, "B")]
+    async with SSHConnection(pod_a) as conn:
+        write_checkpoint(run_a, 300, shard_bytes=100 * 1024)
+        plan = await plan_cleanup(conn, keep=1, settings=make_settings(tmp_path), run_dir=str(run_a), backup=backup)
+        # B's step 300 says nothing about A's step_300; A's own 100 and 200 may go
+        assert [c["step"] for c in plan.delete] == [100, 200] and plan.unbacked == ()
+        with pytest.raises(BackupError, match="step 300 .* backed up by another run"):
+            await backup_checkpoint(conn, backup, str(run_a), 300)
