@@ -13,7 +13,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from services.backup import TransferProgress
-from services.manifest import BucketCheckpoint
+from services.manifest import BucketCheckpoint, RunSource
 from services.models import CheckpointInfo
 from widgets.bottleneck_view import bar
 from widgets.format import NA, duration, set_label
@@ -40,10 +40,23 @@ class CheckpointsModel:
     now: float = 0.0  # pod clock, for ages
     transfer: TransferProgress | None = None
     message: str = ""  # last result or error, one line
+    source: RunSource | None = None  # the run on the pod (None: not known: no backup is "this run's")
+    # the pod's steps with a verified backup of THAT checkpoint by this run (the pane decides; another
+    # run's backup of the same step under a shared prefix never counts)
+    backed_up: frozenset[int] = frozenset()
+
+
+def whose(m: CheckpointsModel, c: BucketCheckpoint) -> str:
+    """The bucket step's source: "this run", "run <id> on <pod>" (or "<pod>:<run dir>") or "unknown"."""
+    if c.source is None:
+        return "unknown"
+    if m.source is not None and m.source.owns(c.source, c.step):
+        return "this run"
+    return f"run {c.source.run_id} on {c.source.pod}" if c.source.run_id else f"{c.source.pod}:{c.source.run_dir}"
 
 
 def pod_table(m: CheckpointsModel) -> Table:
-    verified = {c.step for c in m.bucket or () if c.verified}
+    verified = m.backed_up
     table = Table(title="On the pod", title_justify="left", expand=False)
     for col in ("step", "size", "complete", "age", "backed up"):
         table.add_column(col, justify="right" if col in ("step", "size", "age") else "left")
@@ -57,10 +70,12 @@ def pod_table(m: CheckpointsModel) -> Table:
 
 def bucket_table(m: CheckpointsModel) -> Table:
     table = Table(title=f"In the bucket {m.bucket_status}".rstrip(), title_justify="left", expand=False)
-    for col in ("step", "size", "stored", "verified"):
-        table.add_column(col, justify="right" if col != "verified" else "left")
+    for col in ("step", "size", "stored", "source", "verified"):
+        table.add_column(col, justify="right" if col not in ("source", "verified") else "left")
     for c in reversed(m.bucket or ()):
+        src = whose(m, c)
         table.add_row(str(c.step), size(c.bytes) if c.bytes else NA, size(c.stored_bytes),
+                      Text(src, "" if src == "this run" else "yellow"),
                       Text("verified", "green") if c.verified else
                       Text(c.problems[0] if c.problems else "no", "red"))
     return table
@@ -116,7 +131,7 @@ class CheckpointsView(Widget):
         set_label(self.query_one("#ck-disk", Label), disk_line(m))
         set_label(self.query_one("#ck-transfer", Label), transfer_line(m.transfer))
         set_label(self.query_one("#ck-message", Label), m.message)
-        key = (m.pod_ckpts, m.bucket, m.bucket_status, int(m.now) // 30)
+        key = (m.pod_ckpts, m.bucket, m.bucket_status, m.source, m.backed_up, int(m.now) // 30)
         if key != self._key:
             self._key = key
             grid = Table.grid(padding=(0, 4))

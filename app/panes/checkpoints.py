@@ -154,7 +154,8 @@ class CheckpointsPane(Widget, can_focus=True):
             bucket_status=self._bucket_status.get(name, where),
             disk_used=latest.host.disk_used if latest else None, disk_total=latest.host.disk_total if latest else None,
             now=latest.t if latest else 0.0, transfer=self._transfer_of(name),
-            message=self.last_message or (self.auto.status(name) if self.auto is not None else ""))
+            message=self.last_message or (self.auto.status(name) if self.auto is not None else ""),
+            source=self.sources.get(name), backed_up=frozenset(self.backed_up(name)))
         self.query_one("#ck-view", CheckpointsView).show(model)
 
     @property
@@ -203,9 +204,13 @@ class CheckpointsPane(Widget, can_focus=True):
         snap = self.snapshot
         if snap is None or snap.latest is None:
             return None
-        verified = {c.step for c in self.mine(snap.pod.name) if c.verified}
+        verified = self.backed_up(snap.pod.name)
         steps = [c.step for c in snap.latest.ckpts if c.complete and c.step not in verified]
         return max(steps) if steps else None
+
+    def backed_up(self, name: str) -> set[int]:
+        """The pod's steps whose checkpoint has a verified backup by the run on the pod."""
+        return {c.step for c in self.mine(name) if c.verified}
 
     def mine(self, name: str) -> list[BucketCheckpoint]:
         """The listed steps that came from the run on this pod (another run may share the prefix)."""

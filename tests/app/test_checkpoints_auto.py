@@ -14,7 +14,7 @@ from app import auto_backup
 from app.panes.checkpoints import CheckpointsPane
 from app.tui import PrimeTrainApp
 from services.backup import TransferProgress
-from services.manifest import BucketCheckpoint
+from services.manifest import BucketCheckpoint, RunSource
 from services.models import CheckpointInfo, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor import MonitorService
 from services.s3 import BackupSettings
@@ -132,8 +132,12 @@ class SnapApp(App):
         sample = Sample(t=now, gpus=(), host=HostSample(disk_used=180 * GIB, disk_total=400 * GIB), ckpts=ckpts)
         pane._bucket_at["pod-a"] = now  # listed just now: no worker goes to the network
         never = ("no manifest: the backup never finished",)
+        mine = RunSource("pod-a", "/workspace/rl-7b", "r7")
+        other = RunSource("pod-b", "/workspace/rl-7b", "r9", ("r7",), (100,))  # a resume of it elsewhere
+        pane.sources["pod-a"] = mine
         pane.bucket["pod-a"] = (BucketCheckpoint(50, 47 * GIB, 37 * GIB, False, never),
-                                BucketCheckpoint(100, 47 * GIB, 37 * GIB, True, (), now - 3000))
+                                BucketCheckpoint(100, 47 * GIB, 37 * GIB, True, (), now - 3000, mine),
+                                BucketCheckpoint(200, 47 * GIB, 37 * GIB, True, (), now - 900, other))
         pane._busy = "pod-a"
         pane.transfer = TransferProgress("backup", 200, "upload", 20 * GIB, 47 * GIB, 100.0)
         pane.last_message = "step 100 backed up and verified (752 parts sent, 0 already there)"
