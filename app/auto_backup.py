@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from app.tasks import Busy, Outcome, Tasks, report_transfer
 from services.auto_backup import AutoBackupPlanner, Job
-from services.backup import TransferProgress, backup_checkpoint, list_bucket, ours, run_source
+from services.backup import TransferProgress, backup_checkpoint, pod_backed_up
 from services.errors import PrimeTrainError
 from services.models import PodSnapshot
 from services.s3 import BackupError, BackupSettings, transport_error
@@ -109,10 +109,10 @@ class AutoBackup:
         try:
             conn = (self.connect or connect_pod)(job.pod)
             await conn.connect()
-            if job.list_first:  # only this run's verified backups: not another run's under the same prefix
-                source = await run_source(conn, job.run_dir)
-                listed = ours(await list_bucket(settings, job.run_dir), source)
-                if self.planner.listed(name, {c.step for c in listed if c.verified}):
+            if job.list_first:  # this run's verified backups of the checkpoints on the pod (not another
+                # run's under the same prefix, nor an older checkpoint of the same step in the same run dir)
+                steps, _oldest, _source = await pod_backed_up(conn, settings, job.run_dir)
+                if self.planner.listed(name, steps):
                     return Outcome("done", f"step {step} is already verified in the bucket")
             result = await backup_checkpoint(conn, settings, job.run_dir, step,
                                              on_progress=partial(self._progress, name, task))

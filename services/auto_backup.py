@@ -41,7 +41,10 @@ class Job:
 class _PodState:
     run_dir: str | None = None  # what follows is about this run dir
     listed: bool = False
-    there: set[int] = field(default_factory=set)  # verified in the bucket for this run (listed)
+    # verified in the bucket for this run, of the checkpoint listed (step -> its mtime in the snapshot
+    # then: a checkpoint written again since, e.g. a relaunch by hand in the same run dir, is not it)
+    there: dict[int, float | None] = field(default_factory=dict)
+    seen: dict[int, float | None] = field(default_factory=dict)  # the complete ones of the last snapshot
     sent: dict[int, float | None] = field(default_factory=dict)  # step -> its mtime when sent (None: any)
     skipped: set[int] = field(default_factory=set)  # the user cancelled it: not retried
     running: int | None = None  # the step being backed up (or listed for)
@@ -79,7 +82,9 @@ class AutoBackupPlanner:
         if not complete:
             return None
         step = max(complete)  # older ones would be pruned by keep-last anyway
-        if step in st.there or step in st.skipped or (step in st.sent and st.sent[step] in (None, complete[step])):
+        st.seen = complete
+        done = {**st.there, **st.sent}  # step -> the checkpoint's mtime when it was verified (None: any)
+        if step in st.skipped or (step in done and done[step] in (None, complete[step])):
             return None
         st.running = step
         return Job(pod, pod.run_dir, step, list_first=not st.listed, mtime=complete[step])
@@ -109,7 +114,7 @@ class AutoBackupPlanner:
         True when the running step needs no backup."""
         st = self._state(name)
         st.listed = True
-        st.there.update(verified)
+        st.there.update({step: st.seen.get(step) for step in verified})
         if st.running is not None and st.running in st.there:
             st.running = None
             return True

@@ -33,6 +33,7 @@ from services.backup_bucket import (  # noqa: F401 (re-exported)
     _check_objects,
     _head,
     _matches,
+    backed_up,
     list_bucket,
     ours,
     prune_bucket,
@@ -225,6 +226,16 @@ async def source_for_record(conn: Connection, record: dict, runs_dir: Any = None
     return source
 
 
+async def pod_backed_up(conn: Connection, settings: BackupSettings, run_dir: str,
+                        source: RunSource | None = None) -> tuple[set[int], int | None, RunSource]:
+    """(the steps on the pod whose checkpoint has a verified backup of that very checkpoint by the run in
+    ``run_dir``, the oldest step verified for that run in the bucket, the run): see backup_bucket.backed_up."""
+    source = source or await run_source(conn, run_dir)
+    ckpts, _disk = await pod_checkpoints(conn, run_dir)
+    steps, oldest = backed_up(await list_bucket(settings, run_dir), source, ckpts)
+    return steps, oldest, source
+
+
 def collision(step: int, mine: RunSource, theirs: Manifest, where: str) -> BackupError:
     return BackupError(f"step {step} in {where} was backed up by another run ({source_label(theirs.source)}), "
                        f"not this one ({mine.label()}): refusing to overwrite it",
@@ -347,8 +358,8 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
         raise BackupError(f"{len(errors) or 1} file(s) failed to upload: "
                           f"{errors[0] if errors else 'the agent stopped early'}",
                           hint="run the backup again: finished parts are not sent twice")
-    manifest = Manifest(step=step, run=result.manifest.run, files=tuple(entries[f["path"]] for f in planned),
-                        source=source)
+    manifest = Manifest(step=step, run=result.manifest.run, source=source,
+                        files=tuple(replace(entries[f["path"]], mtime_ns=int(f.get("mtime_ns") or 0)) for f in planned))
     result.manifest = manifest
     report(TransferProgress("backup", step, "verify", done_bytes, total, time.monotonic() - started))
     result.problems = await _check_objects(s3, base, manifest)
@@ -435,7 +446,7 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
     own = f"{run_dir.rstrip('/')}/checkpoints"
     root = ckpt_root.rstrip("/") if ckpt_root and ckpt_root.rstrip("/") != own else None
     plan = {"run_dir": run_dir, "step": step, "tag": secrets.token_hex(4), **({"trainer_root": root} if root else {}),
-            "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "encoding": f.encoding,
+            "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "encoding": f.encoding, "mtime_ns": f.mtime_ns,
                        "url": s3.presign("get_object", Key=base + f.key),
                        "parts": [p.__dict__ for p in f.parts]} for f in manifest.files]}
     done, errors = 0, []

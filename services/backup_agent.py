@@ -43,15 +43,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 # (trainer_ckpt_dir is re-exported: the agent's answer, for tests)
 if __package__:  # imported from the repo (services.backup_agent)
-    from .backup_agent_io import (Throttle, _stop, compress, decompress, emit, http, read_at,  # noqa: F401
-                                  skippable, zstd_codec)
+    from .backup_agent_io import (Throttle, _stop, compress, decompress, emit, fingerprint, http,  # noqa: F401
+                                  read_at, skippable, zstd_codec)
     from .pod_common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir  # noqa: F401
 else:  # run on the pod: its siblings were uploaded beside it, and a script's own dir is sys.path[0]
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
         sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True  # no __pycache__ in the pod's hashed dir: it holds what was uploaded
-    from backup_agent_io import (Throttle, _stop, compress, decompress, emit, http, read_at,  # noqa: F401
-                                 skippable, zstd_codec)
+    from backup_agent_io import (Throttle, _stop, compress, decompress, emit, fingerprint, http,  # noqa: F401
+                                 read_at, skippable, zstd_codec)
     from pod_common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir  # noqa: F401
 
 READ = 1024 * 1024
@@ -85,7 +85,8 @@ def step_status(troot, oroot, step, files=None):
     tdir = os.path.join(troot, "step_%d" % step)
     odir = tdir if oroot is None else os.path.join(oroot, "step_%d" % step)
     files = step_files(troot, oroot, step) if files is None else files
-    sizes = [(rel.startswith("orchestrator" + os.sep), os.path.getsize(full)) for rel, full in files]
+    stats = [(rel, os.stat(full)) for rel, full in files]
+    sizes = [(rel.startswith("orchestrator" + os.sep), st.st_size) for rel, st in stats]
     mtimes = [os.path.getmtime(d) for d in set((tdir, odir)) if os.path.isdir(d)]
     if oroot is None:
         complete = checkpoint_complete(tdir)
@@ -96,7 +97,7 @@ def step_status(troot, oroot, step, files=None):
     return {"step": step, "path": tdir if os.path.isdir(tdir) else odir, "orch_path": odir,
             "bytes": sum(n for _o, n in sizes), "orch_bytes": sum(n for o, n in sizes if o),
             "trainer_bytes": sum(n for o, n in sizes if not o), "mtime": max(mtimes) if mtimes else None,
-            "complete": complete}
+            "complete": complete, "fingerprint": fingerprint((rel, st.st_size, st.st_mtime_ns) for rel, st in stats)}
 
 
 def cmd_list(run_dir):
@@ -185,8 +186,9 @@ def cmd_plan(run_dir, step, encoding, level, trainer_root=None, state_dir=None):
     codec = zstd_codec() if encoding == "zstd" else None
     out = []
     for rel, full in files:
-        size = os.path.getsize(full)
-        out.append({"path": rel.replace(os.sep, "/"), "full": full, "size": size,
+        st = os.stat(full)
+        size = st.st_size
+        out.append({"path": rel.replace(os.sep, "/"), "full": full, "size": size, "mtime_ns": st.st_mtime_ns,
                     "encoding": "zstd" if pays_off(full, size, codec, level) else "none"})
     emit({"event": "plan", "files": out, "zstd": codec is not None, "trainer_dir": tdir, "orch_dir": odir,
           "source": run_source(run_dir, state_dir)})
@@ -395,10 +397,12 @@ def cmd_download(jobs):
                 bad.append(f["path"])
         if bad:
             raise IOError("checksum mismatch against the manifest: " + ", ".join(bad))
-        for _f, full in placed:
+        for f, full in placed:
             fd = os.open(full, os.O_RDONLY)
             os.fsync(fd)
             os.close(fd)
+            if int(f.get("mtime_ns") or 0) > 0:  # the checkpoint's own times: it is the backed-up one
+                os.utime(full, ns=(int(f["mtime_ns"]), int(f["mtime_ns"])))
         if _whole(halves, pair):
             raise IOError("%s appeared on the pod during the restore: not overwritten" % halves[-1][0])
         aside = swap_halves(halves)

@@ -98,3 +98,13 @@ def http(method, url, data=None, headers=None, attempts=4):
             last = str(getattr(exc, "reason", exc))
         time.sleep(min(8.0, 0.5 * 2 ** attempt))
     raise IOError(last)
+
+
+def fingerprint(files):
+    """Which checkpoint this is, not just which step: sha256 over every file's (path under step_N, size,
+    mtime in ns), sorted by path. A relaunch that writes the same step again, or a changed file, gives
+    another one; a restore sets the recorded mtimes back, so a restored checkpoint keeps its own."""
+    import hashlib
+
+    lines = sorted("%s\t%d\t%d" % (str(p).replace("\\", "/"), int(size), int(ns)) for p, size, ns in files)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from services.manifest import BucketCheckpoint, FileEntry, Manifest, RunSource
+from services.manifest import BucketCheckpoint, FileEntry, Manifest, PodCheckpoint, RunSource
 from services.s3 import S3, BackupError, BackupSettings, each_page
 
 
@@ -64,7 +64,7 @@ async def verify_backup(settings: BackupSettings, run_dir: str, step: int) -> Bu
         return BucketCheckpoint(step, 0, 0, False, ("no manifest: the backup never finished",))
     problems = await _check_objects(s3, base, manifest)
     return BucketCheckpoint(step, manifest.bytes, manifest.stored_bytes, not problems, tuple(problems),
-                            manifest.created, manifest.source)
+                            manifest.created, manifest.source, manifest.fingerprint)
 
 
 async def list_bucket(settings: BackupSettings, run_dir: str) -> list[BucketCheckpoint]:
@@ -94,6 +94,17 @@ async def verified_steps(settings: BackupSettings, run_dir: str, source: RunSour
     """For cleanup and resume: the steps whose backup is verified now AND came from the run ``source``
     (another run's backup under the same prefix, or one of unknown source, never counts)."""
     return {c.step for c in ours(await list_bucket(settings, run_dir), source) if c.verified}
+
+
+def backed_up(listing: Iterable[BucketCheckpoint], source: RunSource | None,
+              pod: Iterable[PodCheckpoint]) -> tuple[set[int], int | None]:
+    """For cleanup and auto-backup: (the pod's steps whose checkpoint has a verified backup of THAT
+    checkpoint by the run ``source``, the oldest step verified for that run in the bucket). A backup of
+    the same step made from another checkpoint (a run relaunched by hand in the same run dir writes its
+    own step_100) or recorded without files' mtimes (an old manifest) counts for no checkpoint."""
+    mine = [c for c in ours(listing, source) if c.verified]
+    on_pod = {c.step: c for c in pod}
+    return {c.step for c in mine if c.of(on_pod.get(c.step))}, min((c.step for c in mine), default=None)
 
 
 def _step_of(key: str, prefix: str) -> int | None:

@@ -6,7 +6,9 @@ it is older than the oldest verified step in the bucket (superseded: the bucket 
 verified steps, so older ones are pruned there and would otherwise stay on the pod forever). "Verified"
 means verified backups of THIS run (services.backup.run_source: the pod's run record and what it was
 resumed from): another run sharing the bucket prefix, or a backup of unknown source (a manifest written
-before sources were recorded), never makes a checkpoint on this pod deletable.
+before sources were recorded), never makes a checkpoint on this pod deletable; nor does a backup of the
+same step made from another checkpoint (a run relaunched by hand in the same dir writes its own
+step_100): a backup counts for the checkpoint whose files' sizes and mtimes its manifest recorded.
 With a disk threshold (the cleanup daemon), older complete ones beyond N go too while the run volume
 would stay above it (still never the newest complete, never an unverified one). What prime-rl leaves
 behind is pruned as well (research prime-rl.md §6.3): orphaned orchestrator step dirs under the run dir
@@ -119,19 +121,22 @@ class CleanupPlan:
         return out
 
 
-def deletable(step: int, verified: Iterable[int] | None) -> bool:
-    """Backup on (``verified`` given): may this step's checkpoint leave the pod? When its own backup is
-    verified, or when it is older than the oldest verified step still in the bucket (superseded: the
-    bucket's keep-last pruned it after newer verified backups). Never a step newer than that oldest
-    verified one without its own backup; with nothing verified, nothing. Backup off: always."""
+def deletable(step: int, verified: Iterable[int] | None, oldest: int | None = None) -> bool:
+    """Backup on (``verified`` given: the steps whose checkpoint on the pod has a verified backup of that
+    very checkpoint): may this step's checkpoint leave the pod? When its own backup is verified, or when
+    it is older than ``oldest``, the oldest step verified for this run in the bucket (default: the
+    oldest of ``verified``; superseded: the bucket's keep-last pruned it after newer verified backups).
+    Never a step newer than that without its own backup; with nothing verified, nothing. Backup off:
+    always."""
     if verified is None:
         return True
     ok = set(verified)
-    return step in ok or (bool(ok) and step < min(ok))
+    floor = (min(ok) if oldest is None else min(oldest, *ok)) if ok else None
+    return step in ok or (floor is not None and step < floor)
 
 
 def plan_keep_last(ckpt_dir: str, ckpts: list[dict[str, Any]], keep: int, verified: Iterable[int] | None = None,
-                   backup_where: str = "", run_dir: str = "") -> CleanupPlan:
+                   backup_where: str = "", run_dir: str = "", oldest: int | None = None) -> CleanupPlan:
     """Delete complete checkpoints older than the ``keep`` newest complete ones; never the newest
     complete one, never an incomplete (in-progress) one. With ``verified`` (the steps whose backup is
     verified; backup on), a checkpoint outside it is never deleted either: it goes to ``unbacked``."""
@@ -145,13 +150,13 @@ def plan_keep_last(ckpt_dir: str, ckpts: list[dict[str, Any]], keep: int, verifi
     oldest = None
     if verified is not None:
         ok = set(verified)
-        oldest = min(ok) if ok else None
-        unbacked = [c for c in delete if not deletable(c["step"], ok)]
-        delete = [c for c in delete if deletable(c["step"], ok)]
+        oldest = (min(ok) if oldest is None else min(oldest, *ok)) if ok else None
+        unbacked = [c for c in delete if not deletable(c["step"], ok, oldest)]
+        delete = [c for c in delete if deletable(c["step"], ok, oldest)]
         superseded = tuple(c["step"] for c in delete if c["step"] not in ok)
     return CleanupPlan(ckpt_dir, keep, tuple(delete), tuple(kept), tuple(in_progress), tuple(unbacked),
                        backup_where if verified is not None else "", run_dir, superseded=superseded,
-                       oldest_verified=oldest)
+                       oldest_verified=oldest if verified is not None else None)
 
 
 _LEFTOVER = {"orchestrator": "orchestrator state whose trainer checkpoint is gone",
@@ -176,7 +181,7 @@ def plan_for_disk(plan: CleanupPlan, disk: dict[str, Any] | None, threshold_pct:
         if 100.0 * (used - sum(int(d["bytes"]) for d in (*delete, *plan.leftovers))) / total <= threshold_pct:
             break
         kept.remove(c)
-        if not deletable(c["step"], ok):
+        if not deletable(c["step"], ok, plan.oldest_verified):
             unbacked.append(c)
             continue
         delete.append(c)
@@ -186,7 +191,7 @@ def plan_for_disk(plan: CleanupPlan, disk: dict[str, Any] | None, threshold_pct:
     delete.sort(key=lambda c: c["step"])
     return replace(plan, kept=tuple(kept), delete=tuple(delete), unbacked=tuple(unbacked), for_disk=tuple(extra),
                    superseded=tuple(sorted(superseded)),
-                   oldest_verified=plan.oldest_verified if ok is None else (min(ok) if ok else None))
+                   oldest_verified=plan.oldest_verified if ok is None or ok else None)
 
 
 async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: LifecycleSettings | None = None,
@@ -216,12 +221,11 @@ async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: Lifecycl
     keep_n = settings.keep_last if keep is None else keep
     verified, source = None, None
     if backup_on(backup):
-        from services.backup import run_source, verified_steps
+        from services.backup import pod_backed_up
 
-        source = await run_source(conn, run_abs)
-        verified = await verified_steps(backup, run_abs, source)
+        verified, oldest, source = await pod_backed_up(conn, backup, run_abs)  # of THESE checkpoints
     plan = plan_keep_last(ckpt_dir, ckpts, keep_n, verified, backup_where(backup, run_abs) if verified is not None
-                          else "", run_abs)
+                          else "", run_abs, oldest if verified is not None else None)
     plan = replace(plan, source=source)
     plan = plan_for_disk(plan, survey.get("disk"), threshold_pct, survey.get("leftovers", []),
                          settings.keep_broadcasts, verified)
@@ -245,17 +249,19 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
                 yield Event("cleanup", "warn", f"kept step_{c['step']}: {plan.reason(c)}")
             todo = list(plan.delete)
             if todo and backup_on(backup):
-                from services.backup import run_source, verified_steps
+                from services.backup import pod_backed_up, run_source
 
                 run_dir = plan.run_dir or str(Path(plan.ckpt_dir).parent)
                 where = backup_where(backup, run_dir)
                 source = await run_source(conn, run_dir)  # asked again: another run may have started there
                 if plan.source is not None and not plan.source.same_run(source):
                     source = None  # the plan was made for another run: nothing counts as backed up
-                verified = await verified_steps(backup, run_dir, source)  # asked again: it may have changed
-                for c in [c for c in todo if not deletable(c["step"], verified)]:
+                verified, oldest = set(), None  # asked again (it may have changed); of THESE checkpoints
+                if source is not None:
+                    verified, oldest, _ = await pod_backed_up(conn, backup, run_dir, source)
+                for c in [c for c in todo if not deletable(c["step"], verified, oldest)]:
                     yield Event("cleanup", "warn", f"kept step_{c['step']}: not yet verified in {where}")
-                todo = [c for c in todo if deletable(c["step"], verified)]
+                todo = [c for c in todo if deletable(c["step"], verified, oldest)]
             freed, n = 0, len(todo) + len(plan.leftovers)
             if not n:
                 yield Event("cleanup", "done", f"nothing to delete (keeping {len(plan.kept)} complete"

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from services.backup_agent_io import fingerprint
 from services.s3 import BackupError, multipart_etag
 
 VERSION = 1
@@ -138,6 +139,7 @@ class FileEntry:
     stored_size: int = 0
     parts: tuple[PartInfo, ...] = ()
     store_etag: str = ""  # the store's ETag when it is not the md5-derived one (SSE-KMS, some stores)
+    mtime_ns: int = 0  # the file's on the pod when backed up (0: an old manifest)
 
     @property
     def key(self) -> str:
@@ -153,7 +155,7 @@ class FileEntry:
         parts = tuple(PartInfo(**{k: p[k] for k in ("n", "offset", "raw", "size", "md5")}) for p in d["parts"])
         return cls(path=d["path"], size=int(d["size"]), sha256=d["sha256"], encoding=d.get("encoding", "none"),
                    level=int(d.get("level", 0)), stored_size=int(d.get("stored_size", d["size"])), parts=parts,
-                   store_etag=str(d.get("store_etag", "")))
+                   store_etag=str(d.get("store_etag", "")), mtime_ns=int(d.get("mtime_ns") or 0))
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,15 @@ class Manifest:
     @property
     def parts(self) -> int:
         return sum(len(f.parts) for f in self.files)
+
+    @property
+    def fingerprint(self) -> str:
+        """Which checkpoint was backed up (services.backup_agent_io.fingerprint: paths, sizes, mtimes),
+        compared with the pod's before the backup counts for a checkpoint there; "" for a manifest
+        written before files' mtimes were recorded: it counts for no checkpoint on a pod."""
+        if not self.files or any(f.mtime_ns <= 0 for f in self.files):
+            return ""
+        return fingerprint((f.path, f.size, f.mtime_ns) for f in self.files)
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -207,6 +218,11 @@ class BucketCheckpoint:
     problems: tuple[str, ...] = ()
     created: float | None = None
     source: RunSource | None = None  # the run it came from (None: unknown: no manifest, or an old one)
+    fingerprint: str = ""  # which checkpoint (Manifest.fingerprint; "": an old manifest)
+
+    def of(self, pod: "PodCheckpoint | None") -> bool:
+        """A verified backup of THAT checkpoint on the pod (not of another one with the same step)."""
+        return self.verified and pod is not None and bool(self.fingerprint) and self.fingerprint == pod.fingerprint
 
 
 @dataclass(frozen=True)
@@ -219,3 +235,4 @@ class PodCheckpoint:
     trainer_bytes: int = 0
     orch_bytes: int = 0
     orch_path: str = ""  # the orchestrator half's step_N (== path unless the trainer's lives elsewhere)
+    fingerprint: str = ""  # which checkpoint (services.backup_agent_io.fingerprint)

@@ -34,9 +34,10 @@ from textual.widgets import Static
 
 from app.screens.confirm import ConfirmScreen
 from app.tasks import Busy, Outcome, Tasks, report_transfer
-from services.backup import TransferProgress, backup_checkpoint, list_bucket, ours, restore_checkpoint, run_source
+from services.backup import (TransferProgress, backup_checkpoint, list_bucket, ours, pod_checkpoints,
+                             restore_checkpoint, run_source)
 from services.errors import PrimeTrainError
-from services.manifest import BucketCheckpoint, RunSource, source_label
+from services.manifest import BucketCheckpoint, PodCheckpoint, RunSource, source_label
 from services.models import PodSnapshot
 from services.s3 import BackupSettings, transport_error
 from widgets.checkpoints_view import CheckpointsModel, CheckpointsView, size
@@ -85,6 +86,7 @@ class CheckpointsPane(Widget, can_focus=True):
         self.snapshot: PodSnapshot | None = None
         self.bucket: dict[str, tuple[BucketCheckpoint, ...]] = {}  # pod name -> listing
         self.sources: dict[str, RunSource | None] = {}  # pod name -> the run on it (None: not known)
+        self.on_pod: dict[str, dict[int, PodCheckpoint]] = {}  # pod name -> its checkpoints (which: fingerprint)
         self._bucket_at: dict[str, float] = {}
         self._bucket_status: dict[str, str] = {}
         self.transfer: TransferProgress | None = None
@@ -209,8 +211,10 @@ class CheckpointsPane(Widget, can_focus=True):
         return max(steps) if steps else None
 
     def backed_up(self, name: str) -> set[int]:
-        """The pod's steps whose checkpoint has a verified backup by the run on the pod."""
-        return {c.step for c in self.mine(name) if c.verified}
+        """The pod's steps whose checkpoint has a verified backup of THAT checkpoint by the run on the pod
+        (not another run's, nor an older checkpoint of the same step: a relaunch in the same run dir)."""
+        on_pod = self.on_pod.get(name, {})
+        return {c.step for c in self.mine(name) if c.of(on_pod.get(c.step))}
 
     def mine(self, name: str) -> list[BucketCheckpoint]:
         """The listed steps that came from the run on this pod (another run may share the prefix)."""
@@ -322,10 +326,12 @@ class CheckpointsPane(Widget, can_focus=True):
         try:  # which run is on the pod: its backups are "this run's"; not known when the pod does not answer
             await conn.connect()
             self.sources[name] = await run_source(conn, run_dir)
+            self.on_pod[name] = {c.step: c for c in (await pod_checkpoints(conn, run_dir))[0]}
         except Exception as exc:  # noqa: BLE001 - a pod that does not answer: nothing counts as this run's
             if not isinstance(exc, PrimeTrainError) and transport_error(exc, "which run") is None:
                 raise
             self.sources[name] = None
+            self.on_pod.pop(name, None)
         finally:
             await conn.close()
         try:

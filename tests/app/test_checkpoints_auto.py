@@ -14,7 +14,7 @@ from app import auto_backup
 from app.panes.checkpoints import CheckpointsPane
 from app.tui import PrimeTrainApp
 from services.backup import TransferProgress
-from services.manifest import BucketCheckpoint, RunSource
+from services.manifest import BucketCheckpoint, PodCheckpoint, RunSource
 from services.models import CheckpointInfo, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor import MonitorService
 from services.s3 import BackupSettings
@@ -135,8 +135,9 @@ class SnapApp(App):
         mine = RunSource("pod-a", "/workspace/rl-7b", "r7")
         other = RunSource("pod-b", "/workspace/rl-7b", "r9", ("r7",), (100,))  # a resume of it elsewhere
         pane.sources["pod-a"] = mine
+        pane.on_pod["pod-a"] = {100: PodCheckpoint(100, ckpts[0].path, 47 * GIB, now - 3600, True, fingerprint="f100")}
         pane.bucket["pod-a"] = (BucketCheckpoint(50, 47 * GIB, 37 * GIB, False, never),
-                                BucketCheckpoint(100, 47 * GIB, 37 * GIB, True, (), now - 3000, mine),
+                                BucketCheckpoint(100, 47 * GIB, 37 * GIB, True, (), now - 3000, mine, "f100"),
                                 BucketCheckpoint(200, 47 * GIB, 37 * GIB, True, (), now - 900, other))
         pane._busy = "pod-a"
         pane.transfer = TransferProgress("backup", 200, "upload", 20 * GIB, 47 * GIB, 100.0)

@@ -116,3 +116,14 @@ def test_another_run_dir_starts_afresh_and_a_manual_backup_counts_as_sent():
     planner2.succeeded("p", 8, 1.0, "/w/run")  # the user's b verified it: auto-backup does not send it again
     planner2.release("p")
     assert planner2.want(snap_at((8, 1.0))) is None and planner2.want(snap_at((8, 1.0), (9, 2.0))).step == 9
+
+
+def test_a_step_verified_in_the_bucket_is_skipped_only_while_it_is_the_same_checkpoint():
+    """A relaunch by hand in the same run dir writes step 4 again (another mtime): it is sent."""
+    planner = AutoBackupPlanner(clock=Clock())
+    first = snap((4, True))
+    assert planner.want(first).list_first and planner.listed("p", {4}) is True
+    assert planner.want(first) is None  # that checkpoint is in the bucket
+    again = replace(first, history=(replace(first.latest, ckpts=(replace(first.latest.ckpts[0], mtime=50.0),)),))
+    job = planner.want(again)
+    assert job is not None and job.step == 4 and job.mtime == 50.0

@@ -7,19 +7,20 @@ tests/services/test_backup_sources.py."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from services.backup import backup_checkpoint, list_bucket, restore_checkpoint, run_source
-from services.lifecycle import plan_cleanup
+from services.backup import backup_checkpoint, list_bucket, pod_backed_up, restore_checkpoint, run_source
+from services.lifecycle import cleanup, plan_cleanup
 from services.manifest import RunSource
 from services.s3 import BackupError
 from services.ssh import SSHConnection
 from tests.services.backup_fixtures import *  # noqa: F401,F403 (fixtures)
 from tests.services.backup_fixtures import write_checkpoint
 from tests.services.test_backup_sources import etags, pods  # noqa: F401 (fixture)
-from tests.services.test_lifecycle import make_settings
+from tests.services.test_lifecycle import collect, make_settings
 
 pytestmark = pytest.mark.ssh
 
@@ -84,3 +85,38 @@ async def test_two_resumes_of_one_run_never_count_prune_or_overwrite_each_others
         assert [c["step"] for c in plan.delete] == [100, 200] and plan.unbacked == ()
         with pytest.raises(BackupError, match="step 300 .* backed up by another run"):
             await backup_checkpoint(conn, backup, str(run_a), 300)
+
+
+async def test_a_relaunch_by_hand_in_the_same_run_dir_never_counts_the_old_runs_backups(pods, s3env, tmp_path):
+    """No run records (`uv run rl` started by hand twice in /workspace/run): the same pod and run dir, so
+    the same run as far as the sources go, but step_100 on the pod is not the checkpoint backed up."""
+    pod_a, _ = pods
+    run = tmp_path / "a" / "run"
+    write_checkpoint(run, 100, shard_bytes=20 * 1024)
+    backup = s3env.settings()
+    settings = make_settings(tmp_path)
+    async with SSHConnection(pod_a) as conn:
+        assert (await backup_checkpoint(conn, backup, str(run), 100)).verified
+        assert (await pod_backed_up(conn, backup, str(run)))[0] == {100}  # that very checkpoint: counts
+        shutil.rmtree(run / "checkpoints")  # the relaunch: a fresh run writes its own steps
+        for step in (100, 200, 300):
+            write_checkpoint(run, step, shard_bytes=20 * 1024)
+        steps, oldest, _ = await pod_backed_up(conn, backup, str(run))
+        assert steps == set() and oldest == 100  # what the auto-backup asks: step 100 is sent again
+        plan = await plan_cleanup(conn, keep=1, settings=settings, run_dir=str(run), backup=backup)
+        assert plan.delete == () and [c["step"] for c in plan.unbacked] == [100, 200]
+        forced = plan.__class__(**{**plan.__dict__, "delete": plan.unbacked, "unbacked": ()})
+        events = await collect(cleanup(conn, forced, settings=settings, backup=backup))  # its own re-check
+        assert not [d for e in events if e.data for d in e.data.get("deleted", [])], [e.message for e in events]
+        assert (await backup_checkpoint(conn, backup, str(run), 100)).verified  # the new step_100, same run
+        assert (await pod_backed_up(conn, backup, str(run)))[0] == {100}
+        # the same manifest as an older version wrote it (no files' mtimes): it counts for no checkpoint
+        key = "prime-train/run/step_100/manifest.json"
+        doc = json.loads(s3env.get(key))
+        for f in doc["files"]:
+            f.pop("mtime_ns")
+        s3env.client.put_object(Bucket=s3env.bucket, Key=key, Body=json.dumps(doc).encode())
+        assert (await pod_backed_up(conn, backup, str(run)))[0] == set()
+        plan = await plan_cleanup(conn, keep=1, settings=settings, run_dir=str(run), backup=backup)
+        assert plan.delete == () and [c["step"] for c in plan.unbacked] == [100, 200]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_100", "step_200", "step_300"]
