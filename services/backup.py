@@ -41,6 +41,7 @@ from services.backup_bucket import (  # noqa: F401 (re-exported)
     verified_steps,
     verify_backup,
 )
+from services.backup_claims import Uploads, claim_step, collision
 from services.manifest import FileEntry, Manifest, PodCheckpoint, RunSource, source_label
 from services.s3 import S3, BackupError, BackupSettings, each_page, mask, part_size_for
 from services.connection import POD_COMMON, bundle
@@ -236,12 +237,6 @@ async def pod_backed_up(conn: Connection, settings: BackupSettings, run_dir: str
     return steps, oldest, source
 
 
-def collision(step: int, mine: RunSource, theirs: Manifest, where: str) -> BackupError:
-    return BackupError(f"step {step} in {where} was backed up by another run ({source_label(theirs.source)}), "
-                       f"not this one ({mine.label()}): refusing to overwrite it",
-                       hint="give each run its own prefix: set prefix in backup.toml (or --prefix)")
-
-
 # ------------------------------------------------------------------ backup
 async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir: str, step: int,
                             on_progress: ProgressFn | None = None) -> BackupResult:
@@ -250,8 +245,10 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
     others still upload. Then every object is checked against the manifest, which is written last.
 
     The manifest names the run (:func:`run_source`). A step already in the bucket from another run (or
-    from an unknown one) is refused before anything is sent; an object already complete in the bucket
-    is hashed on the pod and not sent again when it matches."""
+    from an unknown one) is refused before anything is sent, and so is a step another run is backing up
+    right now (services.backup_claims: the earlier claim wins); only this run's own unfinished multipart
+    uploads are resumed. An object already complete in the bucket is hashed on the pod and not sent
+    again when it matches."""
     s3 = S3(settings)
     await s3.call("head_bucket", Bucket=s3.bucket)  # clear errors before touching the pod
     started = time.monotonic()
@@ -267,9 +264,13 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
     planned = found["files"]
     source = _source(conn, found.get("source") or {"run_dir": run_dir})
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
+    where = f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}"
     there = await read_manifest(s3, base)
     if there is not None and not source.owns(there.source, step):
-        raise collision(step, source, there, f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}")
+        raise collision(step, source, there.source, where)
+    await claim_step(s3, base, step, source, where)  # before anything is sent: one run per step at a time
+    mine = Uploads(s3, base, source)  # only the multipart uploads this run started are resumed
+    await mine.load()
     total = sum(int(f["size"]) for f in planned)
     result = BackupResult(manifest=Manifest(step=step, run=Path(run_dir.rstrip("/")).name, files=(), source=source),
                           verified=False)
@@ -294,7 +295,7 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
                 if head is not None:  # complete already (a backup stopped before its manifest, a re-run)
                     existing[key] = str(head.get("ETag", "")).strip('"')
                     exists = {"exists": {"etag": existing[key], "size": int(head.get("ContentLength", -1))}}
-                uploads[key], have = await _resume_or_create(s3, key)  # used only when it does not match
+                uploads[key], have = await mine.resume_or_create(key)  # used only when it does not match
             elif head is not None:  # one PUT: an object already there with this md5 is not sent again
                 have = {1: str(head.get("ETag", "")).strip('"')}
             parts = []
@@ -366,9 +367,10 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
     if not result.problems:
         again = await read_manifest(s3, base)  # another run may have finished the same step meanwhile
         if again is not None and not source.owns(again.source, step):
-            raise collision(step, source, again, f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}")
+            raise collision(step, source, again.source, where)
         await s3.call("put_object", Bucket=s3.bucket, Key=base + "manifest.json", Body=manifest.to_json().encode(),
                       ContentType="application/json")
+        await mine.done()  # every upload of this run is complete: its record goes (its claim stays)
         result.verified = True
         result.pruned = await prune_bucket(settings, run_dir, settings.keep_last, source)
     report(TransferProgress("backup", step, "done", done_bytes, total, time.monotonic() - started))
@@ -384,19 +386,6 @@ async def _store_etags_are_md5(s3: S3, base: str) -> bool:
     put = await s3.call("put_object", Bucket=s3.bucket, Key=key, Body=body)
     await s3.call("delete_object", Bucket=s3.bucket, Key=key)
     return str(put.get("ETag", "")).strip('"') == hashlib.md5(body).hexdigest()
-
-
-async def _resume_or_create(s3: S3, key: str) -> tuple[str, dict[int, str]]:
-    """The newest unfinished multipart upload of ``key`` and its parts' md5s, or a new upload."""
-    listing = await s3.call("list_multipart_uploads", Bucket=s3.bucket, Prefix=key)
-    mine = sorted((u for u in listing.get("Uploads", []) or [] if u["Key"] == key),
-                  key=lambda u: u.get("Initiated") or 0)
-    if mine:
-        upload_id = mine[-1]["UploadId"]
-        parts = await each_page(s3, "list_parts", "Parts", Key=key, UploadId=upload_id)
-        return upload_id, {int(p["PartNumber"]): str(p["ETag"]).strip('"') for p in parts}
-    created = await s3.call("create_multipart_upload", Bucket=s3.bucket, Key=key)
-    return created["UploadId"], {}
 
 
 # ------------------------------------------------------------------ restore

@@ -25,6 +25,7 @@ from services.backup import (
     restore_checkpoint,
     verify_backup,
 )
+from services.backup_claims import run_key
 from services.manifest import Manifest
 from services.s3 import S3, BackupError, part_size_for
 from services.ssh import SSHConnection
@@ -73,7 +74,8 @@ async def test_backup_goes_from_the_pod_to_the_bucket_and_is_verified(pod, s3env
     assert len(shard.parts) == 5 and shard.size == 300 * 1024  # 64 KiB parts: presigned multipart
     assert result.uploaded_parts == 5 + 2 and result.skipped_parts == 0
     base = "prime-train/pod-run/step_10/"
-    assert s3env.keys(base) == [base + k for k in ("manifest.json", "orchestrator/progress.pt",
+    claim = f"claims/{run_key(result.manifest.source)}.json"  # the run's claim on the step stays (services.backup_claims)
+    assert s3env.keys(base) == [base + k for k in (claim, "manifest.json", "orchestrator/progress.pt",
                                                     "trainer/.metadata", "trainer/__0_0.distcp")]
     manifest = Manifest.from_json(s3env.get(base + "manifest.json"))
     for f in manifest.files:

@@ -6,13 +6,17 @@ tests/services/test_backup_sources.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
-from services.backup import backup_checkpoint, list_bucket, pod_backed_up, restore_checkpoint, run_source
+from services import backup_claims
+from services.backup import backup_checkpoint, list_bucket, pod_backed_up, restore_checkpoint, run_source, verify_backup
+from services.backup_claims import run_key
 from services.lifecycle import cleanup, plan_cleanup
 from services.manifest import RunSource
 from services.s3 import BackupError
@@ -120,3 +124,62 @@ async def test_a_relaunch_by_hand_in_the_same_run_dir_never_counts_the_old_runs_
         plan = await plan_cleanup(conn, keep=1, settings=settings, run_dir=str(run), backup=backup)
         assert plan.delete == () and [c["step"] for c in plan.unbacked] == [100, 200]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_100", "step_200", "step_300"]
+
+
+async def test_two_runs_backing_up_the_same_step_at_once_never_corrupt_each_others_backup(pods, s3env, tmp_path):
+    """Pod A's backup of step 500 is slowed down; pod B (another run, the same prefix) starts the same
+    step after A claimed it and before A finished: B refuses before sending anything, A's backup is
+    verified. Then B's stale claim (no manifest, older than the limit) is no obstacle for a later run."""
+    pod_a, pod_b = pods
+    run_a, run_b = tmp_path / "a" / "run", tmp_path / "b" / "run"
+    part = 64 * 1024
+    write_checkpoint(run_a, 500, shard_bytes=24 * part)  # 24 parts at 8 parts/s: ~3 s
+    write_checkpoint(run_b, 500, shard_bytes=24 * part)
+    record(run_a, "A")
+    record(run_b, "B")
+    slow = s3env.settings(max_bandwidth=8 * part, part_size=part, min_part=part, jobs=2)
+    async with SSHConnection(pod_a) as conn_a, SSHConnection(pod_b) as conn_b:
+        first = asyncio.ensure_future(backup_checkpoint(conn_a, slow, str(run_a), 500))
+        end = time.monotonic() + 20
+        while not s3env.client.list_multipart_uploads(Bucket=s3env.bucket).get("Uploads"):  # A is sending
+            assert time.monotonic() < end and not first.done()
+            await asyncio.sleep(0.05)
+        with pytest.raises(BackupError, match=r"^step 500 .* backed up by another run \(pod-a:.*run A\)"):
+            await backup_checkpoint(conn_b, s3env.settings(), str(run_b), 500)
+        assert not first.done()  # B's refusal came while A was still sending
+        uploads = s3env.client.list_multipart_uploads(Bucket=s3env.bucket).get("Uploads", [])
+        assert len(uploads) == 1  # B started no upload of its own and never touched A's
+        result = await first
+    assert result.verified and result.manifest.source.run_id == "A"
+    checked = await verify_backup(s3env.settings(), str(run_a), 500)
+    assert checked.verified and checked.source.run_id == "A", checked.problems
+    assert s3env.get("prime-train/run/step_500/trainer/__0_0.distcp") == \
+        (run_a / "checkpoints/step_500/trainer/__0_0.distcp").read_bytes()
+    # the claims are what decides: A's claim is older than B's
+    claims = s3env.keys("prime-train/run/step_500/claims/")
+    assert len(claims) == 2 and all(k.endswith(".json") for k in claims)
+
+
+async def test_a_stale_claim_is_ignored_and_another_runs_unfinished_upload_never_resumed(pods, s3env, tmp_path,
+                                                                                           monkeypatch):
+    pod_a, _ = pods
+    run = tmp_path / "a" / "run"
+    write_checkpoint(run, 9, shard_bytes=200 * 1024)
+    record(run, "A")
+    base = "prime-train/run/step_9/"
+    key = base + "trainer/__0_0.distcp"
+    # another run's claim, never finished (no manifest), and its unfinished upload
+    other = RunSource("pod-x", "/workspace/run", "X")
+    s3env.client.put_object(Bucket=s3env.bucket, Key=base + "claims/" + run_key(other) + ".json",
+                            Body=json.dumps({"source": other.to_dict(), "time": 0}).encode())
+    theirs = s3env.client.create_multipart_upload(Bucket=s3env.bucket, Key=key)["UploadId"]
+    s3env.client.upload_part(Bucket=s3env.bucket, Key=key, UploadId=theirs, PartNumber=1, Body=b"x" * 64 * 1024)
+    async with SSHConnection(pod_a) as conn:
+        with pytest.raises(BackupError, match=r"backed up by another run \(pod-x:/workspace/run \(run X\)\)"):
+            await backup_checkpoint(conn, s3env.settings(), str(run), 9)  # a fresh claim of X: it wins
+        monkeypatch.setattr(backup_claims, "CLAIM_STALE", 0.5)  # instead of waiting 24 h
+        await asyncio.sleep(0.8)
+        res = await backup_checkpoint(conn, s3env.settings(), str(run), 9)
+    assert res.verified and res.skipped_parts == 0
+    ids = [u["UploadId"] for u in s3env.client.list_multipart_uploads(Bucket=s3env.bucket).get("Uploads", [])]
+    assert ids == [theirs]  # X's upload is X's: neither used nor aborted by A
