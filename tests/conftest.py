@@ -205,3 +205,10 @@ def client_home(tmp_path: Path, sshd: SshServer, monkeypatch: pytest.MonkeyPatch
     client = ClientHome(home=home, server=sshd)
     client.write_ssh_config()
     return client
+
+
+@pytest.fixture
+def pod(sshd, client_home, tmp_path: Path):
+    """The sshd as a trusted pod; the probe and the pod-side helpers keep their state in tmp/podstate."""
+    client_home.trust()
+    return sshd.pod(probe_dir=str(tmp_path / "podstate"))

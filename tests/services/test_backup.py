@@ -46,12 +46,6 @@ def _audit(event: str, args: tuple) -> None:
 sys.addaudithook(_audit)
 
 
-@pytest.fixture
-def pod(sshd, client_home, tmp_path):
-    client_home.trust()
-    return sshd.pod(probe_dir=str(tmp_path / "pod-cache"))
-
-
 def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -89,7 +83,7 @@ async def test_backup_goes_from_the_pod_to_the_bucket_and_is_verified(pod, s3env
     last_upload = [e for e in events if e.phase == "upload"][-1]
     assert last_upload.done == last_upload.total == manifest.bytes and last_upload.rate > 0
     # the credentials never reached the pod: not in any file there, nor in sshd's log
-    for path in [*run.rglob("*"), *(tmp_path / "pod-cache").rglob("*"), *(tmp_path / "sshd").rglob("*.log")]:
+    for path in [*run.rglob("*"), *(tmp_path / "podstate").rglob("*"), *(tmp_path / "sshd").rglob("*.log")]:
         if path.is_file():
             body = path.read_bytes()
             assert SECRET_KEY.encode() not in body and ACCESS_KEY.encode() not in body, path
@@ -253,7 +247,7 @@ async def test_agent_is_installed_once_per_content_hash(pod, tmp_path):
         first = await PodAgent(conn).install()
         second = await PodAgent(conn).install()
     assert first == second and Path(first).parent.name.startswith("backup-agent-")
-    assert len(list((tmp_path / "pod-cache").iterdir())) == 1
+    assert len(list((tmp_path / "podstate").iterdir())) == 1
 
 
 def test_part_size_keeps_big_files_under_ten_thousand_parts():

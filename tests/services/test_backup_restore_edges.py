@@ -19,12 +19,6 @@ from tests.services.backup_fixtures import write_checkpoint
 pytestmark = pytest.mark.ssh
 
 
-@pytest.fixture
-def pod(sshd, client_home, tmp_path):
-    client_home.trust()
-    return sshd.pod(probe_dir=str(tmp_path / "pod-cache"))
-
-
 async def test_restore_moves_an_incomplete_step_aside_and_never_replaces_a_complete_one(pod, s3env, tmp_path):
     src = tmp_path / "a" / "run"
     write_checkpoint(src, 8, shard_bytes=120 * 1024)

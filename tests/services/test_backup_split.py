@@ -24,12 +24,6 @@ from tests.services.test_lifecycle import make_settings
 SERVICES = Path(__file__).resolve().parents[2] / "services"
 
 
-@pytest.fixture
-def pod(sshd, client_home, tmp_path):
-    client_home.trust()
-    return sshd.pod(probe_dir=str(tmp_path / "pod-cache"))
-
-
 def put(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)

@@ -80,12 +80,6 @@ def wait_for(pred, timeout=10.0):
     return pred()
 
 
-@pytest.fixture
-def pod(sshd, client_home, tmp_path):
-    client_home.trust()
-    return sshd.pod(probe_dir=str(tmp_path / "podstate"))
-
-
 async def _launch(pod, tmp_path, settings, **kw):
     async with SSHConnection(pod) as conn:
         events = await collect(launch(conn, write_config(tmp_path), settings=settings,

@@ -21,12 +21,6 @@ from tests.services.test_lifecycle import _kill, _launch, collect, make_settings
 pytestmark = pytest.mark.ssh
 
 
-@pytest.fixture
-def pod(sshd, client_home, tmp_path):
-    client_home.trust()
-    return sshd.pod(probe_dir=str(tmp_path / "podstate"))
-
-
 async def test_cleanup_keeps_what_the_bucket_has_not_verified(pod, s3env, tmp_path):
     settings = make_settings(tmp_path)
     backup = s3env.settings()

@@ -27,12 +27,6 @@ AWS = {"AWS_ACCESS_KEY_ID": "AKIA" + os.urandom(8).hex().upper(),
 BAD_CONFIG = 'max_steps = "ten"\n[model]\nname = "Qwen/Qwen3-0.6B"\n'
 
 
-@pytest.fixture
-def pod(sshd, client_home, tmp_path):
-    client_home.trust()
-    return sshd.pod(probe_dir=str(tmp_path / "podstate"))
-
-
 @pytest.fixture(autouse=True)
 def _no_trainer_left(tmp_path):
     yield

@@ -56,11 +56,17 @@ def config(tmp_path: Path) -> Path:
     return cfg
 
 
+async def launched(conn, tmp_path: Path, settings) -> list:
+    """The simulated trainer launched on the local pod (done), its events."""
+    events = await collect(launch(conn, config(tmp_path), settings=settings, run_dir=str(tmp_path / "run")))
+    assert events[-1].kind == "done", [e.message for e in events]
+    return events
+
+
 async def test_kill_is_an_error_when_the_gpus_stay_held(tmp_path, gpu_apps):
     settings = make_settings(tmp_path, grace_seconds=2.0)
     async with LocalConnection(local_pod(tmp_path)) as conn:
-        events = await collect(launch(conn, config(tmp_path), settings=settings, run_dir=str(tmp_path / "run")))
-        assert events[-1].kind == "done", [e.message for e in events]
+        events = await launched(conn, tmp_path, settings)
         leader = events[-1].data["pid"]
         assert wait_for(lambda: len(trainer_pids(tmp_path / "run")) == 1)
         # the GPU keeps the run's process in its table after it is gone (a stuck context)
@@ -81,8 +87,7 @@ async def test_kill_is_done_when_the_gpus_are_freed(tmp_path, gpu_apps):
     settings = make_settings(tmp_path, grace_seconds=2.0)
     gpu_apps.write_text("")
     async with LocalConnection(local_pod(tmp_path)) as conn:
-        events = await collect(launch(conn, config(tmp_path), settings=settings, run_dir=str(tmp_path / "run")))
-        assert events[-1].kind == "done", [e.message for e in events]
+        await launched(conn, tmp_path, settings)
         kevents = await collect(kill(conn, settings=settings))
     assert kevents[-1].kind == "done", [e.message for e in kevents]
     assert {e.check.name: e.check.status for e in kevents if e.check}["GPUs freed"] == "ok"
@@ -94,8 +99,7 @@ async def test_kill_waits_a_moment_for_the_driver_to_let_go(tmp_path, gpu_apps):
 
     settings = make_settings(tmp_path, grace_seconds=2.0)
     async with LocalConnection(local_pod(tmp_path)) as conn:
-        events = await collect(launch(conn, config(tmp_path), settings=settings, run_dir=str(tmp_path / "run")))
-        assert events[-1].kind == "done", [e.message for e in events]
+        events = await launched(conn, tmp_path, settings)
         leader = events[-1].data["pid"]
         gpu_apps.write_text(f"{leader}, python3, 30000 MiB\n")
         clear = threading.Timer(1.0, lambda: gpu_apps.write_text(""))  # the driver lets go after ~1 s

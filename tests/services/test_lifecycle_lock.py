@@ -23,12 +23,6 @@ pytestmark = pytest.mark.ssh
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def pod(sshd, client_home, tmp_path):
-    client_home.trust()
-    return sshd.pod(probe_dir=str(tmp_path / "podstate"))
-
-
 def cli_env(client_home, tmp_path, pod, settings_toml: str) -> dict[str, str]:
     cfg_dir = client_home.home / ".config" / "prime-train-tui"
     cfg_dir.mkdir(parents=True, exist_ok=True)

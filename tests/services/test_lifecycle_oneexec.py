@@ -21,12 +21,6 @@ from tests.services.test_lifecycle import make_settings, trainer_pids, wait_for,
 pytestmark = pytest.mark.ssh
 
 
-@pytest.fixture
-def pod(sshd, client_home, tmp_path):
-    client_home.trust()
-    return sshd.pod(probe_dir=str(tmp_path / "podstate"))
-
-
 class Counting(SSHConnection):
     """The real SSH connection, counting what goes over it."""
 

@@ -18,12 +18,6 @@ from tests.services.test_lifecycle import collect, make_settings, trainer_pids
 from tests.services.test_lifecycle_gpu import config, gpu_apps, local_pod  # noqa: F401,F811  (fixture)
 
 
-@pytest.fixture
-def pod(sshd, client_home, tmp_path):
-    client_home.trust()
-    return sshd.pod(probe_dir=str(tmp_path / "podstate"))
-
-
 def test_the_pods_helper_refuses_to_start_without_its_config(tmp_path):
     """The pod side on its own (an old client, or the copy gone between the check and the start)."""
     run_dir = tmp_path / "run"

@@ -35,12 +35,6 @@ def split_layout(tmp_path: Path) -> tuple[Path, Path]:
     return run_dir, out
 
 
-@pytest.fixture
-def pod(sshd, client_home, tmp_path):
-    client_home.trust()
-    return sshd.pod(probe_dir=str(tmp_path / "podstate"))
-
-
 async def collect(gen):
     return [ev async for ev in gen]
 
