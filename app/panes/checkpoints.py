@@ -258,7 +258,9 @@ class CheckpointsPane(Widget, can_focus=True):
         snap = self.snapshot
         if snap is None or not snap.pod.run_dir or not self.settings.bucket:
             return
-        self.run_worker(self._list(snap.pod, snap.pod.run_dir), group="checkpoints-list", exclusive=True)
+        # an unexpected failure is the App's error toast (its worker hub), never the end of the App
+        self.run_worker(self._list(snap.pod, snap.pod.run_dir), name=f"listing the bucket for {snap.pod.name}",
+                        group="checkpoints-list", exclusive=True, exit_on_error=False)
 
     def action_cancel_transfer(self, quiet: bool = False) -> None:
         """Stop the running backup/restore (or the selected pod's auto-backup), after a confirmation.

@@ -121,3 +121,33 @@ async def test_pane_reads_settings_from_the_config_dir_and_environment(tmp_path,
     (tmp_path / "backup.toml").write_text("[backup\n")
     pane = CheckpointsPane()
     assert pane.last_message.startswith("backup settings: cannot read") and pane.settings.bucket == ""
+
+
+async def test_an_unexpected_failure_while_listing_is_a_toast_not_the_end_of_the_app(tmp_path):
+    """A pod answering something the pane does not expect (here: a connection raising RuntimeError) while
+    the bucket is listed: the App's worker hub says so and the App keeps running."""
+    from services.models import Pod, PodKind
+    from services.s3 import BackupSettings
+
+    tried: list[str] = []
+
+    class Broken:
+        async def connect(self):
+            tried.append("connect")
+            raise RuntimeError("garbage from the pod")
+
+        async def close(self):
+            return None
+
+    app = PaneApp(BackupSettings(bucket="b"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        pane = app.query_one(CheckpointsPane)
+        pane._connect = lambda pod: Broken()
+        run = tmp_path / "run"
+        write_checkpoint(run, 1, shard_bytes=1024)
+        pod = Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run))
+        pane.show(snapshot(pod, run, time.time()), time.time())
+        await wait_for(pilot, lambda: tried)
+        for _ in range(10):  # time for an uncaught worker error to end the App (it did before)
+            await pilot.pause(0.05)
+        assert app.is_running and app.return_code is None
