@@ -1,4 +1,4 @@
-"""The App's auto-backup: every snapshot of every pod goes to services.auto_backup's planner (whatever
+"""The App's auto-backup: every snapshot of every pod goes to services.backup.planner's planner (whatever
 tab or dialog is on screen); the backups it asks for run here as workers, one per pod at a time.
 
 Settings are the Checkpoints pane's (backup.toml: ``auto_backup``, bucket, ...). The outcome is a
@@ -17,11 +17,12 @@ from functools import partial
 from typing import Any, Callable
 
 from app.tasks import Busy, Outcome, Tasks, report_transfer
-from services.auto_backup import AutoBackupPlanner, Job
-from services.backup import TransferProgress, backup_checkpoint, pod_backed_up
+from services.backup.planner import AutoBackupPlanner, Job
+from services.backup.manifest import TransferProgress
+from services.backup.transfer import backup_checkpoint, pod_backed_up
 from services.errors import PrimeTrainError
 from services.models import PodSnapshot
-from services.s3 import BackupError, BackupSettings, transport_error
+from services.backup.s3 import BackupError, BackupSettings, transport_error
 
 RETRY_BASE = 30.0  # seconds before the first retry; doubles per failure up to RETRY_MAX
 RETRY_MAX = 1800.0
@@ -98,7 +99,7 @@ class AutoBackup:
 
     # ------------------------------------------------------------------ the worker
     async def _run(self, job: Job, settings: BackupSettings, task: Any = None) -> Any:
-        from services.ssh import connect_pod
+        from services.pod.ssh import connect_pod
 
         name, step = job.pod.name, job.step
         outcome = Outcome("done", "")

@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def tui_pods(args: argparse.Namespace) -> tuple[list[Pod], list[str]]:
     """Pods for the TUI: demo (with --demo), pods.toml, --pod, local. Also returns warnings."""
     from app.settings import load_pods
-    from services.pods import merge_pods
+    from services.pod.specs import merge_pods
 
     warnings: list[str] = []
     try:
@@ -86,7 +86,7 @@ def _run_tui(args: argparse.Namespace) -> int:
     from app.settings import last_config
 
     from app.settings import load_health_settings
-    from services.monitor import MonitorSettings
+    from services.monitor.service import MonitorSettings
 
     try:
         settings = MonitorSettings(health=load_health_settings())

@@ -16,13 +16,13 @@ class BackgroundLifecycle:
 
     def __init__(self, app: Any, settings: Any = None, backup: Any = None,
                  connect: Callable[[Any], Any] | None = None) -> None:
-        from services.preemption import AutoResumer, PreemptionTracker
+        from services.lifecycle.preemption import AutoResumer, PreemptionTracker
 
         self.app = app
         try:
             self.settings = lifecycle_settings(settings)
         except Exception as exc:  # noqa: BLE001 - a broken settings.toml: say so, run without the workers
-            from services.preflight import LifecycleSettings
+            from services.lifecycle.preflight import LifecycleSettings
 
             app.notify(f"{exc}", severity="error", title="Lifecycle settings: cleanup daemon and preemption off")
             self.settings = LifecycleSettings()
@@ -65,7 +65,7 @@ class BackgroundLifecycle:
             self.app.run_worker(self.app._save_pods(add=pod), name="saving pods.toml", exit_on_error=False)
 
     def add(self, pod: Any) -> None:
-        from services.cleanup_daemon import CleanupDaemon
+        from services.lifecycle.auto_cleanup import CleanupDaemon
 
         if pod.name in self.daemons or not self.settings.cleanup_enabled(pod.name) or pod.simulated:
             return

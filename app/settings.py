@@ -27,7 +27,7 @@ import tomlkit
 from services.atomic import atomic_write_text
 from services.errors import PodSpecError, SettingsError
 from services.models import Pod, PodKind
-from services.pods import pod_from_table, pod_to_table
+from services.pod.specs import pod_from_table, pod_to_table
 
 APP_NAME = "prime-train-tui"
 
@@ -180,7 +180,7 @@ def load_lifecycle_settings(path: Path | None = None) -> "LifecycleSettings":
     """
     from dataclasses import fields
 
-    from services.preflight import DEFAULT_ENV, LifecycleSettings, UserCheck
+    from services.lifecycle.preflight import DEFAULT_ENV, LifecycleSettings, UserCheck
 
     path = path or settings_file()
     try:
@@ -260,7 +260,7 @@ def load_offer_settings(path: Path | None = None) -> dict:
 
 # ----------------------------------------------------------------------------- health thresholds
 def load_health_settings(path: Path | None = None) -> "HealthSettings":
-    """The ``[health]`` table of settings.toml: any field of services.health.HealthSettings, e.g.::
+    """The ``[health]`` table of settings.toml: any field of services.monitor.health.HealthSettings, e.g.::
 
         [health]
         stall_cap_s = 3600      # the no-progress budget's cap (default 45 min)
@@ -270,7 +270,7 @@ def load_health_settings(path: Path | None = None) -> "HealthSettings":
     """
     from dataclasses import fields, replace
 
-    from services.health import HealthSettings
+    from services.monitor.health import HealthSettings
 
     path = path or settings_file()
     try:

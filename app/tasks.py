@@ -76,7 +76,7 @@ class Outcome:
 
 
 def report_transfer(task: Task, p: Any) -> None:
-    """A backup/restore's progress (services.backup.TransferProgress) as the task's progress and status."""
+    """A backup/restore's progress (services.backup.transfer.TransferProgress) as the task's progress and status."""
     rate = f" · {p.rate / 1e6:.0f} MB/s" if p.rate > 0 else ""
     task.update(progress=p.done / p.total if p.total > 0 else None, status=f"{p.phase} step {p.step}{rate}")
 

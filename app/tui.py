@@ -30,10 +30,10 @@ from app.screens.host_key import HostKeyChangedScreen, HostKeyScreen
 from app.settings import add_saved_pod, remove_saved_pod
 from services.errors import PrimeTrainError
 from services.models import Alert, Pod, PodKind, PodSnapshot, PodState
-from services.monitor import MonitorService, MonitorSettings
-from services.pods import parse_pod_spec
+from services.monitor.service import MonitorService, MonitorSettings
+from services.pod.specs import parse_pod_spec
 from app.panes.bottleneck import BottleneckPane
-from widgets.alerts_view import TOAST_SEVERITY
+from widgets.alerts import TOAST_SEVERITY
 from app.panes.checkpoints import CheckpointsPane
 from app.panes.config import ConfigPane
 from app.palette import PodCommands

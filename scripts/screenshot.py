@@ -15,7 +15,7 @@ sys.path.insert(0, str(REPO))
 
 from app.tui import PrimeTrainApp  # noqa: E402
 from services.models import Pod, PodKind  # noqa: E402
-from services.monitor import MonitorSettings  # noqa: E402
+from services.monitor.service import MonitorSettings  # noqa: E402
 
 
 async def main(out: Path) -> None:

@@ -20,5 +20,8 @@ fi
 echo "== installing prime-train-tui[dev] into .venv"
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 
+echo "== checking the import contracts (pyproject.toml [tool.importlinter])"
+.venv/bin/lint-imports --no-cache | tail -n 8
+
 echo "== running the test suite"
 exec .venv/bin/python -m pytest "$@"

@@ -11,10 +11,7 @@ import enum
 import json
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from services.wandb_status import WandbStatus
+from typing import Any
 
 from services.errors import ProbeFormatError
 
@@ -125,7 +122,7 @@ class Sample:
     ckpts: tuple[CheckpointInfo, ...] = ()
     source: str = ""
     errors: tuple[str, ...] = ()  # what the probe could not read this tick (for the UI, not fatal)
-    metrics: tuple[str, ...] = ()  # new <run>/metrics.jsonl lines, unparsed (services.metrics parses them)
+    metrics: tuple[str, ...] = ()  # new <run>/metrics.jsonl lines, unparsed (services.monitor.metrics parses them)
     max_steps: int | None = None  # from the run's resolved configs (probe "run" field), when known
     model: str | None = None  # the run's model and tokens per step (same source; Offers calibration)
     tokens_per_step: int | None = None
@@ -224,7 +221,7 @@ class Severity(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Alert:
-    """One health finding (services.health). ``id`` is stable while the condition lasts, so the App can
+    """One health finding (services.monitor.health). ``id`` is stable while the condition lasts, so the App can
     toast it once; ``message`` says what happened and what to do; ``line`` is the log line behind it."""
 
     id: str
@@ -238,7 +235,7 @@ class Alert:
 
 @dataclass(frozen=True)
 class RunProgress:
-    """What the run's own logs and metrics.jsonl say (services.run_progress). ``None`` = not known."""
+    """What the run's own logs and metrics.jsonl say (services.monitor.progress). ``None`` = not known."""
 
     step: int | None = None
     max_steps: int | None = None
@@ -259,6 +256,32 @@ class RunProgress:
 
 
 @dataclass(frozen=True)
+class WandbStatus:
+    """What W&B says of a run (information beside the pod's own evidence, never an alarm)."""
+    run_path: str  # "entity/project/run_id"
+    checked_at: float
+    state: str | None = None  # running, finished, crashed, killed, preempting, preempted
+    heartbeat_at: float | None = None
+    error: str = ""
+
+    def as_json(self, now: float) -> dict[str, Any]:
+        lag = self.lag(now)
+        return {"run_path": self.run_path, "state": self.state, "heartbeat_age_s": None if lag is None else round(lag, 1),
+                "error": self.error or None}
+
+    def lag(self, now: float) -> float | None:
+        return None if self.heartbeat_at is None else max(0.0, now - self.heartbeat_at)
+
+    def note(self, now: float) -> str:
+        """"W&B: running, heartbeat 45 s ago" — for the no-progress alert's context and the run line."""
+        if self.error:
+            return f"W&B: unavailable ({self.error})"
+        lag = self.lag(now)
+        beat = "no heartbeat yet" if lag is None else f"heartbeat {int(lag)} s ago"
+        return f"W&B: {self.state or 'unknown'}, {beat}"
+
+
+@dataclass(frozen=True)
 class PodSnapshot:
     """Everything a widget needs about one pod, immutable: the monitor builds a new one per change."""
 
@@ -274,11 +297,11 @@ class PodSnapshot:
     # the bottleneck breakdown sees the last steps of a slow run) and how many arrived in all
     metrics: tuple[str, ...] = ()
     metrics_total: int = 0
-    # services.health over the stream: current alerts (worst first), the run's progress, the logs' tail
+    # services.monitor.health over the stream: current alerts (worst first), the run's progress, the logs' tail
     alerts: tuple[Alert, ...] = ()
     run: RunProgress | None = None
     log_tail: tuple[str, ...] = ()
-    wandb: "WandbStatus | None" = None  # what W&B says about the run: information only, never behind an alert
+    wandb: WandbStatus | None = None  # what W&B says about the run: information only, never behind an alert
 
     @property
     def latest(self) -> Sample | None:

@@ -1,7 +1,7 @@
 """Run records kept on this machine: one JSON file per run under ``<data dir>/runs/`` (atomic writes).
 
 The pod keeps its own copy (``<run_dir>/.ptt/run.json`` and the pod-wide registry written by
-``services/lifecycle_agent.py``); the pod's copy is the truth about processes, ours survives the pod.
+``services/pod/agent/lifecycle.py``); the pod's copy is the truth about processes, ours survives the pod.
 A record holds secret NAMES only, never values.
 """
 

@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-from services.bottleneck import Breakdown, Component
+from services.bottleneck.analysis import Breakdown, Component
 from widgets.format import set_label
 from widgets.trend import bar_cells
 

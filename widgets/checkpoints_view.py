@@ -12,8 +12,8 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-from services.backup import TransferProgress
-from services.manifest import BucketCheckpoint, RunSource
+from services.backup.manifest import TransferProgress
+from services.backup.manifest import BucketCheckpoint, RunSource
 from services.models import CheckpointInfo
 from widgets.bottleneck_view import bar
 from widgets.format import NA, duration, set_label

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from services.models import PodSnapshot, PodState
-from widgets.alerts_view import SEVERITY_STYLE, badge_text, loss_trend, worst
+from widgets.alerts import SEVERITY_STYLE, badge_text, loss_trend, worst
 from widgets.format import NA
 
 COLUMNS = (

@@ -26,7 +26,7 @@ from widgets.format import (
     set_label,
     used_total_gib,
 )
-from widgets.alerts_view import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
+from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
 from widgets.pod_list import status_reason
 from widgets.trend import Trend
 

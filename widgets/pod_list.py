@@ -9,7 +9,7 @@ from textual.message import Message
 from textual.widgets import Label, ListItem, ListView
 
 from services.models import Pod, PodSnapshot, PodState
-from widgets.alerts_view import badge_class, badge_text
+from widgets.alerts import badge_class, badge_text
 from widgets.format import duration, set_label
 
 STATE_CLASS = {

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 from services.models import Pod
 
 if TYPE_CHECKING:
-    from services.monitor import MonitorSettings
-    from services.ssh import Connection
+    from services.monitor.service import MonitorSettings
+    from services.pod.ssh import Connection
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -26,7 +26,7 @@ def resolve_pod(spec: str, saved: list[Pod] | None = None) -> Pod:
     for pod in saved:
         if pod.name == spec:
             return pod
-    from services.pods import parse_pod_spec
+    from services.pod.specs import parse_pod_spec
 
     return parse_pod_spec(spec)
 
@@ -51,15 +51,15 @@ def need_run_dir(pod: Pod, hint: str) -> str:
 
 
 def connection_for(pod: Pod, demo: "MonitorSettings | None" = None) -> "Connection":
-    """services.ssh.connect_pod's connection; the demo pod's simulated one only when ``demo`` settings
+    """services.pod.ssh.connect_pod's connection; the demo pod's simulated one only when ``demo`` settings
     are given (otherwise it is a local connection, as in connect_pod)."""
     from services.models import PodKind
-    from services.ssh import connect_pod
+    from services.pod.ssh import connect_pod
 
     if pod.kind is PodKind.DEMO and demo is not None:
         from services.demo.connection import DemoConnection
 
-        return DemoConnection(pod, demo)
+        return DemoConnection(pod, demo.demo_options())
     return connect_pod(pod)
 
 
@@ -107,7 +107,7 @@ def add_backup_args(p: argparse.ArgumentParser) -> None:
 def backup_settings(args: argparse.Namespace) -> Any:
     """The backup settings (``[backup]`` of backup.toml, the environment, then --bucket/--endpoint)."""
     from app.settings import config_dir
-    from services.s3 import load_backup_settings
+    from services.backup.s3 import load_backup_settings
 
     settings = load_backup_settings(config_dir() / "backup.toml")
     return settings.with_overrides(bucket=getattr(args, "bucket", None), endpoint=getattr(args, "endpoint", None))

@@ -1,6 +1,6 @@
 """``prime-train-tui backup POD [--step N]``: one checkpoint from the pod straight to S3, verified.
 
-The bytes go pod -> bucket through presigned part URLs (services.backup); this machine only signs.
+The bytes go pod -> bucket through presigned part URLs (services.backup.transfer); this machine only signs.
 Exit 0 when the backup is verified against its manifest, 1 with a one-line reason otherwise.
 Settings: ``[backup]`` in <config dir>/backup.toml, PRIME_TRAIN_TUI_BUCKET, PRIME_TRAIN_TUI_S3_ENDPOINT,
 boto3's AWS_ENDPOINT_URL(_S3); the flags override them all.
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
 def settings_from(args: argparse.Namespace) -> Any:
     from app.settings import config_dir
-    from services.s3 import load_backup_settings
+    from services.backup.s3 import load_backup_settings
 
     settings = load_backup_settings(config_dir() / "backup.toml")
     return settings.with_overrides(bucket=args.bucket, prefix=args.prefix, endpoint=args.endpoint,
@@ -92,7 +92,7 @@ async def on_pod(args: argparse.Namespace, work: Callable[[Any, Any, str, "Bar"]
         return fail_usage(exc)
     except PrimeTrainError as exc:
         return fail_error(exc)
-    from services.s3 import transport_error
+    from services.backup.s3 import transport_error
 
     bar = Bar(not args.json)
     try:
@@ -112,7 +112,7 @@ async def on_pod(args: argparse.Namespace, work: Callable[[Any, Any, str, "Bar"]
 
 
 async def _backup(args: argparse.Namespace) -> int:
-    from services.backup import backup_checkpoint, pod_checkpoints
+    from services.backup.transfer import backup_checkpoint, pod_checkpoints
     from services.errors import PrimeTrainError
 
     async def work(conn: Any, settings: Any, run_dir: str, bar: Bar) -> tuple[int, Any]:

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     state: dict[str, Any] = {}
 
     async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
-        from services.lifecycle import plan_cleanup
+        from services.lifecycle.actions import plan_cleanup
         from services.units import fmt_bytes
 
         backup = backup_settings(args)
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         return confirm(args, f"delete {what}, {fmt_bytes(plan.bytes)}?")
 
     async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
-        from services.lifecycle import cleanup
+        from services.lifecycle.actions import cleanup
 
         async for ev in cleanup(conn, state["plan"], settings=settings, backup=state["backup"]):
             yield ev

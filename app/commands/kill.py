@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
         from app.commands._support import fail
-        from services.lifecycle import plan_kill
+        from services.lifecycle.actions import plan_kill
 
         target = await plan_kill(conn)
         if target is None:
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         return confirm(args, f"kill run {target['id']} on {conn.pod.name}?")
 
     async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
-        from services.lifecycle import kill
+        from services.lifecycle.actions import kill
 
         async for ev in kill(conn, settings=settings, grace=args.grace):
             yield ev

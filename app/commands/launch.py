@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"config not found: {args.config}", code=EXIT_USAGE)
 
     async def go(conn: Any, settings: Any) -> AsyncIterator[Any]:
-        from services.lifecycle import launch
+        from services.lifecycle.actions import launch
 
         async for ev in launch(conn, Path(args.config), settings=settings, command=args.template,
                                run_dir=args.run_dir, force=args.force):
@@ -65,7 +65,7 @@ def setup(args: argparse.Namespace) -> tuple[Any, Any] | int:
 
 def make_conn(pod: Any) -> Any:
     from services.models import PodKind
-    from services.ssh import LocalConnection, SSHConnection
+    from services.pod.ssh import LocalConnection, SSHConnection
 
     return SSHConnection(pod) if pod.kind is PodKind.SSH else LocalConnection(pod)
 

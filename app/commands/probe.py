@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 async def _probe(args: argparse.Namespace) -> int:
     from services.errors import PodSpecError, PrimeTrainError, SettingsError
     from services.models import Sample
-    from services.monitor import MonitorSettings
+    from services.monitor.service import MonitorSettings
 
     try:
         pod = pod_arg(args)

@@ -44,10 +44,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _profile(args: argparse.Namespace) -> int:
-    from services.bottleneck import analyze
-    from services.bottleneck_report import read_run, write_markdown
+    from services.bottleneck.analysis import analyze
+    from services.bottleneck.report import read_run, write_markdown
     from services.errors import PodSpecError, PrimeTrainError, SettingsError
-    from services.metrics import parse_run
+    from services.monitor.metrics import parse_run
     from services.models import PodKind
 
     try:

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _restore(args: argparse.Namespace) -> int:
     from app.commands.backup import on_pod
-    from services.backup import restore_checkpoint
+    from services.backup.transfer import restore_checkpoint
 
     notes: list[str] = []
     placed: list[str] = []

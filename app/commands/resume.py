@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     state: dict[str, Any] = {}
 
     async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
-        from services.lifecycle import plan_resume
+        from services.lifecycle.actions import plan_resume
 
         state["backup"] = backup = backup_settings(args)
         plan = await plan_resume(conn, settings, backup)
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         return confirm(args, f"resume from step {step}?")
 
     async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
-        from services.lifecycle import resume
+        from services.lifecycle.actions import resume
 
         async for ev in resume(conn, settings=settings, force=args.force, backup=state.get("backup")):
             yield ev

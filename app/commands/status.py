@@ -103,7 +103,7 @@ async def _all(pods, timeout: float) -> list[dict[str, Any]]:
 async def _one(pod, timeout: float) -> dict[str, Any]:
     from services.errors import AuthError, HostKeyError, PrimeTrainError
     from services.models import PodKind, PodState
-    from services.monitor import MonitorSettings
+    from services.monitor.service import MonitorSettings
 
     result: dict[str, Any] = {"name": pod.name, "state": PodState.OFFLINE.value, "reason": "", "reached": False,
                               "gpus": [], "host": None, "run": _run_json(None, None), "alerts": [],
@@ -131,8 +131,8 @@ async def _look(conn, pod, timeout: float) -> tuple[Any, dict | None]:
     """The probe's --once sample and the run dir's tails (None without a run dir or when unreadable)."""
     from services.errors import PrimeTrainError
     from services.models import Sample
-    from services.run_progress import TAIL_SCRIPT
-    from services.ssh import SSHConnection
+    from services.monitor.progress import TAIL_SCRIPT
+    from services.pod.ssh import SSHConnection
 
     args = ["--once", "--interval", "1"] + (["--run-dir", pod.run_dir] if pod.run_dir else [])
     stream = await conn.start_probe(args)
@@ -160,7 +160,7 @@ async def _look(conn, pod, timeout: float) -> tuple[Any, dict | None]:
 
 async def _wandb(tails: dict | None):
     """W&B's word on the run the logs name (off without WANDB_API_KEY; one request, in a thread)."""
-    from services import wandb_status
+    from services.monitor import wandb_status
 
     if tails is None or not wandb_status.enabled():
         return None
@@ -180,7 +180,7 @@ def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None,
     file's mtime (``HealthTracker.feed_tails``), so "last step" ages from the pod's own clock, the
     trainer's steps are the run's progress, and an error is cleared only by a later step of its own
     component or of the trainer, as it would have been live."""
-    from services.health import HealthSettings, HealthTracker
+    from services.monitor.health import HealthSettings, HealthTracker
     from services.models import PodKind
 
     from dataclasses import replace

@@ -6,7 +6,7 @@ lines (or every ``GPU_REFRESH`` s for the GPU evidence), never per frame.
 
 ``p`` starts a profile: it watches the next ``profile_steps`` steps of this pod and then shows their
 report below the live view; ``e`` exports that report as Markdown (a thread worker calls
-``services.bottleneck_report.write_markdown``; the pane posts :class:`BottleneckPane.ProfileExported`).
+``services.bottleneck.report.write_markdown``; the pane posts :class:`BottleneckPane.ProfileExported`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from textual.widget import Widget
 from textual.widgets import Label, Static
 from textual.worker import Worker, WorkerState
 
-from services.bottleneck import Breakdown, analyze_snapshot
-from services.bottleneck_report import write_markdown
+from services.bottleneck.analysis import Breakdown, analyze_snapshot
+from services.bottleneck.report import write_markdown
 from services.models import PodSnapshot
 from widgets.bottleneck_view import BottleneckView
 from widgets.format import set_label

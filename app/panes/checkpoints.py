@@ -1,14 +1,14 @@
 """The Checkpoints pane: the selected pod's checkpoints, the bucket's backups, backup and restore.
 
 The App calls ``show(snapshot, now)`` for the selected pod (the probe's "ckpts" and disk figures) and
-``clear()`` when no pod is selected. The bucket is listed by a worker (services.backup.list_bucket)
+``clear()`` when no pod is selected. The bucket is listed by a worker (services.backup.transfer.list_bucket)
 when the pod changes, after a transfer, on ``r``, and at most every ``BUCKET_REFRESH`` s.
 
 ``b`` backs up the newest complete checkpoint not yet verified in the bucket for this run, ``u`` restores
 the newest verified backup of this run onto the pod (another run's under the same prefix only when this
 run has none, and the question names that run); a verified ``b`` backup is told to the auto-backup so it
-is not sent again. Which run is on the pod (services.backup.run_source) is asked with each listing; both ask first (ConfirmScreen) and run as workers that open their own
-connection to the pod (``connect``, default services.ssh.connect_pod). ``x`` (or escape) stops the running
+is not sent again. Which run is on the pod (services.backup.transfer.run_source) is asked with each listing; both ask first (ConfirmScreen) and run as workers that open their own
+connection to the pod (``connect``, default services.pod.ssh.connect_pod). ``x`` (or escape) stops the running
 transfer after a confirmation: the agent on the pod is stopped with its SSH channel, the finished parts
 stay in the bucket and the next backup resumes from them. Progress: bytes, MB/s, ETA.
 Posts :class:`CheckpointsPane.TransferFinished` when a backup/restore ends (also when cancelled).
@@ -34,12 +34,13 @@ from textual.widgets import Static
 
 from app.screens.confirm import ConfirmScreen
 from app.tasks import Busy, Outcome, Tasks, report_transfer
-from services.backup import (TransferProgress, backup_checkpoint, list_bucket, ours, pod_checkpoints,
+from services.backup.manifest import TransferProgress
+from services.backup.transfer import (backup_checkpoint, list_bucket, ours, pod_checkpoints,
                              restore_checkpoint, run_source)
 from services.errors import PrimeTrainError
-from services.manifest import BucketCheckpoint, PodCheckpoint, RunSource, source_label
+from services.backup.manifest import BucketCheckpoint, PodCheckpoint, RunSource, source_label
 from services.models import PodSnapshot
-from services.s3 import BackupSettings, transport_error
+from services.backup.s3 import BackupSettings, transport_error
 from widgets.checkpoints_view import CheckpointsModel, CheckpointsView, size
 
 BUCKET_REFRESH = 120.0
@@ -97,7 +98,7 @@ class CheckpointsPane(Widget, can_focus=True):
     def load_settings(self) -> BackupSettings:
         """``[backup]`` of <config dir>/backup.toml + PRIME_TRAIN_TUI_BUCKET/_S3_ENDPOINT; defaults on error."""
         from app.settings import config_dir
-        from services.s3 import load_backup_settings
+        from services.backup.s3 import load_backup_settings
 
         try:
             return load_backup_settings(config_dir() / "backup.toml")
@@ -319,7 +320,7 @@ class CheckpointsPane(Widget, can_focus=True):
 
     # ------------------------------------------------------------------ workers
     async def _list(self, pod: Any, run_dir: str) -> None:
-        from services.ssh import connect_pod
+        from services.pod.ssh import connect_pod
 
         name = pod.name
         self._bucket_status[name] = "(listing…)"
@@ -348,7 +349,7 @@ class CheckpointsPane(Widget, can_focus=True):
         self._refresh_view()
 
     async def _transfer(self, action: str, pod: Any, run_dir: str, step: int, task: Any = None) -> Any:
-        from services.ssh import connect_pod
+        from services.pod.ssh import connect_pod
 
         conn = (self._connect or connect_pod)(pod)
         ok, text = False, ""

@@ -23,8 +23,8 @@ from textual.widgets import Label, TextArea
 from services.config.findings import ConfigError, Finding
 from services.config.incremental import IncrementalParser
 from services.config.validate import Report, validate_text
-from widgets.config_findings import FindingsList, summary_text
-from widgets.config_versions import VersionList, VersionsView
+from widgets.findings import FindingsList, summary_text
+from widgets.versions import VersionList, VersionsView
 from widgets.format import set_label
 
 DEBOUNCE = 0.3

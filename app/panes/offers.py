@@ -164,7 +164,7 @@ class OffersPane(Widget, can_focus=True):
         except PrimeTrainError as exc:
             set_label(self.query_one("#of-keys", Label), f"settings.toml: {exc}")
             return
-        from services.offers.fetch_all import PROVIDERS as ALL
+        from services.offers.providers import PROVIDERS as ALL
 
         parts = [f"{n} ✓ {keys[n].masked}" if n in keys else f"{n} ✗ set {p.key_env}" for n, p in ALL.items()]
         set_label(self.query_one("#of-keys", Label), "Keys: " + " · ".join(parts))

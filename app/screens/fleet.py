@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Label
 
 from services.models import Alert, PodSnapshot
-from widgets.alerts_log import AlertLog
+from widgets.alerts import AlertLog
 from widgets.fleet_view import FleetView
 
 

@@ -249,7 +249,7 @@ def backup_settings(backup: Any) -> Any:
         return backup if getattr(backup, "bucket", "") else None
     from app.settings import config_dir
     from services.errors import PrimeTrainError
-    from services.s3 import load_backup_settings
+    from services.backup.s3 import load_backup_settings
 
     try:
         loaded = load_backup_settings(config_dir() / "backup.toml")
@@ -262,7 +262,7 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
                      keep: int | None = None, settings: Any = None, backup: Any = None,
                      connect: Callable[[Any], Any] | None = None) -> LifecycleScreen:
     """The modal for one action: "launch" (needs ``config``), "kill", "resume" or "cleanup" (``keep``)."""
-    from services import lifecycle as lc
+    from services.lifecycle import actions as lc
     from services.units import fmt_bytes
 
     settings = lifecycle_settings(settings)

@@ -20,7 +20,8 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-_CUT = re.compile(r"(?m)^(?=[ \t]*\[)")
+from services.config.positions import TABLE_CUT, PositionCache, key_positions
+
 _HEADER = re.compile(r"^[ \t]*(\[\[?)([^\]\n#]*)")
 
 
@@ -49,8 +50,6 @@ class IncrementalParser:
 
     def positions(self, text: str) -> dict:
         """Key positions of the text last parsed (piece-cached when that parse was incremental)."""
-        from services.config.positions import PositionCache, key_positions
-
         if not self.last_incremental:
             return key_positions(text)
         if self.positions_cache is None:
@@ -74,7 +73,7 @@ class IncrementalParser:
         headers: set[tuple] = set()
         aot_gen: dict[str, int] = {}  # [[name]] → how many elements so far
         line0 = 0  # lines before this piece
-        for piece in _CUT.split(text):
+        for piece in TABLE_CUT.split(text):
             if not piece:
                 continue
             try:

@@ -8,7 +8,11 @@ arrays, inline tables and multi-line strings. Keys inside inline tables map to t
 
 from __future__ import annotations
 
+import re
+
 Pos = tuple[int, int]
+# Cuts a document before each line that starts a [table] or [[array]] header: its pieces.
+TABLE_CUT = re.compile(r"(?m)^(?=[ \t]*\[)")
 
 
 def _split_key(text: str) -> list[str]:
@@ -193,12 +197,10 @@ class PositionCache:
         return hit
 
     def positions(self, text: str) -> dict[tuple, Pos]:
-        from services.config.incremental import _CUT
-
         out: dict[tuple, Pos] = {}
         aot: dict[tuple, int] = {}
         line0 = 0
-        for piece in _CUT.split(text):
+        for piece in TABLE_CUT.split(text):
             if not piece:
                 continue
             local_header, local = self._scan(piece)

@@ -8,28 +8,35 @@ simulated; the UI labels the pod SIMULATED.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass
 
 from services.demo.pod import DemoPod
 from services.models import Pod
-from services.ssh import LocalConnection, ProbeStream
+from services.pod.ssh import LocalConnection, ProbeStream
 
-if TYPE_CHECKING:
-    from services.monitor import MonitorSettings
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """How the simulated pod behaves (the monitor's demo settings)."""
+    seed: int = 0
+    gpus: int = 8
+    scenario: str = "training"
+    max_ticks: int | None = None
+    interval: float = 1.0
+    max_steps: int = 0
+    runbook: bool = False
+    step_seconds: float = 2.0
 
 
 class DemoConnection(LocalConnection):
-    def __init__(self, pod: Pod, settings: "MonitorSettings") -> None:
+    def __init__(self, pod: Pod, options: DemoOptions) -> None:
         super().__init__(pod)
-        self._settings = settings
+        self._options = options
         self.demo: DemoPod | None = None
 
     async def connect(self) -> None:
         await super().connect()
-        s = self._settings
-        self.demo = DemoPod(seed=s.demo_seed, gpus=s.demo_gpus, scenario=s.demo_scenario,
-                            max_ticks=s.demo_max_ticks, interval=s.interval, max_steps=s.demo_max_steps,
-                            runbook=s.demo_runbook, step_seconds=s.demo_step_seconds)
+        self.demo = DemoPod(**asdict(self._options))
         await self.demo.start_trainer()
 
     async def start_probe(self, args: list[str]) -> ProbeStream:

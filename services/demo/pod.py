@@ -17,9 +17,10 @@ import tempfile
 from pathlib import Path
 
 from services.demo import nvidia_smi
+from services.pod import agent
 
 DEMO_DIR = Path(__file__).resolve().parent
-PROBE_PATH = DEMO_DIR.parent / "probe.py"
+PROBE_PATH = agent.PROBE
 FAKE_SMI_PATH = DEMO_DIR / "nvidia_smi.py"
 TRAINER_PATH = DEMO_DIR / "trainer.py"
 

@@ -4,42 +4,14 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from types import ModuleType
 
 import httpx
 
-from services.offers import lambda_, primeintellect, runpod, vast
 from services.offers._http import RetryPolicy
+from services.offers.keys import how_to_set
 from services.offers.models import FetchResult, Offer, ProviderError, ProviderFailure
-
-
-@dataclass(frozen=True)
-class Provider:
-    name: str
-    module: ModuleType
-    url_env: str
-    key_env: str
-
-
-PROVIDERS: dict[str, Provider] = {
-    "primeintellect": Provider("primeintellect", primeintellect, "PRIME_TRAIN_TUI_PRIME_URL", "PRIME_API_KEY"),
-    "vast": Provider("vast", vast, "PRIME_TRAIN_TUI_VAST_URL", "VAST_API_KEY"),
-    "lambda": Provider("lambda", lambda_, "PRIME_TRAIN_TUI_LAMBDA_URL", "LAMBDA_API_KEY"),
-    "runpod": Provider("runpod", runpod, "PRIME_TRAIN_TUI_RUNPOD_URL", "RUNPOD_API_KEY"),
-}
-
-
-def base_urls(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = os.environ if env is None else env
-    return {n: env.get(p.url_env) or p.module.DEFAULT_URL for n, p in PROVIDERS.items()}
-
-
-def api_keys(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = os.environ if env is None else env
-    return {n: env[p.key_env] for n, p in PROVIDERS.items() if env.get(p.key_env)}
+from services.offers.providers import PROVIDERS, base_urls
 
 
 async def fetch_all(*, keys: Mapping[str, str], urls: Mapping[str, str] | None = None, spot: bool = False,
@@ -53,8 +25,6 @@ async def fetch_all(*, keys: Mapping[str, str], urls: Mapping[str, str] | None =
     async def one(name: str) -> list[Offer] | ProviderError:
         key = keys.get(name)
         if not key:
-            from services.offers.keys import how_to_set
-
             return ProviderError(name, how_to_set(name))
         try:
             return await asyncio.wait_for(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.offers.fetch_all import PROVIDERS
+from services.offers.providers import PROVIDERS
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ RECONCILE_WAITS = (0.0, 5.0, 15.0)  # find by name after a lost create answer: n
 def not_rentable(provider: str) -> str | None:
     """Why this provider's offers cannot be rented from here (its module sets ``RENTABLE = False``: RunPod,
     whose pod API is not in the research), else None. Checked before any request or audit record."""
-    from services.offers.fetch_all import PROVIDERS
+    from services.offers.providers import PROVIDERS
 
     mod = PROVIDERS[provider].module if provider in PROVIDERS else None
     if mod is None or getattr(mod, "RENTABLE", True):
@@ -55,7 +55,7 @@ def not_rentable(provider: str) -> str | None:
 
 def _module(provider: str) -> ModuleType:
     """The provider's pod API (create/status/terminate/find/pods); a listing-only provider is refused."""
-    from services.offers.fetch_all import PROVIDERS
+    from services.offers.providers import PROVIDERS
 
     if provider not in PROVIDERS:
         raise ProviderFailure(f"unknown provider {provider!r}")
@@ -70,7 +70,7 @@ class Providers:
     def __init__(self, keys: Mapping[str, str], urls: Mapping[str, str] | None = None, *,
                  client: httpx.AsyncClient | None = None, timeout: float = 30.0,
                  retry: RetryPolicy | None = None) -> None:
-        from services.offers.fetch_all import base_urls
+        from services.offers.providers import base_urls
 
         self._keys = dict(keys)
         self.retry = retry  # for status/terminate (creates are never retried)
@@ -79,7 +79,7 @@ class Providers:
         self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0))
 
     def _key(self, provider: str) -> str:
-        from services.offers.fetch_all import PROVIDERS
+        from services.offers.providers import PROVIDERS
 
         key = self._keys.get(provider)
         if not key:
@@ -131,7 +131,7 @@ def _key_rejected(provider: str) -> Iterator[None]:
     except ProviderFailure as exc:
         if not exc.auth:
             raise
-        from services.offers.fetch_all import PROVIDERS
+        from services.offers.providers import PROVIDERS
 
         who = PROVIDERS[provider].key_env.split("_")[0] if provider in PROVIDERS else provider
         raise ProviderFailure(f"{who} key rejected ({exc}) — the pod may still be billing: check the console",

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from textual.css.query import NoMatches
 from textual.pilot import Pilot
 
-from services.connection import Connection
+from services.pod.connection import Connection
 
 
 async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float = 20.0) -> None:
@@ -52,11 +52,11 @@ class Parked(Connection):
 
 
 def rentals_app(pods: list, tmp_path, audit, api, *, parked: bool = True, **rentals_kw):
-    """The App with rentals driven by ``api`` (tests.services.test_offers_launch.Api) and ``audit``; the pods
+    """The App with rentals driven by ``api`` (tests.services.offers.test_launch.Api) and ``audit``; the pods
     never connect (``parked``) unless a test wants the real monitor."""
     from app.rentals import Rentals
     from app.tui import PrimeTrainApp
-    from services.monitor import MonitorService
+    from services.monitor.service import MonitorService
 
     kw = {"monitor_factory": lambda cb: MonitorService(cb, connector=lambda p: Parked(p))} if parked else {}
     return PrimeTrainApp(pods, pods_path=tmp_path / "pods.toml",

@@ -33,7 +33,7 @@ from services.models import (
     PodStatus,
     Sample,
 )
-from services.monitor import MonitorSettings
+from services.monitor.service import MonitorSettings
 from tests.app.helpers import wait_for
 from widgets.monitor_pane import GpuRow, MonitorPane
 from widgets.format import GIB, series

@@ -21,7 +21,7 @@ from typing import Callable
 
 from app.tui import PrimeTrainApp
 from services.models import Pod, PodKind, PodSnapshot
-from services.monitor import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService, MonitorSettings
 
 TICKS = 3
 FIXED_NOW = 1_700_000_000.0

@@ -86,11 +86,11 @@ def codec_figures(data: bytes) -> list[tuple[str, float, float]]:
 
 async def our_backup(endpoint: str, bucket: str, run: Path, compression: str,
                      part_mib: int | None = None) -> tuple[float, object]:
-    from services import s3 as s3mod
-    from services.backup import backup_checkpoint
+    from services.backup import s3 as s3mod
+    from services.backup.transfer import backup_checkpoint
     from services.models import Pod, PodKind
-    from services.s3 import BackupSettings
-    from services.ssh import LocalConnection
+    from services.backup.s3 import BackupSettings
+    from services.pod.ssh import LocalConnection
 
     kw = {"part_size": part_mib * MIB} if part_mib else {}
     settings = BackupSettings(bucket=bucket, endpoint=endpoint, region="us-east-1", compression=compression,
@@ -153,7 +153,7 @@ def fresh_server(fn):
 
 def bucket_then(coro_fn):
     def run(endpoint: str):
-        from tests.services.backup_fixtures import boto_client
+        from tests.services.backup.fixtures import boto_client
 
         boto_client(endpoint).create_bucket(Bucket="bench-bucket")
         return asyncio.run(coro_fn(endpoint))

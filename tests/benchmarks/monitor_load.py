@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from services.models import PodSnapshot  # noqa: E402
-from services.monitor import MonitorService, MonitorSettings  # noqa: E402
+from services.monitor.service import MonitorService, MonitorSettings  # noqa: E402
 from tests.conftest import ClientHome, _make_server  # noqa: E402
 
 QUERY = ("nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total,power.draw,"

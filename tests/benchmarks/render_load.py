@@ -31,9 +31,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.app.helpers import Parked
-from services.health import HealthTracker  # noqa: E402
+from services.monitor.health import HealthTracker  # noqa: E402
 from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample  # noqa: E402
-from services.monitor import MonitorService  # noqa: E402
+from services.monitor.service import MonitorService  # noqa: E402
 
 GIB = 1024**3
 

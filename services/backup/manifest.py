@@ -1,0 +1,257 @@
+"""The manifest of one backed-up checkpoint: every file, its size, sha256 and the parts stored.
+
+It is the last object written for a step (``<prefix>step_N/manifest.json``, after every object was
+checked against it), so its presence marks a backup that was verified when written; ``verify`` in
+services.backup.transfer re-checks the objects against it (size + ETag per object) at any time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from services.pod.agent.transfer import fingerprint
+from services.backup.s3 import BackupError, multipart_etag
+
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunSource:
+    """Which run a backup came from: the pod (its name here), the absolute run dir on it and, when the
+    run was launched by us, its record id plus the ids it was resumed from (``lineage``, newest first)
+    with, for each, the newest of its steps this run took over (``resumed_at``: the step the chain
+    resumed from, None when no record says). Several runs may share a bucket prefix (the default one is
+    named after the run dir's basename), so a backup counts for a run only when :meth:`owns` says so."""
+
+    pod: str
+    run_dir: str
+    run_id: str = ""
+    lineage: tuple[str, ...] = ()  # resumed_from, its resumed_from, ... as far as the records go
+    resumed_at: tuple[int | None, ...] = ()  # per lineage id: the newest of its steps that is ours
+
+    def ids(self) -> set[str]:
+        return {i for i in (self.run_id, *self.lineage) if i}
+
+    def same_run(self, other: "RunSource | None") -> bool:
+        """The very same run: the same record id, or -- without record ids on both sides -- the same pod
+        and run dir (one side with an id and the other without: different, the safe side). A run and
+        the one it was resumed from are two runs (see :meth:`owns`). Unknown: never."""
+        if other is None:
+            return False
+        if self.run_id or other.run_id:
+            return self.run_id == other.run_id
+        return (self.pod, self.run_dir.rstrip("/")) == (other.pod, other.run_dir.rstrip("/"))
+
+    def owns(self, other: "RunSource | None", step: int) -> bool:
+        """Whether a backup of ``step`` made by the run ``other`` counts as this run's: made by this very
+        run (:meth:`same_run`), or by a run it descends from (resumed from, possibly on another pod) at
+        or before the step this run took over from it. A sibling (another resume of the same parent),
+        a descendant, an unknown source or an ancestor's step after the resume: never."""
+        if other is None:
+            return False
+        if self.same_run(other):
+            return True
+        if not other.run_id or other.run_id not in self.lineage:
+            return False
+        bound = self.bound(other.run_id)
+        return bound is not None and step <= bound
+
+    def bound(self, run_id: str) -> int | None:
+        i = self.lineage.index(run_id)
+        return self.resumed_at[i] if i < len(self.resumed_at) else None
+
+    @staticmethod
+    def chain(first_step: object, first_parent: object, record_of: "Callable[[str], dict | None]",
+              own_id: str = "") -> tuple[tuple[str, ...], tuple[int | None, ...]]:
+        """(lineage, resumed_at) from a run record's ``resumed_from``/``resume_step`` and the records
+        ``record_of(id)`` finds: each ancestor's bound is the smallest resume step on the way to it."""
+        lineage: list[str] = []
+        bounds: list[int | None] = []
+        bound, parent, seen = _int(first_step), first_parent, {own_id}
+        while parent and str(parent) not in seen and len(seen) < 100:
+            lineage.append(str(parent))
+            bounds.append(bound)
+            seen.add(str(parent))
+            rec = record_of(str(parent)) or {}
+            nxt = _int(rec.get("resume_step"))
+            bound = None if bound is None or (nxt is None and rec.get("resumed_from")) else \
+                (bound if nxt is None else min(bound, nxt))
+            parent = rec.get("resumed_from")
+        return tuple(lineage), tuple(bounds)
+
+    def merged(self, other: "RunSource") -> "RunSource":
+        """This source with the ancestors ``other`` knows of as well (a known bound wins over None)."""
+        known = dict(zip(self.lineage, (*self.resumed_at, *[None] * len(self.lineage))))
+        for i, rid in enumerate(other.lineage):
+            b = other.bound(rid) if i < len(other.resumed_at) else None
+            if known.get(rid) is None:
+                known[rid] = b
+        return RunSource(self.pod, self.run_dir, self.run_id, tuple(known), tuple(known.values()))
+
+    def label(self) -> str:
+        return f"{self.pod}:{self.run_dir}" + (f" (run {self.run_id})" if self.run_id else "")
+
+    def to_dict(self) -> dict:
+        return {"pod": self.pod, "run_dir": self.run_dir, "run_id": self.run_id, "lineage": list(self.lineage),
+                "resumed_at": list(self.resumed_at)}
+
+    @classmethod
+    def from_dict(cls, d: object) -> "RunSource | None":
+        """None for a missing or unreadable source (a manifest written before sources were recorded)."""
+        if not isinstance(d, dict) or not isinstance(d.get("pod"), str) or not isinstance(d.get("run_dir"), str):
+            return None
+        lineage = [str(i) for i in (d.get("lineage") if isinstance(d.get("lineage"), list) else []) if i]
+        bounds = d.get("resumed_at") if isinstance(d.get("resumed_at"), list) else []
+        return cls(pod=d["pod"], run_dir=d["run_dir"], run_id=str(d.get("run_id") or ""), lineage=tuple(lineage),
+                   resumed_at=tuple(_int(b) for b in bounds[:len(lineage)]))
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def source_label(source: "RunSource | None") -> str:
+    return source.label() if source is not None else "an unknown run (backed up before runs were recorded)"
+
+
+@dataclass(frozen=True)
+class PartInfo:
+    n: int
+    offset: int  # in the original file
+    raw: int  # bytes of the original file in this part
+    size: int  # bytes stored (== raw unless compressed)
+    md5: str  # of the stored bytes: the part's ETag
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # relative to step_N/
+    size: int
+    sha256: str
+    encoding: str = "none"  # "none" | "zstd" (independent frame per part)
+    level: int = 0
+    stored_size: int = 0
+    parts: tuple[PartInfo, ...] = ()
+    store_etag: str = ""  # the store's ETag when it is not the md5-derived one (SSE-KMS, some stores)
+    mtime_ns: int = 0  # the file's on the pod when backed up (0: an old manifest)
+
+    @property
+    def key(self) -> str:
+        """Object name under the step's prefix."""
+        return self.path + (".zst" if self.encoding == "zstd" else "")
+
+    @property
+    def etag(self) -> str:
+        return multipart_etag([p.md5 for p in self.parts])
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FileEntry":
+        parts = tuple(PartInfo(**{k: p[k] for k in ("n", "offset", "raw", "size", "md5")}) for p in d["parts"])
+        return cls(path=d["path"], size=int(d["size"]), sha256=d["sha256"], encoding=d.get("encoding", "none"),
+                   level=int(d.get("level", 0)), stored_size=int(d.get("stored_size", d["size"])), parts=parts,
+                   store_etag=str(d.get("store_etag", "")), mtime_ns=int(d.get("mtime_ns") or 0))
+
+
+@dataclass(frozen=True)
+class Manifest:
+    step: int
+    run: str
+    files: tuple[FileEntry, ...]
+    created: float = field(default_factory=time.time)
+    version: int = VERSION
+    source: RunSource | None = None  # None: an old manifest, "unknown source"
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def stored_bytes(self) -> int:
+        return sum(f.stored_size for f in self.files)
+
+    @property
+    def parts(self) -> int:
+        return sum(len(f.parts) for f in self.files)
+
+    @property
+    def fingerprint(self) -> str:
+        """Which checkpoint was backed up (services.pod.agent.transfer.fingerprint: paths, sizes, mtimes),
+        compared with the pod's before the backup counts for a checkpoint there; "" for a manifest
+        written before files' mtimes were recorded: it counts for no checkpoint on a pod."""
+        if not self.files or any(f.mtime_ns <= 0 for f in self.files):
+            return ""
+        return fingerprint((f.path, f.size, f.mtime_ns) for f in self.files)
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["source"] = self.source.to_dict() if self.source is not None else None
+        return json.dumps(d, indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "Manifest":
+        try:
+            d = json.loads(text)
+            if int(d.get("version", 0)) > VERSION:
+                raise BackupError(f"manifest version {d['version']} is newer than this app understands",
+                                  hint="upgrade prime-train-tui")
+            return cls(step=int(d["step"]), run=str(d.get("run", "")), created=float(d.get("created", 0)),
+                       files=tuple(FileEntry.from_dict(f) for f in d["files"]), version=int(d["version"]),
+                       source=RunSource.from_dict(d.get("source")))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BackupError(f"unreadable manifest: {exc}") from None
+
+
+@dataclass(frozen=True)
+class BucketCheckpoint:
+    """One step in the bucket: ``verified`` only when every object matches the manifest."""
+
+    step: int
+    bytes: int
+    stored_bytes: int
+    verified: bool
+    problems: tuple[str, ...] = ()
+    created: float | None = None
+    source: RunSource | None = None  # the run it came from (None: unknown: no manifest, or an old one)
+    fingerprint: str = ""  # which checkpoint (Manifest.fingerprint; "": an old manifest)
+
+    def of(self, pod: "PodCheckpoint | None") -> bool:
+        """A verified backup of THAT checkpoint on the pod (not of another one with the same step)."""
+        return self.verified and pod is not None and bool(self.fingerprint) and self.fingerprint == pod.fingerprint
+
+
+@dataclass(frozen=True)
+class PodCheckpoint:
+    step: int
+    path: str  # the trainer half's step_N (or the orchestrator's when that is all there is)
+    bytes: int  # both halves
+    mtime: float | None
+    complete: bool  # both halves whole, wherever each lives
+    trainer_bytes: int = 0
+    orch_bytes: int = 0
+    orch_path: str = ""  # the orchestrator half's step_N (== path unless the trainer's lives elsewhere)
+    fingerprint: str = ""  # which checkpoint (services.pod.agent.transfer.fingerprint)
+
+
+@dataclass(frozen=True)
+class TransferProgress:
+    action: str  # "backup" | "restore"
+    step: int
+    phase: str  # "scan" | "upload" | "verify" | "download" | "done"
+    done: int  # bytes (of the original files)
+    total: int
+    elapsed: float
+
+    @property
+    def rate(self) -> float:
+        """Bytes per second so far (0 before the first part)."""
+        return self.done / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def eta(self) -> float | None:
+        return (self.total - self.done) / self.rate if self.rate > 0 and self.total >= self.done else None

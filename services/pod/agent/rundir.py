@@ -1,0 +1,267 @@
+"""The probe's run-dir side (standard library only): the logs, metrics.jsonl and training.csv tailed
+since the last sample, the checkpoints (each step once, both halves) and what the resolved configs say.
+
+Uploaded beside ``probe.py`` (one directory named by the hash of every file uploaded together) and
+imported by it; its sample fields are documented in probe.py's docstring.
+"""
+from __future__ import annotations
+
+import glob, json, math, os, sys, time  # noqa: E401
+
+if __package__:  # imported from the repo (services.pod.agent.rundir)
+    from .common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs
+else:  # beside probe.py on the pod: common.py too (this dir is sys.path[0] of the probe)
+    if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
+        sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+    from common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs
+
+LOG_LINES_PER_TICK = 200
+LOG_BYTES_PER_FILE = 256 * 1024
+METRICS_BACKFILL_BYTES = 64 * 1024
+
+
+def _short(e):
+    return ("%s: %s" % (type(e).__name__, e))[:160]
+
+
+def _try(errors, label, fn, quiet=()):
+    """fn() or None; the failure is appended to errors unless its type name is in `quiet`."""
+    try:
+        return fn()
+    except Exception as e:
+        if type(e).__name__ not in quiet:
+            errors.append("%s: %s" % (label, _short(e)))
+        return None
+
+
+# ----------------------------------------------------------------------------------------- run dir
+def _read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _csv_header(path):
+    """The column names of a training.csv (its first line), or None when it has no header."""
+    with open(path, "rb") as f:
+        first = f.readline(4096).decode("utf-8", "replace").strip()
+    names = [c.strip() for c in first.split(",")]
+    return names if names and "step" in names else None
+
+
+def csv_row(line, header):
+    """One training.csv line -> a metrics record; None for the header and blank lines."""
+    if not line:
+        return None
+    parts = [c.strip() for c in line.split(",")]
+    names = header or ["step", "loss", "lr", "toks_per_s"]
+    if header is not None and parts == header:
+        return None
+    if "step" not in names or not 2 <= len(parts) <= len(names):  # trailing fields may be left out
+        return {"source": "training.csv", "raw": line[:300]}
+    row = {"source": "training.csv"}
+    for name, text in zip(names, parts):
+        try:
+            v = float(text)
+            row[name] = int(v) if name == "step" and v == int(v) else (v if math.isfinite(v) else None)
+        except ValueError:
+            row[name] = text[:100]
+    if not isinstance(row.get("step"), int):
+        return None if parts[names.index("step")] == "step" else {"source": "training.csv", "raw": line[:300]}
+    return row
+
+
+class RunDir(object):
+    def __init__(self, run_dir, ckpt_scan):
+        self.run_dir, self.ckpt_scan = run_dir, ckpt_scan
+        self.files = {}  # realpath -> {"ino", "off", "buf"}
+        self.first_scan = True
+        self.ckpts, self.ckpt_at = [], None
+        self.complete = {}  # path -> entry of a complete checkpoint (not rescanned)
+        self.metrics_file, self.metrics_first = {}, True  # metrics.jsonl tail state (like self.files)
+        self.info, self.info_at = {}, None  # from <run>/configs/*.json (run_info)
+        self.csv_file, self.csv_first, self.csv_header = {}, True, None  # training.csv tail state
+
+    def _log_paths(self):
+        found = {}
+        for pat in (("logs", "*.log"), ("logs", "latest", "*.log")):
+            for p in sorted(glob.glob(os.path.join(self.run_dir, *pat))):
+                found.setdefault(os.path.realpath(p), p)
+        return found
+
+    def _read_new(self, rp, errors, files=None, first_scan=None, backfill=0):
+        """Complete new lines of one file (bytes), updating its offset / partial-line buffer.
+        ``backfill``: a file present at start is read from this many bytes before its end."""
+        files = self.files if files is None else files
+        first_scan = self.first_scan if first_scan is None else first_scan
+        st = os.stat(rp)
+        ent = files.get(rp)
+        skip_partial = False
+        if ent is None:  # files present at start: from their end; files appearing later: from the start
+            off = max(0, st.st_size - backfill) if first_scan else 0
+            if 0 < off < st.st_size:  # backfill: drop the cut line unless off is a line start
+                with open(rp, "rb") as f:
+                    f.seek(off - 1)
+                    skip_partial = f.read(1) != b"\n"
+            ent = files[rp] = {"ino": st.st_ino, "off": off, "buf": b""}
+        elif ent["ino"] != st.st_ino or st.st_size < ent["off"]:  # rotated or truncated
+            ent.update(ino=st.st_ino, off=0, buf=b"")
+        if st.st_size == ent["off"]:
+            return []
+        start, skip_first = ent["off"], skip_partial
+        if st.st_size - start > LOG_BYTES_PER_FILE:
+            start, skip_first, ent["buf"] = st.st_size - LOG_BYTES_PER_FILE, True, b""
+            errors.append("log: skipped part of %s" % os.path.basename(rp))
+        with open(rp, "rb") as f:
+            f.seek(start)
+            data = f.read(st.st_size - start)
+        ent["off"] = start + len(data)
+        lines = (ent["buf"] + data).split(b"\n")
+        ent["buf"] = lines.pop()[-LOG_BYTES_PER_FILE:]
+        return lines[1:] if skip_first else lines
+
+    def new_lines(self, errors):
+        out, paths = [], self._log_paths()
+        for rp, p in paths.items():
+            stem = os.path.splitext(os.path.basename(p))[0]
+            for ln in _try(errors, "log " + os.path.basename(p), lambda: self._read_new(rp, errors)) or []:
+                out.append(stem + ": " + ln.decode("utf-8", "replace").rstrip("\r"))
+        self.files = dict((rp, e) for rp, e in self.files.items() if rp in paths)
+        self.first_scan = False
+        if len(out) > LOG_LINES_PER_TICK:
+            errors.append("log: %d lines skipped" % (len(out) - LOG_LINES_PER_TICK))
+            out = out[-LOG_LINES_PER_TICK:]
+        return out
+
+    def new_metrics(self, errors):
+        """New lines of <run>/metrics.jsonl (unparsed, bounded like the logs)."""
+        path = os.path.join(self.run_dir, "metrics.jsonl")
+        first, self.metrics_first = self.metrics_first, False
+        if not os.path.isfile(path):
+            self.metrics_file = {}
+            return []
+        rp = os.path.realpath(path)
+        lines = _try(errors, "metrics.jsonl",
+                     lambda: self._read_new(rp, errors, self.metrics_file, first, METRICS_BACKFILL_BYTES)) or []
+        out = [ln.decode("utf-8", "replace").rstrip("\r") for ln in lines if ln.strip()]
+        if len(out) > LOG_LINES_PER_TICK:
+            errors.append("metrics: %d lines skipped" % (len(out) - LOG_LINES_PER_TICK))
+            out = out[-LOG_LINES_PER_TICK:]
+        return out
+
+    def new_csv_rows(self, errors):
+        """New rows of <run>/training.csv as metrics records named by the file's header line."""
+        path = os.path.join(self.run_dir, "training.csv")
+        first, self.csv_first = self.csv_first, False
+        if not os.path.isfile(path):
+            self.csv_file, self.csv_header = {}, None
+            return []
+        rp = os.path.realpath(path)
+        ent = self.csv_file.get(rp)
+        if ent is None or self.csv_header is None or ent["ino"] != os.stat(rp).st_ino:
+            self.csv_header = _try(errors, "training.csv", lambda: _csv_header(rp))
+        lines = _try(errors, "training.csv",
+                     lambda: self._read_new(rp, errors, self.csv_file, first, METRICS_BACKFILL_BYTES)) or []
+        out = []
+        for ln in lines:
+            row = csv_row(ln.decode("utf-8", "replace").strip(), self.csv_header)
+            if row is not None:
+                out.append(json.dumps(row, separators=(",", ":")))
+        if len(out) > LOG_LINES_PER_TICK:
+            errors.append("training.csv: %d rows skipped" % (len(out) - LOG_LINES_PER_TICK))
+            out = out[-LOG_LINES_PER_TICK:]
+        return out
+
+    def _ckpt(self, step, tdir, odir, rl):
+        """One step, both halves (``odir``: the run dir's step_N when the trainer's lives elsewhere)."""
+        sizes, newest = [0, 0], max(os.lstat(d).st_mtime for d in set((tdir, odir or tdir)) if os.path.isdir(d))
+        for half, top in ((0, tdir), (1, os.path.join(odir, "orchestrator") if odir else None)):
+            for root, _dirs, files in os.walk(top) if top else ():
+                orch = half or os.path.relpath(root, tdir).split(os.sep)[0] == "orchestrator"
+                if odir and orch and not half:
+                    continue  # a stray orchestrator/ beside a separate trainer half: not this run's
+                for fn in files:
+                    try:
+                        st = os.lstat(os.path.join(root, fn))
+                    except OSError:
+                        continue
+                    sizes[bool(orch)] += st.st_size
+                    newest = max(newest, st.st_mtime)
+        complete = checkpoint_complete(tdir) if odir is None else checkpoint_complete(tdir, odir if rl else None)
+        ent = {"step": step, "path": tdir if os.path.isdir(tdir) else odir, "bytes": sum(sizes),
+               "trainer_bytes": sizes[0], "orch_bytes": sizes[1], "mtime": newest, "complete": complete}
+        if odir is not None:
+            ent["orch_path"] = odir
+        if complete:
+            self.complete[(tdir, odir)] = ent
+        return ent
+
+    def checkpoints(self, errors):
+        """Each step once, with both halves: the trainer's may live in a separate [ckpt] output_dir."""
+        now = time.monotonic()
+        if self.ckpt_at is not None and now - self.ckpt_at < self.ckpt_scan:
+            return self.ckpts
+        self.ckpt_at = now
+        troot, oroot = (_try(errors, "configs", lambda: ckpt_roots(self.run_dir))
+                        or (os.path.join(self.run_dir, "checkpoints"), None))
+        steps = {}
+        for base in (troot, oroot) if oroot else (troot,):
+            found = _try(errors, "ckpts", lambda: step_dirs(base))
+            if found is None:
+                return self.ckpts
+            steps.update((step, os.path.basename(path)) for step, path in found.items())
+        rl = oroot is not None and has_orchestrator(self.run_dir, (oroot,))
+        res = []
+        for step, name in steps.items():
+            key = (os.path.join(troot, name), oroot and os.path.join(oroot, name))
+            ent = self.complete.get(key) or _try(errors, "ckpt " + name, lambda: self._ckpt(step, key[0], key[1], rl))
+            if ent is not None:
+                res.append(ent)
+        self.complete = dict((k, e) for k, e in self.complete.items() if os.path.isdir(k[0]))
+        self.ckpts = sorted(res, key=lambda c: c["step"])
+        return self.ckpts
+
+    def run_info(self, errors):
+        """What the run's resolved configs say (prime-rl writes <run>/configs/*.json at start):
+        max_steps (ETA, "$ to go"), the model and the tokens per step (the Offers pane's calibration).
+        Read at the checkpoint-scan cadence, not every tick."""
+        now = time.monotonic()
+        if self.info_at is not None and now - self.info_at < self.ckpt_scan:
+            return self.info
+        self.info_at, info = now, {}
+        for name in ("rl.json", "trainer.json", "orchestrator.json"):
+            path = os.path.join(self.run_dir, "configs", name)
+            if not os.path.isfile(path):
+                continue
+            cfg = _try(errors, "configs/" + name, lambda: _read_json(path))
+            if isinstance(cfg, dict):
+                _config_facts(cfg, name, info)
+        if info.get("batch_size") and info.get("seq_len"):
+            info["tokens_per_step"] = info["batch_size"] * info["seq_len"]
+        info.pop("batch_size", None)
+        info.pop("seq_len", None)
+        self.info = info
+        return info
+
+
+def _config_facts(cfg, name, info):
+    """Fill max_steps, model, batch_size, seq_len from one resolved config (first found wins)."""
+    def get(*path):
+        node = cfg
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return node
+
+    def pos_int(v):
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+    trainer = ("trainer",) if name == "rl.json" else ()
+    orch = ("orchestrator",) if name == "rl.json" else ()
+    found = {
+        "max_steps": pos_int(get("max_steps")) or pos_int(get("trainer", "max_steps")),
+        "model": get(*trainer, "model", "name") if name != "orchestrator.json" else None,
+        "batch_size": pos_int(get(*orch, "batch_size")) if name != "trainer.json" else None,
+        "seq_len": pos_int(get(*orch, "seq_len")) or pos_int(get(*trainer, "model", "seq_len")),
+    }
+    for key, value in found.items():
+        if key not in info and value is not None and (key != "model" or isinstance(value, str)):
+            info[key] = value

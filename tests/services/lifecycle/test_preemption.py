@@ -1,0 +1,182 @@
+"""Preemption: the tracker with an injected clock (pure), and end to end over the real sshd: the pod's sshd
+and run die → the run is marked interrupted; sshd back → the policy resumes it from the newest complete
+checkpoint through the ordinary resume path."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from services import runs
+from services.models import Pod, PodSnapshot, PodState, PodStatus, RunProgress
+from services.monitor.service import MonitorService, MonitorSettings
+from services.lifecycle.preemption import AutoResumePolicy, AutoResumer, PreemptionTracker
+from services.pod.ssh import SSHConnection
+from tests.services.lifecycle.test_actions import _kill, _launch, make_settings, trainer_pids, wait_for
+
+
+def snap(pod: Pod, state: PodState, finished: bool = False) -> PodSnapshot:
+    return PodSnapshot(pod, PodStatus(state), run=RunProgress(finished=finished) if finished else None)
+
+
+def record(base: Path, rid: str, pod: str, started: float, **kw) -> None:
+    runs.save_record(base, {"id": rid, "pod": pod, "started": started, "state": "running", "run_dir": "/r", **kw})
+
+
+def test_ssh_down_longer_than_n_marks_interrupted_then_same_pod_resumes(tmp_path):
+    now = [10_000.0]
+    pod = Pod("gpu", price_per_hr=2.0)
+    record(tmp_path, "r1", "gpu", 9_000.0)
+    t = PreemptionTracker(tmp_path, down_after=300.0, policy=AutoResumePolicy(enabled=True), clock=lambda: now[0])
+    assert t.observe(snap(pod, PodState.ONLINE)) == []
+    assert t.observe(snap(pod, PodState.OFFLINE)) == []
+    now[0] += 299
+    assert t.check() == []  # not yet N
+    assert runs.load_record(tmp_path, "r1")["state"] == "running"
+    now[0] += 2
+    [d] = t.check()
+    assert (d.kind, d.pod, d.run_id) == ("interrupted", "gpu", "r1") and "SSH down for 5 min" in d.reason
+    rec = runs.load_record(tmp_path, "r1")
+    assert rec["state"] == "interrupted" and rec["interrupted"] == now[0]
+    assert t.check() == []  # once
+    assert t.observe(snap(pod, PodState.CONNECTING)) == []  # still down: resume waits for the pod
+    [r] = t.observe(snap(pod, PodState.ONLINE))
+    assert (r.kind, r.target) == ("resume", "gpu")
+    assert t.observe(snap(pod, PodState.ONLINE)) == []  # in flight: not twice
+    record(tmp_path, "r2", "gpu", now[0], resumed_from="r1")
+    t.resumed(r, True, "r2")
+    assert runs.load_record(tmp_path, "r1")["auto_attempts"] == 1
+    assert runs.load_record(tmp_path, "r2")["auto_resumed_from"] == "r1"
+    assert [x["id"] for x in t.lineage("r2")] == ["r2", "r1"]
+
+
+def test_a_pod_unreachable_since_start_up_counts_as_down(tmp_path):
+    """The spot pod that vanished while the laptop was closed: never answering after the App starts is down."""
+    now = [10_000.0]
+    pod = Pod("gpu", price_per_hr=2.0)
+    record(tmp_path, "r1", "gpu", 9_000.0)
+    t = PreemptionTracker(tmp_path, down_after=300.0, policy=AutoResumePolicy(enabled=True), clock=lambda: now[0])
+    assert t.observe(snap(pod, PodState.CONNECTING)) == []
+    now[0] += 299
+    assert t.check() == []
+    now[0] += 2
+    [d] = t.check()
+    assert (d.kind, d.run_id) == ("interrupted", "r1")
+    assert runs.load_record(tmp_path, "r1")["state"] == "interrupted"
+
+
+def test_policy_off_provider_terminated_auth_failures_and_finished_runs(tmp_path):
+    now = [0.0]
+    gone: set[str] = set()
+    t = PreemptionTracker(tmp_path, down_after=600.0, clock=lambda: now[0], terminated=lambda n: n in gone)
+    a, b, c = Pod("a"), Pod("b"), Pod("c")
+    for p in (a, b, c):
+        record(tmp_path, f"run-{p.name}", p.name, 0.0)
+    t.observe(snap(a, PodState.ONLINE))
+    gone.add("a")  # the provider says so: no need to wait N minutes
+    [d] = t.check()
+    assert d.kind == "interrupted" and d.run_id == "run-a" and "terminated" in d.reason
+    t.observe(snap(b, PodState.AUTH_FAILED))  # the user's problem, not a preemption
+    t.observe(snap(c, PodState.ONLINE, finished=True))
+    t.observe(snap(c, PodState.OFFLINE))  # the run had finished: its pod going away is no preemption
+    now[0] += 3600
+    assert t.check() == []  # and the policy is off: no resume for a either
+    t.observe(snap(a, PodState.ONLINE))
+    assert t.check() == []
+    assert runs.load_record(tmp_path, "run-b")["state"] == "running"
+    assert runs.load_record(tmp_path, "run-c")["state"] == "running"
+
+
+def test_budget_attempts_and_another_pod(tmp_path):
+    now = [100_000.0]
+    policy = AutoResumePolicy(enabled=True, max_attempts=2, budget_usd=10.0, target_pod="spare")
+    t = PreemptionTracker(tmp_path, down_after=60.0, policy=policy, clock=lambda: now[0])
+    gpu, spare = Pod("gpu", price_per_hr=2.0), Pod("spare", price_per_hr=3.0)
+    record(tmp_path, "r1", "gpu", now[0] - 3600)  # 1 h so far = $2
+    t.observe(snap(gpu, PodState.ONLINE))
+    t.observe(snap(gpu, PodState.OFFLINE))
+    now[0] += 61
+    kinds = [d.kind for d in t.check()]
+    assert kinds == ["interrupted"]  # the spare pod is not known to answer yet
+    [r] = t.observe(snap(spare, PodState.ONLINE))
+    assert (r.kind, r.pod, r.target) == ("resume", "gpu", "spare")
+    t.resumed(r, False, error="pre-flight failed")  # a failed attempt counts, and is retried
+    [r2] = t.check()
+    assert r2.kind == "resume"
+    t.resumed(r2, False, error="again")
+    [g] = t.check()  # 2 attempts = max
+    assert g.kind == "give_up" and "2 auto-resume attempt(s)" in g.reason
+    assert runs.load_record(tmp_path, "r1")["auto_resume"].startswith("gave up")
+    # the $ budget: 6 h at $2 = $12 > $10
+    gpu2 = Pod("gpu2", price_per_hr=2.0)
+    record(tmp_path, "r9", "gpu2", now[0] - 6 * 3600)
+    t.observe(snap(gpu2, PodState.OFFLINE))
+    now[0] += 120
+    ds = t.check()
+    assert [d.kind for d in ds] == ["interrupted", "give_up"]
+    assert "$10 budget" in ds[1].reason
+
+
+@pytest.mark.ssh
+async def test_end_to_end_sshd_stopped_marks_interrupted_restart_resumes(sshd, client_home, tmp_path):
+    client_home.trust()
+    pod = sshd.pod(probe_dir=str(tmp_path / "podstate"), run_dir=str(tmp_path / "run"))
+    settings = make_settings(tmp_path, auto_resume=True, preempt_after_minutes=1 / 60)  # N = 1 s
+    events = await _launch(pod, tmp_path, settings)
+    first = events[-1].data["id"]
+    ck = tmp_path / "run" / "checkpoints"
+    assert wait_for(lambda: (ck / "step_4" / "orchestrator" / "progress.pt").exists(), 15)
+
+    tracker = PreemptionTracker.from_settings(settings)
+    decisions: list = []
+    seen_online = asyncio.Event()
+
+    def observe(snap) -> None:
+        # N is 1 s here, shorter than an SSH connect on a loaded machine: the tracker starts judging once the
+        # pod has answered (a pod that never answers after start-up is
+        # a case of its own, test_a_pod_unreachable_since_start_up_counts_as_down)
+        if snap.status.state is PodState.ONLINE:
+            seen_online.set()
+        if seen_online.is_set():
+            decisions.extend(tracker.observe(snap))
+
+    monitor = MonitorService(observe, settings=MonitorSettings(interval=0.5, backoff_max=0.5, stale_after=3.0))
+    resumer = AutoResumer(tracker, settings, connect=SSHConnection)
+    monitor.add(pod)
+    try:
+        async def until(pred, timeout=20.0):
+            end = asyncio.get_running_loop().time() + timeout
+            while not pred() and asyncio.get_running_loop().time() < end:
+                if seen_online.is_set():
+                    decisions.extend(tracker.check())
+                await asyncio.sleep(0.1)
+            return pred()
+
+        assert await until(lambda: monitor.snapshot(pod.name).status.state is PodState.ONLINE)
+        # the pod is preempted: its sshd and the run die together
+        for pid in trainer_pids(tmp_path / "run"):
+            os.kill(pid, signal.SIGKILL)
+        sshd.kill()
+        assert await until(lambda: any(d.kind == "interrupted" for d in decisions))
+        assert runs.load_record(settings.runs_dir, first)["state"] == "interrupted"
+        assert not any(d.kind == "resume" for d in decisions)  # the pod does not answer yet
+        steps_done = sorted(int(p.name[5:]) for p in ck.iterdir()
+                            if (p / "trainer" / ".metadata").exists() and (p / "orchestrator" / "progress.pt").exists())
+        sshd.start()  # the pod is back
+        assert await until(lambda: any(d.kind == "resume" for d in decisions))
+        [decision] = [d for d in decisions if d.kind == "resume"]
+        last = await resumer.execute(decision)
+        assert last.kind == "done", last.message
+        new = last.data
+        assert new["resumed_from"] == first and new["resume_step"] == steps_done[-1]
+        assert runs.load_record(settings.runs_dir, new["id"])["auto_resumed_from"] == first
+        assert runs.load_record(settings.runs_dir, first)["auto_attempts"] == 1
+        assert wait_for(lambda: len(trainer_pids(tmp_path / "run")) == 1, 10)
+    finally:
+        await monitor.aclose()
+    kev = await _kill(pod, settings)
+    assert kev[-1].kind == "done"

@@ -1,0 +1,169 @@
+"""MonitorService over the real `local` pod and probe, at start and when the run dir changes: a run found
+stalled 2 h ago alerts on the first sample with its real last-step age (the probe's re-read of
+metrics.jsonl is not new progress); a console-only run gone silent alerts too; a pod without run_dir
+follows its newest recorded launch, and ``set_run_dir`` (a launch's done event) reopens the probe on it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from services import runs
+from services.models import Pod, PodKind, PodSnapshot
+from services.monitor.service import MonitorService, MonitorSettings
+from tests.services.monitor.test_service import wait_for
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def write_run(run: Path, steps: int, *extra: str) -> Path:
+    subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run), "--step-seconds", "0.001",
+                    "--max-steps", str(steps), "--ckpt-interval", "0", *extra], cwd=REPO, check=True, timeout=30)
+    log = run / "logs" / "trainer.log"
+    log.write_text("".join(log.read_text().splitlines(keepends=True)[:-1]))  # it did not finish
+    return run
+
+
+def age_all(run: Path, seconds: float) -> None:
+    t = time.time() - seconds
+    for p in [*(run / "logs").glob("*.log"), *run.glob("*.jsonl"), *(run / "configs").glob("*.json")]:
+        os.utime(p, (t, t))
+
+
+async def first_look(pod: Pod, **kw) -> tuple[MonitorService, PodSnapshot]:
+    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2))
+    for k, v in kw.items():
+        setattr(mon, k, v)
+    mon.add(pod)
+    snap = await wait_for(lambda: mon.snapshot(pod.name).samples_total >= 1 and mon.snapshot(pod.name),
+                          what="first sample")
+    return mon, snap
+
+
+async def test_a_run_stalled_two_hours_ago_alerts_on_the_first_sample(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", 8)
+    age_all(run, 7200)
+    mon, snap = await first_look(Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run)))
+    await mon.aclose()
+    assert snap.run is not None and snap.run.step == 8
+    assert 7100 < snap.latest.t - snap.run.last_step_at < 7400
+    assert "no-progress" in {a.id for a in snap.alerts}
+    assert any("Step 8" in line for line in snap.log_tail)  # the pane shows the tail at once
+
+
+async def test_a_console_only_run_gone_silent_alerts(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", 5, "--no-metrics")
+    age_all(run, 7200)
+    mon, snap = await first_look(Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run)))
+    await mon.aclose()
+    assert snap.run is not None and snap.run.step == 5
+    assert "no-progress" in {a.id for a in snap.alerts}
+
+
+async def test_a_pod_without_run_dir_follows_its_recorded_launch_and_a_new_one(tmp_path: Path) -> None:
+    old, new = write_run(tmp_path / "old", 3), write_run(tmp_path / "new", 6)
+    records = tmp_path / "records"
+    runs.save_record(records, {"id": "r1", "pod": "p", "started": 1.0, "run_dir": str(old)})
+    runs.save_record(records, {"id": "r0", "pod": "other", "started": 2.0, "run_dir": str(new)})
+    mon, snap = await first_look(Pod(name="p", kind=PodKind.LOCAL), runs_dir=records)
+    try:
+        assert snap.run is not None and snap.run.step == 3  # from the record, not pods.toml
+        pod = mon.set_run_dir("p", str(new))
+        assert pod is not None and pod.run_dir == str(new) and mon.snapshot("p").pod.run_dir == str(new)
+        assert mon.set_run_dir("p", str(new)) is None  # nothing changed
+        snap = await wait_for(lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 6 and s,
+                              what="the new run's progress")
+        assert snap.status.state.value == "online" and not any(g.end is None for g in snap.gaps)
+    finally:
+        await mon.aclose()
+
+
+async def test_cost_so_far_counts_from_the_rental_and_the_pane_says_so(tmp_path: Path) -> None:
+    from textual.app import App, ComposeResult
+
+    from widgets.monitor_pane import MonitorPane
+
+    run = write_run(tmp_path / "run", 8)
+    rented = time.time() - 3600
+    pod = Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run), price_per_hr=36.0)
+    mon, snap = await first_look(pod, rented_at=lambda p: rented if p.name == "p" else None)
+    await mon.aclose()
+    assert snap.run.cost_basis == "since rented"
+    assert abs(snap.run.cost_so_far - 36.0 * (snap.latest.t - rented) / 3600) < 0.05  # ≈ $36, not 8 steps' worth
+
+    class Host(App):
+        def compose(self) -> ComposeResult:
+            yield MonitorPane(id="pane")
+
+    app = Host()
+    async with app.run_test(size=(160, 50)) as pilot:
+        pane = app.query_one(MonitorPane)
+        pane.show(snap, snap.latest.t)
+        await pilot.pause()
+        assert "spent (since rented)" in str(pane.query_one("#run-progress").render())
+
+
+async def test_a_first_look_that_ends_after_the_run_dir_changed_is_not_the_new_runs(tmp_path: Path) -> None:
+    """set_run_dir while the old run's first look is still on its way: the new run starts clean (no stalled
+    alert or step of the old run), and gets a first look of its own."""
+    import asyncio
+
+    from services.pod.ssh import LocalConnection
+
+    old = write_run(tmp_path / "old", 8)
+    age_all(old, 7200)  # the old run: stalled two hours ago
+    new = write_run(tmp_path / "new", 4)
+    gate = asyncio.Event()
+
+    class SlowFirstLook(LocalConnection):
+        async def run(self, command, timeout=None):  # the first look's exec: held until the test says
+            if "--run-dir" not in command and str(old) in command:
+                await gate.wait()
+            return await super().run(command, timeout=timeout)
+
+    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2), connector=SlowFirstLook)
+    mon.add(Pod(name="p", kind=PodKind.LOCAL, run_dir=str(old)))
+    try:
+        await asyncio.sleep(0.3)  # the old run's first look is waiting
+        assert mon.set_run_dir("p", str(new)) is not None
+        gate.set()
+        snap = await wait_for(lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 4 and s,
+                              what="the new run's progress")
+        assert "no-progress" not in {a.id for a in snap.alerts}
+        assert not any("Step 8" in line for line in snap.log_tail)
+    finally:
+        await mon.aclose()
+
+
+async def test_following_a_newer_recorded_launch_after_a_reconnect_starts_a_new_run(tmp_path: Path) -> None:
+    """A pod without run_dir follows its newest recorded launch; when a newer launch is recorded and the
+    probe reconnects, the new run starts clean (the old run's step 8 does not stand for the new run's 2)."""
+    from services.pod.ssh import LocalConnection
+
+    old, new = write_run(tmp_path / "old", 8), write_run(tmp_path / "new", 2)
+    records = tmp_path / "records"
+    runs.save_record(records, {"id": "r1", "pod": "p", "started": 1.0, "run_dir": str(old)})
+    probes: list = []
+
+    class Tracked(LocalConnection):
+        async def start_probe(self, args):
+            stream = await super().start_probe(args)
+            probes.append(stream)
+            return stream
+
+    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2, backoff_max=0.5),
+                         connector=Tracked)
+    mon.runs_dir = records
+    mon.add(Pod(name="p", kind=PodKind.LOCAL))
+    try:
+        await wait_for(lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 8, what="the old run")
+        runs.save_record(records, {"id": "r2", "pod": "p", "started": 2.0, "run_dir": str(new)})
+        probes[-1]._proc.kill()  # the connection drops; the monitor reconnects and looks again
+        snap = await wait_for(lambda: (s := mon.snapshot("p")).pod.run_dir == str(new) and s.run is not None
+                              and s.samples_total and s, what="the new run followed")
+        assert snap.run.step == 2, snap.run
+    finally:
+        await mon.aclose()

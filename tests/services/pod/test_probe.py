@@ -1,0 +1,489 @@
+"""The probe as a real subprocess, reading the fake nvidia-smi / fake /proc / a real run dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from services.pod.agent import probe as probe_mod
+from services.demo import nvidia_smi as fake
+
+REPO = Path(__file__).resolve().parents[3]
+PROBE = REPO / "services" / "pod" / "agent" / "probe.py"
+MIB = 1024 * 1024
+QUERY = "--query-gpu=index,name,utilization.gpu,memory.used,memory.total,power.draw,temperature.gpu"
+
+
+@pytest.fixture
+def bin_dir(tmp_path: Path) -> Path:
+    """A PATH dir with a fast `nvidia-smi` wrapper around the fake."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    smi = d / "nvidia-smi"
+    smi.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO / "services/demo/nvidia_smi.py"}" "$@"\n')
+    smi.chmod(0o755)
+    return d
+
+
+def make_env(bin_dir: Path | None, **fake: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PTT_FAKE_")}
+    env["PATH"] = (f"{bin_dir}:" if bin_dir else "") + "/usr/bin:/bin"
+    env.update({f"PTT_FAKE_{k.upper()}": str(v) for k, v in fake.items()})
+    return env
+
+
+class Probe:
+    """A running probe; stdout lines are parsed on a reader thread."""
+
+    def __init__(self, args: list[str], env: dict[str, str]):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", str(PROBE), *args], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.q: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.q.put(json.loads(line))
+        self.q.put(None)
+
+    def sample(self, timeout: float = 5.0) -> dict:
+        s = self.q.get(timeout=timeout)
+        assert s is not None, f"probe exited: {self.proc.stderr.read().decode()}"
+        return s
+
+    def samples(self, n: int, timeout: float = 5.0) -> list[dict]:
+        return [self.sample(timeout) for _ in range(n)]
+
+    def children(self) -> list[psutil.Process]:
+        return psutil.Process(self.proc.pid).children(recursive=True)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def start_probe():
+    started: list[Probe] = []
+
+    def start(args: list[str], env: dict[str, str]) -> Probe:
+        p = Probe(args, env)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.close()
+
+
+def run_once(args: list[str], env: dict[str, str]) -> dict:
+    out = subprocess.run([sys.executable, "-u", str(PROBE), "--once", *args], env=env,
+                         capture_output=True, timeout=15)
+    assert out.returncode == 0, out.stderr.decode()
+    lines = out.stdout.decode().splitlines()
+    assert len(lines) == 1
+    return json.loads(lines[0])
+
+
+def fake_printed_tick0(env: dict[str, str]) -> list[list[str]]:
+    out = subprocess.run(["nvidia-smi", QUERY, "--format=csv,noheader,nounits"], env=env,
+                         capture_output=True, text=True, check=True)
+    return [[f.strip() for f in line.split(",")] for line in out.stdout.splitlines()]
+
+
+def test_once_units_match_fake_tick0(bin_dir: Path) -> None:
+    env = make_env(bin_dir, gpus=4, seed=3)
+    s = run_once(["--backend", "nvidia-smi"], env)
+    printed = fake_printed_tick0(env)
+    assert len(printed) == 4
+    assert s["v"] == 1 and s["source"] == "nvidia-smi" and abs(s["t"] - time.time()) < 10
+    assert [g["index"] for g in s["gpus"]] == [0, 1, 2, 3]
+    for g, row in zip(s["gpus"], printed):
+        assert g["name"] == row[1] == "NVIDIA H100 80GB HBM3"
+        assert g["util"] == float(row[2]) and 85 <= g["util"] <= 100
+        assert g["mem_used"] == int(row[3]) * MIB and isinstance(g["mem_used"], int)
+        assert g["mem_total"] == 81559 * MIB
+        assert g["power_w"] == float(row[5]) and 550 <= g["power_w"] <= 690
+        assert g["temp_c"] == float(row[6])
+    h = s["host"]
+    assert 0.0 <= h["cpu_pct"] <= 100.0
+    assert h["mem_total"] == psutil.virtual_memory().total
+    assert 0 < h["mem_used"] < h["mem_total"]
+    st = os.statvfs("/")
+    assert h["disk_total"] == st.f_blocks * st.f_frsize
+    assert 0 < h["disk_used"] <= h["disk_total"]
+    assert h["nofile_soft"] == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert s["procs"] == [] and s["log"] == [] and s["ckpts"] == [] and s["errors"] == []
+
+
+def test_na_fields_become_null(bin_dir: Path) -> None:
+    s = run_once(["--backend", "nvidia-smi"], make_env(bin_dir, gpus=4, scenario="na_fields"))
+    g0, g1, g2, g3 = s["gpus"]
+    assert g1["power_w"] is None and g1["temp_c"] is None and g1["util"] is not None
+    assert g3["power_w"] is None and g3["temp_c"] is None and g3["util"] is None  # [Unknown Error]
+    for g in (g0, g2):
+        assert None not in (g["util"], g["power_w"], g["temp_c"], g["mem_used"])
+    assert all(g["mem_total"] == 81559 * MIB for g in s["gpus"])
+    assert s["errors"] == []
+
+
+def test_garbage_lines_skipped_and_reported(bin_dir: Path, start_probe) -> None:
+    env = make_env(bin_dir, gpus=2, scenario="garbage", seed=5)
+    p = start_probe(["--backend", "nvidia-smi", "--interval", "0.2"], env)
+    samples = p.samples(5)
+    cfg = fake.Config(env)
+    for tick, s in enumerate(samples):
+        assert [g["util"] for g in s["gpus"]] == [
+            float(fake.gpu_values(cfg, tick, g)["utilization.gpu"]) for g in range(2)
+        ], tick
+        bad = [e for e in s["errors"] if "bad line" in e]
+        assert len(bad) == (1 if tick % 3 == 1 else 0), (tick, s["errors"])
+    assert "Unable to determine the device handle" in samples[1]["errors"][0]
+
+
+def test_streams_at_interval(bin_dir: Path, start_probe) -> None:
+    p = start_probe(["--backend", "nvidia-smi", "--interval", "0.2"], make_env(bin_dir, gpus=2))
+    t0 = time.monotonic()
+    samples = p.samples(4)
+    assert time.monotonic() - t0 < 4.0
+    ts = [s["t"] for s in samples]
+    gaps = [b - a for a, b in zip(ts, ts[1:])]
+    assert all(0.05 < g < 1.0 for g in gaps[1:]), gaps
+    assert len({json.dumps(s["gpus"]) for s in samples}) == 4  # a new batch each time
+
+
+def test_closing_stdin_exits_and_kills_nvidia_smi(bin_dir: Path, start_probe) -> None:
+    p = start_probe(["--backend", "nvidia-smi", "--interval", "0.2"], make_env(bin_dir, gpus=2, max_ticks=1))
+    p.sample()
+    with pytest.raises(queue.Empty):  # a silent nvidia-smi freezes the stream (no filler samples)
+        p.sample(timeout=0.8)
+    kids = p.children()
+    assert len(kids) == 1 and "nvidia_smi.py" in " ".join(kids[0].cmdline())
+    t0 = time.monotonic()
+    p.proc.stdin.close()
+    assert p.proc.wait(timeout=2) == 0
+    assert time.monotonic() - t0 < 2
+    gone, alive = psutil.wait_procs(kids, timeout=1)
+    assert alive == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_signals_leave_no_orphan(bin_dir: Path, start_probe, sig: int) -> None:
+    # max_ticks=1: the fake then sleeps silently, so only the probe can end it (no EPIPE to die of)
+    p = start_probe(["--backend", "nvidia-smi", "--interval", "0.2"], make_env(bin_dir, gpus=1, max_ticks=1))
+    p.sample()
+    kids = p.children()
+    assert len(kids) == 1
+    p.proc.send_signal(sig)
+    p.proc.wait(timeout=2)
+    gone, alive = psutil.wait_procs(kids, timeout=2)  # SIGKILL: PR_SET_PDEATHSIG does it
+    assert alive == []
+
+
+def test_nvidia_smi_exit_is_reported_not_fatal(bin_dir: Path, start_probe) -> None:
+    p = start_probe(["--backend", "nvidia-smi", "--nvidia-smi", "false", "--interval", "0.2"],
+                    make_env(bin_dir))
+    s = p.sample()
+    assert s["gpus"] == [] and s["source"] == "nvidia-smi"
+    assert any("exited (rc=1)" in e for e in s["errors"]), s["errors"]
+    assert s["host"]["mem_total"] > 0
+    time.sleep(0.3)
+    assert p.proc.poll() is None  # still alive, restarting with backoff
+
+
+def test_backend_none_without_nvidia_smi(tmp_path: Path) -> None:
+    env = make_env(None)
+    env["PATH"] = str(tmp_path)  # no nvidia-smi anywhere; pynvml (if any) finds no driver
+    s = run_once(["--backend", "auto"], env)
+    assert s["source"] == "none" and s["gpus"] == [] and s["procs"] == []
+    h = s["host"]
+    assert 0.0 <= h["cpu_pct"] <= 100.0
+    assert h["mem_total"] == psutil.virtual_memory().total
+    assert h["disk_total"] > 0 and h["disk_used"] > 0
+    assert s["errors"] == []
+
+
+STAT_A = "cpu  1000 50 300 8000 100 10 5 0 0 0\ncpu0 1000 50 300 8000 100 10 5 0 0 0\nctxt 1\n"
+STAT_B = "cpu  1600 50 400 8300 200 10 5 0 0 0\ncpu0 1600 50 400 8300 200 10 5 0 0 0\nctxt 2\n"
+MEMINFO = "MemTotal:       16000000 kB\nMemFree:         1000000 kB\nMemAvailable:    6000000 kB\n"
+
+
+def test_proc_parsers() -> None:
+    a, b = probe_mod.parse_stat(STAT_A), probe_mod.parse_stat(STAT_B)
+    assert a == (9465, 8100)
+    # delta: total 600+100+300+100 = 1100, idle 300+100 = 400 -> busy 700/1100
+    assert probe_mod.cpu_pct(a, b) == round(100 * 700 / 1100, 2)
+    assert probe_mod.cpu_pct(b, b) is None
+    assert probe_mod.parse_meminfo(MEMINFO) == (10000000 * 1024, 16000000 * 1024)
+    no_avail = "MemTotal: 100 kB\nMemFree: 10 kB\nBuffers: 5 kB\nCached: 20 kB\n"
+    assert probe_mod.parse_meminfo(no_avail) == (65 * 1024, 100 * 1024)
+    assert probe_mod.parse_smi_line("0, NVIDIA H100 80GB HBM3, 87, 61234, 81559, 612.34, 64") == {
+        "index": 0, "name": "NVIDIA H100 80GB HBM3", "util": 87.0, "mem_used": 61234 * MIB,
+        "mem_total": 81559 * MIB, "power_w": 612.34, "temp_c": 64.0}
+    g = probe_mod.parse_smi_line("1, X, [N/A], 1, 2, [GPU requires reset], N/A")
+    assert (g["util"], g["power_w"], g["temp_c"]) == (None, None, None)
+    for bad in ("garbage", "x, NAME, 1, 2, 3, 4, 5", "0, NAME, 1, 2, 3, 4, hot"):
+        with pytest.raises(ValueError):
+            probe_mod.parse_smi_line(bad)
+
+
+def test_proc_root_fixture_once(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "stat").write_text(STAT_A)
+    (proc / "meminfo").write_text(MEMINFO)
+    s = run_once(["--backend", "none", "--proc-root", str(proc), "--disk-path", str(tmp_path)],
+                 make_env(None))
+    h = s["host"]
+    assert h["mem_used"] == 10000000 * 1024 and h["mem_total"] == 16000000 * 1024
+    assert h["cpu_pct"] is None  # a static stat file gives no delta: unmeasurable, not 0
+    st = os.statvfs(tmp_path)
+    assert h["disk_total"] == st.f_blocks * st.f_frsize
+
+
+def test_proc_root_missing_files_are_null_with_errors(tmp_path: Path) -> None:
+    s = run_once(["--backend", "none", "--proc-root", str(tmp_path / "nope"),
+                  "--disk-path", str(tmp_path / "nope")], make_env(None))
+    h = s["host"]
+    assert (h["cpu_pct"], h["mem_used"], h["mem_total"], h["disk_used"], h["disk_total"]) == (None,) * 5
+    assert any(e.startswith("cpu:") for e in s["errors"]) and any(e.startswith("mem:") for e in s["errors"])
+    assert any(e.startswith("disk:") for e in s["errors"])
+
+
+def test_proc_root_streaming_cpu_from_deltas(bin_dir: Path, tmp_path: Path, start_probe) -> None:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    env = make_env(bin_dir, gpus=1, seed=7, proc_root=proc)
+    cfg = fake.Config(env)
+    fake.write_proc(cfg, 0)
+    # 0.5 s ticks: the probe must read tick k's stat before the fake writes tick k+1
+    p = start_probe(["--backend", "nvidia-smi", "--proc-root", str(proc), "--interval", "0.5"], env)
+    samples = p.samples(4)
+    assert samples[0]["host"]["cpu_pct"] is None
+    for tick in (1, 2, 3):
+        h = samples[tick]["host"]
+        assert h["cpu_pct"] == pytest.approx(fake.expected_cpu_pct(cfg, tick), abs=0.01)
+        total, avail = fake.meminfo_kb(cfg, tick)
+        assert h["mem_total"] == total * 1024 and h["mem_used"] == (total - avail) * 1024
+        assert 35 <= h["cpu_pct"] <= 55
+
+
+def _wait_for(p: Probe, pred, timeout: float = 4.0) -> tuple[list[str], dict]:
+    """Collect log lines over samples until pred(lines, last_sample) holds."""
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        s = p.sample()
+        lines += s["log"]
+        if pred(lines, s):
+            return lines, s
+        assert time.monotonic() < deadline, lines
+
+
+def test_run_dir_logs_and_checkpoints(tmp_path: Path, start_probe) -> None:
+    run = tmp_path / "run"
+    logs = run / "logs"
+    (logs / "attempt_1").mkdir(parents=True)
+    (logs / "latest").symlink_to("attempt_1")
+    trainer = logs / "trainer.log"
+    trainer.write_text("old 1\nold 2\n")
+    orch = logs / "attempt_1" / "orchestrator.log"
+    orch.write_text("old orch\n")
+    ck = run / "checkpoints"
+    (ck / "step_5" / "trainer").mkdir(parents=True)
+    (ck / "step_5" / "trainer" / "a.bin").write_bytes(b"x" * 1000)
+    (ck / "step_5" / "STABLE").write_text("")
+    (ck / "step_10").mkdir()
+    (ck / "step_10" / "b.bin").write_bytes(b"y" * 300)
+    (ck / "step_x").mkdir()
+    (ck / "notes.txt").write_text("not a checkpoint")
+    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run),
+                     "--ckpt-scan", "0.2"], make_env(None))
+    s = p.sample()
+    assert s["log"] == []  # existing content is not replayed
+    assert [(c["step"], c["bytes"], c["complete"]) for c in s["ckpts"]] == [(5, 1000, True), (10, 300, False)]
+    assert s["ckpts"][0]["path"] == str(ck / "step_5")
+    assert s["ckpts"][1]["mtime"] == pytest.approx((ck / "step_10" / "b.bin").stat().st_mtime)
+    assert s["host"]["disk_total"] == os.statvfs(run).f_blocks * os.statvfs(run).f_frsize
+
+    with trainer.open("a") as f:
+        f.write("Step 12 | loss 0.41\nStep 13 | loss 0.40\nparti")
+    with orch.open("a") as f:
+        f.write("Step 12 | Reward 0.5\n")
+    lines, _ = _wait_for(p, lambda ls, s: len(ls) >= 3)
+    assert sorted(lines) == ["orchestrator: Step 12 | Reward 0.5", "trainer: Step 12 | loss 0.41",
+                             "trainer: Step 13 | loss 0.40"]
+    with trainer.open("a") as f:
+        f.write("al line\n")
+    lines, _ = _wait_for(p, lambda ls, s: len(ls) >= 1)
+    assert lines == ["trainer: partial line"]
+    trainer.write_text("after truncate\n")  # truncation -> read from the start
+    (logs / "new.log").write_text("born after start\n")  # new file -> read from its start
+    (ck / "step_10" / "STABLE").write_text("")
+    lines, s = _wait_for(p, lambda ls, s: len(ls) >= 2 and s["ckpts"][1]["complete"])
+    assert sorted(lines) == ["new: born after start", "trainer: after truncate"]
+    assert [(c["step"], c["complete"]) for c in s["ckpts"]] == [(5, True), (10, True)]
+    s = p.sample()
+    assert s["log"] == []
+
+
+def test_log_burst_is_bounded(tmp_path: Path, start_probe) -> None:
+    logs = tmp_path / "run" / "logs"
+    logs.mkdir(parents=True)
+    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(tmp_path / "run")],
+                    make_env(None))
+    p.sample()
+    (logs / "burst.log").write_text("".join(f"line {i}\n" for i in range(500)))
+    lines, s = _wait_for(p, lambda ls, s: len(ls) > 0)
+    assert len(lines) == 200 and lines[-1] == "burst: line 499" and lines[0] == "burst: line 300"
+    assert "log: 300 lines skipped" in s["errors"]
+
+
+FAKE_PYNVML = '''
+import os
+class NVMLError(Exception): pass
+class NVMLError_NotSupported(NVMLError): pass
+NVML_TEMPERATURE_GPU = 0
+class _O:
+    def __init__(self, **kw): self.__dict__.update(kw)
+def _log(what):
+    with open(os.environ["FAKE_NVML_LOG"], "a") as f: f.write(what + "\\n")
+def nvmlInit(): _log("init")
+def nvmlDeviceGetCount(): return 2
+def nvmlDeviceGetHandleByIndex(i): _log("handle"); return i
+def nvmlDeviceGetName(h): return b"Fake GPU %d" % h
+def nvmlDeviceGetUtilizationRates(h): return _O(gpu=55 + h, memory=10)
+def nvmlDeviceGetMemoryInfo(h): return _O(used=1000 * (h + 1), total=8000, free=0)
+def nvmlDeviceGetPowerUsage(h):
+    if h == 1: raise NVMLError("Unknown Error")
+    return 250500
+def nvmlDeviceGetTemperature(h, sensor):
+    if h == 1: raise NVMLError_NotSupported("Not Supported")
+    return 61
+def nvmlDeviceGetComputeRunningProcesses(h):
+    return [_O(pid=4242, usedGpuMemory=123), _O(pid=99, usedGpuMemory=None)] if h == 0 else []
+'''
+
+
+def test_nvml_backend_with_fake_pynvml(tmp_path: Path, start_probe) -> None:
+    (tmp_path / "pynvml.py").write_text(FAKE_PYNVML)
+    proc = tmp_path / "proc"
+    (proc / "4242").mkdir(parents=True)
+    (proc / "4242" / "cmdline").write_bytes(b"python\0train.py\0--x\0")
+    (proc / "stat").write_text(STAT_A)
+    (proc / "meminfo").write_text(MEMINFO)
+    env = make_env(None, )
+    env["PYTHONPATH"] = str(tmp_path)
+    env["FAKE_NVML_LOG"] = str(tmp_path / "calls.log")
+    p = start_probe(["--backend", "auto", "--interval", "0.2", "--proc-root", str(proc)], env)
+    samples = p.samples(3)
+    s = samples[-1]
+    assert s["source"] == "nvml"
+    assert s["gpus"] == [
+        {"index": 0, "name": "Fake GPU 0", "util": 55.0, "mem_used": 1000, "mem_total": 8000,
+         "power_w": 250.5, "temp_c": 61.0},
+        {"index": 1, "name": "Fake GPU 1", "util": 56.0, "mem_used": 2000, "mem_total": 8000,
+         "power_w": None, "temp_c": None},
+    ]
+    assert s["procs"] == [{"pid": 4242, "gpu": 0, "mem": 123, "cmd": "python train.py --x"},
+                          {"pid": 99, "gpu": 0, "mem": None, "cmd": None}]
+    assert s["errors"] == ["gpu1 power: NVMLError: Unknown Error"]  # NotSupported is not an error
+    assert (tmp_path / "calls.log").read_text().split() == ["init", "handle", "handle"]  # handles once
+
+
+def test_checkpoint_completeness_follows_prime_rl_markers(tmp_path: Path) -> None:
+    """Real prime-rl checkpoints carry no STABLE file: DCP's trainer/.metadata (written last) and the
+    orchestrator's atomically renamed progress.pt say a step_N is whole."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("probe_mod", PROBE)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+
+    def step(name: str, *files: str) -> str:
+        d = tmp_path / name
+        d.mkdir()
+        for f in files:
+            (d / f).parent.mkdir(parents=True, exist_ok=True)
+            (d / f).write_bytes(b"x")
+        return str(d)
+
+    assert probe.checkpoint_complete(step("full", "trainer/__0_0.distcp", "trainer/.metadata",
+                                          "orchestrator/progress.pt"))
+    assert not probe.checkpoint_complete(step("mid_write", "trainer/__0_0.distcp",
+                                              "orchestrator/progress.pt"))
+    assert not probe.checkpoint_complete(step("no_orch_yet", "trainer/__0_0.distcp", "trainer/.metadata",
+                                              "orchestrator/progress.pt.tmp"))
+    assert probe.checkpoint_complete(step("trainer_only", "trainer/.metadata"))  # ckpt.output_dir split
+    assert probe.checkpoint_complete(step("legacy", "model.safetensors", "STABLE"))
+    assert not probe.checkpoint_complete(step("empty"))
+
+
+def test_run_info_reads_max_steps_from_the_resolved_configs(tmp_path: Path, start_probe) -> None:
+    run = tmp_path / "run"
+    (run / "configs").mkdir(parents=True)
+    (run / "configs" / "orchestrator.json").write_text("{not json")  # garbage is reported, not fatal
+    (run / "configs" / "rl.json").write_text(json.dumps({"trainer": {"max_steps": 400}}))
+    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run), "--ckpt-scan", "0.2"],
+                    make_env(None))
+    s = p.sample()
+    assert s["run"] == {"max_steps": 400}
+    assert any("orchestrator.json" in e for e in s["errors"])
+
+
+def test_run_info_names_the_model_and_tokens_per_step(tmp_path: Path, start_probe) -> None:
+    """prime-rl's split configs: the model in trainer.json, the batch and packing length in orchestrator.json."""
+    from services.models import Sample
+
+    run = tmp_path / "run"
+    (run / "configs").mkdir(parents=True)
+    (run / "configs" / "trainer.json").write_text(json.dumps({"max_steps": 200, "model": {"name": "Qwen/Qwen3-4B"}}))
+    (run / "configs" / "orchestrator.json").write_text(json.dumps({"max_steps": 200, "batch_size": 64,
+                                                                  "seq_len": 2048, "model": {"name": "x"}}))
+    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run), "--ckpt-scan", "0.2"],
+                    make_env(None))
+    s = p.sample()
+    assert s["run"] == {"max_steps": 200, "model": "Qwen/Qwen3-4B", "tokens_per_step": 64 * 2048}
+    parsed = Sample.from_dict(s)
+    assert (parsed.max_steps, parsed.model, parsed.tokens_per_step) == (200, "Qwen/Qwen3-4B", 131072)
+
+
+def test_training_csv_rows_follow_the_header_and_skip_partial_lines(tmp_path: Path, start_probe) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    csv = run / "training.csv"
+    csv.write_text("step,toks_per_s,loss,lr\n1,900,2.5,1e-5\n2,950,2.4,1e-5\n")  # columns in the file's order
+    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run)], make_env(None))
+    first = [json.loads(m) for m in p.sample()["metrics"]]
+    assert first == [{"source": "training.csv", "step": 1, "toks_per_s": 900.0, "loss": 2.5, "lr": 1e-5},
+                     {"source": "training.csv", "step": 2, "toks_per_s": 950.0, "loss": 2.4, "lr": 1e-5}]
+    with csv.open("a") as f:
+        f.write("3,1000,2.3,1e-5\ngarbage\n4,10")  # a garbled row, then half a row still being written
+        f.flush()
+    rows: list[dict] = []
+    for _ in range(10):
+        rows += [json.loads(m) for m in p.sample()["metrics"]]
+        if len(rows) >= 2:
+            break
+    assert rows == [{"source": "training.csv", "step": 3, "toks_per_s": 1000.0, "loss": 2.3, "lr": 1e-5},
+                    {"source": "training.csv", "raw": "garbage"}]
+    with csv.open("a") as f:
+        f.write("50,2.2,1e-5\n")
+    for _ in range(10):
+        if rows := [json.loads(m) for m in p.sample()["metrics"]]:
+            break
+    assert rows == [{"source": "training.csv", "step": 4, "toks_per_s": 1050.0, "loss": 2.2, "lr": 1e-5}]

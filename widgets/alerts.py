@@ -1,0 +1,166 @@
+"""How alerts, run progress and log lines read on screen (shared by the monitor pane, the sidebar badge
+and the fleet view), and the alert log: every alert as it fired (pod, time on the pod's clock, title),
+newest last. Cleared alerts stay in the log; the sidebar badge and the monitor pane show what stands now."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+from rich.text import Text
+from textual.widgets import RichLog, Static
+
+from services.monitor.health import default_patterns, match_line
+from services.models import Alert, RunProgress, Severity
+from services.models import WandbStatus
+from widgets.format import NA, duration
+from widgets.trend import bar_cells
+
+SEVERITY_STYLE = {Severity.INFO: "cyan", Severity.WARNING: "yellow", Severity.CRITICAL: "bold red"}
+SEVERITY_ICON = {Severity.INFO: "i", Severity.WARNING: "!", Severity.CRITICAL: "‼"}
+TOAST_SEVERITY = {Severity.INFO: "information", Severity.WARNING: "warning", Severity.CRITICAL: "error"}
+
+
+def worst(alerts: Sequence[Alert]) -> Severity | None:
+    return max((a.severity for a in alerts), key=lambda s: s.rank, default=None)
+
+
+def badge_text(alerts: Sequence[Alert]) -> str:
+    """The sidebar badge: "‼ 2 alerts" ("" when none)."""
+    if not alerts:
+        return ""
+    sev = worst(alerts)
+    assert sev is not None
+    return f"{SEVERITY_ICON[sev]} {len(alerts)} alert{'s' if len(alerts) > 1 else ''}"
+
+
+def badge_class(alerts: Sequence[Alert]) -> str:
+    sev = worst(alerts)
+    return "" if sev is None else f"-{sev.value}"
+
+
+def alerts_text(alerts: Sequence[Alert]) -> Text:
+    text = Text()
+    for i, a in enumerate(alerts):
+        if i:
+            text.append("\n")
+        text.append(f"{SEVERITY_ICON[a.severity]} {a.title}: ", style=SEVERITY_STYLE[a.severity])
+        text.append(a.message)
+    return text
+
+
+def money(value: float | None) -> str:
+    return NA if value is None else f"${value:,.2f}"
+
+
+def run_line(run: RunProgress | None, pod_now: float | None) -> str:
+    """One line: step / max, loss, reward, tokens/s, MFU, steps/hr, ETA, $ so far / to finish."""
+    if run is None or run.step is None:
+        return ""
+    step = f"step {run.step}" + (f"/{run.max_steps}" if run.max_steps else "")
+    parts = [step]
+    if run.loss is not None:
+        parts.append(f"loss {run.loss:.4g}")
+    if run.reward is not None:
+        parts.append(f"reward {run.reward:.3g}")
+    if run.tokens_per_s is not None:
+        parts.append(f"{run.tokens_per_s:,.0f} tok/s")
+    if run.mfu is not None:
+        parts.append(f"MFU {run.mfu:.1f}%")
+    if run.steps_per_hr is not None:
+        parts.append(f"{run.steps_per_hr:,.0f} steps/hr")
+    parts.append("ETA " + (duration(run.eta_s) if run.eta_s is not None else NA))
+    if run.cost_so_far is not None:
+        parts.append(f"{money(run.cost_so_far)} spent, {money(run.cost_to_finish)} to go")
+    if run.finished:
+        parts.append("finished")
+    elif run.checkpointing:
+        parts.append("writing checkpoint")
+    elif run.last_step_at is not None and pod_now is not None:
+        parts.append(f"last step {duration(pod_now - run.last_step_at)} ago")
+    return "run: " + " · ".join(parts)
+
+
+def wandb_line(status: WandbStatus | None, now: float) -> str:
+    """W&B's view of the run, labelled as information: it trails the pod by 15 s or more and its "crashed"
+    comes ~5 min after a lost heartbeat, so the pod's own logs and clock stay the evidence."""
+    if status is None:
+        return ""
+    return f"{status.note(now)} · {status.run_path} (information only; the pod's logs are the evidence)"
+
+
+def recent_alerts_text(entries: Sequence[tuple[str, Alert]], pod: str, limit: int) -> Text:
+    """The pod's last ``limit`` alerts as they fired (the alert log, filtered), newest last."""
+    mine = [a for name, a in entries if name == pod][-limit:]
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("Alert log (this pod, newest last; o: every pod)", style="bold")
+    for alert in mine:
+        text.append("\n")
+        text.append_text(log_entry(pod, alert))
+    return text
+
+
+def loss_trend(run: RunProgress | None, width: int = 12) -> str:
+    if run is None or not run.loss_history:
+        return ""
+    values = run.loss_history[-width:]
+    low, high = min(values), max(values)
+    if high <= low:
+        high = low + 1.0
+    return bar_cells(list(values), low, high, len(values))
+
+
+def log_tail_text(lines: Sequence[str], limit: int) -> Text:
+    """The last ``limit`` log lines; lines matching an error pattern are highlighted."""
+    patterns = default_patterns()
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for i, line in enumerate(lines[-limit:]):
+        if i:
+            text.append("\n")
+        hit = match_line(line, patterns)
+        text.append(line, style=SEVERITY_STYLE[hit.severity] if hit is not None else "")
+    return text
+
+
+class AlertList(Static):
+    """The pod's current alerts, worst first; re-rendered only when they change."""
+
+    DEFAULT_CSS = """
+    AlertList { height: auto; max-height: 10; margin: 1 0 0 0; }
+    """
+
+    def show_alerts(self, alerts: Sequence[Alert]) -> None:
+        if getattr(self, "_shown", None) == tuple(alerts):
+            return
+        self._shown = tuple(alerts)
+        self.update(alerts_text(alerts))
+        self.display = bool(alerts)
+
+
+def log_entry(pod: str, alert: Alert) -> Text:
+    stamp = time.strftime("%H:%M:%S", time.localtime(alert.since))
+    text = Text(f"{stamp} {pod}: ", style="dim")
+    text.append(f"{SEVERITY_ICON[alert.severity]} {alert.title}", style=SEVERITY_STYLE[alert.severity])
+    if alert.line:
+        text.append(f" — {alert.line}")
+    return text
+
+
+class AlertLog(RichLog):
+    DEFAULT_CSS = """
+    AlertLog { height: 10; border-top: solid $panel; }
+    """
+
+    def __init__(self, entries: Iterable[tuple[str, Alert]] = (), **kwargs) -> None:
+        super().__init__(max_lines=500, wrap=False, markup=False, **kwargs)
+        self._initial = list(entries)
+        self.entries = 0
+
+    def on_mount(self) -> None:
+        for pod, alert in self._initial:
+            self.add(pod, alert)
+        self._initial = []
+
+    def add(self, pod: str, alert: Alert) -> None:
+        self.write(log_entry(pod, alert))
+        self.entries += 1
