@@ -13,12 +13,13 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Footer, Header, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, TextArea
 from textual.worker import Worker, WorkerState
 
 from app.auto_backup import AutoBackup
@@ -46,6 +47,17 @@ from widgets.pod_list import PodList
 
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
 PANES = ("config", "offers", "monitor", "bottleneck", "checkpoints")
+# What gets the focus when a pane is shown (1-5, a tab click): its main widget, so arrows and Enter act
+# there; None: the pod list (the Monitor pane follows the selected pod and has no keys of its own). Never a
+# text field: there the number keys would type digits (Config opens on its findings; e edits, escape leaves).
+PANE_FOCUS = {"config": "#config-findings", "offers": "#of-table", "monitor": None,
+              "bottleneck": "#bottleneck-pane", "checkpoints": "#checkpoints-pane"}
+PANE_IDS = {"config": "#config-pane", "offers": "#offers-pane", "monitor": "#monitor-pane",
+            "bottleneck": "#bottleneck-pane", "checkpoints": "#checkpoints-pane"}
+
+
+def _keys(binding: Binding) -> list[str]:
+    return [k.strip() for k in binding.key.split(",")]
 MonitorFactory = Callable[[Callable[[PodSnapshot], None]], MonitorService]
 
 
@@ -83,6 +95,7 @@ class PrimeTrainApp(RunActions, App[None]):
         Binding("c", "cleanup", "Clean up checkpoints", id="cleanup", show=False),
         # show=False keeps the footer (and its pinned snapshot) as it was; help and the keymap list it
         Binding("o", "fleet", "Fleet view", id="fleet", show=False),
+        Binding("w", "wizard", "Config wizard", id="wizard", show=False),
         Binding("t", "tasks", "Tasks", id="tasks", show=False),
         Binding("T", "terminate_pod", "Terminate rented pod", id="terminate_pod", show=False),
         Binding("question_mark", "help", "Help", id="help", key_display="?"),
@@ -91,6 +104,9 @@ class PrimeTrainApp(RunActions, App[None]):
             Binding(str(n), f"show_pane('{pane}')", f"Go to {pane.title()}", id=f"pane_{pane}", show=False)
             for n, pane in enumerate(PANES, 1)
         ),
+        Binding("left_square_bracket", "select_pod(-1)", "Previous pod", id="prev_pod", key_display="[",
+                show=False),
+        Binding("right_square_bracket", "select_pod(1)", "Next pod", id="next_pod", key_display="]", show=False),
         Binding("q", "quit", "Quit", id="quit"),
     ]
 
@@ -169,6 +185,12 @@ class PrimeTrainApp(RunActions, App[None]):
         for notice in self._notices:
             self.notify(notice, severity="warning", timeout=10)
         self.rentals.start()
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Small terminals: the sidebar narrows (classes read by styles/app.tcss), the panes keep the room."""
+        width = event.size.width
+        self.set_class(width < 130, "-narrow")
+        self.set_class(width < 100, "-compact")
 
     async def on_unmount(self) -> None:
         if self.monitor is not None:
@@ -308,17 +330,103 @@ class PrimeTrainApp(RunActions, App[None]):
 
     def on_tabbed_content_tab_activated(self) -> None:
         self._refresh_live_pane()
+        self._focus_pane()
+        self.refresh_bindings()
+
+    # -- keys: the visible pane's keys work whatever has the focus, and app keys never shadow them -------
+
+    def active_pane(self) -> Widget | None:
+        """The pane widget on screen (None under a modal or while the App starts or stops)."""
+        if not self._main_widgets_ready() or self.screen is not self.screen_stack[0]:
+            return None
+        selector = PANE_IDS.get(self.tabs.active or "")
+        found = self.screen_stack[0].query(selector) if selector else None
+        return found.first() if found else None
+
+    def pane_bindings(self) -> dict[str, Binding]:
+        """The visible pane's own keys: key -> binding."""
+        pane = self.active_pane()
+        if pane is None:
+            return {}
+        keys: dict[str, Binding] = {}
+        for binding in type(pane).BINDINGS:
+            if isinstance(binding, Binding) and binding.show:  # hidden ones (escape) stay with the focus
+                for key in _keys(binding):
+                    keys.setdefault(key, binding)
+        return keys
+
+    def _focus_pane(self) -> None:
+        if not self._main_widgets_ready() or self.screen is not self.screen_stack[0]:
+            return
+        selector = PANE_FOCUS.get(self.tabs.active or "")
+        target = self.screen_stack[0].query(selector).first() if selector else self.pod_list
+        if target.focusable:
+            target.focus()
+
+    async def on_key(self, event: events.Key) -> None:
+        """A key no binding took (the focus is outside the visible pane, e.g. in the pod list): the
+        pane's own binding for it runs. Text fields keep their keys."""
+        if isinstance(self.focused, (Input, TextArea)) or event.key in ("tab", "shift+tab"):
+            return
+        pane = self.active_pane()
+        binding = self.pane_bindings().get(event.key)
+        if pane is None or binding is None:
+            return
+        if self.focused is not None and pane in self.focused.ancestors_with_self:
+            return  # the focus is in the pane: its bindings had the key already
+        event.stop()
+        await self.run_action(binding.action, pane)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in APP_ACTION_KEYS and set(APP_ACTION_KEYS[action]) & set(self.pane_bindings()):
+            return False  # the visible pane uses this key: it is the pane's (hidden here, run in on_key)
         if action in ("remove_pod", "reconnect", "launch", "kill", "resume", "cleanup", "terminate_pod"):  # None: shown dimmed (footer, help), not runnable
             return True if self._main_widgets_ready() and self.pod_list.selected else None
         return True
 
     def action_show_pane(self, pane: str) -> None:
+        if self.tabs.active == pane:
+            self._focus_pane()
         self.tabs.active = pane
 
+    def action_wizard(self) -> None:
+        """The config wizard, from anywhere; the file it saves opens in the Config pane."""
+        from app.screens.save_as import free_name
+        from app.screens.wizard import WizardScreen
+
+        config = self.screen_stack[0].query_one(ConfigPane)
+        folder = config.path.parent if config.path is not None else Path.cwd()
+        self.push_screen(WizardScreen(free_name(folder)), self._wizard_saved)
+
+    def _wizard_saved(self, path: Path | None) -> None:
+        if path is None:
+            return
+        config = self.screen_stack[0].query_one(ConfigPane)
+
+        def open_it(yes: bool | None = True) -> None:
+            if yes:
+                config.open(path)
+                self.action_show_pane("config")
+            else:
+                self.notify(f"The wizard's config is saved as {path}; the Config pane kept your edits.")
+
+        if config.modified:
+            self.push_screen(ConfirmScreen(f"The Config pane has unsaved edits of {config.path}. Open {path.name} "
+                                           "instead (your edits are lost)?"), open_it)
+        else:
+            open_it()
+
+    def action_select_pod(self, step: int) -> None:
+        names = list(self.pods)
+        if not names:
+            return
+        at = names.index(self.selected) if self.selected in names else -1
+        self.pod_list.select(names[(at + step) % len(names)])
+
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(help_rows(self, self.screen)))
+        pane = self.active_pane()
+        title = (self.tabs.active or "").title() + " pane" if pane is not None else ""
+        self.push_screen(HelpScreen(help_rows(self, self.screen, pane, title)))
 
     def action_add_pod(self) -> None:
         self.push_screen(AddPodScreen(), self._add_spec)
@@ -444,23 +552,52 @@ class PrimeTrainApp(RunActions, App[None]):
                 await asyncio.to_thread(remove_saved_pod, remove, self.pods_path)
 
     def palette_commands(self) -> list[tuple[str, str, Callable[[], object]]]:
-        """What the command palette offers now; each is a binding's action, so keys and palette agree."""
+        """What the command palette offers now: every action of the App and of every pane, with the
+        pod or pane it acts on ("demo: kill run", "Offers: refresh offers"). Each is a binding's action,
+        so keys and palette agree."""
         commands: list[tuple[str, str, Callable[[], object]]] = [
             ("Pod: add", "user@host[:port], an ssh alias, local or demo", self.action_add_pod),
+            ("Config: open the wizard", "Model, environment, GPUs: a config that validates (w)", self.action_wizard),
         ]
         name = self.selected
         if name is not None:
-            commands.append((f"Pod: remove {name}", "Stop watching it (asks first)", self.action_remove_pod))
-            commands.append((f"Pod: reconnect {name}", "Retry now, skip the backoff", self.action_reconnect))
-        active = self.tabs.active
+            pod = self.pods.get(name)
+            commands += [
+                (f"{name}: launch run", "Pre-flight checks, then start the run (L)", self.action_launch),
+                (f"{name}: kill run", "Stop the run's processes and free the GPUs (asks first; k)", self.action_kill),
+                (f"{name}: resume run", "From the newest complete checkpoint (asks first; R)", self.action_resume),
+                (f"{name}: clean up checkpoints", "Preview, then delete old checkpoints (c)", self.action_cleanup),
+                (f"{name}: reconnect", "Retry now, skip the backoff (r)", self.action_reconnect),
+                (f"{name}: remove from the list", "Stop watching it (asks first; d)", self.action_remove_pod),
+            ]
+            if pod is not None and pod.provider:
+                commands.append((f"{name}: terminate rented pod", "Stop paying for it (asks first; T)",
+                                 self.action_terminate_pod))
+        if self._main_widgets_ready():
+            main = self.screen_stack[0]
+            for pane in PANES:
+                widget = main.query(PANE_IDS[pane]).first()
+                for binding in type(widget).BINDINGS:
+                    if isinstance(binding, Binding) and binding.show:
+                        key = self.get_key_display(binding)
+                        commands.append((f"{pane.title()}: {binding.description.lower()}",
+                                         f"Shows the {pane.title()} pane and does it ({key})",
+                                         partial(self._run_pane_action, pane, binding.action)))
+        active = self.tabs.active if self._main_widgets_ready() else None
         commands += [
-            (f"Go to: {p.title()}", f"Show the {p.title()} pane", partial(self.action_show_pane, p))
-            for p in PANES
+            (f"Go to: {p.title()}", f"Show the {p.title()} pane ({n})", partial(self.action_show_pane, p))
+            for n, p in enumerate(PANES, 1)
             if p != active
         ]
         running = len(self.tasks.running())
-        commands.append(("Show tasks", f"Launch/kill/resume/clean-up actions ({running} running)", self.action_tasks))
-        return commands + [("Show help", "Every key, from the live bindings", self.action_help)]
+        commands.append(("Show tasks", f"Launch/kill/resume/clean-up actions ({running} running; t)", self.action_tasks))
+        commands.append(("Fleet view", "Every pod at once (o)", self.action_fleet))
+        return commands + [("Show help", "Every key, from the live bindings (?)", self.action_help)]
+
+    async def _run_pane_action(self, pane: str, action: str) -> None:
+        self.action_show_pane(pane)
+        widget = self.screen_stack[0].query(PANE_IDS[pane]).first()
+        await self.run_action(action, widget)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is not WorkerState.ERROR:
@@ -469,3 +606,10 @@ class PrimeTrainApp(RunActions, App[None]):
         known = isinstance(error, PrimeTrainError)
         text = f"{error}\n{error.hint}".strip() if known else f"{type(error).__name__}: {error}"
         self.notify(text, severity="error", title=f"{event.worker.name} failed", timeout=10)
+
+
+# action -> the keys the App binds to it (a pane binding the same key takes it while it is on screen)
+APP_ACTION_KEYS: dict[str, list[str]] = {}
+for _b in PrimeTrainApp.BINDINGS:
+    if isinstance(_b, Binding):
+        APP_ACTION_KEYS.setdefault(_b.action.split("(")[0], []).extend(_keys(_b))

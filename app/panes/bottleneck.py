@@ -41,7 +41,7 @@ class BottleneckPane(Widget, can_focus=True):
     BottleneckPane { height: 1fr; }
     BottleneckPane #bn-empty { padding: 1 2; color: $text-muted; }
     BottleneckPane #bn-body { padding: 0 1; }
-    BottleneckPane #bn-profile-status { margin-top: 1; color: $text-muted; }
+    BottleneckPane #bn-profile-status { width: 100%; margin-bottom: 1; color: $text-muted; }
     BottleneckPane #bn-report { margin-top: 1; border-top: solid $primary; }
     """
 
@@ -69,8 +69,9 @@ class BottleneckPane(Widget, can_focus=True):
     def compose(self) -> ComposeResult:
         yield Static("No pod selected.", id="bn-empty")
         with VerticalScroll(id="bn-body"):
-            yield BottleneckView(id="bn-live")
+            # first: the profiling progress is what the user just asked for (p), never below the fold
             yield Label("Press p to profile the next steps.", id="bn-profile-status")
+            yield BottleneckView(id="bn-live")
             yield BottleneckView(id="bn-report")
 
     def on_mount(self) -> None:

@@ -39,6 +39,9 @@ class ConfigPane(Widget):
         Binding("ctrl+r", "reload", "Reload from disk", id="config.reload"),
         Binding("f8", "next_finding", "Next finding", id="config.next_finding"),
         Binding("f2", "toggle_versions", "Versions", id="config.versions"),
+        Binding("ctrl+f", "apply_fix", "Apply fix", id="config.apply_fix_here"),
+        Binding("e", "edit", "Edit", id="config.edit"),
+        Binding("escape", "leave_editor", "Leave the editor", id="config.leave_editor", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -77,7 +80,9 @@ class ConfigPane(Widget):
     def compose(self) -> ComposeResult:
         yield Label("", id="config-status")
         with Horizontal(id="config-body"):
-            yield TextArea.code_editor("", language="toml", id="config-editor", soft_wrap=False)
+            # Tab leaves the editor for the findings (TOML needs no tab indentation): every part is reachable
+            yield TextArea.code_editor("", language="toml", id="config-editor", soft_wrap=False,
+                                       tab_behavior="focus")
             with Vertical(id="config-side"):
                 yield Label("", id="config-summary")
                 yield FindingsList(id="config-findings")
@@ -146,8 +151,15 @@ class ConfigPane(Widget):
         self._status(f"cannot read {path}")
 
     def action_save(self) -> None:
-        if self.path is None:
-            self.notify("no file to save to: open one with --config FILE or the wizard", severity="warning")
+        if self.path is None:  # typed without a file: ask for a new one, then it is this pane's file
+            from app.screens.save_as import SaveAsScreen, free_name
+
+            def chosen(path: Path | None) -> None:
+                if path is not None:
+                    self.path = path
+                    self._save(path, self.editor.text)
+
+            self.app.push_screen(SaveAsScreen(free_name(Path.cwd())), chosen)
             return
         self._save(self.path, self.editor.text)
 
@@ -244,6 +256,26 @@ class ConfigPane(Widget):
         col = max(0, min(finding.column - 1, len(editor.document.get_line(line))))
         editor.move_cursor((line, col), center=True)
         editor.focus()
+
+    def action_edit(self) -> None:
+        """e: into the editor (the pane opens on its findings, so the number keys still switch panes)."""
+        self.editor.focus()
+
+    def action_leave_editor(self) -> None:
+        """escape in the editor: back to the findings, where 1-5 and the pane's keys work again."""
+        if self.editor.has_focus:
+            self.findings_list.focus()
+
+    def action_apply_fix(self) -> None:
+        """ctrl+f from anywhere in the pane: the highlighted finding's fix (the first with a fix if none)."""
+        findings = self.findings_list
+        finding = findings.current
+        if finding is None or finding.edit is None:
+            finding = next((f for f in findings.findings if f.edit is not None), None)
+        if finding is None:
+            self.notify("No finding here has an automatic fix.", title="Config")
+            return
+        self.apply_fix(finding)
 
     def on_findings_list_apply_fix(self, event: FindingsList.ApplyFix) -> None:
         self.apply_fix(event.finding)
@@ -347,7 +379,7 @@ class ConfigPane(Widget):
     def _status(self, text: str | None = None) -> None:
         if text is None:
             if self.path is None:
-                text = "no file · ctrl+s needs a file (--config FILE or the wizard)"
+                text = "no file yet · w: the config wizard writes one · e: type one here, ctrl+s saves it"
             else:
                 flags = []
                 if self.modified:

@@ -67,6 +67,9 @@ class OffersPane(Widget, can_focus=True):
     OffersPane #of-run { padding: 0 1; color: $text-muted; }
     OffersPane #of-keys { padding: 0 1; color: $text-muted; }
     OffersPane #of-rent { padding: 0 1; color: $warning; }
+    OffersPane #of-best, OffersPane #of-status, OffersPane #of-run, OffersPane #of-keys, OffersPane #of-rent {
+        width: 100%;  /* wrap: the reason is never cut off at the right edge */
+    }
     """
 
     class RentRequested(Message):
@@ -224,6 +227,24 @@ class OffersPane(Widget, can_focus=True):
             return
         self.apply_filters()
 
+    def _why_none(self) -> str:
+        """Why the table is empty, the real reason first: no keys, every provider failed, or the filters."""
+        fetched, errors = self.result.offers, self.result.errors
+        if fetched:
+            return f"No offer fits the filters ({len(fetched)} offers fetched: widen the filters or tick misfits)."
+        if self.fetched_spot is None:
+            return "Press r to fetch offers."
+        from services.offers.providers import PROVIDERS
+
+        missing = [e for e in errors if e.message.startswith("no API key")]
+        if errors and len(missing) == len(errors) == len(PROVIDERS):
+            names = ", ".join(p.key_env for p in PROVIDERS.values())
+            return (f"No provider API key is set, so there is nothing to show: set one of {names} "
+                    "(in the environment or settings.toml [offers]) and press r.")
+        if errors:
+            return "No offers: " + "; ".join(f"{e.provider}: {e.message}" for e in errors)
+        return "The providers returned no offers right now; press r to ask again."
+
     def _float(self, wid: str) -> float | None:
         try:
             return float(self.query_one(wid, Input).value)
@@ -248,7 +269,7 @@ class OffersPane(Widget, can_focus=True):
                   f"{top.offer.region} — ${top.est_cost:.2f} in {duration(top.est_hours * 3600)} "
                   f"at ${top.offer.price_hr:.2f}/hr" + (" (✓ = time measured on your earlier runs)"
                                                          if any(r.measured for r in self.ranked) else "")
-                  if top else "No offer fits the filters.")
+                  if top else self._why_none())
         errors = "; ".join(f"{e.provider}: {e.message}" for e in self.result.errors)
         n = len(self.result.offers)
         set_label(self.query_one("#of-status", Label),

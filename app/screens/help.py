@@ -10,6 +10,7 @@ from textual.app import App, ComposeResult
 from textual.binding import ActiveBinding, Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
+from textual.widget import Widget
 from textual.widgets import Static
 
 
@@ -21,23 +22,42 @@ class HelpRow:
     enabled: bool
 
 
-def help_rows(app: App, screen: Screen) -> list[HelpRow]:
-    """One row per action among ``screen``'s active bindings (app, screen and focused widget chain).
+def help_rows(app: App, screen: Screen, pane: Widget | None = None, pane_title: str = "") -> list[HelpRow]:
+    """One row per action: the visible pane's own keys first (they work whatever has the focus), then
+    the App's, then the focused widget's (scrolling and the like), each group in declared order.
 
-    Keys bound to the same action in the same place share a row ("^c / super+c")."""
+    Keys bound to the same action in the same place share a row ("^c / super+c"). App keys that the
+    pane takes over while it is on screen are left out (the App hides them: check_action)."""
     rows: dict[tuple[str, str], HelpRow] = {}
-    for active in screen.active_bindings.values():
-        binding: Binding = active.binding
+
+    def add(binding: Binding, where: str, enabled: bool) -> None:
         description = binding.description or binding.tooltip or binding.action
         key = app.get_key_display(binding)
-        where = _where(app, active)
         row = rows.get((description, where))
         if row is None:
-            rows[(description, where)] = HelpRow(key, description, where, active.enabled)
+            rows[(description, where)] = HelpRow(key, description, where, enabled)
         elif key not in row.key.split(" / "):
             rows[(description, where)] = replace(row, key=f"{row.key} / {key}")
-    # App-wide keys first, then the focused widget's, each group in declared order.
-    return sorted(rows.values(), key=lambda r: r.where != "everywhere")
+
+    pane_where = f"in {pane_title}" if pane_title else ""
+    if pane is not None:
+        for binding in type(pane).BINDINGS:
+            if isinstance(binding, Binding) and binding.show:
+                add(binding, pane_where, _enabled(pane, binding))
+    for active in screen.active_bindings.values():
+        if pane is not None and active.node is pane:
+            continue  # listed above
+        add(active.binding, _where(app, active), active.enabled)
+    order = {pane_where: 0, "everywhere": 1}
+    return sorted(rows.values(), key=lambda r: order.get(r.where, 2))
+
+
+def _enabled(node: Widget, binding: Binding) -> bool:
+    name, _, _ = binding.action.partition("(")
+    try:
+        return node.check_action(name, ()) is True
+    except Exception:
+        return True
 
 
 def _where(app: App, active: ActiveBinding) -> str:

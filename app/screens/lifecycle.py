@@ -34,7 +34,11 @@ class LifecycleScreen(ModalScreen["Any | None"]):
     LifecycleScreen #lc-plan { margin-bottom: 1; }
     LifecycleScreen ProgressBar { margin: 1 0; }
     """
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="lifecycle_cancel")]
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="lifecycle_cancel"),
+        Binding("y", "go", "Yes, do it", id="lifecycle_yes"),
+        Binding("n", "no", "No", id="lifecycle_no"),
+    ]
 
     def __init__(self, action: str, pod: Any, *, plan: PlanFn | None, run: RunFn, confirm: str,
                  connect: Callable[[Any], Any] | None = None, settings: Any = None) -> None:
@@ -202,6 +206,17 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         else:
             self.action_cancel()
 
+    def action_go(self) -> None:
+        """y: the confirm button, once the plan is there and the checks allow it (never twice)."""
+        go = self.query_one("#lc-go", Button)
+        if not go.disabled and go.display:
+            go.press()
+
+    def action_no(self) -> None:
+        """n: no, before anything started (once it runs, escape cancels and Background keeps it going)."""
+        if self.run_task is None and not self._running:
+            self.action_cancel()
+
     def action_cancel(self) -> None:
         self.workers.cancel_group(self, "lifecycle")
         if self.run_task is not None and self.run_task.running:
@@ -244,17 +259,18 @@ def lifecycle_settings(settings: Any) -> Any:
 
 def backup_settings(backup: Any) -> Any:
     """The S3 backup settings (backup.toml + env) when a bucket is configured, else None: cleanup then
-    never deletes an unverified checkpoint, and resume restores from the bucket when the pod has none."""
+    never deletes an unverified checkpoint, and resume restores from the bucket when the pod has none.
+    An unreadable backup.toml gives its error (never None): cleanup refuses while it stays so."""
     if backup is not None:
-        return backup if getattr(backup, "bucket", "") else None
+        return backup if isinstance(backup, BaseException) or getattr(backup, "bucket", "") else None
     from app.settings import config_dir
     from services.errors import PrimeTrainError
     from services.backup.s3 import load_backup_settings
 
     try:
         loaded = load_backup_settings(config_dir() / "backup.toml")
-    except PrimeTrainError:
-        return None  # the Checkpoints pane reports a broken backup.toml; lifecycle keeps today's rules
+    except PrimeTrainError as exc:
+        return exc  # unreadable backup.toml: cleanup refuses (fail closed), resume goes without the bucket
     return loaded if loaded.bucket else None
 
 
@@ -355,7 +371,8 @@ class CleanupPreviewScreen(ModalScreen[bool]):
     CleanupPreviewScreen .dialog { width: 100; max-height: 90%; }
     CleanupPreviewScreen #cp-plan { height: auto; max-height: 30; }
     """
-    BINDINGS = [Binding("escape", "dismiss(False)", "Not now")]
+    BINDINGS = [Binding("escape", "dismiss(False)", "Not now"), Binding("n", "dismiss(False)", "Not now", show=False),
+                Binding("y", "dismiss(True)", "Approve")]
 
     def __init__(self, pod: str, lines: list[str]) -> None:
         super().__init__(classes="dialog-screen")

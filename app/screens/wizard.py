@@ -37,7 +37,7 @@ class WizardScreen(ModalScreen["Path | None"]):
 
     DEFAULT_CSS = """
     WizardScreen { align: center middle; }
-    WizardScreen #wizard { width: 110; height: 34; border: thick $primary; background: $surface; padding: 0 1; }
+    WizardScreen #wizard { width: 110; max-width: 100%; height: 34; max-height: 100%; border: thick $primary; background: $surface; padding: 0 1; }
     WizardScreen #wizard-title { text-style: bold; height: 1; }
     WizardScreen #wizard-help { color: $text-muted; height: 2; }
     WizardScreen ContentSwitcher { height: 1fr; }

@@ -23,7 +23,9 @@ class TestBottleneckTab:
             # the simulated trainer's metrics.jsonl → probe → monitor → App → this pane
             await wait_for(pilot, lambda: "DIAGNOSIS: BALANCED" in diagnosis(), timeout=40)
             assert app.snapshots["demo"].metrics_total > 0
-            await pilot.press("down")  # the other pod has no run: the pane says so instead
+            # 4 put the focus in the pane; ] selects the next pod wherever the focus is. The other pod has no
+            # run: the pane says so instead
+            await pilot.press("right_square_bracket")
             await wait_for(pilot, lambda: "DIAGNOSIS" not in diagnosis())
 
 
