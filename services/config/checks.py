@@ -12,11 +12,11 @@ from services.config.findings import Edit, Finding, dotted, make
 FORBIDDEN_ENV = ("CUDA_VISIBLE_DEVICES", "PRL_RUN_ID", "PRL_RUN_NAME", "WANDB_RUN_ID", "WANDB_SHARED_MODE",
                  "WANDB_SHARED_LABEL", "WANDB_SHARED_PRIMARY", "WANDB_SHARED_FINISHER")
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
-TYPICAL_PROMPT_TOKENS = 1500  # prime-train TODO 4: BS4 prompts were ~1300-1500 tokens
+TYPICAL_PROMPT_TOKENS = 1500  # field report: BS4 prompts were ~1300-1500 tokens
 CONTEXT_MARGIN = 500
 REMOTE_RUNTIMES = {"prime", "sandbox", "remote", "modal", "daytona", "e2b", "docker-remote"}
 VL_NAME = re.compile(r"(?i)(^|[-_/.])vl([-_.]|$)|vision|llava|pixtral|-omni")
-BYTES_PER_PARAM_CKPT = 6  # measured: ~47 GB per 8B DCP checkpoint (prime-train seeds)
+BYTES_PER_PARAM_CKPT = 6  # measured: ~47 GB per 8B DCP checkpoint (field reports)
 
 
 def _is_set(value: Any) -> bool:

@@ -177,7 +177,7 @@ def run_runbook(run_dir, seed=0, step_seconds=1.0, max_steps=0):
     with open(path, "a", buffering=1) as csv, open(os.path.join(logs, "trainer.log"), "a", buffering=1) as log:
         if fresh:
             csv.write("step,loss,lr,toks_per_s\n")
-        log.write("loading model (simulated runbook trainer, seed=%s)\n" % seed)
+        log.write("loading model (simulated plain-script trainer, seed=%s)\n" % seed)
         for step, v in paced_steps(seed, step_seconds, max_steps):
             csv.write("%d,%.4f,%.1e,%.0f\n" % (step, v["loss/mean"], v["optim/lr"], v["perf/throughput"]))
             log.write("step %d loss %.4f\n" % (step, v["loss/mean"]))

@@ -182,8 +182,8 @@ def nofile_alert(host: HostSample, now: float, s: HealthSettings, since: float |
     limit = host.nofile_soft
     if limit is None or limit >= s.nofile_min:
         return None
-    msg = (f"Open-files limit is {limit} (ulimit -n), below {s.nofile_min}: the seeds' run died with "
-           f"\"Too many open files\" at step 15. Run `ulimit -n {s.nofile_min}` in the shell that starts "
+    msg = (f"Open-files limit is {limit} (ulimit -n), below {s.nofile_min}: a reported prime-rl run died "
+           f"with \"Too many open files\" at step 15. Run `ulimit -n {s.nofile_min}` in the shell that starts "
            "prime-rl (or raise nofile in /etc/security/limits.conf) before the next launch.")
     return Alert("nofile", Severity.WARNING, "Open-files limit too low", msg, since=now if since is None else since)
 

@@ -153,7 +153,7 @@ def time_records(lines: Sequence[str], mtime: float) -> list[float]:
 
 # One look at a run dir, run on the pod with its python3 and the run dir as argv[1] (stdlib only): the last
 # 300 lines and the mtime of every log, metrics.jsonl and training.csv, max_steps from the resolved configs,
-# the pod's clock and uptime. `status` judges it; the monitor seeds a pod's history with it at connect.
+# the pod's clock and uptime. `status` judges it; the monitor fills a pod's history with it at connect.
 TAIL_SCRIPT = r"""
 import glob, json, os, sys, time
 r = sys.argv[1]

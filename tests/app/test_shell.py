@@ -252,7 +252,7 @@ class TestHelpAndPalette:
         async with app.run_test(size=SIZE) as pilot:
             titles = [t for t, _, _ in app.palette_commands()]
             assert "Pod: add" in titles and "Show help" in titles
-            assert not any(t.startswith(("Pod: remove", "Pod: reconnect")) for t in titles)
+            assert not any(t.endswith((": remove from the list", ": reconnect", ": kill run")) for t in titles)
             assert "Go to: Offers" in titles and "Go to: Monitor" not in titles
             await pilot.press("ctrl+p")
             await pilot.press(*"Pod: add")
@@ -262,8 +262,9 @@ class TestHelpAndPalette:
             await pilot.press(*"root@127.0.0.1:1", "enter")
             await pilot.pause()
             titles = [t for t, _, _ in app.palette_commands()]
-            assert "Pod: remove root@127.0.0.1:1" in titles
-            assert "Pod: reconnect root@127.0.0.1:1" in titles
+            assert "root@127.0.0.1:1: remove from the list" in titles
+            assert "root@127.0.0.1:1: reconnect" in titles
+            assert "root@127.0.0.1:1: kill run" in titles
 
 
 def hostkey_snapshot(pod: Pod, *, changed: bool, fingerprint: str = "SHA256:abcDEF123") -> PodSnapshot:
