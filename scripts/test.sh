@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one command that passes the tests on a fresh machine: installs what they need
-# (OpenSSH's sshd from Debian, the project and its dev extra in .venv) and runs the whole suite.
+# (OpenSSH's sshd and Chromium from Debian, the project and its dev extra in .venv), checks the import
+# contracts and runs the whole suite.
 # Extra arguments go to pytest, e.g.  scripts/test.sh -k monitor -x
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,13 @@ if ! command -v sshd >/dev/null 2>&1 && [ ! -x /usr/sbin/sshd ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends openssh-server >/dev/null
+fi
+
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "== installing chromium (tests/app/test_serve.py loads the served TUI in headless Chromium)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
 PY="${PYTHON:-python3}"
