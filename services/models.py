@@ -126,42 +126,54 @@ class Sample:
     max_steps: int | None = None  # from the run's resolved configs (probe "run" field), when known
     model: str | None = None  # the run's model and tokens per step (same source; Offers calibration)
     tokens_per_step: int | None = None
+    # what the probe left out of this sample to keep it small (its "cut" field): bytes of the run's logs,
+    # metrics.jsonl and training.csv not carried, and lines shortened or dropped (0 from older probes)
+    cut_bytes: int = 0
+    cut_lines: int = 0
 
     @classmethod
     def from_line(cls, line: str | bytes) -> "Sample":
-        """Parse one probe line; raises ProbeFormatError on anything that is not a v1 sample."""
+        """Parse one probe line; raises ProbeFormatError on anything that is not a v1 sample, never
+        anything else (the line comes from a pod we do not control)."""
         try:
             obj = json.loads(line)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ProbeFormatError(f"not JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            raise ProbeFormatError(f"not JSON: {str(exc)[:200]}") from None
         return cls.from_dict(obj)
 
     @classmethod
     def from_dict(cls, obj: Any) -> "Sample":
+        try:
+            return cls._from_dict(obj)
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as exc:
+            raise ProbeFormatError(f"malformed probe field: {str(exc)[:200]}") from None
+
+    @classmethod
+    def _from_dict(cls, obj: Any) -> "Sample":
         if not isinstance(obj, dict):
             raise ProbeFormatError("probe line is not a JSON object")
-        if obj.get("v") != PROBE_VERSION:
-            raise ProbeFormatError(f"unsupported probe version {obj.get('v')!r}")
+        if obj.get("v") != PROBE_VERSION or isinstance(obj.get("v"), bool):
+            raise ProbeFormatError(f"unsupported probe version {str(obj.get('v'))[:20]}")
         t = _num(obj.get("t"))
         if t is None:
             raise ProbeFormatError("probe line has no time")
-        try:
-            gpus = tuple(_gpu(g, i) for i, g in enumerate(_list(obj.get("gpus"))))
-            host = _host(obj.get("host") or {})
-            procs = tuple(_proc(p) for p in _list(obj.get("procs")))
-            ckpts = tuple(_ckpt(c) for c in _list(obj.get("ckpts")))
-            run = obj.get("run")
-            run = run if isinstance(run, dict) else {}
-            max_steps, tokens = _int(run.get("max_steps")), _int(run.get("tokens_per_step"))
-            model = run.get("model") if isinstance(run.get("model"), str) else None
-        except (TypeError, ValueError, AttributeError, KeyError) as exc:
-            raise ProbeFormatError(f"malformed probe field: {exc!r}") from None
-        log = tuple(str(x) for x in _list(obj.get("log")))
-        errors = tuple(str(x) for x in _list(obj.get("errors")))
-        metrics = tuple(str(x) for x in _list(obj.get("metrics")))
-        return cls(t, gpus, host, procs, log, ckpts, str(obj.get("source", "")), errors, metrics,
+        gpus = tuple(_gpu(g, i) for i, g in enumerate(_list(obj.get("gpus"))))
+        host = _host(obj.get("host") or {})
+        procs = tuple(_proc(p) for p in _list(obj.get("procs")))
+        ckpts = tuple(_ckpt(c) for c in _list(obj.get("ckpts")))
+        run = obj.get("run")
+        run = run if isinstance(run, dict) else {}
+        max_steps, tokens = _int(run.get("max_steps")), _int(run.get("tokens_per_step"))
+        model = run.get("model") if isinstance(run.get("model"), str) else None
+        log = tuple(_text(x) for x in _list(obj.get("log")))
+        errors = tuple(_text(x) for x in _list(obj.get("errors")))
+        metrics = tuple(_text(x) for x in _list(obj.get("metrics")))
+        cut = obj.get("cut") if isinstance(obj.get("cut"), dict) else {}
+        cut_bytes = sum(max(0, _int(cut.get(k)) or 0) for k in ("log_bytes", "metrics_bytes"))
+        cut_lines = sum(max(0, _int(cut.get(k)) or 0) for k in ("lines", "metrics_lines"))
+        return cls(t, gpus, host, procs, log, ckpts, _text(obj.get("source", "")), errors, metrics,
                    max_steps if max_steps and max_steps > 0 else None, model,
-                   tokens if tokens and tokens > 0 else None)
+                   tokens if tokens and tokens > 0 else None, cut_bytes, cut_lines)
 
 
 class PodState(str, enum.Enum):
@@ -292,6 +304,8 @@ class PodSnapshot:
     samples_total: int = 0
     malformed_total: int = 0
     bytes_total: int = 0
+    cut_bytes: int = 0  # what the probe left out of its samples to keep them small (Sample.cut_*), in all
+    cut_lines: int = 0
     last_received: float | None = None  # monitor clock (not the pod's) when the latest sample came
     # the pod's latest metrics.jsonl lines (oldest first, bounded; kept beyond the sample history so
     # the bottleneck breakdown sees the last steps of a slow run) and how many arrived in all
@@ -335,6 +349,21 @@ def _int(value: Any) -> int | None:
     return None if v is None else int(v)
 
 
+def _text(value: Any) -> str:
+    """A text field; None as ""; anything else (a nested list from a broken probe) as its JSON, bounded."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value)[:1000]
+
+
+def _required_int(value: Any) -> int:
+    """An integer field that must be there (a pid, a step): a finite number, else ValueError."""
+    v = _int(value)
+    if v is None:
+        raise ValueError(f"not a number: {str(value)[:40]}")
+    return v
+
+
 def _gpu(g: dict, position: int) -> GpuSample:
     idx = _int(g.get("index"))
     util = _num(g.get("util"))
@@ -342,7 +371,7 @@ def _gpu(g: dict, position: int) -> GpuSample:
         raise ValueError(f"GPU util out of range: {util}")
     return GpuSample(
         index=position if idx is None else idx,
-        name=str(g.get("name") or "GPU"),
+        name=_text(g.get("name") or "GPU"),
         util=util,
         mem_used=_int(g.get("mem_used")),
         mem_total=_int(g.get("mem_total")),
@@ -364,14 +393,14 @@ def _host(h: dict) -> HostSample:
 
 def _proc(p: dict) -> GpuProcess:
     return GpuProcess(
-        pid=int(p["pid"]), gpu=_int(p.get("gpu")), mem=_int(p.get("mem")), cmd=str(p.get("cmd", ""))
+        pid=_required_int(p["pid"]), gpu=_int(p.get("gpu")), mem=_int(p.get("mem")), cmd=_text(p.get("cmd", ""))
     )
 
 
 def _ckpt(c: dict) -> CheckpointInfo:
     return CheckpointInfo(
-        step=int(c["step"]),
-        path=str(c.get("path", "")),
+        step=_required_int(c["step"]),
+        path=_text(c.get("path", "")),
         bytes=_int(c.get("bytes")),
         mtime=_num(c.get("mtime")),
         complete=bool(c.get("complete", False)),

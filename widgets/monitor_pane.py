@@ -27,7 +27,7 @@ from widgets.format import (
     used_total_gib,
 )
 from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
-from widgets.pod_list import status_reason
+from widgets.pod_list import cut_text, status_reason
 from widgets.trend import Trend
 
 TEMP_WARN, TEMP_CRITICAL = 75.0, 85.0
@@ -285,6 +285,8 @@ class MonitorPane(Widget):
             f"{age} · source {source} · {snapshot.samples_total} samples"
             f" · {snapshot.malformed_total} malformed"
         )
+        if cut := cut_text(snapshot):
+            text += f" · {cut}"
         set_label(self.query_one("#monitor-stats", Label), text)
 
     def _show_gaps(self, snapshot: PodSnapshot, now: float) -> None:

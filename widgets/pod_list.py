@@ -53,6 +53,16 @@ def status_reason(snapshot: PodSnapshot, now: float) -> str:
     return ", ".join(parts)
 
 
+def cut_text(snapshot: PodSnapshot) -> str:
+    """"log cut: 3.1 MB skipped" when the probe left part of the run's logs out of its samples (it caps
+    what one sample carries); "" when nothing was cut."""
+    n = snapshot.cut_bytes
+    if not n and not snapshot.cut_lines:
+        return ""
+    size = f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB" if n >= 1e3 else f"{n} B"
+    return f"log cut: {size} skipped"
+
+
 class PodRow(ListItem):
     """One pod. Holds no connection: it renders whatever snapshot it was last given."""
 
@@ -104,7 +114,7 @@ class PodRow(ListItem):
             set_label(badge, state.value)
             for cls in set(STATE_CLASS.values()):
                 badge.set_class(cls == STATE_CLASS[state], cls)
-        reason = status_reason(snapshot, now)
+        reason = status_reason(snapshot, now) or cut_text(snapshot)
         label = self._reason
         set_label(label, f"— {reason}" if reason else "")
         if label.display != bool(reason):

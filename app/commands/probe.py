@@ -27,8 +27,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _probe(args: argparse.Namespace) -> int:
+    """Print samples until --once is served or the probe ends (exit 1 with how it ended: streaming has no
+    normal end). ``--timeout``: the longest wait for a VALID sample, from the start (connecting included)
+    and after each one; lines that are not samples do not count as life."""
     from services.errors import PodSpecError, PrimeTrainError, SettingsError
     from services.models import Sample
+    from services.monitor.lines import LineReader
     from services.monitor.service import MonitorSettings
 
     try:
@@ -40,33 +44,55 @@ async def _probe(args: argparse.Namespace) -> int:
         probe_args.append("--once")
     if pod.run_dir:
         probe_args += ["--run-dir", pod.run_dir]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + args.timeout
+    malformed, phase = 0, "connecting"
+
+    def left() -> float:
+        return max(0.0, deadline - loop.time())
+
     try:
-        async with connected(pod, demo=MonitorSettings(interval=args.interval)) as conn:
-            stream = await conn.start_probe(probe_args)
-            printed = 0
+        async with connected(pod, demo=MonitorSettings(interval=args.interval), timeout=left()) as conn:
+            phase = "starting the probe"
+            stream = await asyncio.wait_for(conn.start_probe(probe_args), left())
+            reader, printed, phase = LineReader(stream), 0, ""
             while True:
-                line = await asyncio.wait_for(stream.readline(), args.timeout)
-                if not line:
-                    if printed:
-                        return EXIT_OK
-                    tail = stream.stderr_tail().strip()
-                    return fail("the probe exited without a sample" + (f": {tail}" if tail else ""))
+                line = await asyncio.wait_for(reader.readline(), left())
+                if line == b"":
+                    return await _ended(pod.name, stream, printed)
                 try:
-                    sample = Sample.from_line(line)
+                    sample = Sample.from_line(line) if line is not None else None  # None: over the hard limit
                 except PrimeTrainError:
-                    continue  # malformed lines are skipped, never fatal
+                    sample = None
+                if sample is None:
+                    malformed += 1  # skipped, never fatal: only the time without a valid sample is
+                    continue
                 if args.json:
                     sys.stdout.write(line.decode("utf-8", "replace").rstrip("\n") + "\n")
                 else:
                     _print_sample(pod, sample)
                 sys.stdout.flush()
                 printed += 1
+                deadline, malformed = loop.time() + args.timeout, 0
                 if args.once:
                     return EXIT_OK
     except PrimeTrainError as exc:
         return fail_error(exc)
     except asyncio.TimeoutError:
-        return fail(f"no sample from {pod.name} within {args.timeout:g} s")
+        why = [f"{malformed} malformed line{'s' if malformed != 1 else ''} skipped"] if malformed else []
+        why += [f"still {phase}"] if phase else []
+        return fail(f"no valid sample from {pod.name} within {args.timeout:g} s"
+                    + (f" ({', '.join(why)})" if why else ""))
+
+
+async def _ended(name: str, stream, printed: int) -> int:
+    """The probe's output ended: how (its exit, its last stderr line), as one line; always a failure
+    (--once returns before)."""
+    how = await stream.exit_reason()
+    tail = [line.strip() for line in stream.stderr_tail().splitlines() if line.strip()]
+    what = "stopped" if printed else "exited without a sample"
+    return fail(f"the probe on {name} {what}" + (f" ({how})" if how else "")
+                + (f": {tail[-1][:300]}" if tail else ""))
 
 
 def _print_sample(pod, sample) -> None:

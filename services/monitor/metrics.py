@@ -114,7 +114,7 @@ class MetricsParser:
         self.run.metrics_lines += 1
         try:
             obj = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # garbage, or nested past the recursion limit
             self.run.skipped += 1
             return
         if not isinstance(obj, dict):
@@ -122,10 +122,12 @@ class MetricsParser:
             return
         if obj.get("source") == "training.csv":  # the probe's training.csv rows: progress, no timings
             return
-        values = {k: float(v) for k, v in obj.items()
-                  if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
-                  and math.isfinite(v)}
+        values = {k: f for k, v in obj.items() if isinstance(k, str) and (f := _finite(v)) is not None}
         step = obj.get("step")
+        if step is not None and not isinstance(step, bool) and isinstance(step, (int, float)) \
+                and (_finite(step) is None or abs(step) > 2**53):  # NaN, 1e400, a 300-digit int: no step
+            self.run.skipped += 1
+            return
         if step is None or isinstance(step, bool) or not isinstance(step, (int, float)):
             if step is not None:
                 self.run.skipped += 1
@@ -168,7 +170,7 @@ class MetricsParser:
             try:
                 obj = json.loads(text)
                 text = str(obj.get("message", "")) if isinstance(obj, dict) else ""
-            except ValueError:
+            except (ValueError, RecursionError):
                 self.run.skipped += 1
                 return
         self.run.console_lines += 1
@@ -205,6 +207,17 @@ def component_of(stem: str) -> str | None:
     if "train" in s or s in ("rl", "sft"):
         return "trainer"
     return None
+
+
+def _finite(value: object) -> float | None:
+    """A JSON number as a finite float; None for anything else (bools, NaN, Infinity, ints past float)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        f = float(value)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
 
 
 def _rollout_timing(values: dict[str, float]) -> dict[str, float]:

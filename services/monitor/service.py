@@ -3,16 +3,15 @@
 Data flows one way: probe line -> :class:`Sample` -> bounded history -> immutable
 :class:`PodSnapshot` -> ``on_snapshot`` callback (the App turns it into a Textual message).
 
-States: CONNECTING until the first sample, ONLINE while samples arrive, STALE when none came for
-``stale_after`` seconds (the channel is still up), OFFLINE when the connection or probe is gone —
+States: CONNECTING until the first sample, ONLINE while samples arrive, STALE when no VALID one came for
+``stale_after`` seconds (the channel is still up: silent, or sending only lines that are not samples;
+a line over services.monitor.lines.MAX_LINE is skipped unread), OFFLINE when the connection or probe is gone —
 then retried with backoff 1, 2, 4, ... ≤ ``backoff_max`` s. AUTH_FAILED and the host-key states wait
 for the user (``reconnect`` / ``trust_host_key``): retrying them by ourselves would only spam the pod.
 Every stretch without samples is recorded as a :class:`Gap` so the history shows it.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import asyncio
 import contextlib
@@ -21,69 +20,22 @@ import logging
 import shlex
 import sys
 import time
-from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable
 
 from services.errors import AuthError, HostKeyChanged, HostKeyError, PrimeTrainError, ProbeFormatError
-from services.monitor.health import HealthSettings, HealthTracker
-from services.models import (
-    Alert,
-    RunProgress,
-    Gap,
-    HostKeyPrompt,
-    Pod,
-    PodKind,
-    PodSnapshot,
-    PodState,
-    PodStatus,
-    Sample,
-)
-from services.pod.ssh import Connection, LocalConnection, SSHConnection, SSHOptions, trust_host_key
+from services.models import HostKeyPrompt, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor import wandb_status
-from services.runs import newest_run_dir
+from services.monitor.lines import LineReader
 from services.monitor.progress import TAIL_SCRIPT
 from services.monitor.wandb_status import WandbPoller
-from services.models import WandbStatus
+from services.monitor.worker import MonitorSettings, PodWorker  # noqa: F401  (MonitorSettings is imported from here)
+from services.pod.ssh import Connection, LocalConnection, SSHConnection, SSHOptions, trust_host_key
+from services.runs import newest_run_dir
 
 log = logging.getLogger(__name__)
 
-MAX_GAPS = 50
-
-
-@dataclass(frozen=True)
-class MonitorSettings:
-    interval: float = 1.0  # NVML averages over ~1 s: sampling faster adds nothing
-    stale_after: float = 5.0
-    restart_after: float = 60.0  # a channel silent this long is torn down and reopened
-    history_len: int = 600  # samples kept per pod (10 min at 1 Hz)
-    metrics_len: int = 2000  # metrics.jsonl lines kept per pod (~3 records per step: the last ~600 steps)
-    backoff_max: float = 60.0
-    keepalive_interval: float = 15.0
-    demo_seed: int = 0
-    demo_gpus: int = 8
-    demo_scenario: str = "training"
-    demo_max_ticks: int | None = None
-    demo_max_steps: int = 3600  # the simulated run's length (2 h at 2 s a step): step N/max and an ETA
-    demo_runbook: bool = False  # the simulated trainer writes training.csv, not prime-rl's logs
-    demo_price_per_hr: float = 23.92  # 8 x H100 at ~$2.99/GPU-hour: "$ so far / to go" on the SIMULATED pod
-    health: HealthSettings = HealthSettings()  # thresholds of the health rules (services.monitor.health)
-    log_tail_len: int = 200  # run log lines kept per pod for the monitor pane
-    wandb: bool | None = None  # poll W&B for runs whose logs name one; None: when WANDB_API_KEY is set
-    wandb_interval: float = 60.0  # at most one W&B request per run per this many seconds
-    demo_step_seconds: float = 2.0
-
-    def demo_options(self) -> "DemoOptions":
-        from services.demo.connection import DemoOptions
-
-        return DemoOptions(seed=self.demo_seed, gpus=self.demo_gpus, scenario=self.demo_scenario,
-                           max_ticks=self.demo_max_ticks, interval=self.interval, max_steps=self.demo_max_steps,
-                           runbook=self.demo_runbook, step_seconds=self.demo_step_seconds)
-
-
-if TYPE_CHECKING:
-    from services.demo.connection import DemoOptions
-
+PROBE_ENDED = "probe stream ended"
 ConnectionFactory = Callable[[Pod], Connection]
 SnapshotCallback = Callable[[PodSnapshot], None]
 
@@ -91,99 +43,6 @@ SnapshotCallback = Callable[[PodSnapshot], None]
 def backoff_delay(attempt: int, cap: float) -> float:
     """1, 2, 4, ... seconds, never above ``cap`` (attempt counts from 0)."""
     return float(min(cap, 2 ** min(attempt, 16)))
-
-
-class _PodWorker:
-    """State of one pod; only its own task mutates it."""
-
-    def __init__(self, pod: Pod, settings: MonitorSettings, clock: Callable[[], float]) -> None:
-        self.pod = pod
-        self.settings = settings
-        self.clock = clock
-        self.status = PodStatus(PodState.CONNECTING, "connecting", since=clock())
-        self.history: deque[Sample] = deque(maxlen=settings.history_len)
-        self.metrics: deque[str] = deque(maxlen=settings.metrics_len)
-        self.metrics_total = 0
-        self._metrics_view: tuple[str, ...] = ()  # rebuilt only when lines arrive
-        self.gaps: deque[Gap] = deque(maxlen=MAX_GAPS)
-        self.samples_total = 0
-        self.malformed_total = 0
-        self.bytes_total = 0
-        self.last_received: float | None = None
-        self.wake = asyncio.Event()
-        self.stopped = False  # set by remove(): the loop ends even if a cancellation got lost
-        self.pending_key: HostKeyPrompt | None = None
-        self.task: asyncio.Task | None = None
-        self.restart = asyncio.Event()  # set_run_dir: reopen the probe on the new run dir
-        self.seeded: str | None = None  # the run dir whose tails seeded the health tracker
-        self.followed = False  # pod.run_dir came from the run records (not pods.toml / set_run_dir)
-        self.new_run()
-        self.alerts: tuple[Alert, ...] = ()
-        self.run: RunProgress | None = None
-        self._tail_view: tuple[str, ...] = ()
-        self.wandb_path: str | None = None  # "entity/project/run_id", from the W&B line in the run's logs
-        self.wandb_poller: WandbPoller | None = None
-        self.wandb: WandbStatus | None = None
-        self.wandb_task: asyncio.Future | None = None
-        self.snapshot = self._build()
-
-    def new_run(self) -> None:
-        """Fresh health rules and run progress (at start, and when the pod's run dir changes). They are
-        evaluated per sample over that sample's new data only. The demo simulates GPUs and a run, not the
-        host: its disk and open-files figures are this machine's."""
-        price = self.pod.price_per_hr
-        if price is None and self.pod.kind is PodKind.DEMO:
-            price = self.settings.demo_price_per_hr
-        self.health = HealthTracker(self.settings.health, price_per_hr=price, tail_len=self.settings.log_tail_len,
-                                    host_rules=self.pod.kind is not PodKind.DEMO)
-        self.run = None
-        self._tail_view = ()
-
-    def _build(self) -> PodSnapshot:
-        return PodSnapshot(
-            pod=self.pod,
-            status=self.status,
-            history=tuple(self.history),
-            gaps=tuple(self.gaps),
-            samples_total=self.samples_total,
-            malformed_total=self.malformed_total,
-            bytes_total=self.bytes_total,
-            last_received=self.last_received,
-            metrics=self._metrics_view,
-            metrics_total=self.metrics_total,
-            alerts=self.alerts,
-            run=self.run,
-            log_tail=self._tail_view,
-            wandb=self.wandb,
-        )
-
-    def observe_health(self, sample: Sample) -> None:
-        """Rules over this sample (the pod's clock); a failing rule must never stop sampling."""
-        for line in sample.log:
-            if (path := wandb_status.run_path_in(line)) is not None and path != self.wandb_path:
-                self.wandb_path, self.wandb = path, None  # a new run (or the first we saw)
-        note = self.wandb.note(sample.t) if self.wandb is not None else ""
-        try:
-            self.alerts = self.health.observe(sample, wandb_note=note)
-            self.run = self.health.progress if self.health.progress.step is not None else None
-        except Exception:
-            log.exception("health rules failed for %s", self.pod.name)
-        if sample.log:
-            self._tail_view = tuple(self.health.tail)
-
-    def add_metrics(self, lines: tuple[str, ...]) -> None:
-        if lines:
-            self.metrics.extend(lines)
-            self.metrics_total += len(lines)
-            self._metrics_view = tuple(self.metrics)
-
-    def open_gap(self) -> None:
-        if self.samples_total and (not self.gaps or self.gaps[-1].end is not None):
-            self.gaps.append(Gap(start=self.last_received or self.clock(), end=None))
-
-    def close_gap(self, now: float) -> None:
-        if self.gaps and self.gaps[-1].end is None:
-            self.gaps[-1] = replace(self.gaps[-1], end=now)
 
 
 class MonitorService:
@@ -202,7 +61,7 @@ class MonitorService:
         self._wandb_api = wandb_api_factory or wandb_status.default_api  # lazy: imports wandb on first use
         self._clock = clock
         self._connector = connector or self._default_connector
-        self._workers: dict[str, _PodWorker] = {}
+        self._workers: dict[str, PodWorker] = {}
         # set by the App: where launches are recorded (a pod without run_dir follows its newest launch), and
         # when a rented pod was created (its "$ so far" counts from there); both called in a thread
         self.runs_dir: Any = None
@@ -213,7 +72,7 @@ class MonitorService:
     def add(self, pod: Pod) -> None:
         if pod.name in self._workers:
             raise ValueError(f"a pod named {pod.name!r} is already monitored")
-        worker = _PodWorker(pod, self.settings, self._clock)
+        worker = PodWorker(pod, self.settings, self._clock)
         self._workers[pod.name] = worker
         worker.task = asyncio.get_running_loop().create_task(
             self._run(worker), name=f"monitor:{pod.name}"
@@ -257,7 +116,7 @@ class MonitorService:
         worker.pod = replace(worker.pod, run_dir=run_dir)
         worker.followed = False
         worker.new_run()
-        worker.seeded = None
+        worker.first_look_done = None
         worker.restart.set()
         worker.wake.set()
         self._emit(worker)
@@ -293,7 +152,7 @@ class MonitorService:
             args += ["--run-dir", run_dir or pod.run_dir]
         return args
 
-    async def _run_dir(self, worker: _PodWorker) -> str | None:
+    async def _run_dir(self, worker: PodWorker) -> str | None:
         """The pod's run_dir, else the run dir of its newest launch recorded on this machine."""
         if (worker.pod.run_dir and not worker.followed) or self.runs_dir is None or worker.pod.kind is PodKind.DEMO:
             return worker.pod.run_dir
@@ -302,11 +161,11 @@ class MonitorService:
         except OSError:
             return None
 
-    async def _seed(self, worker: _PodWorker, conn: Connection, run_dir: str) -> None:
+    async def _first_look(self, worker: PodWorker, conn: Connection, run_dir: str) -> None:
         """One look at the run dir before the probe starts (the probe reads logs from their end): the logs'
         tails timed by their own stamps, so a run found stalled alerts at once and its last step is not
         taken as new. Billing: the rental's creation, else (a remote pod) its uptime. Best effort."""
-        worker.seeded = run_dir
+        worker.first_look_done = run_dir
         health = worker.health  # set_run_dir may start a new run meanwhile: this look is then not its
         python = "python3" if isinstance(conn, SSHConnection) else shlex.quote(sys.executable)
         try:
@@ -332,24 +191,24 @@ class MonitorService:
                     worker._tail_view = tuple(health.tail)
             if rented is not None:
                 health.set_billing(float(rented), "since rented")
-        except Exception:  # a failing seed must never stop sampling
-            log.exception("seeding the health rules failed for %s", worker.pod.name)
+        except Exception:  # a failing back-fill must never stop sampling
+            log.exception("back-filling the health rules failed for %s", worker.pod.name)
 
-    def _set(self, worker: _PodWorker, state: PodState, reason: str = "", *,
+    def _set(self, worker: PodWorker, state: PodState, reason: str = "", *,
              next_retry: float | None = None, host_key: HostKeyPrompt | None = None) -> None:
         now = self._clock()
         since = worker.status.since if worker.status.state is state else now
         worker.status = PodStatus(state, reason, since=since, next_retry=next_retry, host_key=host_key)
         self._emit(worker)
 
-    def _emit(self, worker: _PodWorker) -> None:
+    def _emit(self, worker: PodWorker) -> None:
         worker.snapshot = worker._build()
         try:
             self._on_snapshot(worker.snapshot)
         except Exception:  # a broken subscriber must not stop sampling
             log.exception("snapshot callback failed for %s", worker.pod.name)
 
-    async def _run(self, worker: _PodWorker) -> None:
+    async def _run(self, worker: PodWorker) -> None:
         attempt = 0
         while not worker.stopped:
             worker.wake.clear()
@@ -365,10 +224,12 @@ class MonitorService:
                         worker.new_run()
                     worker.pod = replace(worker.pod, run_dir=run_dir)  # pod carries it (checkpoints, backups)
                     worker.followed = True
-                if run_dir and worker.seeded != run_dir:
-                    await self._seed(worker, conn, run_dir)
+                if run_dir and worker.first_look_done != run_dir:
+                    await self._first_look(worker, conn, run_dir)
                 stream = await conn.start_probe(self._probe_args(worker.pod, run_dir))
                 reason = await self._pump(worker, stream)
+                if reason == PROBE_ENDED and (how := await stream.exit_reason()):
+                    reason = f"the probe stopped ({how})"
                 if worker.samples_total:
                     attempt = 0
                 tail = stream.stderr_tail().strip().splitlines()
@@ -412,41 +273,53 @@ class MonitorService:
             self._set(worker, PodState.OFFLINE, reason, next_retry=self._clock() + delay)
             await _wait_event(worker.wake, delay)
 
-    async def _pump(self, worker: _PodWorker, stream) -> str:
-        """Read samples until the stream ends; returns why it ended."""
+    async def _pump(self, worker: PodWorker, stream) -> str:
+        """Read samples until the stream ends; returns why it ended. Only a VALID sample counts as life:
+        a probe sending garbage (or lines over the hard limit) turns STALE like a silent one."""
         settings = self.settings
-        silent_since = time.monotonic()
-        read: asyncio.Future[bytes] | None = None
+        valid_at = time.monotonic()  # the last valid sample (or the channel's start)
+        malformed_at = worker.malformed_total  # ... and the malformed count then
+        reader = LineReader(stream)
+        read: asyncio.Future[bytes | None] | None = None
         restart = asyncio.ensure_future(worker.restart.wait())
         try:
             while not worker.stopped:
                 # One pending read survives stale timeouts: a line is never cut by a cancellation.
-                read = read or asyncio.ensure_future(stream.readline())
-                done, _ = await asyncio.wait({read, restart}, timeout=settings.stale_after,
+                read = read or asyncio.ensure_future(reader.readline())
+                silent = time.monotonic() - valid_at
+                online = worker.status.state is PodState.ONLINE
+                left = (settings.stale_after if online else settings.restart_after) - silent
+                done, _ = await asyncio.wait({read, restart}, timeout=max(0.05, min(settings.stale_after, left)),
                                              return_when=asyncio.FIRST_COMPLETED)
                 if restart in done:
                     return "the run dir changed"
-                if not done:
-                    if worker.status.state is PodState.ONLINE:
-                        worker.open_gap()
-                        self._set(worker, PodState.STALE,
-                                  f"no sample for {settings.stale_after:g} s")
-                    if time.monotonic() - silent_since > settings.restart_after:
-                        return f"no sample for {settings.restart_after:g} s; reopening the channel"
-                    continue
-                line, read = read.result(), None
-                if not line:
-                    return "probe stream ended"
-                if self._handle_line(worker, line):
-                    silent_since = time.monotonic()
+                if read in done:
+                    line, read = read.result(), None
+                    if line == b"":
+                        return PROBE_ENDED
+                    if self._handle_line(worker, line):
+                        valid_at, malformed_at = time.monotonic(), worker.malformed_total
+                        continue
+                silent, garbage = time.monotonic() - valid_at, worker.malformed_total - malformed_at
+                state = worker.status.state
+                if silent >= settings.stale_after and (state is PodState.ONLINE
+                                                       or (garbage and state is PodState.CONNECTING)):
+                    worker.open_gap()
+                    self._set(worker, PodState.STALE, _stale_reason(settings.stale_after, garbage))
+                if silent > settings.restart_after:
+                    return _stale_reason(settings.restart_after, garbage) + "; reopening the channel"
             return "monitoring stopped"
         finally:
             restart.cancel()
             if read is not None:
                 read.cancel()
 
-    def _handle_line(self, worker: _PodWorker, line: bytes) -> bool:
-        """Count and parse one probe line; True when it was a valid sample (now in the history)."""
+    def _handle_line(self, worker: PodWorker, line: bytes | None) -> bool:
+        """Count and parse one probe line (None: one over the hard limit, skipped unread); True when it
+        was a valid sample (now in the history)."""
+        if line is None:
+            worker.malformed_total += 1
+            return False
         worker.bytes_total += len(line)
         if not line.strip():
             return False
@@ -462,6 +335,8 @@ class MonitorService:
         worker.observe_health(sample)
         self._poll_wandb(worker)
         worker.samples_total += 1
+        worker.cut_bytes += sample.cut_bytes
+        worker.cut_lines += sample.cut_lines
         worker.last_received = now
         if worker.status.state is not PodState.ONLINE:
             self._set(worker, PodState.ONLINE, sample.source and f"via {sample.source}")
@@ -469,7 +344,7 @@ class MonitorService:
             self._emit(worker)
         return True
 
-    def _poll_wandb(self, worker: _PodWorker) -> None:
+    def _poll_wandb(self, worker: PodWorker) -> None:
         """Ask W&B about the pod's run when due (rate-limited by the poller), in a thread: it is HTTP."""
         path = worker.wandb_path
         if not self._wandb_on or path is None or worker.wandb_task is not None:
@@ -492,6 +367,13 @@ class MonitorService:
 
         worker.wandb_task = asyncio.ensure_future(asyncio.to_thread(poller.fetch))
         worker.wandb_task.add_done_callback(done)
+
+
+def _stale_reason(stale_after: float, malformed: int) -> str:
+    """Why a pod is STALE: nothing came, or only lines that are not samples."""
+    if not malformed:
+        return f"no sample for {stale_after:g} s"
+    return f"no valid sample for {stale_after:g} s ({malformed} malformed line{'s' if malformed != 1 else ''})"
 
 
 async def _wait_event(event: asyncio.Event, timeout: float) -> None:

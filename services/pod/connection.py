@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import signal
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
@@ -57,9 +58,27 @@ class ProbeStream(ABC):
     def stderr_tail(self) -> str:
         """The last lines the probe wrote to stderr (why it died), for the pod's reason."""
 
+    async def exit_reason(self, wait: float = 2.0) -> str:
+        """Once the stream ended: how the probe ended ("exited with status 3", "killed by signal 9"),
+        waiting up to ``wait`` s for the exit and its stderr; "" when that is not known."""
+        return ""
+
     @abstractmethod
     async def close(self) -> None:
         """Close the probe's stdin (it exits by itself) and release the channel/process."""
+
+
+def exit_text(status: int | None, sig: int | str | None = None) -> str:
+    """"killed by signal 9" / "exited with status 3" ("" when neither is known); ``sig``: a number or
+    a name as SSH reports it ("KILL")."""
+    if sig:
+        if isinstance(sig, str):
+            with contextlib.suppress(KeyError):
+                sig = signal.Signals["SIG" + sig.upper().removeprefix("SIG")].value
+        return f"killed by signal {sig}"
+    if status is None:
+        return ""
+    return f"killed by signal {-status}" if status < 0 else f"exited with status {status}"
 
 
 class RemoteProcess:

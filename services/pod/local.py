@@ -10,7 +10,7 @@ import sys
 from collections import deque
 from pathlib import Path
 
-from services.pod.connection import PROBE_PATH, Connection, ProbeStream, RemoteProcess
+from services.pod.connection import PROBE_PATH, Connection, ProbeStream, RemoteProcess, exit_text
 from services.errors import ConnectError, ProbeError
 from services.models import Pod
 
@@ -33,6 +33,12 @@ class _ProcessStream(ProbeStream):
 
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
+
+    async def exit_reason(self, wait: float = 2.0) -> str:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._proc.wait(), wait)
+        await asyncio.wait({self._stderr_task}, timeout=wait)
+        return exit_text(self._proc.returncode)
 
     async def close(self) -> None:
         proc = self._proc

@@ -11,6 +11,19 @@ checkpoint lives and on whether a step_N is complete.
 """
 import json
 import os
+import re
+
+_STEP_RE = re.compile(r"step_(0|[1-9][0-9]{0,17})")  # ASCII digits only: str.isdigit() also takes "²", "١٢"
+
+
+def parse_step(name):
+    """The N of a ``step_N`` directory name, or None for any other name. The ONE parser of step numbers
+    of every pod-side script: ASCII digits only (``step_²`` passes isdigit() but not int(); ``step_١٢``
+    passes both as 12, then "step_%d" % 12 names another dir), at most 18 of them, no sign, no spaces, no
+    leading zero: the name is exactly "step_%d" % N, the name every script rebuilds from N (prime-rl's own).
+    An odd name is not a checkpoint: callers skip it, never fail on it."""
+    m = _STEP_RE.fullmatch(name) if isinstance(name, str) else None
+    return int(m.group(1)) if m else None
 
 
 def checkpoint_complete(path, orch=None):
@@ -82,8 +95,12 @@ def step_dirs(d):
     OSError (each caller decides whether that is an error to report)."""
     if not os.path.isdir(d):
         return {}
-    return dict((int(n[5:]), os.path.join(d, n)) for n in os.listdir(d)
-                if n.startswith("step_") and n[5:].isdigit() and os.path.isdir(os.path.join(d, n)))
+    found = {}
+    for n in os.listdir(d):
+        step = parse_step(n)
+        if step is not None and os.path.isdir(os.path.join(d, n)):
+            found[step] = os.path.join(d, n)
+    return found
 
 
 def has_orchestrator(run_dir, roots=()):

@@ -10,7 +10,8 @@ stdout breaks.
      "gpus":[{"index","name","util","mem_used","mem_total","power_w","temp_c"}],
      "host":{"cpu_pct","mem_used","mem_total","disk_used","disk_total","nofile_soft"},
      "procs":[{"pid","gpu","mem","cmd"}], "log":[...new lines...], "metrics":[...new metrics.jsonl lines...],
-     "ckpts":[{"step","path","bytes","trainer_bytes","orch_bytes","mtime","complete"}], "errors":[...]}
+     "ckpts":[{"step","path","bytes","trainer_bytes","orch_bytes","mtime","complete"}], "errors":[...],
+     "run":{...}, "cut":{"log_bytes","lines","metrics_bytes","metrics_lines"}}   (run, cut: with --run-dir)
 
 Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, power W, temp C.
 - nvml: handles fetched once; per-field errors -> null. procs via compute-running-processes.
@@ -30,7 +31,12 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
   are passed on unparsed (the app skips garbled ones). A runbook-style <run>/training.csv (header
   line, e.g. step,loss,lr,toks_per_s) is tailed the same way; each new row goes into "metrics" as
   {"source":"training.csv","step":N,<column>:<number or text>...} keyed by the file's own header
-  (rows that do not fit it are passed as {"source":"training.csv","raw":<line>}). "ckpts" = every
+  (rows that do not fit it are passed as {"source":"training.csv","raw":<line>}). One sample carries
+  at most 256 KiB of log lines (the newest), each at most its first 4 KiB, 256 KiB of metrics.jsonl
+  lines (a line over 64 KiB is dropped whole) and 64 KiB of training.csv rows; "cut" =
+  {"log_bytes","lines","metrics_bytes","metrics_lines"} counts what this sample left out (bytes not
+  carried, lines shortened or dropped); the line is UTF-8 (text as itself, not \\u escapes) and at
+  most 1 MiB (MAX_SAMPLE_BYTES, a last guard). "ckpts" = every
   step_N, once, rescanned at most every --ckpt-scan seconds (default 10): <run>/checkpoints, and the
   trainer half's dir when the resolved configs name a separate [ckpt] output_dir (trainer_ckpt_dir;
   then complete needs both halves; "trainer_bytes"/"orch_bytes" size each, "orch_path" names the other);
@@ -50,13 +56,13 @@ except ImportError:  # pragma: no cover - non-POSIX
 # common.checkpoint_complete and trainer_ckpt_dir are re-exported: the probe's answers, for tests
 if __package__:  # imported from the repo (services.pod.agent.probe)
     from .common import checkpoint_complete, trainer_ckpt_dir  # noqa: F401
-    from .rundir import RunDir, _short, _try
+    from .rundir import RunDir, _short, _try, encode, fit
 else:  # run on the pod: its siblings were uploaded beside it, and a script's own dir is sys.path[0]
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
         sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True  # no __pycache__ in the pod's hashed dir: it holds what was uploaded
     from common import checkpoint_complete, trainer_ckpt_dir  # noqa: F401
-    from rundir import RunDir, _short, _try
+    from rundir import RunDir, _short, _try, encode, fit
 
 PROTOCOL = 1
 SMI_FIELDS = "index,name,utilization.gpu,memory.used,memory.total,power.draw,temperature.gpu"
@@ -388,9 +394,15 @@ def make_gpus(args):
 
 
 def emit(obj):
-    line = json.dumps(obj, separators=(",", ":")) + "\n"
+    line = encode(obj)
+    if isinstance(obj, dict) and "v" in obj:
+        line = fit(obj, line, MAX_ERRORS)
     try:
-        sys.stdout.write(line)
+        out = getattr(sys.stdout, "buffer", None)
+        if out is not None:
+            out.write(line)
+        else:
+            sys.stdout.write(line.decode("utf-8"))
         sys.stdout.flush()
     except (BrokenPipeError, OSError, ValueError):
         shutdown(0)
@@ -442,6 +454,7 @@ def main(argv=None):
             sample["log"], sample["ckpts"] = run.new_lines(errors), run.checkpoints(errors)
             sample["metrics"] = run.new_metrics(errors) + run.new_csv_rows(errors)
             sample["run"] = run.run_info(errors)
+            sample["cut"] = run.take_cut()
         sample["errors"] = sorted(set(errors), key=errors.index)[:MAX_ERRORS]
         emit(sample)
         if args.once:

@@ -16,8 +16,24 @@ else:  # beside probe.py on the pod: common.py too (this dir is sys.path[0] of t
     from common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs
 
 LOG_LINES_PER_TICK = 200
-LOG_BYTES_PER_FILE = 256 * 1024
+LOG_BYTES_PER_FILE = 256 * 1024  # read from one file per sample; older new bytes are skipped (counted as cut)
 METRICS_BACKFILL_BYTES = 64 * 1024
+# What ONE sample carries, whatever the files do (a log growing by MBs of non-UTF-8 bytes once made
+# samples of several MiB, past the SSH window: the monitor went blind). Sizes are of the JSON text.
+LOG_BYTES_PER_SAMPLE = 256 * 1024  # all log lines together (the newest kept)
+LOG_LINE_BYTES = 4096  # one log line: its first 4 KiB are carried, the rest is counted as cut
+METRICS_LINE_BYTES = 64 * 1024  # a longer metrics.jsonl / training.csv line is dropped whole (a cut JSON is no JSON)
+METRICS_BYTES_PER_SAMPLE = 256 * 1024  # metrics.jsonl lines together
+CSV_BYTES_PER_SAMPLE = 64 * 1024  # training.csv rows together
+# the sample's "cut" counters, per kind of file: (bytes, lines)
+CUT_KEYS = {"log": ("log_bytes", "lines"), "metrics": ("metrics_bytes", "metrics_lines")}
+CUT_FIELDS = ("log_bytes", "lines", "metrics_bytes", "metrics_lines")
+MAX_SAMPLE_BYTES = 1024 * 1024  # one sample line at most (the client skips lines over 8 MiB; SSH windows are 2 MiB)
+
+
+def _jsize(text):
+    """Bytes ``text`` takes in the probe's JSON line (UTF-8, control characters escaped)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "backslashreplace")) - 1
 
 
 def _short(e):
@@ -35,6 +51,13 @@ def _try(errors, label, fn, quiet=()):
 
 
 # ----------------------------------------------------------------------------------------- run dir
+def _line_start(path, off):
+    """Whether byte ``off`` of the file starts a line."""
+    with open(path, "rb") as f:
+        f.seek(off - 1)
+        return f.read(1) in (b"\n", b"")
+
+
 def _read_json(path):
     with open(path) as f:
         return json.load(f)
@@ -70,6 +93,28 @@ def csv_row(line, header):
     return row
 
 
+# ----------------------------------------------------------------------------------------- the line
+def encode(obj):
+    """One JSON line as UTF-8 bytes: text as itself (a non-UTF-8 log byte, decoded as U+FFFD, takes 3
+    bytes, not the 6 of an ASCII escape); a lone surrogate (an odd file name) as its JSON escape."""
+    return (json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
+
+
+def fit(sample, line, max_errors):
+    """``sample``'s line, its log and metrics dropped (and counted as cut) when it is over MAX_SAMPLE_BYTES
+    even so (the parts are bounded one by one: this is the last guard, not the rule)."""
+    if len(line) <= MAX_SAMPLE_BYTES:
+        return line
+    cut = sample.setdefault("cut", {})
+    for key, nb, nl in (("log", "log_bytes", "lines"), ("metrics", "metrics_bytes", "metrics_lines")):
+        lines, sample[key] = sample.get(key) or [], []
+        cut[nb] = cut.get(nb, 0) + sum(len(encode(x)) for x in lines)
+        cut[nl] = cut.get(nl, 0) + len(lines)
+    sample["errors"] = (sample.get("errors") or [])[:max_errors - 1] + [
+        "sample: %d bytes, over %d: its log and metrics lines were left out" % (len(line), MAX_SAMPLE_BYTES)]
+    return encode(sample)
+
+
 class RunDir(object):
     def __init__(self, run_dir, ckpt_scan):
         self.run_dir, self.ckpt_scan = run_dir, ckpt_scan
@@ -80,6 +125,7 @@ class RunDir(object):
         self.metrics_file, self.metrics_first = {}, True  # metrics.jsonl tail state (like self.files)
         self.info, self.info_at = {}, None  # from <run>/configs/*.json (run_info)
         self.csv_file, self.csv_first, self.csv_header = {}, True, None  # training.csv tail state
+        self.cut = dict.fromkeys(CUT_FIELDS, 0)  # what the current sample leaves out (counted, never silent)
 
     def _log_paths(self):
         found = {}
@@ -88,36 +134,89 @@ class RunDir(object):
                 found.setdefault(os.path.realpath(p), p)
         return found
 
-    def _read_new(self, rp, errors, files=None, first_scan=None, backfill=0):
-        """Complete new lines of one file (bytes), updating its offset / partial-line buffer.
+    def take_cut(self):
+        """What was cut since the last call (the sample's "cut" field): {"log_bytes", "lines",
+        "metrics_bytes", "metrics_lines"}: bytes of the run's logs (metrics.jsonl and training.csv)
+        not carried -- skipped unread, cut off a long line or dropped with a line -- and lines
+        shortened or dropped."""
+        cut, self.cut = self.cut, dict.fromkeys(CUT_FIELDS, 0)
+        return cut
+
+    def _cut(self, kind, nbytes, lines=0):
+        nb, nl = CUT_KEYS[kind]
+        self.cut[nb] += max(0, nbytes)
+        self.cut[nl] += lines
+
+    def _read_new(self, rp, errors, files=None, first_scan=None, backfill=0, kind="log"):
+        """Complete new lines of one file (bytes), updating its offset and the line in progress. At most
+        LOG_BYTES_PER_FILE new bytes are read (the newest); a log line keeps its first LOG_LINE_BYTES, a
+        metrics line longer than METRICS_LINE_BYTES is dropped; what is left out is counted (take_cut).
         ``backfill``: a file present at start is read from this many bytes before its end."""
         files = self.files if files is None else files
         first_scan = self.first_scan if first_scan is None else first_scan
         st = os.stat(rp)
         ent = files.get(rp)
-        skip_partial = False
         if ent is None:  # files present at start: from their end; files appearing later: from the start
             off = max(0, st.st_size - backfill) if first_scan else 0
-            if 0 < off < st.st_size:  # backfill: drop the cut line unless off is a line start
-                with open(rp, "rb") as f:
-                    f.seek(off - 1)
-                    skip_partial = f.read(1) != b"\n"
-            ent = files[rp] = {"ino": st.st_ino, "off": off, "buf": b""}
+            # skip: the line in progress lost its start (dropped when it ends; "backfill": not counted)
+            ent = files[rp] = {"ino": st.st_ino, "off": off, "buf": b"", "over": 0,
+                               "skip": "backfill" if 0 < off < st.st_size and not _line_start(rp, off) else False}
         elif ent["ino"] != st.st_ino or st.st_size < ent["off"]:  # rotated or truncated
-            ent.update(ino=st.st_ino, off=0, buf=b"")
+            ent.update(ino=st.st_ino, off=0, buf=b"", over=0, skip=False)
         if st.st_size == ent["off"]:
             return []
-        start, skip_first = ent["off"], skip_partial
-        if st.st_size - start > LOG_BYTES_PER_FILE:
-            start, skip_first, ent["buf"] = st.st_size - LOG_BYTES_PER_FILE, True, b""
+        start = ent["off"]
+        if st.st_size - start > LOG_BYTES_PER_FILE:  # the newest bytes only; the line in progress is lost
+            new = st.st_size - LOG_BYTES_PER_FILE
+            pending = 0 if ent["skip"] == "backfill" else len(ent["buf"]) + ent["over"]
+            self._cut(kind, new - start + pending, 1 if pending or ent["skip"] is True else 0)
+            ent.update(buf=b"", over=0, skip=not _line_start(rp, new))
+            start = new
             errors.append("log: skipped part of %s" % os.path.basename(rp))
         with open(rp, "rb") as f:
             f.seek(start)
             data = f.read(st.st_size - start)
         ent["off"] = start + len(data)
-        lines = (ent["buf"] + data).split(b"\n")
-        ent["buf"] = lines.pop()[-LOG_BYTES_PER_FILE:]
-        return lines[1:] if skip_first else lines
+        limit = LOG_LINE_BYTES if kind == "log" else METRICS_LINE_BYTES
+        buf, over, skip, out = ent["buf"], ent["over"], ent["skip"], []
+        pieces = data.split(b"\n")
+        for i, piece in enumerate(pieces):
+            room = max(0, limit - len(buf))
+            buf += piece[:room]
+            over += max(0, len(piece) - room)
+            if i == len(pieces) - 1:
+                break  # the line goes on in the next read
+            if skip or (over and kind != "log"):  # a line whose start was skipped, a metrics line too long
+                if skip != "backfill":
+                    self._cut(kind, len(buf) + over, 1)
+            else:
+                if over:
+                    self._cut(kind, over, 1)
+                out.append(buf)
+            buf, over, skip = b"", 0, False
+        ent.update(buf=buf, over=over, skip=skip)
+        return out
+
+    def _bounded(self, out, errors, kind, what, budget):
+        """The newest LOG_LINES_PER_TICK lines of ``out`` that fit ``budget`` bytes together; the
+        others are counted as cut."""
+        if len(out) > LOG_LINES_PER_TICK:
+            errors.append("%s: %d %s skipped" % (what, len(out) - LOG_LINES_PER_TICK,
+                                                 "rows" if what == "training.csv" else "lines"))
+            self._cut(kind, sum(_jsize(x) for x in out[:-LOG_LINES_PER_TICK]), len(out) - LOG_LINES_PER_TICK)
+            out = out[-LOG_LINES_PER_TICK:]
+        total, keep = 0, 0
+        for line in reversed(out):
+            total += _jsize(line) + 1
+            if total > budget:
+                break
+            keep += 1
+        if keep < len(out):
+            dropped = out[:len(out) - keep]
+            errors.append("%s: %d lines over the sample's %d KiB skipped" % (what, len(dropped), budget // 1024))
+            self._cut(kind, sum(_jsize(x) for x in dropped), len(dropped))
+            out = out[len(out) - keep:]
+        return out
 
     def new_lines(self, errors):
         out, paths = [], self._log_paths()
@@ -127,10 +226,7 @@ class RunDir(object):
                 out.append(stem + ": " + ln.decode("utf-8", "replace").rstrip("\r"))
         self.files = dict((rp, e) for rp, e in self.files.items() if rp in paths)
         self.first_scan = False
-        if len(out) > LOG_LINES_PER_TICK:
-            errors.append("log: %d lines skipped" % (len(out) - LOG_LINES_PER_TICK))
-            out = out[-LOG_LINES_PER_TICK:]
-        return out
+        return self._bounded(out, errors, "log", "log", LOG_BYTES_PER_SAMPLE)
 
     def new_metrics(self, errors):
         """New lines of <run>/metrics.jsonl (unparsed, bounded like the logs)."""
@@ -140,13 +236,10 @@ class RunDir(object):
             self.metrics_file = {}
             return []
         rp = os.path.realpath(path)
-        lines = _try(errors, "metrics.jsonl",
-                     lambda: self._read_new(rp, errors, self.metrics_file, first, METRICS_BACKFILL_BYTES)) or []
+        lines = _try(errors, "metrics.jsonl", lambda: self._read_new(
+            rp, errors, self.metrics_file, first, METRICS_BACKFILL_BYTES, "metrics")) or []
         out = [ln.decode("utf-8", "replace").rstrip("\r") for ln in lines if ln.strip()]
-        if len(out) > LOG_LINES_PER_TICK:
-            errors.append("metrics: %d lines skipped" % (len(out) - LOG_LINES_PER_TICK))
-            out = out[-LOG_LINES_PER_TICK:]
-        return out
+        return self._bounded(out, errors, "metrics", "metrics", METRICS_BYTES_PER_SAMPLE)
 
     def new_csv_rows(self, errors):
         """New rows of <run>/training.csv as metrics records named by the file's header line."""
@@ -159,17 +252,14 @@ class RunDir(object):
         ent = self.csv_file.get(rp)
         if ent is None or self.csv_header is None or ent["ino"] != os.stat(rp).st_ino:
             self.csv_header = _try(errors, "training.csv", lambda: _csv_header(rp))
-        lines = _try(errors, "training.csv",
-                     lambda: self._read_new(rp, errors, self.csv_file, first, METRICS_BACKFILL_BYTES)) or []
+        lines = _try(errors, "training.csv", lambda: self._read_new(
+            rp, errors, self.csv_file, first, METRICS_BACKFILL_BYTES, "metrics")) or []
         out = []
         for ln in lines:
             row = csv_row(ln.decode("utf-8", "replace").strip(), self.csv_header)
             if row is not None:
                 out.append(json.dumps(row, separators=(",", ":")))
-        if len(out) > LOG_LINES_PER_TICK:
-            errors.append("training.csv: %d rows skipped" % (len(out) - LOG_LINES_PER_TICK))
-            out = out[-LOG_LINES_PER_TICK:]
-        return out
+        return self._bounded(out, errors, "metrics", "training.csv", CSV_BYTES_PER_SAMPLE)
 
     def _ckpt(self, step, tdir, odir, rl):
         """One step, both halves (``odir``: the run dir's step_N when the trainer's lives elsewhere)."""

@@ -1,0 +1,150 @@
+"""The monitor's settings and one pod's state (history, gaps, counters, health), which only that pod's task
+in :class:`services.monitor.service.MonitorService` mutates."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable
+
+from services.models import (Alert, Gap, HostKeyPrompt, Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress,
+                             Sample, WandbStatus)
+from services.monitor import wandb_status
+from services.monitor.health import HealthSettings, HealthTracker
+from services.monitor.wandb_status import WandbPoller
+
+if TYPE_CHECKING:
+    from services.demo.connection import DemoOptions
+
+log = logging.getLogger("services.monitor.service")
+
+MAX_GAPS = 50
+
+
+@dataclass(frozen=True)
+class MonitorSettings:
+    interval: float = 1.0  # NVML averages over ~1 s: sampling faster adds nothing
+    stale_after: float = 5.0
+    restart_after: float = 60.0  # a channel silent this long is torn down and reopened
+    history_len: int = 600  # samples kept per pod (10 min at 1 Hz)
+    metrics_len: int = 2000  # metrics.jsonl lines kept per pod (~3 records per step: the last ~600 steps)
+    backoff_max: float = 60.0
+    keepalive_interval: float = 15.0
+    demo_seed: int = 0
+    demo_gpus: int = 8
+    demo_scenario: str = "training"
+    demo_max_ticks: int | None = None
+    demo_max_steps: int = 3600  # the simulated run's length (2 h at 2 s a step): step N/max and an ETA
+    demo_runbook: bool = False  # the simulated trainer writes training.csv, not prime-rl's logs
+    demo_price_per_hr: float = 23.92  # 8 x H100 at ~$2.99/GPU-hour: "$ so far / to go" on the SIMULATED pod
+    health: HealthSettings = HealthSettings()  # thresholds of the health rules (services.monitor.health)
+    log_tail_len: int = 200  # run log lines kept per pod for the monitor pane
+    wandb: bool | None = None  # poll W&B for runs whose logs name one; None: when WANDB_API_KEY is set
+    wandb_interval: float = 60.0  # at most one W&B request per run per this many seconds
+    demo_step_seconds: float = 2.0
+
+    def demo_options(self) -> "DemoOptions":
+        from services.demo.connection import DemoOptions
+
+        return DemoOptions(seed=self.demo_seed, gpus=self.demo_gpus, scenario=self.demo_scenario,
+                           max_ticks=self.demo_max_ticks, interval=self.interval, max_steps=self.demo_max_steps,
+                           runbook=self.demo_runbook, step_seconds=self.demo_step_seconds)
+
+
+
+class PodWorker:
+    """State of one pod; only its own task mutates it."""
+
+    def __init__(self, pod: Pod, settings: MonitorSettings, clock: Callable[[], float]) -> None:
+        self.pod = pod
+        self.settings = settings
+        self.clock = clock
+        self.status = PodStatus(PodState.CONNECTING, "connecting", since=clock())
+        self.history: deque[Sample] = deque(maxlen=settings.history_len)
+        self.metrics: deque[str] = deque(maxlen=settings.metrics_len)
+        self.metrics_total = 0
+        self._metrics_view: tuple[str, ...] = ()  # rebuilt only when lines arrive
+        self.gaps: deque[Gap] = deque(maxlen=MAX_GAPS)
+        self.samples_total = 0
+        self.malformed_total = 0
+        self.bytes_total = 0
+        self.cut_bytes = self.cut_lines = 0  # what the probe left out of its samples (Sample.cut_*), in all
+        self.last_received: float | None = None
+        self.wake = asyncio.Event()
+        self.stopped = False  # set by remove(): the loop ends even if a cancellation got lost
+        self.pending_key: HostKeyPrompt | None = None
+        self.task: asyncio.Task | None = None
+        self.restart = asyncio.Event()  # set_run_dir: reopen the probe on the new run dir
+        self.first_look_done: str | None = None  # the run dir whose tails filled the health tracker
+        self.followed = False  # pod.run_dir came from the run records (not pods.toml / set_run_dir)
+        self.new_run()
+        self.alerts: tuple[Alert, ...] = ()
+        self.run: RunProgress | None = None
+        self._tail_view: tuple[str, ...] = ()
+        self.wandb_path: str | None = None  # "entity/project/run_id", from the W&B line in the run's logs
+        self.wandb_poller: WandbPoller | None = None
+        self.wandb: WandbStatus | None = None
+        self.wandb_task: asyncio.Future | None = None
+        self.snapshot = self._build()
+
+    def new_run(self) -> None:
+        """Fresh health rules and run progress (at start, and when the pod's run dir changes). They are
+        evaluated per sample over that sample's new data only. The demo simulates GPUs and a run, not the
+        host: its disk and open-files figures are this machine's."""
+        price = self.pod.price_per_hr
+        if price is None and self.pod.kind is PodKind.DEMO:
+            price = self.settings.demo_price_per_hr
+        self.health = HealthTracker(self.settings.health, price_per_hr=price, tail_len=self.settings.log_tail_len,
+                                    host_rules=self.pod.kind is not PodKind.DEMO)
+        self.run = None
+        self._tail_view = ()
+
+    def _build(self) -> PodSnapshot:
+        return PodSnapshot(
+            pod=self.pod,
+            status=self.status,
+            history=tuple(self.history),
+            gaps=tuple(self.gaps),
+            samples_total=self.samples_total,
+            malformed_total=self.malformed_total,
+            bytes_total=self.bytes_total,
+            cut_bytes=self.cut_bytes,
+            cut_lines=self.cut_lines,
+            last_received=self.last_received,
+            metrics=self._metrics_view,
+            metrics_total=self.metrics_total,
+            alerts=self.alerts,
+            run=self.run,
+            log_tail=self._tail_view,
+            wandb=self.wandb,
+        )
+
+    def observe_health(self, sample: Sample) -> None:
+        """Rules over this sample (the pod's clock); a failing rule must never stop sampling."""
+        for line in sample.log:
+            if (path := wandb_status.run_path_in(line)) is not None and path != self.wandb_path:
+                self.wandb_path, self.wandb = path, None  # a new run (or the first we saw)
+        note = self.wandb.note(sample.t) if self.wandb is not None else ""
+        try:
+            self.alerts = self.health.observe(sample, wandb_note=note)
+            self.run = self.health.progress if self.health.progress.step is not None else None
+        except Exception:
+            log.exception("health rules failed for %s", self.pod.name)
+        if sample.log:
+            self._tail_view = tuple(self.health.tail)
+
+    def add_metrics(self, lines: tuple[str, ...]) -> None:
+        if lines:
+            self.metrics.extend(lines)
+            self.metrics_total += len(lines)
+            self._metrics_view = tuple(self.metrics)
+
+    def open_gap(self) -> None:
+        if self.samples_total and (not self.gaps or self.gaps[-1].end is not None):
+            self.gaps.append(Gap(start=self.last_received or self.clock(), end=None))
+
+    def close_gap(self, now: float) -> None:
+        if self.gaps and self.gaps[-1].end is None:
+            self.gaps[-1] = replace(self.gaps[-1], end=now)
