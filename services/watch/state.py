@@ -1,0 +1,125 @@
+"""The watcher's state file, ``<data dir>/watch-state.json``, and what the TUI shows of it.
+
+Written atomically (temp file, fsync, rename) on every change and every ``HEARTBEAT`` s::
+
+    {"version": 1, "pid": 4242, "owner": "alice@box", "started": ..., "updated": ..., "stopped": null,
+     "pods": {"p1": {"state": "online", "step": 812, "alerts": ["no-progress"]}},
+     "threads": [{"tid": "#3fa2c1", "pod": "p1", "rule": "no-progress", "severity": "critical",
+                  "opened": ..., "resolved": null, "notified": true, "held": "", "messages": 1, ...}],
+     "actions": [{"t": ..., "what": "notified", "kind": "opened", "tid": "#3fa2c1", "sent": 1, "failed": 0}]}
+
+No URL or key is ever in it (messages name their targets masked, and only counts are kept). The TUI
+reads it at start (:func:`watch_notice`): whether a watcher is running, and the alerts it opened since
+the TUI was last opened (``<data dir>/watch-seen.json`` remembers when that was)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable
+
+from services.atomic import atomic_write_text
+from services.watch.lock import LOCK_NAME, holder_alive, owner_id, read_holder
+from services.watch.threads import AlertBook, Thread
+
+STATE_NAME = "watch-state.json"
+SEEN_NAME = "watch-seen.json"
+VERSION = 1
+ACTIONS = 200  # actions kept
+MAX_BYTES = 4 * 1024 * 1024
+
+
+class WatchState:
+    def __init__(self, data_dir: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(data_dir) / STATE_NAME
+        self.clock = clock
+        self.started = clock()
+        self.stopped: float | None = None
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.actions: deque[dict[str, Any]] = deque(maxlen=ACTIONS)
+        self.saved_at = 0.0
+
+    def restore(self) -> list[Thread]:
+        """The previous watcher's threads and actions (so its open alerts are not announced twice)."""
+        data = read_state(self.path)
+        if data is None:
+            return []
+        for a in data.get("actions") or []:
+            if isinstance(a, dict):
+                self.actions.append(a)
+        return [th for th in (Thread.from_json(t) for t in data.get("threads") or []) if th is not None]
+
+    def record(self, what: str, **detail: Any) -> dict[str, Any]:
+        entry = {"t": round(self.clock(), 3), "what": what, **detail}
+        self.actions.append(entry)
+        return entry
+
+    def save(self, book: AlertBook) -> None:
+        now = self.clock()
+        doc = {"version": VERSION, "pid": os.getpid(), "owner": owner_id(), "started": round(self.started, 3),
+               "updated": round(now, 3), "stopped": self.stopped, "pods": self.pods,
+               "threads": [th.to_json() for th in book.threads()], "actions": list(self.actions)}
+        atomic_write_text(self.path, json.dumps(doc, indent=1, default=str), mode=0o600)
+        self.saved_at = now
+
+
+def read_state(path: Path) -> dict[str, Any] | None:
+    """The state file, or None when it is missing, too big or not ours (never raises)."""
+    try:
+        if Path(path).stat().st_size > MAX_BYTES:
+            return None
+        data = json.loads(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) and data.get("version") == VERSION else None
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+        and abs(value) < 1e11 else None
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M", time.localtime(t))
+
+
+def watch_notice(data_dir: Path, now: float | None = None, *, mark: bool = True) -> str | None:
+    """One notice for the TUI's start: is a watcher running, and what it saw since the TUI was last opened.
+    None when no watcher ever ran here. ``mark``: remember now as the TUI's last opening. Never raises."""
+    data_dir = Path(data_dir)
+    now = time.time() if now is None else now
+    state = read_state(data_dir / STATE_NAME)
+    holder = read_holder(data_dir / LOCK_NAME)
+    running = holder_alive(holder)
+    try:
+        seen = _num(json.loads((data_dir / SEEN_NAME).read_text()).get("t"))
+    except (OSError, ValueError, AttributeError):
+        seen = None
+    if mark and (state is not None or running):
+        try:
+            atomic_write_text(data_dir / SEEN_NAME, json.dumps({"t": round(now, 3)}))
+        except OSError:
+            pass
+    if state is None and not running:
+        return None
+    if running:
+        since = holder.get("since") if holder else None
+        head = f"A watcher is running (pid {holder['pid']}" + (f", since {_clock(since)})" if since else ")")
+    else:
+        stopped = _num((state or {}).get("stopped")) or _num((state or {}).get("updated"))
+        head = "No watcher is running" + (f" (the last one stopped at {_clock(stopped)})" if stopped else "") + \
+               ": alerts are pushed only while one runs (prime-train-tui watch)"
+    threads = [th for th in (Thread.from_json(t) for t in (state or {}).get("threads") or []) if th is not None]
+    new = [th for th in threads if seen is None or th.opened > seen]
+    if not new:
+        return head + ("; no alerts since the TUI was last open." if seen is not None else ".")
+    shown = []
+    for th in sorted(new, key=lambda t: t.opened)[-3:]:
+        end = f"resolved {_clock(th.resolved)}" if _num(th.resolved) else "still open"
+        shown.append(f"{th.rule} on {th.pod} at {_clock(th.opened)} ({end})")
+    more = f" and {len(new) - 3} more" if len(new) > 3 else ""
+    when = "since the TUI was last open" if seen is not None else "so far"
+    return f"{head}; {len(new)} alert(s) {when}: " + "; ".join(shown) + more + "."

@@ -1,0 +1,301 @@
+"""The watcher: the TUI's monitor and health rules for every pod, the rentals' deadlines, push messages,
+the exporter and the state file — one asyncio loop, no Textual.
+
+Every ``tick_s`` the pods' latest snapshots go through the :class:`AlertBook` (threads, de-duplication,
+rate limit); the messages it decides on are queued and pushed by one sender task, in order, in a thread
+(apprise is blocking HTTP), so a slow service never delays the evaluation. A pod that is not online is
+"not known", not "clear": its open threads stay open, and after ``offline_after_s`` it gets an alert of
+its own (``unreachable``). The deadline pass (services.offers.launch.DeadlineWatch, the TUI's) runs
+every ``deadline_interval_s`` while a rental is open: warnings, terminations and failures are pushed too.
+What the watcher does goes to the JSON-lines log, the state file and (``out``) stdout."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.models import Alert, Pod, PodSnapshot, PodState, Severity
+from services.monitor.service import ConnectionFactory, MonitorService, MonitorSettings
+from services.offers.rentals import AUDIT_NAME, AuditLog, Rental
+from services.watch.exporter import DEFAULT_ADDR, Exporter, WatchView
+from services.watch.jsonlog import event
+from services.watch.notify import Notifier, NotifySettings
+from services.watch.state import WatchState
+from services.watch.summary import brief_json, pod_json, unreachable_alert
+from services.watch.threads import AlertBook, Event, Message
+
+log = logging.getLogger("services.watch")
+Out = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    data_dir: Path
+    notify: NotifySettings = field(default_factory=NotifySettings)
+    metrics_port: int | None = None  # None: no exporter; 0: any free port
+    metrics_addr: str = DEFAULT_ADDR
+    tick_s: float = 1.0
+    offline_after_s: float = 300.0
+    deadline_interval_s: float = 30.0
+    heartbeat_s: float = 30.0  # the state file is rewritten at least this often
+
+
+class Watcher:
+    def __init__(self, pods: list[Pod], options: WatchOptions, *, monitor_settings: MonitorSettings = MonitorSettings(),
+                 providers: Callable[[], Any] | None = None, clock: Callable[[], float] = time.time,
+                 connector: ConnectionFactory | None = None, out: Out | None = None) -> None:
+        self.pods, self.options, self.clock, self.out = list(pods), options, clock, out
+        self.monitor_settings, self.providers, self.connector = monitor_settings, providers, connector
+        self.notifier = Notifier(options.notify.urls)  # a bad URL fails here, before anything starts
+        self.book = AlertBook(options.notify.policy())
+        self.state = WatchState(options.data_dir, clock=clock)
+        self.audit = AuditLog(Path(options.data_dir) / AUDIT_NAME)
+        self.snapshots: dict[str, PodSnapshot] = {}
+        self.down_since: dict[str, float] = {}
+        self.rentals: tuple[Rental, ...] = ()
+        self.sent: Counter[tuple[str, str]] = Counter()
+        self.exporter: Exporter | None = None
+        self.monitor: MonitorService | None = None
+        self._queue: asyncio.Queue[Message] | None = None
+        self._dirty = True
+
+    # ------------------------------------------------------------------ the long run
+    async def run(self, stop: asyncio.Event) -> None:
+        self.book.restore(self.state.restore())
+        for gone in {pod for pod, _ in self.book.open} - {p.name for p in self.pods}:
+            self.book.drop_pod(gone, self.clock())  # a pod no longer watched: its old threads end quietly
+        self._queue = asyncio.Queue()
+        self._read_rentals()
+        if self.options.metrics_port is not None:  # a port in use fails here, before anything started
+            self.exporter = Exporter(self.view, self.options.metrics_port, self.options.metrics_addr)
+            self.exporter.start()
+        self._start_monitor()
+        tasks = [asyncio.ensure_future(self._sender()), asyncio.ensure_future(self._deadlines())]
+        try:
+            self._say("watch started", pods=[p.name for p in self.pods], notify=self.options.notify.masked,
+                      metrics=None if self.exporter is None else
+                      f"http://{self.exporter.addr}:{self.exporter.port}/metrics")
+            self.state.record("started", pods=[p.name for p in self.pods])
+            while not stop.is_set():
+                try:
+                    self.evaluate()
+                except Exception:  # noqa: BLE001 - one bad pass must never stop the watcher
+                    log.exception("evaluating the alerts failed")
+                self._save()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self.options.tick_s)
+        finally:
+            tasks[1].cancel()
+            if self.monitor is not None:
+                await self.monitor.aclose()
+            await self._drain(tasks[0])
+            if self.exporter is not None:
+                self.exporter.stop()
+            self.state.stopped = round(self.clock(), 3)
+            self.state.record("stopped")
+            self._dirty = True
+            self._save()
+            self._say("watch stopped")
+
+    def _start_monitor(self) -> None:
+        self.monitor = MonitorService(self._on_snapshot, settings=self.monitor_settings, connector=self.connector)
+        self.monitor.runs_dir = Path(self.options.data_dir) / "runs"
+        self.monitor.rented_at = self._rented_at
+        for pod in self.pods:
+            self.monitor.add(pod)
+
+    def _on_snapshot(self, snap: PodSnapshot) -> None:
+        old = self.snapshots.get(snap.pod.name)
+        self.snapshots[snap.pod.name] = snap
+        if old is None or old.status.state is not snap.status.state:
+            self._dirty = True
+            level = logging.INFO if snap.status.state in (PodState.ONLINE, PodState.CONNECTING) else logging.WARNING
+            event(log, "pod state", level, pod=snap.pod.name, state=snap.status.state.value,
+                  reason=snap.status.reason[:300])
+
+    def _rented_at(self, pod: Pod) -> float | None:
+        for r in self.rentals:
+            if r.name == pod.name or (pod.provider_id and (r.provider, r.pod_id) == (pod.provider, pod.provider_id)):
+                return r.created_at
+        return None
+
+    # ------------------------------------------------------------------ alerts
+    def evaluate(self, now: float | None = None) -> list[Event]:
+        """One pass over every pod's latest snapshot: threads opened, escalated, resolved; messages queued."""
+        now = self.clock() if now is None else now
+        events: list[Event] = []
+        for name, snap in list(self.snapshots.items()):
+            online = snap.status.state is PodState.ONLINE
+            if online:
+                self.down_since.pop(name, None)
+            else:
+                self.down_since.setdefault(name, now)
+            extra: tuple[Alert, ...] = ()
+            down = self.down_since.get(name)
+            if down is not None and now - down >= self.options.offline_after_s:  # never reached counts too
+                extra = (unreachable_alert(snap, down, now),)
+            alerts = (*snap.alerts, *extra) if online else extra
+            step = snap.run.step if snap.run is not None else None
+            for ev in self.book.update(name, alerts, now, step=step, run_dir=snap.pod.run_dir, keep_absent=not online):
+                self._on_event(ev)
+                events.append(ev)
+            brief = brief_json(snap)
+            if self.state.pods.get(name) != brief:
+                self.state.pods[name] = brief
+                self._dirty = True
+        return events
+
+    def _on_event(self, ev: Event) -> None:
+        th = ev.thread
+        held = ev.held if ev.message is None else ""
+        if ev.message is not None and not self.notifier:
+            held = "no notification URLs ([notify] urls or --notify)"
+        fields = {"pod": th.pod, "rule": th.rule, "severity": th.severity, "tid": th.tid, "title": th.title,
+                  "step": th.step, "pushed": ev.message is not None and bool(self.notifier)}
+        if held:
+            fields["held"] = held
+        level = logging.WARNING if ev.kind != "resolved" and Severity(th.severity).rank >= 1 else logging.INFO
+        self._say(f"alert {ev.kind}", level, **fields)
+        self.state.record(f"alert {ev.kind}", **fields)
+        self._dirty = True
+        if ev.message is not None and self.notifier and self._queue is not None:
+            self._queue.put_nowait(ev.message)
+
+    def push(self, message: Message) -> None:
+        """Queue a message of the watcher's own (a deadline event)."""
+        if self.notifier and self._queue is not None:
+            self._queue.put_nowait(message)
+
+    async def _sender(self) -> None:
+        assert self._queue is not None
+        while True:
+            msg = await self._queue.get()
+            try:
+                results = await asyncio.to_thread(self.notifier.send, msg)
+            except Exception as exc:  # noqa: BLE001 - never stops the watcher
+                results = [("?", False)]
+                event(log, "notification failed", logging.ERROR, kind=msg.kind, error=type(exc).__name__)
+            ok = sum(1 for _, delivered in results if delivered)
+            failed = [target for target, delivered in results if not delivered]
+            self.sent[(msg.kind, "sent")] += ok
+            self.sent[(msg.kind, "failed")] += len(failed)
+            fields = {"kind": msg.kind, "tid": msg.tid, "pod": msg.pod, "rule": msg.rule, "sent": ok,
+                      "failed": len(failed)}
+            if failed:
+                fields["failed_targets"] = failed  # masked
+            event(log, "notification " + ("failed" if failed else "sent"),
+                  logging.WARNING if failed else logging.INFO, **fields)
+            self.state.record("notified", **fields)
+            self._dirty = True
+            self._queue.task_done()
+
+    async def _drain(self, sender: asyncio.Future, timeout: float = 15.0) -> None:
+        """Let the queued messages go out (a "resolved" queued at shutdown still leaves), then stop."""
+        if self._queue is not None and not self._queue.empty():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._queue.join(), timeout)
+        sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await sender
+
+    # ------------------------------------------------------------------ rentals
+    def _read_rentals(self) -> None:
+        try:
+            self.rentals = tuple(self.audit.open_rentals())
+        except OSError as exc:
+            event(log, "cannot read the rentals' audit log", logging.WARNING, error=str(exc)[:200])
+
+    async def _deadlines(self) -> None:
+        from services.offers.launch import DeadlineWatch
+
+        watch = DeadlineWatch(self.audit, clock=self.clock)
+        said_no_keys = False
+        while True:
+            try:
+                await asyncio.to_thread(self._read_rentals)
+                if self.rentals and self.providers is None:
+                    if not said_no_keys:
+                        said_no_keys = True
+                        event(log, "rentals are open but no provider client: deadlines are not enforced",
+                              logging.WARNING, rentals=[r.name for r in self.rentals])
+                elif self.rentals:
+                    async with self.providers() as providers:
+                        for ev in await watch.check(providers):
+                            await self._deadline_event(ev)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a provider outage must not end the watcher
+                event(log, "deadline pass failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}"[:300])
+            await asyncio.sleep(self.options.deadline_interval_s)
+
+    async def _deadline_event(self, ev: Any) -> None:
+        r = ev.rental
+        fields = {"pod": r.name, "provider": r.provider, "pod_id": r.pod_id, "kind": ev.kind}
+        self._say(f"deadline {ev.kind}", logging.ERROR if ev.kind == "failed" else logging.WARNING,
+                  message=ev.message, **fields)
+        self.state.record(f"deadline {ev.kind}", message=ev.message, **fields)
+        self._dirty = True
+        sev = {"failed": Severity.CRITICAL, "warn": Severity.WARNING}.get(ev.kind, Severity.INFO)
+        self.push(Message("deadline", f"[DEADLINE] {r.name}: {ev.kind}", ev.message, sev, pod=r.name))
+        if ev.kind == "terminated" and self.monitor is not None and r.name in self.monitor.names():
+            await self.monitor.remove(r.name)  # gone on purpose: not "unreachable"
+            self.snapshots.pop(r.name, None)
+            self.down_since.pop(r.name, None)
+            self.book.drop_pod(r.name, self.clock())
+
+    # ------------------------------------------------------------------ views
+    def view(self) -> WatchView:
+        """For a scrape (any thread): immutable copies."""
+        return WatchView(tuple(self.snapshots.values()), dict(self.book.opened_total), self.rentals,
+                         dict(self.sent), self.monitor_settings.demo_price_per_hr, self.clock())
+
+    def summary(self, now: float | None = None) -> dict[str, Any]:
+        now = self.clock() if now is None else now
+        pods = [pod_json(s, now) for s in self.snapshots.values()]
+        return {"time": round(now, 3), "pods": pods, "reached": sum(1 for p in pods if p["reached"]),
+                "alerts": sum(len(p["alerts"]) for p in pods),
+                "rentals": [{"name": r.name, "provider": r.provider, "price_hr": r.price_hr,
+                             "spent": round(r.spent(now), 2), "deadline_in_s": None if r.deadline is None
+                             else round(r.deadline - now)} for r in self.rentals]}
+
+    async def once(self, timeout: float = 60.0) -> dict[str, Any]:
+        """One sample of every pod (or its failure), evaluated by the same rules; no message, no state file."""
+        self._read_rentals()
+        self._start_monitor()
+        assert self.monitor is not None
+        end = time.monotonic() + timeout
+        try:
+            while time.monotonic() < end and not all(self._settled(n) for n in self.monitor.names()):
+                await asyncio.sleep(0.05)
+            return self.summary()
+        finally:
+            await self.monitor.aclose()
+
+    def _settled(self, name: str) -> bool:
+        snap = self.snapshots.get(name)
+        return snap is not None and (snap.samples_total > 0 or snap.status.state not in
+                                     (PodState.CONNECTING, PodState.ONLINE))
+
+    # ------------------------------------------------------------------ output
+    def _say(self, what: str, level: int = logging.INFO, **fields: Any) -> None:
+        event(log, what, level, **fields)
+        if self.out is not None:
+            with contextlib.suppress(Exception):
+                self.out({"t": round(self.clock(), 3), "event": what, **fields})
+
+    def _save(self) -> None:
+        if not self._dirty and self.clock() - self.state.saved_at < self.options.heartbeat_s:
+            return
+        try:
+            self.state.save(self.book)
+            self._dirty = False
+        except OSError as exc:
+            event(log, "cannot write the state file", logging.ERROR, path=str(self.state.path),
+                  error=exc.strerror or str(exc))
