@@ -31,6 +31,9 @@ class BackgroundLifecycle:
         self.daemons: dict[str, Any] = {}
         self._workers: dict[str, Any] = {}
         self._asked: set[str] = set()
+        from app.demo import DemoInApp
+
+        self.demo = DemoInApp(app, self)  # the demo pod's sandbox and run (app/demo.py)
         self.tracker = (PreemptionTracker.from_settings(self.settings, clock=app_clock(app))
                         if self.settings.runs_dir is not None else None)
         self.resumer = (AutoResumer(self.tracker, self.settings, self.connect, self.backup)
@@ -43,6 +46,11 @@ class BackgroundLifecycle:
     def _rented_at(self, pod: Any) -> float | None:
         rentals = getattr(self.app, "rentals", None)
         return getattr(rentals.rental_for(pod), "created_at", None) if rentals is not None else None
+
+    def prepare_pod(self, pod: Any) -> Any:
+        """A pod about to be watched: the demo pod gets its sandbox (started fresh) and its run launched
+        there through the lifecycle; any other pod is returned as it is."""
+        return self.demo.start(pod) if getattr(pod, "simulated", False) else pod
 
     def run_started(self, record: Any) -> None:
         """A launch or resume is done: its run dir becomes the pod's (sidebar, pods.toml for a saved pod) and
@@ -76,6 +84,7 @@ class BackgroundLifecycle:
                                                       group="lifecycle-background", exit_on_error=False)
 
     def remove(self, name: str) -> None:
+        self.demo.stop(name)  # the demo pod removed: its simulated run stops
         self.daemons.pop(name, None)
         self._asked.discard(name)
         worker = self._workers.pop(name, None)

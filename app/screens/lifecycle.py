@@ -27,6 +27,11 @@ RunFn = Callable[[Any, bool], AsyncIterator[Any]]
 _MARK_STYLE = {"ok": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
 
 
+class NothingToDo(str):
+    """A plan text that needs no confirmation (a cleanup with nothing to delete): the dialog shows it with
+    Close only."""
+
+
 class LifecycleScreen(ModalScreen["Any | None"]):
     DEFAULT_CSS = """
     LifecycleScreen .dialog { width: 90; max-height: 90%; }
@@ -50,7 +55,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         self.settings = settings
         self.lines: list[str] = []  # what the log shows (plain text), for tests and copy-paste
         self.result: Any = None
-        self._running = False
+        self._acting = False  # the action runs (not `_running`: that name is Textual's own, True once mounted)
         self._conn: Any = None  # the plan's connection, reused by the action
         self.run_task: Any = None  # the app task running the action (app/tasks.py), once started
 
@@ -97,6 +102,11 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             raise
         self._conn = conn  # kept for the action: no second SSH handshake after the click
         plan_widget.update(text)
+        if isinstance(text, NothingToDo):  # nothing to confirm: no Delete button, only Close
+            self.run_worker(_quietly_close(conn), name="closing the pod connection", exit_on_error=False)
+            self._conn = None
+            self._finish_buttons()
+            return
         self.query_one("#lc-go", Button).disabled = False
 
     def _execute(self, force: bool) -> None:
@@ -132,7 +142,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             self.lines.append(f"✗ {err}")
             self._finish_buttons()
             return
-        self._running = True
+        self._acting = True
         self.query_one("#lc-bg", Button).display = True
 
     def _on_task(self, task: Any, ev: Any) -> None:
@@ -142,7 +152,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
                 self.query_one("#lc-progress", ProgressBar).update(progress=ev.progress)
         if task.running:
             return
-        self._running = False
+        self._acting = False
         self.query_one("#lc-bg", Button).display = False
         if isinstance(task.result, Exception):
             self.query_one("#lc-status", Static).update(f"[red]✗ {escape(str(task.result))}[/red]")
@@ -214,7 +224,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
 
     def action_no(self) -> None:
         """n: no, before anything started (once it runs, escape cancels and Background keeps it going)."""
-        if self.run_task is None and not self._running:
+        if self.run_task is None and not self._acting:
             self.action_cancel()
 
     def action_cancel(self) -> None:
@@ -244,6 +254,7 @@ async def _quietly_close(conn: Any) -> None:
 
 
 def default_connect(pod: Any) -> Any:
+    """The pod's connection: SSH, this machine, or the demo pod's sandbox (app/demo.py)."""
     from app.commands.launch import make_conn
 
     return make_conn(pod)
@@ -281,6 +292,11 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
     from services.lifecycle import actions as lc
     from services.units import fmt_bytes
 
+    if getattr(pod, "simulated", False) and settings is None:  # the demo: its sandbox's own settings
+        from app.demo import demo_lifecycle_settings, sandboxed
+
+        pod = sandboxed(pod)
+        settings = demo_lifecycle_settings(pod)
     settings = lifecycle_settings(settings)
     if action == "launch":
         if config is None:
@@ -335,7 +351,7 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
             plan = await lc.plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=bucket)
             holder["plan"] = plan
             lines = plan.preview(fmt_bytes)
-            return "\n".join(lines)
+            return NothingToDo("\n".join(lines)) if plan.empty else "\n".join(lines)
 
         def run_cleanup(conn: Any, force: bool) -> AsyncIterator[Any]:
             return lc.cleanup(conn, holder["plan"], settings=settings, backup=bucket)

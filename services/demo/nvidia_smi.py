@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A fake ``nvidia-smi`` for the simulated pod (stdlib only, Python 3.8+, runnable by path).
 
-Supports ``--query-gpu=FIELDS --format=csv[,noheader][,nounits] [-l S | -lms MS]`` and ``-L``.
+Supports ``--query-gpu=FIELDS --format=csv[,noheader][,nounits] [-l S | -lms MS]``, ``-L`` and
+``--query-compute-apps=pid,process_name,used_memory[,gpu_uuid] --format=csv[,noheader][,nounits]``.
 Environment:
   PTT_FAKE_GPUS       GPU count (default 8)
   PTT_FAKE_GPU_NAME   default "NVIDIA H100 80GB HBM3" (memory total from a small table, else 81559 MiB)
@@ -9,6 +10,9 @@ Environment:
   PTT_FAKE_SCENARIO   training (default) | idle | nccl_hang | inference_dead | na_fields | garbage
   PTT_FAKE_MAX_TICKS  print N batches, then stay alive silently until killed
   PTT_FAKE_PROC_ROOT  before batch k, (re)write DIR/stat and DIR/meminfo for tick k (atomic replace)
+  PTT_FAKE_RUN_DIR    the demo sandbox's run dir: once the run's leader (<run>/.ptt/leader.json, written by
+                      the lifecycle helper) has exited, a "training" pod's GPUs read idle (a killed run frees
+                      them); --query-compute-apps lists the processes of the run's session while it lives
 """
 from __future__ import annotations
 
@@ -64,6 +68,95 @@ class Config(object):
         mt = env.get("PTT_FAKE_MAX_TICKS")
         self.max_ticks = int(mt) if mt not in (None, "") else None
         self.proc_root = env.get("PTT_FAKE_PROC_ROOT") or None
+        self.run_dir = env.get("PTT_FAKE_RUN_DIR") or None
+
+
+def _proc_stat(pid):
+    """(state, sid, starttime) of a live pid from /proc, or None (gone, or no /proc here)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            data = fh.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+    rest = data[data.rfind(")") + 2:].split()
+    return rest[0], int(rest[3]), int(rest[19])
+
+
+def run_leader(cfg):
+    """The lifecycle run's leader {"pid", "sid", "start"} from <run_dir>/.ptt/leader.json, or None."""
+    if not cfg.run_dir:
+        return None
+    try:
+        import json
+        with open(os.path.join(cfg.run_dir, ".ptt", "leader.json")) as fh:
+            leader = json.load(fh)
+        return leader if isinstance(leader, dict) and int(leader.get("pid") or 0) > 0 else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def run_stopped(cfg):
+    """True once the sandbox's run has a leader that exited (killed or ended); False with no run yet."""
+    leader = run_leader(cfg)
+    if leader is None:
+        return False
+    st = _proc_stat(int(leader["pid"]))
+    return st is None or st[0] == "Z" or (bool(leader.get("start")) and st[2] != int(leader["start"]))
+
+
+def effective(cfg):
+    """The config a tick is drawn with: a "training" pod whose run stopped reads idle."""
+    if cfg.scenario != "training" or not run_stopped(cfg):
+        return cfg
+    idle = Config.__new__(Config)
+    idle.__dict__.update(cfg.__dict__, scenario="idle")
+    return idle
+
+
+def run_processes(cfg):
+    """[(pid, name)] of the live processes in the run's session (none without a live run)."""
+    leader = run_leader(cfg)
+    if leader is None or run_stopped(cfg):
+        return []
+    sid = int(leader.get("sid") or leader["pid"])
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        st = _proc_stat(int(name))
+        if st is None or st[0] == "Z" or st[1] != sid:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as fh:
+                argv = [a for a in fh.read().split(b"\0") if a]
+        except OSError:
+            continue
+        words = [a.decode("utf-8", "replace") for a in argv]
+        script = next((w for w in words[1:] if w.endswith(".py")), words[0] if words else "?")
+        found.append((int(name), script))
+    return sorted(found)
+
+
+APP_FIELDS = {"pid": "pid", "process_name": "process_name", "name": "process_name",
+              "used_memory": "used_gpu_memory [MiB]", "used_gpu_memory": "used_gpu_memory [MiB]",
+              "gpu_uuid": "gpu_uuid"}
+
+
+def compute_apps(cfg, fields, header, units):
+    """--query-compute-apps: each process of the run on GPU 0.. in turn (the trainer holds memory)."""
+    out = [", ".join(APP_FIELDS[f] for f in fields)] if header else []
+    for i, (pid, script) in enumerate(run_processes(cfg)):
+        gpu = i % max(1, cfg.gpus)
+        v = {"pid": pid, "process_name": script, "name": script,
+             "used_memory": "%d%s" % (int(cfg.mem_total * 0.7), " MiB" if units else ""),
+             "gpu_uuid": gpu_values(cfg, 0, gpu)["uuid"]}
+        v["used_gpu_memory"] = v["used_memory"]
+        out.append(", ".join(str(v[f]) for f in fields))
+    return out
 
 
 def _rng(*key):
@@ -200,12 +293,14 @@ def main(argv=None):
     except ValueError as e:
         sys.stderr.write("fake nvidia-smi: %s\n" % e)
         return 2
-    query, fmt, loop, list_gpus = None, None, None, False
+    query, fmt, loop, list_gpus, apps = None, None, None, False, None
     i = 0
     while i < len(argv):
         a = argv[i]
         if a.startswith("--query-gpu="):
             query = a.split("=", 1)[1]
+        elif a.startswith("--query-compute-apps="):
+            apps = a.split("=", 1)[1]
         elif a.startswith("--format="):
             fmt = a.split("=", 1)[1]
         elif a in ("-L", "--list-gpus"):
@@ -231,6 +326,19 @@ def main(argv=None):
         for g in range(cfg.gpus):
             sys.stdout.write("GPU %d: %s (UUID: %s)\n" % (g, cfg.name, gpu_values(cfg, 0, g)["uuid"]))
         return 0
+    if apps is not None:
+        fields = [f.strip() for f in apps.split(",") if f.strip()]
+        for f in fields:
+            if f not in APP_FIELDS:
+                sys.stdout.write('Field "%s" is not a valid field to query.\n\n' % f)
+                return 2
+        opts = [o.strip() for o in (fmt or "").split(",") if o.strip()]
+        if not opts or opts[0] != "csv" or any(o not in ("csv", "noheader", "nounits") for o in opts):
+            sys.stdout.write('"%s" is not a valid format.\n' % (fmt or ""))
+            return 2
+        lines = compute_apps(cfg, fields, "noheader" not in opts, "nounits" not in opts)
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        return 0
     if query is None:
         if fmt is not None:
             return _usage_error()
@@ -255,9 +363,10 @@ def main(argv=None):
         if cfg.max_ticks is not None and tick >= cfg.max_ticks:
             while True:  # stay alive silently until killed
                 time.sleep(3600)
+        now = effective(cfg)
         if cfg.proc_root:
-            write_proc(cfg, tick)
-        lines = batch_lines(cfg, tick, fields, units)
+            write_proc(now, tick)
+        lines = batch_lines(now, tick, fields, units)
         if header:
             lines.insert(0, ", ".join(FIELDS[f][0] for f in fields))
         try:

@@ -18,6 +18,16 @@ With --runbook it is not prime-rl but a plain script: training.csv (step,loss,lr
 Everything but the wall-clock pacing is deterministic given --seed: the HH:MM:SS stamps come from a
 simulated clock (14:00:00 + step * step_seconds). --max-steps 0 runs until killed.
 
+--resume-step N continues a run from its complete checkpoint step_N (exit 1 when there is none): steps
+N+1.. are appended to the logs and metrics.jsonl, as prime-rl's --resume.step does. --head-start N writes
+a fresh run's first N steps at once (a run that has been going for a while), then paces the rest.
+On SIGTERM (a kill) the trainer says so in logs/trainer.log and exits 143; with --torn-save it also leaves
+the checkpoint it was saving, step_{last+1}, half-written (trainer/model.bin without .metadata, no
+orchestrator half, dated an hour back: abandoned, not being written), as a run killed mid-save does (the
+demo pod's runs do). --owner-file names a JSON file {"pid", "start"}: once the
+process it names has ended (the app that owns the demo was closed or killed), the run stops by itself within
+a step; without the file the run has no owner. --config is only named in the log (the demo reads nothing from it).
+
 --profile latency-bound | generation-bound | trainer-bound | checkpoint-heavy gives the steps the timing
 of that kind of run (simulated seconds, independent of the wall pacing --step-seconds), so the
 bottleneck breakdown has something real to find. --no-metrics leaves metrics.jsonl out (console only).
@@ -29,6 +39,7 @@ import json
 import math
 import os
 import random
+import signal
 import sys
 import time
 
@@ -145,6 +156,29 @@ def write_checkpoint(run_dir, step, seed):
     return d
 
 
+def write_partial_checkpoint(run_dir, step, seed):
+    """A checkpoint cut short mid-save: part of trainer/model.bin, no .metadata, no orchestrator half."""
+    d = os.path.join(run_dir, "checkpoints", "step_%d" % step)
+    if os.path.exists(os.path.join(d, "trainer", ".metadata")):
+        return None  # complete already: a kill never spoils a finished save
+    os.makedirs(os.path.join(d, "trainer"), exist_ok=True)
+    payload = random.Random("%s:ckpt:%d" % (seed, step)).getrandbits(8 * 4096).to_bytes(4096, "little")
+    with open(os.path.join(d, "trainer", "model.bin"), "wb") as f:
+        f.write(payload[:1024])
+    # dated an hour back: nothing writes it any more, and a monitor must not read "being written" into it
+    then = time.time() - 3600
+    for p in (os.path.join(d, "trainer", "model.bin"), os.path.join(d, "trainer"), d):
+        os.utime(p, (then, then))
+    return d
+
+
+def checkpoint_done(run_dir, step):
+    """Both halves of step_N are there (what --resume-step needs)."""
+    d = os.path.join(run_dir, "checkpoints", "step_%d" % step)
+    return (os.path.isfile(os.path.join(d, "trainer", ".metadata"))
+            and os.path.isfile(os.path.join(d, "orchestrator", "progress.pt")))
+
+
 def write_config(run_dir, max_steps):
     """The resolved config prime-rl writes at start (only what the probe reads from it)."""
     if max_steps <= 0:
@@ -157,18 +191,46 @@ def write_config(run_dir, max_steps):
     os.replace(tmp, os.path.join(d, "trainer.json"))
 
 
-def paced_steps(seed, step_seconds, max_steps):
-    """(step, step_values) once per ``step_seconds`` of wall time from the first; forever when max_steps <= 0."""
-    start, step = time.monotonic(), 0
+def owner_gone(path):
+    """True when ``path`` names an owner process that has ended; False without the file (no owner)."""
+    if not path:
+        return False
+    try:
+        with open(path) as fh:
+            owner = json.load(fh)
+        pid = int(owner["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass  # alive, another user's
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            rest = fh.read()
+        rest = rest[rest.rfind(")") + 2:].split()
+    except (OSError, ValueError):
+        return False  # no /proc here: the pid answered, that is all we know
+    return rest[0] == "Z" or (owner.get("start") is not None and int(rest[19]) != int(owner["start"]))
+
+
+def paced_steps(seed, step_seconds, max_steps, first=1, burst=0):
+    """(step, step_values) from step ``first``: the first ``burst`` of them at once, then one per
+    ``step_seconds`` of wall time; forever when max_steps <= 0."""
+    start, step, paced = time.monotonic(), first - 1, 0
     while max_steps <= 0 or step < max_steps:
         step += 1
-        delay = start + step * step_seconds - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+        if step >= first + burst:
+            paced += 1
+            delay = start + paced * step_seconds - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
         yield step, step_values(seed, step, step_seconds)
 
 
-def run_runbook(run_dir, seed=0, step_seconds=1.0, max_steps=0):
+def run_runbook(run_dir, seed=0, step_seconds=1.0, max_steps=0, owner=None):
     """A plain training script: training.csv rows and "step N loss L" lines, nothing prime-rl-shaped."""
     logs = os.path.join(run_dir, "logs")
     os.makedirs(logs, exist_ok=True)
@@ -179,38 +241,76 @@ def run_runbook(run_dir, seed=0, step_seconds=1.0, max_steps=0):
             csv.write("step,loss,lr,toks_per_s\n")
         log.write("loading model (simulated plain-script trainer, seed=%s)\n" % seed)
         for step, v in paced_steps(seed, step_seconds, max_steps):
+            if owner_gone(owner):
+                log.write("the app that owned this demo run ended: stopping\n")
+                return 0
             csv.write("%d,%.4f,%.1e,%.0f\n" % (step, v["loss/mean"], v["optim/lr"], v["perf/throughput"]))
             log.write("step %d loss %.4f\n" % (step, v["loss/mean"]))
         log.write("done\n")
     return 0
 
 
+def timed(v, seed, step, max_steps, ckpt_interval, profile):
+    """Complete one step's values ``v`` with its time/* split; (last step?, saving?, profile values or None)."""
+    last = max_steps > 0 and step == max_steps
+    saving = ckpt_interval > 0 and (step % ckpt_interval == 0 or last)
+    prof = profile_values(profile, seed, step, saving)
+    v.update(default_split(v["time/step"], saving) if prof is None else prof[0])
+    return last, saving, prof
+
+
 def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profile="default", write_metrics=True,
-        runbook=False):
+        runbook=False, resume_step=None, head_start=0, config=None, torn_save=False, owner=None):
     if profile not in PROFILE_NAMES:
         raise ValueError("unknown profile %r; one of %s" % (profile, ", ".join(PROFILE_NAMES)))
     write_config(run_dir, max_steps)
     if runbook:
-        return run_runbook(run_dir, seed, step_seconds, max_steps)
+        return run_runbook(run_dir, seed, step_seconds, max_steps, owner)
+    if resume_step is not None and not checkpoint_done(run_dir, resume_step):
+        sys.stderr.write("no complete checkpoint step_%d in %s\n" % (resume_step, os.path.join(run_dir, "checkpoints")))
+        return 1
     logs = os.path.join(run_dir, "logs")
     os.makedirs(logs, exist_ok=True)
     tr = open(os.path.join(logs, "trainer.log"), "a", buffering=1)
     orch = open(os.path.join(logs, "orchestrator.log"), "a", buffering=1)
     metrics = open(os.path.join(run_dir, "metrics.jsonl") if write_metrics else os.devnull, "a", buffering=1)
-    tr.write(line(0, "INFO", "Starting from step 1 (total_tokens=0, total_samples=0)"))
-    orch.write(line(0, "INFO", "Starting orchestrator (simulated, seed=%s)" % seed))
-    sim = 0.0
-    for step, v in paced_steps(seed, step_seconds, max_steps):
-        last = max_steps > 0 and step == max_steps
-        saving = ckpt_interval > 0 and (step % ckpt_interval == 0 or last)
-        prof = profile_values(profile, seed, step, saving)
-        if prof is None:
-            v.update(default_split(v["time/step"], saving))
-        else:
-            v.update(prof[0])
-            if prof[1]["time/wait_for_policy"] > 1.0:
-                orch.write(line(sim + 0.1, "INFO", "Holding batch %d until the trainer publishes policy v%d "
-                                                   "(currently v%d)" % (step, max(0, step - 2), max(0, step - 3))))
+    first = 1 if resume_step is None else resume_step + 1
+    sim = 0.0  # the simulated clock goes on where the checkpoint left it (the steps before, replayed)
+    for step in range(1, first):
+        v = step_values(seed, step, step_seconds)
+        timed(v, seed, step, max_steps, ckpt_interval, profile)
+        sim += v["time/step"]
+    if config:
+        tr.write(line(sim, "INFO", "Config: %s" % config))
+    if resume_step is None:
+        tr.write(line(sim, "INFO", "Starting from step 1 (total_tokens=0, total_samples=0)"))
+    else:
+        tr.write(line(sim, "INFO", "Resuming from checkpoint step_%d: starting from step %d" % (resume_step, first)))
+    orch.write(line(sim, "INFO", "Starting orchestrator (simulated, seed=%s)" % seed))
+    state = {"step": first - 1, "sim": sim}
+
+    def on_sigterm(signum, frame):
+        cut = state["step"] + 1
+        note = ""
+        if torn_save and ckpt_interval > 0 and write_partial_checkpoint(run_dir, cut, seed) is not None:
+            note = " (the checkpoint save of step %d was cut short: step_%d is half-written)" % (cut, cut)
+        tr.write(line(state["sim"], "WARNING", "Received SIGTERM: the run stops after step %d%s"
+                      % (state["step"], note)))
+        for f in (tr, orch, metrics):
+            f.close()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    burst = head_start if resume_step is None else 0
+    for step, v in paced_steps(seed, step_seconds, max_steps, first, burst):
+        if owner_gone(owner):
+            tr.write(line(sim, "WARNING", "The app that owned this demo run ended: the run stops after step %d"
+                          % state["step"]))
+            break
+        last, saving, prof = timed(v, seed, step, max_steps, ckpt_interval, profile)
+        if prof is not None and prof[1]["time/wait_for_policy"] > 1.0:
+            orch.write(line(sim + 0.1, "INFO", "Holding batch %d until the trainer publishes policy v%d "
+                                               "(currently v%d)" % (step, max(0, step - 2), max(0, step - 3))))
         sim += v["time/step"]
         orch.write(line(sim - 0.2, "SUCCESS", orchestrator_line(step, v)))
         tr.write(line(sim, "SUCCESS", trainer_line(step, v)))
@@ -229,7 +329,10 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
             tr.write(line(sim, "INFO", ("Writing final checkpoint" if last and step % ckpt_interval
                                         else "Saving checkpoint at step %d" % step)))
             write_checkpoint(run_dir, step, seed)
-    tr.write(line(sim, "SUCCESS", "RL trainer finished!"))
+        state["step"], state["sim"] = step, sim
+    else:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        tr.write(line(sim, "SUCCESS", "RL trainer finished!"))
     for f in (tr, orch, metrics):
         f.close()
     return 0
@@ -245,9 +348,14 @@ def main(argv=None):
     ap.add_argument("--profile", choices=PROFILE_NAMES, default="default", help="timing profile of the steps")
     ap.add_argument("--no-metrics", action="store_true", help="write no metrics.jsonl (console lines only)")
     ap.add_argument("--runbook", action="store_true", help="a plain script writing training.csv, not prime-rl")
+    ap.add_argument("--resume-step", type=int, help="continue from the complete checkpoint step_N (appending)")
+    ap.add_argument("--head-start", type=int, default=0, help="write a fresh run's first N steps at once")
+    ap.add_argument("--config", help="the run's config (only named in the log)")
+    ap.add_argument("--torn-save", action="store_true", help="on SIGTERM, leave the next checkpoint half-written")
+    ap.add_argument("--owner-file", help="stop once the process this JSON file names has ended")
     a = ap.parse_args(argv)
     return run(a.run_dir, a.seed, a.step_seconds, a.max_steps, a.ckpt_interval, a.profile, not a.no_metrics,
-               a.runbook)
+               a.runbook, a.resume_step, max(0, a.head_start), a.config, a.torn_save, a.owner_file)
 
 
 if __name__ == "__main__":

@@ -124,9 +124,12 @@ def _no_first_step_alert(started_at: float | None, now: float, s: HealthSettings
 
 
 def gpu_dead_alert(dead_since: dict[int, float], step_at_death: dict[int, int | None], run_active: bool,
-                   now: float, s: HealthSettings) -> Alert | None:
-    """GPUs the run used that sit at ~0 MiB / ~0 % (``dead_since``: index -> since when)."""
-    if not run_active:
+                   now: float, s: HealthSettings, survivors: int | None = None) -> Alert | None:
+    """GPUs the run used that sit at ~0 MiB / ~0 % (``dead_since``: index -> since when).
+    ``survivors``: how many of the run's GPUs still hold memory (None: not known). When none does, the
+    whole run went down together (a kill, a crash): that is not one dead component, and a stalled run is
+    the no-progress rule's to say, so no claim is made here."""
+    if not run_active or survivors == 0:
         return None
     dead = sorted(i for i, t in dead_since.items() if now - t >= s.gpu_dead_after_s)
     if not dead:
@@ -416,7 +419,8 @@ class HealthTracker:
         found: list[Alert | None] = [
             no_progress_alert(run, self.progress_at, now, s, wandb_note, self.started_at),
             gpu_dead_alert({i: g.dead_since for i, g in self._gpus.items() if g.dead_since is not None},
-                           {i: g.step_at_death for i, g in self._gpus.items()}, self.run_active(now), now, s),
+                           {i: g.step_at_death for i, g in self._gpus.items()}, self.run_active(now), now, s,
+                           survivors=sum(1 for g in self._gpus.values() if g.used and g.dead_since is None)),
             nccl_hang_alert(self._hang_since, self.progress_at, self._hang_gpus, now, s),
         ]
         if host is not None and self.host_rules:

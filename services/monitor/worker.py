@@ -44,13 +44,15 @@ class MonitorSettings:
     wandb: bool | None = None  # poll W&B for runs whose logs name one; None: when WANDB_API_KEY is set
     wandb_interval: float = 60.0  # at most one W&B request per run per this many seconds
     demo_step_seconds: float = 2.0
+    demo_ckpt_interval: int = 5  # the simulated trainer saves every N steps (10 s at 2 s a step: R soon works)
 
     def demo_options(self) -> "DemoOptions":
         from services.demo.connection import DemoOptions
 
         return DemoOptions(seed=self.demo_seed, gpus=self.demo_gpus, scenario=self.demo_scenario,
                            max_ticks=self.demo_max_ticks, interval=self.interval, max_steps=self.demo_max_steps,
-                           runbook=self.demo_runbook, step_seconds=self.demo_step_seconds)
+                           runbook=self.demo_runbook, step_seconds=self.demo_step_seconds,
+                           ckpt_interval=self.demo_ckpt_interval)
 
 
 

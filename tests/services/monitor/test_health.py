@@ -152,6 +152,22 @@ class TestGpuAliveButBroken:
         assert alert is not None and "inference server likely died at step 12" in alert.message
         assert alert.title == "Inference server likely died at step 12"
         assert gpu_dead_alert({0: T0}, {0: 12}, False, T0 + 600, S) is None  # run not active: no claim
+        assert gpu_dead_alert({0: T0}, {0: 12}, True, T0 + 60, S, survivors=1) is not None
+        assert gpu_dead_alert({0: T0}, {0: 12}, True, T0 + 600, S, survivors=0) is None  # all went down
+
+    def test_a_killed_run_is_not_a_dead_inference_server(self) -> None:
+        # every GPU the run used empties at once (a kill): no "inference server likely died" a minute later,
+        # even while the run still counts as active (its last step was recent)
+        h = HealthTracker()
+        t = T0
+        for step in range(1, 11):
+            t += 1
+            h.observe(sample(t, log=[f"trainer: INFO Step {step} | Time: 1.00s | Loss: 0.1"], gpus=[gpu(0), gpu(1)]))
+        alerts: tuple = ()
+        for k in range(1, 90):
+            alerts = h.observe(sample(t + k, gpus=[gpu(0, util=0, mem_gib=0, power=70),
+                                                   gpu(1, util=0, mem_gib=0, power=70)]))
+            assert not any(a.id == "gpu-dead" for a in alerts), (k, alerts)
 
     def test_inference_gpu_drops_while_trainer_keeps_logging(self) -> None:
         h = HealthTracker()
