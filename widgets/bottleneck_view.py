@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widget import Widget
@@ -32,28 +33,60 @@ def _is_top(c: Component, b: Breakdown) -> bool:
     return bool(tops) and c is max(tops, key=lambda x: x.share) and c.share >= 0.4
 
 
-def bars_table(b: Breakdown) -> Table:
+def _label(c: Component) -> str:
+    indent = "\u00a0\u00a0└\u00a0" if c.parent else ""  # non-breaking: leading spaces would be dropped
+    return indent + c.label + (" (orch.)" if c.timeline == "orchestrator" else "")
+
+
+LABEL_CAP = 30  # a label longer than this wraps (at spaces) once the bar would get too short
+
+
+def bars_layout(b: Breakdown, width: int | None) -> tuple[int, int, bool, int | None]:
+    """(bar cells, trend cells (0: dropped), whole flag word, label width cap (None: no cap)) for ``width``.
+    What gives way first: the bar down to 24 cells, then the trend, then the bar to 20, then long labels
+    wrap (at spaces), then the bar to 10, then the flag word (a ◀ instead); the label's words, the % and
+    the seconds always stay."""
+    if width is None:
+        return BAR_WIDTH, TREND_WIDTH, True, None
+    label = max((len(_label(c)) for c in b.components), default=0)
+    capped = min(label, LABEL_CAP)
+    # (label cells, cap, flag cells, trend cells, bar from, bar to)
+    for label_w, cap, flag, trend, low, high in (
+            (label, None, 10, TREND_WIDTH, 24, BAR_WIDTH), (label, None, 10, 0, 20, BAR_WIDTH),
+            (capped, LABEL_CAP, 10, 0, 20, BAR_WIDTH), (capped, LABEL_CAP, 10, 0, 10, 20),
+            (capped, LABEL_CAP, 1, 0, 10, BAR_WIDTH)):
+        gaps = 5 if trend else 4
+        room = width - label_w - 4 - 6 - flag - trend - gaps
+        if room >= low:
+            return min(room, high), trend, flag == 10, cap if label > LABEL_CAP else None
+    return 10, 0, False, max(12, width - 4 - 6 - 1 - 4 - 10)
+
+
+def bars_table(b: Breakdown, width: int | None = None) -> Table:
+    bar_w, trend_w, word, cap = bars_layout(b, width)
     table = Table.grid(padding=(0, 1))
-    table.add_column(no_wrap=True)  # label
+    table.add_column(no_wrap=cap is None, max_width=cap)  # label
     table.add_column(no_wrap=True)  # bar
     table.add_column(justify="right", no_wrap=True)  # %
     table.add_column(justify="right", no_wrap=True)  # s
-    table.add_column(no_wrap=True)  # trend
+    if trend_w:
+        table.add_column(no_wrap=True)  # trend
     table.add_column(no_wrap=True)  # flag
     top_series = max((v for c in b.components for v in c.series if v is not None), default=0.0)
     for c in b.components:
         top = _is_top(c, b)
-        indent = "\u00a0\u00a0└\u00a0" if c.parent else ""  # non-breaking: leading spaces would be dropped
-        name = indent + c.label + (" (orch.)" if c.timeline == "orchestrator" else "")
         high = max((v for v in c.series if v is not None), default=0.0) or top_series or 1.0
-        table.add_row(
-            Text(name, style="bold" if top else ""),
-            Text(bar(c.share), style="bold" if top else ""),
+        cells = [
+            Text(_label(c), style="bold" if top else ""),
+            Text(bar(c.share, bar_w), style="bold" if top else ""),
             Text(f"{100 * c.share:.0f}%", style="bold" if top else ""),
             Text(f"{c.seconds:.1f} s"),
-            Text(bar_cells(c.series, 0.0, high, TREND_WIDTH), style="dim"),
-            Text("BOTTLENECK" if top else "", style="bold reverse" if top else ""),
-        )
+        ]
+        if trend_w:
+            cells.append(Text(bar_cells(c.series, 0.0, high, trend_w), style="dim"))
+        flag = ("BOTTLENECK" if word else "◀") if top else ""
+        cells.append(Text(flag, style="bold reverse" if top else ""))
+        table.add_row(*cells)
     return table
 
 
@@ -62,7 +95,8 @@ class BottleneckView(Widget):
 
     DEFAULT_CSS = """
     BottleneckView { height: auto; }
-    BottleneckView #bn-title { text-style: bold; }
+    BottleneckView > Vertical { height: auto; }
+    BottleneckView #bn-title { text-style: bold; width: 100%; }
     BottleneckView #bn-diagnosis { margin-top: 1; text-style: bold; }
     BottleneckView #bn-diagnosis.-bound { color: $warning; }
     BottleneckView #bn-evidence { color: $text-muted; }
@@ -74,6 +108,14 @@ class BottleneckView(Widget):
         super().__init__(**kwargs)
         self._bars_key: object = None
         self._recs_key: object = None
+        self._shown: tuple[Breakdown, str] | None = None
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._shown is not None:
+            self.show(*self._shown)
+
+    def _width(self) -> int:
+        return max(30, (self.size.width or self.app.size.width) - 2)  # 2: a vertical scrollbar, when it shows
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -84,16 +126,18 @@ class BottleneckView(Widget):
             yield Static("", id="bn-recs")
 
     def show(self, b: Breakdown, title: str = "") -> None:
+        self._shown = (b, title)
+        width = self._width()
         if b.steps:
             head = (f"{title} · steps {b.first_step}–{b.last_step} ({b.steps}) · {b.source}"
                     f" · {b.step_seconds or 0:.1f} s/step" + (f" · {b.trend}" if b.trend else ""))
         else:
             head = f"{title} · waiting for step timings (metrics.jsonl or console lines)"
         set_label(self.query_one("#bn-title", Label), head.lstrip(" ·"))
-        key = tuple((c.name, round(c.share, 3), round(c.seconds, 2), c.series[-TREND_WIDTH:]) for c in b.components)
+        key = (width, *((c.name, round(c.share, 3), round(c.seconds, 2), c.series[-TREND_WIDTH:]) for c in b.components))
         if key != self._bars_key:
             self._bars_key = key
-            self.query_one("#bn-bars", Static).update(bars_table(b) if b.components else "")
+            self.query_one("#bn-bars", Static).update(bars_table(b, width) if b.components else "")
         diag = self.query_one("#bn-diagnosis", Label)
         set_label(diag, f"DIAGNOSIS: {b.diagnosis.upper()}" + (" (low confidence)" if b.confidence == "low" else "")
                   if b.steps else "")

@@ -2,16 +2,20 @@
 
 Columns: pod, state, step, loss trend, tokens/s, mean GPU util, $/hr, alerts. A snapshot changes only
 the cells whose rendered value differs from what the row shows, so 64 pods at 1 Hz cost a few cell
-updates per second, not a table rebuild.
+updates per second, not a table rebuild. A narrow terminal drops the low-value columns first (loss
+trend, tokens/s, GPU util): pod, state, step, $/hr and alerts stay, the alerts taking the room left.
 """
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.widgets import DataTable
 
-from services.models import PodSnapshot, PodState
+from services.models import PodKind, PodSnapshot, PodState
 from widgets.alerts import SEVERITY_STYLE, badge_text, loss_trend, worst
+from widgets.columns import fit_columns
 from widgets.format import NA
 
 COLUMNS = (
@@ -25,6 +29,10 @@ COLUMNS = (
     ("alerts", "Alerts", 40),
 )
 COLUMN_KEYS = tuple(key for key, _, _ in COLUMNS)
+# kept longest first: what a person scanning many pods needs (which pod, is it alive, does it cost, is
+# anything wrong, how far); the loss sparkline and the throughput figures are the first to go
+PRIORITY = {"pod": 10, "state": 9, "alerts": 8, "price": 8, "step": 7, "util": 5, "loss": 4, "tps": 3}
+ALERTS_MIN, POD_MIN = 20, 8
 STATE_STYLE = {
     PodState.ONLINE: "green",
     PodState.CONNECTING: "cyan",
@@ -33,8 +41,16 @@ STATE_STYLE = {
 }
 
 
+def price_of(snapshot: PodSnapshot, demo_price: float | None = None) -> float | None:
+    """The pod's $/hr on the same basis the Monitor's "$ spent" uses: its own price, or for the demo pod
+    the price the monitor simulates it at."""
+    pod = snapshot.pod
+    if pod.price_per_hr is not None:
+        return pod.price_per_hr
+    return demo_price if pod.kind is PodKind.DEMO else None
 
-def fleet_row(snapshot: PodSnapshot) -> tuple[str | Text, ...]:
+
+def fleet_row(snapshot: PodSnapshot, demo_price: float | None = None) -> tuple[str | Text, ...]:
     """The cells of one pod's row (pure: the same snapshot always gives equal cells)."""
     pod, run, latest = snapshot.pod, snapshot.run, snapshot.latest
     state = snapshot.status.state
@@ -46,7 +62,8 @@ def fleet_row(snapshot: PodSnapshot) -> tuple[str | Text, ...]:
     tps = NA if run is None or run.tokens_per_s is None else f"{run.tokens_per_s:,.0f}"
     utils = [g.util for g in latest.gpus if g.util is not None] if latest else []
     util = f"{sum(utils) / len(utils):.0f}% ×{len(utils)}" if utils else NA
-    price = NA if pod.price_per_hr is None else f"{pod.price_per_hr:.2f}"
+    price_hr = price_of(snapshot, demo_price)
+    price = NA if price_hr is None else f"{price_hr:.2f}"
     alerts: str | Text = ""
     if snapshot.alerts:
         sev = worst(snapshot.alerts)
@@ -55,19 +72,67 @@ def fleet_row(snapshot: PodSnapshot) -> tuple[str | Text, ...]:
     return (name, Text(state.value, style=STATE_STYLE.get(state, "bold red")), step, loss, tps, util, price, alerts)
 
 
+def fleet_layout(available: int, pod_width: int, padding: int = 1) -> dict[str, int]:
+    """key -> width of the columns that fit ``available`` cells, in COLUMNS order; the alerts column takes
+    what is left (up to its full width)."""
+    widths = {key: width for key, _, width in COLUMNS}
+    widths["pod"] = pod_width
+    widths["alerts"] = ALERTS_MIN
+    gap = 2 * padding
+    kept = fit_columns(COLUMN_KEYS, widths, PRIORITY, available, gap=gap)
+    if "alerts" in kept:
+        others = sum(widths[k] + gap for k in kept if k != "alerts")
+        widths["alerts"] = max(ALERTS_MIN, min(dict((k, w) for k, _, w in COLUMNS)["alerts"],
+                                               available - others - gap))
+    return {k: widths[k] for k in kept}
+
+
 class FleetView(DataTable):
     DEFAULT_CSS = """
     FleetView { height: 1fr; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, *, demo_price: float | None = None, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
+        self.demo_price = demo_price
         self._cells: dict[str, tuple[str | Text, ...]] = {}
+        self._layout: dict[str, int] = {}
         self.cell_updates = 0  # for tests and the benchmark: how much work the diffing left
 
     def on_mount(self) -> None:
-        for key, label, width in COLUMNS:
-            self.add_column(label, width=width, key=key)
+        self._relayout()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._relayout()
+
+    @property
+    def shown_columns(self) -> list[str]:
+        """The column keys on screen now (the narrow ones dropped)."""
+        return list(self._layout)
+
+    def _pod_width(self) -> int:
+        names = [cell_len(str(cells[0])) for cells in self._cells.values()]
+        return max(POD_MIN, min(dict((k, w) for k, _, w in COLUMNS)["pod"], max(names, default=0)))
+
+    def _relayout(self) -> None:
+        """Columns for the width there is now; rebuilt (rows re-added from the cells) only when they change."""
+        width = self.size.width or self.app.size.width
+        layout = fleet_layout(max(1, width - 2), self._pod_width(), self.cell_padding)  # 2: the scrollbar
+        if layout == self._layout:
+            return
+        self._layout = layout
+        cursor = self.cursor_coordinate
+        self.clear(columns=True)
+        labels = {key: label for key, label, _ in COLUMNS}
+        for key, width in layout.items():
+            self.add_column(labels[key], width=width, key=key)
+        for name, cells in self._cells.items():
+            self.add_row(*self._shown(cells), key=name)
+        if self.row_count:
+            self.move_cursor(row=min(cursor.row, self.row_count - 1), animate=False)
+
+    def _shown(self, cells: tuple[str | Text, ...]) -> list[str | Text]:
+        return [cell for key, cell in zip(COLUMN_KEYS, cells) if key in self._layout]
 
     @property
     def pod_names(self) -> list[str]:
@@ -78,14 +143,18 @@ class FleetView(DataTable):
 
     def update_pod(self, snapshot: PodSnapshot) -> None:
         name = snapshot.pod.name
-        new = fleet_row(snapshot)
+        new = fleet_row(snapshot, self.demo_price)
         old = self._cells.get(name)
         self._cells[name] = new
         if old is None:
-            self.add_row(*new, key=name)
+            if self._pod_width() != self._layout.get("pod", self._pod_width()):
+                self._layout = {}  # a longer name: the pod column widens (rows re-added with this one)
+                self._relayout()
+                return
+            self.add_row(*self._shown(new), key=name)
             return
         for key, before, after in zip(COLUMN_KEYS, old, new):
-            if before != after:
+            if before != after and key in self._layout:
                 self.update_cell(name, key, after)
                 self.cell_updates += 1
 

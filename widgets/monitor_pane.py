@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-from services.models import GpuSample, PodSnapshot, Sample
+from services.models import GpuSample, PodSnapshot, PodState, Sample
 from widgets.format import (
     NA,
     clock_time,
@@ -27,7 +28,7 @@ from widgets.format import (
     used_total_gib,
 )
 from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
-from widgets.pod_list import cut_text, status_reason
+from widgets.pod_list import cut_text
 from widgets.trend import Trend
 
 TEMP_WARN, TEMP_CRITICAL = 75.0, 85.0
@@ -84,6 +85,36 @@ def _position_of(history: Sequence[Sample]) -> Callable[[Sample], float | None]:
     return lambda sample: where[id(sample)]
 
 
+def state_text(snapshot: PodSnapshot, now: float) -> str:
+    """A pod that is not online: why, the real reason first, and what to do (keys, in the user's words);
+    with the age of the figures still shown. "" when online."""
+    status, name = snapshot.status, snapshot.pod.name
+    state = status.state
+    if state is PodState.ONLINE:
+        return ""
+    reason = status.reason
+    retry = f"retries in {duration(status.next_retry - now)}" if status.next_retry is not None else ""
+    at = received_at(snapshot)
+    old = (f" The last figures below are from {duration(now - at)} ago." if snapshot.latest is not None and at
+           else "")
+    if state is PodState.OFFLINE:
+        return (f"{name} is not answering" + (f": {reason}" if reason else "") + "."
+                + (f" The monitor {retry}; r retries now." if retry else " r retries now.") + old)
+    if state is PodState.STALE:
+        return ("Connected, but no new sample" + (f": {reason}" if reason else "") + f".{old}"
+                " r reconnects.")
+    if state is PodState.CONNECTING:
+        return ("Connecting" + (f" ({reason})" if reason else "") + "…" + (f" The monitor {retry}." if retry else "")
+                + old)
+    if state is PodState.AUTH_FAILED:
+        return (f"{name} refused the login" + (f": {reason}" if reason else "") + ". Check the user and the SSH "
+                "key for this pod (d removes it, a adds it again as user@host), then r." + old)
+    if state is PodState.HOSTKEY_UNKNOWN:
+        return f"{name}'s host key is not known yet: answer the question about it to connect." + old
+    return (f"{name}'s host key changed since it was trusted: it may not be the same machine, so nothing is "
+            "sent to it until the key is checked." + old)
+
+
 class GpuRow(Horizontal):
     """One GPU: util %, memory used/total GiB, power W, temperature °C, each with its history."""
 
@@ -96,6 +127,13 @@ class GpuRow(Horizontal):
         for metric in ("util", "mem", "power", "temp"):
             yield Label(NA, classes=f"gpu-value gpu-{metric}")
             yield Trend(classes=f"gpu-spark spark-{metric}")
+
+    def on_mount(self) -> None:
+        """A row mounted after its snapshot arrived fills itself (no second snapshot needed)."""
+        for pane in self.ancestors:
+            if isinstance(pane, MonitorPane):
+                pane._fill_row(self)
+                break
 
     def show(self, gpu: GpuSample | None, history: GpuHistory) -> None:
         """The latest values and the whole history (10 min at 1 Hz); each Trend fits it to its width."""
@@ -126,6 +164,8 @@ class MonitorPane(Widget):
     """Everything the monitor knows about one pod, or a plain line saying there is no pod."""
 
     DEFAULT_CSS = """
+    #monitor-title, #monitor-stats, #monitor-gaps, #gpu-models, #gpu-procs { width: 100%; }
+    #monitor-state { width: 100%; color: $warning; margin-top: 1; }
     #run-progress { color: $text; text-style: bold; width: 100%; }
     #gpu-procs { color: $text-muted; }
     #log-tail { height: auto; max-height: 10; border-top: solid $panel; color: $text-muted;
@@ -133,11 +173,16 @@ class MonitorPane(Widget):
     #wandb-info { color: $text-muted; }
     #monitor-alert-log { height: auto; max-height: 7; border-top: solid $panel; }
     """
+    SPARK_ORDER = ("util", "mem", "temp", "power")  # kept longest first: a graph is worth the room from 10 cells
+    SPARK_MIN = 10
+    FIXED = {False: 6 + 8 + 17 + 8 + 8, True: 5 + 7 + 14 + 7 + 7}  # index and the four figures, per -tight
+    TIGHT_BELOW, SHORT_BELOW = 100, 30
 
     def compose(self) -> ComposeResult:
         yield Static("No pod selected. Press [b]a[/b] to add one.", id="monitor-empty")
         with Vertical(id="monitor-body"):
             yield Label("", id="monitor-title")
+            yield Static("", id="monitor-state")
             yield Label("", id="monitor-stats")
             yield Label("", id="monitor-gaps")
             yield Label("", id="run-progress")
@@ -153,7 +198,7 @@ class MonitorPane(Widget):
                 yield Label("", classes="gpu-index")
                 for metric, title in (("util", "util"), ("mem", "memory"), ("power", "power"), ("temp", "temp")):
                     yield Label(title, classes=f"gpu-value gpu-{metric}")
-                    yield Label("", classes="gpu-spark")
+                    yield Label("", classes=f"gpu-spark head-{metric}")  # the graph's room (head-: no colour)
             yield VerticalScroll(id="gpu-rows")
             yield Label("", id="gpu-procs")
             yield Static("", id="log-tail")
@@ -170,6 +215,21 @@ class MonitorPane(Widget):
         self._gpu_indices: tuple[int, ...] = ()
         self._pod_name: str | None = None
         self._snapshot: PodSnapshot | None = None
+        self._now = 0.0
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Fit the width and height: -tight (narrow figures), -short, and which GPU graphs still fit."""
+        width, height = event.size.width, event.size.height
+        tight = width < self.TIGHT_BELOW
+        self.set_class(tight, "-tight")
+        self.set_class(height < self.SHORT_BELOW, "-short")
+        room = width - self.FIXED[tight] - 2 - 2  # the padding, the GPU list's scrollbar
+        keep = max(0, min(len(self.SPARK_ORDER), room // (self.SPARK_MIN + 1)))
+        for i, metric in enumerate(self.SPARK_ORDER):
+            self.set_class(i >= keep, f"-no-{metric}")
+        if getattr(self, "_snapshot", None) is not None:  # the parts a short pane hides or shows again
+            self._alert_log_shown = None
+            self.show(self._snapshot, self._now)
 
     @property
     def pod_name(self) -> str | None:
@@ -185,13 +245,17 @@ class MonitorPane(Widget):
         self.query_one("#monitor-empty").display = False
         self.query_one("#monitor-body").display = True
         self._pod_name = snapshot.pod.name
-        self._snapshot = snapshot
+        self._snapshot, self._now = snapshot, now
         latest = snapshot.latest
         self._show_title(snapshot, now)
         self._show_stats(snapshot, now)
         self._show_gaps(snapshot, now)
         self._show_wandb(snapshot, now)
         self._show_alert_log(snapshot.pod.name)
+        for part in ("#monitor-stats", "#host-row", "#gpu-models", "#gpu-rows"):  # (the gaps: _show_gaps)
+            shown = latest is not None or snapshot.status.state is PodState.ONLINE  # no empty "N/A" figures
+            if self.query_one(part).display != shown:
+                self.query_one(part).display = shown
         self._show_host(latest)
         self._show_gpus(snapshot)
         self._show_run(snapshot)
@@ -228,7 +292,7 @@ class MonitorPane(Widget):
             return
         self._alert_log_shown = key
         box = self.query_one("#monitor-alert-log", Static)
-        has = any(name == pod for name, _ in entries)
+        has = any(name == pod for name, _ in entries) and not self.has_class("-short")  # short: o shows it
         if has:
             box.update(recent_alerts_text(list(entries), pod, ALERT_LOG_LINES))
         if box.display != has:
@@ -267,9 +331,14 @@ class MonitorPane(Widget):
     def _show_title(self, snapshot: PodSnapshot, now: float) -> None:
         pod = snapshot.pod
         simulated = "  SIMULATED" if pod.simulated else ""
-        reason = status_reason(snapshot, now)
-        title = f"{pod.label} — {snapshot.status.state.value}{simulated}" + (f" ({reason})" if reason else "")
+        title = f"{pod.label} — {snapshot.status.state.value}{simulated}"
         set_label(self.query_one("#monitor-title", Label), title)
+        box = self.query_one("#monitor-state", Static)
+        text = state_text(snapshot, now)
+        if getattr(self, "_state_shown", None) != text:
+            self._state_shown = text
+            box.update(text)
+            box.display = bool(text)
 
     def _show_stats(self, snapshot: PodSnapshot, now: float) -> None:
         latest = snapshot.latest
@@ -301,7 +370,13 @@ class MonitorPane(Widget):
             more = len(snapshot.gaps) - len(shown)
             text = "history: " + ", ".join(shown) + (f" (+{more} earlier)" if more > 0 else "")
             text += " — blank in the graphs"
-        set_label(self.query_one("#monitor-gaps", Label), text)
+        label = self.query_one("#monitor-gaps", Label)
+        set_label(label, text)
+        # a short pane: only gaps are news; no sample at all: nothing to say about them
+        shown = (bool(snapshot.gaps) or not self.has_class("-short")) and (
+            snapshot.latest is not None or snapshot.status.state is PodState.ONLINE)
+        if label.display != shown:
+            label.display = shown
 
     def _show_host(self, latest: Sample | None) -> None:
         host = latest.host if latest else None
@@ -350,3 +425,9 @@ class MonitorPane(Widget):
         for row in self.query(GpuRow):
             if row.is_mounted and row.children:
                 row.show(gpus.get(row.index), history)
+
+    def _fill_row(self, row: GpuRow) -> None:
+        snapshot = self._snapshot
+        if snapshot is not None and row.children:
+            gpus = {gpu.index: gpu for gpu in snapshot.latest.gpus} if snapshot.latest else {}
+            row.show(gpus.get(row.index), GpuHistory(snapshot.history))

@@ -1,5 +1,8 @@
 """The offers table: one row per ranked offer, sorted by Est. $ by default; clicking a header sorts by
-that column (again: reverses). Misfits are marked with their reason. No I/O: fed ``Ranked`` rows."""
+that column (again: reverses). Misfits are marked with their reason. No I/O: fed ``Ranked`` rows.
+
+A narrow pane drops the low-value columns first (region, spot, VRAM, estimated time): provider, GPU,
+count, $/hr, Est. $ and the fit stay, whole, never cut to "Pr…"."""
 
 from __future__ import annotations
 
@@ -7,9 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
+from textual import events
 from textual.widgets import DataTable
 
 from services.offers.ranking import Ranked
+from widgets.columns import content_width, fit_columns
 from widgets.format import duration
 
 COLUMNS: tuple[tuple[str, str, Callable[[Ranked], Any]], ...] = (
@@ -25,6 +30,12 @@ COLUMNS: tuple[tuple[str, str, Callable[[Ranked], Any]], ...] = (
     ("fit", "Fit", lambda r: r.fits),
 )
 KEYS = {key: get for key, _, get in COLUMNS}
+COLUMN_KEYS = tuple(key for key, _, _ in COLUMNS)
+LABELS = {key: label for key, label, _ in COLUMNS}
+# kept longest first: what the offer is and what the run costs on it; where and how are extras
+PRIORITY = {"provider": 9, "gpu": 9, "fit": 9, "count": 8, "price": 8, "cost": 8, "time": 6, "vram": 5,
+            "spot": 3, "region": 2}
+FIT_MIN = 12  # a misfit's reason may be long: it takes what is left, at least this
 
 
 def cells(r: Ranked) -> list[Any]:
@@ -43,10 +54,14 @@ class OffersView(DataTable):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.items: list[Ranked] = []
         self.sort_key, self.descending = "cost", False
+        self.shown_columns: list[str] = []
 
     def on_mount(self) -> None:
-        for key, label, _ in COLUMNS:
-            self.add_column(label, key=key)
+        self._render_rows()
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._columns_for(self._rows()) != self.shown_columns:
+            self._render_rows()
 
     def show(self, rows: list[Ranked]) -> None:
         self.items = list(rows)
@@ -71,10 +86,31 @@ class OffersView(DataTable):
         except (ValueError, IndexError):
             return None
 
+    def _rows(self) -> list[list[Any]]:
+        return [cells(r) for r in self.ordered()]
+
+    def _widths(self, rows: list[list[Any]]) -> dict[str, int]:
+        widths = {key: content_width(LABELS[key], [row[i] for row in rows]) for i, key in enumerate(COLUMN_KEYS)}
+        widths["fit"] = min(widths["fit"], FIT_MIN)
+        return widths
+
+    def _columns_for(self, rows: list[list[Any]]) -> list[str]:
+        available = (self.size.width or self.app.size.width) - 2  # the vertical scrollbar
+        return fit_columns(COLUMN_KEYS, self._widths(rows), PRIORITY, available, gap=2 * self.cell_padding)
+
     def _render_rows(self) -> None:
-        self.clear()
-        for i, r in enumerate(self.ordered()):
-            self.add_row(*cells(r), key=f"{i}:{r.offer.provider}:{r.offer.id}:{r.offer.region}")
+        rows = self._rows()
+        kept = self._columns_for(rows)
+        if kept != self.shown_columns:
+            self.clear(columns=True)
+            self.shown_columns = kept
+            for key in kept:
+                self.add_column(LABELS[key], key=key)
+        else:
+            self.clear()
+        index = [COLUMN_KEYS.index(k) for k in kept]
+        for i, (r, row) in enumerate(zip(self.ordered(), rows)):
+            self.add_row(*(row[j] for j in index), key=f"{i}:{r.offer.provider}:{r.offer.id}:{r.offer.region}")
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()

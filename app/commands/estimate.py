@@ -49,6 +49,11 @@ def run(args: argparse.Namespace) -> int:
         return fail("--gpus must be at least 1", code=EXIT_USAGE)
     try:
         shape = lookup_model(args.model) if args.model else None
+        if args.model and shape is None and not args.online:
+            from services.config.memory import known_models_text
+
+            return fail(f"{args.model} is not in the model registry; {known_models_text(args.model)}",
+                        "pass --params N (e.g. 8e9) or --online to read its config.json", EXIT_USAGE)
         if args.model and shape is None and args.online:
             from app.settings import config_dir
 
@@ -81,8 +86,14 @@ def run(args: argparse.Namespace) -> int:
         table.add_row(key, f"{value / 1024**3:.2f}", f"{value / GB:.2f}")
     console = Console()
     console.print(table)
+    console.print(f"total: {human(est.total)} per GPU — assumes {est.assumptions_text()}", markup=False,
+                  highlight=False, soft_wrap=True)
     if est.cpu_optimizer:
         console.print(f"optimizer states in host RAM: {human(est.cpu_optimizer)} per GPU")
+    else:
+        console.print("prime-rl keeps the optimizer states in host RAM by default (optim_cpu_offload = true), "
+                      "as init and validate --preset assume: --optim-cpu-offload gives that figure.",
+                      markup=False, highlight=False, soft_wrap=True)
     if hw is not None:
         verdict = "fits" if est.total <= hw.memory else f"does NOT fit ({human(est.total - hw.memory)} over)"
         console.print(f"{hw.id} ({human(hw.memory)}): {verdict}")

@@ -31,9 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from services.atomic import atomic_write_text
     from services.config.findings import ConfigError
+    from services.config.memory import known_models_text, lookup_model
     from services.config.validate import validate_text
     from services.config.wizard import WizardChoices, generate
 
+    if lookup_model(args.model) is None:
+        return fail(f"{args.model} is not in the model registry; {known_models_text(args.model)}",
+                    "init sizes the run from the model's shape: pick one of these", EXIT_USAGE)
     try:
         result = generate(WizardChoices(model=args.model, preset=args.preset, gpus=args.gpus,
                                         environment=args.env, max_steps=args.max_steps, lora=args.lora))
@@ -43,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if report.errors:  # never hand out a config we know prime-rl would reject
         msgs = "; ".join(f.message for f in report.findings if f.severity.value == "error")
         return fail(f"the generated config does not validate: {msgs}")
+    memory_note(args, result)
     if args.output is None:
         sys.stdout.write(result.text)
         return EXIT_OK
@@ -55,3 +60,22 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {args.output} ({result.train_gpus} train + {result.infer_gpus} inference GPU(s)"
           + (", LoRA" if result.lora else "") + f"; {report.warnings} warning(s))", file=sys.stderr)
     return EXIT_OK
+
+
+def memory_note(args: argparse.Namespace, result: object) -> None:
+    """On stderr: the trainer's memory figure and what it assumes, and the ``estimate`` command that
+    gives the same figure (init sizes the run as prime-rl runs it: optimizer states in host RAM)."""
+    import re
+
+    from services.config.memory import estimate, human, lookup_model, preset
+
+    found = re.search(r"^seq_len = (\d+)", getattr(result, "text", ""), re.M)
+    seq = int(found.group(1)) if found else 2048
+    gpus, lora = getattr(result, "train_gpus", 1), bool(getattr(result, "lora", False))
+    est = estimate(shape=lookup_model(args.model), gpus=gpus, sharding="full", lora=lora, seq_len=seq,
+                   optim_cpu_offload=True)
+    hw = preset(args.preset)
+    same = (f"prime-train-tui estimate --model {args.model} --gpus {gpus} --optim-cpu-offload --seq-len {seq}"
+            + (" --lora" if lora else ""))
+    print(f"memory: trainer ~{human(est.total)} per GPU of {human(hw.memory)} on {hw.id} — assumes "
+          f"{est.assumptions_text()}\n  the same figure: {same}", file=sys.stderr)

@@ -31,10 +31,34 @@ from widgets.format import set_label
 GPU_REFRESH = 10.0
 
 
+def empty_reason(snapshot: PodSnapshot, breakdown: Breakdown, now: float) -> str:
+    """Why there is no breakdown to show, the real reason first and what to do; "" when there is one (or
+    a run whose first step timings are still to come: its own title says so)."""
+    from services.models import PodState
+    from widgets.pod_list import status_reason
+
+    if breakdown.steps or breakdown.components:
+        return ""
+    name, state = snapshot.pod.name, snapshot.status.state
+    if state is not PodState.ONLINE and snapshot.latest is None:
+        why = status_reason(snapshot, now)
+        return (f"{name} is {state.value}" + (f": {why}" if why else "") + ". The breakdown needs its run's "
+                "step timings: it appears once the pod answers (r reconnects now).")
+    if snapshot.run is None and not snapshot.metrics:
+        return (f"No run on {name} yet, so there is nothing to break down. Launch one (L) or pick a pod that "
+                "is training ([ and ]); the breakdown starts with the run's first steps.")
+    return ""
+
+
 class BottleneckPane(Widget, can_focus=True):
     BINDINGS = [
         Binding("p", "profile", "Profile steps", id="bottleneck.profile"),
         Binding("e", "export", "Export profile", id="bottleneck.export"),
+        # a small terminal: the body scrolls from the keyboard too (hidden: they stay with the focus)
+        Binding("down", "scroll_body('down')", "Scroll down", show=False),
+        Binding("up", "scroll_body('up')", "Scroll up", show=False),
+        Binding("pagedown", "scroll_body('page_down')", "Page down", show=False),
+        Binding("pageup", "scroll_body('page_up')", "Page up", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -42,6 +66,7 @@ class BottleneckPane(Widget, can_focus=True):
     BottleneckPane #bn-empty { padding: 1 2; color: $text-muted; }
     BottleneckPane #bn-body { padding: 0 1; }
     BottleneckPane #bn-profile-status { width: 100%; margin-bottom: 1; color: $text-muted; }
+    BottleneckPane #bn-reason { width: 100%; margin-bottom: 1; display: none; }
     BottleneckPane #bn-report { margin-top: 1; border-top: solid $primary; }
     """
 
@@ -66,10 +91,15 @@ class BottleneckPane(Widget, can_focus=True):
         self._profile: tuple[str, int] | None = None  # (pod name, last step when `p` was pressed)
         self._report_pod = ""
 
+    def action_scroll_body(self, how: str) -> None:
+        getattr(self.query_one("#bn-body", VerticalScroll), f"scroll_{how}")(animate=False)
+
     def compose(self) -> ComposeResult:
-        yield Static("No pod selected.", id="bn-empty")
+        yield Static("No pod selected. Press [b]a[/b] to add one.", id="bn-empty")
         with VerticalScroll(id="bn-body"):
-            # first: the profiling progress is what the user just asked for (p), never below the fold
+            # first: why there is nothing to break down (no run, pod offline), in place of the rest
+            yield Static("", id="bn-reason")
+            # then the profiling progress: what the user just asked for (p), never below the fold
             yield Label("Press p to profile the next steps.", id="bn-profile-status")
             yield BottleneckView(id="bn-live")
             yield BottleneckView(id="bn-report")
@@ -107,7 +137,15 @@ class BottleneckPane(Widget, can_focus=True):
         self._key, self._gpu_at, self._pod = key, now, name
         self.breakdown = analyze_snapshot(snapshot, self.steps)
         title = f"{snapshot.pod.label}" + (" · SIMULATED" if snapshot.pod.simulated else "")
-        self.query_one("#bn-live", BottleneckView).show(self.breakdown, title)
+        reason = empty_reason(snapshot, self.breakdown, now)
+        box = self.query_one("#bn-reason", Static)
+        box.update(reason)
+        box.display = bool(reason)
+        live = self.query_one("#bn-live", BottleneckView)
+        live.display = not reason
+        if self._profile is None:  # "Press p…" only where a profile can start; a running one keeps its line
+            self.query_one("#bn-profile-status", Label).display = not reason
+        live.show(self.breakdown, title)  # hidden under a reason, but never another pod's figures
         self._advance_profile(snapshot)
 
     # ------------------------------------------------------------------ profile
@@ -115,6 +153,10 @@ class BottleneckPane(Widget, can_focus=True):
         if self._pod is None or self.breakdown is None:
             self.notify("Select a pod with a running job first.", severity="warning")
             return
+        if not self.breakdown.steps and self.breakdown.source == "none":
+            self.notify(f"No step timings from {self._pod} yet: a profile needs a running job.", severity="warning")
+            return
+        self.query_one("#bn-profile-status", Label).display = True
         start = self.breakdown.last_step or 0
         self._profile = (self._pod, start)
         set_label(self.query_one("#bn-profile-status", Label),

@@ -53,7 +53,20 @@ def credential_source(env: dict[str, str] | None = None) -> str:
         return f"credentials: environment ({env['AWS_ACCESS_KEY_ID'][:4]}…****)"
     if env.get("AWS_PROFILE"):
         return f"credentials: profile {env['AWS_PROFILE']}"
-    return "credentials: boto3 default chain"
+    return "credentials: ~/.aws or the machine's role"
+
+
+def backup_toml() -> str:
+    """Where backup.toml is (or would be), with the home directory as ~."""
+    from pathlib import Path
+
+    from app.settings import config_dir
+
+    path = config_dir() / "backup.toml"
+    try:
+        return "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        return str(path)
 
 
 class CheckpointsPane(Widget, can_focus=True):
@@ -63,6 +76,11 @@ class CheckpointsPane(Widget, can_focus=True):
         Binding("r", "refresh_bucket", "Refresh bucket", id="checkpoints.refresh"),
         Binding("x", "cancel_transfer", "Stop transfer", id="checkpoints.cancel"),
         Binding("escape", "cancel_transfer(True)", "Stop transfer", show=False),
+        # a small terminal: the body scrolls from the keyboard too (hidden: they stay with the focus)
+        Binding("down", "scroll_body('down')", "Scroll down", show=False),
+        Binding("up", "scroll_body('up')", "Scroll up", show=False),
+        Binding("pagedown", "scroll_body('page_down')", "Page down", show=False),
+        Binding("pageup", "scroll_body('page_up')", "Page up", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -103,11 +121,17 @@ class CheckpointsPane(Widget, can_focus=True):
         try:
             return load_backup_settings(config_dir() / "backup.toml")
         except PrimeTrainError as exc:
+            self.settings_error = str(exc)
             self.last_message = f"backup settings: {exc}"
             return BackupSettings()
 
+    settings_error = ""  # backup.toml could not be read: the pane says so first (backups are off meanwhile)
+
+    def action_scroll_body(self, how: str) -> None:  # up/down/page keys: a small terminal's long tables
+        getattr(self.query_one("#ck-body", VerticalScroll), f"scroll_{how}")(animate=False)
+
     def compose(self) -> ComposeResult:
-        yield Static("No pod selected.", id="ck-empty")
+        yield Static("No pod selected. Press [b]a[/b] to add one.", id="ck-empty")
         with VerticalScroll(id="ck-body"):
             yield CheckpointsView(id="ck-view")
 
@@ -148,18 +172,43 @@ class CheckpointsPane(Widget, can_focus=True):
         latest = snap.latest
         name = snap.pod.name
         s = self.settings
-        where = (f"s3://{s.bucket}/{s.prefix_for(self._run_dir() or 'run')}" if s.bucket
-                 else "(no bucket: set bucket in backup.toml or PRIME_TRAIN_TUI_BUCKET)")
+        run_dir = self._run_dir()
+        where = f"s3://{s.bucket}/{s.prefix_for(run_dir or 'run')}" if s.bucket else ""
+        status = self._bucket_status.get(name, where)
+        failed = status.startswith("(error")
         title = (f"{snap.pod.label}" + (" · SIMULATED" if snap.pod.simulated else "")
-                 + f" · run {self._run_dir() or 'N/A (no run_dir)'} · {credential_source()}")
+                 + (f" · run {run_dir}" if run_dir else "") + (f" · {credential_source()}" if s.bucket else ""))
         model = CheckpointsModel(
             title=title, pod_ckpts=tuple(latest.ckpts) if latest else (), bucket=self.bucket.get(name),
-            bucket_status=self._bucket_status.get(name, where),
+            bucket_status=status if not failed else "",
             disk_used=latest.host.disk_used if latest else None, disk_total=latest.host.disk_total if latest else None,
             now=latest.t if latest else 0.0, transfer=self._transfer_of(name),
-            message=self.last_message or (self.auto.status(name) if self.auto is not None else ""),
-            source=self.sources.get(name), backed_up=frozenset(self.backed_up(name)))
+            message=("" if self.last_message == f"backup settings: {self.settings_error}" else self.last_message)
+            or (self.auto.status(name) if self.auto is not None else ""),
+            source=self.sources.get(name), backed_up=frozenset(self.backed_up(name)),
+            notice=self._notice(snap, failed and status), show_pod=bool(run_dir) or bool(latest and latest.ckpts),
+            show_bucket=bool(s.bucket) and bool(run_dir) and not failed, backups=bool(s.bucket))
         self.query_one("#ck-view", CheckpointsView).show(model)
+
+    def _notice(self, snap: PodSnapshot, bucket_error: str | bool) -> str:
+        """Why a part of the pane is empty or missing, the real reason first, and what to do (keys, files)."""
+        name, lines, state = snap.pod.name, [], snap.status.state
+        if state.value != "online" and snap.latest is None:
+            lines.append(f"{name} is {state.value}" + (f": {snap.status.reason}" if snap.status.reason else "")
+                         + ". Its checkpoints show once it answers (r reconnects now).")
+        elif not self._run_dir():
+            where = f" Or set run_dir for {name} in pods.toml." if snap.pod.saved else ""
+            lines.append(f"No run on {name} yet, so there are no checkpoints to list. Launch one (L): its run "
+                         f"directory is followed from then on.{where}")
+        if self.settings_error:
+            lines.append(f"Backups are off: backup.toml cannot be read ({self.settings_error}). Fix it and "
+                         "restart the app.")
+        elif not self.settings.bucket:
+            lines.append(f"No backup bucket set up: checkpoints stay only on the pod. To back them up (b) and "
+                         f"restore them (u), name a bucket in {backup_toml()} — [backup] bucket = \"my-bucket\".")
+        elif bucket_error:
+            lines.append(f"The bucket could not be listed {bucket_error}; r lists it again.")
+        return "\n".join(lines)
 
     @property
     def auto(self) -> Any:
@@ -188,10 +237,11 @@ class CheckpointsPane(Widget, can_focus=True):
             self.notify("Select a pod first.", severity="warning")
             return None
         if not snap.pod.run_dir:
-            self.notify(f"{snap.pod.name} has no run_dir: set it in pods.toml.", severity="warning")
+            self.notify(f"No run on {snap.pod.name} yet: launch one first (L).", severity="warning")
             return None
         if not self.settings.bucket:
-            self.notify("No bucket configured (backup.toml or PRIME_TRAIN_TUI_BUCKET).", severity="warning")
+            self.notify(f"No backup bucket set up: name one in {backup_toml()} ([backup] bucket = \"…\").",
+                        severity="warning")
             return None
         if self._busy is not None:
             self.notify(f"A transfer for {self._busy} is still running.", severity="warning")

@@ -22,7 +22,7 @@ from widgets.fleet_view import FleetView
 class FleetScreen(Screen[None]):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="fleet_back")]
     DEFAULT_CSS = """
-    FleetScreen #fleet-title { padding: 0 1; color: $text-muted; }
+    FleetScreen #fleet-title { padding: 0 1; color: $text-muted; width: 100%; }
     """
 
     def __init__(self, snapshots: Iterable[PodSnapshot] = (), alert_log: Iterable[tuple[str, Alert]] = ()) -> None:
@@ -33,7 +33,9 @@ class FleetScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Label("Fleet — every pod, live. o or escape: back to the pod view.", id="fleet-title")
-        yield FleetView(id="fleet-table")
+        # the demo pod's $/hr: the price the monitor simulates its bill at (the Monitor's "$ spent" basis)
+        settings = getattr(self.app, "monitor_settings", None)
+        yield FleetView(id="fleet-table", demo_price=getattr(settings, "demo_price_per_hr", None))
         yield AlertLog(self._log, id="alert-log")
         yield Footer()
 

@@ -100,16 +100,44 @@ class MemoryEstimate:
     activations: int
     kv_cache: int
     cpu_optimizer: int = 0  # optimizer state kept in host RAM (optim_cpu_offload)
+    checkpointing: bool = True  # activation checkpointing
+    optim_cpu_offload: bool = False
+    micro_batch: int = 1
+    lora_rank: int | None = None
 
     @property
     def total(self) -> int:
         return self.weights + self.gradients + self.optimizer + self.activations + self.kv_cache
 
+    def assumptions(self) -> dict[str, Any]:
+        """What the figure assumes: two estimates agree exactly when these agree (``init``, ``estimate``
+        and ``validate --preset`` all go through :func:`estimate`)."""
+        return {"sharding": self.sharding, "fsdp_gpus": self.gpus if self.sharding == "full" else None,
+                "gpus": self.gpus, "optimizer": "host RAM" if self.optim_cpu_offload else "GPU memory",
+                "activation_checkpointing": self.checkpointing, "seq_len": self.seq_len,
+                "micro_batch": self.micro_batch, "lora_rank": self.lora_rank if self.lora else None}
+
+    def assumptions_text(self) -> str:
+        """"FSDP over 2 GPUs · optimizer states in host RAM (optim_cpu_offload = true) · …" in words."""
+        n = f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}"
+        shard = {"full": f"FSDP over {n}", "os+g": f"ZeRO-2 over {n} (optimizer states and gradients sharded)",
+                 "os": f"ZeRO-1 over {n} (optimizer states sharded)", "none": f"no sharding ({n}, a full copy each)"}
+        parts = [shard.get(self.sharding, self.sharding),
+                 "optimizer states in host RAM (optim_cpu_offload = true)" if self.optim_cpu_offload
+                 else "optimizer states in GPU memory (optim_cpu_offload = false)",
+                 "activation checkpointing" if self.checkpointing else "no activation checkpointing",
+                 f"seq_len {self.seq_len}", f"micro-batch {self.micro_batch}"]
+        if self.lora:
+            parts.append(f"LoRA rank {self.lora_rank}" if self.lora_rank else "LoRA")
+        if self.kv_cache:
+            parts.append("an inference KV cache")
+        return " · ".join(parts)
+
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         per_gpu = {k: d.pop(k) for k in ("weights", "gradients", "optimizer", "activations", "kv_cache")}
         per_gpu["total"] = self.total
-        return {"per_gpu": per_gpu, **d}
+        return {"per_gpu": per_gpu, **d, "assumptions": self.assumptions()}
 
 
 def _data(name: str) -> dict[str, Any]:
@@ -143,6 +171,31 @@ def lookup_model(name: str) -> ModelShape | None:
         if key.lower() == low or key.split("/")[-1].lower() == low.split("/")[-1]:
             return shape
     return None
+
+
+def closest_models(name: str, n: int = 6) -> list[str]:
+    """Registry ids that look like ``name`` (by full id and by basename), best first; [] when none does."""
+    import difflib
+
+    ids = list(registry())
+    by_base = {key.split("/")[-1].lower(): key for key in ids}
+    low = name.lower()
+    found = difflib.get_close_matches(low, [key.lower() for key in ids], n=n, cutoff=0.6)
+    found += difflib.get_close_matches(low.split("/")[-1], list(by_base), n=n, cutoff=0.6)
+    out: list[str] = []
+    for hit in found:
+        key = by_base.get(hit) or next(k for k in ids if k.lower() == hit)
+        if key not in out:
+            out.append(key)
+    return out[:n]
+
+
+def known_models_text(name: str) -> str:
+    """For an unknown model: the closest registry models, or every one when none is close."""
+    close = closest_models(name)
+    if close:
+        return "the closest known models: " + ", ".join(close)
+    return f"the {len(registry())} known models: " + ", ".join(registry())
 
 
 def shape_from_hf_config(name: str, cfg: dict[str, Any]) -> ModelShape:
@@ -243,7 +296,9 @@ def estimate(*, model: str | None = None, params: float | None = None, shape: Mo
     return MemoryEstimate(model=model or (shape.name if shape else ""), params=params, trainable_params=trainable,
                           gpus=gpus, sharding=sharding, lora=lora, seq_len=seq_len, weights=round(weights),
                           gradients=round(grads), optimizer=round(optim), activations=round(act),
-                          kv_cache=round(kv), cpu_optimizer=round(cpu_optim))
+                          kv_cache=round(kv), cpu_optimizer=round(cpu_optim), checkpointing=checkpointing,
+                          optim_cpu_offload=optim_cpu_offload, micro_batch=micro_batch,
+                          lora_rank=lora_rank if lora else None)
 
 
 def human(n: float) -> str:
