@@ -4,7 +4,12 @@ watch, the start-up question about rentals already past their deadline, and the 
 
 State lives in the audit log (services/offers/rentals.py), so a rental survives an app crash mid-launch:
 at the next start it is still watched, and offered for termination when overdue. A rented pod joins the
-sidebar (and pods.toml) with its price and deadline once SSH answers."""
+sidebar (and pods.toml) with its price and deadline once SSH answers.
+
+A rental whose create answer was lost stays "creating?" (provisional); while one is open at a provider,
+renting there again asks first, naming it ("Rent ANOTHER pod anyway?", default No) — at Enter, and again at
+the moment of renting, where the audit log is read under its lock (services/offers/rentals.AuditLog.claim):
+one that another app or process opened meanwhile is asked about too, and nothing is sent without a yes."""
 
 from __future__ import annotations
 
@@ -225,20 +230,50 @@ class Rentals:
         plan = replace(plan, image=self.settings.get("image"), disk_gb=self.settings.get("disk_gb"))
         if plan.name in self.app.pods:
             plan = replace(plan, name=f"{plan.name}-{len(self.app.pods)}")
-        self.app.push_screen(RentScreen(plan, clock=self.clock), self._confirmed)
+        open_ones = [r for r in self.audit.open_rentals() if r.provisional and r.provider == plan.offer.provider]
+        if open_ones:  # a create there may have started a pod: asked first, and again at the moment of renting
+            self._ask_another(plan, open_ones, (), self._rent_dialog)
+            return
+        self._rent_dialog(plan, ())
 
-    def _confirmed(self, plan: "LaunchPlan | None") -> None:
+    def _rent_dialog(self, plan: "LaunchPlan", also: tuple[str, ...]) -> None:
+        self.app.push_screen(RentScreen(plan, clock=self.clock), partial(self._confirmed, also=also))
+
+    def _ask_another(self, plan: "LaunchPlan", open_ones: list[Rental], also: tuple[str, ...],
+                     then: Callable[["LaunchPlan", tuple[str, ...]], None]) -> None:
+        """The second confirmation, naming the provisional rentals at the provider (default: No). Yes goes
+        on with those names in ``also``: only they are rented beside."""
+        from services.offers.rentals import still_starting
+
+        names = (*also, *(r.name for r in open_ones if r.name not in also))
+        self.app.push_screen(ConfirmScreen(still_starting(open_ones, self.clock()), yes="Rent ANOTHER pod",
+                                           no="No, do not rent"),
+                             lambda yes: then(plan, names) if yes else self._not_rented(open_ones))
+
+    def _not_rented(self, open_ones: list[Rental]) -> None:
+        pane = self.app.offers_pane
+        if pane is not None:
+            pane.set_rent_status(f"Not rented: {', '.join(r.name for r in open_ones)} may still be starting at "
+                                 f"{open_ones[0].provider} (`prime-train-tui rentals` looks for it by name).")
+
+    def _confirmed(self, plan: "LaunchPlan | None", also: tuple[str, ...] = ()) -> None:
         if plan is not None:
-            self.app.run_worker(self._rent(plan), name=f"renting {plan.name}", group="rent", exit_on_error=False)
+            self._start_rent(plan, also)
 
-    async def _rent(self, plan: "LaunchPlan") -> None:
+    def _start_rent(self, plan: "LaunchPlan", also: tuple[str, ...]) -> None:
+        self.app.run_worker(self._rent(plan, also), name=f"renting {plan.name}", group="rent", exit_on_error=False)
+
+    async def _rent(self, plan: "LaunchPlan", also: tuple[str, ...] = ()) -> None:
         from services.offers.launch import launch_offer
 
-        kw: dict[str, Any] = {"clock": self.clock, "poll": self.poll}
+        kw: dict[str, Any] = {"clock": self.clock, "poll": self.poll, "also": also}
         if self.ssh_ready is not None:
             kw["ssh_ready"] = self.ssh_ready
         async with self.providers() as providers:
             async for ev in launch_offer(providers, plan, self.audit, **kw):
+                if ev.kind == "pending":  # another one opened since the dialog (this app or another): ask again
+                    self._ask_another(plan, list(ev.pending), also, self._start_rent)
+                    continue
                 self._show(ev)
 
     def _show(self, ev: "LaunchEvent") -> None:

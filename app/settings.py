@@ -16,10 +16,6 @@ pods.toml::
 from __future__ import annotations
 
 import os
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 from pathlib import Path
 
 import tomlkit
@@ -27,7 +23,8 @@ import tomlkit
 from services.atomic import atomic_write_text
 from services.errors import PodSpecError, SettingsError
 from services.models import Pod, PodKind
-from services.pod.specs import pod_from_table, pod_to_table
+from services.pod.specs import POD_KEYS, pod_from_table, pod_to_table
+from services.tomlfile import TomlFile, kinds_of, read_toml, show, show_value
 
 APP_NAME = "prime-train-tui"
 
@@ -54,37 +51,32 @@ def pods_file() -> Path:
 
 
 def load_pods(path: Path | None = None) -> list[Pod]:
-    """Pods saved in pods.toml; a missing file is no pods. Malformed → SettingsError naming the spot."""
-    path = path or pods_file()
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise SettingsError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsError(f"{path} is not valid TOML: {exc}",
-                            hint="fix the file by hand; the app did not change it") from None
-    pods_table = data.get("pods", {})
-    if not isinstance(pods_table, dict):
-        raise SettingsError(f"{path}: 'pods' must be a table of [pods.NAME] sections")
+    """Pods saved in pods.toml; a missing file is no pods. Anything wrong → SettingsError naming the spot."""
+    doc = read_toml(path or pods_file())
+    doc.only_tables(["pods"])
     pods = []
-    for name, table in pods_table.items():
+    for name, table in doc.table("pods").items():
+        if not name.isprintable() or not name.strip():
+            raise doc.fail(f"pod name {show(name)} cannot be used: letters, digits and punctuation only", "pods")
+        if isinstance(table, dict):
+            doc.check(table, ("pods", name), dict.fromkeys(POD_KEYS))
         try:
             pods.append(pod_from_table(name, table))
         except PodSpecError as exc:
-            raise SettingsError(f"{path}: {exc}", hint=exc.hint) from None
+            raise doc.fail(str(exc), "pods", name, hint=exc.hint or "fix the pod's table by hand") from None
     return pods
 
 
 def save_pods(pods: list[Pod], path: Path | None = None) -> None:
     """Write the SSH pods to pods.toml atomically, keeping comments of the existing file and a .bak."""
     path = path or pods_file()
-    try:
-        doc = tomlkit.parse(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, tomlkit.exceptions.ParseError):
+    current = read_toml(path)  # a broken file is a SettingsError: never written over
+    if current.exists:
+        try:
+            doc = tomlkit.parse(current.text)
+        except tomlkit.exceptions.ParseError as exc:  # tomllib read it, tomlkit cannot keep its comments
+            raise current.fail(f"cannot be rewritten with its comments kept: {exc}") from None
+    else:
         doc = tomlkit.document()
         doc.add(tomlkit.comment("prime-train-tui pods; edited by the app (comments are kept)"))
     wanted = {p.name: p for p in pods if p.kind is PodKind.SSH}
@@ -133,9 +125,9 @@ def _state_file() -> Path:
 def last_config() -> Path | None:
     """The config the Config pane had open last time, if it still exists."""
     try:
-        data = tomllib.loads(_state_file().read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
+        data = read_toml(_state_file()).data
+    except SettingsError:
+        return None  # the app's own state: a broken one only costs the convenience
     value = data.get("last_config")
     path = Path(value) if isinstance(value, str) else None
     return path if path is not None and path.is_file() else None
@@ -145,16 +137,33 @@ def remember_config(path: Path) -> None:
     """Record the config just opened, so a plain ``prime-train-tui`` opens it again."""
     state = _state_file()
     try:
-        doc = tomlkit.parse(state.read_text(encoding="utf-8"))
-    except (FileNotFoundError, tomlkit.exceptions.ParseError):
+        current = read_toml(state)
+        doc = tomlkit.parse(current.text) if current.exists else tomlkit.document()
+    except (SettingsError, tomlkit.exceptions.ParseError):  # the app's own state: start it afresh
         doc = tomlkit.document()
-    doc["last_config"] = str(Path(path).expanduser().resolve())
+    resolved = Path(path).expanduser().resolve()
+    if resolved.is_relative_to((data_dir() / "demo-pod").resolve()):
+        return  # the demo pod's own config (app/demo.py) is not the user's: a plain start never opens it
+    doc["last_config"] = str(resolved)
     atomic_write_text(state, tomlkit.dumps(doc))
 
 
 # ----------------------------------------------------------------------------- lifecycle settings
 def settings_file() -> Path:
     return config_dir() / "settings.toml"
+
+
+SETTINGS_TABLES = ("lifecycle", "offers", "health", "notify")  # the tables of settings.toml
+
+
+def settings_doc(path: Path | None = None) -> TomlFile:
+    """settings.toml read under the one error policy (services/tomlfile.py); its tables are known ones."""
+    doc = read_toml(path or settings_file())
+    if "backup" in doc.data:
+        raise doc.fail("[backup] belongs in backup.toml, beside settings.toml", "backup",
+                       hint=f"move the table to {doc.path.with_name('backup.toml')}")
+    doc.only_tables(SETTINGS_TABLES)
+    return doc
 
 
 def load_lifecycle_settings(path: Path | None = None) -> "LifecycleSettings":
@@ -178,40 +187,39 @@ def load_lifecycle_settings(path: Path | None = None) -> "LifecycleSettings":
         run = "test $(ls /workspace/data | wc -l) -eq 2"
         fix = "download the dataset first"
     """
-    from dataclasses import fields
-
     from services.lifecycle.preflight import DEFAULT_ENV, LifecycleSettings, UserCheck
 
-    path = path or settings_file()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        data = {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SettingsError(f"cannot read {path}: {exc}") from None
-    table = data.get("lifecycle", {})
-    if not isinstance(table, dict):
-        raise SettingsError(f"{path}: 'lifecycle' must be a table")
-    known = {f.name for f in fields(LifecycleSettings)} - {"runs_dir"}
-    unknown = sorted(set(table) - known)
-    if unknown:
-        raise SettingsError(f"{path}: unknown key(s) in [lifecycle]: {', '.join(unknown)}",
-                            hint=f"known keys: {', '.join(sorted(known))}")
-    kw = {k: v for k, v in table.items() if k not in ("env", "checks", "secrets")}
-    if "secrets" in table:
-        kw["secrets"] = tuple(str(s) for s in table["secrets"])
-    kw["env"] = {**DEFAULT_ENV, **{str(k): str(v) for k, v in dict(table.get("env", {})).items()}}
+    doc = settings_doc(path)
+    kinds = kinds_of(LifecycleSettings, skip={"runs_dir"})
+    kinds.update(secrets=list, cleanup_pods=list, env=dict, checks=list)
+    table = doc.table("lifecycle", kinds=kinds)
+    kw = {k: v for k, v in table.items() if k not in ("env", "checks")}
+    for key in ("secrets", "cleanup_pods"):
+        if key in table:
+            if not all(isinstance(s, str) for s in table[key]):
+                raise doc.fail(f"lifecycle.{key} must be an array of strings", "lifecycle", key)
+            kw[key] = tuple(table[key])
+    env = doc.table("lifecycle", "env")
+    for key, value in env.items():
+        if isinstance(value, (dict, list)):
+            raise doc.fail(f"lifecycle.env.{show(key)} must be a string, not a table or array", "lifecycle", "env",
+                           key)
+    kw["env"] = {**DEFAULT_ENV, **{str(k): str(v) for k, v in env.items()}}
     checks = []
     for i, c in enumerate(table.get("checks", [])):
+        if isinstance(c, dict):
+            doc.check(c, ("lifecycle", "checks"), CHECK_KEYS)
         if not isinstance(c, dict) or "name" not in c or "run" not in c:
-            raise SettingsError(f"{path}: lifecycle.checks[{i}] needs name and run")
-        checks.append(UserCheck(str(c["name"]), str(c["run"]), str(c.get("fix", "")),
-                                float(c.get("timeout", 30.0))))
+            raise doc.fail(f"lifecycle.checks[{i}] needs name and run", "lifecycle", "checks")
+        checks.append(UserCheck(c["name"], c["run"], c.get("fix", ""), float(c.get("timeout", 30.0))))
     kw["checks"] = tuple(checks)
     try:
         return LifecycleSettings(**kw, runs_dir=data_dir() / "runs")
     except (TypeError, ValueError) as exc:
-        raise SettingsError(f"{path}: [lifecycle]: {exc}") from None
+        raise doc.fail(f"[lifecycle]: {exc}", "lifecycle") from None
+
+
+CHECK_KEYS = {"name": str, "run": str, "fix": str, "timeout": float}  # one [[lifecycle.checks]]
 
 
 # ----------------------------------------------------------------------------- offers settings
@@ -223,9 +231,9 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / APP_NAME
 
 
-OFFER_KEYS = {"prime_url": str, "vast_url": str, "lambda_url": str, "runpod_url": str, "cache_ttl": (int, float), "keys": dict,
-              "cap_margin": (int, float), "deadline_margin": (int, float), "image": str, "disk_gb": int,
-              "warn_minutes": (int, float)}
+OFFER_KEYS = {"prime_url": str, "vast_url": str, "lambda_url": str, "runpod_url": str, "cache_ttl": float,
+              "keys": dict, "cap_margin": float, "deadline_margin": float, "image": str, "disk_gb": int,
+              "warn_minutes": float}
 
 
 def load_offer_settings(path: Path | None = None) -> dict:
@@ -239,22 +247,11 @@ def load_offer_settings(path: Path | None = None) -> dict:
         [offers.keys]              # only when the environment and the providers' CLI files have none
         lambda = "..."
     """
-    path = path or settings_file()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SettingsError(f"cannot read {path}: {exc}") from None
-    table = data.get("offers", {})
-    if not isinstance(table, dict):
-        raise SettingsError(f"{path}: 'offers' must be a table")
-    for key, value in table.items():
-        kind = OFFER_KEYS.get(key)
-        if kind is None:
-            raise SettingsError(f"{path}: unknown key in [offers]: {key}", hint=f"known keys: {', '.join(OFFER_KEYS)}")
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise SettingsError(f"{path}: offers.{key} has the wrong type ({type(value).__name__})")
+    from services.offers.models import PROVIDERS
+
+    doc = settings_doc(path)
+    table = doc.table("offers", kinds=OFFER_KEYS)
+    doc.table("offers", "keys", kinds=dict.fromkeys(PROVIDERS, str))
     return table
 
 
@@ -268,25 +265,15 @@ def load_health_settings(path: Path | None = None) -> "HealthSettings":
         disk_pct = 80
         nofile_min = 65536
     """
-    from dataclasses import fields, replace
+    from dataclasses import replace
 
     from services.monitor.health import HealthSettings
 
-    path = path or settings_file()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return HealthSettings()
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SettingsError(f"cannot read {path}: {exc}") from None
-    table = data.get("health", {})
-    if not isinstance(table, dict):
-        raise SettingsError(f"{path}: 'health' must be a table")
-    known = {f.name: f for f in fields(HealthSettings)}
+    doc = settings_doc(path)
+    kinds = kinds_of(HealthSettings)
+    table = doc.table("health", kinds=dict.fromkeys(kinds))
     for key, value in table.items():
-        if key not in known:
-            raise SettingsError(f"{path}: unknown key in [health]: {key}", hint=f"known keys: {', '.join(known)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise SettingsError(f"{path}: health.{key} must be a number ≥ 0, got {value!r}")
-    kw = {k: (int(v) if known[k].type in (int, "int") else float(v)) for k, v in table.items()}
-    return replace(HealthSettings(), **kw)
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and value >= 0
+        if not number or (kinds[key] is int and value == float("inf")):
+            raise doc.fail(f"health.{key} must be a number ≥ 0, got {show_value(value)}", "health", key)
+    return replace(HealthSettings(), **{k: int(v) if kinds[k] is int else float(v) for k, v in table.items()})

@@ -6,6 +6,7 @@ Data flows one way: monitor ``on_snapshot`` -> coalesced :class:`PodUpdated` -> 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -20,7 +21,6 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, TextArea
-from textual.worker import Worker, WorkerState
 
 from app.auto_backup import AutoBackup
 from app.screens.add_pod import AddPodScreen
@@ -42,6 +42,7 @@ from app.panes.offers import OffersPane
 from app.rentals import Rentals
 from app.run_actions import RunActions
 from app.tasks import Tasks
+from app.worker_hub import install as install_worker_hub
 from widgets.monitor_pane import MonitorPane
 from widgets.pod_list import PodList
 
@@ -79,6 +80,17 @@ class PodUpdated(Message):
     def __init__(self, name: str) -> None:
         super().__init__()
         self.name = name
+
+
+@functools.lru_cache(maxsize=None)
+def _shown_keys(pane_type: type) -> dict[str, Binding]:
+    """A pane class's shown keys: key -> binding (hidden ones, escape, stay with the focus)."""
+    keys: dict[str, Binding] = {}
+    for binding in pane_type.BINDINGS:
+        if isinstance(binding, Binding) and binding.show:
+            for key in _keys(binding):
+                keys.setdefault(key, binding)
+    return keys
 
 
 class PrimeTrainApp(RunActions, App[None]):
@@ -123,6 +135,7 @@ class PrimeTrainApp(RunActions, App[None]):
         rentals: Callable[["PrimeTrainApp"], "Rentals"] | None = None,
     ) -> None:
         super().__init__()
+        install_worker_hub(self)  # no worker ends the App: failures are toasts and log lines
         self.initial_pods, self.monitor_settings, self.clock = list(pods), settings, clock
         self.pods_path, self._monitor_factory, self._notices = pods_path, monitor_factory, tuple(notices)
         self.monitor: MonitorService | None = None
@@ -184,6 +197,11 @@ class PrimeTrainApp(RunActions, App[None]):
         self.set_interval(1.0, self._tick)
         for notice in self._notices:
             self.notify(notice, severity="warning", timeout=10)
+        from app.settings import data_dir
+        from services.watch.state import watch_notice  # is a headless watcher running, what it saw meanwhile
+
+        if (watched := watch_notice(data_dir())) is not None:
+            self.notify(watched, title="Watcher", timeout=20)
         self.rentals.start()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -340,20 +358,21 @@ class PrimeTrainApp(RunActions, App[None]):
         if not self._main_widgets_ready() or self.screen is not self.screen_stack[0]:
             return None
         selector = PANE_IDS.get(self.tabs.active or "")
-        found = self.screen_stack[0].query(selector) if selector else None
-        return found.first() if found else None
+        if not selector:
+            return None
+        cache: dict[str, Widget] = self.__dict__.setdefault("_pane_widgets", {})
+        pane = cache.get(selector)  # footer and help ask on every refresh: one DOM query per pane, not per frame
+        if pane is None or not pane.is_attached:
+            found = self.screen_stack[0].query(selector)
+            if not found:
+                return None
+            pane = cache[selector] = found.first()
+        return pane
 
     def pane_bindings(self) -> dict[str, Binding]:
         """The visible pane's own keys: key -> binding."""
         pane = self.active_pane()
-        if pane is None:
-            return {}
-        keys: dict[str, Binding] = {}
-        for binding in type(pane).BINDINGS:
-            if isinstance(binding, Binding) and binding.show:  # hidden ones (escape) stay with the focus
-                for key in _keys(binding):
-                    keys.setdefault(key, binding)
-        return keys
+        return {} if pane is None else _shown_keys(type(pane))
 
     def _focus_pane(self) -> None:
         if not self._main_widgets_ready() or self.screen is not self.screen_stack[0]:
@@ -533,6 +552,7 @@ class PrimeTrainApp(RunActions, App[None]):
             self.notify(f"Reconnecting {name}…")
 
     def _start(self, pod: Pod) -> None:
+        pod = self.lifecycle_bg.prepare_pod(pod)  # the demo pod: its sandbox and run (app/demo.py)
         self.pods[pod.name] = pod
         self.lifecycle_bg.add(pod)
         self.pod_list.add_pod(pod)
@@ -599,13 +619,8 @@ class PrimeTrainApp(RunActions, App[None]):
         widget = self.screen_stack[0].query(PANE_IDS[pane]).first()
         await self.run_action(action, widget)
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state is not WorkerState.ERROR:
-            return
-        error = event.worker.error
-        known = isinstance(error, PrimeTrainError)
-        text = f"{error}\n{error.hint}".strip() if known else f"{type(error).__name__}: {error}"
-        self.notify(text, severity="error", title=f"{event.worker.name} failed", timeout=10)
+    # The worker error hub is app/worker_hub.py (installed in __init__): every worker of the App, its panes
+    # and modals runs with exit_on_error=False, and its failure is a toast and a line in the log.
 
 
 # action -> the keys the App binds to it (a pane binding the same key takes it while it is on screen)

@@ -66,6 +66,19 @@ class HostKeyChanged(HostKeyError):
     """known_hosts holds a different key for this host: possible man-in-the-middle. Never trusted."""
 
 
+class HostKeyRevoked(ConnectError):
+    """The pod presents a key marked ``@revoked`` in known_hosts. Deliberately NOT a :class:`HostKeyError`:
+    those carry a key the user may be asked to trust, and a revoked key is never offered."""
+
+    def __init__(self, message: str, *, host: str, port: int, fingerprint: str, known_hosts_file: str,
+                 hint: str = "") -> None:
+        super().__init__(message, hint)
+        self.host = host
+        self.port = port
+        self.fingerprint = fingerprint
+        self.known_hosts_file = known_hosts_file
+
+
 class ProbeError(PrimeTrainError):
     """The probe could not be started on the pod (no python3, upload failed, ...)."""
 

@@ -18,7 +18,8 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
 def resolve_pod(spec: str, saved: list[Pod] | None = None) -> Pod:
-    """A pods.toml name first, then ``local``/``demo``/an ssh alias/``user@host[:port]``."""
+    """A pods.toml name first, then ``local``/``demo``/an ssh alias/``user@host[:port]``. The demo pod comes
+    with its sandbox (``<data dir>/demo-pod``, app/demo.py): the one a running TUI's demo uses."""
     if saved is None:
         from app.settings import load_pods
 
@@ -26,9 +27,10 @@ def resolve_pod(spec: str, saved: list[Pod] | None = None) -> Pod:
     for pod in saved:
         if pod.name == spec:
             return pod
+    from app.demo import sandboxed
     from services.pod.specs import parse_pod_spec
 
-    return parse_pod_spec(spec)
+    return sandboxed(parse_pod_spec(spec))
 
 
 def pod_arg(args: argparse.Namespace) -> Pod:
@@ -51,15 +53,16 @@ def need_run_dir(pod: Pod, hint: str) -> str:
 
 
 def connection_for(pod: Pod, demo: "MonitorSettings | None" = None) -> "Connection":
-    """services.pod.ssh.connect_pod's connection; the demo pod's simulated one only when ``demo`` settings
-    are given (otherwise it is a local connection, as in connect_pod)."""
+    """services.pod.ssh.connect_pod's connection; the demo pod's simulated one when ``demo`` settings are
+    given or the pod carries its sandbox (otherwise it is a local connection, as in connect_pod)."""
+    from services.demo.pod import sandbox_root
     from services.models import PodKind
     from services.pod.ssh import connect_pod
 
-    if pod.kind is PodKind.DEMO and demo is not None:
+    if pod.kind is PodKind.DEMO and (demo is not None or sandbox_root(pod) is not None):
         from services.demo.connection import DemoConnection
 
-        return DemoConnection(pod, demo.demo_options())
+        return DemoConnection(pod, demo.demo_options() if demo is not None else None)
     return connect_pod(pod)
 
 
@@ -111,3 +114,14 @@ def backup_settings(args: argparse.Namespace) -> Any:
 
     settings = load_backup_settings(config_dir() / "backup.toml")
     return settings.with_overrides(bucket=getattr(args, "bucket", None), endpoint=getattr(args, "endpoint", None))
+
+
+def cleanup_backup_settings(args: argparse.Namespace) -> Any:
+    """For cleanup: the backup settings, or the SettingsError that makes backup.toml unreadable — cleanup
+    then refuses (services.lifecycle.cleanup fails closed) instead of taking it for "no backup"."""
+    from services.errors import SettingsError
+
+    try:
+        return backup_settings(args)
+    except SettingsError as exc:
+        return exc

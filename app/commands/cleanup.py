@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.commands._support import add_backup_args, backup_settings
+from app.commands._support import add_backup_args, cleanup_backup_settings
 
 import argparse
 from typing import Any, AsyncIterator
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         from services.lifecycle.actions import plan_cleanup
         from services.units import fmt_bytes
 
-        backup = backup_settings(args)
+        backup = cleanup_backup_settings(args)  # unreadable: plan_cleanup refuses (fail closed)
         plan = await plan_cleanup(conn, keep=args.keep, settings=settings, run_dir=args.run_dir, backup=backup)
         state["plan"] = plan
         state["backup"] = backup

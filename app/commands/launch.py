@@ -58,8 +58,11 @@ def setup(args: argparse.Namespace) -> tuple[Any, Any] | int:
         return fail(str(exc), exc.hint, EXIT_USAGE)
     from services.models import PodKind
 
-    if pod.kind is PodKind.DEMO:
-        return fail("the demo pod cannot run lifecycle actions", "use `local` or an ssh pod", EXIT_USAGE)
+    if pod.kind is PodKind.DEMO:  # its sandbox, with the demo's own lifecycle settings (app/demo.py)
+        from app.demo import demo_lifecycle_settings, sandboxed
+
+        pod = sandboxed(pod)
+        settings = demo_lifecycle_settings(pod)
     return pod, settings
 
 
@@ -67,6 +70,10 @@ def make_conn(pod: Any) -> Any:
     from services.models import PodKind
     from services.pod.ssh import LocalConnection, SSHConnection
 
+    if pod.kind is PodKind.DEMO:  # confined to its sandbox, never this machine's own files
+        from app.demo import demo_connection
+
+        return demo_connection(pod)
     return SSHConnection(pod) if pod.kind is PodKind.SSH else LocalConnection(pod)
 
 

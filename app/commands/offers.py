@@ -8,7 +8,10 @@ pane. A provider that fails is reported and the others still show. RunPod offers
 not rented from here. Exit 0 when any offer was listed, 1 when none, 2 on usage.
 
 ``--json``: ``{"offers": [{"provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot",
-"region", "fits", "est_hours", "est_cost"}], "errors": [{"provider", "message"}]}``."""
+"region", "fits", "est_hours", "est_cost"}], "errors": [{"provider", "message"}]}``, plus ``"skipped":
+[{"provider", "count", "why"}]`` when offers with an impossible price (not finite, <= 0, over $1,000/GPU-hr)
+were left out; always valid JSON (never NaN/Infinity). A provider answering garbage (wrongly shaped, nested
+too deep, over 20 MB) is its error line: "unexpected answer: …"."""
 
 from __future__ import annotations
 
@@ -70,7 +73,12 @@ def run(args: argparse.Namespace) -> int:
         try:
             import tomllib
 
-            data = tomllib.loads(args.config.read_text(encoding="utf-8"))
+            from services.tomlfile import depth_problem
+
+            text = args.config.read_text(encoding="utf-8")
+            if (deep := depth_problem(text)) is not None:  # tomllib would recurse until RecursionError
+                return fail(f"{args.config}: {deep}: not a prime-rl config", code=EXIT_USAGE)
+            data = tomllib.loads(text)
         except OSError as exc:
             return fail(f"cannot read {args.config}: {exc.strerror}", code=EXIT_USAGE)
         except tomllib.TOMLDecodeError as exc:
@@ -128,12 +136,17 @@ async def _offers(args: argparse.Namespace, spec) -> int:
     observed = ObservationLog(data_dir() / OBSERVED).load()  # this user's steps/hr, as in the Offers pane
     ranked = rank(result.offers, spec, max_price=args.max_price, spot=args.spot, gpus=args.gpus,
                   include_misfits=args.all, observed=observed)
+    for s in result.skipped:
+        print(f"note: {s.provider}: {s.count} offer{'s' if s.count > 1 else ''} skipped as impossible ({s.why})",
+              file=sys.stderr)
     if args.json:
         keys = ("provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot", "region", "fits",
                 "est_hours", "est_cost")
-        doc = {"offers": [{k: r.to_json()[k] for k in keys} for r in ranked],
-               "errors": [{"provider": e.provider, "message": e.message} for e in result.errors]}
-        print(json.dumps(doc, indent=2))
+        doc: dict = {"offers": [{k: r.to_json()[k] for k in keys} for r in ranked],
+                     "errors": [{"provider": e.provider, "message": e.message} for e in result.errors]}
+        if result.skipped:
+            doc["skipped"] = [{"provider": s.provider, "count": s.count, "why": s.why} for s in result.skipped]
+        print(json.dumps(_finite(doc), indent=2, allow_nan=False))
     else:
         print(f"{'provider':<15}{'id':<26}{'GPU':<12}{'n':>3}{'VRAM':>7}{'$/hr':>9} {'spot':<5}"
               f"{'Est. time':>10}{'Est. $':>10}  fit")
@@ -149,3 +162,17 @@ async def _offers(args: argparse.Namespace, spec) -> int:
             print(f"best $/completion: {b.offer.provider} {b.offer.gpu_count}× {b.offer.gpu_type} "
                   f"${b.est_cost:.2f} in {b.est_hours:.1f} h")
     return EXIT_OK if ranked else EXIT_FAIL
+
+
+def _finite(value):
+    """The document with every NaN/±Infinity as null: ``--json`` is JSON every reader accepts (json.dumps
+    would write the bare words NaN/Infinity, which are not JSON)."""
+    import math
+
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

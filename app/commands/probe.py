@@ -88,7 +88,7 @@ async def _probe(args: argparse.Namespace) -> int:
 async def _ended(name: str, stream, printed: int) -> int:
     """The probe's output ended: how (its exit, its last stderr line), as one line; always a failure
     (--once returns before)."""
-    how = await stream.exit_reason()
+    how = await stream.exit_reason(wait=15.0)  # the command ends anyway: its reason is what is left
     tail = [line.strip() for line in stream.stderr_tail().splitlines() if line.strip()]
     what = "stopped" if printed else "exited without a sample"
     return fail(f"the probe on {name} {what}" + (f" ({how})" if how else "")

@@ -52,14 +52,14 @@ async def _profile(args: argparse.Namespace) -> int:
 
     try:
         pod = pod_arg(args)
-        if pod.kind is PodKind.DEMO:
-            return fail("profile reads a run directory; the demo pod's lives only inside the TUI",
-                        "run `python -m services.demo.trainer --run-dir DIR --profile latency-bound` and "
-                        "`profile local --run-dir DIR`", EXIT_USAGE)
         run_dir = need_run_dir(pod, "pass --run-dir DIR (the prime-rl output dir)")
     except (SettingsError, PodSpecError) as exc:
         return fail_usage(exc)
     try:
+        if pod.kind is PodKind.DEMO and not args.run_dir:  # its run: the TUI's, or one started now in its sandbox
+            from app.demo import ensure_run, note
+
+            note(await ensure_run(pod))
         async with connected(pod) as conn:
             metrics, console = await read_run(conn, run_dir, args.steps)
             parsed = parse_run(metrics, console)

@@ -109,6 +109,10 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
                               "gpus": [], "host": None, "run": _run_json(None, None), "alerts": [],
                               "wandb": None}
     try:
+        if pod.simulated:  # the demo's run (the TUI's, or one started now in its sandbox), then one look
+            from app.demo import ensure_run, note
+
+            note(await asyncio.wait_for(ensure_run(pod), timeout))
         async with connected(pod, demo=MonitorSettings(), timeout=timeout) as conn:
             sample, tails = await _look(conn, pod, timeout)
         result.update(reached=True, state=PodState.ONLINE.value)

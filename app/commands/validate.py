@@ -38,7 +38,9 @@ def run(args: argparse.Namespace) -> int:
     for name in args.files:
         try:
             report = validate_file(name, kind=args.kind, preset=args.preset, gpus=args.gpus)
-        except ConfigError as exc:
+        except (ConfigError, RecursionError) as exc:  # RecursionError: a nesting no check foresaw, one line too
+            if isinstance(exc, RecursionError):
+                exc = ConfigError(f"{name}: nested too deeply: not a prime-rl config")
             if args.json:
                 reports.append({"file": name, "error": str(exc)})
             else:

@@ -29,6 +29,20 @@ from widgets.format import set_label
 
 DEBOUNCE = 0.3
 DISK_CHECK = 2.0
+# Above this many characters, or nested deeper than services/tomlfile.py allows, the editor shows plain
+# text: tree-sitter's TOML highlighting of 200 KB nested 100,000 deep blocks the App for over a minute.
+HIGHLIGHT_MAX_CHARS = 100_000
+
+
+def plain_reason(text: str) -> str | None:
+    """Why ``text`` is shown without syntax highlighting (None: it is highlighted)."""
+    from services.tomlfile import too_deep
+
+    if len(text) > HIGHLIGHT_MAX_CHARS:
+        return f"large file ({len(text.encode('utf-8', 'replace')) // 1024} KB): no syntax highlighting"
+    if too_deep(text) is not None:
+        return "nested too deeply: no syntax highlighting"
+    return None
 
 
 class ConfigPane(Widget):
@@ -76,6 +90,7 @@ class ConfigPane(Widget):
         self._disk_changed = False
         self._validated_text: str | None = None
         self._parser = IncrementalParser()  # re-parses only the sections a keystroke touched
+        self._plain: str | None = None  # why the text is shown without highlighting (plain_reason)
 
     def compose(self) -> ComposeResult:
         yield Label("", id="config-status")
@@ -125,18 +140,19 @@ class ConfigPane(Widget):
         except ConfigError as exc:
             self.app.call_from_thread(self._load_failed, path, exc)
             return
-        self.app.call_from_thread(self._loaded, path, text, mtime)
+        self.app.call_from_thread(self._loaded, path, text, mtime, plain_reason(text))
         try:
             remember_config(path)  # the next plain start opens it again
         except OSError:
             pass  # a read-only data dir only costs the convenience
 
-    def _loaded(self, path: Path, text: str, mtime: float) -> None:
+    def _loaded(self, path: Path, text: str, mtime: float, plain: str | None = None) -> None:
         if path != self.path:
             return
         self._saved_text = text
         self._disk_mtime = mtime
         self._disk_changed = False
+        self._highlight(plain)
         self.editor.load_text(text)
         self.validate_now()
         self._status()
@@ -368,8 +384,16 @@ class ConfigPane(Widget):
         items = versions.list_versions(path, self._versions_root())
         self.app.call_from_thread(self._restored, version, text, items)
 
+    def _highlight(self, plain: str | None) -> None:
+        """Highlighting on, or off for a large or deep text (set before the text goes in: that is the cost)."""
+        self._plain = plain
+        language = None if plain else "toml"
+        if self.editor.language != language:
+            self.editor.language = language
+
     def _restored(self, version, text: str, items) -> None:
         editor = self.editor
+        self._highlight(plain_reason(text))
         editor.replace(text, (0, 0), editor.document.end)
         self.validate_now()
         self.query_one(VersionsView).show_versions(items)
@@ -387,4 +411,6 @@ class ConfigPane(Widget):
                 if self._disk_changed:
                     flags.append("CHANGED ON DISK · ctrl+r reload")
                 text = f"{self.path}" + (f" · {' · '.join(flags)}" if flags else " · saved")
+            if self._plain:
+                text += f" · {self._plain}"
         set_label(self.query_one("#config-status", Label), text)

@@ -189,14 +189,26 @@ class OffersPane(Widget, can_focus=True):
     def action_refresh_offers(self) -> None:
         spot = self.query_one("#of-spot", Checkbox).value
         set_label(self.query_one("#of-status", Label), "Fetching offers…")
-        self.run_worker(self._refresh(spot), exclusive=True, group="offers")
+        self.run_worker(self._refresh(spot), exclusive=True, group="offers", name="fetching offers")
 
     def action_toggle_misfits(self) -> None:
         box = self.query_one("#of-misfits", Checkbox)
         box.value = not box.value
 
     async def _refresh(self, spot: bool) -> None:
-        self.result = await self.fetcher(spot)
+        from services.errors import SettingsError
+
+        status = self.query_one("#of-status", Label)
+        try:
+            result = await self.fetcher(spot)
+        except SettingsError as exc:  # settings.toml [offers] (keys, URLs) is wrong: say where, keep the table
+            set_label(status, f"Not fetched — settings.toml: {exc}")
+            self.notify(f"{exc}\n{exc.hint}".strip(), severity="error", title="Offers: settings.toml", timeout=15)
+            return
+        except Exception:
+            set_label(status, "Fetching offers failed (see the error message); r tries again.")
+            raise  # the App's worker hub reports it
+        self.result = result
         self.fetched_spot = spot
         simulated = bool(self.result.offers) and all(o.params.get("simulated") for o in self.result.offers)
         if simulated:

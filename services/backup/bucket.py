@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from services.backup.manifest import BucketCheckpoint, FileEntry, Manifest, PodCheckpoint, RunSource
+from services.backup.manifest import BucketCheckpoint, FileEntry, Manifest, ManifestError, PodCheckpoint, RunSource
 from services.backup.s3 import S3, BackupError, BackupSettings, each_page
+from services.pod.agent.common import parse_step
 
 
 async def _head(s3: S3, key: str) -> dict | None:
@@ -47,19 +48,29 @@ async def _check_objects(s3: S3, base: str, manifest: Manifest) -> list[str]:
 
 
 async def read_manifest(s3: S3, base: str) -> Manifest | None:
+    """The manifest of the step at ``base`` (None: there is none); :class:`ManifestError` naming the object
+    when it cannot be used (not JSON, wrongly shaped, an unsafe path: services.backup.manifest)."""
     try:
         obj = await s3.call("get_object", Bucket=s3.bucket, Key=base + "manifest.json")
     except BackupError as exc:
         if "NoSuchKey" in str(exc) or "404" in str(exc):
             return None
         raise
-    return Manifest.from_json(await asyncio.to_thread(obj["Body"].read))
+    try:
+        return Manifest.from_json(await asyncio.to_thread(obj["Body"].read))
+    except ManifestError as exc:
+        raise ManifestError(f"s3://{s3.bucket}/{base}manifest.json: {exc}",
+                            hint=exc.hint or "someone changed it in the bucket, or an older app wrote it: "
+                                                 "nothing was restored from it") from None
 
 
 async def verify_backup(settings: BackupSettings, run_dir: str, step: int) -> BucketCheckpoint:
     s3 = S3(settings)
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
-    manifest = await read_manifest(s3, base)
+    try:
+        manifest = await read_manifest(s3, base)
+    except ManifestError as exc:  # that step is not verified, and says why; the other steps are still listed
+        return BucketCheckpoint(step, 0, 0, False, (str(exc),))
     if manifest is None:
         return BucketCheckpoint(step, 0, 0, False, ("no manifest: the backup never finished",))
     problems = await _check_objects(s3, base, manifest)
@@ -108,8 +119,7 @@ def backed_up(listing: Iterable[BucketCheckpoint], source: RunSource | None,
 
 
 def _step_of(key: str, prefix: str) -> int | None:
-    head = key[len(prefix):].split("/", 1)[0]
-    return int(head[5:]) if head.startswith("step_") and head[5:].isdigit() else None
+    return parse_step(key[len(prefix):].split("/", 1)[0])  # the pod scripts' parser: step_² is no step
 
 
 async def prune_bucket(settings: BackupSettings, run_dir: str, keep_last: int,

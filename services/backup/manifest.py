@@ -3,19 +3,55 @@
 It is the last object written for a step (``<prefix>step_N/manifest.json``, after every object was
 checked against it), so its presence marks a backup that was verified when written; ``verify`` in
 services.backup.transfer re-checks the objects against it (size + ETag per object) at any time.
+
+Whoever can write to the bucket can write a manifest, and a restore creates the files it names on the pod:
+:meth:`Manifest.from_json` takes nothing on trust. Every path must pass the agent's own rule
+(services.pod.agent.transfer.check_path: relative, no "..", no empty or "." component, no NUL), no two
+entries may name the same file (or a file and a directory), every number must be a whole number and the
+parts must cover each file exactly; anything else refuses the whole manifest with a
+:class:`ManifestError` naming the entry. The agent on the pod checks the plan again before it writes.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from services.pod.agent.transfer import fingerprint
+from services.pod.agent.transfer import check_path, fingerprint
 from services.backup.s3 import BackupError, multipart_etag
 
 VERSION = 1
+_HEX = {32: re.compile(r"[0-9a-f]{32}"), 64: re.compile(r"[0-9a-f]{64}")}
+
+
+class ManifestError(BackupError):
+    """A manifest in the bucket that cannot be used: not JSON, wrongly shaped, or naming an unsafe path.
+    One line naming the entry; the whole manifest is refused."""
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:100] + "...'"
+
+
+def _count(d: dict, key: str, default: object = None) -> int:
+    """``d[key]``: a whole number >= 0 (not a bool, not a float, not a string)."""
+    value = d.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ManifestError(f"{key} is {_show(value)}, not a whole number")
+    return value
+
+
+def _hex(d: dict, key: str, digits: int) -> str:
+    value = d.get(key)
+    if not isinstance(value, str) or not _HEX[digits].fullmatch(value):
+        raise ManifestError(f"{key} is {_show(value)}, not {digits} hex digits")
+    return value
 
 
 @dataclass(frozen=True)
@@ -112,7 +148,7 @@ class RunSource:
 def _int(value: object) -> int | None:
     try:
         return int(value) if value is not None and not isinstance(value, bool) else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf) from a JSON "Infinity"
         return None
 
 
@@ -151,11 +187,40 @@ class FileEntry:
         return multipart_etag([p.md5 for p in self.parts])
 
     @classmethod
-    def from_dict(cls, d: dict) -> "FileEntry":
-        parts = tuple(PartInfo(**{k: p[k] for k in ("n", "offset", "raw", "size", "md5")}) for p in d["parts"])
-        return cls(path=d["path"], size=int(d["size"]), sha256=d["sha256"], encoding=d.get("encoding", "none"),
-                   level=int(d.get("level", 0)), stored_size=int(d.get("stored_size", d["size"])), parts=parts,
-                   store_etag=str(d.get("store_etag", "")), mtime_ns=int(d.get("mtime_ns") or 0))
+    def from_dict(cls, d: Any) -> "FileEntry":
+        """One file of a manifest, or of the agent's "file" event. :class:`ManifestError` for an unsafe
+        path (services.pod.agent.transfer.check_path) or anything not of its kind."""
+        if not isinstance(d, dict):
+            raise ManifestError(f"not an object: {_show(d)}")
+        try:
+            check_path(d.get("path"))
+        except ValueError as exc:
+            raise ManifestError(f"unsafe path {_show(d.get('path'))}: {exc}") from None
+        size, sha256 = _count(d, "size"), _hex(d, "sha256", 64)
+        encoding, store_etag = d.get("encoding", "none"), d.get("store_etag", "")
+        if encoding not in ("none", "zstd") or not isinstance(store_etag, str):
+            raise ManifestError(f"encoding {_show(encoding)} or store_etag {_show(store_etag)} is not valid")
+        raw_parts = d.get("parts")
+        if not isinstance(raw_parts, list):
+            raise ManifestError(f"parts is {_show(raw_parts)}, not a list")
+        parts: list[PartInfo] = []
+        for p in raw_parts:
+            if not isinstance(p, dict):
+                raise ManifestError(f"a part is {_show(p)}, not an object")
+            parts.append(PartInfo(n=_count(p, "n"), offset=_count(p, "offset"), raw=_count(p, "raw"),
+                                  size=_count(p, "size"), md5=_hex(p, "md5", 32)))
+        stored = _count(d, "stored_size", size)
+        offset = 0
+        for n, part in enumerate(parts, 1):
+            if part.n != n or part.offset != offset:
+                raise ManifestError(f"part {part.n} is out of order (expected part {n} at offset {offset})")
+            offset += part.raw
+        if offset != size or sum(p.size for p in parts) != stored:
+            raise ManifestError(f"its parts hold {offset} bytes ({sum(p.size for p in parts)} stored), "
+                                f"not its size {size} ({stored} stored)")
+        return cls(path=d["path"], size=size, sha256=sha256, encoding=encoding,
+                   level=_count(d, "level", 0), stored_size=stored, parts=tuple(parts), store_etag=store_etag,
+                   mtime_ns=_count(d, "mtime_ns", 0) if d.get("mtime_ns") is not None else 0)
 
 
 @dataclass(frozen=True)
@@ -195,16 +260,46 @@ class Manifest:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Manifest":
+        """The manifest in ``text`` (what the bucket returned), or :class:`ManifestError` -- never another
+        exception, never a manifest with an unsafe path (see the module's docstring)."""
         try:
             d = json.loads(text)
-            if int(d.get("version", 0)) > VERSION:
-                raise BackupError(f"manifest version {d['version']} is newer than this app understands",
-                                  hint="upgrade prime-train-tui")
-            return cls(step=int(d["step"]), run=str(d.get("run", "")), created=float(d.get("created", 0)),
-                       files=tuple(FileEntry.from_dict(f) for f in d["files"]), version=int(d["version"]),
-                       source=RunSource.from_dict(d.get("source")))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise BackupError(f"unreadable manifest: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            raise ManifestError(f"unreadable manifest: not JSON ({str(exc).splitlines()[0][:200]})") from None
+        if not isinstance(d, dict):
+            raise ManifestError(f"unreadable manifest: a JSON {type(d).__name__}, not an object")
+        version = d.get("version")
+        if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+            raise ManifestError(f"manifest version {version} is newer than this app understands",
+                                hint="upgrade prime-train-tui")
+        try:
+            version, step = _count(d, "version"), _count(d, "step")
+        except ManifestError as exc:
+            raise ManifestError(f"unreadable manifest: {exc}") from None
+        run, created, files = d.get("run", ""), d.get("created", 0), d.get("files")
+        try:  # a number, finite as a float (an int of 400 digits is not)
+            created = float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else math.nan
+        except OverflowError:
+            created = math.nan
+        if not isinstance(run, str) or not math.isfinite(created) or not isinstance(files, list):
+            raise ManifestError("unreadable manifest: run, created or files is not of its kind")
+        entries: list[FileEntry] = []
+        names: set[str] = set()
+        dirs: set[str] = set()
+        for i, f in enumerate(files, 1):
+            try:
+                entry = FileEntry.from_dict(f)
+            except ManifestError as exc:
+                raise ManifestError(f"manifest entry {i}: {exc} (the whole manifest is refused)") from None
+            parents = {entry.path.rsplit("/", n)[0] for n in range(1, entry.path.count("/") + 1)}
+            if entry.path in names or entry.path in dirs or parents & names:
+                raise ManifestError(f"manifest entry {i}: {_show(entry.path)} clashes with another entry "
+                                    "(the same file, or a file and a directory of one name)")
+            names.add(entry.path)
+            dirs |= parents
+            entries.append(entry)
+        return cls(step=step, run=run, created=created, files=tuple(entries), version=version,
+                   source=RunSource.from_dict(d.get("source")))
 
 
 @dataclass(frozen=True)

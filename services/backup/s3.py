@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from services.errors import PrimeTrainError
+from services.errors import PrimeTrainError, SettingsError
 
 MIB = 1024 * 1024
 MIN_PART = 5 * MIB  # S3: every part but the last >= 5 MiB, <= 5 GiB, <= 10,000 parts
@@ -52,6 +52,12 @@ class BackupSettings:
     jobs: int = 8  # parallel part uploads on the pod
     max_bandwidth: int = 0  # bytes/s for uploads from the pod, 0 = unlimited
     url_expiry: int = 6 * 3600
+    # A store that accepts connections and never answers fails in about attempts x read_timeout, saying
+    # "cannot reach the S3 endpoint <url>: no answer in N s" (botocore's default: 3 x 60 s, and on the pod
+    # urllib waited 4 x 120 s). The pod's presigned PUTs/GETs use read_timeout too (per read, per MiB sent).
+    connect_timeout: float = 5.0  # s to open a connection to the store
+    read_timeout: float = 15.0  # s without a byte of the answer (app and pod)
+    attempts: int = 2  # tries per S3 request from this app (botocore's retries, bounded)
 
     def with_overrides(self, **kw: Any) -> "BackupSettings":
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
@@ -61,25 +67,43 @@ class BackupSettings:
         return prefix if prefix.endswith("/") else prefix + "/"
 
 
+class BackupSettingsError(BackupError, SettingsError):
+    """backup.toml cannot be read or is wrong (services/tomlfile.py's policy): a SettingsError, and a
+    BackupError for the callers that catch those."""
+
+
+CREDENTIAL_KEYS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+_BACKUP_CHOICES = {"compression": ("zstd", "none"), "checksums": ("when_required", "when_supported")}
+
+
 def load_backup_settings(path: Path | None, env: dict[str, str] | None = None) -> BackupSettings:
     """``[backup]`` of a TOML file (missing file: defaults), then PRIME_TRAIN_TUI_BUCKET /
-    PRIME_TRAIN_TUI_S3_ENDPOINT from the environment. Credentials are never read from files by us."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    PRIME_TRAIN_TUI_S3_ENDPOINT from the environment. Credentials are never read from files by us.
+
+    A file that exists but cannot be read (a directory, not TOML, too deep), an unknown table (``[bakup]``)
+    or key, or a value of the wrong type is a :class:`BackupSettingsError` — never the defaults, which
+    would mean "no backup" to cleanup."""
+    from services.tomlfile import kinds_of, read_toml, show_value
+
     env = os.environ if env is None else env
     table: dict[str, Any] = {}
-    if path is not None and path.is_file():
-        try:
-            table = tomllib.loads(path.read_text(encoding="utf-8")).get("backup", {})
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise BackupError(f"cannot read {path}: {exc}") from None
-    known = set(BackupSettings.__dataclass_fields__)
-    bad = sorted(k for k in table if k not in known)
-    if bad or any(k in table for k in ("aws_access_key_id", "aws_secret_access_key")):
-        raise BackupError(f"{path}: unknown [backup] keys {', '.join(bad)}",
-                          hint="credentials belong in the environment or ~/.aws, never in our settings")
+    if path is not None:
+        doc = read_toml(path, error=BackupSettingsError)
+        doc.only_tables(["backup"])
+        table = doc.table("backup")
+        creds = [k for k in table if k.lower() in CREDENTIAL_KEYS]
+        if creds:
+            raise doc.fail(f"unknown [backup] keys {', '.join(creds)}", "backup", creds[0],
+                           hint="credentials belong in the environment or ~/.aws, never in our settings")
+        doc.check(table, ("backup",), kinds_of(BackupSettings))
+        for key, value in table.items():
+            choices = _BACKUP_CHOICES.get(key)
+            if choices is not None and value not in choices:
+                raise doc.fail(f"backup.{key} must be one of {', '.join(map(repr, choices))}, "
+                               f"not {show_value(value)}", "backup", key)
+            low = 1 if key in ("part_size", "min_part", "jobs", "url_expiry") else 0
+            if isinstance(value, int) and not isinstance(value, bool) and value < low:
+                raise doc.fail(f"backup.{key} must be at least {low}, not {value}", "backup", key)
     settings = BackupSettings(**table)
     return settings.with_overrides(bucket=env.get("PRIME_TRAIN_TUI_BUCKET") or None,
                                    endpoint=env.get("PRIME_TRAIN_TUI_S3_ENDPOINT") or None)
@@ -137,6 +161,11 @@ class S3:
         if not settings.bucket:
             raise BackupError("no bucket configured",
                               hint="pass --bucket, set PRIME_TRAIN_TUI_BUCKET, or bucket in backup.toml")
+        for key in ("connect_timeout", "read_timeout", "attempts"):
+            value = getattr(settings, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 86400:
+                raise BackupError(f"backup.{key} must be a number of {'tries' if key == 'attempts' else 'seconds'} "
+                                  f"above 0, not {value!r}", hint="fix it in backup.toml")
         self.settings = settings
         self.bucket = settings.bucket
         self._client: Any = None
@@ -155,8 +184,8 @@ class S3:
 
         s = self.settings
         cfg = Config(signature_version="s3v4", request_checksum_calculation=s.checksums,
-                     response_checksum_validation=s.checksums, connect_timeout=5, read_timeout=60,
-                     retries={"max_attempts": 3, "mode": "standard"})
+                     response_checksum_validation=s.checksums, connect_timeout=s.connect_timeout,
+                     read_timeout=s.read_timeout, retries={"total_max_attempts": int(s.attempts), "mode": "standard"})
         return boto3.session.Session().client("s3", endpoint_url=s.endpoint or None, region_name=region or None,
                                               config=cfg)
 
@@ -207,7 +236,12 @@ class S3:
         if isinstance(exc, bx.NoCredentialsError):
             return BackupError("no S3 credentials found",
                                hint="set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE (boto3's chain)")
-        if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ConnectionClosedError)):
+        if isinstance(exc, (bx.ReadTimeoutError, bx.ConnectTimeoutError)):  # accepted (or not) and silent
+            waited = self.settings.read_timeout if isinstance(exc, bx.ReadTimeoutError) else self.settings.connect_timeout
+            return BackupError(f"cannot reach the S3 endpoint {where}: no answer in {waited:g} s",
+                               hint="the store is down or overloaded, or a firewall swallows the traffic; "
+                                    "read_timeout / connect_timeout in backup.toml set the wait")
+        if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectionClosedError)):
             return BackupError(f"cannot reach the S3 endpoint {where}",
                                hint="check the endpoint setting / AWS_ENDPOINT_URL and the network")
         if isinstance(exc, bx.ClientError):

@@ -10,7 +10,8 @@ list_parts, or HEAD for one-part files) which parts are there; the agent sends o
 differs, so no local state is needed.
 
 Restore sends presigned GET URLs; the agent downloads into a staging dir, checks every sha256 against
-the manifest and renames the staging dir to ``step_N`` only then.
+the manifest and renames the staging dir to ``step_N`` only then. A manifest naming an unsafe path is refused
+whole when read (services.backup.manifest), and the agent checks the plan again (pod/agent/restore.py).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from services.backup.claims import Uploads, claim_step, collision
 from services.backup.manifest import FileEntry, Manifest, PodCheckpoint, RunSource, TransferProgress, source_label
 from services.backup.s3 import S3, BackupError, BackupSettings, each_page, mask, part_size_for
 from services.pod import agent
+from services.pod.agent.transfer import check_path
 from services.pod.connection import bundle
 from services.pod.ssh import DEFAULT_PROBE_DIR, Connection, SSHConnection
 
@@ -243,6 +245,11 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
     if found is None:
         raise BackupError(f"the backup agent on the pod gave no plan for step {step} (and no error)")
     planned = found["files"]
+    for f in planned:  # bucket keys are named after them, and a restore writes them back
+        try:
+            check_path(f.get("path"))
+        except ValueError as exc:
+            raise BackupError(f"cannot back up {f.get('full')!r}: its path {f.get('path')!r}: {exc}") from None
     source = _source(conn, found.get("source") or {"run_dir": run_dir})
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
     where = f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}"
@@ -327,7 +334,8 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
 
     try:
         await agent.stream(["send", "--jobs", str(settings.jobs), "--limit", str(settings.max_bandwidth),
-                            "--min-part", str(settings.min_part)], lines(), on_event)
+                            "--min-part", str(settings.min_part), "--timeout", f"{settings.read_timeout:g}"],
+                           lines(), on_event)
         for task in completing:
             try:
                 await task
@@ -435,7 +443,8 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
             notes.append(f"the incomplete step_{step} that was on the pod was moved aside to "
                          f"{aside if isinstance(aside, str) else ' and '.join(aside)} (nothing deleted)")
 
-    rc = await agent.stream(["download", "--jobs", str(settings.jobs)], [json.dumps(plan)], on_event)
+    rc = await agent.stream(["download", "--jobs", str(settings.jobs), "--timeout", f"{settings.read_timeout:g}"],
+                            [json.dumps(plan)], on_event)
     if errors or rc != 0:
         raise BackupError(f"restore of step {step} failed: {errors[0] if errors else f'agent exit {rc}'}",
                           hint="nothing was marked complete on the pod; run the restore again")

@@ -11,7 +11,7 @@ shown against its ``time/step``.
 Diagnosis over the last K steps: the largest group (rollout wait, trainer compute, I/O) must hold at
 least ``DOMINANT`` of the step, otherwise the run is "balanced". A dominant rollout wait is
 latency-bound when tools take more of a rollout than generation (or, without rollout timing, when the
-inference GPUs idle), else throughput-bound. Recommendations come from ``bottleneck_rules.toml``.
+inference GPUs idle), else throughput-bound. Recommendations come from ``rules.toml`` (beside this module).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The recommendations table (``bottleneck_rules.toml``) and its small condition language."""
+"""The recommendations table (``rules.toml``) and its small condition language."""
 
 from __future__ import annotations
 

@@ -22,6 +22,7 @@ except ModuleNotFoundError:  # Python 3.10
 from services.config.findings import ConfigError, Edit, Finding, Severity, dotted, make, rule_db
 from services.config.positions import Pos, key_positions, position
 from services.config.schema import KINDS, ConfigClass, Spec, detect_kind, load_schema
+from services.tomlfile import depth_problem
 
 _TOML_ERR_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
 _TOML_ERR_EOF = re.compile(r"\(at end of document\)")
@@ -103,8 +104,18 @@ def read_config(path: Path) -> str:
 
 
 def validate_file(path: Path, **kw: Any) -> Report:
-    """Read and validate a file; raises ConfigError when it cannot be read (exit code 2)."""
-    return validate_text(read_config(path), filename=str(path), **kw)
+    """Read and validate a file; raises ConfigError when it cannot be read (exit code 2), which includes a
+    file nested deeper than any config (services/tomlfile.py: it would exhaust the parsers' recursion)."""
+    text = read_config(path)
+    problem = depth_problem(text)
+    if problem is None:
+        try:
+            problem = depth_problem(text, tomllib.loads(text))
+        except tomllib.TOMLDecodeError:
+            pass  # a finding of validate_text, with its line and column
+    if problem is not None:
+        raise ConfigError(f"{path}: {problem}: not a prime-rl config")
+    return validate_text(text, filename=str(path), **kw)
 
 
 def validate_text(text: str, *, kind: str | None = None, filename: str | None = None,
@@ -116,10 +127,20 @@ def validate_text(text: str, *, kind: str | None = None, filename: str | None = 
     if kind is not None and kind not in KINDS:
         raise ConfigError(f"unknown kind {kind!r}", hint=f"one of {', '.join(KINDS)}")
     secrets = checks.scan_secrets(text)
+    problem = depth_problem(text)  # deeper than any config: the parsers would recurse until they fail
+    data = None
     try:
-        data = parser.loads(text) if parser is not None else tomllib.loads(text)
+        data = None if problem else parser.loads(text) if parser is not None else tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return Report(kind or "unknown", tuple(sorted([_parse_finding(text, exc), *secrets], key=_order)))
+    except RecursionError:
+        problem = "nested too deeply"
+    if data is not None:
+        problem = depth_problem(text, data)
+    if problem is not None:
+        m = re.search(r"\(line (\d+)\)", problem)
+        finding = make("toml-syntax", (int(m.group(1)) if m else 1, 1), error=problem)
+        return Report(kind or "unknown", tuple(sorted([finding, *secrets], key=_order)))
     sure = True
     if kind is None:
         kind, sure = detect_kind(data, filename)
@@ -309,7 +330,7 @@ def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bo
     base = path[:-1]
     new = mig["new"].format(key=old_parts[-1])
     changed = mig["changed"]
-    source = f"prime-rl.md §4; changed {changed}"
+    source = f"prime-rl config history; changed {changed}"
     if new:
         up = 0
         while new.startswith("../"):

@@ -121,6 +121,17 @@ class CleanupPlan:
         return out
 
 
+def refuse_unreadable_backup(backup: Any) -> None:
+    """Fail closed: ``backup`` is the error that made the backup configuration unreadable (what the app
+    passes instead of settings when backup.toml is a directory, has ``[bakup]``, ...) → LifecycleError.
+    Never "no backup": that would let cleanup delete checkpoints that were never backed up."""
+    if isinstance(backup, BaseException):
+        reason = str(backup)
+        reason = reason[len("cannot read "):] if reason.startswith("cannot read ") else reason
+        raise LifecycleError(f"backup.toml cannot be read ({reason}): cleanup deletes nothing until it is fixed",
+                             hint=getattr(backup, "hint", "") or "fix or remove backup.toml")
+
+
 def deletable(step: int, verified: Iterable[int] | None, oldest: int | None = None) -> bool:
     """Backup on (``verified`` given: the steps whose checkpoint on the pod has a verified backup of that
     very checkpoint): may this step's checkpoint leave the pod? When its own backup is verified, or when
@@ -200,7 +211,9 @@ async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: Lifecycl
     """``backup`` (``services.backup.s3.BackupSettings``) with a bucket set: only checkpoints whose backup is
     verified in the bucket may be deleted; an unreachable bucket is an error (nothing is planned).
     ``threshold_pct`` (the daemon's disk ceiling): delete older complete ones beyond ``keep`` as well
-    while the run volume would stay above it. prime-rl's leftovers are always planned."""
+    while the run volume would stay above it. prime-rl's leftovers are always planned. ``backup`` may be the
+    error that made backup.toml unreadable: then nothing is planned (LifecycleError, fail closed)."""
+    refuse_unreadable_backup(backup)
     settings = settings or LifecycleSettings()
     shell = PodShell(conn)
     await shell.home()
@@ -243,6 +256,7 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
     verified is kept."""
     settings = settings or LifecycleSettings()
     try:
+        refuse_unreadable_backup(backup)
         async with hold(conn, "cleanup") as guard:
             shell = PodShell(conn)
             for c in plan.unbacked:

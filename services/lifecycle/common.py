@@ -18,6 +18,7 @@ from services.pod import agent
 from services.pod.connection import bundle
 from services.errors import PrimeTrainError
 from services.models import PodKind
+from services.lifecycle.holder import holder_text
 from services.lifecycle.preflight import Check, LifecycleSettings
 
 AGENT_PATH = agent.LIFECYCLE
@@ -289,15 +290,20 @@ async def _first_json(proc: Any, timeout: float) -> dict[str, Any]:
 
 
 def owner_id() -> str:
-    """Who holds the pod's lock, for the refusal message: this machine and process."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """Who takes the pod's lock, for another taker's refusal message: this machine's user@host."""
+    try:
+        import getpass
+
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no name for this uid (a container): the uid says it
+        user = str(os.getuid()) if hasattr(os, "getuid") else "?"
+    return f"{user}@{socket.gethostname()}"
 
 
-def held_error(held: dict[str, Any], pod: str) -> LifecycleError:
-    since = time.strftime("%H:%M:%S", time.localtime(held["since"])) if held.get("since") else "?"
-    return LifecycleError(f"{held.get('action', 'another action')} is already running on {pod} "
-                          f"(pid {held.get('pid', '?')} on the pod, from {held.get('owner') or '?'}, "
-                          f"since {since})", hint="wait for it to finish or cancel it")
+def held_error(held: Any, pod: str) -> LifecycleError:
+    """The refusal when another holds the pod's lock: "kill is already running on p1: pid 4242 on the pod,
+    from alice@laptop, since 14:02:10 (3 min ago)"; "unknown holder" when the record is unusable."""
+    return LifecycleError(holder_text(held, pod), hint="wait for it to finish or cancel it")
 
 
 class PodLock:

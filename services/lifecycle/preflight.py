@@ -1,4 +1,4 @@
-"""Pre-flight checks before a launch: the 5-second checks that would have saved the seeds' runs.
+"""Pre-flight checks before a launch: the 5-second checks that would have saved the field reports' runs.
 
 Most checks run ON the pod in one call of the lifecycle helper (``pod/agent/lifecycle.py preflight``):
 ``ulimit -n`` (ok when the hard limit lets the run raise it), GPUs visible, a CUDA context when torch
@@ -16,12 +16,16 @@ from typing import Any
 
 OK, FAIL, SKIP, WARN = "ok", "fail", "skip", "warn"
 
-DEFAULT_SECRETS = ("WANDB_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "PRIME_API_KEY",
-                   "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "VLLM_API_KEY")
+# Nothing from this machine's environment goes to a pod unless the user lists it in [lifecycle] secrets
+# (e.g. ["WANDB_API_KEY", "HF_TOKEN"]): a rented box's root reads every trainer's /proc/<pid>/environ.
+DEFAULT_SECRETS: tuple[str, ...] = ()
 # The user's long-lived S3 credentials never reach a pod (the backup signs its requests on this machine
 # and hands the pod presigned URLs): never passed to the trainer, even when listed in settings.
 NEVER_TO_POD = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-# The runbook's environment for single-node PCIe boxes (seeds) plus prime-rl's own launcher defaults.
+# Nor do the providers' API keys (services/offers/providers.py PROVIDERS' key_env, the same names: a test
+# checks it): each rents and terminates pods, and bills, on the user's account.
+PROVIDER_KEYS = ("PRIME_API_KEY", "VAST_API_KEY", "LAMBDA_API_KEY", "RUNPOD_API_KEY")
+# A field report's runbook environment for single-node PCIe boxes, plus prime-rl's own launcher defaults.
 # VLLM_USE_V1=0 is NOT set: prime-rl dropped it in 2025 and vLLM 0.29 removed the variable; add it in
 # [lifecycle.env] for an old stack that still needs it.
 DEFAULT_ENV = {
@@ -101,6 +105,13 @@ class LifecycleSettings:
     def __post_init__(self) -> None:
         secrets = (self.secrets,) if isinstance(self.secrets, str) else tuple(str(n) for n in self.secrets)
         object.__setattr__(self, "secrets", secrets)
+        billing = [n for n in secrets if n.upper() in PROVIDER_KEYS]
+        if billing:
+            one = len(billing) == 1
+            raise ValueError(f"{' and '.join(billing)} {'rents and terminates' if one else 'rent and terminate'} pods "
+                             f"on your account: {'it never goes' if one else 'they never go'} to a pod (anyone with "
+                             f"root there can read the trainer's environment); remove {'it' if one else 'them'} "
+                             f"from secrets")
         banned = [n for n in secrets if n.upper() in NEVER_TO_POD]
         if banned:
             raise ValueError(f"secrets must not list {', '.join(banned)}: long-lived S3 credentials never go to a "

@@ -1,3 +1,3 @@
-"""GPU offers from Prime Intellect, Vast.ai and Lambda, normalised to one :class:`Offer` and ranked by
-estimated dollars per completed run (issue 4). One module per provider: ``parse(payload)`` and an async
+"""GPU offers from Prime Intellect, Vast.ai, Lambda and RunPod, normalised to one :class:`Offer` and ranked by
+estimated dollars per completed run. One module per provider: ``parse(payload)`` and an async
 ``fetch(client, api_key, ...)``; ``fetch_all`` runs them concurrently; ``ranking`` prices a run."""

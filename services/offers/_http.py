@@ -8,7 +8,6 @@ so a 404 only means "no such instance" when its body is not about the key (401/4
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -16,7 +15,8 @@ from typing import Any
 
 import httpx
 
-from services.offers.models import ProviderFailure, error_message
+from services.offers.models import ProviderFailure, UnexpectedAnswer, error_message
+from services.offers.payload import MAX_BODY, TooDeep, loads
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -34,31 +34,61 @@ class RetryPolicy:
 
 async def request_json(client: httpx.AsyncClient, method: str, url: str, *, api_key: str,
                        retry: RetryPolicy | None = None, **kwargs: Any) -> Any:
+    """The decoded JSON of a 2xx answer. The body is streamed and never held past :data:`MAX_BODY`
+    (a Content-Length over it is refused unread); its nesting is measured before json parses it. Either
+    garbage is :class:`UnexpectedAnswer` ("over 20 MB", "nested too deep"): one provider's error line."""
     retry = retry or RetryPolicy()
     headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json", **kwargs.pop("headers", {})}
     last = ""
     for attempt in range(retry.attempts):
         try:
-            resp = await client.request(method, url, headers=headers, follow_redirects=True, **kwargs)
+            async with client.stream(method, url, headers=headers, follow_redirects=True, **kwargs) as resp:
+                status = resp.status_code
+                if 200 <= status < 300:
+                    return _decode(await _body(resp, MAX_BODY), status)
+                text = (await _body(resp, MAX_ERROR_BODY, cut=True) or b"").decode("utf-8", "replace")
         except httpx.TimeoutException:
             last, status = "timed out", None
         except httpx.TransportError as exc:
             last, status = f"connection failed: {type(exc).__name__}", None
         else:
-            status = resp.status_code
-            if 200 <= status < 300:
-                try:
-                    return resp.json()
-                except (ValueError, json.JSONDecodeError):
-                    raise ProviderFailure(f"HTTP {status}: invalid JSON in the answer", status,
-                                          uncertain=True) from None
-            last = error_message(status, resp.text)
+            last = error_message(status, text)
             if status not in RETRY_STATUS:
-                auth = is_auth_error(status, resp.text)
+                auth = is_auth_error(status, text)
                 raise ProviderFailure(_hint(status, last, auth), status, auth=auth)
         if attempt + 1 < retry.attempts:
             await retry.sleep(retry.delay(attempt))
     raise ProviderFailure(f"{last} (after {retry.attempts} tries)", status, uncertain=True)
+
+
+MAX_ERROR_BODY = 64 * 1024  # an error answer is read this far: its first line or JSON message is all we show
+
+
+async def _body(resp: httpx.Response, cap: int, *, cut: bool = False) -> bytes | None:
+    """At most ``cap`` bytes of the body (decompressed), read as a stream: None when it is longer (or
+    says so in Content-Length) — the rest is never read; with ``cut`` the first ``cap`` bytes instead."""
+    length = resp.headers.get("content-length", "")
+    if not cut and length.isdigit() and int(length) > cap:
+        return None
+    buf = bytearray()
+    async for chunk in resp.aiter_bytes():
+        buf += chunk
+        if len(buf) > cap:
+            return bytes(buf[:cap]) if cut else None
+    return bytes(buf)
+
+
+def _decode(body: bytes | None, status: int) -> Any:
+    """A 2xx answer's JSON; garbage raises, marked ``uncertain`` (a create answered this way may have
+    started a pod)."""
+    if body is None:
+        raise UnexpectedAnswer("", f"over {MAX_BODY // 2**20} MB", status, uncertain=True)
+    try:
+        return loads(body)
+    except TooDeep:
+        raise UnexpectedAnswer("", "nested too deep", status, uncertain=True) from None
+    except ValueError:  # json.JSONDecodeError, UnicodeDecodeError, a 5000-digit number
+        raise ProviderFailure(f"HTTP {status}: invalid JSON in the answer", status, uncertain=True) from None
 
 
 _AUTH_WORDS = ("invalid user key", "invalid_user_key", "invalid api key", "invalid-api-key", "invalid_api_key",

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from services.offers.models import canonical_gpu
+from services.offers.payload import loads
 from services.offers.ranking import Observed
 
 NAME = "throughput.jsonl"
@@ -60,7 +61,7 @@ class ObservationLog:
         out = []
         for line in text.splitlines():
             try:
-                d = json.loads(line)
+                d = loads(line)  # a line nested 100k deep is skipped, never RecursionError
                 out.append(Observed(str(d["model"]), str(d["gpu_type"]), int(d["gpu_count"]),
                                     float(d["steps_per_hr"]), int(d["tokens_per_step"])))
             except (ValueError, KeyError, TypeError):

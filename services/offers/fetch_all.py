@@ -1,5 +1,7 @@
 """All providers at once: each runs under its own timeout; a failing one yields its reason in
-``FetchResult.errors`` while the others' offers still return. Total time ≈ the slowest provider."""
+``FetchResult.errors`` while the others' offers still return — whatever its answer was (wrongly shaped, nested
+too deep, too big: "unexpected answer: …"). Offers dropped as impossible are counted per provider in
+``FetchResult.skipped``. Total time ≈ the slowest provider."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import httpx
 
 from services.offers._http import RetryPolicy
 from services.offers.keys import how_to_set
-from services.offers.models import FetchResult, Offer, ProviderError, ProviderFailure
+from services.offers.models import (FetchResult, Normalised, Offer, ProviderError, ProviderFailure, Skipped,
+                                   UnexpectedAnswer)
 from services.offers.providers import PROVIDERS, base_urls
 
 
@@ -31,10 +34,14 @@ async def fetch_all(*, keys: Mapping[str, str], urls: Mapping[str, str] | None =
                 PROVIDERS[name].module.fetch(client, key, base_url=urls[name], spot=spot, retry=retry), timeout)
         except asyncio.TimeoutError:
             return ProviderError(name, f"timed out after {timeout:g} s")
+        except UnexpectedAnswer as exc:  # the provider is named on the line already
+            return ProviderError(name, exc.line)
         except ProviderFailure as exc:
             return ProviderError(name, str(exc))
-        except (httpx.HTTPError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        except httpx.HTTPError as exc:
             return ProviderError(name, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - whatever one provider's answer does, the others still list
+            return ProviderError(name, UnexpectedAnswer.line_for(f"{type(exc).__name__}: {exc}"[:200]))
 
     try:
         results = await asyncio.gather(*(one(n) for n in names))
@@ -43,4 +50,5 @@ async def fetch_all(*, keys: Mapping[str, str], urls: Mapping[str, str] | None =
             await client.aclose()
     offers = tuple(o for r in results if isinstance(r, list) for o in r)
     errors = tuple(r for r in results if isinstance(r, ProviderError))
-    return FetchResult(offers, errors)
+    skipped = tuple(Skipped(r.provider, r.skipped, r.why) for r in results if isinstance(r, Normalised) and r.skipped)
+    return FetchResult(offers, errors, skipped)

@@ -11,13 +11,13 @@ A key is only ever shown masked (:func:`mask`), with where it came from."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from services.offers.payload import loads
 from services.offers.providers import PROVIDERS
 
 
@@ -52,7 +52,7 @@ def _read_key_file(path: Path) -> str | None:
 
 def _prime_config(home: Path) -> str | None:
     try:
-        data = json.loads((home / ".prime" / "config.json").read_text(encoding="utf-8"))
+        data = loads((home / ".prime" / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     key = data.get("api_key") if isinstance(data, dict) else None

@@ -9,7 +9,8 @@ reports more than the cap is terminated at once. RunPod offers are listed only: 
 retried blindly (a retry could start a second billed pod): when the answer is lost, the provider's pod
 list is searched by name, a few times; until it shows the pod (or, after ``GONE_GRACE``, shows there is
 none) the rental stays open as provisional ("creating?") and is looked for again on every deadline pass,
-at app start and by the ``rentals`` command.
+at app start and by the ``rentals`` command. While one is, a create at that provider is refused unless the
+user named it (``also``): rentals.AuditLog.claim, under the audit log's lock, for every app and process.
 
 Money rule: a rental is never closed on absence alone. A rejected key (401/403, Vast's 404 "Invalid user
 key") says nothing about the pod: it is raised as "VAST key rejected — the pod may still be billing" and
@@ -23,7 +24,7 @@ import asyncio
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from types import ModuleType
@@ -33,7 +34,7 @@ import httpx
 
 from services.offers._http import RetryPolicy
 from services.offers.models import Listed, Offer, PodAccess, ProviderFailure
-from services.offers.rentals import AuditLog, Rental, default_deadline, due_warnings, overdue
+from services.offers.rentals import AuditLog, Rental, default_deadline, due_warnings, overdue, still_starting
 
 CAP_MARGIN = 0.10  # default max price: 10 % above the listed price
 READY_TIMEOUT = 20 * 60.0
@@ -218,14 +219,15 @@ def plan_launch(offer: Offer, est_hours: float, *, now: float, cap_margin: float
 # ----------------------------------------------------------------------------------------- events
 @dataclass(frozen=True)
 class LaunchEvent:
-    kind: str  # step | created | status | ready | failed (| uncertain: no answer to the create, see below)
+    kind: str  # step | created | status | ready | failed | pending (nothing sent: see ``pending``)
     message: str
     rental: Rental | None = None
     access: PodAccess | None = None
+    pending: tuple[Rental, ...] = ()  # "pending": the provisional rentals at this provider not named in ``also``
 
     @property
     def final(self) -> bool:
-        return self.kind in ("ready", "failed")
+        return self.kind in ("ready", "failed", "pending")
 
 
 SshCheck = Callable[[str, int, float], Awaitable[bool]]
@@ -253,7 +255,10 @@ async def ssh_banner(host: str, port: int, timeout: float = 5.0) -> bool:
 async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, *,
                        clock: Callable[[], float] = time.time, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                        poll: float = 5.0, ready_timeout: float = READY_TIMEOUT, ssh_timeout: float = SSH_TIMEOUT,
-                       ssh_ready: SshCheck = ssh_banner) -> AsyncIterator[LaunchEvent]:
+                       ssh_ready: SshCheck = ssh_banner, also: Collection[str] = ()) -> AsyncIterator[LaunchEvent]:
+    """``also``: the provisional rentals at this provider the user was shown and rents beside; any other
+    one open at the moment of renting (read under the audit log's lock) stops the launch with a "pending"
+    event before anything is sent (rentals.still_starting says why)."""
     offer = plan.offer
     if why := not_rentable(offer.provider):  # before the audit log and any request: nothing is spent
         yield LaunchEvent("failed", why)
@@ -261,11 +266,15 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
     if offer.price_hr > plan.max_price:
         yield LaunchEvent("failed", f"${offer.price_hr:.2f}/hr is above the cap ${plan.max_price:.2f}/hr: nothing created")
         return
-    yield LaunchEvent("step", f"creating {offer.title} at ≤ ${plan.max_price:.2f}/hr…")
     requested = clock()
-    audit.append("create-request", now=requested, provider=offer.provider, name=plan.name, offer=offer.id,
-                 title=offer.title, price_hr=offer.price_hr, max_price=plan.max_price, deadline=plan.deadline,
-                 est_cost=plan.est_cost)
+    open_ones = await asyncio.to_thread(  # a thread: the lock may be another process's for a moment
+        audit.claim, offer.provider, plan.name, also=frozenset(also), now=requested, offer=offer.id,
+        title=offer.title, price_hr=offer.price_hr, max_price=plan.max_price, deadline=plan.deadline,
+        est_cost=plan.est_cost)
+    if open_ones:
+        yield LaunchEvent("pending", still_starting(open_ones, requested), pending=tuple(open_ones))
+        return
+    yield LaunchEvent("step", f"creating {offer.title} at ≤ ${plan.max_price:.2f}/hr…")
     try:
         pod_id = await providers.create(offer, name=plan.name, max_price=plan.max_price, disk_gb=plan.disk_gb,
                                         image=plan.image)

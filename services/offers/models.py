@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from services.offers.payload import loads
 
 PROVIDERS = ("primeintellect", "vast", "lambda", "runpod")
 
@@ -113,9 +114,19 @@ class ProviderError:
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """Offers a provider listed that were dropped as impossible (price, GPU count, memory), with the first reason."""
+
+    provider: str
+    count: int
+    why: str
+
+
+@dataclass(frozen=True)
 class FetchResult:
     offers: tuple[Offer, ...] = ()
     errors: tuple[ProviderError, ...] = field(default=())
+    skipped: tuple[Skipped, ...] = field(default=())
 
 
 class ProviderFailure(Exception):
@@ -129,6 +140,112 @@ class ProviderFailure(Exception):
                  uncertain: bool = False) -> None:
         super().__init__(message)
         self.status, self.auth, self.uncertain = status, auth, uncertain
+
+
+class UnexpectedAnswer(ProviderFailure):
+    """An answer that is not what the provider documents: wrongly shaped, nested too deep, too big.
+    ``str()``: "unexpected answer from vast: offers is a string, not a list"; :attr:`line` leaves the
+    provider out, for where it is named already ("vast: unexpected answer: nested too deep")."""
+
+    def __init__(self, provider: str, what: str, status: int | None = None, *, uncertain: bool = False) -> None:
+        self.provider, self.what = provider, what
+        super().__init__(f"unexpected answer from {provider}: {what}" if provider else self.line_for(what), status,
+                         uncertain=uncertain)
+
+    @staticmethod
+    def line_for(what: str) -> str:
+        return f"unexpected answer: {what}"
+
+    @property
+    def line(self) -> str:
+        return self.line_for(self.what)
+
+
+def shape(value: Any) -> str:
+    """What a JSON value is, in words: "a JSON list", "an object", "a string", "a number", "null"."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "true/false"
+    if value is None:
+        return "null"
+    return "a number" if isinstance(value, (int, float)) else type(value).__name__
+
+
+def not_an_object(payload: Any) -> str:
+    """What an answer that should be a JSON object is instead: "a JSON list, not an object"."""
+    what = shape(payload)
+    return f"{what.replace('a ', 'a JSON ', 1) if what.startswith('a ') else what}, not an object"
+
+
+def short(value: Any) -> str:
+    """A value as it may appear in a one-line message: at most ~40 characters."""
+    if isinstance(value, (list, dict)):
+        return shape(value)
+    if type(value) is int and abs(value) > 10**12:  # str() of a 5000-digit int raises; float() of 400 digits
+        return f"an integer of ~{int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "…"
+
+
+# ------------------------------------------------------------------------------------------ sanity
+MAX_GPU_HOUR = 1000.0  # USD per GPU-hour: the dearest GPU rents for ~$10; anything above is garbage
+MAX_GPUS = 1024
+MAX_VRAM_GB = 4096.0  # per GPU
+
+
+def impossible(offer: Offer) -> str | None:
+    """Why an offer cannot be real (price not finite or outside (0, $1000/GPU-hr], GPU count, memory), else
+    None. Every normaliser checks each offer with it before listing it."""
+    n, price, vram = offer.gpu_count, offer.price_hr, offer.vram_gb
+    if type(n) is not int or not 1 <= n <= MAX_GPUS:
+        return f"{short(n)} GPUs"
+    if not 0 < price <= MAX_GPU_HOUR * n:  # False for NaN too
+        return f"price {short(price)} $/hr for {n} GPU{'s' if n > 1 else ''}"
+    if not 0 <= vram <= MAX_VRAM_GB:
+        return f"{short(vram)} GB per GPU"
+    return None
+
+
+class Normalised(list):  # list[Offer]
+    """One provider's offers from one answer, each checked with :func:`impossible`. ``skipped`` counts the
+    offers dropped as unreadable or impossible (``why``: the first reason); an offer the provider lists
+    without a price (null, 0: not for sale) is left out quietly, as before. :meth:`done` turns an answer
+    with offers but none usable into :class:`UnexpectedAnswer`."""
+
+    def __init__(self, provider: str) -> None:
+        super().__init__()
+        self.provider, self.skipped, self.why = provider, 0, ""
+
+    def skip(self, why: str) -> None:
+        self.skipped += 1
+        if not self.why:
+            self.why = why
+
+    def add(self, offer: Offer) -> None:
+        n = offer.gpu_count  # impossible(), inlined: this runs for each of 10,000 offers on a refresh
+        if type(n) is int and 1 <= n <= MAX_GPUS and 0 < offer.price_hr <= MAX_GPU_HOUR * n \
+                and 0 <= offer.vram_gb <= MAX_VRAM_GB:
+            self.append(offer)
+        else:
+            self.skip(impossible(offer) or "impossible")
+
+    def done(self) -> "Normalised":
+        if not self and self.skipped:
+            many = f"all {self.skipped} offers" if self.skipped > 1 else "its one offer"
+            raise UnexpectedAnswer(self.provider, f"{many} unreadable or impossible ({self.why})")
+        return self
+
+    def only(self, keep: Any) -> "Normalised":
+        """The offers ``keep(offer)`` is true for, with the counts kept."""
+        out = Normalised(self.provider)
+        out.extend(o for o in self if keep(o))
+        out.skipped, out.why = self.skipped, self.why
+        return out
 
 
 # ------------------------------------------------------------------------------------------ GPU names
@@ -170,8 +287,8 @@ def error_message(status: int, body: str) -> str:
     ``{error: {code, message, suggestion}}``, or text."""
     text = body.strip()
     try:
-        data: Any = json.loads(text) if text else None
-    except ValueError:
+        data: Any = loads(text) if text else None
+    except ValueError:  # TooDeep too: a deep error body is shown as its first line
         data = None
     msg = ""
     if isinstance(data, dict):
@@ -207,11 +324,11 @@ def number(value: Any) -> float | None:
     if kind is float:
         return value if value == value and value not in _INF else None
     if kind is int:
-        return float(value)
+        return float(value) if -1e308 < value < 1e308 else None  # json reads 400 digits as one int
     if kind is bool or value is None:
         return None
     try:
-        f = float(value)
-    except (TypeError, ValueError):
+        f = float(value)  # an int subclass beyond a float's range overflows
+    except (TypeError, ValueError, OverflowError):
         return None
     return f if f == f and f not in (float("inf"), float("-inf")) else None

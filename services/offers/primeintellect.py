@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import (Listed, Offer, PodAccess, ProviderFailure, canonical_gpu, nominal_gb, number,
-                                   parse_ssh)
+from services.offers.models import (MAX_GPUS, Listed, Normalised, Offer, PodAccess, ProviderFailure, UnexpectedAnswer,
+                                   canonical_gpu, nominal_gb, not_an_object, number, parse_ssh, shape, short)
 
 NAME = "primeintellect"
 DEFAULT_URL = "https://api.primeintellect.ai/api/v1"
@@ -36,14 +36,17 @@ def per_gpu_memory(gpu_type: str, gpu_memory: float | None, gpu_count: int) -> f
     return float(gpu_memory)
 
 
-def _price(item: dict[str, Any]) -> float | None:
+def _price(item: dict[str, Any]) -> tuple[float | None, Any]:
+    """(USD/hr or None, the raw value it came from). None without a price — no ``prices``, null or 0 prices,
+    another currency: not for sale, left out quietly — or when the raw value is garbage (the caller counts it)."""
     prices = item.get("prices")
     if not isinstance(prices, dict) or str(prices.get("currency") or "USD").upper() != "USD":
-        return None
-    on_demand, community = number(prices.get("onDemand")), number(prices.get("communityPrice"))
-    first, second = (community, on_demand) if item.get("security") == "community_cloud" else (on_demand, community)
-    price = first if first is not None else second
-    return price if price is not None and price > 0 else None
+        return None, None
+    raw_on_demand, raw_community = prices.get("onDemand"), prices.get("communityPrice")
+    first, second = ((raw_community, raw_on_demand) if item.get("security") == "community_cloud"
+                     else (raw_on_demand, raw_community))
+    raw = first if first is not None else second
+    return number(raw), raw
 
 
 def _id(item: dict[str, Any]) -> str:
@@ -59,36 +62,46 @@ def _id(item: dict[str, Any]) -> str:
 _PARAM_KEYS = ("cloudId", "socket", "dataCenter", "security", "provider", "country")
 
 
-def parse(payload: Any) -> list[Offer]:
-    """``{items: [...]}`` (current) or the legacy object keyed by gpuType."""
-    if isinstance(payload, dict) and isinstance(payload.get("items"), list):
-        items = payload["items"]
-    elif isinstance(payload, dict):
-        items = [i for v in payload.values() if isinstance(v, list) for i in v]
-    else:
-        items = []
-    out: list[Offer] = []
+def parse(payload: Any) -> Normalised:
+    """``{items: [...]}`` (current) or the legacy object keyed by gpuType (every value a list); anything else
+    is :class:`UnexpectedAnswer`, and so is a list whose offers are all unreadable or impossible (each one
+    counted in ``skipped`` otherwise)."""
+    if type(payload) is not dict:
+        raise UnexpectedAnswer(NAME, not_an_object(payload))
+    items = payload.get("items")
+    if items is None and payload and all(type(v) is list for v in payload.values()):
+        items = [i for v in payload.values() for i in v]
+    elif type(items) is not list:
+        raise UnexpectedAnswer(NAME, "no items list" if items is None else f"items is {shape(items)}, not a list")
+    out = Normalised(NAME)
     for item in items:  # on the refresh path for every offer: one dict lookup per field (offers_rank)
         if type(item) is not dict:
+            out.skip(f"an offer is {shape(item)}")
             continue
         g = item.get
-        price, raw_count = _price(item), g("gpuCount")
+        (price, raw_price), raw_count = _price(item), g("gpuCount")
         count = raw_count if type(raw_count) is int else int(number(raw_count) or 0)
         gpu_type = g("gpuType")
-        gpu_type = gpu_type if type(gpu_type) is str else str(gpu_type or "")
-        if price is None or count < 1 or not gpu_type or gpu_type == "CPU_NODE":
+        if gpu_type == "CPU_NODE":
+            continue
+        if type(gpu_type) is not str or not gpu_type or not 1 <= count <= MAX_GPUS:
+            out.skip(f"gpuType {short(gpu_type)}, gpuCount {short(raw_count)}")
+            continue
+        if not price:  # null or 0: not for sale now
+            if raw_price is not None and raw_price != 0:
+                out.skip(f"price {short(raw_price)}")
             continue
         vram = per_gpu_memory(gpu_type, number(g("gpuMemory")), count)
         stock = g("stockStatus") or "Available"
         disk = g("disk")
         stock = str(stock)
         # positional, in Offer's field order: keyword calls cost twice as much over 10,000 offers
-        out.append(Offer(
+        out.add(Offer(
             NAME, _id(item), canonical_gpu(gpu_type, vram), gpu_type, count, vram, price, bool(g("isSpot")),
             str(g("region") or g("country") or ""), stock.lower() != "unavailable", stock.capitalize(), None,
             number(disk.get("defaultCount")) if type(disk) is dict else None, str(g("provider") or ""),
             {k: v for k in _PARAM_KEYS if (v := g(k)) is not None}))
-    return out
+    return out.done()
 
 
 async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL, spot: bool | None = None,
@@ -106,7 +119,7 @@ async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFA
         if len(batch) < PAGE_SIZE or len(items) >= total:  # stop on a short page: totalCount may overstate
             break
     offers = parse({"items": items})
-    return offers if spot is None else [o for o in offers if o.spot == spot]
+    return offers if spot is None else offers.only(lambda o: o.spot == spot)
 
 
 # ------------------------------------------------------------------------------------------ pods

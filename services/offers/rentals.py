@@ -9,18 +9,28 @@ for the same name replaces (the pod was found by name) and only a ``create-faile
 refusal, or the provider's list showing no such pod after a grace period; services/offers/launch.py). Lines are appended with O_APPEND and fsync'd; a torn or garbled line is skipped on read.
 No key or token is ever written: records carry provider, ids, prices, times and reasons only.
 
+One create at a time per provider: while a provisional rental is open there, :meth:`AuditLog.claim` writes
+no new ``create-request`` unless the caller names every open one in ``also`` (the user was shown them and
+said "rent ANOTHER pod anyway") — a lost create answer plus a retry would otherwise bill two pods. The claim
+reads the log fresh under an exclusive ``flock`` on ``audit.jsonl.lock``, so two apps (or an app and the
+CLI) cannot both pass it.
+
 Deadline rules (pure, clock injected): a rental past its deadline is terminated; one within
 ``WARN_BEFORE`` seconds of it is warned about once."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
+
+from services.offers.payload import loads
 
 AUDIT_NAME = "audit.jsonl"
 WARN_BEFORE = 15 * 60.0
@@ -89,7 +99,7 @@ class AuditLog:
         out = []
         for line in text.splitlines():
             try:
-                rec = json.loads(line)
+                rec = loads(line)  # TooDeep is a ValueError: a garbled line is skipped
             except ValueError:
                 continue
             if isinstance(rec, dict) and isinstance(rec.get("action"), str):
@@ -98,6 +108,35 @@ class AuditLog:
 
     def open_rentals(self) -> list[Rental]:
         return open_rentals(self.records())
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """The log to this process alone until the block ends (``flock`` on a sibling ``.lock``; every
+        process that claims takes it): what the block reads is still true when it appends. Blocking — the
+        holders only read and append a local file; a holder that dies releases it with its descriptor."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def claim(self, provider: str, name: str, *, also: Collection[str] = (), now: float | None = None,
+              **fields_: Any) -> list[Rental]:
+        """Open a provisional rental (a ``create-request``) for a create about to be sent — unless a
+        provisional rental at ``provider`` other than those named in ``also`` is open: then nothing is
+        written and those are returned (empty: claimed). Read fresh under :meth:`locked`."""
+        with self.locked():
+            open_ones = [r for r in self.open_rentals() if r.provisional and r.provider == provider
+                         and r.name not in also]
+            if not open_ones:
+                self.append(REQUEST, now=now, provider=provider, name=name, **fields_)
+            return open_ones
 
 
 def _provisional(rec: dict[str, Any]) -> Rental | None:
@@ -133,6 +172,28 @@ def open_rentals(records: Iterable[dict[str, Any]]) -> list[Rental]:
             old = live[key]
             live[key] = Rental(**{**old.to_json(), "deadline": rec.get("deadline")})
     return sorted(live.values(), key=lambda r: r.created_at)
+
+
+def still_starting(open_ones: Iterable[Rental], now: float) -> str:
+    """The question before renting beside provisional rentals: "a rental on primeintellect may still be
+    starting: ptt-abc (asked 4 min ago, no answer). Rent ANOTHER pod anyway?" and what to do instead."""
+    rentals = list(open_ones)
+    provider = rentals[0].provider if rentals else "?"
+    which = ", ".join(f"{r.name} (asked {_ago(now - r.created_at)} ago, no answer)" for r in rentals)
+    one = len(rentals) == 1
+    return (f"{'a rental' if one else 'rentals'} on {provider} may still be starting: {which}. Rent ANOTHER pod "
+            f"anyway?\n\nIts create answer was lost or has not come yet: {'that pod' if one else 'those pods'} may "
+            f"be billing. Both would bill. It is looked for by name (`prime-train-tui rentals`); check the "
+            f"{provider} console first.")
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.0f} h"
 
 
 def overdue(rentals: Iterable[Rental], now: float) -> list[Rental]:

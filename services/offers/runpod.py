@@ -26,7 +26,8 @@ from typing import Any
 import httpx
 
 from services.offers._http import RetryPolicy, request_json
-from services.offers.models import Offer, ProviderFailure, canonical_gpu, number
+from services.offers.models import (MAX_VRAM_GB, Normalised, Offer, ProviderFailure, UnexpectedAnswer, canonical_gpu,
+                                   not_an_object, number, shape, short)
 
 NAME = "runpod"
 DEFAULT_URL = "https://api.runpod.io/graphql"
@@ -49,7 +50,7 @@ def gpu_types(payload: Any) -> list[Any]:
     """``data.gpuTypes``; a GraphQL ``errors`` answer raises its first message, an answer without the
     list raises too (an odd answer is an error, not "no offers")."""
     if not isinstance(payload, dict):
-        raise ProviderFailure(f"unexpected answer: a JSON {type(payload).__name__}, not an object")
+        raise UnexpectedAnswer(NAME, not_an_object(payload))
     errors = payload.get("errors")
     if isinstance(errors, list) and errors:
         first = errors[0]
@@ -59,7 +60,7 @@ def gpu_types(payload: Any) -> list[Any]:
     data = payload.get("data")
     types = data.get("gpuTypes") if isinstance(data, dict) else None
     if not isinstance(types, list):
-        raise ProviderFailure("unexpected answer: no data.gpuTypes")
+        raise UnexpectedAnswer(NAME, "no data.gpuTypes")
     return types
 
 
@@ -71,10 +72,13 @@ def counts(max_gpu_count: Any) -> tuple[int, ...]:
     return tuple(n for n in GPU_COUNTS if n <= top)
 
 
-def parse(payload: Any) -> list[Offer]:
-    out: list[Offer] = []
+def parse(payload: Any) -> Normalised:
+    """Offers per (type, tier, on-demand/spot, GPU count); a type that is unreadable, or a price that is
+    garbage or impossible, is skipped and counted (all of them: :class:`UnexpectedAnswer`)."""
+    out = Normalised(NAME)
     for t in gpu_types(payload):
         if type(t) is not dict:
+            out.skip(f"an offer is {shape(t)}")
             continue
         g = t.get
         type_id = g("id")
@@ -82,7 +86,8 @@ def parse(payload: Any) -> list[Offer]:
         shown = g("displayName")
         name = shown if type(shown) is str and shown.strip() else type_id
         vram = number(g("memoryInGb"))
-        if not type_id or vram is None or vram <= 0:
+        if not type_id or vram is None or not 0 < vram <= MAX_VRAM_GB:
+            out.skip(f"id {short(g('id'))}, memoryInGb {short(g('memoryInGb'))}")
             continue
         # the id carries the memory ("NVIDIA H100 80GB HBM3"), the display name the form factor ("H100 PCIe")
         gpu = canonical_gpu(f"{name} {type_id}" if name != type_id else name, vram)
@@ -90,18 +95,21 @@ def parse(payload: Any) -> list[Offer]:
         for tier, flag, on_demand, spot_field in TIERS:
             offered = g(flag) is not False
             for spot, field in ((False, on_demand), (True, spot_field)):
-                per_gpu = number(g(field))
-                if per_gpu is None or per_gpu <= 0:
+                raw = g(field)
+                per_gpu = number(raw)
+                if not per_gpu:  # null or 0: not sold in this tier
+                    if raw is not None and raw != 0:
+                        out.skip(f"{field} {short(raw)} is not a price")
                     continue
                 kind = "spot" if spot else "on-demand"
                 for n in sizes:
                     # positional, in Offer's field order (the others' convention on the refresh path)
-                    out.append(Offer(
+                    out.add(Offer(
                         NAME, f"{type_id}|{tier}|{kind}|{n}", gpu, name, n, vram, round(per_gpu * n, 6), spot, "",
                         offered, f"{tier.capitalize()} Cloud" if offered else f"not in {tier.capitalize()} Cloud",
                         None, None, tier,
                         {"gpu_type_id": type_id, "cloud": tier.upper(), "per_gpu_price": per_gpu}))
-    return out
+    return out.done()
 
 
 async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL, spot: bool | None = None,
@@ -114,4 +122,4 @@ async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFA
             raise ProviderFailure(f"RUNPOD key rejected: {exc}", exc.status, auth=True) from None
         raise
     offers = parse(data)
-    return offers if spot is None else [o for o in offers if o.spot == spot]
+    return offers if spot is None else offers.only(lambda o: o.spot == spot)

@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import Listed, Offer, PodAccess, ProviderFailure, canonical_gpu, number
+from services.offers.models import (MAX_GPUS, Listed, Normalised, Offer, PodAccess, ProviderFailure, UnexpectedAnswer,
+                                   canonical_gpu, not_an_object, number, shape, short)
 
 NAME = "vast"
 DEFAULT_URL = "https://console.vast.ai/api/v0"
@@ -23,32 +24,47 @@ def query(*, spot: bool = False, limit: int = 200) -> dict[str, Any]:
             "allocated_storage": 100.0}
 
 
-def parse(payload: Any, *, spot: bool = False) -> list[Offer]:
-    offers = payload.get("offers") if isinstance(payload, dict) else None
-    out: list[Offer] = []
-    for o in offers if isinstance(offers, list) else []:  # on the refresh path: one lookup per field
+def parse(payload: Any, *, spot: bool = False) -> Normalised:
+    """``{offers: [...]}``; anything else is :class:`UnexpectedAnswer`, and so is a list whose offers are all
+    unreadable or impossible (each one counted in ``skipped`` otherwise). An offer without a price (null)
+    is left out quietly."""
+    if type(payload) is not dict:
+        raise UnexpectedAnswer(NAME, not_an_object(payload))
+    offers = payload.get("offers")
+    if type(offers) is not list:
+        raise UnexpectedAnswer(NAME, "no offers list" if offers is None else f"offers is {shape(offers)}, not a list")
+    out = Normalised(NAME)
+    for o in offers:  # on the refresh path: one lookup per field
         if type(o) is not dict:
+            out.skip(f"an offer is {shape(o)}")
             continue
         g = o.get
         if g("rentable") is False:
             continue
-        price = number(g("dph_total"))
-        if price is None and type(g("search")) is dict:
-            price = number(o["search"].get("totalHour"))
-        raw_count, ram_mb = g("num_gpus"), number(g("gpu_ram"))
+        raw_price = g("dph_total")
+        if raw_price is None and type(g("search")) is dict:
+            raw_price = o["search"].get("totalHour")
+        price = number(raw_price)
+        raw_count, raw_ram = g("num_gpus"), g("gpu_ram")
         count = raw_count if type(raw_count) is int else int(number(raw_count) or 0)
-        if price is None or price <= 0 or count < 1 or not ram_mb:
+        ram_mb = number(raw_ram)
+        if not 1 <= count <= MAX_GPUS or not ram_mb or ram_mb < 0:
+            out.skip(f"num_gpus {short(raw_count)}, gpu_ram {short(raw_ram)}")
+            continue
+        if not price:  # null or 0: not for sale now
+            if raw_price is not None and raw_price != 0:
+                out.skip(f"price {short(raw_price)}")
             continue
         vram = ram_mb / MIB_PER_GIB
         rel = number(g("reliability"))
         name = g("gpu_name")
         name = name if type(name) is str else str(name or "")
         # positional, in Offer's field order: keyword calls cost twice as much over 10,000 offers
-        out.append(Offer(
+        out.add(Offer(
             NAME, str(g("id")), canonical_gpu(name, vram), name, count, vram, price, spot or bool(g("is_bid")),
             str(g("geolocation") or ""), True, f"{rel:.1%}" if rel is not None else "", rel,
             number(g("disk_space")), "", {"min_bid": number(g("min_bid")), "machine_id": g("machine_id")}))
-    return out
+    return out.done()
 
 
 async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL, spot: bool = False,

@@ -58,7 +58,7 @@ class ProbeStream(ABC):
     def stderr_tail(self) -> str:
         """The last lines the probe wrote to stderr (why it died), for the pod's reason."""
 
-    async def exit_reason(self, wait: float = 2.0) -> str:
+    async def exit_reason(self, wait: float = 5.0) -> str:
         """Once the stream ended: how the probe ended ("exited with status 3", "killed by signal 9"),
         waiting up to ``wait`` s for the exit and its stderr; "" when that is not known."""
         return ""

@@ -34,7 +34,7 @@ class _ProcessStream(ProbeStream):
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
 
-    async def exit_reason(self, wait: float = 2.0) -> str:
+    async def exit_reason(self, wait: float = 5.0) -> str:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._proc.wait(), wait)
         await asyncio.wait({self._stderr_task}, timeout=wait)

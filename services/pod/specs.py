@@ -43,12 +43,16 @@ def parse_pod_spec(spec: str, *, name: str | None = None) -> Pod:
     return Pod(name=name or text, kind=PodKind.SSH, host=host, user=m["user"], port=port)
 
 
+# the keys of one [pods.NAME] table of pods.toml
+POD_KEYS = ("target", "host", "user", "port", "run_dir", "price_per_hr", "probe_dir", "provider", "provider_id",
+            "deadline")
+
+
 def pod_from_table(name: str, table: dict[str, Any]) -> Pod:
     """One ``[pods.NAME]`` table of pods.toml → Pod (raises PodSpecError with the pod's name)."""
     if not isinstance(table, dict):
         raise PodSpecError(f"pods.{name} must be a table")
-    known = {"target", "host", "user", "port", "run_dir", "price_per_hr", "probe_dir", "provider", "provider_id",
-             "deadline"}
+    known = set(POD_KEYS)
     unknown = sorted(set(table) - known)
     if unknown:
         raise PodSpecError(f"pods.{name}: unknown key(s) {', '.join(unknown)}",

@@ -9,7 +9,9 @@ interpreter. Either way the caller gets a
 Host keys: asyncssh checks the key against the user's known_hosts (from ``~/.ssh/config``'s
 UserKnownHostsFile or the default). A key it cannot verify is captured by :class:`_KeyRecorder`, the
 connection is refused, and we raise :class:`HostKeyUnknown` (no entry for the host: the user may
-trust it) or :class:`HostKeyChanged` (another key is on record: never trusted by us).
+trust it), :class:`HostKeyChanged` (another key is on record: never trusted by us) or
+:class:`HostKeyRevoked` (the key is marked ``@revoked``: never trusted, never offered). A ProxyJump's hops
+are opened here, one by one, so that a failing one is named.
 """
 
 from __future__ import annotations
@@ -24,20 +26,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.errors import (
-    AuthError,
-    ConnectError,
-    HostKeyChanged,
-    HostKeyUnknown,
-    ProbeError,
-)
+from services.errors import AuthError, ConnectError, ProbeError
 from services.pod.connection import (  # noqa: F401  (re-exported: callers import them from here)
     DEFAULT_PROBE_DIR,
     PROBE_PATH,
     Connection,
     ProbeStream,
     RemoteProcess,
+    exit_text,
     probe_source,
+)
+from services.pod.known_hosts import (  # noqa: F401  (default_known_hosts, trust_host_key: re-exported)
+    default_known_hosts,
+    existing_or_empty,
+    host_key_error,
+    revoked_error,
+    trust_host_key,
 )
 from services.pod.local import LocalConnection
 from services.models import Pod, PodKind
@@ -83,6 +87,15 @@ class _SSHStream(ProbeStream):
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
 
+    async def exit_reason(self, wait: float = 5.0) -> str:
+        # sshd reports the exit (exit-status/exit-signal) before it closes the channel, but on a loaded
+        # machine that can come seconds after the output's end: wait for the close, within ``wait``
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._process.wait_closed(), wait)
+        await asyncio.wait({self._stderr_task}, timeout=wait)  # its last words (stderr ends with the channel)
+        sig = getattr(self._process, "exit_signal", None)
+        return exit_text(None if sig else getattr(self._process, "exit_status", None), sig[0] if sig else None)
+
     async def close(self) -> None:
         with contextlib.suppress(Exception):
             self._process.stdin.write_eof()
@@ -99,6 +112,9 @@ class SSHConnection(Connection):
         super().__init__(pod)
         self.options = options or SSHOptions()
         self._conn: Any = None
+        self._jump: Any = None  # the last ProxyJump hop's connection, the pod's is tunnelled through
+        self._jump_spec = ""  # ~/.ssh/config's ProxyJump for this pod
+        self._key_host: tuple[str, int] = (pod.host or "", pod.port or 22)
         self._known_hosts: list[str] = []
         self._streams: list[_SSHStream] = []
         self._connect_kwargs: dict[str, Any] = {}
@@ -119,24 +135,69 @@ class SSHConnection(Connection):
         except (OSError, ValueError, asyncssh.Error) as exc:
             raise ConnectError(f"bad ssh settings for {pod.name}: {_describe(exc)}") from None
         self._known_hosts = list(conn_opts.known_hosts or [])
+        jump = self._jump_spec
+        tunnel = {"tunnel": await self._open_jump(asyncssh, jump)} if jump else {}
+        via = f" (through the jump host {jump})" if jump else ""
         try:
             # connect_timeout and login_timeout (in conn_opts) bound this; no outer wait_for, whose
             # Python 3.11 cancellation race leaves "exception was never retrieved" behind.
             self._conn = await asyncssh.connect(pod.host, options=conn_opts, client_factory=_KeyRecorder,
-                                                **self._connect_kwargs)
-        except asyncssh.HostKeyNotVerifiable:
-            if not recorder:
-                raise ConnectError("the pod's host key could not be verified") from None
-            raise self._host_key_error(*recorder[-1]) from None
+                                                **self._connect_kwargs, **tunnel)
+        except asyncssh.HostKeyNotVerifiable as exc:
+            self._close_jump()
+            if recorder:
+                raise host_key_error(self._known_hosts, *recorder[-1]) from None
+            if "revoked" in _describe(exc).lower():  # a key both trusted and @revoked: asyncssh's own refusal
+                raise revoked_error(self._known_hosts, *self._key_host, None) from None
+            raise ConnectError(f"the pod's host key could not be verified: {_describe(exc)}") from None
         except asyncssh.PermissionDenied as exc:
+            self._close_jump()
             raise AuthError(
                 f"authentication failed: {_describe(exc)}",
                 hint="check the user and IdentityFile in ~/.ssh/config, or add your key to the agent",
             ) from None
         except asyncio.TimeoutError:
-            raise ConnectError("timed out connecting") from None
+            self._close_jump()
+            raise ConnectError(f"timed out connecting{via}") from None
         except (OSError, asyncssh.Error) as exc:
-            raise ConnectError(_describe(exc)) from None
+            self._close_jump()
+            raise ConnectError(f"{_describe(exc)}{via}") from None
+        except BaseException:
+            self._close_jump()
+            raise
+
+    async def _open_jump(self, asyncssh: Any, jump: str) -> Any:
+        """The ProxyJump hops (``bastion`` or ``a,user@b:2222``), opened one through the other here rather
+        than inside asyncssh, so that a hop that fails is named. Returns the last hop's connection."""
+        opts = self.options
+        conn: Any = None
+        for hop in (h.strip() for h in jump.split(",") if h.strip()):
+            user, _, where = hop.removeprefix("ssh://").rpartition("@")
+            host, port = where, 0
+            if where.count(":") == 1 or where.startswith("["):  # host:port or [v6]:port
+                head, _, tail = where.rpartition(":")
+                if tail.isdigit() and head:
+                    host, port = head.strip("[]"), int(tail)
+            try:
+                nxt = await asyncssh.connect(host, port or (), username=user or (), tunnel=conn or (),
+                                             connect_timeout=opts.connect_timeout, login_timeout=opts.login_timeout,
+                                             keepalive_interval=opts.keepalive_interval,
+                                             keepalive_count_max=opts.keepalive_count_max)
+            except (OSError, asyncssh.Error, asyncio.TimeoutError, ValueError) as exc:
+                if conn is not None:
+                    conn.close()
+                reason = "timed out" if isinstance(exc, asyncio.TimeoutError) else _describe(exc)
+                raise ConnectError(f"cannot reach the jump host {hop} (ProxyJump for {self.pod.name}): {reason}",
+                                   hint="check that host's entry in ~/.ssh/config, or try: ssh " + hop) from None
+            nxt.set_tunnel(conn)  # closing a hop closes the hops it goes through
+            conn = nxt
+        self._jump = conn
+        return conn
+
+    def _close_jump(self) -> None:
+        jump, self._jump = self._jump, None
+        if jump is not None:
+            jump.close()
 
     def _client_options(self, asyncssh: Any) -> Any:
         """Options from ~/.ssh/config plus ours. Runs in a thread: it reads files and keys."""
@@ -151,7 +212,13 @@ class SSHConnection(Connection):
             kwargs["username"] = pod.user
         if pod.port:
             kwargs["port"] = pod.port
-        missing_ok = _identity_files(pod, kwargs)
+        config = _ssh_config(pod, kwargs)
+        missing_ok = _identity_files(config)
+        jump = config.get("ProxyJump") if config is not None else None
+        self._jump_spec = jump if isinstance(jump, str) else ""  # opened by _open_jump, hop by hop
+        if config is not None:  # the name and port known_hosts files the key under (for a refusal's message)
+            self._key_host = (str(config.get("HostKeyAlias") or config.get("Hostname") or pod.host),
+                              int(pod.port or config.get("Port") or 22))
         if missing_ok is not None:
             # OpenSSH skips an IdentityFile that does not exist and tries the others; asyncssh
             # aborts. Configs often list keys that exist on only some machines: behave like ssh.
@@ -166,42 +233,9 @@ class SSHConnection(Connection):
             )
         elif not conn_opts.known_hosts:
             conn_opts = asyncssh.SSHClientConnectionOptions(
-                conn_opts, known_hosts=_existing_or_empty(default_known_hosts())
+                conn_opts, known_hosts=existing_or_empty(default_known_hosts())
             )
         return conn_opts
-
-    def _host_key_error(self, host: str, addr: str, port: int, key: Any) -> Exception:
-        asyncssh = _asyncssh()
-        files = [str(Path(f).expanduser()) for f in self._known_hosts if isinstance(f, str)]
-        target = files[0] if files else str(default_known_hosts())
-        fingerprint = key.get_fingerprint("sha256")
-        key_type = key.get_algorithm()
-        pub = key.export_public_key("openssh").decode().split()
-        host_field = host if port == 22 else f"[{host}]:{port}"
-        key_line = f"{host_field} {pub[0]} {pub[1]}"
-        on_record: list[Any] = []
-        readable = [f for f in files if os.path.isfile(f)]
-        if readable:
-            with contextlib.suppress(Exception):
-                trusted = asyncssh.match_known_hosts(
-                    readable, host, addr, None if port == 22 else port
-                )[0]
-                on_record = list(trusted)
-        common = dict(host=host, port=port, fingerprint=fingerprint, key_type=key_type,
-                      key_line=key_line, known_hosts_file=target)
-        if on_record:
-            return HostKeyChanged(
-                f"HOST KEY CHANGED for {host_field}: the pod now presents {key_type} {fingerprint}, "
-                f"which differs from the key in {target}. This can be a man-in-the-middle attack; "
-                "refusing to connect.",
-                hint=f"if the pod was really re-created, run: ssh-keygen -f {target} -R '{host_field}'",
-                **common,
-            )
-        return HostKeyUnknown(
-            f"unknown host key for {host_field}: {key_type} {fingerprint}",
-            hint=f"verify the fingerprint, then trust it in the app (it is appended to {target})",
-            **common,
-        )
 
     async def start_probe(self, args: list[str]) -> ProbeStream:
         if self._conn is None:
@@ -313,10 +347,12 @@ class SSHConnection(Connection):
         for stream in streams:
             await stream.close()
         conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.wait_closed(), 3.0)
+        jump, self._jump = self._jump, None
+        for c in (conn, jump):
+            if c is not None:
+                c.close()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(c.wait_closed(), 3.0)
 
 
 def _text(value: Any) -> str:
@@ -325,12 +361,8 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def default_known_hosts() -> Path:
-    return Path("~/.ssh/known_hosts").expanduser()
-
-
-def _identity_files(pod: Pod, kwargs: dict[str, Any]) -> list[str] | None:
-    """The config's IdentityFiles that exist, or None when all of them exist (or none is set)."""
+def _ssh_config(pod: Pod, kwargs: dict[str, Any]) -> Any:
+    """~/.ssh/config as it applies to this pod (asyncssh's reading of it), or None without one."""
     import getpass
 
     from asyncssh.config import SSHClientConfig
@@ -338,30 +370,17 @@ def _identity_files(pod: Pod, kwargs: dict[str, Any]) -> list[str] | None:
     paths = [p for p in (Path("~/.ssh/config").expanduser(),) if os.access(p, os.R_OK)]
     if not paths:
         return None
-    config = SSHClientConfig.load(None, paths, False, False, False, getpass.getuser(),
-                                  kwargs.get("username", ()), pod.host, kwargs.get("port", ()))
+    return SSHClientConfig.load(None, paths, False, False, False, getpass.getuser(),
+                                kwargs.get("username", ()), pod.host, kwargs.get("port", ()))
+
+
+def _identity_files(config: Any) -> list[str] | None:
+    """The config's IdentityFiles that exist, or None when all of them exist (or none is set)."""
+    if config is None:
+        return None
     files = [str(Path(f).expanduser()) for f in config.get("IdentityFile", ())]
     existing = [f for f in files if os.path.isfile(f)]
     return None if existing == files else existing
-
-
-def _existing_or_empty(path: Path) -> Any:
-    return [str(path)] if path.is_file() else b""
-
-
-def trust_host_key(key_line: str, known_hosts_file: str) -> None:
-    """Append one known_hosts line (the user said yes). Creates ~/.ssh with safe permissions."""
-    path = Path(known_hosts_file).expanduser()
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    existing = path.read_text(encoding="utf-8") if path.exists() else ""
-    if key_line in existing.splitlines():
-        return
-    prefix = "" if not existing or existing.endswith("\n") else "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "a", encoding="utf-8") as fh:
-        fh.write(f"{prefix}{key_line}\n")
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 def connect_pod(pod: Pod, ssh_options: SSHOptions | None = None, **local_kwargs: Any) -> Connection:

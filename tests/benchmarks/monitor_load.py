@@ -6,7 +6,7 @@ measured sample → screen (the probe's timestamp to the first screen refresh af
 snapshot); otherwise sample → monitor callback.
 
 Baseline: one ``ssh pod nvidia-smi --query-gpu=...`` exec per pod per second, the way a shell script
-(or the seed's tool) would do it; its CPU includes the ssh client processes it spawns.
+(or the tool from the field reports) would do it; its CPU includes the ssh client processes it spawns.
 
     python tests/benchmarks/monitor_load.py                     # 1, 8, 32 pods for 60 s, with the app
     python tests/benchmarks/monitor_load.py --pods 1,8 --seconds 20 --baseline-seconds 10

@@ -14,7 +14,7 @@ PROBE = AGENT_DIR / "probe.py"
 PROBE_FILES = (COMMON, AGENT_DIR / "rundir.py", PROBE)  # the probe last: its presence says the dir is whole
 
 LIFECYCLE = AGENT_DIR / "lifecycle.py"
-LIFECYCLE_FILES = (LIFECYCLE, COMMON, AGENT_DIR / "actions.py", AGENT_DIR / "preflight.py")
+LIFECYCLE_FILES = (LIFECYCLE, COMMON, AGENT_DIR / "actions.py", AGENT_DIR / "podlock.py", AGENT_DIR / "preflight.py")
 
 BACKUP = AGENT_DIR / "backup.py"
-BACKUP_FILES = (COMMON, AGENT_DIR / "transfer.py", BACKUP)  # the agent last
+BACKUP_FILES = (COMMON, AGENT_DIR / "transfer.py", AGENT_DIR / "restore.py", BACKUP)  # the agent last

@@ -24,6 +24,11 @@ import sys
 import tempfile
 import time
 
+if __package__:  # imported from the repo (services.pod.agent.actions)
+    from . import podlock
+else:  # on the pod, imported by lifecycle.py: its siblings are beside it, on sys.path
+    import podlock
+
 
 # ------------------------------------------------------------------------------------ stdin
 def read_request():
@@ -47,42 +52,12 @@ def client_gone():
 
 
 # ------------------------------------------------------------------------------------ the lock
-def take_lock(state, action, owner):
-    """(fd, info) with the pod's action lock held (flock on <state>/action.lock), or (None, holder)."""
-    import fcntl
-    os.makedirs(state, exist_ok=True)
-    path = os.path.join(state, "action.lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited across exec (PEP 446)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        try:
-            with open(path) as fh:
-                holder = json.load(fh)
-        except (OSError, ValueError):
-            holder = {}
-        return None, holder
-    info = {"pid": os.getpid(), "action": action, "owner": owner, "since": time.time()}
-    os.ftruncate(fd, 0)
-    os.write(fd, json.dumps(info).encode("utf-8"))
-    return fd, info
-
-
-def drop_lock(fd):
-    if fd is not None:
-        try:
-            os.ftruncate(fd, 0)
-        finally:
-            os.close(fd)
-
-
 def _locked(agent, req):
     """The lock for this request (None when the client holds it already), or None after a refusal."""
     spec = req.get("lock")
     if not spec:
         return True, None
-    fd, info = take_lock(agent.STATE, spec.get("action", "?"), spec.get("owner", ""))
+    fd, info = podlock.take_lock(agent.STATE, spec.get("action", "?"), spec.get("owner", ""))
     if fd is None:
         agent.out({"event": "locked", "held_by": info})
         return False, None
@@ -258,7 +233,7 @@ def cmd_launch(agent):
     try:
         return _launch(agent, pre, req)
     finally:
-        drop_lock(lock)
+        podlock.drop_lock(lock)
 
 
 def _launch(agent, pre, req):
@@ -361,7 +336,7 @@ def cmd_kill(agent):
     try:
         return _kill(agent, req)
     finally:
-        drop_lock(lock)
+        podlock.drop_lock(lock)
 
 
 def _kill(agent, req):

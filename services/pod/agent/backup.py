@@ -26,32 +26,36 @@ on stdin, one JSON object per line, and the agent answers with one JSON object p
                                        hashed first and not sent at all when the ETag matches; prints
                                        {"event":"part"} per part and {"event":"file"} (sha256, parts)
   download [--jobs N]                  stdin: one plan {"run_dir","step","files":[...][,"trainer_root"]};
-                                       ranged GETs into a staging dir beside each half's home, sha256 of
-                                       every file checked against the manifest, then one rename per half
-                                       makes step_N appear (complete only when verified)
+                                       every entry checked first (restore.py: a bad path refuses the whole
+                                       plan, nothing written); ranged GETs into a fresh staging dir beside
+                                       each half's home, sha256 of every file checked against the manifest,
+                                       then one rename per half makes step_N appear (only when verified)
+
+send and download take --timeout S: a store that gives no answer in S seconds (twice) is given up on,
+"cannot reach the S3 endpoint <url>: no answer in S s" (transfer.http).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import shutil
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 # (trainer_ckpt_dir is re-exported: the agent's answer, for tests)
 if __package__:  # imported from the repo (services.pod.agent.backup)
-    from .transfer import (Throttle, _stop, compress, decompress, emit, fingerprint, http,  # noqa: F401
+    from .transfer import (TIMEOUT, Throttle, _stop, compress, decompress, emit, fingerprint, http,  # noqa: F401
                                   read_at, skippable, zstd_codec)
+    from .restore import cmd_download
     from .common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir  # noqa: F401
 else:  # run on the pod: its siblings were uploaded beside it, and a script's own dir is sys.path[0]
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
         sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True  # no __pycache__ in the pod's hashed dir: it holds what was uploaded
-    from transfer import (Throttle, _stop, compress, decompress, emit, fingerprint, http,  # noqa: F401
+    from transfer import (TIMEOUT, Throttle, _stop, compress, decompress, emit, fingerprint, http,  # noqa: F401
                                  read_at, skippable, zstd_codec)
+    from restore import cmd_download
     from common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir  # noqa: F401
 
 READ = 1024 * 1024
@@ -195,7 +199,7 @@ def cmd_plan(run_dir, step, encoding, level, trainer_root=None, state_dir=None):
     return 0
 
 
-def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024):
+def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
     """One pass per file: a reader thread reads it in order (feeding sha256), workers compress, md5 and
     PUT the parts; a part whose md5 equals the bucket's ("have") is not sent again. Per part an event
     {"event":"part",...}; per file {"event":"file",...} with its sha256 and every part's md5 and ETag."""
@@ -259,8 +263,8 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024):
                 throttle.take(len(data))
                 if _stop.is_set():
                     raise IOError("stopped")
-                _, headers, _ = http("PUT", p["url"], data=data, headers={"Content-Length": str(len(data)),
-                                                                 "Content-Type": "application/octet-stream"})
+                _, headers, _ = http("PUT", p["url"], data=data, timeout=timeout,
+                                     headers={"Content-Length": str(len(data)), "Content-Type": "application/octet-stream"})
                 info["etag"] = {k.lower(): v for k, v in headers.items()}.get("etag", "").strip('"')
                 skipped = False
             emit({"event": "part", "key": task["key"], "n": p["n"], "bytes": len(chunk), "stored": len(data),
@@ -320,145 +324,6 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024):
     return 1 if failed else 0
 
 
-def restore_halves(plan):
-    """[(final step dir, staging dir, files)] for a download plan: {"run_dir","step","files"[,"trainer_root"]}
-    puts each half where it belongs for that run (the trainer half into a separate ckpt dir when the
-    configs name one, or the app's ``trainer_root``)."""
-    troot, oroot = ckpt_roots(plan["run_dir"], plan.get("trainer_root"))
-    name, tag = "step_%d" % int(plan["step"]), plan.get("tag") or "%d" % os.getpid()
-
-    def half(root, files):
-        return (os.path.join(root, name), os.path.join(root, ".%s.restoring-%s" % (name, tag)), files)
-    if oroot is None:
-        return [half(troot, plan["files"])], None
-    orch = [f for f in plan["files"] if f["path"].startswith("orchestrator/")]
-    rest = [f for f in plan["files"] if not f["path"].startswith("orchestrator/")]
-    halves = [half(oroot, [dict(f, path=f["path"][len("orchestrator/"):], sub="orchestrator") for f in orch]),
-              half(troot, rest)]
-    return [h for h in halves if h[2]], (halves[1][0], halves[0][0] if orch else None)
-
-
-def _whole(halves, pair):
-    """Whether the step is already complete on the pod (then nothing is overwritten)."""
-    if pair is not None:
-        return checkpoint_complete(pair[0], pair[1])
-    final = halves[0][0]
-    return os.path.lexists(final) and (checkpoint_complete(final) or not os.path.isdir(final))
-
-
-def cmd_download(jobs):
-    plan = json.loads(sys.stdin.readline())
-    halves, pair = restore_halves(plan)
-    if _whole(halves, pair) or any(os.path.lexists(f) and not os.path.isdir(f) for f, _d, _x in halves):
-        where = " and ".join(f for f, _d, _x in halves)
-        emit({"event": "error", "message": "%s already exists on the pod and is complete: not overwritten" % where})
-        return 1
-    codec = zstd_codec()
-    tasks, placed = [], []
-    for _final, dest, files in halves:
-        for f in files:
-            full = os.path.join(dest, f.get("sub", ""), f["path"])
-            os.makedirs(os.path.dirname(full), exist_ok=True)
-            with open(full, "wb") as fh:
-                fh.truncate(f["size"])
-            placed.append((f, full))
-            stored_at = 0
-            for p in f["parts"]:
-                tasks.append((f, p, stored_at, full))
-                stored_at += p["size"]
-
-    def one(task):
-        f, p, start, full = task
-        headers = {"Range": "bytes=%d-%d" % (start, start + p["size"] - 1)} if p["size"] else {}
-        data = http("GET", f["url"], headers=headers)[2] if p["size"] else b""
-        if f["encoding"] == "zstd":
-            if codec is None:
-                raise IOError("this backup is zstd-compressed but the pod has neither zstd nor zstandard")
-            data = decompress(data, codec)
-        if len(data) != p["raw"]:
-            raise IOError("%s part %d: got %d bytes, expected %d" % (f["path"], p["n"], len(data), p["raw"]))
-        fd = os.open(full, os.O_WRONLY)
-        try:
-            os.pwrite(fd, data, p["offset"])
-        finally:
-            os.close(fd)
-        emit({"event": "part", "key": f["path"], "n": p["n"], "bytes": p["raw"]})
-
-    try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            list(pool.map(one, tasks))
-        bad = []
-        for f, full in placed:
-            sha = hashlib.sha256()
-            with open(full, "rb") as fh:
-                for chunk in iter(lambda: fh.read(READ), b""):
-                    sha.update(chunk)
-            if sha.hexdigest() != f["sha256"]:
-                bad.append(f["path"])
-        if bad:
-            raise IOError("checksum mismatch against the manifest: " + ", ".join(bad))
-        for f, full in placed:
-            fd = os.open(full, os.O_RDONLY)
-            os.fsync(fd)
-            os.close(fd)
-            if int(f.get("mtime_ns") or 0) > 0:  # the checkpoint's own times: it is the backed-up one
-                os.utime(full, ns=(int(f["mtime_ns"]), int(f["mtime_ns"])))
-        if _whole(halves, pair):
-            raise IOError("%s appeared on the pod during the restore: not overwritten" % halves[-1][0])
-        aside = swap_halves(halves)
-    except Exception as exc:
-        for _final, dest, _files in halves:
-            shutil.rmtree(dest, ignore_errors=True)
-        emit({"event": "error", "message": str(exc)})
-        return 1
-    emit({"event": "done", "failed": 0, "path": halves[-1][0], "paths": [h[0] for h in halves],
-          "moved_aside": aside[0] if len(aside) == 1 else (aside or None)})
-    return 0
-
-
-def swap_in(dest, final):
-    """Make the verified ``dest`` appear as ``final``. An incomplete ``final`` (a save cut short) is
-    renamed to ``.step_N.incomplete-<time>`` beside it first, never deleted; a complete one is kept and
-    the restore fails. Returns where the incomplete one went (or None)."""
-    if os.path.lexists(final) and (checkpoint_complete(final) or not os.path.isdir(final)):
-        raise IOError("%s appeared on the pod during the restore: not overwritten" % final)
-    return _swap(dest, final)
-
-
-def _swap(dest, final):
-    aside = None
-    if os.path.lexists(final):
-        aside = os.path.join(os.path.dirname(final), ".%s.incomplete-%d" % (os.path.basename(final), time.time()))
-        os.rename(final, aside)
-    try:
-        os.rename(dest, final)  # only now does this half exist: verified first
-    except OSError:
-        if aside:
-            os.rename(aside, final)  # put the user's files back where they were
-        raise
-    return aside
-
-
-def swap_halves(halves):
-    """Swap in every verified half (the orchestrator's first, the trainer's .metadata-bearing one last);
-    a half already there (written only partly) is moved aside, never deleted. If a later half cannot
-    be swapped in, the earlier ones are put back as they were. Returns the moved-aside paths."""
-    if len(halves) == 1:
-        aside = swap_in(halves[0][1], halves[0][0])
-        return [aside] if aside else []
-    done = []
-    try:
-        for final, dest, _files in halves:
-            done.append((final, dest, _swap(dest, final)))
-    except OSError:
-        for final, dest, aside in reversed(done):
-            os.rename(final, dest)
-            if aside:
-                os.rename(aside, final)
-        raise
-    return [a for _f, _d, a in done if a]
-
-
 def main(argv):
     cmd = argv[0] if argv else ""
     opts = dict(zip(argv[1::2], argv[2::2])) if cmd in ("send", "download") else {}
@@ -476,9 +341,9 @@ def main(argv):
         return cmd_source(argv[1], rest[rest.index("--state-dir") + 1] if "--state-dir" in rest else None)
     if cmd == "send":
         return cmd_send(int(opts.get("--jobs", 8)), int(opts.get("--limit", 0)),
-                        int(opts.get("--min-part", 5 * 1024 * 1024)))
+                        int(opts.get("--min-part", 5 * 1024 * 1024)), float(opts.get("--timeout", TIMEOUT)))
     if cmd == "download":
-        return cmd_download(int(opts.get("--jobs", 8)))
+        return cmd_download(int(opts.get("--jobs", 8)), float(opts.get("--timeout", TIMEOUT)))
     sys.stderr.write(__doc__)
     return 2
 

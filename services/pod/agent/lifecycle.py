@@ -194,8 +194,8 @@ def cmd_lock(args):
     kernel drops a flock when its process dies, so a lock whose pid is dead is never in the way;
     the file only says who holds it, for the refusal message."""
     import select
-    import actions
-    fd, info = actions.take_lock(STATE, args.action, args.owner)
+    import podlock
+    fd, info = podlock.take_lock(STATE, args.action, args.owner)
     if fd is None:
         out({"ok": False, "held_by": info})
         return 5
@@ -207,7 +207,7 @@ def cmd_lock(args):
             if ready and not os.read(sys.stdin.fileno(), 4096):
                 break
     finally:
-        actions.drop_lock(fd)
+        podlock.drop_lock(fd)
     return 0
 
 

@@ -28,7 +28,8 @@ def cli(sshd, client_home, tmp_path):
         "[lifecycle]\n"
         f'command = "python3 {TRAINER} --run-dir {{run_dir}} --max-steps 0 --step-seconds 0.2 --ckpt-interval 2"\n'
         'resume_args = "--seed {step}"\n'
-        "min_nofile = 1024\nmin_free_bytes = 1\ncuda_check = false\ntmux = \"setsid\"\ngrace_seconds = 3\n")
+        "min_nofile = 1024\nmin_free_bytes = 1\ncuda_check = false\ntmux = \"setsid\"\ngrace_seconds = 3\n"
+        'secrets = ["WANDB_API_KEY"]\n')
     env = {**os.environ, "HOME": str(client_home.home), "PRIME_TRAIN_TUI_CONFIG_DIR": str(cfg_dir),
            "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data"), "WANDB_API_KEY": "cli-secret-value-123"}
     env.pop("SSH_AUTH_SOCK", None)

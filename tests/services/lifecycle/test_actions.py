@@ -39,7 +39,7 @@ def make_settings(tmp_path: Path, **kw) -> LifecycleSettings:
         command=f"python3 {TRAINER} --run-dir {{run_dir}} --max-steps 0 --step-seconds 0.2 --ckpt-interval 2",
         resume_args="--seed {step}",  # the simulated trainer has no --resume.step: the seed shows the step
         min_nofile=1024, min_free_bytes=1, cuda_check=False, tmux="setsid", grace_seconds=3.0,
-        runs_dir=tmp_path / "records",
+        runs_dir=tmp_path / "records", secrets=("WANDB_API_KEY",),  # listed: nothing goes to a pod by default
         start_watch_seconds=0.3,  # the helper's watch after the start (default 2 s): short, tests launch a lot
     )
     base.update(kw)

@@ -105,9 +105,9 @@ def test_spot_is_not_assumed_cheaper():
     (load("runpod-edge-graphql-errors.json"), "GraphQL error: Something went wrong (synthetic)"),
     ({"errors": ["plain text\nsecond line"]}, "GraphQL error: plain text"),
     ({"errors": [{}]}, "GraphQL error: no message"),
-    ({"data": None}, "unexpected answer: no data.gpuTypes"),
-    ({"data": {"gpuTypes": {"not": "a list"}}}, "unexpected answer: no data.gpuTypes"),
-    ([1, 2], "unexpected answer: a JSON list, not an object"),
+    ({"data": None}, "unexpected answer from runpod: no data.gpuTypes"),
+    ({"data": {"gpuTypes": {"not": "a list"}}}, "unexpected answer from runpod: no data.gpuTypes"),
+    ([1, 2], "unexpected answer from runpod: a JSON list, not an object"),
 ])
 def test_graphql_errors_and_odd_answers_are_one_line_errors(payload, expect):
     with pytest.raises(ProviderFailure) as err:
