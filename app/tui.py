@@ -209,6 +209,7 @@ class PrimeTrainApp(RunActions, App[None]):
         width = event.size.width
         self.set_class(width < 130, "-narrow")
         self.set_class(width < 100, "-compact")
+        self.set_class(event.size.height < 32, "-short")
 
     async def on_unmount(self) -> None:
         if self.monitor is not None:

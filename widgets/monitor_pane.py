@@ -350,10 +350,9 @@ class MonitorPane(Widget):
         else:
             age = f"last sample {duration(now - at)} ago"
         source = (latest.source or "none") if latest else "none"
-        text = (
-            f"{age} · source {source} · {snapshot.samples_total} samples"
-            f" · {snapshot.malformed_total} malformed"
-        )
+        text = f"{age} · source {source} · {snapshot.samples_total} samples"
+        if snapshot.malformed_total:  # only when there were some: a zero is noise on a small terminal
+            text += f" · {snapshot.malformed_total} malformed"
         if cut := cut_text(snapshot):
             text += f" · {cut}"
         set_label(self.query_one("#monitor-stats", Label), text)

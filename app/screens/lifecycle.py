@@ -143,6 +143,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             self._finish_buttons()
             return
         self._acting = True
+        self.add_class("-acting")  # the plan was read: on a short terminal the log gets its rows
         self.query_one("#lc-bg", Button).display = True
 
     def _on_task(self, task: Any, ev: Any) -> None:

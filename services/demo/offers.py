@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from services.offers.models import FetchResult, Offer
 
-NOTE = ("SIMULATED offers with made-up prices: no provider API key is set. With a Prime Intellect, Vast.ai, "
-        "Lambda or RunPod key (PRIME_API_KEY, VAST_API_KEY, LAMBDA_API_KEY, RUNPOD_API_KEY) they are real")
+NOTE = "SIMULATED offers with made-up prices: no provider API key is set (the Keys line says which to set)"
 
 _ROWS = (  # provider, gpu_type, name, count, GB/GPU, $/hr for the box, spot, region
     ("primeintellect", "H100", "H100_80GB", 8, 80, 17.60, False, "demo-us-east"),
