@@ -172,3 +172,36 @@ async def test_a_headless_kill_reaches_the_run_the_tui_owns(tmp_path) -> None:
         assert proc.returncode == 0, err.decode()
         assert "killed" in out.decode() and sandbox.trainer_pids() == []
         await wait_for(pilot, lambda: "Received SIGTERM: the run stops after step" in seen(pilot))
+
+
+def on_screen(pilot, selector: str) -> bool:
+    """The widget is visible at 80x24: what the terminal shows at its centre is the widget itself."""
+    screen = pilot.app.screen
+    widget = screen.query_one(selector)
+    region = widget.region
+    if not widget.display or not region.area:
+        return False
+    x, y = region.x + region.width // 2, region.y + region.height // 2
+    if not (0 <= x < pilot.app.size.width and 0 <= y < pilot.app.size.height):
+        return False
+    hit, _ = screen.get_widget_at(x, y)
+    return hit is widget or widget in hit.ancestors
+
+
+async def test_the_dialogs_keep_their_buttons_at_80x24(tmp_path) -> None:
+    """On a 24-row terminal the kill and resume dialogs' plans and logs scroll: Kill/Cancel before, Close
+    after are on screen (they were pushed below the dialog's edge)."""
+    app = PrimeTrainApp([Pod(name="demo", kind=PodKind.DEMO)], settings=SETTINGS, pods_path=tmp_path / "pods.toml")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: step(app) >= 5)
+        for key in ("k", "R"):
+            screen = await dialog(pilot, key)
+            await pilot.pause(0.1)
+            assert on_screen(pilot, "#lc-go") and on_screen(pilot, "#lc-cancel"), (key, screen.lines)
+            await pilot.press("y")
+            await wait_for(pilot, lambda: screen.result is not None, timeout=30)
+            await pilot.pause(0.1)
+            assert str(screen.query_one("#lc-cancel").label) == "Close"
+            assert on_screen(pilot, "#lc-cancel"), (key, screen.lines)
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(pilot.app.screen, LifecycleScreen))
