@@ -149,3 +149,22 @@ async def test_w_opens_the_wizard_from_anywhere_and_its_file_opens_in_the_config
         await wait_for(pilot, lambda: config.report is not None and config.editor.text)
         assert config.path == tmp_path / "rl.toml"
         assert config.report.errors == 0
+
+
+async def test_the_palette_finds_the_wizard_by_typing_wizard(tmp_path):
+    app = parked_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3", "ctrl+p")
+        await pilot.pause()
+        await pilot.press(*"wizard")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, WizardScreen))
+        for _ in range(5):  # the defaults, step by step; the last step saves
+            await pilot.press("ctrl+n")
+            await pilot.pause()
+        await wait_for(pilot, lambda: not isinstance(app.screen, WizardScreen), timeout=30)
+        config = app.screen.query_one("#config-pane")
+        await wait_for(pilot, lambda: config.report is not None and config.editor.text)
+        assert app.tabs.active == "config" and config.path == tmp_path / "rl.toml"
+        assert config.report.errors == 0
