@@ -139,7 +139,8 @@ class BottleneckView(Widget):
             self._bars_key = key
             self.query_one("#bn-bars", Static).update(bars_table(b, width) if b.components else "")
         diag = self.query_one("#bn-diagnosis", Label)
-        set_label(diag, f"DIAGNOSIS: {b.diagnosis.upper()}" + (" (low confidence)" if b.confidence == "low" else "")
+        set_label(diag, f"DIAGNOSIS: {b.diagnosis.upper()}" + (f" ({b.confidence} confidence)"
+                                                               if b.confidence != "high" else "")
                   if b.steps else "")
         diag.set_class(b.diagnosis != "balanced", "-bound")
         recs_key = (b.evidence, tuple(r.text for r in b.recommendations), b.skipped)
@@ -149,5 +150,8 @@ class BottleneckView(Widget):
             if b.skipped:
                 evidence += f"\n· {b.skipped} garbled or partial lines skipped"
             self.query_one("#bn-evidence", Static).update(evidence)
+            fix = next((r.change for r in b.recommendations if r.change is not None), None)
             self.query_one("#bn-recs", Static).update(
-                "\n".join(f"[b]-[/b] {escape(r.text)}" for r in b.recommendations))
+                "\n".join(f"[b]-[/b] {escape(r.text)}" for r in b.recommendations)
+                + (f"\n[b]f[/b] applies {escape(fix.describe())} to the config open in the Config pane"
+                   if fix is not None else ""))

@@ -7,8 +7,7 @@ and reports those. Exit 0 with a profile, 1 when no step timings were found (or 
 
 ``--json`` prints one document: ``{"steps", "first_step", "last_step", "step_seconds",
 "components": [{"name", "label", "seconds", "share", "parent", "timeline"}], "diagnosis",
-"confidence", "evidence", "recommendations", "recommendation_ids", "gpu", "trend", "source",
-"skipped_lines"}``.
+"confidence", "evidence", "recommendations", "recommendation_ids", "changes", "inference", "rollout", "gpu", "trend", "source", "skipped_lines"}`` (docs/json.md).
 """
 
 from __future__ import annotations
@@ -127,5 +126,7 @@ def _print(pod, b) -> None:
         console.print(f"  · {escape(e)}")
     for r in b.recommendations:
         console.print(f"[b]RECOMMENDATION:[/b] {escape(r.text)}")
+        if r.change is not None:
+            console.print(f"  [b]config:[/b] {escape(r.change.describe())}")
     if b.skipped:
         console.print(f"[dim]{b.skipped} garbled or partial lines skipped[/dim]")

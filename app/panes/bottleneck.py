@@ -7,6 +7,9 @@ lines (or every ``GPU_REFRESH`` s for the GPU evidence), never per frame.
 ``p`` starts a profile: it watches the next ``profile_steps`` steps of this pod and then shows their
 report below the live view; ``e`` exports that report as Markdown (a thread worker calls
 ``services.bottleneck.report.write_markdown``; the pane posts :class:`BottleneckPane.ProfileExported`).
+``f`` goes from verdict to fix: the first recommendation that names a config key is applied to the file
+open in the Config pane as an unsaved edit (validated live there, shown as a diff by its versions view),
+and the Config pane is shown; with no config file open it says so in one line.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class BottleneckPane(Widget, can_focus=True):
     BINDINGS = [
         Binding("p", "profile", "Profile steps", id="bottleneck.profile"),
         Binding("e", "export", "Export profile", id="bottleneck.export"),
+        Binding("f", "fix", "Apply the fix", id="bottleneck.fix"),
         # a small terminal: the body scrolls from the keyboard too (hidden: they stay with the focus)
         Binding("down", "scroll_body('down')", "Scroll down", show=False),
         Binding("up", "scroll_body('up')", "Scroll up", show=False),
@@ -194,9 +198,57 @@ class BottleneckPane(Widget, can_focus=True):
         self.run_worker(partial(write_markdown, self.report, path, f"Bottleneck profile — {self._report_pod}"),
                         thread=True, group="bottleneck-export", name="bottleneck-export")
 
+    # ------------------------------------------------------------------ f: verdict -> fix
+    def action_fix(self) -> None:
+        from app.panes.config import ConfigPane
+
+        b = self.report or self.breakdown
+        rec = next((r for r in b.recommendations if r.change is not None), None) if b is not None else None
+        if rec is None or rec.change is None:
+            self.notify("No recommendation here changes a config key.", severity="warning")
+            return
+        change = rec.change
+        found = self.app.screen_stack[0].query(ConfigPane) if self.app.screen_stack else None
+        config = found.first() if found else None
+        if config is None or config.path is None or not config.is_mounted:
+            self.notify(f"No config file is open: open the run's config in the Config pane to apply "
+                        f"{change.describe()}.", severity="warning")
+            return
+        current = _current_value(config.editor.text, change.path())
+        value = change.resolve(None if current is _UNREADABLE else current)
+        if current is _UNREADABLE or value is None:
+            why = "does not parse" if current is _UNREADABLE else f"does not set {change.key}"
+            self.notify(f"{config.path.name} {why}: set {change.describe()} by hand.", severity="warning")
+            return
+        from services.config.findings import Edit, Finding, Severity
+
+        finding = Finding(id=f"bottleneck.{rec.id}", severity=Severity.INFO, line=0, column=0, message=rec.text,
+                          fix=change.describe(current) + (f" (was {current})" if current is not None else ""),
+                          path=change.key, edit=Edit("set", change.path(), value=value))
+        if config.apply_fix(finding) and hasattr(self.app, "action_show_pane"):
+            self.app.action_show_pane("config")
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group != "bottleneck-export" or event.state is not WorkerState.SUCCESS:
             return  # failures go to the App's worker error hub
         path = event.worker.result
         self.notify(f"Profile written to {path}")
         self.post_message(self.ProfileExported(path))
+
+
+_UNREADABLE = object()
+
+
+def _current_value(text: str, path: tuple[str, ...]) -> object:
+    """The value at ``path`` in TOML ``text`` (None: not set; _UNREADABLE: the text does not parse)."""
+    import tomllib
+
+    try:
+        node: object = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return _UNREADABLE
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node

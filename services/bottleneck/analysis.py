@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from services.bottleneck.diagnose import DOMINANT, InferenceLoad, diagnose, inference_load, pct as _pct
 from services.bottleneck.rules import Recommendation, load_rules, recommend
 from services.monitor.metrics import MetricsParser, ParsedRun, StepTiming
 
-DIAGNOSES = ("latency-bound", "throughput-bound", "trainer-bound", "io-bound", "balanced")
-DOMINANT = 0.40
+DIAGNOSES = ("latency-bound", "throughput-bound", "trainer-bound", "io-bound", "stalled", "balanced")
+__all__ = ["DOMINANT", "DIAGNOSES", "Breakdown", "Component", "GpuEvidence", "InferenceLoad", "analyze",
+           "analyze_lines", "analyze_snapshot", "gpu_evidence"]
 DEFAULT_STEPS = 20
 
 # name, label, parent, timeline
@@ -34,6 +35,7 @@ COMPONENTS: tuple[tuple[str, str, str | None, str], ...] = (
     ("wait_for_batch", "Trainer waiting for a batch", None, "trainer"),
     ("inference", "Generating rollouts (inference)", "wait_for_batch", "trainer"),
     ("tools", "Tool / environment execution", "wait_for_batch", "trainer"),
+    ("env_overhead", "Env setup / finalize / scoring", "wait_for_batch", "trainer"),
     ("load_data", "Loading data", None, "trainer"),
     ("forward_backward", "Forward / backward / optimizer", None, "trainer"),
     ("broadcast_weights", "Weight broadcast to inference", None, "trainer"),
@@ -81,6 +83,8 @@ class Breakdown:
     trend: str = ""
     gpu: GpuEvidence = field(default_factory=GpuEvidence)
     step_series: tuple[float | None, ...] = ()
+    inference: InferenceLoad = field(default_factory=InferenceLoad)
+    rollout: dict[str, float] = field(default_factory=dict)  # mean per-rollout seconds by phase kind
 
     def component(self, name: str) -> Component | None:
         return next((c for c in self.components if c.name == name), None)
@@ -103,6 +107,9 @@ class Breakdown:
             "evidence": list(self.evidence),
             "recommendations": [r.text for r in self.recommendations],
             "recommendation_ids": [r.id for r in self.recommendations],
+            "changes": [dict(r.change.to_json(), id=r.id) for r in self.recommendations if r.change is not None],
+            "inference": self.inference.to_json(),
+            "rollout": {f"{k}_s": _r(self.rollout.get(k)) for k in ("generation", "tools", "overhead", "total")},
             "gpu": {"inference_util": _r(self.gpu.inference_util, 1), "trainer_util": _r(self.gpu.trainer_util, 1),
                     "all_util": _r(self.gpu.all_util, 1), "gpus": self.gpu.gpus},
             "trend": self.trend,
@@ -152,13 +159,17 @@ def analyze(run: ParsedRun, last: int = DEFAULT_STEPS, gpu: GpuEvidence | None =
     saves = [p["save_ckpt"] for p in per_step if p.get("save_ckpt")]
     shares = {c.name: c.share for c in components}
     secs = {c.name: c.seconds for c in components}
-    diagnosis, confidence, evidence = _diagnose(shares, secs, window, per_step, gpu, detailed, step_s, orch_s)
+    gauges = [s.inference for s in window if s.inference] or run.gauges[-max(n, 10):]
+    load = inference_load(gauges)
+    rollout = _rollout_means(window)
+    diagnosis, confidence, evidence = diagnose(shares, secs, window, per_step, gpu, load, rollout, detailed,
+                                               step_s, orch_s)
     trend = _trend(steps_t)
     breakdown = Breakdown(
         steps=n, first_step=window[0].step, last_step=window[-1].step, step_seconds=step_s,
         components=tuple(components), diagnosis=diagnosis, confidence=confidence, evidence=tuple(evidence),
         recommendations=(), source=run.source, skipped=run.skipped, trend=trend, gpu=gpu,
-        step_series=tuple(steps_t),
+        step_series=tuple(steps_t), inference=load, rollout=rollout,
     )
     variables = _variables(breakdown, window, saves, per_step)
     recs = recommend(diagnosis, variables, rules if rules is not None else load_rules())
@@ -193,11 +204,12 @@ def _split(s: StepTiming) -> dict[str, float]:
         if any(p in out for p in _TRAINER_PARTS):
             out["other"] = max(0.0, step - known)
     wait = out.get("wait_for_batch")
-    gen, tools = s.rollout.get("generation"), s.rollout.get("tools")
-    if wait is not None and (gen or tools):
-        total = (gen or 0.0) + (tools or 0.0)
-        out["inference"] = wait * (gen or 0.0) / total
-        out["tools"] = wait * (tools or 0.0) / total
+    parts = _rollout_parts(s.rollout)
+    total = sum(parts.values())
+    if wait is not None and total > 0:
+        for name, kind in (("inference", "generation"), ("tools", "tools"), ("env_overhead", "overhead")):
+            if kind in parts:
+                out[name] = wait * parts[kind] / total
     if "time/wait_for_policy" in s.orchestrator:
         out["wait_for_policy"] = s.orchestrator["time/wait_for_policy"]
     if "time/save_ckpt" in s.orchestrator and "save_ckpt" not in out:
@@ -205,89 +217,24 @@ def _split(s: StepTiming) -> dict[str, float]:
     return out
 
 
-def _pct(x: float | None) -> str:
-    return "N/A" if x is None else f"{100 * x:.0f}%"
+def _rollout_parts(rollout: dict[str, float]) -> dict[str, float]:
+    """One step's per-rollout seconds as generation / tools / overhead (setup, finalize, scoring and the
+    agent time neither in the model nor in the harness); only the kinds that were measured."""
+    out = {k: rollout[k] for k in ("generation", "tools") if k in rollout}
+    extra = [rollout[k] for k in ("setup", "finalize", "scoring") if k in rollout]
+    if "agent" in rollout and out:
+        extra.append(max(0.0, rollout["agent"] - sum(out.values())))
+    if extra:
+        out["overhead"] = sum(extra)
+    return out
 
 
-def _diagnose(shares, secs, window, per_step, gpu: GpuEvidence, detailed: bool,
-              step_s: float | None, orch_s: float | None) -> tuple[str, str, list[str]]:
-    ev: list[str] = []
-    n = len(window)
-    if step_s is not None:
-        ev.append(f"{n} steps, {step_s:.1f} s per trainer step on average")
-    util = []
-    if gpu.inference_util is not None:
-        util.append(f"inference GPUs {gpu.inference_util:.0f}%")
-    if gpu.trainer_util is not None:
-        util.append(f"trainer GPUs {gpu.trainer_util:.0f}%")
-    if not util and gpu.all_util is not None:
-        util.append(f"all {gpu.gpus} GPUs {gpu.all_util:.0f}%")
-    if util:
-        ev.append("GPU utilisation: " + ", ".join(util))
-
-    if not detailed:
-        return _diagnose_console(window, per_step, step_s, ev)
-
-    groups = {
-        "rollout": shares.get("wait_for_batch", 0.0),
-        "trainer": shares.get("forward_backward", 0.0),
-        "io": sum(shares.get(k, 0.0) for k in ("load_data", "save_ckpt", "broadcast_weights")),
-    }
-    top = max(groups, key=lambda g: groups[g])
-    ev.append("trainer waits for batches {} ({:.1f} s), forward/backward {} ({:.1f} s), I/O (load, broadcast, "
-              "saves) {}".format(_pct(groups["rollout"]), secs.get("wait_for_batch", 0.0), _pct(groups["trainer"]),
-                                 secs.get("forward_backward", 0.0), _pct(groups["io"])))
-    if "wait_for_policy" in shares:
-        ev.append(f"orchestrator holds ready batches {secs['wait_for_policy']:.1f} s per step "
-                  f"({_pct(shares['wait_for_policy'])} of its {orch_s or 0:.1f} s step)")
-    if groups[top] < DOMINANT:
-        if shares.get("wait_for_policy", 0.0) >= 0.5 and groups["trainer"] >= 0.3:
-            ev.append("the orchestrator spends most of its step holding batches for the trainer")
-            return "trainer-bound", "high", ev
-        return "balanced", "high", ev
-    if top == "trainer":
-        return "trainer-bound", "high", ev
-    if top == "io":
-        return "io-bound", "high", ev
-    inf, tools = shares.get("inference"), shares.get("tools")
-    if inf is not None and tools is not None:
-        ev.append(f"of that wait, tools/environment {_pct(tools)} ({secs['tools']:.1f} s) vs generation "
-                  f"{_pct(inf)} ({secs['inference']:.1f} s)")
-        if tools > inf:
-            if gpu.inference_util is not None and gpu.inference_util < 50:
-                ev.append(f"inference GPUs idle between requests ({gpu.inference_util:.0f}% util)")
-            return "latency-bound", "high", ev
-        return "throughput-bound", "high", ev
-    idle = gpu.inference_util if gpu.inference_util is not None else None
-    if idle is not None:
-        if idle < 50:
-            ev.append(f"no rollout timing stats; inference GPUs mostly idle ({idle:.0f}%) while the trainer waits")
-            return "latency-bound", "low", ev
-        ev.append(f"no rollout timing stats; inference GPUs busy ({idle:.0f}%) while the trainer waits")
-        return "throughput-bound", "low", ev
-    ev.append("no rollout timing stats and no per-role GPU evidence: generation and tool time cannot be told apart")
-    return "throughput-bound", "low", ev
-
-
-def _diagnose_console(window, per_step, step_s, ev: list[str]) -> tuple[str, str, list[str]]:
-    ev.append("console lines only: no per-component timings (metrics.jsonl missing)")
-    times = [p.get("step") for p in per_step]
-    held = sum(1 for s in window if s.held)
-    if held:
-        ev.append(f"the orchestrator held {held} of {len(window)} batches for the policy")
-    plain = [t for s, t in zip(window, times) if t is not None and not s.saved]
-    saved = [t for s, t in zip(window, times) if t is not None and s.saved]
-    total = sum(t for t in times if t is not None)
-    if saved and plain and total:
-        typical = statistics.median(plain)
-        excess = sum(max(0.0, t - typical) for t in saved)
-        ev.append(f"{len(saved)} checkpoint steps took {excess:.1f} s more than a typical {typical:.1f} s step "
-                  f"({_pct(excess / total)} of the time)")
-        if excess / total >= 0.25:
-            return "io-bound", "low", ev
-    if held * 2 >= len(window) and held:
-        return "trainer-bound", "low", ev
-    return "balanced", "low", ev
+def _rollout_means(window: Sequence[StepTiming]) -> dict[str, float]:
+    """Mean per-rollout seconds by kind over the steps that logged it (not measured: left out)."""
+    rows = [_rollout_parts(s.rollout) | ({"total": s.rollout["total"]} if "total" in s.rollout else {})
+            for s in window]
+    kinds = {k for r in rows for k in r}
+    return {k: sum(r[k] for r in rows if k in r) / sum(1 for r in rows if k in r) for k in kinds}
 
 
 def _trend(series: Sequence[float | None]) -> str:
@@ -342,7 +289,7 @@ def gpu_evidence(samples: Iterable[Any], last: int = 60) -> GpuEvidence:
 
 
 def _variables(b: Breakdown, window, saves, per_step) -> dict[str, Any]:
-    v: dict[str, Any] = {"step_s": b.step_seconds, "steps": b.steps, "diagnosis": b.diagnosis}
+    v: dict[str, Any] = {"step_s": b.step_seconds, "steps": b.steps, "diagnosis": b.diagnosis, "two": 2.0}
     for c in b.components:
         v[f"{c.name}_s"] = c.seconds
         v[f"{c.name}_share"] = c.share
@@ -351,10 +298,28 @@ def _variables(b: Breakdown, window, saves, per_step) -> dict[str, Any]:
               key=lambda c: c.share, default=None)
     if top is not None:
         v["top_label"], v["top_pct"] = top.label.lower(), _pct(top.share)
-    gens = [s.rollout["generation"] for s in window if "generation" in s.rollout]
-    tools = [s.rollout["tools"] for s in window if "tools" in s.rollout]
-    v["generation_per_rollout_s"] = sum(gens) / len(gens) if gens else None
-    v["tools_per_rollout_s"] = sum(tools) / len(tools) if tools else None
+    ro = b.rollout
+    gen, tools = ro.get("generation"), ro.get("tools")
+    v["generation_per_rollout_s"], v["tools_per_rollout_s"] = gen, tools
+    rollout_s = ro.get("total") or (sum(ro.get(k, 0.0) for k in ("generation", "tools", "overhead")) or None)
+    v["rollout_s"] = rollout_s
+    if tools is not None and rollout_s:
+        v["tools_of_rollout_pct"] = _pct(tools / rollout_s)
+    if gen and rollout_s:  # rollouts spend gen/rollout_s of their time at the server: keep that many more in flight
+        v["inflight_factor"] = round(min(8.0, max(2.0, rollout_s / gen)), 2)
+    load = b.inference
+    if load.kv_cache is not None:
+        v["kv_pct"], v["kv_n"] = _pct(load.kv_cache), load.kv_cache
+    if load.running is not None:
+        v["running"] = load.running
+    if load.waiting is not None:
+        v["waiting"] = load.waiting
+    v["server_clause"] = f" ({load.describe().split(': ', 1)[1].split(' (')[0]})" if load.measured else ""
+    if load.running and load.waiting is not None:  # capacity for the queued requests too
+        v["infer_gpu_factor"] = round(min(4.0, max(1.1, (load.running + load.waiting) / load.running)), 3)
+    fb, hold = v.get("forward_backward_s"), v.get("wait_for_policy_s")
+    if fb and hold is not None:  # a step shorter by the hold would not keep ready batches waiting
+        v["train_gpu_factor"] = round(min(4.0, max(1.25, fb / max(fb - hold, 0.25 * fb))), 2)
     if saves:
         v["saves"] = len(saves)
         v["save_each_s"] = sum(saves) / len(saves)

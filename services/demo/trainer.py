@@ -7,7 +7,7 @@ Writes, under --run-dir:
                                              incl. time/{step,wait_for_batch,load_data,forward_backward,
                                              broadcast_weights,save_ckpt}); with --profile also the
                                              orchestrator's record (time/step, time/wait_for_policy, rollout
-                                             timing train/agg/all/timing/agent/{model,tools}/mean) and a
+                                             timing in the current layout, see --profile) and a
                                              periodic inference/agg/* record, as prime-rl's file monitor does
   checkpoints/step_N/{trainer/model.bin,trainer/.metadata,orchestrator/progress.pt}
                                              every --ckpt-interval steps and at the last step, in DCP's order (.metadata last)
@@ -28,9 +28,15 @@ demo pod's runs do). --owner-file names a JSON file {"pid", "start"}: once the
 process it names has ended (the app that owns the demo was closed or killed), the run stops by itself within
 a step; without the file the run has no owner. --config is only named in the log (the demo reads nothing from it).
 
---profile latency-bound | generation-bound | trainer-bound | checkpoint-heavy gives the steps the timing
-of that kind of run (simulated seconds, independent of the wall pacing --step-seconds), so the
-bottleneck breakdown has something real to find. --no-metrics leaves metrics.jsonl out (console only).
+--profile latency-bound | generation-bound | trainer-bound | checkpoint-heavy (or latency | throughput |
+trainer) gives the steps the timing of that kind of run (simulated seconds, independent of the wall pacing
+--step-seconds), so the bottleneck breakdown has something real to find: the orchestrator's records carry
+prime-rl's current rollout timing layout (train/{agg|reverse-text}/{all|effective}/solver/timing/
+{setup,agent,agent/model,agent/harness,finalize,scoring,total}/{mean,max}) and a periodic record carries
+the inference server's gauges (inference/agg/{kv_cache_usage_perc,num_requests_running,
+num_requests_waiting}/{mean,min,max}). Without --profile, $PTT_DEMO_PROFILE names it; a file
+<run dir>/demo-profile holding a profile name switches a running demo at its next step
+(`echo latency > run/demo-profile`). --no-metrics leaves metrics.jsonl out (console only).
 """
 from __future__ import annotations
 
@@ -86,18 +92,68 @@ def step_values(seed, step, step_seconds):
 
 # Nominal simulated seconds per step: trainer parts, per-rollout generation/tool time, the orchestrator's
 # hold time, and the cost of one checkpoint save.
+# kv/running/waiting: the inference server's load (vLLM's kv_cache_usage_perc, num_requests_*).
 PROFILES = {
-    "latency-bound": dict(wait=30.0, load=0.4, fb=6.0, bcast=1.5, gen=2.0, tools=14.0, hold=0.2, save=4.0),
-    "generation-bound": dict(wait=26.0, load=0.4, fb=6.0, bcast=1.5, gen=20.0, tools=0.3, hold=0.2, save=4.0),
-    "trainer-bound": dict(wait=0.5, load=0.4, fb=30.0, bcast=2.0, gen=3.0, tools=0.2, hold=22.0, save=4.0),
-    "checkpoint-heavy": dict(wait=4.0, load=0.4, fb=6.0, bcast=1.5, gen=3.0, tools=0.5, hold=0.5, save=160.0),
+    "latency-bound": dict(wait=30.0, load=0.4, fb=6.0, bcast=1.5, gen=2.0, tools=14.0, hold=0.2, save=4.0,
+                          kv=0.03, running=2.0, waiting=0.0),
+    "generation-bound": dict(wait=26.0, load=0.4, fb=6.0, bcast=1.5, gen=20.0, tools=0.3, hold=0.2, save=4.0,
+                             kv=0.95, running=220.0, waiting=30.0),
+    "trainer-bound": dict(wait=0.5, load=0.4, fb=30.0, bcast=2.0, gen=3.0, tools=0.2, hold=22.0, save=4.0,
+                          kv=0.35, running=40.0, waiting=0.0),
+    "checkpoint-heavy": dict(wait=4.0, load=0.4, fb=6.0, bcast=1.5, gen=3.0, tools=0.5, hold=0.5, save=160.0,
+                             kv=0.3, running=30.0, waiting=0.0),
 }
-PROFILE_NAMES = ("default",) + tuple(PROFILES)
+# the three diagnoses by the names the demo's users switch between
+ALIASES = {"latency": "latency-bound", "throughput": "generation-bound", "trainer": "trainer-bound"}
+PROFILE_NAMES = ("default",) + tuple(PROFILES) + tuple(ALIASES)
+PROFILE_FILE = "demo-profile"  # in the run dir: one profile name; read every step (switches a running demo)
+PROFILE_ENV = "PTT_DEMO_PROFILE"  # the profile when --profile is not given
+DEMO_ENV, DEMO_AGENT = "reverse-text", "solver"
+SETUP, FINALIZE, SCORING = 0.2, 0.05, 0.1
+
+
+def switched_profile(run_dir, current):
+    """The profile named in <run_dir>/demo-profile, else ``current`` (an unknown name changes nothing)."""
+    try:
+        with open(os.path.join(run_dir, PROFILE_FILE)) as fh:
+            name = fh.read(64).strip()
+    except (OSError, UnicodeDecodeError):
+        return current
+    return name if name in PROFILE_NAMES else current
+
+
+def rollout_timing(gen, tools, r):
+    """prime-rl's per-rollout phase timing of one step, in its current key layout
+    (train/{agg|<env>}/{all|effective}/<agent>/timing/<phase>/<stat>)."""
+    agent = gen + tools
+    phases = {"setup": SETUP, "agent": agent, "agent/model": gen, "agent/harness": tools, "finalize": FINALIZE,
+              "scoring": SCORING, "total": SETUP + agent + FINALIZE + SCORING}
+    out = {}
+    for scope in ("agg", DEMO_ENV):
+        for subset in ("all", "effective"):
+            for phase, v in phases.items():
+                base = "train/%s/%s/%s/timing/%s" % (scope, subset, DEMO_AGENT, phase)
+                out[base + "/mean"] = v
+                out[base + "/max"] = v * r.uniform(1.5, 2.5)
+    return out
+
+
+def inference_gauges(p, r):
+    """The orchestrator's scrape of vLLM's /metrics: inference/agg/<gauge>/{mean,min,max}."""
+    out = {}
+    for name, key in (("kv_cache_usage_perc", "kv"), ("num_requests_running", "running"),
+                      ("num_requests_waiting", "waiting")):
+        v = p[key] * r.uniform(0.9, 1.1)
+        if key == "kv":
+            v = min(v, 1.0)
+        out.update({"inference/agg/%s/mean" % name: v, "inference/agg/%s/min" % name: v * 0.8,
+                    "inference/agg/%s/max" % name: min(v * 1.1, 1.0) if key == "kv" else v * 1.2})
+    return out
 
 
 def profile_values(profile, seed, step, saving):
     """The time/* split of one step, for --profile (None for the default run)."""
-    p = PROFILES.get(profile)
+    p = PROFILES.get(ALIASES.get(profile, profile))
     if p is None:
         return None
     r = random.Random("%s:profile:%s:%d" % (seed, profile, step))
@@ -110,10 +166,9 @@ def profile_values(profile, seed, step, saving):
           "time/save_ckpt": j(p["save"]) if saving else 0.0}
     tr["time/step"] = sum(tr.values()) + j(0.3)
     orch = {"time/step": tr["time/step"] * r.uniform(0.97, 1.03), "time/wait_for_policy": j(p["hold"]),
-            "time/pack": j(0.05), "train/agg/all/timing/agent/model/mean": j(p["gen"]),
-            "train/agg/all/timing/agent/tools/mean": j(p["tools"]),
-            "progress/rollouts": 128, "off_policy/mean": r.uniform(0.5, 1.0)}
-    return tr, orch
+            "time/pack": j(0.05), "progress/rollouts": 128, "off_policy/mean": r.uniform(0.5, 1.0)}
+    orch.update(rollout_timing(j(p["gen"]), j(p["tools"]), r))
+    return tr, orch, inference_gauges(p, r)
 
 
 def trainer_line(step, v):
@@ -307,6 +362,7 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
             tr.write(line(sim, "WARNING", "The app that owned this demo run ended: the run stops after step %d"
                           % state["step"]))
             break
+        profile = switched_profile(run_dir, profile)
         last, saving, prof = timed(v, seed, step, max_steps, ckpt_interval, profile)
         if prof is not None and prof[1]["time/wait_for_policy"] > 1.0:
             orch.write(line(sim + 0.1, "INFO", "Holding batch %d until the trainer publishes policy v%d "
@@ -321,10 +377,10 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
         row = {"step": step, "time": round(sim, 3)}
         row.update({k: round(x, 6) for k, x in v.items() if not k.startswith("orch/")})
         metrics.write(json.dumps(row) + "\n")
-        if prof is not None:
-            metrics.write(json.dumps({"_timestamp": round(sim, 3),
-                                      "inference/agg/num_requests_running/mean": 64.0 if profile != "latency-bound"
-                                      else 3.0}) + "\n")
+        if prof is not None:  # the periodic record of the orchestrator's inference metrics (no step)
+            prow = {"_timestamp": round(sim, 3)}
+            prow.update({k: round(x, 6) for k, x in prof[2].items()})
+            metrics.write(json.dumps(prow) + "\n")
         if saving:
             tr.write(line(sim, "INFO", ("Writing final checkpoint" if last and step % ckpt_interval
                                         else "Saving checkpoint at step %d" % step)))
@@ -345,7 +401,9 @@ def main(argv=None):
     ap.add_argument("--step-seconds", type=float, default=2.0)
     ap.add_argument("--max-steps", type=int, default=0, help="0 = run until killed")
     ap.add_argument("--ckpt-interval", type=int, default=10, help="0 = no checkpoints")
-    ap.add_argument("--profile", choices=PROFILE_NAMES, default="default", help="timing profile of the steps")
+    ap.add_argument("--profile", choices=PROFILE_NAMES, default=None,
+                    help="timing profile of the steps (default: $%s, else default; <run dir>/%s switches it "
+                         "while running)" % (PROFILE_ENV, PROFILE_FILE))
     ap.add_argument("--no-metrics", action="store_true", help="write no metrics.jsonl (console lines only)")
     ap.add_argument("--runbook", action="store_true", help="a plain script writing training.csv, not prime-rl")
     ap.add_argument("--resume-step", type=int, help="continue from the complete checkpoint step_N (appending)")
@@ -354,6 +412,10 @@ def main(argv=None):
     ap.add_argument("--torn-save", action="store_true", help="on SIGTERM, leave the next checkpoint half-written")
     ap.add_argument("--owner-file", help="stop once the process this JSON file names has ended")
     a = ap.parse_args(argv)
+    if a.profile is None:
+        a.profile = os.environ.get(PROFILE_ENV, "").strip() or "default"
+        if a.profile not in PROFILE_NAMES:
+            ap.error("$%s=%r is not a profile; one of %s" % (PROFILE_ENV, a.profile, ", ".join(PROFILE_NAMES)))
     return run(a.run_dir, a.seed, a.step_seconds, a.max_steps, a.ckpt_interval, a.profile, not a.no_metrics,
                a.runbook, a.resume_step, max(0, a.head_start), a.config, a.torn_save, a.owner_file)
 

@@ -27,10 +27,17 @@ TRAINER_ONLY = {"time/wait_for_batch", "time/load_data", "time/forward_backward"
 TRAINER_PREFIXES = ("perf/", "loss/", "optim/", "entropy/", "mismatch_kl/", "system/", "kl_ent_ratio/")
 ORCH_ONLY = {"time/wait_for_policy", "time/pack"}
 ORCH_PREFIXES = ("progress/", "off_policy/", "train/", "batch/", "eval/")
-# train/agg/{all|effective}/[<agent>/...]timing/<phase>/mean — seconds per rollout spent in <phase>
-_ROLLOUT_TIMING = re.compile(r"^train/agg/(all|effective)/(?:[^/]+/)*timing/(.+)/mean$")
-_TOOL_WORDS = ("tool", "env", "sandbox", "exec", "scor", "reward", "judge")
+# train/{agg|<env>}/{all|effective}/[<agent>/]timing/<phase>/mean — seconds per rollout spent in <phase>.
+# Current phases: setup, agent (= agent/model: generation + agent/harness: tools/environment), finalize,
+# scoring, total. Older generations: any other phase name, classed by its words (tool_ms, agent/tools...).
+_ROLLOUT_TIMING = re.compile(r"^train/([^/]+)/(all|effective)/(?:([^/]+(?:/[^/]+)*?)/)??timing/(.+)/mean$")
+_PHASES = {"agent/model": "generation", "agent/harness": "tools", "setup": "setup", "finalize": "finalize",
+           "scoring": "scoring", "agent": "agent", "total": "total"}
+_TOOL_WORDS = ("tool", "harness", "env", "sandbox", "exec", "scor", "reward", "judge")
 _GEN_WORDS = ("model", "generat", "infer", "llm", "completion", "sampl")
+# vLLM gauges the orchestrator scrapes: inference/{agg|<scope>}/<name>/{mean,min,max,...}
+_GAUGES = {"kv_cache_usage_perc": "kv_cache", "gpu_cache_usage_perc": "kv_cache",
+           "num_requests_running": "running", "num_requests_waiting": "waiting"}
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 STEP_NOW_RE = re.compile(r"\bStep (\d+) \|\s*([^|]+?)\s*(?:\||$)")
@@ -60,6 +67,9 @@ class StepTiming:
     trainer: dict[str, float] = field(default_factory=dict)
     orchestrator: dict[str, float] = field(default_factory=dict)
     rollout: dict[str, float] = field(default_factory=dict)
+    # per-rollout seconds by kind for each env (train/<env>/...), when the orchestrator logs envs apart
+    rollout_envs: dict[str, dict[str, float]] = field(default_factory=dict)
+    inference: dict[str, float] = field(default_factory=dict)  # vLLM gauges logged in the step's own record
     saved: bool = False  # a checkpoint was written at this step (console)
     held: bool = False  # the orchestrator held this batch for the policy (console)
 
@@ -68,6 +78,7 @@ class StepTiming:
 class ParsedRun:
     steps: dict[int, StepTiming] = field(default_factory=dict)
     periodic: list[dict[str, float]] = field(default_factory=list)  # records without a step
+    gauges: list[dict[str, float]] = field(default_factory=list)  # vLLM gauges of the periodic records
     metrics_lines: int = 0
     console_lines: int = 0
     skipped: int = 0  # garbled/partial lines (metrics.jsonl lines that are not a JSON object, ...)
@@ -135,20 +146,27 @@ class MetricsParser:
             values.pop("_timestamp", None)
             self.run.periodic.append(values)
             del self.run.periodic[:-self.PERIODIC_MAX]
+            if (gauges := inference_gauges(values)):
+                self.run.gauges.append(gauges)
+                del self.run.gauges[:-self.PERIODIC_MAX]
             return
         n = int(step)
         keys = values.keys()
         is_trainer = bool(keys & TRAINER_ONLY) or any(k.startswith(TRAINER_PREFIXES) for k in keys)
         is_orch = bool(keys & ORCH_ONLY) or any(k.startswith(ORCH_PREFIXES) for k in keys)
         timings = {k: v for k, v in values.items() if k.startswith("time/") and v >= 0}
-        rollout = _rollout_timing(values) if is_orch else {}
+        rollout, envs = _rollout_timing(values) if is_orch else ({}, {})
+        gauges = inference_gauges(values)
         if not (is_trainer or is_orch) and set(timings) <= {"time/save_ckpt"} and timings:
             is_trainer = True  # a lone save time: the trainer's save is the one that costs
+        if gauges and not (is_trainer and is_orch):
+            self._step(n).inference.update(gauges)
         if not (is_trainer or is_orch) or (is_trainer and is_orch):
             return  # nothing we can attribute (e.g. a lone time/step); not an error
         st = self._step(n)
         (st.trainer if is_trainer else st.orchestrator).update(timings)
         st.rollout.update(rollout)
+        st.rollout_envs.update(envs)
         if timings or rollout:
             self._from_metrics.add(n)
             self.run.metrics_steps = len(self._from_metrics)
@@ -220,22 +238,70 @@ def _finite(value: object) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _rollout_timing(values: dict[str, float]) -> dict[str, float]:
-    """Per-rollout seconds by kind from ``train/agg/.../timing/<phase>/mean`` (``all`` over ``effective``)."""
-    found: dict[str, dict[str, float]] = {"all": {}, "effective": {}}
+def _rollout_timing(values: dict[str, float]) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Per-rollout seconds by kind ("generation", "tools", "setup", "finalize", "scoring", "agent",
+    "total") from ``train/{agg|<env>}/{all|effective}/[<agent>/]timing/<phase>/mean``: the mean over
+    agents, the ``all`` subset over ``effective``, ``agg`` over the mean of the envs. Returns (the run's,
+    per env). A phase that is not logged is left out (not measured), never 0."""
+    # (env, subset) -> agent -> kind -> seconds
+    found: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
     for key, value in values.items():
         m = _ROLLOUT_TIMING.match(key)
         if m is None or value < 0:
             continue
-        phase = m.group(2).lower()
+        env, subset, agent, phase = m.group(1), m.group(2), m.group(3) or "", m.group(4).lower()
         seconds = value / 1000.0 if phase.endswith("_ms") else value
-        kind = ("tools" if any(w in phase for w in _TOOL_WORDS)
-                else "generation" if any(w in phase for w in _GEN_WORDS) else None)
-        if kind is None or phase.endswith(("total", "total_ms")):
-            continue
-        bucket = found[m.group(1)]
+        kind = _PHASES.get(phase)
+        if kind is None:
+            if phase.endswith(("total", "total_ms")):
+                continue
+            kind = ("tools" if any(w in phase for w in _TOOL_WORDS)
+                    else "generation" if any(w in phase for w in _GEN_WORDS) else None)
+            if kind is None:
+                continue
+        bucket = found.setdefault((env, subset), {}).setdefault(agent, {})
         bucket[kind] = bucket.get(kind, 0.0) + seconds
-    return found["all"] or found["effective"]
+
+    def over_agents(agents: dict[str, dict[str, float]]) -> dict[str, float]:
+        kinds = {k for a in agents.values() for k in a}
+        return {k: sum(a[k] for a in agents.values() if k in a) / sum(1 for a in agents.values() if k in a)
+                for k in kinds}
+
+    per_env: dict[str, dict[str, float]] = {}
+    for env in {e for e, _s in found}:
+        agents = found.get((env, "all")) or found.get((env, "effective")) or {}
+        if (merged := over_agents(agents)):
+            per_env[env] = merged
+    overall = per_env.pop("agg", None)
+    if overall is None and per_env:
+        overall = over_agents(per_env)
+    return overall or {}, per_env
+
+
+def inference_gauges(values: dict[str, float]) -> dict[str, float]:
+    """The inference server's load from ``inference/agg/<gauge>/mean`` (else the mean over the scopes
+    that logged one): ``kv_cache`` (fraction 0-1), ``running``, ``waiting`` (requests). Only what was
+    logged."""
+    scopes: dict[str, dict[str, float]] = {}
+    for key, value in values.items():
+        if not key.startswith("inference/"):
+            continue
+        parts = key.split("/")[1:]
+        if parts and parts[-1] in ("mean", "sum", "value"):
+            parts.pop()
+        if not 1 <= len(parts) <= 2 or parts[-1] not in _GAUGES or value < 0:
+            continue
+        scope, name = (parts[0] if len(parts) == 2 else "agg"), _GAUGES[parts[-1]]
+        if name == "kv_cache" and value > 1.0:
+            value = value / 100.0 if value <= 100.0 else None  # a percentage; past 100 % is garbage
+            if value is None:
+                continue
+        scopes.setdefault(scope, {}).setdefault(name, value)
+    out = scopes.pop("agg", {})
+    for n in {n for sc in scopes.values() for n in sc} - out.keys():
+        have = [sc[n] for sc in scopes.values() if n in sc]
+        out[n] = sum(have) / len(have)
+    return out
 
 
 def parse_run(metrics_lines=(), console_lines=()) -> ParsedRun:

@@ -104,3 +104,19 @@ def test_profile_over_real_sshd(sshd, client_home, tmp_path: Path) -> None:
     doc = json.loads(out.stdout)
     assert doc["steps"] == 10 and doc["diagnosis"] == "latency-bound"
     assert doc["recommendation_ids"][:1] == ["local-executor"]
+
+
+def test_json_documents_the_evidence_and_the_config_change(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", "latency", 8)
+    out = cli("profile", "local", "--run-dir", str(run), "--steps", "5", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert (doc["diagnosis"], doc["confidence"]) == ("latency-bound", "high")
+    assert 0.0 < doc["inference"]["kv_cache"] < 0.1 and doc["inference"]["waiting"] == 0.0
+    assert doc["inference"]["samples"] >= 5
+    assert doc["rollout"]["tools_s"] > doc["rollout"]["generation_s"] > 0 and doc["rollout"]["total_s"]
+    (change,) = doc["changes"]
+    assert change == {"id": "more-in-flight", "key": "orchestrator.concurrency.max_inflight", "value": None,
+                      "factor": change["factor"]} and 2.0 <= change["factor"] <= 8.0
+    human = cli("profile", "local", "--run-dir", str(run), "--steps", "5")
+    assert "config: orchestrator.concurrency.max_inflight x" in human.stdout
