@@ -5,6 +5,7 @@ document through :class:`validate.Context` and reports by rule id; texts live in
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from services.config.findings import Edit, Finding, dotted, make
@@ -14,6 +15,10 @@ FORBIDDEN_ENV = ("CUDA_VISIBLE_DEVICES", "PRL_RUN_ID", "PRL_RUN_NAME", "WANDB_RU
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 TYPICAL_PROMPT_TOKENS = 1500  # field report: BS4 prompts were ~1300-1500 tokens
 CONTEXT_MARGIN = 500
+# the context-overflow fix never sets fewer completion tokens than this: below it the fix is to raise
+# max_model_len (prime-rl's own CI runs 128-token completions in a 2,048 context, and the prompt
+# estimate above is a typical one, not theirs)
+MIN_FIX_COMPLETION_TOKENS = 512
 REMOTE_RUNTIMES = {"prime", "sandbox", "remote", "modal", "daytona", "e2b", "docker-remote"}
 VL_NAME = re.compile(r"(?i)(^|[-_/.])vl([-_.]|$)|vision|llava|pixtral|-omni")
 BYTES_PER_PARAM_CKPT = 6  # measured: ~47 GB per 8B DCP checkpoint (field reports)
@@ -253,10 +258,16 @@ def gotchas(ctx: Any, *, gpus: int | None = None) -> None:
         if isinstance(mml, int) and isinstance(mct, int):
             total = mct + TYPICAL_PROMPT_TOKENS + CONTEXT_MARGIN
             if total > mml:
-                suggested = max(1, mml - TYPICAL_PROMPT_TOKENS - CONTEXT_MARGIN)
+                suggested = mml - TYPICAL_PROMPT_TOKENS - CONTEXT_MARGIN
+                sane = MIN_FIX_COMPLETION_TOKENS <= suggested < mct
                 ctx.add("gotcha-context-overflow", mcl_path, completion=mct, prompt=TYPICAL_PROMPT_TOKENS,
                         margin=CONTEXT_MARGIN, total=total, max_model_len=mml, suggested=suggested,
-                        edit=Edit("set", mcl_path, value=suggested))
+                        edit=Edit("set", mcl_path, value=suggested) if sane else None)
+                if not sane:  # lowering would leave too few tokens to answer in: advise the other way
+                    f = ctx.findings[-1]
+                    ctx.findings[-1] = replace(
+                        f, fix=f"raise inference.vllm.max_model_len to at least {total} (lowering "
+                               f"max_completion_tokens would leave fewer than {MIN_FIX_COMPLETION_TOKENS})")
 
     # remote tool executor in a tool-calling environment
     sources = ctx.get(("orchestrator", "train", "source") if kind == "rl" else ("train", "source")) or []
@@ -333,6 +344,10 @@ _KV = re.compile(r"""(?m)^[ \t]*["']?([A-Za-z0-9_\-.]+)["']?[ \t]*=[ \t]*(["'])(
 _SECRET_KEY_RE = re.compile(_SECRET_KEY, re.I)
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$|^local-[0-9a-f]{40,}$")
+# in a comment: `<secret word>: value` / `= value`, or a W&B key (40 hex) on a line that names wandb
+_COMMENT_SECRET = re.compile(r"""(?i)(wandb|api[_ -]?key|token|secret|passw(?:or)?d|access[_ -]?key|auth\w*)"""
+                             r"""[^:=\n]{0,30}[:=][ \t]*["']?([A-Za-z0-9_\-./+]{16,})""")
+_HEX40_ANY = re.compile(r"(?<![0-9A-Za-z])(?:local-)?[0-9a-f]{40,}(?![0-9A-Za-z])")
 
 
 def _mask(secret: str) -> str:
@@ -385,7 +400,9 @@ def scan_secrets(text: str) -> list[Finding]:
             at = low.find(word, at + 1)
     for begin in sorted(begins):
         end = text.find("\n", begin)
-        m = _KV.match(text, begin, len(text) if end < 0 else end)
+        end = len(text) if end < 0 else end
+        _comment_secret(text, begin, end, where, hit_lines, out)
+        m = _KV.match(text, begin, end)
         if m is None:
             continue
         key, value = m.group(1), m.group(3)
@@ -403,3 +420,53 @@ def scan_secrets(text: str) -> list[Finding]:
             hit_lines.add(pos[0])
             out.append(make("secret", pos, what=what, masked=_mask(value), env=_env_for(key)))
     return out
+
+
+def _comment_secret(text: str, begin: int, end: int, where: Any, hit_lines: set[int], out: list[Finding]) -> None:
+    """A key pasted into a comment (``# wandb key: 0123...``) leaks as surely as one in a value. A comment
+    starts at a ``#`` outside a string (a ``#`` inside quotes is text)."""
+    line = text[begin:end]
+    hash_at = _comment_start(line)
+    if hash_at < 0:
+        return
+    comment = line[hash_at + 1:]
+    found = None
+    m = _COMMENT_SECRET.search(comment)
+    if m is not None:
+        value = m.group(2)
+        if (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+                and not _ENV_NAME.match(value) and not value.startswith(("http", "/", "./"))):
+            found = (m.start(2), value, m.group(1))
+    if found is None and "wandb" in comment.lower():
+        h = _HEX40_ANY.search(comment)
+        if h is not None:
+            found = (h.start(), h.group(0), "wandb")
+    if found is None:
+        return
+    offset, value, word = found
+    pos = where(begin + hash_at + 1 + offset)
+    if pos[0] in hit_lines:
+        return
+    hit_lines.add(pos[0])
+    is_wandb = "wandb" in word.lower() or ("wandb" in comment.lower() and bool(_HEX40.match(value)))
+    what = "a W&B API key in a comment" if is_wandb else f"a secret ({word.lower()}) in a comment"
+    out.append(make("secret", pos, what=what, masked=_mask(value),
+                    env="WANDB_API_KEY" if is_wandb else _env_for(word)))
+
+
+def _comment_start(line: str) -> int:
+    quote = ""
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == "\\" and quote == '"':
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "\"'":
+            quote = c
+        elif c == "#":
+            return i
+        i += 1
+    return -1

@@ -3,13 +3,22 @@
 Only the touched key changes: a rename inside one table keeps the key's place and its comment; a move
 to another table takes the value (and a moved table its comments) along; empty tables left behind by
 a move are removed.
+
+A fix never damages the file: a rename into a key that is already set is refused (no overwritten value,
+no duplicate key), and the result must parse and still hold every other value of the original, or
+nothing is changed (:func:`apply_edit` raises :class:`ConfigError` with the reason).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from services.config.findings import ConfigError, Edit, Finding
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from services.config.findings import ConfigError, Edit, Finding, dotted
 
 
 def apply_fix(text: str, finding: Finding) -> str:
@@ -19,6 +28,28 @@ def apply_fix(text: str, finding: Finding) -> str:
 
 
 def apply_edit(text: str, edit: Edit) -> str:
+    """``text`` with ``edit`` applied; raises ConfigError (and changes nothing) when the result would
+    not parse, would lose a value, or a rename would overwrite a key that is already set."""
+    try:
+        before = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"cannot apply a fix while the file does not parse: {exc}") from None
+    new = _apply(text, edit)
+    try:
+        after = tomllib.loads(new)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"this fix would leave the file unreadable ({exc}); nothing was changed",
+                          hint="make the change by hand") from None
+    from services.config.fixcheck import lost_values
+
+    lost = lost_values(before, after, edit)
+    if lost:
+        raise ConfigError(f"this fix would lose {', '.join(lost[:3])}; nothing was changed",
+                          hint="make the change by hand")
+    return new
+
+
+def _apply(text: str, edit: Edit) -> str:
     import tomlkit
     from tomlkit.exceptions import ParseError
 
@@ -38,7 +69,11 @@ def apply_edit(text: str, edit: Edit) -> str:
         assert edit.new_path is not None
         old_parent = _container(doc, edit.path[:-1], create=False)
         if old_parent is None or edit.path[-1] not in old_parent:
-            raise ConfigError(f"{'.'.join(map(str, edit.path))} is no longer in the file")
+            raise ConfigError(f"{dotted(edit.path)} is no longer in the file")
+        target = _container(doc, edit.new_path[:-1], create=False)
+        if target is not None and edit.new_path[-1] in target:
+            raise ConfigError(f"{dotted(edit.new_path)} is already set: moving {dotted(edit.path)} there would "
+                              "overwrite it", hint="keep one of the two by hand")
         if edit.path[:-1] == edit.new_path[:-1] and edit.value is None:
             _rename_in_place(old_parent, edit.path[-1], edit.new_path[-1])
         else:
@@ -57,6 +92,8 @@ def _container(doc: Any, path: tuple, *, create: bool) -> Any:
 
     node = doc
     for part in path:
+        if not hasattr(node, "keys") and not isinstance(part, int):
+            raise ConfigError(f"{dotted(path)} cannot be reached: a value stands where a table should be")
         if isinstance(part, int):
             try:
                 node = node[part]
@@ -68,6 +105,8 @@ def _container(doc: Any, path: tuple, *, create: bool) -> Any:
                 return None
             node[part] = tomlkit.table()
         node = node[part]
+    if not hasattr(node, "keys"):
+        raise ConfigError(f"{dotted(path)} cannot be reached: a value stands where a table should be")
     return node
 
 

@@ -147,30 +147,36 @@ def load_schema() -> Schema:
     return Schema(classes, dict(data["entrypoints"]))
 
 
-def detect_kind(data: dict[str, Any], filename: str | None = None) -> tuple[str, bool]:
-    """Which entry point a parsed file is for, from its top-level keys (the file name breaks ties).
+def detect_kind(data: dict[str, Any], filename: str | None = None,
+                among: Any = KINDS) -> tuple[str, bool]:
+    """A tie-breaker between the entry points ``among`` whose schema fits the file equally well
+    (``validate.infer_kind`` decides from the content first): telling keys, then the file name.
 
-    Returns ``(kind, sure)``; ``sure`` is False when the keys fit several entry points.
+    Returns ``(kind, sure)``; ``sure`` is False when only the file name (or nothing) decided.
     """
     keys = set(data)
-    name = (filename or "").lower().rsplit("/", 1)[-1]
-    if keys & {"trainer", "orchestrator"}:
-        return "rl", True
-    if keys & {"vllm", "server", "router", "kv_cache_offload", "use_deep_gemm", "backend_port"}:
-        return "inference", True
-    if isinstance(data.get("model"), str) or "online" in keys:
-        return "evals", True
-    if keys & {"train", "batch_size", "group_size", "token_batch_size", "algo", "concurrency"}:
-        return "orchestrator", True
+    name = (filename or "").lower().replace("\\", "/").rsplit("/", 1)[-1]
     data_table = data.get("data")
+    guesses: list[tuple[str, bool]] = []
+    if keys & {"trainer", "orchestrator"}:
+        guesses.append(("rl", True))
+    if keys & {"vllm", "server", "router", "kv_cache_offload", "use_deep_gemm", "backend_port"}:
+        guesses.append(("inference", True))
+    if isinstance(data.get("model"), str) or "online" in keys:
+        guesses.append(("evals", True))
+    if keys & {"train", "batch_size", "group_size", "token_batch_size", "algo", "concurrency"}:
+        guesses.append(("orchestrator", True))
     if isinstance(data_table, dict) and set(data_table) - {"fake"}:
-        return "sft", True
+        guesses.append(("sft", True))
     if keys & {"val", "eval", "deployment"} and "data" in keys:
-        return "sft", True
+        guesses.append(("sft", True))
     for hint, kind in (("infer", "inference"), ("orch", "orchestrator"), ("sft", "sft"),
                        ("train", "trainer"), ("rl", "rl")):
         if hint in name:
-            return kind, False
+            guesses.append((kind, False))
     if keys & {"data", "loss", "optim", "scheduler"}:
-        return ("sft" if "data" in keys and "fake" not in (data_table or {}) else "trainer"), False
-    return "rl", False
+        guesses.append(("sft" if "data" in keys and "fake" not in (data_table or {}) else "trainer", False))
+    for kind, sure in guesses:
+        if kind in among:
+            return kind, sure
+    return ("rl" if "rl" in among else next(iter(among), "rl")), False

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ except ModuleNotFoundError:  # Python 3.10
 from services.config.findings import ConfigError, Edit, Finding, Severity, dotted, make, rule_db
 from services.config.positions import Pos, key_positions, position
 from services.config.schema import KINDS, ConfigClass, Spec, detect_kind, load_schema
+from services.config.suggest import did_you_mean
 from services.tomlfile import depth_problem
 
 _TOML_ERR_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
@@ -143,19 +144,113 @@ def validate_text(text: str, *, kind: str | None = None, filename: str | None = 
         return Report(kind or "unknown", tuple(sorted([finding, *secrets], key=_order)))
     sure = True
     if kind is None:
-        kind, sure = detect_kind(data, filename)
+        kind, sure = infer_kind(data, filename)
     ctx = Context(text, data, kind, parser)
     if not sure:
         ctx.findings.append(make("kind-unknown", (1, 1), kind=kind))
-    schema = load_schema()
-    _walk(ctx, data, schema.root(kind), ())
+    _run_checks(ctx, gpus=gpus, preset=preset)
+    findings = _safe_fixes(ctx.findings, data, kind, gpus=gpus, preset=preset)
+    return Report(kind, tuple(sorted([*findings, *secrets], key=_order)), data, sure)
+
+
+def _run_checks(ctx: Context, *, gpus: int | None, preset: str | None) -> None:
+    from services.config import checks
+
+    _walk(ctx, ctx.data, load_schema().root(ctx.kind), ())
     checks.cross_checks(ctx)
     checks.gotchas(ctx, gpus=gpus)
     if preset is not None or gpus is not None:
         from services.config.memory import fit_findings
 
         ctx.findings.extend(fit_findings(ctx, preset=preset, gpus=gpus))
-    return Report(kind, tuple(sorted([*ctx.findings, *secrets], key=_order)), data, sure)
+
+
+class _Unplaced(Context):
+    """A context for checking a copy of the data: no text, so findings carry no line."""
+
+    def __init__(self, data: dict[str, Any], kind: str) -> None:
+        super().__init__("", data, kind)
+
+    def pos(self, path: tuple) -> Pos:
+        return (0, 0)
+
+
+# ------------------------------------------------------------------------------------------ safe fixes
+
+def _safe_fixes(findings: list[Finding], data: dict[str, Any], kind: str, *, gpus: int | None,
+                preset: str | None) -> list[Finding]:
+    """Offer a fix only if it provably helps: applied to a copy of the data, the copy validates with the
+    finding gone and no error that was not there before. A refused fix becomes advice to act by hand,
+    with the reason."""
+    if not any(f.edit is not None for f in findings):
+        return findings
+    out = []
+    for f in findings:
+        reason = None if f.edit is None else _refusal(f, findings, data, kind, gpus=gpus, preset=preset)
+        if reason is None:
+            out.append(f)
+        else:
+            fix = f"{f.fix} (by hand: {reason})" if f.fix else f"by hand: {reason}"
+            out.append(replace(f, edit=None, fix=fix))
+    return out
+
+
+def _refusal(finding: Finding, findings: list[Finding], data: dict[str, Any], kind: str, *,
+             gpus: int | None, preset: str | None) -> str | None:
+    from collections import Counter
+
+    from services.config.fixcheck import moved, simulate
+
+    edit = finding.edit
+    assert edit is not None
+    after, why = simulate(data, edit)
+    if after is None:
+        return why
+    ctx = _Unplaced(after, kind)
+    _run_checks(ctx, gpus=gpus, preset=preset)
+    here = (finding.path, moved(finding.path, edit))
+    if any(g.id == finding.id and g.path in here for g in ctx.findings):
+        return "the automatic change would not resolve it"
+    expected = Counter((f.id, moved(f.path, edit)) for f in findings
+                       if f.severity is Severity.ERROR and f is not finding)
+    for g in ctx.findings:
+        if g.severity is not Severity.ERROR:
+            continue
+        if expected[(g.id, g.path)] > 0:
+            expected[(g.id, g.path)] -= 1
+        else:
+            return f"changing it automatically would give a new error: {g.message}"
+    return None
+
+
+# ------------------------------------------------------------------------------------------ kind
+
+def infer_kind(data: dict[str, Any], filename: str | None = None) -> tuple[str, bool]:
+    """Which entry point a parsed file is for, from its content: the kinds whose schema knows every
+    top-level key (today's name or an older one), then the fewest schema errors below them; the file
+    name only breaks a tie. Returns ``(kind, sure)``; ``sure`` is False when the content fits several."""
+    schema = load_schema()
+    migrations = _migrations()
+
+    def known(kind: str, key: str) -> bool:
+        cls = schema.root(kind)
+        return key in cls.keys or (cls.name, key) in migrations or ("*", key) in migrations
+
+    misses = {k: sum(not known(k, key) for key in data) for k in KINDS}
+    fewest = min(misses.values())
+    best = [k for k in KINDS if misses[k] == fewest]
+    if len(best) > 1:
+        rejected = {}
+        for k in best:
+            ctx = _Unplaced(data, k)
+            _walk(ctx, data, schema.root(k), ())
+            rejected[k] = sum(f.severity is Severity.ERROR and not f.id.startswith("mig-") for f in ctx.findings)
+        low = min(rejected.values())
+        best = [k for k in best if rejected[k] == low]
+    if len(best) == 1:
+        return best[0], True
+    guess, sure = detect_kind(data, filename, among=best)
+    return guess, sure
 
 
 def _order(f: Finding) -> tuple:
@@ -193,9 +288,9 @@ def _walk(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple) ->
         spec = cls.keys.get(key)
         if spec is None:
             if cls.extra == "allow":
-                _passthrough(ctx, cls, key, here)
+                _passthrough(ctx, cls, key, here, table)
             else:
-                _unknown(ctx, cls, key, value, here)
+                _unknown(ctx, cls, key, value, here, table)
             continue
         if variant is not None and key in only and key not in cls.variants[variant]:
             owners = " or ".join(f'"{v}"' for v, ks in cls.variants.items() if key in ks)
@@ -272,17 +367,17 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def _passthrough(ctx: Context, cls: ConfigClass, key: str, path: tuple) -> None:
+def _passthrough(ctx: Context, cls: ConfigClass, key: str, path: tuple, table: dict[str, Any]) -> None:
     """[inference.vllm] passes unknown keys to vLLM; only a near miss of a typed field is reported."""
     norm = key.replace("-", "_")
     if norm in cls.keys:
         return
-    close = difflib.get_close_matches(norm, list(cls.keys), n=1, cutoff=0.85)
+    close = did_you_mean(norm, cls.keys, table)
     if close:
         f = make("vllm-passthrough", ctx.pos(path), path, key=key,
-                 edit=Edit("rename", path, path[:-1] + (close[0],)))
+                 edit=Edit("rename", path, path[:-1] + (close,)))
         ctx.findings.append(Finding(f.id, Severity.WARNING, f.line, f.column,
-                                    f"{f.message} — did you mean '{close[0]}'?", f"rename it to {close[0]}",
+                                    f"{f.message} — did you mean '{close}'?", f"rename it to {close}",
                                     f.source, f.path, f.edit))
 
 
@@ -302,17 +397,17 @@ def _migrations() -> dict[tuple[str, str], dict[str, Any]]:
     return cached
 
 
-def _unknown(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple) -> None:
-    table = _migrations()
-    mig = table.get((cls.name, key)) or table.get(("*", key))
+def _unknown(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, table: dict[str, Any]) -> None:
+    migrations = _migrations()
+    mig = migrations.get((cls.name, key)) or migrations.get(("*", key))
     if mig is not None and _migration(ctx, mig, value, path):
         return
-    close = difflib.get_close_matches(key, list(cls.keys), n=1, cutoff=0.6)
-    suggestion = f" — did you mean '{close[0]}'?" if close else ""
-    edit = Edit("rename", path, path[:-1] + (close[0],)) if close else None
+    close = did_you_mean(key, cls.keys, table)
+    suggestion = f" — did you mean '{close}'?" if close else ""
+    edit = Edit("rename", path, path[:-1] + (close,)) if close else None
     where = f"[{dotted(path[:-1])}]" if path[:-1] else "the top level"
     f = make("unknown-key", ctx.pos(path), path, edit=edit, key=key, where=where, suggestion=suggestion)
-    fix = (f"rename '{key}' to '{close[0]}'" if close
+    fix = (f"rename '{key}' to '{close}'" if close
            else f"remove '{key}'; valid keys here: {', '.join(sorted(cls.keys))}")
     f = Finding(f.id, f.severity, f.line, f.column, f.message, fix, f.source, f.path, edit)
     ctx.findings.append(f)
@@ -338,17 +433,36 @@ def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bo
         target_base = base[:len(base) - up] if up else base
         new_path = target_base + tuple(new.split("."))
         override = None
+        manual = mig.get("manual", False)
+        note = ""
         if mig["id"] == "mig-resume-step" and node == -1:
             new_path, override = target_base + ("resume",), {}
-        manual = mig.get("manual", False)
+        divisor = mig.get("divide_by")
+        if divisor and not manual:  # a total became a count per replica: total ÷ replicas
+            replicas = ctx.get(old_path[:-1] + (divisor,), 1)
+            if isinstance(node, int) and isinstance(replicas, int) and replicas > 0 and node % replicas == 0:
+                override = node // replicas if replicas != 1 else None
+                note = f" = {node // replicas} ({node} ÷ {divisor} = {replicas})" if replicas != 1 else ""
+            else:
+                manual = True
         edit = None if manual else Edit("rename", old_path, new_path, override)
         message = f"'{dotted(old_path)}' was renamed: it is now '{dotted(new_path)}' (changed {changed})"
-        fix = (f"move it to [{dotted(new_path)}] by hand (the shape changed)" if manual
-               else f"rename to {dotted(new_path)}" + (" (an empty [resume] = latest)" if override == {} else ""))
+        if divisor and manual:
+            fix = f"set {dotted(new_path)} = {dotted(old_path)} ÷ {divisor} by hand"
+        elif manual:
+            fix = f"move it to [{dotted(new_path)}] by hand (the shape changed)"
+        else:
+            fix = (f"rename to {dotted(new_path)}{note}"
+                   + (" (an empty [resume] = latest)" if override == {} else ""))
+    elif mig.get("replaced_by"):
+        edit = None if mig.get("manual") else Edit("delete", old_path)
+        message = (f"'{dotted(old_path)}' was removed from prime-rl; {mig['replaced_by']} replaces it "
+                   f"(changed {changed})")
+        fix = f"use {mig['replaced_by']} instead and delete {dotted(old_path)}"
     else:
         edit = None if mig.get("manual") else Edit("delete", old_path)
-        message = f"'{dotted(old_path)}' was removed from prime-rl (changed {changed})"
-        fix = f"delete {dotted(old_path)}"
+        message = f"'{dotted(old_path)}' was removed in prime-rl, no replacement (changed {changed})"
+        fix = f"delete {dotted(old_path)}: it has no replacement"
     pos = ctx.pos(old_path)
     ctx.findings.append(Finding(mig["id"], Severity.ERROR, pos[0], pos[1], message, fix, source,
                                 dotted(old_path), edit))

@@ -32,6 +32,7 @@ WHERE = {
     "KvCacheOffload": ("inference", "[kv_cache_offload.cpu]\nnum_bytes = 1000\n", "kv_cache_offload"),
     "Log": ("trainer", "", "log"),
     "Loss": ("trainer", "", "loss"),
+    "InferenceDeployment": ("inference", '[deployment]\ntype = "disaggregated"\n', "deployment"),
     "*": ("rl", RL_BASE, ""),
 }
 TABLE_VALUED = {"mig-orchestrator-sampling", "mig-inference-model", "mig-wandb-section", "mig-file-monitor",
