@@ -85,3 +85,16 @@ class ProbeError(PrimeTrainError):
 
 class ProbeFormatError(PrimeTrainError):
     """A probe line that is not a valid version-1 sample."""
+
+
+class PodUnsupported(PrimeTrainError):
+    """The pod lacks something monitoring needs, and trying again changes nothing until the user changes the
+    pod or how it is reached. The monitor does not retry it in a loop."""
+
+
+class ExecRefused(PodUnsupported, ConnectError):
+    """The SSH endpoint logs in but runs no commands (an interactive-shell-only proxy, e.g. RunPod's basic SSH)."""
+
+
+class PythonMissing(PodUnsupported, ProbeError):
+    """The pod has no ``python3``, or one older than the pod-side scripts need."""

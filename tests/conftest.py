@@ -16,6 +16,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -212,3 +213,103 @@ def pod(sshd, client_home, tmp_path: Path):
     """The sshd as a trusted pod; the probe and the pod-side helpers keep their state in tmp/podstate."""
     client_home.trust()
     return sshd.pod(probe_dir=str(tmp_path / "podstate"))
+
+
+# ------------------------------------------------------------------ sshds as providers configure them
+
+_REFUSE_EXEC = """#!/bin/sh
+# an endpoint that offers only an interactive shell (like RunPod's basic SSH proxy): commands are refused
+if [ -n "$SSH_ORIGINAL_COMMAND" ]; then
+  echo "Error: Your SSH client doesn't support PTY" >&2
+  exit 1
+fi
+exec /bin/sh -i
+"""
+_NO_PYTHON = """#!/bin/sh
+# a minimal image: sh and coreutils, no python3 (the user's shell rc files are not read)
+PATH={bin}
+export PATH
+exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
+"""
+# what a minimal image has besides python: enough for the uploads, the probe's start and a shell
+_MINIMAL_TOOLS = ("sh", "cat", "mkdir", "mv", "rm", "chmod", "sha256sum", "base64", "env", "head", "wc", "test",
+                  "printf", "echo", "sleep", "ls")
+
+
+@dataclass
+class ProviderSshServer(SshServer):
+    """An sshd configured like some providers' pods: no SFTP subsystem (``sftp=False``) and extra config lines
+    (a ForceCommand)."""
+
+    sftp: bool = True
+    extra: tuple[str, ...] = ()
+
+    def write_config(self) -> Path:
+        cfg = super().write_config()
+        lines = [ln for ln in cfg.read_text().splitlines() if self.sftp or not ln.startswith("Subsystem sftp")]
+        cfg.write_text("\n".join([*lines, *self.extra, ""]))
+        return cfg
+
+
+def _script(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture(scope="module")
+def provider_sshd(tmp_path_factory: pytest.TempPathFactory):
+    """``provider_sshd(variant)``: one sshd per variant for the whole module (started on first use), each with
+    its own keys. Variants: ``"no-sftp"`` (no ``Subsystem sftp``: minimal images, container SSH servers),
+    ``"pty-only"`` (no SFTP, and every command refused: an interactive-shell-only proxy), ``"no-python"`` (no
+    SFTP, and commands run by sh with a PATH that holds no python3)."""
+    if not os.path.exists(SSHD):
+        pytest.fail("OpenSSH sshd is not installed: run the README's test command (it installs it)")
+    servers: dict[str, ProviderSshServer] = {}
+
+    def start(variant: str) -> ProviderSshServer:
+        if variant in servers:
+            return servers[variant]
+        root = tmp_path_factory.mktemp(f"sshd-{variant}")
+        extra: tuple[str, ...] = ()
+        if variant == "pty-only":
+            extra = (f"ForceCommand {_script(root / 'refuse_exec.sh', _REFUSE_EXEC)}",)
+        elif variant == "no-python":
+            bin_dir = root / "bin"
+            bin_dir.mkdir()
+            for tool in _MINIMAL_TOOLS:
+                if found := shutil.which(tool, path="/usr/bin:/bin"):
+                    (bin_dir / tool).symlink_to(found)
+            extra = (f"ForceCommand {_script(root / 'no_python.sh', _NO_PYTHON.format(bin=bin_dir))}",)
+        elif variant != "no-sftp":
+            raise ValueError(f"unknown sshd variant {variant!r}")
+        base = _make_server(root / "sshd", env={"PTT_FAKE_GPUS": "2"})
+        server = ProviderSshServer(root=base.root, port=base.port, user=base.user, env=base.env, sftp=False,
+                                   extra=extra)
+        server.start()
+        servers[variant] = server
+        return server
+
+    yield start
+    for server in servers.values():
+        server.kill()
+
+
+@pytest.fixture
+def provider_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[SshServer], Path]:
+    """``provider_home(server)``: an isolated client HOME (no agent) whose known_hosts trusts ``server`` and whose
+    ~/.ssh/config gives it the server's client key; returns the HOME."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True, mode=0o700)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(home / ".config" / "prime-train-tui"))
+
+    def trust(server: SshServer) -> Path:
+        client = ClientHome(home=home, server=server)
+        client.write_ssh_config()
+        client.trust()
+        return home
+
+    return trust

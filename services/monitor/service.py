@@ -7,7 +7,9 @@ States: CONNECTING until the first sample, ONLINE while samples arrive, STALE wh
 ``stale_after`` seconds (the channel is still up: silent, or sending only lines that are not samples;
 a line over services.monitor.lines.MAX_LINE is skipped unread), OFFLINE when the connection or probe is gone —
 then retried with backoff 1, 2, 4, ... ≤ ``backoff_max`` s. AUTH_FAILED and the host-key states wait
-for the user (``reconnect`` / ``trust_host_key``): retrying them by ourselves would only spam the pod.
+for the user (``reconnect`` / ``trust_host_key``): retrying them by ourselves would only spam the pod. A pod
+that lacks what monitoring needs (:class:`PodUnsupported`: an SSH endpoint that runs no commands, no python3)
+is OFFLINE with that reason and retried only after ``unsupported_retry`` s, or when the user asks.
 Every stretch without samples is recorded as a :class:`Gap` so the history shows it.
 """
 
@@ -23,7 +25,8 @@ import time
 from dataclasses import replace
 from typing import Any, Callable
 
-from services.errors import AuthError, HostKeyChanged, HostKeyError, PrimeTrainError, ProbeFormatError
+from services.errors import (AuthError, HostKeyChanged, HostKeyError, PodUnsupported, PrimeTrainError,
+                             ProbeFormatError)
 from services.models import HostKeyPrompt, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor import wandb_status
 from services.monitor.lines import LineReader
@@ -215,7 +218,7 @@ class MonitorService:
             if worker.status.state is not PodState.OFFLINE:
                 self._set(worker, PodState.CONNECTING, "connecting")
             conn = self._connector(worker.pod)
-            wait_for_user = False
+            wait_for_user = unsupported = False
             try:
                 await conn.connect()
                 run_dir = await self._run_dir(worker)
@@ -248,6 +251,8 @@ class MonitorService:
             except AuthError as exc:
                 wait_for_user = True
                 self._set(worker, PodState.AUTH_FAILED, str(exc))
+            except PodUnsupported as exc:  # retrying changes nothing until the user changes the pod
+                unsupported, reason = True, str(exc)
             except PrimeTrainError as exc:
                 reason = str(exc)
             except (OSError, asyncio.TimeoutError) as exc:
@@ -268,8 +273,11 @@ class MonitorService:
                 continue
 
             worker.open_gap()
-            delay = backoff_delay(attempt, self.settings.backoff_max)
-            attempt += 1
+            if unsupported:
+                delay = self.settings.unsupported_retry
+            else:
+                delay = backoff_delay(attempt, self.settings.backoff_max)
+                attempt += 1
             self._set(worker, PodState.OFFLINE, reason, next_retry=self._clock() + delay)
             await _wait_event(worker.wake, delay)
 

@@ -31,6 +31,7 @@ class MonitorSettings:
     history_len: int = 600  # samples kept per pod (10 min at 1 Hz)
     metrics_len: int = 2000  # metrics.jsonl lines kept per pod (~3 records per step: the last ~600 steps)
     backoff_max: float = 60.0
+    unsupported_retry: float = 1800.0  # a pod lacking what monitoring needs (no python3, no exec): r retries sooner
     keepalive_interval: float = 15.0
     demo_seed: int = 0
     demo_gpus: int = 8

@@ -1,10 +1,14 @@
 """Connections to pods over SSH (asyncssh): host-key trust, the probe channel, commands, files.
 
 The probe (``services/pod/agent/probe.py``) is the only thing that runs on the pod for monitoring. Over SSH it
-is uploaded by SFTP with its siblings, once per content hash (connection.PROBE_FILES), and started
-with ``exec python3 -u`` on ONE long-lived channel; locally it is the same file run by this
-interpreter. Either way the caller gets a
-:class:`ProbeStream` of newline-delimited JSON.
+is uploaded with its siblings, once per content hash (connection.PROBE_FILES), and started with
+``python3 -u`` (once python3 is checked) on ONE long-lived channel; locally it is the same file run by
+this interpreter. Either way the caller gets a :class:`ProbeStream` of newline-delimited JSON.
+
+Files go by SFTP; a server that refuses SFTP (no ``Subsystem sftp``, RunPod's basic proxy) is remembered for
+the connection and files then go over one exec channel's stdin (services/pod/provider_ssh.py). An endpoint
+that runs no commands at all is recognised by a canary (``echo``) asked only after something failed, and
+raises :class:`ExecRefused`; a pod without python3 raises :class:`PythonMissing`.
 
 Host keys: asyncssh checks the key against the user's known_hosts (from ``~/.ssh/config``'s
 UserKnownHostsFile or the default). A key it cannot verify is captured by :class:`_KeyRecorder`, the
@@ -20,13 +24,13 @@ import asyncio
 import contextlib
 import os
 import secrets
-import shlex
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.errors import AuthError, ConnectError, ProbeError
+from services.errors import AuthError, ConnectError, ExecRefused, ProbeError, PythonMissing
+from services.pod import provider_ssh
 from services.pod.connection import (  # noqa: F401  (re-exported: callers import them from here)
     DEFAULT_PROBE_DIR,
     PROBE_PATH,
@@ -118,6 +122,8 @@ class SSHConnection(Connection):
         self._known_hosts: list[str] = []
         self._streams: list[_SSHStream] = []
         self._connect_kwargs: dict[str, Any] = {}
+        self._sftp_refused = False  # the server refused the SFTP subsystem: files go over exec from now on
+        self._exec_ok: bool | None = None  # whether the canary came back (None: not asked yet)
 
     async def connect(self) -> None:
         asyncssh = _asyncssh()
@@ -238,18 +244,61 @@ class SSHConnection(Connection):
         return conn_opts
 
     async def start_probe(self, args: list[str]) -> ProbeStream:
+        """The probe started on the pod, once its first line said python3 is there (3.8 or newer): raises
+        PythonMissing, naming the install command for the pod's distribution, or ExecRefused."""
         if self._conn is None:
             raise ConnectError("not connected")
         remote = await self.upload_probe()
-        cmd = " ".join(["exec", "python3", "-u", shlex.quote(remote), *map(shlex.quote, args)])
         asyncssh = _asyncssh()
         try:
-            process = await self._conn.create_process(cmd, encoding=None)
+            process = await self._conn.create_process(provider_ssh.probe_command(remote, args), encoding=None)
         except (OSError, asyncssh.Error) as exc:
+            await self._check_exec()
             raise ProbeError(f"cannot start the probe: {_describe(exc)}") from None
         stream = _SSHStream(process)
+        try:
+            first = b""
+            for _ in range(100):  # the pod's shell start-up files may print lines before ours
+                first = await asyncio.wait_for(process.stdout.readline(), self.options.login_timeout)
+                if not first or first.startswith((provider_ssh.PROBE_GO, provider_ssh.NO_PYTHON)):
+                    break
+            if first.startswith(provider_ssh.NO_PYTHON):
+                rest = await asyncio.wait_for(process.stdout.read(), 10.0)  # /etc/os-release, then it exits
+                raise provider_ssh.python_answer([first, rest])
+            if first.strip() != provider_ssh.PROBE_GO:
+                await self._check_exec()
+                how = await stream.exit_reason(wait=2.0)
+                tail = stream.stderr_tail().strip().splitlines()
+                raise ProbeError(f"the pod's shell did not start the probe ({how or 'no answer'})"
+                                 + (f": {tail[-1][:200]}" if tail else ""))
+        except (OSError, asyncssh.Error) as exc:
+            await stream.close()
+            raise ConnectError(f"connection lost: {_describe(exc)}") from None
+        except asyncio.TimeoutError:
+            await stream.close()
+            raise ProbeError(f"the pod did not start the probe within {self.options.login_timeout:g} s") from None
+        except BaseException:
+            await stream.close()
+            raise
         self._streams.append(stream)
         return stream
+
+    async def _check_exec(self) -> None:
+        """After a command failed: raise ExecRefused when this endpoint runs no commands at all (the canary
+        ``echo`` does not come back). Asked once per connection; a lost connection is the caller's to report."""
+        if self._exec_ok is True or self._conn is None:
+            return
+        if self._exec_ok is None:
+            asyncssh = _asyncssh()
+            try:
+                result = await asyncio.wait_for(self._conn.run(provider_ssh.CANARY, check=False, encoding=None), 30.0)
+                self._exec_ok = provider_ssh.EXEC_OK in _text(result.stdout)
+            except asyncssh.ChannelOpenError:
+                self._exec_ok = False
+            except (OSError, asyncssh.Error, asyncio.TimeoutError):
+                return
+        if self._exec_ok is False:
+            raise provider_ssh.exec_refused()
 
     async def upload_probe(self) -> str:
         """Put the probe and its siblings (pod/agent/common.py, ...) on the pod, into a directory named by
@@ -262,6 +311,8 @@ class SSHConnection(Connection):
             if await self.exists(remote):
                 return remote
             await self.put_files([(data, f"{directory}/{name}", 0o644) for name, data in files])
+        except ExecRefused:
+            raise
         except ConnectError as exc:
             raise ProbeError(f"cannot upload the probe to {directory}: {exc}") from None
         self.uploads += 1
@@ -277,15 +328,32 @@ class SSHConnection(Connection):
         try:
             result = await asyncio.wait_for(
                 conn.run(command, input=input, check=False, encoding=None), timeout)
+        except asyncssh.ChannelOpenError as exc:
+            await self._check_exec()
+            raise ConnectError(f"the pod refused to run a command: {_describe(exc)}") from None
         except (OSError, asyncssh.Error) as exc:
             raise ConnectError(f"connection lost: {_describe(exc)}") from None
-        return (int(result.exit_status or 0), _text(result.stdout), _text(result.stderr))
+        status, out, err = int(result.exit_status or 0), _text(result.stdout), _text(result.stderr)
+        if status != 0:
+            await self._check_exec()
+            if provider_ssh.python_not_found(command, status, out + err):
+                raise await self._python_missing()
+        return status, out, err
+
+    async def _python_missing(self) -> PythonMissing:
+        """python3 was not found: the error, naming the install command for the pod's distribution."""
+        with contextlib.suppress(Exception):
+            result = await asyncio.wait_for(self._connected().run("cat /etc/os-release", check=False), 10.0)
+            return provider_ssh.python_missing("", _text(result.stdout))
+        return provider_ssh.python_missing("", "")
 
     async def start(self, command: str) -> RemoteProcess:
         asyncssh = _asyncssh()
         try:
             proc = await self._connected().create_process(command, encoding=None)
         except (OSError, asyncssh.Error) as exc:
+            if isinstance(exc, asyncssh.ChannelOpenError):
+                await self._check_exec()
             raise ConnectError(f"cannot start a command on the pod: {_describe(exc)}") from None
 
         async def wait() -> int:
@@ -305,11 +373,14 @@ class SSHConnection(Connection):
     async def put_files(self, files: list[tuple[bytes, str, int]]) -> None:
         """Each file to a temp name beside it, then renamed over the target: POSIX rename (OpenSSH's
         posix-rename extension) replaces it atomically, so two clients uploading the same file at once
-        both succeed and a reader never finds it missing or half-written."""
+        both succeed and a reader never finds it missing or half-written. Over SFTP, else over exec."""
         asyncssh = _asyncssh()
         remote = ""
         try:
-            async with self._connected().start_sftp_client() as sftp:
+            sftp_client = await self._sftp()
+            if sftp_client is None:
+                return await self._put_files_exec(files)
+            async with sftp_client as sftp:
                 made: set[str] = set()
                 for data, remote, mode in files:
                     directory = remote.rsplit("/", 1)[0] if "/" in remote else "."
@@ -332,10 +403,47 @@ class SSHConnection(Connection):
     async def exists(self, remote: str) -> bool:
         asyncssh = _asyncssh()
         try:
-            async with self._connected().start_sftp_client() as sftp:
-                return bool(await sftp.exists(remote))
+            sftp_client = await self._sftp()
+            if sftp_client is not None:
+                async with sftp_client as sftp:
+                    return bool(await sftp.exists(remote))
         except (OSError, asyncssh.Error) as exc:
             raise ConnectError(f"connection lost: {_describe(exc)}") from None
+        status, out, err = await self.run(provider_ssh.exists_command(remote))
+        answer = provider_ssh.exists_answer(out)
+        if answer is None:
+            await self._check_exec()
+            reason = (err.strip() or f"exit status {status}")[-200:]
+            raise ConnectError(f"cannot look for {remote} on the pod: {reason}")
+        return answer
+
+    async def _sftp(self) -> Any:
+        """An SFTP client (an async context manager), or None when the server refuses SFTP (no ``Subsystem
+        sftp``; proxies): remembered, so that this connection's later files go straight over exec."""
+        if self._sftp_refused:
+            return None
+        asyncssh = _asyncssh()
+        try:
+            return await self._connected().start_sftp_client()
+        except (asyncssh.ChannelOpenError, asyncssh.SFTPError):
+            self._sftp_refused = True
+            return None
+
+    async def _put_files_exec(self, files: list[tuple[bytes, str, int]]) -> None:
+        """The files over one exec channel's stdin (services/pod/provider_ssh.py), each checked and renamed
+        into place; raises ConnectError naming the first file when it failed."""
+        if not files:
+            return
+        command, data = provider_ssh.upload_command(files, f"{os.getpid()}-{secrets.token_hex(4)}")
+        where = files[0][1].rsplit("/", 1)[0] if "/" in files[0][1] else "the home directory"
+        try:
+            status, out, err = await self.run(command, timeout=120.0, input=data)
+        except asyncio.TimeoutError:
+            raise ConnectError(f"writing to {where} on the pod did not finish within 120 s") from None
+        if provider_ssh.UPLOAD_OK not in out.split():
+            await self._check_exec()
+            reason = (err.strip().splitlines() or [f"exit status {status}"])[-1][:200]
+            raise ConnectError(f"cannot write to {where} on the pod: {reason}")
 
     def _connected(self) -> Any:
         if self._conn is None:
