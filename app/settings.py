@@ -153,7 +153,7 @@ def settings_file() -> Path:
     return config_dir() / "settings.toml"
 
 
-SETTINGS_TABLES = ("lifecycle", "offers", "health", "notify")  # the tables of settings.toml
+SETTINGS_TABLES = ("lifecycle", "offers", "health", "notify", "watch")  # the tables of settings.toml
 
 
 def settings_doc(path: Path | None = None) -> TomlFile:
@@ -233,7 +233,7 @@ def cache_dir() -> Path:
 
 OFFER_KEYS = {"prime_url": str, "vast_url": str, "lambda_url": str, "runpod_url": str, "cache_ttl": float,
               "keys": dict, "cap_margin": float, "deadline_margin": float, "image": str, "disk_gb": int,
-              "warn_minutes": float}
+              "warn_minutes": float, "spot_interruptions_per_hour": dict}
 
 
 def load_offer_settings(path: Path | None = None) -> dict:
@@ -244,6 +244,7 @@ def load_offer_settings(path: Path | None = None) -> dict:
         cap_margin = 0.10          # default max price = listed price + 10 %
         deadline_margin = 0.25     # default deadline = estimate × 1.25 + 30 min
         prime_url = "https://api.primeintellect.ai/api/v1"   # also vast_url, lambda_url, runpod_url
+        spot_interruptions_per_hour = {vast = 0.2}          # overrides services/offers/spot_risk.py's
         [offers.keys]              # only when the environment and the providers' CLI files have none
         lambda = "..."
     """
@@ -252,6 +253,12 @@ def load_offer_settings(path: Path | None = None) -> dict:
     doc = settings_doc(path)
     table = doc.table("offers", kinds=OFFER_KEYS)
     doc.table("offers", "keys", kinds=dict.fromkeys(PROVIDERS, str))
+    from services.offers.spot_risk import bad_rate
+
+    for name, rate in doc.table("offers", "spot_interruptions_per_hour", kinds=dict.fromkeys(PROVIDERS, float)).items():
+        if (why := bad_rate(rate)) is not None:
+            raise doc.fail(f"offers.spot_interruptions_per_hour.{name} {why}", "offers",
+                           "spot_interruptions_per_hour", name)
     return table
 
 

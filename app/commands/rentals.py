@@ -1,9 +1,13 @@
-"""``prime-train-tui rentals [--json] [--terminate NAME [--yes]] [--watch [--interval S]]``: the pods rented
+"""``prime-train-tui rentals [--json] [--terminate NAME [--yes]] [--watch [--interval S]] [--history]
+[--budget NAME USD]``: the pods rented
 from the Offers pane that are still open (from the audit log), what they have cost so far and their
 deadlines; terminate one; or run the deadline watch in the foreground — the deadline is only enforced
 while the app or this watch runs, so on a machine that stays on, ``rentals --watch`` in tmux/systemd keeps
 enforcing it after the laptop is closed. A rental whose create answer was lost (or whose app died
-mid-create) is listed as "creating?" and looked for by name at the provider first. Exit 0 on success, 1
+mid-create) is listed as "creating?" and looked for by name at the provider first. ``--history``: the spend
+ledger (services/offers/spend.py: every rental's cost, per run and per day). ``--budget NAME USD`` sets a
+rental's budget (0: none): ``prime-train-tui watch`` warns at 80 % of it and, with ``[watch]
+terminate_over_budget = true``, terminates the pod at 100 % after a final backup. Exit 0 on success, 1
 when a termination failed, 2 on usage."""
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--watch", action="store_true",
                    help="enforce deadlines in the foreground: warn 15 min before, terminate at the deadline")
     p.add_argument("--interval", type=float, default=30.0, help="seconds between deadline checks (--watch)")
+    p.add_argument("--history", action="store_true",
+                   help="the spend ledger: every rented pod's cost, per run and per day")
+    p.add_argument("--budget", nargs=2, metavar=("NAME", "USD"),
+                   help="set a rental's budget in $ (0: none); the watcher warns at 80 %% and may terminate at 100 %%")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -50,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         return fail("--interval must be positive", code=EXIT_USAGE)
     audit = _audit()
+    if args.history:
+        return _history(audit, args.json)
+    if args.budget:
+        return _budget(audit, *args.budget)
     if args.watch:
         return asyncio.run(_watch(audit, args.interval))
     if any(r.provisional for r in audit.open_rentals()):
@@ -133,3 +145,50 @@ async def _watch(audit, interval: float) -> int:
     except (KeyboardInterrupt, asyncio.CancelledError):
         pass
     return EXIT_FAIL if failed else EXIT_OK
+
+
+def _history(audit, as_json: bool) -> int:
+    from app.settings import data_dir
+    from services.offers.spend import LEDGER_NAME, SpendLedger, totals
+
+    now = time.time()
+    try:
+        spends = SpendLedger(data_dir() / LEDGER_NAME).sync(audit, now)
+    except OSError as exc:
+        return fail(f"cannot write the spend ledger in {data_dir()}: {exc.strerror or exc}")
+    sums = totals(spends, now)
+    if as_json:
+        print(json.dumps({"spend": [s.to_json() for s in spends], "totals": sums}, indent=2))
+        return EXIT_OK
+    if not spends:
+        print("nothing rented yet (the ledger lists pods rented from the Offers pane)")
+        return EXIT_OK
+    print(f"{'name':<24}{'run':<20}{'provider':<15}{'$/hr':>7}{'cost':>9}{'budget':>9}  from → to")
+    for s in spends:
+        start = datetime.fromtimestamp(s.start).strftime("%Y-%m-%d %H:%M")
+        end = "running" if s.end is None else datetime.fromtimestamp(s.end).strftime("%Y-%m-%d %H:%M")
+        budget = "-" if s.budget_usd is None else f"{s.budget_usd:.2f}"
+        est = "" if s.basis == "billed" else "≈"
+        print(f"{s.name[:23]:<24}{s.run[:19]:<20}{s.provider[:14]:<15}{s.price_hr:>7.2f}{est:>1}{s.cost:>8.2f}"
+              f"{budget:>9}  {start} → {end}")
+    print(f"\ntotal ${sums['total']:.2f} (≈: price x time, not a provider's bill); billing now ${sums['per_hour_now']:.2f}/hr")
+    print("per run: " + ", ".join(f"{k} ${v:.2f}" for k, v in sums["runs"].items()))
+    print("per day: " + ", ".join(f"{k} ${v:.2f}" for k, v in sums["days"].items()))
+    return EXIT_OK
+
+
+def _budget(audit, name: str, amount: str) -> int:
+    try:
+        usd = float(amount)
+    except ValueError:
+        usd = float("nan")
+    if not (usd == usd and 0 <= usd < 1e9):
+        return fail(f"--budget needs a positive amount in $ (0: no budget), not {amount[:40]!r}", code=EXIT_USAGE)
+    rental = next((r for r in audit.open_rentals() if name in (r.name, r.pod_id) and not r.provisional), None)
+    if rental is None:
+        return fail(f"no open rental named {name}", "`prime-train-tui rentals` lists them", EXIT_USAGE)
+    audit.append("budget", provider=rental.provider, pod_id=rental.pod_id, name=rental.name,
+                 budget_usd=usd or None)
+    print(f"{rental.name}: " + (f"budget ${usd:.2f} (≈ ${rental.spent(time.time()):.2f} spent so far)" if usd
+                                else "no budget"))
+    return EXIT_OK

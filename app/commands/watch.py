@@ -53,6 +53,19 @@ def load_notify(extra: list[str]) -> Any:
     return notify_settings(settings_doc()).with_urls(extra)
 
 
+def load_watch_options() -> dict[str, Any]:
+    """``[watch]`` of settings.toml (``terminate_over_budget``, default false), backup.toml (auto-backup and the
+    final backup before a budget termination) and ``[lifecycle] preempt_after_minutes``. SettingsError when
+    one is broken."""
+    from app.settings import config_dir, load_lifecycle_settings, settings_doc
+    from services.backup.s3 import load_backup_settings
+
+    table = settings_doc().table("watch", kinds={"terminate_over_budget": bool})
+    return {"terminate_over_budget": bool(table.get("terminate_over_budget", False)),
+            "backup": load_backup_settings(config_dir() / "backup.toml"),  # also auto_backup, as in the TUI
+            "preempt_after_s": load_lifecycle_settings().preempt_after_minutes * 60.0}
+
+
 def _pods(specs: list[str]) -> list:
     from app.settings import load_pods
 
@@ -77,13 +90,14 @@ def run(args: argparse.Namespace) -> int:
         pods = _pods(args.pods)
         health = load_health_settings()
         notify = load_notify(args.notify) if not args.once else None
+        watch_options = load_watch_options()
     except (SettingsError, PodSpecError) as exc:
         return fail_usage(exc)
     if not pods:
         return fail("no pods to watch", "name one (watch POD) or add pods to pods.toml", EXIT_USAGE)
     settings = MonitorSettings(health=health, interval=args.interval)
     options = WatchOptions(data_dir(), metrics_port=args.metrics_port, metrics_addr=args.metrics_addr,
-                           offline_after_s=args.offline_after, tick_s=min(1.0, args.interval),
+                           offline_after_s=args.offline_after, tick_s=min(1.0, args.interval), **watch_options,
                            **({"notify": notify} if notify is not None else {}))
     if args.once:
         return _once(pods, options, settings, args.timeout)

@@ -38,6 +38,7 @@ OPENING = "create"
 REQUEST = "create-request"  # opens a provisional rental
 REFUSED = "create-failed"  # closes it
 CLOSING = ("terminate", "gone")
+CHANGES = ("deadline", "budget")  # records that change an open rental's deadline / budget
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class Rental:
     deadline: float | None  # epoch seconds; None = no auto-terminate
     est_cost: float | None = None
     provisional: bool = False  # asked for, no pod id known yet ("creating?")
+    run: str | None = None  # the run it is rented for (the spend ledger's "per run"; None: its name)
+    budget_usd: float | None = None  # the watcher warns at 80 % of it and may terminate at 100 %
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +67,11 @@ class Rental:
             kw = {f.name: data[f.name] for f in fields(cls) if f.name in data}
             rental = cls(**kw)
             float(rental.price_hr), float(rental.created_at)
+            if rental.budget_usd is not None and not (isinstance(rental.budget_usd, (int, float)) and
+                                                      0 < rental.budget_usd < 1e9):
+                rental = replace(rental, budget_usd=None)  # a garbled budget is no budget, never a crash
+            if rental.run is not None and not isinstance(rental.run, str):
+                rental = replace(rental, run=None)
             return rental if rental.provider and rental.pod_id else None
         except (KeyError, TypeError, ValueError):
             return None
@@ -168,10 +176,19 @@ def open_rentals(records: Iterable[dict[str, Any]]) -> list[Rental]:
                 live[(rental.provider, rental.pod_id)] = replace(rental, provisional=False)
         elif rec["action"] in CLOSING:
             live.pop(key, None)
-        elif rec["action"] == "deadline" and key in live:
-            old = live[key]
-            live[key] = Rental(**{**old.to_json(), "deadline": rec.get("deadline")})
+        elif rec["action"] in CHANGES and key in live:
+            live[key] = changed(live[key], rec)
     return sorted(live.values(), key=lambda r: r.created_at)
+
+
+def changed(old: Rental, rec: dict[str, Any]) -> Rental:
+    """A ``deadline`` record moves the deadline; a ``budget`` record sets the budget (a bad value: unchanged)."""
+    if rec["action"] == "deadline":
+        return replace(old, deadline=rec.get("deadline"))
+    budget = rec.get("budget_usd")
+    if budget is None or (isinstance(budget, (int, float)) and not isinstance(budget, bool) and 0 < budget < 1e9):
+        return replace(old, budget_usd=None if budget is None else float(budget))
+    return old
 
 
 def still_starting(open_ones: Iterable[Rental], now: float) -> str:

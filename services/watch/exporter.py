@@ -13,7 +13,11 @@ Served on 127.0.0.1 by default (``--metrics-addr`` to change it: the metrics nam
     ptt_alert_active {pod, rule, severity}  1 per alert the health rules see now
     ptt_alerts_opened_total {pod, rule}     alert threads opened since the watcher started
     ptt_price_per_hour_dollars, ptt_spent_dollars {pod, basis}  the run's "$ so far" where the price is known
-    ptt_rental_price_per_hour_dollars, ptt_rental_spent_dollars, ptt_rental_deadline_seconds {pod, provider}
+    ptt_rental_price_per_hour_dollars, ptt_rental_spent_dollars, ptt_rental_deadline_seconds,
+    ptt_rental_budget_dollars {pod, provider}
+    ptt_spend_dollars, ptt_spend_per_hour_dollars        the spend ledger: every rented pod's cost, $ billing now
+    ptt_run_spend_dollars {run}                          the ledger per run
+    ptt_backup_age_seconds {pod}                         age of the pod's newest verified backup in the bucket
     ptt_notifications_total {kind, outcome}
 
 A value the pod could not measure is left out (no series), never exported as 0."""
@@ -42,6 +46,8 @@ class WatchView:
     notifications: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (kind, outcome) -> count
     demo_price_per_hr: float | None = None
     now: float = 0.0
+    spends: tuple[Any, ...] = ()  # services.offers.spend.Spend: the spend ledger, closed and open rentals
+    backup_age: Mapping[str, float] = field(default_factory=dict)  # pod -> s since its newest verified backup
 
 
 def _prom() -> Any:
@@ -96,6 +102,12 @@ class WatchCollector:
                         labels=["pod", "provider"]),
             "rleft": g("ptt_rental_deadline_seconds", "seconds to a rented pod's auto-terminate deadline",
                        labels=["pod", "provider"]),
+            "rbudget": g("ptt_rental_budget_dollars", "a rented pod's budget (rentals --budget), $",
+                          labels=["pod", "provider"]),
+            "total": g("ptt_spend_dollars", "every rented pod's cost (the spend ledger), $"),
+            "perhr": g("ptt_spend_per_hour_dollars", "what the open rentals bill per hour, $"),
+            "runspend": g("ptt_run_spend_dollars", "the spend ledger per run, $", labels=["run"]),
+            "bage": g("ptt_backup_age_seconds", "seconds since the pod's newest verified backup", labels=pod_l),
             "notes": c("ptt_notifications", "messages pushed, by kind and outcome", labels=["kind", "outcome"]),
         }
 
@@ -110,13 +122,25 @@ class WatchCollector:
                 log.exception("metrics of %s left out", snap.pod.name)
         for (pod, rule), n in sorted(v.opened_total.items()):
             put("opened", [pod, rule], n)
+        ledger = {(s.provider, s.pod_id): s.cost for s in v.spends}
         for r in v.rentals:
             labels = [r.name, r.provider]
             put("rprice", labels, r.price_hr)
             if not r.provisional:
-                put("rspent", labels, r.spent(v.now))
+                put("rspent", labels, ledger.get((r.provider, r.pod_id), r.spent(v.now)))
+            put("rbudget", labels, r.budget_usd)
             if r.deadline is not None:
                 put("rleft", labels, r.deadline - v.now)
+        for pod, age in sorted(v.backup_age.items()):
+            put("bage", [pod], age)
+        if v.spends:
+            from services.offers.spend import totals
+
+            sums = totals(v.spends, v.now)
+            put("total", [], sums["total"])
+            put("perhr", [], sums["per_hour_now"])
+            for run, cost in sums["runs"].items():
+                put("runspend", [run], cost)
         for (kind, outcome), n in sorted(v.notifications.items()):
             put("notes", [kind, outcome], n)
         yield up

@@ -112,14 +112,43 @@ def watch_notice(data_dir: Path, now: float | None = None, *, mark: bool = True)
         stopped = _num((state or {}).get("stopped")) or _num((state or {}).get("updated"))
         head = "No watcher is running" + (f" (the last one stopped at {_clock(stopped)})" if stopped else "") + \
                ": alerts are pushed only while one runs (prime-train-tui watch)"
+    did = _did(state, seen)
     threads = [th for th in (Thread.from_json(t) for t in (state or {}).get("threads") or []) if th is not None]
     new = [th for th in threads if seen is None or th.opened > seen]
     if not new:
-        return head + ("; no alerts since the TUI was last open." if seen is not None else ".")
+        return head + ("; no alerts since the TUI was last open." if seen is not None else ".") + did
     shown = []
     for th in sorted(new, key=lambda t: t.opened)[-3:]:
         end = f"resolved {_clock(th.resolved)}" if _num(th.resolved) else "still open"
         shown.append(f"{th.rule} on {th.pod} at {_clock(th.opened)} ({end})")
     more = f" and {len(new) - 3} more" if len(new) > 3 else ""
     when = "since the TUI was last open" if seen is not None else "so far"
-    return f"{head}; {len(new)} alert(s) {when}: " + "; ".join(shown) + more + "."
+    return f"{head}; {len(new)} alert(s) {when}: " + "; ".join(shown) + more + "." + did
+
+
+NAMED = ("deadline ", "budget ", "backup ", "preempted")  # the actions the TUI's notice names (not "notified")
+
+
+def _did(state: dict[str, Any] | None, seen: float | None) -> str:
+    """" While the TUI was closed it did: 21:40 p1 terminated over its budget; ..." (the last 4), or ""."""
+    if seen is None:
+        return ""
+    done = [a for a in (state or {}).get("actions") or [] if isinstance(a, dict) and isinstance(a.get("what"), str)
+            and a["what"].startswith(NAMED) and (_num(a.get("t")) or 0) > seen]
+    if not done:
+        return ""
+    said = [f"{_clock(_num(a['t']) or 0)} " + str(a.get("message") or f"{a['what']} {a.get('pod') or ''}")[:160]
+            for a in done[-4:]]
+    more = f" (and {len(done) - 4} more)" if len(done) > 4 else ""
+    return " While the TUI was closed it did: " + "; ".join(said) + more + "."
+
+
+def watcher_status(data_dir: Path) -> str:
+    """One line for the Spend view: is a watcher enforcing budgets and deadlines now. Never raises."""
+    holder = read_holder(Path(data_dir) / LOCK_NAME)
+    if holder_alive(holder):
+        since = _num((holder or {}).get("since"))
+        return (f"A watcher is running (pid {holder['pid']}" + (f", since {_clock(since)}" if since else "") +
+                "): it warns at 80 % of a budget and enforces deadlines with the TUI closed.")
+    return ("No watcher is running: budgets are not enforced, and deadlines only while the TUI is open "
+            "(prime-train-tui watch; docs/watch.md).")

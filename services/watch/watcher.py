@@ -6,7 +6,10 @@ rate limit); the messages it decides on are queued and pushed by one sender task
 (apprise is blocking HTTP), so a slow service never delays the evaluation. A pod that is not online is
 "not known", not "clear": its open threads stay open, and after ``offline_after_s`` it gets an alert of
 its own (``unreachable``). The deadline pass (services.offers.launch.DeadlineWatch, the TUI's) runs
-every ``deadline_interval_s`` while a rental is open: warnings, terminations and failures are pushed too.
+every ``deadline_interval_s`` while a rental is open: warnings, terminations and failures are pushed too;
+so are the budgets' (services/watch/budget.py: 80 % warning, termination after a final backup when
+allowed). Each such pass also brings the spend ledger up to date (services/offers/spend.py), which the
+exporter's $ metrics read.
 What the watcher does goes to the JSON-lines log, the state file and (``out``) stdout."""
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from typing import Any
 from services.models import Alert, Pod, PodSnapshot, PodState, Severity
 from services.monitor.service import ConnectionFactory, MonitorService, MonitorSettings
 from services.offers.rentals import AUDIT_NAME, AuditLog, Rental
+from services.offers.spend import LEDGER_NAME, Spend, SpendLedger
+from services.watch.backups import WatchBackups
+from services.watch.budget import BudgetEvent, BudgetWatch
 from services.watch.exporter import DEFAULT_ADDR, Exporter, WatchView
 from services.watch.jsonlog import event
 from services.watch.notify import Notifier, NotifySettings
@@ -45,6 +51,9 @@ class WatchOptions:
     offline_after_s: float = 300.0
     deadline_interval_s: float = 30.0
     heartbeat_s: float = 30.0  # the state file is rewritten at least this often
+    terminate_over_budget: bool = False  # [watch] terminate_over_budget: at 100 % of a rental's budget_usd
+    backup: Any = None  # services.backup.s3.BackupSettings (backup.toml): auto-backup, the final backup's bucket
+    preempt_after_s: float = 600.0  # SSH down this long: the pod's running run is marked interrupted
 
 
 class Watcher:
@@ -60,6 +69,18 @@ class Watcher:
         self.snapshots: dict[str, PodSnapshot] = {}
         self.down_since: dict[str, float] = {}
         self.rentals: tuple[Rental, ...] = ()
+        self.ledger = SpendLedger(Path(options.data_dir) / LEDGER_NAME)
+        self.spends: tuple[Spend, ...] = ()
+        self.budget = BudgetWatch(self.audit, terminate=options.terminate_over_budget, backup=options.backup,
+                                  pod_for=self._pod_for, connect=connector, clock=clock)
+        self._deadline_watch: Any = None
+        self.backups = WatchBackups(options.backup, self._backup_event, connect=connector, clock=clock)
+        from services.lifecycle.preemption import PreemptionTracker
+
+        self.preemption = PreemptionTracker(Path(options.data_dir) / "runs", down_after=options.preempt_after_s,
+                                            clock=clock)
+        self._acting = False  # run(): backups and preemption act; once(): they only look
+        self._said_no_keys = False
         self.sent: Counter[tuple[str, str]] = Counter()
         self.exporter: Exporter | None = None
         self.monitor: MonitorService | None = None
@@ -76,6 +97,7 @@ class Watcher:
         if self.options.metrics_port is not None:  # a port in use fails here, before anything started
             self.exporter = Exporter(self.view, self.options.metrics_port, self.options.metrics_addr)
             self.exporter.start()
+        self._acting = True
         self._start_monitor()
         tasks = [asyncio.ensure_future(self._sender()), asyncio.ensure_future(self._deadlines())]
         try:
@@ -93,6 +115,8 @@ class Watcher:
                     await asyncio.wait_for(stop.wait(), self.options.tick_s)
         finally:
             tasks[1].cancel()
+            self._acting = False
+            await self.backups.aclose()
             if self.monitor is not None:
                 await self.monitor.aclose()
             await self._drain(tasks[0])
@@ -114,6 +138,12 @@ class Watcher:
     def _on_snapshot(self, snap: PodSnapshot) -> None:
         old = self.snapshots.get(snap.pod.name)
         self.snapshots[snap.pod.name] = snap
+        if self._acting:
+            try:
+                self.backups.observe(snap)
+                self._preempted(self.preemption.observe(snap))
+            except Exception:  # noqa: BLE001 - never stops the monitor's callbacks
+                log.exception("auto-backup / preemption bookkeeping failed")
         if old is None or old.status.state is not snap.status.state:
             self._dirty = True
             level = logging.INFO if snap.status.state in (PodState.ONLINE, PodState.CONNECTING) else logging.WARNING
@@ -126,11 +156,18 @@ class Watcher:
                 return r.created_at
         return None
 
+    def _pod_for(self, r: Rental) -> Pod | None:
+        """The watched pod a rental is (by provider id, else by name)."""
+        return next((p for p in self.pods if p.provider_id and (p.provider, p.provider_id) == (r.provider, r.pod_id)),
+                    next((p for p in self.pods if p.name == r.name), None))
+
     # ------------------------------------------------------------------ alerts
     def evaluate(self, now: float | None = None) -> list[Event]:
         """One pass over every pod's latest snapshot: threads opened, escalated, resolved; messages queued."""
         now = self.clock() if now is None else now
         events: list[Event] = []
+        if self._acting:
+            self._preempted(self.preemption.check())  # a pod that stays down sends few snapshots
         for name, snap in list(self.snapshots.items()):
             online = snap.status.state is PodState.ONLINE
             if online:
@@ -213,27 +250,80 @@ class Watcher:
             event(log, "cannot read the rentals' audit log", logging.WARNING, error=str(exc)[:200])
 
     async def _deadlines(self) -> None:
+        while True:
+            await self.rentals_pass()
+            await asyncio.sleep(self.options.deadline_interval_s)
+
+    async def rentals_pass(self) -> None:
+        """One pass over the rentals: deadlines, budgets, then the spend ledger. Never raises (but cancels)."""
         from services.offers.launch import DeadlineWatch
 
-        watch = DeadlineWatch(self.audit, clock=self.clock)
-        said_no_keys = False
-        while True:
-            try:
-                await asyncio.to_thread(self._read_rentals)
-                if self.rentals and self.providers is None:
-                    if not said_no_keys:
-                        said_no_keys = True
-                        event(log, "rentals are open but no provider client: deadlines are not enforced",
-                              logging.WARNING, rentals=[r.name for r in self.rentals])
-                elif self.rentals:
-                    async with self.providers() as providers:
-                        for ev in await watch.check(providers):
-                            await self._deadline_event(ev)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a provider outage must not end the watcher
-                event(log, "deadline pass failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}"[:300])
-            await asyncio.sleep(self.options.deadline_interval_s)
+        if self._deadline_watch is None:
+            self._deadline_watch = DeadlineWatch(self.audit, clock=self.clock)
+        try:
+            await asyncio.to_thread(self._read_rentals)
+            if self.rentals and self.providers is None:
+                if not self._said_no_keys:
+                    self._said_no_keys = True
+                    event(log, "rentals are open but no provider client: deadlines and budgets are not enforced",
+                          logging.WARNING, rentals=[r.name for r in self.rentals])
+            elif self.rentals:
+                async with self.providers() as providers:
+                    for ev in await self._deadline_watch.check(providers):
+                        await self._deadline_event(ev)
+                    for bev in await self.budget.check(providers):
+                        await self._budget_event(bev)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a provider outage must not end the watcher
+            event(log, "deadline pass failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}"[:300])
+        try:
+            self.spends = tuple(await asyncio.to_thread(self.ledger.sync, self.audit, self.clock()))
+        except OSError as exc:
+            event(log, "cannot write the spend ledger", logging.ERROR, path=str(self.ledger.path),
+                  error=exc.strerror or str(exc))
+
+    async def _budget_event(self, ev: BudgetEvent) -> None:
+        r = ev.rental
+        fields = {"pod": r.name, "provider": r.provider, "pod_id": r.pod_id, "kind": ev.kind,
+                  "budget_usd": r.budget_usd, "step": ev.step}
+        level = logging.ERROR if ev.kind in ("failed", "over") else logging.WARNING
+        self._say(f"budget {ev.kind}", level, message=ev.message, **fields)
+        self.state.record(f"budget {ev.kind}", message=ev.message, **fields)
+        self._dirty = True
+        sev = Severity.CRITICAL if ev.kind in ("failed", "over") else \
+            Severity.WARNING if ev.kind in ("warn", "terminated") else Severity.INFO
+        self.push(Message("budget", f"[BUDGET] {r.name}: {ev.kind}", ev.message, sev, pod=r.name))
+        if ev.kind == "terminated":
+            await self._forget_pod(r.name)
+
+    def _backup_event(self, what: str, level: int, fields: dict[str, Any]) -> None:
+        self._say(what, level, **fields)
+        self.state.record(what, **fields)
+        self._dirty = True
+        if what == "backup failed":
+            self.push(Message("backup", f"[BACKUP] {fields.get('pod')}: failed", str(fields.get("message")),
+                              Severity.WARNING, pod=str(fields.get("pod") or "")))
+
+    def _preempted(self, decisions: list[Any]) -> None:
+        """The preemption tracker's decisions: a run marked interrupted (its pod lost) is said and pushed."""
+        for d in decisions:
+            fields = {"pod": d.pod, "run_id": d.run_id, "kind": d.kind, "message": d.reason}
+            self._say(f"preempted {d.kind}", logging.WARNING, **fields)
+            self.state.record(f"preempted {d.kind}", **fields)
+            self._dirty = True
+            self.push(Message("preempted", f"[PREEMPTED] {d.pod}: run {d.run_id} interrupted", d.reason +
+                              ". Resume it from its newest checkpoint or its verified backup (prime-train-tui "
+                              "resume).", Severity.CRITICAL, pod=d.pod))
+
+    async def _forget_pod(self, name: str) -> None:
+        """A pod terminated on purpose: no longer watched, and not "unreachable"."""
+        self.backups.forget(name)
+        if self.monitor is not None and name in self.monitor.names():
+            await self.monitor.remove(name)
+        self.snapshots.pop(name, None)
+        self.down_since.pop(name, None)
+        self.book.drop_pod(name, self.clock())
 
     async def _deadline_event(self, ev: Any) -> None:
         r = ev.rental
@@ -245,16 +335,14 @@ class Watcher:
         sev = {"failed": Severity.CRITICAL, "warn": Severity.WARNING}.get(ev.kind, Severity.INFO)
         self.push(Message("deadline", f"[DEADLINE] {r.name}: {ev.kind}", ev.message, sev, pod=r.name))
         if ev.kind == "terminated" and self.monitor is not None and r.name in self.monitor.names():
-            await self.monitor.remove(r.name)  # gone on purpose: not "unreachable"
-            self.snapshots.pop(r.name, None)
-            self.down_since.pop(r.name, None)
-            self.book.drop_pod(r.name, self.clock())
+            await self._forget_pod(r.name)  # gone on purpose: not "unreachable"
 
     # ------------------------------------------------------------------ views
     def view(self) -> WatchView:
         """For a scrape (any thread): immutable copies."""
         return WatchView(tuple(self.snapshots.values()), dict(self.book.opened_total), self.rentals,
-                         dict(self.sent), self.monitor_settings.demo_price_per_hr, self.clock())
+                         dict(self.sent), self.monitor_settings.demo_price_per_hr, self.clock(), self.spends,
+                         self.backups.ages(self.clock()))
 
     def summary(self, now: float | None = None) -> dict[str, Any]:
         now = self.clock() if now is None else now
@@ -262,7 +350,7 @@ class Watcher:
         return {"time": round(now, 3), "pods": pods, "reached": sum(1 for p in pods if p["reached"]),
                 "alerts": sum(len(p["alerts"]) for p in pods),
                 "rentals": [{"name": r.name, "provider": r.provider, "price_hr": r.price_hr,
-                             "spent": round(r.spent(now), 2), "deadline_in_s": None if r.deadline is None
+                             "spent": round(r.spent(now), 2), "budget_usd": r.budget_usd, "deadline_in_s": None if r.deadline is None
                              else round(r.deadline - now)} for r in self.rentals]}
 
     async def once(self, timeout: float = 60.0) -> dict[str, Any]:

@@ -240,3 +240,23 @@ def test_a_typo_in_the_notify_table_is_named_with_its_line(tmp_path: Path, monke
     with pytest.raises(SettingsError) as info:
         load_notify([])
     assert all(s in str(info.value) for s in says) and "T0KEN" not in str(info.value) + info.value.hint
+
+
+def test_the_watch_table_allows_budget_terminations_and_names_its_typos(tmp_path: Path, monkeypatch, capsys):
+    from app.commands.watch import load_watch_options
+    from services.errors import SettingsError
+
+    config = tmp_path / "config"
+    config.mkdir()
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(config))
+    assert load_watch_options()["terminate_over_budget"] is False  # off unless asked for
+    (config / "settings.toml").write_text("[watch]\nterminate_over_budget = true\n")
+    (config / "backup.toml").write_text('[backup]\nbucket = "my-ckpts"\n')
+    opts = load_watch_options()
+    assert opts["terminate_over_budget"] is True and opts["backup"].bucket == "my-ckpts"
+    (config / "settings.toml").write_text('[watch]\nterminate_over_budgt = true\n')
+    with pytest.raises(SettingsError, match="unknown key terminate_over_budgt in \\[watch\\]"):
+        load_watch_options()
+    (config / "settings.toml").write_text('[watch]\nterminate_over_budget = "yes"\n')
+    assert main(["watch", "local", "--once"]) == 2
+    assert "terminate_over_budget" in capsys.readouterr().err

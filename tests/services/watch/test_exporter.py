@@ -94,3 +94,23 @@ def test_the_grafana_dashboard_uses_only_exported_names(exporter: Exporter):
     exported = set(scrape(exporter.port))
     assert used and used <= exported, used - exported
     assert {"ptt_gpu_utilization_percent", "ptt_alert_active", "ptt_run_step_age_seconds"} <= used
+
+
+def test_spend_metrics_come_from_the_ledger():
+    from services.offers.spend import Spend
+
+    closed = Spend("old", "vast", "7", "grpo-1", "vast 1x A100", 1.5, T0 - 86400, T0 - 86400 + 7200, 3.25, "billed")
+    live = Spend("p1", "vast", "42", "grpo-2", "vast 1x H100", 2.0, T0 - 3600, None, 2.0, "price x time", 4.0)
+    v = WatchView(rentals=(Rental("p1", "vast", "42", "vast 1x H100", 2.0, 2.2, T0 - 3600, None, budget_usd=4.0),),
+                  now=T0, spends=(closed, live))
+    ex = Exporter(lambda: v, 0)
+    ex.start()
+    try:
+        m = scrape(ex.port)
+    finally:
+        ex.stop()
+    assert m["ptt_spend_dollars"] == [({}, 5.25)]  # every rented pod's cost, the closed ones included
+    assert m["ptt_spend_per_hour_dollars"] == [({}, 2.0)]  # what is billing now
+    assert sorted((lb["run"], v) for lb, v in m["ptt_run_spend_dollars"]) == [("grpo-1", 3.25), ("grpo-2", 2.0)]
+    assert m["ptt_rental_spent_dollars"] == [({"pod": "p1", "provider": "vast"}, 2.0)]
+    assert m["ptt_rental_budget_dollars"] == [({"pod": "p1", "provider": "vast"}, 4.0)]

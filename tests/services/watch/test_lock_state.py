@@ -100,3 +100,24 @@ def test_the_tui_notice(tmp_path: Path):
     stopped = watch_notice(tmp_path, T0 + 100)
     assert stopped.startswith("No watcher is running (the last one stopped at ") and "prime-train-tui watch" in stopped
     assert read_state(tmp_path / STATE_NAME)["stopped"] == T0 + 90
+
+
+def test_the_tui_notice_names_what_the_watcher_did_meanwhile(tmp_path: Path):
+    book = AlertBook(Policy())
+    clock = [T0]
+    state = WatchState(tmp_path, clock=lambda: clock[0])
+    state.stopped = T0 + 5
+    state.save(book)
+    assert "did" not in watch_notice(tmp_path, T0 + 10)  # marks the TUI open at T0 + 10
+    clock[0] = T0 + 20
+    state.record("budget backed-up", pod="p1", step=4, message="p1: final backup ...")
+    clock[0] = T0 + 30
+    state.record("budget terminated", pod="p1", step=4, message="p1 terminated over its budget")
+    state.record("deadline warn", pod="p2", message="p2 will be terminated in 14 min")
+    state.record("notified", kind="opened")  # routine: not named
+    state.save(book)
+    note = watch_notice(tmp_path, T0 + 40)
+    assert "While the TUI was closed it did:" in note
+    assert "p1 terminated over its budget" in note and "final backup" in note and "p2 will be terminated" in note
+    assert "notified" not in note
+    assert "did" not in watch_notice(tmp_path, T0 + 50)  # said once

@@ -1,0 +1,71 @@
+"""The Spend view (``$``): the spend ledger (services/offers/spend.py) — every pod rented here, open or
+closed, its cost from creation to termination (≈: price x time, not a provider's bill), its budget, the
+totals per run and per day — and whether a watcher is enforcing budgets now. Read when opened; the
+closed rentals the audit log shows are written to the ledger then, as ``rentals --history`` does."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+COLUMNS = ("name", "run", "provider", "$/hr", "cost", "budget", "until")
+
+
+class SpendScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    SpendScreen .dialog { width: 110; max-height: 90%; }
+    SpendScreen DataTable { height: auto; max-height: 14; }
+    SpendScreen #spend-totals, SpendScreen #spend-watcher { height: auto; margin-top: 1; }
+    """
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="spend_close"),
+        Binding("dollar_sign", "close", "Close", show=False, id="spend_close_dollar"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog -wide"):
+            yield Static("[b]Spend[/b] · every pod rented here (≈: price x time) · escape closes",
+                         classes="dialog-title")
+            yield DataTable(id="spend-table", cursor_type="row", zebra_stripes=True)
+            yield Static("", id="spend-totals", markup=False)
+            yield Static("", id="spend-watcher", markup=False)
+
+    def on_mount(self) -> None:
+        from app.settings import data_dir
+        from services.offers.rentals import AUDIT_NAME, AuditLog
+        from services.offers.spend import LEDGER_NAME, SpendLedger, totals
+        from services.watch.state import watcher_status
+
+        table = self.query_one(DataTable)
+        for col in COLUMNS:
+            table.add_column(col, key=col)
+        now, failed = time.time(), ""
+        try:
+            spends = SpendLedger(data_dir() / LEDGER_NAME).sync(AuditLog(data_dir() / AUDIT_NAME), now)
+        except OSError as exc:
+            spends, failed = [], f"cannot read the spend ledger in {data_dir()}: {exc.strerror or exc}"
+        for s in spends:
+            until = "running" if s.end is None else datetime.fromtimestamp(s.end).strftime("%m-%d %H:%M")
+            table.add_row(s.name, s.run, s.provider, f"{s.price_hr:.2f}",
+                          ("" if s.basis == "billed" else "≈") + f"{s.cost:.2f}",
+                          "-" if s.budget_usd is None else f"{s.budget_usd:.2f}", until, key=f"{s.provider}/{s.pod_id}")
+        if spends:
+            t = totals(spends, now)
+            self.query_one("#spend-totals", Static).update(
+                f"total ${t['total']:.2f} · billing now ${t['per_hour_now']:.2f}/hr\n"
+                "per run: " + ", ".join(f"{k} ${v:.2f}" for k, v in t["runs"].items()) + "\n"
+                "per day: " + ", ".join(f"{k} ${v:.2f}" for k, v in list(t["days"].items())[-7:]))
+        else:
+            self.query_one("#spend-totals", Static).update(failed or "Nothing rented yet: pods rented from the "
+                                                           "Offers pane are listed here with what they cost.")
+        self.query_one("#spend-watcher", Static).update(watcher_status(data_dir()))
+        table.focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
