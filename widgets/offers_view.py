@@ -1,5 +1,7 @@
 """The offers table: one row per ranked offer, sorted by Est. $ by default; clicking a header sorts by
-that column (again: reverses). Misfits are marked with their reason. No I/O: fed ``Ranked`` rows.
+that column (again: reverses). Misfits are marked with their reason. No I/O: fed ``Ranked`` rows. A spot row's Est. $ is the range "if not
+preempted – expected" (services/offers/spot_risk.py; sorted by the expected); its Spot cell says "spot ⚠" when the
+provider's spot is going away (the pane's explanation line says why).
 
 A narrow pane drops the low-value columns first (region, spot, VRAM, estimated time): provider, GPU,
 count, $/hr, Est. $ and the fit stay, whole, never cut to "Pr…"."""
@@ -38,13 +40,25 @@ PRIORITY = {"provider": 9, "gpu": 9, "fit": 9, "count": 8, "price": 8, "cost": 8
 FIT_MIN = 12  # a misfit's reason may be long: it takes what is left, at least this
 
 
+def cost_text(r: Ranked) -> str:
+    """"12.40" on demand; "10.80–12.40" on spot: no preemption – expected (one figure when both round alike)."""
+    low, high = f"{r.base_cost:.2f}", f"{r.est_cost:.2f}"
+    return f"{low}–{high}" if r.risk is not None and low != high else high
+
+
+def spot_text(r: Ranked) -> str:
+    if not r.offer.spot:
+        return ""
+    return "spot ⚠" if r.risk is not None and r.risk.note else "spot"
+
+
 def cells(r: Ranked) -> list[Any]:
     o = r.offer
     fit = Text("ok", style="green") if r.fits else Text(f"✗ {r.reason}", style="red")
     return [o.provider + (f" ({o.host})" if o.host else ""), o.gpu_type, str(o.gpu_count), f"{o.vram_gb:.0f} GB",
-            f"{o.price_hr:.2f}", "spot" if o.spot else "", o.region,
+            f"{o.price_hr:.2f}", spot_text(r), o.region,
             duration(r.est_hours * 3600) + (" ✓" if r.measured else ""),
-            f"{r.est_cost:.2f}", fit]
+            cost_text(r), fit]
 
 
 class OffersView(DataTable):

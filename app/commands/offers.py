@@ -1,6 +1,9 @@
-"""``prime-train-tui offers [--config FILE] [--model M] [--split T+I] [--gpus N] [--max-price X] [--spot]
-[--provider P ...] [--all] [--steps N] [--json]``: GPU offers from Prime Intellect, Vast.ai, Lambda and RunPod ranked by estimated $ per
-completed run (services/offers/ranking.py); ``--config`` prices the run a prime-rl config describes
+"""``prime-train-tui offers [--config FILE] [--model M] [--split T+I] [--gpus N] [--max-price X]
+[--spot | --no-spot] [--provider P ...] [--all] [--steps N] [--json]``: GPU offers from Prime Intellect, Vast.ai,
+Lambda and RunPod ranked by estimated $ per completed run (services/offers/ranking.py), spot and on-demand in
+one list (``--spot`` / ``--no-spot``: only one kind); a spot offer by its expected $ with preemptions priced in
+(services/offers/spot_risk.py; per-provider rates from settings.toml ``[offers] spot_interruptions_per_hour``);
+``--config`` prices the run a prime-rl config describes
 (model, max_steps, batch and sequence length). Keys from PRIME_API_KEY / VAST_API_KEY / LAMBDA_API_KEY /
 RUNPOD_API_KEY, the providers' CLI files or settings.toml (services/offers/keys.py; never printed); base URLs
 from PRIME_TRAIN_TUI_{PRIME,VAST,LAMBDA,RUNPOD}_URL or settings.toml. The answer is cached for the Offers
@@ -8,7 +11,9 @@ pane. A provider that fails is reported and the others still show. RunPod offers
 not rented from here. Exit 0 when any offer was listed, 1 when none, 2 on usage.
 
 ``--json``: ``{"offers": [{"provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot",
-"region", "fits", "est_hours", "est_cost"}], "errors": [{"provider", "message"}]}``, plus ``"skipped":
+"region", "fits", "est_hours", "est_cost", "est_cost_no_preemption", "est_hours_no_preemption",
+"interruptions_per_hr", "expected_preemptions", "hours_lost_per_preemption", "spot_note"}], "errors":
+[{"provider", "message"}]}`` (est_* of a spot offer: expected, preemptions included; on-demand: no risk), plus ``"skipped":
 [{"provider", "count", "why"}]`` when offers with an impossible price (not finite, <= 0, over $1,000/GPU-hr)
 were left out; always valid JSON (never NaN/Infinity). A provider answering garbage (wrongly shaped, nested
 too deep, over 20 MB) is its error line: "unexpected answer: …"."""
@@ -37,8 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="prime-rl's GPU split of the run, e.g. 2+6 (default: the config's [deployment], else "
                    "1+1 for rl); 8+0 is a run without an inference server (sft)")
     p.add_argument("--max-price", type=float, help="only offers at most this many $/hr")
-    p.add_argument("--spot", action=argparse.BooleanOptionalAction, default=False,
-                   help="spot/interruptible offers (Lambda has none)")
+    p.add_argument("--spot", action=argparse.BooleanOptionalAction, default=None,
+                   help="only spot/interruptible offers (Lambda has none); --no-spot: only on-demand "
+                   "(default: both, spot priced with its expected preemptions)")
     p.add_argument("--provider", nargs="+", action="extend", choices=PROVIDER_NAMES, metavar="P",
                    help=f"only these providers ({', '.join(PROVIDER_NAMES)}; several, or repeated)")
     p.add_argument("--steps", type=int, help="training steps of the run to price (default: the config's "
@@ -127,21 +133,30 @@ async def _offers(args: argparse.Namespace, spec) -> int:
     result = await fetch_all(keys=keys, urls=find_urls(settings=settings), spot=args.spot, providers=args.provider,
                              timeout=args.timeout)
     if result.offers and args.provider is None:
-        try:
-            cache.save(cache_dir(), args.spot, result, time.time())
+        from services.offers.models import FetchResult
+
+        try:  # one cache per kind (the pane's): both kinds fetched fill both
+            for kind in ((False, True) if args.spot is None else (args.spot,)):
+                cache.save(cache_dir(), kind, FetchResult(tuple(o for o in result.offers if o.spot == kind)),
+                           time.time())
         except OSError:
             pass  # a cache that cannot be written costs a refetch, nothing else
     from app.settings import data_dir
 
     observed = ObservationLog(data_dir() / OBSERVED).load()  # this user's steps/hr, as in the Offers pane
+    from services.offers.spot_risk import interruption_rates
+
     ranked = rank(result.offers, spec, max_price=args.max_price, spot=args.spot, gpus=args.gpus,
-                  include_misfits=args.all, observed=observed)
+                  include_misfits=args.all, observed=observed,
+                  spot_rates=interruption_rates(settings.get("spot_interruptions_per_hour")))
     for s in result.skipped:
         print(f"note: {s.provider}: {s.count} offer{'s' if s.count > 1 else ''} skipped as impossible ({s.why})",
               file=sys.stderr)
     if args.json:
+        from services.offers.ranking import RISK_KEYS
+
         keys = ("provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot", "region", "fits",
-                "est_hours", "est_cost")
+                "est_hours", "est_cost", *RISK_KEYS)
         doc: dict = {"offers": [{k: r.to_json()[k] for k in keys} for r in ranked],
                      "errors": [{"provider": e.provider, "message": e.message} for e in result.errors]}
         if result.skipped:
@@ -149,12 +164,12 @@ async def _offers(args: argparse.Namespace, spec) -> int:
         print(json.dumps(_finite(doc), indent=2, allow_nan=False))
     else:
         print(f"{'provider':<15}{'id':<26}{'GPU':<12}{'n':>3}{'VRAM':>7}{'$/hr':>9} {'spot':<5}"
-              f"{'Est. time':>10}{'Est. $':>10}  fit")
+              f"{'Est. time':>10}{'Est. $':>10}  fit (spot: $ if not preempted – expected)")
         for r in ranked:
             o = r.offer
             print(f"{o.provider:<15}{o.id[:25]:<26}{o.gpu_type:<12}{o.gpu_count:>3}{o.vram_gb:>6.0f}G"
                   f"{o.price_hr:>9.2f} {'yes' if o.spot else '':<5}{r.est_hours:>9.1f}h{r.est_cost:>10.2f}"
-                  f"  {'ok' if r.fits else 'NO: ' + r.reason}")
+                  f"  {'ok' if r.fits else 'NO: ' + r.reason}{_spot_text(r)}")
         for e in result.errors:
             print(f"! {e.provider}: {e.message}")
         if ranked and ranked[0].fits:
@@ -162,6 +177,14 @@ async def _offers(args: argparse.Namespace, spec) -> int:
             print(f"best $/completion: {b.offer.provider} {b.offer.gpu_count}× {b.offer.gpu_type} "
                   f"${b.est_cost:.2f} in {b.est_hours:.1f} h")
     return EXIT_OK if ranked else EXIT_FAIL
+
+
+def _spot_text(r) -> str:
+    """" · spot 21.30–24.10, 0.4 preemptions expected" (+ the provider's note) for a spot row."""
+    if r.risk is None:
+        return ""
+    text = f" · spot {r.base_cost:.2f}–{r.est_cost:.2f}, {r.risk.preemptions:.1f} preemptions expected"
+    return text + (f" ({r.risk.note})" if r.risk.note else "")
 
 
 def _finite(value):

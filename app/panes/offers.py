@@ -3,8 +3,10 @@
 ``r`` refreshes in a worker (``fetcher`` is an async callable returning a ``FetchResult``; by default
 ``services.offers.fetch_all`` with keys and base URLs from the environment, the providers' CLI files and
 settings.toml). The last answer is cached on disk (``cache_dir``) and shown at once while younger than
-the TTL. Filters: max $/hr, spot, GPU count, provider, and a toggle that shows misfits. A line names the
-best $/completion offer; provider failures go to the status line while the other providers' offers
+the TTL. Spot and on-demand offers are fetched together and ranked in one list, a spot offer by its expected
+$ with preemptions priced in (services/offers/spot_risk.py; its Est. $ is the range "not preempted –
+expected", explained on one line). Filters: max $/hr, kind (both / spot / on-demand, no refetch), GPU count,
+provider, and a toggle that shows misfits. A line names the best $/completion offer; provider failures go to the status line while the other providers' offers
 still show. The run being priced follows the Config pane (``use_config``). ``enter`` on an offer posts
 :class:`OffersPane.RentRequested`; the App confirms and rents."""
 
@@ -19,6 +21,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.markup import escape
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Checkbox, DataTable, Input, Label, Select
@@ -28,10 +31,12 @@ from services.offers.ranking import Ranked, RunSpec, best, rank
 from widgets.format import duration, set_label
 from widgets.offers_view import OffersView
 
-Fetcher = Callable[[bool], Awaitable[FetchResult]]  # (spot) -> result
+Fetcher = Callable[[bool | None], Awaitable[FetchResult]]  # (spot; None: both kinds) -> result
+KINDS = (("both", "both"), ("spot", "spot"), ("on-demand", "on-demand"))  # the kind filter: label, value
+KIND_SPOT = {"both": None, "spot": True, "on-demand": False}
 
 
-async def default_fetcher(spot: bool) -> FetchResult:
+async def default_fetcher(spot: bool | None) -> FetchResult:
     from app.settings import load_offer_settings
     from services.offers.fetch_all import fetch_all
     from services.offers.keys import find_keys, find_urls
@@ -41,7 +46,7 @@ async def default_fetcher(spot: bool) -> FetchResult:
     return await fetch_all(keys=keys, urls=find_urls(settings=settings), spot=spot)
 
 
-async def demo_fetcher(spot: bool) -> FetchResult:
+async def demo_fetcher(spot: bool | None) -> FetchResult:
     """``--demo``: the real providers when a key is set, else SIMULATED offers (services/demo/offers.py)."""
     from app.settings import load_offer_settings
     from services.offers.keys import find_keys
@@ -62,12 +67,15 @@ class OffersPane(Widget, can_focus=True):
     OffersPane #of-filters { height: auto; }
     OffersPane #of-filters Input { width: 16; }
     OffersPane #of-filters Select { width: 24; }
+    OffersPane #of-filters #of-spot { width: 17; }
     OffersPane #of-best { padding: 0 1; text-style: bold; }
     OffersPane #of-status { padding: 0 1; color: $text-muted; }
     OffersPane #of-run { padding: 0 1; color: $text-muted; }
     OffersPane #of-keys { padding: 0 1; color: $text-muted; }
     OffersPane #of-rent { padding: 0 1; color: $warning; }
-    OffersPane #of-best, OffersPane #of-status, OffersPane #of-run, OffersPane #of-keys, OffersPane #of-rent {
+    OffersPane #of-spot-why { padding: 0 1; color: $text-muted; }
+    OffersPane #of-best, OffersPane #of-status, OffersPane #of-run, OffersPane #of-keys, OffersPane #of-rent,
+    OffersPane #of-spot-why {
         width: 100%;  /* wrap: the reason is never cut off at the right edge */
     }
     """
@@ -89,7 +97,8 @@ class OffersPane(Widget, can_focus=True):
         self.observed: list = []  # services.offers.ranking.Observed: this user's measured steps/hr
         self.result = FetchResult()
         self.ranked: list[Ranked] = []
-        self.fetched_spot: bool | None = None
+        self.fetched_spot: bool | None = None  # None: nothing fetched yet; the pane fetches both kinds (False)
+        self.spot_rates: dict[str, float] | None = None  # provider → interruptions/hr (settings.toml, defaults)
         self.note = ""  # what the status line adds: "cached 3 min ago", SIMULATED
 
     def compose(self) -> ComposeResult:
@@ -97,36 +106,53 @@ class OffersPane(Widget, can_focus=True):
             yield Input(placeholder="max $/hr", id="of-max-price", type="number")
             yield Input(placeholder="GPUs", id="of-gpus", type="integer")
             yield Select([(p, p) for p in PROVIDERS], prompt="all providers", id="of-provider")
-            yield Checkbox("spot", id="of-spot")
+            yield Select(KINDS, value="both", allow_blank=False, id="of-spot")
             yield Checkbox("misfits", id="of-misfits")
         yield Label("Press r to fetch offers.", id="of-best")
         yield Label("", id="of-run")
         yield Label("", id="of-keys")
         yield Label("", id="of-status")
+        yield Label("", id="of-spot-why")
         yield Label("", id="of-rent")
         yield OffersView(id="of-table")
 
     def on_mount(self) -> None:
         self._show_run()
         if self.cache_dir is not None or self.observed_path is not None:
-            self.run_worker(self._load_cache(False), group="offers-cache")
+            self.run_worker(self._load_cache(), group="offers-cache")
 
-    async def _load_cache(self, spot: bool) -> None:
+    def _load_rates(self) -> None:
+        """Spot interruption rates: settings.toml ``[offers] spot_interruptions_per_hour`` over the defaults
+        (a broken settings.toml is reported by the Keys line and the fetch; the defaults apply meanwhile)."""
+        from app.settings import load_offer_settings
+        from services.errors import PrimeTrainError
+        from services.offers.spot_risk import interruption_rates
+
+        try:
+            configured = load_offer_settings().get("spot_interruptions_per_hour")
+        except PrimeTrainError:
+            configured = None
+        self.spot_rates = interruption_rates(configured)
+
+    async def _load_cache(self) -> None:
         from services.offers import cache
         from services.offers.calibration import ObservationLog
 
+        self._load_rates()
         if self.observed_path is not None:
             self.observed = ObservationLog(self.observed_path).load()
         if self.fetcher in (default_fetcher, demo_fetcher):
             self.show_keys()
-        hit = cache.load(self.cache_dir, spot, self.clock(), self.cache_ttl) if self.cache_dir else None
-        if hit is None and self.fetcher is demo_fetcher and self.fetched_spot is None:
+        hits = [h for kind in (False, True) if self.cache_dir and
+                (h := cache.load(self.cache_dir, kind, self.clock(), self.cache_ttl)) is not None]
+        if not hits and self.fetcher is demo_fetcher and self.fetched_spot is None:
             self.action_refresh_offers()  # the demo shows offers at once
             return
-        if hit is None or self.fetched_spot is not None:
+        if not hits or self.fetched_spot is not None:
             return
-        self.result, age = hit
-        self.fetched_spot = spot
+        self.result = FetchResult(tuple(o for result, _ in hits for o in result.offers))
+        age = max(a for _, a in hits)
+        self.fetched_spot = False
         self.note = f"cached {max(1, round(age / 60))} min ago — r refreshes"
         self.apply_filters()
 
@@ -187,20 +213,21 @@ class OffersPane(Widget, can_focus=True):
 
     # ------------------------------------------------------------------ actions
     def action_refresh_offers(self) -> None:
-        spot = self.query_one("#of-spot", Checkbox).value
         set_label(self.query_one("#of-status", Label), "Fetching offers…")
-        self.run_worker(self._refresh(spot), exclusive=True, group="offers", name="fetching offers")
+        self.run_worker(self._refresh(), exclusive=True, group="offers", name="fetching offers")
 
     def action_toggle_misfits(self) -> None:
         box = self.query_one("#of-misfits", Checkbox)
         box.value = not box.value
 
-    async def _refresh(self, spot: bool) -> None:
+    async def _refresh(self) -> None:
         from services.errors import SettingsError
 
         status = self.query_one("#of-status", Label)
+        if self.spot_rates is None:
+            self._load_rates()
         try:
-            result = await self.fetcher(spot)
+            result = await self.fetcher(None)  # both kinds: the kind filter narrows without a refetch
         except SettingsError as exc:  # settings.toml [offers] (keys, URLs) is wrong: say where, keep the table
             set_label(status, f"Not fetched — settings.toml: {exc}")
             self.notify(f"{exc}\n{exc.hint}".strip(), severity="error", title="Offers: settings.toml", timeout=15)
@@ -209,7 +236,7 @@ class OffersPane(Widget, can_focus=True):
             set_label(status, "Fetching offers failed (see the error message); r tries again.")
             raise  # the App's worker hub reports it
         self.result = result
-        self.fetched_spot = spot
+        self.fetched_spot = False
         simulated = bool(self.result.offers) and all(o.params.get("simulated") for o in self.result.offers)
         if simulated:
             from services.demo.offers import NOTE
@@ -221,8 +248,10 @@ class OffersPane(Widget, can_focus=True):
         if not simulated and self.cache_dir is not None and self.result.offers:
             from services.offers import cache
 
-            try:
-                cache.save(self.cache_dir, spot, FetchResult(self.result.offers), self.clock())
+            try:  # one cache per kind
+                for kind in (False, True):
+                    cache.save(self.cache_dir, kind, FetchResult(tuple(o for o in self.result.offers
+                                                                       if o.spot == kind)), self.clock())
             except OSError:
                 pass  # costs a refetch next time, nothing else
 
@@ -234,9 +263,6 @@ class OffersPane(Widget, can_focus=True):
         self.apply_filters()
 
     def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
-        if event.checkbox.id == "of-spot" and self.fetched_spot is not None and event.value != self.fetched_spot:
-            self.action_refresh_offers()  # spot and on-demand are different searches
-            return
         self.apply_filters()
 
     def _why_none(self) -> str:
@@ -268,13 +294,15 @@ class OffersPane(Widget, can_focus=True):
         price = self._float("#of-max-price")
         count = self._float("#of-gpus")
         provider = self.query_one("#of-provider", Select).value
+        kind = self.query_one("#of-spot", Select).value
         self.ranked = rank(self.result.offers, self.run, max_price=price,
-                           spot=self.query_one("#of-spot", Checkbox).value,
+                           spot=KIND_SPOT.get(kind) if isinstance(kind, str) else None,
                            gpus=int(count) if count else None,
                            providers=[provider] if isinstance(provider, str) else None,
                            include_misfits=self.query_one("#of-misfits", Checkbox).value,
-                           observed=self.observed)
+                           observed=self.observed, spot_rates=self.spot_rates)
         self.query_one(OffersView).show(self.ranked)
+        set_label(self.query_one("#of-spot-why", Label), spot_line(self.ranked, self.run))
         top = best(self.ranked)
         set_label(self.query_one("#of-best", Label),
                   f"Best $/completion: {top.offer.provider} {top.offer.gpu_count}× {top.offer.gpu_type} "
@@ -287,3 +315,17 @@ class OffersPane(Widget, can_focus=True):
         set_label(self.query_one("#of-status", Label),
                   f"{len(self.ranked)} of {n} offers shown" + (f" · {note}" if note else "")
                   + (f" · failed: {errors}" if errors else "") + " · enter rents the highlighted offer")
+
+
+def spot_line(ranked: list[Ranked], run: RunSpec) -> str:
+    """The one line explaining a spot row's Est. $ range (empty when no spot offer is shown)."""
+    risks = [r.risk for r in ranked if r.risk is not None]
+    if not risks:
+        return ""
+    rates = sorted({r.rate for r in risks})
+    rate = f"{rates[0]:g}" if len(rates) == 1 else f"{rates[0]:g}–{rates[-1]:g}"
+    lost = f"half a {run.ckpt_interval}-step checkpoint interval" if run.ckpt_interval \
+        and run.ckpt_interval < run.steps else "the run so far (no checkpoints)"
+    notes = sorted({r.note for r in risks if r.note})
+    return escape(f"Spot Est. $ = not preempted – expected: {rate} preemptions/hr, each losing {lost} + restart"
+                  + "".join(f" · ⚠ {n}" for n in notes))

@@ -26,12 +26,16 @@ _ROWS = (  # provider, gpu_type, name, count, GB/GPU, $/hr for the box, spot, re
     ("runpod", "H100", "H100 SXM", 8, 80, 21.52, False, "demo-secure"),
     ("runpod", "L40S", "L40S", 2, 48, 0.90, True, "demo-community"),
     ("runpod", "RTX4090", "RTX 4090", 2, 24, 0.68, False, "demo-community"),
+    ("primeintellect", "H100", "H100_80GB", 2, 80, 3.00, True, "demo-eu-north"),  # spot: cheapest when it
+    ("primeintellect", "H100", "H100_80GB", 2, 80, 4.70, False, "demo-eu-north"),  # is not preempted
+    ("vast", "H100", "H100 SXM", 2, 79.6, 2.60, True, "demo-Texas, US"),
 )
 
 
-def demo_offers(spot: bool = False) -> FetchResult:
+def demo_offers(spot: bool | None = None) -> FetchResult:
+    """The simulated offers: both kinds (``spot`` None), or only spot / only on-demand."""
     offers = tuple(Offer(provider=p, id=f"demo-{i}", gpu_type=t, gpu_name=n, gpu_count=c, vram_gb=float(gb),
                          price_hr=price, spot=s, region=region, availability="SIMULATED",
                          params={"simulated": True})
-                   for i, (p, t, n, c, gb, price, s, region) in enumerate(_ROWS) if s == spot)
+                   for i, (p, t, n, c, gb, price, s, region) in enumerate(_ROWS) if spot is None or s == spot)
     return FetchResult(offers)

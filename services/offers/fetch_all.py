@@ -17,7 +17,7 @@ from services.offers.models import (FetchResult, Normalised, Offer, ProviderErro
 from services.offers.providers import PROVIDERS, base_urls
 
 
-async def fetch_all(*, keys: Mapping[str, str], urls: Mapping[str, str] | None = None, spot: bool = False,
+async def fetch_all(*, keys: Mapping[str, str], urls: Mapping[str, str] | None = None, spot: bool | None = False,
                     providers: list[str] | None = None, client: httpx.AsyncClient | None = None,
                     timeout: float = 30.0, retry: RetryPolicy | None = None) -> FetchResult:
     names = [n for n in PROVIDERS if providers is None or n in providers]

@@ -4,7 +4,9 @@
     gen work   = steps × gen_tokens × 2·P × decode_penalty   on its inference GPUs (rl; none for sft)
     throughput(n GPUs) = h100_peak_flops × mfu × speed[gpu] × n × parallel_efficiency^log2(n)
     hours      = (train work / throughput(train GPUs) + gen work / throughput(inference GPUs)) / 3600
-                 × (1 + spot_overhead) on spot
+    on spot    : the expected hours and $ with preemptions priced in (services/offers/spot_risk.py: the
+                 provider's interruption rate × (half the run's checkpoint interval + restart + restore));
+                 ``Ranked.base_cost`` keeps the no-preemption figure, the low end of the range
 
 prime-rl splits a box: an rl run needs ``num_train_gpus + num_infer_gpus`` GPUs (``[deployment]``,
 default 1 + 1), an sft run ``num_train_gpus`` (default 1). An offer with fewer GPUs is a misfit with the
@@ -22,7 +24,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -32,12 +34,15 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
+from services.config.checks import BYTES_PER_PARAM_CKPT
 from services.config.findings import ConfigError
 from services.config.memory import GIB, ModelShape, estimate, human, lookup_model, registry
 from services.offers.models import Offer
+from services.offers.spot_risk import UNKNOWN_RATE, Assumptions, SpotRisk, interruption_rates, spot_risk
 
 HEADROOM = 0.95  # CUDA context, allocator fragmentation
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
+DEFAULT_CKPT_INTERVAL = 50  # the default run (no config) is priced as checkpointing every 50 steps
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,6 +73,7 @@ class RunSpec:
     infer_tp: int = 1  # [inference.vllm] tensor_parallel_size: the weights are split over this many GPUs
     infer_bytes_per_param: float = 2.0  # bf16; 1 with quantization = "fp8"
     infer_memory_share: float = 0.9  # [inference.vllm] gpu_memory_utilization
+    ckpt_interval: int | None = DEFAULT_CKPT_INTERVAL  # [ckpt] interval (steps); None: no checkpoint to resume
 
     @property
     def gpus_needed(self) -> int:
@@ -89,6 +95,12 @@ class RunSpec:
 
     def flops(self) -> float:
         return self.train_flops() + self.gen_flops()
+
+    def ckpt_bytes(self) -> float:
+        """Bytes of one checkpoint (DCP: weights + optimizer states, services/config/checks.py)."""
+        shape = sizing_model(self.model)
+        p = self.params if self.params is not None else (shape.params if shape is not None else 0.0)
+        return p * BYTES_PER_PARAM_CKPT
 
     def seconds_on(self, gpu_type: str) -> float:
         """Seconds of the whole run on this GPU type with the run's split (before any spot overhead)."""
@@ -128,6 +140,7 @@ def run_spec_from_config(data: dict[str, Any], *, default_steps: int = 500) -> t
         notes.append(f"max_steps is not set (runs until stopped): priced for {default_steps} steps")
     rl = "orchestrator" in data or "trainer" in data  # (an sft file may carry [inference] for evals)
     train_gpus, infer_gpus = gpu_split(data, rl, notes)
+    ckpt = ckpt_interval(data)
     if rl:
         seq = _int(data.get("seq_len"), _get(data, "trainer", "model", "seq_len"),
                    _get(data, "orchestrator", "seq_len")) or 2048
@@ -139,11 +152,18 @@ def run_spec_from_config(data: dict[str, Any], *, default_steps: int = 500) -> t
                        infer_tp=_int(_get(data, "inference", "vllm", "tensor_parallel_size")) or 1,
                        infer_bytes_per_param=1.0 if _get(data, "inference", "vllm", "quantization") == "fp8" else 2.0,
                        infer_memory_share=float(share) if isinstance(share, (int, float)) and
-                       not isinstance(share, bool) and 0 < share <= 1 else 0.9), notes
+                       not isinstance(share, bool) and 0 < share <= 1 else 0.9, ckpt_interval=ckpt), notes
     seq = _int(_get(data, "data", "seq_len"), data.get("seq_len")) or 128
     batch = _int(_get(data, "data", "batch_size")) or 128
     return RunSpec(model=model, steps=steps, train_tokens_per_step=batch * seq, gen_tokens_per_step=0,
-                   seq_len=seq, train_gpus=train_gpus, infer_gpus=infer_gpus), notes
+                   seq_len=seq, train_gpus=train_gpus, infer_gpus=infer_gpus, ckpt_interval=ckpt), notes
+
+
+def ckpt_interval(data: dict[str, Any]) -> int | None:
+    """prime-rl's checkpoint interval in steps: ``[ckpt] interval`` (rl's shared table, sft's own), else
+    ``[trainer.ckpt] interval``. None when checkpoints are off (no ``[ckpt]``, ``ckpt = "None"``) or only the
+    final one is written (``[ckpt]`` without ``interval``): a preemption then loses the whole run so far."""
+    return _int(_get(data, "ckpt", "interval"), _get(data, "trainer", "ckpt", "interval"))
 
 
 def gpu_split(data: dict[str, Any], rl: bool, notes: list[str]) -> tuple[int, int]:
@@ -243,17 +263,41 @@ class Ranked:
     offer: Offer
     fits: bool
     reason: str  # why it does not fit ("" when it does)
-    est_hours: float
-    est_cost: float
+    est_hours: float  # spot: expected, preemptions included
+    est_cost: float  # spot: expected, preemptions and restore traffic included (the ranking's key)
     measured: bool = False  # est_hours comes from the steps/hr this user's runs reached, not the model
+    risk: SpotRisk | None = None  # spot offers only
+
+    @property
+    def base_hours(self) -> float:
+        """Hours without a preemption (the low end of a spot offer's range)."""
+        return self.risk.base_hours if self.risk is not None else self.est_hours
+
+    @property
+    def base_cost(self) -> float:
+        return self.risk.base_hours * self.offer.price_hr if self.risk is not None else self.est_cost
 
     def to_json(self) -> dict[str, Any]:
-        o = self.offer
+        o, risk = self.offer, self.risk
         return {"provider": o.provider, "id": o.id, "gpu_type": o.gpu_type, "gpu_count": o.gpu_count,
                 "vram_gb": round(o.vram_gb, 1), "price_hr": round(o.price_hr, 4), "spot": o.spot,
                 "region": o.region, "fits": self.fits, "reason": self.reason,
                 "est_hours": round(self.est_hours, 3), "est_cost": round(self.est_cost, 2),
-                "measured": self.measured}
+                "measured": self.measured, **risk_json(self)}
+
+
+RISK_KEYS = ("est_cost_no_preemption", "est_hours_no_preemption", "interruptions_per_hr", "expected_preemptions",
+             "hours_lost_per_preemption", "spot_note")
+
+
+def risk_json(r: Ranked) -> dict[str, Any]:
+    """The spot-risk fields of ``--json`` (on-demand rows: the same estimate, no preemption)."""
+    risk = r.risk
+    return {"est_cost_no_preemption": round(r.base_cost, 2), "est_hours_no_preemption": round(r.base_hours, 3),
+            "interruptions_per_hr": risk.rate if risk else 0.0,
+            "expected_preemptions": round(risk.preemptions, 3) if risk else 0.0,
+            "hours_lost_per_preemption": round(risk.hours_lost, 3) if risk else 0.0,
+            "spot_note": risk.note if risk else ""}
 
 
 @dataclass(frozen=True)
@@ -295,10 +339,17 @@ def _seconds(gpu_type: str, run: RunSpec, train: float, gen: float) -> float:
     return secs + gen / _throughput(gpu_type, max(1, run.infer_gpus)) if gen else secs
 
 
-def est_hours(offer: Offer, run: RunSpec) -> float:
-    """Hours of the run on this offer: the run's own GPU split, never the offer's spare GPUs."""
+def est_hours(offer: Offer, run: RunSpec, rates: Mapping[str, float] | None = None) -> float:
+    """Hours of the run on this offer: the run's own GPU split, never the offer's spare GPUs; on spot the
+    expected hours with preemptions (services/offers/spot_risk.py)."""
     hours = run.seconds_on(offer.gpu_type) / 3600
-    return hours * (1 + constants()["spot_overhead"]) if offer.spot else hours
+    return _risk(offer.provider, hours, run, rates or interruption_rates(), Assumptions()).expected_hours \
+        if offer.spot else hours
+
+
+def _risk(provider: str, hours: float, run: RunSpec, rates: Mapping[str, float], a: Assumptions) -> SpotRisk:
+    return spot_risk(hours, steps=run.steps, ckpt_interval=run.ckpt_interval, ckpt_bytes=run.ckpt_bytes(),
+                     rate=rates.get(provider, UNKNOWN_RATE), provider=provider, assumptions=a)
 
 
 def fit(offer: Offer, run: RunSpec) -> tuple[bool, str]:
@@ -349,17 +400,21 @@ def _fit(model: str, params: float | None, seq_len: int, gpus: int, vram_gb: flo
 def rank(offers: Iterable[Offer], run: RunSpec | None = None, *, max_price: float | None = None,
          spot: bool | None = None, gpus: int | None = None, providers: Iterable[str] | None = None,
          include_misfits: bool = False, include_unavailable: bool = False,
-         observed: Iterable[Observed] = ()) -> list[Ranked]:
-    """Filter, judge the fit, price the run; fits first by Est. $ (then $/hr), misfits after.
+         observed: Iterable[Observed] = (), spot_rates: Mapping[str, float] | None = None,
+         assumptions: Assumptions = Assumptions()) -> list[Ranked]:
+    """Filter, judge the fit, price the run; fits first by Est. $ (then $/hr), misfits after. ``spot``:
+    None lists both kinds in one ranking, a spot offer by its expected $ with preemptions priced in
+    (``spot_rates``: provider → interruptions/hr, default :func:`spot_risk.interruption_rates`).
 
     Fit and hours depend only on (GPU type, count, memory, spot), which repeat across offers: they are
-    worked out once per shape in this call."""
+    worked out once per shape in this call (a spot offer's risk once per shape and provider)."""
     run = run or RunSpec()
     wanted = set(providers) if providers is not None else None
     train, gen = run.train_flops(), run.gen_flops()
-    overhead = 1 + constants()["spot_overhead"]
     rates = calibrated_rates(observed, run)
+    spot_rates = interruption_rates() if spot_rates is None else spot_rates
     shapes: dict[tuple[str, int, float, bool], tuple[bool, str, float, bool]] = {}
+    risks: dict[tuple[str, int, float, str], SpotRisk] = {}
     out: list[Ranked] = []
     for o in offers:
         if (max_price is not None and o.price_hr > max_price) or (spot is not None and o.spot != spot) \
@@ -372,9 +427,16 @@ def rank(offers: Iterable[Offer], run: RunSpec | None = None, *, max_price: floa
             ok, reason = fit(o, run)
             rate = rates.get((o.gpu_type, o.gpu_count))
             hours = run.steps / rate if rate else _seconds(o.gpu_type, run, train, gen) / 3600
-            shape = shapes[key] = (ok, reason, hours * overhead if o.spot else hours, rate is not None)
+            shape = shapes[key] = (ok, reason, hours, rate is not None)
         ok, reason, hours, measured = shape
         if not ok and not include_misfits:
+            continue
+        if o.spot:
+            rkey = (o.gpu_type, o.gpu_count, o.vram_gb, o.provider)
+            risk = risks.get(rkey)
+            if risk is None:
+                risk = risks[rkey] = _risk(o.provider, hours, run, spot_rates, assumptions)
+            out.append(Ranked(o, ok, reason, risk.expected_hours, risk.expected_cost(o.price_hr), measured, risk))
             continue
         out.append(Ranked(o, ok, reason, hours, hours * o.price_hr, measured))
     out.sort(key=lambda r: (not r.fits, r.est_cost, r.offer.price_hr))

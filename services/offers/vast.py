@@ -67,8 +67,20 @@ def parse(payload: Any, *, spot: bool = False) -> Normalised:
     return out.done()
 
 
-async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL, spot: bool = False,
+async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL, spot: bool | None = False,
                 retry: RetryPolicy | None = None) -> list[Offer]:
+    if spot is None:  # both: Vast searches on-demand and interruptible ("bid") separately
+        import asyncio
+
+        on_demand, bids = await asyncio.gather(*(fetch(client, api_key, base_url=base_url, spot=s, retry=retry)
+                                                 for s in (False, True)), return_exceptions=True)
+        for failed in (on_demand, bids):  # both searches end before either's error is raised
+            if isinstance(failed, BaseException):
+                raise failed
+        both = Normalised(NAME)
+        both.extend([*on_demand, *bids])
+        both.skipped, both.why = on_demand.skipped + bids.skipped, on_demand.why or bids.why
+        return both
     data = await request_json(client, "POST", f"{base_url.rstrip('/')}/bundles/", api_key=api_key, retry=retry,
                               json=query(spot=spot))
     return parse(data, spot=spot)

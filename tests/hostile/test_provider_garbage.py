@@ -64,7 +64,9 @@ def strict_json(text: str):
 
 
 def offers_json(capsys, *argv: str) -> tuple[int, dict, str]:
-    code = main(["offers", "--json", "--all", "--timeout", "10", *argv])
+    # --no-spot: one search per provider (by default Vast is searched twice, on-demand and interruptible, and
+    # these stubs answer every search with the same garbage)
+    code = main(["offers", "--json", "--all", "--no-spot", "--timeout", "10", *argv])
     out, err = capsys.readouterr()
     return code, (strict_json(out) if out.strip() else {}), err
 

@@ -50,7 +50,10 @@ def test_provider_runpod_json_lists_its_offers_ranked_with_whole_box_prices(serv
     assert code == 0, err
     assert doc["errors"] == [] and doc["offers"]
     offers = doc["offers"]
-    assert {o["provider"] for o in offers} == {"runpod"} and not any(o["spot"] for o in offers)
+    assert {o["provider"] for o in offers} == {"runpod"}
+    assert any(o["spot"] for o in offers) and not all(o["spot"] for o in offers)  # both kinds by default
+    # RunPod's spot is going away: its spot rows say so, its on-demand rows do not
+    assert all(("interruptible-pod API" in o["spot_note"]) == o["spot"] for o in offers)
     box = next(o for o in offers if o["id"] == f"{H100}|secure|on-demand|8")
     assert (box["gpu_type"], box["gpu_count"], box["vram_gb"], box["price_hr"]) == ("H100", 8, 80.0, 23.92)
     fits = [o["est_cost"] for o in offers if o["fits"]]

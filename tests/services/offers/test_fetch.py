@@ -145,8 +145,10 @@ def test_ranking_is_by_cost_per_run_not_price_per_hour():
     assert eight.est_hours == pytest.approx(ranked[0].est_hours / (8 * 0.9**3))
     idle = rank([_offer(gpu_count=8)], run)[0]  # a 1-GPU run on an 8-GPU box: 7 idle GPUs, no faster
     assert idle.est_hours == pytest.approx(ranked[0].est_hours)
-    spot = rank([_offer(spot=True)], run)[0]
-    assert spot.est_hours == pytest.approx(ranked[0].est_hours * 1.15)
+    spot = rank([_offer(spot=True)], run, spot_rates={_offer().provider: 0.1})[0]  # preemptions priced in
+    h = ranked[0].est_hours
+    lost = min(run.ckpt_interval, run.steps) / 2 * h / run.steps + 0.25 + run.ckpt_bytes() / 100e6 / 3600
+    assert spot.base_hours == pytest.approx(h) and spot.est_hours == pytest.approx(h + 0.1 * h * lost)
 
 
 def test_fit_filters_and_misfits():
