@@ -1,6 +1,6 @@
 """PrimeTrainApp: composition, global bindings, the command palette provider, the worker error hub.
 
-Data flows one way: monitor ``on_snapshot`` -> coalesced :class:`PodUpdated` -> handlers -> widgets.
+Data flows one way: monitor ``on_snapshot`` -> one :class:`PodUpdated` per frame (FRAME_S) -> handlers -> widgets.
 """
 
 from __future__ import annotations
@@ -74,12 +74,11 @@ def _default_rentals(app: "PrimeTrainApp") -> "Rentals":
     return Rentals(app, AuditLog(data_dir() / AUDIT_NAME), settings=settings)
 
 
-class PodUpdated(Message):
-    """A pod changed; the newest snapshot waits in App._pending, so a burst is one message per pod."""
+FRAME_S = 0.2  # pods' snapshots reach the screen at most this often, together (one refresh, not one per pod)
 
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self.name = name
+
+class PodUpdated(Message):
+    """Pods changed: their newest snapshots wait in App._pending; one message per frame for all of them."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -110,6 +109,7 @@ class PrimeTrainApp(RunActions, App[None]):
         Binding("w", "wizard", "Config wizard", id="wizard", show=False),
         Binding("t", "tasks", "Tasks", id="tasks", show=False),
         Binding("T", "terminate_pod", "Terminate rented pod", id="terminate_pod", show=False),
+        Binding("dollar_sign", "spend", "Spend (rented pods' cost)", id="spend", key_display="$", show=False),
         Binding("question_mark", "help", "Help", id="help", key_display="?"),
         Binding("ctrl+p", "command_palette", "Commands", id="command_palette", show=False, priority=True),
         *(
@@ -143,6 +143,7 @@ class PrimeTrainApp(RunActions, App[None]):
         self.pods: dict[str, Pod] = {}
         self.snapshots: dict[str, PodSnapshot] = {}
         self._pending: dict[str, PodSnapshot] = {}
+        self._flush_due, self._last_flush = False, 0.0  # a PodUpdated is on its way; when the last one ran
         self._prompted: set[tuple[str, str]] = set()  # (pod, fingerprint) host-key modals shown
         self._pods_file_lock = asyncio.Lock()
         self._main: tuple[PodList, MonitorPane, TabbedContent] | None = None
@@ -218,22 +219,40 @@ class PrimeTrainApp(RunActions, App[None]):
     def on_snapshot(self, snapshot: PodSnapshot) -> None:
         """Called by the monitor on the event loop for every change: keep it cheap."""
         name = snapshot.pod.name
-        if name not in self._pending:
-            self.post_message(PodUpdated(name))
         self._pending[name] = snapshot
         if name in self.pods:  # a removed pod's last snapshots (still in flight) start nothing
             self.lifecycle_bg.observe(snapshot)
             self.auto_backup.observe(snapshot)
+        if not self._flush_due:  # per frame, not per sample: 64 pods sampling at their own moments of a
+            self._flush_due = True  # second are a few refreshes a second, not 64; a lone change shows at once
+            wait = self._last_flush + FRAME_S - time.monotonic()
+            if wait <= 0:
+                self.post_message(PodUpdated())
+            else:
+                self.set_timer(wait, lambda: self.post_message(PodUpdated()), name="pods' next frame")
+
+    @property
+    def frame_pending(self) -> bool:
+        """Snapshots have arrived that the screen does not show yet (they will at the next frame)."""
+        return bool(self._pending) or self._flush_due or (isinstance(self.screen, FleetScreen)
+                                                          and self.screen.frame_pending)
 
     def on_pod_updated(self, message: PodUpdated) -> None:
-        snapshot = self._pending.pop(message.name, None)
-        if snapshot is None or message.name not in self.pods or not self._main_widgets_ready():
-            return  # removed meanwhile, or the app is shutting down
-        self.snapshots[message.name] = snapshot
+        self._flush_due, self._last_flush = False, time.monotonic()
+        pending, self._pending = self._pending, {}
+        if not self._main_widgets_ready():
+            return  # the app is shutting down
+        with self.batch_update():
+            for name, snapshot in pending.items():
+                if name in self.pods:  # else removed meanwhile
+                    self._show_snapshot(name, snapshot)
+
+    def _show_snapshot(self, name: str, snapshot: PodSnapshot) -> None:
+        self.snapshots[name] = snapshot
         now = self.clock()
         self.pod_list.update_snapshot(snapshot, now)
         self._toast_new_alerts(snapshot)  # first: the monitor pane shows the alert log, new entries included
-        if message.name == self.selected and (pane := self._live_pane()) is not None:
+        if name == self.selected and (pane := self._live_pane()) is not None:
             pane.show(snapshot, now)
         if isinstance(self.screen, FleetScreen):
             self.screen.update_pod(snapshot)
@@ -255,6 +274,13 @@ class PrimeTrainApp(RunActions, App[None]):
                 self.alert_log.append((name, alert))
                 if isinstance(self.screen, FleetScreen):
                     self.screen.alert_fired(name, alert)
+
+    def action_spend(self) -> None:
+        """The Spend view: the spend ledger and whether a watcher enforces budgets (app/screens/spend.py)."""
+        from app.screens.spend import SpendScreen
+
+        if self.screen is self.screen_stack[0]:
+            self.push_screen(SpendScreen())
 
     def action_fleet(self) -> None:
         """Toggle the fleet view."""
@@ -613,6 +639,7 @@ class PrimeTrainApp(RunActions, App[None]):
         running = len(self.tasks.running())
         commands.append(("Show tasks", f"Launch/kill/resume/clean-up actions ({running} running; t)", self.action_tasks))
         commands.append(("Fleet view", "Every pod at once (o)", self.action_fleet))
+        commands.append(("Spend", "Every rented pod's cost, per run and per day ($)", self.action_spend))
         return commands + [("Show help", "Every key, from the live bindings (?)", self.action_help)]
 
     async def _run_pane_action(self, pane: str, action: str) -> None:

@@ -7,6 +7,7 @@ underneath, and the main screen's panes pause meanwhile, as they do under a moda
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from textual.app import ComposeResult
@@ -19,6 +20,9 @@ from widgets.alerts import AlertLog
 from widgets.fleet_view import FleetView
 
 
+FLEET_FRAME_S = 1.0  # the pods' own sampling rate: a faster table shows nothing new, at many times the CPU
+
+
 class FleetScreen(Screen[None]):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="fleet_back")]
     DEFAULT_CSS = """
@@ -29,6 +33,8 @@ class FleetScreen(Screen[None]):
         super().__init__()
         self._initial = list(snapshots)
         self._log = list(alert_log)
+        self._due: dict[str, PodSnapshot] = {}  # pod -> its newest snapshot, for the next table frame
+        self._timer_set, self._last = False, 0.0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -51,13 +57,40 @@ class FleetScreen(Screen[None]):
         return self.query_one(FleetView)
 
     def update_pod(self, snapshot: PodSnapshot) -> None:
-        if self.is_mounted:
-            self.table.update_pod(snapshot)
+        """At most one table update per FLEET_FRAME_S: every cell update makes the table render all its
+        visible cells again, and pods sampled at 1 Hz at their own moments would do that ~5 times a
+        second; a first sight of a pod, or one after a quiet second, shows at once."""
+        if not self.is_mounted:
+            return
+        self._due[snapshot.pod.name] = snapshot
+        if self._timer_set:
+            return
+        wait = self._last + FLEET_FRAME_S - time.monotonic()
+        if wait <= 0:
+            self._flush()
+        else:
+            self._timer_set = True
+            self.set_timer(wait, self._flush, name="fleet's next frame")
+
+    @property
+    def frame_pending(self) -> bool:
+        return bool(self._due) or self._timer_set
+
+    def _flush(self) -> None:
+        self._timer_set, self._last = False, time.monotonic()
+        due, self._due = self._due, {}
+        if not self.is_mounted:
+            return
+        table = self.table
+        with self.app.batch_update():
+            for snapshot in due.values():
+                table.update_pod(snapshot)
 
     def alert_fired(self, pod: str, alert: Alert) -> None:
         if self.is_mounted:
             self.query_one(AlertLog).add(pod, alert)
 
     def remove_pod(self, name: str) -> None:
+        self._due.pop(name, None)
         if self.is_mounted:
             self.table.remove_pod(name)

@@ -21,6 +21,13 @@ async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float
         await pilot.pause(0.05)
 
 
+async def shown(pilot: Pilot) -> None:
+    """Let the app show every snapshot fed to it so far: they reach the screen once per frame (app/tui.py
+    FRAME_S; the fleet view once a second), not one by one."""
+    await wait_for(pilot, lambda: not pilot.app.frame_pending)
+    await pilot.pause()
+
+
 async def laid_out(pilot: Pilot, selector: str, timeout: float = 20.0) -> None:
     """Wait until the current screen has a widget matching ``selector`` with a region Pilot can click.
 

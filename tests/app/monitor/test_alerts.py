@@ -24,7 +24,7 @@ from app.tui import PrimeTrainApp
 from services.monitor.health import HealthSettings
 from services.models import Alert, Pod, PodKind, PodSnapshot, PodState, PodStatus, Severity
 from services.monitor.service import MonitorService, MonitorSettings
-from tests.app.helpers import Parked, wait_for
+from tests.app.helpers import Parked, shown, wait_for
 from tests.conftest import SSHD, _make_server
 from widgets.alerts import AlertList
 from widgets.monitor_pane import MonitorPane
@@ -128,7 +128,7 @@ async def test_toast_once_per_alert_and_again_only_after_it_cleared() -> None:
 
         async def feed(*alerts: Alert) -> None:
             app.on_snapshot(replace(base, alerts=alerts))
-            await pilot.pause()
+            await shown(pilot)
 
         def count(aid: str) -> int:
             return sum(1 for _, title, _ in toasts(app) if title == f"gpu1: {aid.title()}")

@@ -30,7 +30,7 @@ from services.models import (
     Sample,
 )
 from services.monitor.service import MonitorService, MonitorSettings
-from tests.app.helpers import Parked, wait_for
+from tests.app.helpers import Parked, shown, wait_for
 from widgets.alerts import AlertLog
 from widgets.fleet_view import COLUMN_KEYS, FleetView
 
@@ -87,7 +87,7 @@ def pod_snapshot(pod: Pod, steps: int, *, util: float = 90.0, oom: bool = False,
 
 
 async def settle(pilot: Pilot) -> None:
-    await pilot.pause()
+    await shown(pilot)
     await pilot.wait_for_scheduled_animations()
 
 

@@ -18,7 +18,7 @@ from app.tui import PrimeTrainApp
 from services.models import Alert, Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress, Severity
 from services.monitor.service import MonitorService, MonitorSettings
 from services.models import WandbStatus
-from tests.app.helpers import wait_for
+from tests.app.helpers import shown, wait_for
 from tests.app.helpers import Parked
 
 SIZE = (160, 50)
@@ -62,16 +62,16 @@ async def test_alert_log_and_wandb_on_the_main_screen() -> None:
         base = PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "", since=0.0),
                                  run=RunProgress(step=3, loss=1.5, source="training.csv"))
         app.on_snapshot(replace(base, alerts=(disk,)))
-        await pilot.pause()
+        await shown(pilot)
         assert "Disk almost full" in text(app, "#monitor-alerts")
         log = text(app, "#monitor-alert-log")
         assert "Alert log" in log and "gpu1: ! Disk almost full" in log
         app.on_snapshot(replace(base, alerts=(), wandb=wandb))  # cleared; W&B has spoken
-        await pilot.pause()
+        await shown(pilot)
         assert text(app, "#monitor-alerts") == ""  # nothing stands now ...
         assert "Disk almost full" in text(app, "#monitor-alert-log")  # ... but the log remembers
         info = text(app, "#wandb-info")
         assert info.startswith("W&B: running, heartbeat 4") and "acme/rl/k3x9" in info and "information only" in info
         app.on_snapshot(replace(base, alerts=()))  # no W&B (off, or no run named): the line goes
-        await pilot.pause()
+        await shown(pilot)
         assert text(app, "#wandb-info") == ""
