@@ -184,11 +184,12 @@ class PodState(str, enum.Enum):
     AUTH_FAILED = "auth failed"
     HOSTKEY_UNKNOWN = "host key unknown"
     HOSTKEY_CHANGED = "host key changed"
+    UNSUPPORTED = "unsupported"  # the pod lacks what monitoring needs (exec channel, python3): reason says what
 
     @property
     def retrying(self) -> bool:
         """States the monitor leaves by itself; the others wait for the user."""
-        return self in (PodState.CONNECTING, PodState.ONLINE, PodState.STALE, PodState.OFFLINE)
+        return self in (PodState.CONNECTING, PodState.ONLINE, PodState.STALE, PodState.OFFLINE, PodState.UNSUPPORTED)
 
 
 @dataclass(frozen=True)

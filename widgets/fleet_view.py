@@ -38,6 +38,7 @@ STATE_STYLE = {
     PodState.CONNECTING: "cyan",
     PodState.STALE: "yellow",
     PodState.OFFLINE: "red",
+    PodState.UNSUPPORTED: "red",
 }
 
 

@@ -100,6 +100,9 @@ def state_text(snapshot: PodSnapshot, now: float) -> str:
     if state is PodState.OFFLINE:
         return (f"{name} is not answering" + (f": {reason}" if reason else "") + "."
                 + (f" The monitor {retry}; r retries now." if retry else " r retries now.") + old)
+    if state is PodState.UNSUPPORTED:
+        return (f"{name} cannot be monitored as it is: {reason or 'it lacks what monitoring needs'}."
+                + (f" The monitor {retry}; r retries now." if retry else " r retries now.") + old)
     if state is PodState.STALE:
         return ("Connected, but no new sample" + (f": {reason}" if reason else "") + f".{old}"
                 " r reconnects.")

@@ -20,6 +20,7 @@ STATE_CLASS = {
     PodState.AUTH_FAILED: "-failed",
     PodState.HOSTKEY_UNKNOWN: "-failed",
     PodState.HOSTKEY_CHANGED: "-failed",
+    PodState.UNSUPPORTED: "-failed",
 }
 
 

@@ -101,7 +101,7 @@ async def _all(pods, timeout: float) -> list[dict[str, Any]]:
 
 
 async def _one(pod, timeout: float) -> dict[str, Any]:
-    from services.errors import AuthError, HostKeyError, PrimeTrainError
+    from services.errors import AuthError, HostKeyError, PodUnsupported, PrimeTrainError
     from services.models import PodKind, PodState
     from services.monitor.service import MonitorSettings
 
@@ -124,6 +124,8 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
         result.update(state=PodState.HOSTKEY_UNKNOWN.value, reason=f"{exc} (headless mode never trusts a new key)")
     except AuthError as exc:
         result.update(state=PodState.AUTH_FAILED.value, reason=str(exc))
+    except PodUnsupported as exc:  # no exec channel, no python3: what is missing and the fix
+        result.update(state=PodState.UNSUPPORTED.value, reason=str(exc))
     except asyncio.TimeoutError:
         result.update(reason=f"no answer within {timeout:g} s")
     except (PrimeTrainError, OSError) as exc:

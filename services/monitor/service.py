@@ -278,7 +278,8 @@ class MonitorService:
             else:
                 delay = backoff_delay(attempt, self.settings.backoff_max)
                 attempt += 1
-            self._set(worker, PodState.OFFLINE, reason, next_retry=self._clock() + delay)
+            self._set(worker, PodState.UNSUPPORTED if unsupported else PodState.OFFLINE, reason,
+                      next_retry=self._clock() + delay)
             await _wait_event(worker.wake, delay)
 
     async def _pump(self, worker: PodWorker, stream) -> str:

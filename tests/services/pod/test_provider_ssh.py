@@ -175,7 +175,7 @@ async def watch_unsupported(server, tmp_path: Path, needle: str) -> None:
     mon = MonitorService(lambda snap: None, settings=FAST, connector=connector)
     mon.add(server.pod(probe_dir=str(tmp_path / "podstate")))
     try:
-        snap = await wait_for(lambda: (s := mon.snapshot("testpod")).status.state is PodState.OFFLINE and s,
+        snap = await wait_for(lambda: (s := mon.snapshot("testpod")).status.state is PodState.UNSUPPORTED and s,
                               what="offline")
         assert needle in snap.status.reason
         assert snap.status.next_retry is not None and snap.status.next_retry - time.time() > 600
@@ -183,7 +183,7 @@ async def watch_unsupported(server, tmp_path: Path, needle: str) -> None:
         assert connector.connects == 1
         mon.reconnect("testpod")
         await wait_for(lambda: connector.connects == 2, what="the user's reconnect")
-        await wait_for(lambda: mon.snapshot("testpod").status.state is PodState.OFFLINE, what="offline again")
+        await wait_for(lambda: mon.snapshot("testpod").status.state is PodState.UNSUPPORTED, what="unsupported again")
         assert needle in mon.snapshot("testpod").status.reason
     finally:
         await mon.aclose()
@@ -217,6 +217,28 @@ async def test_monitor_shows_missing_python3_and_does_not_retry_in_a_loop(provid
     server = provider_sshd("no-python")
     provider_home(server)
     await watch_unsupported(server, tmp_path, expected_install())
+
+
+@pytest.mark.parametrize(("variant", "needle"), [("pty-only", RUNPOD_FIX), ("no-python", "the pod has no python3")])
+async def test_status_and_the_monitor_pane_say_unsupported_with_the_reason(provider_sshd, provider_home, tmp_path,
+                                                                           variant, needle):
+    """`status` (headless) reports the state "unsupported" with what is missing, and the Monitor pane's text for
+    such a pod says the reason first and that r retries."""
+    from dataclasses import replace
+
+    from app.commands.status import _one
+    from services.models import PodSnapshot, PodStatus
+    from widgets.monitor_pane import state_text
+
+    server = provider_sshd(variant)
+    provider_home(server)
+    pod = server.pod(probe_dir=str(tmp_path / "podstate"))
+    result = await _one(pod, 20.0)
+    assert result["state"] == "unsupported" and needle in result["reason"], result
+    snap = PodSnapshot(pod=replace(pod, name="p1"), status=PodStatus(PodState.UNSUPPORTED, result["reason"], since=0.0,
+                                                                     next_retry=1800.0))
+    text = state_text(snap, 0.0)
+    assert text.startswith("p1 cannot be monitored as it is: ") and needle in text and "r retries now" in text
 
 
 # ------------------------------------------------------------------ the messages
