@@ -111,7 +111,7 @@ def watch_notice(data_dir: Path, now: float | None = None, *, mark: bool = True)
     else:
         stopped = _num((state or {}).get("stopped")) or _num((state or {}).get("updated"))
         head = "No watcher is running" + (f" (the last one stopped at {_clock(stopped)})" if stopped else "") + \
-               ": alerts are pushed only while one runs (prime-train-tui watch)"
+               ": alerts are pushed only while one runs (a watcher keeps watching with this app closed: docs/watch.md)"
     did = _did(state, seen)
     threads = [th for th in (Thread.from_json(t) for t in (state or {}).get("threads") or []) if th is not None]
     new = [th for th in threads if seen is None or th.opened > seen]
@@ -150,5 +150,5 @@ def watcher_status(data_dir: Path) -> str:
         since = _num((holder or {}).get("since"))
         return (f"A watcher is running (pid {holder['pid']}" + (f", since {_clock(since)}" if since else "") +
                 "): it warns at 80 % of a budget and enforces deadlines with the TUI closed.")
-    return ("No watcher is running: budgets are not enforced, and deadlines only while the TUI is open "
-            "(prime-train-tui watch; docs/watch.md).")
+    return ("No watcher is running: budgets are not enforced, and deadlines only while this app is open (a "
+            "watcher keeps them with the app closed: docs/watch.md).")

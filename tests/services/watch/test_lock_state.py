@@ -98,7 +98,8 @@ def test_the_tui_notice(tmp_path: Path):
     state.stopped = T0 + 90
     state.save(book)
     stopped = watch_notice(tmp_path, T0 + 100)
-    assert stopped.startswith("No watcher is running (the last one stopped at ") and "prime-train-tui watch" in stopped
+    assert stopped.startswith("No watcher is running (the last one stopped at ") and "docs/watch.md" in stopped
+    assert "prime-train-tui " not in stopped  # no command line inside the TUI
     assert read_state(tmp_path / STATE_NAME)["stopped"] == T0 + 90
 
 
