@@ -89,6 +89,7 @@ def fleet_layout(available: int, pod_width: int, padding: int = 1) -> dict[str, 
 
 
 class FleetView(DataTable):
+    HELP_WHERE = "the fleet table"  # what the help calls it
     DEFAULT_CSS = """
     FleetView { height: 1fr; }
     """

@@ -62,6 +62,7 @@ def cells(r: Ranked) -> list[Any]:
 
 
 class OffersView(DataTable):
+    HELP_WHERE = "the offers table"  # what the help calls it
     DEFAULT_CSS = "OffersView { height: 1fr; }"
 
     def __init__(self, **kwargs: Any) -> None:

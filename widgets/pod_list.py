@@ -156,6 +156,8 @@ class PodRow(ListItem):
 class PodList(ListView):
     """The sidebar. Posts :class:`PodList.PodSelected` when the highlighted pod changes."""
 
+    HELP_WHERE = "the pod list"  # what the help calls it
+
     class PodSelected(Message):
         def __init__(self, name: str | None) -> None:
             super().__init__()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from rich.table import Table
@@ -64,7 +65,17 @@ def _where(app: App, active: ActiveBinding) -> str:
     node = active.node
     if node is app or isinstance(node, Screen):
         return "everywhere"
-    return f"in {type(node).__name__}"
+    return f"in {where_name(node)}"
+
+
+def where_name(node: object) -> str:
+    """The user's name for a widget that holds keys: its ``HELP_WHERE`` ("the offers table"), else its class
+    name in words ("the checkpoint table" for CheckpointTable), never a bare class name."""
+    named = getattr(node, "HELP_WHERE", None)
+    if isinstance(named, str) and named:
+        return named
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+", type(node).__name__)
+    return "the " + " ".join(w.lower() for w in words)
 
 
 class HelpScreen(ModalScreen[None]):

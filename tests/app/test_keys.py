@@ -120,6 +120,32 @@ async def test_help_lists_the_visible_panes_keys_first():
         assert not any(r.description == "Reconnect" for r in rows)
 
 
+async def test_help_names_places_in_words_never_a_class_name():
+    """The help's Where column is 'everywhere', the pane, or a place in words ('in the pod list'), with the
+    focus in a table or in the sidebar."""
+    import re
+
+    app = parked_app()
+    async with app.run_test(size=SIZE) as pilot:
+        for keys in (("2",), ("3",)):  # the offers table has the focus; then the Monitor (the pod list's keys)
+            await pilot.press(*keys)
+            await pilot.pause()
+            if keys == ("2",):
+                from widgets.offers_view import OffersView
+
+                app.screen.query_one(OffersView).focus()
+            else:
+                app.pod_list.focus()
+            await pilot.pause()
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+            wheres = {r.where for r in app.screen.rows}
+            assert {"in the offers table" if keys == ("2",) else "in the pod list"} <= wheres, wheres
+            assert not [w for w in wheres if re.search(r"[a-z][A-Z]", w)], wheres  # no CamelCase class names
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+
 async def test_palette_holds_every_action_with_its_context():
     app = parked_app()
     async with app.run_test(size=SIZE) as pilot:
