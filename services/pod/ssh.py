@@ -286,14 +286,16 @@ class SSHConnection(Connection):
     async def _check_exec(self) -> None:
         """After a command failed: raise ExecRefused when this endpoint runs no commands at all (the canary
         ``echo`` does not come back). Asked once per connection; a lost connection is the caller's to report."""
-        if self._exec_ok is True or self._conn is None:
-            return
+        if self._exec_ok is True or self._conn is None or self._conn.is_closed():
+            return  # a lost connection is not a refusal: the caller says "connection lost"
         if self._exec_ok is None:
             asyncssh = _asyncssh()
             try:
                 result = await asyncio.wait_for(self._conn.run(provider_ssh.CANARY, check=False, encoding=None), 30.0)
                 self._exec_ok = provider_ssh.EXEC_OK in _text(result.stdout)
-            except asyncssh.ChannelOpenError:
+            except asyncssh.ChannelOpenError as exc:
+                if self._conn.is_closed() or exc.code == asyncssh.OPEN_CONNECT_FAILED:
+                    return  # "SSH connection closed": the line went down meanwhile, nothing was refused
                 self._exec_ok = False
             except (OSError, asyncssh.Error, asyncio.TimeoutError):
                 return

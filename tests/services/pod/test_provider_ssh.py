@@ -196,6 +196,23 @@ async def test_monitor_shows_the_interactive_only_endpoint_and_does_not_retry_in
     await watch_unsupported(server, tmp_path, RUNPOD_FIX)
 
 
+async def test_a_connection_lost_is_never_called_an_interactive_only_endpoint(provider_sshd, provider_home, tmp_path):
+    """The canary is asked after a failure; when the failure is the line going down, the answer is "connection
+    lost", not "this endpoint only offers an interactive shell" (a race the backup tests once hit)."""
+    from services.errors import ProbeError
+
+    server = provider_sshd("no-sftp")
+    provider_home(server)
+    async with SSHConnection(server.pod(probe_dir=str(tmp_path / "podstate"))) as conn:
+        conn._conn.abort()  # the TCP connection dies under us
+        await asyncio.sleep(0.2)
+        for attempt in (conn.run("true"), conn.start_probe(["--interval", "0.2"])):
+            with pytest.raises((ConnectError, ProbeError)) as info:
+                await attempt
+            assert not isinstance(info.value, ExecRefused), info.value
+            assert "interactive shell" not in str(info.value)
+
+
 # ------------------------------------------------------------------ no python3
 
 
