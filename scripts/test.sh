@@ -3,6 +3,7 @@
 # (OpenSSH's sshd and Chromium from Debian, the project and its dev extra in .venv), checks the import
 # contracts and runs the whole suite.
 # Extra arguments go to pytest, e.g.  scripts/test.sh -k monitor -x
+# The suite runs on every core (pytest-xdist); PTT_TEST_WORKERS=0 runs it in one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,4 +33,4 @@ echo "== checking the import contracts (pyproject.toml [tool.importlinter])"
 .venv/bin/lint-imports --no-cache | tail -n 8
 
 echo "== running the test suite"
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest -n "${PTT_TEST_WORKERS:-auto}" "$@"

@@ -47,7 +47,8 @@ def config_file(tmp_path: Path, text: str = RL_BASE) -> Path:
 
 async def test_typo_produces_its_finding_after_the_debounce(tmp_path: Path) -> None:
     path = config_file(tmp_path)
-    async with PaneApp(path, debounce=0.3).run_test(size=SIZE) as pilot:
+    # a debounce long enough that a loaded machine's slow key presses never let it fire mid-typing
+    async with PaneApp(path, debounce=1.5).run_test(size=SIZE) as pilot:
         pane = pilot.app.query_one(ConfigPane)
         await wait_for(pilot, lambda: pane.report is not None)
         assert ids(pane) == []
@@ -57,7 +58,7 @@ async def test_typo_produces_its_finding_after_the_debounce(tmp_path: Path) -> N
         await pilot.press(*"max_step = 3", "enter")
         await pilot.pause(0.1)
         assert ids(pane) == []  # not yet: the debounce has not fired
-        await wait_for(pilot, lambda: ids(pane) == [("unknown-key", 7)], timeout=3)
+        await wait_for(pilot, lambda: ids(pane) == [("unknown-key", 7)], timeout=6)
         assert "did you mean 'max_steps'" in pane.findings_list.findings[0].message
         assert "0 warning(s)" in str(pane.query_one("#config-summary").render())
         assert "modified" in str(pane.query_one("#config-status").render())
