@@ -316,7 +316,7 @@ def _variables(b: Breakdown, window, saves, per_step) -> dict[str, Any]:
         v["waiting"] = load.waiting
     v["server_clause"] = f" ({load.describe().split(': ', 1)[1].split(' (')[0]})" if load.measured else ""
     if load.running and load.waiting is not None:  # capacity for the queued requests too
-        v["infer_gpu_factor"] = round(min(4.0, max(1.1, (load.running + load.waiting) / load.running)), 3)
+        v["infer_gpu_factor"] = round(min(4.0, max(1.1, (load.running + load.waiting) / load.running)), 2)
     fb, hold = v.get("forward_backward_s"), v.get("wait_for_policy_s")
     if fb and hold is not None:  # a step shorter by the hold would not keep ready batches waiting
         v["train_gpu_factor"] = round(min(4.0, max(1.25, fb / max(fb - hold, 0.25 * fb))), 2)
