@@ -110,6 +110,10 @@ class BackgroundLifecycle:
             elif d.kind == "give_up":
                 self.app.notify(d.reason, title="Auto-resume", severity="error", timeout=15)
             elif d.kind == "resume" and self.resumer is not None:
+                if watcher_running():  # one process resumes a run: the watcher, which also runs with the app closed
+                    self.tracker.handed_over(d)
+                    self.app.notify(f"{d.reason.replace('resuming', 'the watcher resumes', 1)}", title="Auto-resume")
+                    continue
                 self.app.notify(d.reason, title="Auto-resume")
                 self.app.run_worker(self._resume(d), name=f"auto-resume {d.run_id}", group="lifecycle-background",
                                     exit_on_error=False)
@@ -147,3 +151,14 @@ def app_clock(app: Any) -> Callable[[], float]:
     import time
 
     return getattr(app, "clock", None) or time.time
+
+
+def watcher_running() -> bool:
+    """A headless watcher holds this data dir's lock (services/watch/lock.py)."""
+    from app.settings import data_dir
+    from services.watch.lock import LOCK_NAME, holder_alive, read_holder
+
+    try:
+        return holder_alive(read_holder(data_dir() / LOCK_NAME))
+    except Exception:  # noqa: BLE001 - unknown: this app resumes, as without a watcher
+        return False

@@ -55,15 +55,16 @@ def load_notify(extra: list[str]) -> Any:
 
 def load_watch_options() -> dict[str, Any]:
     """``[watch]`` of settings.toml (``terminate_over_budget``, default false), backup.toml (auto-backup and the
-    final backup before a budget termination) and ``[lifecycle] preempt_after_minutes``. SettingsError when
-    one is broken."""
+    final backup before a budget termination) and ``[lifecycle]`` (preempt_after_minutes; auto_resume, opt-in, and
+    how a resume runs). SettingsError when one is broken."""
     from app.settings import config_dir, load_lifecycle_settings, settings_doc
     from services.backup.s3 import load_backup_settings
 
     table = settings_doc().table("watch", kinds={"terminate_over_budget": bool})
+    lifecycle = load_lifecycle_settings()
     return {"terminate_over_budget": bool(table.get("terminate_over_budget", False)),
             "backup": load_backup_settings(config_dir() / "backup.toml"),  # also auto_backup, as in the TUI
-            "preempt_after_s": load_lifecycle_settings().preempt_after_minutes * 60.0}
+            "preempt_after_s": lifecycle.preempt_after_minutes * 60.0, "lifecycle": lifecycle}
 
 
 def _pods(specs: list[str]) -> list:

@@ -136,6 +136,12 @@ class PreemptionTracker:
             out.append(Decision("resume", pod, run_id, f"resuming run {run_id} on {target}", target))
         return out
 
+    def handed_over(self, decision: Decision) -> None:
+        """Another process carries this ``resume`` decision out (the headless watcher, which holds the data
+        dir): forget it here, uncounted and not retried."""
+        self._busy.discard(decision.run_id)
+        self._waiting.pop(decision.run_id, None)
+
     def resumed(self, decision: Decision, ok: bool, new_run_id: str | None = None, error: str = "") -> None:
         """The outcome of a ``resume`` decision: counted as an attempt either way; a failure retries
         on the next check while attempts and budget allow."""

@@ -54,6 +54,7 @@ class WatchOptions:
     terminate_over_budget: bool = False  # [watch] terminate_over_budget: at 100 % of a rental's budget_usd
     backup: Any = None  # services.backup.s3.BackupSettings (backup.toml): auto-backup, the final backup's bucket
     preempt_after_s: float = 600.0  # SSH down this long: the pod's running run is marked interrupted
+    lifecycle: Any = None  # services.lifecycle.preflight.LifecycleSettings: [lifecycle] auto_resume (opt-in) and how
 
 
 class Watcher:
@@ -75,10 +76,17 @@ class Watcher:
                                   pod_for=self._pod_for, connect=connector, clock=clock)
         self._deadline_watch: Any = None
         self.backups = WatchBackups(options.backup, self._backup_event, connect=connector, clock=clock)
-        from services.lifecycle.preemption import PreemptionTracker
+        from services.lifecycle.preemption import AutoResumePolicy, AutoResumer, PreemptionTracker
 
+        policy = AutoResumePolicy.from_settings(options.lifecycle) if options.lifecycle is not None \
+            else AutoResumePolicy()
         self.preemption = PreemptionTracker(Path(options.data_dir) / "runs", down_after=options.preempt_after_s,
-                                            clock=clock)
+                                            policy=policy, clock=clock)
+        # auto-resume, opt-in as in the TUI ([lifecycle] auto_resume): the ordinary resume path, newest complete
+        # checkpoint or the verified backup; one at a time per run (the tracker never decides a run twice)
+        self.resumer = AutoResumer(self.preemption, options.lifecycle, connect=connector or _connect_pod,
+                                   backup=options.backup) if policy.enabled else None
+        self._resumes: dict[str, asyncio.Future] = {}
         self._acting = False  # run(): backups and preemption act; once(): they only look
         self._said_no_keys = False
         self.sent: Counter[tuple[str, str]] = Counter()
@@ -115,6 +123,8 @@ class Watcher:
                     await asyncio.wait_for(stop.wait(), self.options.tick_s)
         finally:
             tasks[1].cancel()
+            for resuming in self._resumes.values():  # a resume cut here is retried by the next watcher or the TUI
+                resuming.cancel()
             self._acting = False
             await self.backups.aclose()
             if self.monitor is not None:
@@ -306,15 +316,61 @@ class Watcher:
                               Severity.WARNING, pod=str(fields.get("pod") or "")))
 
     def _preempted(self, decisions: list[Any]) -> None:
-        """The preemption tracker's decisions: a run marked interrupted (its pod lost) is said and pushed."""
+        """The preemption tracker's decisions: a run marked interrupted (its pod lost) is said and pushed; with
+        auto-resume on, a resume decision is carried out in a task of its own and a give-up is said why."""
         for d in decisions:
             fields = {"pod": d.pod, "run_id": d.run_id, "kind": d.kind, "message": d.reason}
+            if d.kind == "resume":
+                if self.resumer is None or not self._acting:
+                    self.preemption.resumed(d, False, error="the watcher is not resuming runs now")
+                    continue
+                self._say("auto-resume started", logging.WARNING, target=d.target, **fields)
+                self.state.record("auto-resume started", target=d.target, **fields)
+                self._resumes[d.run_id] = asyncio.ensure_future(self._auto_resume(d))
+                continue
+            if d.kind == "give_up":
+                self._say("auto-resume gave up", logging.WARNING, **fields)
+                self.state.record("auto-resume gave up", **fields)
+                self._dirty = True
+                self.push(Message("auto-resume", f"[AUTO-RESUME] {d.pod}: run {d.run_id} not resumed", d.reason +
+                                  ". Resume it by hand from its newest checkpoint or its verified backup.",
+                                  Severity.WARNING, pod=d.pod))
+                continue
             self._say(f"preempted {d.kind}", logging.WARNING, **fields)
             self.state.record(f"preempted {d.kind}", **fields)
             self._dirty = True
-            self.push(Message("preempted", f"[PREEMPTED] {d.pod}: run {d.run_id} interrupted", d.reason +
-                              ". Resume it from its newest checkpoint or its verified backup (prime-train-tui "
-                              "resume).", Severity.CRITICAL, pod=d.pod))
+            then = (" Auto-resume is on: the watcher resumes it when "
+                    f"{self.preemption.policy.target_pod or d.pod} answers again." if self.resumer is not None else
+                    " Resume it from its newest checkpoint or its verified backup (prime-train-tui resume).")
+            self.push(Message("preempted", f"[PREEMPTED] {d.pod}: run {d.run_id} interrupted", d.reason + "." + then,
+                              Severity.CRITICAL, pod=d.pod))
+
+    async def _auto_resume(self, d: Any) -> None:
+        """One resume decision carried out (services.lifecycle.preemption.AutoResumer: its outcome is counted in
+        the run records, a failure retried at a later check while attempts and budget allow)."""
+        assert self.resumer is not None
+        try:
+            last = await self.resumer.execute(d)
+            fields = {"pod": d.target, "run_id": d.run_id, "message": last.message}
+            if last.kind == "done":
+                data = last.data or {}
+                self._say("auto-resume done", logging.WARNING, new_run=data.get("id"), **fields)
+                self.state.record("auto-resume done", new_run=data.get("id"), **fields)
+                if self.monitor is not None and isinstance(data.get("run_dir"), str) and data["run_dir"]:
+                    self.monitor.set_run_dir(d.target, data["run_dir"])  # progress and run alerts follow the new run
+                self.push(Message("auto-resume", f"[RESUMED] {d.target}: run {d.run_id} resumed", last.message,
+                                  Severity.WARNING, pod=d.target))
+            else:
+                self._say("auto-resume failed", logging.ERROR, **fields)
+                self.state.record("auto-resume failed", **fields)
+                self.push(Message("auto-resume", f"[AUTO-RESUME FAILED] {d.target}: run {d.run_id}", last.message +
+                                  ". Tried again at a later check while its attempts and budget allow.",
+                                  Severity.CRITICAL, pod=d.target))
+        except Exception:  # noqa: BLE001 - never stops the watcher
+            log.exception("auto-resume of %s failed", d.run_id)
+        finally:
+            self._resumes.pop(d.run_id, None)
+            self._dirty = True
 
     async def _forget_pod(self, name: str) -> None:
         """A pod terminated on purpose: no longer watched, and not "unreachable"."""
@@ -387,3 +443,9 @@ class Watcher:
         except OSError as exc:
             event(log, "cannot write the state file", logging.ERROR, path=str(self.state.path),
                   error=exc.strerror or str(exc))
+
+
+def _connect_pod(pod: Pod) -> Any:
+    from services.pod.ssh import connect_pod
+
+    return connect_pod(pod)
