@@ -4,11 +4,17 @@ preempted – expected" (services/offers/spot_risk.py; sorted by the expected); 
 provider's spot is going away (the pane's explanation line says why).
 
 A narrow pane drops the low-value columns first (region, spot, VRAM, estimated time): provider, GPU,
-count, $/hr, Est. $ and the fit stay, whole, never cut to "Pr…"."""
+count, $/hr, Est. $ and the fit stay, whole, never cut to "Pr…".
+
+At most :data:`MAX_ROWS` rows are in the table: the first of all the rows in the current order (a header
+sorts every row, then the first ``MAX_ROWS`` show). A DataTable's cost grows with its rows (10,000 rows took
+3.7 s to fill on each filter keystroke; 200 take ~40 ms); nobody reads past a few hundred, and the pane says
+how many are left out (:attr:`OffersView.hidden`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from rich.text import Text
@@ -19,17 +25,17 @@ from services.offers.ranking import Ranked
 from widgets.columns import content_width, fit_columns
 from widgets.format import duration
 
-COLUMNS: tuple[tuple[str, str, Callable[[Ranked], Any]], ...] = (
-    ("provider", "Provider", lambda r: r.offer.provider),
-    ("gpu", "GPU", lambda r: r.offer.gpu_type),
-    ("count", "#", lambda r: r.offer.gpu_count),
-    ("vram", "VRAM/GPU", lambda r: r.offer.vram_gb),
-    ("price", "$/hr", lambda r: r.offer.price_hr),
-    ("spot", "Spot", lambda r: r.offer.spot),
-    ("region", "Region", lambda r: r.offer.region),
-    ("time", "Est. time", lambda r: r.est_hours),
-    ("cost", "Est. $", lambda r: r.est_cost),
-    ("fit", "Fit", lambda r: r.fits),
+COLUMNS: tuple[tuple[str, str, Callable[[Ranked], Any]], ...] = (  # (attrgetter: a header sorts 10,000 rows)
+    ("provider", "Provider", attrgetter("offer.provider")),
+    ("gpu", "GPU", attrgetter("offer.gpu_type")),
+    ("count", "#", attrgetter("offer.gpu_count")),
+    ("vram", "VRAM/GPU", attrgetter("offer.vram_gb")),
+    ("price", "$/hr", attrgetter("offer.price_hr")),
+    ("spot", "Spot", attrgetter("offer.spot")),
+    ("region", "Region", attrgetter("offer.region")),
+    ("time", "Est. time", attrgetter("est_hours")),
+    ("cost", "Est. $", attrgetter("est_cost")),
+    ("fit", "Fit", attrgetter("fits")),
 )
 KEYS = {key: get for key, _, get in COLUMNS}
 COLUMN_KEYS = tuple(key for key, _, _ in COLUMNS)
@@ -38,6 +44,7 @@ LABELS = {key: label for key, label, _ in COLUMNS}
 PRIORITY = {"provider": 9, "gpu": 9, "fit": 9, "count": 8, "price": 8, "cost": 8, "time": 6, "vram": 5,
             "spot": 3, "region": 2}
 FIT_MIN = 12  # a misfit's reason may be long: it takes what is left, at least this
+MAX_ROWS = 200  # rows in the table at most: the first of all rows in the current order
 
 
 def cost_text(r: Ranked) -> str:
@@ -61,15 +68,29 @@ def cells(r: Ranked) -> list[Any]:
             cost_text(r), fit]
 
 
+def _text(cell: Any) -> Any:
+    """A cell as the table gets it: text as Rich Text, never read as markup. DataTable parses a str cell as
+    markup each time it measures or draws it (~40 % of a refill's time, tests/benchmarks/offers_table.py), and
+    a provider's "[beta] eu-1" region showed as " eu-1"."""
+    return Text(cell, no_wrap=True, end="") if isinstance(cell, str) else cell
+
+
 class OffersView(DataTable):
     HELP_WHERE = "the offers table"  # what the help calls it
     DEFAULT_CSS = "OffersView { height: 1fr; }"
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, max_rows: int | None = MAX_ROWS, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self.items: list[Ranked] = []
         self.sort_key, self.descending = "cost", False
         self.shown_columns: list[str] = []
+        self.max_rows = max_rows  # None: every row (the benchmark's baseline)
+        self._ordered: list[Ranked] | None = None  # every row in the current order, until items or order change
+
+    @property
+    def hidden(self) -> int:
+        """How many rows are left out of the table (beyond :attr:`max_rows`)."""
+        return len(self.items) - len(self._shown())
 
     def on_mount(self) -> None:
         self._render_rows()
@@ -79,30 +100,37 @@ class OffersView(DataTable):
             self._render_rows()
 
     def show(self, rows: list[Ranked]) -> None:
-        self.items = list(rows)
+        self.items, self._ordered = list(rows), None
         self._render_rows()
 
     def sort_by(self, key: str, descending: bool | None = None) -> None:
         if descending is None:
             descending = not self.descending if key == self.sort_key else False
-        self.sort_key, self.descending = key, descending
+        self.sort_key, self.descending, self._ordered = key, descending, None
         self._render_rows()
 
     def ordered(self) -> list[Ranked]:
-        get = KEYS[self.sort_key]
-        fits = sorted((r for r in self.items if r.fits), key=get, reverse=self.descending)
-        return fits + sorted((r for r in self.items if not r.fits), key=get, reverse=self.descending)
+        """Every row (not only those in the table) in the current order: fits first, each part sorted."""
+        if self._ordered is None:
+            get = KEYS[self.sort_key]
+            fits = sorted((r for r in self.items if r.fits), key=get, reverse=self.descending)
+            self._ordered = fits + sorted((r for r in self.items if not r.fits), key=get, reverse=self.descending)
+        return self._ordered
+
+    def _shown(self) -> list[Ranked]:
+        rows = self.ordered()
+        return rows if self.max_rows is None else rows[:self.max_rows]
 
     def ranked_for(self, row_key: Any) -> Ranked | None:
         """The offer behind a row key (rows are keyed ``index:provider:id:region`` of :meth:`ordered`)."""
         try:
             index = int(str(row_key).split(":", 1)[0])
-            return self.ordered()[index]
+            return self._shown()[index]
         except (ValueError, IndexError):
             return None
 
     def _rows(self) -> list[list[Any]]:
-        return [cells(r) for r in self.ordered()]
+        return [cells(r) for r in self._shown()]
 
     def _widths(self, rows: list[list[Any]]) -> dict[str, int]:
         widths = {key: content_width(LABELS[key], [row[i] for row in rows]) for i, key in enumerate(COLUMN_KEYS)}
@@ -124,8 +152,8 @@ class OffersView(DataTable):
         else:
             self.clear()
         index = [COLUMN_KEYS.index(k) for k in kept]
-        for i, (r, row) in enumerate(zip(self.ordered(), rows)):
-            self.add_row(*(row[j] for j in index), key=f"{i}:{r.offer.provider}:{r.offer.id}:{r.offer.region}")
+        for i, (r, row) in enumerate(zip(self._shown(), rows)):
+            self.add_row(*(_text(row[j]) for j in index), key=f"{i}:{r.offer.provider}:{r.offer.id}:{r.offer.region}")
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()

@@ -8,7 +8,11 @@ $ with preemptions priced in (services/offers/spot_risk.py; its Est. $ is the ra
 expected", explained on one line). Filters: max $/hr, kind (both / spot / on-demand, no refetch), GPU count,
 provider, and a toggle that shows misfits. A line names the best $/completion offer; provider failures go to the status line while the other providers' offers
 still show. The run being priced follows the Config pane (``use_config``). ``enter`` on an offer posts
-:class:`OffersPane.RentRequested`; the App confirms and rents."""
+:class:`OffersPane.RentRequested`; the App confirms and rents.
+
+Scale (issue 17): with more than :data:`DEBOUNCE_OVER` offers fetched, typing in a filter field re-ranks
+once the typing pauses (:data:`DEBOUNCE_S`), not on every keystroke; the table holds the first few hundred
+rows (widgets/offers_view.py ``MAX_ROWS``) and the status line says how many are left out."""
 
 from __future__ import annotations
 
@@ -34,6 +38,8 @@ from widgets.offers_view import OffersView
 Fetcher = Callable[[bool | None], Awaitable[FetchResult]]  # (spot; None: both kinds) -> result
 KINDS = (("both", "both"), ("spot", "spot"), ("on-demand", "on-demand"))  # the kind filter: label, value
 KIND_SPOT = {"both": None, "spot": True, "on-demand": False}
+DEBOUNCE_S = 0.15  # a filter field's typing pause before the offers are re-ranked
+DEBOUNCE_OVER = 500  # offers fetched: below this a keystroke re-ranks at once (a few ms), above it after the pause
 
 
 async def default_fetcher(spot: bool | None) -> FetchResult:
@@ -87,8 +93,10 @@ class OffersPane(Widget, can_focus=True):
 
     def __init__(self, *, run: RunSpec | None = None, fetcher: Fetcher | None = None, cache_dir: Path | None = None,
                  cache_ttl: float = 600.0, clock: Callable[[], float] = time.time,
-                 observed_path: Path | None = None, **kwargs) -> None:
+                 observed_path: Path | None = None, debounce: float = DEBOUNCE_S, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.debounce = debounce  # 0: every keystroke re-ranks at once (the benchmark's baseline)
+        self._pending: Any = None  # the Timer of a debounced re-rank
         self.run = run or RunSpec()
         self.run_source = "default run (open a config to price yours)"
         self.fetcher = fetcher or default_fetcher
@@ -257,6 +265,16 @@ class OffersPane(Widget, can_focus=True):
 
     # ------------------------------------------------------------------ filters
     def on_input_changed(self, event: Input.Changed) -> None:
+        if self._pending is not None:
+            self._pending.stop()
+            self._pending = None
+        if self.debounce > 0 and len(self.result.offers) > DEBOUNCE_OVER:
+            self._pending = self.set_timer(self.debounce, self._apply_pending)
+        else:
+            self.apply_filters()
+
+    def _apply_pending(self) -> None:
+        self._pending = None
         self.apply_filters()
 
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -290,6 +308,9 @@ class OffersPane(Widget, can_focus=True):
             return None
 
     def apply_filters(self) -> None:
+        if self._pending is not None:  # a re-rank for another reason includes the typed value
+            self._pending.stop()
+            self._pending = None
         note = self.note
         price = self._float("#of-max-price")
         count = self._float("#of-gpus")
@@ -301,7 +322,8 @@ class OffersPane(Widget, can_focus=True):
                            providers=[provider] if isinstance(provider, str) else None,
                            include_misfits=self.query_one("#of-misfits", Checkbox).value,
                            observed=self.observed, spot_rates=self.spot_rates)
-        self.query_one(OffersView).show(self.ranked)
+        view = self.query_one(OffersView)
+        view.show(self.ranked)
         set_label(self.query_one("#of-spot-why", Label), spot_line(self.ranked, self.run))
         top = best(self.ranked)
         set_label(self.query_one("#of-best", Label),
@@ -312,8 +334,11 @@ class OffersPane(Widget, can_focus=True):
                   if top else self._why_none())
         errors = "; ".join(f"{e.provider}: {e.message}" for e in self.result.errors)
         n = len(self.result.offers)
+        hidden = view.hidden
+        shown = (f"showing the top {len(self.ranked) - hidden} of {len(self.ranked):,} matching offers ({n:,} fetched)"
+                 " — narrow the filters to see the rest" if hidden else f"{len(self.ranked)} of {n} offers shown")
         set_label(self.query_one("#of-status", Label),
-                  f"{len(self.ranked)} of {n} offers shown" + (f" · {note}" if note else "")
+                  shown + (f" · {note}" if note else "")
                   + (f" · failed: {errors}" if errors else "") + " · enter rents the highlighted offer")
 
 

@@ -8,14 +8,14 @@ in the type name (``H100_80GB``) × ``gpuCount`` it is divided back."""
 
 from __future__ import annotations
 
-import zlib
+from zlib import crc32
 from typing import Any
 
 import httpx
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
 from services.offers.models import (MAX_GPUS, Listed, Normalised, Offer, PodAccess, ProviderFailure, UnexpectedAnswer,
-                                   canonical_gpu, nominal_gb, not_an_object, number, parse_ssh, shape, short)
+                                   canonical_gpu, gc_paused, nominal_gb, not_an_object, number, parse_ssh, shape, short)
 
 NAME = "primeintellect"
 DEFAULT_URL = "https://api.primeintellect.ai/api/v1"
@@ -36,32 +36,7 @@ def per_gpu_memory(gpu_type: str, gpu_memory: float | None, gpu_count: int) -> f
     return float(gpu_memory)
 
 
-def _price(item: dict[str, Any]) -> tuple[float | None, Any]:
-    """(USD/hr or None, the raw value it came from). None without a price — no ``prices``, null or 0 prices,
-    another currency: not for sale, left out quietly — or when the raw value is garbage (the caller counts it)."""
-    prices = item.get("prices")
-    if not isinstance(prices, dict) or str(prices.get("currency") or "USD").upper() != "USD":
-        return None, None
-    raw_on_demand, raw_community = prices.get("onDemand"), prices.get("communityPrice")
-    first, second = ((raw_community, raw_on_demand) if item.get("security") == "community_cloud"
-                     else (raw_on_demand, raw_community))
-    raw = first if first is not None else second
-    return number(raw), raw
-
-
-def _id(item: dict[str, Any]) -> str:
-    """Prime offers carry no id: a stable 8-hex digest of what identifies one (CRC-32: cheap, and only
-    needs to tell a listing's offers apart): provider, cloudId, gpuType, socket, gpuCount, dataCenter,
-    security, isSpot."""
-    g = item.get
-    key = (f"{g('provider') or ''}|{g('cloudId') or ''}|{g('gpuType') or ''}|{g('socket') or ''}|"
-           f"{g('gpuCount') or ''}|{g('dataCenter') or ''}|{g('security') or ''}|{g('isSpot') or ''}")
-    return format(zlib.crc32(key.encode()), "08x")
-
-
-_PARAM_KEYS = ("cloudId", "socket", "dataCenter", "security", "provider", "country")
-
-
+@gc_paused
 def parse(payload: Any) -> Normalised:
     """``{items: [...]}`` (current) or the legacy object keyed by gpuType (every value a list); anything else
     is :class:`UnexpectedAnswer`, and so is a list whose offers are all unreadable or impossible (each one
@@ -74,33 +49,72 @@ def parse(payload: Any) -> Normalised:
     elif type(items) is not list:
         raise UnexpectedAnswer(NAME, "no items list" if items is None else f"items is {shape(items)}, not a list")
     out = Normalised(NAME)
-    for item in items:  # on the refresh path for every offer: one dict lookup per field (offers_rank)
+    add, skip = out.add, out.skip
+    shapes: dict[tuple[str, Any, int], tuple[float, str]] = {}  # (gpuType, gpuMemory, count) → (GB/GPU, type)
+    stocks: dict[str, tuple[bool, str]] = {}  # stockStatus → (available, as shown)
+    # on the refresh path for every offer (offers_rank): each field read once, repeated work per distinct value
+    for item in items:
         if type(item) is not dict:
-            out.skip(f"an offer is {shape(item)}")
+            skip(f"an offer is {shape(item)}")
             continue
         g = item.get
-        (price, raw_price), raw_count = _price(item), g("gpuCount")
-        count = raw_count if type(raw_count) is int else int(number(raw_count) or 0)
-        gpu_type = g("gpuType")
+        gpu_type, raw_count = g("gpuType"), g("gpuCount")
         if gpu_type == "CPU_NODE":
             continue
+        count = raw_count if type(raw_count) is int else int(number(raw_count) or 0)
         if type(gpu_type) is not str or not gpu_type or not 1 <= count <= MAX_GPUS:
-            out.skip(f"gpuType {short(gpu_type)}, gpuCount {short(raw_count)}")
+            skip(f"gpuType {short(gpu_type)}, gpuCount {short(raw_count)}")
             continue
+        security = g("security")
+        prices = g("prices")
+        # communityPrice for community_cloud, onDemand otherwise (the CLI's rule), each the other's fallback; no
+        # prices, null or 0 prices, another currency: not for sale, left out quietly
+        price = raw_price = None
+        if type(prices) is dict:
+            currency = prices.get("currency")
+            if currency is None or currency == "USD" or str(currency or "USD").upper() == "USD":
+                on_demand, community = prices.get("onDemand"), prices.get("communityPrice")
+                first, second = (community, on_demand) if security == "community_cloud" else (on_demand, community)
+                raw_price = first if first is not None else second
+                price = number(raw_price)
         if not price:  # null or 0: not for sale now
             if raw_price is not None and raw_price != 0:
-                out.skip(f"price {short(raw_price)}")
+                skip(f"price {short(raw_price)}")
             continue
-        vram = per_gpu_memory(gpu_type, number(g("gpuMemory")), count)
+        memory = g("gpuMemory")
+        key = (gpu_type, memory, count) if type(memory) is int or type(memory) is float else None
+        known = shapes.get(key) if key is not None else None
+        if known is None:
+            vram = per_gpu_memory(gpu_type, number(memory), count)
+            known = (vram, canonical_gpu(gpu_type, vram))
+            if key is not None:
+                shapes[key] = known
+        vram, canon = known
         stock = g("stockStatus") or "Available"
+        status = stocks.get(stock) if type(stock) is str else None
+        if status is None:
+            text = str(stock)
+            status = (text.lower() != "unavailable", text.capitalize())
+            if type(stock) is str:
+                stocks[stock] = status
+        provider, cloud, socket, centre, country, spot = (g("provider"), g("cloudId"), g("socket"), g("dataCenter"),
+                                                          g("country"), g("isSpot"))
+        region = g("region")
         disk = g("disk")
-        stock = str(stock)
+        params = {"cloudId": cloud, "socket": socket, "dataCenter": centre, "security": security,
+                  "provider": provider, "country": country}
+        if None in (cloud, socket, centre, security, provider, country):
+            params = {k: v for k, v in params.items() if v is not None}
+        # Prime offers carry no id: a stable 8-hex digest of what identifies one (CRC-32: cheap, and only needs
+        # to tell a listing's offers apart)
+        ident = "%08x" % crc32(f"{provider or ''}|{cloud or ''}|{gpu_type}|{socket or ''}|{raw_count or ''}|"
+                               f"{centre or ''}|{security or ''}|{spot or ''}".encode())
         # positional, in Offer's field order: keyword calls cost twice as much over 10,000 offers
-        out.add(Offer(
-            NAME, _id(item), canonical_gpu(gpu_type, vram), gpu_type, count, vram, price, bool(g("isSpot")),
-            str(g("region") or g("country") or ""), stock.lower() != "unavailable", stock.capitalize(), None,
-            number(disk.get("defaultCount")) if type(disk) is dict else None, str(g("provider") or ""),
-            {k: v for k in _PARAM_KEYS if (v := g(k)) is not None}))
+        add(Offer(
+            NAME, ident, canon, gpu_type, count, vram, price, bool(spot),
+            region if type(region) is str and region else str(region or country or ""), status[0], status[1], None,
+            number(disk.get("defaultCount")) if type(disk) is dict else None,
+            provider if type(provider) is str else str(provider or ""), params))
     return out.done()
 
 

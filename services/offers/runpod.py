@@ -27,7 +27,7 @@ import httpx
 
 from services.offers._http import RetryPolicy, request_json
 from services.offers.models import (MAX_VRAM_GB, Normalised, Offer, ProviderFailure, UnexpectedAnswer, canonical_gpu,
-                                   not_an_object, number, shape, short)
+                                   gc_paused, not_an_object, number, shape, short)
 
 NAME = "runpod"
 DEFAULT_URL = "https://api.runpod.io/graphql"
@@ -72,6 +72,7 @@ def counts(max_gpu_count: Any) -> tuple[int, ...]:
     return tuple(n for n in GPU_COUNTS if n <= top)
 
 
+@gc_paused
 def parse(payload: Any) -> Normalised:
     """Offers per (type, tier, on-demand/spot, GPU count); a type that is unreadable, or a price that is
     garbage or impossible, is skipped and counted (all of them: :class:`UnexpectedAnswer`)."""

@@ -11,7 +11,7 @@ import httpx
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
 from services.offers.models import (MAX_GPUS, Listed, Normalised, Offer, PodAccess, ProviderFailure, UnexpectedAnswer,
-                                   canonical_gpu, not_an_object, number, shape, short)
+                                   canonical_gpu, gc_paused, not_an_object, number, shape, short)
 
 NAME = "vast"
 DEFAULT_URL = "https://console.vast.ai/api/v0"
@@ -24,6 +24,7 @@ def query(*, spot: bool = False, limit: int = 200) -> dict[str, Any]:
             "allocated_storage": 100.0}
 
 
+@gc_paused
 def parse(payload: Any, *, spot: bool = False) -> Normalised:
     """``{offers: [...]}``; anything else is :class:`UnexpectedAnswer`, and so is a list whose offers are all
     unreadable or impossible (each one counted in ``skipped`` otherwise). An offer without a price (null)
@@ -34,9 +35,12 @@ def parse(payload: Any, *, spot: bool = False) -> Normalised:
     if type(offers) is not list:
         raise UnexpectedAnswer(NAME, "no offers list" if offers is None else f"offers is {shape(offers)}, not a list")
     out = Normalised(NAME)
-    for o in offers:  # on the refresh path: one lookup per field
+    add, skip = out.add, out.skip
+    cards: dict[tuple[Any, Any], tuple[float, str, str]] = {}  # (gpu_ram, gpu_name) → (GiB, type, name)
+    reliabilities: dict[float, str] = {}  # reliability → "99.8%"
+    for o in offers:  # on the refresh path (offers_rank): one lookup per field, repeated work per distinct value
         if type(o) is not dict:
-            out.skip(f"an offer is {shape(o)}")
+            skip(f"an offer is {shape(o)}")
             continue
         g = o.get
         if g("rentable") is False:
@@ -44,25 +48,40 @@ def parse(payload: Any, *, spot: bool = False) -> Normalised:
         raw_price = g("dph_total")
         if raw_price is None and type(g("search")) is dict:
             raw_price = o["search"].get("totalHour")
-        price = number(raw_price)
+        price = raw_price if type(raw_price) is float and raw_price - raw_price == 0.0 else number(raw_price)
         raw_count, raw_ram = g("num_gpus"), g("gpu_ram")
         count = raw_count if type(raw_count) is int else int(number(raw_count) or 0)
         ram_mb = number(raw_ram)
         if not 1 <= count <= MAX_GPUS or not ram_mb or ram_mb < 0:
-            out.skip(f"num_gpus {short(raw_count)}, gpu_ram {short(raw_ram)}")
+            skip(f"num_gpus {short(raw_count)}, gpu_ram {short(raw_ram)}")
             continue
         if not price:  # null or 0: not for sale now
             if raw_price is not None and raw_price != 0:
-                out.skip(f"price {short(raw_price)}")
+                skip(f"price {short(raw_price)}")
             continue
-        vram = ram_mb / MIB_PER_GIB
-        rel = number(g("reliability"))
-        name = g("gpu_name")
-        name = name if type(name) is str else str(name or "")
+        raw_name = g("gpu_name")
+        key = (ram_mb, raw_name) if type(raw_name) is str else None
+        card = cards.get(key) if key is not None else None
+        if card is None:
+            vram = ram_mb / MIB_PER_GIB
+            name = raw_name if type(raw_name) is str else str(raw_name or "")
+            card = (vram, canonical_gpu(name, vram), name)
+            if key is not None:
+                cards[key] = card
+        vram, gpu, name = card
+        raw_rel = g("reliability")
+        rel = raw_rel if type(raw_rel) is float and raw_rel - raw_rel == 0.0 else number(raw_rel)
+        if rel is None:
+            shown = ""
+        else:
+            shown = reliabilities.get(rel)
+            if shown is None or rel == 0:  # (0.0 and -0.0 are one key but print apart)
+                shown = reliabilities[rel] = f"{rel:.1%}"
+        ident, where = g("id"), g("geolocation")
         # positional, in Offer's field order: keyword calls cost twice as much over 10,000 offers
-        out.add(Offer(
-            NAME, str(g("id")), canonical_gpu(name, vram), name, count, vram, price, spot or bool(g("is_bid")),
-            str(g("geolocation") or ""), True, f"{rel:.1%}" if rel is not None else "", rel,
+        add(Offer(
+            NAME, ident if type(ident) is str else str(ident), gpu, name, count, vram, price,
+            spot or bool(g("is_bid")), where if type(where) is str else str(where or ""), True, shown, rel,
             number(g("disk_space")), "", {"min_bid": number(g("min_bid")), "machine_id": g("machine_id")}))
     return out.done()
 

@@ -107,7 +107,8 @@ def bench_rank(n: int, repeat: int) -> None:
     print(f"  normalise + rank: {fmt(both)}  target < 30 ms  ({statistics.median(both) * 1000 / len(offers):.1f} µs "
           f"per offer)")
     print(f"  re-rank on a filter change: {fmt(rerank)}   (json.loads of the payloads, the HTTP client's "
-          f"share: {fmt(decode)})")
+          f"share: {fmt(decode)}; normalise + rank / json.loads = "
+          f"{statistics.median(both) / statistics.median(decode):.2f})")
 
 
 # the most the fetchers ask for: Prime's 20 pages of 100, Vast's limit 200 per tier (on-demand and spot),

@@ -1,0 +1,154 @@
+"""offers_table: a filter keystroke -> frame in the Offers pane at 10,000 offers (issue 17).
+
+Run: python tests/benchmarks/offers_table.py [--n 10000] [--keys 2.5]
+
+The real OffersPane in a 160×40 headless app (Pilot), fed N offers (tests/app/offers/test_many_offers.py),
+misfits shown. Two set-ups in the same process:
+
+- baseline: every keystroke re-ranks at once and the table holds every row (the pane before issue 17:
+  ``debounce=0``, ``OffersView.max_rows = None``);
+- ours: the defaults — typing re-ranks after a 150 ms pause, the table holds the first ``MAX_ROWS`` rows.
+
+Figures, each until the next frame is composed (``App._display`` is called with it; headless, so the
+terminal write itself is not counted): (1) keystroke -> frame: a key event into the max $/hr field until a
+frame shows the typed character (keys 50 ms apart: fast typing; the max is the freeze a typist feels: the
+baseline draws the first key at once, then re-ranks and redraws every row before the next key shows); (2) last keystroke -> the filtered table's
+frame (ours includes the 150 ms pause); (3) one re-rank + table fill (``apply_filters``), the work a
+keystroke costs when it runs; (4) a header's sort by $/hr. Target: (1) < 100 ms at 10,000 offers.
+Prints; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from textual import events  # noqa: E402
+from textual.app import App, ComposeResult  # noqa: E402
+from textual.widgets import Checkbox, Input  # noqa: E402
+
+from app.panes.offers import OffersPane  # noqa: E402
+from services.offers.models import FetchResult  # noqa: E402
+from services.offers.ranking import RunSpec  # noqa: E402
+from tests.app.offers.test_many_offers import many_offers  # noqa: E402
+from widgets.offers_view import OffersView  # noqa: E402
+
+
+class BenchApp(App):
+    def __init__(self, offers, baseline: bool) -> None:
+        super().__init__()
+        self.offers, self.baseline = offers, baseline
+
+    def compose(self) -> ComposeResult:
+        async def fetch(spot):
+            return FetchResult(self.offers)
+
+        yield OffersPane(run=RunSpec(model="Qwen/Qwen3-8B"), fetcher=fetch, debounce=0 if self.baseline else 0.15)
+
+
+async def measure(offers, keys: str, baseline: bool) -> dict[str, object]:
+    app = BenchApp(offers, baseline)
+    out: dict[str, object] = {}
+    async with app.run_test(size=(160, 40)) as pilot:
+        pane, table = app.query_one(OffersPane), app.query_one(OffersView)
+        field = app.query_one("#of-max-price", Input)
+        if baseline:
+            table.max_rows = None
+        pane.spot_rates = {}  # no settings.toml read: both set-ups price spot alike
+        frames: list[tuple[float, str]] = []  # (when a frame was composed, the typed field's value then)
+        display = app._display
+
+        def record(screen, renderable) -> None:
+            display(screen, renderable)
+            if renderable is not None:
+                frames.append((time.perf_counter(), field.value))
+
+        app._display = record
+        applied: list[float] = []
+        apply = pane.apply_filters
+
+        def timed_apply() -> None:
+            apply()
+            applied.append(time.perf_counter())
+
+        pane.apply_filters = timed_apply
+
+        async def frame_after(t: float, value: str | None = None) -> float:
+            """When the first frame after ``t`` (showing ``value`` in the field) was composed."""
+            while True:
+                hit = next((f for f, v in reversed(frames) if f > t and (value is None or v == value)), None)
+                if hit is not None:
+                    return hit
+                await asyncio.sleep(0.001)
+
+        pane.result = await pane.fetcher(None)
+        pane.fetched_spot = False
+        app.query_one("#of-misfits", Checkbox).value = True  # the worst case: every offer ranked
+        await pilot.pause()
+
+        fills = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            pane.apply_filters()
+            fills.append((await frame_after(applied[-1]) - t0) * 1000)
+        out["fill"] = fills
+        out["rows"] = table.row_count
+
+        field.focus()
+        await pilot.pause()
+        per_key, typed = [], ""
+        for ch in keys:
+            typed += ch
+            applied.clear()
+            t0 = time.perf_counter()
+            key = events.Key("full_stop" if ch == "." else ch, ch)
+            key.set_sender(app)
+            app._driver.send_message(key)
+            per_key.append((await frame_after(t0, typed) - t0) * 1000)
+            await asyncio.sleep(0.05)  # the next key of someone typing fast
+        while not applied:
+            await asyncio.sleep(0.001)
+        out["key"], out["last"] = per_key, (await frame_after(applied[-1]) - t0) * 1000
+        out["filtered_rows"], out["matching"] = table.row_count, len(pane.ranked)
+
+        t0 = time.perf_counter()
+        table.sort_by("price")
+        out["sort"] = (await frame_after(time.perf_counter()) - t0) * 1000
+    return out
+
+
+def fmt(xs: list[float]) -> str:
+    return f"median {statistics.median(xs):.0f} ms, max {max(xs):.0f} ms"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=10_000)
+    ap.add_argument("--keys", default="2.5", help="typed into the max $/hr field, one key at a time")
+    args = ap.parse_args()
+    offers = many_offers(args.n)
+    results = {}
+    for name, baseline in (("baseline (every row, no debounce)", True), ("ours", False)):
+        r = results[name] = asyncio.run(measure(offers, args.keys, baseline))
+        print(f"{name}: {args.n:,} offers, {r['rows']:,} rows in the table")
+        print(f"  keystroke -> frame ({len(args.keys)} keys):   {fmt(r['key'])}   target < 100 ms")
+        print(f"  last keystroke -> filtered table drawn: {r['last']:.0f} ms   ({r['matching']:,} match, "
+              f"{r['filtered_rows']:,} rows)")
+        print(f"  one re-rank + table fill + frame:       {fmt(r['fill'])}")
+        print(f"  header click (sort by $/hr) + frame:    {r['sort']:.0f} ms")
+    base, ours = results.values()
+    print("ratios baseline/ours: keystroke -> frame (max) x{:.0f}, filtered table x{:.1f}, re-rank + fill x{:.1f}, "
+          "sort x{:.1f}".format(max(base["key"]) / max(ours["key"]),
+                                base["last"] / ours["last"], statistics.median(base["fill"]) /
+                                statistics.median(ours["fill"]), base["sort"] / ours["sort"]))
+
+
+if __name__ == "__main__":
+    main()
