@@ -222,6 +222,21 @@ def load_lifecycle_settings(path: Path | None = None) -> "LifecycleSettings":
 CHECK_KEYS = {"name": str, "run": str, "fix": str, "timeout": float}  # one [[lifecycle.checks]]
 
 
+# ----------------------------------------------------------------------------- the watcher
+WATCH_KEYS = {"terminate_over_budget": bool, "cleanup": bool}  # [watch]: each false unless set
+
+
+def load_watch_table(path: Path | None = None) -> dict[str, bool]:
+    """The ``[watch]`` table of settings.toml (what ``prime-train-tui watch`` may do with nobody watching)::
+
+        [watch]
+        terminate_over_budget = false   # at 100 % of a rental's budget: terminate it after a final backup
+        cleanup = false                 # the cleanup daemons delete without the TUI's preview being approved
+    """
+    table = settings_doc(path).table("watch", kinds=WATCH_KEYS)
+    return {key: bool(table.get(key, False)) for key in WATCH_KEYS}
+
+
 # ----------------------------------------------------------------------------- offers settings
 def cache_dir() -> Path:
     """``$PRIME_TRAIN_TUI_CACHE_DIR`` or ``$XDG_CACHE_HOME/prime-train-tui`` (default ``~/.cache/...``)."""

@@ -3,14 +3,17 @@ with the laptop closed.
 
 The TUI's monitor and health rules for every pod (the POD arguments, else every pod in pods.toml), the
 rentals' deadlines, push messages through apprise (``[notify]`` in settings.toml, ``$PRIME_TRAIN_TUI_NOTIFY``,
-``--notify``), a Prometheus exporter on 127.0.0.1 (``--metrics-port``), and a state file in the data dir the
-TUI reads at start — as a long-running process (services/watch/; docs/watch.md runs it under systemd --user,
-in tmux or on a small always-on box). One watcher per data dir: a second one says who holds it and exits 2.
-Logs are JSON lines on stderr (notification URLs never in them); ``--json`` also prints each event as a
-JSON line on stdout. SIGTERM or ctrl+c stops it cleanly (queued messages still leave), exit 0.
+``--notify``), a Prometheus exporter on 127.0.0.1 (``--metrics-port``), a state file in the data dir the TUI
+reads at start, and what the TUI runs in the background: auto-backup, preemption tracking with the opt-in
+auto-resume, the cleanup daemons (deleting only with ``[watch] cleanup = true``) — as a long-running process
+(services/watch/; docs/watch.md runs it under systemd --user, in tmux or on a small always-on box). One
+watcher per data dir: a second one says who holds it and exits 2. Logs are JSON lines on stderr
+(notification URLs never in them); ``--json`` also prints each event as a JSON line on stdout. SIGTERM or
+ctrl+c stops it cleanly (queued messages still leave), exit 0.
 
-``--once``: one sample of every pod through the same rules, a JSON summary on stdout, nothing pushed and
-no state written; exit 0 when every pod was reached, 1 otherwise. Exit 2 on bad arguments or settings.
+``--once``: one sample of every pod through the same rules, a JSON summary on stdout, nothing pushed, no
+state written, nothing acted on (no backup, resume or cleanup); exit 0 when every pod was reached, 1
+otherwise. Exit 2 on bad arguments or settings.
 """
 
 from __future__ import annotations
@@ -54,15 +57,16 @@ def load_notify(extra: list[str]) -> Any:
 
 
 def load_watch_options() -> dict[str, Any]:
-    """``[watch]`` of settings.toml (``terminate_over_budget``, default false), backup.toml (auto-backup and the
-    final backup before a budget termination) and ``[lifecycle]`` (preempt_after_minutes; auto_resume, opt-in, and
-    how a resume runs). SettingsError when one is broken."""
-    from app.settings import config_dir, load_lifecycle_settings, settings_doc
+    """``[watch]`` of settings.toml (``terminate_over_budget`` and ``cleanup``, default false), backup.toml
+    (auto-backup, the final backup before a budget termination, the bucket cleanup checks) and ``[lifecycle]``
+    (preempt_after_minutes; auto_resume, opt-in, and how a resume runs; cleanup_pods and the daemons' rules).
+    SettingsError when one is broken."""
+    from app.settings import config_dir, load_lifecycle_settings, load_watch_table
     from services.backup.s3 import load_backup_settings
 
-    table = settings_doc().table("watch", kinds={"terminate_over_budget": bool})
+    table = load_watch_table()
     lifecycle = load_lifecycle_settings()
-    return {"terminate_over_budget": bool(table.get("terminate_over_budget", False)),
+    return {"terminate_over_budget": table["terminate_over_budget"], "cleanup": table["cleanup"],
             "backup": load_backup_settings(config_dir() / "backup.toml"),  # also auto_backup, as in the TUI
             "preempt_after_s": lifecycle.preempt_after_minutes * 60.0, "lifecycle": lifecycle}
 

@@ -126,7 +126,8 @@ def watch_notice(data_dir: Path, now: float | None = None, *, mark: bool = True)
     return f"{head}; {len(new)} alert(s) {when}: " + "; ".join(shown) + more + "." + did
 
 
-NAMED = ("deadline ", "budget ", "backup ", "preempted", "auto-resume ")  # the actions the TUI's notice names (not "notified")
+# the actions the TUI's notice names (not "notified")
+NAMED = ("deadline ", "budget ", "backup ", "preempted", "auto-resume ", "cleanup ")
 
 
 def _did(state: dict[str, Any] | None, seen: float | None) -> str:

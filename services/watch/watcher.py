@@ -9,7 +9,9 @@ its own (``unreachable``). The deadline pass (services.offers.launch.DeadlineWat
 every ``deadline_interval_s`` while a rental is open: warnings, terminations and failures are pushed too;
 so are the budgets' (services/watch/budget.py: 80 % warning, termination after a final backup when
 allowed). Each such pass also brings the spend ledger up to date (services/offers/spend.py), which the
-exporter's $ metrics read.
+exporter's $ metrics read. While it runs (never in ``once``) it also acts as the TUI does: auto-backup
+(backups.py), preemption tracking with the opt-in auto-resume, and the cleanup daemons (cleanup.py), which
+delete only with ``[watch] cleanup = true`` — else their preview is said once per pod.
 What the watcher does goes to the JSON-lines log, the state file and (``out``) stdout."""
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from services.offers.rentals import AUDIT_NAME, AuditLog, Rental
 from services.offers.spend import LEDGER_NAME, Spend, SpendLedger
 from services.watch.backups import WatchBackups
 from services.watch.budget import BudgetEvent, BudgetWatch
+from services.watch.cleanup import WatchCleanup
 from services.watch.exporter import DEFAULT_ADDR, Exporter, WatchView
 from services.watch.jsonlog import event
 from services.watch.notify import Notifier, NotifySettings
@@ -55,6 +58,7 @@ class WatchOptions:
     backup: Any = None  # services.backup.s3.BackupSettings (backup.toml): auto-backup, the final backup's bucket
     preempt_after_s: float = 600.0  # SSH down this long: the pod's running run is marked interrupted
     lifecycle: Any = None  # services.lifecycle.preflight.LifecycleSettings: [lifecycle] auto_resume (opt-in) and how
+    cleanup: bool = False  # [watch] cleanup: the cleanup daemons ([lifecycle] cleanup_pods) delete with no approval
 
 
 class Watcher:
@@ -87,6 +91,8 @@ class Watcher:
         self.resumer = AutoResumer(self.preemption, options.lifecycle, connect=connector or _connect_pod,
                                    backup=options.backup) if policy.enabled else None
         self._resumes: dict[str, asyncio.Future] = {}
+        self.cleanup = WatchCleanup(options.lifecycle, options.backup, self._cleanup_event, approved=options.cleanup,
+                                    connect=connector or _connect_pod, clock=clock)
         self._acting = False  # run(): backups and preemption act; once(): they only look
         self._said_no_keys = False
         self.sent: Counter[tuple[str, str]] = Counter()
@@ -107,6 +113,8 @@ class Watcher:
             self.exporter.start()
         self._acting = True
         self._start_monitor()
+        for pod in self.pods:
+            self.cleanup.add(pod)
         tasks = [asyncio.ensure_future(self._sender()), asyncio.ensure_future(self._deadlines())]
         try:
             self._say("watch started", pods=[p.name for p in self.pods], notify=self.options.notify.masked,
@@ -126,6 +134,7 @@ class Watcher:
             for resuming in self._resumes.values():  # a resume cut here is retried by the next watcher or the TUI
                 resuming.cancel()
             self._acting = False
+            await self.cleanup.aclose()
             await self.backups.aclose()
             if self.monitor is not None:
                 await self.monitor.aclose()
@@ -151,9 +160,10 @@ class Watcher:
         if self._acting:
             try:
                 self.backups.observe(snap)
+                self.cleanup.observe(snap)
                 self._preempted(self.preemption.observe(snap))
             except Exception:  # noqa: BLE001 - never stops the monitor's callbacks
-                log.exception("auto-backup / preemption bookkeeping failed")
+                log.exception("auto-backup / cleanup / preemption bookkeeping failed")
         if old is None or old.status.state is not snap.status.state:
             self._dirty = True
             level = logging.INFO if snap.status.state in (PodState.ONLINE, PodState.CONNECTING) else logging.WARNING
@@ -315,6 +325,22 @@ class Watcher:
             self.push(Message("backup", f"[BACKUP] {fields.get('pod')}: failed", str(fields.get("message")),
                               Severity.WARNING, pod=str(fields.get("pod") or "")))
 
+    def _cleanup_event(self, what: str, level: int, fields: dict[str, Any]) -> None:
+        """A cleanup daemon's outcome (services/watch/cleanup.py): logged and recorded; the preview waiting for an
+        approval and a failure are pushed (each once: per pod, per streak), deletions only logged."""
+        long = {key: fields.pop(key) for key in ("preview", "paths") if key in fields}
+        self._say(what, level, **fields, **long)
+        self.state.record(what, **fields)  # the counts and the message: the preview and paths go to the log
+        preview = long.get("preview")
+        self._dirty = True
+        pod = str(fields.get("pod") or "")
+        if what == "cleanup waiting":
+            body = str(fields.get("message")) + ".\n\n" + "\n".join(preview or ())
+            self.push(Message("cleanup", f"[CLEANUP] {pod}: waiting for your approval", body, Severity.INFO, pod=pod))
+        elif what == "cleanup failed":
+            self.push(Message("cleanup", f"[CLEANUP] {pod}: failed", str(fields.get("message")), Severity.WARNING,
+                              pod=pod))
+
     def _preempted(self, decisions: list[Any]) -> None:
         """The preemption tracker's decisions: a run marked interrupted (its pod lost) is said and pushed; with
         auto-resume on, a resume decision is carried out in a task of its own and a give-up is said why."""
@@ -375,6 +401,7 @@ class Watcher:
     async def _forget_pod(self, name: str) -> None:
         """A pod terminated on purpose: no longer watched, and not "unreachable"."""
         self.backups.forget(name)
+        self.cleanup.forget(name)
         if self.monitor is not None and name in self.monitor.names():
             await self.monitor.remove(name)
         self.snapshots.pop(name, None)
