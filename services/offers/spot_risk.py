@@ -32,6 +32,8 @@ RESTART_HOURS = 0.25  # rent another pod, pull the image, start prime-rl again: 
 RESTORE_BYTES_PER_S = 100e6  # 100 MB/s from the backup bucket to the new pod
 EGRESS_PER_GB = 0.09  # USD per GB of restore traffic (S3's internet egress, first 10 TB a month)
 MIN_OBSERVED_HOURS = 24.0  # a measured rate replaces the assumed one after this many spot hours
+MAX_HOURS = 1e9  # ~114,000 years: any hours figure above is a garbage input, priced at this cap
+MAX_TRAFFIC_USD = 1e15  # likewise for the restore traffic (a garbage checkpoint size)
 
 PROVIDER_NOTES = {  # what a spot row of this provider says about the provider's spot itself
     "runpod": "RunPod is removing its interruptible-pod API (not rented from here)",
@@ -103,9 +105,11 @@ def interruption_rates(configured: Mapping[str, object] | None = None,
 def spot_risk(base_hours: float, *, steps: int, ckpt_interval: int | None, ckpt_bytes: float, rate: float,
               provider: str = "", assumptions: Assumptions = Assumptions()) -> SpotRisk:
     """The expected preemptions and their cost for a run of ``base_hours`` on a spot pod (module docstring).
-    Always finite and never below the no-preemption figure (garbage inputs count as no risk)."""
+    Always finite and never below the no-preemption figure (garbage inputs count as no risk); the hours are
+    capped at :data:`MAX_HOURS`, so ``expected_cost`` stays finite for any sane price (a run of 4e303 hours
+    at $41,464/hr once overflowed to inf)."""
     a = assumptions
-    base = base_hours if math.isfinite(base_hours) and base_hours > 0 else 0.0
+    base = min(base_hours, MAX_HOURS) if math.isfinite(base_hours) and base_hours > 0 else 0.0
     rate = _rate(rate) or 0.0
     steps = max(1, steps)
     interval = min(ckpt_interval, steps) if ckpt_interval and ckpt_interval > 0 else steps
@@ -118,4 +122,5 @@ def spot_risk(base_hours: float, *, steps: int, ckpt_interval: int | None, ckpt_
     expected = base + preemptions * lost
     if not (math.isfinite(expected) and math.isfinite(traffic)):  # astronomically long runs
         expected, traffic = base, 0.0
+    expected, traffic = min(expected, MAX_HOURS), min(traffic, MAX_TRAFFIC_USD)
     return SpotRisk(rate, preemptions, lost, base, expected, traffic, PROVIDER_NOTES.get(provider, ""))

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from services.offers.models import Offer
 from services.offers.ranking import RunSpec, est_hours, rank, run_spec_from_config
-from services.offers.spot_risk import (DEFAULT_RATES, MIN_OBSERVED_HOURS, Assumptions, interruption_rates,
-                                       observed_rates, spot_risk)
+from services.offers.spot_risk import (DEFAULT_RATES, MAX_HOURS, MIN_OBSERVED_HOURS, Assumptions,
+                                       interruption_rates, observed_rates, spot_risk)
 
 
 def _offer(**kw) -> Offer:
@@ -37,8 +37,17 @@ def test_expected_cost_is_finite_and_never_below_no_preemption(hours, steps, int
     cost, floor = risk.expected_cost(price), risk.base_hours * price
     assert math.isfinite(cost) and math.isfinite(risk.expected_hours) and math.isfinite(risk.preemptions)
     assert cost >= floor and risk.expected_hours >= risk.base_hours >= 0
-    if math.isfinite(hours) and hours > 0:
-        assert risk.base_hours == hours  # the no-preemption figure is the ranking's own estimate
+    if math.isfinite(hours) and hours > 0:  # the no-preemption figure is the ranking's own estimate, capped
+        assert risk.base_hours == min(hours, MAX_HOURS)
+
+
+def test_a_garbage_run_length_cannot_overflow_the_cost():
+    # found by the property above on CI: 4.3e303 hours × $41,464/hr overflowed to inf
+    risk = spot_risk(4.3355516468799823e+303, steps=0, ckpt_interval=None, ckpt_bytes=0.0, rate=0.0)
+    assert risk.base_hours == MAX_HOURS and math.isfinite(risk.expected_cost(41464.0))
+    huge = spot_risk(1e6, steps=10, ckpt_interval=2, ckpt_bytes=1e300, rate=60.0,
+                     assumptions=Assumptions(0.0, 1.0, 10.0))
+    assert math.isfinite(huge.expected_cost(1e6)) and huge.expected_hours >= huge.base_hours == 1e6
 
 
 @settings(max_examples=100, deadline=None)
