@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one command that passes the tests on a fresh machine: installs what they need
-# (OpenSSH's sshd and Chromium from Debian, the project and its dev extra in .venv), checks the import
+# (OpenSSH's sshd, Chromium, Slurm and munge from Debian, the project and its dev extra in .venv), checks the import
 # contracts and runs the whole suite.
 # Extra arguments go to pytest, e.g.  scripts/test.sh -k monitor -x
 # The suite runs on every core (pytest-xdist); PTT_TEST_WORKERS=0 runs it in one process.
@@ -21,6 +21,14 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null
 fi
 
+if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ]; then
+  echo "== installing slurmctld, slurmd and munge (tests/services/slurm run a real 2-node Slurm on 127.0.0.1)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    slurmctld slurmd slurm-client munge >/dev/null
+fi
+
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
@@ -33,4 +41,4 @@ echo "== checking the import contracts (pyproject.toml [tool.importlinter])"
 .venv/bin/lint-imports --no-cache | tail -n 8
 
 echo "== running the test suite"
-exec .venv/bin/python -m pytest -n "${PTT_TEST_WORKERS:-auto}" "$@"
+exec .venv/bin/python -m pytest -n "${PTT_TEST_WORKERS:-auto}" --dist loadgroup "$@"

@@ -1,0 +1,80 @@
+"""What the Slurm readers hand out: frozen jobs and nodes, and the errors they raise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.errors import PrimeTrainError
+
+# Slurm's job states (base states and the flag states squeue shows in their place)
+JOB_STATES = frozenset({
+    "PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
+    "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REQUEUED", "REQUEUE_HOLD",
+    "REQUEUE_FED", "RESIZING", "CONFIGURING", "STOPPED", "SIGNALING", "STAGE_OUT", "SPECIAL_EXIT",
+    "REVOKED", "RESV_DEL_HOLD", "LAUNCH_FAILED", "UPDATE_DB", "POWER_UP_NODE", "RECONFIG_FAIL",
+})
+# states in which a job holds no node any more and will not run again by itself
+FINISHED_STATES = frozenset({
+    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
+    "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED",
+})
+UNKNOWN = "UNKNOWN"
+
+
+class SlurmError(PrimeTrainError):
+    """Slurm on the login node could not be asked (not installed, controller down, command failed)."""
+
+
+class SlurmOutputError(SlurmError):
+    """A Slurm command answered with output that cannot be read."""
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """One job as Slurm reports it. Times are epoch seconds (``None``: not known or not yet), durations
+    seconds; ``time_limit_s`` is ``None`` for no limit. ``nodes`` are the expanded host names, ``nodelist``
+    Slurm's compressed form (``gpu[01-04]``)."""
+
+    id: str
+    name: str = ""
+    state: str = UNKNOWN
+    reason: str = ""
+    nodelist: str = ""
+    nodes: tuple[str, ...] = ()
+    elapsed_s: int | None = None
+    time_limit_s: int | None = None
+    submit_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    user: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+    @property
+    def pending(self) -> bool:
+        return self.state == "PENDING"
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One compute node: ``state`` as Slurm writes it (``MIXED+NOT_RESPONDING``), ``reason`` why an
+    administrator or Slurm took it out of service."""
+
+    name: str
+    state: str = UNKNOWN
+    reason: str = ""
+
+    @property
+    def base_state(self) -> str:
+        return self.state.split("+", 1)[0]
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        return tuple(self.state.split("+")[1:])
+
+    @property
+    def responding(self) -> bool:
+        """False when the controller has lost the node's daemon (NOT_RESPONDING, or DOWN)."""
+        return "NOT_RESPONDING" not in self.flags and self.base_state != "DOWN"
