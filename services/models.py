@@ -42,6 +42,7 @@ class Pod:
     provider_id: str | None = None
     deadline: float | None = None  # epoch seconds when the deadline watch terminates it
     saved: bool = False  # comes from pods.toml (so `d` removes it from there too)
+    scheduler: str | None = None  # "slurm": the host is a Slurm cluster's login node (pods.toml kind = "slurm")
 
     @property
     def simulated(self) -> bool:

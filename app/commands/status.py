@@ -12,8 +12,13 @@ and heartbeat age, as information beside the pod's own evidence (never an alert 
 
 ``--json``: ``{"pods": [{"name", "state", "reason", "gpus": [...], "host": {...}, "run": {"step",
 "loss", "tokens_per_s", "last_step_age_s", ...}, "alerts": [{"id", "severity", "title", "message",
-"line"}], "wandb": null | {"run_path", "state", "heartbeat_age_s", "error"}}]}``. Exit 0 when every pod
-was reached, 1 otherwise, 2 on bad arguments.
+"line"}], "wandb": null | {"run_path", "state", "heartbeat_age_s", "error"}, "slurm": null | {"jobs": [...],
+"nodes": [...], "error"}}]}``. Exit 0 when every pod was reached, 1 otherwise, 2 on bad arguments.
+
+A pod with ``kind = "slurm"`` (pods.toml) is a cluster's login node: besides its own sample, the user's
+jobs (pending, running, ended in the last minutes) with their nodes, every node's state, and the alerts
+those decide (services/slurm/health.py: a node lost under a running job, a job pending too long, a job
+that ended with NODE_FAIL, PREEMPTED, TIMEOUT...).
 """
 
 from __future__ import annotations
@@ -107,7 +112,7 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
 
     result: dict[str, Any] = {"name": pod.name, "state": PodState.OFFLINE.value, "reason": "", "reached": False,
                               "gpus": [], "host": None, "run": _run_json(None, None), "alerts": [],
-                              "wandb": None}
+                              "wandb": None, "slurm": None}
     try:
         if pod.simulated:  # the demo's run (the TUI's, or one started now in its sandbox), then one look
             from app.demo import ensure_run, note
@@ -115,11 +120,15 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
             note(await asyncio.wait_for(ensure_run(pod), timeout))
         async with connected(pod, demo=MonitorSettings(), timeout=timeout) as conn:
             sample, tails = await _look(conn, pod, timeout)
+            cluster = await _slurm(conn, timeout) if pod.scheduler == "slurm" else None
         result.update(reached=True, state=PodState.ONLINE.value)
         wandb = await _wandb(tails)
         result.update(_judge(pod, sample, tails, host_rules=pod.kind is not PodKind.DEMO, wandb=wandb,
                              rented_at=_rented_at(pod)))
         result["wandb"] = None if wandb is None else wandb.as_json(time.time())
+        if cluster is not None:
+            result["slurm"], alerts = cluster
+            result["alerts"] = alerts + result["alerts"]
     except HostKeyError as exc:
         result.update(state=PodState.HOSTKEY_UNKNOWN.value, reason=f"{exc} (headless mode never trusts a new key)")
     except AuthError as exc:
@@ -162,6 +171,29 @@ async def _look(conn, pod, timeout: float) -> tuple[Any, dict | None]:
         return sample, json.loads(out)
     except ValueError:
         return sample, None
+
+
+async def _slurm(conn, timeout: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The cluster behind a login node: the user's jobs (recently ended ones too) with their nodes, every
+    node, and the alerts they decide; Slurm's own error instead when it cannot be asked."""
+    from services.slurm.cluster import SlurmCluster
+    from services.slurm.health import judge
+    from services.slurm.models import SlurmError
+
+    cluster = SlurmCluster(conn, timeout=timeout)
+    try:
+        jobs = await cluster.jobs(finished_too=True)
+        nodes = await cluster.nodes()
+    except SlurmError as exc:
+        message = f"{exc} ({exc.hint})" if getattr(exc, "hint", None) else str(exc)
+        return {"jobs": [], "nodes": [], "error": message}, [
+            {"id": "slurm-unreachable", "severity": "warning", "title": "Slurm did not answer", "message": message,
+             "line": None}]
+    alerts = judge(jobs, nodes, time.time())
+    return ({"jobs": [asdict(j) | {"finished": j.finished} for j in jobs],
+             "nodes": [asdict(n) | {"responding": n.responding} for n in nodes], "error": None},
+            [{"id": a.id, "severity": a.severity.value, "title": a.title, "message": a.message, "line": a.line}
+             for a in alerts])
 
 
 async def _wandb(tails: dict | None):
@@ -258,6 +290,9 @@ def _print(results: list[dict[str, Any]]) -> None:
             "—" if run["tokens_per_s"] is None else f"{run['tokens_per_s']:,.0f}",
             "—" if age is None else f"{age:.0f} s ago", str(len(r["alerts"])))
     console.print(table)
+    for r in results:
+        if (cluster := r.get("slurm")) is not None:
+            _print_cluster(console, r["name"], cluster)
     style = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
     for r in results:
         if (w := r.get("wandb")) is not None:
@@ -266,3 +301,28 @@ def _print(results: list[dict[str, Any]]) -> None:
             console.print(Text(f"{r['name']}: W&B {w['run_path']}: {said} (information only)", style="dim"))
         for a in r["alerts"]:
             console.print(Text(f"{r['name']}: {a['title']}", style=style.get(a["severity"], "")), Text(a["message"]))
+
+
+def _print_cluster(console, name: str, cluster: dict[str, Any]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from services.units import fmt_duration
+
+    if cluster["error"]:
+        console.print(Text(f"{name}: Slurm did not answer: {cluster['error']}", style="yellow"))
+        return
+    table = Table(title=f"{name}: your Slurm jobs", title_justify="left")
+    for col in ("job", "name", "state", "nodes", "elapsed", "limit", "reason"):
+        table.add_column(col, justify="right" if col in ("elapsed", "limit") else "left")
+    for j in cluster["jobs"]:
+        table.add_row(Text(j["id"]), Text(j["name"]), Text(j["state"]), Text(", ".join(j["nodes"]) or j["nodelist"]),
+                      fmt_duration(j["elapsed_s"]), "none" if j["time_limit_s"] is None else fmt_duration(j["time_limit_s"]),
+                      Text(j["reason"]))
+    if not cluster["jobs"]:
+        console.print(Text(f"{name}: no Slurm jobs of yours", style="dim"))
+    else:
+        console.print(table)
+    down = [n["name"] for n in cluster["nodes"] if not n["responding"]]
+    console.print(Text(f"{name}: {len(cluster['nodes'])} nodes"
+                       + (f", not responding: {', '.join(down)}" if down else ", all responding"), style="dim"))

@@ -45,7 +45,10 @@ def parse_pod_spec(spec: str, *, name: str | None = None) -> Pod:
 
 # the keys of one [pods.NAME] table of pods.toml
 POD_KEYS = ("target", "host", "user", "port", "run_dir", "price_per_hr", "probe_dir", "provider", "provider_id",
-            "deadline")
+            "deadline", "kind")
+# pods.toml's kind: what the host is. "pod" (the default) a machine that trains; "slurm" a Slurm cluster's
+# login node, whose jobs and nodes are read through it (services/slurm)
+POD_KINDS = ("pod", "slurm")
 
 
 def pod_from_table(name: str, table: dict[str, Any]) -> Pod:
@@ -65,6 +68,12 @@ def pod_from_table(name: str, table: dict[str, Any]) -> Pod:
     port = table.get("port", base.port)
     if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536):
         raise PodSpecError(f"pods.{name}.port must be an integer 1-65535, got {port!r}")
+    kind = table.get("kind", "pod")
+    if kind not in POD_KINDS:
+        raise PodSpecError(f"pods.{name}.kind must be one of {', '.join(map(repr, POD_KINDS))}, got {kind!r}",
+                           hint='"slurm" when the host is a Slurm cluster\'s login node')
+    if kind == "slurm" and base.kind is PodKind.DEMO:
+        raise PodSpecError(f"pods.{name}: the simulated pod is not a Slurm cluster", hint='remove kind = "slurm"')
     price = table.get("price_per_hr")
     if price is not None and (not isinstance(price, (int, float)) or isinstance(price, bool) or price < 0):
         raise PodSpecError(f"pods.{name}.price_per_hr must be a number ≥ 0, got {price!r}")
@@ -81,6 +90,7 @@ def pod_from_table(name: str, table: dict[str, Any]) -> Pod:
         provider_id=_opt_str(table.get("provider_id")),
         deadline=_deadline(name, table.get("deadline")),
         saved=True,
+        scheduler=None if kind == "pod" else kind,
     )
 
 
@@ -115,6 +125,8 @@ def pod_to_table(pod: Pod) -> dict[str, Any]:
         value = getattr(pod, key)
         if value is not None:
             out[key] = value
+    if pod.scheduler is not None:
+        out["kind"] = pod.scheduler
     if pod.deadline is not None:
         out["deadline"] = datetime.fromtimestamp(round(pod.deadline), tz=timezone.utc)
     return out

@@ -88,3 +88,27 @@ def test_missing_file_is_no_pods(tmp_path):
 def test_merge_keeps_first_of_each_name():
     a1, a2, b = parse_pod_spec("h1", name="a"), parse_pod_spec("h2", name="a"), parse_pod_spec("b")
     assert merge_pods([a1], [a2, b]) == [a1, b]
+
+
+def test_a_slurm_login_node_is_a_pod_of_kind_slurm_and_round_trips(tmp_path):
+    path = tmp_path / "pods.toml"
+    path.write_text('[pods.cluster]\nhost = "login.example.org"\nuser = "ana"\nkind = "slurm"\n\n'
+                    '[pods.box]\nhost = "10.0.0.2"\nkind = "pod"\n')
+    cluster, box = load_pods(path)
+    assert (cluster.kind, cluster.host, cluster.scheduler) == (PodKind.SSH, "login.example.org", "slurm")
+    assert box.scheduler is None
+    save_pods([cluster, box], path)
+    again = {p.name: p for p in load_pods(path)}
+    assert again["cluster"].scheduler == "slurm" and again["box"].scheduler is None
+    assert path.read_text().count("kind") == 1  # the default is not written
+
+
+@pytest.mark.parametrize("table, why", [
+    ('host = "h"\nkind = "slurn"', "kind must be one of 'pod', 'slurm'"),
+    ('target = "demo"\nkind = "slurm"', "the simulated pod is not a Slurm cluster"),
+])
+def test_a_bad_kind_is_a_clear_error(tmp_path, table, why):
+    path = tmp_path / "pods.toml"
+    path.write_text(f"[pods.c]\n{table}\n")
+    with pytest.raises(SettingsError, match=why):
+        load_pods(path)
