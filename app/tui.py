@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Footer, Header, Input, TabbedContent, TabPane, TextArea
+from textual.widgets import Header, Input, TabbedContent, TabPane, TextArea
 
 from app.auto_backup import AutoBackup
 from app.screens.add_pod import AddPodScreen
@@ -44,6 +44,7 @@ from app.run_actions import RunActions
 from app.tasks import Tasks
 from app.worker_hub import install as install_worker_hub
 from widgets.monitor_pane import MonitorPane
+from widgets.footer import Footer
 from widgets.pod_list import PodList
 
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"

@@ -13,11 +13,12 @@ from collections.abc import Iterable
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Label
+from textual.widgets import Header, Label
 
 from services.models import Alert, PodSnapshot
 from widgets.alerts import AlertLog
 from widgets.fleet_view import FleetView
+from widgets.footer import Footer
 
 
 FLEET_FRAME_S = 1.0  # the pods' own sampling rate: a faster table shows nothing new, at many times the CPU

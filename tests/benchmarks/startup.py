@@ -1,0 +1,116 @@
+"""Start-up: the import of the app and the first frame of ``--demo``, against a minimal Textual app with tabs.
+
+Each figure is a fresh interpreter (spawned from here, so the baseline and ours share the machine's load),
+timed from spawn to the moment the first screen has been composed, laid out and painted once (headless
+driver, 160x48). Bytecode is written and warmed first (this environment may set PYTHONDONTWRITEBYTECODE,
+which would time the compiler instead of the import). Prints the median of N runs of each and the ratio.
+
+    python tests/benchmarks/startup.py [--runs 7]
+
+Targets (issue 17): first frame of --demo < 1.5x the minimal app; the import of the app: only what the first
+screen needs (the backup/S3 chain, httpx, asyncssh, boto3, wandb not imported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+MINIMAL = """
+from textual.app import App
+from textual.widgets import Footer, Header, Label, TabbedContent, TabPane
+class Minimal(App):
+    def compose(self):
+        yield Header()
+        with TabbedContent():
+            for name in ("Config", "Offers", "Monitor", "Bottleneck", "Checkpoints"):
+                with TabPane(name):
+                    yield Label(name)
+        yield Footer()
+app = Minimal()
+"""
+
+OURS = """
+from app.cli import build_parser, tui_pods
+from app.tui import PrimeTrainApp
+from services.monitor.service import MonitorSettings
+pods, notes = tui_pods(build_parser().parse_args(["--demo"]))
+app = PrimeTrainApp(pods, settings=MonitorSettings(), notices=notes)
+"""
+
+IMPORT_ONLY = "import app.tui\n"
+
+FIRST_FRAME = """
+import asyncio, sys
+async def main():
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        sys.stdout.write("FRAME\\n"); sys.stdout.flush()
+        import os; os._exit(0)  # the frame is what is timed, not the shutdown
+asyncio.run(main())
+"""
+
+HEAVY = ("asyncssh", "httpx", "boto3", "botocore", "wandb", "services.backup.transfer", "services.backup.manifest",
+         "services.backup.s3")
+
+
+def _env(home: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PRIME_TRAIN_TUI_CONFIG_DIR=f"{home}/config", PRIME_TRAIN_TUI_DATA_DIR=f"{home}/data",
+               PRIME_TRAIN_TUI_CACHE_DIR=f"{home}/cache", HOME=home)
+    return env
+
+
+def spawn(code: str, env: dict[str, str]) -> float:
+    """Seconds from spawn to the child's first line on stdout (or its exit)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    elapsed = time.perf_counter() - t0
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode not in (0, None) or (code.endswith(FIRST_FRAME) and line.strip() != "FRAME"):
+        raise SystemExit(f"the child failed:\n{err[-2000:]}")
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=7)
+    runs = ap.parse_args().runs
+    with tempfile.TemporaryDirectory() as home:
+        env = _env(home)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", "app", "services", "widgets"], cwd=REPO, env=env,
+                       check=False)
+        cases = {"python alone": "pass\n", "import textual.app": "import textual.app\n",
+                 "import app.tui": IMPORT_ONLY, "first frame, minimal app": MINIMAL + FIRST_FRAME,
+                 "first frame, --demo": OURS + FIRST_FRAME}
+        for code in cases.values():  # warm the page cache and the bytecode
+            spawn(code, env)
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(runs):  # interleaved, so a burst of load hits every case alike
+            for name, code in cases.items():
+                times[name].append(spawn(code, env))
+        loaded = subprocess.run([sys.executable, "-c", "import sys, app.tui; print(' '.join(m for m in "
+                                 f"{HEAVY!r} if m in sys.modules))"], cwd=REPO, env=env, capture_output=True,
+                                text=True).stdout.split()
+    med = {name: statistics.median(ts) for name, ts in times.items()}
+    for name, ts in times.items():
+        print(f"{name:28s} median {med[name] * 1000:6.0f} ms   (min {min(ts) * 1000:.0f}, max {max(ts) * 1000:.0f})")
+    print(f"import app.tui / import textual.app: {med['import app.tui'] / med['import textual.app']:.2f}x")
+    ratio = med["first frame, --demo"] / med["first frame, minimal app"]
+    print(f"first frame, --demo / minimal app: {ratio:.2f}x (target < 1.5x)")
+    print("heavy modules imported by app.tui: " + (", ".join(loaded) or "none"))
+
+
+if __name__ == "__main__":
+    main()
