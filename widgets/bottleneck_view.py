@@ -1,5 +1,6 @@
 """The bottleneck breakdown drawn: one bar per component with % and seconds and its trend over the
-last steps, the diagnosis with its evidence, and the recommendations. Plain data in, no I/O."""
+last steps, the diagnosis with its evidence, the tool time per episode (p50/p95/max per env, when the
+run's episode traces are read) and the recommendations. Plain data in, no I/O."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from services.bottleneck.analysis import Breakdown, Component
+from services.bottleneck.tail import ToolTail
 from widgets.format import set_label
 from widgets.trend import bar_cells
 
@@ -90,6 +92,27 @@ def bars_table(b: Breakdown, width: int | None = None) -> Table:
     return table
 
 
+TAIL_ROWS = 6  # envs listed in the tool-time table (the slowest p95 first)
+
+
+def tail_table(tails: tuple[ToolTail, ...]) -> Table:
+    """Tool seconds per episode, per env: p50 / p95 / max over the window's episodes; a slow tail flagged."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True, max_width=40)  # env
+    for _ in range(4):
+        table.add_column(justify="right", no_wrap=True)  # p50, p95, max, episodes
+    table.add_column(no_wrap=True)  # flag
+    table.add_row(*(Text(h, style="bold") for h in ("Tool time per episode", "p50", "p95", "max", "episodes", "")))
+    for t in tails[:TAIL_ROWS]:
+        style = "bold" if t.slow else ""
+        table.add_row(Text(t.label, style=style), Text(f"{t.p50:.1f} s"), Text(f"{t.p95:.1f} s", style=style),
+                      Text(f"{t.max:.1f} s"), Text(str(t.episodes)),
+                      Text("SLOW TAIL", style="bold reverse") if t.slow else Text(""))
+    if len(tails) > TAIL_ROWS:
+        table.add_row(Text(f"… {len(tails) - TAIL_ROWS} more envs", style="dim"), "", "", "", "", "")
+    return table
+
+
 class BottleneckView(Widget):
     """Shows a :class:`Breakdown`; ``show`` re-renders only the parts whose content changed."""
 
@@ -102,12 +125,14 @@ class BottleneckView(Widget):
     BottleneckView #bn-evidence { color: $text-muted; }
     BottleneckView #bn-recs { margin-top: 1; }
     BottleneckView #bn-bars { height: auto; margin-top: 1; color: $accent; }
+    BottleneckView #bn-tail { height: auto; margin-top: 1; }
     """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._bars_key: object = None
         self._recs_key: object = None
+        self._tail_key: object = None
         self._shown: tuple[Breakdown, str] | None = None
 
     def on_resize(self, event: events.Resize) -> None:
@@ -123,6 +148,9 @@ class BottleneckView(Widget):
             yield Static("", id="bn-bars")
             yield Label("", id="bn-diagnosis")
             yield Static("", id="bn-evidence")
+            tail = Static("", id="bn-tail")
+            tail.display = False  # only with tool times
+            yield tail
             yield Static("", id="bn-recs")
 
     def show(self, b: Breakdown, title: str = "") -> None:
@@ -143,6 +171,11 @@ class BottleneckView(Widget):
                                                                if b.confidence != "high" else "")
                   if b.steps else "")
         diag.set_class(b.diagnosis != "balanced", "-bound")
+        if b.tool_tail != self._tail_key:
+            self._tail_key = b.tool_tail
+            tail = self.query_one("#bn-tail", Static)
+            tail.update(tail_table(b.tool_tail) if b.tool_tail else "")
+            tail.display = bool(b.tool_tail)
         recs_key = (b.evidence, tuple(r.text for r in b.recommendations), b.skipped)
         if recs_key != self._recs_key:
             self._recs_key = recs_key

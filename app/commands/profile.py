@@ -7,7 +7,10 @@ and reports those. Exit 0 with a profile, 1 when no step timings were found (or 
 
 ``--json`` prints one document: ``{"steps", "first_step", "last_step", "step_seconds",
 "components": [{"name", "label", "seconds", "share", "parent", "timeline"}], "diagnosis",
-"confidence", "evidence", "recommendations", "recommendation_ids", "changes", "inference", "rollout", "gpu", "trend", "source", "skipped_lines"}`` (docs/json.md).
+"confidence", "evidence", "recommendations", "recommendation_ids", "changes", "inference", "rollout", "gpu",
+"tool_tail", "trend", "source", "skipped_lines"}`` (docs/json.md). ``tool_tail``: tool seconds per episode
+per env (p50/p95/max) from the run's newest traces.jsonl files, which the probe reads on the pod (one
+``--once`` sample); [] when the run writes none or the probe cannot run there.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _profile(args: argparse.Namespace) -> int:
     from services.bottleneck.analysis import analyze
-    from services.bottleneck.report import read_run, write_markdown
+    from services.bottleneck.report import read_episodes, read_run, write_markdown
     from services.errors import PodSpecError, PrimeTrainError, SettingsError
     from services.monitor.metrics import parse_run
     from services.models import PodKind
@@ -77,7 +80,12 @@ async def _profile(args: argparse.Namespace) -> int:
                     metrics, console = await read_run(conn, run_dir, args.steps)
                     parsed = parse_run(metrics, console)
                 parsed.steps = {n: s for n, s in parsed.steps.items() if start < n <= start + args.steps}
-            breakdown = analyze(parsed, args.steps)
+            try:  # the episodes' tool times: extra evidence, never a reason to fail the profile
+                episodes = await read_episodes(conn, run_dir)
+            except (PrimeTrainError, asyncio.TimeoutError, OSError):
+                episodes = []
+            breakdown = analyze(parsed, args.steps, episodes=episodes,
+                                until_step=start + args.steps if args.follow else None)
     except PrimeTrainError as exc:
         return fail_error(exc)
     except asyncio.TimeoutError:
@@ -124,6 +132,14 @@ def _print(pod, b) -> None:
                   + (f" · {b.trend}" if b.trend else ""))
     for e in b.evidence:
         console.print(f"  · {escape(e)}")
+    if b.tool_tail:
+        tails = Table(title="Tool time per episode (traces.jsonl)", title_justify="left")
+        for name in ("Env", "p50 (s)", "p95 (s)", "max (s)", "Episodes", ""):
+            tails.add_column(name, justify="left" if name in ("Env", "") else "right")
+        for t in b.tool_tail:
+            tails.add_row(escape(t.label), f"{t.p50:.1f}", f"{t.p95:.1f}", f"{t.max:.1f}", str(t.episodes),
+                          "⚠ SLOW TAIL" if t.slow else "")
+        console.print(tails)
     for r in b.recommendations:
         console.print(f"[b]RECOMMENDATION:[/b] {escape(r.text)}")
         if r.change is not None:

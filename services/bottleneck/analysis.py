@@ -12,6 +12,9 @@ Diagnosis over the last K steps: the largest group (rollout wait, trainer comput
 least ``DOMINANT`` of the step, otherwise the run is "balanced". A dominant rollout wait is
 latency-bound when tools take more of a rollout than generation (or, without rollout timing, when the
 inference GPUs idle), else throughput-bound. Recommendations come from ``rules.toml`` (beside this module).
+
+When the run's traces.jsonl timings are known (the probe's per-trace records), the tool time per env is
+summarised as p50/p95/max over the window's steps (``tail.py``); a slow tail is a finding of its own.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Any, Iterable, Sequence
 
 from services.bottleneck.diagnose import DOMINANT, InferenceLoad, diagnose, inference_load, pct as _pct
 from services.bottleneck.rules import Recommendation, load_rules, recommend
-from services.monitor.metrics import MetricsParser, ParsedRun, StepTiming
+from services.bottleneck.tail import ToolTail, tail_variables, tool_tails
+from services.monitor.metrics import EpisodeTiming, MetricsParser, ParsedRun, StepTiming
 
 DIAGNOSES = ("latency-bound", "throughput-bound", "trainer-bound", "io-bound", "stalled", "balanced")
 __all__ = ["DOMINANT", "DIAGNOSES", "Breakdown", "Component", "GpuEvidence", "InferenceLoad", "analyze",
@@ -85,6 +89,7 @@ class Breakdown:
     step_series: tuple[float | None, ...] = ()
     inference: InferenceLoad = field(default_factory=InferenceLoad)
     rollout: dict[str, float] = field(default_factory=dict)  # mean per-rollout seconds by phase kind
+    tool_tail: tuple[ToolTail, ...] = ()  # tool time per env from traces.jsonl, slowest p95 first
 
     def component(self, name: str) -> Component | None:
         return next((c for c in self.components if c.name == name), None)
@@ -112,6 +117,7 @@ class Breakdown:
             "rollout": {f"{k}_s": _r(self.rollout.get(k)) for k in ("generation", "tools", "overhead", "total")},
             "gpu": {"inference_util": _r(self.gpu.inference_util, 1), "trainer_util": _r(self.gpu.trainer_util, 1),
                     "all_util": _r(self.gpu.all_util, 1), "gpus": self.gpu.gpus},
+            "tool_tail": [t.to_json() for t in self.tool_tail],
             "trend": self.trend,
             "source": self.source,
             "skipped_lines": self.skipped,
@@ -124,15 +130,20 @@ def _r(value: float | None, digits: int = 3) -> float | None:
 
 # ---------------------------------------------------------------------------------------- analysis
 def analyze(run: ParsedRun, last: int = DEFAULT_STEPS, gpu: GpuEvidence | None = None,
-            rules: Sequence[dict] | None = None) -> Breakdown:
-    """The breakdown of the last ``last`` steps of a parsed run."""
+            rules: Sequence[dict] | None = None, episodes: Iterable[EpisodeTiming] = (),
+            until_step: int | None = None) -> Breakdown:
+    """The breakdown of the last ``last`` steps of a parsed run; ``episodes``: per-trace timings from the
+    run's traces.jsonl (those of the window's steps, up to ``until_step`` when given, are summarised)."""
     gpu = gpu or GpuEvidence()
+    rules = rules if rules is not None else load_rules()
     window = [s for s in run.ordered() if _trainer_step(s) is not None or s.orchestrator]
     window = window[-last:] if last > 0 else window
+    tails = tool_tails(episodes, window[0].step if window else None, until_step)
     if not window:
-        return Breakdown(0, None, None, None, (), "balanced", "low",
-                         ("no step timings logged yet (metrics.jsonl or trainer/orchestrator console lines)",),
-                         (), run.source, run.skipped, gpu=gpu)
+        empty = Breakdown(0, None, None, None, (), "balanced", "low",
+                          ("no step timings logged yet (metrics.jsonl or trainer/orchestrator console lines)",),
+                          (), run.source, run.skipped, gpu=gpu, tool_tail=tails)
+        return _replace_recs(empty, recommend("balanced", tail_variables(tails), rules))
     per_step = [_split(s) for s in window]
     n = len(window)
     steps_t = [p.get("step") for p in per_step]
@@ -169,10 +180,10 @@ def analyze(run: ParsedRun, last: int = DEFAULT_STEPS, gpu: GpuEvidence | None =
         steps=n, first_step=window[0].step, last_step=window[-1].step, step_seconds=step_s,
         components=tuple(components), diagnosis=diagnosis, confidence=confidence, evidence=tuple(evidence),
         recommendations=(), source=run.source, skipped=run.skipped, trend=trend, gpu=gpu,
-        step_series=tuple(steps_t), inference=load, rollout=rollout,
+        step_series=tuple(steps_t), inference=load, rollout=rollout, tool_tail=tails,
     )
-    variables = _variables(breakdown, window, saves, per_step)
-    recs = recommend(diagnosis, variables, rules if rules is not None else load_rules())
+    variables = _variables(breakdown, window, saves, per_step) | tail_variables(tails)
+    recs = recommend(diagnosis, variables, rules)
     return _replace_recs(breakdown, recs)
 
 
@@ -337,8 +348,9 @@ def _variables(b: Breakdown, window, saves, per_step) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- entry points
 def analyze_lines(metrics_lines: Iterable[str] = (), console_lines: Iterable[str] = (), last: int = DEFAULT_STEPS,
                   samples: Iterable[Any] = (), since_step: int | None = None,
-                  until_step: int | None = None) -> Breakdown:
-    """``since_step`` < step <= ``until_step``: only those steps count (a profile of given steps)."""
+                  until_step: int | None = None, episodes: Iterable[EpisodeTiming] = ()) -> Breakdown:
+    """``since_step`` < step <= ``until_step``: only those steps count (a profile of given steps);
+    ``episodes``: per-trace timings from traces.jsonl."""
     parser = MetricsParser()
     for line in metrics_lines:
         parser.feed_metrics(line)
@@ -348,16 +360,18 @@ def analyze_lines(metrics_lines: Iterable[str] = (), console_lines: Iterable[str
         lo = float("-inf") if since_step is None else since_step
         hi = float("inf") if until_step is None else until_step
         parser.run.steps = {n: s for n, s in parser.run.steps.items() if lo < n <= hi}
-    return analyze(parser.run, last, gpu_evidence(samples))
+    return analyze(parser.run, last, gpu_evidence(samples), episodes=episodes, until_step=until_step)
 
 
 def analyze_snapshot(snapshot: Any, last: int = DEFAULT_STEPS, since_step: int | None = None,
                      until_step: int | None = None) -> Breakdown:
     """The breakdown of one pod's :class:`~services.models.PodSnapshot`: its metrics.jsonl history, the
-    console lines in its sample history (used when there are no metrics), and its GPU samples."""
+    console lines in its sample history (used when there are no metrics), its GPU samples and, from the
+    monitor's snapshot, its traces.jsonl timings (``episodes``)."""
     metrics = getattr(snapshot, "metrics", ())
     console: list[str] = []
     if not metrics:
         for s in snapshot.history:
             console.extend(s.log)
-    return analyze_lines(metrics, console, last, snapshot.history, since_step, until_step)
+    return analyze_lines(metrics, console, last, snapshot.history, since_step, until_step,
+                         getattr(snapshot, "episodes", ()))

@@ -1,4 +1,5 @@
-"""Bottleneck reports: Markdown export, and reading a run's metrics and logs through a connection."""
+"""Bottleneck reports: Markdown export, and reading a run's metrics, logs and episode timings through a
+connection."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ def to_markdown(b: Breakdown, title: str = "Bottleneck profile") -> str:
         name = ("↳ " if c.parent else "") + c.label + (" (orchestrator clock)" if c.timeline == "orchestrator" else "")
         lines.append(f"| {name} | {100 * c.share:.0f}% | {c.seconds:.2f} |")
     lines += ["", "## Evidence", ""] + [f"- {e}" for e in b.evidence]
+    if b.tool_tail:
+        lines += ["", "## Tool time per episode", "", "| Env | p50 (s) | p95 (s) | max (s) | Episodes | |",
+                  "|---|---:|---:|---:|---:|---|"]
+        lines += [f"| {t.label} | {t.p50:.1f} | {t.p95:.1f} | {t.max:.1f} | {t.episodes} | "
+                  f"{'slow tail' if t.slow else ''} |" for t in b.tool_tail]
     lines += ["", "## Recommendations", ""]
     lines += [f"- {r.text}" + (f" _(source: {r.source})_" if r.source else "") for r in b.recommendations] or ["- none"]
     if b.skipped:
@@ -83,3 +89,32 @@ async def read_run(conn: Any, run_dir: str, steps: int, timeout: float = 30.0) -
     if rc != 0:
         raise ProbeError(err.strip().splitlines()[-1] if err.strip() else f"reading {run_dir} failed (exit {rc})")
     return split_tail_output(out)
+
+
+async def read_episodes(conn: Any, run_dir: str, timeout: float = 30.0) -> list:
+    """The per-trace timings of the run's newest traces.jsonl files (prime-rl's rollouts/step_N): one
+    ``--once`` sample of the probe on the pod, which extracts them there (the traces never leave the
+    pod); its "traces" field as :class:`~services.monitor.metrics.EpisodeTiming`. Raises
+    ``services.errors.PrimeTrainError`` subclasses or asyncio.TimeoutError."""
+    import asyncio
+    import json
+
+    from services.errors import ProbeError
+    from services.monitor.metrics import episode_timings
+
+    stream = await asyncio.wait_for(conn.start_probe(["--once", "--backend", "none", "--run-dir", run_dir]), timeout)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        while True:
+            line = await asyncio.wait_for(stream.readline(), max(0.1, deadline - loop.time()))
+            if not line:
+                raise ProbeError("the probe exited without a sample: " + stream.stderr_tail().strip()[-200:])
+            try:
+                obj = json.loads(line)
+            except (ValueError, RecursionError):
+                continue  # not a sample (a shell's start-up line)
+            if isinstance(obj, dict) and "t" in obj:
+                return episode_timings(obj.get("traces"))
+    finally:
+        await stream.close()

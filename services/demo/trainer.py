@@ -34,7 +34,11 @@ trainer) gives the steps the timing of that kind of run (simulated seconds, inde
 prime-rl's current rollout timing layout (train/{agg|reverse-text}/{all|effective}/solver/timing/
 {setup,agent,agent/model,agent/harness,finalize,scoring,total}/{mean,max}) and a periodic record carries
 the inference server's gauges (inference/agg/{kv_cache_usage_perc,num_requests_running,
-num_requests_waiting}/{mean,min,max}). Without --profile, $PTT_DEMO_PROFILE names it; a file
+num_requests_waiting}/{mean,min,max}). With a profile each step also appends its episodes to
+rollouts/step_N/train/all/traces.jsonl in prime-rl's current layout (one verifiers Episode record per line,
+each trace with its timing spans; the latency-bound profile has a slow tail of tool time: about one
+episode in 16 stuck ~9x longer in its tools); only the newest 4 step dirs are kept, to stay small.
+Without --profile, $PTT_DEMO_PROFILE names it; a file
 <run dir>/demo-profile holding a profile name switches a running demo at its next step
 (`echo latency > run/demo-profile`). --no-metrics leaves metrics.jsonl out (console only).
 """
@@ -45,6 +49,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import sys
 import time
@@ -136,6 +141,61 @@ def rollout_timing(gen, tools, r):
                 out[base + "/mean"] = v
                 out[base + "/max"] = v * r.uniform(1.5, 2.5)
     return out
+
+
+EPISODES_PER_STEP = 16  # episodes written to traces.jsonl per step (prime-rl writes every rollout)
+TRACE_STEPS_KEPT = 4  # rollouts/step_N dirs kept (prime-rl keeps them all; the demo stays small)
+EPOCH = 1.78e9  # the simulated clock's epoch seconds for the trace timestamps
+
+
+def episode_seconds(profile, p, r, n):
+    """(tool, model) seconds of ``n`` episodes around the profile's per-rollout means; latency-bound has a
+    slow tail (one episode in 16 stuck ~9x longer in its tools, the mean kept)."""
+    slow = r.randrange(n) if profile == "latency-bound" else None
+    base = p["tools"] / (1.0 + 8.0 / 16.0) if slow is not None else p["tools"]
+    out = []
+    for i in range(n):
+        tool = base * r.uniform(0.85, 1.15) * (9.0 if i == slow else 1.0)
+        out.append((tool, p["gen"] * r.uniform(0.8, 1.2)))
+    return out
+
+
+def trace_record(step, i, tool, model, t0):
+    """One episode as verifiers' Episode.to_record() writes it (the parts prime-rl's layout needs; the
+    timing spans last in each trace, as serialized)."""
+    agent_end = t0 + SETUP + model + tool
+    timing = {"start": t0, "boot": {"start": t0, "end": t0}, "setup": {"start": t0, "end": t0 + SETUP},
+              "agent": {"start": t0 + SETUP, "end": agent_end, "model": {"duration": round(model, 6)},
+                        "harness": {"duration": round(tool, 6)}},
+              "finalize": {"start": agent_end, "end": agent_end + FINALIZE},
+              "scoring": {"start": agent_end + FINALIZE, "end": agent_end + FINALIZE + SCORING}}
+    task = {"type": "Task", "data": {"prompt": "Reverse the text: demo example %d-%d" % (step, i)}}
+    trace = {"version": 1, "id": "t%d-%d" % (step, i), "verifiers": {"version": "demo"}, "task": task,
+             "agent": {"config": {}, "name": DEMO_AGENT, "trainable": True}, "tools": [],
+             "nodes": [{"messages": [{"role": "user", "content": task["data"]["prompt"]},
+                                     {"role": "assistant", "content": "(simulated)"}]}],
+             "calls": [], "rewards": {}, "metrics": {}, "info": {}, "extra_usage": [], "is_completed": True,
+             "ok": True, "stop_condition": "done", "errors": [], "timing": timing}
+    return {"id": "e%d-%d" % (step, i), "env": {"id": DEMO_ENV, "name": DEMO_ENV}, "task": task,
+            "group": {"id": "g%d-%d" % (step, i // 4)},
+            "run": {"type": "train", "id": "demo", "work": {"type": "train", "step": step}},
+            "ok": True, "errors": [], "traces": [trace]}
+
+
+def write_traces(run_dir, seed, step, profile, sim):
+    """Append step ``step``'s episodes to rollouts/step_N/train/all/traces.jsonl; drop old step dirs."""
+    name = ALIASES.get(profile, profile)
+    p = PROFILES.get(name)
+    if p is None:
+        return
+    root = os.path.join(run_dir, "rollouts")
+    d = os.path.join(root, "step_%d" % step, "train", "all")
+    os.makedirs(d, exist_ok=True)
+    r = random.Random("%s:traces:%s:%d" % (seed, name, step))
+    with open(os.path.join(d, "traces.jsonl"), "a") as f:
+        for i, (tool, model) in enumerate(episode_seconds(name, p, r, EPISODES_PER_STEP)):
+            f.write(json.dumps(trace_record(step, i, tool, model, EPOCH + sim), separators=(",", ":")) + "\n")
+    shutil.rmtree(os.path.join(root, "step_%d" % (step - TRACE_STEPS_KEPT)), ignore_errors=True)
 
 
 def inference_gauges(p, r):
@@ -381,6 +441,7 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
             prow = {"_timestamp": round(sim, 3)}
             prow.update({k: round(x, 6) for k, x in prof[2].items()})
             metrics.write(json.dumps(prow) + "\n")
+            write_traces(run_dir, seed, step, profile, sim)
         if saving:
             tr.write(line(sim, "INFO", ("Writing final checkpoint" if last and step % ckpt_interval
                                         else "Saving checkpoint at step %d" % step)))

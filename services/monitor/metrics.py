@@ -304,6 +304,36 @@ def inference_gauges(values: dict[str, float]) -> dict[str, float]:
     return out
 
 
+@dataclass(frozen=True)
+class EpisodeTiming:
+    """One trace's timing from prime-rl's ``rollouts/step_N/train/.../traces.jsonl``, as the probe extracts
+    it on the pod (its "traces" field): seconds in tools/environment (agent/harness), in the model
+    (agent/model) and in all (setup + agent + finalize + scoring); None = not measured."""
+
+    step: int
+    env: str  # the episode's env name ("" when the record named none)
+    tool_s: float | None
+    model_s: float | None
+    total_s: float | None
+
+
+def episode_timings(raw: object) -> list[EpisodeTiming]:
+    """The probe's "traces" entries -> EpisodeTiming; anything malformed is skipped (never raises: the
+    list comes from a pod we do not control)."""
+    out: list[EpisodeTiming] = []
+    for rec in raw if isinstance(raw, list) else ():
+        if not isinstance(rec, dict):
+            continue
+        step = rec.get("step")
+        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < 2**53:
+            continue
+        env = rec.get("env")
+        secs = [_finite(rec.get(k)) for k in ("tool", "model", "total")]
+        out.append(EpisodeTiming(step, env[:100] if isinstance(env, str) else "",
+                                 *(v if v is not None and v >= 0 else None for v in secs)))
+    return out
+
+
 def parse_run(metrics_lines=(), console_lines=()) -> ParsedRun:
     """Parse everything at once (the CLI's path); the pane feeds a :class:`MetricsParser` instead."""
     parser = MetricsParser()

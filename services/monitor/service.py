@@ -332,8 +332,12 @@ class MonitorService:
         worker.bytes_total += len(line)
         if not line.strip():
             return False
+        try:  # parsed once: the sample, and its optional "traces" (which Sample does not carry)
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            obj = None
         try:
-            sample = Sample.from_line(line)
+            sample = Sample.from_dict(obj)
         except ProbeFormatError:
             worker.malformed_total += 1
             return False
@@ -341,6 +345,7 @@ class MonitorService:
         worker.close_gap(now)
         worker.history.append(sample)
         worker.add_metrics(sample.metrics)
+        worker.add_episodes(obj.get("traces"))
         worker.observe_health(sample)
         self._poll_wandb(worker)
         worker.samples_total += 1

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
 from services.models import (Alert, Gap, HostKeyPrompt, Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress,
                              Sample, WandbStatus)
 from services.monitor import wandb_status
 from services.monitor.health import HealthSettings, HealthTracker
+from services.monitor.metrics import EpisodeTiming, episode_timings
 from services.monitor.wandb_status import WandbPoller
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ class MonitorSettings:
     restart_after: float = 60.0  # a channel silent this long is torn down and reopened
     history_len: int = 600  # samples kept per pod (10 min at 1 Hz)
     metrics_len: int = 2000  # metrics.jsonl lines kept per pod (~3 records per step: the last ~600 steps)
+    episodes_len: int = 4000  # per-trace timings from traces.jsonl kept per pod (the tool-time percentiles)
     backoff_max: float = 60.0
     unsupported_retry: float = 1800.0  # a pod lacking what monitoring needs (no python3, no exec): r retries sooner
     keepalive_interval: float = 15.0
@@ -57,6 +59,15 @@ class MonitorSettings:
 
 
 
+@dataclass(frozen=True)
+class MonitorSnapshot(PodSnapshot):
+    """A :class:`PodSnapshot` plus the monitor's window of per-trace timings from the run's traces.jsonl
+    (the probe's "traces" field, newest last, bounded by ``MonitorSettings.episodes_len``): the
+    bottleneck breakdown's tool-time percentiles read it."""
+
+    episodes: tuple[EpisodeTiming, ...] = field(default=())
+
+
 class PodWorker:
     """State of one pod; only its own task mutates it."""
 
@@ -69,6 +80,8 @@ class PodWorker:
         self.metrics: deque[str] = deque(maxlen=settings.metrics_len)
         self.metrics_total = 0
         self._metrics_view: tuple[str, ...] = ()  # rebuilt only when lines arrive
+        self.episodes: deque[EpisodeTiming] = deque(maxlen=settings.episodes_len)
+        self._episodes_view: tuple[EpisodeTiming, ...] = ()
         self.gaps: deque[Gap] = deque(maxlen=MAX_GAPS)
         self.samples_total = 0
         self.malformed_total = 0
@@ -103,9 +116,11 @@ class PodWorker:
                                     host_rules=self.pod.kind is not PodKind.DEMO)
         self.run = None
         self._tail_view = ()
+        self.episodes.clear()  # another run's traces
+        self._episodes_view = ()
 
     def _build(self) -> PodSnapshot:
-        return PodSnapshot(
+        return MonitorSnapshot(
             pod=self.pod,
             status=self.status,
             history=tuple(self.history),
@@ -122,6 +137,7 @@ class PodWorker:
             run=self.run,
             log_tail=self._tail_view,
             wandb=self.wandb,
+            episodes=self._episodes_view,
         )
 
     def observe_health(self, sample: Sample) -> None:
@@ -143,6 +159,12 @@ class PodWorker:
             self.metrics.extend(lines)
             self.metrics_total += len(lines)
             self._metrics_view = tuple(self.metrics)
+
+    def add_episodes(self, raw: object) -> None:
+        """The probe's "traces" entries of one sample (absent from older probes: nothing)."""
+        if raw and (found := episode_timings(raw)):
+            self.episodes.extend(found)
+            self._episodes_view = tuple(self.episodes)
 
     def open_gap(self) -> None:
         if self.samples_total and (not self.gaps or self.gaps[-1].end is not None):

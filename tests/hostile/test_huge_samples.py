@@ -131,7 +131,7 @@ def test_the_line_is_utf8_and_a_sample_over_the_last_guard_loses_its_lines_not_i
     got = json.loads(out)
     assert got["log"] == [] and got["metrics"] == [] and len(got["errors"]) == 20
     assert got["cut"]["lines"] == 3 and got["cut"]["log_bytes"] > 1_200_000 and got["cut"]["metrics_lines"] == 1
-    assert "its log and metrics lines were left out" in got["errors"][-1]
+    assert "its log, metrics and trace lines were left out" in got["errors"][-1]
 
 
 @pytest.mark.ssh

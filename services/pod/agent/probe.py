@@ -11,7 +11,8 @@ stdout breaks.
      "host":{"cpu_pct","mem_used","mem_total","disk_used","disk_total","nofile_soft"},
      "procs":[{"pid","gpu","mem","cmd"}], "log":[...new lines...], "metrics":[...new metrics.jsonl lines...],
      "ckpts":[{"step","path","bytes","trainer_bytes","orch_bytes","mtime","complete"}], "errors":[...],
-     "run":{...}, "cut":{"log_bytes","lines","metrics_bytes","metrics_lines"}}   (run, cut: with --run-dir)
+     "run":{...}, "cut":{"log_bytes","lines","metrics_bytes","metrics_lines","trace_bytes","trace_records"},
+     "traces":[{"step","env","tool","model","total"}]}   (run, cut, traces: with --run-dir)
 
 Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, power W, temp C.
 - nvml: handles fetched once; per-field errors -> null. procs via compute-running-processes.
@@ -36,7 +37,18 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
   lines (a line over 64 KiB is dropped whole) and 64 KiB of training.csv rows; "cut" =
   {"log_bytes","lines","metrics_bytes","metrics_lines"} counts what this sample left out (bytes not
   carried, lines shortened or dropped); the line is UTF-8 (text as itself, not \\u escapes) and at
-  most 1 MiB (MAX_SAMPLE_BYTES, a last guard). "ckpts" = every
+  most 1 MiB (MAX_SAMPLE_BYTES, a last guard). "traces" = one record per trace of the episodes
+  appended since the last sample to prime-rl's <run>/rollouts/step_N/train/all/traces.jsonl (else
+  .../train/effective/...) of the newest 2 step_N dirs: {"step": N (the dir's), "env": the episode's env
+  name (else its id; null when the line names none), "tool": agent/harness seconds (tools and environment),
+  "model": agent/model seconds (generation), "total": setup + agent + finalize + scoring seconds} (null:
+  not measured, e.g. an agent span that never ended). Nothing else of a trace leaves the pod (they hold
+  prompts and completions). A file present at start contributes its last 2 MiB, later ones are read from
+  their start; at most 2 MiB per file per sample are read (the rest at the next sample; a file more than
+  32 MiB behind goes on from its newest 2 MiB), lines are scanned as they stream by (never held whole),
+  and a sample carries at most 256 records (the newest); "cut" counts the bytes skipped
+  ("trace_bytes") and the episodes or records left out ("trace_records"). Older probes send no "traces"
+  key; an older app ignores it. "ckpts" = every
   step_N, once, rescanned at most every --ckpt-scan seconds (default 10): <run>/checkpoints, and the
   trainer half's dir when the resolved configs name a separate [ckpt] output_dir (trainer_ckpt_dir;
   then complete needs both halves; "trainer_bytes"/"orch_bytes" size each, "orch_path" names the other);
@@ -453,6 +465,7 @@ def main(argv=None):
         if run is not None:
             sample["log"], sample["ckpts"] = run.new_lines(errors), run.checkpoints(errors)
             sample["metrics"] = run.new_metrics(errors) + run.new_csv_rows(errors)
+            sample["traces"] = run.new_traces(errors)
             sample["run"] = run.run_info(errors)
             sample["cut"] = run.take_cut()
         sample["errors"] = sorted(set(errors), key=errors.index)[:MAX_ERRORS]
