@@ -334,6 +334,11 @@ class PrimeTrainApp(RunActions, App[None]):
                           "checkpoints": main.query_one(CheckpointsPane)}
         return self._main
 
+    def _on_main_screen(self) -> bool:
+        """The main screen shows (no modal on it); False while the App starts or stops (no screen at all:
+        a timer firing then must not raise ScreenStackError)."""
+        return bool(self.screen_stack) and self.screen is self.screen_stack[0]
+
     def _main_widgets_ready(self) -> bool:
         return self._main is not None and self._main[0].is_attached
 
@@ -343,7 +348,7 @@ class PrimeTrainApp(RunActions, App[None]):
 
     def _live_pane(self) -> MonitorPane | BottleneckPane | CheckpointsPane | None:
         """The visible pane that renders the selected pod (updates pause under a modal)."""
-        if self.screen is not self.screen_stack[0] or not self._main_widgets_ready():
+        if not self._on_main_screen() or not self._main_widgets_ready():
             return None
         return self._live.get(self.tabs.active or "")
 
@@ -362,7 +367,7 @@ class PrimeTrainApp(RunActions, App[None]):
 
     def _tick(self) -> None:
         """Once a second: relative times ("retry in 4 s", "last sample 3 s ago") move on."""
-        if self.screen is not self.screen_stack[0] or not self._main_widgets_ready():
+        if not self._on_main_screen() or not self._main_widgets_ready():
             return
         self.pod_list.tick(self.clock())
         if (snapshot := self.snapshots.get(self.selected or "")) and self._monitor_visible():
@@ -383,7 +388,7 @@ class PrimeTrainApp(RunActions, App[None]):
 
     def active_pane(self) -> Widget | None:
         """The pane widget on screen (None under a modal or while the App starts or stops)."""
-        if not self._main_widgets_ready() or self.screen is not self.screen_stack[0]:
+        if not self._main_widgets_ready() or not self._on_main_screen():
             return None
         selector = PANE_IDS.get(self.tabs.active or "")
         if not selector:
@@ -403,7 +408,7 @@ class PrimeTrainApp(RunActions, App[None]):
         return {} if pane is None else _shown_keys(type(pane))
 
     def _focus_pane(self) -> None:
-        if not self._main_widgets_ready() or self.screen is not self.screen_stack[0]:
+        if not self._main_widgets_ready() or not self._on_main_screen():
             return
         selector = PANE_FOCUS.get(self.tabs.active or "")
         target = self.screen_stack[0].query(selector).first() if selector else self.pod_list
