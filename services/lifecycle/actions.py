@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+from services.lifecycle import dry_run
 from services.lifecycle import preflight as pf
 from services import runs
 from services.errors import PrimeTrainError
@@ -108,6 +109,8 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
         config_name = config.name
         request.update(run_dir=run_dir or default_run_dir(conn.pod, config), template=command or settings.command,
                        config={"name": config_name, "hash": config_hash, "data": base64.b64encode(data).decode()})
+    if dry_run.wanted(settings.dry_run, request.get("base_command") or request.get("template") or ""):
+        request["dry_run"] = {"timeout": settings.dry_run_timeout}
     if guard is None:
         request["lock"] = {"action": action, "owner": owner_id()}
     run_id = runs.new_run_id()
@@ -145,6 +148,11 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
         if kind == "check":
             c = msg["check"]
             check = Check(c["name"], c["status"], c.get("detail", ""), c.get("fix") or "")
+            if c.get("output") is not None and check.status == pf.FAIL:  # prime-rl's dry run refused it
+                async for ev in _dry_run_refused(action, c, checked, secrets):
+                    yield ev
+                detail, fix = dry_run.verdict(c.get("code"), _masked(c["output"], secrets), _text(checked))
+                check = Check(check.name, pf.FAIL, detail, fix)
             if check.status == pf.FAIL:
                 failures.append(check)
             yield Event(action, "check", check.name, check=check)
@@ -181,6 +189,26 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
     yield Event(action, "done", f"run {run_id} started in {how} (pid {record.get('pid')}), "
                                 f"log {record['log']} [{time.monotonic() - t0:.2f} s]",
                 progress=1.0, data=record)
+
+
+def _masked(lines: Any, secrets: dict[str, str]) -> list[str]:
+    return [mask(str(line), secrets.values()) for line in (lines if isinstance(lines, list) else [])]
+
+
+def _text(path: Path | None) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace") if path is not None else None
+    except OSError:
+        return None
+
+
+async def _dry_run_refused(action: str, c: dict[str, Any], config: Path | None,
+                           secrets: dict[str, str]) -> AsyncIterator[Event]:
+    """The end of a refusing dry run's output, when it holds no validation error to point at (a crash)."""
+    lines = _masked(c.get("output"), secrets)
+    if not dry_run.parse(lines):
+        for line in lines[-12:]:
+            yield Event(action, "warn", f"dry run: {line}")
 
 
 def _refuse(failures: list[Check]) -> None:

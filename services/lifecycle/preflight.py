@@ -82,6 +82,10 @@ class LifecycleSettings:
     # after the start, the pod's helper watches the run this long: one that already ended non-zero (a
     # missing file, a bad flag) is reported as an error with its log's tail instead of "started"
     start_watch_seconds: float = 2.0
+    # prime-rl's own validation on the pod (services/lifecycle/dry_run.py): auto = for prime-rl's entry points
+    # (a command with "@ config"), on, off; a dry run slower than the timeout is not judged
+    dry_run: str = "auto"
+    dry_run_timeout: float = 300.0
     secrets: tuple[str, ...] = DEFAULT_SECRETS
     env: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_ENV))
     checks: tuple[UserCheck, ...] = ()
@@ -123,6 +127,10 @@ class LifecycleSettings:
             raise ValueError(f"disk_threshold_pct must be between 1 and 100, not {self.disk_threshold_pct}")
         if not 0.0 <= float(self.start_watch_seconds) <= 10.0:
             raise ValueError(f"start_watch_seconds must be between 0 and 10, not {self.start_watch_seconds}")
+        if self.dry_run not in ("auto", "on", "off"):
+            raise ValueError(f'dry_run must be "auto", "on" or "off", not {self.dry_run!r}')
+        if not 1.0 <= float(self.dry_run_timeout) <= 3600.0:
+            raise ValueError(f"dry_run_timeout must be between 1 and 3600 seconds, not {self.dry_run_timeout}")
         if self.cleanup_interval <= 0 or self.preempt_after_minutes < 0 or self.auto_resume_max_attempts < 0:
             raise ValueError("cleanup_interval must be > 0, preempt_after_minutes and auto_resume_max_attempts >= 0")
 

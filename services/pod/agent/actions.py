@@ -247,6 +247,19 @@ def _launch(agent, pre, req):
     args = agent.parser().parse_args(["preflight"] + list(req.get("preflight") or [])
                                      + ["--run-dir", run_dir, "--trainer", base])  # the last ones win
     checks, info = pre.run_checks(args, agent, lambda c: out({"event": "check", "check": c}))
+    if req.get("dry_run"):
+        if any(c["name"] == "trainer command" and c["status"] == "fail" for c in checks):
+            check = {"name": DRY_RUN, "status": "skip", "detail": "not run: the launch command was not found",
+                     "fix": ""}
+        else:
+            if cfg.get("data") is not None and _read_bytes(remote) != base64.b64decode(cfg["data"]):
+                write_file(remote, base64.b64decode(cfg["data"]))  # the dry run reads it where the run will
+            env = dict(os.environ)
+            env.update(rec.get("env") or {})
+            env.update(req.get("secrets") or {})
+            check = dry_run(command, env, info["home"], float(req["dry_run"].get("timeout") or 300))
+        checks.append(check)
+        out({"event": "check", "check": check})
     failed = [c["name"] for c in checks if c["status"] == "fail"]
     out({"event": "checked", "failed": failed, "run_dir": run_dir, "home": info["home"], "config": remote,
          "command": command, "base_command": base})
@@ -271,6 +284,38 @@ def _launch(agent, pre, req):
     if not result.get("ok"):
         return 4
     return _watch(agent, rec, float(req.get("watch") or 0.0))
+
+
+DRY_RUN = "prime-rl accepts the config"
+DRY_RUN_LINES, DRY_RUN_LINE_CHARS = 80, 500
+
+
+def dry_run(command, env, cwd, timeout):
+    """prime-rl's own validation by the version installed here: ``<command> --dry-run`` (it "only validates
+    and dumps resolved configs"), in its own process group (uv starts children), killed after ``timeout``.
+    A check; a refusal carries the end of the output (``output``: at most 80 lines of 500 characters)."""
+    try:
+        proc = subprocess.Popen(["/bin/sh", "-c", command + " --dry-run"], cwd=cwd, env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    except OSError as exc:
+        return {"name": DRY_RUN, "status": "warn", "detail": "the dry run did not start: %s" % exc, "fix": ""}
+    try:
+        raw, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.communicate()
+        return {"name": DRY_RUN, "status": "warn", "fix": "raise [lifecycle] dry_run_timeout if it needs longer",
+                "detail": "prime-rl's dry run did not finish within %g s (not judged)" % timeout}
+    if proc.returncode == 0:
+        return {"name": DRY_RUN, "status": "ok", "fix": "",
+                "detail": "the dry run of prime-rl installed on the pod validates it"}
+    lines = [ln[:DRY_RUN_LINE_CHARS] for ln in raw.decode("utf-8", "replace").splitlines()][-DRY_RUN_LINES:]
+    return {"name": DRY_RUN, "status": "fail", "code": proc.returncode, "output": lines,
+            "detail": "prime-rl's dry run exited with code %d" % proc.returncode, "fix": ""}
 
 
 def _read_bytes(path):
