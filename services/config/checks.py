@@ -65,6 +65,9 @@ def cross_checks(ctx: Any) -> None:
         res = _table(ctx.get(path))
         if res and _is_set(res.get("step")) and _is_set(res.get("dir")):
             ctx.add("xc-resume-exclusive", path + ("dir",))
+    from services.config.crosschecks import startup_checks
+
+    startup_checks(ctx)
 
 
 def _rl_checks(ctx: Any) -> None:

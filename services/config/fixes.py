@@ -50,6 +50,20 @@ def apply_edit(text: str, edit: Edit) -> str:
 
 
 def _apply(text: str, edit: Edit) -> str:
+    from tomlkit.exceptions import TOMLKitError
+
+    try:
+        return _apply_tomlkit(text, edit)
+    except ConfigError:
+        raise
+    except TOMLKitError:
+        # tomlkit cannot edit some valid layouts (a sub-table of an array of tables written after other
+        # tables): say so instead of failing somewhere deeper
+        raise ConfigError("this file's table order is beyond what an automatic fix can edit; nothing was "
+                          "changed", hint=f"change {dotted(edit.path)} by hand") from None
+
+
+def _apply_tomlkit(text: str, edit: Edit) -> str:
     import tomlkit
     from tomlkit.exceptions import ParseError
 

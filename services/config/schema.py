@@ -23,8 +23,9 @@ _RANGE = re.compile(r"^(int|float)([\[(])([^,]*),([^\])]*)([\])])$")
 
 @dataclass(frozen=True)
 class Alt:
-    kind: str  # str int float bool path list dict any none literal class aot
+    kind: str  # str int float bool path list dict any none literal class aot map
     literal: str | None = None
+    item: Spec | None = None  # a map's value type: {str} = a table of strings
     cls: str | None = None
     low: float | None = None
     low_open: bool = False
@@ -40,6 +41,8 @@ class Alt:
             return "an array of tables"
         if self.kind == "none":
             return '"None"'
+        if self.kind == "map" and self.item is not None:
+            return f"a table of {self.item.describe().replace('a ', '', 1)}s"
         return {"str": "a string", "path": "a path string", "int": "an integer", "float": "a number",
                 "bool": "true or false", "list": "an array", "dict": "a table", "any": "anything"}[self.kind]
 
@@ -68,7 +71,7 @@ class Spec:
         return any(a.kind == "none" for a in self.alts)
 
     def classes(self) -> list[str]:
-        return [a.cls for a in self.alts if a.cls]
+        return [a.cls for a in self.alts if a.cls] + [c for a in self.alts if a.item for c in a.item.classes()]
 
     def describe(self) -> str:
         names = [a.describe() for a in self.alts if a.kind != "none"]
@@ -85,9 +88,16 @@ class ConfigClass:
     variants: dict[str, frozenset[str]] = field(default_factory=dict)
     doc: str = ""
     required: tuple[str, ...] = ()
+    # a plugin union (verifiers' harness ids): a discriminator value outside ``variants`` names a
+    # plugin the validator does not know, whose own keys pass through
+    open: bool = False
+    # a class whose unknown keys may be roles (verifiers' env: a taskset's env declares its seats):
+    # an unknown key holding a table with keys of this class is checked as one
+    roles: str | None = None
 
+    @functools.cached_property
     def variant_only(self) -> frozenset[str]:
-        """Keys that belong to some variants only."""
+        """Keys that belong to some variants only (computed once: every table of the class asks)."""
         out: set[str] = set()
         for keys in self.variants.values():
             out |= keys
@@ -111,7 +121,9 @@ def parse_spec(text: str) -> Spec:
     alts = []
     for raw in text.split("|"):
         part = raw.strip()
-        if part.startswith("'") and part.endswith("'"):
+        if part.startswith("{") and part.endswith("}"):
+            alts.append(Alt("map", item=parse_spec(part[1:-1])))
+        elif part.startswith("'") and part.endswith("'"):
             alts.append(Alt("literal", literal=part[1:-1]))
         elif part.startswith("[@") and part.endswith("]"):
             alts.append(Alt("aot", cls=part[2:-1]))
@@ -138,12 +150,12 @@ def load_schema() -> Schema:
         variants = {v: frozenset(ks) for v, ks in table.get("__variants__", {}).items()}
         classes[name] = ConfigClass(name, keys, table.get("__extra__", "forbid"), table.get("__union__"),
                                     table.get("__default__"), variants, table.get("__doc__", ""),
-                                    tuple(table.get("__required__", ())))
+                                    tuple(table.get("__required__", ())), table.get("__open__", False),
+                                    table.get("__roles__"))
     for cls in classes.values():  # every referenced class exists (a typo in schema.toml fails loudly)
-        for spec in cls.keys.values():
-            for ref in spec.classes():
-                if ref not in classes:
-                    raise ValueError(f"schema.toml: {cls.name} refers to unknown class {ref}")
+        for ref in [r for spec in cls.keys.values() for r in spec.classes()] + ([cls.roles] if cls.roles else []):
+            if ref not in classes:
+                raise ValueError(f"schema.toml: {cls.name} refers to unknown class {ref}")
     return Schema(classes, dict(data["entrypoints"]))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 from typing import Any
 
 
@@ -11,7 +12,13 @@ def did_you_mean(key: str, candidates: Any, table: dict[str, Any]) -> str | None
     or two wrong, swapped, abbreviated (len/length) or run together. A different word
     (num_prefill_nodes / num_prefill_replicas) or an extra one (micro_batch_size / batch_size) names
     another setting; a key the table already sets is never suggested (the rename would overwrite it)."""
-    free = [c for c in candidates if c not in table]
+    return _closest(key, tuple(c for c in candidates if c not in table))
+
+
+@functools.lru_cache(maxsize=4096)
+def _closest(key: str, free: tuple[str, ...]) -> str | None:
+    """Memoized: the pane re-validates the same keys on every keystroke, and a taskset's own settings
+    (passed through, but compared with the known ones) repeat in every source."""
     for cand in difflib.get_close_matches(key, free, n=5, cutoff=0.6):
         if _typo_of(key, cand):
             return cand

@@ -275,19 +275,29 @@ def _parse_finding(text: str, exc: Exception) -> Finding:
 
 def _walk(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple) -> None:
     variant = None
+    plugin = False  # an open union's value names a plugin we do not know: its own keys pass
     if cls.union:
         variant = table.get(cls.union, cls.default_variant)
+        if cls.open and isinstance(variant, str):
+            variant = plugin_id(variant)
+            if variant not in cls.variants:
+                plugin = True
+                _unknown_plugin(ctx, cls, variant, path + (cls.union,), table)
         if variant not in cls.variants:
             variant = None  # a wrong type value is reported by the type check below
-    only = cls.variant_only()
+    only = cls.variant_only
     for key in cls.required:
         if key not in table:
             ctx.add("missing-required", path + (key,), at=path, path=dotted(path + (key,)))
     for key, value in table.items():
         here = path + (key,)
         spec = cls.keys.get(key)
+        if plugin and (spec is None or key in only):
+            continue
         if spec is None:
-            if cls.extra == "allow":
+            if cls.roles is not None:
+                _role(ctx, cls, key, value, here, table)
+            elif cls.extra == "allow":
                 _passthrough(ctx, cls, key, here, table)
             else:
                 _unknown(ctx, cls, key, value, here, table)
@@ -300,7 +310,7 @@ def _walk(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple) ->
         _check(ctx, value, spec, here)
 
 
-def _check(ctx: Context, value: Any, spec: Spec, path: tuple) -> None:
+def _check(ctx: Context, value: Any, spec: Spec, path: tuple, *, in_map: bool = False) -> None:
     if value == "None":
         if spec.nullable or any(a.kind in ("str", "path", "any") for a in spec.alts):
             return
@@ -329,6 +339,10 @@ def _check(ctx: Context, value: Any, spec: Spec, path: tuple) -> None:
             return
         if k == "dict" and isinstance(value, dict):
             return
+        if k == "map" and isinstance(value, dict) and alt.item is not None:
+            for name, item in value.items():
+                _check(ctx, item, alt.item, path + (name,), in_map=True)
+            return
         if k in ("int", "float") and isinstance(value, (int, float)) and not isinstance(value, bool):
             if k == "int" and not isinstance(value, int):
                 continue
@@ -347,8 +361,13 @@ def _check(ctx: Context, value: Any, spec: Spec, path: tuple) -> None:
             edit = Edit("set", path, value=close[0])
             suggestion = f' (did you mean "{close[0]}"?)'
     expected = spec.describe()
+    if in_map and edit is None and isinstance(value, (int, float)) and any(a.kind == "str" for a in spec.alts):
+        # an environment variable is text: 1 means "1" (the launcher exports strings only)
+        edit = Edit("set", path, value=_show(value))
     f = make("wrong-type", ctx.pos(path), path, edit=edit, path=dotted(path), expected=expected,
              got=_show(value))
+    if edit is not None and not suggestion:
+        f = replace(f, fix=f'write it as a string: {dotted(path)} = "{edit.value}"')
     if suggestion:
         f = Finding(f.id, f.severity, f.line, f.column, f.message + suggestion,
                     f'set {dotted(path)} = "{close[0]}"', f.source, f.path, edit)
@@ -373,12 +392,47 @@ def _passthrough(ctx: Context, cls: ConfigClass, key: str, path: tuple, table: d
     if norm in cls.keys:
         return
     close = did_you_mean(norm, cls.keys, table)
-    if close:
+    if close and cls.name != "Vllm":  # a taskset's own settings: named, not vLLM's
+        ctx.add("extra-key-typo", path, key=key, close=close, where=dotted(path[:-1]),
+                edit=Edit("rename", path, path[:-1] + (close,)))
+    elif close:
         f = make("vllm-passthrough", ctx.pos(path), path, key=key,
                  edit=Edit("rename", path, path[:-1] + (close,)))
         ctx.findings.append(Finding(f.id, Severity.WARNING, f.line, f.column,
                                     f"{f.message} — did you mean '{close}'?", f"rename it to {close}",
                                     f.source, f.path, f.edit))
+
+
+def plugin_id(value: str) -> str:
+    """A plugin id as verifiers imports it: a hub id's owner and version dropped, '-' as '_'."""
+    return value.rsplit("/", 1)[-1].split("@", 1)[0].replace("-", "_").lower()
+
+
+def _unknown_plugin(ctx: Context, cls: ConfigClass, value: str, path: tuple, table: dict[str, Any]) -> None:
+    """An id outside the built-ins is a package the pod must have installed; a near miss of a built-in
+    is almost surely a typo."""
+    close = did_you_mean(value, cls.variants, {})
+    if close is None:
+        return
+    shown = close.replace("_", "-") if "-" in str(table.get(cls.union, "")) else close
+    ctx.add("plugin-typo", path, path=dotted(path), value=table.get(cls.union), close=shown,
+            edit=Edit("set", path, value=shown))
+
+
+def _role(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, table: dict[str, Any]) -> None:
+    """An unknown key of an environment is a seat only the taskset's own env knows of: checked as a seat
+    when it holds one's keys; a misspelt known key is named (a seat could bear that name, so a warning)."""
+    roles = load_schema().classes[cls.roles or ""]
+    if key == "harness":  # verifiers refuses it (EnvConfig._refuse_env_level_harness): it is a seat's
+        seat = path[:-1] + ("agent", "harness")
+        ctx.add("env-harness", path, where=dotted(path[:-1]), edit=Edit("rename", path, seat))
+        return
+    if isinstance(value, dict) and set(value) & set(roles.keys):
+        _walk(ctx, value, roles, path)
+    close = did_you_mean(key, cls.keys, table)
+    if close is not None:
+        ctx.add("env-key-typo", path, key=key, close=close, where=dotted(path[:-1]),
+                edit=Edit("rename", path, path[:-1] + (close,)))
 
 
 # ------------------------------------------------------------------------------------------ migrations

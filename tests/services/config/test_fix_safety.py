@@ -77,7 +77,10 @@ PLANTED: list[tuple[str, str, str]] = [
     ("mig-eval-benchmarks", "orch.toml", ORCH_EVAL.replace("[eval]\n", '[eval]\nbenchmarks = ["math500"]\n')),
     ("mig-inference-flat", "infer.toml", 'enable_eplb = true\nenable_expert_parallel = true  # EP\napi_server_count = 4\n\n'
      '[vllm]\nmodel = "Qwen/Qwen3-0.6B"\n'),
-    ("mig-inference-flat-in-rl", "rl.toml", RL_BASE + "enable_eplb = true\nenable_expert_parallel = true\n"),
+    # EPLB as prime-rl accepts it: NCCL transfer, quantized, with the custom trainer model (issue 16, item 4)
+    ("mig-inference-flat-in-rl", "rl.toml", RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "custom"\n')
+     + "enable_eplb = true\nenable_expert_parallel = true\n"
+     + '[weight_broadcast]\ntype = "nccl"\nquantize_in_weight_transfer = true\n'),
     ("mig-flat-into-existing", "infer.toml", "api_server_count = 4\n\n[vllm]\napi_server_count = 2\n"),
     ("mig-prefill-nodes", "infer.toml", DISAGG + "num_prefill_nodes = 4\nnum_prefill_replicas = 2\n"
      "num_decode_nodes = 3\nnum_decode_replicas = 2\n"),

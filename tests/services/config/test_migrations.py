@@ -32,7 +32,8 @@ WHERE = {
     "KvCacheOffload": ("inference", "[kv_cache_offload.cpu]\nnum_bytes = 1000\n", "kv_cache_offload"),
     "Log": ("trainer", "", "log"),
     "Loss": ("trainer", "", "loss"),
-    "InferenceDeployment": ("inference", '[deployment]\ntype = "disaggregated"\n', "deployment"),
+    # a disaggregated deployment runs under [slurm] (prime-rl InferenceConfig.validate_multi_node_requires_slurm)
+    "InferenceDeployment": ("inference", '[slurm]\njob_name = "j"\n\n[deployment]\ntype = "disaggregated"\n', "deployment"),
     "*": ("rl", RL_BASE, ""),
 }
 TABLE_VALUED = {"mig-orchestrator-sampling", "mig-inference-model", "mig-wandb-section", "mig-file-monitor",

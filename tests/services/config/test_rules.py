@@ -64,7 +64,8 @@ CASES: list[tuple[str, str, str]] = [
     ("out-of-range", "rl", RL_BASE + "[orchestrator.train.sampling]\ntemperature = 3.5  # <-\n"),
     ("not-nullable", "rl", RL_BASE.replace("[trainer]\n", '[trainer]\nenable_router_replay = "None"  # <-\n')),
     ("variant-key", "rl", RL_BASE.replace("[trainer]\n", '[trainer.optim]\ntype = "sgd"\nbetas1 = 0.9  # <-\n')),
-    ("missing-required", "rl", RL_BASE + "[model.vlm]  # <-\nvision_encoder_attr = \"model.visual\"\n"),
+    ("missing-required", "rl", RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "custom"\n')  # a VLM trains with the custom impl
+        + "[model.vlm]  # <-\nvision_encoder_attr = \"model.visual\"\n"),
     ("vllm-passthrough", "rl", RL_BASE + "[inference.vllm]\ngpu_memory_utilisation = 0.8  # <-\n"),
     ("xc-seq-len", "rl", RL_BASE.replace("[trainer]\n", "[trainer.model]\nseq_len = 1024  # <-\n")
         .replace("group_size = 8", "group_size = 8\nseq_len = 4096")),
@@ -104,6 +105,32 @@ CASES: list[tuple[str, str, str]] = [
     ("gotcha-vllm-v1", "rl", RL_BASE + '[inference.env_vars]\nVLLM_USE_V1 = "0"  # <-\n'),
     ("gotcha-orch-keep", "rl", RL_BASE + "[ckpt]\n[orchestrator.ckpt]\nkeep_last = 2  # <-\n"),
     ("gotcha-known-model-issue", "rl", RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "openai/gpt-oss-20b"  # <-')),
+    # issue 16 item 3: the environment block (verifiers' env, seats, harness and runtime)
+    ("extra-key-typo", "rl", RL_BASE.replace('id = "reverse-text"\n', 'id = "reverse-text"\nsystem_promt = "x"  # <-\n', 1)),
+    ("plugin-typo", "rl", RL_BASE + '[orchestrator.train.source.env.agent.harness]\nid = "mini-swe-agnet"  # <-\n'),
+    ("env-key-typo", "rl", RL_BASE + '[orchestrator.train.source.env.agnet.harness]  # <-\nid = "bash"\n'),
+    ("env-harness", "rl", RL_BASE + '[orchestrator.train.source.env.harness]  # <-\nid = "bash"\n'),
+    # issue 16 item 4: more of prime-rl's start-up checks
+    ("xc-lora-mismatch", "rl", RL_BASE.replace("[trainer]\n", "[trainer.model.lora]\nrank = 8\n")
+        + "[orchestrator.model.lora]\nrank = 16  # <-\n"),
+    ("xc-vlm-impl", "sft", SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "hf"  # <-\n'
+        'attn = "flash_attention_2"\n') + '[model.vlm]\nvision_encoder_attr = "model.visual"\nlanguage_model_attr = "model.language_model"\n'),
+    ("xc-trust-remote-custom", "rl", RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "custom"\ntrust_remote_code = true  # <-\n')),
+    ("xc-attn-impl", "rl", RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "hf"  # <-\n')),
+    ("xc-multinode-slurm", "rl", RL_BASE + '[deployment]\ntype = "multi_node"  # <-\nnum_train_nodes = 2\nnum_infer_nodes = 1\n'),
+    ("xc-multinode-router", "rl", RL_BASE.replace("[inference]\n", '[inference]\nrouter = "None"  # <-\n')
+        + '[deployment]\ntype = "multi_node"\nnum_train_nodes = 2\nnum_infer_nodes = 1\n[slurm]\njob_name = "j"\n'),
+    ("xc-inference-slurm", "rl", RL_BASE + '[inference.deployment]\ntype = "multi_node"  # <-\nnum_nodes = 2\n'),
+    ("xc-fsdp-group", "rl", RL_BASE + '[deployment]\ntype = "multi_node"\nnum_train_nodes = 2\nnum_infer_nodes = 1\n'
+        'nodes_per_fsdp_group = 3  # <-\n[slurm]\njob_name = "j"\n'),
+    ("xc-eplb-transfer", "rl", RL_BASE + '[inference.vllm]\nenable_eplb = true  # <-\n'),
+    ("xc-quantized-transfer", "rl", RL_BASE + '[deployment]\nnum_train_gpus = 1\nnum_infer_gpus = 1\n[weight_broadcast]\n'
+        'type = "nccl"\nquantize_in_weight_transfer = true  # <-\n'),
+    ("xc-mooncake-slurm", "rl", RL_BASE + '[inference.kv_cache_offload]\ntype = "mooncake"  # <-\ndevice_name = "mlx5_0"\n'
+        '[inference.kv_cache_offload.cpu]\nnum_bytes = 1000000\n'),
+    ("xc-router-replay-offload", "rl", RL_BASE.replace("[trainer]\n", "[trainer]\nenable_router_replay = true  # <-\n")
+        + '[inference.kv_cache_offload.cpu]\nnum_bytes = 1000000\n'),
+    ("xc-max-steps-range", "rl", RL_BASE.replace("max_steps = 20", "max_steps = -5  # <-")),
     ("secret", "rl", RL_BASE + '[env_vars]\nHF_TOKEN = "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH"  # <-\n'),
     ("secret", "rl", RL_BASE + '[orchestrator.model.client.headers]\nAuthorization = "Bearer abcdefgh12345"  # <-\n'),
     ("secret", "rl", RL_BASE + '[env_vars]\nWANDB_API_KEY = "0123456789abcdef0123456789abcdef01234567"  # <-\n'),
