@@ -97,12 +97,14 @@ TAIL_ROWS = 6  # envs listed in the tool-time table (the slowest p95 first)
 
 def tail_table(tails: tuple[ToolTail, ...]) -> Table:
     """Tool seconds per episode, per env: p50 / p95 / max over the window's episodes; a slow tail flagged."""
-    table = Table.grid(padding=(0, 2))
-    table.add_column(no_wrap=True, max_width=40)  # env
+    table = Table.grid(padding=(0, 1))
+    table.title = Text("Tool time per episode", style="bold")
+    table.title_justify = "left"
+    table.add_column(overflow="fold", min_width=8, max_width=40)  # env: a long name folds, figures never shrink
     for _ in range(4):
-        table.add_column(justify="right", no_wrap=True)  # p50, p95, max, episodes
-    table.add_column(no_wrap=True)  # flag
-    table.add_row(*(Text(h, style="bold") for h in ("Tool time per episode", "p50", "p95", "max", "episodes", "")))
+        table.add_column(justify="right", no_wrap=True, min_width=6)  # p50, p95, max, episodes
+    table.add_column(no_wrap=True, min_width=9)  # flag
+    table.add_row(*(Text(h, style="bold") for h in ("env", "p50", "p95", "max", "episodes", "")))
     for t in tails[:TAIL_ROWS]:
         style = "bold" if t.slow else ""
         table.add_row(Text(t.label, style=style), Text(f"{t.p50:.1f} s"), Text(f"{t.p95:.1f} s", style=style),
