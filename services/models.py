@@ -318,6 +318,9 @@ class PodSnapshot:
     run: RunProgress | None = None
     log_tail: tuple[str, ...] = ()
     wandb: WandbStatus | None = None  # what W&B says about the run: information only, never behind an alert
+    # a Slurm login node (Pod.scheduler == "slurm"): the monitor's latest look at its cluster, a
+    # services.slurm.models.ClusterView (typed loosely: the kernel sits below services.slurm); None otherwise
+    cluster: Any = None
 
     @property
     def latest(self) -> Sample | None:

@@ -3,7 +3,8 @@
 Columns: pod, state, step, loss trend, tokens/s, mean GPU util, $/hr, alerts. A snapshot changes only
 the cells whose rendered value differs from what the row shows, so 64 pods at 1 Hz cost a few cell
 updates per second, not a table rebuild. A narrow terminal drops the low-value columns first (loss
-trend, tokens/s, GPU util): pod, state, step, $/hr and alerts stay, the alerts taking the room left.
+trend, tokens/s, GPU util): pod, state, step, $/hr and alerts stay, the alerts taking the room left. A Slurm login node's alerts cell starts with its cluster in brief
+("2 jobs, 1 node down").
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from textual.widgets import DataTable
 
 from services.models import PodKind, PodSnapshot, PodState
 from widgets.alerts import SEVERITY_STYLE, badge_text, loss_trend, worst
+from widgets.cluster_view import summary
 from widgets.columns import fit_columns
 from widgets.format import NA
 
@@ -70,6 +72,8 @@ def fleet_row(snapshot: PodSnapshot, demo_price: float | None = None) -> tuple[s
         sev = worst(snapshot.alerts)
         assert sev is not None
         alerts = Text(f"{badge_text(snapshot.alerts)}: {snapshot.alerts[0].title}", style=SEVERITY_STYLE[sev])
+    if cluster := summary(snapshot.cluster):  # a Slurm login node: its jobs and lost nodes first
+        alerts = Text.assemble(cluster, " · " if alerts else "", alerts)
     return (name, Text(state.value, style=STATE_STYLE.get(state, "bold red")), step, loss, tps, util, price, alerts)
 
 

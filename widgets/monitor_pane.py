@@ -28,6 +28,7 @@ from widgets.format import (
     used_total_gib,
 )
 from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
+from widgets.cluster_view import ClusterPanel
 from widgets.pod_list import cut_text
 from widgets.trend import Trend
 
@@ -191,6 +192,7 @@ class MonitorPane(Widget):
             yield Label("", id="run-progress")
             yield Label("", id="wandb-info")
             yield AlertList("", id="monitor-alerts")
+            yield ClusterPanel(id="cluster-panel")
             with Horizontal(id="host-row"):
                 yield Label("", id="host-cpu", classes="host-value")
                 yield Label("", id="host-ram", classes="host-value")
@@ -210,7 +212,7 @@ class MonitorPane(Widget):
 
     def on_mount(self) -> None:
         self.query_one("#monitor-body").display = False
-        for extra in ("#run-progress", "#wandb-info", "#monitor-alerts", "#gpu-procs", "#log-tail",
+        for extra in ("#run-progress", "#wandb-info", "#monitor-alerts", "#cluster-panel", "#gpu-procs", "#log-tail",
                       "#monitor-alert-log"):
             self.query_one(extra).display = False
         self._tail_shown: tuple[str, ...] | None = None
@@ -262,6 +264,7 @@ class MonitorPane(Widget):
         self._show_host(latest)
         self._show_gpus(snapshot)
         self._show_run(snapshot)
+        self._show_cluster(snapshot, now)
         errors = latest.errors if latest else ()
         errors_label = self.query_one("#monitor-errors", Label)
         set_label(errors_label, "probe could not read: " + "; ".join(errors) if errors else "")
@@ -300,6 +303,15 @@ class MonitorPane(Widget):
             box.update(recent_alerts_text(list(entries), pod, ALERT_LOG_LINES))
         if box.display != has:
             box.display = has
+
+    def _show_cluster(self, snapshot: PodSnapshot, now: float) -> None:
+        """A Slurm login node's jobs and nodes; hidden for every other pod."""
+        panel = self.query_one("#cluster-panel", ClusterPanel)
+        view = snapshot.cluster
+        if view is not None:
+            panel.show(view, now)
+        if panel.display != (view is not None):
+            panel.display = view is not None
 
     def _show_run(self, snapshot: PodSnapshot) -> None:
         """Run progress, alerts, GPU processes and the log tail; each hidden while it has nothing to say.

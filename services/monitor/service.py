@@ -29,6 +29,7 @@ from services.errors import (AuthError, HostKeyChanged, HostKeyError, PodUnsuppo
                              ProbeFormatError)
 from services.models import HostKeyPrompt, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor import wandb_status
+from services.monitor.cluster import poll_cluster
 from services.monitor.lines import LineReader
 from services.monitor.progress import TAIL_SCRIPT
 from services.monitor.wandb_status import WandbPoller
@@ -221,6 +222,7 @@ class MonitorService:
             wait_for_user = unsupported = False
             try:
                 await conn.connect()
+                self._start_cluster(worker, conn)
                 run_dir = await self._run_dir(worker)
                 if run_dir and run_dir != worker.pod.run_dir:  # followed from the records: the snapshots'
                     if worker.pod.run_dir:  # a newer launch than the one followed so far: a new run
@@ -258,6 +260,7 @@ class MonitorService:
             except (OSError, asyncio.TimeoutError) as exc:
                 reason = f"connection error: {exc}"
             finally:
+                await self._stop_cluster(worker)
                 await _quietly_close(conn)
 
             if worker.stopped:
@@ -281,6 +284,21 @@ class MonitorService:
             self._set(worker, PodState.UNSUPPORTED if unsupported else PodState.OFFLINE, reason,
                       next_retry=self._clock() + delay)
             await _wait_event(worker.wake, delay)
+
+    def _start_cluster(self, worker: PodWorker, conn: Connection) -> None:
+        """A Slurm login node: look at its cluster over this connection, in a task of its own (a slow
+        controller never holds up the samples), until the connection is closed."""
+        if worker.cluster is None:
+            return
+        worker.cluster_task = asyncio.ensure_future(poll_cluster(
+            conn, worker.cluster, interval=self.settings.slurm_interval, timeout=self.settings.slurm_timeout,
+            now=self._clock, changed=lambda: self._emit(worker)))
+
+    async def _stop_cluster(self, worker: PodWorker) -> None:
+        task, worker.cluster_task = worker.cluster_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task}, timeout=5.0)
 
     async def _pump(self, worker: PodWorker, stream) -> str:
         """Read samples until the stream ends; returns why it ended. Only a VALID sample counts as life:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable
 from services.models import (Alert, Gap, HostKeyPrompt, Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress,
                              Sample, WandbStatus)
 from services.monitor import wandb_status
+from services.monitor.cluster import ClusterState
 from services.monitor.health import HealthSettings, HealthTracker
 from services.monitor.metrics import EpisodeTiming, episode_timings
 from services.monitor.wandb_status import WandbPoller
@@ -48,6 +49,8 @@ class MonitorSettings:
     wandb_interval: float = 60.0  # at most one W&B request per run per this many seconds
     demo_step_seconds: float = 2.0
     demo_ckpt_interval: int = 5  # the simulated trainer saves every N steps (10 s at 2 s a step: R soon works)
+    slurm_interval: float = 10.0  # a Slurm login node: its jobs and nodes looked at every this many seconds
+    slurm_timeout: float = 20.0  # ... each Slurm command bounded so (a busy controller answers slowly)
 
     def demo_options(self) -> "DemoOptions":
         from services.demo.connection import DemoOptions
@@ -103,6 +106,9 @@ class PodWorker:
         self.wandb_poller: WandbPoller | None = None
         self.wandb: WandbStatus | None = None
         self.wandb_task: asyncio.Future | None = None
+        # a Slurm login node's cluster (services.monitor.cluster), looked at beside the samples
+        self.cluster: ClusterState | None = ClusterState() if pod.scheduler == "slurm" else None
+        self.cluster_task: asyncio.Task | None = None
         self.snapshot = self._build()
 
     def new_run(self) -> None:
@@ -133,12 +139,19 @@ class PodWorker:
             last_received=self.last_received,
             metrics=self._metrics_view,
             metrics_total=self.metrics_total,
-            alerts=self.alerts,
+            alerts=self._alerts(),
             run=self.run,
             log_tail=self._tail_view,
             wandb=self.wandb,
             episodes=self._episodes_view,
+            cluster=None if self.cluster is None else self.cluster.view,
         )
+
+    def _alerts(self) -> tuple[Alert, ...]:
+        """The health rules' alerts, and a cluster's beside them, worst first."""
+        if self.cluster is None or not self.cluster.alerts:
+            return self.alerts
+        return tuple(sorted(self.cluster.alerts + self.alerts, key=lambda a: -a.severity.rank))
 
     def observe_health(self, sample: Sample) -> None:
         """Rules over this sample (the pod's clock); a failing rule must never stop sampling."""

@@ -92,3 +92,8 @@ def judge(jobs: Iterable[SlurmJob], nodes: Iterable[SlurmNode], now: float, *,
                 + ". Resume from the newest complete checkpoint.",
                 since=job.end_time or now, line=f"JobId={job.id} JobState={job.state}"))
     return sorted(alerts, key=lambda a: -a.severity.rank)
+
+
+def unreachable(message: str, since: float) -> Alert:
+    """Slurm could not be asked at all (its commands missing on the host, the controller not answering)."""
+    return Alert("slurm-unreachable", Severity.WARNING, "Slurm did not answer", message, since=since)

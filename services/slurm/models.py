@@ -78,3 +78,16 @@ class SlurmNode:
     def responding(self) -> bool:
         """False when the controller has lost the node's daemon (NOT_RESPONDING, or DOWN)."""
         return "NOT_RESPONDING" not in self.flags and self.base_state != "DOWN"
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """One look at a cluster for the monitor: the user's jobs (recently ended ones too) and every node, or
+    ``error`` (why Slurm could not be asked; ``jobs``/``nodes`` then hold the previous look, if any).
+    ``checked_at`` is when the look was taken (None: not yet), ``error_at`` when it failed."""
+
+    jobs: tuple[SlurmJob, ...] = ()
+    nodes: tuple[SlurmNode, ...] = ()
+    error: str = ""
+    checked_at: float | None = None
+    error_at: float | None = None

@@ -1,0 +1,74 @@
+"""A Slurm login node's cluster, looked at beside the pod's own samples.
+
+For a pod whose ``scheduler`` is ``"slurm"`` the monitor runs :func:`poll_cluster` as a child task of the
+pod's task, over the pod's open connection: every ``MonitorSettings.slurm_interval`` seconds the user's jobs
+(recently ended ones too) and the nodes, and the alerts services.slurm.health decides from them. Each Slurm
+command is bounded (``slurm_timeout``) and runs in its own task, so a slow or dead controller never holds up
+sampling; a failure becomes the view's ``error`` (and a warning), never the pod's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import replace
+from typing import Callable
+
+from services.errors import PrimeTrainError
+from services.models import Alert
+from services.pod.connection import Connection
+from services.slurm.cluster import SlurmCluster
+from services.slurm.health import judge, unreachable
+from services.slurm.models import ClusterView
+
+log = logging.getLogger("services.monitor.service")
+
+
+class ClusterState:
+    """What the monitor last learned about one pod's cluster; only that pod's tasks mutate it."""
+
+    def __init__(self) -> None:
+        self.view = ClusterView()
+        self.alerts: tuple[Alert, ...] = ()
+
+    def looked(self, view: ClusterView, alerts: list[Alert]) -> None:
+        self.view, self.alerts = view, tuple(alerts)
+
+    def failed(self, message: str, now: float) -> None:
+        """Slurm could not be asked: the last look's jobs and nodes stay, the error says why (first)."""
+        since = self.view.error_at if self.view.error and self.view.error_at is not None else now
+        self.view = replace(self.view, error=message, error_at=since)
+        self.alerts = (unreachable(message, since),)
+
+
+async def look(cluster: SlurmCluster, state: ClusterState, now: Callable[[], float]) -> None:
+    """One look: jobs and nodes, or why Slurm could not be asked."""
+    try:
+        jobs = await cluster.jobs(finished_too=True)
+        nodes = await cluster.nodes()
+    except PrimeTrainError as exc:  # SlurmError, and the connection's own errors
+        hint = getattr(exc, "hint", None)
+        state.failed(f"{exc} ({hint})" if hint else str(exc), now())
+        return
+    except (OSError, asyncio.TimeoutError) as exc:
+        state.failed(f"asking Slurm failed: {exc or type(exc).__name__}", now())
+        return
+    at = now()
+    state.looked(ClusterView(jobs=tuple(jobs), nodes=tuple(nodes), checked_at=at), judge(jobs, nodes, at))
+
+
+async def poll_cluster(conn: Connection, state: ClusterState, *, interval: float, timeout: float,
+                       now: Callable[[], float], changed: Callable[[], None]) -> None:
+    """Look at the cluster now and every ``interval`` seconds until cancelled; ``changed()`` after each look.
+    A look that raises something unexpected is logged and shown as the error: the loop goes on."""
+    cluster = SlurmCluster(conn, timeout=timeout)
+    while True:
+        try:
+            await look(cluster, state, now)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a parser bug must not end the pod's cluster view for good
+            log.exception("looking at the Slurm cluster of %s failed", conn.pod.name)
+            state.failed(f"reading Slurm's answer failed: {exc}", now())
+        changed()
+        await asyncio.sleep(interval)
