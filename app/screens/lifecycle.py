@@ -314,6 +314,21 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
 
         return LifecycleScreen("launch", pod, plan=plan_launch, run=run_launch, confirm="Launch",
                                connect=connect, settings=settings)
+    if action == "kill" and getattr(pod, "scheduler", None) == "slurm":  # a cluster: scancel the run's job
+        from services.lifecycle import slurm_jobs
+
+        chosen: dict[str, Any] = {}
+
+        async def plan_cancel(conn: Any) -> str:
+            target, others = await slurm_jobs.plan_cancel(conn)
+            chosen["job"] = target.id
+            return slurm_jobs.describe(target, others)
+
+        def run_cancel(conn: Any, force: bool) -> AsyncIterator[Any]:
+            return slurm_jobs.cancel(conn, chosen["job"])
+
+        return LifecycleScreen("kill", pod, plan=plan_cancel, run=run_cancel, confirm="Kill job",
+                               connect=connect, settings=settings)
     if action == "kill":
         async def plan_kill(conn: Any) -> str:
             target = await lc.plan_kill(conn)

@@ -1,0 +1,98 @@
+"""Kill on a Slurm cluster (a pod of ``kind = "slurm"``): cancel the run's job with ``scancel`` through the
+login node and verify it is gone (issue 19).
+
+The run's job is the newest of the user's active (pending or running) jobs: what the confirm step names,
+listing the user's other jobs as left alone. The cancel is verified: the job leaves the queue entirely (no
+longer even COMPLETING, i.e. its processes on every node have ended) within ``wait`` seconds, and Slurm's
+final word on it is read (CANCELLED); else an error says what is still there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from services.errors import PrimeTrainError
+from services.lifecycle.common import Event, LifecycleError
+from services.slurm.cluster import SlurmCluster
+from services.slurm.models import SlurmError, SlurmJob
+
+
+def _label(job: SlurmJob) -> str:
+    nodes = ", ".join(job.nodes) or job.nodelist
+    return (f"job {job.id}" + (f" ({job.name})" if job.name else "") + f", {job.state.lower()}"
+            + (f" on {nodes}" if nodes else "") + (f" — {job.reason}" if job.pending and job.reason else ""))
+
+
+async def plan_cancel(conn: Any) -> tuple[SlurmJob, list[SlurmJob]]:
+    """(the run's job: the newest active job of the user, the user's other active jobs); LifecycleError
+    when there is none."""
+    try:
+        active = [j for j in await SlurmCluster(conn).jobs() if not j.finished]
+    except SlurmError as exc:
+        raise LifecycleError(str(exc), hint=exc.hint) from None
+    if not active:
+        raise LifecycleError(f"no Slurm job of yours is pending or running on {conn.pod.name}")
+    active.sort(key=lambda j: (j.submit_time or 0.0, j.id))
+    return active[-1], active[:-1]
+
+
+def describe(target: SlurmJob, others: list[SlurmJob]) -> str:
+    """The confirm step's text."""
+    lines = [f"Cancel {_label(target)}"]
+    if others:
+        lines.append("Your other jobs are left alone:")
+        lines += [f"  {_label(j)}" for j in others[:8]]
+        if len(others) > 8:
+            lines.append(f"  … and {len(others) - 8} more")
+    lines.append("Slurm ends its processes on every node; the job must leave the queue.")
+    return "\n".join(lines)
+
+
+async def cancel(conn: Any, job_id: str, *, wait: float = 60.0, poll: float = 0.5) -> AsyncIterator[Event]:
+    """``scancel`` the job, then wait until it has left the queue; ends with done or error."""
+    t0 = time.monotonic()
+    try:
+        async for ev in _cancel(conn, job_id, wait, poll, t0):
+            yield ev
+    except PrimeTrainError as exc:
+        yield Event("kill", "error", str(exc).splitlines()[0])
+
+
+async def _cancel(conn: Any, job_id: str, wait: float, poll: float, t0: float) -> AsyncIterator[Event]:
+    cluster = SlurmCluster(conn)
+    if not job_id.replace("_", "").isdigit():
+        raise LifecycleError(f"not a Slurm job id: {job_id!r}")
+    rc, _out, err = await conn.run(f"scancel {job_id}", timeout=30.0)
+    if rc != 0:
+        reason = next((ln.strip() for ln in reversed(err.splitlines()) if ln.strip()), f"exit status {rc}")
+        raise LifecycleError(f"scancel {job_id} failed on {conn.pod.name}: {reason}")
+    yield Event("kill", "step", f"scancel {job_id}: Slurm is ending the job on its nodes", progress=0.2)
+    deadline = time.monotonic() + wait
+    last: SlurmJob | None = None
+    while True:
+        queued = {j.id: j for j in await cluster.jobs(finished_too=True, expand=False)}
+        last = queued.get(job_id)
+        if last is None or (last.finished and last.state != "COMPLETING" and not await _still_completing(conn, job_id)):
+            break
+        if time.monotonic() > deadline:
+            raise LifecycleError(f"job {job_id} is still {last.state.lower()} {wait:g} s after scancel",
+                                 hint="Slurm may be waiting for a node that does not answer; check the nodes")
+        yield Event("kill", "progress", f"job {job_id}: {last.state.lower()}", progress=0.5)
+        await asyncio.sleep(poll)
+    states = await cluster.job_states([job_id])
+    final = states.get(job_id) or last
+    state = final.state if final is not None else ""
+    what = "cancelled" if state in ("CANCELLED", "") else f"ended ({state.lower().replace('_', ' ')})"
+    yield Event("kill", "done", f"job {job_id} {what}: it left the queue, no process of it is left on its "
+                                f"nodes [{time.monotonic() - t0:.2f} s]", progress=1.0,
+                data={"job": job_id, "state": final.state if final is not None else None})
+
+
+async def _still_completing(conn: Any, job_id: str) -> bool:
+    """Whether the controller still waits for the job's processes to end (its COMPLETING flag, which squeue's
+    JSON of Slurm before 23.02 hides behind the base state)."""
+    rc, out, _err = await conn.run(f"squeue -h -t CG -j {job_id} -o %i", timeout=30.0)
+    return rc == 0 and job_id in out.split()
