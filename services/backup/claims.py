@@ -83,6 +83,7 @@ class Uploads:
     def __init__(self, s3: S3, base: str, source: RunSource) -> None:
         self.s3, self.key = s3, f"{base}uploads/{run_key(source)}.json"
         self.ids: dict[str, str] = {}
+        self.checksums: dict[str, str] = {}  # key -> the checksum algorithm its upload names ("" none)
 
     async def load(self) -> None:
         try:
@@ -95,15 +96,20 @@ class Uploads:
         except ValueError:
             self.ids = {}
 
-    async def resume_or_create(self, key: str) -> tuple[str, dict[int, str]]:
-        """This run's unfinished upload of ``key`` and its parts' md5s, or a new upload (recorded)."""
+    async def resume_or_create(self, key: str, checksum: str | None = None) -> tuple[str, dict[int, str]]:
+        """This run's unfinished upload of ``key`` and its parts' md5s, or a new upload (recorded), created
+        with the parts' ``checksum`` algorithm when given ("CRC32"). ``checksums[key]``: the algorithm the
+        upload names (a resumed one keeps the one it was created with), "" for none."""
         listing = await self.s3.call("list_multipart_uploads", Bucket=self.s3.bucket, Prefix=key)
         ours = [u for u in listing.get("Uploads", []) or [] if u["Key"] == key and u["UploadId"] == self.ids.get(key)]
         if ours:
             upload_id = ours[0]["UploadId"]
+            self.checksums[key] = str(ours[0].get("ChecksumAlgorithm") or "").upper()
             parts = await each_page(self.s3, "list_parts", "Parts", Key=key, UploadId=upload_id)
             return upload_id, {int(p["PartNumber"]): str(p["ETag"]).strip('"') for p in parts}
-        created = await self.s3.call("create_multipart_upload", Bucket=self.s3.bucket, Key=key)
+        created = await self.s3.call("create_multipart_upload", Bucket=self.s3.bucket, Key=key,
+                                     **({"ChecksumAlgorithm": checksum} if checksum else {}))
+        self.checksums[key] = checksum or ""
         self.ids[key] = created["UploadId"]
         await self.s3.call("put_object", Bucket=self.s3.bucket, Key=self.key, Body=json.dumps(self.ids).encode(),
                            ContentType="application/json")

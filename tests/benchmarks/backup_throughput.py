@@ -39,15 +39,30 @@ MIB = 1024 * 1024
 
 
 def bf16_like(n_bytes: int, seed: int = 0) -> bytes:
-    """Trained-weights-like bf16: N(0, 0.02) float32 truncated to their top 16 bits."""
-    import numpy as np
+    """Trained-weights-like bf16 (N(0, 0.02) float32 truncated to their top 16 bits), standard library only.
 
-    rng = np.random.default_rng(seed)
-    out = bytearray()
-    step = 64 * MIB
-    while len(out) < n_bytes:
-        f = (rng.standard_normal(min(step, n_bytes - len(out)) // 2, dtype=np.float32) * 0.02)
-        out += (f.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    Each value's high byte (sign and the top 7 exponent bits) is drawn from its exact distribution under
+    N(0, 0.02), quantised to 1/256 (random bytes mapped through a 256-entry table); the low byte (last
+    exponent bit and the 7 mantissa bits) is uniform. zstd sees what it sees on real weights: a
+    low-entropy high byte, a noisy low byte."""
+    import math
+    import random
+
+    def below(x: float) -> float:  # P(|N(0, 0.02)| < x)
+        return math.erf(x / (0.02 * math.sqrt(2)))
+
+    weights = []  # P(high byte's exponent half = e): |x| in [2^(2e-127), 2^(2e+2-127)), exponents 2e and 2e+1
+    for e in range(128):
+        lo = 0.0 if e == 0 else 2.0 ** (2 * e - 127)
+        weights.append(below(2.0 ** (2 * e + 2 - 127)) - below(lo))
+    counts = [round(w * 128) for w in weights]  # 128 slots per sign: 256 in all
+    counts[max(range(128), key=weights.__getitem__)] += 128 - sum(counts)
+    table = bytes(sign << 7 | e for sign in (0, 1) for e in range(128) for _ in range(counts[e]))
+    rng = random.Random(seed)
+    out = bytearray(n_bytes + (n_bytes & 1))
+    half = len(out) // 2
+    out[1::2] = rng.randbytes(half).translate(table)  # little-endian: the high byte is second
+    out[0::2] = rng.randbytes(half)
     return bytes(out[:n_bytes])
 
 

@@ -19,8 +19,10 @@ on stdin, one JSON object per line, and the agent answers with one JSON object p
                                        --state-dir too and puts the same in its event
   send [--jobs N --limit B/S --min-part M]
                                        stdin: one file per line {"path","full","key","encoding","level",
-                                       "parts":[{"n","offset","raw","url","have"}]}; ONE read per file:
-                                       sha256 in order, md5 (+zstd) per part, PUT with urllib (parallel)
+                                       "parts":[{"n","offset","raw","url","have"}][,"crc32":true]};
+                                       ONE read per file: sha256 in order, md5, CRC32 (+zstd) per part,
+                                       PUT with urllib (parallel) with Content-MD5 (and the part's
+                                       x-amz-checksum-crc32 when "crc32": its upload names CRC32)
                                        unless the bucket already has that md5 ("have"); a file whose
                                        object is complete in the bucket ("exists": its ETag and size) is
                                        hashed first and not sent at all when the ETag matches; prints
@@ -36,11 +38,13 @@ send and download take --timeout S: a store that gives no answer in S seconds (t
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 import sys
 import threading
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 # (trainer_ckpt_dir is re-exported: the agent's answer, for tests)
@@ -255,16 +259,24 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
             if _stop.is_set():
                 raise IOError("stopped")
             data = stored(task, chunk, last)
-            md5 = hashlib.md5(data).hexdigest()
-            info = {"n": p["n"], "offset": p["offset"], "raw": len(chunk), "size": len(data), "md5": md5}
+            digest = hashlib.md5(data).digest()
+            md5 = digest.hex()
+            crc = base64.b64encode((zlib.crc32(data) & 0xFFFFFFFF).to_bytes(4, "big")).decode()
+            info = {"n": p["n"], "offset": p["offset"], "raw": len(chunk), "size": len(data), "md5": md5,
+                    "crc32": crc}
             if p.get("have") == md5:
                 info["etag"], skipped = p.get("have_etag") or md5, True
             else:
                 throttle.take(len(data))
                 if _stop.is_set():
                     raise IOError("stopped")
-                _, headers, _ = http("PUT", p["url"], data=data, timeout=timeout,
-                                     headers={"Content-Length": str(len(data)), "Content-Type": "application/octet-stream"})
+                # Content-MD5: the store refuses a part whose bytes changed on the way (presigned URLs may
+                # carry it unsigned); x-amz-checksum-crc32 when the upload was created with CRC32.
+                sent = {"Content-Length": str(len(data)), "Content-Type": "application/octet-stream",
+                        "Content-MD5": base64.b64encode(digest).decode()}
+                if task.get("crc32"):
+                    sent["x-amz-checksum-crc32"] = crc
+                _, headers, _ = http("PUT", p["url"], data=data, timeout=timeout, headers=sent)
                 info["etag"] = {k.lower(): v for k, v in headers.items()}.get("etag", "").strip('"')
                 skipped = False
             emit({"event": "part", "key": task["key"], "n": p["n"], "bytes": len(chunk), "stored": len(data),
