@@ -29,6 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from services.config.findings import ConfigError
+    from services.config.schema import prime_rl_source
     from services.config.validate import validate_file
 
     if args.gpus is not None and args.gpus < 1:
@@ -52,9 +53,15 @@ def run(args: argparse.Namespace) -> int:
             worst = EXIT_FAIL
         if not args.json:
             _print(name, report)
+    source = prime_rl_source()
     if args.json:
-        doc = reports[0] if len(reports) == 1 else {"files": reports}
+        doc = dict(reports[0]) if len(reports) == 1 else {"files": reports}
+        doc["prime_rl"] = source.to_json() if source else None
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif source:
+        from rich.console import Console
+
+        Console(highlight=False, soft_wrap=True).print(f"[dim]Checked against {source.describe()}.[/]")
     return worst
 
 

@@ -7,6 +7,7 @@ alternative compiles to an :class:`Alt`. Checking a value returns the first alte
 from __future__ import annotations
 
 import functools
+import json
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -157,6 +158,35 @@ def load_schema() -> Schema:
             if ref not in classes:
                 raise ValueError(f"schema.toml: {cls.name} refers to unknown class {ref}")
     return Schema(classes, dict(data["entrypoints"]))
+
+
+@dataclass(frozen=True)
+class PrimeRlSource:
+    """The prime-rl release schema.toml is checked against (``prime_rl_fields.json``'s header, written by
+    scripts/update_schema.py from prime-rl's own config models)."""
+    version: str | None  # prime-rl's own version
+    commit: str
+    date: str
+    configs_version: str | None  # the prime-rl-configs package the fields came from
+
+    def describe(self) -> str:
+        release = f"prime-rl {self.version}" if self.version else "prime-rl"
+        return f"{release} (commit {self.commit[:8]}, {self.date})"
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"version": self.version, "commit": self.commit, "date": self.date,
+                "configs_version": self.configs_version}
+
+
+@functools.lru_cache(maxsize=None)
+def prime_rl_source() -> PrimeRlSource | None:
+    try:
+        text = resources.files("services.config").joinpath("prime_rl_fields.json").read_text(encoding="utf-8")
+        header = json.loads(text)["header"]
+        return PrimeRlSource(header.get("prime_rl_version"), header["prime_rl_commit"],
+                             header["prime_rl_commit_date"], header.get("package_version"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def detect_kind(data: dict[str, Any], filename: str | None = None,

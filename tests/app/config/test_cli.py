@@ -34,6 +34,9 @@ def write(tmp_path: Path, text: str, name: str = "rl.toml") -> Path:
 def test_validate_clean_file_exits_0(tmp_path, capsys):
     code, out, _ = run(capsys, "validate", str(write(tmp_path, RL_BASE)))
     assert code == 0 and "0 error(s), 0 warning(s)" in out
+    # which prime-rl the checks follow: the generated prime_rl_fields.json's header
+    header = json.loads((Path(__file__).parents[3] / "services/config/prime_rl_fields.json").read_text())["header"]
+    assert f"Checked against prime-rl {header['prime_rl_version']} (commit {header['prime_rl_commit'][:8]}" in out
 
 
 def test_validate_json_contract_and_exit_1(tmp_path, capsys):
@@ -42,7 +45,9 @@ def test_validate_json_contract_and_exit_1(tmp_path, capsys):
     code, out, _ = run(capsys, "validate", str(path), "--json")
     assert code == 1
     doc = json.loads(out)
-    assert set(doc) == {"file", "kind", "findings", "errors", "warnings"}
+    assert set(doc) == {"file", "kind", "findings", "errors", "warnings", "prime_rl"}
+    assert set(doc["prime_rl"]) == {"version", "commit", "date", "configs_version"}
+    assert len(doc["prime_rl"]["commit"]) == 40 and doc["prime_rl"]["configs_version"]
     assert doc["file"] == str(path) and doc["kind"] == "rl" and (doc["errors"], doc["warnings"]) == (1, 1)
     first = doc["findings"][0]
     assert {"id", "severity", "line", "column", "message", "fix"} <= set(first)
