@@ -69,13 +69,13 @@ def job_why(job: SlurmJob) -> str:
 
 
 def job_time(job: SlurmJob) -> str:
-    elapsed = NA if job.elapsed_s is None else duration(job.elapsed_s)
+    elapsed = "not started" if job.pending else NA if job.elapsed_s is None else duration(job.elapsed_s)
     limit = "no limit" if job.time_limit_s is None else duration(job.time_limit_s)
     return f"{elapsed} / {limit}"
 
 
 def job_row(job: SlurmJob) -> tuple[str | Text, ...]:
-    nodes = ", ".join(job.nodes) if job.nodes else (job.nodelist or NA)
+    nodes = ", ".join(job.nodes) if job.nodes else (job.nodelist or ("—" if job.pending else NA))
     return (job.id, job.name or NA, Text(words(job.state), style=STATE_STYLE.get(job.state, "bold red")), nodes,
             job_time(job), job_why(job))
 

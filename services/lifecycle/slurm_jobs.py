@@ -1,7 +1,7 @@
 """Kill on a Slurm cluster (a pod of ``kind = "slurm"``): cancel the run's job with ``scancel`` through the
 login node and verify it is gone (issue 19).
 
-The run's job is the newest of the user's active (pending or running) jobs: what the confirm step names,
+The run's job is the user's newest running job (else the newest pending one): what the confirm step names,
 listing the user's other jobs as left alone. The cancel is verified: the job leaves the queue entirely (no
 longer even COMPLETING, i.e. its processes on every node have ended) within ``wait`` seconds, and Slurm's
 final word on it is read (CANCELLED); else an error says what is still there.
@@ -17,13 +17,14 @@ from typing import Any
 from services.errors import PrimeTrainError
 from services.lifecycle.common import Event, LifecycleError
 from services.slurm.cluster import SlurmCluster
+from services.slurm.health import pending_reason
 from services.slurm.models import SlurmError, SlurmJob
 
 
 def _label(job: SlurmJob) -> str:
     nodes = ", ".join(job.nodes) or job.nodelist
     return (f"job {job.id}" + (f" ({job.name})" if job.name else "") + f", {job.state.lower()}"
-            + (f" on {nodes}" if nodes else "") + (f" — {job.reason}" if job.pending and job.reason else ""))
+            + (f" on {nodes}" if nodes else "") + (f": {pending_reason(job.reason)}" if job.pending else ""))
 
 
 async def plan_cancel(conn: Any) -> tuple[SlurmJob, list[SlurmJob]]:
@@ -35,7 +36,8 @@ async def plan_cancel(conn: Any) -> tuple[SlurmJob, list[SlurmJob]]:
         raise LifecycleError(str(exc), hint=exc.hint) from None
     if not active:
         raise LifecycleError(f"no Slurm job of yours is pending or running on {conn.pod.name}")
-    active.sort(key=lambda j: (j.submit_time or 0.0, j.id))
+    # a running job before a pending one (a held eval submitted later is not the run), then the newest
+    active.sort(key=lambda j: (not j.pending, j.submit_time or 0.0, j.id))
     return active[-1], active[:-1]
 
 

@@ -22,7 +22,6 @@ from tests.app.helpers import Parked, shown
 from widgets.alerts import AlertList
 from widgets.cluster_view import ClusterPanel
 from widgets.fleet_view import FleetView
-from widgets.format import NA
 
 NOW = 1_700_000_000.0
 SIZE = (150, 45)
@@ -69,7 +68,7 @@ async def test_monitor_pane_shows_the_clusters_jobs_and_nodes() -> None:
         assert panel.display
         assert panel.rows == [
             ("4711", "rl multi", "running", "n1, n2", "12 min 34 s / 4 h 0 min", ""),
-            ("4712", "sft next", "pending", NA, f"{NA} / 1 h 0 min", "the nodes it asks for are busy"),
+            ("4712", "sft next", "pending", "—", "not started / 1 h 0 min", "the nodes it asks for are busy"),
         ]
         nodes = plain_text(panel.query_one("#cluster-nodes"))
         assert nodes == "Nodes: n1 ok, n2 NOT RESPONDING"

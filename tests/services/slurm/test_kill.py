@@ -1,4 +1,4 @@
-"""`k` on a Slurm cluster (a pod of kind "slurm"): the kill dialog names the run's job (the newest of yours)
+"""`k` on a Slurm cluster (a pod of kind "slurm"): the kill dialog names the run's job (your newest running one)
 and leaves your other jobs alone; "Kill job" runs scancel and waits until the job has left the queue, on the
 real local Slurm, through the real dialog (Pilot) as the app shows it."""
 
@@ -35,10 +35,12 @@ def cluster_pod(slurm):
     return replace(slurm.connection("mycluster").pod, scheduler="slurm")
 
 
-async def test_k_cancels_the_newest_job_and_leaves_the_others(slurm):
+async def test_k_cancels_the_newest_running_job_and_leaves_the_others(slurm):
     older = slurm.sbatch("--job-name=other work", "--wrap", "sleep 300")
     time.sleep(1.1)  # submit times are whole seconds
     run = slurm.sbatch("--nodes=2", "--job-name=rl multi", "--wrap", "sleep 300")
+    time.sleep(1.1)
+    held = slurm.sbatch("--hold", "--job-name=eval later", "--wrap", "sleep 1")  # newer, but not the run
     pod = cluster_pod(slurm)
     try:
         async with LocalConnection(pod, env=slurm.env) as conn:
@@ -51,6 +53,7 @@ async def test_k_cancels_the_newest_job_and_leaves_the_others(slurm):
             plan = str(screen.query_one("#lc-plan").render())
             assert plan.startswith(f"Cancel job {run} (rl multi), running on n1, n2")
             assert "left alone" in plan and f"job {older} (other work)" in plan
+            assert f"job {held} (eval later), pending: it is held" in plan
             assert str(go.label) == "Kill job"
             await pilot.press("y")
             await wait_for(pilot, lambda: screen.result is not None, timeout=60)
@@ -62,7 +65,7 @@ async def test_k_cancels_the_newest_job_and_leaves_the_others(slurm):
         out = slurm.run("squeue", "-h", "-t", "CG", "-o", "%i", check=False).stdout.split()
         assert run not in out  # no process of it left: nothing is still completing
     finally:
-        slurm.run("scancel", older, run, check=False)
+        slurm.run("scancel", older, run, held, check=False)
 
 
 async def test_nothing_to_cancel_says_so(slurm):
