@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from services.models import Sample
@@ -106,6 +106,7 @@ GARBAGE = [b"", b"not json", b'{"timing":', b'{"timing":{"agent":{"model":{},"ha
               st.lists(st.tuples(st.floats(0, 500), st.floats(0, 100)), min_size=1, max_size=3)),
     st.sampled_from(GARBAGE)), max_size=12),
     st.lists(st.integers(0, 200_000), max_size=30))
+@example(items=[("math", [(0.0, 0.0625)])], cuts=[])  # CI found it: a half-way total rounds either way
 def test_extraction_survives_garbage_and_any_chunking(items, cuts) -> None:
     data, want = b"", []
     for item in items:
@@ -117,7 +118,10 @@ def test_extraction_survives_garbage_and_any_chunking(items, cuts) -> None:
         want += [expected(env, t, m) for t, m in timings]
     got, dropped = feed_in_chunks(data, cuts)
     assert dropped == 0
-    assert strip_step(got) == want
+    # the total is a sum of spans read as differences of epoch seconds (float noise ~1e-13): at a half-way value
+    # (0.0625 + 0.4 = 0.4625) it may round either way, so it is compared to the millisecond; the rest exactly
+    assert [{**r, "total": None} for r in strip_step(got)] == [{**w, "total": None} for w in want]
+    assert all(abs(r["total"] - w["total"]) <= 0.0011 for r, w in zip(got, want))
     assert all(r["step"] == 7 for r in got)
     assert SECRET not in json.dumps(got)
 
