@@ -4,6 +4,7 @@
 # contracts and runs the whole suite.
 # Extra arguments go to pytest, e.g.  scripts/test.sh -k monitor -x
 # The suite runs on every core (pytest-xdist); PTT_TEST_WORKERS=0 runs it in one process.
+# Property tests run derandomized (the same examples every run); PTT_HYPOTHESIS_PROFILE=explore draws new ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,4 +42,5 @@ echo "== checking the import contracts (pyproject.toml [tool.importlinter])"
 .venv/bin/lint-imports --no-cache | tail -n 8
 
 echo "== running the test suite"
-exec .venv/bin/python -m pytest -n "${PTT_TEST_WORKERS:-auto}" --dist loadgroup "$@"
+exec .venv/bin/python -m pytest -n "${PTT_TEST_WORKERS:-auto}" --dist loadgroup \
+  --hypothesis-profile="${PTT_HYPOTHESIS_PROFILE:-ci}" "$@"
