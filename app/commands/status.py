@@ -177,7 +177,7 @@ async def _slurm(conn, timeout: float) -> tuple[dict[str, Any], list[dict[str, A
     """The cluster behind a login node: the user's jobs (recently ended ones too) with their nodes, every
     node, and the alerts they decide; Slurm's own error instead when it cannot be asked."""
     from services.slurm.cluster import SlurmCluster
-    from services.slurm.health import judge
+    from services.slurm.health import judge, unreachable
     from services.slurm.models import SlurmError
 
     cluster = SlurmCluster(conn, timeout=timeout)
@@ -186,14 +186,14 @@ async def _slurm(conn, timeout: float) -> tuple[dict[str, Any], list[dict[str, A
         nodes = await cluster.nodes()
     except SlurmError as exc:
         message = f"{exc} ({exc.hint})" if getattr(exc, "hint", None) else str(exc)
-        return {"jobs": [], "nodes": [], "error": message}, [
-            {"id": "slurm-unreachable", "severity": "warning", "title": "Slurm did not answer", "message": message,
-             "line": None}]
-    alerts = judge(jobs, nodes, time.time())
+        return {"jobs": [], "nodes": [], "error": message}, [_alert_json(unreachable(message, time.time()))]
     return ({"jobs": [asdict(j) | {"finished": j.finished} for j in jobs],
              "nodes": [asdict(n) | {"responding": n.responding} for n in nodes], "error": None},
-            [{"id": a.id, "severity": a.severity.value, "title": a.title, "message": a.message, "line": a.line}
-             for a in alerts])
+            [_alert_json(a) for a in judge(jobs, nodes, time.time())])
+
+
+def _alert_json(a) -> dict[str, Any]:
+    return {"id": a.id, "severity": a.severity.value, "title": a.title, "message": a.message, "line": a.line}
 
 
 async def _wandb(tails: dict | None):
@@ -251,8 +251,7 @@ def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None,
         "gpus": [asdict(g) for g in sample.gpus],
         "host": asdict(sample.host),
         "run": _run_json(progress if progress.step is not None else None, now, note=run_note),
-        "alerts": [{"id": a.id, "severity": a.severity.value, "title": a.title, "message": a.message,
-                    "line": a.line} for a in alerts],
+        "alerts": [_alert_json(a) for a in alerts],
     }
 
 

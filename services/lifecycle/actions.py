@@ -149,9 +149,12 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
             c = msg["check"]
             check = Check(c["name"], c["status"], c.get("detail", ""), c.get("fix") or "")
             if c.get("output") is not None and check.status == pf.FAIL:  # prime-rl's dry run refused it
-                async for ev in _dry_run_refused(action, c, checked, secrets):
-                    yield ev
-                detail, fix = dry_run.verdict(c.get("code"), _masked(c["output"], secrets), _text(checked))
+                output = _masked(c["output"], secrets)
+                errors = dry_run.parse(output)
+                if not errors:  # no validation error to point at (a crash): the end of what it printed
+                    for line in output[-12:]:
+                        yield Event(action, "warn", f"dry run: {line}")
+                detail, fix = dry_run.verdict(c.get("code"), output, errors, _text(checked))
                 check = Check(check.name, pf.FAIL, detail, fix)
             if check.status == pf.FAIL:
                 failures.append(check)
@@ -200,15 +203,6 @@ def _text(path: Path | None) -> str | None:
         return path.read_text(encoding="utf-8", errors="replace") if path is not None else None
     except OSError:
         return None
-
-
-async def _dry_run_refused(action: str, c: dict[str, Any], config: Path | None,
-                           secrets: dict[str, str]) -> AsyncIterator[Event]:
-    """The end of a refusing dry run's output, when it holds no validation error to point at (a crash)."""
-    lines = _masked(c.get("output"), secrets)
-    if not dry_run.parse(lines):
-        for line in lines[-12:]:
-            yield Event(action, "warn", f"dry run: {line}")
 
 
 def _refuse(failures: list[Check]) -> None:

@@ -99,9 +99,9 @@ def locate(errors: list[DryRunError], config_text: str) -> list[DryRunError]:
     return out
 
 
-def verdict(code: int | None, output: list[str], config_text: str | None) -> tuple[str, str]:
-    """(detail, fix) of a dry run that refused the config."""
-    errors = parse(output)
+def verdict(code: int | None, output: list[str], errors: list[DryRunError],
+            config_text: str | None) -> tuple[str, str]:
+    """(detail, fix) of a dry run that refused the config (``errors``: :func:`parse` of its output)."""
     if errors:
         if config_text is not None:
             errors = locate(errors, config_text)

@@ -18,6 +18,7 @@ from typing import Any
 
 from services.backup.planner import AutoBackupPlanner, Job
 from services.models import Pod, PodSnapshot
+from services.watch.tasks import cancel_all
 
 OnEvent = Callable[[str, int, dict[str, Any]], None]
 
@@ -52,13 +53,7 @@ class WatchBackups:
         self.newest.pop(name, None)
 
     async def aclose(self) -> None:
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks.clear()
+        await cancel_all(self._tasks)
 
     async def _run(self, job: Job) -> None:
         from services.backup.bucket import list_bucket, ours

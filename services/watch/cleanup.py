@@ -12,7 +12,6 @@ failure once per streak (``cleanup failed``), the preview once (``cleanup waitin
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from services.lifecycle.auto_cleanup import CleanupDaemon
 from services.lifecycle.common import Event
 from services.models import Pod, PodSnapshot
 from services.units import fmt_bytes
+from services.watch.tasks import cancel_all
 
 OnEvent = Callable[[str, int, dict[str, Any]], None]
 PREVIEW_LINES = 40  # a long preview (hundreds of broadcasts) is cut in the message; the log keeps the counts
@@ -64,13 +64,7 @@ class WatchCleanup:
             task.cancel()
 
     async def aclose(self) -> None:
-        tasks = list(self._tasks.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks.clear()
+        await cancel_all(self._tasks)
 
     async def _run(self, name: str, daemon: CleanupDaemon) -> None:
         try:

@@ -247,13 +247,14 @@ def _launch(agent, pre, req):
     args = agent.parser().parse_args(["preflight"] + list(req.get("preflight") or [])
                                      + ["--run-dir", run_dir, "--trainer", base])  # the last ones win
     checks, info = pre.run_checks(args, agent, lambda c: out({"event": "check", "check": c}))
+    data = base64.b64decode(cfg["data"]) if cfg.get("data") is not None else None
     if req.get("dry_run"):
         if any(c["name"] == "trainer command" and c["status"] == "fail" for c in checks):
             check = {"name": DRY_RUN, "status": "skip", "detail": "not run: the launch command was not found",
                      "fix": ""}
         else:
-            if cfg.get("data") is not None and _read_bytes(remote) != base64.b64decode(cfg["data"]):
-                write_file(remote, base64.b64decode(cfg["data"]))  # the dry run reads it where the run will
+            if data is not None and _read_bytes(remote) != data:
+                write_file(remote, data)  # the dry run reads it where the run will
             env = dict(os.environ)
             env.update(rec.get("env") or {})
             env.update(req.get("secrets") or {})
@@ -268,8 +269,7 @@ def _launch(agent, pre, req):
         return 0
     if client_gone():
         return 6
-    if cfg.get("data") is not None:
-        data = base64.b64decode(cfg["data"])
+    if data is not None:
         if _read_bytes(remote) != data:  # missing (a wiped volume, another pod) or not the launch's
             write_file(remote, data)
         out({"event": "config", "path": remote})
