@@ -10,20 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.config.checks import _is_set as _set, _table  # checks.py imports this module only inside a call
 from services.config.findings import Edit, dotted
 
 # prime-rl's defaults for what these checks read (configs/trainer.py: ModelConfig, LoRAConfig)
 DEFAULT_IMPL = "auto"
 DEFAULT_ATTN = "auto"
 DEFAULT_LORA = {"rank": 16, "alpha": 32.0}
-
-
-def _set(value: Any) -> bool:
-    return value is not None and value != "None"
-
-
-def _table(value: Any) -> dict | None:
-    return value if isinstance(value, dict) else None
 
 
 def startup_checks(ctx: Any) -> None:
