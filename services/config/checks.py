@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from services.config.findings import Edit, Finding, dotted, make
+from services.config.findings import Edit, Finding, as_table as _table, dotted, is_set as _is_set, make
 
 FORBIDDEN_ENV = ("CUDA_VISIBLE_DEVICES", "PRL_RUN_ID", "PRL_RUN_NAME", "WANDB_RUN_ID", "WANDB_SHARED_MODE",
                  "WANDB_SHARED_LABEL", "WANDB_SHARED_PRIMARY", "WANDB_SHARED_FINISHER")
@@ -22,14 +22,6 @@ MIN_FIX_COMPLETION_TOKENS = 512
 REMOTE_RUNTIMES = {"prime", "sandbox", "remote", "modal", "daytona", "e2b", "docker-remote"}
 VL_NAME = re.compile(r"(?i)(^|[-_/.])vl([-_.]|$)|vision|llava|pixtral|-omni")
 BYTES_PER_PARAM_CKPT = 6  # measured: ~47 GB per 8B DCP checkpoint (field reports)
-
-
-def _is_set(value: Any) -> bool:
-    return value is not None and value != "None"
-
-
-def _table(value: Any) -> dict | None:
-    return value if isinstance(value, dict) else None
 
 
 # ------------------------------------------------------------------------------------------ cross-checks

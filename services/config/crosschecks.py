@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.config.checks import _is_set as _set, _table  # checks.py imports this module only inside a call
-from services.config.findings import Edit, dotted
+from services.config.findings import Edit, as_table as _table, dotted, is_set as _set
 
 # prime-rl's defaults for what these checks read (configs/trainer.py: ModelConfig, LoRAConfig)
 DEFAULT_IMPL = "auto"

@@ -95,3 +95,12 @@ def make(rule_id: str, pos: tuple[int, int], key_path: Path_ = (), /, *, edit: E
 class _Defaulting(dict):
     def __missing__(self, key: str) -> str:
         return "?"
+
+
+def is_set(value: Any) -> bool:
+    """A value the user gave (not absent, not prime-rl's "None" string)."""
+    return value is not None and value != "None"
+
+
+def as_table(value: Any) -> dict | None:
+    return value if isinstance(value, dict) else None
