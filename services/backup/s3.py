@@ -10,7 +10,7 @@ Flexible checksums: botocore >= 1.36 adds a CRC32 checksum to every upload by de
 presigned part URLs carry no checksum parameters the pod's plain PUT could not satisfy. Integrity comes
 from our own manifest (sha256 per file, md5 per part checked against the ETags); the pod sends each part's
 Content-MD5 (the store refuses changed bytes) and, where the store takes it, its CRC32
-(services.backup.transfer._parts_take_crc32).
+(services.backup.store_caps._parts_take_crc32).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class BackupSettings:
     auto_backup: bool = False
     keep_last: int = 3  # in the bucket, separate from the pod's keep_last
     checksums: str = "when_required"  # or "when_supported" (boto3's default since 1.36)
-    part_checksums: str = "auto"  # CRC32 per part when the store takes it unsigned (transfer._parts_take_crc32)
+    part_checksums: str = "auto"  # CRC32 per part when the store takes it unsigned (store_caps._parts_take_crc32)
     part_size: int = DEFAULT_PART  # preferred; grows for huge files to stay <= 10,000 parts
     min_part: int = MIN_PART  # tests against moto lower it together with S3_UPLOAD_PART_MIN_SIZE
     jobs: int = 8  # parallel part uploads on the pod

@@ -13,9 +13,10 @@ import zlib
 
 import pytest
 
-from services.backup import transfer
+from services.backup import store_caps
 from services.backup.manifest import Manifest
-from services.backup.transfer import backup_checkpoint, composite_crc32
+from services.backup.store_caps import composite_crc32
+from services.backup.transfer import backup_checkpoint
 from services.pod.ssh import SSHConnection
 from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
@@ -28,14 +29,14 @@ def crc(data: bytes) -> str:
 
 
 async def test_parts_carry_their_crc32_and_the_store_keeps_the_composite(pod, s3env, tmp_path, monkeypatch):
-    monkeypatch.setattr(transfer, "_PART_CRC32", {})
+    monkeypatch.setattr(store_caps, "_PART_CRC32", {})
     run = tmp_path / "run"
     step_dir = write_checkpoint(run, 3, shard_bytes=300 * 1024)
     settings = s3env.settings()
     async with SSHConnection(pod) as conn:
         result = await backup_checkpoint(conn, settings, str(run), 3)
     assert result.verified
-    assert transfer._PART_CRC32 == {(s3env.endpoint, s3env.bucket): True}
+    assert store_caps._PART_CRC32 == {(s3env.endpoint, s3env.bucket): True}
     shard = next(f for f in result.manifest.files if f.path.endswith("__0_0.distcp"))
     assert len(shard.parts) > 1
     data = (step_dir / "trainer" / "__0_0.distcp").read_bytes()
@@ -49,13 +50,13 @@ async def test_parts_carry_their_crc32_and_the_store_keeps_the_composite(pod, s3
 
 
 async def test_part_checksums_none_names_no_algorithm(pod, s3env, tmp_path, monkeypatch):
-    monkeypatch.setattr(transfer, "_PART_CRC32", {})
+    monkeypatch.setattr(store_caps, "_PART_CRC32", {})
     run = tmp_path / "run"
     write_checkpoint(run, 4, shard_bytes=300 * 1024)
     settings = s3env.settings(part_checksums="none")
     async with SSHConnection(pod) as conn:
         result = await backup_checkpoint(conn, settings, str(run), 4)
-    assert result.verified and transfer._PART_CRC32 == {}
+    assert result.verified and store_caps._PART_CRC32 == {}
     shard = next(f for f in result.manifest.files if f.path.endswith("__0_0.distcp"))
     key = f"{settings.prefix_for(str(run))}step_4/{shard.key}"
     head = s3env.client.head_object(Bucket=s3env.bucket, Key=key, ChecksumMode="ENABLED")
@@ -65,7 +66,7 @@ async def test_part_checksums_none_names_no_algorithm(pod, s3env, tmp_path, monk
 def test_a_store_that_refuses_unsigned_part_checksums_gets_none(s3env, monkeypatch):
     """The probe's own PUT: a URL whose signature does not cover the request (as AWS judges an unsigned
     x-amz-checksum-crc32: HeadersNotSigned) is a refusal, not a crash."""
-    assert transfer._put_probe(f"{s3env.endpoint}/{s3env.bucket}/no-such-upload?uploadId=nope&partNumber=1",
+    assert store_caps._put_probe(f"{s3env.endpoint}/{s3env.bucket}/no-such-upload?uploadId=nope&partNumber=1",
                                5.0) is False
 
 
