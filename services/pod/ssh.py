@@ -26,7 +26,6 @@ import os
 import secrets
 from collections import deque
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from services.errors import AuthError, ConnectError, ExecRefused, ProbeError, PythonMissing
@@ -48,6 +47,7 @@ from services.pod.known_hosts import (  # noqa: F401  (default_known_hosts, trus
     trust_host_key,
 )
 from services.pod.local import LocalConnection
+from services.pod.ssh_config import _identity_files, _ssh_config
 from services.models import Pod, PodKind
 
 @dataclass(frozen=True)
@@ -469,28 +469,6 @@ def _text(value: Any) -> str:
     if value is None:
         return ""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _ssh_config(pod: Pod, kwargs: dict[str, Any]) -> Any:
-    """~/.ssh/config as it applies to this pod (asyncssh's reading of it), or None without one."""
-    import getpass
-
-    from asyncssh.config import SSHClientConfig
-
-    paths = [p for p in (Path("~/.ssh/config").expanduser(),) if os.access(p, os.R_OK)]
-    if not paths:
-        return None
-    return SSHClientConfig.load(None, paths, False, False, False, getpass.getuser(),
-                                kwargs.get("username", ()), pod.host, kwargs.get("port", ()))
-
-
-def _identity_files(config: Any) -> list[str] | None:
-    """The config's IdentityFiles that exist, or None when all of them exist (or none is set)."""
-    if config is None:
-        return None
-    files = [str(Path(f).expanduser()) for f in config.get("IdentityFile", ())]
-    existing = [f for f in files if os.path.isfile(f)]
-    return None if existing == files else existing
 
 
 def connect_pod(pod: Pod, ssh_options: SSHOptions | None = None, **local_kwargs: Any) -> Connection:
