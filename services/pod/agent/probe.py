@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """prime-train-tui probe: runs ON the pod, standard library only (pynvml / psutil used when importable).
 
-Uploaded with its siblings (rundir.py: the run dir; common.py: what all pod scripts share) into
+Uploaded with its siblings (rundir.py: the run dir; traces.py: episode timings; common.py: what all pod scripts share) into
 one directory named by their content hash, and run as ``python3 -u probe.py [args]``. Writes one JSON
 object per line (protocol v1) to stdout and exits when stdin closes, on SIGTERM/SIGHUP/SIGINT, or when
 stdout breaks.

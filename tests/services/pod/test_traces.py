@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from services.models import Sample
 from services.pod.agent import rundir
-from services.pod.agent.rundir import RunDir, TraceTail, episode_env, timing_record
+from services.pod.agent.rundir import RunDir
+from services.pod.agent.traces import TraceTail, episode_env, timing_record
 
 REPO = Path(__file__).resolve().parents[3]
 PROBE = REPO / "services" / "pod" / "agent" / "probe.py"
