@@ -1,4 +1,5 @@
-"""A Slurm cluster in the Monitor pane: the user's jobs as a table and a line of node states.
+"""A Slurm cluster in the Monitor pane: the user's jobs as a table, each running job's GPUs node by node
+(with the prime-rl roles running there) and a line of node states.
 
 It renders the :class:`services.slurm.models.ClusterView` a pod's snapshot carries (``snapshot.cluster``)
 and redraws only when a new look arrived. Pure text helpers below (also used by the fleet view).
@@ -12,8 +13,9 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Label, Static
 
 from services.slurm.health import ENDED, pending_reason
-from services.slurm.models import ClusterView, SlurmJob, SlurmNode
-from widgets.format import NA, clock_time, duration
+from services.models import GpuSample
+from services.slurm.models import ClusterView, JobGpus, NodeGpus, SlurmJob, SlurmNode
+from widgets.format import GIB, NA, clock_time, duration
 
 NODES_SHOWN = 16  # a bigger cluster: the user's jobs' nodes and the troubled ones by name, the rest counted
 OK_STATES = frozenset({"IDLE", "MIXED", "ALLOCATED", "COMPLETING"})
@@ -80,6 +82,71 @@ def job_row(job: SlurmJob) -> tuple[str | Text, ...]:
             job_time(job), job_why(job))
 
 
+SHORT_ROLES = {"inference": "infer", "orchestrator": "orch", "trainer": "train"}
+
+
+def gpus_figures(gpus: tuple[GpuSample, ...], lagging: bool = True) -> str:
+    """"2 GPUs 87% 122/159 GiB 75°C 1255 W": mean use (and, with ``lagging``, the lowest when one lags far
+    behind), memory used / total, the hottest GPU and the power drawn, over the node's GPUs."""
+    n = len(gpus)
+    parts = [f"{n} GPU{'s' if n != 1 else ''}"]
+    utils = [g.util for g in gpus if g.util is not None]
+    if utils:
+        mean = sum(utils) / len(utils)
+        parts.append(f"{mean:.0f}%" + (f" (min {min(utils):.0f}%)" if lagging and mean - min(utils) >= 30 else ""))
+    used = [g.mem_used for g in gpus if g.mem_used is not None]
+    total = [g.mem_total for g in gpus if g.mem_total is not None]
+    if used or total:
+        parts.append(f"{sum(used) / GIB:.0f}/{sum(total) / GIB:.0f} GiB" if used and total
+                     else f"{sum(used) / GIB:.0f} GiB used" if used else f"{sum(total) / GIB:.0f} GiB")
+    temps = [g.temp_c for g in gpus if g.temp_c is not None]
+    if temps:
+        parts.append(f"{max(temps):.0f}°C")
+    power = [g.power_w for g in gpus if g.power_w is not None]
+    if power:
+        parts.append(f"{sum(power):.0f} W")
+    return " ".join(parts)
+
+
+def node_line(node: NodeGpus, width: int | None = None) -> Text:
+    """"n1: trainer · 2 GPUs 87% 122/159 GiB 75°C 1255 W", or the node's error (the reason first). Where it
+    would not fit ``width`` the lowest GPU's use is left out, then the roles are shortened ("orch", "train")."""
+    if node.error:
+        roles = ", ".join(node.roles)
+        return Text(f"  {node.node} ({roles}): {node.error}" if roles else f"  {node.error}", style="yellow")
+    variants = [(", ".join(node.roles), True), (", ".join(node.roles), False),
+                ("+".join(SHORT_ROLES.get(r, r) for r in node.roles), False)]
+    for roles, lagging in variants:
+        figures = gpus_figures(node.gpus, lagging)
+        if width is None or len(f"  {node.node}: {roles} · {figures}") <= width:
+            break
+    out = Text(f"  {node.node}: ")
+    if roles:
+        out.append(roles, style="bold").append(" · ")
+    return out.append(figures)
+
+
+def gpus_text(view: ClusterView, width: int | None = None) -> Text:
+    """Each running job's GPUs, a header line per job and a line per node, fitted to ``width`` where it can
+    be ("" with no running job)."""
+    out = Text()  # a line too long for the pane (a long error) wraps: its reason is read whole
+    for job in view.jobs:
+        if job.state != "RUNNING" or not job.nodes:
+            continue
+        got: JobGpus | None = view.gpus_of(job.id)
+        if out:
+            out.append("\n")
+        if got is None:
+            out.append(f"Job {job.id}: reading its nodes' GPUs…", style="dim")
+        elif got.error:
+            out.append(f"Job {job.id}: GPUs not read: {got.error}", style="yellow")
+        else:
+            out.append(f"Job {job.id} GPUs" + (f" ({job.name})" if job.name else "") + ":")
+            for node in got.nodes:
+                out.append("\n").append_text(node_line(node, width))
+    return out
+
+
 def empty_text(view: ClusterView, now: float) -> str:
     """What the view says instead of (or above) the table: the error first, else why there is nothing."""
     if view.error:
@@ -115,6 +182,7 @@ class ClusterPanel(Vertical):
     ClusterPanel { height: auto; border-top: solid $panel; }
     ClusterPanel #cluster-note { color: $warning; width: 100%; }
     ClusterPanel #cluster-jobs { height: auto; max-height: 12; }
+    ClusterPanel #cluster-gpus { width: 100%; height: auto; max-height: 18; }
     ClusterPanel #cluster-nodes { width: 100%; }
     """
 
@@ -124,6 +192,7 @@ class ClusterPanel(Vertical):
         for key, label in JOB_COLUMNS:
             table.add_column(label, key=key)
         yield table
+        yield Static("", id="cluster-gpus")
         yield Label("", id="cluster-nodes")
 
     def on_mount(self) -> None:
@@ -145,10 +214,23 @@ class ClusterPanel(Vertical):
         for job in view.jobs:
             table.add_row(*job_row(job), key=job.id)
         table.display = bool(view.jobs)
+        self._show_gpus()
         nodes = self.query_one("#cluster-nodes", Label)
         text = nodes_text(view)
         nodes.update(text)
         nodes.display = bool(text.plain)
+
+    def _show_gpus(self) -> None:
+        box = self.query_one("#cluster-gpus", Static)
+        if self._view is None:
+            return
+        width = box.content_region.width or self.content_region.width or None
+        lines = gpus_text(self._view, width)
+        box.update(lines)
+        box.display = bool(lines.plain)
+
+    def on_resize(self) -> None:
+        self._show_gpus()
 
     @property
     def rows(self) -> list[tuple[str, ...]]:

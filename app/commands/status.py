@@ -177,6 +177,7 @@ async def _slurm(conn, timeout: float) -> tuple[dict[str, Any], list[dict[str, A
     """The cluster behind a login node: the user's jobs (recently ended ones too) with their nodes, every
     node, and the alerts they decide; Slurm's own error instead when it cannot be asked."""
     from services.slurm.cluster import SlurmCluster
+    from services.slurm.gpus import GpuReader
     from services.slurm.health import judge, unreachable
     from services.slurm.models import SlurmError
 
@@ -186,9 +187,14 @@ async def _slurm(conn, timeout: float) -> tuple[dict[str, Any], list[dict[str, A
         nodes = await cluster.nodes()
     except SlurmError as exc:
         message = f"{exc} ({exc.hint})" if getattr(exc, "hint", None) else str(exc)
-        return {"jobs": [], "nodes": [], "error": message}, [_alert_json(unreachable(message, time.time()))]
+        return ({"jobs": [], "nodes": [], "gpus": [], "error": message},
+                [_alert_json(unreachable(message, time.time()))])
+    # the running jobs' GPUs node by node (one bounded srun per job; its failures are the job's or node's error)
+    gpus = await GpuReader(conn, timeout=min(timeout, 20.0)).jobs(
+        jobs, time.time(), down=[n.name for n in nodes if not n.responding])
     return ({"jobs": [asdict(j) | {"finished": j.finished} for j in jobs],
-             "nodes": [asdict(n) | {"responding": n.responding} for n in nodes], "error": None},
+             "nodes": [asdict(n) | {"responding": n.responding} for n in nodes],
+             "gpus": [asdict(g) for g in gpus], "error": None},
             [_alert_json(a) for a in judge(jobs, nodes, time.time())])
 
 

@@ -4,7 +4,9 @@ For a pod whose ``scheduler`` is ``"slurm"`` the monitor runs :func:`poll_cluste
 pod's task, over the pod's open connection: every ``MonitorSettings.slurm_interval`` seconds the user's jobs
 (recently ended ones too) and the nodes, and the alerts services.slurm.health decides from them. Each Slurm
 command is bounded (``slurm_timeout``) and runs in its own task, so a slow or dead controller never holds up
-sampling; a failure becomes the view's ``error`` (and a warning), never the pod's.
+sampling; a failure becomes the view's ``error`` (and a warning), never the pod's. After each look the running
+jobs' GPUs are read node by node (services.slurm.gpus, one bounded ``srun`` per job) and the view updated
+again: the jobs and nodes never wait for them, and a job whose GPUs could not be read carries the reason.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from services.errors import PrimeTrainError
 from services.models import Alert
 from services.pod.connection import Connection
 from services.slurm.cluster import SlurmCluster
+from services.slurm.gpus import GpuReader
 from services.slurm.health import judge, unreachable
-from services.slurm.models import ClusterView
+from services.slurm.models import ClusterView, JobGpus
 
 log = logging.getLogger("services.monitor.service")
 
@@ -32,7 +35,13 @@ class ClusterState:
         self.alerts: tuple[Alert, ...] = ()
 
     def looked(self, view: ClusterView, alerts: list[Alert]) -> None:
-        self.view, self.alerts = view, tuple(alerts)
+        """A new look at jobs and nodes: the GPUs last read for jobs still running stay until read again."""
+        running = {j.id for j in view.jobs if j.state == "RUNNING"}
+        kept = tuple(g for g in self.view.gpus if g.job_id in running)
+        self.view, self.alerts = replace(view, gpus=kept), tuple(alerts)
+
+    def read_gpus(self, gpus: tuple[JobGpus, ...]) -> None:
+        self.view = replace(self.view, gpus=gpus)
 
     def failed(self, message: str, now: float) -> None:
         """Slurm could not be asked: the last look's jobs and nodes stay, the error says why (first)."""
@@ -57,11 +66,30 @@ async def look(cluster: SlurmCluster, state: ClusterState, now: Callable[[], flo
     state.looked(ClusterView(jobs=tuple(jobs), nodes=tuple(nodes), checked_at=at), judge(jobs, nodes, at))
 
 
+async def look_gpus(reader: GpuReader, state: ClusterState, now: Callable[[], float]) -> bool:
+    """Read the GPUs of the jobs the last look found running; False when there were none to read. A failure
+    is each job's GPU error; the jobs and nodes are left as they are."""
+    running = [j for j in state.view.jobs if j.state == "RUNNING" and j.nodes]
+    if not running and not state.view.gpus:
+        return False
+    try:
+        gpus = await reader.jobs(running, now(), down=[n.name for n in state.view.nodes if not n.responding])
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # the reader reports its own failures; anything else must not end the view
+        log.exception("reading the GPUs of %s's Slurm jobs failed", reader.conn.pod.name)
+        gpus = tuple(JobGpus(j.id, error=f"reading the GPUs failed: {exc or type(exc).__name__}", checked_at=now())
+                     for j in running)
+    state.read_gpus(gpus)
+    return True
+
+
 async def poll_cluster(conn: Connection, state: ClusterState, *, interval: float, timeout: float,
                        now: Callable[[], float], changed: Callable[[], None]) -> None:
     """Look at the cluster now and every ``interval`` seconds until cancelled; ``changed()`` after each look.
     A look that raises something unexpected is logged and shown as the error: the loop goes on."""
     cluster = SlurmCluster(conn, timeout=timeout)
+    reader = GpuReader(conn, timeout=min(timeout, 20.0))
     while True:
         try:
             await look(cluster, state, now)
@@ -71,4 +99,6 @@ async def poll_cluster(conn: Connection, state: ClusterState, *, interval: float
             log.exception("looking at the Slurm cluster of %s failed", conn.pod.name)
             state.failed(f"reading Slurm's answer failed: {exc}", now())
         changed()
+        if not state.view.error and await look_gpus(reader, state, now):
+            changed()
         await asyncio.sleep(interval)

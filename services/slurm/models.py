@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.errors import PrimeTrainError
+from services.models import GpuSample
 
 # Slurm's job states (base states and the flag states squeue shows in their place)
 JOB_STATES = frozenset({
@@ -81,13 +82,41 @@ class SlurmNode:
 
 
 @dataclass(frozen=True)
+class NodeGpus:
+    """One node of a running job, as read through the login node (``srun`` into the job): its GPUs
+    (memory in bytes), the prime-rl roles the job runs there (``inference``, ``orchestrator``, ``trainer``),
+    or ``error`` (why its GPUs could not be read, naming the node)."""
+
+    node: str
+    gpus: tuple[GpuSample, ...] = ()
+    roles: tuple[str, ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class JobGpus:
+    """The GPUs of one running job, node by node (in the job's node order), or ``error`` when the job's
+    nodes could not be asked at all. ``checked_at``: when they were read."""
+
+    job_id: str
+    nodes: tuple[NodeGpus, ...] = ()
+    error: str = ""
+    checked_at: float | None = None
+
+
+@dataclass(frozen=True)
 class ClusterView:
     """One look at a cluster for the monitor: the user's jobs (recently ended ones too) and every node, or
     ``error`` (why Slurm could not be asked; ``jobs``/``nodes`` then hold the previous look, if any).
-    ``checked_at`` is when the look was taken (None: not yet), ``error_at`` when it failed."""
+    ``checked_at`` is when the look was taken (None: not yet), ``error_at`` when it failed. ``gpus``: the
+    per-node GPUs of the running jobs, read after the jobs (a job missing here has not been read yet)."""
 
     jobs: tuple[SlurmJob, ...] = ()
     nodes: tuple[SlurmNode, ...] = ()
     error: str = ""
     checked_at: float | None = None
     error_at: float | None = None
+    gpus: tuple[JobGpus, ...] = ()
+
+    def gpus_of(self, job_id: str) -> JobGpus | None:
+        return next((g for g in self.gpus if g.job_id == job_id), None)
