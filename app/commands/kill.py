@@ -1,4 +1,5 @@
-"""``prime-train-tui kill POD [--yes]``: SIGTERM to the run's process group, grace, SIGKILL, verify."""
+"""``prime-train-tui kill POD [--yes]``: SIGTERM to the run's process group, grace, SIGKILL, verify; on a Slurm
+cluster (pods.toml ``kind = "slurm"``), scancel of the run's job, waited for until it has left the queue."""
 
 from __future__ import annotations
 
@@ -20,10 +21,22 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    chosen: dict[str, Any] = {}
+
     async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
         from app.commands._support import fail
         from services.lifecycle.actions import plan_kill
 
+        if getattr(conn.pod, "scheduler", None) == "slurm":  # a cluster: scancel the run's job
+            from services.lifecycle import slurm_jobs
+
+            job, others, record = await slurm_jobs.plan_cancel_run(conn)
+            chosen["job"] = job.id
+            doc["target"] = {"job": job.id, "state": job.state, "nodes": list(job.nodes),
+                             "run": (record or {}).get("id"), "others": [j.id for j in others]}
+            if not args.json:
+                print(slurm_jobs.describe(job, others, record))
+            return confirm(args, f"cancel job {job.id} on {conn.pod.name}?")
         target = await plan_kill(conn)
         if target is None:
             return fail(f"no active run on {conn.pod.name}")
@@ -36,6 +49,13 @@ def run(args: argparse.Namespace) -> int:
 
     async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
         from services.lifecycle.actions import kill
+
+        if "job" in chosen:
+            from services.lifecycle import slurm_jobs
+
+            async for ev in slurm_jobs.cancel(conn, chosen["job"]):
+                yield ev
+            return
 
         async for ev in kill(conn, settings=settings, grace=args.grace):
             yield ev

@@ -28,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
     async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
         from services.lifecycle.actions import plan_resume
 
+        if getattr(conn.pod, "scheduler", None) == "slurm":
+            return await _before_slurm(args, conn, settings, doc)
         state["backup"] = backup = backup_settings(args)
         plan = await plan_resume(conn, settings, backup)
         step = plan["checkpoint"]["step"]
@@ -48,7 +50,26 @@ def run(args: argparse.Namespace) -> int:
     async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
         from services.lifecycle.actions import resume
 
+        if getattr(conn.pod, "scheduler", None) == "slurm":
+            from services.lifecycle import slurm_launch
+
+            async for ev in slurm_launch.resume(conn, settings=settings, force=args.force):
+                yield ev
+            return
         async for ev in resume(conn, settings=settings, force=args.force, backup=state.get("backup")):
             yield ev
 
     return drive(args, "resume", body, before)
+
+
+async def _before_slurm(args: argparse.Namespace, conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
+    """A cluster: the newest recorded run, whose job has ended, from its newest complete checkpoint."""
+    from services.lifecycle import slurm_launch
+
+    plan = await slurm_launch.plan_resume(conn, settings)
+    step = plan["checkpoint"]["step"]
+    doc["plan"] = {"run": plan["run"]["id"], "job": plan["run"]["job_id"], "step": step,
+                   "ckpt_dir": plan["ckpt_dir"], "skipped": [c["step"] for c in plan["skipped"]]}
+    if not args.json:
+        print(slurm_launch.describe_resume(plan, settings))
+    return confirm(args, f"submit a new job from step {step}?")

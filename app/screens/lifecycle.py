@@ -299,6 +299,8 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
         pod = sandboxed(pod)
         settings = demo_lifecycle_settings(pod)
     settings = lifecycle_settings(settings)
+    if getattr(pod, "scheduler", None) == "slurm" and action in ("launch", "resume"):
+        return _slurm_screen(action, pod, config, run_dir, settings, connect)
     if action == "launch":
         if config is None:
             raise ValueError("launch needs a config")
@@ -320,9 +322,9 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
         chosen: dict[str, Any] = {}
 
         async def plan_cancel(conn: Any) -> str:
-            target, others = await slurm_jobs.plan_cancel(conn)
+            target, others, record = await slurm_jobs.plan_cancel_run(conn)
             chosen["job"] = target.id
-            return slurm_jobs.describe(target, others)
+            return slurm_jobs.describe(target, others, record)
 
         def run_cancel(conn: Any, force: bool) -> AsyncIterator[Any]:
             return slurm_jobs.cancel(conn, chosen["job"])
@@ -375,6 +377,39 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
         return LifecycleScreen("cleanup", pod, plan=plan_cleanup, run=run_cleanup, confirm="Delete",
                                connect=connect, settings=settings)
     raise ValueError(f"unknown action {action!r}")
+
+
+def _slurm_screen(action: str, pod: Any, config: Path | str | None, run_dir: str | None, settings: Any,
+                  connect: Callable[[Any], Any] | None) -> LifecycleScreen:
+    """Launch / resume on a Slurm cluster: prime-rl's launcher on the login node submits the job."""
+    from services.lifecycle import actions as lc
+    from services.lifecycle import slurm_launch
+
+    if action == "launch":
+        if config is None:
+            raise ValueError("launch needs a config")
+        cfg = Path(config)
+
+        async def plan_launch(conn: Any) -> str:
+            where = run_dir or lc.default_run_dir(pod, cfg)
+            return (f"Launch {cfg.name} on the Slurm cluster {pod.name}\nrun dir: {where}\n"
+                    f"command: {settings.command}\nprime-rl's launcher runs on the login node and submits the job; "
+                    f"checks run first, a failed one stops the launch.")
+
+        def run_launch(conn: Any, force: bool) -> AsyncIterator[Any]:
+            return slurm_launch.launch(conn, cfg, settings=settings, run_dir=run_dir, force=force)
+
+        return LifecycleScreen("launch", pod, plan=plan_launch, run=run_launch, confirm="Launch",
+                               connect=connect, settings=settings)
+
+    async def plan_resume(conn: Any) -> str:
+        return slurm_launch.describe_resume(await slurm_launch.plan_resume(conn, settings), settings)
+
+    def run_resume(conn: Any, force: bool) -> AsyncIterator[Any]:
+        return slurm_launch.resume(conn, settings=settings, force=force)
+
+    return LifecycleScreen("resume", pod, plan=plan_resume, run=run_resume, confirm="Resume",
+                           connect=connect, settings=settings)
 
 
 def launch_screen(pod: Any, config: Path | str, **kw: Any) -> LifecycleScreen:

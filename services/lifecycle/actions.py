@@ -176,7 +176,7 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
         elif kind == "error":
             text = mask(str(msg.get("error") or "the run did not start"), secrets.values())
             if msg.get("missing_config"):
-                raise LifecycleError(text, hint="launch it again: prime-train-tui launch POD CONFIG")
+                raise LifecycleError(text, hint="launch the run again with its config")
             raise LifecycleError(text)
     if record is None:
         raise LifecycleError(f"the pod's helper ended before the run started ({conn.pod.name})")
@@ -239,16 +239,16 @@ async def _pod_has_config(shell: PodShell, record: dict[str, Any]) -> None:
     path, why = record.get("config"), _local_config_problem(record)
     if not path:
         raise LifecycleError(f"the run record names no config on the pod and {why}",
-                             hint="launch it again: prime-train-tui launch POD CONFIG")
+                             hint="launch the run again with its config")
     rc, out, _ = await shell.exec(["sh", "-c", 'test -f "$1" && cat "$1"', "sh", path])
     if rc != 0:
         raise LifecycleError(f"the run's config {path} is gone from the pod and {why}",
-                             hint="launch it again: prime-train-tui launch POD CONFIG")
+                             hint="launch the run again with its config")
     got = hashlib.sha256(out.encode()).hexdigest()[:12]
     if record.get("config_hash") and got != record["config_hash"]:
         raise LifecycleError(f"the pod's copy of the run's config {path} changed since the launch (sha256 {got}, "
                              f"launched with {record['config_hash']}) and {why}",
-                             hint="launch it again: prime-train-tui launch POD CONFIG")
+                             hint="launch the run again with its config")
 
 
 def _local_config_problem(record: dict[str, Any]) -> str:
@@ -285,7 +285,7 @@ def _local_config(record: dict[str, Any]) -> bytes:
         raise LifecycleError(f"cannot read the run's config {path}: {exc.strerror}") from None
     if not data or hashlib.sha256(data).hexdigest()[:12] != record.get("config_hash"):
         raise LifecycleError(f"the run's config {path or '(unknown)'} is missing or changed since the launch",
-                             hint="launch it on the new pod yourself: prime-train-tui launch POD CONFIG")
+                             hint="launch it on the new pod yourself, with its config")
     return data
 
 
@@ -385,11 +385,11 @@ async def plan_resume(conn: Any, settings: LifecycleSettings | None = None,
         records = [local] if local else []
     if not records:
         raise LifecycleError(f"no run recorded on {conn.pod.name}",
-                             hint="launch one first: prime-train-tui launch POD CONFIG")
+                             hint="launch one first")
     run = records[-1]
     if run.get("active"):
         raise LifecycleError(f"run {run['id']} is still running on {conn.pod.name}",
-                             hint="kill it first (prime-train-tui kill POD) or let it finish")
+                             hint="kill it first, or let it finish")
     ckpt_dir, ckpts = await checkpoints(shell, run["run_dir"], settings)
     best = newest_complete(ckpts)
     restore: dict[str, Any] | None = None
@@ -409,7 +409,7 @@ async def plan_resume(conn: Any, settings: LifecycleSettings | None = None,
                                  hint="launch fresh")
     if best is None:
         raise LifecycleError(f"no complete checkpoint in {ckpt_dir}",
-                             hint="restore one from the backup (prime-train-tui restore POD) or launch fresh")
+                             hint="restore one from the backup first, or launch afresh")
     skipped = [c for c in ckpts if not c["complete"] and c["step"] > best["step"]]
     return {"run": run, "ckpt_dir": ckpt_dir, "checkpoint": best, "skipped": skipped, "restore": restore}
 

@@ -155,7 +155,7 @@ def config_check(config: Path | None) -> Check:
         first = errors[0]
         where = f"line {first.line}: " if getattr(first, "line", 0) else ""
         return Check(name, FAIL, f"{len(errors)} error(s); {where}{first.message}",
-                     first.fix or f"run: prime-train-tui validate {config}")
+                     first.fix or f"validate {Path(config).name} to see every finding")
     return Check(name, OK, f"{report.kind} config, {report.warnings} warning(s)")
 
 

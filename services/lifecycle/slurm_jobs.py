@@ -1,8 +1,9 @@
 """Kill on a Slurm cluster (a pod of ``kind = "slurm"``): cancel the run's job with ``scancel`` through the
 login node and verify it is gone (issue 19).
 
-The run's job is the user's newest running job (else the newest pending one): what the confirm step names,
-listing the user's other jobs as left alone. The cancel is verified: the job leaves the queue entirely (no
+The run's job is the job of the newest run launched from here (``slurm_launch``: its record on the login
+node) while that job is pending or running; else the user's newest running job (else the newest pending
+one): what the confirm step names, listing the user's other jobs as left alone. The cancel is verified: the job leaves the queue entirely (no
 longer even COMPLETING, i.e. its processes on every node have ended) within ``wait`` seconds, and Slurm's
 final word on it is read (CANCELLED); else an error says what is still there.
 """
@@ -10,12 +11,14 @@ final word on it is read (CANCELLED); else an error says what is still there.
 from __future__ import annotations
 
 import asyncio
+import json
+import shlex
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from services.errors import PrimeTrainError
-from services.lifecycle.common import Event, LifecycleError
+from services.lifecycle.common import DEFAULT_STATE_DIR, Event, LifecycleError
 from services.slurm.cluster import SlurmCluster
 from services.slurm.health import pending_reason
 from services.slurm.models import SlurmError, SlurmJob
@@ -27,23 +30,69 @@ def _label(job: SlurmJob) -> str:
             + (f" on {nodes}" if nodes else "") + (f": {pending_reason(job.reason)}" if job.pending else ""))
 
 
-async def plan_cancel(conn: Any) -> tuple[SlurmJob, list[SlurmJob]]:
-    """(the run's job: the newest active job of the user, the user's other active jobs); LifecycleError
-    when there is none."""
+# ------------------------------------------------------------------------------------ run records
+# A run launched on a cluster (services/lifecycle/slurm_launch.py) is recorded on the login node, beside the
+# pod runs' registry (<state>/runs/): <state>/slurm-runs/<id>.json, and a copy in <run_dir>/.ptt/slurm-run.json.
+RECORDS_DIR = "slurm-runs"
+_SEP = "@@ptt-slurm-run"
+
+
+def records_dir(conn: Any) -> str:
+    return f"{(getattr(conn.pod, 'probe_dir', None) or DEFAULT_STATE_DIR).rstrip('/')}/{RECORDS_DIR}"
+
+
+async def slurm_runs(conn: Any) -> list[dict[str, Any]]:
+    """The runs launched on this cluster from here (oldest first), read from the login node in one command;
+    unreadable records are skipped, none recorded is []."""
+    d = shlex.quote(records_dir(conn))
+    try:
+        rc, out, _err = await conn.run(f'for f in {d}/*.json; do [ -f "$f" ] && cat "$f"; echo; echo {_SEP}; done',
+                                       timeout=30.0)
+    except (asyncio.TimeoutError, PrimeTrainError):
+        return []
+    found = []
+    for chunk in out.split(_SEP):
+        try:
+            rec = json.loads(chunk) if chunk.strip() else None
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("job_id") and rec.get("run_dir"):
+            found.append(rec)
+    found.sort(key=lambda r: (float(r.get("submitted") or 0.0), str(r.get("id", ""))))
+    return found
+
+
+async def plan_cancel_run(conn: Any) -> tuple[SlurmJob, list[SlurmJob], dict[str, Any] | None]:
+    """(the run's job, the user's other active jobs, the run's record or None). The run's job is the newest
+    recorded run's job while it is pending or running; without one, the user's newest active job.
+    LifecycleError when no job is active."""
     try:
         active = [j for j in await SlurmCluster(conn).jobs() if not j.finished]
     except SlurmError as exc:
         raise LifecycleError(str(exc), hint=exc.hint) from None
     if not active:
         raise LifecycleError(f"no Slurm job of yours is pending or running on {conn.pod.name}")
+    by_id = {j.id: j for j in active}
+    for rec in reversed(await slurm_runs(conn)):
+        job = by_id.get(str(rec["job_id"]))
+        if job is not None:
+            return job, [j for j in active if j.id != job.id], rec
     # a running job before a pending one (a held eval submitted later is not the run), then the newest
     active.sort(key=lambda j: (not j.pending, j.submit_time or 0.0, j.id))
-    return active[-1], active[:-1]
+    return active[-1], active[:-1], None
 
 
-def describe(target: SlurmJob, others: list[SlurmJob]) -> str:
+async def plan_cancel(conn: Any) -> tuple[SlurmJob, list[SlurmJob]]:
+    """(the run's job, the user's other active jobs): see :func:`plan_cancel_run`."""
+    target, others, _rec = await plan_cancel_run(conn)
+    return target, others
+
+
+def describe(target: SlurmJob, others: list[SlurmJob], record: dict[str, Any] | None = None) -> str:
     """The confirm step's text."""
     lines = [f"Cancel {_label(target)}"]
+    if record is not None:
+        lines.append(f"the run launched from here in {record['run_dir']} (run {record.get('id')})")
     if others:
         lines.append("Your other jobs are left alone:")
         lines += [f"  {_label(j)}" for j in others[:8]]
