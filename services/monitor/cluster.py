@@ -6,7 +6,8 @@ pod's task, over the pod's open connection: every ``MonitorSettings.slurm_interv
 command is bounded (``slurm_timeout``) and runs in its own task, so a slow or dead controller never holds up
 sampling; a failure becomes the view's ``error`` (and a warning), never the pod's. After each look the running
 jobs' GPUs are read node by node (services.slurm.gpus, one bounded ``srun`` per job) and the view updated
-again: the jobs and nodes never wait for them, and a job whose GPUs could not be read carries the reason.
+again: the jobs and nodes never wait for them, and a job whose GPUs could not be read carries the reason. A
+node whose GPUs stay idle while another node of its job works becomes a "looks stalled" warning.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from services.models import Alert
 from services.pod.connection import Connection
 from services.slurm.cluster import SlurmCluster
 from services.slurm.gpus import GpuReader
-from services.slurm.health import judge, unreachable
+from services.slurm.health import judge, stalled_ranks, track_idle, unreachable
 from services.slurm.models import ClusterView, JobGpus
 
 log = logging.getLogger("services.monitor.service")
@@ -33,21 +34,34 @@ class ClusterState:
     def __init__(self) -> None:
         self.view = ClusterView()
         self.alerts: tuple[Alert, ...] = ()
+        self.looked_alerts: tuple[Alert, ...] = ()  # the last look's (jobs and nodes)
+        self.idle_since: dict[tuple[str, str], float] = {}  # (job, node) -> GPUs idle since (stalled ranks)
 
     def looked(self, view: ClusterView, alerts: list[Alert]) -> None:
         """A new look at jobs and nodes: the GPUs last read for jobs still running stay until read again."""
         running = {j.id for j in view.jobs if j.state == "RUNNING"}
         kept = tuple(g for g in self.view.gpus if g.job_id in running)
-        self.view, self.alerts = replace(view, gpus=kept), tuple(alerts)
+        self.view, self.looked_alerts = replace(view, gpus=kept), tuple(alerts)
+        self.idle_since = {k: v for k, v in self.idle_since.items() if k[0] in running}
+        self._merge(view.checked_at)
 
-    def read_gpus(self, gpus: tuple[JobGpus, ...]) -> None:
+    def read_gpus(self, gpus: tuple[JobGpus, ...], now: float | None = None) -> None:
+        """The running jobs' GPUs, read: a node idle for minutes while another node of its job works is a
+        stalled rank (services.slurm.health.stalled_ranks)."""
         self.view = replace(self.view, gpus=gpus)
+        if now is not None:
+            self.idle_since = track_idle(self.idle_since, gpus, now)
+        self._merge(now)
+
+    def _merge(self, now: float | None) -> None:
+        stalls = stalled_ranks(self.view.gpus, self.idle_since, now) if now is not None else []
+        self.alerts = tuple(sorted((*self.looked_alerts, *stalls), key=lambda a: -a.severity.rank))
 
     def failed(self, message: str, now: float) -> None:
         """Slurm could not be asked: the last look's jobs and nodes stay, the error says why (first)."""
         since = self.view.error_at if self.view.error and self.view.error_at is not None else now
         self.view = replace(self.view, error=message, error_at=since)
-        self.alerts = (unreachable(message, since),)
+        self.alerts = self.looked_alerts = (unreachable(message, since),)
 
 
 async def look(cluster: SlurmCluster, state: ClusterState, now: Callable[[], float]) -> None:
@@ -80,7 +94,7 @@ async def look_gpus(reader: GpuReader, state: ClusterState, now: Callable[[], fl
         log.exception("reading the GPUs of %s's Slurm jobs failed", reader.conn.pod.name)
         gpus = tuple(JobGpus(j.id, error=f"reading the GPUs failed: {exc or type(exc).__name__}", checked_at=now())
                      for j in running)
-    state.read_gpus(gpus)
+    state.read_gpus(gpus, now())
     return True
 
 

@@ -1,6 +1,8 @@
 """What one look at a cluster says is wrong: a node that stopped answering under one of the user's running
 jobs, a job waiting longer than it should (with Slurm's reason in words), a job that just ended badly
-(NODE_FAIL, PREEMPTED, TIMEOUT, OUT_OF_MEMORY...). Pure: jobs and nodes in, alerts out.
+(NODE_FAIL, PREEMPTED, TIMEOUT, OUT_OF_MEMORY...), and a rank that stalls while the others work (a node of a
+running job whose GPUs have sat idle for minutes while another node of the job is busy). Pure: jobs, nodes
+and the nodes' GPUs in, alerts out.
 
 Alert ids are stable while the condition lasts (``slurm-node-down:<job>:<node>``...), as the monitor's own
 alerts are, so a watcher pushes each once.
@@ -11,10 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from services.models import Alert, Severity
-from services.slurm.models import SlurmJob, SlurmNode
+from services.slurm.models import JobGpus, NodeGpus, SlurmJob, SlurmNode
 from services.units import fmt_duration
 
 PENDING_ALERT_S = 30 * 60  # a job pending longer than this gets a warning naming Slurm's reason
+# a node of a running job whose GPUs average <= IDLE_UTIL % for STALL_S while another node of the job averages
+# >= BUSY_UTIL % is a stalled rank (a hung collective, a dead inference server): the job still looks RUNNING
+STALL_S = 10 * 60
+IDLE_UTIL = 5.0
+BUSY_UTIL = 30.0
 
 # Slurm's pending reasons in words (the common ones; others are shown as Slurm writes them)
 PENDING_REASONS = {
@@ -97,3 +104,47 @@ def judge(jobs: Iterable[SlurmJob], nodes: Iterable[SlurmNode], now: float, *,
 def unreachable(message: str, since: float) -> Alert:
     """Slurm could not be asked at all (its commands missing on the host, the controller not answering)."""
     return Alert("slurm-unreachable", Severity.WARNING, "Slurm did not answer", message, since=since)
+
+
+def node_util(node: NodeGpus) -> float | None:
+    """The mean utilisation of a node's GPUs, or None when it has none read (an error, no driver)."""
+    utils = [g.util for g in node.gpus if g.util is not None]
+    return sum(utils) / len(utils) if utils and not node.error else None
+
+
+def track_idle(idle_since: dict[tuple[str, str], float], gpus: Iterable[JobGpus], now: float
+               ) -> dict[tuple[str, str], float]:
+    """(job, node) -> since when the node's GPUs have been idle, after one more read: an idle node keeps its
+    first idle time, a busy or unread node leaves the map (a stall is only judged from reads, never guessed)."""
+    out: dict[tuple[str, str], float] = {}
+    for job in gpus:
+        for node in job.nodes:
+            util = node_util(node)
+            if util is not None and util <= IDLE_UTIL:
+                key = (job.job_id, node.node)
+                out[key] = idle_since.get(key, now)
+    return out
+
+
+def stalled_ranks(gpus: Iterable[JobGpus], idle_since: dict[tuple[str, str], float], now: float, *,
+                  stall_s: float = STALL_S) -> list[Alert]:
+    """A warning per node idle for ``stall_s`` or more while another node of the same job is busy now."""
+    alerts: list[Alert] = []
+    for job in gpus:
+        busy = [(n, u) for n in job.nodes if (u := node_util(n)) is not None and u >= BUSY_UTIL]
+        if not busy:  # the whole job idles (loading, evaluating, finished its work): not one rank's stall
+            continue
+        for node in job.nodes:
+            since = idle_since.get((job.job_id, node.node))
+            if since is None or now - since < stall_s:
+                continue
+            other, util = max(busy, key=lambda nu: nu[1])
+            roles = f" ({', '.join(node.roles)})" if node.roles else ""
+            alerts.append(Alert(
+                f"slurm-stalled:{job.job_id}:{node.node}", Severity.WARNING, f"{node.node} looks stalled",
+                f"The GPUs of job {job.job_id} on {node.node}{roles} have been idle ({node_util(node):.0f} %) for "
+                f"{fmt_duration(now - since)} while {other.node} works ({util:.0f} %): a rank there may be stuck "
+                f"(a hung collective, a dead inference server) and the job still shows as running. Read its "
+                f"output; if it does not recover, kill the job and resume from the newest complete checkpoint.",
+                since=since, line=f"JobId={job.job_id} node={node.node} util={node_util(node):.0f}%"))
+    return alerts
