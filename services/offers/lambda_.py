@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import (MAX_GPUS, Listed, Normalised, Offer, PodAccess, ProviderFailure, UnexpectedAnswer,
-                                   canonical_gpu, gc_paused, nominal_gb, not_an_object, number, shape, short)
+from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, Listed, Normalised, Offer, PodAccess,
+                                   ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused, impossible, nominal_gb,
+                                   not_an_object, number, shape, short)
 
 NAME = "lambda"
 DEFAULT_URL = "https://cloud.lambdalabs.com/api/v1"
@@ -29,22 +30,25 @@ def parse(payload: Any) -> Normalised:
     if type(data) is not dict:
         raise UnexpectedAnswer(NAME, "no data object" if data is None else f"data is {shape(data)}, not an object")
     out = Normalised(NAME)
-    add, skip = out.add, out.skip
-    for key, item in data.items():  # on the refresh path (offers_rank): one lookup per field
+    append, skip = out.append, out.skip
+    cards: dict[str, tuple[float, str]] = {}  # gpu_description → (GB/GPU, type), when it names its memory
+    # on the refresh path (offers_rank): one lookup per field, :func:`number` only for what is not already an
+    # int (cents, counts) or a finite float, the check of Normalised.add inlined
+    for key, item in data.items():
         it = item.get("instance_type") if type(item) is dict else None
         if type(it) is not dict:
             skip(f"an offer is {shape(item)}" if type(item) is not dict else "an offer has no instance_type")
             continue
         g = it.get
         raw_cents = g("price_cents_per_hour")
-        cents = number(raw_cents)
+        cents = float(raw_cents) if type(raw_cents) is int and -1e308 < raw_cents < 1e308 else number(raw_cents)
         specs = g("specs")
         if type(specs) is not dict:
             specs = {}
         raw_name = g("name")
         name = raw_name if type(raw_name) is str and raw_name else str(key)
         raw_count = specs.get("gpus")
-        count = number(raw_count)
+        count = float(raw_count) if type(raw_count) is int and -1e308 < raw_count < 1e308 else number(raw_count)
         if raw_count is None:
             m = re.match(r"gpu_(\d{1,4})x_", name)
             count = float(m.group(1)) if m else 0
@@ -59,17 +63,35 @@ def parse(payload: Any) -> Normalised:
             continue
         raw_desc = g("gpu_description")
         desc = raw_desc if type(raw_desc) is str else str(raw_desc or "")
-        vram = nominal_gb(desc) or nominal_gb(name) or 0.0
-        gpu_name = desc or name
-        gpu, n, price, disk = canonical_gpu(gpu_name, vram), int(count), cents / 100, number(specs.get("storage_gib"))
+        card = cards.get(desc)
+        if card is None:
+            vram = nominal_gb(desc) or nominal_gb(name) or 0.0
+            gpu_name = desc or name
+            gpu = canonical_gpu(gpu_name, vram)
+            if desc and nominal_gb(desc):  # the type's own name plays no part
+                cards[desc] = (vram, gpu)
+        else:
+            (vram, gpu), gpu_name = card, desc
+        n, price = int(count), cents / 100
+        storage = specs.get("storage_gib")
+        disk = float(storage) if type(storage) is int and -1e308 < storage < 1e308 else number(storage)
         raw_regions = item.get("regions_with_capacity_available")
-        regions = [r for r in raw_regions if type(r) is dict] if type(raw_regions) is list else []
+        regions = raw_regions if type(raw_regions) is list else []
+        for region in regions:  # (a loop, not a comprehension: most types list one region or two)
+            if type(region) is not dict:
+                regions = [r for r in regions if type(r) is dict]
+                break
+        ok = 0 < price <= MAX_GPU_HOUR * n and 0 <= vram <= MAX_VRAM_GB
         for region in regions or [None]:
             # positional, in Offer's field order: keyword calls cost twice as much over 10,000 offers
-            add(Offer(
+            offer = Offer(
                 NAME, name, gpu, gpu_name, n, vram, price, False, str(region.get("name") or "") if region else "",
                 region is not None, "Available" if region else "Sold out", None, disk, "",
-                {"instance_type_name": name}))
+                {"instance_type_name": name})
+            if ok:
+                append(offer)
+            else:
+                skip(impossible(offer) or "impossible")
     return out.done()
 
 

@@ -248,7 +248,7 @@ class Normalised(list):  # list[Offer]
             self.why = why
 
     def add(self, offer: Offer) -> None:
-        n = offer.gpu_count  # impossible(), inlined: this runs for each of 10,000 offers on a refresh
+        n = offer.gpu_count  # impossible(), inlined (Prime's, Vast's and Lambda's parsers inline this very check)
         if type(n) is int and 1 <= n <= MAX_GPUS and 0 < offer.price_hr <= MAX_GPU_HOUR * n \
                 and 0 <= offer.vram_gb <= MAX_VRAM_GB:
             self.append(offer)

@@ -8,20 +8,27 @@ in the type name (``H100_80GB``) × ``gpuCount`` it is divided back."""
 
 from __future__ import annotations
 
-from zlib import crc32
+from operator import itemgetter
 from typing import Any
+from zlib import crc32
 
 import httpx
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import (MAX_GPUS, Listed, Normalised, Offer, PodAccess, ProviderFailure, UnexpectedAnswer,
-                                   canonical_gpu, gc_paused, nominal_gb, not_an_object, number, parse_ssh, shape, short)
+from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, Listed, Normalised, Offer, PodAccess,
+                                   ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused, impossible, nominal_gb,
+                                   not_an_object, number, parse_ssh, shape, short)
 
 NAME = "primeintellect"
 DEFAULT_URL = "https://api.primeintellect.ai/api/v1"
 PAGE_SIZE = 100
 MAX_PAGES = 20
 MAX_PER_GPU_GB = 300  # no single GPU has more; a larger gpuMemory on a multi-GPU offer is a box total
+
+
+_FIELD_NAMES = ("gpuType", "gpuCount", "security", "prices", "gpuMemory", "stockStatus", "provider", "cloudId", "socket",
+                "dataCenter", "country", "isSpot", "region", "disk")
+_FIELDS = itemgetter(*_FIELD_NAMES)
 
 
 def per_gpu_memory(gpu_type: str, gpu_memory: float | None, gpu_count: int) -> float:
@@ -49,24 +56,29 @@ def parse(payload: Any) -> Normalised:
     elif type(items) is not list:
         raise UnexpectedAnswer(NAME, "no items list" if items is None else f"items is {shape(items)}, not a list")
     out = Normalised(NAME)
-    add, skip = out.add, out.skip
-    shapes: dict[tuple[str, Any, int], tuple[float, str]] = {}  # (gpuType, gpuMemory, count) → (GB/GPU, type)
+    append, skip = out.append, out.skip
+    # (gpuType, gpuMemory, count) → (GB/GPU, type, GB/GPU within MAX_VRAM_GB)
+    shapes: dict[tuple[str, Any, int], tuple[float, str, bool]] = {}
     stocks: dict[str, tuple[bool, str]] = {}  # stockStatus → (available, as shown)
-    # on the refresh path for every offer (offers_rank): each field read once, repeated work per distinct value
+    # on the refresh path for every offer (offers_rank): each field read once, repeated work per distinct value,
+    # :func:`number` only for what is not already a finite float (or an int, for the disk), the check of
+    # Normalised.add inlined (the count is checked above, the memory's part once per shape)
     for item in items:
         if type(item) is not dict:
             skip(f"an offer is {shape(item)}")
             continue
-        g = item.get
-        gpu_type, raw_count = g("gpuType"), g("gpuCount")
+        try:  # every field in one call (Prime lists them all); one at a time when some are missing
+            gpu_type, raw_count, security, prices, memory, stock, provider, cloud, socket, centre, country, spot, \
+                region, disk = _FIELDS(item)
+        except KeyError:
+            gpu_type, raw_count, security, prices, memory, stock, provider, cloud, socket, centre, country, spot, \
+                region, disk = map(item.get, _FIELD_NAMES)
         if gpu_type == "CPU_NODE":
             continue
         count = raw_count if type(raw_count) is int else int(number(raw_count) or 0)
         if type(gpu_type) is not str or not gpu_type or not 1 <= count <= MAX_GPUS:
             skip(f"gpuType {short(gpu_type)}, gpuCount {short(raw_count)}")
             continue
-        security = g("security")
-        prices = g("prices")
         # communityPrice for community_cloud, onDemand otherwise (the CLI's rule), each the other's fallback; no
         # prices, null or 0 prices, another currency: not for sale, left out quietly
         price = raw_price = None
@@ -76,45 +88,49 @@ def parse(payload: Any) -> Normalised:
                 on_demand, community = prices.get("onDemand"), prices.get("communityPrice")
                 first, second = (community, on_demand) if security == "community_cloud" else (on_demand, community)
                 raw_price = first if first is not None else second
-                price = number(raw_price)
+                price = raw_price if type(raw_price) is float and raw_price - raw_price == 0.0 else number(raw_price)
         if not price:  # null or 0: not for sale now
             if raw_price is not None and raw_price != 0:
                 skip(f"price {short(raw_price)}")
             continue
-        memory = g("gpuMemory")
         key = (gpu_type, memory, count) if type(memory) is int or type(memory) is float else None
         known = shapes.get(key) if key is not None else None
         if known is None:
             vram = per_gpu_memory(gpu_type, number(memory), count)
-            known = (vram, canonical_gpu(gpu_type, vram))
+            known = (vram, canonical_gpu(gpu_type, vram), 0 <= vram <= MAX_VRAM_GB)
             if key is not None:
                 shapes[key] = known
-        vram, canon = known
-        stock = g("stockStatus") or "Available"
+        vram, canon, vram_ok = known
+        stock = stock or "Available"
         status = stocks.get(stock) if type(stock) is str else None
         if status is None:
             text = str(stock)
             status = (text.lower() != "unavailable", text.capitalize())
             if type(stock) is str:
                 stocks[stock] = status
-        provider, cloud, socket, centre, country, spot = (g("provider"), g("cloudId"), g("socket"), g("dataCenter"),
-                                                          g("country"), g("isSpot"))
-        region = g("region")
-        disk = g("disk")
+        if type(disk) is dict:
+            disk = disk.get("defaultCount")
+            disk = float(disk) if type(disk) is int and -1e308 < disk < 1e308 else number(disk)
+        else:
+            disk = None
         params = {"cloudId": cloud, "socket": socket, "dataCenter": centre, "security": security,
                   "provider": provider, "country": country}
-        if None in (cloud, socket, centre, security, provider, country):
+        if cloud is None or socket is None or centre is None or security is None or provider is None \
+                or country is None:
             params = {k: v for k, v in params.items() if v is not None}
         # Prime offers carry no id: a stable 8-hex digest of what identifies one (CRC-32: cheap, and only needs
         # to tell a listing's offers apart)
         ident = "%08x" % crc32(f"{provider or ''}|{cloud or ''}|{gpu_type}|{socket or ''}|{raw_count or ''}|"
                                f"{centre or ''}|{security or ''}|{spot or ''}".encode())
         # positional, in Offer's field order: keyword calls cost twice as much over 10,000 offers
-        add(Offer(
+        offer = Offer(
             NAME, ident, canon, gpu_type, count, vram, price, bool(spot),
             region if type(region) is str and region else str(region or country or ""), status[0], status[1], None,
-            number(disk.get("defaultCount")) if type(disk) is dict else None,
-            provider if type(provider) is str else str(provider or ""), params))
+            disk, provider if type(provider) is str else str(provider or ""), params)
+        if vram_ok and 0 < price <= MAX_GPU_HOUR * count:
+            append(offer)
+        else:
+            skip(impossible(offer) or "impossible")
     return out.done()
 
 

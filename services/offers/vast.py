@@ -5,17 +5,24 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 import httpx
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import (MAX_GPUS, Listed, Normalised, Offer, PodAccess, ProviderFailure, UnexpectedAnswer,
-                                   canonical_gpu, gc_paused, not_an_object, number, shape, short)
+from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, Listed, Normalised, Offer, PodAccess,
+                                   ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused, impossible,
+                                   not_an_object, number, shape, short)
 
 NAME = "vast"
 DEFAULT_URL = "https://console.vast.ai/api/v0"
 MIB_PER_GIB = 1024
+
+
+_FIELD_NAMES = ("rentable", "dph_total", "num_gpus", "gpu_ram", "gpu_name", "reliability", "id", "geolocation",
+                "disk_space", "min_bid", "is_bid", "machine_id")
+_FIELDS = itemgetter(*_FIELD_NAMES)
 
 
 def query(*, spot: bool = False, limit: int = 200) -> dict[str, Any]:
@@ -35,23 +42,32 @@ def parse(payload: Any, *, spot: bool = False) -> Normalised:
     if type(offers) is not list:
         raise UnexpectedAnswer(NAME, "no offers list" if offers is None else f"offers is {shape(offers)}, not a list")
     out = Normalised(NAME)
-    add, skip = out.add, out.skip
-    cards: dict[tuple[Any, Any], tuple[float, str, str]] = {}  # (gpu_ram, gpu_name) → (GiB, type, name)
+    append, skip = out.append, out.skip
+    # (gpu_ram, gpu_name) → (GiB, type, name, GiB within MAX_VRAM_GB)
+    cards: dict[tuple[Any, Any], tuple[float, str, str, bool]] = {}
     reliabilities: dict[float, str] = {}  # reliability → "99.8%"
-    for o in offers:  # on the refresh path (offers_rank): one lookup per field, repeated work per distinct value
+    # on the refresh path for every offer (offers_rank): one lookup per field, repeated work per distinct value,
+    # :func:`number` only for what is not already a finite float (or an int, for the memory), the check of
+    # Normalised.add inlined (the memory's part once per card)
+    for o in offers:
         if type(o) is not dict:
             skip(f"an offer is {shape(o)}")
             continue
-        g = o.get
-        if g("rentable") is False:
+        try:  # every field in one call (Vast lists them all); one at a time when some are missing
+            rentable, raw_price, raw_count, raw_ram, raw_name, raw_rel, ident, where, disk, bid, is_bid, machine \
+                = _FIELDS(o)
+        except KeyError:
+            rentable, raw_price, raw_count, raw_ram, raw_name, raw_rel, ident, where, disk, bid, is_bid, machine \
+                = map(o.get, _FIELD_NAMES)
+        if rentable is False:
             continue
-        raw_price = g("dph_total")
-        if raw_price is None and type(g("search")) is dict:
+        if raw_price is None and type(o.get("search")) is dict:
             raw_price = o["search"].get("totalHour")
         price = raw_price if type(raw_price) is float and raw_price - raw_price == 0.0 else number(raw_price)
-        raw_count, raw_ram = g("num_gpus"), g("gpu_ram")
         count = raw_count if type(raw_count) is int else int(number(raw_count) or 0)
-        ram_mb = number(raw_ram)
+        kind = type(raw_ram)
+        ram_mb = raw_ram if kind is float and raw_ram - raw_ram == 0.0 else \
+            float(raw_ram) if kind is int and -1e308 < raw_ram < 1e308 else number(raw_ram)
         if not 1 <= count <= MAX_GPUS or not ram_mb or ram_mb < 0:
             skip(f"num_gpus {short(raw_count)}, gpu_ram {short(raw_ram)}")
             continue
@@ -59,17 +75,15 @@ def parse(payload: Any, *, spot: bool = False) -> Normalised:
             if raw_price is not None and raw_price != 0:
                 skip(f"price {short(raw_price)}")
             continue
-        raw_name = g("gpu_name")
         key = (ram_mb, raw_name) if type(raw_name) is str else None
         card = cards.get(key) if key is not None else None
         if card is None:
             vram = ram_mb / MIB_PER_GIB
             name = raw_name if type(raw_name) is str else str(raw_name or "")
-            card = (vram, canonical_gpu(name, vram), name)
+            card = (vram, canonical_gpu(name, vram), name, 0 <= vram <= MAX_VRAM_GB)
             if key is not None:
                 cards[key] = card
-        vram, gpu, name = card
-        raw_rel = g("reliability")
+        vram, gpu, name, vram_ok = card
         rel = raw_rel if type(raw_rel) is float and raw_rel - raw_rel == 0.0 else number(raw_rel)
         if rel is None:
             shown = ""
@@ -77,12 +91,16 @@ def parse(payload: Any, *, spot: bool = False) -> Normalised:
             shown = reliabilities.get(rel)
             if shown is None or rel == 0:  # (0.0 and -0.0 are one key but print apart)
                 shown = reliabilities[rel] = f"{rel:.1%}"
-        ident, where = g("id"), g("geolocation")
         # positional, in Offer's field order: keyword calls cost twice as much over 10,000 offers
-        add(Offer(
+        offer = Offer(
             NAME, ident if type(ident) is str else str(ident), gpu, name, count, vram, price,
-            spot or bool(g("is_bid")), where if type(where) is str else str(where or ""), True, shown, rel,
-            number(g("disk_space")), "", {"min_bid": number(g("min_bid")), "machine_id": g("machine_id")}))
+            spot or bool(is_bid), where if type(where) is str else str(where or ""), True, shown, rel,
+            disk if type(disk) is float and disk - disk == 0.0 else number(disk), "",
+            {"min_bid": bid if type(bid) is float and bid - bid == 0.0 else number(bid), "machine_id": machine})
+        if vram_ok and 0 < price <= MAX_GPU_HOUR * count:
+            append(offer)
+        else:
+            skip(impossible(offer) or "impossible")
     return out.done()
 
 
