@@ -10,9 +10,15 @@ trend, tokens/s, GPU util): pod, state, step, $/hr and alerts stay, the alerts t
 from __future__ import annotations
 
 from rich.cells import cell_len
+from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual._types import SegmentLines
+from textual.cache import LRUCache
+from textual.coordinate import Coordinate
+from textual.strip import Strip
 from textual.widgets import DataTable
+from textual.widgets.data_table import CellType, ColumnKey, RowKey
 
 from services.models import PodKind, PodSnapshot, PodState
 from widgets.alerts import SEVERITY_STYLE, badge_text, loss_trend, worst
@@ -92,6 +98,19 @@ def fleet_layout(available: int, pod_width: int, padding: int = 1) -> dict[str, 
     return {k: widths[k] for k in kept}
 
 
+def _value_key(value: object) -> object:
+    """A hashable stand-in for a cell's value, equal only for values DataTable draws alike (rich Text is not
+    hashable; 1, 1.0 and True are equal but drawn differently)."""
+    if isinstance(value, Text):
+        return (Text, value.plain, value.style, tuple(value.spans), value.justify, value.overflow, value.no_wrap,
+                value.end)
+    try:
+        hash(value)
+    except TypeError:
+        return object()  # equal to nothing: drawn afresh each time
+    return (type(value), value)
+
+
 class FleetView(DataTable):
     HELP_WHERE = "the fleet table"  # what the help calls it
     DEFAULT_CSS = """
@@ -104,6 +123,20 @@ class FleetView(DataTable):
         self._cells: dict[str, tuple[str | Text, ...]] = {}
         self._layout: dict[str, int] = {}
         self.cell_updates = 0  # for tests and the benchmark: how much work the diffing left
+        self.cell_renders = 0  # for tests: cells rendered (not found in the cache below)
+        # DataTable keys its render caches on one counter that every update_cell bumps, so one changed cell
+        # re-renders every visible cell (64 pods: ~500 cells a second, most of the fleet view's CPU). These
+        # caches key a cell on its value and a row or line on its own version instead, and all of them on
+        # that counter less our cell updates, so anything else that changes the table (rows added or
+        # removed, a resize, a relayout) still invalidates everything. They wrap Textual's private render
+        # hooks (the results are DataTable's own): tests/app/test_fleet_render.py compares every line with a
+        # plain DataTable's, so a Textual release that changes the hooks fails there (pinned < 9).
+        self._cell_bumps = 0
+        self._row_versions: dict[RowKey, int] = {}
+        self._own_cells: LRUCache[tuple, SegmentLines] = LRUCache(4000)
+        self._own_rows: LRUCache[tuple, tuple[SegmentLines, SegmentLines]] = LRUCache(1000)
+        self._own_lines: LRUCache[tuple, Strip] = LRUCache(1000)
+        self._row_styles: dict[tuple, Style] = {}  # DataTable looks the stripe's style up in the CSS per row
 
     def on_mount(self) -> None:
         self._relayout()
@@ -167,3 +200,73 @@ class FleetView(DataTable):
     def remove_pod(self, name: str) -> None:
         if self._cells.pop(name, None) is not None:
             self.remove_row(name)
+
+    # -- render caches per cell (see __init__) ---------------------------------------------------------
+
+    def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, *,
+                    update_width: bool = False) -> None:
+        super().update_cell(row_key, column_key, value, update_width=update_width)
+        if update_width:
+            return  # column widths may change: the bump invalidates everything, as DataTable means it to
+        row = RowKey(row_key) if isinstance(row_key, str) else row_key
+        self._cell_bumps += 1
+        self._row_versions[row] = self._row_versions.get(row, 0) + 1
+
+    @property
+    def _structure(self) -> int:
+        """DataTable's change counter without our cell updates: moves when anything else changed."""
+        return self._update_count - self._cell_bumps
+
+    def notify_style_update(self) -> None:
+        self._own_cells.clear()
+        self._own_rows.clear()
+        self._own_lines.clear()
+        self._row_styles.clear()
+        super().notify_style_update()
+
+    def _get_row_style(self, row_index: int, base_style: Style) -> Style:
+        kind = -1 if row_index == -1 else -2 if row_index < self.fixed_rows else row_index % 2
+        key = (kind, base_style, self.zebra_stripes, self._pseudo_class_state)
+        style = self._row_styles.get(key)
+        if style is None:
+            style = self._row_styles[key] = super()._get_row_style(row_index, base_style)
+        return style
+
+    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
+                     cursor: bool = False, hover: bool = False) -> SegmentLines:
+        row_key = self._header_row_key if row_index == -1 else self._row_locations.get_key(row_index)
+        column_key = self._column_locations.get_key(column_index)
+        # keyed by what the cell shows, so a value seen before in this row (a GPU utilisation going back to
+        # 93 %) is not rendered again
+        value = None if row_index == -1 else self._data.get(row_key, {}).get(column_key)
+        key = (row_key, column_key, row_index, column_index, base_style, width, cursor, hover,
+               self._show_hover_cursor, self._pseudo_class_state, self._structure, _value_key(value))
+        lines = self._own_cells.get(key)
+        if lines is None:
+            self.cell_renders += 1
+            lines = self._own_cells[key] = super()._render_cell(row_index, column_index, base_style, width,
+                                                                cursor, hover)
+        return lines
+
+    def _render_line_in_row(self, row_key: RowKey, line_no: int, base_style: Style, cursor_location: Coordinate,
+                            hover_location: Coordinate) -> tuple[SegmentLines, SegmentLines]:
+        key = (row_key, line_no, base_style, cursor_location, hover_location, self.cursor_type, self.show_cursor,
+               self._show_hover_cursor, self._pseudo_class_state, self._structure, self._row_versions.get(row_key, 0))
+        pair = self._own_rows.get(key)
+        if pair is None:
+            pair = self._own_rows[key] = super()._render_line_in_row(row_key, line_no, base_style, cursor_location,
+                                                                     hover_location)
+        return pair
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        try:
+            row_key, _ = self._get_offsets(y)
+        except LookupError:
+            return super()._render_line(y, x1, x2, base_style)
+        key = (y, x1, x2, self.size.width, self.cursor_coordinate, self.hover_coordinate, base_style,
+               self.cursor_type, self._show_hover_cursor, self._pseudo_class_state, self._structure,
+               row_key, self._row_versions.get(row_key, 0))
+        strip = self._own_lines.get(key)
+        if strip is None:
+            strip = self._own_lines[key] = super()._render_line(y, x1, x2, base_style)
+        return strip

@@ -1,0 +1,118 @@
+"""The panes' keys: a pane's own keys work while it shows, whatever has the focus, and the App's keys never
+shadow them. A mixin of PrimeTrainApp (app/tui.py): it uses the App's ``tabs``, ``pod_list``,
+``screen_stack``, ``focused`` and ``BINDINGS``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from textual import events
+from textual.binding import Binding
+from textual.widget import Widget
+from textual.widgets import Input, TextArea
+
+PANES = ("config", "offers", "monitor", "bottleneck", "checkpoints")
+# What gets the focus when a pane is shown (1-5, a tab click): its main widget, so arrows and Enter act
+# there; None: the pod list (the Monitor pane follows the selected pod and has no keys of its own). Never a
+# text field: there the number keys would type digits (Config opens on its findings; e edits, escape leaves).
+PANE_FOCUS = {"config": "#config-findings", "offers": "#of-table", "monitor": None,
+              "bottleneck": "#bottleneck-pane", "checkpoints": "#checkpoints-pane"}
+PANE_IDS = {"config": "#config-pane", "offers": "#offers-pane", "monitor": "#monitor-pane",
+            "bottleneck": "#bottleneck-pane", "checkpoints": "#checkpoints-pane"}
+
+
+def _keys(binding: Binding) -> list[str]:
+    return [k.strip() for k in binding.key.split(",")]
+
+
+@functools.lru_cache(maxsize=None)
+def _shown_keys(pane_type: type) -> dict[str, Binding]:
+    """A pane class's shown keys: key -> binding (hidden ones, escape, stay with the focus)."""
+    keys: dict[str, Binding] = {}
+    for binding in pane_type.BINDINGS:
+        if isinstance(binding, Binding) and binding.show:
+            for key in _keys(binding):
+                keys.setdefault(key, binding)
+    return keys
+
+
+@functools.lru_cache(maxsize=None)
+def app_action_keys(app_type: type) -> dict[str, list[str]]:
+    """action -> the keys the App binds to it (a pane binding the same key takes it while it is on screen)."""
+    keys: dict[str, list[str]] = {}
+    for binding in app_type.BINDINGS:
+        if isinstance(binding, Binding):
+            keys.setdefault(binding.action.split("(")[0], []).extend(_keys(binding))
+    return keys
+
+
+class PaneKeys:
+    tabs: Any
+    pod_list: Any
+    screen_stack: Any
+    focused: Any
+    _main_widgets_ready: Any
+    _on_main_screen: Any
+    run_action: Any
+
+    def active_pane(self) -> Widget | None:
+        """The pane widget on screen (None under a modal or while the App starts or stops)."""
+        if not self._main_widgets_ready() or not self._on_main_screen():
+            return None
+        selector = PANE_IDS.get(self.tabs.active or "")
+        if not selector:
+            return None
+        cache: dict[str, Widget] = self.__dict__.setdefault("_pane_widgets", {})
+        pane = cache.get(selector)  # footer and help ask on every refresh: one DOM query per pane, not per frame
+        if pane is None or not pane.is_attached:
+            found = self.screen_stack[0].query(selector)
+            if not found:
+                return None
+            pane = cache[selector] = found.first()
+        return pane
+
+    def pane_bindings(self) -> dict[str, Binding]:
+        """The visible pane's own keys: key -> binding."""
+        pane = self.active_pane()
+        return {} if pane is None else _shown_keys(type(pane))
+
+    def _focus_pane(self) -> None:
+        if not self._main_widgets_ready() or not self._on_main_screen():
+            return
+        selector = PANE_FOCUS.get(self.tabs.active or "")
+        target = self.screen_stack[0].query(selector).first() if selector else self.pod_list
+        if target.focusable:
+            target.focus()
+
+    async def on_key(self, event: events.Key) -> None:
+        """A key no binding took (the focus is outside the visible pane, e.g. in the pod list): the
+        pane's own binding for it runs. Text fields keep their keys."""
+        if isinstance(self.focused, (Input, TextArea)) or event.key in ("tab", "shift+tab"):
+            return
+        pane = self.active_pane()
+        binding = self.pane_bindings().get(event.key)
+        if pane is None or binding is None:
+            return
+        if self.focused is not None and pane in self.focused.ancestors_with_self:
+            return  # the focus is in the pane: its bindings had the key already
+        event.stop()
+        await self.run_action(binding.action, pane)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in app_action_keys(type(self)) and set(app_action_keys(type(self))[action]) & set(self.pane_bindings()):
+            return False  # the visible pane uses this key: it is the pane's (hidden here, run in on_key)
+        if action in ("remove_pod", "reconnect", "launch", "kill", "resume", "cleanup", "terminate_pod"):  # None: shown dimmed (footer, help), not runnable
+            return True if self._main_widgets_ready() and self.pod_list.selected else None
+        return True
+
+    def action_show_pane(self, pane: str) -> None:
+        if self.tabs.active == pane:
+            self._focus_pane()
+        self.tabs.active = pane
+
+    async def _run_pane_action(self, pane: str, action: str) -> None:
+        self.action_show_pane(pane)
+        widget = self.screen_stack[0].query(PANE_IDS[pane]).first()
+        await self.run_action(action, widget)

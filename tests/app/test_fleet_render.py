@@ -1,0 +1,129 @@
+"""The fleet table's render caches (widgets/fleet_view.py): a changed cell is the only cell rendered again, and
+what the table draws is always what a plain Textual DataTable draws for the same rows, however the table got
+there (cells updated, rows added and removed, the cursor moved, the terminal resized, the theme changed).
+
+The reference is a real DataTable beside it in the same App, given the same columns and rows; the two are
+compared line by line (text and style of every segment).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.geometry import Region
+from textual.widgets import DataTable
+
+from services.models import (Alert, GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus,
+                            RunProgress, Sample, Severity)
+from tests.app.helpers import wait_for
+from widgets.fleet_view import FleetView
+
+GIB = 1024**3
+
+
+def snapshot(name: str, step: int, util: float = 90.0, alerts: tuple[Alert, ...] = ()) -> PodSnapshot:
+    pod = Pod(name=name, kind=PodKind.SSH, host="10.0.0.1", price_per_hr=23.92)
+    gpus = tuple(GpuSample(i, "NVIDIA H100 80GB HBM3", util, 60 * GIB, 80 * GIB, 600.0, 60.0) for i in range(8))
+    run = RunProgress(step=step, max_steps=100, loss=0.5 / step, tokens_per_s=20_000.0 + step,
+                      loss_history=tuple(0.5 / s for s in range(1, step + 1)))
+    return PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "via nvml", since=0.0),
+                       history=(Sample(t=1.0, gpus=gpus, host=HostSample()),), run=run, alerts=alerts)
+
+
+class Pair(App[None]):
+    """The fleet table above a plain DataTable of the same width (neither focused: the focus colours the cursor)."""
+
+    AUTO_FOCUS = None
+    CSS = "FleetView, DataTable { height: 8; }"
+
+    def compose(self) -> ComposeResult:
+        yield FleetView(id="fleet")
+        yield DataTable(id="plain", cursor_type="row", zebra_stripes=True)
+
+
+def copy_to_plain(fleet: FleetView, plain: DataTable) -> None:
+    plain.clear(columns=True)
+    for key, column in fleet.columns.items():
+        plain.add_column(column.label, width=column.width, key=key.value)
+    for row_key in fleet.rows:
+        plain.add_row(*fleet.get_row(row_key), key=row_key.value)
+    plain.move_cursor(row=fleet.cursor_row, animate=False)
+
+
+def drawn(table: DataTable) -> list[list[tuple[str, object]]]:
+    return [[(seg.text, seg.style) for seg in table.render_line(y)] for y in range(table.size.height)]
+
+
+async def assert_draws_like_plain(app: Pair) -> None:
+    fleet, plain = app.query_one(FleetView), app.query_one("#plain", DataTable)
+    copy_to_plain(fleet, plain)
+    assert not fleet.has_focus and not plain.has_focus
+    lines = drawn(fleet)
+    assert len(lines) == 8 and any(text.strip() for line in lines for text, _ in line)
+    assert lines == drawn(plain)
+
+
+def render_all(fleet: FleetView) -> None:
+    fleet.render_lines(Region(0, 0, *fleet.size))
+
+
+async def test_an_updated_cell_is_the_only_cell_rendered_again() -> None:
+    app = Pair()
+    async with app.run_test(size=(150, 20)) as pilot:
+        fleet = app.query_one(FleetView)
+        for i, name in enumerate(("h100-a", "h100-b", "h100-c")):
+            fleet.update_pod(snapshot(name, 10 + i))
+        await pilot.pause()
+        render_all(fleet)  # every visible cell rendered once
+        before = fleet.cell_renders
+        render_all(fleet)
+        assert fleet.cell_renders == before  # nothing changed: nothing rendered
+
+        fleet.update_pod(snapshot("h100-b", 12))  # one more step: the step, loss and tok/s cells
+        render_all(fleet)
+        assert 1 <= fleet.cell_renders - before <= 3, fleet.cell_renders - before
+        assert "12/100" in "".join(text for text, _ in drawn(fleet)[2])
+
+
+async def test_the_table_draws_what_a_plain_datatable_draws_after_every_kind_of_change() -> None:
+    app = Pair()
+    async with app.run_test(size=(150, 20)) as pilot:
+        fleet = app.query_one(FleetView)
+        for i, name in enumerate(("h100-a", "h100-b", "h100-c")):
+            fleet.update_pod(snapshot(name, 10 + i))
+        await pilot.pause()
+        drawn(fleet)  # fill the caches with what is about to go stale
+        await assert_draws_like_plain(app)
+
+        fleet.update_pod(snapshot("h100-a", 11, util=93.0))  # cells updated in place
+        alert = Alert(id="disk", severity=Severity.WARNING, title="Disk 96% full", message="disk", since=0.0)
+        fleet.update_pod(snapshot("h100-c", 12, alerts=(alert,)))  # a Text cell (styled alert)
+        await pilot.pause()
+        await assert_draws_like_plain(app)
+        assert any("Disk 96% full" in "".join(t for t, _ in line) for line in drawn(fleet))
+
+        fleet.update_pod(snapshot("h100-a", 11, util=90.0))  # back to a value seen before
+        fleet.move_cursor(row=2, animate=False)
+        await pilot.pause()
+        await assert_draws_like_plain(app)
+
+        fleet.update_pod(snapshot("h100-new", 1))  # a row added, one removed
+        fleet.remove_pod("h100-b")
+        await pilot.pause()
+        await assert_draws_like_plain(app)
+
+        await pilot.resize_terminal(90, 20)  # a narrower table: columns dropped, rows re-added
+        await wait_for(pilot, lambda: "loss" not in fleet.shown_columns)
+        await pilot.pause()
+        await assert_draws_like_plain(app)
+
+        app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+        await pilot.pause()
+        await assert_draws_like_plain(app)
+        fleet.update_pod(replace(snapshot("h100-c", 13), alerts=()))
+        await pilot.pause()
+        await assert_draws_like_plain(app)
+        assert not any("Disk 96% full" in "".join(t for t, _ in line) for line in drawn(fleet))
+        assert isinstance(fleet.get_cell("h100-c", "state"), Text)
