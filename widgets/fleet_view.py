@@ -63,7 +63,7 @@ def fleet_row(snapshot: PodSnapshot, demo_price: float | None = None) -> tuple[s
     """The cells of one pod's row (pure: the same snapshot always gives equal cells)."""
     pod, run, latest = snapshot.pod, snapshot.run, snapshot.latest
     state = snapshot.status.state
-    name = pod.name + (" (sim)" if pod.simulated else "")
+    name = Text(pod.name + (" (sim)" if pod.simulated else ""))  # a Text: DataTable reads a str as markup
     step = NA if run is None or run.step is None else (
         f"{run.step}/{run.max_steps}" if run.max_steps else str(run.step))
     trend = loss_trend(run)

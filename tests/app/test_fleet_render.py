@@ -127,3 +127,16 @@ async def test_the_table_draws_what_a_plain_datatable_draws_after_every_kind_of_
         await assert_draws_like_plain(app)
         assert not any("Disk 96% full" in "".join(t for t, _ in line) for line in drawn(fleet))
         assert isinstance(fleet.get_cell("h100-c", "state"), Text)
+
+
+async def test_a_pod_name_with_brackets_is_drawn_as_written() -> None:
+    """pods.toml allows any name; DataTable reads a plain str cell as markup ('[bold]' vanished, '[/x]' raised)."""
+    app = Pair()
+    async with app.run_test(size=(150, 20)) as pilot:
+        fleet = app.query_one(FleetView)
+        for name in ("h100[beta]", "a[bold]b", "c[/x]"):
+            fleet.update_pod(snapshot(name, 10))
+        await pilot.pause()
+        lines = ["".join(text for text, _ in line) for line in drawn(fleet)]
+        for name in ("h100[beta]", "a[bold]b", "c[/x]"):
+            assert any(name in line for line in lines), (name, lines)
