@@ -67,7 +67,8 @@ async def plan_cancel_run(conn: Any) -> tuple[SlurmJob, list[SlurmJob], dict[str
     recorded run's job while it is pending or running; without one, the user's newest active job.
     LifecycleError when no job is active."""
     try:
-        active = [j for j in await SlurmCluster(conn).jobs() if not j.finished]
+        # a COMPLETING job is already ending (its processes are being reaped): nothing scancel could do
+        active = [j for j in await SlurmCluster(conn).jobs() if not j.finished and j.state != "COMPLETING"]
     except SlurmError as exc:
         raise LifecycleError(str(exc), hint=exc.hint) from None
     if not active:

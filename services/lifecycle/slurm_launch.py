@@ -23,6 +23,7 @@ import shlex
 import time
 from dataclasses import replace
 from pathlib import Path
+from secrets import token_hex
 from typing import Any, AsyncIterator
 
 from services import runs
@@ -52,6 +53,13 @@ JOB_WAIT = 60.0  # then Slurm must show the job running or pending within this
 PENDING_SETTLE = 10.0  # a just-submitted job pends "None" until the scheduler has looked at it
 _SUBMITTED = re.compile(r"Submitted batch job (\d+(?:_\d+)?)")
 _LOGIN_CHECKS = ("free disk", "trainer command")  # the pod pre-flight's checks that mean something on a login node
+NODE_CHECK = "a compute node"
+NODE_WAIT_S = 20  # srun --immediate: a node free within this, else the check is skipped (the job would queue)
+_NODE_SCRIPT = r"""
+echo "@@ptt node ${SLURMD_NODENAME:-$(hostname)}"
+if [ -f "$1" ]; then echo "@@ptt shared yes"; else echo "@@ptt shared no"; fi
+if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi -L 2>&1 | head -n 16; else echo "@@ptt nosmi"; fi
+"""
 # Reads the environment (secrets included) as one JSON line on its stdin, then becomes the launcher in the run
 # dir, stderr joined to stdout and stdin closed: nothing of it is ever written to a file.
 _RUNNER = ("import json,os,sys\n"
@@ -141,6 +149,10 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
         from services.lifecycle.actions import _pod_has_config  # the login node's copy must be the one launched
 
         await _pod_has_config(shell, resume["run"])
+    node = await _node_check(conn, run_abs, remote_config)
+    yield Event(action, "check", node.name, check=node)
+    if node.status == pf.FAIL and not force:
+        raise LifecycleError(f"pre-flight failed: {node.name} — {node.detail}", hint=node.fix)
     try:
         before = {j.id for j in await cluster.jobs(finished_too=True, expand=False)}
     except SlurmError as exc:
@@ -228,6 +240,73 @@ async def _checks(conn: Any, shell: PodShell, cluster: SlurmCluster, settings: L
         if c.status == pf.FAIL:
             failures.append(c)
         yield Event(action, "check", c.name, check=c)
+
+
+async def _node_check(conn: Any, run_abs: str, marker: str) -> Check:
+    """One task on one compute node (``srun --immediate``, the cluster's default partition): it runs, it sees
+    the run dir (``marker``, the config just uploaded into it: the shared filesystem the job will read and
+    write) and its GPUs. No node free within NODE_WAIT_S
+    is a warning (the real job would only wait in the queue). The check's allocation is waited for until it
+    has left the queue, so the job submitted next finds the node free."""
+    name = f"ptt-preflight-{token_hex(4)}"
+    cmd = (f"srun --immediate={NODE_WAIT_S} --nodes=1 --ntasks=1 --time=2 --job-name={name} "
+           f"sh -c {shlex.quote(_NODE_SCRIPT)} sh {shlex.quote(marker)}")
+    try:
+        rc, out, err = await conn.run(cmd, timeout=NODE_WAIT_S + 40.0)
+    except asyncio.TimeoutError:
+        return Check(NODE_CHECK, pf.WARN, f"srun on a compute node did not finish within {NODE_WAIT_S + 40} s",
+                     "the cluster may be slow to start tasks; the launch goes on")
+    except PrimeTrainError as exc:
+        return Check(NODE_CHECK, pf.WARN, f"srun could not be run: {exc}", "the launch goes on")
+    finally:
+        await _gone(conn, name)
+    return node_check_result(rc, out, err, run_abs)
+
+
+async def _gone(conn: Any, name: str, wait: float = 15.0) -> None:
+    """Wait (bounded) until the check's own allocation has left the queue (not even completing)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            rc, out, _ = await conn.run(f"squeue -h --me -n {shlex.quote(name)} -o %i", timeout=10.0)
+        except (asyncio.TimeoutError, PrimeTrainError):
+            return
+        if rc != 0 or not out.strip():
+            return
+        await asyncio.sleep(0.5)
+
+
+def node_check_result(rc: int, out: str, err: str, run_abs: str) -> Check:
+    """What the compute-node task printed, as a pre-flight check (pure; see :data:`_NODE_SCRIPT`)."""
+    node, shared, gpus, nosmi = "", None, [], False
+    for line in out.splitlines():
+        if line.startswith("@@ptt node "):
+            node = line[len("@@ptt node "):].strip()[:64]
+        elif line.startswith("@@ptt shared "):
+            shared = line.endswith("yes")
+        elif line.strip() == "@@ptt nosmi":
+            nosmi = True
+        elif line.startswith("GPU "):
+            gpus.append(line)
+    if not node:
+        text = " ".join(err.split())[:300] or f"srun exit status {rc}"
+        if re.search(r"immediate execution impossible|--immediate", err, re.IGNORECASE):
+            return Check(NODE_CHECK, pf.WARN, f"no compute node was free within {NODE_WAIT_S} s to check on ({text})",
+                         "the job will wait in the queue for its nodes; the launch goes on")
+        return Check(NODE_CHECK, pf.FAIL, f"a task could not run on a compute node: {text}",
+                     "check the cluster's partition and your account's access (sinfo, sacctmgr)")
+    if shared is False:
+        return Check(NODE_CHECK, pf.FAIL, f"the run dir {run_abs} is not visible from compute node {node} (the "
+                     f"config uploaded there is not found)", "put the run dir on the cluster's shared filesystem "
+                     "(pods.toml run_dir)")
+    if nosmi:
+        return Check(NODE_CHECK, pf.WARN, f"{node} runs tasks and sees the run dir, but has no nvidia-smi",
+                     "the job's GPUs cannot be checked or shown; is this a GPU partition?")
+    if not gpus:
+        return Check(NODE_CHECK, pf.WARN, f"{node} runs tasks and sees the run dir; nvidia-smi listed no GPU",
+                     "is this a GPU partition?")
+    model = gpus[0].split(":", 1)[1].split("(UUID", 1)[0].strip() if ":" in gpus[0] else "GPU"
+    return Check(NODE_CHECK, pf.OK, f"{node} runs tasks, sees the run dir, {len(gpus)} x {model}")
 
 
 async def _run_launcher(conn: Any, shell: PodShell, run_abs: str, command: str, env: dict[str, str],

@@ -122,15 +122,19 @@ async def test_launch_records_the_running_job_and_k_cancels_that_job(slurm, tmp_
     try:
         events = await launched(slurm, pod, tmp_path, settings)
         done = events[-1]
-        assert done.kind == "done", [e.message for e in events]
+        assert done.kind == "done", " | ".join(e.message + (f" {e.check.detail}" if e.check else "") for e in events)
         job = done.data["job_id"]
         assert done.data["job_state"] == "RUNNING" and done.data["nodes"] == ["n1", "n2"]
         assert done.message.startswith(f"job {job} running on n1, n2")
         # the launcher's own output was streamed, sbatch's line included
         assert any(e.message == f"launcher: Submitted batch job {job}" for e in events)
         checks = {e.check.name: e.check.status for e in events if e.check is not None}
+        # the test nodes have no nvidia-smi on the job's PATH: the compute-node check warns and says so
         assert checks == {"config validates": "ok", "free disk": "ok", "trainer command": "ok",
-                          "no job in this run dir": "ok"}
+                          "no job in this run dir": "ok", "a compute node": "warn"}
+        node = next(e.check for e in events if e.check is not None and e.check.name == "a compute node")
+        assert node.detail.endswith("runs tasks and sees the run dir, but has no nvidia-smi"), node.detail
+        assert node.detail.split()[0] in ("n1", "n2")
         # recorded on the login node (registry and run dir) and on this machine, secret names only
         async with LocalConnection(pod, env=slurm.env) as conn:
             records = await slurm_jobs.slurm_runs(conn)
