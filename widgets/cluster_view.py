@@ -161,6 +161,13 @@ def empty_text(view: ClusterView, now: float) -> str:
     return ""
 
 
+def job_utils(view: ClusterView | None) -> list[float]:
+    """The utilisation of every GPU read on the nodes of the cluster's running jobs (for the fleet table)."""
+    if view is None:
+        return []
+    return [g.util for job in view.gpus for node in job.nodes for g in node.gpus if g.util is not None]
+
+
 def summary(view: ClusterView | None) -> str:
     """"3 jobs, 1 node down" for the fleet table ("" before the first look)."""
     if view is None:

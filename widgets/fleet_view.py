@@ -22,7 +22,7 @@ from textual.widgets.data_table import CellType, ColumnKey, RowKey
 
 from services.models import PodKind, PodSnapshot, PodState
 from widgets.alerts import SEVERITY_STYLE, badge_text, loss_trend, worst
-from widgets.cluster_view import summary
+from widgets.cluster_view import job_utils, summary
 from widgets.columns import fit_columns
 from widgets.format import NA
 
@@ -70,6 +70,8 @@ def fleet_row(snapshot: PodSnapshot, demo_price: float | None = None) -> tuple[s
     loss = f"{trend} {run.loss:.4g}" if run is not None and run.loss is not None else NA
     tps = NA if run is None or run.tokens_per_s is None else f"{run.tokens_per_s:,.0f}"
     utils = [g.util for g in latest.gpus if g.util is not None] if latest else []
+    if not utils:  # a Slurm login node has no GPUs of its own: its running jobs' GPUs, every node's
+        utils = job_utils(snapshot.cluster)
     util = f"{sum(utils) / len(utils):.0f}% ×{len(utils)}" if utils else NA
     price_hr = price_of(snapshot, demo_price)
     price = NA if price_hr is None else f"{price_hr:.2f}"

@@ -102,3 +102,16 @@ async def test_monitor_pane_shows_each_nodes_gpus_at_80_columns() -> None:
         app.on_snapshot(snapshot(ClusterView(jobs=(PENDING,), nodes=NODES, checked_at=NOW)))
         await shown(pilot)
         assert not box.display and panel.rows[0][0] == "4712"
+
+
+def test_the_fleet_row_shows_the_running_jobs_gpus_for_a_login_node_without_its_own() -> None:
+    from widgets.fleet_view import COLUMN_KEYS, fleet_row
+    from widgets.format import NA
+
+    view = ClusterView(jobs=(RUNNING, OTHER, PENDING), nodes=NODES, checked_at=NOW, gpus=(GPUS,))
+    cells = fleet_row(snapshot(view))
+    # n1's 2 GPUs and n2's 4 (n3 could not be read): (90 + 84 + 10 + 95 * 3) / 6 = 78 %
+    assert str(cells[COLUMN_KEYS.index("util")]) == "78% ×6"
+    assert str(cells[COLUMN_KEYS.index("alerts")]).startswith("3 jobs")
+    # before the GPUs are read: the login node's own (none), as before
+    assert fleet_row(snapshot(replace(view, gpus=())))[COLUMN_KEYS.index("util")] == NA
