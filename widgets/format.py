@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 import time
+from bisect import bisect_left, insort
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from rich.cells import cell_len
+from textual.css.scalar import Unit
 from textual.widgets import Label
 
 from services.models import PodSnapshot, Sample
@@ -84,11 +87,130 @@ def series(
     return out[-limit:]
 
 
+class Timeline:
+    """``series``'s timeline (each entry a sample, or None for one missing step of a gap) kept up to date as
+    the history grows, instead of worked out again from the whole history on every snapshot.
+
+    ``update`` says what changed: the entries to append, or that the timeline was rebuilt (a history that is
+    not the previous one plus new samples, or a changed usual step that moves a gap's blanks). Its
+    ``entries`` always equal the timeline ``series`` walks for the same history and ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.entries: deque[Sample | None] = deque(maxlen=limit)
+        self._window: deque[Sample] = deque()  # history[-limit:]
+        self._first = 0  # the number of the window's first sample, counted since the timeline began
+        self._steps: list[tuple[float, int]] = []  # (seconds from the sample before, number), sorted; only > 0
+        self._blanks: dict[int, int] = {}  # sample number -> blanks before it
+        self.generation = 0  # counts rebuilds: a reader of ``entries`` that saw another generation reads them all
+        self.appended = 0  # entries appended so far: a reader that saw fewer reads the difference
+
+    def update(self, history: Sequence[Sample]) -> tuple[bool, list[Sample | None]]:
+        """(rebuilt, entries): the entries appended, or, when ``rebuilt``, all of them (``entries`` replaced)."""
+        new = self._new_samples(history)
+        if new is None or len(new) >= self.limit:
+            return True, self._rebuild(history)
+        window, steps = self._window, self._steps
+        if not new:
+            return False, []
+        for sample in new:
+            if window and sample.t > window[-1].t:
+                insort(steps, (sample.t - window[-1].t, self._first + len(window)))
+            window.append(sample)
+        target = min(self.limit, len(history))
+        while len(window) > target:  # the oldest samples leave, with their steps to the next one
+            gone = window.popleft()
+            self._first += 1
+            dt = window[0].t - gone.t if window else 0.0
+            if dt > 0:
+                del steps[bisect_left(steps, (dt, self._first))]
+            if target < self.limit:  # a history shorter than the graph: its oldest entries must go too
+                return True, self._rebuild(history)
+        blanks = self._gaps()
+        first_new = self._first + len(window) - len(new)
+        for number in set(blanks) | set(self._blanks):
+            if self._first < number < first_new and blanks.get(number) != self._blanks.get(number):
+                return True, self._rebuild(history)  # the usual step moved: an older gap reads differently
+        self._blanks = blanks
+        added: list[Sample | None] = []
+        for number, sample in enumerate(new, start=first_new):
+            added.extend([None] * blanks.get(number, 0))
+            added.append(sample)
+        self.entries.extend(added)
+        self.appended += len(added)
+        return False, added[-self.limit:]
+
+    def _new_samples(self, history: Sequence[Sample]) -> list[Sample] | None:
+        """The samples after the window's newest when ``history`` continues the window, else None."""
+        window = self._window
+        if not window or not history:
+            return None
+        last = window[-1]
+        for k in range(min(len(history), 64)):
+            if history[-1 - k] is last:
+                break
+        else:
+            return None
+        start = len(history) - k - len(window)  # where the window's oldest sample is, if still there
+        if history[max(start, 0)] is not window[max(-start, 0)]:
+            return None
+        if start > 0 and len(window) < self.limit:
+            return None  # older samples than the window's, which the window should have held
+        if not k and start < 0:
+            return None  # nothing new, yet older samples went
+        return list(history[len(history) - k:])
+
+    def _gaps(self) -> dict[int, int]:
+        steps = self._steps
+        step = steps[len(steps) // 2][0] if steps else 0.0
+        blanks: dict[int, int] = {}
+        if step <= 0:
+            return blanks
+        for dt, number in steps[bisect_left(steps, (3.5 * step, -1)):]:  # candidates: a gap needs dt >= 4 steps
+            missing = int(dt / step) - 1
+            if missing >= 3:
+                blanks[number] = min(missing, self.limit)
+        return blanks
+
+    def _rebuild(self, history: Sequence[Sample]) -> list[Sample | None]:
+        recent = list(history[-self.limit:])
+        self._window = deque(recent)
+        self._first = 0
+        self._steps = sorted((b.t - a.t, i) for i, (a, b) in enumerate(zip(recent, recent[1:]), start=1) if b.t > a.t)
+        self._blanks = self._gaps()
+        entries: list[Sample | None] = []
+        for i, sample in enumerate(recent):
+            entries.extend([None] * self._blanks.get(i, 0))
+            entries.append(sample)
+        self.entries = deque(entries, maxlen=self.limit)
+        self.generation += 1
+        self.appended += len(entries)
+        return list(self.entries)
+
+    def since(self, generation: int, appended: int) -> tuple[bool, list[Sample | None]]:
+        """(all, entries) for a reader that last saw ``generation`` with ``appended`` entries: the entries added
+        since, or (True, every entry) when it saw another generation or more has been added than is kept."""
+        behind = self.appended - appended
+        if generation != self.generation or behind < 0 or behind >= self.limit:
+            return True, list(self.entries)
+        entries = self.entries
+        return False, [entries[-i] for i in range(behind, 0, -1)]
+
+
 def set_label(label: Label, text: str) -> None:
     """Update a one-line label only when its text changed, and ask for a layout pass only when its
-    width did: a full reflow per sample per label was most of the app's CPU with many pods."""
+    size may change: a full reflow per sample per label was most of the app's CPU with many pods."""
     old = getattr(label, "_shown_text", None)
     if old == text:
         return
     label._shown_text = text  # type: ignore[attr-defined]
-    label.update(text, layout=old is None or cell_len(old) != cell_len(text))
+    label.update(text, layout=old is None or (cell_len(old) != cell_len(text) and not _same_size(label, old, text)))
+
+
+def _same_size(label: Label, old: str, new: str) -> bool:
+    """A label of a set number of cells keeps its size while both texts fit on its one line."""
+    width = label.styles.width
+    if width is None or width.unit is not Unit.CELLS:
+        return False
+    room = label.content_size.width
+    return room > 0 and cell_len(old) <= room and cell_len(new) <= room

@@ -7,7 +7,8 @@ data changed; it never reads a clock of its own (``now`` comes from the App's in
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import TypeVar
 
 from textual import events
 from textual.app import ComposeResult
@@ -22,8 +23,8 @@ from widgets.format import (
     duration,
     gib,
     number,
+    Timeline,
     received_at,
-    series,
     set_label,
     used_total_gib,
 )
@@ -39,14 +40,7 @@ NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
 LOG_TAIL_LINES = 8
 ALERT_LOG_LINES = 5
 HISTORY_POINTS = 600  # 10 minutes at 1 Hz per GPU graph (the monitor keeps as many samples), fitted to width
-
-
-def _set_data(trend: Trend, data: list[float | None], high: float) -> None:
-    values = tuple(data)
-    if trend.data != values:
-        trend.data = values
-    if trend.high != high:
-        trend.high = high
+W = TypeVar("W", bound=Widget)
 
 
 def _level(label: Label, warn: bool, critical: bool) -> None:
@@ -60,30 +54,6 @@ PICKS: dict[str, Callable[[GpuSample], float | None]] = {
     "power": lambda g: g.power_w,
     "temp": lambda g: g.temp_c,
 }
-
-
-class GpuHistory:
-    """Every GPU's graphs from one pass over the history: the timeline (gaps as None, the rules of
-    ``widgets.format.series``) is worked out once per snapshot, not once per GPU and metric."""
-
-    def __init__(self, history: Sequence[Sample]) -> None:
-        positions = series(history, _position_of(history), limit=HISTORY_POINTS)
-        self._timeline = [None if p is None else int(p) for p in positions]
-        self._gpus = [{g.index: g for g in sample.gpus} for sample in history]
-
-    def values(self, index: int, metric: str) -> list[float | None]:
-        pick, gpus = PICKS[metric], self._gpus
-        out: list[float | None] = []
-        for pos in self._timeline:
-            g = None if pos is None else gpus[pos].get(index)
-            v = None if g is None else pick(g)
-            out.append(None if v is None else float(v))
-        return out
-
-
-def _position_of(history: Sequence[Sample]) -> Callable[[Sample], float | None]:
-    where = {id(sample): float(i) for i, sample in enumerate(history)}
-    return lambda sample: where[id(sample)]
 
 
 def state_text(snapshot: PodSnapshot, now: float) -> str:
@@ -125,12 +95,17 @@ class GpuRow(Horizontal):
     def __init__(self, index: int) -> None:
         super().__init__(classes="gpu-row")
         self.index = index
+        self._labels = {metric: Label(NA, classes=f"gpu-value gpu-{metric}") for metric in PICKS}
+        # util %, memory % and °C share a 0-100 scale; no power limit in the probe yet: power scales to the most seen
+        self._trends = {metric: Trend(classes=f"gpu-spark spark-{metric}", limit=HISTORY_POINTS,
+                                      auto_high=metric == "power") for metric in PICKS}
+        self._seen = (-1, 0)  # the timeline's (generation, appended) the graphs show
 
     def compose(self) -> ComposeResult:
         yield Label(f"GPU{self.index}", classes="gpu-index")
-        for metric in ("util", "mem", "power", "temp"):
-            yield Label(NA, classes=f"gpu-value gpu-{metric}")
-            yield Trend(classes=f"gpu-spark spark-{metric}")
+        for metric in PICKS:
+            yield self._labels[metric]
+            yield self._trends[metric]
 
     def on_mount(self) -> None:
         """A row mounted after its snapshot arrived fills itself (no second snapshot needed)."""
@@ -139,29 +114,36 @@ class GpuRow(Horizontal):
                 pane._fill_row(self)
                 break
 
-    def show(self, gpu: GpuSample | None, history: GpuHistory) -> None:
-        """The latest values and the whole history (10 min at 1 Hz); each Trend fits it to its width."""
-        util = self.query_one(".gpu-util", Label)
-        mem = self.query_one(".gpu-mem", Label)
-        power = self.query_one(".gpu-power", Label)
-        temp = self.query_one(".gpu-temp", Label)
+    def show(self, gpu: GpuSample | None, timeline: Timeline) -> None:
+        """The latest values, and the graphs' new points (10 min at 1 Hz in all); each Trend fits them to its width."""
+        labels = self._labels
         if gpu is None:
-            for label in (util, mem, power, temp):
+            for label in labels.values():
                 set_label(label, NA)
         else:
-            set_label(util, number(gpu.util, "%"))
-            set_label(mem, used_total_gib(gpu.mem_used, gpu.mem_total))
-            set_label(power, number(gpu.power_w, "W"))
-            set_label(temp, number(gpu.temp_c, "°C"))
-            _level(mem, (gpu.mem_pct or 0) >= MEM_WARN_PCT, False)
+            set_label(labels["util"], number(gpu.util, "%"))
+            set_label(labels["mem"], used_total_gib(gpu.mem_used, gpu.mem_total))
+            set_label(labels["power"], number(gpu.power_w, "W"))
+            set_label(labels["temp"], number(gpu.temp_c, "°C"))
+            _level(labels["mem"], (gpu.mem_pct or 0) >= MEM_WARN_PCT, False)
             t = gpu.temp_c or 0
-            _level(temp, t >= TEMP_WARN, t >= TEMP_CRITICAL)
-        for metric in PICKS:
-            values = history.values(self.index, metric)
-            high = 100.0  # util %, memory % and °C share a 0-100 scale
-            if metric == "power":  # no power limit in the probe yet: scale to the most seen
-                high = max([v for v in values if v is not None], default=0.0) or 1.0
-            _set_data(self.query_one(f".spark-{metric}", Trend), values, high)
+            _level(labels["temp"], t >= TEMP_WARN, t >= TEMP_CRITICAL)
+        seen = (timeline.generation, timeline.appended)
+        if seen == self._seen:
+            return
+        everything, entries = timeline.since(*self._seen)
+        self._seen = seen
+        index = self.index
+        gpus = [None if sample is None else {g.index: g for g in sample.gpus}.get(index) for sample in entries]
+        for metric, pick in PICKS.items():
+            values: list[float | None] = []
+            for g in gpus:
+                v = None if g is None else pick(g)
+                values.append(None if v is None else float(v))
+            if everything:
+                self._trends[metric].data = values
+            else:
+                self._trends[metric].extend(values)
 
 
 class MonitorPane(Widget):
@@ -181,6 +163,10 @@ class MonitorPane(Widget):
     SPARK_MIN = 10
     FIXED = {False: 6 + 8 + 17 + 8 + 8, True: 5 + 7 + 14 + 7 + 7}  # index and the four figures, per -tight
     TIGHT_BELOW, SHORT_BELOW = 100, 30
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._found: dict[str, Widget] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("No pod selected. Press [b]a[/b] to add one.", id="monitor-empty")
@@ -211,16 +197,18 @@ class MonitorPane(Widget):
             yield Label("", id="monitor-errors")
 
     def on_mount(self) -> None:
-        self.query_one("#monitor-body").display = False
+        self._one("#monitor-body").display = False
         for extra in ("#run-progress", "#wandb-info", "#monitor-alerts", "#cluster-panel", "#gpu-procs", "#log-tail",
                       "#monitor-alert-log"):
-            self.query_one(extra).display = False
+            self._one(extra).display = False
         self._tail_shown: tuple[str, ...] | None = None
         self._alert_log_shown: tuple[str | None, int, object] | None = None
         self._gpu_indices: tuple[int, ...] = ()
         self._pod_name: str | None = None
         self._snapshot: PodSnapshot | None = None
         self._now = 0.0
+        self._gpu_timeline = Timeline(HISTORY_POINTS)
+        self._timeline_of: object = None  # the history the timeline was brought to
 
     def on_resize(self, event: events.Resize) -> None:
         """Fit the width and height: -tight (narrow figures), -short, and which GPU graphs still fit."""
@@ -236,6 +224,14 @@ class MonitorPane(Widget):
             self._alert_log_shown = None
             self.show(self._snapshot, self._now)
 
+    def _one(self, selector: str, kind: type[W] = Widget) -> W:  # type: ignore[assignment]
+        """The pane's own widgets (composed once), found once: a DOM query per label per snapshot was a third of
+        the pane's time."""
+        found = self._found.get(selector)
+        if found is None:
+            found = self._found[selector] = self.query_one(selector, kind)
+        return found  # type: ignore[return-value]
+
     @property
     def pod_name(self) -> str | None:
         return self._pod_name
@@ -243,12 +239,12 @@ class MonitorPane(Widget):
     def clear(self) -> None:
         self._pod_name = None
         self._snapshot = None
-        self.query_one("#monitor-empty").display = True
-        self.query_one("#monitor-body").display = False
+        self._one("#monitor-empty").display = True
+        self._one("#monitor-body").display = False
 
     def show(self, snapshot: PodSnapshot, now: float) -> None:
-        self.query_one("#monitor-empty").display = False
-        self.query_one("#monitor-body").display = True
+        self._one("#monitor-empty").display = False
+        self._one("#monitor-body").display = True
         self._pod_name = snapshot.pod.name
         self._snapshot, self._now = snapshot, now
         latest = snapshot.latest
@@ -259,14 +255,14 @@ class MonitorPane(Widget):
         self._show_alert_log(snapshot.pod.name)
         for part in ("#monitor-stats", "#host-row", "#gpu-models", "#gpu-rows"):  # (the gaps: _show_gaps)
             shown = latest is not None or snapshot.status.state is PodState.ONLINE  # no empty "N/A" figures
-            if self.query_one(part).display != shown:
-                self.query_one(part).display = shown
+            if self._one(part).display != shown:
+                self._one(part).display = shown
         self._show_host(latest)
         self._show_gpus(snapshot)
         self._show_run(snapshot)
         self._show_cluster(snapshot, now)
         errors = latest.errors if latest else ()
-        errors_label = self.query_one("#monitor-errors", Label)
+        errors_label = self._one("#monitor-errors", Label)
         set_label(errors_label, "probe could not read: " + "; ".join(errors) if errors else "")
         errors_label.display = bool(errors)
 
@@ -282,7 +278,7 @@ class MonitorPane(Widget):
         self._show_alert_log(snapshot.pod.name)
 
     def _show_wandb(self, snapshot: PodSnapshot, now: float) -> None:
-        label = self.query_one("#wandb-info", Label)
+        label = self._one("#wandb-info", Label)
         text = wandb_line(snapshot.wandb, now)
         set_label(label, text)
         if label.display != bool(text):
@@ -297,7 +293,7 @@ class MonitorPane(Widget):
         if key == self._alert_log_shown:
             return
         self._alert_log_shown = key
-        box = self.query_one("#monitor-alert-log", Static)
+        box = self._one("#monitor-alert-log", Static)
         has = any(name == pod for name, _ in entries) and not self.has_class("-short")  # short: o shows it
         if has:
             box.update(recent_alerts_text(list(entries), pod, ALERT_LOG_LINES))
@@ -306,7 +302,7 @@ class MonitorPane(Widget):
 
     def _show_cluster(self, snapshot: PodSnapshot, now: float) -> None:
         """A Slurm login node's jobs and nodes; hidden for every other pod."""
-        panel = self.query_one("#cluster-panel", ClusterPanel)
+        panel = self._one("#cluster-panel", ClusterPanel)
         view = snapshot.cluster
         if view is not None:
             panel.show(view, now)
@@ -318,7 +314,7 @@ class MonitorPane(Widget):
         The log tail appears once the run is stepping or a log line matched an error pattern (start-up
         chatter alone is not worth the space)."""
         latest = snapshot.latest
-        progress = self.query_one("#run-progress", Label)
+        progress = self._one("#run-progress", Label)
         text = run_line(snapshot.run, latest.t if latest else None)
         basis = getattr(snapshot.run, "cost_basis", None)
         if basis in ("since rented", "since the pod started"):  # the pod's bill, not the run's steps' estimate
@@ -326,9 +322,9 @@ class MonitorPane(Widget):
         set_label(progress, text)
         if progress.display != bool(text):
             progress.display = bool(text)
-        self.query_one("#monitor-alerts", AlertList).show_alerts(snapshot.alerts)
+        self._one("#monitor-alerts", AlertList).show_alerts(snapshot.alerts)
         procs = latest.procs if latest else ()
-        label = self.query_one("#gpu-procs", Label)
+        label = self._one("#gpu-procs", Label)
         set_label(label, "GPU processes: " + "; ".join(
             f"{p.pid} on GPU {NA if p.gpu is None else p.gpu} ({gib(p.mem)} GiB) "
             f"{p.cmd[:60]}" for p in procs[:8]) if procs else "")
@@ -336,10 +332,13 @@ class MonitorPane(Widget):
             label.display = bool(procs)
         tail = snapshot.log_tail
         show_tail = bool(tail) and (snapshot.run is not None or any(a.id.startswith("log:") for a in snapshot.alerts))
-        box = self.query_one("#log-tail", Static)
+        box = self._one("#log-tail", Static)
         if show_tail and tail is not self._tail_shown:
+            lines, shown = tail[-LOG_TAIL_LINES:], self._tail_shown
             self._tail_shown = tail
-            box.update(log_tail_text(tail, LOG_TAIL_LINES))
+            if shown is None or lines != shown[-LOG_TAIL_LINES:]:  # its height is its number of lines (no wrap)
+                box.update(log_tail_text(lines, LOG_TAIL_LINES), layout=shown is None or len(lines) != len(
+                    shown[-LOG_TAIL_LINES:]))
         if box.display != show_tail:
             box.display = show_tail
 
@@ -347,8 +346,8 @@ class MonitorPane(Widget):
         pod = snapshot.pod
         simulated = "  SIMULATED" if pod.simulated else ""
         title = f"{pod.label} — {snapshot.status.state.value}{simulated}"
-        set_label(self.query_one("#monitor-title", Label), title)
-        box = self.query_one("#monitor-state", Static)
+        set_label(self._one("#monitor-title", Label), title)
+        box = self._one("#monitor-state", Static)
         text = state_text(snapshot, now)
         if getattr(self, "_state_shown", None) != text:
             self._state_shown = text
@@ -370,7 +369,7 @@ class MonitorPane(Widget):
             text += f" · {snapshot.malformed_total} malformed"
         if cut := cut_text(snapshot):
             text += f" · {cut}"
-        set_label(self.query_one("#monitor-stats", Label), text)
+        set_label(self._one("#monitor-stats", Label), text)
 
     def _show_gaps(self, snapshot: PodSnapshot, now: float) -> None:
         if not snapshot.gaps:
@@ -384,7 +383,7 @@ class MonitorPane(Widget):
             more = len(snapshot.gaps) - len(shown)
             text = "history: " + ", ".join(shown) + (f" (+{more} earlier)" if more > 0 else "")
             text += " — blank in the graphs"
-        label = self.query_one("#monitor-gaps", Label)
+        label = self._one("#monitor-gaps", Label)
         set_label(label, text)
         # a short pane: only gaps are news; no sample at all: nothing to say about them
         shown = (bool(snapshot.gaps) or not self.has_class("-short")) and (
@@ -394,10 +393,10 @@ class MonitorPane(Widget):
 
     def _show_host(self, latest: Sample | None) -> None:
         host = latest.host if latest else None
-        cpu = self.query_one("#host-cpu", Label)
-        ram = self.query_one("#host-ram", Label)
-        disk = self.query_one("#host-disk", Label)
-        nofile = self.query_one("#host-nofile", Label)
+        cpu = self._one("#host-cpu", Label)
+        ram = self._one("#host-ram", Label)
+        disk = self._one("#host-disk", Label)
+        nofile = self._one("#host-nofile", Label)
         if host is None:
             for label, title in ((cpu, "CPU"), (ram, "RAM"), (disk, "disk"), (nofile, "open files")):
                 set_label(label, f"{title} {NA}")
@@ -416,9 +415,9 @@ class MonitorPane(Widget):
         gpus = {gpu.index: gpu for gpu in latest.gpus} if latest else {}
         models = Counter(gpu.name for gpu in gpus.values())
         summary = ", ".join(f"{count} × {name}" for name, count in models.items())
-        set_label(self.query_one("#gpu-models", Label), f"GPUs: {summary}" if summary else "GPUs: none reported")
-        self.query_one("#gpu-header").display = bool(gpus)
-        rows = self.query_one("#gpu-rows", VerticalScroll)
+        set_label(self._one("#gpu-models", Label), f"GPUs: {summary}" if summary else "GPUs: none reported")
+        self._one("#gpu-header").display = bool(gpus)
+        rows = self._one("#gpu-rows", VerticalScroll)
         indices = tuple(sorted(gpus))
         if indices != self._gpu_indices:
             self._gpu_indices = indices
@@ -429,19 +428,29 @@ class MonitorPane(Widget):
             return
         self._fill_rows()
 
+    def _timeline(self) -> Timeline:
+        """The GPU graphs' timeline, brought up to the shown snapshot's history once per snapshot, for every GPU
+        (another pod's history does not continue it: the timeline is rebuilt, and the rows read it all)."""
+        snapshot = self._snapshot
+        assert snapshot is not None
+        if self._timeline_of is not snapshot.history:
+            self._timeline_of = snapshot.history
+            self._gpu_timeline.update(snapshot.history)
+        return self._gpu_timeline
+
     def _fill_rows(self) -> None:
         snapshot = self._snapshot
         if snapshot is None:
             return
         latest = snapshot.latest
         gpus = {gpu.index: gpu for gpu in latest.gpus} if latest else {}
-        history = GpuHistory(snapshot.history)
-        for row in self.query(GpuRow):
-            if row.is_mounted and row.children:
-                row.show(gpus.get(row.index), history)
+        timeline = self._timeline()
+        for row in self._one("#gpu-rows").children:
+            if isinstance(row, GpuRow) and row.is_mounted and row.children:
+                row.show(gpus.get(row.index), timeline)
 
     def _fill_row(self, row: GpuRow) -> None:
         snapshot = self._snapshot
         if snapshot is not None and row.children:
             gpus = {gpu.index: gpu for gpu in snapshot.latest.gpus} if snapshot.latest else {}
-            row.show(gpus.get(row.index), GpuHistory(snapshot.history))
+            row.show(gpus.get(row.index), self._timeline())

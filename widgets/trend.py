@@ -4,17 +4,30 @@ Textual's Sparkline scales each window to its own min and max, so a GPU going 87
 a full swing from idle to saturated: on a monitoring screen that is a lie. ``Trend`` draws every
 value against ``low..high`` (0–100 % for utilisation, 0–total for memory), and a missing value (a
 gap in the history, or N/A from the pod) as a blank cell rather than as a zero.
+
+A Trend keeps its own history (``append``/``extend`` a new point, ``data`` to replace it all) with running
+sums beside it, so fitting 600 points to the visible width costs one subtraction per cell, not a pass over
+the history; it asks for a repaint only when the cells it draws changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections import deque
+from collections.abc import Iterable, Sequence
 
 from rich.text import Text
-from textual.reactive import reactive
 from textual.widget import Widget
 
 BARS = "▁▂▃▄▅▆▇█"
+
+
+def mean(values: Sequence[float]) -> float:
+    """The mean of finite values rounded once (``math.fsum``), so a running exact sum gives the very same float;
+    a non-finite value makes it what plain float addition makes it (inf, nan)."""
+    if all(map(math.isfinite, values)):
+        return math.fsum(values) / len(values)
+    return sum(values) / len(values)
 
 
 def downsample(values: Sequence[float | None], width: int) -> list[float | None]:
@@ -30,7 +43,7 @@ def downsample(values: Sequence[float | None], width: int) -> list[float | None]
     end = n
     while end > 0 and len(out) < width:
         chunk = [v for v in values[max(0, end - size):end] if v is not None]
-        out.append(sum(chunk) / len(chunk) if chunk else None)
+        out.append(mean(chunk) if chunk else None)
         end -= size
     out.reverse()
     return out
@@ -49,19 +62,170 @@ def bar_cells(values: Sequence[float | None], low: float, high: float, width: in
     return "".join(cells).rjust(max(width, 0))
 
 
+def peak(values: Iterable[float | None]) -> float | None:
+    """The largest value, None when there is none."""
+    return max((v for v in values if v is not None), default=None)
+
+
+class History:
+    """The last ``limit`` points (None: a gap or N/A) with exact running sums, so ``downsample`` of them for
+    any width costs O(width): each point is added as an exact integer (the float times 2**scale), and a
+    bucket's sum is the difference of two running totals, rounded once like ``math.fsum``. Equal to
+    ``downsample(list(points), width)`` value for value."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.clear()
+
+    def clear(self) -> None:
+        limit = self.limit
+        self.points: deque[float | None] = deque(maxlen=limit)
+        # running totals before each point and after the last, from index ``_off`` on (lists: indexed per cell):
+        # the exact sum, the values, the non-finite values
+        self._sums: list[int] = [0]
+        self._counts: list[int] = [0]
+        self._odd: list[int] = [0]
+        self._off = 0
+        self._scale = 64  # bits after the binary point; grows when a point needs more
+        self._peaks: deque[tuple[int, float]] = deque()  # (position, value), values decreasing: the window's max
+        self._seq = 0  # position of the next point since the history began
+
+    def append(self, value: float | None) -> None:
+        exact = self._exact(value) if value is not None and math.isfinite(value) else 0  # may rescale the totals
+        total, count, odd = self._sums[-1], self._counts[-1], self._odd[-1]
+        if value is not None:
+            count += 1
+            if math.isfinite(value):
+                total += exact
+                peaks = self._peaks
+                while peaks and peaks[-1][1] <= value:
+                    peaks.pop()
+                peaks.append((self._seq, value))
+            else:
+                odd += 1
+        full = len(self.points) == self.limit
+        self.points.append(value)
+        self._sums.append(total)
+        self._counts.append(count)
+        self._odd.append(odd)
+        if full:
+            self._off += 1
+            if self._off > self.limit:  # drop the totals of points gone, now and then
+                for totals in (self._sums, self._counts, self._odd):
+                    del totals[:self._off]
+                self._off = 0
+        self._seq += 1
+        first = self._seq - len(self.points)
+        while self._peaks and self._peaks[0][0] < first:
+            self._peaks.popleft()
+
+    def extend(self, values: Iterable[float | None]) -> None:
+        for value in values:
+            self.append(value)
+
+    def _exact(self, value: float) -> int:
+        top, bottom = value.as_integer_ratio()  # bottom: a power of two
+        bits = bottom.bit_length() - 1
+        if bits > self._scale:  # finer than any point so far: rescale the running totals once
+            shift = bits - self._scale
+            self._sums = [s << shift for s in self._sums]
+            self._scale = bits
+        return top << (self._scale - bits)
+
+    def peak(self) -> float | None:
+        """The largest point (as ``peak(points)``)."""
+        if self._odd[-1] != self._odd[self._off]:  # nan and inf compare oddly: the plain way
+            return peak(self.points)
+        return self._peaks[0][1] if self._peaks else None
+
+    def downsample(self, width: int) -> list[float | None]:
+        n = len(self.points)
+        if width <= 0:
+            return []
+        if n <= width:
+            return list(self.points)
+        size = -(-n // width)
+        sums, counts, odd, unit, off = self._sums, self._counts, self._odd, 1 << self._scale, self._off
+        out: list[float | None] = []
+        end = n
+        while end > 0:
+            start = max(0, end - size)
+            count = counts[off + end] - counts[off + start]
+            if not count:
+                out.append(None)
+            elif odd[off + end] != odd[off + start]:
+                out.append(mean([v for v in list(self.points)[start:end] if v is not None]))
+            else:
+                out.append((sums[off + end] - sums[off + start]) / unit / count)
+            end -= size
+        out.reverse()
+        return out
+
+
 class Trend(Widget):
     DEFAULT_CSS = """
     Trend { height: 1; color: $accent; }
     """
 
-    data: reactive[tuple[float | None, ...]] = reactive(tuple, layout=False)
-    high: reactive[float] = reactive(100.0, layout=False)
-
-    def __init__(self, *, low: float = 0.0, high: float = 100.0, **kwargs) -> None:
+    def __init__(self, *, low: float = 0.0, high: float = 100.0, limit: int = 600, auto_high: bool = False,
+                 **kwargs) -> None:
+        """``auto_high``: the scale's top is the largest point shown (1 when there is none)."""
         super().__init__(**kwargs)
         self.low = low
-        self.set_reactive(Trend.high, high)
+        self._high = high
+        self.auto_high = auto_high
+        self.history = History(limit)
+        self._drawn: tuple[int, float, str] | None = None  # (width, high, cells) last drawn
+
+    @property
+    def data(self) -> tuple[float | None, ...]:
+        """The points drawn (oldest first), fitted to the width when drawn."""
+        return tuple(self.history.points)
+
+    @data.setter
+    def data(self, values: Iterable[float | None]) -> None:
+        self.history.clear()
+        self.history.extend(values)
+        self._changed()
+
+    @property
+    def high(self) -> float:
+        return self._high
+
+    @high.setter
+    def high(self, value: float) -> None:
+        if value != self._high:
+            self._high = value
+            self._changed()
+
+    def append(self, value: float | None) -> None:
+        self.history.append(value)
+        self._changed()
+
+    def extend(self, values: Iterable[float | None]) -> None:
+        self.history.extend(values)
+        self._changed()
+
+    def cells(self, width: int) -> str:
+        return bar_cells(self.history.downsample(width), self.low, self._high, width)
+
+    def _changed(self) -> None:
+        """Repaint only when what is drawn changes (a new point often leaves every cell as it was)."""
+        if self.auto_high:
+            self._high = self.history.peak() or 1.0
+        width = self.size.width
+        drawn = self._drawn
+        if drawn is None or drawn[0] != width or not width:
+            self.refresh()
+            return
+        cells = self.cells(width)
+        self._drawn = (width, self._high, cells)
+        if cells != drawn[2]:
+            self.refresh()
 
     def render(self) -> Text:
         width = self.size.width
-        return Text(bar_cells(downsample(self.data, width), self.low, self.high, width), no_wrap=True)
+        drawn = self._drawn
+        if drawn is None or drawn[0] != width or drawn[1] != self._high:
+            drawn = self._drawn = (width, self._high, self.cells(width))
+        return Text(drawn[2], no_wrap=True)

@@ -1,0 +1,107 @@
+"""The Monitor pane's GPU graphs, now appended to per snapshot (issue 17), show what recomputing them from the whole
+history shows: the same points, the same power scale and the same cells, through a full 10-minute window
+wrapping, gaps, N/A values, a terminal resize and a switch to another pod."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+from textual.app import App, ComposeResult
+from textual.geometry import Region
+
+from app.tui import STYLES
+from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
+from tests.app.helpers import wait_for
+from widgets.format import GIB, series
+from widgets.monitor_pane import HISTORY_POINTS, PICKS, GpuRow, MonitorPane
+from widgets.trend import Trend, bar_cells, downsample
+
+
+class PaneApp(App[None]):
+    CSS_PATH = STYLES
+
+    def compose(self) -> ComposeResult:
+        yield MonitorPane()
+
+
+class FakeMonitor:
+    """One pod's bounded history, as the monitor keeps it, with random figures, N/A and gaps."""
+
+    def __init__(self, name: str, gpus: int, seed: int) -> None:
+        self.pod = Pod(name=name, kind=PodKind.SSH, host=f"{name}.example")
+        self.rng, self.gpus = random.Random(seed), gpus
+        self.history: deque[Sample] = deque(maxlen=HISTORY_POINTS)
+        self.t = 1_000.0
+
+    def sample(self) -> Sample:
+        r = self.rng
+        gap = r.random() < 0.02  # now and then a stretch without samples
+        self.t += r.uniform(5, 30) if gap else r.choice([1.0, 1.0, 1.0, 0.998, 1.003])
+        gpus = tuple(GpuSample(i, "H100", None if r.random() < 0.05 else float(r.randint(0, 100)),
+                               int(r.uniform(10, 80) * GIB), 80 * GIB,
+                               None if r.random() < 0.05 else round(r.uniform(100, 700), 1), float(r.randint(40, 90)))
+                     for i in range(self.gpus) if r.random() > 0.02)  # a GPU missing from a sample: blank
+        sample = Sample(t=self.t, gpus=gpus, host=HostSample(20.0, GIB, 2 * GIB, GIB, 2 * GIB, 65536), source="nvml")
+        self.history.append(sample)
+        return sample
+
+    def snapshot(self, new: int) -> PodSnapshot:
+        for _ in range(new):
+            self.sample()
+        return PodSnapshot(pod=self.pod, status=PodStatus(PodState.ONLINE, "via nvml"), history=tuple(self.history),
+                           samples_total=len(self.history), last_received=self.t)
+
+
+def expected(history: tuple[Sample, ...], index: int, metric: str) -> list[float | None]:
+    """The graph recomputed from the whole history, as the pane did before it kept its own buffers."""
+    def value(sample: Sample) -> float | None:
+        gpu = {g.index: g for g in sample.gpus}.get(index)
+        return None if gpu is None else PICKS[metric](gpu)
+    return series(history, value, limit=HISTORY_POINTS)
+
+
+def check(pane: MonitorPane, snapshot: PodSnapshot) -> int:
+    """Every GPU graph against the full recomputation; the number of graphs drawn at a width > 0."""
+    drawn = 0
+    rows = list(pane.query(GpuRow))
+    assert sorted(row.index for row in rows) == sorted({g.index for g in snapshot.latest.gpus})
+    for row in rows:
+        for metric in PICKS:
+            trend = row.query_one(f".spark-{metric}", Trend)
+            want = expected(snapshot.history, row.index, metric)
+            assert list(trend.data) == want, (row.index, metric)
+            high = (max([v for v in want if v is not None], default=0.0) or 1.0) if metric == "power" else 100.0
+            assert trend.high == high, (row.index, metric)
+            width = trend.size.width
+            if width:
+                drawn += 1
+                on_screen = trend.render_lines(Region(0, 0, width, 1))[0].text  # as painted: stale if not repainted
+                assert on_screen == bar_cells(downsample(want, width), 0.0, high, width), (row.index, metric)
+    return drawn
+
+
+async def test_graphs_equal_the_full_recomputation_through_wrap_resize_and_pod_switch() -> None:
+    a, b = FakeMonitor("a", 3, seed=1), FakeMonitor("b", 3, seed=2)
+    for _ in range(HISTORY_POINTS - 5):  # a nearly full 10-minute window: the next snapshots wrap it
+        a.sample()
+    for _ in range(40):
+        b.sample()
+    rng = random.Random(3)
+    async with PaneApp().run_test(size=(150, 40)) as pilot:
+        pane = pilot.app.query_one(MonitorPane)
+        drawn = 0
+        for step in range(24):
+            if step == 10:
+                await pilot.resize_terminal(110, 40)  # narrower graphs: other buckets
+            if step == 16:
+                await pilot.resize_terminal(180, 40)
+            fake = b if 12 <= step < 15 else a  # another pod shown, then back
+            snapshot = fake.snapshot(rng.choice([0, 1, 1, 1, 2, 3]))
+            pane.show(snapshot, now=snapshot.last_received)
+            indices = sorted({g.index for g in snapshot.latest.gpus})  # a GPU missing from the latest: no row
+            await wait_for(pilot, lambda: sorted(row.index for row in pane.query(GpuRow)) == indices and all(
+                row.children and row.is_mounted for row in pane.query(GpuRow)))
+            await pilot.pause()
+            drawn += check(pane, snapshot)
+        assert drawn > 24 * 12 // 2  # the cells were compared, not only the points

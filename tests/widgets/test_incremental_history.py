@@ -1,0 +1,121 @@
+"""The graphs' incremental buffers equal the full recomputation they replace (issue 17).
+
+``History`` (a Trend's points with running sums) against ``downsample`` of the same points, and ``Timeline``
+(the GPU graphs' shared timeline, appended to per snapshot) against ``series`` over the whole history, for
+random sequences: window wrap-around, gaps, N/A values, widths that change (a resized widget), histories that
+do not continue (another pod, a restarted monitor)."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from services.models import GpuSample, HostSample, Sample
+from widgets.format import Timeline, series
+from widgets.trend import History, bar_cells, downsample, mean, peak
+
+HOST = HostSample(10.0, 1, 2, 1, 2)
+
+values = st.one_of(
+    st.none(),
+    st.integers(0, 100).map(float),  # whole percentages: bucket means land on cell boundaries
+    st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False),
+    st.floats(1e-12, 1e-6),  # needs more bits than the running sums start with
+)
+
+
+@given(limit=st.integers(1, 40), points=st.lists(values, max_size=160), widths=st.lists(st.integers(0, 50), min_size=1,
+                                                                                        max_size=6))
+def test_history_equals_downsampling_the_points(limit: int, points: list[float | None], widths: list[int]) -> None:
+    history, kept = History(limit), deque(maxlen=limit)
+    for i, point in enumerate(points):
+        history.append(point)
+        kept.append(point)
+        assert list(history.points) == list(kept)
+        width = widths[i % len(widths)]  # the widget resized between points
+        assert history.downsample(width) == downsample(list(kept), width)
+        assert history.peak() == peak(kept)
+    for width in widths:
+        assert bar_cells(history.downsample(width), 0, 100, width) == bar_cells(downsample(list(kept), width), 0, 100,
+                                                                                 width)
+
+
+def test_history_with_non_finite_points_falls_back_to_plain_sums() -> None:
+    history = History(6)
+    history.extend([1.0, math.inf, 2.0, None, math.nan, 3.0, 4.0])
+    kept = [math.inf, 2.0, None, math.nan, 3.0, 4.0]
+    assert list(history.points) == kept
+    got, want = history.downsample(3), downsample(kept, 3)  # buckets of 2, from the newest: [inf 2] [- nan] [3 4]
+    assert got[0] == want[0] == math.inf and math.isnan(got[1]) and math.isnan(want[1]) and got[2] == want[2] == 3.5
+    assert history.peak() is not None and math.isnan(history.peak()) == math.isnan(peak(kept))
+    history.extend([5.0, 6.0, 7.0, 8.0])  # the odd points left the window: running sums again
+    assert history.downsample(2) == downsample([3.0, 4.0, 5.0, 6.0, 7.0, 8.0], 2) == [4.0, 7.0]
+    assert history.peak() == 8.0
+
+
+def test_mean_is_rounded_once() -> None:
+    # plain left-to-right float addition loses the 1.0; the exact sum keeps it, as the running sums do
+    assert mean([1e16, 1.0, -1e16, 1.0]) == 0.5
+    history = History(4)
+    history.extend([1e16, 1.0, -1e16, 1.0])
+    assert history.downsample(1) == [0.5]
+
+
+def _sample(t: float, util: float | None) -> Sample:
+    return Sample(t=t, gpus=(GpuSample(0, "H100", util, 40, 80, 300.0, 60.0),), host=HOST)
+
+
+steps = st.one_of(
+    st.sampled_from([1.0, 1.0, 1.0, 0.999, 1.001, 2.0]),  # the usual step, with jitter
+    st.floats(3.0, 40.0),  # a gap (or a long step when many)
+    st.sampled_from([0.0, -5.0]),  # the pod's clock stood still or went back
+)
+
+
+@given(limit=st.integers(2, 30), keep=st.integers(2, 40), moves=st.lists(
+    st.tuples(st.integers(0, 4), steps, st.one_of(st.none(), st.floats(0, 100))), max_size=120))
+def test_timeline_equals_series_over_the_whole_history(limit: int, keep: int,
+                                                       moves: list[tuple[int, float, float | None]]) -> None:
+    """Snapshots as the monitor sends them: its bounded history, 0-4 new samples each; now and then a history
+    that does not continue (another pod shown)."""
+    timeline = Timeline(limit)
+    monitor: deque[Sample] = deque(maxlen=keep)
+    t = 1_000.0
+    drawn: list[float | None] = []  # what a reader that follows ``update`` holds
+    generation, appended = timeline.generation, timeline.appended
+    for i, (new, step, util) in enumerate(moves):
+        if i % 37 == 36:  # another pod: fresh sample objects
+            monitor = deque((_sample(s.t, s.gpus[0].util) for s in monitor), maxlen=keep)
+        for _ in range(new):
+            t += step
+            monitor.append(_sample(t, util))
+        history = tuple(monitor)
+        rebuilt, entries = timeline.update(history)
+        value = [None if e is None else e.gpus[0].util for e in entries]
+        drawn = value if rebuilt else (drawn + value)[-limit:]
+        want = series(history, lambda s: s.gpus[0].util, limit=limit)
+        assert [None if e is None else e.gpus[0].util for e in timeline.entries] == want
+        assert drawn == want
+        every, since = timeline.since(generation, appended)  # a reader that skipped snapshots catches up
+        if not every:
+            assert since == list(timeline.entries)[len(timeline.entries) - len(since):]
+        generation, appended = timeline.generation, timeline.appended
+
+
+def test_timeline_appends_only_the_new_samples() -> None:
+    timeline = Timeline(600)
+    history = tuple(_sample(float(t), 50.0) for t in range(600))
+    assert timeline.update(history)[0]  # the first: built from the whole history
+    grown = history[1:] + (_sample(600.0, 60.0),)
+    rebuilt, entries = timeline.update(grown)
+    assert not rebuilt and entries == [grown[-1]]
+    assert timeline.update(grown) == (False, [])  # the same history again: nothing new
+    gap = grown[1:] + (_sample(620.0, 70.0),)  # 20 s without samples: 19 blanks, then the sample
+    rebuilt, entries = timeline.update(gap)
+    assert not rebuilt and entries == [None] * 19 + [gap[-1]]
+    assert [None if e is None else e.t for e in timeline.entries] == series(gap, lambda s: s.t, limit=600)
+    other = tuple(_sample(s.t, s.gpus[0].util) for s in gap)  # same times, other objects: another pod
+    assert timeline.update(other)[0]
