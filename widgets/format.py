@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from rich.cells import cell_len
+from textual.content import Content
 from textual.css.scalar import Unit
 from textual.widgets import Label
 
@@ -199,12 +200,14 @@ class Timeline:
 
 def set_label(label: Label, text: str) -> None:
     """Update a one-line label only when its text changed, and ask for a layout pass only when its
-    size may change: a full reflow per sample per label was most of the app's CPU with many pods."""
+    size may change: a full reflow per sample per label was most of the app's CPU with many pods.
+    The text is shown as written, never read as markup: much of it comes from pods (process command lines,
+    probe errors, model names), where '[/x]' raised MarkupError and '[bold]' vanished."""
     old = getattr(label, "_shown_text", None)
     if old == text:
         return
     label._shown_text = text  # type: ignore[attr-defined]
-    label.update(text, layout=old is None or (cell_len(old) != cell_len(text) and not _same_size(label, old, text)))
+    label.update(Content(text), layout=old is None or (cell_len(old) != cell_len(text) and not _same_size(label, old, text)))
 
 
 def _same_size(label: Label, old: str, new: str) -> bool:
