@@ -219,6 +219,10 @@ async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: Lifecycl
     await shell.home()
     if run_dir is None:
         records = await pod_runs(shell)
+        if not records and getattr(conn.pod, "scheduler", None) == "slurm":  # runs launched on the cluster
+            from services.lifecycle.slurm_jobs import slurm_runs
+
+            records = await slurm_runs(conn)
         if records:
             run_dir = records[-1]["run_dir"]
         elif getattr(conn.pod, "run_dir", None):
