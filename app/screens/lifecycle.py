@@ -299,8 +299,9 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
         pod = sandboxed(pod)
         settings = demo_lifecycle_settings(pod)
     settings = lifecycle_settings(settings)
-    if getattr(pod, "scheduler", None) == "slurm" and action in ("launch", "resume"):
-        return _slurm_screen(action, pod, config, run_dir, settings, connect)
+    cluster = getattr(pod, "scheduler", None) == "slurm"
+    if cluster and action == "resume":
+        return _slurm_resume_screen(pod, settings, connect)
     if action == "launch":
         if config is None:
             raise ValueError("launch needs a config")
@@ -308,10 +309,18 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
 
         async def plan_launch(conn: Any) -> str:
             where = run_dir or lc.default_run_dir(pod, cfg)
+            if cluster:  # prime-rl's own launcher on the login node (services/lifecycle/slurm_launch.py)
+                return (f"Launch {cfg.name} on the Slurm cluster {pod.name}\nrun dir: {where}\n"
+                        f"command: {settings.command}\nprime-rl's launcher runs on the login node and submits the "
+                        f"job; checks run first, a failed one stops the launch.")
             return (f"Launch {cfg.name} on {pod.name}\nrun dir: {where}\n"
                     f"command: {settings.command}\nPre-flight checks run first; a failed one stops the launch.")
 
         def run_launch(conn: Any, force: bool) -> AsyncIterator[Any]:
+            if cluster:
+                from services.lifecycle import slurm_launch
+
+                return slurm_launch.launch(conn, cfg, settings=settings, run_dir=run_dir, force=force)
             return lc.launch(conn, cfg, settings=settings, run_dir=run_dir, force=force)
 
         return LifecycleScreen("launch", pod, plan=plan_launch, run=run_launch, confirm="Launch",
@@ -379,28 +388,9 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
     raise ValueError(f"unknown action {action!r}")
 
 
-def _slurm_screen(action: str, pod: Any, config: Path | str | None, run_dir: str | None, settings: Any,
-                  connect: Callable[[Any], Any] | None) -> LifecycleScreen:
-    """Launch / resume on a Slurm cluster: prime-rl's launcher on the login node submits the job."""
-    from services.lifecycle import actions as lc
+def _slurm_resume_screen(pod: Any, settings: Any, connect: Callable[[Any], Any] | None) -> LifecycleScreen:
+    """Resume on a Slurm cluster: prime-rl's launcher on the login node submits a new job from the checkpoint."""
     from services.lifecycle import slurm_launch
-
-    if action == "launch":
-        if config is None:
-            raise ValueError("launch needs a config")
-        cfg = Path(config)
-
-        async def plan_launch(conn: Any) -> str:
-            where = run_dir or lc.default_run_dir(pod, cfg)
-            return (f"Launch {cfg.name} on the Slurm cluster {pod.name}\nrun dir: {where}\n"
-                    f"command: {settings.command}\nprime-rl's launcher runs on the login node and submits the job; "
-                    f"checks run first, a failed one stops the launch.")
-
-        def run_launch(conn: Any, force: bool) -> AsyncIterator[Any]:
-            return slurm_launch.launch(conn, cfg, settings=settings, run_dir=run_dir, force=force)
-
-        return LifecycleScreen("launch", pod, plan=plan_launch, run=run_launch, confirm="Launch",
-                               connect=connect, settings=settings)
 
     async def plan_resume(conn: Any) -> str:
         return slurm_launch.describe_resume(await slurm_launch.plan_resume(conn, settings), settings)

@@ -221,3 +221,25 @@ async def test_a_job_found_without_sbatch_s_line_and_a_busy_run_dir_refused(slur
     finally:
         for r in (tmp_path / "state" / "slurm-runs").glob("*.json"):
             slurm.run("scancel", json.loads(r.read_text())["job_id"], check=False)
+
+
+async def test_the_launch_dialog_on_a_cluster_submits_through_the_launcher(slurm, tmp_path):
+    """L's dialog on a cluster (the real dialog, Pilot): its plan names the cluster and the launcher, y submits."""
+    pod, settings = cluster_pod(slurm, tmp_path), settings_for(tmp_path)
+    idle_nodes(slurm)
+    screen = lifecycle_screen("launch", pod, config=write_config(tmp_path), run_dir=str(tmp_path / "run"),
+                              settings=settings, connect=lambda p: LocalConnection(p, env=slurm.env))
+    try:
+        async with Host(screen).run_test(size=(110, 32)) as pilot:
+            go = screen.query_one("#lc-go")
+            await wait_for(pilot, lambda: not go.disabled, timeout=30)
+            plan = str(screen.query_one("#lc-plan").render())
+            assert plan.startswith("Launch rl.toml on the Slurm cluster mycluster"), plan
+            assert "prime-rl's launcher runs on the login node and submits the job" in plan
+            await pilot.press("y")
+            await wait_for(pilot, lambda: screen.result is not None, timeout=90)
+            assert screen.result.kind == "done", screen.lines
+        assert screen.result.data["job_state"] == "RUNNING" and screen.result.data["nodes"] == ["n1", "n2"]
+    finally:
+        for r in (tmp_path / "state" / "slurm-runs").glob("*.json"):
+            slurm.run("scancel", json.loads(r.read_text())["job_id"], check=False)
