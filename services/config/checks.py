@@ -213,7 +213,9 @@ def _train_gpus(ctx: Any, gpus: int | None) -> int:
     return 1
 
 
-def gotchas(ctx: Any, *, gpus: int | None = None) -> None:
+def gotchas(ctx: Any, *, gpus: int | None = None, sources: bool = True) -> None:
+    """The gotcha rules; ``sources=False`` leaves out the one that reads inside each train source
+    (:func:`remote_executor`, which the editor's cache runs per source)."""
     from services.config.memory import lookup_model
 
     d = ctx.data
@@ -265,22 +267,9 @@ def gotchas(ctx: Any, *, gpus: int | None = None) -> None:
                                f"max_completion_tokens would leave fewer than {MIN_FIX_COMPLETION_TOKENS})")
 
     # remote tool executor in a tool-calling environment
-    sources = ctx.get(("orchestrator", "train", "source") if kind == "rl" else ("train", "source")) or []
-    src_base = ("orchestrator", "train", "source") if kind == "rl" else ("train", "source")
-    if isinstance(sources, list):
-        for i, src in enumerate(sources):
-            env = _table((src or {}).get("env")) or {}
-            for role, agent in env.items():
-                agent = _table(agent)
-                if not agent or "harness" not in agent:
-                    continue
-                runtime = _table(agent.get("runtime")) or {}
-                backend = str(runtime.get("type", "")).lower()
-                executor = str(env.get("executor_backend", agent.get("executor_backend", ""))).lower()
-                if backend in REMOTE_RUNTIMES or executor in REMOTE_RUNTIMES:
-                    path = src_base + (i, "env", role, "runtime", "type") if backend in REMOTE_RUNTIMES else src_base + (i, "env")
-                    env_name = (src or {}).get("name") or ((_table(env.get("taskset")) or {}).get("id", "?"))
-                    ctx.add("gotcha-remote-executor", path, env=env_name)
+    if sources:
+        for i, src in enumerate(train_sources(ctx)):
+            remote_executor(ctx, i, src)
 
     # one GPU shared by trainer and inference
     if kind == "rl" and _table(d.get("inference")) is not None:
@@ -320,6 +309,28 @@ def gotchas(ctx: Any, *, gpus: int | None = None) -> None:
         if ock and _is_set(ock.get(key)):
             base = ("orchestrator", "ckpt") if kind == "rl" else ("ckpt",)
             ctx.add("gotcha-orch-keep", base + (key,), key=key)
+
+
+def train_sources(ctx: Any) -> list:
+    sources = ctx.get(("orchestrator", "train", "source") if ctx.kind == "rl" else ("train", "source")) or []
+    return sources if isinstance(sources, list) else []
+
+
+def remote_executor(ctx: Any, i: int, src: Any) -> None:
+    """A tool-calling environment of train source ``i`` that runs its tools remotely."""
+    src_base = ("orchestrator", "train", "source") if ctx.kind == "rl" else ("train", "source")
+    env = _table((src or {}).get("env")) or {}
+    for role, agent in env.items():
+        agent = _table(agent)
+        if not agent or "harness" not in agent:
+            continue
+        runtime = _table(agent.get("runtime")) or {}
+        backend = str(runtime.get("type", "")).lower()
+        executor = str(env.get("executor_backend", agent.get("executor_backend", ""))).lower()
+        if backend in REMOTE_RUNTIMES or executor in REMOTE_RUNTIMES:
+            path = src_base + (i, "env", role, "runtime", "type") if backend in REMOTE_RUNTIMES else src_base + (i, "env")
+            env_name = (src or {}).get("name") or ((_table(env.get("taskset")) or {}).get("id", "?"))
+            ctx.add("gotcha-remote-executor", path, env=env_name)
 
 
 # ------------------------------------------------------------------------------------------ secrets

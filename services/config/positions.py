@@ -8,6 +8,7 @@ arrays, inline tables and multi-line strings. Keys inside inline tables map to t
 
 from __future__ import annotations
 
+import functools
 import re
 
 Pos = tuple[int, int]
@@ -222,3 +223,127 @@ class PositionCache:
                 out.setdefault(full, (line + line0, col))
             line0 += piece.count("\n")
         return out
+
+
+@functools.lru_cache(maxsize=8192)
+def _header_key(line: str) -> tuple[bool, tuple | None]:
+    """A header line's (is an array of tables, key parts), as ``key_positions`` reads it."""
+    stripped = line.lstrip()
+    is_aot = stripped.startswith("[[")
+    close = stripped.find("]]" if is_aot else "]")
+    return is_aot, None if close < 0 else tuple(_split_key(stripped[2 if is_aot else 1:close]))
+
+
+class PieceIndex:
+    """Where each piece's table is, for looking up a few keys without scanning the whole text: the
+    resolved header path of every piece (array-of-tables indices counted as ``key_positions`` does).
+    :meth:`update` follows a change of one plain ``[table]`` header without redoing the others."""
+
+    def __init__(self, headers: tuple) -> None:
+        self.headers = headers
+        aot: dict[tuple, int] = {}
+        self.paths: list[tuple | None] = []  # each piece's resolved header path
+        self.states: list[dict] = []  # the array-of-tables counts after each piece
+        self.first: dict[tuple, int] = {}  # a header path or its prefix → the first piece naming it
+        self.exact: dict[tuple, int] = {}  # a header path → its piece
+        for k, header in enumerate(headers):
+            path: tuple | None = None
+            if not header:
+                self.exact.setdefault((), k)
+            else:
+                is_aot, parts = _header_key(header)
+                if parts is not None:
+                    if is_aot:
+                        aot = dict(aot)
+                    path = _resolve(list(parts), aot, is_aot)
+                    self.exact.setdefault(path, k)
+                    for i in range(1, len(path) + 1):
+                        self.first.setdefault(path[:i], k)
+            self.paths.append(path)
+            self.states.append(aot)
+
+    def update(self, headers: tuple) -> bool:
+        """Follow ``headers`` when they differ from ours only in plain table headers, a few of them
+        (False: rebuild)."""
+        if len(headers) != len(self.headers):
+            return False
+        changed = [k for k, (a, b) in enumerate(zip(self.headers, headers)) if a is not b and a != b]
+        if len(changed) > 4:
+            return False
+        for k in changed:
+            if not self._update(k, headers[k]):
+                return False
+        self.headers = headers
+        return True
+
+    def _update(self, k: int, new: str) -> bool:
+        old = self.headers[k]
+        if not old or not new or _header_key(old)[0] or _header_key(new)[0] or self.paths[k] is None:
+            return False
+        parts = _header_key(new)[1]
+        if parts is None:
+            return False
+        path = _resolve(list(parts), dict(self.states[k - 1]) if k else {}, False)
+        before = self.paths[k]
+        assert before is not None
+        if self.exact.get(path, k) != k:
+            return False  # two pieces would name one table: not a parse the index is used for
+        if self.exact.get(before) == k:
+            del self.exact[before]
+        self.exact[path] = k
+        self.paths[k] = path
+        for i in range(1, len(before) + 1):
+            q = before[:i]
+            if self.first.get(q) == k and path[:i] != q:
+                nxt = next((j for j in range(k + 1, len(self.paths))
+                            if (p := self.paths[j]) is not None and p[:i] == q), None)
+                if nxt is None:
+                    del self.first[q]
+                else:
+                    self.first[q] = nxt
+        for i in range(1, len(path) + 1):
+            if self.first.get(path[:i], k + 1) > k:
+                self.first[path[:i]] = k
+        self.headers = self.headers[:k] + (new,) + self.headers[k + 1:]
+        return True
+
+    def lookup(self, scanner: PositionCache, texts: list[str], line0: list[int]) -> "LazyPositions":
+        return LazyPositions(self, scanner, texts, line0)
+
+
+class LazyPositions:
+    """``key_positions(text)`` for the keys asked for (``in`` and ``[]``), each found in its piece."""
+
+    def __init__(self, index: PieceIndex, scanner: PositionCache, texts: list[str], line0: list[int]) -> None:
+        self._index, self._scanner, self._texts, self._line0 = index, scanner, texts, line0
+        self._found: dict[tuple, Pos | None] = {}
+
+    def _find(self, path: tuple) -> Pos | None:
+        if path in self._found:
+            return self._found[path]
+        best: Pos | None = None
+        k = self._index.first.get(path)
+        if k is not None:
+            local_header, local = self._scanner._scan(self._texts[k])
+            line, col = local[local_header[:1]] if local_header else (1, 1)
+            best = (line + self._line0[k], col)
+        for i in range(len(path) - 1, -1, -1):
+            k = self._index.exact.get(path[:i])
+            if k is None:
+                continue
+            local_header, local = self._scanner._scan(self._texts[k])
+            at = local.get(local_header + path[i:])
+            if at is not None:
+                here = (at[0] + self._line0[k], at[1])
+                best = here if best is None or here < best else best
+        self._found[path] = best
+        return best
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, tuple) and self._find(path) is not None
+
+    def __getitem__(self, path: tuple) -> Pos:
+        found = self._find(path)
+        if found is None:
+            raise KeyError(path)
+        return found

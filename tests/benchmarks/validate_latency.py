@@ -101,6 +101,9 @@ def main() -> None:
             print(f"{label:<58} {name:>14} {statistics.median(values):7.2f} {pct(values, 0.95):7.2f} "
                   f"{max(values):7.2f}")
             label = ""
+        pane, base = rows[0][1], rows[3][1]
+        print(f"{'':<58} {'ratio pane/tomllib':>14} {statistics.median(pane) / statistics.median(base):7.2f} "
+              f"{pct(pane, 0.95) / pct(base, 0.95):7.2f}")
     print("target: validate p95 < 5 ms")
 
 
