@@ -164,7 +164,7 @@ async def test_resume_refuses_when_neither_the_pod_nor_this_machine_has_the_conf
         events = await collect(resume(conn, settings=settings))
     assert events[-1].kind == "error"
     assert "config" in events[-1].message and "gone from the pod" in events[-1].message
-    assert "rl.toml" in events[-1].message and "launch it again" in events[-1].message
+    assert "rl.toml" in events[-1].message and "launch the run again with its config" in events[-1].message
     assert not trainer_pids(tmp_path / "run") and not any(e.kind == "done" for e in events)
 
 
