@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from app.tasks import Busy, Outcome, Tasks, report_transfer
 from services.backup.planner import AutoBackupPlanner, Job
-from services.backup.manifest import TransferProgress
-from services.backup.transfer import backup_checkpoint, pod_backed_up
 from services.errors import PrimeTrainError
 from services.models import PodSnapshot
-from services.backup.s3 import BackupError, BackupSettings, transport_error
+
+if TYPE_CHECKING:  # the transfer chain (S3 client, manifests) loads with the first backup, not at start
+    from services.backup.manifest import TransferProgress
+    from services.backup.s3 import BackupSettings
 
 RETRY_BASE = 30.0  # seconds before the first retry; doubles per failure up to RETRY_MAX
 RETRY_MAX = 1800.0
@@ -52,7 +53,11 @@ class AutoBackup:
     @property
     def settings(self) -> BackupSettings:
         pane = self._pane()
-        return pane.settings if pane is not None else BackupSettings()
+        if pane is not None:
+            return pane.settings
+        from services.backup.s3 import BackupSettings
+
+        return BackupSettings()
 
     # ------------------------------------------------------------------ fed by the App
     def observe(self, snapshot: PodSnapshot) -> None:
@@ -99,6 +104,9 @@ class AutoBackup:
 
     # ------------------------------------------------------------------ the worker
     async def _run(self, job: Job, settings: BackupSettings, task: Any = None) -> Any:
+        from services.backup.manifest import TransferProgress
+        from services.backup.s3 import BackupError, transport_error
+        from services.backup.transfer import backup_checkpoint, pod_backed_up
         from services.pod.ssh import connect_pod
 
         name, step = job.pod.name, job.step

@@ -8,6 +8,7 @@ cut to "s…". The pane's reason for an empty or missing part (no run, no bucket
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Group
 from rich.table import Table
@@ -18,11 +19,12 @@ from textual.containers import Vertical
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-from services.backup.manifest import TransferProgress
-from services.backup.manifest import BucketCheckpoint, RunSource
 from services.models import CheckpointInfo
 from widgets.bottleneck_view import bar
 from widgets.columns import content_width, fit_columns
+
+if TYPE_CHECKING:  # names for the annotations: the backup chain is not loaded with the first screen
+    from services.backup.manifest import BucketCheckpoint, RunSource, TransferProgress
 from widgets.format import NA, duration, set_label
 
 GIB = 1024**3

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -34,14 +34,13 @@ from textual.widgets import Static
 
 from app.screens.confirm import ConfirmScreen
 from app.tasks import Busy, Outcome, Tasks, report_transfer
-from services.backup.manifest import TransferProgress
-from services.backup.transfer import (backup_checkpoint, list_bucket, ours, pod_checkpoints,
-                             restore_checkpoint, run_source)
 from services.errors import PrimeTrainError
-from services.backup.manifest import BucketCheckpoint, PodCheckpoint, RunSource, source_label
 from services.models import PodSnapshot
-from services.backup.s3 import BackupSettings, transport_error
 from widgets.checkpoints_view import CheckpointsModel, CheckpointsView, size
+
+if TYPE_CHECKING:  # the backup chain (S3 client, transfers) loads when the pane first needs it, not at start
+    from services.backup.manifest import BucketCheckpoint, PodCheckpoint, RunSource, TransferProgress
+    from services.backup.s3 import BackupSettings
 
 BUCKET_REFRESH = 120.0
 
@@ -116,7 +115,7 @@ class CheckpointsPane(Widget, can_focus=True):
     def load_settings(self) -> BackupSettings:
         """``[backup]`` of <config dir>/backup.toml + PRIME_TRAIN_TUI_BUCKET/_S3_ENDPOINT; defaults on error."""
         from app.settings import config_dir
-        from services.backup.s3 import load_backup_settings
+        from services.backup.s3 import BackupSettings, load_backup_settings
 
         try:
             return load_backup_settings(config_dir() / "backup.toml")
@@ -269,6 +268,8 @@ class CheckpointsPane(Widget, can_focus=True):
 
     def mine(self, name: str) -> list[BucketCheckpoint]:
         """The listed steps that came from the run on this pod (another run may share the prefix)."""
+        from services.backup.transfer import ours
+
         return ours(self.bucket.get(name, ()), self.sources.get(name))
 
     def action_backup(self) -> None:
@@ -296,6 +297,8 @@ class CheckpointsPane(Widget, can_focus=True):
         if not mine and not others:
             self.notify("No verified backup in the bucket for this run (press r to refresh).", severity="warning")
             return
+        from services.backup.manifest import source_label
+
         pick = max(mine or others, key=lambda c: c.step)
         step = pick.step
         whose = "" if mine else (f" It is ANOTHER run's backup ({source_label(pick.source)}): this run has none "
@@ -347,6 +350,8 @@ class CheckpointsPane(Widget, can_focus=True):
         if isinstance(tasks, Tasks) and (other := tasks.busy(pod.name, "transfer")) is not None:
             self.notify(f"{other.action} is still running on {pod.name} (t shows the task list)", severity="warning")
             return
+        from services.backup.manifest import TransferProgress
+
         self._busy = pod.name
         self.transfer = TransferProgress(action, step, "connect", 0, 0, 0.0)
         self.last_message = ""
@@ -370,6 +375,8 @@ class CheckpointsPane(Widget, can_focus=True):
 
     # ------------------------------------------------------------------ workers
     async def _list(self, pod: Any, run_dir: str) -> None:
+        from services.backup.s3 import transport_error
+        from services.backup.transfer import list_bucket, pod_checkpoints, run_source
         from services.pod.ssh import connect_pod
 
         name = pod.name
@@ -399,6 +406,8 @@ class CheckpointsPane(Widget, can_focus=True):
         self._refresh_view()
 
     async def _transfer(self, action: str, pod: Any, run_dir: str, step: int, task: Any = None) -> Any:
+        from services.backup.s3 import transport_error
+        from services.backup.transfer import backup_checkpoint, restore_checkpoint
         from services.pod.ssh import connect_pod
 
         conn = (self._connect or connect_pod)(pod)
