@@ -211,9 +211,10 @@ def set_label(label: Label, text: str) -> None:
 
 
 def _same_size(label: Label, old: str, new: str) -> bool:
-    """A label of a set number of cells keeps its size while both texts fit on its one line."""
+    """A label whose width does not follow its text (cells, a share of its container: anything but auto)
+    keeps its size while both texts fit on its one line."""
     width = label.styles.width
-    if width is None or width.unit is not Unit.CELLS:
+    if width is None or width.unit is Unit.AUTO:
         return False
     room = label.content_size.width
     return room > 0 and cell_len(old) <= room and cell_len(new) <= room
