@@ -46,6 +46,7 @@ from services.lifecycle.common import (  # noqa: F401  (Event, LifecycleError, P
     pod_runs,
     render,
 )
+from services.lifecycle.run_config import local_config as _local_config, pod_has_config as _pod_has_config
 from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup, plan_keep_last  # noqa: F401
 
 
@@ -234,31 +235,6 @@ async def _pod_checks(shell: PodShell, settings: LifecycleSettings, request: dic
         yield Event(action, "check", check.name, check=check)
 
 
-async def _pod_has_config(shell: PodShell, record: dict[str, Any]) -> None:
-    """Without the config on this machine, a resume needs the pod's copy: present and the one launched."""
-    path, why = record.get("config"), _local_config_problem(record)
-    if not path:
-        raise LifecycleError(f"the run record names no config on the pod and {why}",
-                             hint="launch the run again with its config")
-    rc, out, _ = await shell.exec(["sh", "-c", 'test -f "$1" && cat "$1"', "sh", path])
-    if rc != 0:
-        raise LifecycleError(f"the run's config {path} is gone from the pod and {why}",
-                             hint="launch the run again with its config")
-    got = hashlib.sha256(out.encode()).hexdigest()[:12]
-    if record.get("config_hash") and got != record["config_hash"]:
-        raise LifecycleError(f"the pod's copy of the run's config {path} changed since the launch (sha256 {got}, "
-                             f"launched with {record['config_hash']}) and {why}",
-                             hint="launch the run again with its config")
-
-
-def _local_config_problem(record: dict[str, Any]) -> str:
-    try:
-        _local_config(record)
-    except LifecycleError as exc:
-        return f"this machine's copy cannot stand in: {exc}"
-    return "this machine has it"
-
-
 async def _exited(conn: Any, settings: LifecycleSettings, action: str, record: dict[str, Any],
                   msg: dict[str, Any], secrets: dict[str, str]) -> AsyncIterator[Event]:
     """The run ended within the helper's watch after its start: its log's tail, then the error."""
@@ -274,19 +250,6 @@ async def _exited(conn: Any, settings: LifecycleSettings, action: str, record: d
     last = tail[-1] if tail else "(the log is empty)"
     raise LifecycleError(f"run {record.get('id')} exited with code {code} {after:.1f} s after its start: {last}",
                          hint=f"see the log on the pod: {record.get('log')}")
-
-
-def _local_config(record: dict[str, Any]) -> bytes:
-    """The run's config from this machine, checked against the hash it was launched with."""
-    path = record.get("local_config")
-    try:
-        data = Path(path).read_bytes() if path else b""
-    except OSError as exc:
-        raise LifecycleError(f"cannot read the run's config {path}: {exc.strerror}") from None
-    if not data or hashlib.sha256(data).hexdigest()[:12] != record.get("config_hash"):
-        raise LifecycleError(f"the run's config {path or '(unknown)'} is missing or changed since the launch",
-                             hint="launch it on the new pod yourself, with its config")
-    return data
 
 
 # ------------------------------------------------------------------------------------ kill

@@ -146,9 +146,9 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
         await shell.put(data, remote_config)
         yield Event(action, "step", f"config {config_name} → {remote_config}", progress=0.2)
     else:
-        from services.lifecycle.actions import _pod_has_config  # the login node's copy must be the one launched
+        from services.lifecycle.run_config import pod_has_config  # the login node's copy must be the one launched
 
-        await _pod_has_config(shell, resume["run"])
+        await pod_has_config(shell, resume["run"])
     node = await _node_check(conn, run_abs, remote_config)
     yield Event(action, "check", node.name, check=node)
     if node.status == pf.FAIL and not force:

@@ -61,8 +61,11 @@ def bf16_like(n_bytes: int, seed: int = 0) -> bytes:
     rng = random.Random(seed)
     out = bytearray(n_bytes + (n_bytes & 1))
     half = len(out) // 2
-    out[1::2] = rng.randbytes(half).translate(table)  # little-endian: the high byte is second
-    out[0::2] = rng.randbytes(half)
+    def noise(n: int) -> bytes:  # randbytes takes at most 2**31 - 1 bits at once (256 MiB)
+        return b"".join(rng.randbytes(min(1 << 26, n - i)) for i in range(0, n, 1 << 26))
+
+    out[1::2] = noise(half).translate(table)  # little-endian: the high byte is second
+    out[0::2] = noise(half)
     return bytes(out[:n_bytes])
 
 
