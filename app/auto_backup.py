@@ -21,7 +21,7 @@ from services.backup.planner import AutoBackupPlanner, Job
 from services.errors import PrimeTrainError
 from services.models import PodSnapshot
 
-if TYPE_CHECKING:  # the transfer chain (S3 client, manifests) loads with the first backup, not at start
+if TYPE_CHECKING:  # transfers and manifests load with the first auto-backup, not with the app
     from services.backup.manifest import TransferProgress
     from services.backup.s3 import BackupSettings
 

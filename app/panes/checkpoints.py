@@ -38,7 +38,7 @@ from services.errors import PrimeTrainError
 from services.models import PodSnapshot
 from widgets.checkpoints_view import CheckpointsModel, CheckpointsView, size
 
-if TYPE_CHECKING:  # the backup chain (S3 client, transfers) loads when the pane first needs it, not at start
+if TYPE_CHECKING:  # transfers and manifests load when the pane first lists or moves a checkpoint, not with the app
     from services.backup.manifest import BucketCheckpoint, PodCheckpoint, RunSource, TransferProgress
     from services.backup.s3 import BackupSettings
 

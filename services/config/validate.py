@@ -21,7 +21,7 @@ except ModuleNotFoundError:  # Python 3.10
 from services.config.findings import ConfigError, Edit, Finding, Severity, make
 from services.config.positions import Pos, key_positions, position
 from services.config.schema import KINDS, detect_kind, load_schema
-from services.config.walk import _migrations, _walk  # noqa: F401 (_migrations: used by the tests)
+from services.config.walk import _migrations, _walk
 from services.tomlfile import depth_problem
 
 _TOML_ERR_POS = re.compile(r"\(at line (\d+), column (\d+)\)")

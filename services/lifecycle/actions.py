@@ -46,7 +46,7 @@ from services.lifecycle.common import (  # noqa: F401  (Event, LifecycleError, P
     pod_runs,
     render,
 )
-from services.lifecycle.run_config import local_config as _local_config, pod_has_config as _pod_has_config
+from services.lifecycle.run_config import local_config, pod_has_config
 from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup, plan_keep_last  # noqa: F401
 
 
@@ -93,11 +93,11 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
         # the launch's config goes along whenever this machine still has it (a wiped volume, another pod:
         # the pod's copy may be gone); the helper writes it where the pod's copy is missing or differs
         try:
-            data = _local_config(resume)
+            data = local_config(resume)
         except LifecycleError:
             if resume.get("upload_config"):  # another pod: it has never seen the config
                 raise
-            await _pod_has_config(shell, resume)  # else the pod's own copy must be there, unchanged
+            await pod_has_config(shell, resume)  # else the pod's own copy must be there, unchanged
             checked = None
         else:
             request["config"] = {"name": config_name, "hash": config_hash, "data": base64.b64encode(data).decode()}

@@ -34,12 +34,22 @@ def outcome(fn, text):
         return None, str(exc)
 
 
+def assert_lazy_positions(parser: IncrementalParser, text: str) -> None:
+    """The validator's lookups (LazyPositions, key by key) give what the whole-text scan gives."""
+    full = key_positions(text)
+    lazy = parser.lazy_positions(text)
+    for key, at in full.items():
+        assert key in lazy and lazy[key] == at, key
+    assert ("no", "such", "key") not in lazy
+
+
 def test_fixtures_parse_identically() -> None:
     parser = IncrementalParser()
     for path in sorted(FIXTURES.glob("*.toml")):
         text = path.read_text()
         assert parser.loads(text) == tomllib.loads(text), path.name
         assert parser.positions(text) == key_positions(text), path.name
+        assert_lazy_positions(parser, text)
 
 
 def test_one_character_edits_match_tomllib_and_the_full_scan() -> None:
@@ -55,6 +65,7 @@ def test_one_character_edits_match_tomllib_and_the_full_scan() -> None:
         if parser.last_incremental:
             incremental += 1
             assert parser.positions(text) == key_positions(text)
+            assert_lazy_positions(parser, text)
     assert incremental > 50  # most valid edits did not need a full parse
 
 
