@@ -47,6 +47,13 @@ def duration(seconds: float) -> str:
     return f"{s // 3600} h {(s % 3600) // 60} min"
 
 
+def age(seconds: float) -> str:
+    """How long ago, in whole seconds elapsed ("0 s" for the first second): a sample that came in 0.4 s ago was
+    not "1 s" ago, and the once-a-second clock tick between two samples leaves the text, and the screen, as
+    they were (rounding up, it changed twice a second: a repaint for the sample, another for the tick)."""
+    return duration(math.floor(max(0.0, seconds)))
+
+
 def clock_time(epoch: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(epoch))
 
@@ -65,7 +72,7 @@ def series(
     *,
     limit: int = 120,
 ) -> list[float | None]:
-    """The last ``limit`` values of one metric for a Trend.
+    """The last ``limit`` values of one metric for a history graph.
 
     A stretch without samples (a gap in the pod's own timestamps wider than three usual steps) becomes
     one None per missing step, and so do N/A values: the graph leaves them blank, never 0.

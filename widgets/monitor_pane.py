@@ -7,7 +7,6 @@ data changed; it never reads a clock of its own (``now`` comes from the App's in
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from typing import TypeVar
 
 from textual import events
@@ -16,9 +15,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
-from services.models import GpuSample, PodSnapshot, PodState, Sample
+from services.models import PodSnapshot, PodState, Sample
 from widgets.format import (
     NA,
+    age,
     clock_time,
     duration,
     gib,
@@ -31,29 +31,14 @@ from widgets.format import (
 from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
 from widgets.cluster_view import ClusterPanel
 from widgets.pod_list import cut_text
-from widgets.trend import Trend
+from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, PICKS, GpuHeader, GpuRow, HostRow
 
-TEMP_WARN, TEMP_CRITICAL = 75.0, 85.0
-MEM_WARN_PCT = 95.0
 DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
 NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
 LOG_TAIL_LINES = 8
 ALERT_LOG_LINES = 5
 HISTORY_POINTS = 600  # 10 minutes at 1 Hz per GPU graph (the monitor keeps as many samples), fitted to width
 W = TypeVar("W", bound=Widget)
-
-
-def _level(label: Label, warn: bool, critical: bool) -> None:
-    label.set_class(critical, "-critical")
-    label.set_class(warn and not critical, "-warn")
-
-
-PICKS: dict[str, Callable[[GpuSample], float | None]] = {
-    "util": lambda g: g.util,
-    "mem": lambda g: g.mem_pct,
-    "power": lambda g: g.power_w,
-    "temp": lambda g: g.temp_c,
-}
 
 
 def state_text(snapshot: PodSnapshot, now: float) -> str:
@@ -66,7 +51,7 @@ def state_text(snapshot: PodSnapshot, now: float) -> str:
     reason = status.reason
     retry = f"retries in {duration(status.next_retry - now)}" if status.next_retry is not None else ""
     at = received_at(snapshot)
-    old = (f" The last figures below are from {duration(now - at)} ago." if snapshot.latest is not None and at
+    old = (f" The last figures below are from {age(now - at)} ago." if snapshot.latest is not None and at
            else "")
     if state is PodState.OFFLINE:
         return (f"{name} is not answering" + (f": {reason}" if reason else "") + "."
@@ -89,63 +74,6 @@ def state_text(snapshot: PodSnapshot, now: float) -> str:
             "sent to it until the key is checked." + old)
 
 
-class GpuRow(Horizontal):
-    """One GPU: util %, memory used/total GiB, power W, temperature °C, each with its history."""
-
-    def __init__(self, index: int) -> None:
-        super().__init__(classes="gpu-row")
-        self.index = index
-        self._labels = {metric: Label(NA, classes=f"gpu-value gpu-{metric}") for metric in PICKS}
-        # util %, memory % and °C share a 0-100 scale; no power limit in the probe yet: power scales to the most seen
-        self._trends = {metric: Trend(classes=f"gpu-spark spark-{metric}", limit=HISTORY_POINTS,
-                                      auto_high=metric == "power") for metric in PICKS}
-        self._seen = (-1, 0)  # the timeline's (generation, appended) the graphs show
-
-    def compose(self) -> ComposeResult:
-        yield Label(f"GPU{self.index}", classes="gpu-index")
-        for metric in PICKS:
-            yield self._labels[metric]
-            yield self._trends[metric]
-
-    def on_mount(self) -> None:
-        """A row mounted after its snapshot arrived fills itself (no second snapshot needed)."""
-        for pane in self.ancestors:
-            if isinstance(pane, MonitorPane):
-                pane._fill_row(self)
-                break
-
-    def show(self, gpu: GpuSample | None, timeline: Timeline) -> None:
-        """The latest values, and the graphs' new points (10 min at 1 Hz in all); each Trend fits them to its width."""
-        labels = self._labels
-        if gpu is None:
-            for label in labels.values():
-                set_label(label, NA)
-        else:
-            set_label(labels["util"], number(gpu.util, "%"))
-            set_label(labels["mem"], used_total_gib(gpu.mem_used, gpu.mem_total))
-            set_label(labels["power"], number(gpu.power_w, "W"))
-            set_label(labels["temp"], number(gpu.temp_c, "°C"))
-            _level(labels["mem"], (gpu.mem_pct or 0) >= MEM_WARN_PCT, False)
-            t = gpu.temp_c or 0
-            _level(labels["temp"], t >= TEMP_WARN, t >= TEMP_CRITICAL)
-        seen = (timeline.generation, timeline.appended)
-        if seen == self._seen:
-            return
-        everything, entries = timeline.since(*self._seen)
-        self._seen = seen
-        index = self.index
-        gpus = [None if sample is None else {g.index: g for g in sample.gpus}.get(index) for sample in entries]
-        for metric, pick in PICKS.items():
-            values: list[float | None] = []
-            for g in gpus:
-                v = None if g is None else pick(g)
-                values.append(None if v is None else float(v))
-            if everything:
-                self._trends[metric].data = values
-            else:
-                self._trends[metric].extend(values)
-
-
 class MonitorPane(Widget):
     """Everything the monitor knows about one pod, or a plain line saying there is no pod."""
 
@@ -161,12 +89,14 @@ class MonitorPane(Widget):
     """
     SPARK_ORDER = ("util", "mem", "temp", "power")  # kept longest first: a graph is worth the room from 10 cells
     SPARK_MIN = 10
-    FIXED = {False: 6 + 8 + 17 + 8 + 8, True: 5 + 7 + 14 + 7 + 7}  # index and the four figures, per -tight
+    FIXED = {tight: INDEX_WIDTH[tight] + sum(FIGURE_WIDTH[tight].values()) for tight in (False, True)}  # per -tight
     TIGHT_BELOW, SHORT_BELOW = 100, 30
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._found: dict[str, Widget] = {}
+        self._rows: list[GpuRow] = []
+        self._tight, self._graphs = False, frozenset(METRICS)  # what fits, from the width (on_resize)
 
     def compose(self) -> ComposeResult:
         yield Static("No pod selected. Press [b]a[/b] to add one.", id="monitor-empty")
@@ -179,17 +109,9 @@ class MonitorPane(Widget):
             yield Label("", id="wandb-info")
             yield AlertList("", id="monitor-alerts")
             yield ClusterPanel(id="cluster-panel")
-            with Horizontal(id="host-row"):
-                yield Label("", id="host-cpu", classes="host-value")
-                yield Label("", id="host-ram", classes="host-value")
-                yield Label("", id="host-disk", classes="host-value")
-                yield Label("", id="host-nofile", classes="host-value")
+            yield HostRow(id="host-row")
             yield Label("", id="gpu-models")
-            with Horizontal(id="gpu-header"):
-                yield Label("", classes="gpu-index")
-                for metric, title in (("util", "util"), ("mem", "memory"), ("power", "power"), ("temp", "temp")):
-                    yield Label(title, classes=f"gpu-value gpu-{metric}")
-                    yield Label("", classes=f"gpu-spark head-{metric}")  # the graph's room (head-: no colour)
+            yield GpuHeader(id="gpu-header")
             yield VerticalScroll(id="gpu-rows")
             yield Label("", id="gpu-procs")
             yield Static("", id="log-tail")
@@ -211,15 +133,19 @@ class MonitorPane(Widget):
         self._timeline_of: object = None  # the history the timeline was brought to
 
     def on_resize(self, event: events.Resize) -> None:
-        """Fit the width and height: -tight (narrow figures), -short, and which GPU graphs still fit."""
+        """Fit the width and height: -tight (narrow figures), -short, and which GPU graphs still fit (the header
+        and the rows place them, widgets/monitor_rows.py)."""
         width, height = event.size.width, event.size.height
         tight = width < self.TIGHT_BELOW
         self.set_class(tight, "-tight")
         self.set_class(height < self.SHORT_BELOW, "-short")
         room = width - self.FIXED[tight] - 2 - 2  # the padding, the GPU list's scrollbar
         keep = max(0, min(len(self.SPARK_ORDER), room // (self.SPARK_MIN + 1)))
-        for i, metric in enumerate(self.SPARK_ORDER):
-            self.set_class(i >= keep, f"-no-{metric}")
+        self._tight, self._graphs = tight, frozenset(self.SPARK_ORDER[:keep])
+        for row in self._rows:
+            row.arrange(tight, self._graphs)
+        self._one("#host-row", HostRow).arrange(tight)
+        self._one("#gpu-header", GpuHeader).arrange(tight, self._graphs)
         if getattr(self, "_snapshot", None) is not None:  # the parts a short pane hides or shows again
             self._alert_log_shown = None
             self.show(self._snapshot, self._now)
@@ -358,13 +284,13 @@ class MonitorPane(Widget):
         latest = snapshot.latest
         at = received_at(snapshot)
         if latest is None:
-            age = "no sample yet"
+            since = "no sample yet"
         elif at is None:
-            age = "last sample: time unknown"
+            since = "last sample: time unknown"
         else:
-            age = f"last sample {duration(now - at)} ago"
+            since = f"last sample {age(now - at)} ago"
         source = (latest.source or "none") if latest else "none"
-        text = f"{age} · source {source} · {snapshot.samples_total} samples"
+        text = f"{since} · source {source} · {snapshot.samples_total} samples"
         if snapshot.malformed_total:  # only when there were some: a zero is noise on a small terminal
             text += f" · {snapshot.malformed_total} malformed"
         if cut := cut_text(snapshot):
@@ -393,22 +319,19 @@ class MonitorPane(Widget):
 
     def _show_host(self, latest: Sample | None) -> None:
         host = latest.host if latest else None
-        cpu = self._one("#host-cpu", Label)
-        ram = self._one("#host-ram", Label)
-        disk = self._one("#host-disk", Label)
-        nofile = self._one("#host-nofile", Label)
+        row = self._one("#host-row", HostRow)
         if host is None:
-            for label, title in ((cpu, "CPU"), (ram, "RAM"), (disk, "disk"), (nofile, "open files")):
-                set_label(label, f"{title} {NA}")
+            row.show((f"{title} {NA}", "") for title in ("CPU", "RAM", "disk", "open files"))
             return
-        set_label(cpu, f"CPU {number(host.cpu_pct, '%')}")
-        set_label(ram, f"RAM {used_total_gib(host.mem_used, host.mem_total)}")
-        set_label(disk, f"disk {used_total_gib(host.disk_used, host.disk_total)}")
         disk_pct = host.disk_pct or 0
-        _level(disk, disk_pct >= DISK_WARN_PCT, disk_pct >= DISK_CRITICAL_PCT)
         limit = host.nofile_soft
-        set_label(nofile, f"open files ≤ {NA if limit is None else limit}")
-        _level(nofile, limit is not None and limit < NOFILE_WARN, False)
+        row.show((
+            (f"CPU {number(host.cpu_pct, '%')}", ""),
+            (f"RAM {used_total_gib(host.mem_used, host.mem_total)}", ""),
+            (f"disk {used_total_gib(host.disk_used, host.disk_total)}",
+             "critical" if disk_pct >= DISK_CRITICAL_PCT else "warn" if disk_pct >= DISK_WARN_PCT else ""),
+            (f"open files ≤ {NA if limit is None else limit}", "warn" if limit is not None and limit < NOFILE_WARN else ""),
+        ))
 
     def _show_gpus(self, snapshot: PodSnapshot) -> None:
         latest = snapshot.latest
@@ -417,16 +340,19 @@ class MonitorPane(Widget):
         summary = ", ".join(f"{count} × {name}" for name, count in models.items())
         set_label(self._one("#gpu-models", Label), f"GPUs: {summary}" if summary else "GPUs: none reported")
         self._one("#gpu-header").display = bool(gpus)
-        rows = self._one("#gpu-rows", VerticalScroll)
         indices = tuple(sorted(gpus))
-        if indices != self._gpu_indices:
+        timeline = self._timeline()
+        if indices != self._gpu_indices:  # rows filled before they are mounted: drawn with their first frame
             self._gpu_indices = indices
-            rows.remove_children()
-            rows.mount_all(GpuRow(i) for i in indices)
-            # New rows compose on mount; fill them once they exist.
-            self.call_after_refresh(self._fill_rows)
+            self._rows = [GpuRow(i, limit=HISTORY_POINTS, tight=self._tight, graphs=self._graphs) for i in indices]
+            for row in self._rows:
+                row.show(gpus.get(row.index), timeline)
+            box = self._one("#gpu-rows", VerticalScroll)
+            box.remove_children()
+            box.mount_all(self._rows)
             return
-        self._fill_rows()
+        for row in self._rows:
+            row.show(gpus.get(row.index), timeline)
 
     def _timeline(self) -> Timeline:
         """The GPU graphs' timeline, brought up to the shown snapshot's history once per snapshot, for every GPU
@@ -437,20 +363,3 @@ class MonitorPane(Widget):
             self._timeline_of = snapshot.history
             self._gpu_timeline.update(snapshot.history)
         return self._gpu_timeline
-
-    def _fill_rows(self) -> None:
-        snapshot = self._snapshot
-        if snapshot is None:
-            return
-        latest = snapshot.latest
-        gpus = {gpu.index: gpu for gpu in latest.gpus} if latest else {}
-        timeline = self._timeline()
-        for row in self._one("#gpu-rows").children:
-            if isinstance(row, GpuRow) and row.is_mounted and row.children:
-                row.show(gpus.get(row.index), timeline)
-
-    def _fill_row(self, row: GpuRow) -> None:
-        snapshot = self._snapshot
-        if snapshot is not None and row.children:
-            gpus = {gpu.index: gpu for gpu in snapshot.latest.gpus} if snapshot.latest else {}
-            row.show(gpus.get(row.index), self._timeline())

@@ -1,13 +1,13 @@
-"""A one-line history drawn on a FIXED scale, with gaps left blank.
+"""One-line histories drawn on a FIXED scale, with gaps left blank (the Monitor pane's GPU graphs, the
+Bottleneck pane's and the alerts' small graphs).
 
 Textual's Sparkline scales each window to its own min and max, so a GPU going 87 % → 92 % looks like
-a full swing from idle to saturated: on a monitoring screen that is a lie. ``Trend`` draws every
+a full swing from idle to saturated: on a monitoring screen that is a lie. These graphs draw every
 value against ``low..high`` (0–100 % for utilisation, 0–total for memory), and a missing value (a
 gap in the history, or N/A from the pod) as a blank cell rather than as a zero.
 
-A Trend keeps its own history (``append``/``extend`` a new point, ``data`` to replace it all) with running
-sums beside it, so fitting 600 points to the visible width costs one subtraction per cell, not a pass over
-the history; it asks for a repaint only when the cells it draws changed.
+:class:`History` keeps a graph's points with running sums beside them, so fitting 600 points to the visible
+width costs one subtraction per cell, not a pass over the history (widgets/monitor_rows.py draws them).
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-from rich.text import Text
-from textual.widget import Widget
 
 BARS = "▁▂▃▄▅▆▇█"
 
@@ -161,71 +159,32 @@ class History:
         out.reverse()
         return out
 
-
-class Trend(Widget):
-    DEFAULT_CSS = """
-    Trend { height: 1; color: $accent; }
-    """
-
-    def __init__(self, *, low: float = 0.0, high: float = 100.0, limit: int = 600, auto_high: bool = False,
-                 **kwargs) -> None:
-        """``auto_high``: the scale's top is the largest point shown (1 when there is none)."""
-        super().__init__(**kwargs)
-        self.low = low
-        self._high = high
-        self.auto_high = auto_high
-        self.history = History(limit)
-        self._drawn: tuple[int, float, str] | None = None  # (width, high, cells) last drawn
-
-    @property
-    def data(self) -> tuple[float | None, ...]:
-        """The points drawn (oldest first), fitted to the width when drawn."""
-        return tuple(self.history.points)
-
-    @data.setter
-    def data(self, values: Iterable[float | None]) -> None:
-        self.history.clear()
-        self.history.extend(values)
-        self._changed()
-
-    @property
-    def high(self) -> float:
-        return self._high
-
-    @high.setter
-    def high(self, value: float) -> None:
-        if value != self._high:
-            self._high = value
-            self._changed()
-
-    def append(self, value: float | None) -> None:
-        self.history.append(value)
-        self._changed()
-
-    def extend(self, values: Iterable[float | None]) -> None:
-        self.history.extend(values)
-        self._changed()
-
-    def cells(self, width: int) -> str:
-        return bar_cells(self.history.downsample(width), self.low, self._high, width)
-
-    def _changed(self) -> None:
-        """Repaint only when what is drawn changes (a new point often leaves every cell as it was)."""
-        if self.auto_high:
-            self._high = self.history.peak() or 1.0
-        width = self.size.width
-        drawn = self._drawn
-        if drawn is None or drawn[0] != width or not width:
-            self.refresh()
-            return
-        cells = self.cells(width)
-        self._drawn = (width, self._high, cells)
-        if cells != drawn[2]:
-            self.refresh()
-
-    def render(self) -> Text:
-        width = self.size.width
-        drawn = self._drawn
-        if drawn is None or drawn[0] != width or drawn[1] != self._high:
-            drawn = self._drawn = (width, self._high, self.cells(width))
-        return Text(drawn[2], no_wrap=True)
+    def bars(self, width: int, low: float, high: float) -> str:
+        """``bar_cells(self.downsample(width), low, high, width)`` in one pass, without the list between them (a
+        monitored pod draws 32 of these a second)."""
+        n = len(self.points)
+        if width <= 0:
+            return ""
+        if n <= width or self._odd[-1] != self._odd[self._off]:  # few points, or nan/inf in the window
+            return bar_cells(self.downsample(width), low, high, width)
+        span = high - low
+        if span <= 0:
+            return " " * width
+        size = -(-n // width)
+        sums, counts, unit, off = self._sums, self._counts, 1 << self._scale, self._off
+        top = len(BARS) - 1
+        cells: list[str] = []
+        end = n
+        while end > 0:
+            start = end - size if end > size else 0
+            count = counts[off + end] - counts[off + start]
+            if not count:
+                cells.append(" ")
+            else:
+                frac = ((sums[off + end] - sums[off + start]) / unit / count - low) / span
+                frac = 1.0 if frac > 1.0 else 0.0 if frac < 0.0 else frac
+                level = int(frac * len(BARS))
+                cells.append(BARS[top if level > top else level])
+            end -= size
+        cells.reverse()
+        return "".join(cells).rjust(width)

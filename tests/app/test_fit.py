@@ -107,6 +107,7 @@ async def fleet_fits(pilot: Pilot) -> None:
 
 async def test_every_pane_fits_80x24(metrics) -> None:
     from widgets.monitor_pane import MonitorPane
+    from widgets.monitor_rows import GpuRow
 
     async with layout_app([TRAINING, OFFLINE, DEMO]).run_test(size=(80, 24)) as pilot:
         app = await fed(pilot, metrics, "3")
@@ -116,10 +117,14 @@ async def test_every_pane_fits_80x24(metrics) -> None:
         assert "open files ≤ 1024" in text and " samples" in text and "malformed" not in text, text  # none: not said
         assert "Disk almost full" in text and "Open-files limit too low" in text, text
         pane = app.query_one(MonitorPane)
-        shown = [w for w in pane.query(".gpu-row .gpu-spark") if w.display and w.region.width]
-        assert all(w.region.width >= 10 for w in shown), [w.region.width for w in shown]
-        for metric in ("util", "mem", "power", "temp"):  # every figure stays
-            assert all(w.region.width for w in pane.query(f".gpu-row .gpu-{metric}")), metric
+        rows = list(pane.query(GpuRow))
+        assert len(rows) == 4
+        for row in rows:
+            graphs = [c for c in row.columns() if c.part == "graph"]
+            assert all(c.width >= 10 for c in graphs), graphs
+            for metric in ("util", "mem", "power", "temp"):  # every figure stays, whole
+                figure = row.column("figure", metric)
+                assert figure is not None and figure.x + figure.width <= row.size.width, (metric, row.columns())
         # Bottleneck: every component's label whole (long ones wrap at a space), its % and seconds
         await pilot.press("4")
         await settle(pilot)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from textual.app import App, ComposeResult
+from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import Button, Input, TabbedContent
 
@@ -35,9 +36,10 @@ from services.models import (
 )
 from services.monitor.service import MonitorSettings
 from tests.app.helpers import wait_for
-from widgets.monitor_pane import GpuRow, MonitorPane
+from widgets.monitor_pane import MonitorPane
+from widgets.monitor_rows import GpuRow, HostRow
 from widgets.format import GIB, series
-from widgets.trend import Trend, bar_cells
+from widgets.trend import bar_cells
 from widgets.pod_list import PodList
 
 SIZE = (140, 40)
@@ -74,6 +76,15 @@ def pods_path(tmp_path: Path) -> Path:
 def row_text(app: PrimeTrainApp, name: str) -> str:
     row = app.query_one(PodList).row(name)
     return row.text if row is not None else ""
+
+
+def painted_segments(row: GpuRow) -> list:
+    """The GPU row's line as the screen got it (through Textual's line cache: stale unless repainted)."""
+    return list(row.render_lines(Region(0, 0, row.size.width, 1))[0])
+
+
+def painted(row: GpuRow) -> str:
+    return "".join(segment.text for segment in painted_segments(row))
 
 
 def notes(app: PrimeTrainApp) -> list[tuple[str, str]]:
@@ -341,13 +352,14 @@ class TestDemoPod:
             assert "SIMULATED" in row_text(app, "demo") and "online" in row_text(app, "demo")
             rows = list(app.query(GpuRow))
             assert len(rows) == settings.demo_gpus
-            util = rows[0].query_one(".spark-util", Trend)
-            assert util.data and len(util.data) >= 3 and util.high == 100.0
+            util = rows[0].data("util")
+            assert util and len(util) >= 3 and rows[0].high("util") == 100.0
             latest = app.snapshots["demo"].latest
             assert latest is not None
             gpu0 = latest.gpus[0]
-            shown = str(rows[0].query_one(".gpu-util").render())
-            assert shown == ("N/A" if gpu0.util is None else f"{gpu0.util:.0f} %")
+            await wait_for(pilot, lambda: rows[0].figures["util"] == (
+                "N/A" if (gpu := app.snapshots["demo"].latest.gpus[0]).util is None else f"{gpu.util:.0f} %"))
+            assert gpu0.name and rows[0].figures["util"] in painted(rows[0])
             assert "source nvidia-smi" in str(app.query_one("#monitor-stats").render())
             # Selecting the other pod re-renders the pane for it; going back shows the GPUs again.
             await pilot.press("down")
@@ -386,25 +398,27 @@ class TestMonitorPaneRendering:
             pane = pilot.app.query_one(MonitorPane)
             pane.show(snap, now=1_033.0)
 
-            def shown() -> bool:  # the GPU rows are mounted, then filled: wait for both (slow under load)
-                labels = pane.query("GpuRow .gpu-mem")
-                return bool(labels) and str(labels.first().render()) != "N/A"
-
-            await wait_for(pilot, shown)
+            await wait_for(pilot, lambda: pane.query(GpuRow) and pane.query_one(GpuRow).size.width)
             row = pane.query_one(GpuRow)
             text = lambda sel: str(pane.query_one(sel).render())  # noqa: E731
-            assert str(row.query_one(".gpu-power").render()) == "N/A"
-            assert str(row.query_one(".gpu-mem").render()) == "40.0/80.0 GiB"
-            assert row.query_one(".gpu-temp").has_class("-critical")
-            assert text("#host-cpu") == "CPU N/A"
-            assert pane.query_one("#host-disk").has_class("-critical")
+            assert row.figures["power"] == "N/A"
+            assert row.figures["mem"] == "40.0/80.0 GiB"
+            assert row.levels["temp"] == "critical"
+            line = painted_segments(row)
+            temp = next(seg for seg in line if seg.text == "90 °C")  # drawn bold in the error colour
+            assert temp.style.bold and temp.style.color != next(seg for seg in line if seg.text == "N/A").style.color
+            assert "40.0/80.0 GiB" in painted(row) and "N/A" in painted(row)
+            host = pane.query_one(HostRow)
+            assert host.parts[0] == ("CPU N/A", "") and host.parts[2][1] == "critical"
+            assert "CPU N/A" in " ".join(s.text for y in range(host.size.height) for s in host.render_line(y))
             assert "last sample 3 s ago" in text("#monitor-stats")
             assert "2 malformed" in text("#monitor-stats") and "source nvml" in text("#monitor-stats")
             assert "gap 12 s at" in text("#monitor-gaps") and "blank in the graphs" in text("#monitor-gaps")
-            power = row.query_one(".spark-power", Trend)
-            assert list(power.data) == [300.0, 310.0, 320.0] + [None] * 17 + [None]
-            assert power.high == 320.0
-            drawn = str(power.render())
+            assert list(row.data("power")) == [300.0, 310.0, 320.0] + [None] * 17 + [None]
+            assert row.high("power") == 320.0
+            graph = row.column("graph", "power")
+            assert graph is not None and graph.width >= 21, row.columns()
+            drawn = painted(row)[graph.x:graph.x + graph.width]
             assert drawn.strip() == "███" and drawn.endswith(" " * 18)  # the gap and N/A stay blank
 
     def test_series_keeps_the_last_samples(self) -> None:

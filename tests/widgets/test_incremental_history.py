@@ -1,6 +1,6 @@
 """The graphs' incremental buffers equal the full recomputation they replace (issue 17).
 
-``History`` (a Trend's points with running sums) against ``downsample`` of the same points, and ``Timeline``
+``History`` (a GPU graph's points with running sums) against ``downsample`` of the same points, and ``Timeline``
 (the GPU graphs' shared timeline, appended to per snapshot) against ``series`` over the whole history, for
 random sequences: window wrap-around, gaps, N/A values, widths that change (a resized widget), histories that
 do not continue (another pod, a restarted monitor)."""
@@ -39,8 +39,10 @@ def test_history_equals_downsampling_the_points(limit: int, points: list[float |
         assert history.downsample(width) == downsample(list(kept), width)
         assert history.peak() == peak(kept)
     for width in widths:
-        assert bar_cells(history.downsample(width), 0, 100, width) == bar_cells(downsample(list(kept), width), 0, 100,
-                                                                                 width)
+        want = bar_cells(downsample(list(kept), width), 0, 100, width)
+        assert bar_cells(history.downsample(width), 0, 100, width) == want
+        assert history.bars(width, 0, 100) == want  # the one-pass drawing the GPU rows use
+        assert history.bars(width, 50, 50) == bar_cells(downsample(list(kept), width), 50, 50, width)  # no span
 
 
 def test_history_with_non_finite_points_falls_back_to_plain_sums() -> None:

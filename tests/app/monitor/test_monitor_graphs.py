@@ -14,8 +14,9 @@ from app.tui import STYLES
 from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from tests.app.helpers import wait_for
 from widgets.format import GIB, series
-from widgets.monitor_pane import HISTORY_POINTS, PICKS, GpuRow, MonitorPane
-from widgets.trend import Trend, bar_cells, downsample
+from widgets.monitor_pane import HISTORY_POINTS, PICKS, MonitorPane
+from widgets.monitor_rows import GpuRow
+from widgets.trend import bar_cells, downsample
 
 
 class PaneApp(App[None]):
@@ -67,17 +68,18 @@ def check(pane: MonitorPane, snapshot: PodSnapshot) -> int:
     rows = list(pane.query(GpuRow))
     assert sorted(row.index for row in rows) == sorted({g.index for g in snapshot.latest.gpus})
     for row in rows:
+        painted = row.render_lines(Region(0, 0, row.size.width, 1))[0].text  # as painted: stale if not repainted
         for metric in PICKS:
-            trend = row.query_one(f".spark-{metric}", Trend)
             want = expected(snapshot.history, row.index, metric)
-            assert list(trend.data) == want, (row.index, metric)
+            assert list(row.data(metric)) == want, (row.index, metric)
             high = (max([v for v in want if v is not None], default=0.0) or 1.0) if metric == "power" else 100.0
-            assert trend.high == high, (row.index, metric)
-            width = trend.size.width
-            if width:
+            assert row.high(metric) == high, (row.index, metric)
+            column = row.column("graph", metric)
+            if column is not None and column.width:
                 drawn += 1
-                on_screen = trend.render_lines(Region(0, 0, width, 1))[0].text  # as painted: stale if not repainted
-                assert on_screen == bar_cells(downsample(want, width), 0.0, high, width), (row.index, metric)
+                on_screen = painted[column.x:column.x + column.width]
+                assert on_screen == bar_cells(downsample(want, column.width), 0.0, high, column.width), (row.index,
+                                                                                                          metric)
     return drawn
 
 
@@ -101,7 +103,7 @@ async def test_graphs_equal_the_full_recomputation_through_wrap_resize_and_pod_s
             pane.show(snapshot, now=snapshot.last_received)
             indices = sorted({g.index for g in snapshot.latest.gpus})  # a GPU missing from the latest: no row
             await wait_for(pilot, lambda: sorted(row.index for row in pane.query(GpuRow)) == indices and all(
-                row.children and row.is_mounted for row in pane.query(GpuRow)))
+                row.is_mounted and row.size.width for row in pane.query(GpuRow)))
             await pilot.pause()
             drawn += check(pane, snapshot)
         assert drawn > 24 * 12 // 2  # the cells were compared, not only the points

@@ -1,0 +1,382 @@
+"""The Monitor pane's rows that change every second, each drawn by one widget: a GPU's line, the host's figures.
+
+The row shows the GPU's index, then util %, memory used/total, power and temperature, each figure followed by
+its 10-minute history graph on a fixed scale (:mod:`widgets.trend`). It used to be nine widgets (a label per
+figure, a ``Trend`` per graph): with 8 GPUs that was 72 widgets repainted every second, most of the pane's
+cost per snapshot (tests/benchmarks/render_load.py --view monitor). Now each row keeps the figures and the
+graphs' histories itself, works out the line it would draw, and repaints only when that line changed.
+
+The columns are placed as Textual's horizontal layout places the header's labels above them (fixed widths
+first, then the shown graphs share what is left, each followed by one blank cell), so the rows still line up
+with the pane's header; the colours come from the component classes in styles/app.tcss. The host's four
+figures were four auto-width labels: a CPU share going from 9 % to 10 % changed a label's width and made Textual
+lay out the whole screen again (about every other second); as one widget of fixed height it never does.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from fractions import Fraction
+from typing import NamedTuple, Self
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Region
+from textual.strip import Strip
+from textual.widget import Widget
+
+from services.models import GpuSample
+from widgets.format import NA, Timeline, number, used_total_gib
+from widgets.trend import History
+
+METRICS = ("util", "mem", "power", "temp")
+PICKS: dict[str, Callable[[GpuSample], float | None]] = {
+    "util": lambda g: g.util,
+    "mem": lambda g: g.mem_pct,
+    "power": lambda g: g.power_w,
+    "temp": lambda g: g.temp_c,
+}
+TEMP_WARN, TEMP_CRITICAL = 75.0, 85.0
+MEM_WARN_PCT = 95.0
+INDEX_WIDTH = {False: 6, True: 5}  # by -tight (a narrow pane)
+FIGURE_WIDTH = {False: {"util": 8, "mem": 17, "power": 8, "temp": 8}, True: {"util": 7, "mem": 14, "power": 7, "temp": 7}}
+
+
+class Column(NamedTuple):
+    part: str  # index | figure | graph
+    metric: str  # "" for the index
+    x: int
+    width: int
+
+
+@functools.lru_cache(maxsize=64)
+def columns(width: int, tight: bool, graphs: frozenset[str]) -> tuple[Column, ...]:
+    """The row's parts at ``width`` cells, placed exactly as Textual's horizontal layout places the header's
+    labels (``#gpu-header``: the same fixed widths, the graphs ``1fr`` with a one-cell right margin): the fixed
+    parts first, then the graphs share the rest as fractions, each cell boundary rounded down."""
+    parts: list[tuple[str, str, int | None]] = [("index", "", INDEX_WIDTH[tight])]
+    for metric in METRICS:
+        parts.append(("figure", metric, FIGURE_WIDTH[tight][metric]))
+        if metric in graphs:
+            parts.append(("graph", metric, None))
+    shown = sum(1 for _, _, w in parts if w is None)
+    fixed = sum(w for _, _, w in parts if w is not None)
+    remaining = max(0, width - fixed - shown)  # each graph's right margin
+    unit = Fraction(remaining, shown) if remaining and shown else Fraction(1)  # Textual's 1fr of no room is 1
+    out: list[Column] = []
+    x = Fraction(0)
+    for part, metric, fixed_width in parts:
+        size = unit if fixed_width is None else Fraction(fixed_width)
+        end = x + size
+        out.append(Column(part, metric, x.__floor__(), end.__floor__() - x.__floor__()))
+        x = end + (1 if fixed_width is None else 0)
+    return tuple(out)
+
+
+def first_line(text: str, room: int) -> str:
+    """What a one-line label of ``room`` cells shows of ``text``: a text too long wraps at a space, and only its
+    first line is seen; a first word longer than the room is cut."""
+    if len(text) <= room:
+        return text
+    line = ""
+    for word in text.split(" "):
+        candidate = f"{line} {word}" if line else word
+        if len(candidate) > room:
+            break
+        line = candidate
+    return line or text[:room]
+
+
+def fit_right(text: str, width: int) -> str:
+    """``text`` as a right-aligned label of ``width`` cells with one cell of padding on its right shows it."""
+    room = width - 1
+    if room <= 0:
+        return " " * max(0, width)
+    return first_line(text, room).rjust(room) + " "
+
+
+def fit_left(text: str, width: int) -> str:
+    """``text`` as a left-aligned label of ``width`` cells shows it."""
+    return first_line(text, max(0, width)).ljust(max(0, width))
+
+
+def levels(gpu: GpuSample) -> dict[str, str]:
+    """The figures' colours: memory >= 95 % is a warning, temperature from 75 °C a warning and 85 °C critical."""
+    temp = gpu.temp_c or 0
+    return {"util": "", "power": "",
+            "mem": "warn" if (gpu.mem_pct or 0) >= MEM_WARN_PCT else "",
+            "temp": "critical" if temp >= TEMP_CRITICAL else "warn" if temp >= TEMP_WARN else ""}
+
+
+def figures(gpu: GpuSample) -> dict[str, str]:
+    return {"util": number(gpu.util, "%"), "mem": used_total_gib(gpu.mem_used, gpu.mem_total),
+            "power": number(gpu.power_w, "W"), "temp": number(gpu.temp_c, "°C")}
+
+
+class PartsRow(Widget):
+    """A row drawn as segments, each styled by a component class ``<PREFIX>--<part>``; it repaints itself for new
+    figures without losing the styles it worked out, and forgets them whenever Textual repaints it (styles, theme,
+    size changed)."""
+
+    PREFIX = ""
+    PARTS: tuple[str, ...] = ()
+
+    def __init__(self, **kwargs) -> None:
+        self._looks: dict[str, Style] | None = None  # the parts' styles, until Textual repaints the row for a reason
+        self._own_refresh = False  # of its own (new figures or points) rather than Textual's
+        self._strips: dict[int, tuple[tuple, Strip]] = {}  # per line: (what it shows, the line drawn)
+        super().__init__(**kwargs)
+
+    @property
+    def looks(self) -> dict[str, Style]:
+        """The row's own style, the background alone (padding and margins, as Textual paints them), and each
+        part's: worked out once, not per repaint (Textual's own cache of them is emptied on every refresh, and
+        each costs a walk up the DOM)."""
+        looks = self._looks
+        if looks is None:
+            base = self.rich_style
+            looks = {"base": base, "blank": Style(bgcolor=base.bgcolor)}
+            for part in self.PARTS:
+                looks[part] = base + self.get_component_rich_style(f"{self.PREFIX}--{part}")
+            self._looks = looks
+        return looks
+
+    def _redraw(self) -> None:
+        """Repaint for new figures or points: the styles stay as they were."""
+        self._own_refresh = True
+        try:
+            self.refresh()
+        finally:
+            self._own_refresh = False
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> Self:
+        if not self._own_refresh:
+            self._looks = None
+            self._strips = {}
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._looks = None
+        self._strips = {}
+
+    def text_segments(self, text: str, look: Style, width: int, *, right: bool = False) -> list[Segment]:
+        """``text`` in ``width`` cells as a label shows it (see :func:`fit_right`), the padding in background alone."""
+        cell = fit_right(text, width) if right else fit_left(text, width)
+        shown = cell.strip(" ")
+        lead = cell.index(shown[0]) if shown else len(cell)
+        blank = self.looks["blank"]
+        return [Segment(" " * lead, blank), Segment(shown, look), Segment(" " * (len(cell) - lead - len(shown)), blank)]
+
+    def drawn(self, y: int, key: tuple) -> Strip | None:
+        """Line ``y`` as drawn last, if it still shows ``key``."""
+        cached = self._strips.get(y)
+        return cached[1] if cached is not None and cached[0] == key else None
+
+    def finish(self, y: int, key: tuple, segments: list[Segment], width: int) -> Strip:
+        strip = (Strip([s for s in segments if s.text]).adjust_cell_length(width, self.looks["blank"]) if width
+                 else Strip.blank(0))
+        self._strips[y] = (key, strip)
+        return strip
+
+
+class GpuRow(PartsRow):
+    """One GPU: util %, memory used/total GiB, power W, temperature °C, each with its history graph (util, memory
+    and temperature on 0-100, power on 0 to the most seen in the window: the probe reports no power limit)."""
+
+    COMPONENT_CLASSES = {"gpu-row--index", "gpu-row--warn", "gpu-row--critical", "gpu-row--util", "gpu-row--mem",
+                         "gpu-row--power", "gpu-row--temp"}
+    DEFAULT_CSS = "GpuRow { height: 1; }"
+    PREFIX, PARTS = "gpu-row", ("index", "warn", "critical", *METRICS)
+
+    def __init__(self, index: int, *, limit: int, tight: bool = False,
+                 graphs: Iterable[str] = METRICS) -> None:
+        super().__init__(classes="gpu-row")
+        self.index = index
+        self.tight = tight
+        self.graphs = frozenset(graphs)
+        self.histories = {metric: History(limit) for metric in METRICS}
+        self.figures = dict.fromkeys(METRICS, NA)
+        self.levels = dict.fromkeys(METRICS, "")
+        self._seen = (-1, 0)  # the timeline's (generation, appended) the graphs show
+        self._drawn: tuple | None = None  # what the line shows: (width, tight, graphs, figures, levels, cells)
+        self._cells: tuple[tuple, tuple[str, ...]] | None = None  # ((seen, width, tight, graphs), cells per graph)
+
+    # ------------------------------------------------------------------ what the row shows
+
+    def high(self, metric: str) -> float:
+        """The top of the graph's scale."""
+        if metric == "power":
+            return self.histories[metric].peak() or 1.0
+        return 100.0
+
+    def data(self, metric: str) -> tuple[float | None, ...]:
+        """The graph's points, oldest first (None: a gap or N/A), before they are fitted to its width."""
+        return tuple(self.histories[metric].points)
+
+    def columns(self) -> tuple[Column, ...]:
+        return columns(self.size.width, self.tight, self.graphs)
+
+    def column(self, part: str, metric: str) -> Column | None:
+        """Where ``part`` (figure | graph) of ``metric`` is drawn now; None when it is not shown."""
+        return next((c for c in self.columns() if c.part == part and c.metric == metric), None)
+
+    def cells(self, metric: str, width: int) -> str:
+        return self.histories[metric].bars(width, 0.0, self.high(metric))
+
+    def arrange(self, tight: bool, graphs: Iterable[str]) -> None:
+        """The pane's width changed what fits: narrow figures, and which graphs are shown."""
+        graphs = frozenset(graphs)
+        if (tight, graphs) != (self.tight, self.graphs):
+            self.tight, self.graphs = tight, graphs
+            self._redraw()
+
+    def show(self, gpu: GpuSample | None, timeline: Timeline) -> None:
+        """The latest figures, and the graphs' new points (10 min at 1 Hz in all); repainted only when the line
+        it draws changed (a new point often leaves every cell as it was)."""
+        if gpu is None:
+            self.figures = dict.fromkeys(METRICS, NA)
+            self.levels = dict.fromkeys(METRICS, "")
+        else:
+            self.figures = figures(gpu)
+            self.levels = levels(gpu)
+        seen = (timeline.generation, timeline.appended)
+        if seen != self._seen:
+            everything, entries = timeline.since(*self._seen)
+            self._seen = seen
+            index = self.index
+            gpus = [None if sample is None else {g.index: g for g in sample.gpus}.get(index) for sample in entries]
+            for metric, pick in PICKS.items():
+                history = self.histories[metric]
+                if everything:
+                    history.clear()
+                for g in gpus:
+                    v = None if g is None else pick(g)
+                    history.append(None if v is None else float(v))
+        if self._line_key() != self._drawn:
+            self._redraw()
+
+    def _line_key(self) -> tuple:
+        """Everything the line shows; the graphs' cells worked out once per new point or new width."""
+        width = self.size.width
+        basis = (self._seen, width, self.tight, self.graphs)
+        if self._cells is None or self._cells[0] != basis:
+            self._cells = (basis, tuple(self.cells(c.metric, c.width) for c in columns(width, self.tight, self.graphs)
+                                        if c.part == "graph"))
+        return (width, self.tight, self.graphs, tuple(self.figures.values()), tuple(self.levels.values()),
+                self._cells[1])
+
+    # ------------------------------------------------------------------ drawing
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y:
+            return Strip.blank(width, self.rich_style)
+        key = self._line_key()
+        self._drawn = key
+        cached = self.drawn(0, key)
+        if cached is not None:
+            return cached
+        looks = self.looks
+        base, blank = looks["base"], looks["blank"]
+        graph_cells = iter(key[5])
+        segments: list[Segment] = []
+        add = segments.append
+        end = 0
+        for column in columns(width, self.tight, self.graphs):
+            if column.x > end:  # a graph's right margin
+                add(Segment(" " * (column.x - end), blank))
+            if column.part == "index":
+                segments += self.text_segments(f"GPU{self.index}", looks["index"], column.width)
+            elif column.part == "figure":
+                level = self.levels[column.metric]
+                segments += self.text_segments(self.figures[column.metric], looks[level] if level else base,
+                                               column.width, right=True)
+            else:
+                add(Segment(next(graph_cells), looks[column.metric]))
+            end = column.x + column.width
+        return self.finish(0, key, segments, width)
+
+
+class HostRow(PartsRow):
+    """The pod's CPU, RAM, disk and open-files figures: on one line, each followed by three blank cells, or two
+    a line in a narrow pane, each at the start of its half (as the four labels it replaces were laid out)."""
+
+    COMPONENT_CLASSES = {"host-row--warn", "host-row--critical"}
+    PREFIX, PARTS = "host-row", ("warn", "critical")
+    GAP = 3
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.parts: tuple[tuple[str, str], ...] = ()  # (text, level: "" | "warn" | "critical")
+        self.tight = False
+
+    def arrange(self, tight: bool) -> None:
+        if tight != self.tight:
+            self.tight = tight
+            self._redraw()
+
+    def show(self, parts: Iterable[tuple[str, str]]) -> None:
+        parts = tuple(parts)
+        if parts != self.parts:
+            self.parts = parts
+            self._redraw()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        key = (width, self.tight, self.parts)
+        cached = self.drawn(y, key)
+        if cached is not None:
+            return cached
+        looks = self.looks
+        segments: list[Segment] = []
+        if not self.tight:
+            shown = self.parts if y == 0 else ()
+            for text, level in shown:
+                segments += self.text_segments(text, looks[level] if level else looks["base"], len(text))
+                segments.append(Segment(" " * self.GAP, looks["blank"]))
+        else:
+            half = width // 2
+            for x, cell in ((0, half), (half, width - half)):
+                index = 2 * y + (x > 0)
+                if index < len(self.parts):
+                    text, level = self.parts[index]
+                    room = max(0, cell - self.GAP)
+                    segments += self.text_segments(first_line(text, room), looks[level] if level else looks["base"],
+                                                   len(first_line(text, room)))
+                segments.append(Segment(" " * (x + cell - sum(s.cell_length for s in segments)), looks["blank"]))
+        return self.finish(y, key, segments, width)
+
+
+class GpuHeader(PartsRow):
+    """The titles over the GPU rows' figures, placed by the same :func:`columns` (the graphs' room left blank)."""
+
+    TITLES = {"util": "util", "mem": "memory", "power": "power", "temp": "temp"}
+    DEFAULT_CSS = "GpuHeader { height: 1; }"
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.tight, self.graphs = False, frozenset(METRICS)
+
+    def arrange(self, tight: bool, graphs: Iterable[str]) -> None:
+        graphs = frozenset(graphs)
+        if (tight, graphs) != (self.tight, self.graphs):
+            self.tight, self.graphs = tight, graphs
+            self._redraw()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        key = (width, self.tight, self.graphs)
+        cached = self.drawn(y, key)
+        if cached is not None:
+            return cached
+        looks = self.looks
+        segments: list[Segment] = []
+        if y == 0:
+            for column in columns(width, self.tight, self.graphs):
+                if column.part == "figure":
+                    segments.append(Segment(" " * (column.x - sum(s.cell_length for s in segments)), looks["blank"]))
+                    segments += self.text_segments(self.TITLES[column.metric], looks["base"], column.width, right=True)
+        return self.finish(y, key, segments, width)
