@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="prime-train-tui",
         description="Terminal dashboard for prime-rl training runs on rented GPU pods.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     parser.add_argument("--pod", action="append", default=[], metavar="POD",
                         help="watch this pod too: a pods.toml name, an ssh alias, user@host[:port] "
                              "or 'local' (repeatable)")
@@ -96,6 +96,20 @@ def _run_tui(args: argparse.Namespace) -> int:
     app_ = PrimeTrainApp(pods, settings=settings, notices=warnings, config_path=args.config or last_config())
     app_.run()
     return app_.return_code or EXIT_OK
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, looked up only when asked: reading the installed package's metadata costs ~45 ms
+    (importlib.metadata, email), paid on every start of the app when it was done building the parser."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
+                         help="show the program's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        sys.stdout.write(f"{parser.prog} {_version()}\n")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def _version() -> str:

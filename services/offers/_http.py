@@ -11,12 +11,14 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 
 from services.offers.models import ProviderFailure, UnexpectedAnswer, error_message
 from services.offers.payload import MAX_BODY, TooDeep, loads
+
+if TYPE_CHECKING:  # loaded with the first request: the provider modules stay light to import (the Offers pane's keys line)
+    import httpx
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -37,6 +39,8 @@ async def request_json(client: httpx.AsyncClient, method: str, url: str, *, api_
     """The decoded JSON of a 2xx answer. The body is streamed and never held past :data:`MAX_BODY`
     (a Content-Length over it is refused unread); its nesting is measured before json parses it. Either
     garbage is :class:`UnexpectedAnswer` ("over 20 MB", "nested too deep"): one provider's error line."""
+    import httpx
+
     retry = retry or RetryPolicy()
     headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json", **kwargs.pop("headers", {})}
     last = ""
