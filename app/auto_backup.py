@@ -37,6 +37,7 @@ class AutoBackup:
         self.progress: dict[str, TransferProgress] = {}  # pod -> the running auto-backup's progress
         self._workers: dict[str, Any] = {}
         self._removed: set[str] = set()  # pods removed while their backup was still unwinding
+        self._settings: BackupSettings | None = None  # read while there is no Checkpoints pane
 
     _found: Any = None
 
@@ -55,9 +56,15 @@ class AutoBackup:
         pane = self._pane()
         if pane is not None:
             return pane.settings
-        from services.backup.s3 import BackupSettings
+        if self._settings is None:  # no pane (yet: it mounts just after the first screen): backup.toml itself
+            from app.settings import config_dir
+            from services.backup.s3 import BackupSettings, load_backup_settings
 
-        return BackupSettings()
+            try:
+                self._settings = load_backup_settings(config_dir() / "backup.toml")
+            except PrimeTrainError:  # the pane says why once it is up; backups are off meanwhile
+                self._settings = BackupSettings()
+        return self._settings
 
     # ------------------------------------------------------------------ fed by the App
     def observe(self, snapshot: PodSnapshot) -> None:

@@ -168,13 +168,19 @@ class DemoInApp:
             demo.release()
 
     def _open_config(self, path: Path) -> None:
-        """The Config pane shows the demo's config when it has none (no --config, no last config)."""
+        """The Config pane shows the demo's config when it has none (no --config, no last config); a pane not
+        mounted yet (the App mounts it just after the first screen) opens the App's ``config_path``."""
         try:
             from app.panes.config import ConfigPane
 
-            pane = self.app.screen_stack[0].query_one(ConfigPane)
-        except Exception:  # noqa: BLE001 - an App without the pane
+            panes = self.app.screen_stack[0].query(ConfigPane)
+        except Exception:  # noqa: BLE001 - an App without a screen
             return
+        if not panes:
+            if getattr(self.app, "config_path", path) is None:
+                self.app.config_path = path
+            return
+        pane = panes.first()
         if pane.path is None:
             pane.open(path)
 

@@ -82,7 +82,10 @@ class PaneKeys:
         if not self._main_widgets_ready() or not self._on_main_screen():
             return
         selector = PANE_FOCUS.get(self.tabs.active or "")
-        target = self.screen_stack[0].query(selector).first() if selector else self.pod_list
+        found = self.screen_stack[0].query(selector) if selector else None
+        if selector and not found:
+            return  # the pane mounts just after the first screen (App._mount_other_panes), and focuses then
+        target = found.first() if found else self.pod_list
         if target.focusable:
             target.focus()
 
@@ -114,5 +117,6 @@ class PaneKeys:
 
     async def _run_pane_action(self, pane: str, action: str) -> None:
         self.action_show_pane(pane)
-        widget = self.screen_stack[0].query(PANE_IDS[pane]).first()
-        await self.run_action(action, widget)
+        found = self.screen_stack[0].query(PANE_IDS[pane])
+        if found:  # (not yet mounted in the first instant of the App: nothing to run it on)
+            await self.run_action(action, found.first())

@@ -13,20 +13,23 @@ from app.tasks import Task
 
 class RunActions:
     tasks: Any
+    config_path: Any
 
     def action_launch(self) -> None:
-        pod, pane = self._selected_pod(), self.screen_stack[0].query_one(ConfigPane)
+        pod, panes = self._selected_pod(), self.screen_stack[0].query(ConfigPane)
         if pod is None:
             return
-        if pane.path is None:
+        # the Config pane mounts just after the first screen: until then, the file it is about to open
+        path, modified = (panes.first().path, panes.first().modified) if panes else (self.config_path, False)
+        if path is None:
             self.notify("Open the run's config in the Config pane first (or start with --config FILE).",
                         severity="warning", title="Nothing to launch")
             return
-        if pane.modified:
+        if modified:
             self.notify("Save the config first (ctrl+s in the Config pane): the pod gets what is on disk.",
                         severity="warning", title="Unsaved config")
             return
-        self._open_action("launch", pod, config=pane.path)
+        self._open_action("launch", pod, config=path)
 
     def action_kill(self) -> None:
         if (pod := self._selected_pod()) is not None:

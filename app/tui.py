@@ -47,6 +47,8 @@ from widgets.pod_list import PodList
 
 __all__ = ["APP_ACTION_KEYS", "FRAME_S", "PANES", "STYLES", "PodUpdated", "PrimeTrainApp"]
 
+FIRST_PANE = "monitor"  # the pane on the first screen; the others mount once it is painted
+
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
 MonitorFactory = Callable[[Callable[[PodSnapshot], None]], MonitorService]
 
@@ -129,11 +131,39 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         yield Header()
         with Horizontal(id="main"):
             yield PodList(id="pods")
-            with TabbedContent(initial="monitor", id="panes"):
+            with TabbedContent(initial=FIRST_PANE, id="panes"):
                 for pane in PANES:
                     with TabPane(pane.title(), id=pane):
-                        yield self._pane_widget(pane)
+                        if pane == FIRST_PANE:
+                            yield self._pane_widget(pane)
         yield Footer()
+
+    async def _mount_other_panes(self) -> None:
+        """The panes not on the first screen, mounted once it is painted: composing and styling them (some 250 of
+        the ~400 widgets, the config editor, the offers table) before it made the first screen wait ~100 ms more
+        (tests/benchmarks/startup.py). Nothing waits on them meanwhile: a key for one of them finds it mounted,
+        and what the App gives them at start (the Config pane's file) they read when they mount."""
+        if not self.screen_stack:
+            return
+        main = self.screen_stack[0]
+        mounts = []
+        for pane in PANES:
+            if pane == FIRST_PANE or main.query(PANE_IDS[pane]):
+                continue
+            widget = self._pane_widget(pane)
+            mounts.append(main.query_one(f"TabPane#{pane}", TabPane).mount(widget))
+            if isinstance(widget, (BottleneckPane, CheckpointsPane)):
+                self._live[pane] = widget
+        for mounted in mounts:
+            await mounted
+        if self._main is not None and self._main[0].is_attached and self._on_main_screen():
+            self._refresh_live_pane()  # the visible pane may be one of them (a key pressed before they came)
+            self._focus_pane()
+        # gc.freeze once the whole first screen is up: the widgets, styles and modules made at start live as
+        # long as the app, and Python's full collections scanned them all again every few hundred
+        # allocations: a 75-150 ms pause every ~10 keystrokes in a 1,000-line config
+        # (tests/benchmarks/editor_latency.py)
+        self.call_after_refresh(gc.freeze)
 
     def _pane_widget(self, pane: str) -> Widget:  # PANES order: config, offers, monitor, ...
         if pane == "config":
@@ -174,11 +204,7 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
 
         if (watched := watch_notice(data_dir())) is not None:
             self.notify(watched, title="Watcher", timeout=20)
-        # gc.freeze once the first screen is up: the widgets, styles and modules made at start live as
-        # long as the app, and Python's full collections scanned them all again every few hundred
-        # allocations: a 75-150 ms pause every ~10 keystrokes in a 1,000-line config
-        # (tests/benchmarks/editor_latency.py)
-        self.call_after_refresh(gc.freeze)
+        self.call_after_refresh(self._mount_other_panes)
         self.rentals.start()
 
     def on_resize(self, event: events.Resize) -> None:
@@ -224,8 +250,7 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         if self._main is None:
             main = self.screen_stack[0]
             self._main = (main.query_one(PodList), main.query_one(MonitorPane), main.query_one(TabbedContent))
-            self._live = {"monitor": self._main[1], "bottleneck": main.query_one(BottleneckPane),
-                          "checkpoints": main.query_one(CheckpointsPane)}
+            self._live["monitor"] = self._main[1]  # (Bottleneck, Checkpoints: added as they mount)
         return self._main
 
     def _on_main_screen(self) -> bool:
@@ -245,8 +270,9 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         from app.screens.save_as import free_name
         from app.screens.wizard import WizardScreen
 
-        config = self.screen_stack[0].query_one(ConfigPane)
-        folder = config.path.parent if config.path is not None else Path.cwd()
+        found = self.screen_stack[0].query(ConfigPane)
+        config = found.first() if found else None  # (mounted just after the first screen)
+        folder = config.path.parent if config is not None and config.path is not None else Path.cwd()
         self.push_screen(WizardScreen(free_name(folder)), self._wizard_saved)
 
     def _wizard_saved(self, path: Path | None) -> None:
@@ -313,8 +339,10 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         if self._main_widgets_ready():
             main = self.screen_stack[0]
             for pane in PANES:
-                widget = main.query(PANE_IDS[pane]).first()
-                for binding in type(widget).BINDINGS:
+                found = main.query(PANE_IDS[pane])
+                if not found:  # mounted just after the first screen
+                    continue
+                for binding in type(found.first()).BINDINGS:
                     if isinstance(binding, Binding) and binding.show:
                         key = self.get_key_display(binding)
                         commands.append((f"{pane.title()}: {binding.description.lower()}",

@@ -68,3 +68,14 @@ def rentals_app(pods: list, tmp_path, audit, api, *, parked: bool = True, **rent
     kw = {"monitor_factory": lambda cb: MonitorService(cb, connector=lambda p: Parked(p))} if parked else {}
     return PrimeTrainApp(pods, pods_path=tmp_path / "pods.toml",
                          rentals=lambda a: Rentals(a, audit, providers=api.providers, **rentals_kw), **kw)
+
+
+async def panes_mounted(pilot: Pilot) -> None:
+    """Wait for every pane: only the Monitor pane is on the first screen, the others mount just after it is painted
+    (app/tui.py, ``_mount_other_panes``)."""
+    from app.pane_keys import PANE_IDS
+
+    app = pilot.app
+    await wait_for(pilot, lambda: bool(app.screen_stack) and all(
+        app.screen_stack[0].query(selector) and app.screen_stack[0].query_one(selector).is_mounted
+        for selector in PANE_IDS.values()))

@@ -194,3 +194,32 @@ async def test_the_palette_finds_the_wizard_by_typing_wizard(tmp_path):
         await wait_for(pilot, lambda: config.report is not None and config.editor.text)
         assert app.tabs.active == "config" and config.path == tmp_path / "rl.toml"
         assert config.report.errors == 0
+
+
+async def test_the_first_screen_is_the_monitor_pane_alone_and_a_key_for_another_pane_waits_for_it(tmp_path: Path):
+    """Only the Monitor pane is composed for the first paint (the first screen comes sooner,
+    tests/benchmarks/startup.py); the others mount right after it, and a key pressed before they are there
+    still shows its pane with the focus in it, on the file the App was given."""
+    from app.pane_keys import PANE_IDS
+    from app.panes.config import ConfigPane
+
+    cfg = tmp_path / "rl.toml"
+    cfg.write_text("max_steps = 10\n")
+    app = parked_app(config_path=cfg)
+    painted: list[list[str]] = []
+    display = app._display
+
+    def first_paint(screen, renderable) -> None:  # what the terminal's first screen held
+        if renderable is not None and not painted:
+            painted.append(sorted(p for p, selector in PANE_IDS.items() if app.screen_stack[0].query(selector)))
+        display(screen, renderable)
+
+    app._display = first_paint  # type: ignore[method-assign]
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("1")  # before the Config pane is mounted
+        await wait_for(pilot, lambda: bool(app.screen_stack[0].query(ConfigPane)))
+        pane = app.screen_stack[0].query_one(ConfigPane)
+        await wait_for(pilot, lambda: pane.path == cfg and app.focused is not None
+                       and pane in app.focused.ancestors_with_self)
+        assert painted == [["monitor"]]
+        assert app.tabs.active == "config"

@@ -35,7 +35,7 @@ from services.models import (
     Sample,
 )
 from services.monitor.service import MonitorSettings
-from tests.app.helpers import wait_for
+from tests.app.helpers import panes_mounted, wait_for
 from widgets.monitor_pane import MonitorPane
 from widgets.monitor_rows import GpuRow, HostRow
 from widgets.format import GIB, series
@@ -111,7 +111,8 @@ class TestLayout:
         from app.panes.offers import OffersPane
 
         app = make_app([])
-        async with app.run_test(size=SIZE):
+        async with app.run_test(size=SIZE) as pilot:
+            await panes_mounted(pilot)  # the panes besides Monitor mount after the first screen
             for pane_id in ("config-pane", "offers-pane", "monitor-pane", "bottleneck-pane", "checkpoints-pane"):
                 assert app.query(f"#{pane_id}"), pane_id
             assert app.query_one(OffersPane).ranked == []  # nothing fetched until `r`: no network at start

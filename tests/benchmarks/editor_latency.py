@@ -46,6 +46,8 @@ async def run(path: Path, n: int) -> tuple[list[float], list[float]]:
     wall: list[float] = []
     cpu: list[float] = []
     async with app.run_test(size=(160, 48)) as pilot:
+        while not app.screen_stack[0].query("#config-editor"):  # the panes besides Monitor mount after the first screen
+            await pilot.pause(0.01)
         app.action_show_pane("config")
         editor = app.query_one("#config-editor", TextArea)
         for _ in range(100):

@@ -11,7 +11,7 @@ import pytest
 
 from app.panes.config import ConfigPane
 from app.tui import PrimeTrainApp
-from tests.app.helpers import wait_for
+from tests.app.helpers import panes_mounted, wait_for
 from tests.services.config.test_rules import RL_BASE
 
 SIZE = (140, 45)
@@ -52,6 +52,7 @@ async def test_a_small_config_keeps_its_highlighting(tmp_path: Path, monkeypatch
     path.write_text(RL_BASE)
     app = PrimeTrainApp([], config_path=path)
     async with app.run_test(size=SIZE) as pilot:
+        await panes_mounted(pilot)  # the panes besides Monitor mount after the first screen
         pane = app.query_one(ConfigPane)
         await wait_for(pilot, lambda: pane.report is not None)
         assert pane.editor.language == "toml"

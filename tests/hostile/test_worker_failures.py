@@ -11,7 +11,7 @@ from textual.widgets import Label
 
 from app.panes.offers import OffersPane
 from app.tui import PrimeTrainApp
-from tests.app.helpers import wait_for
+from tests.app.helpers import panes_mounted, wait_for
 
 SIZE = (140, 45)
 
@@ -67,6 +67,7 @@ async def test_no_failing_worker_ends_the_app(tmp_path, monkeypatch):
         raise KeyError("pods")
 
     async with app.run_test(size=SIZE) as pilot:
+        await panes_mounted(pilot)  # the panes besides Monitor mount after the first screen
         pane = app.query_one(OffersPane)
         pane.fetcher = broken_fetch
         pane.action_refresh_offers()

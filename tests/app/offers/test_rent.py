@@ -20,7 +20,7 @@ from app.tui import PrimeTrainApp
 from services.offers import cache, primeintellect
 from services.offers.models import FetchResult
 from services.offers.rentals import AuditLog, Rental
-from tests.app.helpers import rentals_app, wait_for
+from tests.app.helpers import panes_mounted, rentals_app, wait_for
 from tests.services.offers.test_launch import Api, load
 from widgets.offers_view import OffersView
 
@@ -150,6 +150,7 @@ async def test_config_pane_model_is_what_the_offers_pane_prices(tmp_path: Path):
     app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml", config_path=cfg,
                         rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
     async with app.run_test(size=(140, 40)) as pilot:
+        await panes_mounted(pilot)  # the panes besides Monitor mount after the first screen
         pane = app.offers_pane
         await wait_for(pilot, lambda: pane.run.model == "Qwen/Qwen3-8B")
         assert pane.run.steps == 40 and "rl.toml" in pane.run_source
@@ -164,6 +165,7 @@ async def test_the_pane_says_which_keys_are_set_masked(tmp_path: Path, monkeypat
     app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
                         rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
     async with app.run_test(size=(160, 40)) as pilot:
+        await panes_mounted(pilot)  # the panes besides Monitor mount after the first screen
         label = app.offers_pane.query_one("#of-keys", Label)
         await wait_for(pilot, lambda: "Keys:" in str(label.render()))
         text = str(label.render())
@@ -204,6 +206,7 @@ async def test_a_real_runs_rate_calibrates_the_offers_pane(tmp_path: Path):
     app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
                         rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
     async with app.run_test(size=(160, 40)) as pilot:
+        await panes_mounted(pilot)  # the panes besides Monitor mount after the first screen
         pane = app.offers_pane
         await wait_for(pilot, lambda: bool(pane.ranked))
         h100x8 = [r for r in pane.ranked if r.offer.gpu_type == "H100" and r.offer.gpu_count == 8]
@@ -225,6 +228,7 @@ async def test_demo_shows_simulated_offers_without_keys_and_rents_nothing(tmp_pa
                         monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
                         rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=api.providers))
     async with app.run_test(size=(160, 40)) as pilot:
+        await panes_mounted(pilot)  # the panes besides Monitor mount after the first screen
         pane = app.offers_pane
         await wait_for(pilot, lambda: bool(pane.ranked))
         assert "SIMULATED offers" in str(pane.query_one("#of-status", Label).render())
