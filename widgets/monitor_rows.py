@@ -122,11 +122,19 @@ class PartsRow(Widget):
     PREFIX = ""
     PARTS: tuple[str, ...] = ()
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, *, tight: bool = False, graphs: Iterable[str] = METRICS, **kwargs) -> None:
         self._looks: dict[str, Style] | None = None  # the parts' styles, until Textual repaints the row for a reason
         self._own_refresh = False  # of its own (new figures or points) rather than Textual's
         self._strips: dict[int, tuple[tuple, Strip]] = {}  # per line: (what it shows, the line drawn)
         super().__init__(**kwargs)
+        self.tight, self.graphs = tight, frozenset(graphs)  # what fits the pane's width (MonitorPane.on_resize)
+
+    def arrange(self, tight: bool, graphs: Iterable[str] = METRICS) -> None:
+        """The pane's width changed what fits: narrow figures (``tight``), and which graphs are shown."""
+        graphs = frozenset(graphs)
+        if (tight, graphs) != (self.tight, self.graphs):
+            self.tight, self.graphs = tight, graphs
+            self._redraw()
 
     @property
     def looks(self) -> dict[str, Style]:
@@ -170,12 +178,21 @@ class PartsRow(Widget):
         blank = self.looks["blank"]
         return [Segment(" " * lead, blank), Segment(shown, look), Segment(" " * (len(cell) - lead - len(shown)), blank)]
 
-    def drawn(self, y: int, key: tuple) -> Strip | None:
-        """Line ``y`` as drawn last, if it still shows ``key``."""
-        cached = self._strips.get(y)
-        return cached[1] if cached is not None and cached[0] == key else None
+    def line_key(self) -> tuple:
+        """Everything the row's lines show (a line is drawn again only when this changed)."""
+        return (self.size.width, self.tight, self.graphs)
 
-    def finish(self, y: int, key: tuple, segments: list[Segment], width: int) -> Strip:
+    def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
+        """Line ``y``'s segments (padded or cut to ``width`` by :meth:`render_line`)."""
+        raise NotImplementedError
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        key = self.line_key()
+        cached = self._strips.get(y)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        segments = self.draw(y, width, key)
         strip = (Strip([s for s in segments if s.text]).adjust_cell_length(width, self.looks["blank"]) if width
                  else Strip.blank(0))
         self._strips[y] = (key, strip)
@@ -193,10 +210,8 @@ class GpuRow(PartsRow):
 
     def __init__(self, index: int, *, limit: int, tight: bool = False,
                  graphs: Iterable[str] = METRICS) -> None:
-        super().__init__(classes="gpu-row")
+        super().__init__(classes="gpu-row", tight=tight, graphs=graphs)
         self.index = index
-        self.tight = tight
-        self.graphs = frozenset(graphs)
         self.histories = {metric: History(limit) for metric in METRICS}
         self.figures = dict.fromkeys(METRICS, NA)
         self.levels = dict.fromkeys(METRICS, "")
@@ -226,13 +241,6 @@ class GpuRow(PartsRow):
     def cells(self, metric: str, width: int) -> str:
         return self.histories[metric].bars(width, 0.0, self.high(metric))
 
-    def arrange(self, tight: bool, graphs: Iterable[str]) -> None:
-        """The pane's width changed what fits: narrow figures, and which graphs are shown."""
-        graphs = frozenset(graphs)
-        if (tight, graphs) != (self.tight, self.graphs):
-            self.tight, self.graphs = tight, graphs
-            self._redraw()
-
     def show(self, gpu: GpuSample | None, timeline: Timeline) -> None:
         """The latest figures, and the graphs' new points (10 min at 1 Hz in all); repainted only when the line
         it draws changed (a new point often leaves every cell as it was)."""
@@ -255,10 +263,10 @@ class GpuRow(PartsRow):
                 for g in gpus:
                     v = None if g is None else pick(g)
                     history.append(None if v is None else float(v))
-        if self._line_key() != self._drawn:
+        if self.line_key() != self._drawn:
             self._redraw()
 
-    def _line_key(self) -> tuple:
+    def line_key(self) -> tuple:
         """Everything the line shows; the graphs' cells worked out once per new point or new width."""
         width = self.size.width
         basis = (self._seen, width, self.tight, self.graphs)
@@ -270,15 +278,8 @@ class GpuRow(PartsRow):
 
     # ------------------------------------------------------------------ drawing
 
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        if y:
-            return Strip.blank(width, self.rich_style)
-        key = self._line_key()
+    def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         self._drawn = key
-        cached = self.drawn(0, key)
-        if cached is not None:
-            return cached
         looks = self.looks
         base, blank = looks["base"], looks["blank"]
         graph_cells = iter(key[5])
@@ -297,7 +298,7 @@ class GpuRow(PartsRow):
             else:
                 add(Segment(next(graph_cells), looks[column.metric]))
             end = column.x + column.width
-        return self.finish(0, key, segments, width)
+        return segments
 
 
 class HostRow(PartsRow):
@@ -311,12 +312,6 @@ class HostRow(PartsRow):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.parts: tuple[tuple[str, str], ...] = ()  # (text, level: "" | "warn" | "critical")
-        self.tight = False
-
-    def arrange(self, tight: bool) -> None:
-        if tight != self.tight:
-            self.tight = tight
-            self._redraw()
 
     def show(self, parts: Iterable[tuple[str, str]]) -> None:
         parts = tuple(parts)
@@ -324,12 +319,10 @@ class HostRow(PartsRow):
             self.parts = parts
             self._redraw()
 
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        key = (width, self.tight, self.parts)
-        cached = self.drawn(y, key)
-        if cached is not None:
-            return cached
+    def line_key(self) -> tuple:
+        return (self.size.width, self.tight, self.parts)
+
+    def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         looks = self.looks
         segments: list[Segment] = []
         if not self.tight:
@@ -347,7 +340,7 @@ class HostRow(PartsRow):
                     segments += self.text_segments(first_line(text, room), looks[level] if level else looks["base"],
                                                    len(first_line(text, room)))
                 segments.append(Segment(" " * (x + cell - sum(s.cell_length for s in segments)), looks["blank"]))
-        return self.finish(y, key, segments, width)
+        return segments
 
 
 class GpuHeader(PartsRow):
@@ -356,22 +349,7 @@ class GpuHeader(PartsRow):
     TITLES = {"util": "util", "mem": "memory", "power": "power", "temp": "temp"}
     DEFAULT_CSS = "GpuHeader { height: 1; }"
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.tight, self.graphs = False, frozenset(METRICS)
-
-    def arrange(self, tight: bool, graphs: Iterable[str]) -> None:
-        graphs = frozenset(graphs)
-        if (tight, graphs) != (self.tight, self.graphs):
-            self.tight, self.graphs = tight, graphs
-            self._redraw()
-
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        key = (width, self.tight, self.graphs)
-        cached = self.drawn(y, key)
-        if cached is not None:
-            return cached
+    def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         looks = self.looks
         segments: list[Segment] = []
         if y == 0:
@@ -379,4 +357,4 @@ class GpuHeader(PartsRow):
                 if column.part == "figure":
                     segments.append(Segment(" " * (column.x - sum(s.cell_length for s in segments)), looks["blank"]))
                     segments += self.text_segments(self.TITLES[column.metric], looks["base"], column.width, right=True)
-        return self.finish(y, key, segments, width)
+        return segments
