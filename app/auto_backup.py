@@ -57,11 +57,11 @@ class AutoBackup:
         if pane is not None:
             return pane.settings
         if self._settings is None:  # no pane (yet: it mounts just after the first screen): backup.toml itself
-            from app.settings import config_dir
-            from services.backup.s3 import BackupSettings, load_backup_settings
+            from app.settings import load_backup_toml
+            from services.backup.s3 import BackupSettings
 
             try:
-                self._settings = load_backup_settings(config_dir() / "backup.toml")
+                self._settings = load_backup_toml()
             except PrimeTrainError:  # the pane says why once it is up; backups are off meanwhile
                 self._settings = BackupSettings()
         return self._settings

@@ -61,17 +61,22 @@ class PaneKeys:
         """The pane widget on screen (None under a modal or while the App starts or stops)."""
         if not self._main_widgets_ready() or not self._on_main_screen():
             return None
-        selector = PANE_IDS.get(self.tabs.active or "")
-        if not selector:
+        return self.mounted_pane(self.tabs.active or "")
+
+    def mounted_pane(self, pane: str) -> Widget | None:
+        """The widget of pane ``pane`` (config, offers, ...) on the main screen; None before it is mounted (all but
+        the Monitor pane mount just after the first screen: App._mount_other_panes) or for no such pane."""
+        selector = PANE_IDS.get(pane)
+        if not selector or not self.screen_stack:
             return None
         cache: dict[str, Widget] = self.__dict__.setdefault("_pane_widgets", {})
-        pane = cache.get(selector)  # footer and help ask on every refresh: one DOM query per pane, not per frame
-        if pane is None or not pane.is_attached:
+        widget = cache.get(selector)  # footer and help ask on every refresh: one DOM query per pane, not per frame
+        if widget is None or not widget.is_attached:
             found = self.screen_stack[0].query(selector)
             if not found:
                 return None
-            pane = cache[selector] = found.first()
-        return pane
+            widget = cache[selector] = found.first()
+        return widget
 
     def pane_bindings(self) -> dict[str, Binding]:
         """The visible pane's own keys: key -> binding."""
@@ -117,6 +122,5 @@ class PaneKeys:
 
     async def _run_pane_action(self, pane: str, action: str) -> None:
         self.action_show_pane(pane)
-        found = self.screen_stack[0].query(PANE_IDS[pane])
-        if found:  # (not yet mounted in the first instant of the App: nothing to run it on)
-            await self.run_action(action, found.first())
+        if (widget := self.mounted_pane(pane)) is not None:  # (none in the App's first instant: nothing to run it on)
+            await self.run_action(action, widget)

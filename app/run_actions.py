@@ -14,13 +14,14 @@ from app.tasks import Task
 class RunActions:
     tasks: Any
     config_path: Any
+    mounted_pane: Any
 
     def action_launch(self) -> None:
-        pod, panes = self._selected_pod(), self.screen_stack[0].query(ConfigPane)
+        pod, pane = self._selected_pod(), self.mounted_pane("config")
         if pod is None:
             return
         # the Config pane mounts just after the first screen: until then, the file it is about to open
-        path, modified = (panes.first().path, panes.first().modified) if panes else (self.config_path, False)
+        path, modified = (pane.path, pane.modified) if isinstance(pane, ConfigPane) else (self.config_path, False)
         if path is None:
             self.notify("Open the run's config in the Config pane first (or start with --config FILE).",
                         severity="warning", title="Nothing to launch")

@@ -277,6 +277,14 @@ def load_offer_settings(path: Path | None = None) -> dict:
     return table
 
 
+def load_backup_toml() -> "BackupSettings":
+    """``[backup]`` of <config dir>/backup.toml with PRIME_TRAIN_TUI_BUCKET/_S3_ENDPOINT over it
+    (services.backup.s3.load_backup_settings); SettingsError when it cannot be read."""
+    from services.backup.s3 import load_backup_settings
+
+    return load_backup_settings(config_dir() / "backup.toml")
+
+
 # ----------------------------------------------------------------------------- health thresholds
 def load_health_settings(path: Path | None = None) -> "HealthSettings":
     """The ``[health]`` table of settings.toml: any field of services.monitor.health.HealthSettings, e.g.::

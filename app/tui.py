@@ -25,7 +25,7 @@ from textual.widgets import Header, TabbedContent, TabPane
 from app.auto_backup import AutoBackup
 from app.frames import FRAME_S, PodUpdated, SnapshotFrames
 from app.palette import PodCommands
-from app.pane_keys import PANE_IDS, PANES, PaneKeys, app_action_keys
+from app.pane_keys import PANES, PaneKeys, app_action_keys
 from app.panes.bottleneck import BottleneckPane
 from app.panes.checkpoints import CheckpointsPane
 from app.panes.config import ConfigPane
@@ -148,7 +148,7 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         main = self.screen_stack[0]
         mounts = []
         for pane in PANES:
-            if pane == FIRST_PANE or main.query(PANE_IDS[pane]):
+            if pane == FIRST_PANE:
                 continue
             widget = self._pane_widget(pane)
             mounts.append(main.query_one(f"TabPane#{pane}", TabPane).mount(widget))
@@ -156,8 +156,8 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
                 self._live[pane] = widget
         for mounted in mounts:
             await mounted
-        if self._main is not None and self._main[0].is_attached and self._on_main_screen():
-            self._refresh_live_pane()  # the visible pane may be one of them (a key pressed before they came)
+        if self._main_widgets_ready() and self._on_main_screen() and self.tabs.active != FIRST_PANE:
+            self._refresh_live_pane()  # a key showed one of them before it came: draw it, focus it now
             self._focus_pane()
         # gc.freeze once the whole first screen is up: the widgets, styles and modules made at start live as
         # long as the app, and Python's full collections scanned them all again every few hundred
@@ -270,9 +270,8 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         from app.screens.save_as import free_name
         from app.screens.wizard import WizardScreen
 
-        found = self.screen_stack[0].query(ConfigPane)
-        config = found.first() if found else None  # (mounted just after the first screen)
-        folder = config.path.parent if config is not None and config.path is not None else Path.cwd()
+        config = self.mounted_pane("config")  # (None in the App's first instant)
+        folder = config.path.parent if isinstance(config, ConfigPane) and config.path is not None else Path.cwd()
         self.push_screen(WizardScreen(free_name(folder)), self._wizard_saved)
 
     def _wizard_saved(self, path: Path | None) -> None:
@@ -302,8 +301,8 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
 
     @property
     def offers_pane(self) -> OffersPane | None:
-        panes = self.screen_stack[0].query(OffersPane) if self.screen_stack else None
-        return panes.first() if panes else None
+        pane = self.mounted_pane("offers")
+        return pane if isinstance(pane, OffersPane) else None
 
     def on_offers_pane_rent_requested(self, message: OffersPane.RentRequested) -> None:
         self.rentals.request(message.ranked)
@@ -337,12 +336,10 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
                 commands.append((f"{name}: terminate rented pod", "Stop paying for it (asks first; T)",
                                  self.action_terminate_pod))
         if self._main_widgets_ready():
-            main = self.screen_stack[0]
             for pane in PANES:
-                found = main.query(PANE_IDS[pane])
-                if not found:  # mounted just after the first screen
+                if (widget := self.mounted_pane(pane)) is None:  # mounted just after the first screen
                     continue
-                for binding in type(found.first()).BINDINGS:
+                for binding in type(widget).BINDINGS:
                     if isinstance(binding, Binding) and binding.show:
                         key = self.get_key_display(binding)
                         commands.append((f"{pane.title()}: {binding.description.lower()}",

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from textual import events
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
@@ -31,7 +31,7 @@ from widgets.format import (
 from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
 from widgets.cluster_view import ClusterPanel
 from widgets.pod_list import cut_text
-from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, PICKS, GpuHeader, GpuRow, HostRow
+from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, GpuHeader, GpuRow, HostRow
 
 DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
 NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least

@@ -122,6 +122,11 @@ class PartsRow(Widget):
     PREFIX = ""
     PARTS: tuple[str, ...] = ()
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        if cls.PREFIX:  # the component classes are its parts: ``<PREFIX>--<part>``
+            cls.COMPONENT_CLASSES = {f"{cls.PREFIX}--{part}" for part in cls.PARTS}
+        super().__init_subclass__(**kwargs)
+
     def __init__(self, *, tight: bool = False, graphs: Iterable[str] = METRICS, **kwargs) -> None:
         self._looks: dict[str, Style] | None = None  # the parts' styles, until Textual repaints the row for a reason
         self._own_refresh = False  # of its own (new figures or points) rather than Textual's
@@ -203,8 +208,6 @@ class GpuRow(PartsRow):
     """One GPU: util %, memory used/total GiB, power W, temperature °C, each with its history graph (util, memory
     and temperature on 0-100, power on 0 to the most seen in the window: the probe reports no power limit)."""
 
-    COMPONENT_CLASSES = {"gpu-row--index", "gpu-row--warn", "gpu-row--critical", "gpu-row--util", "gpu-row--mem",
-                         "gpu-row--power", "gpu-row--temp"}
     DEFAULT_CSS = "GpuRow { height: 1; }"
     PREFIX, PARTS = "gpu-row", ("index", "warn", "critical", *METRICS)
 
@@ -305,7 +308,6 @@ class HostRow(PartsRow):
     """The pod's CPU, RAM, disk and open-files figures: on one line, each followed by three blank cells, or two
     a line in a narrow pane, each at the start of its half (as the four labels it replaces were laid out)."""
 
-    COMPONENT_CLASSES = {"host-row--warn", "host-row--critical"}
     PREFIX, PARTS = "host-row", ("warn", "critical")
     GAP = 3
 
@@ -336,9 +338,8 @@ class HostRow(PartsRow):
                 index = 2 * y + (x > 0)
                 if index < len(self.parts):
                     text, level = self.parts[index]
-                    room = max(0, cell - self.GAP)
-                    segments += self.text_segments(first_line(text, room), looks[level] if level else looks["base"],
-                                                   len(first_line(text, room)))
+                    shown = first_line(text, max(0, cell - self.GAP))
+                    segments += self.text_segments(shown, looks[level] if level else looks["base"], len(shown))
                 segments.append(Segment(" " * (x + cell - sum(s.cell_length for s in segments)), looks["blank"]))
         return segments
 

@@ -16,7 +16,6 @@ import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 
-
 BARS = "▁▂▃▄▅▆▇█"
 
 

@@ -109,10 +109,9 @@ def add_backup_args(p: argparse.ArgumentParser) -> None:
 
 def backup_settings(args: argparse.Namespace) -> Any:
     """The backup settings (``[backup]`` of backup.toml, the environment, then --bucket/--endpoint)."""
-    from app.settings import config_dir
-    from services.backup.s3 import load_backup_settings
+    from app.settings import load_backup_toml
 
-    settings = load_backup_settings(config_dir() / "backup.toml")
+    settings = load_backup_toml()
     return settings.with_overrides(bucket=getattr(args, "bucket", None), endpoint=getattr(args, "endpoint", None))
 
 

@@ -43,10 +43,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def settings_from(args: argparse.Namespace) -> Any:
-    from app.settings import config_dir
-    from services.backup.s3 import load_backup_settings
+    from app.settings import load_backup_toml
 
-    settings = load_backup_settings(config_dir() / "backup.toml")
+    settings = load_backup_toml()
     return settings.with_overrides(bucket=args.bucket, prefix=args.prefix, endpoint=args.endpoint,
                                    region=args.region, compression=getattr(args, "compress", None),
                                    keep_last=getattr(args, "keep_last", None))

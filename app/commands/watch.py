@@ -61,13 +61,12 @@ def load_watch_options() -> dict[str, Any]:
     (auto-backup, the final backup before a budget termination, the bucket cleanup checks) and ``[lifecycle]``
     (preempt_after_minutes; auto_resume, opt-in, and how a resume runs; cleanup_pods and the daemons' rules).
     SettingsError when one is broken."""
-    from app.settings import config_dir, load_lifecycle_settings, load_watch_table
-    from services.backup.s3 import load_backup_settings
+    from app.settings import load_backup_toml, load_lifecycle_settings, load_watch_table
 
     table = load_watch_table()
     lifecycle = load_lifecycle_settings()
     return {"terminate_over_budget": table["terminate_over_budget"], "cleanup": table["cleanup"],
-            "backup": load_backup_settings(config_dir() / "backup.toml"),  # also auto_backup, as in the TUI
+            "backup": load_backup_toml(),  # also auto_backup, as in the TUI
             "preempt_after_s": lifecycle.preempt_after_minutes * 60.0, "lifecycle": lifecycle}
 
 

@@ -114,11 +114,11 @@ class CheckpointsPane(Widget, can_focus=True):
 
     def load_settings(self) -> BackupSettings:
         """``[backup]`` of <config dir>/backup.toml + PRIME_TRAIN_TUI_BUCKET/_S3_ENDPOINT; defaults on error."""
-        from app.settings import config_dir
-        from services.backup.s3 import BackupSettings, load_backup_settings
+        from app.settings import load_backup_toml
+        from services.backup.s3 import BackupSettings
 
         try:
-            return load_backup_settings(config_dir() / "backup.toml")
+            return load_backup_toml()
         except PrimeTrainError as exc:
             self.settings_error = str(exc)
             self.last_message = f"backup settings: {exc}"

@@ -275,12 +275,11 @@ def backup_settings(backup: Any) -> Any:
     An unreadable backup.toml gives its error (never None): cleanup refuses while it stays so."""
     if backup is not None:
         return backup if isinstance(backup, BaseException) or getattr(backup, "bucket", "") else None
-    from app.settings import config_dir
+    from app.settings import load_backup_toml
     from services.errors import PrimeTrainError
-    from services.backup.s3 import load_backup_settings
 
     try:
-        loaded = load_backup_settings(config_dir() / "backup.toml")
+        loaded = load_backup_toml()
     except PrimeTrainError as exc:
         return exc  # unreadable backup.toml: cleanup refuses (fail closed), resume goes without the bucket
     return loaded if loaded.bucket else None

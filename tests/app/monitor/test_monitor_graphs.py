@@ -14,8 +14,8 @@ from app.tui import STYLES
 from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from tests.app.helpers import wait_for
 from widgets.format import GIB, series
-from widgets.monitor_pane import HISTORY_POINTS, PICKS, MonitorPane
-from widgets.monitor_rows import GpuRow
+from widgets.monitor_pane import HISTORY_POINTS, MonitorPane
+from widgets.monitor_rows import PICKS, GpuRow
 from widgets.trend import bar_cells, downsample
 
 
