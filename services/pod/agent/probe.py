@@ -15,7 +15,8 @@ stdout breaks.
      "traces":[{"step","env","tool","model","total"}]}   (run, cut, traces: with --run-dir)
 
 Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, power W, temp C.
-- nvml: handles fetched once; per-field errors -> null. procs via compute-running-processes.
+- nvml: handles fetched once; per-field errors -> null. procs via compute-running-processes. mem_used is
+  nvidia-smi's figure (the v2 memory call: the driver's own reserve is not counted; v1 on drivers < 510).
 - nvidia-smi: ONE long-lived ``nvidia-smi --query-gpu=... -lms N`` child; one sample per batch.
   Malformed lines are skipped and reported in "errors"; the child is restarted with backoff if it
   exits (samples with "gpus": [] and an error keep flowing meanwhile); "procs" is always [].
@@ -171,6 +172,14 @@ class NvmlGpus(object):
         self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]  # fetched ONCE
         names = [_try([], "", lambda h=h: pynvml.nvmlDeviceGetName(h)) for h in self.handles]
         self.names = [n.decode() if isinstance(n, bytes) else n for n in names]
+        # Memory "used" as nvidia-smi shows it: the v2 call leaves out what the driver reserves for itself
+        # (480 MiB of an idle H100 80GB that v1 counts as used); v1 where the driver or binding lacks v2.
+        self.mem_v2 = getattr(pynvml, "nvmlMemory_v2", None)
+        if self.mem_v2 is not None and self.handles:
+            try:
+                pynvml.nvmlDeviceGetMemoryInfo(self.handles[0], version=self.mem_v2)
+            except Exception:  # NVMLError_FunctionNotFound (driver < 510), a binding without `version`
+                self.mem_v2 = None
 
     def _cmd(self, pid):
         try:
@@ -180,13 +189,14 @@ class NvmlGpus(object):
             return None
 
     def read(self, errors):
-        nv, quiet = self.nv, ("NVMLError_NotSupported",)
+        nv, quiet, v2 = self.nv, ("NVMLError_NotSupported",), self.mem_v2
         gpus, procs = [], []
         for i, h in enumerate(self.handles):
             def get(what, fn):
                 return _try(errors, "gpu%d %s" % (i, what), fn, quiet)
 
-            mem = get("mem", lambda: nv.nvmlDeviceGetMemoryInfo(h))
+            mem = get("mem", lambda: nv.nvmlDeviceGetMemoryInfo(h, version=v2) if v2
+                      else nv.nvmlDeviceGetMemoryInfo(h))
             gpus.append({
                 "index": i, "name": self.names[i],
                 "util": get("util", lambda: float(nv.nvmlDeviceGetUtilizationRates(h).gpu)),

@@ -367,7 +367,15 @@ def nvmlDeviceGetCount(): return 2
 def nvmlDeviceGetHandleByIndex(i): _log("handle"); return i
 def nvmlDeviceGetName(h): return b"Fake GPU %d" % h
 def nvmlDeviceGetUtilizationRates(h): return _O(gpu=55 + h, memory=10)
-def nvmlDeviceGetMemoryInfo(h): return _O(used=1000 * (h + 1), total=8000, free=0)
+class NVMLError_FunctionNotFound(NVMLError): pass
+nvmlMemory_v2 = 0x02000028
+RESERVED = 480  # what the driver keeps for itself: v1 counts it as used, v2 and nvidia-smi do not
+def nvmlDeviceGetMemoryInfo(h, version=None):
+    if version is None:
+        return _O(used=1000 * (h + 1) + RESERVED, total=8000, free=0)
+    if os.environ.get("FAKE_NVML_NO_V2"): raise NVMLError_FunctionNotFound("Function Not Found")
+    assert version == nvmlMemory_v2
+    return _O(used=1000 * (h + 1), reserved=RESERVED, total=8000, free=0, version=version)
 def nvmlDeviceGetPowerUsage(h):
     if h == 1: raise NVMLError("Unknown Error")
     return 250500
@@ -403,6 +411,17 @@ def test_nvml_backend_with_fake_pynvml(tmp_path: Path, start_probe) -> None:
                           {"pid": 99, "gpu": 0, "mem": None, "cmd": None}]
     assert s["errors"] == ["gpu1 power: NVMLError: Unknown Error"]  # NotSupported is not an error
     assert (tmp_path / "calls.log").read_text().split() == ["init", "handle", "handle"]  # handles once
+
+
+def test_nvml_memory_falls_back_to_v1_on_old_drivers(tmp_path: Path) -> None:
+    """A driver without nvmlDeviceGetMemoryInfo_v2 (< 510): the v1 figure, and no error in every sample."""
+    (tmp_path / "pynvml.py").write_text(FAKE_PYNVML)
+    env = make_env(None)
+    env.update(PYTHONPATH=str(tmp_path), FAKE_NVML_LOG=str(tmp_path / "calls.log"), FAKE_NVML_NO_V2="1")
+    s = run_once(["--backend", "nvml"], env)
+    assert s["source"] == "nvml"
+    assert [(g["mem_used"], g["mem_total"]) for g in s["gpus"]] == [(1480, 8000), (2480, 8000)]
+    assert not any("mem" in e for e in s["errors"])
 
 
 def test_checkpoint_completeness_follows_prime_rl_markers(tmp_path: Path) -> None:
