@@ -39,17 +39,11 @@ class AutoBackup:
         self._removed: set[str] = set()  # pods removed while their backup was still unwinding
         self._settings: BackupSettings | None = None  # read while there is no Checkpoints pane
 
-    _found: Any = None
-
     def _pane(self) -> Any:
-        """The main screen's Checkpoints pane (found once: this runs for every snapshot of every pod)."""
-        from app.panes.checkpoints import CheckpointsPane
-
-        if self._found is None or not self._found.is_attached:
-            stack = getattr(self.app, "screen_stack", None)
-            panes = stack[0].query(CheckpointsPane) if stack else None
-            self._found = panes.first() if panes else None
-        return self._found
+        """The main screen's Checkpoints pane, once mounted (the App's lookup is cached: this runs for every
+        snapshot of every pod)."""
+        mounted = getattr(self.app, "mounted_pane", None)
+        return mounted("checkpoints") if mounted is not None else None
 
     @property
     def settings(self) -> BackupSettings:

@@ -148,7 +148,7 @@ class DemoInApp:
         self._open_config(demo.config)
         self.workers[pod.name] = self.app.run_worker(self._hold(demo), name=f"demo pod {pod.name}",
                                                      group="demo-pod", exit_on_error=False)
-        self._launch(pod, demo)
+        self.app.call_after_refresh(self._launch, pod, demo)  # its pre-flight (~30 ms) after the first paint
         return pod
 
     def stop(self, name: str) -> None:
@@ -170,17 +170,12 @@ class DemoInApp:
     def _open_config(self, path: Path) -> None:
         """The Config pane shows the demo's config when it has none (no --config, no last config); a pane not
         mounted yet (the App mounts it just after the first screen) opens the App's ``config_path``."""
-        try:
-            from app.panes.config import ConfigPane
-
-            panes = self.app.screen_stack[0].query(ConfigPane)
-        except Exception:  # noqa: BLE001 - an App without a screen
-            return
-        if not panes:
+        mounted = getattr(self.app, "mounted_pane", None)
+        pane = mounted("config") if mounted is not None else None
+        if pane is None:
             if getattr(self.app, "config_path", path) is None:
                 self.app.config_path = path
             return
-        pane = panes.first()
         if pane.path is None:
             pane.open(path)
 

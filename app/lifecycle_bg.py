@@ -73,10 +73,10 @@ class BackgroundLifecycle:
             self.app.run_worker(self.app._save_pods(add=pod), name="saving pods.toml", exit_on_error=False)
 
     def add(self, pod: Any) -> None:
-        from services.lifecycle.auto_cleanup import CleanupDaemon
-
         if pod.name in self.daemons or not self.settings.cleanup_enabled(pod.name) or pod.simulated:
             return
+        from services.lifecycle.auto_cleanup import CleanupDaemon
+
         daemon = CleanupDaemon(pod, self.settings, connect=self.connect, backup=self.backup,
                                clock=app_clock(self.app), on_event=lambda ev, n=pod.name: self._daemon_event(n, ev))
         self.daemons[pod.name] = daemon

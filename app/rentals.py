@@ -13,6 +13,7 @@ one that another app or process opened meanwhile is asked about too, and nothing
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,6 +26,7 @@ from services.models import Pod, PodKind
 from services.offers.rentals import AuditLog, Rental, overdue
 
 if TYPE_CHECKING:
+    from services.offers.calibration import ObservationLog
     from services.offers.launch import DeadlineEvent, DeadlineWatch, LaunchEvent, LaunchPlan, Providers
     from services.offers.ranking import Ranked
 
@@ -52,10 +54,15 @@ class Rentals:
         self.key_warned: set[str] = set()  # pod ids whose provider rejected the key (said once)
         self._pass: Any = None  # the deadline watch's running pass (a Worker)
         self.watch: DeadlineWatch | None = None  # built by the first pass that finds an open rental
+
+    @functools.cached_property
+    def observations(self) -> ObservationLog:
+        """The measured steps/hr log, opened by its first use (the Offers pane, a real run's first rate): its
+        module brings the ranking and the config checks, ~10 ms not needed for the first screen."""
         from app.settings import data_dir
         from services.offers.calibration import NAME as OBSERVED, ObservationLog
 
-        self.observations = ObservationLog(data_dir() / OBSERVED)
+        return ObservationLog(data_dir() / OBSERVED)
 
     def record_rate(self, snapshot: Any) -> None:
         """The steps/hr a real run reaches on its GPUs, for the Offers pane's estimates (at most one line

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.panes.config import ConfigPane
 from app.screens.confirm import ConfirmScreen
 from app.tasks import Task
 
@@ -21,7 +20,7 @@ class RunActions:
         if pod is None:
             return
         # the Config pane mounts just after the first screen: until then, the file it is about to open
-        path, modified = (pane.path, pane.modified) if isinstance(pane, ConfigPane) else (self.config_path, False)
+        path, modified = (pane.path, pane.modified) if pane is not None else (self.config_path, False)
         if path is None:
             self.notify("Open the run's config in the Config pane first (or start with --config FILE).",
                         severity="warning", title="Nothing to launch")

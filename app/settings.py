@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import tomlkit
 
 from services.atomic import atomic_write_text
 from services.errors import PodSpecError, SettingsError
@@ -69,6 +68,8 @@ def load_pods(path: Path | None = None) -> list[Pod]:
 
 def save_pods(pods: list[Pod], path: Path | None = None) -> None:
     """Write the SSH pods to pods.toml atomically, keeping comments of the existing file and a .bak."""
+    import tomlkit  # only to write (comments kept): not on the way to the first screen
+
     path = path or pods_file()
     current = read_toml(path)  # a broken file is a SettingsError: never written over
     if current.exists:
@@ -135,6 +136,8 @@ def last_config() -> Path | None:
 
 def remember_config(path: Path) -> None:
     """Record the config just opened, so a plain ``prime-train-tui`` opens it again."""
+    import tomlkit
+
     state = _state_file()
     try:
         current = read_toml(state)

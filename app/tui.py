@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 from textual import events
@@ -26,16 +27,10 @@ from app.auto_backup import AutoBackup
 from app.frames import FRAME_S, PodUpdated, SnapshotFrames
 from app.palette import PodCommands
 from app.pane_keys import PANES, PaneKeys, app_action_keys
-from app.panes.bottleneck import BottleneckPane
-from app.panes.checkpoints import CheckpointsPane
-from app.panes.config import ConfigPane
-from app.panes.offers import OffersPane
 from app.pod_actions import PodActions
 from app.rentals import Rentals
 from app.run_actions import RunActions
-from app.screens.confirm import ConfirmScreen
 from app.screens.fleet import FleetScreen
-from app.screens.help import HelpScreen, help_rows
 from app.tasks import Tasks
 from app.worker_hub import install as install_worker_hub
 from services.errors import PrimeTrainError
@@ -44,6 +39,12 @@ from services.monitor.service import MonitorService, MonitorSettings
 from widgets.footer import Footer
 from widgets.monitor_pane import MonitorPane
 from widgets.pod_list import PodList
+
+if TYPE_CHECKING:  # the four panes not on the first screen are imported when they mount (~20 ms of start-up)
+    from app.panes.bottleneck import BottleneckPane
+    from app.panes.checkpoints import CheckpointsPane
+    from app.panes.config import ConfigPane
+    from app.panes.offers import OffersPane
 
 __all__ = ["APP_ACTION_KEYS", "FRAME_S", "PANES", "STYLES", "PodUpdated", "PrimeTrainApp"]
 
@@ -152,31 +153,43 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
                 continue
             widget = self._pane_widget(pane)
             mounts.append(main.query_one(f"TabPane#{pane}", TabPane).mount(widget))
-            if isinstance(widget, (BottleneckPane, CheckpointsPane)):
+            if pane in ("bottleneck", "checkpoints"):
                 self._live[pane] = widget
         for mounted in mounts:
             await mounted
         if self._main_widgets_ready() and self._on_main_screen() and self.tabs.active != FIRST_PANE:
             self._refresh_live_pane()  # a key showed one of them before it came: draw it, focus it now
             self._focus_pane()
-        # gc.freeze once the whole first screen is up: the widgets, styles and modules made at start live as
-        # long as the app, and Python's full collections scanned them all again every few hundred
-        # allocations: a 75-150 ms pause every ~10 keystrokes in a 1,000-line config
-        # (tests/benchmarks/editor_latency.py)
-        self.call_after_refresh(gc.freeze)
+        self.call_after_refresh(self._settle_collector)
+
+    @staticmethod
+    def _settle_collector() -> None:
+        """Once the whole first screen is up: what start-up made (widgets, styles, modules) lives as long as
+        the app, and Python's full collections scanned it all again every few hundred allocations (a 75-150 ms
+        pause every ~10 keystrokes in a 1,000-line config, tests/benchmarks/editor_latency.py): freeze it.
+        `prime-train-tui` turns the collector off while it starts (app.cli.tui_app: its ~200 collections
+        found next to nothing and cost ~45 ms before the first paint); it comes back on here."""
+        gc.freeze()
+        gc.enable()
 
     def _pane_widget(self, pane: str) -> Widget:  # PANES order: config, offers, monitor, ...
         if pane == "config":
+            from app.panes.config import ConfigPane
+
             return ConfigPane(self.config_path, id="config-pane")
         if pane == "monitor":
             return MonitorPane(id="monitor-pane")
         if pane == "bottleneck":
+            from app.panes.bottleneck import BottleneckPane
+
             return BottleneckPane(id="bottleneck-pane")
         if pane == "checkpoints":
+            from app.panes.checkpoints import CheckpointsPane
+
             return CheckpointsPane(id="checkpoints-pane")
         from app.settings import cache_dir
 
-        from app.panes.offers import default_fetcher, demo_fetcher
+        from app.panes.offers import OffersPane, default_fetcher, demo_fetcher
 
         demo = any(p.simulated for p in self.initial_pods)
         return OffersPane(id="offers-pane", cache_dir=cache_dir(), observed_path=self.rentals.observations.path,
@@ -199,13 +212,17 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         self.set_interval(1.0, self._tick)
         for notice in self._notices:
             self.notify(notice, severity="warning", timeout=10)
+        self.call_after_refresh(self._mount_other_panes)
+        self.call_after_refresh(self._watcher_notice)
+        self.rentals.start()
+
+    def _watcher_notice(self) -> None:
+        """Is a headless watcher running, and what it saw meanwhile (a toast, after the first screen)."""
         from app.settings import data_dir
-        from services.watch.state import watch_notice  # is a headless watcher running, what it saw meanwhile
+        from services.watch.state import watch_notice
 
         if (watched := watch_notice(data_dir())) is not None:
             self.notify(watched, title="Watcher", timeout=20)
-        self.call_after_refresh(self._mount_other_panes)
-        self.rentals.start()
 
     def on_resize(self, event: events.Resize) -> None:
         """Small terminals: the sidebar narrows (classes read by styles/app.tcss), the panes keep the room."""
@@ -271,12 +288,15 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         from app.screens.wizard import WizardScreen
 
         config = self.mounted_pane("config")  # (None in the App's first instant)
-        folder = config.path.parent if isinstance(config, ConfigPane) and config.path is not None else Path.cwd()
+        folder = config.path.parent if config is not None and config.path is not None else Path.cwd()
         self.push_screen(WizardScreen(free_name(folder)), self._wizard_saved)
 
     def _wizard_saved(self, path: Path | None) -> None:
         if path is None:
             return
+        from app.panes.config import ConfigPane
+        from app.screens.confirm import ConfirmScreen
+
         config = self.screen_stack[0].query_one(ConfigPane)
 
         def open_it(yes: bool | None = True) -> None:
@@ -295,22 +315,23 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
     def action_help(self) -> None:
         pane = self.active_pane()
         title = (self.tabs.active or "").title() + " pane" if pane is not None else ""
+        from app.screens.help import HelpScreen, help_rows
+
         self.push_screen(HelpScreen(help_rows(self, self.screen, pane, title)))
 
     # -- rented pods (app/rentals.py) ------------------------------------------------------------------
 
     @property
     def offers_pane(self) -> OffersPane | None:
-        pane = self.mounted_pane("offers")
-        return pane if isinstance(pane, OffersPane) else None
+        return self.mounted_pane("offers")
 
     def on_offers_pane_rent_requested(self, message: OffersPane.RentRequested) -> None:
         self.rentals.request(message.ranked)
 
     def on_config_pane_validated(self, message: ConfigPane.Validated) -> None:
         pane = self.offers_pane
-        if pane is not None and message.report.data is not None:
-            config = self.screen_stack[0].query_one(ConfigPane)
+        config = self.mounted_pane("config")
+        if pane is not None and config is not None and message.report.data is not None:
             pane.use_config(message.report.data, config.path.name if config.path else "the config")
 
     def palette_commands(self) -> list[tuple[str, str, Callable[[], object]]]:

@@ -89,6 +89,24 @@ def test_console_entry_point_runs():
     out = subprocess.run([sys.executable, "-m", "app.cli", "--help"], capture_output=True, text=True,
                          env={**os.environ}, check=True).stdout
     assert "probe" in out and "--demo" in out
+    assert "start a training run on a pod (pre-flight first)" in out  # every command's summary, not only names
+
+
+def test_the_parser_imports_only_the_command_it_runs():
+    """Starting the TUI imports no command module; a command imports its own alone, and still parses."""
+    script = ("import sys\n"
+              "from app.cli import build_parser\n"
+              "def loaded(): return sorted(m.rsplit('.', 1)[1] for m in sys.modules\n"
+              "                            if m.startswith('app.commands.') and m != 'app.commands._support')\n"
+              "a = build_parser(['--demo']).parse_args(['--demo'])\n"
+              "print(a.demo, a.command, loaded())\n"
+              "argv = ['--pod', 'x', 'estimate', '--model', 'Qwen/Qwen3-4B', '--gpus', '2']\n"
+              "a = build_parser(argv).parse_args(argv)\n"
+              "print(a.command, a.gpus, a.pod, loaded())\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["True None []", "estimate 2 ['x'] ['estimate']"]
+    bad = subprocess.run([sys.executable, "-m", "app.cli", "bogus"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "invalid choice: 'bogus'" in bad.stderr and "'watch'" in bad.stderr
 
 
 def test_a_closed_pipe_ends_quietly() -> None:

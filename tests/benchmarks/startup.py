@@ -39,11 +39,9 @@ app = Minimal()
 """
 
 OURS = """
-from app.cli import build_parser, tui_pods
-from app.tui import PrimeTrainApp
-from services.monitor.service import MonitorSettings
-pods, notes = tui_pods(build_parser().parse_args(["--demo"]))
-app = PrimeTrainApp(pods, settings=MonitorSettings(), notices=notes)
+from app.cli import build_parser, tui_app
+argv = ["--demo"]  # as app.cli.main builds and runs it for this command line
+app = tui_app(build_parser(argv).parse_args(argv))
 """
 
 IMPORT_ONLY = "import app.tui\n"

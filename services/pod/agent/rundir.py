@@ -358,9 +358,11 @@ class RunDir(object):
     def run_info(self, errors):
         """What the run's resolved configs say (prime-rl writes <run>/configs/*.json at start):
         max_steps (ETA, "$ to go"), the model and the tokens per step (the Offers pane's calibration).
-        Read at the checkpoint-scan cadence, not every tick."""
+        Read at the checkpoint-scan cadence, not every tick; while none has been found (a run launched after
+        the probe started, a plain script), at every tick: three stat calls, and the ETA comes with the next
+        sample instead of up to --ckpt-scan seconds later."""
         now = time.monotonic()
-        if self.info_at is not None and now - self.info_at < self.ckpt_scan:
+        if self.info and self.info_at is not None and now - self.info_at < self.ckpt_scan:
             return self.info
         self.info_at, info = now, {}
         for name in ("rl.json", "trainer.json", "orchestrator.json"):

@@ -464,6 +464,22 @@ def test_run_info_reads_max_steps_from_the_resolved_configs(tmp_path: Path, star
     assert any("orchestrator.json" in e for e in s["errors"])
 
 
+def test_a_run_launched_after_the_probe_is_known_at_the_next_sample(tmp_path: Path, start_probe) -> None:
+    """The resolved configs appear after the probe started (the app launched the run meanwhile): max_steps is
+    in the next samples, not --ckpt-scan (here 60) seconds later; found once, it is re-read at that cadence."""
+    run = tmp_path / "run"
+    run.mkdir()
+    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run), "--ckpt-scan", "60"],
+                    make_env(None))
+    assert p.sample()["run"] == {}
+    (run / "configs").mkdir()
+    (run / "configs" / "trainer.json").write_text(json.dumps({"max_steps": 300}))
+    _, s = _wait_for(p, lambda ls, s: s["run"] != {}, timeout=3.0)
+    assert s["run"] == {"max_steps": 300}
+    (run / "configs" / "trainer.json").write_text(json.dumps({"max_steps": 900}))
+    assert [p.sample()["run"] for _ in range(3)] == [{"max_steps": 300}] * 3  # the cadence holds once found
+
+
 def test_run_info_names_the_model_and_tokens_per_step(tmp_path: Path, start_probe) -> None:
     """prime-rl's split configs: the model in trainer.json, the batch and packing length in orchestrator.json."""
     from services.models import Sample
