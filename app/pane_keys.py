@@ -6,12 +6,13 @@ shadow them. A mixin of PrimeTrainApp (app/tui.py): it uses the App's ``tabs``, 
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 from textual import events
 from textual.binding import Binding
 from textual.widget import Widget
-from textual.widgets import Input, TextArea
+from textual.widgets import Input
 
 PANES = ("config", "offers", "monitor", "bottleneck", "checkpoints")
 # What gets the focus when a pane is shown (1-5, a tab click): its main widget, so arrows and Enter act
@@ -97,7 +98,7 @@ class PaneKeys:
     async def on_key(self, event: events.Key) -> None:
         """A key no binding took (the focus is outside the visible pane, e.g. in the pod list): the
         pane's own binding for it runs. Text fields keep their keys."""
-        if isinstance(self.focused, (Input, TextArea)) or event.key in ("tab", "shift+tab"):
+        if _types_text(self.focused) or event.key in ("tab", "shift+tab"):
             return
         pane = self.active_pane()
         binding = self.pane_bindings().get(event.key)
@@ -124,3 +125,12 @@ class PaneKeys:
         self.action_show_pane(pane)
         if (widget := self.mounted_pane(pane)) is not None:  # (none in the App's first instant: nothing to run it on)
             await self.run_action(action, widget)
+
+
+def _types_text(widget: Widget | None) -> bool:
+    """An Input or a TextArea (imported only by the panes that use one: TextArea brings tree-sitter, ~4 ms of
+    start-up the first screen does not need)."""
+    if isinstance(widget, Input):
+        return True
+    text_area = sys.modules.get("textual.widgets._text_area")
+    return text_area is not None and isinstance(widget, text_area.TextArea)
