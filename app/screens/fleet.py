@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,8 +18,10 @@ from textual.widgets import Header, Label
 
 from services.models import Alert, PodSnapshot
 from widgets.alerts import AlertLog
-from widgets.fleet_view import FleetView
 from widgets.footer import Footer
+
+if TYPE_CHECKING:  # the table (a DataTable) is imported when the view first opens, not with the App
+    from widgets.fleet_view import FleetView
 
 
 FLEET_FRAME_S = 1.0  # the pods' own sampling rate: a faster table shows nothing new, at many times the CPU
@@ -42,6 +45,8 @@ class FleetScreen(Screen[None]):
         yield Label("Fleet — every pod, live. o or escape: back to the pod view.", id="fleet-title")
         # the demo pod's $/hr: the price the monitor simulates its bill at (the Monitor's "$ spent" basis)
         settings = getattr(self.app, "monitor_settings", None)
+        from widgets.fleet_view import FleetView
+
         yield FleetView(id="fleet-table", demo_price=getattr(settings, "demo_price_per_hr", None))
         yield AlertLog(self._log, id="alert-log")
         yield Footer()
@@ -55,7 +60,7 @@ class FleetScreen(Screen[None]):
 
     @property
     def table(self) -> FleetView:
-        return self.query_one(FleetView)
+        return self.query_one("#fleet-table")
 
     def update_pod(self, snapshot: PodSnapshot) -> None:
         """At most one table update per FLEET_FRAME_S: every cell update makes the table render all its
