@@ -25,8 +25,9 @@ nvidia-smi --query-gpu=driver_version,pstate,clocks.sm,clocks.max.sm --format=cs
 section "probe vs nvidia-smi (scripts/gpu_check.sh 16)"
 PYTHON="$PY" bash scripts/gpu_check.sh 16
 
-section "probe cost per sample at 0.25 s, per backend (steady state: samples 5..end; the nvidia-smi child counted)"
-"$PY" - <<'PYEOF'
+probe_cost() {  # $1 = label; the rest: probe arguments (one run of ~10 s per backend in $BACKENDS)
+  local label="$1"; shift
+  LABEL="$label" BACKENDS="${BACKENDS:-nvml nvidia-smi}" "$PY" - "$@" <<'PYEOF'
 import json, os, subprocess, sys, time
 TICK = os.sysconf("SC_CLK_TCK")
 def tree_cpu(pid):  # user+system seconds of pid and its live descendants
@@ -43,10 +44,10 @@ def tree_cpu(pid):  # user+system seconds of pid and its live descendants
         except (OSError, IndexError, ValueError):
             pass
     return total
-for backend in ("nvml", "nvidia-smi"):
+for backend in os.environ["BACKENDS"].split():
     p = subprocess.Popen([sys.executable, "-u", "services/pod/agent/probe.py", "--interval", "0.25",
-                          "--backend", backend], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    t0 = time.time(); n = 0; mark = None; last = {}; first = start_cpu = 0.0
+                          "--backend", backend, *sys.argv[1:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    t0 = time.time(); n = 0; mark = None; last = {}; first = start_cpu = 0.0; lines = nbytes = 0
     while time.time() - t0 < 10:
         line = p.stdout.readline()
         if not line:
@@ -56,18 +57,22 @@ for backend in ("nvml", "nvidia-smi"):
             first, start_cpu = time.time() - t0, tree_cpu(p.pid)
         if n == 5:
             mark = (n, tree_cpu(p.pid), time.time())
+        if mark:
+            lines += len(last.get("log", [])) + len(last.get("metrics", [])); nbytes += len(line)
     end = (n, tree_cpu(p.pid), time.time())
     p.stdin.close(); p.wait(10)
     if mark is None:
         print(f"{backend:<11} {n} sample(s): too few to measure"); continue
     per = (end[1] - mark[1]) * 1000 / max(1, end[0] - mark[0])
-    print(f"{backend:<11} samples {n:>3}; first after {first:.3f} s, start-up CPU {start_cpu*1000:.0f} ms; "
-          f"then {per:.2f} ms CPU per sample ({(end[1]-mark[1])*100/(end[2]-mark[2]):.1f} % of a core); "
+    print(f"{os.environ['LABEL']}: {backend:<11} samples {n:>3}; first after {first:.3f} s, start-up CPU "
+          f"{start_cpu*1000:.0f} ms; then {per:.2f} ms CPU per sample ({(end[1]-mark[1])*100/(end[2]-mark[2]):.1f} % "
+          f"of a core); {lines} log+metrics lines, {nbytes // max(1, end[0] - mark[0])} bytes per sample; "
           f"source={last.get('source')} gpus={len(last.get('gpus', []))} errors={last.get('errors')}")
 PYEOF
-echo "-- where the nvml probe's time goes (cProfile, 5 s at 0.1 s):"
-(sleep 5) | "$PY" -m cProfile -s tottime services/pod/agent/probe.py --interval 0.1 --backend nvml 2>&1 \
-  | grep -v '^{' | sed -n 1,22p
+}
+
+section "probe cost per sample at 0.25 s, per backend (steady state: samples 5..end; the nvidia-smi child counted)"
+probe_cost "no run dir"
 
 section "prime-train-tui probe local --once --json (the product's path)"
 ptt probe local --once --json | "$PY" -c "import json,sys; d=json.loads(sys.stdin.readline()); print(json.dumps({k: d.get(k) for k in ('source','gpus','errors')}, indent=1)[:1500])"
@@ -76,9 +81,12 @@ section "launch on local: a run that loads the GPU (bf16 matmuls, 8 GB held) + t
 RUN="$WORK/run"
 ptt init --model Qwen/Qwen3-0.6B --preset h100-80gb --gpus 1 -o "$WORK/rl.toml" >/dev/null && echo "config: $WORK/rl.toml"
 CMD="$PY $REPO/scripts/gpu_load.py 300 8 & exec $PY $REPO/services/demo/trainer.py --run-dir {run_dir} --config {config} --step-seconds 1 --ckpt-interval 5"
-ptt launch local "$WORK/rl.toml" --command "$CMD" --run-dir "$RUN" --force ;  # --force: a VM's ulimit -n can be below the check's 65536
- echo "launch exit $?"
+ptt launch local "$WORK/rl.toml" --command "$CMD" --run-dir "$RUN" --force  # a VM's ulimit -n can be below the check's 65536
+echo "launch exit $?"
 sleep 12
+
+section "probe cost with the live run's dir (logs, metrics.jsonl, checkpoints tailed), NVML"
+BACKENDS=nvml probe_cost "run dir" --run-dir "$RUN"
 
 section "status local (one look, while the run loads the GPU)"
 ptt status local --run-dir "$RUN"; echo "status exit $?"
