@@ -92,7 +92,7 @@ section "status local (one look, while the run loads the GPU)"
 ptt status local --run-dir "$RUN"; echo "status exit $?"
 
 section "the TUI, Monitor pane on local, 160x48 -> $OUT/monitor.svg"
-timeout 90 "$PY" scripts/gpu_screen.py "$OUT/monitor.svg"; echo "screen exit $?"
+timeout 90 "$PY" scripts/screenshot.py --local "$OUT/monitor.svg"; echo "screen exit $?"
 
 section "kill local (SIGTERM, grace, GPU check)"
 ptt kill local --yes; echo "kill exit $?"
