@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import sys
 import pkgutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
 from services.atomic import atomic_write_text
 from services.errors import PodSpecError, SettingsError
 from services.models import Pod, PodKind

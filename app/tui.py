@@ -13,8 +13,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import App, ComposeResult
