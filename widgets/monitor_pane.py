@@ -63,7 +63,8 @@ def state_text(snapshot: PodSnapshot, now: float) -> str:
         return ("Connected, but no new sample" + (f": {reason}" if reason else "") + f".{old}"
                 " r reconnects.")
     if state is PodState.CONNECTING:
-        return ("Connecting" + (f" ({reason})" if reason else "") + "…" + (f" The monitor {retry}." if retry else "")
+        detail = reason if reason and reason.lower() != "connecting" else ""  # not "Connecting (connecting)…"
+        return ("Connecting" + (f" ({detail})" if detail else "") + "…" + (f" The monitor {retry}." if retry else "")
                 + old)
     if state is PodState.AUTH_FAILED:
         return (f"{name} refused the login" + (f": {reason}" if reason else "") + ". Check the user and the SSH "
