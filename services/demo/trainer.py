@@ -26,7 +26,8 @@ the checkpoint it was saving, step_{last+1}, half-written (trainer/model.bin wit
 orchestrator half, dated an hour back: abandoned, not being written), as a run killed mid-save does (the
 demo pod's runs do). --owner-file names a JSON file {"pid", "start"}: once the
 process it names has ended (the app that owns the demo was closed or killed), the run stops by itself within
-a step; without the file the run has no owner. --config is only named in the log (the demo reads nothing from it).
+a step, as it does when that file goes away (released, or deleted with the sandbox); without the file at start
+the run has no owner. --config is only named in the log (the demo reads nothing from it).
 
 --profile latency-bound | generation-bound | trainer-bound | checkpoint-heavy (or latency | throughput |
 trainer) gives the steps the timing of that kind of run (simulated seconds, independent of the wall pacing
@@ -306,14 +307,18 @@ def write_config(run_dir, max_steps):
     os.replace(tmp, os.path.join(d, "trainer.json"))
 
 
-def owner_gone(path):
-    """True when ``path`` names an owner process that has ended; False without the file (no owner)."""
+def owner_gone(path, claimed=False):
+    """True when ``path`` names an owner process that has ended. Without the file: False (no owner), unless the
+    run had one when it started (``claimed``): then the file was released or deleted with the sandbox (a test's
+    or a benchmark's temporary home), and a run left so would go on for hours, writing into nothing."""
     if not path:
         return False
     try:
         with open(path) as fh:
             owner = json.load(fh)
         pid = int(owner["pid"])
+    except FileNotFoundError:
+        return claimed
     except (OSError, ValueError, KeyError, TypeError):
         return False
     try:
@@ -345,7 +350,7 @@ def paced_steps(seed, step_seconds, max_steps, first=1, burst=0):
         yield step, step_values(seed, step, step_seconds)
 
 
-def run_runbook(run_dir, seed=0, step_seconds=1.0, max_steps=0, owner=None):
+def run_runbook(run_dir, seed=0, step_seconds=1.0, max_steps=0, owner=None, claimed=False):
     """A plain training script: training.csv rows and "step N loss L" lines, nothing prime-rl-shaped."""
     logs = os.path.join(run_dir, "logs")
     os.makedirs(logs, exist_ok=True)
@@ -356,7 +361,7 @@ def run_runbook(run_dir, seed=0, step_seconds=1.0, max_steps=0, owner=None):
             csv.write("step,loss,lr,toks_per_s\n")
         log.write("loading model (simulated plain-script trainer, seed=%s)\n" % seed)
         for step, v in paced_steps(seed, step_seconds, max_steps):
-            if owner_gone(owner):
+            if owner_gone(owner, claimed):
                 log.write("the app that owned this demo run ended: stopping\n")
                 return 0
             csv.write("%d,%.4f,%.1e,%.0f\n" % (step, v["loss/mean"], v["optim/lr"], v["perf/throughput"]))
@@ -378,9 +383,10 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
         runbook=False, resume_step=None, head_start=0, config=None, torn_save=False, owner=None):
     if profile not in PROFILE_NAMES:
         raise ValueError("unknown profile %r; one of %s" % (profile, ", ".join(PROFILE_NAMES)))
+    claimed = bool(owner) and os.path.exists(owner)  # the run has an owner: its file going away stops it too
     write_config(run_dir, max_steps)
     if runbook:
-        return run_runbook(run_dir, seed, step_seconds, max_steps, owner)
+        return run_runbook(run_dir, seed, step_seconds, max_steps, owner, claimed)
     if resume_step is not None and not checkpoint_done(run_dir, resume_step):
         sys.stderr.write("no complete checkpoint step_%d in %s\n" % (resume_step, os.path.join(run_dir, "checkpoints")))
         return 1
@@ -418,7 +424,7 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
     signal.signal(signal.SIGTERM, on_sigterm)
     burst = head_start if resume_step is None else 0
     for step, v in paced_steps(seed, step_seconds, max_steps, first, burst):
-        if owner_gone(owner):
+        if owner_gone(owner, claimed):
             tr.write(line(sim, "WARNING", "The app that owned this demo run ended: the run stops after step %d"
                           % state["step"]))
             break

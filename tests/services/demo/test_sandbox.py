@@ -133,6 +133,26 @@ def test_the_run_stops_by_itself_once_its_owner_has_ended(tmp_path: Path) -> Non
     assert step_lines(tmp_path / "run2") == [1, 2, 3]
 
 
+def test_an_owned_run_stops_when_its_owner_file_goes_away(tmp_path: Path) -> None:
+    """The sandbox deleted under a run whose owner is alive (a test's or a benchmark's temporary home): the run
+    stops within a step instead of going on for hours; a run that had no owner file at start has no owner."""
+    run, owner = tmp_path / "run", tmp_path / "owner.json"
+    owner.write_text(json.dumps({"pid": os.getpid()}))
+    proc = subprocess.Popen([sys.executable, str(TRAINER), "--run-dir", str(run), "--step-seconds", "0.05",
+                             "--ckpt-interval", "0", "--max-steps", "0", "--owner-file", str(owner)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait(lambda: (run / "logs" / "trainer.log").exists() and len(step_lines(run)) >= 3)
+        owner.unlink()
+        assert proc.wait(10) == 0
+        assert "The app that owned this demo run ended" in (run / "logs" / "trainer.log").read_text()
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert trainer(tmp_path / "run3", "--owner-file", str(tmp_path / "none.json"), "--max-steps", "3").returncode == 0
+    assert step_lines(tmp_path / "run3") == [1, 2, 3]
+
+
 # ------------------------------------------------------------------------------------ the sandbox
 
 
