@@ -69,9 +69,15 @@ def run_line(run: RunProgress | None, pod_now: float | None) -> str:
         parts.append(f"MFU {run.mfu:.1f}%")
     if run.steps_per_hr is not None:
         parts.append(f"{run.steps_per_hr:,.0f} steps/hr")
-    parts.append("ETA " + (duration(run.eta_s) if run.eta_s is not None else NA))
+    if run.eta_s is not None:
+        parts.append(f"ETA {duration(run.eta_s)}")
+    elif not run.max_steps:  # the reason, not a bare N/A: nothing says where the run ends
+        parts.append("no ETA: the run names no max_steps")
+    else:
+        parts.append(f"ETA {NA}")  # the first steps: no rate yet
     if run.cost_so_far is not None:
-        parts.append(f"{money(run.cost_so_far)} spent, {money(run.cost_to_finish)} to go")
+        parts.append(f"{money(run.cost_so_far)} spent"
+                     + (f", {money(run.cost_to_finish)} to go" if run.cost_to_finish is not None else ""))
     if run.finished:
         parts.append("finished")
     elif run.checkpointing:
