@@ -31,7 +31,7 @@ from widgets.format import (
 from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
 from widgets.cluster_view import ClusterPanel
 from widgets.pod_list import cut_text
-from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, GpuHeader, GpuRow, HostRow
+from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, GpuHeader, GpuRow, HostRow, level
 
 DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
 NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
@@ -324,13 +324,12 @@ class MonitorPane(Widget):
         if host is None:
             row.show((f"{title} {NA}", "") for title in ("CPU", "RAM", "disk", "open files"))
             return
-        disk_pct = host.disk_pct or 0
         limit = host.nofile_soft
         row.show((
             (f"CPU {number(host.cpu_pct, '%')}", ""),
             (f"RAM {used_total_gib(host.mem_used, host.mem_total)}", ""),
             (f"disk {used_total_gib(host.disk_used, host.disk_total)}",
-             "critical" if disk_pct >= DISK_CRITICAL_PCT else "warn" if disk_pct >= DISK_WARN_PCT else ""),
+             level(host.disk_pct, DISK_WARN_PCT, DISK_CRITICAL_PCT)),
             (f"open files ≤ {NA if limit is None else limit}", "warn" if limit is not None and limit < NOFILE_WARN else ""),
         ))
 

@@ -16,6 +16,7 @@ lay out the whole screen again (about every other second); as one widget of fixe
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 from typing import NamedTuple, Self
@@ -26,7 +27,7 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
-from services.models import GpuSample
+from services.models import GpuSample, Sample
 from widgets.format import NA, Timeline, number, used_total_gib
 from widgets.trend import History
 
@@ -101,12 +102,26 @@ def fit_left(text: str, width: int) -> str:
     return first_line(text, max(0, width)).ljust(max(0, width))
 
 
+def level(value: float | None, warn: float, critical: float = math.inf) -> str:
+    """"critical", "warn" or "" for ``value`` against its thresholds (a figure's colour; None is none)."""
+    if value is None:
+        return ""
+    return "critical" if value >= critical else "warn" if value >= warn else ""
+
+
 def levels(gpu: GpuSample) -> dict[str, str]:
     """The figures' colours: memory >= 95 % is a warning, temperature from 75 °C a warning and 85 °C critical."""
-    temp = gpu.temp_c or 0
-    return {"util": "", "power": "",
-            "mem": "warn" if (gpu.mem_pct or 0) >= MEM_WARN_PCT else "",
-            "temp": "critical" if temp >= TEMP_CRITICAL else "warn" if temp >= TEMP_WARN else ""}
+    return {"util": "", "power": "", "mem": level(gpu.mem_pct, MEM_WARN_PCT),
+            "temp": level(gpu.temp_c, TEMP_WARN, TEMP_CRITICAL)}
+
+
+def gpu_at(sample: Sample, index: int) -> GpuSample | None:
+    """GPU ``index`` of ``sample``: the probe lists them in index order, so by position, else searched (a GPU
+    missing from a sample). Every row reads every new sample: no map built per row and sample."""
+    gpus = sample.gpus
+    if index < len(gpus) and gpus[index].index == index:
+        return gpus[index]
+    return next((g for g in gpus if g.index == index), None)
 
 
 def figures(gpu: GpuSample) -> dict[str, str]:
@@ -121,11 +136,16 @@ class PartsRow(Widget):
 
     PREFIX = ""
     PARTS: tuple[str, ...] = ()
+    LEVELS = ("warn", "critical")  # every row's threshold colours: ``parts-row--warn``, styled once in app.tcss
 
     def __init_subclass__(cls, **kwargs) -> None:
         if cls.PREFIX:  # the component classes are its parts: ``<PREFIX>--<part>``
-            cls.COMPONENT_CLASSES = {f"{cls.PREFIX}--{part}" for part in cls.PARTS}
+            cls.COMPONENT_CLASSES = {cls.component(part) for part in cls.PARTS}
         super().__init_subclass__(**kwargs)
+
+    @classmethod
+    def component(cls, part: str) -> str:
+        return f"parts-row--{part}" if part in cls.LEVELS else f"{cls.PREFIX}--{part}"
 
     def __init__(self, *, tight: bool = False, graphs: Iterable[str] = METRICS, **kwargs) -> None:
         self._looks: dict[str, Style] | None = None  # the parts' styles, until Textual repaints the row for a reason
@@ -151,7 +171,7 @@ class PartsRow(Widget):
             base = self.rich_style
             looks = {"base": base, "blank": Style(bgcolor=base.bgcolor)}
             for part in self.PARTS:
-                looks[part] = base + self.get_component_rich_style(f"{self.PREFIX}--{part}")
+                looks[part] = base + self.get_component_rich_style(self.component(part))
             self._looks = looks
         return looks
 
@@ -258,7 +278,7 @@ class GpuRow(PartsRow):
             everything, entries = timeline.since(*self._seen)
             self._seen = seen
             index = self.index
-            gpus = [None if sample is None else {g.index: g for g in sample.gpus}.get(index) for sample in entries]
+            gpus = [None if sample is None else gpu_at(sample, index) for sample in entries]
             for metric, pick in PICKS.items():
                 history = self.histories[metric]
                 if everything:
@@ -314,6 +334,12 @@ class HostRow(PartsRow):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.parts: tuple[tuple[str, str], ...] = ()  # (text, level: "" | "warn" | "critical")
+        self.styles.height = 2 if self.tight else 1
+
+    def arrange(self, tight: bool, graphs: Iterable[str] = METRICS) -> None:
+        """As the other rows, and two lines when ``tight`` (one switch for both its height and its layout)."""
+        self.styles.height = 2 if tight else 1
+        super().arrange(tight, graphs)
 
     def show(self, parts: Iterable[tuple[str, str]]) -> None:
         parts = tuple(parts)
