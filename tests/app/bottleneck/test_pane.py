@@ -39,7 +39,10 @@ class PaneApp(App):
         self.call_later(self._show, snapshot)
 
     def _show(self, snapshot: PodSnapshot) -> None:
-        self.query_one(BottleneckPane).show(snapshot, snapshot.last_received or 0.0)
+        pane = self.query_one(BottleneckPane)
+        if not pane.query("#bn-empty"):  # the app is closing: the pane's parts are gone, the monitor not yet (as
+            return                       # PrimeTrainApp, which shows nothing once its widgets go)
+        pane.show(snapshot, snapshot.last_received or 0.0)
         self.shown += 1
 
     def on_bottleneck_pane_profile_exported(self, message: BottleneckPane.ProfileExported) -> None:
