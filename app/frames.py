@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
-from app.screens.fleet import FleetScreen
+from app.screens import fleet_shown
 from app.screens.host_key import HostKeyChangedScreen, HostKeyScreen
 from services.errors import PrimeTrainError
 from services.models import PodSnapshot, PodState
@@ -65,10 +65,11 @@ class SnapshotFrames:
     def on_snapshot(self, snapshot: PodSnapshot) -> None:
         """Called by the monitor on the event loop for every change: keep it cheap."""
         name = snapshot.pod.name
+        background, backup = self.lifecycle_bg, self.auto_backup  # started with the watching, if not yet
         self._pending[name] = snapshot
         if name in self.pods:  # a removed pod's last snapshots (still in flight) start nothing
-            self.lifecycle_bg.observe(snapshot)
-            self.auto_backup.observe(snapshot)
+            background.observe(snapshot)
+            backup.observe(snapshot)
         if not self._flush_due:  # per frame, not per sample: 64 pods sampling at their own moments of a
             self._flush_due = True  # second are a few refreshes a second, not 64; a lone change shows at once
             wait = self._last_flush + FRAME_S - time.monotonic()
@@ -80,8 +81,8 @@ class SnapshotFrames:
     @property
     def frame_pending(self) -> bool:
         """Snapshots have arrived that the screen does not show yet (they will at the next frame)."""
-        return bool(self._pending) or self._flush_due or (isinstance(self.screen, FleetScreen)
-                                                          and self.screen.frame_pending)
+        fleet = fleet_shown(self.screen)
+        return bool(self._pending) or self._flush_due or (fleet is not None and fleet.frame_pending)
 
     def on_pod_updated(self, message: PodUpdated) -> None:
         self._flush_due, self._last_flush = False, time.monotonic()
@@ -100,8 +101,8 @@ class SnapshotFrames:
         self._toast_new_alerts(snapshot)  # first: the monitor pane shows the alert log, new entries included
         if name == self.selected and (pane := self._live_pane()) is not None:
             pane.show(snapshot, now)
-        if isinstance(self.screen, FleetScreen):
-            self.screen.update_pod(snapshot)
+        if (fleet := fleet_shown(self.screen)) is not None:
+            fleet.update_pod(snapshot)
         self._ask_about_host_key(snapshot)
         self.rentals.record_rate(snapshot)
 
@@ -118,8 +119,8 @@ class SnapshotFrames:
                 self.notify(alert.message, title=f"{name}: {alert.title}",
                             severity=TOAST_SEVERITY[alert.severity], timeout=10)  # type: ignore[arg-type]
                 self.alert_log.append((name, alert))
-                if isinstance(self.screen, FleetScreen):
-                    self.screen.alert_fired(name, alert)
+                if (fleet := fleet_shown(self.screen)) is not None:
+                    fleet.alert_fired(name, alert)
 
     def _ask_about_host_key(self, snapshot: PodSnapshot) -> None:
         prompt, name = snapshot.status.host_key, snapshot.pod.name

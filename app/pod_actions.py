@@ -12,7 +12,7 @@ from typing import Any
 
 from app.screens.add_pod import AddPodScreen
 from app.screens.confirm import ConfirmScreen
-from app.screens.fleet import FleetScreen
+from app.screens import fleet_shown
 from app.settings import add_saved_pod, remove_saved_pod
 from services.errors import PrimeTrainError
 from services.models import Pod, PodKind
@@ -25,8 +25,8 @@ class PodActions:
     monitor: Any
     pods_path: Any
     pod_list: Any
-    lifecycle_bg: Any
-    auto_backup: Any
+    _lifecycle_bg: Any
+    _auto_backup: Any
     rentals: Any
     screen: Any
     selected: Any
@@ -79,15 +79,16 @@ class PodActions:
     def forget_pod(self, name: str) -> None:
         """Stop watching a pod and drop it from the sidebar and pods.toml (which keeps a .bak)."""
         pod = self.pods.pop(name, None)
-        self.lifecycle_bg.remove(name)
-        self.auto_backup.remove(name)
+        if self._lifecycle_bg is not None:  # else nothing watches the pod yet
+            self._lifecycle_bg.remove(name)
+            self._auto_backup.remove(name)
         if pod is None:
             return
         self.snapshots.pop(name, None)
         self._pending.pop(name, None)
         self._toasted.pop(name, None)
-        if isinstance(self.screen, FleetScreen):
-            self.screen.remove_pod(name)
+        if (fleet := fleet_shown(self.screen)) is not None:
+            fleet.remove_pod(name)
         self.pod_list.remove_pod(name)
         self.sub_title = "SIMULATED" if any(p.simulated for p in self.pods.values()) else ""
         if self.monitor is not None:
@@ -134,14 +135,44 @@ class PodActions:
             self.notify(f"Reconnecting {name}…")
 
     def _start(self, pod: Pod) -> None:
-        pod = self.lifecycle_bg.prepare_pod(pod)  # the demo pod: its sandbox and run (app/demo.py)
+        """A pod into the sidebar and watched."""
+        self._list_pod(pod)
+        if self._lifecycle_bg is None:
+            self._start_watching()  # every pod listed so far, this one included
+        else:
+            self._watch(pod)
+
+    def _list_pod(self, pod: Pod) -> None:
         self.pods[pod.name] = pod
-        self.lifecycle_bg.add(pod)
         self.pod_list.add_pod(pod)
         self.sub_title = "SIMULATED" if any(p.simulated for p in self.pods.values()) else ""
+
+    def _start_watching(self) -> None:
+        """What watches the pods, started once: the lifecycle's background work (cleanup daemons, preemption
+        tracker, the demo pod's sandbox), auto-backup, the monitor on every pod listed, the rentals' checks. The
+        App calls it just after its first frame: the first screen no longer waits for its imports and the demo
+        sandbox's set-up (~15 ms), and no snapshot or rental event can come before the tracker is there."""
+        if self._lifecycle_bg is not None:
+            return
+        from app.auto_backup import AutoBackup
+        from app.lifecycle_bg import BackgroundLifecycle  # cleanup daemons + preemption tracker
+
+        self._lifecycle_bg = BackgroundLifecycle(self)
+        self._auto_backup = AutoBackup(self)  # fed every snapshot of every pod, whatever is on screen
+        for pod in list(self.pods.values()):
+            self._watch(pod)
+        self.rentals.start()
+
+    def _watch(self, pod: Pod) -> None:
+        prepared = self._lifecycle_bg.prepare_pod(pod)  # the demo pod: its sandbox and run (app/demo.py)
+        if prepared is not pod:
+            self.pods[pod.name] = prepared
+            if (row := self.pod_list.row(pod.name)) is not None:
+                row.pod = prepared
+        self._lifecycle_bg.add(prepared)
         if self.monitor is not None:
             try:
-                self.monitor.add(pod)
+                self.monitor.add(prepared)
             except ValueError as err:  # still being removed from a moment ago
                 self.notify(str(err), severity="error")
 

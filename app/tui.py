@@ -23,14 +23,13 @@ from textual.containers import Horizontal
 from textual.widget import Widget
 from textual.widgets import Header, TabbedContent, TabPane
 
-from app.auto_backup import AutoBackup
 from app.frames import FRAME_S, PodUpdated, SnapshotFrames
 from app.palette import PodCommands
 from app.pane_keys import PANES, PaneKeys, app_action_keys
 from app.pod_actions import PodActions
 from app.rentals import Rentals
 from app.run_actions import RunActions
-from app.screens.fleet import FleetScreen
+from app.screens import fleet_shown
 from app.tasks import Tasks
 from app.worker_hub import install as install_worker_hub
 from services.errors import PrimeTrainError
@@ -45,6 +44,9 @@ if TYPE_CHECKING:  # the four panes not on the first screen are imported when th
     from app.panes.checkpoints import CheckpointsPane
     from app.panes.config import ConfigPane
     from app.panes.offers import OffersPane
+
+    from app.auto_backup import AutoBackup
+    from app.lifecycle_bg import BackgroundLifecycle
 
 __all__ = ["APP_ACTION_KEYS", "FRAME_S", "PANES", "STYLES", "PodUpdated", "PrimeTrainApp"]
 
@@ -125,6 +127,8 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         self._toasted: dict[str, frozenset[str]] = {}  # pod -> alert ids already toasted (while they last)
         self.alert_log: deque[tuple[str, Alert]] = deque(maxlen=500)  # (pod, alert) as they fired
         self.rentals = (rentals or _default_rentals)(self)
+        self._lifecycle_bg: BackgroundLifecycle | None = None  # made just after the first frame (_start_watching)
+        self._auto_backup: AutoBackup | None = None
         self.tasks = Tasks(self)  # launch/kill/resume/cleanup as app tasks: the task list (t)
         self.tasks.on_finish.append(self._task_finished)
 
@@ -202,19 +206,15 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
             lambda cb: MonitorService(cb, settings=self.monitor_settings, clock=self.clock)
         )
         self.monitor = factory(self.on_snapshot)
-        from app.lifecycle_bg import BackgroundLifecycle  # cleanup daemons + preemption tracker
-
-        self.lifecycle_bg = BackgroundLifecycle(self)
-        self.auto_backup = AutoBackup(self)  # fed every snapshot of every pod, whatever is on screen
         for pod in self.initial_pods:
-            self._start(pod)
+            self._list_pod(pod)  # in the sidebar from the first frame, watched just after it
         self.pod_list.focus()
         self.set_interval(1.0, self._tick)
         for notice in self._notices:
             self.notify(notice, severity="warning", timeout=10)
+        self.call_after_refresh(self._start_watching)
         self.call_after_refresh(self._mount_other_panes)
         self.call_after_refresh(self._watcher_notice)
-        self.rentals.start()
 
     def _watcher_notice(self) -> None:
         """Is a headless watcher running, and what it saw meanwhile (a toast, after the first screen)."""
@@ -245,11 +245,33 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
 
     def action_fleet(self) -> None:
         """Toggle the fleet view."""
-        if isinstance(self.screen, FleetScreen):
+        if fleet_shown(self.screen) is not None:
             self.pop_screen()
         elif self.screen is self.screen_stack[0]:
+            from app.screens.fleet import FleetScreen
+
             self.push_screen(FleetScreen((self.snapshots[n] for n in self.pods if n in self.snapshots),
                                          self.alert_log))
+
+    @property
+    def watching(self) -> bool:
+        """The pods are watched (monitor, lifecycle background, auto-backup): from just after the first frame."""
+        return self._lifecycle_bg is not None
+
+    @property
+    def lifecycle_bg(self) -> BackgroundLifecycle:
+        """Cleanup daemons, preemption tracker, the demo pod's sandbox (app/lifecycle_bg.py): started with the
+        pods' watching just after the first frame, or here if something asks before."""
+        self._start_watching()
+        assert self._lifecycle_bg is not None
+        return self._lifecycle_bg
+
+    @property
+    def auto_backup(self) -> AutoBackup:
+        """Fed every snapshot of every pod, whatever is on screen (app/auto_backup.py); started as lifecycle_bg."""
+        self._start_watching()
+        assert self._auto_backup is not None
+        return self._auto_backup
 
     @property
     def pod_list(self) -> PodList:

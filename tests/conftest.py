@@ -190,6 +190,32 @@ def _isolated_app_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
         monkeypatch.delenv(var, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _apps_hand_over_once_watching(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PrimeTrainApp starts watching its pods (the monitor, the lifecycle's background work, the demo sandbox)
+    just after its first frame (app/pod_actions.py, _start_watching), a moment after Textual's run_test hands
+    the app over. Tests feed snapshots, remove pods or read the pods at once, as a user acts a frame later: here
+    run_test hands over once the app watches and the monitor's first steps have run, as it did when the app
+    started watching in on_mount."""
+    from contextlib import asynccontextmanager
+
+    from app.tui import PrimeTrainApp
+
+    run_test = PrimeTrainApp.run_test
+
+    @asynccontextmanager
+    async def watching_run_test(self: PrimeTrainApp, *args, **kwargs):
+        async with run_test(self, *args, **kwargs) as pilot:
+            deadline = time.monotonic() + 20.0
+            while not self.watching and time.monotonic() < deadline:
+                await pilot.pause(0.01)
+            assert self.watching, "the app did not start watching its pods within 20 s of its start"
+            await pilot.pause()
+            yield pilot
+
+    monkeypatch.setattr(PrimeTrainApp, "run_test", watching_run_test)
+
+
 @pytest.fixture
 def sshd(tmp_path: Path):
     """A running sshd (function-scoped: tests may kill and restart it)."""

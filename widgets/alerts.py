@@ -1,6 +1,7 @@
 """How alerts, run progress and log lines read on screen (shared by the monitor pane, the sidebar badge
-and the fleet view), and the alert log: every alert as it fired (pod, time on the pod's clock, title),
-newest last. Cleared alerts stay in the log; the sidebar badge and the monitor pane show what stands now."""
+and the fleet view), and how one alert reads in the fleet view's alert log (widgets/alert_log.py): pod, time
+on the pod's clock, title. Cleared alerts stay in the log; the sidebar badge and the monitor pane show what
+stands now."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 from collections.abc import Iterable, Sequence
 
 from rich.text import Text
-from textual.widgets import RichLog, Static
+from textual.widgets import Static
 
 from services.monitor.health import default_patterns, match_line
 from services.models import Alert, RunProgress, Severity
@@ -150,23 +151,3 @@ def log_entry(pod: str, alert: Alert) -> Text:
     if alert.line:
         text.append(f" — {alert.line}")
     return text
-
-
-class AlertLog(RichLog):
-    DEFAULT_CSS = """
-    AlertLog { height: 10; border-top: solid $panel; }
-    """
-
-    def __init__(self, entries: Iterable[tuple[str, Alert]] = (), **kwargs) -> None:
-        super().__init__(max_lines=500, wrap=False, markup=False, **kwargs)
-        self._initial = list(entries)
-        self.entries = 0
-
-    def on_mount(self) -> None:
-        for pod, alert in self._initial:
-            self.add(pod, alert)
-        self._initial = []
-
-    def add(self, pod: str, alert: Alert) -> None:
-        self.write(log_entry(pod, alert))
-        self.entries += 1

@@ -17,7 +17,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Label
 
 from services.models import Alert, PodSnapshot
-from widgets.alerts import AlertLog
+from widgets.alert_log import AlertLog
 from widgets.footer import Footer
 
 if TYPE_CHECKING:  # the table (a DataTable) is imported when the view first opens, not with the App

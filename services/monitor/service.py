@@ -216,7 +216,8 @@ class MonitorService:
         attempt = 0
         while not worker.stopped:
             worker.wake.clear()
-            if worker.status.state is not PodState.OFFLINE:
+            connecting = PodStatus(PodState.CONNECTING, "connecting", since=worker.status.since)
+            if worker.status.state is not PodState.OFFLINE and worker.status != connecting:  # add() said it
                 self._set(worker, PodState.CONNECTING, "connecting")
             conn = self._connector(worker.pod)
             wait_for_user = unsupported = False

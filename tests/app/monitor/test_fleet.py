@@ -31,7 +31,7 @@ from services.models import (
 )
 from services.monitor.service import MonitorService, MonitorSettings
 from tests.app.helpers import Parked, shown, wait_for
-from widgets.alerts import AlertLog
+from widgets.alert_log import AlertLog
 from widgets.fleet_view import COLUMN_KEYS, FleetView
 
 GIB = 1024**3
