@@ -152,7 +152,7 @@ class PodActions:
         tracker, the demo pod's sandbox), auto-backup, the monitor on every pod listed, the rentals' checks. The
         App calls it just after its first frame: the first screen no longer waits for its imports and the demo
         sandbox's set-up (~15 ms), and no snapshot or rental event can come before the tracker is there."""
-        if self._lifecycle_bg is not None:
+        if self._lifecycle_bg is not None or self.monitor is None:  # started, or the App not mounted yet
             return
         from app.auto_backup import AutoBackup
         from app.lifecycle_bg import BackgroundLifecycle  # cleanup daemons + preemption tracker

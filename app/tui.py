@@ -263,14 +263,14 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         """Cleanup daemons, preemption tracker, the demo pod's sandbox (app/lifecycle_bg.py): started with the
         pods' watching just after the first frame, or here if something asks before."""
         self._start_watching()
-        assert self._lifecycle_bg is not None
+        assert self._lifecycle_bg is not None, "the App is not mounted yet"
         return self._lifecycle_bg
 
     @property
     def auto_backup(self) -> AutoBackup:
         """Fed every snapshot of every pod, whatever is on screen (app/auto_backup.py); started as lifecycle_bg."""
         self._start_watching()
-        assert self._auto_backup is not None
+        assert self._auto_backup is not None, "the App is not mounted yet"
         return self._auto_backup
 
     @property
