@@ -31,7 +31,7 @@ from widgets.format import (
 from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
 from widgets.cluster_view import ClusterPanel
 from widgets.pod_list import cut_text
-from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, GpuHeader, GpuRow, HostRow, level
+from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, GpuHeader, GpuRows, HostRow, level
 
 DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
 NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
@@ -96,7 +96,6 @@ class MonitorPane(Widget):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._found: dict[str, Widget] = {}
-        self._rows: list[GpuRow] = []
         self._tight, self._graphs = False, frozenset(METRICS)  # what fits, from the width (on_resize)
 
     def compose(self) -> ComposeResult:
@@ -113,7 +112,8 @@ class MonitorPane(Widget):
             yield HostRow(id="host-row")
             yield Label("", id="gpu-models")
             yield GpuHeader(id="gpu-header")
-            yield VerticalScroll(id="gpu-rows")
+            with VerticalScroll(id="gpu-rows"):
+                yield GpuRows(id="gpu-lines", limit=HISTORY_POINTS)
             yield Label("", id="gpu-procs")
             yield Static("", id="log-tail")
             yield Static("", id="monitor-alert-log")
@@ -126,7 +126,6 @@ class MonitorPane(Widget):
             self._one(extra).display = False
         self._tail_shown: tuple[str, ...] | None = None
         self._alert_log_shown: tuple[str | None, int, object] | None = None
-        self._gpu_indices: tuple[int, ...] = ()
         self._pod_name: str | None = None
         self._snapshot: PodSnapshot | None = None
         self._now = 0.0
@@ -143,8 +142,7 @@ class MonitorPane(Widget):
         room = width - self.FIXED[tight] - 2 - 2  # the padding, the GPU list's scrollbar
         keep = max(0, min(len(self.SPARK_ORDER), room // (self.SPARK_MIN + 1)))
         self._tight, self._graphs = tight, frozenset(self.SPARK_ORDER[:keep])
-        for row in self._rows:
-            row.arrange(tight, self._graphs)
+        self._one("#gpu-lines", GpuRows).arrange(tight, self._graphs)
         self._one("#host-row", HostRow).arrange(tight)
         self._one("#gpu-header", GpuHeader).arrange(tight, self._graphs)
         if getattr(self, "_snapshot", None) is not None:  # the parts a short pane hides or shows again
@@ -340,19 +338,7 @@ class MonitorPane(Widget):
         summary = ", ".join(f"{count} × {name}" for name, count in models.items())
         set_label(self._one("#gpu-models", Label), f"GPUs: {summary}" if summary else "GPUs: none reported")
         self._one("#gpu-header").display = bool(gpus)
-        indices = tuple(sorted(gpus))
-        timeline = self._timeline()
-        if indices != self._gpu_indices:  # rows filled before they are mounted: drawn with their first frame
-            self._gpu_indices = indices
-            self._rows = [GpuRow(i, limit=HISTORY_POINTS, tight=self._tight, graphs=self._graphs) for i in indices]
-            for row in self._rows:
-                row.show(gpus.get(row.index), timeline)
-            box = self._one("#gpu-rows", VerticalScroll)
-            box.remove_children()
-            box.mount_all(self._rows)
-            return
-        for row in self._rows:
-            row.show(gpus.get(row.index), timeline)
+        self._one("#gpu-lines", GpuRows).show(gpus, self._timeline())
 
     def _timeline(self) -> Timeline:
         """The GPU graphs' timeline, brought up to the shown snapshot's history once per snapshot, for every GPU

@@ -1,10 +1,11 @@
-"""The Monitor pane's rows that change every second, each drawn by one widget: a GPU's line, the host's figures.
+"""The Monitor pane's rows that change every second, drawn by one widget each: every GPU's line, the host's figures.
 
-The row shows the GPU's index, then util %, memory used/total, power and temperature, each figure followed by
+A GPU's line shows its index, then util %, memory used/total, power and temperature, each figure followed by
 its 10-minute history graph on a fixed scale (:mod:`widgets.trend`). It used to be nine widgets (a label per
 figure, a ``Trend`` per graph): with 8 GPUs that was 72 widgets repainted every second, most of the pane's
-cost per snapshot (tests/benchmarks/render_load.py --view monitor). Now each row keeps the figures and the
-graphs' histories itself, works out the line it would draw, and repaints only when that line changed.
+cost per snapshot (tests/benchmarks/render_load.py --view monitor); then a widget per GPU. Now one widget keeps
+every GPU's figures and graphs' histories, works out the lines it would draw, and repaints only those that
+changed.
 
 The columns are placed as Textual's horizontal layout places the header's labels above them (fixed widths
 first, then the shown graphs share what is left, each followed by one blank cell), so the rows still line up
@@ -23,7 +24,7 @@ from typing import NamedTuple, Self
 
 from rich.segment import Segment
 from rich.style import Style
-from textual.geometry import Region
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -175,11 +176,11 @@ class PartsRow(Widget):
             self._looks = looks
         return looks
 
-    def _redraw(self) -> None:
-        """Repaint for new figures or points: the styles stay as they were."""
+    def _redraw(self, *regions: Region) -> None:
+        """Repaint (``regions`` of it, else all) for new figures or points: the styles stay as they were."""
         self._own_refresh = True
         try:
-            self.refresh()
+            self.refresh(*regions)
         finally:
             self._own_refresh = False
 
@@ -224,25 +225,18 @@ class PartsRow(Widget):
         return strip
 
 
-class GpuRow(PartsRow):
-    """One GPU: util %, memory used/total GiB, power W, temperature °C, each with its history graph (util, memory
-    and temperature on 0-100, power on 0 to the most seen in the window: the probe reports no power limit)."""
+class GpuLine:
+    """One GPU's line of :class:`GpuRows`: util %, memory used/total GiB, power W, temperature °C, each with its
+    history graph (util, memory and temperature on 0-100, power on 0 to the most seen in the window: the probe
+    reports no power limit). Plain data: the table draws every GPU's line."""
 
-    DEFAULT_CSS = "GpuRow { height: 1; }"
-    PREFIX, PARTS = "gpu-row", ("index", "warn", "critical", *METRICS)
-
-    def __init__(self, index: int, *, limit: int, tight: bool = False,
-                 graphs: Iterable[str] = METRICS) -> None:
-        super().__init__(classes="gpu-row", tight=tight, graphs=graphs)
+    def __init__(self, index: int, limit: int) -> None:
         self.index = index
         self.histories = {metric: History(limit) for metric in METRICS}
         self.figures = dict.fromkeys(METRICS, NA)
         self.levels = dict.fromkeys(METRICS, "")
         self._seen = (-1, 0)  # the timeline's (generation, appended) the graphs show
-        self._drawn: tuple | None = None  # what the line shows: (width, tight, graphs, figures, levels, cells)
         self._cells: tuple[tuple, tuple[str, ...]] | None = None  # ((seen, width, tight, graphs), cells per graph)
-
-    # ------------------------------------------------------------------ what the row shows
 
     def high(self, metric: str) -> float:
         """The top of the graph's scale."""
@@ -254,19 +248,11 @@ class GpuRow(PartsRow):
         """The graph's points, oldest first (None: a gap or N/A), before they are fitted to its width."""
         return tuple(self.histories[metric].points)
 
-    def columns(self) -> tuple[Column, ...]:
-        return columns(self.size.width, self.tight, self.graphs)
-
-    def column(self, part: str, metric: str) -> Column | None:
-        """Where ``part`` (figure | graph) of ``metric`` is drawn now; None when it is not shown."""
-        return next((c for c in self.columns() if c.part == part and c.metric == metric), None)
-
     def cells(self, metric: str, width: int) -> str:
         return self.histories[metric].bars(width, 0.0, self.high(metric))
 
-    def show(self, gpu: GpuSample | None, timeline: Timeline) -> None:
-        """The latest figures, and the graphs' new points (10 min at 1 Hz in all); repainted only when the line
-        it draws changed (a new point often leaves every cell as it was)."""
+    def update(self, gpu: GpuSample | None, timeline: Timeline) -> None:
+        """The latest figures, and the graphs' new points (10 min at 1 Hz in all)."""
         if gpu is None:
             self.figures = dict.fromkeys(METRICS, NA)
             self.levels = dict.fromkeys(METRICS, "")
@@ -286,23 +272,75 @@ class GpuRow(PartsRow):
                 for g in gpus:
                     v = None if g is None else pick(g)
                     history.append(None if v is None else float(v))
-        if self.line_key() != self._drawn:
-            self._redraw()
 
-    def line_key(self) -> tuple:
+    def key(self, width: int, tight: bool, graphs: frozenset[str]) -> tuple:
         """Everything the line shows; the graphs' cells worked out once per new point or new width."""
-        width = self.size.width
-        basis = (self._seen, width, self.tight, self.graphs)
+        basis = (self._seen, width, tight, graphs)
         if self._cells is None or self._cells[0] != basis:
-            self._cells = (basis, tuple(self.cells(c.metric, c.width) for c in columns(width, self.tight, self.graphs)
+            self._cells = (basis, tuple(self.cells(c.metric, c.width) for c in columns(width, tight, graphs)
                                         if c.part == "graph"))
-        return (width, self.tight, self.graphs, tuple(self.figures.values()), tuple(self.levels.values()),
-                self._cells[1])
+        return (width, tight, graphs, tuple(self.figures.values()), tuple(self.levels.values()), self._cells[1])
 
-    # ------------------------------------------------------------------ drawing
+
+class GpuRows(PartsRow):
+    """Every GPU's line (:class:`GpuLine`), one widget for all: with a widget per GPU, Textual's own cost of
+    painting a widget (its background worked out from every ancestor, its line cache, filters) was paid eight
+    times a frame, ~60 % of what a monitored pod's snapshot cost the app (tests/benchmarks/render_load.py). A
+    line is repainted only when what it draws changed (a new point often leaves every cell as it was)."""
+
+    DEFAULT_CSS = "GpuRows { height: auto; }"
+    PREFIX, PARTS = "gpu-row", ("index", "warn", "critical", *METRICS)
+
+    def __init__(self, *, limit: int, tight: bool = False, graphs: Iterable[str] = METRICS, **kwargs) -> None:
+        super().__init__(tight=tight, graphs=graphs, **kwargs)
+        self.limit = limit
+        self.lines: list[GpuLine] = []
+        self._drawn: dict[int, tuple] = {}  # per line: what it shows on screen (its key when last drawn)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.lines)
+
+    def columns(self) -> tuple[Column, ...]:
+        return columns(self.size.width, self.tight, self.graphs)
+
+    def column(self, part: str, metric: str) -> Column | None:
+        """Where ``part`` (figure | graph) of ``metric`` is drawn now on every line; None when it is not shown."""
+        return next((c for c in self.columns() if c.part == part and c.metric == metric), None)
+
+    def show(self, gpus: dict[int, GpuSample], timeline: Timeline) -> None:
+        """The GPUs of the newest sample (by index; a GPU listed before but missing now reads N/A), and the
+        graphs' new points. A new set of GPUs makes new lines (their graphs read the whole timeline)."""
+        indices = sorted(gpus)
+        if indices != [line.index for line in self.lines]:
+            self.lines = [GpuLine(i, self.limit) for i in indices]
+            self._drawn = {}
+            self.refresh(layout=True)  # another height; every line drawn afresh
+        width, tight, graphs, drawn = self.size.width, self.tight, self.graphs, self._drawn.get
+        changed = []
+        for y, line in enumerate(self.lines):
+            line.update(gpus.get(line.index), timeline)
+            if line.key(width, tight, graphs) != drawn(y):
+                changed.append(Region(0, y, width, 1))
+        if changed:
+            self._redraw(*changed)
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if not 0 <= y < len(self.lines):
+            return Strip.blank(width, self.looks["blank"]) if width else Strip.blank(0)
+        key = self.lines[y].key(width, self.tight, self.graphs)
+        cached = self._strips.get(y)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        self._drawn[y] = key
+        segments = self.draw(y, width, key)
+        strip = (Strip([s for s in segments if s.text]).adjust_cell_length(width, self.looks["blank"]) if width
+                 else Strip.blank(0))
+        self._strips[y] = (key, strip)
+        return strip
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
-        self._drawn = key
+        line = self.lines[y]
         looks = self.looks
         base, blank = looks["base"], looks["blank"]
         graph_cells = iter(key[5])
@@ -313,10 +351,10 @@ class GpuRow(PartsRow):
             if column.x > end:  # a graph's right margin
                 add(Segment(" " * (column.x - end), blank))
             if column.part == "index":
-                segments += self.text_segments(f"GPU{self.index}", looks["index"], column.width)
+                segments += self.text_segments(f"GPU{line.index}", looks["index"], column.width)
             elif column.part == "figure":
-                level = self.levels[column.metric]
-                segments += self.text_segments(self.figures[column.metric], looks[level] if level else base,
+                level = line.levels[column.metric]
+                segments += self.text_segments(line.figures[column.metric], looks[level] if level else base,
                                                column.width, right=True)
             else:
                 add(Segment(next(graph_cells), looks[column.metric]))

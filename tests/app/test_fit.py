@@ -107,7 +107,7 @@ async def fleet_fits(pilot: Pilot) -> None:
 
 async def test_every_pane_fits_80x24(metrics) -> None:
     from widgets.monitor_pane import MonitorPane
-    from widgets.monitor_rows import GpuRow
+    from widgets.monitor_rows import GpuRows
 
     async with layout_app([TRAINING, OFFLINE, DEMO]).run_test(size=(80, 24)) as pilot:
         app = await fed(pilot, metrics, "3")
@@ -117,14 +117,13 @@ async def test_every_pane_fits_80x24(metrics) -> None:
         assert "open files ≤ 1024" in text and " samples" in text and "malformed" not in text, text  # none: not said
         assert "Disk almost full" in text and "Open-files limit too low" in text, text
         pane = app.query_one(MonitorPane)
-        rows = list(pane.query(GpuRow))
-        assert len(rows) == 4
-        for row in rows:
-            graphs = [c for c in row.columns() if c.part == "graph"]
-            assert all(c.width >= 10 for c in graphs), graphs
-            for metric in ("util", "mem", "power", "temp"):  # every figure stays, whole
-                figure = row.column("figure", metric)
-                assert figure is not None and figure.x + figure.width <= row.size.width, (metric, row.columns())
+        rows = pane.query_one(GpuRows)
+        assert len(rows.lines) == 4 and rows.size.height == 4
+        graphs = [c for c in rows.columns() if c.part == "graph"]
+        assert all(c.width >= 10 for c in graphs), graphs
+        for metric in ("util", "mem", "power", "temp"):  # every figure stays, whole
+            figure = rows.column("figure", metric)
+            assert figure is not None and figure.x + figure.width <= rows.size.width, (metric, rows.columns())
         # Bottleneck: every component's label whole (long ones wrap at a space), its % and seconds
         await pilot.press("4")
         await settle(pilot)

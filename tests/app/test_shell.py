@@ -37,7 +37,7 @@ from services.models import (
 from services.monitor.service import MonitorSettings
 from tests.app.helpers import panes_mounted, wait_for
 from widgets.monitor_pane import MonitorPane
-from widgets.monitor_rows import GpuRow, HostRow
+from widgets.monitor_rows import GpuRows, HostRow
 from widgets.format import GIB, series
 from widgets.trend import bar_cells
 from widgets.pod_list import PodList
@@ -78,13 +78,13 @@ def row_text(app: PrimeTrainApp, name: str) -> str:
     return row.text if row is not None else ""
 
 
-def painted_segments(row: GpuRow) -> list:
-    """The GPU row's line as the screen got it (through Textual's line cache: stale unless repainted)."""
-    return list(row.render_lines(Region(0, 0, row.size.width, 1))[0])
+def painted_segments(rows: GpuRows, y: int = 0) -> list:
+    """GPU line ``y`` as the screen got it (through Textual's line cache: stale unless repainted)."""
+    return list(rows.render_lines(Region(0, y, rows.size.width, 1))[0])
 
 
-def painted(row: GpuRow) -> str:
-    return "".join(segment.text for segment in painted_segments(row))
+def painted(rows: GpuRows, y: int = 0) -> str:
+    return "".join(segment.text for segment in painted_segments(rows, y))
 
 
 def notes(app: PrimeTrainApp) -> list[tuple[str, str]]:
@@ -351,8 +351,9 @@ class TestDemoPod:
             await pilot.pause(0.1)
             assert app.sub_title == "SIMULATED"
             assert "SIMULATED" in row_text(app, "demo") and "online" in row_text(app, "demo")
-            rows = list(app.query(GpuRow))
-            assert len(rows) == settings.demo_gpus
+            table = app.query_one(GpuRows)
+            rows = table.lines
+            assert len(rows) == settings.demo_gpus and table.size.height == settings.demo_gpus
             util = rows[0].data("util")
             assert util and len(util) >= 3 and rows[0].high("util") == 100.0
             latest = app.snapshots["demo"].latest
@@ -360,7 +361,7 @@ class TestDemoPod:
             gpu0 = latest.gpus[0]
             await wait_for(pilot, lambda: rows[0].figures["util"] == (
                 "N/A" if (gpu := app.snapshots["demo"].latest.gpus[0]).util is None else f"{gpu.util:.0f} %"))
-            assert gpu0.name and rows[0].figures["util"] in painted(rows[0])
+            assert gpu0.name and rows[0].figures["util"] in painted(table)
             assert "source nvidia-smi" in str(app.query_one("#monitor-stats").render())
             # Selecting the other pod re-renders the pane for it; going back shows the GPUs again.
             await pilot.press("down")
@@ -399,16 +400,17 @@ class TestMonitorPaneRendering:
             pane = pilot.app.query_one(MonitorPane)
             pane.show(snap, now=1_033.0)
 
-            await wait_for(pilot, lambda: pane.query(GpuRow) and pane.query_one(GpuRow).size.width)
-            row = pane.query_one(GpuRow)
+            table = pane.query_one(GpuRows)
+            await wait_for(pilot, lambda: table.lines and table.size.width)
+            row = table.lines[0]
             text = lambda sel: str(pane.query_one(sel).render())  # noqa: E731
             assert row.figures["power"] == "N/A"
             assert row.figures["mem"] == "40.0/80.0 GiB"
             assert row.levels["temp"] == "critical"
-            line = painted_segments(row)
+            line = painted_segments(table)
             temp = next(seg for seg in line if seg.text == "90 °C")  # drawn bold in the error colour
             assert temp.style.bold and temp.style.color != next(seg for seg in line if seg.text == "N/A").style.color
-            assert "40.0/80.0 GiB" in painted(row) and "N/A" in painted(row)
+            assert "40.0/80.0 GiB" in painted(table) and "N/A" in painted(table)
             host = pane.query_one(HostRow)
             assert host.parts[0] == ("CPU N/A", "") and host.parts[2][1] == "critical"
             assert "CPU N/A" in " ".join(s.text for y in range(host.size.height) for s in host.render_line(y))
@@ -417,9 +419,9 @@ class TestMonitorPaneRendering:
             assert "gap 12 s at" in text("#monitor-gaps") and "blank in the graphs" in text("#monitor-gaps")
             assert list(row.data("power")) == [300.0, 310.0, 320.0] + [None] * 17 + [None]
             assert row.high("power") == 320.0
-            graph = row.column("graph", "power")
-            assert graph is not None and graph.width >= 21, row.columns()
-            drawn = painted(row)[graph.x:graph.x + graph.width]
+            graph = table.column("graph", "power")
+            assert graph is not None and graph.width >= 21, table.columns()
+            drawn = painted(table)[graph.x:graph.x + graph.width]
             assert drawn.strip() == "███" and drawn.endswith(" " * 18)  # the gap and N/A stay blank
 
     def test_series_keeps_the_last_samples(self) -> None:

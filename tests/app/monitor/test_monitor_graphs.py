@@ -15,7 +15,7 @@ from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, Po
 from tests.app.helpers import wait_for
 from widgets.format import GIB, series
 from widgets.monitor_pane import HISTORY_POINTS, MonitorPane
-from widgets.monitor_rows import PICKS, GpuRow
+from widgets.monitor_rows import PICKS, GpuRows
 from widgets.trend import bar_cells, downsample
 
 
@@ -65,16 +65,17 @@ def expected(history: tuple[Sample, ...], index: int, metric: str) -> list[float
 def check(pane: MonitorPane, snapshot: PodSnapshot) -> int:
     """Every GPU graph against the full recomputation; the number of graphs drawn at a width > 0."""
     drawn = 0
-    rows = list(pane.query(GpuRow))
+    table = pane.query_one(GpuRows)
+    rows = table.lines
     assert sorted(row.index for row in rows) == sorted({g.index for g in snapshot.latest.gpus})
-    for row in rows:
-        painted = row.render_lines(Region(0, 0, row.size.width, 1))[0].text  # as painted: stale if not repainted
+    for y, row in enumerate(rows):
+        painted = table.render_lines(Region(0, y, table.size.width, 1))[0].text  # as painted: stale if not repainted
         for metric in PICKS:
             want = expected(snapshot.history, row.index, metric)
             assert list(row.data(metric)) == want, (row.index, metric)
             high = (max([v for v in want if v is not None], default=0.0) or 1.0) if metric == "power" else 100.0
             assert row.high(metric) == high, (row.index, metric)
-            column = row.column("graph", metric)
+            column = table.column("graph", metric)
             if column is not None and column.width:
                 drawn += 1
                 on_screen = painted[column.x:column.x + column.width]
@@ -102,8 +103,9 @@ async def test_graphs_equal_the_full_recomputation_through_wrap_resize_and_pod_s
             snapshot = fake.snapshot(rng.choice([0, 1, 1, 1, 2, 3]))
             pane.show(snapshot, now=snapshot.last_received)
             indices = sorted({g.index for g in snapshot.latest.gpus})  # a GPU missing from the latest: no row
-            await wait_for(pilot, lambda: sorted(row.index for row in pane.query(GpuRow)) == indices and all(
-                row.is_mounted and row.size.width for row in pane.query(GpuRow)))
+            table = pane.query_one(GpuRows)
+            await wait_for(pilot, lambda: [row.index for row in table.lines] == indices and table.size.width
+                           and table.size.height == len(indices))
             await pilot.pause()
             drawn += check(pane, snapshot)
         assert drawn > 24 * 12 // 2  # the cells were compared, not only the points
