@@ -16,6 +16,7 @@ share over the baseline's.
     python tests/benchmarks/render_load.py                       # 64 pods, fleet view, 30 s
     python tests/benchmarks/render_load.py --pods 64 --view monitor --seconds 20
     python tests/benchmarks/render_load.py --pods 32,64 --view fleet --spread   # as real pods send them
+    python tests/benchmarks/render_load.py --pods 1 --view monitor --rounds 3    # medians over 3 baseline+run pairs
 
 Targets (issue 17): fleet < 10 % of one core at 64 pods (spread); monitor pane < 5 ms of app CPU per snapshot.
 Prints figures; asserts nothing.
@@ -162,6 +163,9 @@ async def main() -> None:
     ap.add_argument("--spread", action="store_true",
                     help="each pod's snapshot at its own moment of the second, as real pods send them "
                          "(refresh = that snapshot fed -> the next screen refresh), instead of all at once")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="idle baseline then fed run, this many times in turn (the machine's speed drifts: each "
+                         "round's 'over idle' uses its own baseline); the medians are printed last")
     args = ap.parse_args()
     print(f"render_load: 8 GPUs per pod, 1 Hz, {args.seconds:g} s per run; refresh = snapshots fed -> screen "
           "refreshed; CPU = this process, 'app' excludes generating the synthetic samples (health rules included "
@@ -171,16 +175,23 @@ async def main() -> None:
           f"{'vs idle':>8} {'ms/snap':>8} {'over idle':>9} {'gen %':>7}")
     for n in [int(x) for x in args.pods.split(",")]:
         for view in [v for v in args.view.split(",") if v]:
-            idle = await run(n, min(args.seconds, 10.0), view, args.spread, args.history, feed=False)
-            r = await run(n, args.seconds, view, args.spread, args.history)
-            for row in (idle, r):
-                ratio = row["app_cpu_pct"] / idle["app_cpu_pct"] if idle["app_cpu_pct"] > 0 else float("nan")
-                # the snapshots' own cost: the app's CPU per snapshot less what the same app spends idle (its clock
-                # tick redrawing "last sample N s ago", timers) over the same second, shared by the n snapshots
-                over = row["ms_per_snapshot"] - idle["app_cpu_pct"] * 10 / n
-                print(f"{row['view']:<16} {row['pods']:>5} {row['ticks']:>6} {row['p50']:>8.1f} {row['p95']:>8.1f} "
-                      f"{row['max']:>8.1f} {row['app_cpu_pct']:>7.1f} {ratio:>7.1f}x {row['ms_per_snapshot']:>8.1f} "
-                      f"{over:>9.1f} {row['gen_cpu_pct']:>7.1f}", flush=True)
+            rounds: list[tuple[float, float, float]] = []  # (app %, ms per snapshot, over idle)
+            for _ in range(max(1, args.rounds)):
+                idle = await run(n, min(args.seconds, 10.0), view, args.spread, args.history, feed=False)
+                r = await run(n, args.seconds, view, args.spread, args.history)
+                for row in (idle, r):
+                    ratio = row["app_cpu_pct"] / idle["app_cpu_pct"] if idle["app_cpu_pct"] > 0 else float("nan")
+                    # the snapshots' own cost: the app's CPU per snapshot less what the same app spends idle (its
+                    # clock tick redrawing "last sample N s ago", timers) over the same second, shared by the n
+                    over = row["ms_per_snapshot"] - idle["app_cpu_pct"] * 10 / n
+                    print(f"{row['view']:<16} {row['pods']:>5} {row['ticks']:>6} {row['p50']:>8.1f} "
+                          f"{row['p95']:>8.1f} {row['max']:>8.1f} {row['app_cpu_pct']:>7.1f} {ratio:>7.1f}x "
+                          f"{row['ms_per_snapshot']:>8.1f} {over:>9.1f} {row['gen_cpu_pct']:>7.1f}", flush=True)
+                rounds.append((r["app_cpu_pct"], r["ms_per_snapshot"], over))
+            if len(rounds) > 1:
+                med = [statistics.median(x[i] for x in rounds) for i in range(3)]
+                print(f"{r['view']:<16} {n:>5} median of {len(rounds)} rounds: app {med[0]:.1f} %, "
+                      f"{med[1]:.1f} ms per snapshot, {med[2]:.1f} over idle", flush=True)
 
 
 if __name__ == "__main__":
