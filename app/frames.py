@@ -15,7 +15,7 @@ from textual.message import Message
 from app.screens import fleet_shown
 from app.screens.host_key import HostKeyChangedScreen, HostKeyScreen
 from services.errors import PrimeTrainError
-from services.models import PodSnapshot, PodState
+from services.models import Pod, PodSnapshot, PodState, PodStatus
 from widgets.alerts import TOAST_SEVERITY
 from widgets.monitor_pane import MonitorPane
 from widgets.pod_list import PodList
@@ -64,12 +64,20 @@ class SnapshotFrames:
 
     def on_snapshot(self, snapshot: PodSnapshot) -> None:
         """Called by the monitor on the event loop for every change: keep it cheap."""
-        name = snapshot.pod.name
         background, backup = self.lifecycle_bg, self.auto_backup  # started with the watching, if not yet
-        self._pending[name] = snapshot
-        if name in self.pods:  # a removed pod's last snapshots (still in flight) start nothing
+        self._queue_snapshot(snapshot)
+        if snapshot.pod.name in self.pods:  # a removed pod's last snapshots (still in flight) start nothing
             background.observe(snapshot)
             backup.observe(snapshot)
+
+    def _show_connecting(self, pod: Pod) -> None:
+        """A pod listed but not watched yet (the first frame; watching starts just after it) reads as what the
+        monitor says first: connecting."""
+        self._queue_snapshot(PodSnapshot(pod=pod, status=PodStatus(PodState.CONNECTING, "connecting",
+                                                                   since=self.clock())))
+
+    def _queue_snapshot(self, snapshot: PodSnapshot) -> None:
+        self._pending[snapshot.pod.name] = snapshot
         if not self._flush_due:  # per frame, not per sample: 64 pods sampling at their own moments of a
             self._flush_due = True  # second are a few refreshes a second, not 64; a lone change shows at once
             wait = self._last_flush + FRAME_S - time.monotonic()

@@ -208,6 +208,7 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         self.monitor = factory(self.on_snapshot)
         for pod in self.initial_pods:
             self._list_pod(pod)  # in the sidebar from the first frame, watched just after it
+            self._show_connecting(pod)
         self.pod_list.focus()
         self.set_interval(1.0, self._tick)
         for notice in self._notices:

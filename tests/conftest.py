@@ -9,6 +9,7 @@ the /proc fallbacks are exercised too.
 from __future__ import annotations
 
 import getpass
+import inspect
 import os
 import shutil
 import socket
@@ -196,24 +197,43 @@ def _apps_hand_over_once_watching(monkeypatch: pytest.MonkeyPatch) -> None:
     just after its first frame (app/pod_actions.py, _start_watching), a moment after Textual's run_test hands
     the app over. Tests feed snapshots, remove pods or read the pods at once, as a user acts a frame later: here
     run_test hands over once the app watches and the monitor's first steps have run, as it did when the app
-    started watching in on_mount."""
+    started watching in on_mount; so does snap_compare's run_before."""
     from contextlib import asynccontextmanager
 
+    import textual._doc
+
     from app.tui import PrimeTrainApp
+
+    async def watched(pilot) -> None:
+        app = pilot.app
+        deadline = time.monotonic() + 20.0
+        while isinstance(app, PrimeTrainApp) and not app.watching and time.monotonic() < deadline:
+            await pilot.pause(0.01)
+        assert not isinstance(app, PrimeTrainApp) or app.watching, \
+            "the app did not start watching its pods within 20 s of its start"
+        await pilot.pause()
 
     run_test = PrimeTrainApp.run_test
 
     @asynccontextmanager
     async def watching_run_test(self: PrimeTrainApp, *args, **kwargs):
         async with run_test(self, *args, **kwargs) as pilot:
-            deadline = time.monotonic() + 20.0
-            while not self.watching and time.monotonic() < deadline:
-                await pilot.pause(0.01)
-            assert self.watching, "the app did not start watching its pods within 20 s of its start"
-            await pilot.pause()
+            await watched(pilot)
             yield pilot
 
     monkeypatch.setattr(PrimeTrainApp, "run_test", watching_run_test)
+
+    screenshot = textual._doc.take_svg_screenshot  # snap_compare's: its run_before too starts once the app watches
+
+    def watching_screenshot(*args, run_before=None, **kwargs):
+        async def before(pilot) -> None:
+            await watched(pilot)
+            if run_before is not None and inspect.isawaitable(result := run_before(pilot)):
+                await result
+
+        return screenshot(*args, run_before=before, **kwargs)
+
+    monkeypatch.setattr(textual._doc, "take_svg_screenshot", watching_screenshot)
 
 
 @pytest.fixture

@@ -135,7 +135,8 @@ class BottleneckPane(Widget, can_focus=True):
         self.query_one("#bn-body").display = True
         name = snapshot.pod.name
         console = 0 if snapshot.metrics else sum(len(s.log) for s in snapshot.history)
-        key = (name, snapshot.metrics_total, len(snapshot.metrics), console)
+        # the pod's status too: a pod gone offline shows its reason at once, not GPU_REFRESH later
+        key = (name, snapshot.status, snapshot.metrics_total, len(snapshot.metrics), console)
         if key == self._key and now - self._gpu_at < GPU_REFRESH:
             return
         self._key, self._gpu_at, self._pod = key, now, name

@@ -149,13 +149,17 @@ async def prepare(pilot: Pilot, *, metrics, key: str | None, pod: str = "h100-a"
     app.on_snapshot(offline_snapshot())
     app.pod_list.select(pod)
     config = app.screen_stack[0].query_one(ConfigPane)
-    await wait_for(pilot, lambda: bool(offers.ranked) and config.report is not None and pod in app.snapshots)
+    await wait_for(pilot, lambda: bool(offers.ranked) and config.report is not None and pod in app.snapshots
+                   and not app.frame_pending)  # the snapshots fed above on screen (not only the first, connecting)
     if key is not None:
         await pilot.press(key)
     app.clear_notifications()  # (the screenshot's own pauses follow)
 
 
 async def settle(pilot: Pilot) -> None:
+    """The snapshots fed so far on screen (they reach it once per frame: app/frames.py FRAME_S), animations
+    done."""
+    await wait_for(pilot, lambda: not getattr(pilot.app, "frame_pending", False))
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
     await pilot.pause()

@@ -90,6 +90,22 @@ async def test_bottleneck_of_an_offline_pod_gives_the_pods_state_first() -> None
         assert not CLI_ADVICE.search(text), text
 
 
+async def test_bottleneck_follows_the_pods_state_at_once() -> None:
+    """Connecting, then offline, with no new step timings and the clock standing still: the reason changes at
+    once (it waited for the pane's 10-second refresh)."""
+    async with layout_app([OFFLINE]).run_test(size=(80, 24)) as pilot:
+        app = pilot.app
+        assert isinstance(app, PrimeTrainApp)
+        await pilot.press("4")
+        await settle(pilot)
+        left = lambda: app.pod_list.region.right + 1  # noqa: E731
+        text = lambda: " ".join(row[left():].strip() for row in screen_text(pilot)[3:-1])  # noqa: E731
+        assert "h100-b is connecting" in text(), text()
+        app.on_snapshot(offline_snapshot())
+        await settle(pilot)
+        assert "h100-b is offline: connection refused" in text() and "connecting" not in text(), text()
+
+
 async def test_monitor_of_an_offline_pod_says_why_and_what_to_do_first() -> None:
     async with layout_app([TRAINING, OFFLINE]).run_test(size=(80, 24)) as pilot:
         text = await shown(pilot, "3", "h100-b")

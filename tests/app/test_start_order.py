@@ -20,19 +20,23 @@ def parked_app(pods: list[Pod] = PODS) -> PrimeTrainApp:
 
 
 async def test_the_first_frame_lists_the_pods_and_their_watching_starts_just_after(monkeypatch) -> None:
-    at_first_frame: list[tuple[bool, list[str], list[str], str]] = []
+    at_first_frame: list[tuple[bool, list[str], list[str], str, bool, str]] = []
     display = App._display
 
     def first(self: App, screen, renderable) -> None:
         if isinstance(self, PrimeTrainApp) and renderable is not None and not at_first_frame:
             sidebar = [name for name in self.pods if self.pod_list.row(name) is not None]
-            at_first_frame.append((self.watching, sidebar, self.monitor.names(), self.sub_title))
+            pane = self.monitor_pane
+            at_first_frame.append((self.watching, sidebar, self.monitor.names(), self.sub_title,
+                                   pane.query_one("#monitor-empty").display,
+                                   f"{pane.query_one('#monitor-title').render()} / {pane.query_one('#monitor-state').render()}"))
         display(self, screen, renderable)
 
     monkeypatch.setattr(App, "_display", first)
     app = parked_app()
     async with app.run_test(size=(120, 40)) as pilot:  # hands over once the app watches (tests/conftest.py)
-        assert at_first_frame == [(False, ["gpu1", "gpu2"], [], "")]
+        # the selected pod's state, not "No pod selected": it is connecting (from a frame later, for real)
+        assert at_first_frame == [(False, ["gpu1", "gpu2"], [], "", False, "gpu1 (10.0.0.1) — connecting / Connecting…")]
         assert app.watching and sorted(app.monitor.names()) == ["gpu1", "gpu2"]
         assert app.lifecycle_bg is app.lifecycle_bg and app.auto_backup.running("gpu1") is None
         await wait_for(pilot, lambda: (s := app.snapshots.get("gpu1")) is not None
