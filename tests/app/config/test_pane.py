@@ -122,9 +122,12 @@ async def test_change_on_disk_is_noticed_and_reload_keeps_unsaved_edits(tmp_path
         await wait_for(pilot, lambda: "CHANGED ON DISK" in str(pane.query_one("#config-status").render()))
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: pane.editor.text == new)
-        saved = versions.list_versions(path, tmp_path / "data" / "versions")
+        store = tmp_path / "data" / "versions"
+        # the edits are kept by a thread worker beside the reload's: wait for it, not only for the reload
+        await wait_for(pilot, lambda: versions.list_versions(path, store), timeout=10)
+        saved = versions.list_versions(path, store)
         assert [v.name for v in saved] == ["unsaved edits before reload"]
-        assert versions.text_of(path, tmp_path / "data" / "versions", saved[0].id).startswith("# mine\n")
+        assert versions.text_of(path, store, saved[0].id).startswith("# mine\n")
 
 
 async def test_no_file_and_missing_file(tmp_path: Path) -> None:
