@@ -73,8 +73,7 @@ class SnapshotFrames:
     def _show_connecting(self, pod: Pod) -> None:
         """A pod listed but not watched yet (the first frame; watching starts just after it) reads as what the
         monitor says first: connecting."""
-        self._queue_snapshot(PodSnapshot(pod=pod, status=PodStatus(PodState.CONNECTING, "connecting",
-                                                                   since=self.clock())))
+        self._queue_snapshot(PodSnapshot(pod=pod, status=PodStatus.connecting(self.clock())))
 
     def _queue_snapshot(self, snapshot: PodSnapshot) -> None:
         self._pending[snapshot.pod.name] = snapshot

@@ -214,6 +214,11 @@ class PodStatus:
     next_retry: float | None = None  # monitor clock; None when not waiting to retry
     host_key: HostKeyPrompt | None = None
 
+    @classmethod
+    def connecting(cls, since: float) -> PodStatus:
+        """What the monitor says of a pod first (added, or listed by the App before its watching starts)."""
+        return cls(PodState.CONNECTING, "connecting", since=since)
+
 
 @dataclass(frozen=True)
 class Gap:

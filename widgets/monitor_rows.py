@@ -204,8 +204,8 @@ class PartsRow(Widget):
         blank = self.looks["blank"]
         return [Segment(" " * lead, blank), Segment(shown, look), Segment(" " * (len(cell) - lead - len(shown)), blank)]
 
-    def line_key(self) -> tuple:
-        """Everything the row's lines show (a line is drawn again only when this changed)."""
+    def line_key(self, y: int) -> tuple:
+        """Everything line ``y`` shows (it is drawn again only when this changed)."""
         return (self.size.width, self.tight, self.graphs)
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
@@ -214,7 +214,7 @@ class PartsRow(Widget):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        key = self.line_key()
+        key = self.line_key(y)
         cached = self._strips.get(y)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -308,8 +308,8 @@ class GpuRows(PartsRow):
         return next((c for c in self.columns() if c.part == part and c.metric == metric), None)
 
     def show(self, gpus: dict[int, GpuSample], timeline: Timeline) -> None:
-        """The GPUs of the newest sample (by index; a GPU listed before but missing now reads N/A), and the
-        graphs' new points. A new set of GPUs makes new lines (their graphs read the whole timeline)."""
+        """The GPUs of the newest sample (by index) and the graphs' new points. Another set of GPUs (one missing
+        from the newest sample, a pod switch) makes new lines, whose graphs read the whole timeline."""
         indices = sorted(gpus)
         if indices != [line.index for line in self.lines]:
             self.lines = [GpuLine(i, self.limit) for i in indices]
@@ -318,28 +318,21 @@ class GpuRows(PartsRow):
         width, tight, graphs, drawn = self.size.width, self.tight, self.graphs, self._drawn.get
         changed = []
         for y, line in enumerate(self.lines):
-            line.update(gpus.get(line.index), timeline)
+            line.update(gpus[line.index], timeline)
             if line.key(width, tight, graphs) != drawn(y):
                 changed.append(Region(0, y, width, 1))
         if changed:
             self._redraw(*changed)
 
-    def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        if not 0 <= y < len(self.lines):
-            return Strip.blank(width, self.looks["blank"]) if width else Strip.blank(0)
-        key = self.lines[y].key(width, self.tight, self.graphs)
-        cached = self._strips.get(y)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        self._drawn[y] = key
-        segments = self.draw(y, width, key)
-        strip = (Strip([s for s in segments if s.text]).adjust_cell_length(width, self.looks["blank"]) if width
-                 else Strip.blank(0))
-        self._strips[y] = (key, strip)
-        return strip
+    def line_key(self, y: int) -> tuple:
+        if not 0 <= y < len(self.lines):  # (below the last GPU: blank)
+            return (self.size.width,)
+        return self.lines[y].key(self.size.width, self.tight, self.graphs)
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
+        if not 0 <= y < len(self.lines):
+            return []
+        self._drawn[y] = key
         line = self.lines[y]
         looks = self.looks
         base, blank = looks["base"], looks["blank"]
@@ -385,7 +378,7 @@ class HostRow(PartsRow):
             self.parts = parts
             self._redraw()
 
-    def line_key(self) -> tuple:
+    def line_key(self, y: int) -> tuple:
         return (self.size.width, self.tight, self.parts)
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:

@@ -216,8 +216,8 @@ class MonitorService:
         attempt = 0
         while not worker.stopped:
             worker.wake.clear()
-            connecting = PodStatus(PodState.CONNECTING, "connecting", since=worker.status.since)
-            if worker.status.state is not PodState.OFFLINE and worker.status != connecting:  # add() said it
+            status = worker.status  # (connecting since add(): said there already)
+            if status.state is not PodState.OFFLINE and status != PodStatus.connecting(status.since):
                 self._set(worker, PodState.CONNECTING, "connecting")
             conn = self._connector(worker.pod)
             wait_for_user = unsupported = False

@@ -9,7 +9,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
-from services.models import (Alert, Gap, HostKeyPrompt, Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress,
+from services.models import (Alert, Gap, HostKeyPrompt, Pod, PodKind, PodSnapshot, PodStatus, RunProgress,
                              Sample, WandbStatus)
 from services.monitor import wandb_status
 from services.monitor.cluster import ClusterState
@@ -78,7 +78,7 @@ class PodWorker:
         self.pod = pod
         self.settings = settings
         self.clock = clock
-        self.status = PodStatus(PodState.CONNECTING, "connecting", since=clock())
+        self.status = PodStatus.connecting(clock())
         self.history: deque[Sample] = deque(maxlen=settings.history_len)
         self.metrics: deque[str] = deque(maxlen=settings.metrics_len)
         self.metrics_total = 0
