@@ -98,3 +98,8 @@ class ExecRefused(PodUnsupported, ConnectError):
 
 class PythonMissing(PodUnsupported, ProbeError):
     """The pod has no ``python3``, or one older than the pod-side scripts need."""
+
+
+class UnsafeProbeDir(PodUnsupported, ProbeError):
+    """The pod's ``probe_dir`` is not private to the SSH user (shared, another user's, a symbolic link):
+    nothing we upload is run from it, since another user of the pod could make it run as ours."""

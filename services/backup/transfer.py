@@ -17,7 +17,6 @@ whole when read (services.backup.manifest), and the agent checks the plan again 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import secrets
@@ -47,8 +46,9 @@ from services.backup.s3 import S3, BackupError, BackupSettings, each_page, mask,
 from services.backup.store_caps import _parts_take_crc32, _store_etags_are_md5, composite_crc32  # noqa: F401
 from services.pod import agent
 from services.pod.agent.transfer import check_path
-from services.pod.connection import bundle
-from services.pod.ssh import DEFAULT_PROBE_DIR, Connection, SSHConnection
+from services.errors import PrimeTrainError, UnsafeProbeDir
+from services.pod import trusted
+from services.pod.ssh import Connection, SSHConnection
 
 AGENT_PATH, AGENT_FILES = agent.BACKUP, agent.BACKUP_FILES  # uploaded together, the agent last (its presence: all are there)
 
@@ -76,27 +76,21 @@ class PodAgent:
         self.command = ""
 
     async def install(self) -> str:
-        """One exec: unless the agent is there already, each file to a temp name, then renamed into
-        place, the agent last. Returns the agent's path."""
+        """Make the agent's directory private to the SSH user (or refuse) and upload its files unless each is
+        there with its content: one exec when nothing is missing. It then runs only through the guard
+        (services/pod/trusted.py), which checks every file's content first. Returns the agent's path."""
         if not isinstance(self.conn, SSHConnection):  # this machine: run it where it is (pod_common beside it)
             self.command = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT_PATH))}"
             return str(AGENT_PATH)
-        files, digest = bundle(AGENT_FILES)
-        directory = f"{(self.conn.pod.probe_dir or DEFAULT_PROBE_DIR).rstrip('/')}/backup-agent-{digest}"
-        remote = f"{directory}/{AGENT_PATH.name}"
-        q, token = shlex.quote, secrets.token_hex(4)
-
-        def write(name: str, data: bytes) -> str:
-            path = f"{directory}/{name}"
-            tmp = f"{path}.{token}.tmp"
-            return f"printf %s {base64.b64encode(data).decode()} | base64 -d > {q(tmp)} && mv -f {q(tmp)} {q(path)}"
-        writes = " && ".join(write(name, data) for name, data in files)
-        rc, _, err = await self.conn.run(f"test -f {q(remote)} || {{ mkdir -p {q(directory)} && {writes}; }}",
-                                         timeout=60)
-        if rc != 0:
-            raise BackupError(f"cannot install the backup agent on the pod: {err.strip()[-200:]}")
-        self.command = f"python3 {q(remote)}"
-        return remote
+        agent_bundle = trusted.pod_bundle(self.conn.pod, AGENT_FILES, "backup-agent")
+        try:
+            await trusted.install(self.conn, agent_bundle)
+        except UnsafeProbeDir as exc:
+            raise BackupError(str(exc), hint=exc.hint) from None
+        except PrimeTrainError as exc:
+            raise BackupError(f"cannot install the backup agent on the pod: {exc}") from None
+        self.command = shlex.join(agent_bundle.run_argv())
+        return agent_bundle.script_path
 
     async def run_json(self, args: list[str], timeout: float = 3600) -> list[dict]:
         try:
@@ -167,7 +161,7 @@ async def pod_checkpoints(conn: Connection, run_dir: str) -> tuple[list[PodCheck
 
 def _state_dir(conn: Connection) -> str:
     """Where the pod keeps its registry of runs (the lifecycle agent's state dir)."""
-    return (getattr(conn.pod, "probe_dir", None) or DEFAULT_PROBE_DIR).rstrip("/")
+    return trusted.state_dir(conn.pod)
 
 
 def _source(conn: Connection, found: dict) -> RunSource:

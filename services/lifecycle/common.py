@@ -15,25 +15,20 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Iterable
 
 from services.pod import agent
-from services.pod.connection import bundle
-from services.errors import PrimeTrainError
+from services.pod import trusted
+from services.errors import PrimeTrainError, UnsafeProbeDir
 from services.models import PodKind
 from services.lifecycle.holder import holder_text
 from services.lifecycle.preflight import Check, LifecycleSettings
 
 AGENT_PATH = agent.LIFECYCLE
 # the helper and the siblings it imports (pod/agent/common.py: what every pod script shares); uploaded together
-# into one directory named by their hash (connection.bundle), the last one written last (its presence
-# says the directory is whole)
+# into one private directory named by their hash, and run only through the guard (services/pod/trusted.py),
+# which checks each file's content first: a directory that is not whole or not ours answers UNTRUSTED (one exec
+# either way: no SFTP check before a connection's first call). The interpreter is the pod's python3, never a
+# path read from the pod. Its stderr joins stdout, so a streamed command's failure is readable.
 AGENT_FILES = agent.LIFECYCLE_FILES
-# Runs the helper when its directory is whole, else prints MISSING (one exec either way: no SFTP check
-# before a connection's first call). The interpreter is the one the helper recorded in its directory
-# (sys.executable) when that still exists, else python3: a pyenv/asdf shim costs ~0.15 s per exec. Its
-# stderr joins stdout, so a streamed command's failure is readable.
-MISSING = '{"ptt_helper_missing": true}'
-_WRAP = ('test -f "$0" || { echo \'%s\'; exit 97; }; s=$1 py=$2 f=$3; shift 3; '
-         'if [ -n "$f" ]; then { read -r c < "$f"; } 2>/dev/null && [ -x "$c" ] && py=$c; fi; '
-         'exec env "PTT_STATE_DIR=$s" "PTT_PYTHON_FILE=$f" "$py" "$@" 2>&1' % MISSING)
+_JOIN_STDERR = 'exec "$@" 2>&1'
 DEFAULT_STATE_DIR = ".cache/prime-train-tui"
 
 
@@ -118,18 +113,19 @@ class PodShell:
         return f"{home.rstrip('/')}/{path}" if home else path
 
     async def agent_path(self) -> str:
-        """Where the helper is (or will be) on the pod: a directory named by the files' hash."""
+        """Where the helper is (or will be) on the pod: a private directory named by the files' hash."""
         if self._agent:
             return self._agent
-        if self.local:
-            self._agent = str(AGENT_PATH)
-        else:
-            self._agent = f"{self.state_dir}/lifecycle-{_agent_digest()}/{AGENT_PATH.name}"
+        self._agent = str(AGENT_PATH) if self.local else self._bundle().script_path
         return self._agent
 
+    def _bundle(self) -> trusted.Bundle:
+        return trusted.pod_bundle(self.conn.pod, AGENT_FILES, "lifecycle", script=AGENT_PATH.name)
+
     async def install_agent(self) -> None:
-        """Upload the helper's files (one SFTP session; each file atomically, the last one last). Two
-        clients doing it at once write the same bytes under temp names and rename them in place."""
+        """Make the helper's directory private (or refuse) and upload its files unless each is there with its
+        content (one SFTP session; each file atomically, the helper last). Two clients doing it at once write
+        the same bytes under temp names and rename them in place."""
         if self.local:
             return
         guard = getattr(self.conn, "_ptt_agent_lock", None)  # one upload per connection at a time
@@ -137,33 +133,38 @@ class PodShell:
             guard = asyncio.Lock()
             with contextlib.suppress(AttributeError):
                 self.conn._ptt_agent_lock = guard
-        where = (await self.agent_path()).rsplit("/", 1)[0]
+        b = self._bundle()
         async with guard:
-            if getattr(self.conn, "_ptt_lifecycle_agent", None) == where:
+            if getattr(self.conn, "_ptt_lifecycle_agent", None) == b.directory:
                 return  # another action on this connection just did it
             try:
-                await self.conn.put_files([(data, f"{where}/{name}", 0o644) for name, data in bundle(AGENT_FILES)[0]])
+                await trusted.install(self.conn, b)
+            except UnsafeProbeDir as exc:
+                raise LifecycleError(str(exc), hint=exc.hint) from None
             except PrimeTrainError as exc:
-                raise LifecycleError(f"cannot upload the lifecycle helper to {where}: {exc}") from None
+                raise LifecycleError(f"cannot upload the lifecycle helper to {b.directory}: {exc}") from None
             with contextlib.suppress(AttributeError):
-                self.conn._ptt_lifecycle_agent = where
+                self.conn._ptt_lifecycle_agent = b.directory
 
     async def argv(self, *args: str) -> list[str]:
-        """The helper's command line, wrapped so that a missing helper answers MISSING."""
-        path = await self.agent_path()
-        where = path.rsplit("/", 1)[0]
-        cached = "" if self.local else f"{where}/python"  # never a file beside our own sources
-        return ["sh", "-c", _WRAP, f"{where}/{AGENT_FILES[-1].name}", self.state_dir, self.python, cached, path,
-                *args]
+        """The helper's command line: through the guard on a pod (it answers UNTRUSTED, running nothing, when
+        the helper's files are missing or not what we uploaded), as it is here."""
+        if self.local:
+            return ["sh", "-c", _JOIN_STDERR, "sh", "env", f"PTT_STATE_DIR={self.state_dir}", self.python,
+                    await self.agent_path(), *args]
+        return ["sh", "-c", _JOIN_STDERR, "sh", *self._bundle().run_argv(*args)]
 
     async def agent(self, *args: str, input: bytes | None = None, timeout: float = 60.0) -> dict[str, Any]:
         for attempt in (1, 2):
             rc, out, err = await self.exec(await self.argv(*args), input=input, timeout=timeout)
             lines = [ln for ln in out.splitlines() if _json_line(ln) is not None]
-            if lines and lines[0] == MISSING and attempt == 1:
+            why = trusted.untrusted(lines[0]) if lines else None
+            if why is not None and attempt == 1:
                 await self.install_agent()
                 continue
-            if not lines or lines[-1] == MISSING:
+            if why is not None:
+                raise LifecycleError(f"the pod's helper could not be verified ({args[0]}): {why}")
+            if not lines:
                 tail = ([ln for ln in (out + err).strip().splitlines() if ln.strip()] or [f"exit status {rc}"])[-1]
                 raise LifecycleError(f"the pod's helper failed ({args[0]}): {tail}",
                                      hint="is python3 installed on the pod?")
@@ -195,7 +196,10 @@ class PodShell:
                     if not raw:
                         break
                     line = raw.decode("utf-8", "replace").strip()
-                    if line == MISSING and attempt == 1:
+                    why = trusted.untrusted(line)
+                    if why is not None:
+                        if attempt == 2:
+                            raise LifecycleError(f"the pod's helper could not be verified ({args[0]}): {why}")
                         missing = True
                         break
                     msg = _json_line(line)
@@ -326,12 +330,12 @@ class PodLock:
             except PrimeTrainError as exc:
                 raise LifecycleError(f"cannot take the pod's action lock: {exc}") from None
             answer = await _first_json(self.proc, 30)
-            if answer.get("ptt_helper_missing") and attempt == 1:
+            if answer.get(trusted.UNTRUSTED) and attempt == 1:
                 await self.release()
                 await shell.install_agent()
                 continue
             break
-        if not answer or answer.get("ptt_helper_missing"):
+        if not answer or answer.get(trusted.UNTRUSTED):
             raise LifecycleError(f"the pod's action lock did not answer on {conn.pod.name}",
                                  hint="is python3 installed on the pod?")
         if not answer.get("ok"):

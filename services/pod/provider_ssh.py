@@ -23,7 +23,7 @@ from services.errors import ExecRefused, PythonMissing
 
 EXEC_OK = "ptt-exec-ok"  # the canary: an endpoint that runs commands echoes it back
 UPLOAD_OK = "ptt-upload-ok"
-PROBE_GO = b"ptt-probe-go"  # the probe's start: python3 is fine, the probe follows
+PROBE_GO = b"ptt-probe-go"  # the probe's start: python3 is fine, its files verified, the probe follows
 NO_PYTHON = b"ptt-python-missing"  # then "" (not installed) or what `python3 -V` said; then /etc/os-release
 MIN_PYTHON = (3, 8)
 
@@ -55,8 +55,7 @@ _PROBE = ("if ! command -v python3 >/dev/null 2>&1; then echo {m}; cat /etc/os-r
           "if ! python3 -c 'import sys; sys.exit(sys.version_info < {v})' 2>/dev/null; then\n"
           '  echo "{m} $(python3 -V 2>&1 | head -n 1)"; cat /etc/os-release 2>/dev/null; exit 86\n'
           "fi\n"
-          "echo {go}\n"
-          'exec python3 -u "$@"').format(m=NO_PYTHON.decode(), v=MIN_PYTHON, go=PROBE_GO.decode())
+          'exec "$@"').format(m=NO_PYTHON.decode(), v=MIN_PYTHON)
 
 # the shells' and env's words for it: "sh: 1: python3: not found", "bash: line 1: python3: command not found",
 # "env: 'python3': No such file or directory"
@@ -84,10 +83,11 @@ def exists_answer(out: str) -> bool | None:
     return True if "ptt-yes" in words else False if "ptt-no" in words else None
 
 
-def probe_command(remote: str, args: list[str]) -> str:
-    """Start the probe at ``remote`` with ``python3 -u`` once python3 is checked: the first stdout line is
-    PROBE_GO, or NO_PYTHON followed by /etc/os-release (and the command ends)."""
-    return f"sh -c {shlex.quote(_PROBE)} ptt-probe {shlex.join([remote, *args])}"
+def probe_command(argv: list[str]) -> str:
+    """Run ``argv`` (the guarded probe: services/pod/trusted.py) once python3 is checked: the first stdout line
+    is NO_PYTHON followed by /etc/os-release (and the command ends), else the guard's (PROBE_GO once the
+    probe's files are verified)."""
+    return f"sh -c {shlex.quote(_PROBE)} ptt-probe {shlex.join(argv)}"
 
 
 def python_not_found(command: str, status: int, output: str) -> bool:

@@ -28,8 +28,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from services.errors import AuthError, ConnectError, ExecRefused, ProbeError, PythonMissing
-from services.pod import provider_ssh
+from services.errors import (AuthError, ConnectError, ExecRefused, PrimeTrainError, ProbeError, PythonMissing,
+                             UnsafeProbeDir)
+from services.pod import connection as pod_connection, provider_ssh, trusted
 from services.pod.connection import (  # noqa: F401  (re-exported: callers import them from here)
     DEFAULT_PROBE_DIR,
     PROBE_PATH,
@@ -244,14 +245,28 @@ class SSHConnection(Connection):
         return conn_opts
 
     async def start_probe(self, args: list[str]) -> ProbeStream:
-        """The probe started on the pod, once its first line said python3 is there (3.8 or newer): raises
-        PythonMissing, naming the install command for the pod's distribution, or ExecRefused."""
+        """The probe started on the pod through the guard (services/pod/trusted.py), once its first line said
+        python3 is there (3.8 or newer) and the probe's files are the ones we upload: raises PythonMissing,
+        naming the install command for the pod's distribution, ExecRefused, or UnsafeProbeDir. A probe that
+        is missing or differs is uploaded and started again, once."""
         if self._conn is None:
             raise ConnectError("not connected")
-        remote = await self.upload_probe()
+        probe = trusted.pod_bundle(self.pod, pod_connection.PROBE_FILES, "probe")
+        for attempt in (1, 2):
+            stream, why = await self._start_guarded_probe(probe, args)
+            if stream is not None:
+                return stream
+            if attempt == 2:
+                raise ProbeError(f"the probe on the pod could not be verified: {why}")
+            await self.upload_probe(probe)
+        raise AssertionError("unreachable")
+
+    async def _start_guarded_probe(self, probe: trusted.Bundle, args: list[str]) -> tuple[ProbeStream | None, str]:
+        """(the stream, "") once the guard said go, or (None, why it ran nothing)."""
         asyncssh = _asyncssh()
         try:
-            process = await self._conn.create_process(provider_ssh.probe_command(remote, args), encoding=None)
+            process = await self._conn.create_process(
+                provider_ssh.probe_command(probe.run_argv(*args, go=provider_ssh.PROBE_GO.decode(), unbuffered=True)), encoding=None)
         except (OSError, asyncssh.Error) as exc:
             await self._check_exec()
             raise ProbeError(f"cannot start the probe: {_describe(exc)}") from None
@@ -260,11 +275,16 @@ class SSHConnection(Connection):
             first = b""
             for _ in range(100):  # the pod's shell start-up files may print lines before ours
                 first = await asyncio.wait_for(process.stdout.readline(), self.options.login_timeout)
-                if not first or first.startswith((provider_ssh.PROBE_GO, provider_ssh.NO_PYTHON)):
+                if not first or first.startswith((provider_ssh.PROBE_GO, provider_ssh.NO_PYTHON)) \
+                        or trusted.untrusted(first) is not None:
                     break
             if first.startswith(provider_ssh.NO_PYTHON):
                 rest = await asyncio.wait_for(process.stdout.read(), 10.0)  # /etc/os-release, then it exits
                 raise provider_ssh.python_answer([first, rest])
+            why = trusted.untrusted(first)
+            if why is not None:
+                await stream.close()
+                return None, why
             if first.strip() != provider_ssh.PROBE_GO:
                 await self._check_exec()
                 how = await stream.exit_reason(wait=2.0)
@@ -281,7 +301,7 @@ class SSHConnection(Connection):
             await stream.close()
             raise
         self._streams.append(stream)
-        return stream
+        return stream, ""
 
     async def _check_exec(self) -> None:
         """After a command failed: raise ExecRefused when this endpoint runs no commands at all (the canary
@@ -302,23 +322,19 @@ class SSHConnection(Connection):
         if self._exec_ok is False:
             raise provider_ssh.exec_refused()
 
-    async def upload_probe(self) -> str:
-        """Put the probe and its siblings (pod/agent/common.py, ...) on the pod, into a directory named by
-        their content hash, unless it is already there; the probe is written last, so its presence
-        says the directory is whole. Returns the probe's path."""
-        files, digest = probe_source()
-        directory = f"{(self.pod.probe_dir or DEFAULT_PROBE_DIR).rstrip('/')}/probe-{digest}"
-        remote = f"{directory}/{PROBE_PATH.name}"
+    async def upload_probe(self, probe: trusted.Bundle | None = None) -> str:
+        """Make the probe's directory private to the SSH user (or refuse: UnsafeProbeDir) and put the probe and
+        its siblings there, named by their content hash, unless every file is there with that content; the
+        probe is written last. Returns the probe's path."""
+        probe = probe or trusted.pod_bundle(self.pod, pod_connection.PROBE_FILES, "probe")
         try:
-            if await self.exists(remote):
-                return remote
-            await self.put_files([(data, f"{directory}/{name}", 0o644) for name, data in files])
-        except ExecRefused:
+            if await trusted.install(self, probe):
+                self.uploads += 1
+        except (ExecRefused, UnsafeProbeDir, PythonMissing):
             raise
-        except ConnectError as exc:
-            raise ProbeError(f"cannot upload the probe to {directory}: {exc}") from None
-        self.uploads += 1
-        return remote
+        except PrimeTrainError as exc:
+            raise ProbeError(f"cannot upload the probe to {probe.directory}: {exc}") from None
+        return probe.script_path
 
     uploads = 0  # how many times this connection uploaded the probe (tests check the hash cache)
 

@@ -388,27 +388,6 @@ def parser():
     return ap
 
 
-def remember_python():
-    """Record this interpreter for the client's wrapper (PTT_PYTHON_FILE, beside this file): the next
-    exec runs it directly instead of a ``python3`` that may be a slow shim (pyenv, asdf)."""
-    path = os.environ.get("PTT_PYTHON_FILE")
-    if not path or not sys.executable:
-        return
-    try:
-        with open(path) as fh:
-            if fh.read().strip() == sys.executable:
-                return
-    except OSError:
-        pass
-    try:
-        tmp = "%s.%d.tmp" % (path, os.getpid())
-        with open(tmp, "w") as fh:
-            fh.write(sys.executable + "\n")
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
 def follow_configs(args):
     """With the default checkpoints dir (<run_dir>/checkpoints), the trainer half is where the run's
     resolved configs put it (a separate [ckpt] output_dir): the same place the probe and the backup
@@ -419,7 +398,6 @@ def follow_configs(args):
 
 
 def main(argv=None):
-    remember_python()
     ap = parser()
     a = ap.parse_args(argv)
     if a.cmd != "preflight":  # the pre-flight takes a dir relative to the run dir

@@ -55,8 +55,9 @@ async def test_launch_and_kill_are_one_exec_each_once_the_helper_is_there(pod, t
     async with Counting(pod) as conn:
         first = await collect(launch(conn, write_config(tmp_path), settings=settings, run_dir=str(run_dir)))
         assert first[-1].kind == "done", [e.message for e in first]
-        # a fresh pod: the one exec answered "helper missing", it was uploaded (one SFTP session), retried
-        assert conn.calls == ["start", "sftp", "start"]
+        # a fresh pod: the one exec answered "untrusted" (nothing there), the private directory was made (one
+        # exec), the helper uploaded (one SFTP session), retried
+        assert conn.calls == ["start", "run", "sftp", "start"]
         assert trainer_pids(run_dir)
         conn.calls.clear()
         kevents = await collect(kill(conn, settings=settings))
@@ -132,21 +133,9 @@ async def test_two_clients_installing_the_helper_at_once_both_succeed(pod, tmp_p
         answers = await asyncio.gather(*(s.agent("status") for s in shells))
     assert all(ans == {"runs": []} for ans in answers)
     names = sorted(p.name for p in where.iterdir())
-    assert names == sorted([f.name for f in AGENT_FILES] + ["python"])  # no temp file left behind
+    assert names == sorted(f.name for f in AGENT_FILES)  # no temp file left behind
     for f in AGENT_FILES:
         assert (where / f.name).read_bytes() == f.read_bytes()
-
-
-async def test_the_remembered_interpreter_falls_back_to_python3_when_it_is_gone(pod, tmp_path):
-    async with SSHConnection(pod) as conn:
-        shell = PodShell(conn)
-        assert (await shell.agent("status")) == {"runs": []}
-        cache = Path(await shell.agent_path()).parent / "python"
-        remembered = cache.read_text().strip()
-        assert Path(remembered).is_absolute() and Path(remembered).exists()
-        cache.write_text(str(tmp_path / "no-such-python") + "\n")  # uninstalled since
-        assert (await shell.agent("status")) == {"runs": []}
-        assert cache.read_text().strip() == remembered  # rewritten by the python3 that ran
 
 
 async def test_a_streamed_helper_that_dies_is_reported_not_hung(pod, tmp_path):

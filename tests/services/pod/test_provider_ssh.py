@@ -66,7 +66,8 @@ async def test_probe_is_uploaded_over_exec_and_runs_without_sftp(provider_sshd, 
     where = tmp_path / "podstate" / f"probe-{digest}"
     for name, data in files:
         assert (where / name).read_bytes() == data
-        assert stat.S_IMODE((where / name).stat().st_mode) == 0o644
+        assert stat.S_IMODE((where / name).stat().st_mode) == 0o600  # in a directory private to the SSH user
+    assert stat.S_IMODE(where.stat().st_mode) == stat.S_IMODE(where.parent.stat().st_mode) == 0o700
     assert sorted(p.name for p in where.iterdir()) == sorted(name for name, _ in files)  # no temp file left
     async with SSHConnection(pod) as conn:  # the content hash is found without SFTP: not uploaded again
         await conn.upload_probe()
@@ -222,7 +223,7 @@ async def test_pod_without_python3_names_what_is_missing_and_the_install(provide
     async with SSHConnection(server.pod(probe_dir=str(tmp_path / "podstate"))) as conn:
         with pytest.raises(PythonMissing) as info:
             await conn.start_probe(["--interval", "0.2"])
-        assert conn.uploads == 1  # the upload itself needs no python3 (sha256sum checks it)
+        assert conn.uploads == 0  # nothing is put on a pod that cannot run it
         with pytest.raises(LifecycleError) as helper:
             await PodShell(conn).agent("status")
     for message in (str(info.value), str(helper.value)):

@@ -113,7 +113,7 @@ async def test_probe_leaves_no_process_on_the_pod_when_the_channel_closes(sshd, 
     stream = await conn.start_probe(["--interval", "0.2"])
     assert await asyncio.wait_for(stream.readline(), 10)
     running = [p for p in psutil.process_iter(["cmdline"])
-               if f"probe-{digest}/probe.py" in " ".join(p.info["cmdline"] or [])
+               if f"probe-{digest}" in " ".join(p.info["cmdline"] or []) and "probe.py" in (p.info["cmdline"] or [])
                and str(tmp_path) in " ".join(p.info["cmdline"] or [])]
     assert len(running) == 1, "exactly one probe runs on the pod while streaming"
     family = [running[0], *running[0].children(recursive=True)]
