@@ -24,7 +24,10 @@ SACCT_FIELDS = "JobID,State,Reason,NodeList,ElapsedRaw,TimelimitRaw,Submit,Start
 _MAX_EPOCH = 253402300799.0  # 9999-12-31: anything later is garbage, not a time
 _MAX_SECONDS = 10 ** 10
 _STATE_WORD = re.compile(r"[A-Z][A-Z_]*")
-_DURATION = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.\d+)?")
+# every number read from text is bounded in digits: Python's int() refuses a string of more than 4,300, and
+# no real figure needs more than these; a longer one reads as unknown
+_DURATION = re.compile(r"(?:([0-9]{1,12})-)?(?:([0-9]{1,12}):)?([0-9]{1,12}):([0-9]{1,12})(?:\.[0-9]{1,9})?")
+_MAX_NUMBER_CHARS = 40
 
 
 # ------------------------------------------------------------------------------------------- values
@@ -40,6 +43,8 @@ def number(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     if not isinstance(value, (str, int, float)):
+        return None
+    if isinstance(value, str) and len(value) > _MAX_NUMBER_CHARS:
         return None
     try:
         value = float(value.strip() if isinstance(value, str) else value)
