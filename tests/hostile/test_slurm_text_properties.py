@@ -54,7 +54,8 @@ def test_no_slurm_parser_raises_on_any_text(out):
 
 
 def test_a_duration_past_the_digit_limit_is_unknown():
-    (job,) = parse.scontrol_jobs(f"JobId=1 JobName=x JobState=RUNNING RunTime={LONG}:00 TimeLimit=1:00:00")
+    (job,) = parse.scontrol_jobs(f"JobId=1 JobName=x UserId=u(1) JobState=RUNNING RunTime={LONG}:00 "
+                                  "TimeLimit=1:00:00")
     assert job.elapsed_s is None and job.time_limit_s == 3600
     assert parse.duration("9" * 13 + ":00") is None and parse.duration("1-00:00:00") == 86400
     assert parse.seconds(LONG) is None and parse.number("1" * 100) is None
