@@ -1,10 +1,13 @@
-"""``prime-train-tui serve [--host H] [--port N] [--public] [--demo] [--pod POD ...]``: the TUI in a browser.
+"""``prime-train-tui serve [--host H] [--port N] [--public] [--max-sessions N] [--demo] [--pod POD ...]``: the TUI
+in a browser.
 
 The same app, served through textual-serve (the optional ``serve`` extra): each browser tab that opens the
 page starts its own copy of the app (``python -m app.cli`` with the flags given here) and talks to it over a
 websocket. Whoever can open the page drives the app with the user's keys: rents pods, launches and kills
-runs. So it listens on 127.0.0.1 unless ``--public`` is given, and then says so on stderr. Exit 2 on bad
-arguments or without the extra, 1 when the port cannot be opened.
+runs. So it listens on 127.0.0.1 unless ``--public`` is given, and then says so on stderr; it answers only
+requests addressed to its own names (a web page whose name an attacker points at 127.0.0.1 is refused), and
+runs at most ``--max-sessions`` apps at once. Exit 2 on bad arguments or without the extra, 1 when the port
+cannot be opened.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Any
 from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail
 
 MISSING_EXTRA = "the browser view needs the 'serve' extra: pip install 'prime-train-tui[serve]'"
+# each session is a whole app (its own connections, history, panes): about 70 MB apiece
+DEFAULT_MAX_SESSIONS = 4
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--public", action="store_true",
                    help="allow an address other machines can reach: anyone on the network can then "
                         "drive the app (rent pods, kill runs)")
+    p.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS, metavar="N",
+                   help=f"how many browser tabs may run the app at once (default {DEFAULT_MAX_SESSIONS}; "
+                        "each is a whole copy of the app)")
     p.add_argument("--public-url", metavar="URL",
                    help="the address browsers use, e.g. http://10.0.0.5:8000 (default http://HOST:PORT; "
                         "needed with --host 0.0.0.0)")
@@ -62,27 +70,77 @@ def app_command(args: argparse.Namespace) -> str:
     return "exec " + shlex.join(argv)
 
 
+def full_message(limit: int) -> str:
+    """What a browser tab sees instead of the app when ``limit`` tabs already run it."""
+    tabs = "one browser tab already has" if limit == 1 else f"{limit} browser tabs already have"
+    return (f"\r\n  prime-train-tui: {tabs} the app open, the most this server runs at once.\r\n"
+            "  Close one of them, then reload this page.\r\n")
+
+
 def _server_class() -> type:
-    """textual-serve's Server, closing the browsers' websockets as soon as it is told to stop (Ctrl+C,
-    SIGTERM): each app then gets its "quit" and exits with its pods' connections. textual-serve itself leaves
-    open websockets to aiohttp's shutdown timeout (a minute per open tab). Raises ImportError without the
-    extra."""
+    """textual-serve's Server, answering only requests addressed to its own names (``allowed_hosts``), from
+    its own page (``allowed_origins``), running at most ``max_sessions`` apps, and closing the browsers'
+    websockets as soon as it is told to stop (Ctrl+C, SIGTERM): each app then gets its "quit" and exits with
+    its pods' connections. textual-serve itself leaves open websockets to aiohttp's shutdown timeout (a
+    minute per open tab). Raises ImportError without the extra."""
     import asyncio
 
     from aiohttp import WSCloseCode, web
     from textual_serve.server import Server
 
     class AppServer(Server):  # type: ignore[misc]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
+        def __init__(self, *args: Any, max_sessions: int = DEFAULT_MAX_SESSIONS, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.sockets: set[Any] = set()
+            self.max_sessions = max_sessions
+            self.sessions = 0
+            self.hosts = allowed_hosts(self.host, self.port, self.public_url)
+
+        async def _make_app(self) -> Any:
+            app = await super()._make_app()
+            app.middlewares.append(self._check_host)
+            return app
+
+        @web.middleware
+        async def _check_host(self, request: Any, handler: Any) -> Any:
+            # a web site can point its own name at 127.0.0.1 (DNS rebinding): the browser then treats this
+            # server as that site, and its pages may read it and open its websocket. Their requests still
+            # carry the site's name in Host, which is none of ours.
+            if request.headers.get("Host", "").strip().lower() not in self.hosts:
+                raise web.HTTPMisdirectedRequest(text="this server answers only to its own address")
+            return await handler(request)
+
+        async def handle_index(self, request: Any) -> Any:
+            if self.sessions >= self.max_sessions:
+                return web.Response(status=503, text=full_message(self.max_sessions).replace("\r", ""))
+            return await super().handle_index(request)
 
         async def handle_websocket(self, request: Any) -> Any:
             # websockets ignore the same-origin policy: any site open in the browser could connect here
             origin = request.headers.get("Origin")
-            if origin is not None and origin not in allowed_origins(self.public_url, request.host, self.port):
+            if origin is not None and origin.lower() not in allowed_origins(self.hosts):
                 raise web.HTTPForbidden(text="this page belongs to another site")
-            return await super().handle_websocket(request)
+            if self.sessions >= self.max_sessions:
+                return await self._refuse(request)
+            self.sessions += 1  # before any await: two tabs opening at once cannot both take the last place
+            try:
+                return await super().handle_websocket(request)
+            finally:
+                self.sessions -= 1
+
+        async def _refuse(self, request: Any) -> Any:
+            """Tell the extra tab why, in its terminal, and start no app. The socket stays open until the tab
+            goes: closing it would cover the message with the page's "Session ended"."""
+            websocket = web.WebSocketResponse(heartbeat=15)
+            await websocket.prepare(request)
+            self.sockets.add(websocket)
+            try:
+                await websocket.send_bytes(full_message(self.max_sessions).encode())
+                async for _ in websocket:
+                    pass
+            finally:
+                self.sockets.discard(websocket)
+            return websocket
 
         async def _process_messages(self, websocket: Any, app_service: Any) -> None:
             self.sockets.add(websocket)
@@ -98,16 +156,39 @@ def _server_class() -> type:
     return AppServer
 
 
-def allowed_origins(public_url: str, host_header: str, port: int) -> set[str]:
-    """The pages that may open the app's websocket: the served page itself, under the URL it was served as
-    (``public_url``, the request's Host) or, on this machine, any loopback name for the port."""
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def allowed_hosts(host: str, port: int, public_url: str) -> set[str]:
+    """The Host headers the server answers (lower case): its own address and port, the ``public_url``'s and,
+    when it listens on loopback, this machine's loopback names. Never a name from the request itself: a
+    rebound DNS name reaches 127.0.0.1 too."""
     from urllib.parse import urlsplit
 
+    def forms(name: str, port: int, scheme: str) -> set[str]:
+        default = {"http": 80, "https": 443}.get(scheme)
+        return {f"{name}:{port}"} | ({name} if port == default else set())
+
+    bound = host.strip().lower()
+    hosts = forms(f"[{bound}]" if ":" in bound else bound, port, "http")
+    if is_loopback(bound) or bound in ("0.0.0.0", "::", ""):
+        for name in LOOPBACK_NAMES:
+            hosts |= forms(name, port, "http")
     url = urlsplit(public_url)
-    origins = {f"{url.scheme}://{url.netloc}", f"http://{host_header}", f"https://{host_header}"}
-    if is_loopback(url.hostname or ""):
-        origins |= {f"http://{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
-    return origins
+    try:
+        url_port = url.port
+    except ValueError:
+        url_port = None
+    if url.hostname:
+        name = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+        hosts |= forms(name.lower(), url_port or (443 if url.scheme == "https" else 80), url.scheme)
+    return hosts
+
+
+def allowed_origins(hosts: set[str]) -> set[str]:
+    """The pages that may open the app's websocket: the served page itself, under any of the server's own
+    names (``allowed_hosts``)."""
+    return {f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")}
 
 
 def is_loopback(host: str) -> bool:
@@ -125,6 +206,9 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--port {port} is not a port", "use 1-65535, e.g. --port 8000", EXIT_USAGE)
     if not host:
         return fail("--host is empty", "leave it out to serve on 127.0.0.1", EXIT_USAGE)
+    if args.max_sessions < 1:
+        return fail(f"--max-sessions {args.max_sessions} would let no browser in", "use 1 or more, e.g. "
+                    f"--max-sessions {DEFAULT_MAX_SESSIONS}", EXIT_USAGE)
     public_url = args.public_url
     if not is_loopback(host):
         if not args.public:
@@ -145,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
         public_url = f"http://[{host}]:{port}"
     if hasattr(sys.stdout, "reconfigure"):  # textual-serve logs an app's stderr there: now, not at exit
         sys.stdout.reconfigure(line_buffering=True)
-    server = Server(app_command(args), host=host, port=port, title="prime-train-tui", public_url=public_url)
+    server = Server(app_command(args), host=host, port=port, title="prime-train-tui", public_url=public_url,
+                    max_sessions=args.max_sessions)
     try:
         server.serve()
     except OSError as exc:  # the port is taken, the address is not this machine's, ...

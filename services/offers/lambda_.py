@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, Listed, Normalised, Offer, PodAccess,
-                                   ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused, impossible, nominal_gb,
-                                   not_an_object, number, shape, short)
+from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, MIN_GPU_HOUR, Listed, Normalised, Offer,
+                                   PodAccess, ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused,
+                                   impossible, nominal_gb, not_an_object, number, shape, short)
 
 if TYPE_CHECKING:  # the HTTP client is the caller's; importing it costs ~55 ms of the app's start-up
     import httpx
@@ -83,7 +83,7 @@ def parse(payload: Any) -> Normalised:
             if type(region) is not dict:
                 regions = [r for r in regions if type(r) is dict]
                 break
-        ok = 0 < price <= MAX_GPU_HOUR * n and 0 <= vram <= MAX_VRAM_GB
+        ok = MIN_GPU_HOUR * n <= price <= MAX_GPU_HOUR * n and 0 <= vram <= MAX_VRAM_GB
         for region in regions or [None]:
             # positional, in Offer's field order: keyword calls cost twice as much over 10,000 offers
             offer = Offer(

@@ -215,17 +215,19 @@ def short(value: Any) -> str:
 
 # ------------------------------------------------------------------------------------------ sanity
 MAX_GPU_HOUR = 1000.0  # USD per GPU-hour: the dearest GPU rents for ~$10; anything above is garbage
+# and below a tenth of a cent it is no price either (1e-300 would rank first, shown as $0.00)
+MIN_GPU_HOUR = 0.001
 MAX_GPUS = 1024
 MAX_VRAM_GB = 4096.0  # per GPU
 
 
 def impossible(offer: Offer) -> str | None:
-    """Why an offer cannot be real (price not finite or outside (0, $1000/GPU-hr], GPU count, memory), else
+    """Why an offer cannot be real (price not finite or outside [$0.001, $1000] per GPU-hour, GPU count, memory), else
     None. Every normaliser checks each offer with it before listing it."""
     n, price, vram = offer.gpu_count, offer.price_hr, offer.vram_gb
     if type(n) is not int or not 1 <= n <= MAX_GPUS:
         return f"{short(n)} GPUs"
-    if not 0 < price <= MAX_GPU_HOUR * n:  # False for NaN too
+    if not MIN_GPU_HOUR * n <= price <= MAX_GPU_HOUR * n:  # False for NaN too
         return f"price {short(price)} $/hr for {n} GPU{'s' if n > 1 else ''}"
     if not 0 <= vram <= MAX_VRAM_GB:
         return f"{short(vram)} GB per GPU"
@@ -249,7 +251,7 @@ class Normalised(list):  # list[Offer]
 
     def add(self, offer: Offer) -> None:
         n = offer.gpu_count  # impossible(), inlined (Prime's, Vast's and Lambda's parsers inline this very check)
-        if type(n) is int and 1 <= n <= MAX_GPUS and 0 < offer.price_hr <= MAX_GPU_HOUR * n \
+        if type(n) is int and 1 <= n <= MAX_GPUS and MIN_GPU_HOUR * n <= offer.price_hr <= MAX_GPU_HOUR * n \
                 and 0 <= offer.vram_gb <= MAX_VRAM_GB:
             self.append(offer)
         else:

@@ -14,9 +14,9 @@ from zlib import crc32
 
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, Listed, Normalised, Offer, PodAccess,
-                                   ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused, impossible, nominal_gb,
-                                   not_an_object, number, parse_ssh, shape, short)
+from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, MIN_GPU_HOUR, Listed, Normalised, Offer,
+                                   PodAccess, ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused,
+                                   impossible, nominal_gb, not_an_object, number, parse_ssh, shape, short)
 
 if TYPE_CHECKING:  # the HTTP client is the caller's; importing it costs ~55 ms of the app's start-up
     import httpx
@@ -129,7 +129,7 @@ def parse(payload: Any) -> Normalised:
             NAME, ident, canon, gpu_type, count, vram, price, bool(spot),
             region if type(region) is str and region else str(region or country or ""), status[0], status[1], None,
             disk, provider if type(provider) is str else str(provider or ""), params)
-        if vram_ok and 0 < price <= MAX_GPU_HOUR * count:
+        if vram_ok and MIN_GPU_HOUR * count <= price <= MAX_GPU_HOUR * count:
             append(offer)
         else:
             skip(impossible(offer) or "impossible")

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, Listed, Normalised, Offer, PodAccess,
-                                   ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused, impossible,
-                                   not_an_object, number, shape, short)
+from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, MIN_GPU_HOUR, Listed, Normalised, Offer,
+                                   PodAccess, ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused,
+                                   impossible, not_an_object, number, shape, short)
 
 if TYPE_CHECKING:  # the HTTP client is the caller's; importing it costs ~55 ms of the app's start-up
     import httpx
@@ -99,7 +99,7 @@ def parse(payload: Any, *, spot: bool = False) -> Normalised:
             spot or bool(is_bid), where if type(where) is str else str(where or ""), True, shown, rel,
             disk if type(disk) is float and disk - disk == 0.0 else number(disk), "",
             {"min_bid": bid if type(bid) is float and bid - bid == 0.0 else number(bid), "machine_id": machine})
-        if vram_ok and 0 < price <= MAX_GPU_HOUR * count:
+        if vram_ok and MIN_GPU_HOUR * count <= price <= MAX_GPU_HOUR * count:
             append(offer)
         else:
             skip(impossible(offer) or "impossible")

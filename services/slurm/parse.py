@@ -24,7 +24,10 @@ SACCT_FIELDS = "JobID,State,Reason,NodeList,ElapsedRaw,TimelimitRaw,Submit,Start
 _MAX_EPOCH = 253402300799.0  # 9999-12-31: anything later is garbage, not a time
 _MAX_SECONDS = 10 ** 10
 _STATE_WORD = re.compile(r"[A-Z][A-Z_]*")
-_DURATION = re.compile(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.\d+)?")
+# every number read from text is bounded in digits: Python's int() refuses a string of more than 4,300, and
+# no real figure needs more than these; a longer one reads as unknown
+_DURATION = re.compile(r"(?:([0-9]{1,12})-)?(?:([0-9]{1,12}):)?([0-9]{1,12}):([0-9]{1,12})(?:\.[0-9]{1,9})?")
+_MAX_NUMBER_CHARS = 40
 
 
 # ------------------------------------------------------------------------------------------- values
@@ -40,6 +43,8 @@ def number(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     if not isinstance(value, (str, int, float)):
+        return None
+    if isinstance(value, str) and len(value) > _MAX_NUMBER_CHARS:
         return None
     try:
         value = float(value.strip() if isinstance(value, str) else value)
@@ -248,9 +253,16 @@ def sacct_parsable(out: str) -> list[SlurmJob]:
 _KEY = re.compile(r"([A-Za-z][A-Za-z0-9_/:]*)=(.*)")
 
 
-def scontrol_records(out: str, first_key: str) -> list[dict[str, str]]:
+def scontrol_records(out: str, first_key: str, name_key: str | None = None, name_ends: str = "",
+                     head_keys: tuple[str, ...] = ()) -> list[dict[str, str]]:
     """``scontrol show job|node`` (``-o`` or not) as one dict per record; a record starts at a line whose
-    first word is ``first_key=``. A value with spaces (a job name, a reason) runs until the next ``Key=``."""
+    first word is ``first_key=``. A value with spaces (a reason) runs until the next ``Key=``.
+
+    The record's owner writes some of it, and ``-o`` prints every record on one line, so text that looks like
+    ``Key=`` must not become a field: the record's ``first_key`` is its first word's, never a later one's;
+    ``name_key``'s value (the job's name, which may hold spaces and ``Key=``) runs to the word
+    ``name_ends=...`` or the line's end, all of it text; ``head_keys`` (the ids printed before the name)
+    count only there."""
     records: list[dict[str, str]] = []
     current: dict[str, str] | None = None
     for line in out.splitlines():
@@ -258,14 +270,22 @@ def scontrol_records(out: str, first_key: str) -> list[dict[str, str]]:
         if words and words[0].startswith(first_key + "="):
             current = {}
             records.append(current)
+            past_name = name_key is None
         if current is None:
             continue
-        key = None
+        key, in_name = None, False
         for word in words:
             m = _KEY.fullmatch(word)
+            if in_name and not (m and m.group(1) == name_ends):
+                m = None
+            elif m and ((m.group(1) == first_key and first_key in current)
+                        or (past_name and m.group(1) in head_keys)):
+                m = None
             if m:
                 key = m.group(1)
                 current[key] = m.group(2)
+                in_name = key == name_key
+                past_name = past_name or in_name
             elif key is not None and len(current[key]) < 4000:
                 current[key] += " " + word
     return records
@@ -275,7 +295,8 @@ def scontrol_jobs(out: str) -> list[SlurmJob]:
     """``scontrol show job -o`` (times printed in UTC): what the controller still remembers of recent jobs,
     when there is no accounting database."""
     jobs = []
-    for rec in scontrol_records(out, "JobId"):
+    for rec in scontrol_records(out, "JobId", "JobName", "UserId",
+                                ("ArrayJobId", "ArrayTaskId", "HetJobId", "HetJobOffset")):
         if not (jid := job_id(rec.get("JobId"))):
             continue
         array_job, array_task = job_id(rec.get("ArrayJobId")), job_id(rec.get("ArrayTaskId"))

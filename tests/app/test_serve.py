@@ -125,6 +125,23 @@ class Served:
     server_log: str
     stopped: "Stopped"
     foreign_origin_status: int  # the websocket handshake's answer to a page from another site
+    guarded: "Guarded"
+
+
+@dataclass
+class Guarded:
+    """What the server answered to requests under a name that is not its own, and past its session cap
+    (``--max-sessions 2``, the browser's tab holding one)."""
+    rebound_page: int        # GET / with Host: attacker.example:PORT (DNS rebinding)
+    rebound_socket: int      # its websocket handshake, Origin: http://attacker.example:PORT
+    apps_after_rebound: int  # the apps running then: only the browser's
+    localhost_page: int      # GET / under localhost:PORT
+    localhost_socket: int    # the handshake from http://localhost:PORT (the second session)
+    apps_at_cap: int         # the apps running with two sessions open
+    full_page: tuple[int, str]    # GET / with both places taken
+    full_socket: tuple[int, str]  # a third tab's handshake and the first bytes it got
+    apps_after_full: int     # no app started for it
+    reopened: bool           # a tab after one closed gets an app again
 
 
 @dataclass
@@ -199,6 +216,67 @@ async def websocket_status(port: int, origin: str) -> int:
             return exc.status
 
 
+def served_apps(server_pid: int) -> int:
+    """The apps the server runs now, one per session (its own children)."""
+    try:
+        return sum("app.cli" in " ".join(p.cmdline()) for p in psutil.Process(server_pid).children())
+    except psutil.NoSuchProcess:
+        return 0
+
+
+async def guard_checks(port: int, server_pid: int, deadline: float) -> Guarded:
+    import aiohttp
+
+    async def until(ok, what: str) -> None:
+        while not ok():
+            assert time.monotonic() < deadline, what
+            await asyncio.sleep(0.1)
+
+    async def page(http, host: str) -> tuple[int, str]:
+        async with http.get(f"http://127.0.0.1:{port}/", headers={"Host": host}) as r:
+            return r.status, await r.text()
+
+    async def handshake(http, host: str, origin: str) -> int:
+        try:
+            async with http.ws_connect(f"http://127.0.0.1:{port}/ws?width=80&height=24",
+                                       headers={"Host": host, "Origin": origin}):
+                return 101
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status
+
+    async def first_bytes(ws) -> bytes:
+        while True:
+            msg = await ws.receive(timeout=max(0.1, deadline - time.monotonic()))
+            if msg.type == aiohttp.WSMsgType.BINARY:
+                return msg.data
+            assert msg.type == aiohttp.WSMsgType.TEXT, msg
+
+    local, rebound = f"localhost:{port}", f"attacker.example:{port}"
+    async with aiohttp.ClientSession() as http:
+        rebound_page = (await page(http, rebound))[0]
+        rebound_socket = await handshake(http, rebound, f"http://{rebound}")
+        await asyncio.sleep(0.5)  # an app it had started would be running by now
+        apps_after_rebound = served_apps(server_pid)
+        localhost_page = (await page(http, local))[0]
+        ws_url = f"http://127.0.0.1:{port}/ws?width=80&height=24"
+        async with http.ws_connect(ws_url, headers={"Host": local, "Origin": f"http://{local}"}) as second:
+            await first_bytes(second)  # the app's first output: it runs
+            await until(lambda: served_apps(server_pid) == 2, "the second session's app did not start")
+            apps_at_cap = served_apps(server_pid)
+            full_page = await page(http, f"127.0.0.1:{port}")
+            async with http.ws_connect(ws_url, headers={"Origin": f"http://127.0.0.1:{port}"}) as third:
+                full_socket = (101, (await first_bytes(third)).decode("utf-8", "replace"))
+                await asyncio.sleep(0.5)
+                apps_after_full = served_apps(server_pid)
+        await until(lambda: served_apps(server_pid) == 1, "the closed session's app did not end")
+        async with http.ws_connect(ws_url, headers={"Origin": f"http://127.0.0.1:{port}"}) as again:
+            reopened = b"prime-train-tui:" not in await first_bytes(again)
+            await until(lambda: served_apps(server_pid) == 2, "no app for the tab after one closed")
+        await until(lambda: served_apps(server_pid) == 1, "the reopened session's app did not end")
+    return Guarded(rebound_page, rebound_socket, apps_after_rebound, localhost_page, 101, apps_at_cap,
+                   full_page, full_socket, apps_after_full, reopened)
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory) -> Served:
     if CHROMIUM is None:
@@ -208,7 +286,8 @@ def served(tmp_path_factory) -> Served:
            "PRIME_TRAIN_TUI_DATA_DIR": str(root / "data"), "PRIME_TRAIN_TUI_CACHE_DIR": str(root / "cache")}
     port, log_path = free_port(), root / "server.log"
     with log_path.open("wb") as log_file:  # a file, not a pipe: nobody reads a pipe while the page loads
-        server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--demo", "--port", str(port)],
+        server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--demo", "--port", str(port),
+                                   "--max-sessions", "2"],
                                   cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log_file,
                                   stderr=subprocess.STDOUT, start_new_session=True)
     browser, failure = None, None
@@ -232,6 +311,7 @@ def served(tmp_path_factory) -> Served:
         screen_text, classes = asyncio.run(
             browse(int(active.read_text().split()[0]), f"http://127.0.0.1:{port}/", shot, deadline))
         refused = asyncio.run(websocket_status(port, origin="http://evil.example"))
+        guarded = asyncio.run(guard_checks(port, server.pid, time.monotonic() + 30))
         # stopping the server (Ctrl+C, SIGTERM) with the tab still open ends the apps it started, and theirs
         family = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
         apps = [" ".join(p.cmdline()) for p in family[1:]]
@@ -247,7 +327,7 @@ def served(tmp_path_factory) -> Served:
     log = log_path.read_text("utf-8", "replace")  # the server's log and its apps' stderr
     if failure is not None:
         raise AssertionError(f"{failure}\n--- the server's log ---\n{log[-4000:]}") from failure
-    return Served(screen_text, shot, classes, log, stopped, refused)
+    return Served(screen_text, shot, classes, log, stopped, refused, guarded)
 
 
 def test_the_browser_shows_the_monitor_pane_of_the_demo(served):
@@ -270,6 +350,33 @@ def test_a_page_from_another_site_cannot_drive_the_app(served):
     # websockets ignore the same-origin policy: without this, any site open in the browser could connect to
     # ws://127.0.0.1:8000/ws and type into the app (rent pods, kill runs)
     assert served.foreign_origin_status == 403
+
+
+def test_a_page_under_another_name_gets_nothing(served):
+    # DNS rebinding: attacker.example resolves to 127.0.0.1, so the browser sends the attacker's page here
+    # and lets it open the websocket "of its own site"; only the Host header still names the attacker
+    assert served.guarded.rebound_page == 421
+    assert served.guarded.rebound_socket == 421
+    assert served.guarded.apps_after_rebound == 1  # the browser's tab only
+
+
+def test_the_page_and_its_websocket_under_localhost_are_served(served):
+    assert served.guarded.localhost_page == 200
+    assert served.guarded.localhost_socket == 101 and served.guarded.apps_at_cap == 2
+
+
+def test_a_tab_past_the_session_cap_is_told_why_and_starts_no_app(served):
+    status, text = served.guarded.full_page
+    assert status == 503 and "2 browser tabs already have the app open" in text
+    status, text = served.guarded.full_socket
+    assert status == 101 and "2 browser tabs already have the app open" in text and "reload" in text
+    assert served.guarded.apps_after_full == 2
+    assert served.guarded.reopened  # a place freed by a closed tab is taken again
+
+
+def test_the_session_cap_must_let_someone_in(capsys):
+    assert main(["serve", "--max-sessions", "0"]) == 2
+    assert "--max-sessions 0 would let no browser in" in capsys.readouterr().err
 
 
 def test_the_served_command_is_this_app_with_the_tuis_flags(tmp_path):
@@ -336,11 +443,16 @@ def test_without_the_extra_serve_says_how_to_install_it(monkeypatch, capsys):
         "prime-train-tui: the browser view needs the 'serve' extra: pip install 'prime-train-tui[serve]'")
 
 
-def test_the_served_page_may_open_the_websocket_under_any_loopback_name():
-    from app.commands.serve import allowed_origins
+def test_the_server_answers_only_to_its_own_names():
+    from app.commands.serve import allowed_hosts, allowed_origins
 
-    local = allowed_origins("http://127.0.0.1:8000", "127.0.0.1:8000", 8000)
-    assert {"http://127.0.0.1:8000", "http://localhost:8000", "http://[::1]:8000"} <= local
-    assert "http://evil.example" not in local and "http://localhost:9000" not in local
-    public = allowed_origins("http://10.0.0.5:8000", "10.0.0.5:8000", 8000)
-    assert "http://10.0.0.5:8000" in public and "http://localhost:8000" not in public
+    local = allowed_hosts("127.0.0.1", 8000, "http://127.0.0.1:8000")
+    assert local == {"127.0.0.1:8000", "localhost:8000", "[::1]:8000"}
+    assert "http://localhost:8000" in allowed_origins(local)
+    assert "http://evil.example" not in allowed_origins(local)
+    assert "http://localhost:9000" not in allowed_origins(local)
+    public = allowed_hosts("0.0.0.0", 8000, "http://10.0.0.5:8000")
+    assert {"10.0.0.5:8000", "127.0.0.1:8000"} <= public and "evil.example:8000" not in public
+    assert allowed_hosts("10.0.0.5", 8000, "http://10.0.0.5:8000") == {"10.0.0.5:8000"}
+    # behind a proxy on the default port the browser leaves the port out
+    assert "tui.example.org" in allowed_hosts("127.0.0.1", 8000, "https://tui.example.org")

@@ -6,7 +6,7 @@ parses it: that provider gets one error line, the others' offers still show.
 Item 10: a wrongly-shaped answer (a list where an object belongs, missing keys, strings for numbers) listed
 0 offers and said nothing: each provider's normaliser now says "unexpected answer from <provider>: <what>".
 An impossible price (1e308, NaN, negative, over $1,000/GPU-hr) is skipped and counted per offer, and
-`offers --json` is always valid JSON.
+`offers --json` is always valid JSON. So is one below $0.001/GPU-hr: 1e-300 $/hr ranked first as "$0.00".
 
 A real HTTP server on 127.0.0.1 answers for the providers (tests/http_stub.py); the CLI is the real one."""
 
@@ -257,7 +257,7 @@ def test_an_empty_listing_is_no_error(provider, payload):
 
 
 LAMBDA_KEY = next(iter(fixture("lambda-instance-types.json")["data"]))
-IMPOSSIBLE = [1e308, float("nan"), float("inf"), -2.5, 5000.0]  # $/hr for one GPU
+IMPOSSIBLE = [1e308, float("nan"), float("inf"), -2.5, 5000.0, 1e-300, 0.0009]  # $/hr for one GPU
 
 
 def _one_good_one_priced(provider: str, price: float) -> tuple:
@@ -277,7 +277,8 @@ def _one_good_one_priced(provider: str, price: float) -> tuple:
     return runpod.parse, {"data": {"gpuTypes": [_runpod_type(), bad]}}
 
 
-@pytest.mark.parametrize("price", IMPOSSIBLE, ids=["1e308", "nan", "inf", "negative", "5000"])
+@pytest.mark.parametrize("price", IMPOSSIBLE, ids=["1e308", "nan", "inf", "negative", "5000", "1e-300",
+                                                   "under-a-tenth-of-a-cent"])
 @pytest.mark.parametrize("provider", ["vast", "primeintellect", "lambda", "runpod"])
 def test_an_impossible_price_skips_that_offer_and_is_counted(provider, price):
     parse, payload = _one_good_one_priced(provider, price)
@@ -287,7 +288,7 @@ def test_an_impossible_price_skips_that_offer_and_is_counted(provider, price):
                                          {"gpuTypes": v["gpuTypes"][:1]} if provider == "runpod" else v[:1])
                                      for k, v in payload.items()}})
     assert listed and offers == good_only and len(offers) > 0
-    assert all(0 < o.price_hr <= 1000 * o.gpu_count for o in offers)
+    assert all(0.001 * o.gpu_count <= o.price_hr <= 1000 * o.gpu_count for o in offers)
     assert offers.skipped == 1 and "price" in offers.why, (offers.skipped, offers.why)
 
 
@@ -311,6 +312,20 @@ def test_offers_json_is_valid_json_and_says_what_was_skipped(served, capsys):
     assert "vast: 2 offers skipped" in err
     for o in out["offers"]:
         assert all(isinstance(o[k], (int, float)) for k in ("price_hr", "est_hours", "est_cost"))
+
+
+def test_a_price_near_zero_does_not_rank_first(served, capsys):
+    # a provider listing a box at 1e-300 $/hr: it came first in the ranking, shown as $0.00
+    routes, _ = served
+    doc = fixture("vast-bundles-ondemand.json")
+    doc["offers"][0]["dph_total"] = 1e-300
+    routes["/vast"] = (200, json.dumps(doc).encode())
+    code, out, err = offers_json(capsys, "--provider", "vast")
+    assert code == 0, err
+    assert str(doc["offers"][0]["id"]) not in {o["id"] for o in out["offers"]}
+    assert min(o["price_hr"] for o in out["offers"]) >= 0.001
+    assert out["skipped"] == [{"provider": "vast", "count": 1, "why": out["skipped"][0]["why"]}]
+    assert "price" in out["skipped"][0]["why"] and "vast: 1 offer skipped" in err
 
 
 def test_a_wrongly_shaped_answer_reaches_the_cli_as_that_providers_error(served, capsys):

@@ -2,8 +2,9 @@
 slurmd n1 and n2 on 127.0.0.1) through a LocalConnection, as it would run on a login node: a running job with
 its node(s), elapsed time and time limit, held jobs pending with their reason, a cancelled job leaving the
 running list and still known as CANCELLED (no accounting database here: sacct says so and the controller is
-asked instead), a 2-node job listing both nodes, the text fallbacks of Slurm versions without JSON, errors that
-say why, and a killed slurmd seen as a node not responding."""
+asked instead), another user's job named to pass for mine (``x JobId=<mine> ...``) not standing in for it, a
+2-node job listing both nodes, the text fallbacks of Slurm versions without JSON, errors that say why, and a
+killed slurmd seen as a node not responding."""
 
 from __future__ import annotations
 
@@ -102,6 +103,23 @@ async def test_cancelled_job_leaves_the_running_list_and_reads_cancelled(slurm, 
     assert states[job_id].name == "to-cancel" and states[job_id].elapsed_s is not None
     recent = {j.id: j for j in await cluster.jobs(finished_too=True)}
     assert recent[job_id].state == "CANCELLED"
+
+
+async def test_another_users_job_named_like_mine_cannot_stand_in_for_it(slurm, cluster, cancel_after):
+    # scontrol's text output names a job "JobName=<anything>": another user could call theirs
+    # "x JobId=<mine> ..." and, read key by key, their record became my job (their state, their name)
+    mine = slurm.sbatch("--job-name=mine", "--wrap", "sleep 120")
+    cancel_after(mine)
+    await wait_for_job(cluster, mine, "RUNNING")
+    spoof = slurm.run("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sbatch", "--parsable",
+                      "--hold", f"--job-name=x JobId={mine} UserId=root(0) JobState=COMPLETED",
+                      "--chdir=/tmp", "--output=/dev/null", "--wrap", "sleep 1").stdout.strip()
+    cancel_after(spoof)
+    listed = slurm.run("scontrol", "show", "job", "-o").stdout
+    assert f"JobId={spoof} JobName=x JobId={mine} " in listed  # the shape the parser meets
+    states = await cluster.job_states([mine])
+    assert set(states) == {mine}
+    assert (states[mine].state, states[mine].name) == ("RUNNING", "mine")
 
 
 async def test_two_node_job_lists_both_nodes(slurm, cluster, cancel_after):

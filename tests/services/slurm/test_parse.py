@@ -141,6 +141,29 @@ def test_scontrol_records_keep_values_with_spaces():
     assert (job.name, job.user, job.state, job.elapsed_s, job.finished) == ("my run 1", "ana", "TIMEOUT", 600, True)
 
 
+# scontrol show job -o from Debian's Slurm 22.05 (cut after Partition=): job 2, another user's, is named
+# "x JobId=1 UserId=root(0) JobState=COMPLETED" to pass for job 1
+SPOOFED = (
+    "JobId=1 JobName=mine UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 Account=(null) "
+    "QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 "
+    "ExitCode=0:0 RunTime=00:00:07 TimeLimit=UNLIMITED TimeMin=N/A SubmitTime=2026-11-27T10:39:44 "
+    "EligibleTime=2026-11-27T10:39:44 StartTime=2026-11-27T10:39:45 EndTime=Unknown NodeList=n1 BatchHost=n1\n"
+    "JobId=2 JobName=x JobId=1 UserId=root(0) JobState=COMPLETED UserId=nobody(65534) GroupId=nogroup(65534) "
+    "MCS_label=N/A Priority=0 Nice=0 Account=(null) QOS=(null) JobState=PENDING Reason=JobHeldUser "
+    "Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:00 "
+    "TimeLimit=UNLIMITED TimeMin=N/A SubmitTime=2026-11-27T10:39:45 EligibleTime=Unknown StartTime=Unknown "
+    "EndTime=Unknown NodeList= WorkDir=/tmp/a JobId=1 ArrayJobId=1 ArrayTaskId=3\n")
+
+
+def test_a_job_name_that_holds_fields_does_not_override_the_real_ones():
+    mine, theirs = parse.scontrol_jobs(SPOOFED)
+    assert (mine.id, mine.name, mine.state, mine.user, mine.elapsed_s) == ("1", "mine", "RUNNING", "root", 7)
+    # the name runs to its UserId=; ids printed later (the name, a path) are text, not the job's
+    assert (theirs.id, theirs.name, theirs.state, theirs.user) == ("2", "x JobId=1", "PENDING", "nobody")
+    (task,) = parse.scontrol_jobs("JobId=12 ArrayJobId=11 ArrayTaskId=1 JobName=a b UserId=u(1) JobState=RUNNING")
+    assert (task.id, task.name, task.user) == ("11_1", "a b", "u")
+
+
 def test_values_and_node_lists():
     assert parse.nodelist_parts("gpu[01-02,05],cpu7, (null)") == ["gpu[01-02,05]", "cpu7"]
     assert parse.duration("2-00:00:01") == 172801 and parse.duration("UNLIMITED") is None
