@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import app.commands
-from app.commands._support import EXIT_OK, resolve_pod
-from services.errors import PodSpecError, SettingsError
+from app.commands._support import EXIT_OK, fail, resolve_pod
+from services.errors import AuditWriteError, PodSpecError, SettingsError
 from services.models import Pod, PodKind
 
 if TYPE_CHECKING:
@@ -70,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_tui(args)
     except KeyboardInterrupt:
         return 130
+    except AuditWriteError as exc:  # what it records is not known to the app: never report success
+        return fail(f"{exc}; {exc.hint}")
     except BrokenPipeError:  # `prime-train-tui status --json | head`: the reader left; no traceback
         import os
 
