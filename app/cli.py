@@ -61,11 +61,21 @@ def _command_names() -> list[str]:
     return sorted({p.stem for p in folder.iterdir() if p.suffix in (".py", ".pyc") and not p.stem.startswith("_")})
 
 
+# subcommands that read API keys or notify URLs and write plain text to stderr (watch logs JSON lines there:
+# its own log is the place for this warning)
+SECRET_USERS = {"offers", "rentals", "launch", "notify"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
     try:
         if getattr(args, "func", None) is not None:
+            if args.command in SECRET_USERS:
+                from app.settings import secret_file_warnings
+
+                for line in secret_file_warnings():
+                    print(f"prime-train-tui: warning: {line}", file=sys.stderr)
             return int(args.func(args))
         return _run_tui(args)
     except KeyboardInterrupt:
@@ -122,9 +132,10 @@ def tui_app(args: argparse.Namespace) -> PrimeTrainApp:
 
     from app.settings import last_config
 
-    from app.settings import load_health_settings
+    from app.settings import load_health_settings, secret_file_warnings
     from services.monitor.service import MonitorSettings
 
+    warnings += secret_file_warnings()
     try:
         settings = MonitorSettings(health=load_health_settings())
     except SettingsError as exc:

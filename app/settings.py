@@ -181,6 +181,26 @@ def settings_file() -> Path:
 SETTINGS_TABLES = ("lifecycle", "offers", "health", "notify", "watch")  # the tables of settings.toml
 
 
+def secret_file_warnings(home: Path | None = None) -> list[str]:
+    """One line per file holding API keys or notify URLs that other users can read: settings.toml when it
+    holds ``[offers] keys`` or ``[notify] urls``, and the providers' key files the app reads."""
+    from services.offers.key_files import KEY_FILES
+    from services.tomlfile import readable_by_others
+
+    out = []
+    path = settings_file()
+    try:
+        data = read_toml(path).data if os.path.isfile(path) else {}
+    except SettingsError:
+        data = {}  # its own error is reported where it is loaded
+    offers, notify = data.get("offers"), data.get("notify")
+    if (isinstance(offers, dict) and offers.get("keys")) or (isinstance(notify, dict) and notify.get("urls")):
+        out.append(readable_by_others(path, "API keys or notify URLs"))
+    home = Path(os.environ.get("HOME") or "~").expanduser() if home is None else home
+    out += [readable_by_others(home / rel, "an API key") for rel in KEY_FILES]
+    return [line for line in out if line]
+
+
 def settings_doc(path: Path | None = None) -> TomlFile:
     """settings.toml read under the one error policy (services/tomlfile.py); its tables are known ones."""
     doc = read_toml(path or settings_file())
