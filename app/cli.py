@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 import app.commands
-from app.commands._support import EXIT_OK, resolve_pod
-from services.errors import PodSpecError, SettingsError
+from app.commands._support import EXIT_OK, fail, resolve_pod
+from services.errors import AuditWriteError, PodSpecError, SettingsError
 from services.models import Pod, PodKind
 
 if TYPE_CHECKING:
@@ -61,15 +61,27 @@ def _command_names() -> list[str]:
     return sorted({p.stem for p in folder.iterdir() if p.suffix in (".py", ".pyc") and not p.stem.startswith("_")})
 
 
+# subcommands that read API keys or notify URLs and write plain text to stderr (watch logs JSON lines there:
+# its own log is the place for this warning)
+SECRET_USERS = {"offers", "rentals", "launch", "notify"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
     try:
         if getattr(args, "func", None) is not None:
+            if args.command in SECRET_USERS:
+                from app.settings import secret_file_warnings
+
+                for line in secret_file_warnings():
+                    print(f"prime-train-tui: warning: {line}", file=sys.stderr)
             return int(args.func(args))
         return _run_tui(args)
     except KeyboardInterrupt:
         return 130
+    except AuditWriteError as exc:  # what it records is not known to the app: never report success
+        return fail(f"{exc}; {exc.hint}")
     except BrokenPipeError:  # `prime-train-tui status --json | head`: the reader left; no traceback
         import os
 
@@ -79,12 +91,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def tui_pods(args: argparse.Namespace) -> tuple[list[Pod], list[str]]:
     """Pods for the TUI: demo (with --demo), pods.toml, --pod, local. Also returns warnings."""
-    from app.settings import load_pods
+    from app.settings import broken_pod_notes, load_pods
     from services.pod.specs import merge_pods
 
     warnings: list[str] = []
     try:
         saved = load_pods()
+        warnings += broken_pod_notes(saved)
     except SettingsError as exc:
         saved = []
         warnings.append(f"{exc} {exc.hint}".strip())
@@ -119,9 +132,10 @@ def tui_app(args: argparse.Namespace) -> PrimeTrainApp:
 
     from app.settings import last_config
 
-    from app.settings import load_health_settings
+    from app.settings import load_health_settings, secret_file_warnings
     from services.monitor.service import MonitorSettings
 
+    warnings += secret_file_warnings()
     try:
         settings = MonitorSettings(health=load_health_settings())
     except SettingsError as exc:

@@ -16,6 +16,7 @@ pods.toml::
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from services.atomic import atomic_write_text
@@ -48,25 +49,46 @@ def pods_file() -> Path:
     return config_dir() / "pods.toml"
 
 
-def load_pods(path: Path | None = None) -> list[Pod]:
-    """Pods saved in pods.toml; a missing file is no pods. Anything wrong → SettingsError naming the spot."""
+class SavedPods(list):
+    """The usable pods of pods.toml; ``broken`` maps the name of each entry that cannot be used to its
+    SettingsError (that entry alone is left out, and kept in the file when the app rewrites it)."""
+
+    def __init__(self, pods: list[Pod], broken: dict[str, SettingsError]) -> None:
+        super().__init__(pods)
+        self.broken = broken
+
+
+def load_pods(path: Path | None = None) -> SavedPods:
+    """Pods saved in pods.toml; a missing file is no pods. A file that cannot be read or parsed →
+    SettingsError naming the spot; one bad ``[pods.NAME]`` entry disables only that pod (``.broken``)."""
     doc = read_toml(path or pods_file())
     doc.only_tables(["pods"])
-    pods = []
+    pods, broken = [], {}
     for name, table in doc.table("pods").items():
-        if not name.isprintable() or not name.strip():
-            raise doc.fail(f"pod name {show(name)} cannot be used: letters, digits and punctuation only", "pods")
-        if isinstance(table, dict):
-            doc.check(table, ("pods", name), dict.fromkeys(POD_KEYS))
         try:
-            pods.append(pod_from_table(name, table))
-        except PodSpecError as exc:
-            raise doc.fail(str(exc), "pods", name, hint=exc.hint or "fix the pod's table by hand") from None
-    return pods
+            if not name.isprintable() or not name.strip():
+                raise doc.fail(f"pod name {show(name)} cannot be used: letters, digits and punctuation only", "pods")
+            if isinstance(table, dict):
+                doc.check(table, ("pods", name), dict.fromkeys(POD_KEYS))
+            try:
+                pods.append(pod_from_table(name, table))
+            except PodSpecError as exc:
+                said = str(exc) if str(exc).startswith(f"pods.{name}") else f"pods.{name}: {exc}"
+                raise doc.fail(said, "pods", name, hint=exc.hint or "fix the pod's table by hand") from None
+        except SettingsError as exc:
+            broken[name] = exc
+    return SavedPods(pods, broken)
 
 
-def save_pods(pods: list[Pod], path: Path | None = None) -> None:
-    """Write the SSH pods to pods.toml atomically, keeping comments of the existing file and a .bak."""
+def broken_pod_notes(pods: list[Pod]) -> list[str]:
+    """One line per pods.toml entry left out (what is wrong with it and what to do)."""
+    return [f"{exc} {exc.hint}".strip() + " — this pod is left out, the others work"
+            for exc in getattr(pods, "broken", {}).values()]
+
+
+def save_pods(pods: list[Pod], path: Path | None = None, keep: Iterable[str] = ()) -> None:
+    """Write the SSH pods to pods.toml atomically, keeping comments of the existing file and a .bak. The
+    entries named in ``keep`` (those load_pods could not use) stay as they are unless a pod replaces them."""
     import tomlkit  # only to write (comments kept): not on the way to the first screen
 
     path = path or pods_file()
@@ -84,7 +106,8 @@ def save_pods(pods: list[Pod], path: Path | None = None) -> None:
     if not isinstance(table, dict):
         table = tomlkit.table(is_super_table=True)
         doc["pods"] = table
-    for name in [n for n in table if n not in wanted]:
+    kept = set(keep)
+    for name in [n for n in table if n not in wanted and n not in kept]:
         del table[name]
     for name, pod in wanted.items():
         fresh = pod_to_table(pod)
@@ -106,8 +129,8 @@ def save_pods(pods: list[Pod], path: Path | None = None) -> None:
 def add_saved_pod(pod: Pod, path: Path | None = None) -> None:
     """Add (or replace) one pod in pods.toml, re-reading the file so others' edits survive."""
     path = path or pods_file()
-    current = [p for p in load_pods(path) if p.name != pod.name]
-    save_pods([*current, pod], path)
+    saved = load_pods(path)
+    save_pods([*(p for p in saved if p.name != pod.name), pod], path, keep=saved.broken)
 
 
 def remove_saved_pod(name: str, path: Path | None = None) -> None:
@@ -115,7 +138,7 @@ def remove_saved_pod(name: str, path: Path | None = None) -> None:
     path = path or pods_file()
     current = load_pods(path)
     if any(p.name == name for p in current):
-        save_pods([p for p in current if p.name != name], path)
+        save_pods([p for p in current if p.name != name], path, keep=current.broken)
 
 
 def _state_file() -> Path:
@@ -156,6 +179,26 @@ def settings_file() -> Path:
 
 
 SETTINGS_TABLES = ("lifecycle", "offers", "health", "notify", "watch")  # the tables of settings.toml
+
+
+def secret_file_warnings(home: Path | None = None) -> list[str]:
+    """One line per file holding API keys or notify URLs that other users can read: settings.toml when it
+    holds ``[offers] keys`` or ``[notify] urls``, and the providers' key files the app reads."""
+    from services.offers.key_files import KEY_FILES
+    from services.tomlfile import readable_by_others
+
+    out = []
+    path = settings_file()
+    try:
+        data = read_toml(path).data if os.path.isfile(path) else {}
+    except SettingsError:
+        data = {}  # its own error is reported where it is loaded
+    offers, notify = data.get("offers"), data.get("notify")
+    if (isinstance(offers, dict) and offers.get("keys")) or (isinstance(notify, dict) and notify.get("urls")):
+        out.append(readable_by_others(path, "API keys or notify URLs"))
+    home = Path(os.environ.get("HOME") or "~").expanduser() if home is None else home
+    out += [readable_by_others(home / rel, "an API key") for rel in KEY_FILES]
+    return [line for line in out if line]
 
 
 def settings_doc(path: Path | None = None) -> TomlFile:

@@ -22,6 +22,11 @@ class SettingsError(PrimeTrainError):
     """pods.toml or another settings file is unreadable or malformed."""
 
 
+class AuditWriteError(PrimeTrainError, OSError):
+    """A record did not land in the rentals' audit log (disk full, read-only, gone): what it records (a
+    rental, a budget, a termination) is not known to the app. Also an OSError, for the handlers of file errors."""
+
+
 class PodSpecError(PrimeTrainError):
     """A POD argument that is neither a known name, an ssh alias nor user@host[:port]."""
 

@@ -306,3 +306,17 @@ def line_of(text: str, keys: Iterable[str]) -> int | None:
             if path[:len(want)] == want:
                 return number
     return None
+
+
+def readable_by_others(path: Path, holds: str) -> str | None:
+    """A warning when a file holding secrets (``holds``: "API keys", ...) can be read by the group or other
+    users, as ssh warns of a private key; None when it cannot (or does not exist)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if not mode & 0o044:
+        return None
+    who = "group and other users" if mode & 0o044 == 0o044 else "other users" if mode & 0o004 else "its group"
+    return (f"{path} holds {holds} and can be read by {who} (mode {mode & 0o777:o}): make it readable by you "
+            "alone (mode 600)")

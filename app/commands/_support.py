@@ -27,10 +27,23 @@ def resolve_pod(spec: str, saved: list[Pod] | None = None) -> Pod:
     for pod in saved:
         if pod.name == spec:
             return pod
+    broken = getattr(saved, "broken", {})
+    if spec in broken:  # its pods.toml entry cannot be used: say why rather than take the name for a host
+        raise broken[spec]
     from app.demo import sandboxed
     from services.pod.specs import parse_pod_spec
 
     return sandboxed(parse_pod_spec(spec))
+
+
+def saved_pods() -> list[Pod]:
+    """pods.toml's usable pods for a command that takes them all; each entry left out is one warning line."""
+    from app.settings import broken_pod_notes, load_pods
+
+    saved = load_pods()
+    for note in broken_pod_notes(saved):
+        print(f"prime-train-tui: warning: {note}", file=sys.stderr)
+    return saved
 
 
 def pod_arg(args: argparse.Namespace) -> Pod:

@@ -76,17 +76,19 @@ def run(args: argparse.Namespace) -> int:
     if args.steps is not None and args.steps < 1:
         return fail("--steps must be at least 1", code=EXIT_USAGE)
     if args.config is not None:
+        import tomllib
+
+        from services.config.findings import ConfigError
+        from services.config.validate import read_config
+        from services.tomlfile import depth_problem
+
         try:
-            import tomllib
-
-            from services.tomlfile import depth_problem
-
-            text = args.config.read_text(encoding="utf-8")
+            text = read_config(args.config)
             if (deep := depth_problem(text)) is not None:  # tomllib would recurse until RecursionError
                 return fail(f"{args.config}: {deep}: not a prime-rl config", code=EXIT_USAGE)
             data = tomllib.loads(text)
-        except OSError as exc:
-            return fail(f"cannot read {args.config}: {exc.strerror}", code=EXIT_USAGE)
+        except ConfigError as exc:
+            return fail(str(exc), code=EXIT_USAGE)
         except tomllib.TOMLDecodeError as exc:
             return fail(f"{args.config} is not valid TOML: {exc}", "run `prime-train-tui validate` on it", EXIT_USAGE)
         if not isinstance(data, dict):

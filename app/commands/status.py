@@ -33,7 +33,8 @@ import time
 from dataclasses import asdict, replace
 from typing import Any
 
-from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, connected, fail, fail_usage, resolve_pod
+from app.commands._support import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, connected, fail, fail_usage, resolve_pod,
+                                   saved_pods)
 
 
 
@@ -54,9 +55,7 @@ def run(args: argparse.Namespace) -> int:
         if args.pods:
             pods = [resolve_pod(spec) for spec in args.pods]
         else:
-            from app.settings import load_pods
-
-            pods = load_pods()
+            pods = saved_pods()
     except (SettingsError, PodSpecError) as exc:
         return fail_usage(exc)
     if not pods:

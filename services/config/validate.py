@@ -8,7 +8,9 @@ config never hides a pasted key.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -96,17 +98,48 @@ class Context:
         return node
 
 
+CONFIG_MAX_BYTES = 4 * 1024 * 1024  # real prime-rl configs are a few KB; docs/config.md
+
+
 def read_config(path: Path) -> str:
+    """The config's text; ConfigError (one line) for anything that is not a readable regular UTF-8 file of
+    at most CONFIG_MAX_BYTES. Opened non-blocking, so a FIFO cannot stall the open, and refused unless it is a
+    regular file (a FIFO, /dev/zero, a socket would hang or never end); the read itself is bounded too, as
+    the file may grow after the check."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file", hint="check the path") from None
     except IsADirectoryError:
         raise ConfigError(f"{path} is a directory, not a TOML file") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ConfigError(f"{path} is a directory, not a TOML file")
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"{path} is not a regular file ({_file_kind(mode)}): not a prime-rl config")
+        chunks, size = [], 0
+        while size <= CONFIG_MAX_BYTES and (chunk := os.read(fd, CONFIG_MAX_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if size > CONFIG_MAX_BYTES:
+        raise ConfigError(f"{path} is larger than {CONFIG_MAX_BYTES // 2**20} MiB: not a prime-rl config")
+    try:
+        return b"".join(chunks).decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path} is not UTF-8 text", hint="TOML files must be UTF-8") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a file")
 
 
 def validate_file(path: Path, **kw: Any) -> Report:

@@ -32,9 +32,11 @@ from typing import Any
 
 import httpx
 
+from services.errors import PodSpecError
 from services.offers._http import RetryPolicy
 from services.offers.models import Listed, Offer, PodAccess, ProviderFailure
 from services.offers.rentals import AuditLog, Rental, default_deadline, due_warnings, overdue, still_starting
+from services.pod.specs import ssh_host, ssh_user
 
 CAP_MARGIN = 0.10  # default max price: 10 % above the listed price
 READY_TIMEOUT = 20 * 60.0
@@ -96,8 +98,9 @@ class Providers:
 
     async def status(self, provider: str, pod_id: str) -> PodAccess:
         with _key_rejected(provider):
-            return await _module(provider).status(self.client, self._key(provider), pod_id,
-                                                  base_url=self.urls[provider], retry=self.retry)
+            access = await _module(provider).status(self.client, self._key(provider), pod_id,
+                                                    base_url=self.urls[provider], retry=self.retry)
+        return checked_access(access)
 
     async def terminate(self, provider: str, pod_id: str) -> str:
         with _key_rejected(provider):
@@ -122,6 +125,26 @@ class Providers:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def checked_access(access: PodAccess) -> PodAccess:
+    """The provider's SSH host and user checked and normalised (an IPv6 address in one spelling) before
+    anything saves them to pods.toml or connects: garbage there would make pods.toml unreadable or reach
+    the wrong place. A ready pod with an unusable one stays "pending" with the reason — never terminated
+    on it: the provider may still correct it, and its deadline applies."""
+    if not access.host:
+        return access
+    try:
+        return replace(access, host=ssh_host(access.host), user=ssh_user(access.user), port=_port(access.port))
+    except PodSpecError as exc:
+        state = "pending" if access.state == "ready" else access.state
+        return replace(access, state=state, host="", message=f"the provider gives an unusable SSH address: {exc}")
+
+
+def _port(port: object) -> int:
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise PodSpecError(f"not a usable SSH port: {str(port)[:20]!r}")
+    return port
 
 
 @contextmanager

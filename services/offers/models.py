@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.offers.payload import loads
+from services.pod.specs import ssh_target
 
 PROVIDERS = ("primeintellect", "vast", "lambda", "runpod")
 
@@ -87,7 +88,7 @@ class PodAccess:
 
     @property
     def target(self) -> str:
-        return f"{self.user}@{self.host}:{self.port}" if self.host else ""
+        return ssh_target(self.user, self.host, self.port) if self.host else ""
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ ENDED_STATES = frozenset({"terminated", "terminating", "deleting", "deleted", "p
 
 
 def parse_ssh(value: Any, default_user: str = "root") -> tuple[str, str, int] | None:
-    """``"root@1.2.3.4 -p 22"``, ``"ubuntu@h:2200"``, ``"h"``, or a list of those (first non-null;
+    """``"root@1.2.3.4 -p 22"``, ``"ubuntu@h:2200"``, ``"root@[v6]:2200"``, ``"h"``, or a list of those (first non-null;
     ``[null]`` is none) → (user, host, port)."""
     if isinstance(value, list):
         value = next((v for v in value if isinstance(v, str) and v.strip()), None)
@@ -120,9 +121,9 @@ def parse_ssh(value: Any, default_user: str = "root") -> tuple[str, str, int] | 
     if m:
         port, text = int(m.group(1)), (text[:m.start()] + text[m.end():]).strip()
     user, _, host = text.rpartition("@")
-    m = re.fullmatch(r"([^:\s]+):(\d+)", host)
+    m = re.fullmatch(r"([^:\s]+):(\d+)", host) or re.fullmatch(r"\[([^\]\s]+)\](?::(\d+))?", host)  # [v6]:port
     if m:
-        host, port = m.group(1), int(m.group(2))
+        host, port = m.group(1), int(m.group(2) or port)
     if not host or " " in host or not 0 < port < 65536:
         return None
     return (user or default_user), host, port

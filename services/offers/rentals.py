@@ -6,7 +6,9 @@ interrupted (app killed while polling) therefore still shows up at the next star
 still enforced. A ``create-request`` opens a *provisional* rental ("creating?": no pod id yet) — the app
 may die mid-create, or the answer may be lost while the provider starts a billed pod — which a ``create``
 for the same name replaces (the pod was found by name) and only a ``create-failed`` closes (a definite
-refusal, or the provider's list showing no such pod after a grace period; services/offers/launch.py). Lines are appended with O_APPEND and fsync'd; a torn or garbled line is skipped on read.
+refusal, or the provider's list showing no such pod after a grace period; services/offers/launch.py). Lines are appended with O_APPEND and fsync'd; an append that did not land whole raises AuditWriteError (the
+command fails, it never reports success), a torn last line is ended before the next record, and a torn or
+garbled line is skipped on read.
 No key or token is ever written: records carry provider, ids, prices, times and reasons only.
 
 One create at a time per provider: while a provisional rental is open there, :meth:`AuditLog.claim` writes
@@ -20,6 +22,7 @@ Deadline rules (pure, clock injected): a rental past its deadline is terminated;
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -30,6 +33,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from services.errors import AuditWriteError
 from services.offers.payload import loads
 
 AUDIT_NAME = "audit.jsonl"
@@ -88,16 +92,36 @@ class AuditLog:
         self.path = Path(path)
 
     def append(self, action: str, *, now: float | None = None, **fields_: Any) -> dict[str, Any]:
+        """Append one record and fsync it; raises AuditWriteError when it did not land whole. A torn last
+        line (an earlier append cut short by a full disk) is ended first, so this record is never glued to
+        it: the fragment stays a garbled line that readers skip. A short write is not continued — the rest
+        could land after another process's record — it is reported (the record may be read back later: a
+        reader skips it as torn)."""
         record = {"ts": round(time.time() if now is None else now, 3), "action": action, **fields_}
-        line = json.dumps(record, separators=(",", ":"), default=str) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        data = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
         try:
-            os.write(fd, line.encode())
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise self._not_recorded(action, exc) from exc
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
+            written = os.write(fd, data)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (only {written} of {len(data)} bytes written)")
             os.fsync(fd)
+        except OSError as exc:
+            raise self._not_recorded(action, exc) from exc
         finally:
             os.close(fd)
         return record
+
+    def _not_recorded(self, action: str, exc: OSError) -> AuditWriteError:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        return AuditWriteError(f"the audit log {self.path} did not record '{action}': {why}",
+                               hint=f"free space in {self.path.parent} (or make it writable) and do it again")
 
     def records(self) -> list[dict[str, Any]]:
         try:

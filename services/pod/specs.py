@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import datetime, timezone
 from typing import Any, Iterable
@@ -9,12 +10,55 @@ from typing import Any, Iterable
 from services.errors import PodSpecError
 from services.models import Pod, PodKind
 
-# user@host:port, host:port, [v6]:port, bare host or ssh alias; user part may hold dots/dashes.
+# user@host:port, host:port, [v6]:port, [v6], a bare v6 (no port: its colons would be ambiguous), bare host
+# or ssh alias; user part may hold dots/dashes. A v6 may carry a zone (fe80::1%eth0).
 _SPEC = re.compile(
     r"^(?:(?P<user>[A-Za-z0-9._][A-Za-z0-9._-]*)@)?"
-    r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9_.-]+))"
+    r"(?:\[(?P<v6>[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?)\]|(?P<host>[A-Za-z0-9_.-]+)"
+    r"|(?P<bare6>[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?))"
     r"(?::(?P<port>\d{1,5}))?$"
 )
+# a DNS name (labels of letters, digits, '-' and '_', not starting or ending with '-') or an IPv4 address
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*"
+                       r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?$")
+_USER = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$")
+
+
+def _v6(text: str, spec: str) -> str:
+    """An IPv6 literal written compressed (so one pod has one spelling), or PodSpecError."""
+    try:
+        return ipaddress.IPv6Address(text).compressed
+    except ValueError:
+        raise PodSpecError(f"not an IPv6 address in {spec[:80]!r}", hint="an IPv6 pod is user@[addr]:port") from None
+
+
+def ssh_host(host: object) -> str:
+    """An SSH host from outside (a provider's answer): a DNS name, an IPv4 address or an IPv6 address
+    (brackets dropped, written compressed). Anything else — spaces, shell characters, a leading '-', an
+    overlong name — is PodSpecError: it would be saved to pods.toml and connected to."""
+    text = str(host).strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if ":" in text and re.fullmatch(r"[0-9A-Fa-f:.]+(?:%[A-Za-z0-9_.-]+)?", text):
+        return _v6(text, text)
+    if _HOSTNAME.match(text):
+        return text
+    raise PodSpecError(f"not a usable SSH host: {text[:60]!r}{'…' if len(text) > 60 else ''}",
+                       hint="a DNS name, an IPv4 or an IPv6 address")
+
+
+def ssh_user(user: object) -> str:
+    """An SSH user name from outside, or PodSpecError (the same letters pods.toml accepts in user@host)."""
+    text = str(user).strip()
+    if not _USER.match(text):
+        raise PodSpecError(f"not a usable SSH user: {text[:40]!r}")
+    return text
+
+
+def ssh_target(user: str | None, host: str, port: int | None) -> str:
+    """``user@host:port`` as parse_pod_spec reads it back (an IPv6 host in brackets)."""
+    where = f"[{host}]" if ":" in host else host
+    return f"{user + '@' if user else ''}{where}{f':{port}' if port else ''}"
 
 
 def parse_pod_spec(spec: str, *, name: str | None = None) -> Pod:
@@ -39,7 +83,13 @@ def parse_pod_spec(spec: str, *, name: str | None = None) -> Pod:
         port = int(m["port"])
         if not 0 < port < 65536:
             raise PodSpecError(f"port out of range in {text!r}", hint="ports are 1-65535")
-    host = m["v6"] or m["host"]
+    if m["bare6"] is not None:
+        if port is not None:  # "::1:22" is itself an address: a port needs the brackets
+            return Pod(name=name or text, kind=PodKind.SSH, host=_v6(f"{m['bare6']}:{m['port']}", text),
+                       user=m["user"])
+        host = _v6(m["bare6"], text)
+    else:
+        host = _v6(m["v6"], text) if m["v6"] else m["host"]
     return Pod(name=name or text, kind=PodKind.SSH, host=host, user=m["user"], port=port)
 
 

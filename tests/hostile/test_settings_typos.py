@@ -20,10 +20,15 @@ def backup(path: Path):
     return load_backup_settings(path, env={})
 
 
+def _entry_error(pods):
+    """A bad [pods.NAME] entry leaves that pod out (load_pods' ``broken``), with the same error."""
+    raise next(iter(pods.broken.values()))
+
+
 TYPOS = [  # file, loader, text, what the message must say (the line is always the typo's)
     ("pods.toml", load_pods, '# pods\n[pod.a]\nhost = "10.0.0.1"\n', ("line 2", "unknown table [pod]",
                                                                       "did you mean [pods]?")),
-    ("pods.toml", load_pods, '[pods.a]\nhost = "10.0.0.1"\nprot = 22\n', ("line 3", "unknown key prot in [pods.a]",
+    ("pods.toml", lambda path: _entry_error(load_pods(path)), '[pods.a]\nhost = "10.0.0.1"\nprot = 22\n', ("line 3", "unknown key prot in [pods.a]",
                                                                           "did you mean port?")),
     ("settings.toml", load_offer_settings, "[offers]\ncache_tll = 60\n", ("line 2", "unknown key cache_tll",
                                                                          "did you mean cache_ttl?")),

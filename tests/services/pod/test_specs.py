@@ -63,21 +63,28 @@ def test_save_and_load_round_trip_keeps_comments_and_backup(tmp_path):
     assert [p.name for p in load_pods(path)] == ["b"]
 
 
-@pytest.mark.parametrize(
-    "text, why",
-    [
-        ("[pods.a\nhost='x'", "not valid TOML"),
-        ("pods = 3", "must be a table"),
-        ("[pods.a]\nhost = 'x'\nprot = 22\n", "unknown key"),
-        ("[pods.a]\nhost = 'x'\nport = 'ssh'\n", "port must be an integer"),
-        ("[pods.a]\nhost = 'x y'\n", "not a pod"),
-    ],
-)
+@pytest.mark.parametrize("text, why", [("[pods.a\nhost='x'", "not valid TOML"), ("pods = 3", "must be a table")])
 def test_malformed_pods_file_is_a_clear_error_and_untouched(tmp_path, text, why):
     path = tmp_path / "pods.toml"
     path.write_text(text)
     with pytest.raises(SettingsError, match=why):
         load_pods(path)
+    assert path.read_text() == text
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("[pods.a]\nhost = 'x'\nprot = 22\n", "unknown key"),
+        ("[pods.a]\nhost = 'x'\nport = 'ssh'\n", "port must be an integer"),
+        ("[pods.a]\nhost = 'x y'\n", "not a pod"),
+    ],
+)
+def test_a_malformed_pod_entry_is_left_out_with_a_clear_error_and_untouched(tmp_path, text, why):
+    path = tmp_path / "pods.toml"
+    path.write_text(text)
+    pods = load_pods(path)
+    assert pods == [] and why in str(pods.broken["a"])
     assert path.read_text() == text
 
 
@@ -110,5 +117,5 @@ def test_a_slurm_login_node_is_a_pod_of_kind_slurm_and_round_trips(tmp_path):
 def test_a_bad_kind_is_a_clear_error(tmp_path, table, why):
     path = tmp_path / "pods.toml"
     path.write_text(f"[pods.c]\n{table}\n")
-    with pytest.raises(SettingsError, match=why):
-        load_pods(path)
+    pods = load_pods(path)
+    assert pods == [] and why in str(pods.broken["c"])
