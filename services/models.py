@@ -158,17 +158,18 @@ class Sample:
         t = _num(obj.get("t"))
         if t is None:
             raise ProbeFormatError("probe line has no time")
-        gpus = tuple(_gpu(g, i) for i, g in enumerate(_list(obj.get("gpus"))))
+        notes: list[str] = []  # what was left out of this sample, said in its errors
+        gpus = tuple(_gpu(g, i) for i, g in enumerate(_capped(obj, "gpus", MAX_GPUS, notes)))
         host = _host(obj.get("host") or {})
-        procs = tuple(_proc(p) for p in _list(obj.get("procs")))
-        ckpts = tuple(_ckpt(c) for c in _list(obj.get("ckpts")))
+        procs = tuple(_proc(p) for p in _capped(obj, "procs", MAX_PROCS, notes))
+        ckpts = tuple(_ckpt(c) for c in _capped(obj, "ckpts", MAX_CKPTS, notes))
         run = obj.get("run")
         run = run if isinstance(run, dict) else {}
         max_steps, tokens = _int(run.get("max_steps")), _int(run.get("tokens_per_step"))
         model = run.get("model") if isinstance(run.get("model"), str) else None
-        log = tuple(_text(x) for x in _list(obj.get("log")))
-        errors = tuple(_text(x) for x in _list(obj.get("errors")))
-        metrics = tuple(_text(x) for x in _list(obj.get("metrics")))
+        log = tuple(_text(x) for x in _capped(obj, "log", MAX_LINES, notes))
+        metrics = tuple(_text(x) for x in _capped(obj, "metrics", MAX_LINES, notes))
+        errors = tuple(_text(x)[:1000] for x in _capped(obj, "errors", MAX_ERRORS, notes)) + tuple(notes)
         cut = obj.get("cut") if isinstance(obj.get("cut"), dict) else {}
         cut_bytes = sum(max(0, _int(cut.get(k)) or 0) for k in ("log_bytes", "metrics_bytes"))
         cut_lines = sum(max(0, _int(cut.get(k)) or 0) for k in ("lines", "metrics_lines"))
@@ -310,6 +311,7 @@ class PodSnapshot:
     gaps: tuple[Gap, ...] = ()
     samples_total: int = 0
     malformed_total: int = 0
+    dropped_total: int = 0  # lines over the monitor's rate cap (MonitorSettings.max_rate), skipped unread
     bytes_total: int = 0
     cut_bytes: int = 0  # what the probe left out of its samples to keep them small (Sample.cut_*), in all
     cut_lines: int = 0
@@ -336,6 +338,23 @@ def _pct(used: int | None, total: int | None) -> float | None:
     if used is None or not total:
         return None
     return 100.0 * used / total
+
+
+# What one sample may carry (the probe sends far less; a pod we do not control may not): the history keeps
+# history_len samples per pod, so each cap bounds the monitor's memory per pod (docs/monitor.md).
+MAX_GPUS = 64
+MAX_PROCS = 256
+MAX_CKPTS = 2000  # the first sample lists every checkpoint of the run
+MAX_LINES = 1000  # log and metrics lines (the probe sends at most 200 log lines)
+MAX_ERRORS = 50
+
+
+def _capped(obj: dict, key: str, cap: int, notes: list[str]) -> list:
+    items = _list(obj.get(key))
+    if len(items) <= cap:
+        return items
+    notes.append(f"the pod reported {len(items)} {key} in one sample: the first {cap} are shown")
+    return items[:cap]
 
 
 def _list(value: Any) -> list:

@@ -292,6 +292,8 @@ class MonitorPane(Widget):
         text = f"{since} · source {source} · {snapshot.samples_total} samples"
         if snapshot.malformed_total:  # only when there were some: a zero is noise on a small terminal
             text += f" · {snapshot.malformed_total} malformed"
+        if snapshot.dropped_total:  # a pod sending samples faster than the monitor takes them
+            text += f" · {snapshot.dropped_total} dropped (too fast)"
         if cut := cut_text(snapshot):
             text += f" · {cut}"
         set_label(self._one("#monitor-stats", Label), text)

@@ -308,6 +308,7 @@ class MonitorService:
         valid_at = time.monotonic()  # the last valid sample (or the channel's start)
         malformed_at = worker.malformed_total  # ... and the malformed count then
         reader = LineReader(stream)
+        rate = _RateCap(settings.max_rate, time.monotonic)
         read: asyncio.Future[bytes | None] | None = None
         restart = asyncio.ensure_future(worker.restart.wait())
         try:
@@ -325,6 +326,9 @@ class MonitorService:
                     line, read = read.result(), None
                     if line == b"":
                         return PROBE_ENDED
+                    if not rate.take():  # a pod writing samples as fast as it can: skipped unparsed
+                        worker.dropped_total += 1
+                        continue
                     if self._handle_line(worker, line):
                         valid_at, malformed_at = time.monotonic(), worker.malformed_total
                         continue
@@ -400,6 +404,24 @@ class MonitorService:
 
         worker.wandb_task = asyncio.ensure_future(asyncio.to_thread(poller.fetch))
         worker.wandb_task.add_done_callback(done)
+
+
+class _RateCap:
+    """A token bucket: ``take()`` is True at most ``rate`` times a second on average, with a burst of
+    ``rate`` (a probe that catches up after a pause is not cut)."""
+
+    def __init__(self, rate: float, clock: Callable[[], float]) -> None:
+        self.rate, self.clock = rate, clock
+        self.tokens, self.at = rate, clock()
+
+    def take(self) -> bool:
+        now = self.clock()
+        self.tokens = min(self.rate, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
 
 
 def _stale_reason(stale_after: float, malformed: int) -> str:

@@ -31,6 +31,7 @@ class MonitorSettings:
     stale_after: float = 5.0
     restart_after: float = 60.0  # a channel silent this long is torn down and reopened
     history_len: int = 600  # samples kept per pod (10 min at 1 Hz)
+    max_rate: float = 10.0  # samples accepted per second per pod (a burst of as many); more are dropped, counted
     metrics_len: int = 2000  # metrics.jsonl lines kept per pod (~3 records per step: the last ~600 steps)
     episodes_len: int = 4000  # per-trace timings from traces.jsonl kept per pod (the tool-time percentiles)
     backoff_max: float = 60.0
@@ -88,6 +89,7 @@ class PodWorker:
         self.gaps: deque[Gap] = deque(maxlen=MAX_GAPS)
         self.samples_total = 0
         self.malformed_total = 0
+        self.dropped_total = 0
         self.bytes_total = 0
         self.cut_bytes = self.cut_lines = 0  # what the probe left out of its samples (Sample.cut_*), in all
         self.last_received: float | None = None
@@ -133,6 +135,7 @@ class PodWorker:
             gaps=tuple(self.gaps),
             samples_total=self.samples_total,
             malformed_total=self.malformed_total,
+            dropped_total=self.dropped_total,
             bytes_total=self.bytes_total,
             cut_bytes=self.cut_bytes,
             cut_lines=self.cut_lines,

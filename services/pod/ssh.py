@@ -69,25 +69,94 @@ def _asyncssh() -> Any:
     return asyncssh
 
 
+STREAM_HIGH = 256 * 1024  # bytes of probe output held on this side before the channel is paused
+STREAM_CHUNK = 8 * 1024 * 1024  # read() takes all asyncssh holds (up to this): its buffer never fills
+STDERR_LINE = 500  # characters kept of each of the probe's last stderr lines
+
+
 class _SSHStream(ProbeStream):
+    """The probe's stdout with real back-pressure. asyncssh's own reader pauses the channel once 2 MiB are
+    unread, but on resuming it re-opens the whole SSH window while the data it held back is still queued,
+    so a pod writing faster than the monitor reads grows that queue without bound (measured: 1.6 GB in
+    90 s). Here a task moves the channel's data into ``_buf`` as it arrives (asyncssh's reader never
+    fills, so it never pauses) and pauses the channel itself while ``_buf`` holds STREAM_HIGH bytes: paused,
+    no window is re-opened, so at most one window (2 MiB) more arrives and then the pod's writes block.
+    ``readline`` returns a line, or a piece of at most STREAM_HIGH bytes of a longer one (without its
+    newline: services.monitor.lines.LineReader joins or skips those)."""
+
     def __init__(self, process: Any) -> None:
         self._process = process
         self._stderr: deque[str] = deque(maxlen=20)
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+        self._buf = bytearray()
+        self._eof = False
+        self._error: BaseException | None = None
+        self._data = asyncio.Event()  # set when _buf grew or the stream ended
+        self._room = asyncio.Event()  # set when _buf dropped below STREAM_HIGH
+        self._stdout_task: asyncio.Future | None = None  # at the first readline: start_probe reads before
+
+    async def _fill(self) -> None:
+        chan = self._process.channel
+        try:
+            while True:
+                if len(self._buf) >= STREAM_HIGH:
+                    self._room.clear()
+                    chan.pause_reading()
+                    try:
+                        await self._room.wait()
+                    finally:
+                        chan.resume_reading()
+                chunk = await self._process.stdout.read(STREAM_CHUNK)
+                if not chunk:
+                    break
+                self._buf += chunk
+                self._data.set()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # asyncssh.Error, OSError: raised by readline
+            self._error = exc
+        finally:
+            self._eof = True
+            self._data.set()
 
     async def _drain_stderr(self) -> None:
+        stderr = self._process.stderr
         with contextlib.suppress(Exception):
-            async for raw in self._process.stderr:
-                self._stderr.append(raw.decode("utf-8", "replace").rstrip())
+            while True:
+                raw = await stderr.readline()
+                if not raw:
+                    if stderr.at_eof():
+                        return
+                    # asyncssh returns b"" at once while the channel is paused: do not spin on it
+                    await asyncio.sleep(0.1)
+                    continue
+                self._stderr.append(raw[:STDERR_LINE * 4].decode("utf-8", "replace").rstrip()[:STDERR_LINE])
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of the probe's output read from the channel and not yet returned."""
+        return len(self._buf)
 
     async def readline(self) -> bytes:
-        asyncssh = _asyncssh()
-        try:
-            line = await self._process.stdout.readline()
-        except (asyncssh.Error, OSError) as exc:
-            raise ConnectError(f"connection lost: {_describe(exc)}") from None
-        self.bytes_read += len(line)
-        return line
+        if self._stdout_task is None:
+            self._stdout_task = asyncio.ensure_future(self._fill())
+        while True:
+            buf = self._buf
+            end = buf.find(b"\n", 0, STREAM_HIGH)
+            if end >= 0 or len(buf) >= STREAM_HIGH or (self._eof and buf):
+                size = end + 1 if end >= 0 else min(len(buf), STREAM_HIGH)
+                line = bytes(buf[:size])
+                del buf[:size]
+                if len(buf) < STREAM_HIGH:
+                    self._room.set()
+                self.bytes_read += len(line)
+                return line
+            if self._eof:
+                if self._error is not None:
+                    raise ConnectError(f"connection lost: {_describe(self._error)}") from None
+                return b""
+            self._data.clear()
+            await self._data.wait()
 
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
@@ -107,9 +176,12 @@ class _SSHStream(ProbeStream):
         with contextlib.suppress(Exception):
             self._process.close()
             await asyncio.wait_for(self._process.wait_closed(), 3.0)
-        self._stderr_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._stderr_task
+        for task in (self._stderr_task, self._stdout_task):
+            if task is None:
+                continue
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
 class SSHConnection(Connection):
