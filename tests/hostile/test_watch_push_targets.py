@@ -134,6 +134,17 @@ async def test_a_trickling_target_does_not_hold_a_healthy_ones_pushes(tmp_path: 
     assert oct((tmp_path / "data" / OUTBOX).stat().st_mode & 0o777) == "0o600"
 
 
+def test_notify_test_waits_at_most_the_deadline_for_a_trickling_target() -> None:
+    """``notify --test`` (Notifier.send): the targets at once, each cut at ``timeout_s``."""
+    from services.watch.notify import Notifier
+
+    with trickle() as slow, receiver() as rx:
+        t0 = time.monotonic()
+        results = Notifier([slow.url(), rx.url()], timeout_s=1.0).send(message(1))
+        took = time.monotonic() - t0
+    assert results == [("json://***", False), ("json://***", True)] and took < 2.0, took
+
+
 async def test_a_push_refused_then_delivered_after_a_restart(tmp_path: Path) -> None:
     """A 500: the push stays in the outbox; the next watcher (the target back) delivers it."""
     data = tmp_path / "data"
