@@ -202,7 +202,7 @@ async def test_a_short_outage_is_retried_with_backoff_and_expired_pushes_are_sai
         finally:
             stop.set()
             await asyncio.wait_for(task, 30)
-    assert len(rx.bodies) >= 4 and gaps[1] > gaps[0] * 1.5, gaps  # backing off: 0.3 s, 0.6 s, 1.2 s...
+    assert len(rx.bodies) >= 4 and gaps[0] >= 0.25 and gaps[1] >= 0.55, gaps  # backing off: 0.3 s, 0.6 s...
     events = [e["event"] for e in said]
     assert events.count("notification failed") >= 3 and "notification sent" in events  # watch says so
 
@@ -249,7 +249,7 @@ def test_sigterm_stops_a_real_watcher_within_seconds_while_a_target_trickles(tmp
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    assert code == 0 and took < 6.0, f"exit {code} after {took:.1f} s"
+    assert code == 0 and took < 8.0, f"exit {code} after {took:.1f} s"  # 3.5 s here; was > 20 s
     err.seek(0)
     logs = [json.loads(line) for line in err.read().splitlines() if line.strip()]
     assert "watch stopped" in {e["msg"] for e in logs}
