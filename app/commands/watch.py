@@ -9,7 +9,8 @@ auto-resume, the cleanup daemons (deleting only with ``[watch] cleanup = true``)
 (services/watch/; docs/watch.md runs it under systemd --user, in tmux or on a small always-on box). One
 watcher per data dir: a second one says who holds it and exits 2. Logs are JSON lines on stderr
 (notification URLs never in them); ``--json`` also prints each event as a JSON line on stdout. SIGTERM or
-ctrl+c stops it cleanly (queued messages still leave), exit 0.
+ctrl+c stops it cleanly within a few seconds whatever a notification service does (pushes not delivered by
+then wait in the outbox for the next watcher), exit 0.
 
 ``--once``: one sample of every pod through the same rules, a JSON summary on stdout, nothing pushed, no
 state written, nothing acted on (no backup, resume or cleanup); exit 0 when every pod was reached, 1
@@ -38,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "urls in settings.toml or $PRIME_TRAIN_TUI_NOTIFY)")
     p.add_argument("--metrics-port", type=int, metavar="N", help="serve Prometheus metrics on ADDR:N/metrics")
     p.add_argument("--metrics-addr", default="127.0.0.1", metavar="ADDR",
-                   help="address of the metrics server (default 127.0.0.1: the metrics name your pods)")
+                   help="address of the metrics server (default 127.0.0.1: the metrics name your pods; any other "
+                        "address is served with a warning)")
     p.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between samples (default 1)")
     p.add_argument("--offline-after", type=float, default=300.0, metavar="S",
                    help="a pod without samples this long is an alert of its own (default 300)")

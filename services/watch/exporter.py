@@ -24,6 +24,7 @@ A value the pod could not measure is left out (no series), never exported as 0."
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -180,6 +181,16 @@ class WatchCollector:
         put("price", [name], price)
         for a in snap.alerts:
             put("alert", [name, a.id, a.severity.value], 1.0)
+
+
+def is_loopback(addr: str) -> bool:
+    """Only this machine can reach ``addr`` (anything else, 0.0.0.0 and host names included, is public)."""
+    if addr.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(addr.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class Exporter:

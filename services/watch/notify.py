@@ -8,6 +8,8 @@
     quiet_hours = "22:00-07:00"   # local time: only critical alerts open out loud then
     min_interval_s = 1800         # at most one "opened" per pod and rule per this long
     resolve_after_s = 120         # an alert must stay clear this long before "resolved"
+    timeout_s = 20                # one push to one target: its total time, connect to last byte
+    retry_for_s = 21600           # a push that failed is retried (services/watch/outbox.py) this long
 
 One URL syntax for Slack, Discord, Telegram, ntfy, email, plain JSON webhooks... (apprise). The URLs carry
 tokens: they are secrets. Nothing here prints, logs or stores one: they are shown masked (``slack://***``),
@@ -18,11 +20,14 @@ commas) adds URLs without writing them into a file or onto a command line (``ps`
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.errors import PrimeTrainError, SettingsError
@@ -32,7 +37,11 @@ from services.watch.threads import Message, Policy, QuietHours
 
 ENV_URLS = "PRIME_TRAIN_TUI_NOTIFY"
 NOTIFY_KEYS: dict[str, Any] = {"urls": None, "min_severity": str, "quiet_hours": str, "min_interval_s": float,
-                               "resolve_after_s": float}  # urls: checked here, never echoed
+                               "resolve_after_s": float, "timeout_s": float,
+                               "retry_for_s": float}  # urls: checked here, never echoed
+TIMEOUT_S = 20.0
+RETRY_FOR_S = 6 * 3600.0
+STUCK_MAX = 2  # sends abandoned at their deadline but still running, per target: no more are started
 WIKI = "https://github.com/caronc/apprise/wiki"
 log = logging.getLogger(__name__)
 
@@ -65,11 +74,14 @@ class NotifySettings:
     quiet_hours: QuietHours | None = None
     min_interval_s: float = 1800.0
     resolve_after_s: float = 120.0
+    timeout_s: float = TIMEOUT_S
+    retry_for_s: float = RETRY_FOR_S
 
     def __repr__(self) -> str:  # never the URLs
         return (f"NotifySettings(urls={[mask_url(u) for u in self.urls]}, min_severity={self.min_severity.value}, "
                 f"quiet_hours={self.quiet_hours}, min_interval_s={self.min_interval_s:g}, "
-                f"resolve_after_s={self.resolve_after_s:g})")
+                f"resolve_after_s={self.resolve_after_s:g}, timeout_s={self.timeout_s:g}, "
+                f"retry_for_s={self.retry_for_s:g})")
 
     def policy(self) -> Policy:
         return Policy(self.min_severity, self.min_interval_s, self.resolve_after_s, self.quiet_hours)
@@ -79,8 +91,7 @@ class NotifySettings:
         for u in extra:
             if u and u not in urls:
                 urls.append(u)
-        return NotifySettings(tuple(urls), self.min_severity, self.quiet_hours, self.min_interval_s,
-                              self.resolve_after_s)
+        return replace(self, urls=tuple(urls))
 
     @property
     def masked(self) -> list[str]:
@@ -119,6 +130,12 @@ def notify_settings(doc: TomlFile, env: Mapping[str, str] = os.environ) -> Notif
             if table[key] < 0:
                 raise doc.fail(f"notify.{key} must be a number ≥ 0, got {show_value(table[key])}", "notify", key)
             kw[key] = float(table[key])
+    for key in ("timeout_s", "retry_for_s"):
+        if key in table:
+            if not table[key] > 0 or table[key] > 7 * 86400:
+                raise doc.fail(f"notify.{key} must be a number of seconds > 0 (at most a week), got "
+                               f"{show_value(table[key])}", "notify", key)
+            kw[key] = float(table[key])
     return NotifySettings(**kw).with_urls(env_urls(env))
 
 
@@ -137,13 +154,69 @@ def _apprise() -> Any:
 _TYPES = {Severity.CRITICAL: "failure", Severity.WARNING: "warning", Severity.INFO: "info"}
 
 
-class Notifier:
-    """One apprise sender per URL (so a failure is reported for that URL alone, masked). ``send`` blocks
-    (HTTP): call it in a thread."""
+def target_key(url: str) -> str:
+    """How the outbox names a target without storing its URL: a short hash of it (not reversible for a URL that
+    carries a token; the same URL gives the same key in the next watcher, so a retry finds its target)."""
+    return hashlib.sha256(("prime-train-tui notify\0" + str(url)).encode()).hexdigest()[:16]
 
-    def __init__(self, urls: Iterable[str]) -> None:
+
+class Target:
+    """One URL's apprise sender. ``start`` runs one push in a daemon thread of its own: the caller waits for it
+    up to a deadline and then abandons it (a service that trickles its answer byte by byte defeats apprise's
+    connect/read timeouts, so only a thread left behind bounds the total time; never joined, it cannot hold
+    the process at exit)."""
+
+    def __init__(self, number: int, url: str, sender: Any) -> None:
+        self.number, self.shown, self.key = number, mask_url(url), target_key(url)
+        self._sender = sender
+        self._lock = threading.Lock()
+        self.running = 0  # sends in flight, abandoned ones included
+
+    @property
+    def name(self) -> str:
+        """"#2 json://***": its position in the settings and its service, nothing of its address."""
+        return f"#{self.number} {self.shown}"
+
+    def send(self, message: Message) -> tuple[bool, str]:
+        """One push, blocking: (delivered, why not); never raises."""
+        kind = "success" if message.kind == "resolved" else _TYPES.get(message.severity, "info")
+        try:
+            ok = bool(self._sender.notify(body=message.body, title=message.title, notify_type=kind))
+        except Exception as exc:  # noqa: BLE001 - a broken service never stops the watcher
+            return False, f"the push failed ({type(exc).__name__})"
+        return ok, "" if ok else "the service refused it or could not be reached"
+
+    def start(self, message: Message, done: Callable[[bool, str], None]) -> bool:
+        """Push in a daemon thread; ``done(delivered, why)`` is called from it when it ends. False (nothing
+        started) while ``STUCK_MAX`` earlier sends to this target are still running."""
+        with self._lock:
+            if self.running >= STUCK_MAX:
+                return False
+            self.running += 1
+
+        def run() -> None:
+            try:
+                result = self.send(message)
+            finally:
+                with self._lock:
+                    self.running -= 1
+            try:
+                done(*result)
+            except Exception:  # noqa: BLE001 - the waiter is gone (its loop closed at exit)
+                pass
+
+        threading.Thread(target=run, name=f"notify {self.name}", daemon=True).start()
+        return True
+
+
+class Notifier:
+    """One apprise sender per URL (so a failure is reported for that URL alone, masked), each push bounded by
+    ``timeout_s`` of total time."""
+
+    def __init__(self, urls: Iterable[str], timeout_s: float = TIMEOUT_S) -> None:
         urls = list(urls)
-        self.targets: list[tuple[str, Any]] = []
+        self.timeout_s = timeout_s
+        self.targets: list[Target] = []
         if not urls:
             return
         apprise = _apprise()
@@ -156,22 +229,32 @@ class Notifier:
             if not ok:
                 raise SettingsError(f"notification URL #{i} ({mask_url(url)}) is not one apprise understands",
                                     hint=f"check it against {WIKI} (the URL itself is not shown: it is a secret)")
-            self.targets.append((mask_url(url), sender))
+            # the service itself, not the Apprise wrapper: that one runs the push in a process-wide thread pool
+            # whose threads Python joins at exit, so a push stuck there held the watcher's exit
+            self.targets.append(Target(i, url, sender[0]))
 
     def __bool__(self) -> bool:
         return bool(self.targets)
 
     def send(self, message: Message) -> list[tuple[str, bool]]:
-        """Push one message to every URL: [(masked URL, delivered)]; never raises."""
-        out = []
-        kind = "success" if message.kind == "resolved" else _TYPES.get(message.severity, "info")
-        for masked, sender in self.targets:
-            try:
-                ok = bool(sender.notify(body=message.body, title=message.title, notify_type=kind))
-            except Exception:  # noqa: BLE001 - a broken service never stops the watcher
-                ok = False
-            out.append((masked, ok))
-        return out
+        """Push one message to every URL at once, blocking at most ``timeout_s``: [(masked URL, delivered)]
+        (a target still busy at the deadline counts as not delivered); never raises."""
+        results: dict[int, bool] = {}
+        finished = threading.Condition()
+
+        def done_for(i: int) -> Callable[[bool, str], None]:
+            def done(ok: bool, _why: str) -> None:
+                with finished:
+                    results[i] = ok
+                    finished.notify_all()
+            return done
+
+        started = [t.start(message, done_for(i)) for i, t in enumerate(self.targets)]
+        end = time.monotonic() + self.timeout_s
+        with finished:
+            while len(results) < sum(started) and (left := end - time.monotonic()) > 0:
+                finished.wait(left)
+            return [(t.shown, results.get(i, False)) for i, t in enumerate(self.targets)]
 
 
 def hello_message(now_text: str) -> Message:

@@ -6,11 +6,14 @@ Written atomically (temp file, fsync, rename) on every change and every ``HEARTB
      "pods": {"p1": {"state": "online", "step": 812, "alerts": ["no-progress"]}},
      "threads": [{"tid": "#3fa2c1", "pod": "p1", "rule": "no-progress", "severity": "critical",
                   "opened": ..., "resolved": null, "notified": true, "held": "", "messages": 1, ...}],
-     "actions": [{"t": ..., "what": "notified", "kind": "opened", "tid": "#3fa2c1", "sent": 1, "failed": 0}]}
+     "actions": [{"t": ..., "what": "notified", "kind": "opened", "tid": "#3fa2c1", "target": "#1 ntfy://***",
+                  "sent": 1, "failed": 0}],
+     "outbox": {"pending": 1, "targets": [{"target": "#2 json://***", "pending": 1, "oldest": ..., "attempts": 3,
+                                          "next_at": ..., "error": "no complete answer within 20 s"}]}}
 
 No URL or key is ever in it (messages name their targets masked, and only counts are kept). The TUI
-reads it at start (:func:`watch_notice`): whether a watcher is running, and the alerts it opened since
-the TUI was last opened (``<data dir>/watch-seen.json`` remembers when that was)."""
+reads it at start (:func:`watch_notice`): whether a watcher is running, the alerts it opened since
+the TUI was last opened, and the pushes still waiting for a target that fails (``outbox``) (``<data dir>/watch-seen.json`` remembers when that was)."""
 
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ class WatchState:
         self.stopped: float | None = None
         self.pods: dict[str, dict[str, Any]] = {}
         self.actions: deque[dict[str, Any]] = deque(maxlen=ACTIONS)
+        self.outbox: dict[str, Any] = {"pending": 0, "targets": []}  # services/watch/outbox.py's summary
         self.saved_at = 0.0
 
     def restore(self) -> list[Thread]:
@@ -61,7 +65,7 @@ class WatchState:
         now = self.clock()
         doc = {"version": VERSION, "pid": os.getpid(), "owner": owner_id(), "started": round(self.started, 3),
                "updated": round(now, 3), "stopped": self.stopped, "pods": self.pods,
-               "threads": [th.to_json() for th in book.threads()], "actions": list(self.actions)}
+               "threads": [th.to_json() for th in book.threads()], "actions": list(self.actions), "outbox": self.outbox}
         atomic_write_text(self.path, json.dumps(doc, indent=1, default=str), mode=0o600)
         self.saved_at = now
 
@@ -112,7 +116,7 @@ def watch_notice(data_dir: Path, now: float | None = None, *, mark: bool = True)
         stopped = _num((state or {}).get("stopped")) or _num((state or {}).get("updated"))
         head = "No watcher is running" + (f" (the last one stopped at {_clock(stopped)})" if stopped else "") + \
                ": alerts are pushed only while one runs (a watcher keeps watching with this app closed: docs/watch.md)"
-    did = _did(state, seen)
+    did = _did(state, seen) + _waiting(state)
     threads = [th for th in (Thread.from_json(t) for t in (state or {}).get("threads") or []) if th is not None]
     new = [th for th in threads if seen is None or th.opened > seen]
     if not new:
@@ -142,6 +146,22 @@ def _did(state: dict[str, Any] | None, seen: float | None) -> str:
             for a in done[-4:]]
     more = f" (and {len(done) - 4} more)" if len(done) > 4 else ""
     return " While the TUI was closed it did: " + "; ".join(said) + more + "."
+
+
+def _waiting(state: dict[str, Any] | None) -> str:
+    """" 3 push(es) not delivered yet: #2 json://*** fails (no complete answer within 20 s)." or ""."""
+    box = (state or {}).get("outbox")
+    targets = box.get("targets") if isinstance(box, dict) else None
+    if not isinstance(targets, list):
+        return ""
+    failing = [t for t in targets if isinstance(t, dict) and isinstance(t.get("pending"), int) and t["pending"] > 0
+               and isinstance(t.get("attempts"), int) and t["attempts"] > 0]
+    if not failing:
+        return ""
+    total = sum(t["pending"] for t in failing)
+    said = [f"{str(t.get('target'))[:40]} fails" + (f" ({str(t['error'])[:80]})" if t.get("error") else "")
+            for t in failing[:3]]
+    return f" {total} push(es) not delivered yet, retried while a watcher runs: " + "; ".join(said) + "."
 
 
 def watcher_status(data_dir: Path) -> str:

@@ -2,8 +2,9 @@
 the exporter and the state file — one asyncio loop, no Textual.
 
 Every ``tick_s`` the pods' latest snapshots go through the :class:`AlertBook` (threads, de-duplication,
-rate limit); the messages it decides on are queued and pushed by one sender task, in order, in a thread
-(apprise is blocking HTTP), so a slow service never delays the evaluation. A pod that is not online is
+rate limit); the messages it decides on go to the outbox (services/watch/outbox.py): one sender per
+target, each push bounded in time and retried with backoff until delivered or expired, so a slow service
+delays neither the evaluation nor the other targets, nor the watcher's stop. A pod that is not online is
 "not known", not "clear": its open threads stay open, and after ``offline_after_s`` it gets an alert of
 its own (``unreachable``). The deadline pass (services.offers.launch.DeadlineWatch, the TUI's) runs
 every ``deadline_interval_s`` while a rental is open: warnings, terminations and failures are pushed too;
@@ -33,9 +34,10 @@ from services.offers.spend import LEDGER_NAME, Spend, SpendLedger
 from services.watch.backups import WatchBackups
 from services.watch.budget import BudgetEvent, BudgetWatch
 from services.watch.cleanup import WatchCleanup
-from services.watch.exporter import DEFAULT_ADDR, Exporter, WatchView
+from services.watch.exporter import DEFAULT_ADDR, Exporter, WatchView, is_loopback
 from services.watch.jsonlog import event
 from services.watch.notify import Notifier, NotifySettings
+from services.watch.outbox import RETRY_BASE_S, Dispatcher, Outbox
 from services.watch.state import WatchState
 from services.watch.summary import brief_json, pod_json, unreachable_alert
 from services.watch.threads import AlertBook, Event, Message
@@ -59,6 +61,7 @@ class WatchOptions:
     preempt_after_s: float = 600.0  # SSH down this long: the pod's running run is marked interrupted
     lifecycle: Any = None  # services.lifecycle.preflight.LifecycleSettings: [lifecycle] auto_resume (opt-in) and how
     cleanup: bool = False  # [watch] cleanup: the cleanup daemons ([lifecycle] cleanup_pods) delete with no approval
+    retry_base_s: float = RETRY_BASE_S  # a failed push is retried after this, doubling
 
 
 class Watcher:
@@ -67,7 +70,8 @@ class Watcher:
                  connector: ConnectionFactory | None = None, out: Out | None = None) -> None:
         self.pods, self.options, self.clock, self.out = list(pods), options, clock, out
         self.monitor_settings, self.providers, self.connector = monitor_settings, providers, connector
-        self.notifier = Notifier(options.notify.urls)  # a bad URL fails here, before anything starts
+        # a bad URL fails here, before anything starts
+        self.notifier = Notifier(options.notify.urls, options.notify.timeout_s)
         self.book = AlertBook(options.notify.policy())
         self.state = WatchState(options.data_dir, clock=clock)
         self.audit = AuditLog(Path(options.data_dir) / AUDIT_NAME)
@@ -98,7 +102,7 @@ class Watcher:
         self.sent: Counter[tuple[str, str]] = Counter()
         self.exporter: Exporter | None = None
         self.monitor: MonitorService | None = None
-        self._queue: asyncio.Queue[Message] | None = None
+        self.dispatch: Dispatcher | None = None
         self._dirty = True
 
     # ------------------------------------------------------------------ the long run
@@ -106,7 +110,6 @@ class Watcher:
         self.book.restore(self.state.restore())
         for gone in {pod for pod, _ in self.book.open} - {p.name for p in self.pods}:
             self.book.drop_pod(gone, self.clock())  # a pod no longer watched: its old threads end quietly
-        self._queue = asyncio.Queue()
         self._read_rentals()
         if self.options.metrics_port is not None:  # a port in use fails here, before anything started
             self.exporter = Exporter(self.view, self.options.metrics_port, self.options.metrics_addr)
@@ -115,11 +118,24 @@ class Watcher:
         self._start_monitor()
         for pod in self.pods:
             self.cleanup.add(pod)
-        tasks = [asyncio.ensure_future(self._sender()), asyncio.ensure_future(self._deadlines())]
+        waiting = 0
+        if self.notifier:
+            self.dispatch = Dispatcher(self.notifier, Outbox(self.options.data_dir, clock=self.clock),
+                                       self._notified, retry_for_s=self.options.notify.retry_for_s,
+                                       retry_base_s=self.options.retry_base_s, clock=self.clock)
+            waiting = self.dispatch.start()
+            self.state.outbox = self.dispatch.outbox.summary()
+        deadlines = asyncio.ensure_future(self._deadlines())
         try:
             self._say("watch started", pods=[p.name for p in self.pods], notify=self.options.notify.masked,
                       metrics=None if self.exporter is None else
-                      f"http://{self.exporter.addr}:{self.exporter.port}/metrics")
+                      f"http://{self.exporter.addr}:{self.exporter.port}/metrics",
+                      **({"notifications_waiting": waiting} if waiting else {}))
+            if self.exporter is not None and not is_loopback(self.exporter.addr):
+                self._say("metrics served with no login", logging.WARNING,
+                          message=f"serving metrics on {self.exporter.addr}:{self.exporter.port} with no login: "
+                                  "anyone on the network who can reach it can read your pods' names, runs, "
+                                  "GPUs and spend")
             self.state.record("started", pods=[p.name for p in self.pods])
             while not stop.is_set():
                 try:
@@ -130,7 +146,7 @@ class Watcher:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.options.tick_s)
         finally:
-            tasks[1].cancel()
+            deadlines.cancel()
             for resuming in self._resumes.values():  # a resume cut here is retried by the next watcher or the TUI
                 resuming.cancel()
             self._acting = False
@@ -138,7 +154,8 @@ class Watcher:
             await self.backups.aclose()
             if self.monitor is not None:
                 await self.monitor.aclose()
-            await self._drain(tasks[0])
+            if self.dispatch is not None:
+                await self.dispatch.aclose()  # a few seconds at most, whatever a target does
             if self.exporter is not None:
                 self.exporter.stop()
             self.state.stopped = round(self.clock(), 3)
@@ -222,45 +239,30 @@ class Watcher:
         self._say(f"alert {ev.kind}", level, **fields)
         self.state.record(f"alert {ev.kind}", **fields)
         self._dirty = True
-        if ev.message is not None and self.notifier and self._queue is not None:
-            self._queue.put_nowait(ev.message)
+        if ev.message is not None and self.dispatch is not None:
+            self.dispatch.push(ev.message)
 
     def push(self, message: Message) -> None:
         """Queue a message of the watcher's own (a deadline event)."""
-        if self.notifier and self._queue is not None:
-            self._queue.put_nowait(message)
+        if self.dispatch is not None:
+            self.dispatch.push(message)
 
-    async def _sender(self) -> None:
-        assert self._queue is not None
-        while True:
-            msg = await self._queue.get()
-            try:
-                results = await asyncio.to_thread(self.notifier.send, msg)
-            except Exception as exc:  # noqa: BLE001 - never stops the watcher
-                results = [("?", False)]
-                event(log, "notification failed", logging.ERROR, kind=msg.kind, error=type(exc).__name__)
-            ok = sum(1 for _, delivered in results if delivered)
-            failed = [target for target, delivered in results if not delivered]
-            self.sent[(msg.kind, "sent")] += ok
-            self.sent[(msg.kind, "failed")] += len(failed)
-            fields = {"kind": msg.kind, "tid": msg.tid, "pod": msg.pod, "rule": msg.rule, "sent": ok,
-                      "failed": len(failed)}
-            if failed:
-                fields["failed_targets"] = failed  # masked
-            event(log, "notification " + ("failed" if failed else "sent"),
-                  logging.WARNING if failed else logging.INFO, **fields)
-            self.state.record("notified", **fields)
-            self._dirty = True
-            self._queue.task_done()
-
-    async def _drain(self, sender: asyncio.Future, timeout: float = 15.0) -> None:
-        """Let the queued messages go out (a "resolved" queued at shutdown still leaves), then stop."""
-        if self._queue is not None and not self._queue.empty():
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._queue.join(), timeout)
-        sender.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await sender
+    def _notified(self, what: str, level: int, fields: dict[str, Any]) -> None:
+        """An outbox outcome (services/watch/outbox.py): logged, counted, recorded; the state file also says
+        what still waits."""
+        event(log, what, level, **fields)
+        if what in ("notification sent", "notification failed"):
+            self.sent[(str(fields.get("kind")), "sent" if what == "notification sent" else "failed")] += 1
+            ok = what == "notification sent"
+            self.state.record("notified", **fields, sent=int(ok), failed=int(not ok))
+        elif what != "cannot write the notification outbox":
+            self.state.record(what, **fields)
+        if self.out is not None and (level >= logging.WARNING or (fields.get("attempts") or 0) > 1):
+            with contextlib.suppress(Exception):
+                self.out({"t": round(self.clock(), 3), "event": what, **fields})
+        if self.dispatch is not None:
+            self.state.outbox = self.dispatch.outbox.summary()
+        self._dirty = True
 
     # ------------------------------------------------------------------ rentals
     def _read_rentals(self) -> None:

@@ -16,6 +16,7 @@ class Receiver:
     def __init__(self, port: int, status: int = 200) -> None:
         self.port, self.status = port, status
         self.posts: list[tuple[str, dict[str, Any]]] = []
+        self.times: list[float] = []  # time.monotonic() of each post
         self._lock = threading.Lock()
 
     def url(self, path: str = "hook") -> str:
@@ -24,6 +25,7 @@ class Receiver:
     def add(self, path: str, body: dict[str, Any]) -> None:
         with self._lock:
             self.posts.append((path, body))
+            self.times.append(time.monotonic())
 
     @property
     def bodies(self) -> list[dict[str, Any]]:

@@ -86,11 +86,13 @@ def test_json_logs_redact_the_urls_whatever_logs_them_and_apprise_is_silenced():
 
 def test_notify_settings_are_read_with_the_policy(tmp_path: Path):
     s = read(tmp_path, '[notify]\nurls = ["ntfy://topic-1"]\nmin_severity = "critical"\nquiet_hours = "22:00-07:00"\n'
-             'min_interval_s = 60\nresolve_after_s = 5\n', env={"PRIME_TRAIN_TUI_NOTIFY": "json://a/b, ntfy://topic-1"})
+             'min_interval_s = 60\nresolve_after_s = 5\ntimeout_s = 7\nretry_for_s = 3600\n', env={"PRIME_TRAIN_TUI_NOTIFY": "json://a/b, ntfy://topic-1"})
     assert s.urls == ("ntfy://topic-1", "json://a/b")
     assert s.min_severity is Severity.CRITICAL and s.quiet_hours == QuietHours(22 * 60, 7 * 60)
     p = s.policy()
     assert (p.min_interval_s, p.resolve_after_s) == (60.0, 5.0)
+    assert (s.timeout_s, s.retry_for_s) == (7.0, 3600.0)
+    assert (read(tmp_path, "").timeout_s, read(tmp_path, "").retry_for_s) == (20.0, 21600.0)
     assert read(tmp_path, "").urls == ()
 
 
@@ -102,6 +104,8 @@ BAD = [
     ('[notify]\n\nquiet_hours = "10pm-7am"\n', ("line 3", "22:00-07:00")),
     ('[notify]\nresolve_after_s = -1\n', ("line 2", "≥ 0")),
     ('[notify]\nmin_interval_s = "often"\n', ("line 2", "must be a number")),
+    ('[notify]\ntimeout_s = 0\n', ("line 2", "timeout_s must be a number of seconds > 0")),
+    ('[notify]\nretry_for_s = 1e9\n', ("line 2", "at most a week")),
 ]
 
 
