@@ -323,7 +323,7 @@ class SSHConnection(Connection):
         is missing or differs is uploaded and started again, once."""
         if self._conn is None:
             raise ConnectError("not connected")
-        probe = trusted.pod_bundle(self.pod, pod_connection.PROBE_FILES, "probe")
+        probe = self.probe_bundle()
         for attempt in (1, 2):
             stream, why = await self._start_guarded_probe(probe, args)
             if stream is not None:
@@ -394,11 +394,15 @@ class SSHConnection(Connection):
         if self._exec_ok is False:
             raise provider_ssh.exec_refused()
 
+    def probe_bundle(self) -> trusted.Bundle:
+        """The probe and its siblings as they go to this pod."""
+        return trusted.pod_bundle(self.pod, pod_connection.PROBE_FILES, "probe")
+
     async def upload_probe(self, probe: trusted.Bundle | None = None) -> str:
         """Make the probe's directory private to the SSH user (or refuse: UnsafeProbeDir) and put the probe and
         its siblings there, named by their content hash, unless every file is there with that content; the
         probe is written last. Returns the probe's path."""
-        probe = probe or trusted.pod_bundle(self.pod, pod_connection.PROBE_FILES, "probe")
+        probe = probe or self.probe_bundle()
         try:
             if await trusted.install(self, probe):
                 self.uploads += 1

@@ -16,6 +16,7 @@ import pytest
 
 from services.models import Pod, PodKind, PodState
 from services.monitor.service import MonitorService, MonitorSettings
+from services.pod import trusted
 from services.pod.ssh import LocalConnection, SSHConnection
 
 SAMPLE = '{"v":1,"t":%s,"gpus":[],"host":{"cpu_pct":1.0},"log":["%s"]}'
@@ -36,10 +37,10 @@ def _script(tmp_path: Path, body: str) -> Path:
 
 
 def _over_ssh(script: Path):
-    """The sshd pod, its probe replaced by ``script`` (started by the real start_probe)."""
+    """The sshd pod, its probe replaced by ``script`` (uploaded, verified and started by the real start_probe)."""
     class FakeProbe(SSHConnection):
-        async def upload_probe(self) -> str:
-            return str(script)
+        def probe_bundle(self) -> trusted.Bundle:
+            return trusted.pod_bundle(self.pod, (script,), "probe")
 
     return FakeProbe
 
