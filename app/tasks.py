@@ -20,6 +20,8 @@ from typing import Any
 from textual.app import App
 from textual.worker import Worker
 
+from services.text import plain
+
 Listener = Callable[["Task", Any], None]
 KEEP_FINISHED = 20  # finished tasks kept for the list; older ones are dropped
 
@@ -53,10 +55,10 @@ class Task:
         """Record a change and tell the listeners (``event``: the raw event, for a dialog that renders it)."""
         if progress is not None:
             self.progress = max(0.0, min(1.0, progress))
-        if status is not None:
-            self.status = status
+        if status is not None:  # the pod's and the provider's words: the task list shows them as text
+            self.status = plain(status, oneline=True)
         if line is not None:
-            self.lines.append(line)
+            self.lines.append(plain(line))
         self._tell(event)
 
     def _tell(self, event: Any = None) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import App, ComposeResult
+from textual.notifications import SeverityLevel
 from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widget import Widget
@@ -35,6 +36,7 @@ from app.worker_hub import install as install_worker_hub
 from services.errors import PrimeTrainError
 from services.models import Alert, Pod, PodSnapshot
 from services.monitor.service import MonitorService, MonitorSettings
+from services.text import plain
 from widgets.footer import Footer
 from widgets.monitor_pane import MonitorPane
 from widgets.pod_list import PodList
@@ -131,6 +133,14 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         self._auto_backup: AutoBackup | None = None
         self.tasks = Tasks(self)  # launch/kill/resume/cleanup as app tasks: the task list (t)
         self.tasks.on_finish.append(self._task_finished)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every toast is plain text, whoever asks (a widget's ``notify`` passes ``markup=True`` by default):
+        toasts carry log lines, exceptions, provider and pod text, where ``[/x]`` ended the App with a
+        MarkupError and ``[@click=...]`` made an action. Escape sequences are removed (``plain``)."""
+        super().notify(plain(message), title=plain(title, oneline=True), severity=severity, timeout=timeout,
+                       markup=False)
 
     def compose(self) -> ComposeResult:
         yield Header()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.errors import ProbeFormatError
+from services.text import plain
 
 PROBE_VERSION = 1
 
@@ -166,14 +167,15 @@ class Sample:
         run = obj.get("run")
         run = run if isinstance(run, dict) else {}
         max_steps, tokens = _int(run.get("max_steps")), _int(run.get("tokens_per_step"))
-        model = run.get("model") if isinstance(run.get("model"), str) else None
-        log = tuple(_text(x) for x in _capped(obj, "log", MAX_LINES, notes))
+        model = plain(run["model"], oneline=True) if isinstance(run.get("model"), str) else None
+        log = tuple(plain(_text(x)) for x in _capped(obj, "log", MAX_LINES, notes))
         metrics = tuple(_text(x) for x in _capped(obj, "metrics", MAX_LINES, notes))
-        errors = tuple(_text(x)[:1000] for x in _capped(obj, "errors", MAX_ERRORS, notes)) + tuple(notes)
+        errors = tuple(plain(_text(x), oneline=True)[:1000] for x in _capped(obj, "errors", MAX_ERRORS, notes)) \
+            + tuple(notes)
         cut = obj.get("cut") if isinstance(obj.get("cut"), dict) else {}
         cut_bytes = sum(max(0, _int(cut.get(k)) or 0) for k in ("log_bytes", "metrics_bytes"))
         cut_lines = sum(max(0, _int(cut.get(k)) or 0) for k in ("lines", "metrics_lines"))
-        return cls(t, gpus, host, procs, log, ckpts, _text(obj.get("source", "")), errors, metrics,
+        return cls(t, gpus, host, procs, log, ckpts, plain(_text(obj.get("source", "")), oneline=True), errors, metrics,
                    max_steps if max_steps and max_steps > 0 else None, model,
                    tokens if tokens and tokens > 0 else None, cut_bytes, cut_lines)
 
@@ -400,7 +402,7 @@ def _gpu(g: dict, position: int) -> GpuSample:
         raise ValueError(f"GPU util out of range: {util}")
     return GpuSample(
         index=position if idx is None else idx,
-        name=_text(g.get("name") or "GPU"),
+        name=plain(_text(g.get("name") or "GPU"), oneline=True),
         util=util,
         mem_used=_int(g.get("mem_used")),
         mem_total=_int(g.get("mem_total")),
@@ -422,14 +424,15 @@ def _host(h: dict) -> HostSample:
 
 def _proc(p: dict) -> GpuProcess:
     return GpuProcess(
-        pid=_required_int(p["pid"]), gpu=_int(p.get("gpu")), mem=_int(p.get("mem")), cmd=_text(p.get("cmd", ""))
+        pid=_required_int(p["pid"]), gpu=_int(p.get("gpu")), mem=_int(p.get("mem")),
+        cmd=plain(_text(p.get("cmd", "")), oneline=True),
     )
 
 
 def _ckpt(c: dict) -> CheckpointInfo:
     return CheckpointInfo(
         step=_required_int(c["step"]),
-        path=_text(c.get("path", "")),
+        path=plain(_text(c.get("path", "")), oneline=True),
         bytes=_int(c.get("bytes")),
         mtime=_num(c.get("mtime")),
         complete=bool(c.get("complete", False)),

@@ -15,6 +15,11 @@ string."""
 from __future__ import annotations
 
 import re
+from dataclasses import fields, is_dataclass, replace
+from enum import Enum
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # A whole escape sequence, matched before the lone controls are removed, so none of its printable bytes is
 # left behind: CSI (ESC [ or the C1 CSI), parameters, intermediates and a final byte; OSC/DCS/SOS/PM/APC
@@ -36,7 +41,30 @@ def plain(text: object, *, oneline: bool = False) -> str:
     """``text`` (anything: it is ``str()``-ed) with no escape sequence or control character a terminal would
     act on. ``oneline`` also turns tabs and line breaks into single spaces, for a label or a table cell."""
     s = text if isinstance(text, str) else str(text)
-    if s.isprintable() and not oneline:  # the common case: nothing to do (tab and newline are not printable)
-        return s
+    if s.isprintable():  # the common case: nothing to remove (tab and newline are not printable)
+        return s.strip() if oneline else s
     s = _CONTROL.sub("", _SEQUENCE.sub("", s.replace("\r\n", "\n").replace("\r", "\n")))
     return _BREAKS.sub(" ", s).strip() if oneline else s
+
+
+def plain_fields(obj: T) -> T:
+    """``obj`` with every text in it made ``plain`` (one line each), through dataclasses (rebuilt with
+    ``replace``), tuples, lists and dicts: for a structure read whole from outside (a Slurm cluster's jobs
+    and nodes). Enum members and anything else are kept as they are; what needed nothing is returned as is."""
+    if isinstance(obj, str):
+        return obj if isinstance(obj, Enum) else plain(obj, oneline=True)  # type: ignore[return-value]
+    if is_dataclass(obj) and not isinstance(obj, type):
+        changed: dict[str, Any] = {}
+        for f in fields(obj):
+            if f.init:
+                value = getattr(obj, f.name)
+                new = plain_fields(value)
+                if new is not value and new != value:
+                    changed[f.name] = new
+        return replace(obj, **changed) if changed else obj  # type: ignore[type-var]
+    if isinstance(obj, (tuple, list)) and not hasattr(obj, "_fields"):  # a named tuple is kept
+        items = [plain_fields(x) for x in obj]
+        return obj if all(a is b for a, b in zip(items, obj)) else type(obj)(items)  # type: ignore[return-value]
+    if isinstance(obj, dict):
+        return {plain_fields(k): plain_fields(v) for k, v in obj.items()}  # type: ignore[return-value]
+    return obj

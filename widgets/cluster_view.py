@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 from textual.widgets import Label, Static
 
 from services.slurm.health import ENDED, pending_reason
@@ -83,8 +84,9 @@ def job_time(job: SlurmJob) -> str:
 
 def job_row(job: SlurmJob) -> tuple[str | Text, ...]:
     nodes = ", ".join(job.nodes) if job.nodes else (job.nodelist or ("—" if job.pending else NA))
-    return (job.id, job.name or NA, Text(words(job.state), style=STATE_STYLE.get(job.state, "bold red")), nodes,
-            job_time(job), job_why(job))
+    # Text, not str: a DataTable reads a str cell as markup, and a job name is the user's or the cluster's text
+    return (Text(job.id), Text(job.name or NA), Text(words(job.state), style=STATE_STYLE.get(job.state, "bold red")),
+            Text(nodes), job_time(job), Text(job_why(job)))
 
 
 SHORT_ROLES = {"inference": "infer", "orchestrator": "orch", "trainer": "train"}
@@ -227,7 +229,7 @@ class ClusterPanel(Vertical):
         box = self.query_one("#cluster-note", Static)
         if note != self._note:
             self._note = note
-            box.update(note)
+            box.update(Content(note))  # Slurm's error, never markup
             box.display = bool(note)
         if view is self._view:
             return

@@ -14,6 +14,7 @@ from textual.css.scalar import Unit
 from textual.widgets import Label
 
 from services.models import PodSnapshot, Sample
+from services.text import plain
 
 GIB = 1024**3
 NA = "N/A"
@@ -209,11 +210,13 @@ def set_label(label: Label, text: str) -> None:
     """Update a one-line label only when its text changed, and ask for a layout pass only when its
     size may change: a full reflow per sample per label was most of the app's CPU with many pods.
     The text is shown as written, never read as markup: much of it comes from pods (process command lines,
-    probe errors, model names), where '[/x]' raised MarkupError and '[bold]' vanished."""
+    probe errors, model names), where '[/x]' raised MarkupError and '[bold]' vanished; escape sequences are
+    removed."""
     old = getattr(label, "_shown_text", None)
     if old == text:
         return
     label._shown_text = text  # type: ignore[attr-defined]
+    text = plain(text)  # a terminal acts on none of it either (cheap: printable text is returned as it is)
     label.update(Content(text), layout=old is None or (cell_len(old) != cell_len(text) and not _same_size(label, old, text)))
 
 

@@ -11,11 +11,13 @@ from typing import TypeVar
 
 from textual import events
 from textual.app import ComposeResult
+from textual.content import Content
 from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from services.models import PodSnapshot, PodState, Sample
+from services.text import plain
 from widgets.format import (
     NA,
     age,
@@ -276,7 +278,7 @@ class MonitorPane(Widget):
         text = state_text(snapshot, now)
         if getattr(self, "_state_shown", None) != text:
             self._state_shown = text
-            box.update(text)
+            box.update(Content(plain(text)))  # the reason is a pod's or an exception's text: never markup
             box.display = bool(text)
 
     def _show_stats(self, snapshot: PodSnapshot, now: float) -> None:

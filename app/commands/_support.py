@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from services.models import Pod
+from services.text import plain
 
 if TYPE_CHECKING:
     from services.monitor.service import MonitorSettings
@@ -92,10 +93,17 @@ async def connected(pod: Pod, demo: "MonitorSettings | None" = None,
         await conn.close()
 
 
+def say(*parts: object, **kwargs: Any) -> None:
+    """``print`` for lines that carry outside text (a provider's, a pod's, an exception's): each part is
+    ``plain``, so no escape sequence in it reaches the terminal."""
+    print(*(plain(part) for part in parts), **kwargs)
+
+
 def fail(message: str, hint: str = "", code: int = EXIT_FAIL) -> int:
-    print(f"prime-train-tui: {message}", file=sys.stderr)
+    """Print the error (an exception's, a pod's or a provider's words: ``plain``) and return ``code``."""
+    print(f"prime-train-tui: {plain(message)}", file=sys.stderr)
     if hint:
-        print(f"  hint: {hint}", file=sys.stderr)
+        print(f"  hint: {plain(hint)}", file=sys.stderr)
     return code
 
 

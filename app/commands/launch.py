@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any, AsyncIterator, Callable
 
-from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, resolve_pod
+from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, resolve_pod, say
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -105,7 +105,7 @@ async def _drive(args, action, pod, settings, body, before) -> int:
             if stop is not None:
                 if args.json:
                     doc["ok"] = stop == EXIT_OK
-                    print(json.dumps(doc, indent=1))
+                    say(json.dumps(doc, indent=1))
                 return stop
         last = None
         async for ev in body(conn, settings):
@@ -118,7 +118,7 @@ async def _drive(args, action, pod, settings, body, before) -> int:
         if last is not None and last.data is not None:
             doc["result"] = last.data
         if args.json:
-            print(json.dumps(doc, indent=1))
+            say(json.dumps(doc, indent=1))
         if not ok:
             return fail(last.message if last is not None else f"{action} produced nothing", code=EXIT_FAIL)
         return EXIT_OK
@@ -134,18 +134,18 @@ def print_event(ev: Any) -> None:
     if ev.check is not None:
         c = ev.check
         line = f"  {c.mark} {c.name}" + (f" — {c.detail}" if c.detail else "")
-        print(line)
+        say(line)
         if c.status == "fail" and c.fix:
-            print(f"      fix: {c.fix}")
+            say(f"      fix: {c.fix}")
     elif ev.kind == "error":
         pass  # printed once by fail()
     elif ev.kind == "warn":
-        print(f"  ! {ev.message}")
+        say(f"  ! {ev.message}")
     elif ev.kind == "done":
-        print(f"✓ {ev.message}")
+        say(f"✓ {ev.message}")
     else:
         pct = f"[{ev.progress * 100:3.0f}%] " if ev.progress is not None else ""
-        print(f"{pct}{ev.message}")
+        say(f"{pct}{ev.message}")
     sys.stdout.flush()
 
 

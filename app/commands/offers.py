@@ -26,7 +26,7 @@ import json
 import sys
 from pathlib import Path
 
-from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail
+from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, say
 
 PROVIDER_NAMES = ("primeintellect", "vast", "lambda", "runpod")
 
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if note := size_note(spec.model):
         notes.append(note)
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+        say(f"note: {note}", file=sys.stderr)
     return asyncio.run(_offers(args, spec))
 
 
@@ -152,7 +152,7 @@ async def _offers(args: argparse.Namespace, spec) -> int:
                   include_misfits=args.all, observed=observed,
                   spot_rates=interruption_rates(settings.get("spot_interruptions_per_hour")))
     for s in result.skipped:
-        print(f"note: {s.provider}: {s.count} offer{'s' if s.count > 1 else ''} skipped as impossible ({s.why})",
+        say(f"note: {s.provider}: {s.count} offer{'s' if s.count > 1 else ''} skipped as impossible ({s.why})",
               file=sys.stderr)
     if args.json:
         from services.offers.ranking import RISK_KEYS
@@ -163,20 +163,20 @@ async def _offers(args: argparse.Namespace, spec) -> int:
                      "errors": [{"provider": e.provider, "message": e.message} for e in result.errors]}
         if result.skipped:
             doc["skipped"] = [{"provider": s.provider, "count": s.count, "why": s.why} for s in result.skipped]
-        print(json.dumps(_finite(doc), indent=2, allow_nan=False))
+        say(json.dumps(_finite(doc), indent=2, allow_nan=False))
     else:
-        print(f"{'provider':<15}{'id':<26}{'GPU':<12}{'n':>3}{'VRAM':>7}{'$/hr':>9} {'spot':<5}"
+        say(f"{'provider':<15}{'id':<26}{'GPU':<12}{'n':>3}{'VRAM':>7}{'$/hr':>9} {'spot':<5}"
               f"{'Est. time':>10}{'Est. $':>10}  fit (spot: $ if not preempted – expected)")
         for r in ranked:
             o = r.offer
-            print(f"{o.provider:<15}{o.id[:25]:<26}{o.gpu_type:<12}{o.gpu_count:>3}{o.vram_gb:>6.0f}G"
+            say(f"{o.provider:<15}{o.id[:25]:<26}{o.gpu_type:<12}{o.gpu_count:>3}{o.vram_gb:>6.0f}G"
                   f"{o.price_hr:>9.2f} {'yes' if o.spot else '':<5}{r.est_hours:>9.1f}h{r.est_cost:>10.2f}"
                   f"  {'ok' if r.fits else 'NO: ' + r.reason}{_spot_text(r)}")
         for e in result.errors:
-            print(f"! {e.provider}: {e.message}")
+            say(f"! {e.provider}: {e.message}")
         if ranked and ranked[0].fits:
             b = ranked[0]
-            print(f"best $/completion: {b.offer.provider} {b.offer.gpu_count}× {b.offer.gpu_type} "
+            say(f"best $/completion: {b.offer.provider} {b.offer.gpu_count}× {b.offer.gpu_type} "
                   f"${b.est_cost:.2f} in {b.est_hours:.1f} h")
     return EXIT_OK if ranked else EXIT_FAIL
 

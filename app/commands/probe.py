@@ -101,18 +101,25 @@ def _print_sample(pod, sample) -> None:
 
     from services.units import fmt_bytes, fmt_num
 
-    table = Table(title=f"{pod.label} · {sample.source or 'no GPUs'}", title_justify="left")
+    from rich.text import Text
+
+    from services.text import plain
+
+    def cell(value: object) -> Text:  # the pod's text (GPU names, its label): never markup
+        return Text(plain(value, oneline=True))
+
+    table = Table(title=cell(f"{pod.label} · {sample.source or 'no GPUs'}"), title_justify="left")
     for col in ("GPU", "name", "util %", "memory", "power W", "temp °C"):
         table.add_column(col, justify="left" if col == "name" else "right")
     for g in sample.gpus:
-        table.add_row(str(g.index), g.name, fmt_num(g.util),
+        table.add_row(str(g.index), cell(g.name), fmt_num(g.util),
                       f"{fmt_bytes(g.mem_used)} / {fmt_bytes(g.mem_total)}",
                       fmt_num(g.power_w), fmt_num(g.temp_c))
     h = sample.host
     console = Console()
     console.print(table)
-    console.print(
+    console.print(Text(
         f"host: CPU {fmt_num(h.cpu_pct)} %  RAM {fmt_bytes(h.mem_used)} / {fmt_bytes(h.mem_total)}  "
         f"disk {fmt_bytes(h.disk_used)} / {fmt_bytes(h.disk_total)}  "
         f"open files {h.nofile_soft or 'N/A'}"
-    )
+    ))

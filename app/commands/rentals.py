@@ -19,7 +19,7 @@ import sys
 import time
 from datetime import datetime
 
-from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail
+from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, say
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -71,20 +71,20 @@ def run(args: argparse.Namespace) -> int:
     now = time.time()
     rentals = audit.open_rentals()
     if args.json:
-        print(json.dumps({"rentals": [{**r.to_json(), "spent": round(r.spent(now), 2),
+        say(json.dumps({"rentals": [{**r.to_json(), "spent": round(r.spent(now), 2),
                                        "status": "creating?" if r.provisional else "rented",
                                        "overdue": r.deadline is not None and r.deadline <= now} for r in rentals]},
                          indent=2))
         return EXIT_OK
     if not rentals:
-        print("no open rentals")
+        say("no open rentals")
         return EXIT_OK
-    print(f"{'name':<26}{'provider':<16}{'pod id':<28}{'$/hr':>7}{'spent':>9}  deadline")
+    say(f"{'name':<26}{'provider':<16}{'pod id':<28}{'$/hr':>7}{'spent':>9}  deadline")
     for r in rentals:
         when = "none" if r.deadline is None else datetime.fromtimestamp(r.deadline).strftime("%a %H:%M")
         late = "  OVERDUE" if r.deadline is not None and r.deadline <= now else ""
         pod = "creating?" if r.provisional else r.pod_id[:27]
-        print(f"{r.name:<26}{r.provider:<16}{pod:<28}{r.price_hr:>7.2f}{r.spent(now):>9.2f}  {when}{late}")
+        say(f"{r.name:<26}{r.provider:<16}{pod:<28}{r.price_hr:>7.2f}{r.spent(now):>9.2f}  {when}{late}")
     return EXIT_OK
 
 
@@ -95,12 +95,12 @@ async def _resolve(audit) -> None:
     async with _providers() as providers:
         for r, outcome in await resolve_provisional(providers, audit, time.time()):
             if outcome == "found":
-                print(f"note: {r.name} found at {r.provider} as pod {r.pod_id}", file=sys.stderr)
+                say(f"note: {r.name} found at {r.provider} as pod {r.pod_id}", file=sys.stderr)
             elif outcome == "none":
-                print(f"note: {r.name}: {r.provider} lists no such pod; the create did not start one",
+                say(f"note: {r.name}: {r.provider} lists no such pod; the create did not start one",
                       file=sys.stderr)
             elif outcome != "waiting":
-                print(f"warning: {r.name} is 'creating?' and {r.provider} could not be asked ({outcome})",
+                say(f"warning: {r.name} is 'creating?' and {r.provider} could not be asked ({outcome})",
                       file=sys.stderr)
 
 
@@ -124,7 +124,7 @@ async def _terminate(audit, args: argparse.Namespace) -> int:
             outcome = await terminate_rental(providers, rental, audit, reason="user (CLI)")
     except ProviderFailure as exc:
         return fail(f"terminating {rental.name} failed: {exc}", "try again, or use the provider's console")
-    print(f"{rental.name}: {outcome}")
+    say(f"{rental.name}: {outcome}")
     return EXIT_OK
 
 
@@ -137,9 +137,9 @@ async def _watch(audit, interval: float) -> int:
     def show(ev) -> None:
         nonlocal failed
         failed = failed or ev.kind == "failed"
-        print(f"{datetime.now().strftime('%H:%M:%S')} {ev.kind}: {ev.message}", flush=True)
+        say(f"{datetime.now().strftime('%H:%M:%S')} {ev.kind}: {ev.message}", flush=True)
 
-    print(f"watching {len(audit.open_rentals())} open rental(s) every {interval:g} s (ctrl+c stops)", flush=True)
+    say(f"watching {len(audit.open_rentals())} open rental(s) every {interval:g} s (ctrl+c stops)", flush=True)
     try:
         await watch.run(_providers, show, interval=interval)
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -158,22 +158,22 @@ def _history(audit, as_json: bool) -> int:
         return fail(f"cannot write the spend ledger in {data_dir()}: {exc.strerror or exc}")
     sums = totals(spends, now)
     if as_json:
-        print(json.dumps({"spend": [s.to_json() for s in spends], "totals": sums}, indent=2))
+        say(json.dumps({"spend": [s.to_json() for s in spends], "totals": sums}, indent=2))
         return EXIT_OK
     if not spends:
-        print("nothing rented yet (the ledger lists pods rented from the Offers pane)")
+        say("nothing rented yet (the ledger lists pods rented from the Offers pane)")
         return EXIT_OK
-    print(f"{'name':<24}{'run':<20}{'provider':<15}{'$/hr':>7}{'cost':>9}{'budget':>9}  from → to")
+    say(f"{'name':<24}{'run':<20}{'provider':<15}{'$/hr':>7}{'cost':>9}{'budget':>9}  from → to")
     for s in spends:
         start = datetime.fromtimestamp(s.start).strftime("%Y-%m-%d %H:%M")
         end = "running" if s.end is None else datetime.fromtimestamp(s.end).strftime("%Y-%m-%d %H:%M")
         budget = "-" if s.budget_usd is None else f"{s.budget_usd:.2f}"
         est = "" if s.basis == "billed" else "≈"
-        print(f"{s.name[:23]:<24}{s.run[:19]:<20}{s.provider[:14]:<15}{s.price_hr:>7.2f}{est:>1}{s.cost:>8.2f}"
+        say(f"{s.name[:23]:<24}{s.run[:19]:<20}{s.provider[:14]:<15}{s.price_hr:>7.2f}{est:>1}{s.cost:>8.2f}"
               f"{budget:>9}  {start} → {end}")
-    print(f"\ntotal ${sums['total']:.2f} (≈: price x time, not a provider's bill); billing now ${sums['per_hour_now']:.2f}/hr")
-    print("per run: " + ", ".join(f"{k} ${v:.2f}" for k, v in sums["runs"].items()))
-    print("per day: " + ", ".join(f"{k} ${v:.2f}" for k, v in sums["days"].items()))
+    say(f"\ntotal ${sums['total']:.2f} (≈: price x time, not a provider's bill); billing now ${sums['per_hour_now']:.2f}/hr")
+    say("per run: " + ", ".join(f"{k} ${v:.2f}" for k, v in sums["runs"].items()))
+    say("per day: " + ", ".join(f"{k} ${v:.2f}" for k, v in sums["days"].items()))
     return EXIT_OK
 
 
@@ -189,6 +189,6 @@ def _budget(audit, name: str, amount: str) -> int:
         return fail(f"no open rental named {name}", "`prime-train-tui rentals` lists them", EXIT_USAGE)
     audit.append("budget", provider=rental.provider, pod_id=rental.pod_id, name=rental.name,
                  budget_usd=usd or None)
-    print(f"{rental.name}: " + (f"budget ${usd:.2f} (≈ ${rental.spent(time.time()):.2f} spent so far)" if usd
+    say(f"{rental.name}: " + (f"budget ${usd:.2f} (≈ ${rental.spent(time.time()):.2f} spent so far)" if usd
                                 else "no budget"))
     return EXIT_OK

@@ -35,6 +35,7 @@ from typing import Any
 
 from app.commands._support import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, connected, fail, fail_usage, resolve_pod,
                                    saved_pods)
+from services.text import plain
 
 
 
@@ -278,6 +279,9 @@ def _print(results: list[dict[str, Any]]) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    def cell(value: Any, style: str = "") -> Text:  # a pod's, Slurm's or an exception's text: never markup
+        return Text(plain(value, oneline=True), style=style)
+
     console = Console()
     table = Table(title="pods", title_justify="left")
     for col in ("pod", "state", "GPUs", "step", "loss", "tok/s", "last step", "alerts"):
@@ -287,7 +291,7 @@ def _print(results: list[dict[str, Any]]) -> None:
         run = r["run"]
         age = run.get("last_step_age_s")
         table.add_row(
-            r["name"], r["state"] + (f" ({r['reason']})" if r["reason"] else ""),
+            cell(r["name"]), cell(r["state"] + (f" ({r['reason']})" if r["reason"] else "")),
             f"{len(r['gpus'])} · {sum(utils) / len(utils):.0f}%" if utils else str(len(r["gpus"])),
             "—" if run["step"] is None else str(run["step"]),
             "—" if run["loss"] is None else f"{run['loss']:.4g}",
@@ -302,9 +306,9 @@ def _print(results: list[dict[str, Any]]) -> None:
         if (w := r.get("wandb")) is not None:
             beat = "no heartbeat yet" if w["heartbeat_age_s"] is None else f"heartbeat {w['heartbeat_age_s']:.0f} s ago"
             said = f"unavailable ({w['error']})" if w["error"] else f"{w['state'] or 'unknown'}, {beat}"
-            console.print(Text(f"{r['name']}: W&B {w['run_path']}: {said} (information only)", style="dim"))
+            console.print(cell(f"{r['name']}: W&B {w['run_path']}: {said} (information only)", "dim"))
         for a in r["alerts"]:
-            console.print(Text(f"{r['name']}: {a['title']}", style=style.get(a["severity"], "")), Text(a["message"]))
+            console.print(cell(f"{r['name']}: {a['title']}", style.get(a["severity"], "")), Text(plain(a["message"])))
 
 
 def _print_cluster(console, name: str, cluster: dict[str, Any]) -> None:
@@ -313,20 +317,23 @@ def _print_cluster(console, name: str, cluster: dict[str, Any]) -> None:
 
     from services.units import fmt_duration
 
+    def cell(value: Any, style: str = "") -> Text:  # Slurm's text: never markup, no escape sequence
+        return Text(plain(value, oneline=True), style=style)
+
     if cluster["error"]:
-        console.print(Text(f"{name}: Slurm did not answer: {cluster['error']}", style="yellow"))
+        console.print(cell(f"{name}: Slurm did not answer: {cluster['error']}", "yellow"))
         return
-    table = Table(title=f"{name}: your Slurm jobs", title_justify="left")
+    table = Table(title=cell(f"{name}: your Slurm jobs"), title_justify="left")
     for col in ("job", "name", "state", "nodes", "elapsed", "limit", "reason"):
         table.add_column(col, justify="right" if col in ("elapsed", "limit") else "left")
     for j in cluster["jobs"]:
-        table.add_row(Text(j["id"]), Text(j["name"]), Text(j["state"]), Text(", ".join(j["nodes"]) or j["nodelist"]),
+        table.add_row(cell(j["id"]), cell(j["name"]), cell(j["state"]), cell(", ".join(j["nodes"]) or j["nodelist"]),
                       fmt_duration(j["elapsed_s"]), "none" if j["time_limit_s"] is None else fmt_duration(j["time_limit_s"]),
-                      Text(j["reason"]))
+                      cell(j["reason"]))
     if not cluster["jobs"]:
-        console.print(Text(f"{name}: no Slurm jobs of yours", style="dim"))
+        console.print(cell(f"{name}: no Slurm jobs of yours", "dim"))
     else:
         console.print(table)
     down = [n["name"] for n in cluster["nodes"] if not n["responding"]]
-    console.print(Text(f"{name}: {len(cluster['nodes'])} nodes"
-                       + (f", not responding: {', '.join(down)}" if down else ", all responding"), style="dim"))
+    console.print(cell(f"{name}: {len(cluster['nodes'])} nodes"
+                       + (f", not responding: {', '.join(down)}" if down else ", all responding"), "dim"))

@@ -20,6 +20,7 @@ from pathlib import Path
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.content import Content
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Label, Static
@@ -28,6 +29,7 @@ from textual.worker import Worker, WorkerState
 from services.bottleneck.analysis import Breakdown, analyze_snapshot
 from services.bottleneck.report import write_markdown
 from services.models import PodSnapshot
+from services.text import plain
 from widgets.bottleneck_view import BottleneckView
 from widgets.format import set_label
 
@@ -144,7 +146,7 @@ class BottleneckPane(Widget, can_focus=True):
         title = f"{snapshot.pod.label}" + (" · SIMULATED" if snapshot.pod.simulated else "")
         reason = empty_reason(snapshot, self.breakdown, now)
         box = self.query_one("#bn-reason", Static)
-        box.update(reason)
+        box.update(Content(plain(reason)))  # the pod's status reason: its text, never markup
         box.display = bool(reason)
         live = self.query_one("#bn-live", BottleneckView)
         live.display = not reason

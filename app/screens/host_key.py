@@ -5,10 +5,12 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from services.models import HostKeyPrompt
+from services.text import plain
 
 
 def host_port(prompt: HostKeyPrompt) -> str:
@@ -28,7 +30,9 @@ class HostKeyScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         p = self.prompt
         with Vertical(classes="dialog -wide"):
-            yield Static(f"[b]Unknown host key for pod {self.pod_name}[/b]", classes="dialog-title")
+            # the pod's name is the user's text (pods.toml): never markup
+            yield Static(Content.styled(plain(f"Unknown host key for pod {self.pod_name}", oneline=True), "bold"),
+                         classes="dialog-title")
             yield Static(
                 f"Host:        {p.host}:{p.port}\n"
                 f"Key type:    {p.key_type}\n"
@@ -68,7 +72,8 @@ class HostKeyChangedScreen(ModalScreen[None]):
         p = self.prompt
         with Vertical(classes="dialog -wide -danger"):
             yield Static(
-                f"[b]Host key CHANGED for pod {self.pod_name} — connection refused[/b]",
+                Content.styled(plain(f"Host key CHANGED for pod {self.pod_name} — connection refused",
+                                     oneline=True), "bold"),
                 classes="dialog-title",
             )
             yield Static(

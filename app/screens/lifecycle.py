@@ -13,13 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, ProgressBar, Static
+
+from services.text import plain
 
 PlanFn = Callable[[Any], Awaitable[str]]
 RunFn = Callable[[Any, bool], AsyncIterator[Any]]
@@ -61,7 +63,8 @@ class LifecycleScreen(ModalScreen["Any | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog -wide" + (" -danger" if self.action_name in ("kill", "cleanup") else "")):
-            yield Static(f"[b]{self.action_name.capitalize()}[/b] · {escape(self.pod.name)}", classes="dialog-title")
+            yield Static(Content.assemble((self.action_name.capitalize(), "bold"), plain(f" · {self.pod.name}")),
+                         classes="dialog-title")
             yield Static("preparing…", id="lc-plan", markup=False)
             with VerticalScroll(id="lc-log"):
                 yield Static("", id="lc-lines")
@@ -84,7 +87,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
     async def _prepare(self) -> None:
         plan_widget = self.query_one("#lc-plan", Static)
         if self._plan is None:
-            plan_widget.update(f"{self.action_name} on {self.pod.name}")
+            plan_widget.update(plain(f"{self.action_name} on {self.pod.name}"))
             self.query_one("#lc-go", Button).disabled = False
             return
         conn = self._connect(self.pod)
@@ -94,14 +97,14 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         except Exception as exc:  # noqa: BLE001 - any failure is shown, the user closes the dialog
             await _quietly_close(conn)
             hint = getattr(exc, "hint", "")
-            plan_widget.update(f"✗ {exc}" + (f"\n  hint: {hint}" if hint else ""))
+            plan_widget.update(plain(f"✗ {exc}" + (f"\n  hint: {hint}" if hint else "")))
             self._finish_buttons()
             return
         except BaseException:
             await _quietly_close(conn)
             raise
         self._conn = conn  # kept for the action: no second SSH handshake after the click
-        plan_widget.update(text)
+        plan_widget.update(plain(text))  # the pod's own words (file names, its errors)
         if isinstance(text, NothingToDo):  # nothing to confirm: no Delete button, only Close
             self.run_worker(_quietly_close(conn), name="closing the pod connection", exit_on_error=False)
             self._conn = None
@@ -138,7 +141,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             self.run_task = tasks.start_events(self.pod.name, self.action_name, events, self._on_task, close=close)
         except Busy as err:
             self.run_worker(close(), name="closing the pod connection", exit_on_error=False)
-            self.query_one("#lc-status", Static).update(f"[red]✗ {escape(str(err))}[/red]")
+            self.query_one("#lc-status", Static).update(Content.styled(plain(f"✗ {err}"), "red"))
             self.lines.append(f"✗ {err}")
             self._finish_buttons()
             return
@@ -156,7 +159,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         self._acting = False
         self.query_one("#lc-bg", Button).display = False
         if isinstance(task.result, Exception):
-            self.query_one("#lc-status", Static).update(f"[red]✗ {escape(str(task.result))}[/red]")
+            self.query_one("#lc-status", Static).update(Content.styled(plain(f"✗ {task.result}"), "red"))
             self.lines.append(f"✗ {task.result}")
             self.result = None
         elif task.state != "cancelled":
@@ -176,10 +179,10 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             if c.status == "fail" and c.fix:
                 self.lines.append(f"    fix: {c.fix}")
         elif ev.kind == "done":
-            status.update(f"[green]✓ {escape(ev.message)}[/green]")
+            status.update(Content.styled(plain(f"✓ {ev.message}"), "green"))
             self.lines.append(f"✓ {ev.message}")
         elif ev.kind == "error":
-            status.update(f"[red]✗ {escape(ev.message)}[/red]")
+            status.update(Content.styled(plain(f"✗ {ev.message}"), "red"))
             self.lines.append(f"✗ {ev.message}")
         elif ev.kind == "warn":
             self.lines.append(f"! {ev.message}")
@@ -188,12 +191,13 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         self.query_one("#lc-lines", Static).update(self._render_lines())
         self.query_one("#lc-log", VerticalScroll).scroll_end(animate=False)
 
-    def _render_lines(self) -> str:
+    def _render_lines(self) -> Content:
+        """The lines as text (the pod's and the provider's words), never markup; coloured by their mark."""
         out = []
         for line in self.lines:
             style = {"✓": "green", "✗": "red", "!": "yellow", "–": "yellow"}.get(line[:1])
-            out.append(f"[{style}]{escape(line)}[/{style}]" if style else escape(line))
-        return "\n".join(out)
+            out.append(Content.styled(plain(line), style) if style else Content(plain(line)))
+        return Content("\n").join(out)
 
     def _finish_buttons(self) -> None:
         go = self.query_one("#lc-go", Button)
@@ -436,10 +440,11 @@ class CleanupPreviewScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog -wide -danger"):
-            yield Static(f"[b]Cleanup daemon[/b] · {escape(self.pod_name)} — dry run before its first deletion",
+            yield Static(Content.assemble(("Cleanup daemon", "bold"),
+                                          plain(f" · {self.pod_name} — dry run before its first deletion")),
                          classes="dialog-title")
             with VerticalScroll(id="cp-plan"):
-                yield Static("\n".join(self.lines), markup=False)
+                yield Static(plain("\n".join(self.lines)), markup=False)
             yield Static("Approve to let the daemon delete this and keep the volume under its ceiling from now "
                          "on (every deletion is logged with its size).")
             with Horizontal(classes="dialog-buttons"):

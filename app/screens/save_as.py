@@ -7,8 +7,11 @@ from pathlib import Path
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
+
+from services.text import plain
 
 
 def free_name(folder: Path, stem: str = "rl", suffix: str = ".toml") -> Path:
@@ -45,7 +48,7 @@ class SaveAsScreen(ModalScreen["Path | None"]):
             return
         path = Path(text).expanduser()
         if path.exists():
-            self.query_one("#save-as-error", Static).update(f"{path} exists: choose another name")
+            self.query_one("#save-as-error", Static).update(Content(plain(f"{path} exists: choose another name")))
             return
         self.dismiss(path)
 

@@ -8,11 +8,14 @@ from __future__ import annotations
 import time
 from datetime import datetime
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
+
+from services.text import plain
 
 COLUMNS = ("name", "run", "provider", "$/hr", "cost", "budget", "until")
 
@@ -49,10 +52,12 @@ class SpendScreen(ModalScreen[None]):
         try:
             spends = SpendLedger(data_dir() / LEDGER_NAME).sync(AuditLog(data_dir() / AUDIT_NAME), now)
         except OSError as exc:
-            spends, failed = [], f"cannot read the spend ledger in {data_dir()}: {exc.strerror or exc}"
+            spends, failed = [], plain(f"cannot read the spend ledger in {data_dir()}: {exc.strerror or exc}")
         for s in spends:
             until = "running" if s.end is None else datetime.fromtimestamp(s.end).strftime("%m-%d %H:%M")
-            table.add_row(s.name, s.run, s.provider, f"{s.price_hr:.2f}",
+            # Text, not str: a DataTable reads a str cell as markup; names come from providers and runs
+            table.add_row(Text(plain(s.name, oneline=True)), Text(plain(s.run, oneline=True)),
+                          Text(plain(s.provider, oneline=True)), f"{s.price_hr:.2f}",
                           ("" if s.basis == "billed" else "≈") + f"{s.cost:.2f}",
                           "-" if s.budget_usd is None else f"{s.budget_usd:.2f}", until, key=f"{s.provider}/{s.pod_id}")
         if spends:

@@ -15,10 +15,12 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, ContentSwitcher, Input, Label, Select, Static, TextArea
 
 from services.config.findings import ConfigError
+from services.text import plain
 from services.config.memory import human, presets, registry
 from services.config.wizard import ENVIRONMENTS, WizardChoices, WizardResult, generate
 
@@ -129,7 +131,7 @@ class WizardScreen(ModalScreen["Path | None"]):
             c = self.choices()
             result = generate(c)
         except ConfigError as exc:
-            self.query_one("#wizard-error", Label).update(f"{exc} {exc.hint}".strip())
+            self.query_one("#wizard-error", Label).update(Content(plain(f"{exc} {exc.hint}".strip())))
             return False
         report = validate_text(result.text, kind="rl", preset=c.preset, gpus=c.gpus)
         self.result = result

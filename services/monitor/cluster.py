@@ -24,6 +24,7 @@ from services.slurm.cluster import SlurmCluster
 from services.slurm.gpus import GpuReader
 from services.slurm.health import judge, stalled_ranks, track_idle, unreachable
 from services.slurm.models import ClusterView, JobGpus
+from services.text import plain, plain_fields
 
 log = logging.getLogger("services.monitor.service")
 
@@ -41,14 +42,15 @@ class ClusterState:
         """A new look at jobs and nodes: the GPUs last read for jobs still running stay until read again."""
         running = {j.id for j in view.jobs if j.state == "RUNNING"}
         kept = tuple(g for g in self.view.gpus if g.job_id in running)
-        self.view, self.looked_alerts = replace(view, gpus=kept), tuple(alerts)
+        # job, node and partition names, reasons and errors are the cluster's text: shown plain everywhere
+        self.view, self.looked_alerts = plain_fields(replace(view, gpus=kept)), plain_fields(tuple(alerts))
         self.idle_since = {k: v for k, v in self.idle_since.items() if k[0] in running}
         self._merge(view.checked_at)
 
     def read_gpus(self, gpus: tuple[JobGpus, ...], now: float | None = None) -> None:
         """The running jobs' GPUs, read: a node idle for minutes while another node of its job works is a
         stalled rank (services.slurm.health.stalled_ranks)."""
-        self.view = replace(self.view, gpus=gpus)
+        self.view = replace(self.view, gpus=plain_fields(gpus))
         if now is not None:
             self.idle_since = track_idle(self.idle_since, gpus, now)
         self._merge(now)
@@ -59,6 +61,7 @@ class ClusterState:
 
     def failed(self, message: str, now: float) -> None:
         """Slurm could not be asked: the last look's jobs and nodes stay, the error says why (first)."""
+        message = plain(message, oneline=True)
         since = self.view.error_at if self.view.error and self.view.error_at is not None else now
         self.view = replace(self.view, error=message, error_at=since)
         self.alerts = self.looked_alerts = (unreachable(message, since),)

@@ -32,6 +32,7 @@ from typing import Iterable, Sequence
 
 from services.models import Alert, CheckpointInfo, GpuSample, HostSample, RunProgress, Sample, Severity
 from services.monitor.progress import RunTracker, split_line, time_lines, time_records
+from services.text import plain
 
 try:
     import tomllib
@@ -282,6 +283,7 @@ class HealthTracker:
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed_log(self, line: str, at: float) -> None:
+        line = plain(line)  # the tail and the alerts show it; the back-fill's lines come here unparsed
         self.tail.append(line)
         self.tail_total += 1
         self.last_log_at = at

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Iterable, Sequence
 
 from services.models import Alert, Severity
+from services.text import plain
 
 KINDS = {"opened": "OPENED", "escalated": "ESCALATED", "resolved": "RESOLVED"}
 HISTORY = 200  # resolved threads kept (in memory and in the state file)
@@ -193,7 +194,8 @@ def compose(kind: str, th: Thread, now: float) -> Message:
         if th.flaps:
             body.append(f"It cleared and came back {th.flaps} time(s).")
     body.append(f"thread {th.tid} · opened {_clock(th.opened)}")
-    return Message(kind, title, "\n".join(body), sev, th.tid, th.pod, th.rule)
+    # the alert's title and message carry log lines and pod names: no escape sequence reaches a chat or a mail
+    return Message(kind, plain(title, oneline=True), plain("\n".join(body)), sev, th.tid, th.pod, th.rule)
 
 
 def thread_id(pod: str, rule: str, opened: float) -> str:
