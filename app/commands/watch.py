@@ -72,14 +72,15 @@ def load_watch_options() -> dict[str, Any]:
             "preempt_after_s": lifecycle.preempt_after_minutes * 60.0, "lifecycle": lifecycle}
 
 
-def _pods(specs: list[str]) -> list:
-    from app.settings import load_pods
+def _pods(specs: list[str]) -> tuple[list, list[str]]:
+    """The pods to watch, and one line per pods.toml entry left out (broken)."""
+    from app.settings import broken_pod_notes, load_pods
 
     pods = [resolve_pod(spec) for spec in specs] if specs else load_pods()
     unique: dict[str, Any] = {}
     for pod in pods:
         unique.setdefault(pod.name, pod)
-    return list(unique.values())
+    return list(unique.values()), broken_pod_notes(pods)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         return fail(f"--metrics-port must be a port number (0-65535), not {args.metrics_port}", code=EXIT_USAGE)
     try:
-        pods = _pods(args.pods)
+        pods, left_out = _pods(args.pods)
         health = load_health_settings()
         notify = load_notify(args.notify) if not args.once else None
         watch_options = load_watch_options()
@@ -102,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
     if not pods:
         return fail("no pods to watch", "name one (watch POD) or add pods to pods.toml", EXIT_USAGE)
     settings = MonitorSettings(health=health, interval=args.interval)
+    from app.settings import secret_file_warnings
+
     options = WatchOptions(data_dir(), metrics_port=args.metrics_port, metrics_addr=args.metrics_addr,
+                           notices=tuple(secret_file_warnings() + left_out),
                            offline_after_s=args.offline_after, tick_s=min(1.0, args.interval), **watch_options,
                            **({"notify": notify} if notify is not None else {}))
     if args.once:

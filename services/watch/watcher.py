@@ -61,6 +61,7 @@ class WatchOptions:
     preempt_after_s: float = 600.0  # SSH down this long: the pod's running run is marked interrupted
     lifecycle: Any = None  # services.lifecycle.preflight.LifecycleSettings: [lifecycle] auto_resume (opt-in) and how
     cleanup: bool = False  # [watch] cleanup: the cleanup daemons ([lifecycle] cleanup_pods) delete with no approval
+    notices: tuple[str, ...] = ()  # said once at the start: secrets' files others can read, pods.toml entries left out
     retry_base_s: float = RETRY_BASE_S  # a failed push is retried after this, doubling
 
 
@@ -136,6 +137,8 @@ class Watcher:
                           message=f"serving metrics on {self.exporter.addr}:{self.exporter.port} with no login: "
                                   "anyone on the network who can reach it can read your pods' names, runs, "
                                   "GPUs and spend")
+            for notice in self.options.notices:
+                self._say("settings notice", logging.WARNING, message=notice)
             self.state.record("started", pods=[p.name for p in self.pods])
             while not stop.is_set():
                 try:

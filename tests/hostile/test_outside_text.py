@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from textual.widgets._toast import Toast
 from app.tui import PrimeTrainApp
 from services.models import Pod, PodKind, PodState
 from services.monitor.service import MonitorService
-from services.pod.connection import Connection, ProbeStream, probe_source
+from services.pod.connection import Connection, ProbeStream
 from services.watch.threads import Thread, compose
 from tests.app.helpers import shown, wait_for
 from tests.conftest import ClientHome, _make_server
@@ -167,18 +166,26 @@ def test_push_messages_carry_no_escape_sequence():
 
 # -- the command line, against a real sshd pod whose probe says hostile things ----------------------------
 
-FAKE_PROBES = {
-    # one sample with hostile names, then it waits for stdin like the real probe
-    "sample": "import sys\nsys.stdout.write(%r)\nsys.stdout.flush()\nsys.stdin.read()\n",
-    # no sample: hostile text on stderr and out
-    "stderr": "import sys\nsys.stderr.write(%r)\nsys.stderr.flush()\nsys.exit(3)\n",
-}
+# The pod's own Python environment (a sitecustomize.py on its PYTHONPATH) makes the real probe's text hostile:
+# "sample" names the GPUs the fake nvidia-smi reports GPU_NAME; "stderr" makes the probe die with STDERR.
+POD_SITE = """import os, sys
+_mode = open({mode!r}).read().strip() if os.path.exists({mode!r}) else ""
+if _mode == "sample":
+    os.environ["PTT_FAKE_GPU_NAME"] = {name!r}
+elif _mode == "stderr" and b"ptt-probe-go" in open("/proc/self/cmdline", "rb").read():
+    sys.stderr.write({stderr!r} + "\\n")
+    sys.stderr.flush()
+    os._exit(3)
+"""
 
 
 @pytest.fixture(scope="module")
 def cli_pod(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile-text-pod")
-    server = _make_server(root / "sshd", env={"PTT_FAKE_GPUS": "1"})
+    site, mode = root / "pod-site", root / "pod-mode"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(POD_SITE.format(mode=str(mode), name=GPU_NAME, stderr=STDERR))
+    server = _make_server(root / "sshd", env={"PTT_FAKE_GPUS": "1", "PYTHONPATH": str(site)})
     server.start()
     home = root / "home"
     (home / ".ssh").mkdir(parents=True, mode=0o700)
@@ -194,13 +201,8 @@ def cli_pod(tmp_path_factory):
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), PRIME_TRAIN_TUI_CONFIG_DIR=str(config),
                PYTHONPATH=str(REPO), COLUMNS="200")
 
-    def plant(mode: str) -> None:
-        _files, digest = probe_source()
-        where = probe_dir / f"probe-{digest}"
-        shutil.rmtree(where, ignore_errors=True)
-        where.mkdir(parents=True)
-        text = sample_line().decode() if mode == "sample" else STDERR + "\n"
-        (where / "probe.py").write_text(FAKE_PROBES[mode] % text)
+    def plant(how: str) -> None:
+        mode.write_text(how)
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, env=env, capture_output=True,

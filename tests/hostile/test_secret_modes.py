@@ -73,3 +73,43 @@ def test_a_group_readable_provider_key_file_is_warned_about_in_the_app(tmp_path,
         import gc
 
         gc.enable()
+
+
+def test_the_watcher_says_what_it_left_out_and_which_secrets_others_can_read(tmp_path):
+    """The headless watcher has no screen: a readable settings.toml with notify URLs and a pods.toml entry it
+    leaves out are said once as JSON events (its stderr stays JSON lines), and the good pod is watched."""
+    import json
+    import signal
+    import time
+
+    from tests.conftest import free_port
+
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    settings = cfg / "settings.toml"
+    settings.write_text(URLS)
+    settings.chmod(0o644)
+    (cfg / "pods.toml").write_text(f'[pods.good]\nhost = "127.0.0.1"\nuser = "nobody"\nport = {free_port()}\n'
+                                   '[pods.bad]\nhost = "a b"\n')
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PRIME_TRAIN_TUI_CONFIG_DIR": str(cfg),
+           "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with open(out, "w") as o, open(err, "w") as e:
+        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "watch", "--json"], cwd=REPO, stdout=o, stderr=e,
+                                env=env)
+        try:
+            end = time.monotonic() + 60
+            while "watch started" not in out.read_text() and proc.poll() is None and time.monotonic() < end:
+                time.sleep(0.05)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0, err.read_text()
+    events = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    logs = [json.loads(line) for line in err.read_text().splitlines() if line.strip()]  # JSON lines only
+    notices = [ev["message"] for ev in events if ev["event"] == "settings notice"]
+    assert any(str(settings) in n and "mode 644" in n for n in notices), notices
+    assert any("pods.bad" in n and "left out" in n for n in notices), notices
+    assert "ntfy://example.invalid" not in out.read_text() + err.read_text()
+    assert any(log.get("msg") == "settings notice" and log.get("level") == "warning" for log in logs)
+    (started,) = [ev for ev in events if ev["event"] == "watch started"]
+    assert "good" in json.dumps(started) and '"bad"' not in json.dumps(started)
