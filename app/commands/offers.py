@@ -14,7 +14,7 @@ not rented from here. Exit 0 when any offer was listed, 1 when none, 2 on usage.
 "region", "fits", "est_hours", "est_cost", "est_cost_no_preemption", "est_hours_no_preemption",
 "interruptions_per_hr", "expected_preemptions", "hours_lost_per_preemption", "spot_note"}], "errors":
 [{"provider", "message"}]}`` (est_* of a spot offer: expected, preemptions included; on-demand: no risk), plus ``"skipped":
-[{"provider", "count", "why"}]`` when offers with an impossible price (not finite, <= 0, over $1,000/GPU-hr)
+[{"provider", "count", "why"}]`` when offers with an impossible price (not finite, below $0.001 or over $1,000 per GPU-hour)
 were left out; always valid JSON (never NaN/Infinity). A provider answering garbage (wrongly shaped, nested
 too deep, over 20 MB) is its error line: "unexpected answer: …"."""
 
