@@ -99,11 +99,12 @@ def untrusted(line: str | bytes) -> str | None:
 
 
 def unsafe_dir(pod: Any, why: str) -> UnsafeProbeDir:
+    """The refusal, naming the fix in the message itself: it is what the Monitor and the pod list show."""
     return UnsafeProbeDir(
-        f"nothing is run from probe_dir {state_dir(pod)} on {getattr(pod, 'name', 'the pod')}: {why}; another user "
-        "of the pod could make a script there run as you",
-        hint="set this pod's probe_dir (pods.toml) to a directory only you can write, such as "
-             f"~/{DEFAULT_PROBE_DIR} (the default), or make it yours with mode 700")
+        f"nothing is run from probe_dir {state_dir(pod)} on {getattr(pod, 'name', 'the pod')}: {why}, so another "
+        "user of the pod could make a script there run as you. Set this pod's probe_dir (pods.toml) to a "
+        f"directory only you can write, such as ~/{DEFAULT_PROBE_DIR} (the default)",
+        hint="or make that directory yours alone (mode 700)")
 
 
 async def install(conn: Any, b: Bundle) -> bool:

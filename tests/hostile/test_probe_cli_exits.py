@@ -6,7 +6,6 @@ pod is killed (it once exited 0 with nothing on stderr)."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,14 +15,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from services.pod.connection import probe_source
 from tests.conftest import ClientHome, _make_server
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.ssh
 
-# misbehaving probes, put where the real one is uploaded (probe_dir/probe-<hash>/probe.py): the app runs
-# what it finds there (the hash names the content it would upload)
+# misbehaving probes, uploaded, verified and started by the real command in place of the real one (a probe
+# planted on the pod under the real one's name is never run: tests/hostile/test_shared_probe_dir.py)
 FAKES = {
     "garbage": """
 import os, sys, threading, time
@@ -36,22 +34,34 @@ while True:
 }
 
 
+# the command line, its pods' probe replaced by the file named first (none: the real probe)
+WITH_PROBE = """import pathlib, sys
+from services.pod import trusted
+from services.pod.ssh import SSHConnection
+if sys.argv[1]:
+    SSHConnection.probe_bundle = lambda self: trusted.pod_bundle(self.pod, (pathlib.Path(sys.argv[1]),), "probe")
+from app.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
 class CliPod:
     def __init__(self, root: Path, env: dict[str, str], probe_dir: Path) -> None:
         self.root, self.env, self.probe_dir = root, env, probe_dir
+        self.fake: Path | None = None
 
     def mode(self, mode: str) -> None:
-        """The probe the pod runs: a fake one (FAKES), or "" for the real one (uploaded by the app)."""
-        _files, digest = probe_source()
-        where = self.probe_dir / f"probe-{digest}"
-        shutil.rmtree(where, ignore_errors=True)
+        """The probe the pod runs: a fake one (FAKES), or "" for the real one."""
+        self.fake = None
         if mode:
-            where.mkdir(parents=True)
-            (where / "probe.py").write_text(FAKES[mode])
+            self.fake = self.root / f"fake-{mode}" / "probe.py"
+            self.fake.parent.mkdir(exist_ok=True)
+            self.fake.write_text(FAKES[mode])
 
     def start(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "app.cli", *args], cwd=REPO, env=self.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        command = [sys.executable, "-c", WITH_PROBE, str(self.fake or ""), *args]
+        return subprocess.Popen(command, cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=subprocess.DEVNULL)
 
     def probes(self) -> list[psutil.Process]:
         """This pod's probe processes (their command line names the probe-<hash> dir under our probe_dir)."""

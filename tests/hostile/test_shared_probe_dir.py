@@ -84,7 +84,8 @@ async def test_a_planted_probe_in_a_foreign_probe_dir_never_runs(sshd, client_ho
     assert not marker.exists(), "another user's probe ran as the SSH user"
     message = str(info.value)
     assert str(state) in message and "belongs to nobody" in message and "run as you" in message
-    assert "probe_dir" in info.value.hint and "~/.cache/prime-train-tui" in info.value.hint
+    assert "Set this pod's probe_dir" in message and "~/.cache/prime-train-tui" in message  # the fix
+    assert "mode 700" in info.value.hint
 
 
 async def test_a_planted_interpreter_is_never_run_by_a_lifecycle_action(sshd, client_home, shared, tmp_path):
@@ -99,7 +100,7 @@ async def test_a_planted_interpreter_is_never_run_by_a_lifecycle_action(sshd, cl
         with pytest.raises(LifecycleError) as info:
             await PodShell(conn).agent("status")
     assert not marker.exists(), "the interpreter named in a planted file ran"
-    assert "belongs to nobody" in str(info.value) and "probe_dir" in info.value.hint
+    assert "belongs to nobody" in str(info.value) and "Set this pod's probe_dir" in str(info.value)
 
 
 async def test_a_planted_backup_agent_is_never_run(sshd, client_home, shared, tmp_path):

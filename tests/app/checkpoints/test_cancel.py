@@ -26,7 +26,7 @@ def agents(marker: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or ())
-        if marker in cmd and "/backup.py" in cmd:
+        if marker in cmd and "backup-agent-" in cmd and "backup.py" in (proc.info["cmdline"] or ()):
             found.append(proc)
     return found
 
