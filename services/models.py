@@ -380,11 +380,15 @@ def _int(value: Any) -> int | None:
     return None if v is None else int(v)
 
 
+MAX_TEXT = 8192  # characters of one text field (the probe itself carries the first 4 KiB of a log line)
+
+
 def _text(value: Any) -> str:
-    """A text field; None as ""; anything else (a nested list from a broken probe) as its JSON, bounded."""
+    """A text field, at most MAX_TEXT characters; None as ""; anything else (a nested list from a broken probe)
+    as its JSON, bounded."""
     if value is None:
         return ""
-    return value if isinstance(value, str) else json.dumps(value)[:1000]
+    return value[:MAX_TEXT] if isinstance(value, str) else json.dumps(value)[:1000]
 
 
 def _required_int(value: Any) -> int:

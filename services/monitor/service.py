@@ -367,7 +367,7 @@ class MonitorService:
             return False
         now = self._clock()
         worker.close_gap(now)
-        worker.history.append(sample)
+        worker.keep(sample, len(line))
         worker.add_metrics(sample.metrics)
         worker.add_episodes(obj.get("traces"))
         worker.observe_health(sample)

@@ -31,6 +31,8 @@ class MonitorSettings:
     stale_after: float = 5.0
     restart_after: float = 60.0  # a channel silent this long is torn down and reopened
     history_len: int = 600  # samples kept per pod (10 min at 1 Hz)
+    history_bytes: int = 8 << 20  # ... and at most this much of the pod's sample lines: a pod sending huge samples
+    # keeps fewer of them (a real sample is a few KB: 600 of them are ~3 MB)
     max_rate: float = 10.0  # samples accepted per second per pod (a burst of as many); more are dropped, counted
     metrics_len: int = 2000  # metrics.jsonl lines kept per pod (~3 records per step: the last ~600 steps)
     episodes_len: int = 4000  # per-trace timings from traces.jsonl kept per pod (the tool-time percentiles)
@@ -81,6 +83,8 @@ class PodWorker:
         self.clock = clock
         self.status = PodStatus.connecting(clock())
         self.history: deque[Sample] = deque(maxlen=settings.history_len)
+        self._history_sizes: deque[int] = deque()  # each kept sample's line length, oldest first
+        self.history_bytes = 0
         self.metrics: deque[str] = deque(maxlen=settings.metrics_len)
         self.metrics_total = 0
         self._metrics_view: tuple[str, ...] = ()  # rebuilt only when lines arrive
@@ -169,6 +173,20 @@ class PodWorker:
             log.exception("health rules failed for %s", self.pod.name)
         if sample.log:
             self._tail_view = tuple(self.health.tail)
+
+    def keep(self, sample: Sample, size: int) -> None:
+        """Add a sample (``size``: its line's length) to the history, dropping the oldest ones past
+        ``history_len`` samples or ``history_bytes`` (the newest always stays)."""
+        history, sizes = self.history, self._history_sizes
+        if len(history) == history.maxlen:
+            history.popleft()
+            self.history_bytes -= sizes.popleft()
+        history.append(sample)
+        sizes.append(size)
+        self.history_bytes += size
+        while self.history_bytes > self.settings.history_bytes and len(history) > 1:
+            history.popleft()
+            self.history_bytes -= sizes.popleft()
 
     def add_metrics(self, lines: tuple[str, ...]) -> None:
         if lines:

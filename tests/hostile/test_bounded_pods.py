@@ -129,3 +129,37 @@ async def test_a_sample_with_6000_gpus_keeps_64_and_says_so(tmp_path):
     assert len(latest.gpus) == 64 and len(latest.procs) == 256
     assert "the pod reported 6000 gpus in one sample: the first 64 are shown" in latest.errors
     assert rss_mb() - before < 60  # 40 samples of 6,000 GPUs and 3,000 procs held whole: ~+200 MB
+
+
+async def test_huge_samples_keep_the_history_within_its_byte_budget(tmp_path):
+    """Samples of 400 log lines of 8,000 characters (~3.3 MB each, under a local pipe's 4 MiB line limit):
+    the history keeps at most ``history_bytes`` of them (the newest always), and each text field is cut to
+    MAX_TEXT characters."""
+    from services.models import MAX_TEXT
+
+    script = _script(tmp_path, """
+        import sys, threading, os, time, json
+        threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+        log = json.dumps(["x" * 8000] * 400)
+        name = json.dumps("H" * 100_000)
+        while True:
+            print('{"v":1,"t":%f,"gpus":[{"index":0,"name":%s,"util":1,"mem_used":1,"mem_total":2}],"host":{},'
+                  '"log":%s}' % (time.time(), name, log), flush=True)
+            time.sleep(0.1)
+    """)
+    settings = MonitorSettings(interval=0.2, stale_after=5.0, backoff_max=2.0, history_len=600,
+                               history_bytes=8 << 20)
+    mon = MonitorService(lambda s: None, settings=settings,
+                         connector=lambda pod: LocalConnection(pod, probe_path=script))
+    mon.add(Pod(name="p", kind=PodKind.LOCAL))
+    try:
+        deadline = time.monotonic() + 20
+        while mon.snapshot("p").samples_total < 12 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        snap = mon.snapshot("p")
+    finally:
+        await mon.aclose()
+    assert snap.samples_total >= 12, snap.samples_total
+    assert 1 <= len(snap.history) <= 3, len(snap.history)  # ~3.3 MB each within 8 MiB: 12 were received
+    assert sum(len(line) for s in snap.history for line in s.log) <= 3 * 400 * 8000
+    assert len(snap.latest.gpus[0].name) == MAX_TEXT
