@@ -181,6 +181,25 @@ def _make_server(root: Path, env: dict[str, str] | None = None) -> SshServer:
     return server
 
 
+def cli_pod_home(root: Path, server: SshServer) -> tuple[dict[str, str], Path]:
+    """A client HOME under ``root`` that trusts ``server`` and names it ``p1`` in pods.toml (its probe_dir
+    ``root/podstate``): the environment for the command line as a subprocess, and that probe_dir."""
+    home = root / "home"
+    (home / ".ssh").mkdir(parents=True, mode=0o700)
+    client = ClientHome(home=home, server=server)
+    client.write_ssh_config()
+    client.trust()
+    config = home / ".config" / "prime-train-tui"
+    config.mkdir(parents=True)
+    probe_dir = root / "podstate"
+    (config / "pods.toml").write_text(
+        f'[pods.p1]\nhost = "127.0.0.1"\nuser = "{server.user}"\nport = {server.port}\nprobe_dir = "{probe_dir}"\n')
+    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), PRIME_TRAIN_TUI_CONFIG_DIR=str(config),
+               PYTHONPATH=str(REPO))
+    return env, probe_dir
+
+
 @pytest.fixture(autouse=True)
 def _isolated_app_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads or writes the developer's own data/cache dirs or uses their provider keys."""

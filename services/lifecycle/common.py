@@ -225,11 +225,6 @@ class PodShell:
         return self._home
 
 
-def _agent_digest() -> str:
-    """The helper files' content hash (recomputed only when a file changed)."""
-    return bundle(AGENT_FILES)[1]
-
-
 async def _end(proc: Any) -> None:
     """Close a streamed command's stdin and reap it; kill it when it does not end by itself."""
     with contextlib.suppress(Exception):

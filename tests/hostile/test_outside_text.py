@@ -11,9 +11,7 @@ escape sequence (nor its payload) reaches the screen or the CLI's output; the co
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -29,7 +27,7 @@ from services.monitor.service import MonitorService
 from services.pod.connection import Connection, ProbeStream
 from services.watch.threads import Thread, compose
 from tests.app.helpers import shown, wait_for
-from tests.conftest import ClientHome, _make_server
+from tests.conftest import _make_server, cli_pod_home
 
 REPO = Path(__file__).resolve().parents[2]
 SIZE = (160, 50)
@@ -187,19 +185,8 @@ def cli_pod(tmp_path_factory):
     (site / "sitecustomize.py").write_text(POD_SITE.format(mode=str(mode), name=GPU_NAME, stderr=STDERR))
     server = _make_server(root / "sshd", env={"PTT_FAKE_GPUS": "1", "PYTHONPATH": str(site)})
     server.start()
-    home = root / "home"
-    (home / ".ssh").mkdir(parents=True, mode=0o700)
-    client = ClientHome(home=home, server=server)
-    client.write_ssh_config()
-    client.trust()
-    config = home / ".config" / "prime-train-tui"
-    config.mkdir(parents=True)
-    probe_dir = root / "podstate"
-    (config / "pods.toml").write_text(
-        f'[pods.p1]\nhost = "127.0.0.1"\nuser = "{server.user}"\nport = {server.port}\nprobe_dir = "{probe_dir}"\n')
-    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), PRIME_TRAIN_TUI_CONFIG_DIR=str(config),
-               PYTHONPATH=str(REPO), COLUMNS="200")
+    env, _probe_dir = cli_pod_home(root, server)
+    env["COLUMNS"] = "200"
 
     def plant(how: str) -> None:
         mode.write_text(how)

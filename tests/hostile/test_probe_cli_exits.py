@@ -5,7 +5,6 @@ pod is killed (it once exited 0 with nothing on stderr)."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.conftest import ClientHome, _make_server
+from tests.conftest import _make_server, cli_pod_home
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.ssh
@@ -78,19 +77,7 @@ def cli_pod(tmp_path_factory) -> CliPod:
     root = tmp_path_factory.mktemp("cli-pod")
     server = _make_server(root / "sshd", env={"PTT_FAKE_GPUS": "2"})
     server.start()
-    home = root / "home"
-    (home / ".ssh").mkdir(parents=True, mode=0o700)
-    client = ClientHome(home=home, server=server)
-    client.write_ssh_config()
-    client.trust()
-    config = home / ".config" / "prime-train-tui"
-    config.mkdir(parents=True)
-    probe_dir = root / "podstate"
-    (config / "pods.toml").write_text(
-        f'[pods.p1]\nhost = "127.0.0.1"\nuser = "{server.user}"\nport = {server.port}\nprobe_dir = "{probe_dir}"\n')
-    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), PRIME_TRAIN_TUI_CONFIG_DIR=str(config),
-               PYTHONPATH=str(REPO))
+    env, probe_dir = cli_pod_home(root, server)
     yield CliPod(root, env, probe_dir)
     server.kill()
 
