@@ -108,7 +108,7 @@ class AutoBackup:
         from services.backup.manifest import TransferProgress
         from services.backup.s3 import BackupError, transport_error
         from services.backup.transfer import backup_checkpoint, pod_backed_up
-        from services.pod.ssh import connect_pod
+        from services.connect import open_connection
 
         name, step = job.pod.name, job.step
         outcome = Outcome("done", "")
@@ -117,7 +117,7 @@ class AutoBackup:
         self._changed(name)
         conn = None
         try:
-            conn = (self.connect or connect_pod)(job.pod)
+            conn = (self.connect or open_connection)(job.pod)
             await conn.connect()
             if job.list_first:  # this run's verified backups of the checkpoints on the pod (not another
                 # run's under the same prefix, nor an older checkpoint of the same step in the same run dir)

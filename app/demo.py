@@ -3,7 +3,8 @@
 The sandbox (``services.demo.pod.DemoPod``) is ``<data dir>/demo-pod``: one fixed place, so that a headless
 ``kill demo`` reaches the run a running TUI owns. A demo pod carries it (its run_dir and probe_dir are in it,
 see :func:`sandboxed`); every lifecycle action on it runs through ``services.lifecycle`` with the
-settings of :func:`demo_lifecycle_settings` and a ``DemoConnection`` confined to the sandbox, never on this
+settings of :func:`demo_lifecycle_settings` and a connection confined to the sandbox (``services.connect``, given
+:func:`demo_inputs`), never on this
 machine's own files or processes.
 """
 
@@ -15,11 +16,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from services.connect import open_connection
 from services.demo.pod import DemoPod, sandbox_paths, sandbox_root
 from services.models import Pod
 
 if TYPE_CHECKING:
-    from services.demo.connection import DemoConnection
     from services.lifecycle.preflight import LifecycleSettings
     from services.monitor.worker import MonitorSettings
 
@@ -60,11 +61,14 @@ def demo_lifecycle_settings(pod: Pod, head_start: int = 0,
                              runs_dir=data_dir() / "runs")
 
 
-def demo_connection(pod: Pod, monitor: "MonitorSettings | None" = None) -> "DemoConnection":
-    from services.demo.connection import DemoConnection
+def demo_inputs(pod: Pod, monitor: "MonitorSettings | None" = None) -> dict[str, Any]:
+    """What ``services.connect.open_connection`` takes from the app for the demo pod: the sandbox (a pod that
+    carries none is put in it) and the demo options (the monitor settings' values); nothing for other pods."""
+    if not pod.simulated:
+        return {}
     from services.monitor.worker import MonitorSettings
 
-    return DemoConnection(sandboxed(pod), (monitor or MonitorSettings()).demo_options())
+    return {"sandbox": demo_root(), "demo": (monitor or MonitorSettings()).demo_options()}
 
 
 def start_fresh(pod: Pod, monitor: "MonitorSettings | None" = None) -> DemoPod:
@@ -90,7 +94,7 @@ async def ensure_run(pod: Pod, *, head_start: int = HEAD_START, wait: float = 10
     pod = sandboxed(pod)
     settings = demo_lifecycle_settings(pod, head_start)
     demo = demo_sandbox(pod)
-    conn = demo_connection(pod)
+    conn = open_connection(pod, **demo_inputs(pod))
     try:
         await conn.connect()
         if await plan_kill(conn) is not None:
@@ -190,7 +194,7 @@ class DemoInApp:
         settings = demo_lifecycle_settings(pod, monitor=monitor)
 
         async def events() -> Any:
-            conn = demo_connection(pod, monitor)
+            conn = open_connection(pod, **demo_inputs(pod, monitor))
             try:
                 await conn.connect()
                 async for ev in launch(conn, demo.config, settings=settings):

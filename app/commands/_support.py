@@ -66,26 +66,15 @@ def need_run_dir(pod: Pod, hint: str) -> str:
     return pod.run_dir
 
 
-def connection_for(pod: Pod, demo: "MonitorSettings | None" = None) -> "Connection":
-    """services.pod.ssh.connect_pod's connection; the demo pod's simulated one when ``demo`` settings are
-    given or the pod carries its sandbox (otherwise it is a local connection, as in connect_pod)."""
-    from services.demo.pod import sandbox_root
-    from services.models import PodKind
-    from services.pod.ssh import connect_pod
-
-    if pod.kind is PodKind.DEMO and (demo is not None or sandbox_root(pod) is not None):
-        from services.demo.connection import DemoConnection
-
-        return DemoConnection(pod, demo.demo_options() if demo is not None else None)
-    return connect_pod(pod)
-
-
 @asynccontextmanager
 async def connected(pod: Pod, demo: "MonitorSettings | None" = None,
                     timeout: float | None = None) -> AsyncIterator["Connection"]:
-    """A connected connection_for(pod, demo), closed on the way out (also when connecting fails).
-    ``timeout`` bounds the connect (asyncio.TimeoutError)."""
-    conn = connection_for(pod, demo)
+    """A connected services.connect.open_connection(pod), closed on the way out (also when connecting fails).
+    ``demo`` settings make a demo pod without a sandbox a simulated one of its own. ``timeout`` bounds the
+    connect (asyncio.TimeoutError)."""
+    from services.connect import open_connection
+
+    conn = open_connection(pod, demo=demo.demo_options() if demo is not None else None)
     try:
         await asyncio.wait_for(conn.connect(), timeout)
         yield conn

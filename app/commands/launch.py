@@ -69,17 +69,6 @@ def setup(args: argparse.Namespace) -> tuple[Any, Any] | int:
     return pod, settings
 
 
-def make_conn(pod: Any) -> Any:
-    from services.models import PodKind
-    from services.pod.ssh import LocalConnection, SSHConnection
-
-    if pod.kind is PodKind.DEMO:  # confined to its sandbox, never this machine's own files
-        from app.demo import demo_connection
-
-        return demo_connection(pod)
-    return SSHConnection(pod) if pod.kind is PodKind.SSH else LocalConnection(pod)
-
-
 def drive(args: argparse.Namespace, action: str,
           body: Callable[[Any, Any], AsyncIterator[Any]],
           before: Callable[[Any, Any], Any] | None = None) -> int:
@@ -95,7 +84,10 @@ def drive(args: argparse.Namespace, action: str,
 async def _drive(args, action, pod, settings, body, before) -> int:
     from services.errors import HostKeyError, PrimeTrainError
 
-    conn = make_conn(pod)
+    from app.demo import demo_inputs
+    from services.connect import open_connection
+
+    conn = open_connection(pod, **demo_inputs(pod))  # the demo pod: confined to its sandbox
     events: list[dict[str, Any]] = []
     doc: dict[str, Any] = {"action": action, "pod": pod.name, "ok": False, "events": events}
     try:

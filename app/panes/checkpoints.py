@@ -8,7 +8,7 @@ when the pod changes, after a transfer, on ``r``, and at most every ``BUCKET_REF
 the newest verified backup of this run onto the pod (another run's under the same prefix only when this
 run has none, and the question names that run); a verified ``b`` backup is told to the auto-backup so it
 is not sent again. Which run is on the pod (services.backup.transfer.run_source) is asked with each listing; both ask first (ConfirmScreen) and run as workers that open their own
-connection to the pod (``connect``, default services.pod.ssh.connect_pod). ``x`` (or escape) stops the running
+connection to the pod (``connect``, default services.connect.open_connection). ``x`` (or escape) stops the running
 transfer after a confirmation: the agent on the pod is stopped with its SSH channel, the finished parts
 stay in the bucket and the next backup resumes from them. Progress: bytes, MB/s, ETA.
 Posts :class:`CheckpointsPane.TransferFinished` when a backup/restore ends (also when cancelled).
@@ -377,12 +377,12 @@ class CheckpointsPane(Widget, can_focus=True):
     async def _list(self, pod: Any, run_dir: str) -> None:
         from services.backup.s3 import transport_error
         from services.backup.transfer import list_bucket, pod_checkpoints, run_source
-        from services.pod.ssh import connect_pod
+        from services.connect import open_connection
 
         name = pod.name
         self._bucket_status[name] = "(listing…)"
         self._refresh_view()
-        conn = (self._connect or connect_pod)(pod)
+        conn = (self._connect or open_connection)(pod)
         try:  # which run is on the pod: its backups are "this run's"; not known when the pod does not answer
             await conn.connect()
             self.sources[name] = await run_source(conn, run_dir)
@@ -408,9 +408,9 @@ class CheckpointsPane(Widget, can_focus=True):
     async def _transfer(self, action: str, pod: Any, run_dir: str, step: int, task: Any = None) -> Any:
         from services.backup.s3 import transport_error
         from services.backup.transfer import backup_checkpoint, restore_checkpoint
-        from services.pod.ssh import connect_pod
+        from services.connect import open_connection
 
-        conn = (self._connect or connect_pod)(pod)
+        conn = (self._connect or open_connection)(pod)
         ok, text = False, ""
         report = self._progress if task is None else (lambda p: (self._progress(p), report_transfer(task, p)))
         try:

@@ -259,10 +259,11 @@ async def _quietly_close(conn: Any) -> None:
 
 
 def default_connect(pod: Any) -> Any:
-    """The pod's connection: SSH, this machine, or the demo pod's sandbox (app/demo.py)."""
-    from app.commands.launch import make_conn
+    """services.connect's connection, with the app's demo sandbox passed in (app/demo.py)."""
+    from app.demo import demo_inputs
+    from services.connect import open_connection
 
-    return make_conn(pod)
+    return open_connection(pod, **demo_inputs(pod))
 
 
 def lifecycle_settings(settings: Any) -> Any:

@@ -28,13 +28,14 @@ from typing import Any, Callable
 from services.errors import (AuthError, HostKeyChanged, HostKeyError, PodUnsupported, PrimeTrainError,
                              ProbeFormatError)
 from services.models import HostKeyPrompt, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
+from services.connect import open_connection
 from services.monitor import wandb_status
 from services.monitor.cluster import poll_cluster
 from services.monitor.lines import LineReader
 from services.monitor.progress import TAIL_SCRIPT
 from services.monitor.wandb_status import WandbPoller
 from services.monitor.worker import MonitorSettings, PodWorker  # noqa: F401  (MonitorSettings is imported from here)
-from services.pod.ssh import Connection, LocalConnection, SSHConnection, SSHOptions, trust_host_key
+from services.pod.ssh import Connection, SSHConnection, SSHOptions, trust_host_key
 from services.runs import newest_run_dir
 from services.text import plain
 
@@ -143,13 +144,9 @@ class MonitorService:
     # ------------------------------------------------------------------ internals
 
     def _default_connector(self, pod: Pod) -> Connection:
-        if pod.kind is PodKind.SSH:
-            return SSHConnection(pod, SSHOptions(keepalive_interval=self.settings.keepalive_interval))
-        if pod.kind is PodKind.DEMO:
-            from services.demo.connection import DemoConnection
-
-            return DemoConnection(pod, self.settings.demo_options())
-        return LocalConnection(pod)
+        """services.connect's connection with this monitor's keepalive and demo settings."""
+        return open_connection(pod, demo=self.settings.demo_options(),
+                               ssh_options=SSHOptions(keepalive_interval=self.settings.keepalive_interval))
 
     def _probe_args(self, pod: Pod, run_dir: str | None = None) -> list[str]:
         args = ["--interval", f"{self.settings.interval:g}"]

@@ -47,9 +47,9 @@ from services.pod.known_hosts import (  # noqa: F401  (default_known_hosts, trus
     revoked_error,
     trust_host_key,
 )
-from services.pod.local import LocalConnection
+from services.pod.local import LocalConnection  # noqa: F401  (re-exported: callers import it from here)
 from services.pod.ssh_config import _identity_files, _ssh_config
-from services.models import Pod, PodKind
+from services.models import Pod
 
 @dataclass(frozen=True)
 class SSHOptions:
@@ -561,13 +561,6 @@ def _text(value: Any) -> str:
     if value is None:
         return ""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def connect_pod(pod: Pod, ssh_options: SSHOptions | None = None, **local_kwargs: Any) -> Connection:
-    """The right Connection for a pod (the demo pod is wired by the monitor, see services.monitor.service)."""
-    if pod.kind is PodKind.SSH:
-        return SSHConnection(pod, ssh_options)
-    return LocalConnection(pod, **local_kwargs)
 
 
 def _describe(exc: BaseException) -> str:

@@ -60,12 +60,12 @@ class WatchBackups:
         from services.backup.s3 import transport_error
         from services.backup.transfer import backup_checkpoint, pod_backed_up
         from services.errors import PrimeTrainError
-        from services.pod.ssh import connect_pod
+        from services.connect import open_connection
 
         name, step = job.pod.name, job.step
         conn = None
         try:
-            conn = (self.connect or connect_pod)(job.pod)
+            conn = (self.connect or open_connection)(job.pod)
             await conn.connect()
             if job.list_first:
                 steps, _oldest, source = await pod_backed_up(conn, self.settings, job.run_dir)

@@ -107,14 +107,14 @@ class BudgetWatch:
         """The pod's newest complete checkpoint, backed up and verified (its step), or None when it has none."""
         from services.backup.transfer import backup_checkpoint, pod_checkpoints
         from services.errors import PrimeTrainError
-        from services.pod.ssh import connect_pod
+        from services.connect import open_connection
 
         if self.backup is None or not getattr(self.backup, "bucket", ""):
             raise PrimeTrainError("no bucket: set one in backup.toml")
         pod = self.pod_for(r)
         if pod is None or not pod.run_dir:
             raise PrimeTrainError(f"the watcher does not watch {r.name} with a run dir: it cannot find its checkpoints")
-        conn = (self.connect or connect_pod)(pod)
+        conn = (self.connect or open_connection)(pod)
         try:
             await conn.connect()
             ckpts, _disk = await pod_checkpoints(conn, pod.run_dir)

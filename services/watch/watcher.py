@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services.connect import open_connection
 from services.models import Alert, Pod, PodSnapshot, PodState, Severity
 from services.monitor.service import ConnectionFactory, MonitorService, MonitorSettings
 from services.offers.rentals import AUDIT_NAME, AuditLog, Rental
@@ -93,11 +94,11 @@ class Watcher:
                                             policy=policy, clock=clock)
         # auto-resume, opt-in as in the TUI ([lifecycle] auto_resume): the ordinary resume path, newest complete
         # checkpoint or the verified backup; one at a time per run (the tracker never decides a run twice)
-        self.resumer = AutoResumer(self.preemption, options.lifecycle, connect=connector or _connect_pod,
+        self.resumer = AutoResumer(self.preemption, options.lifecycle, connect=connector or open_connection,
                                    backup=options.backup) if policy.enabled else None
         self._resumes: dict[str, asyncio.Future] = {}
         self.cleanup = WatchCleanup(options.lifecycle, options.backup, self._cleanup_event, approved=options.cleanup,
-                                    connect=connector or _connect_pod, clock=clock)
+                                    connect=connector or open_connection, clock=clock)
         self._acting = False  # run(): backups and preemption act; once(): they only look
         self._said_no_keys = False
         self.sent: Counter[tuple[str, str]] = Counter()
@@ -476,8 +477,3 @@ class Watcher:
             event(log, "cannot write the state file", logging.ERROR, path=str(self.state.path),
                   error=exc.strerror or str(exc))
 
-
-def _connect_pod(pod: Pod) -> Any:
-    from services.pod.ssh import connect_pod
-
-    return connect_pod(pod)

@@ -7,12 +7,9 @@ import asyncio
 
 import pytest
 
-from app.commands._support import connected, connection_for, need_run_dir, pod_arg
-from services.demo.connection import DemoConnection
+from app.commands._support import connected, need_run_dir, pod_arg
 from services.errors import PodSpecError
-from services.pod.local import LocalConnection
 from services.models import Pod, PodKind
-from services.monitor.service import MonitorSettings
 
 
 @pytest.fixture(autouse=True)
@@ -42,14 +39,6 @@ def test_a_missing_run_dir_is_a_pod_spec_error_with_the_commands_hint():
 def test_bad_pod_argument_raises_a_pod_spec_error():
     with pytest.raises(PodSpecError):
         pod_arg(ns("bad@@"))
-
-
-def test_the_demo_pod_is_simulated_only_when_demo_settings_are_given():
-    demo = Pod(name="demo", kind=PodKind.DEMO)
-    assert isinstance(connection_for(demo, MonitorSettings()), DemoConnection)
-    plain = connection_for(demo)
-    assert isinstance(plain, LocalConnection) and not isinstance(plain, DemoConnection)
-    assert type(connection_for(Pod(name="local", kind=PodKind.LOCAL), MonitorSettings())) is LocalConnection
 
 
 def test_connected_stops_what_it_started_when_the_block_fails():

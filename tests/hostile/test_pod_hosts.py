@@ -24,7 +24,7 @@ from services.models import Pod, PodKind
 from services.offers.launch import checked_access
 from services.offers.models import PodAccess, parse_ssh
 from services.pod.specs import parse_pod_spec, ssh_host
-from services.pod.ssh import connect_pod
+from services.connect import open_connection
 from tests.conftest import SshServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -160,7 +160,7 @@ def test_a_pod_at_ipv6_loopback_is_saved_read_back_and_reached(sshd, client_home
         assert (pod.host, pod.port) == ("::1", sshd.port)
 
         async def echo() -> str:
-            conn = connect_pod(pod)
+            conn = open_connection(pod)
             await conn.connect()
             try:
                 return (await conn.run("echo ok-$PTT_FAKE_GPUS"))[1].strip()
