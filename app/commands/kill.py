@@ -25,39 +25,20 @@ def run(args: argparse.Namespace) -> int:
 
     async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
         from app.commands._support import fail
-        from services.lifecycle.actions import plan_kill
+        from services.lifecycle.targets import target_for
 
-        if getattr(conn.pod, "scheduler", None) == "slurm":  # a cluster: scancel the run's job
-            from services.lifecycle import slurm_jobs
-
-            job, others, record = await slurm_jobs.plan_cancel_run(conn)
-            chosen["job"] = job.id
-            doc["target"] = {"job": job.id, "state": job.state, "nodes": list(job.nodes),
-                             "run": (record or {}).get("id"), "others": [j.id for j in others]}
-            if not args.json:
-                print(slurm_jobs.describe(job, others, record))
-            return confirm(args, f"cancel job {job.id} on {conn.pod.name}?")
-        target = await plan_kill(conn)
-        if target is None:
+        target = chosen["target"] = target_for(conn.pod)
+        plan = chosen["plan"] = await target.plan_kill(conn, settings)
+        if plan is None:
             return fail(f"no active run on {conn.pod.name}")
-        doc["target"] = {k: target.get(k) for k in ("id", "run_dir", "pid", "pgid", "tmux_session", "pids")}
+        doc["target"] = plan.doc
         if not args.json:
-            print(f"run {target['id']} in {target['run_dir']}: {len(target.get('pids', []))} process(es)")
-            for p in target.get("procs", [])[:12]:
-                print(f"  {p['pid']:>7}  {p['cmd'][:100]}")
-        return confirm(args, f"kill run {target['id']} on {conn.pod.name}?")
+            for line in plan.lines:
+                print(line)
+        return confirm(args, plan.question)
 
     async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
-        from services.lifecycle.actions import kill
-
-        if "job" in chosen:
-            from services.lifecycle import slurm_jobs
-
-            async for ev in slurm_jobs.cancel(conn, chosen["job"]):
-                yield ev
-            return
-
-        async for ev in kill(conn, settings=settings, grace=args.grace):
+        async for ev in chosen["target"].kill(conn, chosen["plan"], settings=settings, grace=args.grace):
             yield ev
 
     return drive(args, "kill", body, before)

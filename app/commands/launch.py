@@ -34,13 +34,10 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"config not found: {args.config}", code=EXIT_USAGE)
 
     async def go(conn: Any, settings: Any) -> AsyncIterator[Any]:
-        if getattr(conn.pod, "scheduler", None) == "slurm":  # a cluster: prime-rl's launcher on the login node
-            from services.lifecycle.slurm_launch import launch
-        else:
-            from services.lifecycle.actions import launch
+        from services.lifecycle.targets import target_for
 
-        async for ev in launch(conn, Path(args.config), settings=settings, command=args.template,
-                               run_dir=args.run_dir, force=args.force):
+        async for ev in target_for(conn.pod).launch(conn, Path(args.config), settings=settings,
+                                                    command=args.template, run_dir=args.run_dir, force=args.force):
             yield ev
 
     return drive(args, "launch", go)

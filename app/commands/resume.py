@@ -26,50 +26,19 @@ def run(args: argparse.Namespace) -> int:
     state: dict[str, Any] = {}
 
     async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
-        from services.lifecycle.actions import plan_resume
+        from services.lifecycle.targets import target_for
 
-        if getattr(conn.pod, "scheduler", None) == "slurm":
-            return await _before_slurm(args, conn, settings, doc)
-        state["backup"] = backup = backup_settings(args)
-        plan = await plan_resume(conn, settings, backup)
-        step = plan["checkpoint"]["step"]
-        restore = plan.get("restore")
-        doc["plan"] = {"run": plan["run"]["id"], "step": step, "ckpt_dir": plan["ckpt_dir"],
-                       "skipped": [c["step"] for c in plan["skipped"]]}
-        if restore:
-            doc["plan"]["restore"] = restore
-        if not args.json and restore:
-            print(f"run {plan['run']['id']}: no complete checkpoint in {plan['ckpt_dir']}; "
-                  f"step_{step} will be restored from {restore['where']} first")
-        elif not args.json:
-            print(f"run {plan['run']['id']}: newest complete checkpoint step_{step} in {plan['ckpt_dir']}")
-            for c in plan["skipped"]:
-                print(f"  ! step_{c['step']} is incomplete — skipped")
-        return confirm(args, f"resume from step {step}?")
+        target = state["target"] = target_for(conn.pod)
+        backup = backup_settings(args) if target.restores_from_bucket else None
+        plan = state["plan"] = await target.plan_resume(conn, settings, backup)
+        doc["plan"] = plan.doc
+        if not args.json:
+            for line in plan.lines:
+                print(line)
+        return confirm(args, plan.question)
 
     async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
-        from services.lifecycle.actions import resume
-
-        if getattr(conn.pod, "scheduler", None) == "slurm":
-            from services.lifecycle import slurm_launch
-
-            async for ev in slurm_launch.resume(conn, settings=settings, force=args.force):
-                yield ev
-            return
-        async for ev in resume(conn, settings=settings, force=args.force, backup=state.get("backup")):
+        async for ev in state["target"].resume(conn, state["plan"], settings=settings, force=args.force):
             yield ev
 
     return drive(args, "resume", body, before)
-
-
-async def _before_slurm(args: argparse.Namespace, conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
-    """A cluster: the newest recorded run, whose job has ended, from its newest complete checkpoint."""
-    from services.lifecycle import slurm_launch
-
-    plan = await slurm_launch.plan_resume(conn, settings)
-    step = plan["checkpoint"]["step"]
-    doc["plan"] = {"run": plan["run"]["id"], "job": plan["run"]["job_id"], "step": step,
-                   "ckpt_dir": plan["ckpt_dir"], "skipped": [c["step"] for c in plan["skipped"]]}
-    if not args.json:
-        print(slurm_launch.describe_resume(plan, settings))
-    return confirm(args, f"submit a new job from step {step}?")

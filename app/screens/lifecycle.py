@@ -295,6 +295,7 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
                      connect: Callable[[Any], Any] | None = None) -> LifecycleScreen:
     """The modal for one action: "launch" (needs ``config``), "kill", "resume" or "cleanup" (``keep``)."""
     from services.lifecycle import actions as lc
+    from services.lifecycle.targets import target_for
     from services.units import fmt_bytes
 
     if getattr(pod, "simulated", False) and settings is None:  # the demo: its sandbox's own settings
@@ -303,74 +304,44 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
         pod = sandboxed(pod)
         settings = demo_lifecycle_settings(pod)
     settings = lifecycle_settings(settings)
-    cluster = getattr(pod, "scheduler", None) == "slurm"
-    if cluster and action == "resume":
-        return _slurm_resume_screen(pod, settings, connect)
+    target = target_for(pod)  # one machine or a Slurm cluster: the target plans, says and acts
     if action == "launch":
         if config is None:
             raise ValueError("launch needs a config")
         cfg = Path(config)
 
         async def plan_launch(conn: Any) -> str:
-            where = run_dir or lc.default_run_dir(pod, cfg)
-            if cluster:  # prime-rl's own launcher on the login node (services/lifecycle/slurm_launch.py)
-                return (f"Launch {cfg.name} on the Slurm cluster {pod.name}\nrun dir: {where}\n"
-                        f"command: {settings.command}\nprime-rl's launcher runs on the login node and submits the "
-                        f"job; checks run first, a failed one stops the launch.")
-            return (f"Launch {cfg.name} on {pod.name}\nrun dir: {where}\n"
-                    f"command: {settings.command}\nPre-flight checks run first; a failed one stops the launch.")
+            return target.launch_text(pod, cfg, run_dir or lc.default_run_dir(pod, cfg), settings)
 
         def run_launch(conn: Any, force: bool) -> AsyncIterator[Any]:
-            if cluster:
-                from services.lifecycle import slurm_launch
-
-                return slurm_launch.launch(conn, cfg, settings=settings, run_dir=run_dir, force=force)
-            return lc.launch(conn, cfg, settings=settings, run_dir=run_dir, force=force)
+            return target.launch(conn, cfg, settings=settings, run_dir=run_dir, force=force)
 
         return LifecycleScreen("launch", pod, plan=plan_launch, run=run_launch, confirm="Launch",
                                connect=connect, settings=settings)
-    if action == "kill" and getattr(pod, "scheduler", None) == "slurm":  # a cluster: scancel the run's job
-        from services.lifecycle import slurm_jobs
-
+    if action == "kill":
         chosen: dict[str, Any] = {}
 
-        async def plan_cancel(conn: Any) -> str:
-            target, others, record = await slurm_jobs.plan_cancel_run(conn)
-            chosen["job"] = target.id
-            return slurm_jobs.describe(target, others, record)
-
-        def run_cancel(conn: Any, force: bool) -> AsyncIterator[Any]:
-            return slurm_jobs.cancel(conn, chosen["job"])
-
-        return LifecycleScreen("kill", pod, plan=plan_cancel, run=run_cancel, confirm="Kill job",
-                               connect=connect, settings=settings)
-    if action == "kill":
         async def plan_kill(conn: Any) -> str:
-            target = await lc.plan_kill(conn)
-            if target is None:
+            plan = chosen["plan"] = await target.plan_kill(conn, settings)
+            if plan is None:
                 raise lc.LifecycleError(f"no active run on {pod.name}")
-            procs = "\n".join(f"  {p['pid']:>7}  {p['cmd'][:70]}" for p in target.get("procs", [])[:10])
-            return (f"Kill run {target['id']} in {target['run_dir']}: {len(target.get('pids', []))} process(es)\n"
-                    f"{procs}\nSIGTERM, {settings.grace_seconds:g} s grace, then SIGKILL.")
+            return plan.text
 
         def run_kill(conn: Any, force: bool) -> AsyncIterator[Any]:
-            return lc.kill(conn, settings=settings)
+            return target.kill(conn, chosen["plan"], settings=settings)
 
-        return LifecycleScreen("kill", pod, plan=plan_kill, run=run_kill, confirm="Kill", connect=connect,
-                               settings=settings)
+        return LifecycleScreen("kill", pod, plan=plan_kill, run=run_kill, confirm=target.kill_button,
+                               connect=connect, settings=settings)
     if action == "resume":
-        bucket = backup_settings(backup)
+        bucket = backup_settings(backup) if target.restores_from_bucket else None
+        held: dict[str, Any] = {}
 
         async def plan_resume(conn: Any) -> str:
-            p = await lc.plan_resume(conn, settings, backup=bucket)
-            skipped = "".join(f"\n  step_{c['step']} is incomplete — skipped" for c in p["skipped"])
-            source = (f"restored first from {p['restore']['where']}" if p.get("restore")
-                      else f"newest complete checkpoint in {p['ckpt_dir']}")
-            return (f"Resume run {p['run']['id']} from step_{p['checkpoint']['step']} "
-                    f"({source}){skipped}")
+            held["plan"] = await target.plan_resume(conn, settings, bucket)
+            return held["plan"].text
 
         def run_resume(conn: Any, force: bool) -> AsyncIterator[Any]:
-            return lc.resume(conn, settings=settings, force=force, backup=bucket)
+            return target.resume(conn, held["plan"], settings=settings, force=force)
 
         return LifecycleScreen("resume", pod, plan=plan_resume, run=run_resume, confirm="Resume",
                                connect=connect, settings=settings)
@@ -390,20 +361,6 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
         return LifecycleScreen("cleanup", pod, plan=plan_cleanup, run=run_cleanup, confirm="Delete",
                                connect=connect, settings=settings)
     raise ValueError(f"unknown action {action!r}")
-
-
-def _slurm_resume_screen(pod: Any, settings: Any, connect: Callable[[Any], Any] | None) -> LifecycleScreen:
-    """Resume on a Slurm cluster: prime-rl's launcher on the login node submits a new job from the checkpoint."""
-    from services.lifecycle import slurm_launch
-
-    async def plan_resume(conn: Any) -> str:
-        return slurm_launch.describe_resume(await slurm_launch.plan_resume(conn, settings), settings)
-
-    def run_resume(conn: Any, force: bool) -> AsyncIterator[Any]:
-        return slurm_launch.resume(conn, settings=settings, force=force)
-
-    return LifecycleScreen("resume", pod, plan=plan_resume, run=run_resume, confirm="Resume",
-                           connect=connect, settings=settings)
 
 
 def launch_screen(pod: Any, config: Path | str, **kw: Any) -> LifecycleScreen:

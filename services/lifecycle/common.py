@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Iterable, Literal, get_args
 
 from services.pod import agent
 from services.pod import trusted
@@ -36,14 +36,25 @@ class LifecycleError(PrimeTrainError):
     """A launch/kill/resume/cleanup could not be done; the message says why."""
 
 
+Action = Literal["launch", "kill", "resume", "cleanup"]
+# check: one pre-flight check's result (``check`` set); step / progress: what is being done; warn: went on
+# regardless; done: the action succeeded (always last; ``data`` its result); error: it failed (always last)
+EventKind = Literal["check", "step", "progress", "warn", "done", "error"]
+EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
+
+
 @dataclass(frozen=True)
 class Event:
-    action: str  # launch | kill | resume | cleanup
-    kind: str  # check | step | progress | warn | done | error
+    action: Action
+    kind: EventKind
     message: str
     progress: float | None = None  # 0..1 when known
     check: Check | None = None
     data: dict[str, Any] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in EVENT_KINDS:  # the front-ends render by kind: an unknown one would be lost
+            raise ValueError(f"unknown event kind {self.kind!r}")
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"action": self.action, "kind": self.kind, "message": self.message}

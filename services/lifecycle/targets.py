@@ -1,0 +1,169 @@
+"""Where a run runs, one target per kind of pod: :func:`target_for` gives the pod's. The front-ends (the
+lifecycle dialog, the ``launch/kill/resume/cleanup`` commands) ask it for a plan, show the plan's own words,
+and show the events of the action it runs; none of them asks which kind of pod it holds.
+
+- :class:`SingleHost`: one machine (SSH, this machine, the simulated pod): the run is a detached process group
+  (``services.lifecycle.actions``).
+- :class:`SlurmCluster`: a cluster's login node (pods.toml ``kind = "slurm"``): prime-rl's launcher submits a
+  job (``slurm_launch``), kill cancels the run's job (``slurm_jobs``).
+
+A new kind of target (Kubernetes, SkyPilot) is one more class here and one more line in :func:`target_for`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+from services.lifecycle.common import Event, LifecycleSettings
+
+
+@dataclass(frozen=True)
+class KillPlan:
+    """What a kill stops. ``doc``: the command line's JSON ``target``; ``lines``: its account before the
+    question; ``text``: the dialog's; ``question``: the command line's confirm."""
+    doc: dict[str, Any]
+    lines: tuple[str, ...]
+    text: str
+    question: str
+    job: str | None = None  # a cluster: the job to cancel
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What a resume starts from (fields as :class:`KillPlan`'s); ``backup``: the bucket it may restore from."""
+    doc: dict[str, Any]
+    lines: tuple[str, ...]
+    text: str
+    question: str
+    backup: Any = field(default=None, compare=False)
+
+
+class SingleHost:
+    """A run on one machine: a detached process group, resumed from a checkpoint on it or in the bucket."""
+
+    restores_from_bucket = True  # resume restores the newest verified backup when the pod has none
+    kill_button = "Kill"  # the dialog's confirm label
+
+    def launch_text(self, pod: Any, config: Path, run_dir: str, settings: LifecycleSettings) -> str:
+        return (f"Launch {config.name} on {pod.name}\nrun dir: {run_dir}\n"
+                f"command: {settings.command}\nPre-flight checks run first; a failed one stops the launch.")
+
+    def launch(self, conn: Any, config: Path, *, settings: LifecycleSettings, command: str | None = None,
+               run_dir: str | None = None, force: bool = False) -> AsyncIterator[Event]:
+        from services.lifecycle import actions
+
+        return actions.launch(conn, config, settings=settings, command=command, run_dir=run_dir, force=force)
+
+    async def plan_kill(self, conn: Any, settings: LifecycleSettings) -> KillPlan | None:
+        """The active run and its processes, or None when the pod has none."""
+        from services.lifecycle import actions
+
+        target = await actions.plan_kill(conn)
+        if target is None:
+            return None
+        procs = target.get("procs", [])
+        head = f"run {target['id']} in {target['run_dir']}: {len(target.get('pids', []))} process(es)"
+        listed = "\n".join(f"  {p['pid']:>7}  {p['cmd'][:70]}" for p in procs[:10])
+        return KillPlan(
+            doc={k: target.get(k) for k in ("id", "run_dir", "pid", "pgid", "tmux_session", "pids")},
+            lines=(head, *(f"  {p['pid']:>7}  {p['cmd'][:100]}" for p in procs[:12])),
+            text=f"Kill {head}\n{listed}\nSIGTERM, {settings.grace_seconds:g} s grace, then SIGKILL.",
+            question=f"kill run {target['id']} on {conn.pod.name}?")
+
+    def kill(self, conn: Any, plan: KillPlan, *, settings: LifecycleSettings,
+             grace: float | None = None) -> AsyncIterator[Event]:
+        from services.lifecycle import actions
+
+        return actions.kill(conn, settings=settings, grace=grace)
+
+    async def plan_resume(self, conn: Any, settings: LifecycleSettings, backup: Any = None) -> ResumePlan:
+        from services.lifecycle import actions
+
+        p = await actions.plan_resume(conn, settings, backup=backup)
+        step, restore = p["checkpoint"]["step"], p.get("restore")
+        doc = {"run": p["run"]["id"], "step": step, "ckpt_dir": p["ckpt_dir"],
+               "skipped": [c["step"] for c in p["skipped"]]}
+        if restore:
+            doc["restore"] = restore
+            lines: tuple[str, ...] = (f"run {p['run']['id']}: no complete checkpoint in {p['ckpt_dir']}; "
+                                      f"step_{step} will be restored from {restore['where']} first",)
+        else:
+            lines = (f"run {p['run']['id']}: newest complete checkpoint step_{step} in {p['ckpt_dir']}",
+                     *(f"  ! step_{c['step']} is incomplete — skipped" for c in p["skipped"]))
+        skipped = "".join(f"\n  step_{c['step']} is incomplete — skipped" for c in p["skipped"])
+        source = (f"restored first from {restore['where']}" if restore
+                  else f"newest complete checkpoint in {p['ckpt_dir']}")
+        return ResumePlan(doc=doc, lines=lines,
+                          text=f"Resume run {p['run']['id']} from step_{step} ({source}){skipped}",
+                          question=f"resume from step {step}?", backup=backup)
+
+    def resume(self, conn: Any, plan: ResumePlan, *, settings: LifecycleSettings,
+               force: bool = False) -> AsyncIterator[Event]:
+        from services.lifecycle import actions
+
+        return actions.resume(conn, settings=settings, force=force, backup=plan.backup)
+
+
+class SlurmCluster(SingleHost):
+    """A Slurm cluster's login node: prime-rl's launcher submits the run as a job; kill cancels that job;
+    resume submits a new one from the newest complete checkpoint (never from the bucket)."""
+
+    restores_from_bucket = False
+    kill_button = "Kill job"
+
+    def launch_text(self, pod: Any, config: Path, run_dir: str, settings: LifecycleSettings) -> str:
+        return (f"Launch {config.name} on the Slurm cluster {pod.name}\nrun dir: {run_dir}\n"
+                f"command: {settings.command}\nprime-rl's launcher runs on the login node and submits the "
+                f"job; checks run first, a failed one stops the launch.")
+
+    def launch(self, conn: Any, config: Path, *, settings: LifecycleSettings, command: str | None = None,
+               run_dir: str | None = None, force: bool = False) -> AsyncIterator[Event]:
+        from services.lifecycle import slurm_launch
+
+        return slurm_launch.launch(conn, config, settings=settings, command=command, run_dir=run_dir, force=force)
+
+    async def plan_kill(self, conn: Any, settings: LifecycleSettings) -> KillPlan | None:
+        """The run's job (raises LifecycleError when there is none to cancel)."""
+        from services.lifecycle import slurm_jobs
+
+        job, others, record = await slurm_jobs.plan_cancel_run(conn)
+        text = slurm_jobs.describe(job, others, record)
+        return KillPlan(doc={"job": job.id, "state": job.state, "nodes": list(job.nodes),
+                             "run": (record or {}).get("id"), "others": [j.id for j in others]},
+                        lines=(text,), text=text, question=f"cancel job {job.id} on {conn.pod.name}?", job=job.id)
+
+    def kill(self, conn: Any, plan: KillPlan, *, settings: LifecycleSettings,
+             grace: float | None = None) -> AsyncIterator[Event]:
+        from services.lifecycle import slurm_jobs
+
+        assert plan.job is not None
+        return slurm_jobs.cancel(conn, plan.job)
+
+    async def plan_resume(self, conn: Any, settings: LifecycleSettings, backup: Any = None) -> ResumePlan:
+        """The newest recorded run, whose job has ended, from its newest complete checkpoint."""
+        from services.lifecycle import slurm_launch
+
+        plan = await slurm_launch.plan_resume(conn, settings)
+        step = plan["checkpoint"]["step"]
+        text = slurm_launch.describe_resume(plan, settings)
+        return ResumePlan(doc={"run": plan["run"]["id"], "job": plan["run"]["job_id"], "step": step,
+                               "ckpt_dir": plan["ckpt_dir"], "skipped": [c["step"] for c in plan["skipped"]]},
+                          lines=(text,), text=text, question=f"submit a new job from step {step}?")
+
+    def resume(self, conn: Any, plan: ResumePlan, *, settings: LifecycleSettings,
+               force: bool = False) -> AsyncIterator[Event]:
+        from services.lifecycle import slurm_launch
+
+        return slurm_launch.resume(conn, settings=settings, force=force)
+
+
+RunTarget = SingleHost  # every target has SingleHost's interface
+
+_KINDS: dict[str | None, Callable[[], RunTarget]] = {"slurm": SlurmCluster}
+
+
+def target_for(pod: Any) -> RunTarget:
+    """The pod's run target: its ``scheduler`` (pods.toml ``kind``) picks it, one machine by default."""
+    return _KINDS.get(getattr(pod, "scheduler", None), SingleHost)()

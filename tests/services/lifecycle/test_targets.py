@@ -1,0 +1,26 @@
+"""services.lifecycle.targets: the run target a pod's kind picks (the front-ends never ask the kind), and the
+lifecycle's events, whose kind is one of a fixed set the front-ends render."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.lifecycle.common import EVENT_KINDS, Event
+from services.lifecycle.targets import SingleHost, SlurmCluster, target_for
+from services.models import Pod, PodKind
+
+
+def test_a_slurm_login_node_is_a_cluster_target_and_any_other_pod_one_machine():
+    cluster = Pod(name="hpc", kind=PodKind.SSH, host="login", scheduler="slurm")
+    assert type(target_for(cluster)) is SlurmCluster
+    for pod in (Pod(name="gpu", kind=PodKind.SSH, host="h"), Pod(name="local", kind=PodKind.LOCAL),
+                Pod(name="demo", kind=PodKind.DEMO)):
+        assert type(target_for(pod)) is SingleHost
+    assert not SlurmCluster.restores_from_bucket and SingleHost.restores_from_bucket
+
+
+def test_an_event_of_an_unknown_kind_is_refused():
+    assert EVENT_KINDS == {"check", "step", "progress", "warn", "done", "error"}
+    assert Event("kill", "done", "ok").kind == "done"
+    with pytest.raises(ValueError, match="unknown event kind 'finished'"):
+        Event("kill", "finished", "ok")  # type: ignore[arg-type]
