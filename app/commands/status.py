@@ -108,6 +108,7 @@ async def _all(pods, timeout: float) -> list[dict[str, Any]]:
 async def _one(pod, timeout: float) -> dict[str, Any]:
     from services.errors import AuthError, HostKeyError, PodUnsupported, PrimeTrainError
     from services.models import PodKind, PodState
+    from services.monitor.cluster import cluster_once
     from services.monitor.service import MonitorSettings
 
     result: dict[str, Any] = {"name": pod.name, "state": PodState.OFFLINE.value, "reason": "", "reached": False,
@@ -120,7 +121,7 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
             note(await asyncio.wait_for(ensure_run(pod), timeout))
         async with connected(pod, demo=MonitorSettings(), timeout=timeout) as conn:
             sample, tails = await _look(conn, pod, timeout)
-            cluster = await _slurm(conn, timeout) if pod.scheduler == "slurm" else None
+            cluster = await cluster_once(conn, timeout)  # None unless a Slurm cluster's login node
         result.update(reached=True, state=PodState.ONLINE.value)
         wandb = await _wandb(tails)
         result.update(_judge(pod, sample, tails, host_rules=pod.kind is not PodKind.DEMO, wandb=wandb,
@@ -128,7 +129,7 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
         result["wandb"] = None if wandb is None else wandb.as_json(time.time())
         if cluster is not None:
             result["slurm"], alerts = cluster
-            result["alerts"] = alerts + result["alerts"]
+            result["alerts"] = [_alert_json(a) for a in alerts] + result["alerts"]
     except HostKeyError as exc:
         result.update(state=PodState.HOSTKEY_UNKNOWN.value, reason=f"{exc} (headless mode never trusts a new key)")
     except AuthError as exc:
@@ -171,31 +172,6 @@ async def _look(conn, pod, timeout: float) -> tuple[Any, dict | None]:
         return sample, json.loads(out)
     except ValueError:
         return sample, None
-
-
-async def _slurm(conn, timeout: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The cluster behind a login node: the user's jobs (recently ended ones too) with their nodes, every
-    node, and the alerts they decide; Slurm's own error instead when it cannot be asked."""
-    from services.slurm.cluster import SlurmCluster
-    from services.slurm.gpus import GpuReader
-    from services.slurm.health import judge, unreachable
-    from services.slurm.models import SlurmError
-
-    cluster = SlurmCluster(conn, timeout=timeout)
-    try:
-        jobs = await cluster.jobs(finished_too=True)
-        nodes = await cluster.nodes()
-    except SlurmError as exc:
-        message = f"{exc} ({exc.hint})" if getattr(exc, "hint", None) else str(exc)
-        return ({"jobs": [], "nodes": [], "gpus": [], "error": message},
-                [_alert_json(unreachable(message, time.time()))])
-    # the running jobs' GPUs node by node (one bounded srun per job; its failures are the job's or node's error)
-    gpus = await GpuReader(conn, timeout=min(timeout, 20.0)).jobs(
-        jobs, time.time(), down=[n.name for n in nodes if not n.responding])
-    return ({"jobs": [asdict(j) | {"finished": j.finished} for j in jobs],
-             "nodes": [asdict(n) | {"responding": n.responding} for n in nodes],
-             "gpus": [asdict(g) for g in gpus], "error": None},
-            [_alert_json(a) for a in judge(jobs, nodes, time.time())])
 
 
 def _alert_json(a) -> dict[str, Any]:

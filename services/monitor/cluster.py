@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
-from typing import Callable
+import time
+from dataclasses import asdict, replace
+from typing import Any, Callable
 
 from services.errors import PrimeTrainError
 from services.models import Alert
@@ -65,6 +66,30 @@ class ClusterState:
         since = self.view.error_at if self.view.error and self.view.error_at is not None else now
         self.view = replace(self.view, error=message, error_at=since)
         self.alerts = self.looked_alerts = (unreachable(message, since),)
+
+
+async def cluster_once(conn: Connection, timeout: float) -> tuple[dict[str, Any], list[Alert]] | None:
+    """The headless status's one look at the cluster behind the connection's pod: None unless the pod is a
+    Slurm login node; else the user's jobs (recently ended ones too), every node and the running jobs' GPUs
+    as JSON, with the alerts they decide; Slurm's own error instead when it cannot be asked."""
+    if getattr(conn.pod, "scheduler", None) != "slurm":
+        return None
+    from services.slurm.models import SlurmError
+
+    cluster = SlurmCluster(conn, timeout=timeout)
+    try:
+        jobs = await cluster.jobs(finished_too=True)
+        nodes = await cluster.nodes()
+    except SlurmError as exc:
+        message = f"{exc} ({exc.hint})" if getattr(exc, "hint", None) else str(exc)
+        return {"jobs": [], "nodes": [], "gpus": [], "error": message}, [unreachable(message, time.time())]
+    # the running jobs' GPUs node by node (one bounded srun per job; its failures are the job's or node's error)
+    gpus = await GpuReader(conn, timeout=min(timeout, 20.0)).jobs(
+        jobs, time.time(), down=[n.name for n in nodes if not n.responding])
+    return ({"jobs": [asdict(j) | {"finished": j.finished} for j in jobs],
+             "nodes": [asdict(n) | {"responding": n.responding} for n in nodes],
+             "gpus": [asdict(g) for g in gpus], "error": None},
+            list(judge(jobs, nodes, time.time())))
 
 
 async def look(cluster: SlurmCluster, state: ClusterState, now: Callable[[], float]) -> None:
