@@ -33,11 +33,13 @@ def run(args: argparse.Namespace) -> int:
     state: dict[str, Any] = {}
 
     async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
-        from services.lifecycle.actions import plan_cleanup
+        from services.lifecycle.targets import target_for
         from services.units import fmt_bytes
 
         backup = cleanup_backup_settings(args)  # unreadable: plan_cleanup refuses (fail closed)
-        plan = await plan_cleanup(conn, keep=args.keep, settings=settings, run_dir=args.run_dir, backup=backup)
+        state["target"] = target = target_for(conn.pod)
+        plan = await target.plan_cleanup(conn, keep=args.keep, settings=settings, run_dir=args.run_dir,
+                                         backup=backup)
         state["plan"] = plan
         state["backup"] = backup
         doc["plan"] = plan.to_json()
@@ -52,9 +54,7 @@ def run(args: argparse.Namespace) -> int:
         return confirm(args, f"delete {what}, {fmt_bytes(plan.bytes)}?")
 
     async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
-        from services.lifecycle.actions import cleanup
-
-        async for ev in cleanup(conn, state["plan"], settings=settings, backup=state["backup"]):
+        async for ev in state["target"].cleanup(conn, state["plan"], settings=settings, backup=state["backup"]):
             yield ev
 
     return drive(args, "cleanup", body, before)

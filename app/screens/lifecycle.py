@@ -350,13 +350,13 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
         bucket = backup_settings(backup)
 
         async def plan_cleanup(conn: Any) -> str:
-            plan = await lc.plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=bucket)
+            plan = await target.plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=bucket)
             holder["plan"] = plan
             lines = plan.preview(fmt_bytes)
             return NothingToDo("\n".join(lines)) if plan.empty else "\n".join(lines)
 
         def run_cleanup(conn: Any, force: bool) -> AsyncIterator[Any]:
-            return lc.cleanup(conn, holder["plan"], settings=settings, backup=bucket)
+            return target.cleanup(conn, holder["plan"], settings=settings, backup=bucket)
 
         return LifecycleScreen("cleanup", pod, plan=plan_cleanup, run=run_cleanup, confirm="Delete",
                                connect=connect, settings=settings)

@@ -2,6 +2,8 @@
 lifecycle dialog, the ``launch/kill/resume/cleanup`` commands) ask it for a plan, show the plan's own words,
 and show the events of the action it runs; none of them asks which kind of pod it holds.
 
+Cleanup is the same for both (the checkpoints are files the pod or login node reaches).
+
 - :class:`SingleHost`: one machine (SSH, this machine, the simulated pod): the run is a detached process group
   (``services.lifecycle.actions``).
 - :class:`SlurmCluster`: a cluster's login node (pods.toml ``kind = "slurm"``): prime-rl's launcher submits a
@@ -14,9 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from services.lifecycle.common import Event, LifecycleSettings
+
+if TYPE_CHECKING:
+    from services.lifecycle.cleanup import CleanupPlan
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,20 @@ class SingleHost:
         from services.lifecycle import actions
 
         return actions.resume(conn, settings=settings, force=force, backup=plan.backup)
+
+    async def plan_cleanup(self, conn: Any, *, keep: int | None, settings: LifecycleSettings,
+                           run_dir: str | None = None, backup: Any = None) -> CleanupPlan:
+        """The checkpoints older than the newest ``keep`` complete ones (a cluster's too: its run dirs are on
+        the login node's filesystem); the plan says itself (``preview``, ``to_json``)."""
+        from services.lifecycle.cleanup import plan_cleanup
+
+        return await plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=backup)
+
+    def cleanup(self, conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings,
+                backup: Any = None) -> AsyncIterator[Event]:
+        from services.lifecycle.cleanup import cleanup
+
+        return cleanup(conn, plan, settings=settings, backup=backup)
 
 
 class SlurmCluster(SingleHost):
