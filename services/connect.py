@@ -40,7 +40,8 @@ def open_connection(pod: Pod, *, sandbox: Path | str | None = None, demo: "DemoO
         from services.demo.pod import sandbox_paths, sandbox_root
 
         if sandbox_root(pod) is None and sandbox is not None:
-            pod = replace(pod, **sandbox_paths(sandbox))
+            paths = sandbox_paths(sandbox)
+            pod = replace(pod, run_dir=paths["run_dir"], probe_dir=paths["probe_dir"])
         if sandbox_root(pod) is not None or demo is not None:
             from services.demo.connection import DemoConnection
 
