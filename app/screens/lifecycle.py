@@ -311,7 +311,7 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
         cfg = Path(config)
 
         async def plan_launch(conn: Any) -> str:
-            return target.launch_text(pod, cfg, run_dir or lc.default_run_dir(pod, cfg), settings)
+            return target.launch_text(pod, cfg, run_dir, settings)
 
         def run_launch(conn: Any, force: bool) -> AsyncIterator[Any]:
             return target.launch(conn, cfg, settings=settings, run_dir=run_dir, force=force)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
-from services.lifecycle.common import Event, LifecycleSettings
+from services.lifecycle.common import Event, LifecycleSettings, default_run_dir
 
 if TYPE_CHECKING:
     from services.lifecycle.cleanup import CleanupPlan
@@ -51,7 +51,9 @@ class SingleHost:
     restores_from_bucket = True  # resume restores the newest verified backup when the pod has none
     kill_button = "Kill"  # the dialog's confirm label
 
-    def launch_text(self, pod: Any, config: Path, run_dir: str, settings: LifecycleSettings) -> str:
+    def launch_text(self, pod: Any, config: Path, run_dir: str | None, settings: LifecycleSettings) -> str:
+        """What a launch of ``config`` will do (the dialog's plan); ``run_dir`` None: the default one."""
+        run_dir = run_dir or default_run_dir(pod, config)
         return (f"Launch {config.name} on {pod.name}\nrun dir: {run_dir}\n"
                 f"command: {settings.command}\nPre-flight checks run first; a failed one stops the launch.")
 
@@ -132,7 +134,8 @@ class SlurmCluster(SingleHost):
     restores_from_bucket = False
     kill_button = "Kill job"
 
-    def launch_text(self, pod: Any, config: Path, run_dir: str, settings: LifecycleSettings) -> str:
+    def launch_text(self, pod: Any, config: Path, run_dir: str | None, settings: LifecycleSettings) -> str:
+        run_dir = run_dir or default_run_dir(pod, config)
         return (f"Launch {config.name} on the Slurm cluster {pod.name}\nrun dir: {run_dir}\n"
                 f"command: {settings.command}\nprime-rl's launcher runs on the login node and submits the "
                 f"job; checks run first, a failed one stops the launch.")
