@@ -79,10 +79,9 @@ def drive(args: argparse.Namespace, action: str,
 
 
 async def _drive(args, action, pod, settings, body, before) -> int:
-    from services.errors import HostKeyError, PrimeTrainError
-
     from app.demo import demo_inputs
     from services.connect import open_connection
+    from services.errors import HostKeyError, PrimeTrainError
 
     conn = open_connection(pod, **demo_inputs(pod))  # the demo pod: confined to its sandbox
     events: list[dict[str, Any]] = []

@@ -14,9 +14,10 @@ A new kind of target (Kubernetes, SkyPilot) is one more class here and one more 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 from services.lifecycle.common import Event, LifecycleSettings, default_run_dir
 
@@ -94,8 +95,8 @@ class SingleHost:
                "skipped": [c["step"] for c in p["skipped"]]}
         if restore:
             doc["restore"] = restore
-            lines: tuple[str, ...] = (f"run {p['run']['id']}: no complete checkpoint in {p['ckpt_dir']}; "
-                                      f"step_{step} will be restored from {restore['where']} first",)
+            lines: tuple[str, ...] = ((f"run {p['run']['id']}: no complete checkpoint in {p['ckpt_dir']}; "
+                                       f"step_{step} will be restored from {restore['where']} first"),)
         else:
             lines = (f"run {p['run']['id']}: newest complete checkpoint step_{step} in {p['ckpt_dir']}",
                      *(f"  ! step_{c['step']} is incomplete — skipped" for c in p["skipped"]))

@@ -59,8 +59,8 @@ class WatchBackups:
         from services.backup.bucket import list_bucket, ours
         from services.backup.s3 import transport_error
         from services.backup.transfer import backup_checkpoint, pod_backed_up
-        from services.errors import PrimeTrainError
         from services.connect import open_connection
+        from services.errors import PrimeTrainError
 
         name, step = job.pod.name, job.step
         conn = None

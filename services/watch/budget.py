@@ -106,8 +106,8 @@ class BudgetWatch:
     async def _final_backup(self, r: Rental) -> int | None:
         """The pod's newest complete checkpoint, backed up and verified (its step), or None when it has none."""
         from services.backup.transfer import backup_checkpoint, pod_checkpoints
-        from services.errors import PrimeTrainError
         from services.connect import open_connection
+        from services.errors import PrimeTrainError
 
         if self.backup is None or not getattr(self.backup, "bucket", ""):
             raise PrimeTrainError("no bucket: set one in backup.toml")

@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 from app.settings import add_saved_pod, load_pods, remove_saved_pod
+from services.connect import open_connection
 from services.errors import PodSpecError
 from services.models import Pod, PodKind
 from services.offers.launch import checked_access
 from services.offers.models import PodAccess, parse_ssh
 from services.pod.specs import parse_pod_spec, ssh_host
-from services.connect import open_connection
 from tests.conftest import SshServer
 
 REPO = Path(__file__).resolve().parents[2]
