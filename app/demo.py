@@ -61,6 +61,15 @@ def demo_lifecycle_settings(pod: Pod, head_start: int = 0,
                              runs_dir=data_dir() / "runs")
 
 
+def for_lifecycle(pod: Pod) -> tuple[Pod, "LifecycleSettings | None"]:
+    """A pod about to be launched, killed, resumed or cleaned: the demo pod in its sandbox with the demo's
+    own lifecycle settings; any other pod as it is, with None (the user's settings apply)."""
+    if not getattr(pod, "simulated", False):
+        return pod, None
+    pod = sandboxed(pod)
+    return pod, demo_lifecycle_settings(pod)
+
+
 def demo_inputs(pod: Pod, monitor: "MonitorSettings | None" = None) -> dict[str, Any]:
     """What ``services.connect.open_connection`` takes from the app for the demo pod: the sandbox (a pod that
     carries none is put in it) and the demo options (the monitor settings' values); nothing for other pods."""

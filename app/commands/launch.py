@@ -56,14 +56,10 @@ def setup(args: argparse.Namespace) -> tuple[Any, Any] | int:
         settings = load_lifecycle_settings()
     except (SettingsError, PodSpecError) as exc:
         return fail(str(exc), exc.hint, EXIT_USAGE)
-    from services.models import PodKind
+    from app.demo import for_lifecycle
 
-    if pod.kind is PodKind.DEMO:  # its sandbox, with the demo's own lifecycle settings (app/demo.py)
-        from app.demo import demo_lifecycle_settings, sandboxed
-
-        pod = sandboxed(pod)
-        settings = demo_lifecycle_settings(pod)
-    return pod, settings
+    pod, own = for_lifecycle(pod)  # the demo pod: its sandbox, with the demo's own settings
+    return pod, own if own is not None else settings
 
 
 def drive(args: argparse.Namespace, action: str,

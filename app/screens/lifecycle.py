@@ -298,11 +298,10 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
     from services.lifecycle.targets import target_for
     from services.units import fmt_bytes
 
-    if getattr(pod, "simulated", False) and settings is None:  # the demo: its sandbox's own settings
-        from app.demo import demo_lifecycle_settings, sandboxed
+    if settings is None:  # the demo pod: its sandbox and its own settings (app/demo.py)
+        from app.demo import for_lifecycle
 
-        pod = sandboxed(pod)
-        settings = demo_lifecycle_settings(pod)
+        pod, settings = for_lifecycle(pod)
     settings = lifecycle_settings(settings)
     target = target_for(pod)  # one machine or a Slurm cluster: the target plans, says and acts
     if action == "launch":
