@@ -12,8 +12,9 @@ import argparse
 import gc
 import importlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import app.commands
 from app.commands._support import EXIT_OK, fail, resolve_pod
@@ -128,11 +129,8 @@ def tui_app(args: argparse.Namespace) -> PrimeTrainApp:
     they triggered before the first paint found almost nothing and took ~45 ms of it."""
     gc.disable()
     pods, warnings = tui_pods(args)
+    from app.settings import last_config, load_health_settings, secret_file_warnings
     from app.tui import PrimeTrainApp
-
-    from app.settings import last_config
-
-    from app.settings import load_health_settings, secret_file_warnings
     from services.monitor.service import MonitorSettings
 
     warnings += secret_file_warnings()

@@ -4,7 +4,8 @@ auto-resume policy of settings), and the monitor following the run a launch or r
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from app.screens.lifecycle import CleanupPreviewScreen, backup_settings, default_connect, lifecycle_settings
 

@@ -28,7 +28,7 @@ def _keys(binding: Binding) -> list[str]:
     return [k.strip() for k in binding.key.split(",")]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _shown_keys(pane_type: type) -> dict[str, Binding]:
     """A pane class's shown keys: key -> binding (hidden ones, escape, stay with the focus)."""
     keys: dict[str, Binding] = {}
@@ -39,7 +39,7 @@ def _shown_keys(pane_type: type) -> dict[str, Binding]:
     return keys
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def app_action_keys(app_type: type) -> dict[str, list[str]]:
     """action -> the keys the App binds to it (a pane binding the same key takes it while it is on screen)."""
     keys: dict[str, list[str]] = {}
@@ -110,9 +110,11 @@ class PaneKeys:
         await self.run_action(binding.action, pane)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in app_action_keys(type(self)) and set(app_action_keys(type(self))[action]) & set(self.pane_bindings()):
+        keys = app_action_keys(type(self))
+        if action in keys and set(keys[action]) & set(self.pane_bindings()):
             return False  # the visible pane uses this key: it is the pane's (hidden here, run in on_key)
-        if action in ("remove_pod", "reconnect", "launch", "kill", "resume", "cleanup", "terminate_pod"):  # None: shown dimmed (footer, help), not runnable
+        # None: shown dimmed (footer, help), not runnable
+        if action in ("remove_pod", "reconnect", "launch", "kill", "resume", "cleanup", "terminate_pod"):
             return True if self._main_widgets_ready() and self.pod_list.selected else None
         return True
 

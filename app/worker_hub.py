@@ -17,7 +17,8 @@ from __future__ import annotations
 import time
 import traceback
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from textual.worker import Worker, WorkerState
 from textual.worker_manager import WorkerManager

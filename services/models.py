@@ -134,7 +134,7 @@ class Sample:
     cut_lines: int = 0
 
     @classmethod
-    def from_line(cls, line: str | bytes) -> "Sample":
+    def from_line(cls, line: str | bytes) -> Sample:
         """Parse one probe line; raises ProbeFormatError on anything that is not a v1 sample, never
         anything else (the line comes from a pod we do not control)."""
         try:
@@ -144,14 +144,14 @@ class Sample:
         return cls.from_dict(obj)
 
     @classmethod
-    def from_dict(cls, obj: Any) -> "Sample":
+    def from_dict(cls, obj: Any) -> Sample:
         try:
             return cls._from_dict(obj)
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as exc:
             raise ProbeFormatError(f"malformed probe field: {str(exc)[:200]}") from None
 
     @classmethod
-    def _from_dict(cls, obj: Any) -> "Sample":
+    def _from_dict(cls, obj: Any) -> Sample:
         if not isinstance(obj, dict):
             raise ProbeFormatError("probe line is not a JSON object")
         if obj.get("v") != PROBE_VERSION or isinstance(obj.get("v"), bool):
@@ -288,7 +288,8 @@ class WandbStatus:
 
     def as_json(self, now: float) -> dict[str, Any]:
         lag = self.lag(now)
-        return {"run_path": self.run_path, "state": self.state, "heartbeat_age_s": None if lag is None else round(lag, 1),
+        return {"run_path": self.run_path, "state": self.state,
+                "heartbeat_age_s": None if lag is None else round(lag, 1),
                 "error": self.error or None}
 
     def lag(self, now: float) -> float | None:

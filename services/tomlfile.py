@@ -156,7 +156,7 @@ def loads(text: str, where: str = "the text", error: type[SettingsError] = Setti
     return data
 
 
-def read_toml(path: Path, error: type[SettingsError] = SettingsError) -> "TomlFile":
+def read_toml(path: Path, error: type[SettingsError] = SettingsError) -> TomlFile:
     """The file parsed (a missing file: empty). Anything else that stops it being read is ``error``."""
     path = Path(path)
     try:

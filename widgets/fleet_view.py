@@ -3,7 +3,8 @@
 Columns: pod, state, step, loss trend, tokens/s, mean GPU util, $/hr, alerts. A snapshot changes only
 the cells whose rendered value differs from what the row shows, so 64 pods at 1 Hz cost a few cell
 updates per second, not a table rebuild. A narrow terminal drops the low-value columns first (loss
-trend, tokens/s, GPU util): pod, state, step, $/hr and alerts stay, the alerts taking the room left. A Slurm login node's alerts cell starts with its cluster in brief
+trend, tokens/s, GPU util): pod, state, step, $/hr and alerts stay, the alerts taking the room left. A Slurm login
+node's alerts cell starts with its cluster in brief
 ("2 jobs, 1 node down").
 """
 

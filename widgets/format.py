@@ -217,7 +217,8 @@ def set_label(label: Label, text: str) -> None:
         return
     label._shown_text = text  # type: ignore[attr-defined]
     text = plain(text)  # a terminal acts on none of it either (cheap: printable text is returned as it is)
-    label.update(Content(text), layout=old is None or (cell_len(old) != cell_len(text) and not _same_size(label, old, text)))
+    label.update(Content(text),
+                 layout=old is None or (cell_len(old) != cell_len(text) and not _same_size(label, old, text)))
 
 
 def _same_size(label: Label, old: str, new: str) -> bool:

@@ -11,29 +11,29 @@ from typing import TypeVar
 
 from textual import events
 from textual.app import ComposeResult
-from textual.content import Content
 from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from services.models import PodSnapshot, PodState, Sample
 from services.text import plain
+from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
+from widgets.cluster_view import ClusterPanel
 from widgets.format import (
     NA,
+    Timeline,
     age,
     clock_time,
     duration,
     gib,
     number,
-    Timeline,
     received_at,
     set_label,
     used_total_gib,
 )
-from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
-from widgets.cluster_view import ClusterPanel
-from widgets.pod_list import cut_text
 from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, GpuHeader, GpuRows, HostRow, level
+from widgets.pod_list import cut_text
 
 DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
 NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
@@ -332,7 +332,8 @@ class MonitorPane(Widget):
             (f"RAM {used_total_gib(host.mem_used, host.mem_total)}", ""),
             (f"disk {used_total_gib(host.disk_used, host.disk_total)}",
              level(host.disk_pct, DISK_WARN_PCT, DISK_CRITICAL_PCT)),
-            (f"open files ≤ {NA if limit is None else limit}", "warn" if limit is not None and limit < NOFILE_WARN else ""),
+            (f"open files ≤ {NA if limit is None else limit}",
+             "warn" if limit is not None and limit < NOFILE_WARN else ""),
         ))
 
     def _show_gpus(self, snapshot: PodSnapshot) -> None:

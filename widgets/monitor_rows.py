@@ -42,7 +42,8 @@ PICKS: dict[str, Callable[[GpuSample], float | None]] = {
 TEMP_WARN, TEMP_CRITICAL = 75.0, 85.0
 MEM_WARN_PCT = 95.0
 INDEX_WIDTH = {False: 6, True: 5}  # by -tight (a narrow pane)
-FIGURE_WIDTH = {False: {"util": 8, "mem": 17, "power": 8, "temp": 8}, True: {"util": 7, "mem": 14, "power": 7, "temp": 7}}
+FIGURE_WIDTH = {False: {"util": 8, "mem": 17, "power": 8, "temp": 8},
+                True: {"util": 7, "mem": 14, "power": 7, "temp": 7}}
 
 
 class Column(NamedTuple):

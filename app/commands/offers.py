@@ -13,8 +13,9 @@ not rented from here. Exit 0 when any offer was listed, 1 when none, 2 on usage.
 ``--json``: ``{"offers": [{"provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot",
 "region", "fits", "est_hours", "est_cost", "est_cost_no_preemption", "est_hours_no_preemption",
 "interruptions_per_hr", "expected_preemptions", "hours_lost_per_preemption", "spot_note"}], "errors":
-[{"provider", "message"}]}`` (est_* of a spot offer: expected, preemptions included; on-demand: no risk), plus ``"skipped":
-[{"provider", "count", "why"}]`` when offers with an impossible price (not finite, below $0.001 or over $1,000 per GPU-hour)
+[{"provider", "message"}]}`` (est_* of a spot offer: expected, preemptions included; on-demand: no risk), plus
+``"skipped": [{"provider", "count", "why"}]`` when offers with an impossible price (not finite, below $0.001 or over
+$1,000 per GPU-hour)
 were left out; always valid JSON (never NaN/Infinity). A provider answering garbage (wrongly shaped, nested
 too deep, over 20 MB) is its error line: "unexpected answer: …"."""
 
@@ -122,9 +123,9 @@ async def _offers(args: argparse.Namespace, spec) -> int:
     from app.settings import cache_dir, load_offer_settings
     from services.errors import PrimeTrainError
     from services.offers import cache
+    from services.offers.calibration import NAME as OBSERVED, ObservationLog
     from services.offers.fetch_all import fetch_all
     from services.offers.keys import find_keys, find_urls
-    from services.offers.calibration import NAME as OBSERVED, ObservationLog
     from services.offers.ranking import rank
 
     try:

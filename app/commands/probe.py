@@ -98,12 +98,10 @@ async def _ended(name: str, stream, printed: int) -> int:
 def _print_sample(pod, sample) -> None:
     from rich.console import Console
     from rich.table import Table
-
-    from services.units import fmt_bytes, fmt_num
-
     from rich.text import Text
 
     from services.text import plain
+    from services.units import fmt_bytes, fmt_num
 
     def cell(value: object) -> Text:  # the pod's text (GPU names, its label): never markup
         return Text(plain(value, oneline=True))

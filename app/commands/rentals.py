@@ -171,7 +171,8 @@ def _history(audit, as_json: bool) -> int:
         est = "" if s.basis == "billed" else "≈"
         say(f"{s.name[:23]:<24}{s.run[:19]:<20}{s.provider[:14]:<15}{s.price_hr:>7.2f}{est:>1}{s.cost:>8.2f}"
               f"{budget:>9}  {start} → {end}")
-    say(f"\ntotal ${sums['total']:.2f} (≈: price x time, not a provider's bill); billing now ${sums['per_hour_now']:.2f}/hr")
+    say(f"\ntotal ${sums['total']:.2f} (≈: price x time, not a provider's bill); "
+        f"billing now ${sums['per_hour_now']:.2f}/hr")
     say("per run: " + ", ".join(f"{k} ${v:.2f}" for k, v in sums["runs"].items()))
     say("per day: " + ", ".join(f"{k} ${v:.2f}" for k, v in sums["days"].items()))
     return EXIT_OK

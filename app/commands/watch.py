@@ -135,7 +135,7 @@ def _providers() -> Any:
 
 def _watch(pods: list, options: Any, settings: Any, as_json: bool) -> int:
     from services.watch import jsonlog
-    from services.watch.lock import WatchLock, WatcherRunning
+    from services.watch.lock import WatcherRunning, WatchLock
     from services.watch.notify import secret_parts
     from services.watch.watcher import Watcher
 

@@ -7,7 +7,8 @@ when the pod changes, after a transfer, on ``r``, and at most every ``BUCKET_REF
 ``b`` backs up the newest complete checkpoint not yet verified in the bucket for this run, ``u`` restores
 the newest verified backup of this run onto the pod (another run's under the same prefix only when this
 run has none, and the question names that run); a verified ``b`` backup is told to the auto-backup so it
-is not sent again. Which run is on the pod (services.backup.transfer.run_source) is asked with each listing; both ask first (ConfirmScreen) and run as workers that open their own
+is not sent again. Which run is on the pod (services.backup.transfer.run_source) is asked with each listing; both ask
+first (ConfirmScreen) and run as workers that open their own
 connection to the pod (``connect``, default services.pod.ssh.connect_pod). ``x`` (or escape) stops the running
 transfer after a confirmation: the agent on the pod is stopped with its SSH channel, the finished parts
 stay in the bucket and the next backup resumes from them. Progress: bytes, MB/s, ETA.
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -387,7 +389,7 @@ class CheckpointsPane(Widget, can_focus=True):
             await conn.connect()
             self.sources[name] = await run_source(conn, run_dir)
             self.on_pod[name] = {c.step: c for c in (await pod_checkpoints(conn, run_dir))[0]}
-        except Exception as exc:  # noqa: BLE001 - a pod that does not answer: nothing counts as this run's
+        except Exception as exc:  # a pod that does not answer: nothing counts as this run's
             if not isinstance(exc, PrimeTrainError) and transport_error(exc, "which run") is None:
                 raise
             self.sources[name] = None
@@ -436,7 +438,7 @@ class CheckpointsPane(Widget, can_focus=True):
             raise
         except PrimeTrainError as exc:
             text = f"{action} of step {step} failed: {exc}" + (f" ({exc.hint})" if exc.hint else "")
-        except Exception as exc:  # noqa: BLE001 - a timeout or lost connection: one line, not a crash
+        except Exception as exc:  # a timeout or lost connection: one line, not a crash
             known = transport_error(exc, f"{action} of step {step}")
             if known is None:
                 raise

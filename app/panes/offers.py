@@ -6,7 +6,8 @@ settings.toml). The last answer is cached on disk (``cache_dir``) and shown at o
 the TTL. Spot and on-demand offers are fetched together and ranked in one list, a spot offer by its expected
 $ with preemptions priced in (services/offers/spot_risk.py; its Est. $ is the range "not preempted –
 expected", explained on one line). Filters: max $/hr, kind (both / spot / on-demand, no refetch), GPU count,
-provider, and a toggle that shows misfits. A line names the best $/completion offer; provider failures go to the status line while the other providers' offers
+provider, and a toggle that shows misfits. A line names the best $/completion offer; provider failures go to the status
+line while the other providers' offers
 still show. The run being priced follows the Config pane (``use_config``). ``enter`` on an offer posts
 :class:`OffersPane.RentRequested`; the App confirms and rents.
 

@@ -127,7 +127,8 @@ async def prune_bucket(settings: BackupSettings, run_dir: str, keep_last: int,
     """Keep the newest ``keep_last`` verified steps of the run ``source`` (its own and those of the runs
     it was resumed from, up to the resume step); delete its own older steps (verified or not). The
     steps of the runs it was resumed from are never deleted (that run may still be alive elsewhere: a
-    pod that came back after the resume), nor are another run's steps, steps of unknown source (an old manifest, or no manifest: a
+    pod that came back after the resume), nor are another run's steps, steps of unknown source (an old manifest, or no
+    manifest: a
     backup that never finished, whoever started it) and steps newer than the oldest kept one are never
     touched."""
     if keep_last <= 0 or source is None:

@@ -62,7 +62,7 @@ class BackupSettings:
     read_timeout: float = 15.0  # s without a byte of the answer (app and pod)
     attempts: int = 2  # tries per S3 request from this app (botocore's retries, bounded)
 
-    def with_overrides(self, **kw: Any) -> "BackupSettings":
+    def with_overrides(self, **kw: Any) -> BackupSettings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
 
     def prefix_for(self, run_dir: str) -> str:
@@ -213,7 +213,7 @@ class S3:
             if name == "head_bucket" and kw.get("Bucket") == self.bucket and not self.settings.region:
                 self._locate(out)
             return out
-        except Exception as exc:  # botocore's hierarchy is only importable lazily
+        except Exception as exc:  # noqa: BLE001 - botocore's hierarchy is only importable lazily; re-raised
             raise self._explain(exc, op) from None
 
     _located = False
@@ -241,7 +241,8 @@ class S3:
             return BackupError("no S3 credentials found",
                                hint="set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE (boto3's chain)")
         if isinstance(exc, (bx.ReadTimeoutError, bx.ConnectTimeoutError)):  # accepted (or not) and silent
-            waited = self.settings.read_timeout if isinstance(exc, bx.ReadTimeoutError) else self.settings.connect_timeout
+            waited = (self.settings.read_timeout if isinstance(exc, bx.ReadTimeoutError)
+                      else self.settings.connect_timeout)
             return BackupError(f"cannot reach the S3 endpoint {where}: no answer in {waited:g} s",
                                hint="the store is down or overloaded, or a firewall swallows the traffic; "
                                     "read_timeout / connect_timeout in backup.toml set the wait")

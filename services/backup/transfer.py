@@ -23,10 +23,10 @@ import secrets
 import shlex
 import sys
 import time
-from collections.abc import AsyncIterable, Iterable
+from collections.abc import AsyncIterable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from services.backup.bucket import (  # noqa: F401 (re-exported)
     _check_objects,
@@ -42,15 +42,15 @@ from services.backup.bucket import (  # noqa: F401 (re-exported)
 )
 from services.backup.claims import Uploads, claim_step, collision
 from services.backup.manifest import FileEntry, Manifest, PodCheckpoint, RunSource, TransferProgress, source_label
-from services.backup.s3 import S3, BackupError, BackupSettings, each_page, mask, part_size_for
-from services.backup.store_caps import _parts_take_crc32, _store_etags_are_md5, composite_crc32  # noqa: F401
-from services.pod import agent
-from services.pod.agent.transfer import check_path
+from services.backup.s3 import S3, BackupError, BackupSettings, mask, part_size_for
+from services.backup.store_caps import _parts_take_crc32, _store_etags_are_md5, composite_crc32
 from services.errors import PrimeTrainError, UnsafeProbeDir
-from services.pod import trusted
+from services.pod import agent, trusted
+from services.pod.agent.transfer import check_path
 from services.pod.ssh import Connection, SSHConnection
 
-AGENT_PATH, AGENT_FILES = agent.BACKUP, agent.BACKUP_FILES  # uploaded together, the agent last (its presence: all are there)
+# Uploaded together, the agent last (its presence: all are there).
+AGENT_PATH, AGENT_FILES = agent.BACKUP, agent.BACKUP_FILES
 
 
 ProgressFn = Callable[[TransferProgress], None]
@@ -418,8 +418,8 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
     own = f"{run_dir.rstrip('/')}/checkpoints"
     root = ckpt_root.rstrip("/") if ckpt_root and ckpt_root.rstrip("/") != own else None
     plan = {"run_dir": run_dir, "step": step, "tag": secrets.token_hex(4), **({"trainer_root": root} if root else {}),
-            "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "encoding": f.encoding, "mtime_ns": f.mtime_ns,
-                       "url": s3.presign("get_object", Key=base + f.key),
+            "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "encoding": f.encoding,
+                       "mtime_ns": f.mtime_ns, "url": s3.presign("get_object", Key=base + f.key),
                        "parts": [p.__dict__ for p in f.parts]} for f in manifest.files]}
     done, errors = 0, []
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from services.bottleneck.diagnose import DOMINANT, InferenceLoad, diagnose, inference_load, pct as _pct
 from services.bottleneck.rules import Recommendation, load_rules, recommend

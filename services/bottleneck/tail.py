@@ -8,9 +8,10 @@ episodes, the p95/p50 ratio and the least p95 in seconds.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 from services.bottleneck.rules import RULES_PATH
 from services.monitor.metrics import EpisodeTiming

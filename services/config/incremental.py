@@ -16,10 +16,11 @@ the cache: callers must not mutate it.
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Callable
 from itertools import accumulate
-from typing import Any, Callable
+from typing import Any
 
 try:
     import tomllib

@@ -144,12 +144,13 @@ def _data(name: str) -> dict[str, Any]:
     return tomllib.loads(resources.files("services.config").joinpath(name).read_text(encoding="utf-8"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def registry() -> dict[str, ModelShape]:
-    return {name: ModelShape(name=name, **{k: v for k, v in spec.items()}) for name, spec in _data("models.toml").items()}
+    return {name: ModelShape(name=name, **{k: v for k, v in spec.items()})
+            for name, spec in _data("models.toml").items()}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def presets() -> dict[str, Preset]:
     return {pid: Preset(pid, **spec) for pid, spec in _data("presets.toml").items()}
 

@@ -307,7 +307,7 @@ class PieceIndex:
         self.headers = self.headers[:k] + (new,) + self.headers[k + 1:]
         return True
 
-    def lookup(self, scanner: PositionCache, texts: list[str], line0: list[int]) -> "LazyPositions":
+    def lookup(self, scanner: PositionCache, texts: list[str], line0: list[int]) -> LazyPositions:
         return LazyPositions(self, scanner, texts, line0)
 
 

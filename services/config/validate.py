@@ -233,7 +233,7 @@ def _reused_rules(ctx: Context, gpus: int | None) -> None:
                                                               checks.gotchas(ctx, gpus=gpus, sources=False)))))
     for i, src in enumerate(checks.train_sources(ctx)):
         ctx.findings.extend(cache.source((ctx.kind, i, id(src)), src,
-                                         lambda: run(lambda: checks.remote_executor(ctx, i, src))))
+                                         lambda i=i, src=src: run(lambda: checks.remote_executor(ctx, i, src))))
 
 
 class _Unplaced(Context):

@@ -10,7 +10,8 @@ Writes, under --run-dir:
                                              timing in the current layout, see --profile) and a
                                              periodic inference/agg/* record, as prime-rl's file monitor does
   checkpoints/step_N/{trainer/model.bin,trainer/.metadata,orchestrator/progress.pt}
-                                             every --ckpt-interval steps and at the last step, in DCP's order (.metadata last)
+                                             every --ckpt-interval steps and at the last step, in DCP's order
+                                             (.metadata last)
   configs/trainer.json                       {"max_steps": N} when --max-steps > 0, as prime-rl's resolved
                                              config (the probe reads it: step N/max, ETA)
 With --runbook it is not prime-rl but a plain script: training.csv (step,loss,lr,toks_per_s), plain

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from services.errors import PrimeTrainError
 from services.models import Alert

@@ -16,12 +16,12 @@ import math
 import re
 import statistics
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Iterable, Sequence
 
-from services.monitor.metrics import ANSI_RE, SAVE_RE, STEP_NOW_RE, STEP_OLD_RE, STEM_RE, component_of, parse_duration
 from services.models import CheckpointInfo, RunProgress
+from services.monitor.metrics import ANSI_RE, SAVE_RE, STEM_RE, STEP_NOW_RE, STEP_OLD_RE, component_of, parse_duration
 
 _NUM = r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 _LOSS = re.compile(r"\bLoss:? " + _NUM)

@@ -20,7 +20,6 @@ from typing import Any
 
 from services.models import WandbStatus
 
-
 # "wandb: 🚀 View run NAME at: https://wandb.ai/ENTITY/PROJECT/runs/ID" (any W&B host; ANSI colours allowed)
 _RUN_URL = re.compile(r"https?://[^\s/]+/([\w.-]+)/([\w.-]+)/runs/([\w-]+)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -99,7 +98,7 @@ class WandbPoller:
                                  heartbeat_at=parse_time(getattr(run, "heartbeatAt", None)
                                                          or getattr(run, "heartbeat_at", None)))
             self._failures = 0
-        except Exception as exc:  # network, auth, 429, missing package: information only
+        except Exception as exc:  # noqa: BLE001 - network, auth, 429, missing package: information only
             self._failures += 1
             status = WandbStatus(self.run_path, now, error=f"{type(exc).__name__}: {exc}"[:200])
         delay = self.min_interval * (2 ** min(self._failures, 4)) if self._failures else self.min_interval

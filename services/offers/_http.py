@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-
 from services.offers.models import ProviderFailure, UnexpectedAnswer, error_message
 from services.offers.payload import MAX_BODY, TooDeep, loads
 
-if TYPE_CHECKING:  # loaded with the first request: the provider modules stay light to import (the Offers pane's keys line)
+# Loaded with the first request: the provider modules stay light to import (the Offers pane's keys line).
+if TYPE_CHECKING:
     import httpx
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})

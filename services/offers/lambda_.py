@@ -8,11 +8,27 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, MIN_GPU_HOUR, Listed, Normalised, Offer,
-                                   PodAccess, ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused,
-                                   impossible, nominal_gb, not_an_object, number, shape, short)
+from services.offers.models import (
+    MAX_GPU_HOUR,
+    MAX_GPUS,
+    MAX_VRAM_GB,
+    MIN_GPU_HOUR,
+    Listed,
+    Normalised,
+    Offer,
+    PodAccess,
+    ProviderFailure,
+    UnexpectedAnswer,
+    canonical_gpu,
+    gc_paused,
+    impossible,
+    nominal_gb,
+    not_an_object,
+    number,
+    shape,
+    short,
+)
 
 if TYPE_CHECKING:  # the HTTP client is the caller's; importing it costs ~55 ms of the app's start-up
     import httpx

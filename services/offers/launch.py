@@ -120,7 +120,7 @@ class Providers:
         if self._own:
             await self.client.aclose()
 
-    async def __aenter__(self) -> "Providers":
+    async def __aenter__(self) -> Providers:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -287,7 +287,8 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
         yield LaunchEvent("failed", why)
         return
     if offer.price_hr > plan.max_price:
-        yield LaunchEvent("failed", f"${offer.price_hr:.2f}/hr is above the cap ${plan.max_price:.2f}/hr: nothing created")
+        yield LaunchEvent("failed",
+                          f"${offer.price_hr:.2f}/hr is above the cap ${plan.max_price:.2f}/hr: nothing created")
         return
     requested = clock()
     open_ones = await asyncio.to_thread(  # a thread: the lock may be another process's for a moment

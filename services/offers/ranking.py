@@ -46,7 +46,7 @@ DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 DEFAULT_CKPT_INTERVAL = 50  # the default run (no config) is priced as checkpointing every 50 steps
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _table() -> dict[str, Any]:
     return tomllib.loads(resources.files("services.offers").joinpath("gpu_speeds.toml").read_text(encoding="utf-8"))
 
@@ -214,7 +214,7 @@ class Ranked:
         return self.risk.base_hours * self.offer.price_hr if self.risk is not None else self.est_cost
 
     def to_json(self) -> dict[str, Any]:
-        o, risk = self.offer, self.risk
+        o = self.offer
         return {"provider": o.provider, "id": o.id, "gpu_type": o.gpu_type, "gpu_count": o.gpu_count,
                 "vram_gb": round(o.vram_gb, 1), "price_hr": round(o.price_hr, 4), "spot": o.spot,
                 "region": o.region, "fits": self.fits, "reason": self.reason,
@@ -267,7 +267,8 @@ def throughput(offer: Offer) -> float:
 def _throughput(gpu_type: str, count: int) -> float:
     c, s = constants(), speeds()
     n = max(1, count)
-    return c["h100_peak_flops"] * c["mfu"] * s.get(gpu_type, s["unknown"]) * n * c["parallel_efficiency"] ** math.log2(n)
+    return (c["h100_peak_flops"] * c["mfu"] * s.get(gpu_type, s["unknown"]) * n
+            * c["parallel_efficiency"] ** math.log2(n))
 
 
 def _seconds(gpu_type: str, run: RunSpec, train: float, gen: float) -> float:

@@ -24,8 +24,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from services.offers._http import RetryPolicy, request_json
-from services.offers.models import (MAX_VRAM_GB, Normalised, Offer, ProviderFailure, UnexpectedAnswer, canonical_gpu,
-                                   gc_paused, not_an_object, number, shape, short)
+from services.offers.models import (
+    MAX_VRAM_GB,
+    Normalised,
+    Offer,
+    ProviderFailure,
+    UnexpectedAnswer,
+    canonical_gpu,
+    gc_paused,
+    not_an_object,
+    number,
+    shape,
+    short,
+)
 
 if TYPE_CHECKING:  # the HTTP client is the caller's; importing it costs ~55 ms of the app's start-up
     import httpx

@@ -111,7 +111,7 @@ class WatchLock:
         finally:
             os.close(fd)  # drops the flock
 
-    def __enter__(self) -> "WatchLock":
+    def __enter__(self) -> WatchLock:
         self.acquire()
         return self
 

@@ -13,7 +13,8 @@ Written atomically (temp file, fsync, rename) on every change and every ``HEARTB
 
 No URL or key is ever in it (messages name their targets masked, and only counts are kept). The TUI
 reads it at start (:func:`watch_notice`): whether a watcher is running, the alerts it opened since
-the TUI was last opened, and the pushes still waiting for a target that fails (``outbox``) (``<data dir>/watch-seen.json`` remembers when that was)."""
+the TUI was last opened, and the pushes still waiting for a target that fails (``outbox``) (``<data
+dir>/watch-seen.json`` remembers when that was)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ import json
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from services.atomic import atomic_write_text
 from services.watch.lock import LOCK_NAME, holder_alive, owner_id, read_holder

@@ -10,9 +10,9 @@ import pytest
 from app.commands._support import connected, connection_for, need_run_dir, pod_arg
 from services.demo.connection import DemoConnection
 from services.errors import PodSpecError
-from services.pod.local import LocalConnection
 from services.models import Pod, PodKind
 from services.monitor.service import MonitorSettings
+from services.pod.local import LocalConnection
 
 
 @pytest.fixture(autouse=True)

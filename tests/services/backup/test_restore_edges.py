@@ -9,11 +9,17 @@ import hashlib
 
 import pytest
 
-from services.backup.transfer import _matches, _store_etags_are_md5, backup_checkpoint, restore_checkpoint, verify_backup
 from services.backup.manifest import FileEntry, PartInfo
 from services.backup.s3 import S3, BackupError, multipart_etag
+from services.backup.transfer import (
+    _matches,
+    _store_etags_are_md5,
+    backup_checkpoint,
+    restore_checkpoint,
+    verify_backup,
+)
 from services.pod.ssh import SSHConnection
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 
 pytestmark = pytest.mark.ssh

@@ -13,7 +13,7 @@ import pytest
 from services.lifecycle.actions import cleanup, kill, launch, plan_cleanup, plan_resume, resume
 from services.pod.agent.common import checkpoint_complete
 from services.pod.ssh import SSHConnection
-from tests.services.lifecycle.test_actions import make_settings, wait_for, write_config
+from tests.services.lifecycle.test_actions import make_settings, write_config
 
 SERVICES = Path(__file__).resolve().parents[3] / "services"
 

@@ -47,7 +47,8 @@ def test_messages_say_how_to_set_a_key_and_mask():
 
 
 def test_cache_round_trip_ttl_and_corruption(tmp_path: Path):
-    offer = Offer("primeintellect", "x1", "H100", "H100_80GB", 8, 80.0, 17.92, params={"cloudId": "c", "socket": "SXM5"})
+    offer = Offer("primeintellect", "x1", "H100", "H100_80GB", 8, 80.0, 17.92,
+                  params={"cloudId": "c", "socket": "SXM5"})
     cache.save(tmp_path, False, FetchResult((offer,)), now=1000.0)
     got = cache.load(tmp_path, False, now=1100.0, ttl=600)
     assert got is not None and got[1] == 100.0 and got[0].offers == (offer,)
