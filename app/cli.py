@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def tui_pods(args: argparse.Namespace) -> tuple[list[Pod], list[str]]:
     """Pods for the TUI: demo (with --demo), pods.toml, --pod, local. Also returns warnings."""
-    from app.settings import broken_pod_notes, load_pods
+    from app.settings import SavedPods, broken_pod_notes, load_pods
     from services.pod.specs import merge_pods
 
     warnings: list[str] = []
@@ -100,7 +100,7 @@ def tui_pods(args: argparse.Namespace) -> tuple[list[Pod], list[str]]:
         saved = load_pods()
         warnings += broken_pod_notes(saved)
     except SettingsError as exc:
-        saved = []
+        saved = SavedPods([], {})
         warnings.append(f"{exc} {exc.hint}".strip())
     extra: list[Pod] = []
     for spec in args.pod:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from services.atomic import atomic_write_text
 from services.errors import PodSpecError, SettingsError
@@ -357,4 +357,5 @@ def load_health_settings(path: Path | None = None) -> HealthSettings:
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and value >= 0
         if not number or (kinds[key] is int and value == float("inf")):
             raise doc.fail(f"health.{key} must be a number ≥ 0, got {show_value(value)}", "health", key)
-    return replace(HealthSettings(), **{k: int(v) if kinds[k] is int else float(v) for k, v in table.items()})
+    values: dict[str, Any] = {k: int(v) if kinds[k] is int else float(v) for k, v in table.items()}
+    return replace(HealthSettings(), **values)

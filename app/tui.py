@@ -45,8 +45,6 @@ from widgets.pod_list import PodList
 if TYPE_CHECKING:  # the four panes not on the first screen are imported when they mount (~20 ms of start-up)
     from app.auto_backup import AutoBackup
     from app.lifecycle_bg import BackgroundLifecycle
-    from app.panes.bottleneck import BottleneckPane
-    from app.panes.checkpoints import CheckpointsPane
     from app.panes.config import ConfigPane
     from app.panes.offers import OffersPane
 
@@ -125,7 +123,7 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         self._prompted: set[tuple[str, str]] = set()  # (pod, fingerprint) host-key modals shown
         self._pods_file_lock = asyncio.Lock()
         self._main: tuple[PodList, MonitorPane, TabbedContent] | None = None
-        self._live: dict[str, MonitorPane | BottleneckPane | CheckpointsPane] = {}
+        self._live: dict[str, Widget] = {}
         self._toasted: dict[str, frozenset[str]] = {}  # pod -> alert ids already toasted (while they last)
         self.alert_log: deque[tuple[str, Alert]] = deque(maxlen=500)  # (pod, alert) as they fired
         self.rentals = (rentals or _default_rentals)(self)

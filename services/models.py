@@ -172,7 +172,7 @@ class Sample:
         metrics = tuple(_text(x) for x in _capped(obj, "metrics", MAX_LINES, notes))
         errors = tuple(plain(_text(x), oneline=True)[:1000] for x in _capped(obj, "errors", MAX_ERRORS, notes)) \
             + tuple(notes)
-        cut = obj.get("cut") if isinstance(obj.get("cut"), dict) else {}
+        cut = raw_cut if isinstance(raw_cut := obj.get("cut"), dict) else {}
         cut_bytes = sum(max(0, _int(cut.get(k)) or 0) for k in ("log_bytes", "metrics_bytes"))
         cut_lines = sum(max(0, _int(cut.get(k)) or 0) for k in ("lines", "metrics_lines"))
         return cls(t, gpus, host, procs, log, ckpts, plain(_text(obj.get("source", "")), oneline=True), errors, metrics,

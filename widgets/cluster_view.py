@@ -207,7 +207,7 @@ class ClusterPanel(Vertical):
 
     def on_mount(self) -> None:
         self._view: ClusterView | None = None
-        self._note = None
+        self._note: str | None = None
         self._jobs: DataTable | None = None
 
     def _table(self) -> DataTable:

@@ -7,7 +7,7 @@ data changed; it never reads a clock of its own (``now`` comes from the App's in
 from __future__ import annotations
 
 from collections import Counter
-from typing import TypeVar
+from typing import TypeVar, overload
 
 from textual import events
 from textual.app import ComposeResult
@@ -144,20 +144,25 @@ class MonitorPane(Widget):
         room = width - self.FIXED[tight] - 2 - 2  # the padding, the GPU list's scrollbar
         keep = max(0, min(len(self.SPARK_ORDER), room // (self.SPARK_MIN + 1)))
         self._tight, self._graphs = tight, frozenset(self.SPARK_ORDER[:keep])
-        self._one("#gpu-lines", GpuRows).arrange(tight, self._graphs)
-        self._one("#host-row", HostRow).arrange(tight)
-        self._one("#gpu-header", GpuHeader).arrange(tight, self._graphs)
-        if getattr(self, "_snapshot", None) is not None:  # the parts a short pane hides or shows again
+        self._one("#gpu-lines", GpuRows).fit(tight, self._graphs)
+        self._one("#host-row", HostRow).fit(tight)
+        self._one("#gpu-header", GpuHeader).fit(tight, self._graphs)
+        if (snapshot := getattr(self, "_snapshot", None)) is not None:  # the parts a short pane hides or shows again
             self._alert_log_shown = None
-            self.show(self._snapshot, self._now)
+            self.show(snapshot, self._now)
 
-    def _one(self, selector: str, kind: type[W] = Widget) -> W:  # type: ignore[assignment]
+    @overload
+    def _one(self, selector: str) -> Widget: ...
+    @overload
+    def _one(self, selector: str, kind: type[W]) -> W: ...
+
+    def _one(self, selector: str, kind: type[Widget] = Widget) -> Widget:
         """The pane's own widgets (composed once), found once: a DOM query per label per snapshot was a third of
         the pane's time."""
         found = self._found.get(selector)
         if found is None:
             found = self._found[selector] = self.query_one(selector, kind)
-        return found  # type: ignore[return-value]
+        return found
 
     @property
     def pod_name(self) -> str | None:
@@ -315,10 +320,10 @@ class MonitorPane(Widget):
         label = self._one("#monitor-gaps", Label)
         set_label(label, text)
         # a short pane: only gaps are news; no sample at all: nothing to say about them
-        shown = (bool(snapshot.gaps) or not self.has_class("-short")) and (
+        visible = (bool(snapshot.gaps) or not self.has_class("-short")) and (
             snapshot.latest is not None or snapshot.status.state is PodState.ONLINE)
-        if label.display != shown:
-            label.display = shown
+        if label.display != visible:
+            label.display = visible
 
     def _show_host(self, latest: Sample | None) -> None:
         host = latest.host if latest else None

@@ -13,9 +13,12 @@ import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.commands._support import EXIT_OK, connected, fail, fail_error, fail_usage, need_run_dir, pod_arg
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 def add_store_options(p: argparse.ArgumentParser) -> None:
@@ -56,7 +59,9 @@ class Bar:
     """A rich progress bar on stderr (bytes, MB/s, ETA) when it is a terminal; silent otherwise."""
 
     def __init__(self, enabled: bool) -> None:
-        self.enabled, self.progress, self.task = enabled and sys.stderr.isatty(), None, None
+        self.enabled = enabled and sys.stderr.isatty()
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
 
     def __call__(self, p: Any) -> None:
         if not self.enabled:
@@ -71,7 +76,7 @@ class Bar:
             TransferSpeedColumn,
         )
 
-        if self.progress is None:
+        if self.progress is None or self.task is None:
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                                      TransferSpeedColumn(), TimeRemainingColumn(),
                                      console=Console(stderr=True), transient=True)

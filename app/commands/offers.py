@@ -158,9 +158,9 @@ async def _offers(args: argparse.Namespace, spec) -> int:
     if args.json:
         from services.offers.ranking import RISK_KEYS
 
-        keys = ("provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot", "region", "fits",
-                "est_hours", "est_cost", *RISK_KEYS)
-        doc: dict = {"offers": [{k: r.to_json()[k] for k in keys} for r in ranked],
+        fields = ("provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot", "region", "fits",
+                  "est_hours", "est_cost", *RISK_KEYS)
+        doc: dict = {"offers": [{k: r.to_json()[k] for k in fields} for r in ranked],
                      "errors": [{"provider": e.provider, "message": e.message} for e in result.errors]}
         if result.skipped:
             doc["skipped"] = [{"provider": s.provider, "count": s.count, "why": s.why} for s in result.skipped]

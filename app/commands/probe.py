@@ -64,7 +64,7 @@ async def _probe(args: argparse.Namespace) -> int:
                     sample = Sample.from_line(line) if line is not None else None  # None: over the hard limit
                 except PrimeTrainError:
                     sample = None
-                if sample is None:
+                if sample is None or line is None:
                     malformed += 1  # skipped, never fatal: only the time without a valid sample is
                     continue
                 if args.json:

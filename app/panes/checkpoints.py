@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # transfers and manifests load when the pane first lists or m
 BUCKET_REFRESH = 120.0
 
 
-def credential_source(env: dict[str, str] | None = None) -> str:
+def credential_source(env: Mapping[str, str] | None = None) -> str:
     """Where boto3 will find credentials, masked: never the secret, at most 4 chars of the key id."""
     env = os.environ if env is None else env
     if env.get("AWS_ACCESS_KEY_ID"):
@@ -286,8 +286,11 @@ class CheckpointsPane(Widget, can_focus=True):
         question = (f"Back up step {step} ({size(ck.bytes)}) from {target[0].name} to "
                     f"s3://{self.settings.bucket}/{self.settings.prefix_for(target[1])}? "
                     "Storage and transfer may cost money.")
-        self.app.push_screen(ConfirmScreen(question, yes="Back up"),
-                             lambda ok: ok and self._start("backup", target[0], target[1], step))
+        def answered(ok: bool | None) -> None:
+            if ok:
+                self._start("backup", target[0], target[1], step)
+
+        self.app.push_screen(ConfirmScreen(question, yes="Back up"), answered)
 
     def action_restore(self) -> None:
         target = self._target("restore")
@@ -307,8 +310,11 @@ class CheckpointsPane(Widget, can_focus=True):
                                  "under this prefix.")
         question = (f"Restore step {step} from the bucket onto {name}:{target[1]}/checkpoints? "
                     f"It is verified against its manifest before it appears.{whose}")
-        self.app.push_screen(ConfirmScreen(question, yes="Restore"),
-                             lambda ok: ok and self._start("restore", target[0], target[1], step))
+        def answered(ok: bool | None) -> None:
+            if ok:
+                self._start("restore", target[0], target[1], step)
+
+        self.app.push_screen(ConfirmScreen(question, yes="Restore"), answered)
 
     def action_refresh_bucket(self) -> None:
         snap = self.snapshot
@@ -414,7 +420,11 @@ class CheckpointsPane(Widget, can_focus=True):
 
         conn = (self._connect or connect_pod)(pod)
         ok, text = False, ""
-        report = self._progress if task is None else (lambda p: (self._progress(p), report_transfer(task, p)))
+        def report(p: Any) -> None:
+            self._progress(p)
+            if task is not None:
+                report_transfer(task, p)
+
         try:
             await conn.connect()
             if action == "backup":

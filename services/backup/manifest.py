@@ -14,6 +14,7 @@ parts must cover each file exactly; anything else refuses the whole manifest wit
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
 import re
@@ -139,13 +140,14 @@ class RunSource:
         """None for a missing or unreadable source (a manifest written before sources were recorded)."""
         if not isinstance(d, dict) or not isinstance(d.get("pod"), str) or not isinstance(d.get("run_dir"), str):
             return None
-        lineage = [str(i) for i in (d.get("lineage") if isinstance(d.get("lineage"), list) else []) if i]
-        bounds = d.get("resumed_at") if isinstance(d.get("resumed_at"), list) else []
+        raw_lineage, raw_bounds = d.get("lineage"), d.get("resumed_at")
+        lineage = [str(i) for i in (raw_lineage if isinstance(raw_lineage, list) else []) if i]
+        bounds = raw_bounds if isinstance(raw_bounds, list) else []
         return cls(pod=d["pod"], run_dir=d["run_dir"], run_id=str(d.get("run_id") or ""), lineage=tuple(lineage),
                    resumed_at=tuple(_int(b) for b in bounds[:len(lineage)]))
 
 
-def _int(value: object) -> int | None:
+def _int(value: Any) -> int | None:
     try:
         return int(value) if value is not None and not isinstance(value, bool) else None
     except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf) from a JSON "Infinity"
@@ -259,7 +261,7 @@ class Manifest:
         return json.dumps(d, indent=1, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> Manifest:
+    def from_json(cls, text: str | builtins.bytes) -> Manifest:  # (plain ``bytes`` here is the property)
         """The manifest in ``text`` (what the bucket returned), or :class:`ManifestError` -- never another
         exception, never a manifest with an unsafe path (see the module's docstring)."""
         try:

@@ -20,6 +20,7 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ _BACKUP_CHOICES = {"compression": ("zstd", "none"), "checksums": ("when_required
                    "part_checksums": ("auto", "none")}
 
 
-def load_backup_settings(path: Path | None, env: dict[str, str] | None = None) -> BackupSettings:
+def load_backup_settings(path: Path | None, env: Mapping[str, str] | None = None) -> BackupSettings:
     """``[backup]`` of a TOML file (missing file: defaults), then PRIME_TRAIN_TUI_BUCKET /
     PRIME_TRAIN_TUI_S3_ENDPOINT from the environment. Credentials are never read from files by us.
 
@@ -89,7 +90,7 @@ def load_backup_settings(path: Path | None, env: dict[str, str] | None = None) -
     would mean "no backup" to cleanup."""
     from services.tomlfile import kinds_of, read_toml, show_value
 
-    env = os.environ if env is None else env
+    environ: Mapping[str, str] = os.environ if env is None else env
     table: dict[str, Any] = {}
     if path is not None:
         doc = read_toml(path, error=BackupSettingsError)
@@ -109,8 +110,8 @@ def load_backup_settings(path: Path | None, env: dict[str, str] | None = None) -
             if isinstance(value, int) and not isinstance(value, bool) and value < low:
                 raise doc.fail(f"backup.{key} must be at least {low}, not {value}", "backup", key)
     settings = BackupSettings(**table)
-    return settings.with_overrides(bucket=env.get("PRIME_TRAIN_TUI_BUCKET") or None,
-                                   endpoint=env.get("PRIME_TRAIN_TUI_S3_ENDPOINT") or None)
+    return settings.with_overrides(bucket=environ.get("PRIME_TRAIN_TUI_BUCKET") or None,
+                                   endpoint=environ.get("PRIME_TRAIN_TUI_S3_ENDPOINT") or None)
 
 
 def part_size_for(size: int, preferred: int = DEFAULT_PART, minimum: int = MIN_PART, jobs: int = 8) -> int:

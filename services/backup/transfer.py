@@ -154,7 +154,7 @@ async def pod_checkpoints(conn: Connection, run_dir: str) -> tuple[list[PodCheck
     agent = PodAgent(conn)
     await agent.install()
     events = await agent.run_json(["list", run_dir], timeout=120)
-    found = next((e for e in events if e.get("event") == "list"), {"ckpts": [], "disk": None})
+    found: dict[str, Any] = next((e for e in events if e.get("event") == "list"), {"ckpts": [], "disk": None})
     known = set(PodCheckpoint.__dataclass_fields__)
     return [PodCheckpoint(**{k: v for k, v in c.items() if k in known}) for c in found["ckpts"]], found.get("disk")
 

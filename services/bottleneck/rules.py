@@ -55,7 +55,7 @@ def _load_rules_file(path: str) -> tuple[dict, ...]:
     try:
         import tomllib
     except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib
     with open(path, "rb") as f:
         data = tomllib.load(f)
     return tuple(data.get("rule", []))

@@ -53,7 +53,7 @@ def _load(path: str) -> tuple[tuple[str, float], ...]:
     try:
         import tomllib
     except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib
     with open(path, "rb") as f:
         table = tomllib.load(f).get("tool_tail", {})
     return tuple((k, float(table.get(k, v))) for k, v in DEFAULTS.items())

@@ -100,7 +100,7 @@ def _rl_checks(ctx: Any) -> None:
     t_ck, o_ck = _table(tr.get("ckpt")), _table(orch.get("ckpt"))
     t_on, o_on = shared_ckpt is not None or t_ck is not None, shared_ckpt is not None or o_ck is not None
     if t_on != o_on:
-        path = ("trainer", "ckpt") if t_ck is not None else ("orchestrator", "ckpt")
+        path: tuple[str, ...] = ("trainer", "ckpt") if t_ck is not None else ("orchestrator", "ckpt")
         ctx.add("xc-ckpt-both", path, on="trainer" if t_on else "orchestrator",
                 off="orchestrator" if t_on else "trainer")
     elif t_on:
@@ -414,11 +414,11 @@ def scan_secrets(text: str) -> list[Finding]:
         end = text.find("\n", begin)
         end = len(text) if end < 0 else end
         _comment_secret(text, begin, end, where, hit_lines, out)
-        m = _KV.match(text, begin, end)
-        if m is None:
+        kv = _KV.match(text, begin, end)
+        if kv is None:
             continue
-        key, value = m.group(1), m.group(3)
-        pos = where(m.start(3))
+        key, value = kv.group(1), kv.group(3)
+        pos = where(kv.start(3))
         if pos[0] in hit_lines:
             continue
         last = key.split(".")[-1]

@@ -11,7 +11,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 from services.errors import PrimeTrainError
 

@@ -25,7 +25,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 from services.config.positions import TABLE_CUT, PieceIndex, PositionCache, key_positions
 from services.tomlfile import MAX_DEPTH, data_depth, depth_problem, too_deep
@@ -50,7 +50,8 @@ class _Piece:
         self.nlines = text.count("\n")
         self.deep_line = too_deep(text)  # exact per piece: every piece before a clean one ends clean
         self.error: tomllib.TOMLDecodeError | None = None
-        self.kind, self.parts, self.body, self.depth = "root", (), {}, 0
+        self.kind, self.body, self.depth = "root", {}, 0
+        self.parts: tuple = ()  # the header's dotted key; None (below) for a header that does not parse
         self.header = ""
         self.secrets: list | None = None  # checks.scan_secrets of this piece, on first use
         stripped = text.lstrip()
@@ -321,7 +322,7 @@ class IncrementalParser:
         deepest = 0
         below_depth = depth + 1
         for entry in order:
-            if entry is own:
+            if own is not None and entry is own:
                 for k, v in entry.body.items():
                     if k in node or k in groups:
                         raise _Conflict(k)

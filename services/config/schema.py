@@ -16,7 +16,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 KINDS = ("rl", "trainer", "orchestrator", "inference", "sft", "evals")
 _RANGE = re.compile(r"^(int|float)([\[(])([^,]*),([^\])]*)([\])])$")

@@ -18,7 +18,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 from services.config.findings import ConfigError, Edit, Finding, Severity, make
 from services.config.positions import Pos, key_positions, position
@@ -181,6 +181,7 @@ def validate_text(text: str, *, kind: str | None = None, filename: str | None = 
         m = re.search(r"\(line (\d+)\)", problem)
         finding = make("toml-syntax", (int(m.group(1)) if m else 1, 1), error=problem)
         return Report(kind or "unknown", tuple(sorted([finding, *secrets], key=_order)))
+    assert data is not None  # parsed, or its problem was reported above
     sure = True
     if kind is None:
         kind, sure = infer_kind(data, filename)
@@ -229,8 +230,11 @@ def _reused_rules(ctx: Context, gpus: int | None) -> None:
         return out
 
     key = (ctx.kind, gpus, cache.outline(ctx.data))
-    ctx.findings.extend(cache.rules(key, lambda: run(lambda: (checks.cross_checks(ctx),
-                                                              checks.gotchas(ctx, gpus=gpus, sources=False)))))
+    def whole_file() -> None:
+        checks.cross_checks(ctx)
+        checks.gotchas(ctx, gpus=gpus, sources=False)
+
+    ctx.findings.extend(cache.rules(key, lambda: run(whole_file)))
     for i, src in enumerate(checks.train_sources(ctx)):
         ctx.findings.extend(cache.source((ctx.kind, i, id(src)), src,
                                          lambda i=i, src=src: run(lambda: checks.remote_executor(ctx, i, src))))

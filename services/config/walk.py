@@ -83,10 +83,10 @@ def _check(ctx: Context, value: Any, spec: Spec, path: tuple, *, in_map: bool = 
         k = alt.kind
         if k == "any":
             return
-        if k == "class" and isinstance(value, dict):
+        if k == "class" and isinstance(value, dict) and alt.cls is not None:
             _walk(ctx, value, schema.classes[alt.cls], path)
             return
-        if k == "aot" and isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        if k == "aot" and isinstance(value, list) and all(isinstance(v, dict) for v in value) and alt.cls is not None:
             for i, item in enumerate(value):
                 _walk(ctx, item, schema.classes[alt.cls], path + (i,))
             return
@@ -113,7 +113,7 @@ def _check(ctx: Context, value: Any, spec: Spec, path: tuple, *, in_map: bool = 
     if range_miss is not None:
         ctx.add("out-of-range", path, path=dotted(path), value=value, bound=range_miss.bound())
         return
-    literals = [a.literal for a in spec.alts if a.kind == "literal"]
+    literals = [a.literal for a in spec.alts if a.kind == "literal" and a.literal is not None]
     edit = None
     suggestion = ""
     if literals and isinstance(value, str):
@@ -175,8 +175,9 @@ def _unknown_plugin(ctx: Context, cls: ConfigClass, value: str, path: tuple, tab
     close = did_you_mean(value, cls.variants, {})
     if close is None:
         return
-    shown = close.replace("_", "-") if "-" in str(table.get(cls.union, "")) else close
-    ctx.add("plugin-typo", path, path=dotted(path), value=table.get(cls.union), close=shown,
+    union = cls.union or ""  # (set: a plugin union has its discriminator key)
+    shown = close.replace("_", "-") if "-" in str(table.get(union, "")) else close
+    ctx.add("plugin-typo", path, path=dotted(path), value=table.get(union), close=shown,
             edit=Edit("set", path, value=shown))
 
 
@@ -247,7 +248,7 @@ def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bo
             new, up = new[3:], up + 1
         target_base = base[:len(base) - up] if up else base
         new_path = target_base + tuple(new.split("."))
-        override = None
+        override: Any = None
         manual = mig.get("manual", False)
         note = ""
         if mig["id"] == "mig-resume-step" and node == -1:

@@ -369,7 +369,7 @@ def _start_time(pid: int) -> int | None:
 
 def _trainers(run_dir: str) -> list[tuple[int, int]]:
     """(pid, pgid) of live processes running trainer.py with ``--run-dir run_dir``."""
-    found = []
+    found: list[tuple[int, int]] = []
     try:
         names = os.listdir("/proc")
     except OSError:

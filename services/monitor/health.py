@@ -37,7 +37,7 @@ from services.text import plain
 try:
     import tomllib
 except ImportError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 PATTERNS_FILE = Path(__file__).with_name("health_patterns.toml")
 GIB = 1024**3

@@ -111,12 +111,14 @@ def time_lines(lines: Sequence[str], mtime: float) -> list[float]:
     first = next(t for t in out if t is not None)
     prev: float | None = None
     last_stamped = max(i for i, t in enumerate(out) if t is not None)
+    times: list[float] = []
     for i in range(n):
-        if out[i] is not None:
-            prev = out[i]
+        known = out[i]
+        if known is not None:
+            prev = known
         else:
-            out[i] = mtime if i > last_stamped else (prev if prev is not None else first)
-    times = [min(mtime, t) for t in out]  # type: ignore[type-var]
+            known = out[i] = mtime if i > last_stamped else (prev if prev is not None else first)
+        times.append(min(mtime, known))
     for i in range(n - 2, -1, -1):  # the stamps have whole seconds: lines keep their file order within one
         times[i] = min(times[i], times[i + 1] - 1e-4)
     return times
@@ -259,7 +261,7 @@ class RunTracker:
         self.losses: deque[float] = deque(maxlen=LOSS_HISTORY)
         self._timed: set[tuple[str, int]] = set()
         self._csv_cols: tuple[str, ...] = CSV_COLUMNS
-        self._view: RunProgress | None = None
+        self._view: RunView | None = None
 
     # ------------------------------------------------------------------ feeding
     def _advance(self, step: int, at: float, component: str | None) -> bool:

@@ -77,7 +77,8 @@ class WandbPoller:
     def __init__(self, run_path: str, *, min_interval: float = 60.0, clock: Callable[[], float] = time.time,
                  api_factory: Callable[[], Any] = default_api) -> None:
         self.run_path, self.min_interval, self.clock = run_path, min_interval, clock
-        self._api_factory, self._api = api_factory, None
+        self._api_factory = api_factory
+        self._api: Any = None
         self._next = 0.0
         self._failures = 0
         self.last: WandbStatus | None = None

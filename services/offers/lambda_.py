@@ -159,7 +159,7 @@ def access(inst: Any, pod_id: str) -> PodAccess:
     if not isinstance(inst, dict):
         return PodAccess(pod_id, "unknown", message="the status answer does not mention this instance")
     state = str(inst.get("status") or "").lower()
-    it = inst.get("instance_type") if isinstance(inst.get("instance_type"), dict) else {}
+    it = raw_it if isinstance(raw_it := inst.get("instance_type"), dict) else {}
     cents = number(it.get("price_cents_per_hour"))
     price = cents / 100 if cents is not None else None
     if state in ("terminated", "terminating", "preempted"):

@@ -308,13 +308,14 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
             yield LaunchEvent("failed", f"{offer.provider} refused: {exc}")
             return
         yield LaunchEvent("step", f"no answer to the create ({exc}); looking for {plan.name} by name…")
-        pod_id = await _reconcile(providers, plan, sleep)
-        if pod_id is None:
+        found = await _reconcile(providers, plan, sleep)
+        if found is None:
             yield LaunchEvent("failed", f"the create answer was lost ({exc}) and {offer.provider} does not list "
                               f"{plan.name} yet: it may be billing. It stays in the rentals as 'creating?' and is "
                               f"looked for by name until found or the provider's list shows none "
                               f"({GONE_GRACE / 60:.0f} min) — check the {offer.provider} console")
             return
+        pod_id = found
     rental = Rental(plan.name, offer.provider, pod_id, offer.title, offer.price_hr, plan.max_price, requested,
                     plan.deadline, plan.est_cost)
     audit.append("create", now=clock(), provider=offer.provider, pod_id=pod_id, rental=rental.to_json())

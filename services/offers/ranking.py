@@ -32,7 +32,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 from services.config.checks import BYTES_PER_PARAM_CKPT
 from services.config.findings import ConfigError
@@ -171,7 +171,7 @@ def gpu_split(data: dict[str, Any], rl: bool, notes: list[str]) -> tuple[int, in
     """(training GPUs, inference GPUs) from prime-rl's ``[deployment]``: single_node ``num_train_gpus``
     (1) and ``num_infer_gpus`` (1; sft: ``num_eval_gpus``, only used with ``[inference]``); multi_node
     counts nodes × ``gpus_per_node`` (8) and is priced as one box of that many GPUs."""
-    dep = data.get("deployment") if isinstance(data.get("deployment"), dict) else {}
+    dep = raw_dep if isinstance(raw_dep := data.get("deployment"), dict) else {}
     uses_infer = rl or "inference" in data
     if dep.get("type") == "multi_node":
         per_node = _int(dep.get("gpus_per_node")) or 8
@@ -182,8 +182,8 @@ def gpu_split(data: dict[str, Any], rl: bool, notes: list[str]) -> tuple[int, in
         notes.append(f"multi-node deployment: needs {train + infer} GPUs, priced as one box of that many")
         return train, infer
     train = _int(dep.get("num_train_gpus")) or 1
-    infer = dep.get("num_infer_gpus", dep.get("num_eval_gpus", 1))
-    infer = infer if isinstance(infer, int) and not isinstance(infer, bool) and infer >= 0 else 1
+    raw_infer = dep.get("num_infer_gpus", dep.get("num_eval_gpus", 1))
+    infer = raw_infer if isinstance(raw_infer, int) and not isinstance(raw_infer, bool) and raw_infer >= 0 else 1
     return train, infer if uses_infer else 0
 
 

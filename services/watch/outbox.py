@@ -247,7 +247,11 @@ class Dispatcher:
         result: asyncio.Future[tuple[bool, str]] = loop.create_future()
 
         def done(ok: bool, why: str) -> None:
-            loop.call_soon_threadsafe(lambda: result.done() or result.set_result((ok, why)))
+            def settle() -> None:
+                if not result.done():
+                    result.set_result((ok, why))
+
+            loop.call_soon_threadsafe(settle)
 
         if not target.start(message, done):
             return False, "its earlier pushes are still hanging"
