@@ -1,4 +1,4 @@
-"""The command line (DESIGN.md §2): the TUI by default, headless subcommands for scripts and CI.
+"""The command line (docs/cli.md): the TUI by default, headless subcommands for scripts and CI.
 
 Subcommands live in ``app/commands/`` (one module each, discovered here). Exit codes: 0 success,
 1 the work failed (a pod could not be reached, authenticated or trusted, ...), 2 bad arguments or

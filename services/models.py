@@ -1,6 +1,6 @@
 """Frozen data passed between layers: pods, samples, pod status and monitor snapshots.
 
-The probe line (DESIGN.md §3, version 1) is parsed here, once, into these types; everything above the
+The probe line (version 1, docs/json.md) is parsed here, once, into these types; everything above the
 monitor service sees only them. Units: bytes are ints in bytes, percentages are 0-100 floats, power
 in watts, temperature in °C. A field the pod could not measure is ``None`` (shown as "N/A"), never 0.
 """

@@ -70,7 +70,8 @@ def _split(text: str) -> tuple[int, int]:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from services.offers.ranking import DEFAULT_MODEL, RunSpec, run_spec_from_config, size_hint, size_note, sizing_model
+    from services.offers.ranking import DEFAULT_MODEL, RunSpec, run_spec_from_config
+    from services.offers.sizing import size_hint, size_note, sizing_model
 
     if args.gpus is not None and args.gpus < 1:
         return fail("--gpus must be at least 1", code=EXIT_USAGE)

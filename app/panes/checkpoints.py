@@ -1,7 +1,7 @@
 """The Checkpoints pane: the selected pod's checkpoints, the bucket's backups, backup and restore.
 
 The App calls ``show(snapshot, now)`` for the selected pod (the probe's "ckpts" and disk figures) and
-``clear()`` when no pod is selected. The bucket is listed by a worker (services.backup.transfer.list_bucket)
+``clear()`` when no pod is selected. The bucket is listed by a worker (services.backup.bucket.list_bucket)
 when the pod changes, after a transfer, on ``r``, and at most every ``BUCKET_REFRESH`` s.
 
 ``b`` backs up the newest complete checkpoint not yet verified in the bucket for this run, ``u`` restores
@@ -270,7 +270,7 @@ class CheckpointsPane(Widget, can_focus=True):
 
     def mine(self, name: str) -> list[BucketCheckpoint]:
         """The listed steps that came from the run on this pod (another run may share the prefix)."""
-        from services.backup.transfer import ours
+        from services.backup.bucket import ours
 
         return ours(self.bucket.get(name, ()), self.sources.get(name))
 
@@ -383,8 +383,9 @@ class CheckpointsPane(Widget, can_focus=True):
 
     # ------------------------------------------------------------------ workers
     async def _list(self, pod: Any, run_dir: str) -> None:
+        from services.backup.bucket import list_bucket
         from services.backup.s3 import transport_error
-        from services.backup.transfer import list_bucket, pod_checkpoints, run_source
+        from services.backup.transfer import pod_checkpoints, run_source
         from services.pod.ssh import connect_pod
 
         name = pod.name

@@ -168,7 +168,8 @@ class OffersPane(Widget, can_focus=True):
     # ------------------------------------------------------------------ the run being priced
     def use_config(self, data: dict[str, Any] | None, name: str = "the config") -> None:
         """Price the run this prime-rl config describes (the Config pane's current text)."""
-        from services.offers.ranking import run_spec_from_config, size_note, sizing_model
+        from services.offers.ranking import run_spec_from_config
+        from services.offers.sizing import size_note, sizing_model
 
         if not isinstance(data, dict):
             return

@@ -10,7 +10,7 @@ Flexible checksums: botocore >= 1.36 adds a CRC32 checksum to every upload by de
 presigned part URLs carry no checksum parameters the pod's plain PUT could not satisfy. Integrity comes
 from our own manifest (sha256 per file, md5 per part checked against the ETags); the pod sends each part's
 Content-MD5 (the store refuses changed bytes) and, where the store takes it, its CRC32
-(services.backup.store_caps._parts_take_crc32).
+(services.backup.store_caps.parts_take_crc32).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class BackupSettings:
     auto_backup: bool = False
     keep_last: int = 3  # in the bucket, separate from the pod's keep_last
     checksums: str = "when_required"  # or "when_supported" (boto3's default since 1.36)
-    part_checksums: str = "auto"  # CRC32 per part when the store takes it unsigned (store_caps._parts_take_crc32)
+    part_checksums: str = "auto"  # CRC32 per part when the store takes it unsigned (store_caps.parts_take_crc32)
     part_size: int = DEFAULT_PART  # preferred; grows for huge files to stay <= 10,000 parts
     min_part: int = MIN_PART  # tests against moto lower it together with S3_UPLOAD_PART_MIN_SIZE
     jobs: int = 8  # parallel part uploads on the pod
@@ -133,7 +133,7 @@ def multipart_etag(part_md5s: list[str]) -> str:
     return f"{digest}-{len(part_md5s)}"
 
 
-def mask(text: str) -> str:
+def hide_credentials(text: str) -> str:
     """Hide anything that looks like a credential or a signature (for logs and the screen)."""
     text = re.sub(r"(X-Amz-(Signature|Credential|Security-Token)=)[^&\s]+", r"\1***", text)
     text = re.sub(r"\b(AKIA|ASIA)[A-Z0-9]{12,}\b", "***", text)
@@ -264,10 +264,10 @@ class S3:
                     self.settings.checksums != "when_required":
                 return BackupError(f"the store rejected boto3's default checksums ({code})",
                                    hint="set checksums = \"when_required\" in backup.toml")
-            return BackupError(f"S3 {op} failed: {code or status} {mask(str(exc))}")
+            return BackupError(f"S3 {op} failed: {code or status} {hide_credentials(str(exc))}")
         if isinstance(exc, bx.BotoCoreError):
-            return BackupError(f"S3 {op} failed: {mask(str(exc))}")
-        return BackupError(f"S3 {op} failed: {type(exc).__name__}: {mask(str(exc))}")
+            return BackupError(f"S3 {op} failed: {hide_credentials(str(exc))}")
+        return BackupError(f"S3 {op} failed: {type(exc).__name__}: {hide_credentials(str(exc))}")
 
 
 async def each_page(s3: S3, op: str, key: str, **kw: Any) -> list[Any]:

@@ -1,4 +1,4 @@
-"""Rule implementations beyond the schema: prime-rl's start-up cross-checks (prime-rl.md §3), the
+"""Rule implementations beyond the schema: the cross-checks prime-rl runs at start-up, the
 gotcha database (rules.toml, category "gotcha") and the secret scan. Each check reads the parsed
 document through :class:`validate.Context` and reports by rule id; texts live in rules.toml."""
 

@@ -33,7 +33,6 @@ GIB = 1024**3
 MIB = 1024**2
 SHARDINGS = ("none", "os", "os+g", "full")
 ADAM_K = 12  # fp32 master weights + momentum + variance, bytes per trainable parameter
-LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ except ModuleNotFoundError:  # Python 3.10
 from services.config.findings import ConfigError, Edit, Finding, Severity, make
 from services.config.positions import Pos, key_positions, position
 from services.config.schema import KINDS, detect_kind, load_schema
-from services.config.walk import _migrations, _walk
+from services.config.walk import load_migrations, walk
 from services.tomlfile import depth_problem
 
 _TOML_ERR_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
@@ -204,7 +204,7 @@ def validate_text(text: str, *, kind: str | None = None, filename: str | None = 
 def _run_checks(ctx: Context, *, gpus: int | None, preset: str | None) -> None:
     from services.config import checks
 
-    _walk(ctx, ctx.data, load_schema().root(ctx.kind), ())
+    walk(ctx, ctx.data, load_schema().root(ctx.kind), ())
     if ctx.cache is None:
         checks.cross_checks(ctx)
         checks.gotchas(ctx, gpus=gpus)
@@ -307,7 +307,7 @@ def infer_kind(data: dict[str, Any], filename: str | None = None) -> tuple[str, 
     top-level key (today's name or an older one), then the fewest schema errors below them; the file
     name only breaks a tie. Returns ``(kind, sure)``; ``sure`` is False when the content fits several."""
     schema = load_schema()
-    migrations = _migrations()
+    migrations = load_migrations()
 
     def known(kind: str, key: str) -> bool:
         cls = schema.root(kind)
@@ -320,7 +320,7 @@ def infer_kind(data: dict[str, Any], filename: str | None = None) -> tuple[str, 
         rejected = {}
         for k in best:
             ctx = _Unplaced(data, k)
-            _walk(ctx, data, schema.root(k), ())
+            walk(ctx, data, schema.root(k), ())
             rejected[k] = sum(f.severity is Severity.ERROR and not f.id.startswith("mig-") for f in ctx.findings)
         low = min(rejected.values())
         best = [k for k in best if rejected[k] == low]

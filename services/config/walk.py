@@ -19,7 +19,9 @@ from services.config.suggest import did_you_mean
 Context = Any  # validate.Context (not imported: validate imports this module)
 
 
-def _walk(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple) -> None:
+def walk(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple) -> None:
+    """Check ``table`` against config class ``cls`` (findings into ``ctx``), reusing the last walk's findings
+    for a table the reuse cache saw unchanged."""
     cache = ctx.cache
     if cache is None:
         _walk_table(ctx, table, cls, path)
@@ -84,11 +86,11 @@ def _check(ctx: Context, value: Any, spec: Spec, path: tuple, *, in_map: bool = 
         if k == "any":
             return
         if k == "class" and isinstance(value, dict) and alt.cls is not None:
-            _walk(ctx, value, schema.classes[alt.cls], path)
+            walk(ctx, value, schema.classes[alt.cls], path)
             return
         if k == "aot" and isinstance(value, list) and all(isinstance(v, dict) for v in value) and alt.cls is not None:
             for i, item in enumerate(value):
-                _walk(ctx, item, schema.classes[alt.cls], path + (i,))
+                walk(ctx, item, schema.classes[alt.cls], path + (i,))
             return
         if k == "literal" and value == alt.literal:
             return
@@ -190,7 +192,7 @@ def _role(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, tab
         ctx.add("env-harness", path, where=dotted(path[:-1]), edit=Edit("rename", path, seat))
         return
     if isinstance(value, dict) and set(value) & set(roles.keys):
-        _walk(ctx, value, roles, path)
+        walk(ctx, value, roles, path)
     close = did_you_mean(key, cls.keys, table)
     if close is not None:
         ctx.add("env-key-typo", path, key=key, close=close, where=dotted(path[:-1]),
@@ -199,8 +201,8 @@ def _role(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, tab
 
 # ------------------------------------------------------------------------------------------ migrations
 
-def _migrations() -> dict[tuple[str, str], dict[str, Any]]:
-    cached = getattr(_migrations, "_cache", None)
+def load_migrations() -> dict[tuple[str, str], dict[str, Any]]:
+    cached = getattr(load_migrations, "_cache", None)
     if cached is None:
         cached = {}
         for entry in rule_db().get("migrations", []):
@@ -209,12 +211,12 @@ def _migrations() -> dict[tuple[str, str], dict[str, Any]]:
             for c in classes:
                 for old in olds:
                     cached[(c, old.split(".")[0])] = {**entry, "old": old}
-        _migrations._cache = cached  # type: ignore[attr-defined]
+        load_migrations._cache = cached  # type: ignore[attr-defined]
     return cached
 
 
 def _unknown(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, table: dict[str, Any]) -> None:
-    migrations = _migrations()
+    migrations = load_migrations()
     mig = migrations.get((cls.name, key)) or migrations.get(("*", key))
     if mig is not None and _migration(ctx, mig, value, path):
         return
@@ -284,5 +286,5 @@ def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bo
                                 dotted(old_path), edit))
     as_class = mig.get("as_class")
     if as_class and isinstance(node, dict):
-        _walk(ctx, node, load_schema().classes[as_class], old_path)
+        walk(ctx, node, load_schema().classes[as_class], old_path)
     return True

@@ -5,7 +5,7 @@ Each rule is a plain function of what it needs and ``now`` (tested one by one wi
 log hits) and is fed one :class:`Sample` at a time, O(new data) per sample. The time axis is the pod's
 own clock (``Sample.t``), so a slow link or W&B's upload lag never looks like a stalled run.
 
-Rules (thresholds in :class:`HealthSettings`; field notes §8 for why):
+Rules (thresholds in :class:`HealthSettings`, all settable: docs/alerts.md):
 
 * ``no-progress`` — no new step for longer than an adaptive budget: k × the recent step time, clamped
   to [floor, cap]; before the first step, a start budget (15 min) from the run's first log line, so an

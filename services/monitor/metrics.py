@@ -1,6 +1,6 @@
 """prime-rl's timing metrics: ``metrics.jsonl`` records and console log lines -> per-step timings.
 
-Sources, best first (../shared/research/prime-rl.md §7):
+Sources, best first:
 
 * ``<run_dir>/metrics.jsonl`` — the file monitor, on by default. The trainer and the orchestrator both
   append one JSON object per call, ``{"step": N, "time": ..., <key>: <value>, ...}``. A record is the

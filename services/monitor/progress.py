@@ -2,7 +2,7 @@
 
 Step, loss, reward, tokens/s, MFU, the step time (median of the recent steps' own wall time, so it does
 not depend on how often we sample), steps/hr, ETA and dollars at the pod's price. Line formats are
-prime-rl's (../shared/research/prime-rl.md §7.3, current and historic); the step and duration parsing is
+prime-rl's (current and historic); the step and duration parsing is
 :mod:`services.monitor.metrics`' own (same regexes, same ``format_time`` reader), this module only reads the
 other fields of the same lines. Partial or garbled lines are skipped and counted, never fatal.
 
@@ -33,7 +33,7 @@ _REWARD_KEY = re.compile(r"^train/agg/(all|effective)/(?:[^/]+/)*reward/mean$")
 STEP_WINDOW = 20
 LOSS_HISTORY = 24
 CSV_COLUMNS = ("step", "loss", "lr", "toks_per_s")  # a training.csv without a header line
-# loguru's console stamp (prime-rl.md §7.3): HH:mm:ss, then the level right-aligned to 7 characters
+# loguru's console stamp: HH:mm:ss, then the level right-aligned to 7 characters
 _STAMP = re.compile(r"^(\d{1,2}):(\d{2}):(\d{2})(?:[.,]\d+)?\s+(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\b")
 DAY = 86400.0
 

@@ -2,7 +2,7 @@
 
 Only when ``WANDB_API_KEY`` is set; ``wandb`` is imported lazily, on the first fetch. W&B trails the
 training loop by >= 15 s (filestream interval), heartbeats every 30 s, and marks a run crashed only
-after ~5 min without one (field notes §6), so its lag is quoted in the no-progress alert as context and
+after ~5 min without one, so its lag is quoted in the no-progress alert as context and
 shown beside the run, but no rule fires on it alone. Rate-limited: one request per ``min_interval``
 seconds per run (default 60 s; W&B asks for >= 1 s between public-API calls), doubling after errors.
 
@@ -31,20 +31,6 @@ def run_path_in(line: str) -> str | None:
         return None
     m = _RUN_URL.search(_ANSI.sub("", line))
     return "/".join(m.groups()) if m else None
-
-
-def run_path_from_config(config: Mapping[str, Any], run_id: str | None = None) -> str | None:
-    """entity/project/id from a prime-rl config's W&B table ([wandb] or [monitors.wandb], historic ``id``)
-    when the entity, the project and the run id (given, or the table's own ``id``) are all known."""
-    tables = [config.get("wandb"), (config.get("monitors") or {}).get("wandb")
-              if isinstance(config.get("monitors"), Mapping) else None]
-    for table in tables:
-        if not isinstance(table, Mapping):
-            continue
-        entity, project, rid = table.get("entity"), table.get("project"), run_id or table.get("id")
-        if all(isinstance(x, str) and x for x in (entity, project, rid)):
-            return f"{entity}/{project}/{rid}"
-    return None
 
 
 def enabled(env: Mapping[str, str] | None = None) -> bool:

@@ -85,8 +85,8 @@ class MonitorSnapshot(PodSnapshot):
     episodes: tuple[EpisodeTiming, ...] = field(default=())
 
 
-class PodWorker:
-    """State of one pod; only its own task mutates it."""
+class PodMonitorState:
+    """The monitor's state of one pod; only the pod's own task (MonitorService) mutates it."""
 
     def __init__(self, pod: Pod, settings: MonitorSettings, clock: Callable[[], float]) -> None:
         self.pod = pod
@@ -218,3 +218,7 @@ class PodWorker:
     def close_gap(self, now: float) -> None:
         if self.gaps and self.gaps[-1].end is None:
             self.gaps[-1] = replace(self.gaps[-1], end=now)
+
+
+# The old name, for services/monitor/service.py until it says PodMonitorState.
+PodWorker = PodMonitorState

@@ -5,7 +5,7 @@ Price caps: Prime Intellect takes ``maxPrice`` and refuses to start above it; Va
 offer's minimum bid and never above the cap; Vast on-demand and Lambda have no cap in the API, so the
 price is checked against the cap before the create and again in every status answer — a pod that
 reports more than the cap is terminated at once. RunPod offers are listed only: renting one is refused
-(:func:`not_rentable`) before any request, since its pod API is not in the research. Creates are never
+(:func:`not_rentable`) before any request, since its pod API is not implemented. Creates are never
 retried blindly (a retry could start a second billed pod): when the answer is lost, the provider's pod
 list is searched by name, a few times; until it shows the pod (or, after ``GONE_GRACE``, shows there is
 none) the rental stays open as provisional ("creating?") and is looked for again on every deadline pass,
@@ -47,7 +47,7 @@ RECONCILE_WAITS = (0.0, 5.0, 15.0)  # find by name after a lost create answer: n
 
 def not_rentable(provider: str) -> str | None:
     """Why this provider's offers cannot be rented from here (its module sets ``RENTABLE = False``: RunPod,
-    whose pod API is not in the research), else None. Checked before any request or audit record."""
+    whose pod API is not implemented), else None. Checked before any request or audit record."""
     from services.offers.providers import PROVIDERS
 
     mod = PROVIDERS[provider].module if provider in PROVIDERS else None

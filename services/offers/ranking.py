@@ -38,7 +38,7 @@ from services.config.checks import BYTES_PER_PARAM_CKPT
 from services.config.findings import ConfigError
 from services.config.memory import GIB, estimate, human
 from services.offers.models import Offer, gc_paused
-from services.offers.sizing import size_hint, size_note, sizing_model  # noqa: F401 (size_note: imported from here)
+from services.offers.sizing import size_hint, sizing_model
 from services.offers.spot_risk import UNKNOWN_RATE, Assumptions, SpotRisk, interruption_rates, spot_risk
 
 HEADROOM = 0.95  # CUDA context, allocator fragmentation

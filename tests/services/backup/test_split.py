@@ -1,5 +1,5 @@
-"""Backup and restore of a checkpoint whose trainer half lives in a separate [ckpt] output_dir (research
-prime-rl.md 6.1): the trainer writes ``X/checkpoints/step_N/trainer``, the orchestrator still writes
+"""Backup and restore of a checkpoint whose trainer half lives in a separate [ckpt] output_dir: the
+trainer writes ``X/checkpoints/step_N/trainer``, the orchestrator still writes
 ``<run_dir>/checkpoints/step_N/orchestrator``. The backup holds both halves (same shape as a normal one),
 the restore puts each back where it belongs, and the lifecycle's resume judges the result complete.
 Over the real sshd "pod" and moto's S3 server."""

@@ -17,17 +17,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from services.backup.bucket import list_bucket, verify_backup
 from services.backup.claims import run_key
 from services.backup.manifest import Manifest
 from services.backup.s3 import S3, BackupError, part_size_for
-from services.backup.transfer import (
-    PodAgent,
-    backup_checkpoint,
-    list_bucket,
-    pod_checkpoints,
-    restore_checkpoint,
-    verify_backup,
-)
+from services.backup.transfer import PodAgent, backup_checkpoint, pod_checkpoints, restore_checkpoint
 from services.pod.ssh import SSHConnection
 from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import ACCESS_KEY, SECRET_KEY, write_checkpoint

@@ -1,7 +1,7 @@
 """services.monitor.health: every rule as a pure function and through HealthTracker with an injected clock.
 
 Each rule fires at its threshold, clears when its condition clears, and stays silent on a checkpoint
-pause and on W&B lag alone. Samples are real Sample objects; log lines are in prime-rl's §7.3 formats
+pause and on W&B lag alone. Samples are real Sample objects; log lines are in prime-rl's console formats
 in the probe's "<file stem>: <line>" form.
 """
 

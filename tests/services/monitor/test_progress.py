@@ -1,4 +1,4 @@
-"""services.monitor.progress against prime-rl's line formats (§7.3, current and historic), metrics.jsonl
+"""services.monitor.progress against prime-rl's line formats (current and historic), metrics.jsonl
 records, a runbook training.csv, and the simulated trainer's real output."""
 
 from __future__ import annotations

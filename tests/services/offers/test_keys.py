@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from services.offers import cache
-from services.offers.keys import find_keys, find_urls, how_to_set, mask
+from services.offers.keys import find_keys, find_urls, how_to_set, masked_key
 from services.offers.models import FetchResult, Offer
 
 
@@ -43,7 +43,7 @@ def test_urls_env_over_settings_over_defaults():
 
 def test_messages_say_how_to_set_a_key_and_mask():
     assert "VAST_API_KEY" in how_to_set("vast") and "vastai set api-key" in how_to_set("vast")
-    assert mask("short") == "****" and mask("abcdefghijklmnop") == "abc…op"
+    assert masked_key("short") == "****" and masked_key("abcdefghijklmnop") == "abc…op"
 
 
 def test_cache_round_trip_ttl_and_corruption(tmp_path: Path):
