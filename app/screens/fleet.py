@@ -60,6 +60,8 @@ class FleetScreen(Screen[None]):
 
     @property
     def table(self) -> FleetView:
+        from widgets.fleet_view import FleetView  # (imported by compose already)
+
         return self.query_one("#fleet-table", FleetView)
 
     def update_pod(self, snapshot: PodSnapshot) -> None:
