@@ -271,7 +271,7 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
             offsets = list(range(0, entry.size, part)) or [0]
             have: dict[int, str] = {}
             head = await head_object(s3, key)
-            exists = {}
+            exists: dict[str, Any] = {}
             if len(offsets) > 1:
                 if head is not None:  # complete already (a backup stopped before its manifest, a re-run)
                     existing[key] = str(head.get("ETag", "")).strip('"')
