@@ -128,9 +128,9 @@ def _once(pods: list, options: Any, settings: Any, timeout: float) -> int:
 
 
 def _providers() -> Any:
-    from app.commands.rentals import _providers as providers
+    from app.commands.rentals import providers_from_settings
 
-    return providers()
+    return providers_from_settings()
 
 
 def _watch(pods: list, options: Any, settings: Any, as_json: bool) -> int:

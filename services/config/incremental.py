@@ -381,14 +381,14 @@ class IncrementalParser:
 
 def _ends_clean(text: str) -> bool:
     """The text ends outside any array, inline table or multi-line string (its last line is whole)."""
-    from services.config.positions import _bracket_delta
+    from services.config.positions import bracket_delta
 
     depth = 0
     for line in text.splitlines():
         stripped = line.lstrip()
         if not stripped or stripped[0] == "#":
             continue
-        d, open_string = _bracket_delta(stripped)
+        d, open_string = bracket_delta(stripped)
         if open_string:
             return False
         depth += d
