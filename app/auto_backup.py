@@ -13,8 +13,9 @@ cancelled or finished backup tells the planner nothing and says nothing.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from app.tasks import Busy, Outcome, Tasks, report_transfer
 from services.backup.planner import AutoBackupPlanner, Job

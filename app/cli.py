@@ -1,4 +1,4 @@
-"""The command line (DESIGN.md §2): the TUI by default, headless subcommands for scripts and CI.
+"""The command line (docs/cli.md): the TUI by default, headless subcommands for scripts and CI.
 
 Subcommands live in ``app/commands/`` (one module each, discovered here). Exit codes: 0 success,
 1 the work failed (a pod could not be reached, authenticated or trusted, ...), 2 bad arguments or
@@ -12,8 +12,9 @@ import argparse
 import gc
 import importlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import app.commands
 from app.commands._support import EXIT_OK, fail, resolve_pod
@@ -91,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def tui_pods(args: argparse.Namespace) -> tuple[list[Pod], list[str]]:
     """Pods for the TUI: demo (with --demo), pods.toml, --pod, local. Also returns warnings."""
-    from app.settings import broken_pod_notes, load_pods
+    from app.settings import SavedPods, broken_pod_notes, load_pods
     from services.pod.specs import merge_pods
 
     warnings: list[str] = []
@@ -99,7 +100,7 @@ def tui_pods(args: argparse.Namespace) -> tuple[list[Pod], list[str]]:
         saved = load_pods()
         warnings += broken_pod_notes(saved)
     except SettingsError as exc:
-        saved = []
+        saved = SavedPods([], {})
         warnings.append(f"{exc} {exc.hint}".strip())
     extra: list[Pod] = []
     for spec in args.pod:
@@ -128,11 +129,8 @@ def tui_app(args: argparse.Namespace) -> PrimeTrainApp:
     they triggered before the first paint found almost nothing and took ~45 ms of it."""
     gc.disable()
     pods, warnings = tui_pods(args)
+    from app.settings import last_config, load_health_settings, secret_file_warnings
     from app.tui import PrimeTrainApp
-
-    from app.settings import last_config
-
-    from app.settings import load_health_settings, secret_file_warnings
     from services.monitor.service import MonitorSettings
 
     warnings += secret_file_warnings()

@@ -124,7 +124,7 @@ class SnapshotFrames:
         for alert in snapshot.alerts:
             if alert.id not in seen:
                 self.notify(alert.message, title=f"{name}: {alert.title}",
-                            severity=TOAST_SEVERITY[alert.severity], timeout=10)  # type: ignore[arg-type]
+                            severity=TOAST_SEVERITY[alert.severity], timeout=10)
                 self.alert_log.append((name, alert))
                 if (fleet := fleet_shown(self.screen)) is not None:
                     fleet.alert_fired(name, alert)

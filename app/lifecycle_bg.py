@@ -4,7 +4,9 @@ auto-resume policy of settings), and the monitor following the run a launch or r
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import functools
+from collections.abc import Callable
+from typing import Any
 
 from app.screens.lifecycle import CleanupPreviewScreen, backup_settings, default_connect, lifecycle_settings
 
@@ -78,7 +80,7 @@ class BackgroundLifecycle:
         from services.lifecycle.auto_cleanup import CleanupDaemon
 
         daemon = CleanupDaemon(pod, self.settings, connect=self.connect, backup=self.backup,
-                               clock=app_clock(self.app), on_event=lambda ev, n=pod.name: self._daemon_event(n, ev))
+                               clock=app_clock(self.app), on_event=functools.partial(self._daemon_event, pod.name))
         self.daemons[pod.name] = daemon
         self._workers[pod.name] = self.app.run_worker(daemon.run(), name=f"cleanup daemon {pod.name}",
                                                       group="lifecycle-background", exit_on_error=False)
@@ -109,7 +111,7 @@ class BackgroundLifecycle:
                 self.app.notify(f"run {d.run_id} marked interrupted", title=d.reason, severity="warning", timeout=15)
             elif d.kind == "give_up":
                 self.app.notify(d.reason, title="Auto-resume", severity="error", timeout=15)
-            elif d.kind == "resume" and self.resumer is not None:
+            elif d.kind == "resume" and self.resumer is not None and self.tracker is not None:
                 if watcher_running():  # one process resumes a run: the watcher, which also runs with the app closed
                     self.tracker.handed_over(d)
                     self.app.notify(f"{d.reason.replace('resuming', 'the watcher resumes', 1)}", title="Auto-resume")
@@ -119,6 +121,7 @@ class BackgroundLifecycle:
                                     exit_on_error=False)
 
     async def _resume(self, decision: Any) -> None:
+        assert self.resumer is not None  # only started when auto-resume is on (_act)
         last = await self.resumer.execute(decision)
         if last.kind == "done":
             self.run_started(last.data)

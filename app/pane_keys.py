@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
 from textual import events
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Input
+
+if TYPE_CHECKING:
+    from app.panes.bottleneck import BottleneckPane
+    from app.panes.checkpoints import CheckpointsPane
+    from app.panes.config import ConfigPane
+    from app.panes.offers import OffersPane
+    from widgets.monitor_pane import MonitorPane
 
 PANES = ("config", "offers", "monitor", "bottleneck", "checkpoints")
 # What gets the focus when a pane is shown (1-5, a tab click): its main widget, so arrows and Enter act
@@ -28,8 +35,8 @@ def _keys(binding: Binding) -> list[str]:
     return [k.strip() for k in binding.key.split(",")]
 
 
-@functools.lru_cache(maxsize=None)
-def _shown_keys(pane_type: type) -> dict[str, Binding]:
+@functools.cache
+def _shown_keys(pane_type: type[Widget]) -> dict[str, Binding]:
     """A pane class's shown keys: key -> binding (hidden ones, escape, stay with the focus)."""
     keys: dict[str, Binding] = {}
     for binding in pane_type.BINDINGS:
@@ -39,8 +46,8 @@ def _shown_keys(pane_type: type) -> dict[str, Binding]:
     return keys
 
 
-@functools.lru_cache(maxsize=None)
-def app_action_keys(app_type: type) -> dict[str, list[str]]:
+@functools.cache
+def app_action_keys(app_type: type[Widget] | type[PaneKeys]) -> dict[str, list[str]]:
     """action -> the keys the App binds to it (a pane binding the same key takes it while it is on screen)."""
     keys: dict[str, list[str]] = {}
     for binding in app_type.BINDINGS:
@@ -50,6 +57,7 @@ def app_action_keys(app_type: type) -> dict[str, list[str]]:
 
 
 class PaneKeys:
+    BINDINGS: ClassVar[list[BindingType]]
     tabs: Any
     pod_list: Any
     screen_stack: Any
@@ -63,6 +71,19 @@ class PaneKeys:
         if not self._main_widgets_ready() or not self._on_main_screen():
             return None
         return self.mounted_pane(self.tabs.active or "")
+
+    @overload
+    def mounted_pane(self, pane: Literal["config"]) -> ConfigPane | None: ...
+    @overload
+    def mounted_pane(self, pane: Literal["offers"]) -> OffersPane | None: ...
+    @overload
+    def mounted_pane(self, pane: Literal["monitor"]) -> MonitorPane | None: ...
+    @overload
+    def mounted_pane(self, pane: Literal["bottleneck"]) -> BottleneckPane | None: ...
+    @overload
+    def mounted_pane(self, pane: Literal["checkpoints"]) -> CheckpointsPane | None: ...
+    @overload
+    def mounted_pane(self, pane: str) -> Widget | None: ...
 
     def mounted_pane(self, pane: str) -> Widget | None:
         """The widget of pane ``pane`` (config, offers, ...) on the main screen; None before it is mounted (all but
@@ -110,9 +131,11 @@ class PaneKeys:
         await self.run_action(binding.action, pane)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in app_action_keys(type(self)) and set(app_action_keys(type(self))[action]) & set(self.pane_bindings()):
+        keys = app_action_keys(type(self))  # type: ignore[arg-type]  # mypy: a class object is hashable
+        if action in keys and set(keys[action]) & set(self.pane_bindings()):
             return False  # the visible pane uses this key: it is the pane's (hidden here, run in on_key)
-        if action in ("remove_pod", "reconnect", "launch", "kill", "resume", "cleanup", "terminate_pod"):  # None: shown dimmed (footer, help), not runnable
+        # None: shown dimmed (footer, help), not runnable
+        if action in ("remove_pod", "reconnect", "launch", "kill", "resume", "cleanup", "terminate_pod"):
             return True if self._main_widgets_ready() and self.pod_list.selected else None
         return True
 

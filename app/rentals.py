@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 EXTEND = 3600.0  # "not now" on the overdue question moves the deadline this far
 
 
-def default_providers() -> "Providers":
+def default_providers() -> Providers:
     from app.settings import load_offer_settings
     from services.offers.keys import find_keys, find_urls
     from services.offers.launch import Providers
@@ -43,7 +43,7 @@ def default_providers() -> "Providers":
 
 
 class Rentals:
-    def __init__(self, app: Any, audit: AuditLog, *, providers: Callable[[], "Providers"] | None = None,
+    def __init__(self, app: Any, audit: AuditLog, *, providers: Callable[[], Providers] | None = None,
                  clock: Callable[[], float] = time.time, settings: dict[str, Any] | None = None,
                  watch_interval: float = 30.0, poll: float = 5.0, ssh_ready: Any = None) -> None:
         self.app, self.audit, self.clock = app, audit, clock
@@ -142,7 +142,7 @@ class Rentals:
                 self._deadline_event(ev)
             await self._check_gone(providers)
 
-    async def _check_gone(self, providers: "Providers") -> None:
+    async def _check_gone(self, providers: Providers) -> None:
         """A rented pod the monitor cannot reach: ask its provider. "Terminated" (a spot pod taken back,
         a pod deleted in the console) closes the rental and tells the preemption tracker at once, instead
         of after N minutes of SSH silence."""
@@ -179,7 +179,7 @@ class Rentals:
             self.key_warned.add(r.pod_id)
             self.app.notify(f"{r.name}: {exc}", severity="error", title="Provider key rejected", timeout=60)
 
-    def _deadline_event(self, ev: "DeadlineEvent") -> None:
+    def _deadline_event(self, ev: DeadlineEvent) -> None:
         if ev.kind == "warn":
             self.app.notify(ev.message, severity="warning", title="Deadline in 15 min", timeout=30)
         elif ev.kind == "failed":
@@ -224,7 +224,7 @@ class Rentals:
                                     severity="warning", title="Rented pod", timeout=20)
 
     # ------------------------------------------------------------------ renting
-    def request(self, ranked: "Ranked") -> None:
+    def request(self, ranked: Ranked) -> None:
         from services.offers.launch import not_rentable, plan_launch
 
         if ranked.offer.params.get("simulated"):
@@ -247,11 +247,11 @@ class Rentals:
             return
         self._rent_dialog(plan, ())
 
-    def _rent_dialog(self, plan: "LaunchPlan", also: tuple[str, ...]) -> None:
+    def _rent_dialog(self, plan: LaunchPlan, also: tuple[str, ...]) -> None:
         self.app.push_screen(RentScreen(plan, clock=self.clock), partial(self._confirmed, also=also))
 
-    def _ask_another(self, plan: "LaunchPlan", open_ones: list[Rental], also: tuple[str, ...],
-                     then: Callable[["LaunchPlan", tuple[str, ...]], None]) -> None:
+    def _ask_another(self, plan: LaunchPlan, open_ones: list[Rental], also: tuple[str, ...],
+                     then: Callable[[LaunchPlan, tuple[str, ...]], None]) -> None:
         """The second confirmation, naming the provisional rentals at the provider (default: No). Yes goes
         on with those names in ``also``: only they are rented beside."""
         from services.offers.rentals import still_starting
@@ -267,14 +267,14 @@ class Rentals:
             pane.set_rent_status(f"Not rented: {', '.join(r.name for r in open_ones)} may still be starting at "
                                  f"{open_ones[0].provider} (`prime-train-tui rentals` looks for it by name).")
 
-    def _confirmed(self, plan: "LaunchPlan | None", also: tuple[str, ...] = ()) -> None:
+    def _confirmed(self, plan: LaunchPlan | None, also: tuple[str, ...] = ()) -> None:
         if plan is not None:
             self._start_rent(plan, also)
 
-    def _start_rent(self, plan: "LaunchPlan", also: tuple[str, ...]) -> None:
+    def _start_rent(self, plan: LaunchPlan, also: tuple[str, ...]) -> None:
         self.app.run_worker(self._rent(plan, also), name=f"renting {plan.name}", group="rent", exit_on_error=False)
 
-    async def _rent(self, plan: "LaunchPlan", also: tuple[str, ...] = ()) -> None:
+    async def _rent(self, plan: LaunchPlan, also: tuple[str, ...] = ()) -> None:
         from services.offers.launch import launch_offer
 
         kw: dict[str, Any] = {"clock": self.clock, "poll": self.poll, "also": also}
@@ -287,7 +287,7 @@ class Rentals:
                     continue
                 self._show(ev)
 
-    def _show(self, ev: "LaunchEvent") -> None:
+    def _show(self, ev: LaunchEvent) -> None:
         pane = self.app.offers_pane
         if pane is not None:
             pane.set_rent_status(ev.message)

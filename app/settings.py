@@ -18,12 +18,18 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from services.atomic import atomic_write_text
 from services.errors import PodSpecError, SettingsError
 from services.models import Pod, PodKind
 from services.pod.specs import POD_KEYS, pod_from_table, pod_to_table
 from services.tomlfile import TomlFile, kinds_of, read_toml, show, show_value
+
+if TYPE_CHECKING:  # imported where used: the command line loads only what its subcommand needs
+    from services.backup.s3 import BackupSettings
+    from services.lifecycle.preflight import LifecycleSettings
+    from services.monitor.health import HealthSettings
 
 APP_NAME = "prime-train-tui"
 
@@ -211,7 +217,7 @@ def settings_doc(path: Path | None = None) -> TomlFile:
     return doc
 
 
-def load_lifecycle_settings(path: Path | None = None) -> "LifecycleSettings":
+def load_lifecycle_settings(path: Path | None = None) -> LifecycleSettings:
     """The ``[lifecycle]`` table of settings.toml (launch/resume templates, pre-flight, user checks).
 
     ::
@@ -322,7 +328,7 @@ def load_offer_settings(path: Path | None = None) -> dict:
     return table
 
 
-def load_backup_toml() -> "BackupSettings":
+def load_backup_toml() -> BackupSettings:
     """``[backup]`` of <config dir>/backup.toml with PRIME_TRAIN_TUI_BUCKET/_S3_ENDPOINT over it
     (services.backup.s3.load_backup_settings); SettingsError when it cannot be read."""
     from services.backup.s3 import load_backup_settings
@@ -331,7 +337,7 @@ def load_backup_toml() -> "BackupSettings":
 
 
 # ----------------------------------------------------------------------------- health thresholds
-def load_health_settings(path: Path | None = None) -> "HealthSettings":
+def load_health_settings(path: Path | None = None) -> HealthSettings:
     """The ``[health]`` table of settings.toml: any field of services.monitor.health.HealthSettings, e.g.::
 
         [health]
@@ -351,4 +357,5 @@ def load_health_settings(path: Path | None = None) -> "HealthSettings":
         number = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and value >= 0
         if not number or (kinds[key] is int and value == float("inf")):
             raise doc.fail(f"health.{key} must be a number ≥ 0, got {show_value(value)}", "health", key)
-    return replace(HealthSettings(), **{k: int(v) if kinds[k] is int else float(v) for k, v in table.items()})
+    values: dict[str, Any] = {k: int(v) if kinds[k] is int else float(v) for k, v in table.items()}
+    return replace(HealthSettings(), **values)

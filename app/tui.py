@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import App, ComposeResult
-from textual.notifications import SeverityLevel
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.notifications import SeverityLevel
 from textual.widget import Widget
 from textual.widgets import Header, TabbedContent, TabPane
 
@@ -35,20 +35,18 @@ from app.tasks import Tasks
 from app.worker_hub import install as install_worker_hub
 from services.errors import PrimeTrainError
 from services.models import Alert, Pod, PodSnapshot
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from services.text import plain
 from widgets.footer import Footer
 from widgets.monitor_pane import MonitorPane
 from widgets.pod_list import PodList
 
 if TYPE_CHECKING:  # the four panes not on the first screen are imported when they mount (~20 ms of start-up)
-    from app.panes.bottleneck import BottleneckPane
-    from app.panes.checkpoints import CheckpointsPane
-    from app.panes.config import ConfigPane
-    from app.panes.offers import OffersPane
-
     from app.auto_backup import AutoBackup
     from app.lifecycle_bg import BackgroundLifecycle
+    from app.panes.config import ConfigPane
+    from app.panes.offers import OffersPane
 
 __all__ = ["APP_ACTION_KEYS", "FRAME_S", "PANES", "STYLES", "PodUpdated", "PrimeTrainApp"]
 
@@ -57,7 +55,7 @@ FIRST_PANE = "monitor"  # the pane on the first screen; the others mount once it
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
 MonitorFactory = Callable[[Callable[[PodSnapshot], None]], MonitorService]
 
-def _default_rentals(app: "PrimeTrainApp") -> "Rentals":
+def _default_rentals(app: PrimeTrainApp) -> Rentals:
     from app.settings import data_dir, load_offer_settings
     from services.offers.rentals import AUDIT_NAME, AuditLog
 
@@ -110,7 +108,7 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         monitor_factory: MonitorFactory | None = None,
         notices: Sequence[str] = (),
         config_path: Path | None = None,
-        rentals: Callable[["PrimeTrainApp"], "Rentals"] | None = None,
+        rentals: Callable[[PrimeTrainApp], Rentals] | None = None,
     ) -> None:
         super().__init__()
         install_worker_hub(self)  # no worker ends the App: failures are toasts and log lines
@@ -125,7 +123,7 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         self._prompted: set[tuple[str, str]] = set()  # (pod, fingerprint) host-key modals shown
         self._pods_file_lock = asyncio.Lock()
         self._main: tuple[PodList, MonitorPane, TabbedContent] | None = None
-        self._live: dict[str, MonitorPane | BottleneckPane | CheckpointsPane] = {}
+        self._live: dict[str, Widget] = {}
         self._toasted: dict[str, frozenset[str]] = {}  # pod -> alert ids already toasted (while they last)
         self.alert_log: deque[tuple[str, Alert]] = deque(maxlen=500)  # (pod, alert) as they fired
         self.rentals = (rentals or _default_rentals)(self)
@@ -201,9 +199,8 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
             from app.panes.checkpoints import CheckpointsPane
 
             return CheckpointsPane(id="checkpoints-pane")
-        from app.settings import cache_dir
-
         from app.panes.offers import OffersPane, default_fetcher, demo_fetcher
+        from app.settings import cache_dir
 
         demo = any(p.simulated for p in self.initial_pods)
         return OffersPane(id="offers-pane", cache_dir=cache_dir(), observed_path=self.rentals.observations.path,
@@ -406,7 +403,8 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
             if p != active
         ]
         running = len(self.tasks.running())
-        commands.append(("Show tasks", f"Launch/kill/resume/clean-up actions ({running} running; t)", self.action_tasks))
+        commands.append(("Show tasks", f"Launch/kill/resume/clean-up actions ({running} running; t)",
+                         self.action_tasks))
         commands.append(("Fleet view", "Every pod at once (o)", self.action_fleet))
         commands.append(("Spend", "Every rented pod's cost, per run and per day ($)", self.action_spend))
         return commands + [("Show help", "Every key, from the live bindings (?)", self.action_help)]

@@ -17,7 +17,8 @@ from __future__ import annotations
 import time
 import traceback
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from textual.worker import Worker, WorkerState
 from textual.worker_manager import WorkerManager
@@ -58,12 +59,12 @@ def describe(error: BaseException) -> str:
 
 
 def report(app: Any, worker: Worker) -> None:
-    from services.backup.s3 import mask
+    from services.backup.s3 import hide_credentials
 
     error = worker.error
     assert error is not None
     title = f"{worker.name or 'a background job'} failed"
-    text = mask(describe(error))
+    text = hide_credentials(describe(error))
     app.worker_errors.append((time.time(), f"{title}: {text}"))
     app.log.error(f"{title}: {text}")
     _append_log(f"{title}: {text}", error)
@@ -72,7 +73,7 @@ def report(app: Any, worker: Worker) -> None:
 
 def _append_log(line: str, error: BaseException) -> None:
     from app.settings import data_dir
-    from services.backup.s3 import mask
+    from services.backup.s3 import hide_credentials
 
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     trace = "" if isinstance(error, PrimeTrainError) else "".join(traceback.format_exception(error))
@@ -80,6 +81,6 @@ def _append_log(line: str, error: BaseException) -> None:
         path = data_dir() / "errors.log"
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(f"{stamp} {line}\n" + mask(trace))
+            fh.write(f"{stamp} {line}\n" + hide_credentials(trace))
     except OSError:
         pass  # an unwritable data dir costs the log file, never the App

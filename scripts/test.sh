@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one command that passes the tests on a fresh machine: installs what they need
 # (OpenSSH's sshd, Chromium, Slurm and munge from Debian, the project and its dev extra in .venv), checks the import
-# contracts and runs the whole suite.
+# contracts, lints, checks the types and runs the whole suite.
 # Extra arguments go to pytest, e.g.  scripts/test.sh -k monitor -x
 # The suite runs on every core (pytest-xdist); PTT_TEST_WORKERS=0 runs it in one process.
 # Property tests run derandomized (the same examples every run); PTT_HYPOTHESIS_PROFILE=explore draws new ones.
@@ -40,6 +40,12 @@ echo "== installing prime-train-tui[dev] into .venv"
 
 echo "== checking the import contracts (pyproject.toml [tool.importlinter])"
 .venv/bin/lint-imports --no-cache | tail -n 8
+
+echo "== linting (pyproject.toml [tool.ruff]; exits non-zero on a finding)"
+.venv/bin/ruff check app services widgets tests scripts
+
+echo "== checking types (pyproject.toml [tool.mypy])"
+.venv/bin/mypy
 
 echo "== running the test suite"
 exec .venv/bin/python -m pytest -n "${PTT_TEST_WORKERS:-auto}" --dist loadgroup \

@@ -343,11 +343,12 @@ def _commit_of(checkout: Path) -> tuple[str, str]:
 
 def _export(git_dir: str, commit: str, into: Path) -> tuple[str, str]:
     """Extract packages/prime-rl-configs at ``commit`` of a (possibly bare) git dir."""
-    full = _run(["git", "--git-dir", git_dir, "log", "-1", "--format=%H %cs", commit], capture_output=True).stdout.split()
+    full = _run(["git", "--git-dir", git_dir, "log", "-1", "--format=%H %cs", commit],
+                capture_output=True).stdout.split()
     archive = subprocess.run(["git", "--git-dir", git_dir, "archive", full[0], PACKAGE_DIR],
                              check=True, capture_output=True).stdout
     with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data") if sys.version_info >= (3, 12) else tar.extractall(into)  # noqa: S202
+        tar.extractall(into, filter="data") if sys.version_info >= (3, 12) else tar.extractall(into)
     return full[0], full[1]
 
 
@@ -368,7 +369,7 @@ def _pinned_verifiers(args: argparse.Namespace, work: Path) -> tuple[Path, dict[
                              check=True, capture_output=True).stdout
     into.mkdir()
     with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data") if sys.version_info >= (3, 12) else tar.extractall(into)  # noqa: S202
+        tar.extractall(into, filter="data") if sys.version_info >= (3, 12) else tar.extractall(into)
     # an archive has no git metadata for hatch-vcs: name the version after the nearest tag and the commit
     tag = subprocess.run(["git", "--git-dir", args.verifiers_git_dir, "describe", "--tags", "--abbrev=0", sha],
                          capture_output=True, text=True).stdout.strip().lstrip("v") or "0"

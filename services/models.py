@@ -1,6 +1,6 @@
 """Frozen data passed between layers: pods, samples, pod status and monitor snapshots.
 
-The probe line (DESIGN.md §3, version 1) is parsed here, once, into these types; everything above the
+The probe line (version 1, docs/json.md) is parsed here, once, into these types; everything above the
 monitor service sees only them. Units: bytes are ints in bytes, percentages are 0-100 floats, power
 in watts, temperature in °C. A field the pod could not measure is ``None`` (shown as "N/A"), never 0.
 """
@@ -134,7 +134,7 @@ class Sample:
     cut_lines: int = 0
 
     @classmethod
-    def from_line(cls, line: str | bytes) -> "Sample":
+    def from_line(cls, line: str | bytes) -> Sample:
         """Parse one probe line; raises ProbeFormatError on anything that is not a v1 sample, never
         anything else (the line comes from a pod we do not control)."""
         try:
@@ -144,14 +144,14 @@ class Sample:
         return cls.from_dict(obj)
 
     @classmethod
-    def from_dict(cls, obj: Any) -> "Sample":
+    def from_dict(cls, obj: Any) -> Sample:
         try:
             return cls._from_dict(obj)
         except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as exc:
             raise ProbeFormatError(f"malformed probe field: {str(exc)[:200]}") from None
 
     @classmethod
-    def _from_dict(cls, obj: Any) -> "Sample":
+    def _from_dict(cls, obj: Any) -> Sample:
         if not isinstance(obj, dict):
             raise ProbeFormatError("probe line is not a JSON object")
         if obj.get("v") != PROBE_VERSION or isinstance(obj.get("v"), bool):
@@ -172,7 +172,7 @@ class Sample:
         metrics = tuple(_text(x) for x in _capped(obj, "metrics", MAX_LINES, notes))
         errors = tuple(plain(_text(x), oneline=True)[:1000] for x in _capped(obj, "errors", MAX_ERRORS, notes)) \
             + tuple(notes)
-        cut = obj.get("cut") if isinstance(obj.get("cut"), dict) else {}
+        cut = raw_cut if isinstance(raw_cut := obj.get("cut"), dict) else {}
         cut_bytes = sum(max(0, _int(cut.get(k)) or 0) for k in ("log_bytes", "metrics_bytes"))
         cut_lines = sum(max(0, _int(cut.get(k)) or 0) for k in ("lines", "metrics_lines"))
         return cls(t, gpus, host, procs, log, ckpts, plain(_text(obj.get("source", "")), oneline=True), errors, metrics,
@@ -288,7 +288,8 @@ class WandbStatus:
 
     def as_json(self, now: float) -> dict[str, Any]:
         lag = self.lag(now)
-        return {"run_path": self.run_path, "state": self.state, "heartbeat_age_s": None if lag is None else round(lag, 1),
+        return {"run_path": self.run_path, "state": self.state,
+                "heartbeat_age_s": None if lag is None else round(lag, 1),
                 "error": self.error or None}
 
     def lag(self, now: float) -> float | None:

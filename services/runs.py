@@ -2,7 +2,9 @@
 
 The pod keeps its own copy (``<run_dir>/.ptt/run.json`` and the pod-wide registry written by
 ``services/pod/agent/lifecycle.py``); the pod's copy is the truth about processes, ours survives the pod.
-A record holds secret NAMES only, never values.
+A record holds secret NAMES only, never values. Its keys: id, pod, config_hash, config, config_name, command,
+base_command, command_template, started, run_dir, log, method, pid, pgid, sid, tmux_session, env,
+secret_names, resume_step, resumed_from, state, ended.
 """
 
 from __future__ import annotations
@@ -14,10 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from services.atomic import atomic_write_text
-
-RECORD_FIELDS = ("id", "pod", "config_hash", "config", "config_name", "command", "base_command",
-                 "command_template", "started", "run_dir", "log", "method", "pid", "pgid", "sid",
-                 "tmux_session", "env", "secret_names", "resume_step", "resumed_from", "state", "ended")
 
 
 def new_run_id(now: float | None = None) -> str:

@@ -61,10 +61,10 @@ def plain_fields(obj: T) -> T:
                 new = plain_fields(value)
                 if new is not value and new != value:
                     changed[f.name] = new
-        return replace(obj, **changed) if changed else obj  # type: ignore[type-var]
+        return replace(obj, **changed) if changed else obj
     if isinstance(obj, (tuple, list)) and not hasattr(obj, "_fields"):  # a named tuple is kept
         items = [plain_fields(x) for x in obj]
-        return obj if all(a is b for a, b in zip(items, obj)) else type(obj)(items)  # type: ignore[return-value]
+        return obj if all(a is b for a, b in zip(items, obj)) else type(obj)(items)
     if isinstance(obj, dict):
         return {plain_fields(k): plain_fields(v) for k, v in obj.items()}  # type: ignore[return-value]
     return obj

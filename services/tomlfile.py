@@ -29,7 +29,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 from services.errors import SettingsError
 
@@ -156,7 +156,7 @@ def loads(text: str, where: str = "the text", error: type[SettingsError] = Setti
     return data
 
 
-def read_toml(path: Path, error: type[SettingsError] = SettingsError) -> "TomlFile":
+def read_toml(path: Path, error: type[SettingsError] = SettingsError) -> TomlFile:
     """The file parsed (a missing file: empty). Anything else that stops it being read is ``error``."""
     path = Path(path)
     try:

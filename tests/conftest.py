@@ -15,9 +15,9 @@ import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from hypothesis import settings as hypothesis_settings
@@ -144,7 +144,7 @@ class SshServer:
 def _is_sshd(p) -> bool:
     try:
         return "sshd" in p.name() or "sshd" in " ".join(p.cmdline()[:1])
-    except Exception:
+    except Exception:  # noqa: BLE001 - a process that ended or is not ours to read is not our sshd
         return False
 
 

@@ -1,11 +1,13 @@
 """The architecture's import rules. The contracts live in pyproject.toml ([tool.importlinter]) and are
 checked by import-linter here (and by scripts/test.sh); this module adds what import-linter cannot say:
 no import cycles between any two modules, the pod-side agent uses the standard library alone, heavy
-libraries are not imported at start-up, and a deliberate violation really fails the contracts."""
+libraries are not imported at start-up, and a deliberate violation really fails the contracts. It also keeps
+docs/architecture.md true: its module list names every module, and its layers are the contract's."""
 
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +15,11 @@ from pathlib import Path
 
 import grimp
 import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 LINT = Path(sys.executable).with_name("lint-imports")
@@ -140,3 +147,41 @@ def test_heavy_libraries_are_not_imported_at_startup():
             "print(','.join(sorted(m for m in ('boto3','wandb','asyncssh','httpx') if m in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+
+
+def documented_modules(text: str) -> set[str]:
+    """The modules docs/architecture.md's "## Modules" section lists: ``- `name.py` — ...`` under ``### dir/``."""
+    section = text.split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
+    found: set[str] = set()
+    folder = None
+    for line in section.splitlines():
+        if m := re.fullmatch(r"### (\S+/)", line.strip()):
+            folder = m.group(1)
+        elif (m := re.match(r"- `([\w.]+\.py)`", line)) and folder is not None:
+            found.add(folder + m.group(1))
+    return found
+
+
+def test_the_architecture_doc_lists_every_module():
+    on_disk = {p.relative_to(REPO).as_posix() for name in ("app", "services", "widgets")
+               for p in (REPO / name).rglob("*.py") if p.name != "__init__.py" and "__pycache__" not in p.parts}
+    listed = documented_modules(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert sorted(on_disk - listed) == [], "modules missing from docs/architecture.md's module list"
+    assert sorted(listed - on_disk) == [], "docs/architecture.md lists modules that are gone"
+
+
+def test_the_module_list_reader_sees_a_missing_module():
+    text = ("## Intro\n- `before.py`\n\n## Modules\n\n### app/\n- `cli.py` — x\n- `tui.py` — y\n\n"
+            "### services/pod/\n- `ssh.py` — z\n\n## Next\n- `after.py`")
+    assert documented_modules(text) == {"app/cli.py", "app/tui.py", "services/pod/ssh.py"}
+
+
+def test_the_architecture_doc_lists_the_layers_of_the_contract():
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = pyproject["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["id"] == "domains-layered")
+    block = ARCHITECTURE.read_text(encoding="utf-8").split("in this order", 1)[1].split("```", 2)[1]
+    assert [" ".join(line.split()) for line in block.splitlines() if line.strip()] == layers

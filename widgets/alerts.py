@@ -6,14 +6,13 @@ stands now."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from rich.text import Text
 from textual.widgets import Static
 
+from services.models import Alert, RunProgress, Severity, WandbStatus
 from services.monitor.health import default_patterns, match_line
-from services.models import Alert, RunProgress, Severity
-from services.models import WandbStatus
 from widgets.format import NA, duration
 from widgets.trend import bar_cells
 

@@ -164,7 +164,8 @@ class BottleneckView(Widget):
         else:
             head = f"{title} · waiting for step timings (metrics.jsonl or console lines)"
         set_label(self.query_one("#bn-title", Label), head.lstrip(" ·"))
-        key = (width, *((c.name, round(c.share, 3), round(c.seconds, 2), c.series[-TREND_WIDTH:]) for c in b.components))
+        key = (width, *((c.name, round(c.share, 3), round(c.seconds, 2), c.series[-TREND_WIDTH:])
+                        for c in b.components))
         if key != self._bars_key:
             self._bars_key = key
             self.query_one("#bn-bars", Static).update(bars_table(b, width) if b.components else "")

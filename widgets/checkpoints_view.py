@@ -203,7 +203,8 @@ class CheckpointsView(Widget):
         set_label(notice, m.notice)
         notice.display = bool(m.notice)
         set_label(self.query_one("#ck-disk", Label), disk_line(m, 20 if narrow else 40))
-        for wid, text in (("#ck-transfer", transfer_line(m.transfer, 16 if narrow else 30)), ("#ck-message", m.message)):
+        for wid, text in (("#ck-transfer", transfer_line(m.transfer, 16 if narrow else 30)),
+                          ("#ck-message", m.message)):
             label = self.query_one(wid, Label)
             set_label(label, text)
             label.display = bool(text)

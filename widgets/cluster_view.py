@@ -15,8 +15,8 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Label, Static
 
-from services.slurm.health import ENDED, pending_reason
 from services.models import GpuSample
+from services.slurm.health import ENDED, pending_reason
 from services.slurm.models import ClusterView, JobGpus, NodeGpus, SlurmJob, SlurmNode
 from widgets.format import GIB, NA, clock_time, duration
 
@@ -207,7 +207,7 @@ class ClusterPanel(Vertical):
 
     def on_mount(self) -> None:
         self._view: ClusterView | None = None
-        self._note = None
+        self._note: str | None = None
         self._jobs: DataTable | None = None
 
     def _table(self) -> DataTable:

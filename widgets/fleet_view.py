@@ -3,7 +3,8 @@
 Columns: pod, state, step, loss trend, tokens/s, mean GPU util, $/hr, alerts. A snapshot changes only
 the cells whose rendered value differs from what the row shows, so 64 pods at 1 Hz cost a few cell
 updates per second, not a table rebuild. A narrow terminal drops the low-value columns first (loss
-trend, tokens/s, GPU util): pod, state, step, $/hr and alerts stay, the alerts taking the room left. A Slurm login node's alerts cell starts with its cluster in brief
+trend, tokens/s, GPU util): pod, state, step, $/hr and alerts stay, the alerts taking the room left. A Slurm login
+node's alerts cell starts with its cluster in brief
 ("2 jobs, 1 node down").
 """
 
@@ -240,7 +241,8 @@ class FleetView(DataTable):
         column_key = self._column_locations.get_key(column_index)
         # keyed by what the cell shows, so a value seen before in this row (a GPU utilisation going back to
         # 93 %) is not rendered again
-        value = None if row_index == -1 else self._data.get(row_key, {}).get(column_key)
+        value = (None if row_index == -1 or row_key is None or column_key is None
+                 else self._data.get(row_key, {}).get(column_key))
         key = (row_key, column_key, row_index, column_index, base_style, width, cursor, hover,
                self._show_hover_cursor, self._pseudo_class_state, self._structure, _value_key(value))
         lines = self._own_cells.get(key)

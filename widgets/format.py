@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from rich.cells import cell_len
 from textual.content import Content
 from textual.css.scalar import Unit
-from textual.widgets import Label
+from textual.widgets import Static
 
 from services.models import PodSnapshot, Sample
 from services.text import plain
@@ -206,7 +206,7 @@ class Timeline:
         return False, [entries[-i] for i in range(behind, 0, -1)]
 
 
-def set_label(label: Label, text: str) -> None:
+def set_label(label: Static, text: str) -> None:
     """Update a one-line label only when its text changed, and ask for a layout pass only when its
     size may change: a full reflow per sample per label was most of the app's CPU with many pods.
     The text is shown as written, never read as markup: much of it comes from pods (process command lines,
@@ -217,10 +217,11 @@ def set_label(label: Label, text: str) -> None:
         return
     label._shown_text = text  # type: ignore[attr-defined]
     text = plain(text)  # a terminal acts on none of it either (cheap: printable text is returned as it is)
-    label.update(Content(text), layout=old is None or (cell_len(old) != cell_len(text) and not _same_size(label, old, text)))
+    label.update(Content(text),
+                 layout=old is None or (cell_len(old) != cell_len(text) and not _same_size(label, old, text)))
 
 
-def _same_size(label: Label, old: str, new: str) -> bool:
+def _same_size(label: Static, old: str, new: str) -> bool:
     """A label whose width does not follow its text (cells, a share of its container: anything but auto)
     keeps its size while both texts fit on its one line."""
     width = label.styles.width

@@ -7,33 +7,33 @@ data changed; it never reads a clock of its own (``now`` comes from the App's in
 from __future__ import annotations
 
 from collections import Counter
-from typing import TypeVar
+from typing import TypeVar, overload
 
 from textual import events
 from textual.app import ComposeResult
-from textual.content import Content
 from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from services.models import PodSnapshot, PodState, Sample
 from services.text import plain
+from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
+from widgets.cluster_view import ClusterPanel
 from widgets.format import (
     NA,
+    Timeline,
     age,
     clock_time,
     duration,
     gib,
     number,
-    Timeline,
     received_at,
     set_label,
     used_total_gib,
 )
-from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
-from widgets.cluster_view import ClusterPanel
-from widgets.pod_list import cut_text
 from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, GpuHeader, GpuRows, HostRow, level
+from widgets.pod_list import cut_text
 
 DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
 NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
@@ -144,20 +144,25 @@ class MonitorPane(Widget):
         room = width - self.FIXED[tight] - 2 - 2  # the padding, the GPU list's scrollbar
         keep = max(0, min(len(self.SPARK_ORDER), room // (self.SPARK_MIN + 1)))
         self._tight, self._graphs = tight, frozenset(self.SPARK_ORDER[:keep])
-        self._one("#gpu-lines", GpuRows).arrange(tight, self._graphs)
-        self._one("#host-row", HostRow).arrange(tight)
-        self._one("#gpu-header", GpuHeader).arrange(tight, self._graphs)
-        if getattr(self, "_snapshot", None) is not None:  # the parts a short pane hides or shows again
+        self._one("#gpu-lines", GpuRows).fit(tight, self._graphs)
+        self._one("#host-row", HostRow).fit(tight)
+        self._one("#gpu-header", GpuHeader).fit(tight, self._graphs)
+        if (snapshot := getattr(self, "_snapshot", None)) is not None:  # the parts a short pane hides or shows again
             self._alert_log_shown = None
-            self.show(self._snapshot, self._now)
+            self.show(snapshot, self._now)
 
-    def _one(self, selector: str, kind: type[W] = Widget) -> W:  # type: ignore[assignment]
+    @overload
+    def _one(self, selector: str) -> Widget: ...
+    @overload
+    def _one(self, selector: str, kind: type[W]) -> W: ...
+
+    def _one(self, selector: str, kind: type[Widget] = Widget) -> Widget:
         """The pane's own widgets (composed once), found once: a DOM query per label per snapshot was a third of
         the pane's time."""
         found = self._found.get(selector)
         if found is None:
             found = self._found[selector] = self.query_one(selector, kind)
-        return found  # type: ignore[return-value]
+        return found
 
     @property
     def pod_name(self) -> str | None:
@@ -315,10 +320,10 @@ class MonitorPane(Widget):
         label = self._one("#monitor-gaps", Label)
         set_label(label, text)
         # a short pane: only gaps are news; no sample at all: nothing to say about them
-        shown = (bool(snapshot.gaps) or not self.has_class("-short")) and (
+        visible = (bool(snapshot.gaps) or not self.has_class("-short")) and (
             snapshot.latest is not None or snapshot.status.state is PodState.ONLINE)
-        if label.display != shown:
-            label.display = shown
+        if label.display != visible:
+            label.display = visible
 
     def _show_host(self, latest: Sample | None) -> None:
         host = latest.host if latest else None
@@ -332,7 +337,8 @@ class MonitorPane(Widget):
             (f"RAM {used_total_gib(host.mem_used, host.mem_total)}", ""),
             (f"disk {used_total_gib(host.disk_used, host.disk_total)}",
              level(host.disk_pct, DISK_WARN_PCT, DISK_CRITICAL_PCT)),
-            (f"open files ≤ {NA if limit is None else limit}", "warn" if limit is not None and limit < NOFILE_WARN else ""),
+            (f"open files ≤ {NA if limit is None else limit}",
+             "warn" if limit is not None and limit < NOFILE_WARN else ""),
         ))
 
     def _show_gpus(self, snapshot: PodSnapshot) -> None:

@@ -20,7 +20,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable
 from fractions import Fraction
-from typing import NamedTuple, Self
+from typing import TYPE_CHECKING, NamedTuple
 
 from rich.segment import Segment
 from rich.style import Style
@@ -32,6 +32,9 @@ from services.models import GpuSample, Sample
 from widgets.format import NA, Timeline, number, used_total_gib
 from widgets.trend import History
 
+if TYPE_CHECKING:  # typing.Self is Python 3.11+
+    from typing_extensions import Self
+
 METRICS = ("util", "mem", "power", "temp")
 PICKS: dict[str, Callable[[GpuSample], float | None]] = {
     "util": lambda g: g.util,
@@ -42,7 +45,8 @@ PICKS: dict[str, Callable[[GpuSample], float | None]] = {
 TEMP_WARN, TEMP_CRITICAL = 75.0, 85.0
 MEM_WARN_PCT = 95.0
 INDEX_WIDTH = {False: 6, True: 5}  # by -tight (a narrow pane)
-FIGURE_WIDTH = {False: {"util": 8, "mem": 17, "power": 8, "temp": 8}, True: {"util": 7, "mem": 14, "power": 7, "temp": 7}}
+FIGURE_WIDTH = {False: {"util": 8, "mem": 17, "power": 8, "temp": 8},
+                True: {"util": 7, "mem": 14, "power": 7, "temp": 7}}
 
 
 class Column(NamedTuple):
@@ -155,7 +159,7 @@ class PartsRow(Widget):
         super().__init__(**kwargs)
         self.tight, self.graphs = tight, frozenset(graphs)  # what fits the pane's width (MonitorPane.on_resize)
 
-    def arrange(self, tight: bool, graphs: Iterable[str] = METRICS) -> None:
+    def fit(self, tight: bool, graphs: Iterable[str] = METRICS) -> None:
         """The pane's width changed what fits: narrow figures (``tight``), and which graphs are shown."""
         graphs = frozenset(graphs)
         if (tight, graphs) != (self.tight, self.graphs):
@@ -367,10 +371,10 @@ class HostRow(PartsRow):
         self.parts: tuple[tuple[str, str], ...] = ()  # (text, level: "" | "warn" | "critical")
         self.styles.height = 2 if self.tight else 1
 
-    def arrange(self, tight: bool, graphs: Iterable[str] = METRICS) -> None:
+    def fit(self, tight: bool, graphs: Iterable[str] = METRICS) -> None:
         """As the other rows, and two lines when ``tight`` (one switch for both its height and its layout)."""
         self.styles.height = 2 if tight else 1
-        super().arrange(tight, graphs)
+        super().fit(tight, graphs)
 
     def show(self, parts: Iterable[tuple[str, str]]) -> None:
         parts = tuple(parts)
@@ -395,8 +399,8 @@ class HostRow(PartsRow):
                 index = 2 * y + (x > 0)
                 if index < len(self.parts):
                     text, level = self.parts[index]
-                    shown = first_line(text, max(0, cell - self.GAP))
-                    segments += self.text_segments(shown, looks[level] if level else looks["base"], len(shown))
+                    cut = first_line(text, max(0, cell - self.GAP))
+                    segments += self.text_segments(cut, looks[level] if level else looks["base"], len(cut))
                 segments.append(Segment(" " * (x + cell - sum(s.cell_length for s in segments)), looks["blank"]))
         return segments
 

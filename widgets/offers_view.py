@@ -1,5 +1,6 @@
 """The offers table: one row per ranked offer, sorted by Est. $ by default; clicking a header sorts by
-that column (again: reverses). Misfits are marked with their reason. No I/O: fed ``Ranked`` rows. A spot row's Est. $ is the range "if not
+that column (again: reverses). Misfits are marked with their reason. No I/O: fed ``Ranked`` rows. A spot row's Est. $
+is the range "if not
 preempted – expected" (services/offers/spot_risk.py; sorted by the expected); its Spot cell says "spot ⚠" when the
 provider's spot is going away (the pane's explanation line says why).
 

@@ -72,8 +72,7 @@ class VersionsView(Vertical):
         yield Label("versions (r restores into the editor)")
         yield VersionList(id="versions-list")
         yield Label("", id="versions-diff-title")
-        table = DataTable(id="versions-diff", cursor_type="row", zebra_stripes=True)
-        yield table
+        yield DataTable(id="versions-diff", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("key", "version", "editor")

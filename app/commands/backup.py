@@ -12,9 +12,13 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from app.commands._support import EXIT_OK, connected, fail, fail_error, fail_usage, need_run_dir, pod_arg
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 def add_store_options(p: argparse.ArgumentParser) -> None:
@@ -55,16 +59,24 @@ class Bar:
     """A rich progress bar on stderr (bytes, MB/s, ETA) when it is a terminal; silent otherwise."""
 
     def __init__(self, enabled: bool) -> None:
-        self.enabled, self.progress, self.task = enabled and sys.stderr.isatty(), None, None
+        self.enabled = enabled and sys.stderr.isatty()
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
 
     def __call__(self, p: Any) -> None:
         if not self.enabled:
             return
         from rich.console import Console
-        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                                   TransferSpeedColumn)
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
 
-        if self.progress is None:
+        if self.progress is None or self.task is None:
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                                      TransferSpeedColumn(), TimeRemainingColumn(),
                                      console=Console(stderr=True), transient=True)
@@ -78,7 +90,7 @@ class Bar:
             self.progress.stop()
 
 
-async def on_pod(args: argparse.Namespace, work: Callable[[Any, Any, str, "Bar"], Awaitable[Any]]) -> Any:
+async def on_pod(args: argparse.Namespace, work: Callable[[Any, Any, str, Bar], Awaitable[Any]]) -> Any:
     """The backup settings, POD and its run dir, then ``work(conn, settings, run_dir, bar)`` on the connected
     pod with a progress bar: (pod, settings, run_dir, what work returned), or the exit code after one line."""
     from services.errors import PodSpecError, PrimeTrainError, SettingsError
@@ -100,7 +112,7 @@ async def on_pod(args: argparse.Namespace, work: Callable[[Any, Any, str, "Bar"]
     except PrimeTrainError as exc:
         bar.close()  # before the error line: the bar redraws stderr
         return fail_error(exc)
-    except Exception as exc:  # noqa: BLE001 - a timeout or lost connection: one line; anything else re-raised
+    except Exception as exc:  # a timeout or lost connection: one line; anything else re-raised
         bar.close()
         known = transport_error(exc, f"{args.command} on {pod.name}")
         if known is None:

@@ -13,8 +13,9 @@ not rented from here. Exit 0 when any offer was listed, 1 when none, 2 on usage.
 ``--json``: ``{"offers": [{"provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot",
 "region", "fits", "est_hours", "est_cost", "est_cost_no_preemption", "est_hours_no_preemption",
 "interruptions_per_hr", "expected_preemptions", "hours_lost_per_preemption", "spot_note"}], "errors":
-[{"provider", "message"}]}`` (est_* of a spot offer: expected, preemptions included; on-demand: no risk), plus ``"skipped":
-[{"provider", "count", "why"}]`` when offers with an impossible price (not finite, below $0.001 or over $1,000 per GPU-hour)
+[{"provider", "message"}]}`` (est_* of a spot offer: expected, preemptions included; on-demand: no risk), plus
+``"skipped": [{"provider", "count", "why"}]`` when offers with an impossible price (not finite, below $0.001 or over
+$1,000 per GPU-hour)
 were left out; always valid JSON (never NaN/Infinity). A provider answering garbage (wrongly shaped, nested
 too deep, over 20 MB) is its error line: "unexpected answer: …"."""
 
@@ -69,7 +70,8 @@ def _split(text: str) -> tuple[int, int]:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from services.offers.ranking import DEFAULT_MODEL, RunSpec, run_spec_from_config, size_hint, size_note, sizing_model
+    from services.offers.ranking import DEFAULT_MODEL, RunSpec, run_spec_from_config
+    from services.offers.sizing import size_hint, size_note, sizing_model
 
     if args.gpus is not None and args.gpus < 1:
         return fail("--gpus must be at least 1", code=EXIT_USAGE)
@@ -122,9 +124,9 @@ async def _offers(args: argparse.Namespace, spec) -> int:
     from app.settings import cache_dir, load_offer_settings
     from services.errors import PrimeTrainError
     from services.offers import cache
+    from services.offers.calibration import NAME as OBSERVED, ObservationLog
     from services.offers.fetch_all import fetch_all
     from services.offers.keys import find_keys, find_urls
-    from services.offers.calibration import NAME as OBSERVED, ObservationLog
     from services.offers.ranking import rank
 
     try:
@@ -157,9 +159,9 @@ async def _offers(args: argparse.Namespace, spec) -> int:
     if args.json:
         from services.offers.ranking import RISK_KEYS
 
-        keys = ("provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot", "region", "fits",
-                "est_hours", "est_cost", *RISK_KEYS)
-        doc: dict = {"offers": [{k: r.to_json()[k] for k in keys} for r in ranked],
+        fields = ("provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot", "region", "fits",
+                  "est_hours", "est_cost", *RISK_KEYS)
+        doc: dict = {"offers": [{k: r.to_json()[k] for k in fields} for r in ranked],
                      "errors": [{"provider": e.provider, "message": e.message} for e in result.errors]}
         if result.skipped:
             doc["skipped"] = [{"provider": s.provider, "count": s.count, "why": s.why} for s in result.skipped]

@@ -64,7 +64,7 @@ async def _probe(args: argparse.Namespace) -> int:
                     sample = Sample.from_line(line) if line is not None else None  # None: over the hard limit
                 except PrimeTrainError:
                     sample = None
-                if sample is None:
+                if sample is None or line is None:
                     malformed += 1  # skipped, never fatal: only the time without a valid sample is
                     continue
                 if args.json:
@@ -98,12 +98,10 @@ async def _ended(name: str, stream, printed: int) -> int:
 def _print_sample(pod, sample) -> None:
     from rich.console import Console
     from rich.table import Table
-
-    from services.units import fmt_bytes, fmt_num
-
     from rich.text import Text
 
     from services.text import plain
+    from services.units import fmt_bytes, fmt_num
 
     def cell(value: object) -> Text:  # the pod's text (GPU names, its label): never markup
         return Text(plain(value, oneline=True))

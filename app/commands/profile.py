@@ -21,8 +21,17 @@ import json
 import sys
 import time
 
-from app.commands._support import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, connected, fail, fail_error, fail_usage,
-                                   need_run_dir, pod_arg)
+from app.commands._support import (
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    connected,
+    fail,
+    fail_error,
+    fail_usage,
+    need_run_dir,
+    pod_arg,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,8 +58,8 @@ async def _profile(args: argparse.Namespace) -> int:
     from services.bottleneck.analysis import analyze
     from services.bottleneck.report import read_episodes, read_run, write_markdown
     from services.errors import PodSpecError, PrimeTrainError, SettingsError
-    from services.monitor.metrics import parse_run
     from services.models import PodKind
+    from services.monitor.metrics import parse_run
 
     try:
         pod = pod_arg(args)

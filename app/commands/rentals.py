@@ -45,7 +45,8 @@ def _audit():
     return AuditLog(data_dir() / AUDIT_NAME)
 
 
-def _providers():
+def providers_from_settings():
+    """The providers' clients with the keys and base URLs of settings.toml and the environment."""
     from app.settings import load_offer_settings
     from services.offers.keys import find_keys, find_urls
     from services.offers.launch import Providers
@@ -92,7 +93,7 @@ async def _resolve(audit) -> None:
     """Look for "creating?" rentals by name (found: a real rental; none after the grace period: closed)."""
     from services.offers.launch import resolve_provisional
 
-    async with _providers() as providers:
+    async with providers_from_settings() as providers:
         for r, outcome in await resolve_provisional(providers, audit, time.time()):
             if outcome == "found":
                 say(f"note: {r.name} found at {r.provider} as pod {r.pod_id}", file=sys.stderr)
@@ -120,7 +121,7 @@ async def _terminate(audit, args: argparse.Namespace) -> int:
     if asked is not None:
         return asked
     try:
-        async with _providers() as providers:
+        async with providers_from_settings() as providers:
             outcome = await terminate_rental(providers, rental, audit, reason="user (CLI)")
     except ProviderFailure as exc:
         return fail(f"terminating {rental.name} failed: {exc}", "try again, or use the provider's console")
@@ -141,7 +142,7 @@ async def _watch(audit, interval: float) -> int:
 
     say(f"watching {len(audit.open_rentals())} open rental(s) every {interval:g} s (ctrl+c stops)", flush=True)
     try:
-        await watch.run(_providers, show, interval=interval)
+        await watch.run(providers_from_settings, show, interval=interval)
     except (KeyboardInterrupt, asyncio.CancelledError):
         pass
     return EXIT_FAIL if failed else EXIT_OK
@@ -171,7 +172,8 @@ def _history(audit, as_json: bool) -> int:
         est = "" if s.basis == "billed" else "≈"
         say(f"{s.name[:23]:<24}{s.run[:19]:<20}{s.provider[:14]:<15}{s.price_hr:>7.2f}{est:>1}{s.cost:>8.2f}"
               f"{budget:>9}  {start} → {end}")
-    say(f"\ntotal ${sums['total']:.2f} (≈: price x time, not a provider's bill); billing now ${sums['per_hour_now']:.2f}/hr")
+    say(f"\ntotal ${sums['total']:.2f} (≈: price x time, not a provider's bill); "
+        f"billing now ${sums['per_hour_now']:.2f}/hr")
     say("per run: " + ", ".join(f"{k} ${v:.2f}" for k, v in sums["runs"].items()))
     say("per day: " + ", ".join(f"{k} ${v:.2f}" for k, v in sums["days"].items()))
     return EXIT_OK

@@ -88,7 +88,7 @@ def _server_class() -> type:
     from aiohttp import WSCloseCode, web
     from textual_serve.server import Server
 
-    class AppServer(Server):  # type: ignore[misc]
+    class AppServer(Server):
         def __init__(self, *args: Any, max_sessions: int = DEFAULT_MAX_SESSIONS, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.sockets: set[Any] = set()

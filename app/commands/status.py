@@ -33,10 +33,8 @@ import time
 from dataclasses import asdict, replace
 from typing import Any
 
-from app.commands._support import (EXIT_FAIL, EXIT_OK, EXIT_USAGE, connected, fail, fail_usage, resolve_pod,
-                                   saved_pods)
+from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, connected, fail, fail_usage, resolve_pod, saved_pods
 from services.text import plain
-
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -200,13 +198,12 @@ def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None,
     file's mtime (``HealthTracker.feed_tails``), so "last step" ages from the pod's own clock, the
     trainer's steps are the run's progress, and an error is cleared only by a later step of its own
     component or of the trainer, as it would have been live."""
-    from services.monitor.health import HealthSettings, HealthTracker
-    from services.models import PodKind
-
     from dataclasses import replace
 
     from app.settings import load_health_settings
     from services.errors import SettingsError
+    from services.models import PodKind
+    from services.monitor.health import HealthSettings, HealthTracker
 
     try:
         base = load_health_settings()
@@ -304,7 +301,8 @@ def _print_cluster(console, name: str, cluster: dict[str, Any]) -> None:
         table.add_column(col, justify="right" if col in ("elapsed", "limit") else "left")
     for j in cluster["jobs"]:
         table.add_row(cell(j["id"]), cell(j["name"]), cell(j["state"]), cell(", ".join(j["nodes"]) or j["nodelist"]),
-                      fmt_duration(j["elapsed_s"]), "none" if j["time_limit_s"] is None else fmt_duration(j["time_limit_s"]),
+                      fmt_duration(j["elapsed_s"]),
+                      "none" if j["time_limit_s"] is None else fmt_duration(j["time_limit_s"]),
                       cell(j["reason"]))
     if not cluster["jobs"]:
         console.print(cell(f"{name}: no Slurm jobs of yours", "dim"))

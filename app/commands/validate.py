@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail
 
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             _print(name, report)
     source = prime_rl_source()
     if args.json:
-        doc = dict(reports[0]) if len(reports) == 1 else {"files": reports}
+        doc: dict[str, Any] = dict(reports[0]) if len(reports) == 1 else {"files": reports}
         doc["prime_rl"] = source.to_json() if source else None
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif source:

@@ -128,14 +128,14 @@ def _once(pods: list, options: Any, settings: Any, timeout: float) -> int:
 
 
 def _providers() -> Any:
-    from app.commands.rentals import _providers as providers
+    from app.commands.rentals import providers_from_settings
 
-    return providers()
+    return providers_from_settings()
 
 
 def _watch(pods: list, options: Any, settings: Any, as_json: bool) -> int:
     from services.watch import jsonlog
-    from services.watch.lock import WatchLock, WatcherRunning
+    from services.watch.lock import WatcherRunning, WatchLock
     from services.watch.notify import secret_parts
     from services.watch.watcher import Watcher
 

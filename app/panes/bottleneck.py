@@ -235,6 +235,8 @@ class BottleneckPane(Widget, can_focus=True):
         if event.worker.group != "bottleneck-export" or event.state is not WorkerState.SUCCESS:
             return  # failures go to the App's worker error hub
         path = event.worker.result
+        if path is None:
+            return
         self.notify(f"Profile written to {path}")
         self.post_message(self.ProfileExported(path))
 

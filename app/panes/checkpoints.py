@@ -1,13 +1,14 @@
 """The Checkpoints pane: the selected pod's checkpoints, the bucket's backups, backup and restore.
 
 The App calls ``show(snapshot, now)`` for the selected pod (the probe's "ckpts" and disk figures) and
-``clear()`` when no pod is selected. The bucket is listed by a worker (services.backup.transfer.list_bucket)
+``clear()`` when no pod is selected. The bucket is listed by a worker (services.backup.bucket.list_bucket)
 when the pod changes, after a transfer, on ``r``, and at most every ``BUCKET_REFRESH`` s.
 
 ``b`` backs up the newest complete checkpoint not yet verified in the bucket for this run, ``u`` restores
 the newest verified backup of this run onto the pod (another run's under the same prefix only when this
 run has none, and the question names that run); a verified ``b`` backup is told to the auto-backup so it
-is not sent again. Which run is on the pod (services.backup.transfer.run_source) is asked with each listing; both ask first (ConfirmScreen) and run as workers that open their own
+is not sent again. Which run is on the pod (services.backup.transfer.run_source) is asked with each listing; both ask
+first (ConfirmScreen) and run as workers that open their own
 connection to the pod (``connect``, default services.connect.open_connection). ``x`` (or escape) stops the running
 transfer after a confirmation: the agent on the pod is stopped with its SSH channel, the finished parts
 stay in the bucket and the next backup resumes from them. Progress: bytes, MB/s, ETA.
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -45,7 +47,7 @@ if TYPE_CHECKING:  # transfers and manifests load when the pane first lists or m
 BUCKET_REFRESH = 120.0
 
 
-def credential_source(env: dict[str, str] | None = None) -> str:
+def credential_source(env: Mapping[str, str] | None = None) -> str:
     """Where boto3 will find credentials, masked: never the secret, at most 4 chars of the key id."""
     env = os.environ if env is None else env
     if env.get("AWS_ACCESS_KEY_ID"):
@@ -268,7 +270,7 @@ class CheckpointsPane(Widget, can_focus=True):
 
     def mine(self, name: str) -> list[BucketCheckpoint]:
         """The listed steps that came from the run on this pod (another run may share the prefix)."""
-        from services.backup.transfer import ours
+        from services.backup.bucket import ours
 
         return ours(self.bucket.get(name, ()), self.sources.get(name))
 
@@ -284,8 +286,11 @@ class CheckpointsPane(Widget, can_focus=True):
         question = (f"Back up step {step} ({size(ck.bytes)}) from {target[0].name} to "
                     f"s3://{self.settings.bucket}/{self.settings.prefix_for(target[1])}? "
                     "Storage and transfer may cost money.")
-        self.app.push_screen(ConfirmScreen(question, yes="Back up"),
-                             lambda ok: ok and self._start("backup", target[0], target[1], step))
+        def answered(ok: bool | None) -> None:
+            if ok:
+                self._start("backup", target[0], target[1], step)
+
+        self.app.push_screen(ConfirmScreen(question, yes="Back up"), answered)
 
     def action_restore(self) -> None:
         target = self._target("restore")
@@ -305,8 +310,11 @@ class CheckpointsPane(Widget, can_focus=True):
                                  "under this prefix.")
         question = (f"Restore step {step} from the bucket onto {name}:{target[1]}/checkpoints? "
                     f"It is verified against its manifest before it appears.{whose}")
-        self.app.push_screen(ConfirmScreen(question, yes="Restore"),
-                             lambda ok: ok and self._start("restore", target[0], target[1], step))
+        def answered(ok: bool | None) -> None:
+            if ok:
+                self._start("restore", target[0], target[1], step)
+
+        self.app.push_screen(ConfirmScreen(question, yes="Restore"), answered)
 
     def action_refresh_bucket(self) -> None:
         snap = self.snapshot
@@ -375,8 +383,9 @@ class CheckpointsPane(Widget, can_focus=True):
 
     # ------------------------------------------------------------------ workers
     async def _list(self, pod: Any, run_dir: str) -> None:
+        from services.backup.bucket import list_bucket
         from services.backup.s3 import transport_error
-        from services.backup.transfer import list_bucket, pod_checkpoints, run_source
+        from services.backup.transfer import pod_checkpoints, run_source
         from services.connect import open_connection
 
         name = pod.name
@@ -387,7 +396,7 @@ class CheckpointsPane(Widget, can_focus=True):
             await conn.connect()
             self.sources[name] = await run_source(conn, run_dir)
             self.on_pod[name] = {c.step: c for c in (await pod_checkpoints(conn, run_dir))[0]}
-        except Exception as exc:  # noqa: BLE001 - a pod that does not answer: nothing counts as this run's
+        except Exception as exc:  # a pod that does not answer: nothing counts as this run's
             if not isinstance(exc, PrimeTrainError) and transport_error(exc, "which run") is None:
                 raise
             self.sources[name] = None
@@ -412,7 +421,11 @@ class CheckpointsPane(Widget, can_focus=True):
 
         conn = (self._connect or open_connection)(pod)
         ok, text = False, ""
-        report = self._progress if task is None else (lambda p: (self._progress(p), report_transfer(task, p)))
+        def report(p: Any) -> None:
+            self._progress(p)
+            if task is not None:
+                report_transfer(task, p)
+
         try:
             await conn.connect()
             if action == "backup":
@@ -436,7 +449,7 @@ class CheckpointsPane(Widget, can_focus=True):
             raise
         except PrimeTrainError as exc:
             text = f"{action} of step {step} failed: {exc}" + (f" ({exc.hint})" if exc.hint else "")
-        except Exception as exc:  # noqa: BLE001 - a timeout or lost connection: one line, not a crash
+        except Exception as exc:  # a timeout or lost connection: one line, not a crash
             known = transport_error(exc, f"{action} of step {step}")
             if known is None:
                 raise

@@ -24,8 +24,8 @@ from services.config.findings import ConfigError, Finding
 from services.config.incremental import IncrementalParser
 from services.config.validate import Report, validate_text
 from widgets.findings import FindingsList, summary_text
-from widgets.versions import VersionList, VersionsView
 from widgets.format import set_label
+from widgets.versions import VersionList, VersionsView
 
 DEBOUNCE = 0.3
 DISK_CHECK = 2.0

@@ -6,7 +6,8 @@ settings.toml). The last answer is cached on disk (``cache_dir``) and shown at o
 the TTL. Spot and on-demand offers are fetched together and ranked in one list, a spot offer by its expected
 $ with preemptions priced in (services/offers/spot_risk.py; its Est. $ is the range "not preempted –
 expected", explained on one line). Filters: max $/hr, kind (both / spot / on-demand, no refetch), GPU count,
-provider, and a toggle that shows misfits. A line names the best $/completion offer; provider failures go to the status line while the other providers' offers
+provider, and a toggle that shows misfits. A line names the best $/completion offer; provider failures go to the status
+line while the other providers' offers
 still show. The run being priced follows the Config pane (``use_config``). ``enter`` on an offer posts
 :class:`OffersPane.RentRequested`; the App confirms and rents.
 
@@ -167,7 +168,8 @@ class OffersPane(Widget, can_focus=True):
     # ------------------------------------------------------------------ the run being priced
     def use_config(self, data: dict[str, Any] | None, name: str = "the config") -> None:
         """Price the run this prime-rl config describes (the Config pane's current text)."""
-        from services.offers.ranking import run_spec_from_config, size_note, sizing_model
+        from services.offers.ranking import run_spec_from_config
+        from services.offers.sizing import size_note, sizing_model
 
         if not isinstance(data, dict):
             return

@@ -60,7 +60,9 @@ class FleetScreen(Screen[None]):
 
     @property
     def table(self) -> FleetView:
-        return self.query_one("#fleet-table")
+        from widgets.fleet_view import FleetView  # (imported by compose already)
+
+        return self.query_one("#fleet-table", FleetView)
 
     def update_pod(self, snapshot: PodSnapshot) -> None:
         """At most one table update per FLEET_FRAME_S: every cell update makes the table render all its

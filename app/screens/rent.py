@@ -41,10 +41,10 @@ class RentScreen(ModalScreen["LaunchPlan | None"]):
     RentScreen #rent-spot { color: $warning; height: auto; }
     """
 
-    def __init__(self, plan: "LaunchPlan", *, clock=time.time) -> None:
+    def __init__(self, plan: LaunchPlan, *, clock=time.time) -> None:
         super().__init__(classes="dialog-screen")
         self.plan, self.clock = plan, clock
-        self.result_plan: "LaunchPlan | None" = plan
+        self.result_plan: LaunchPlan | None = plan
 
     def compose(self) -> ComposeResult:
         p, o = self.plan, self.plan.offer
@@ -101,7 +101,8 @@ class RentScreen(ModalScreen["LaunchPlan | None"]):
             set_label(self.query_one("#rent-at", Static),
                       f"→ at {datetime.fromtimestamp(deadline).strftime('%a %H:%M')}, warned 15 min before")
             if hours < self.plan.est_hours:
-                problems.append(f"the deadline is shorter than the estimated run ({duration(self.plan.est_hours * 3600)})"
+                problems.append("the deadline is shorter than the estimated run "
+                                f"({duration(self.plan.est_hours * 3600)})"
                                 " — allowed, but the run will be cut off")
         else:
             set_label(self.query_one("#rent-at", Static), "no deadline: the pod bills until you press T")

@@ -35,7 +35,8 @@ def elapsed_cell(task: Task, now: float) -> str:
 
 
 def row_cells(task: Task, now: float) -> tuple[object, ...]:
-    return (Text(task.pod), Text(task.action), Text(task.state, style=_STATE_STYLE.get(task.state, "")), progress_cell(task),
+    return (Text(task.pod), Text(task.action), Text(task.state, style=_STATE_STYLE.get(task.state, "")),
+            progress_cell(task),
             elapsed_cell(task, now), Text(task.status[:80]))
 
 

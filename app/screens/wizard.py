@@ -20,9 +20,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, ContentSwitcher, Input, Label, Select, Static, TextArea
 
 from services.config.findings import ConfigError
-from services.text import plain
 from services.config.memory import human, presets, registry
 from services.config.wizard import ENVIRONMENTS, WizardChoices, WizardResult, generate
+from services.text import plain
 
 STEPS = ("step-model", "step-env", "step-preset", "step-gpus", "step-preview")
 TITLES = ("1/5 Model", "2/5 Environment", "3/5 GPU type", "4/5 How many GPUs", "5/5 Preview and save")
@@ -39,7 +39,8 @@ class WizardScreen(ModalScreen["Path | None"]):
 
     DEFAULT_CSS = """
     WizardScreen { align: center middle; }
-    WizardScreen #wizard { width: 110; max-width: 100%; height: 34; max-height: 100%; border: thick $primary; background: $surface; padding: 0 1; }
+    WizardScreen #wizard { width: 110; max-width: 100%; height: 34; max-height: 100%; border: thick $primary;
+    background: $surface; padding: 0 1; }
     WizardScreen #wizard-title { text-style: bold; height: 1; }
     WizardScreen #wizard-help { color: $text-muted; height: 2; }
     WizardScreen ContentSwitcher { height: 1fr; }

@@ -18,7 +18,7 @@ from services.backup.s3 import S3, BackupError, BackupSettings, each_page
 from services.pod.agent.common import parse_step
 
 
-async def _head(s3: S3, key: str) -> dict | None:
+async def head_object(s3: S3, key: str) -> dict | None:
     try:
         return await s3.call("head_object", Bucket=s3.bucket, Key=key)
     except BackupError as exc:
@@ -27,20 +27,20 @@ async def _head(s3: S3, key: str) -> dict | None:
         raise
 
 
-def _matches(head: dict, f: FileEntry) -> bool:
+def object_matches(head: dict, f: FileEntry) -> bool:
     """Same size and the ETag S3 derives from our md5s, or (stores whose ETags are not md5s, e.g.
     SSE-KMS) the ETag the store gave when the upload was completed from parts we checked."""
     etag = str(head.get("ETag", "")).strip('"')
     return int(head.get("ContentLength", -1)) == f.stored_size and etag in {f.etag, f.store_etag or f.etag}
 
 
-async def _check_objects(s3: S3, base: str, manifest: Manifest) -> list[str]:
+async def check_objects(s3: S3, base: str, manifest: Manifest) -> list[str]:
     problems = []
     for f in manifest.files:
-        head = await _head(s3, base + f.key)
+        head = await head_object(s3, base + f.key)
         if head is None:
             problems.append(f"{f.path}: missing from the bucket")
-        elif not _matches(head, f):
+        elif not object_matches(head, f):
             problems.append(f"{f.path}: bucket object differs from the manifest "
                             f"({head.get('ContentLength')} bytes, ETag {str(head.get('ETag')).strip(chr(34))}; "
                             f"expected {f.stored_size} bytes, ETag {f.etag})")
@@ -73,7 +73,7 @@ async def verify_backup(settings: BackupSettings, run_dir: str, step: int) -> Bu
         return BucketCheckpoint(step, 0, 0, False, (str(exc),))
     if manifest is None:
         return BucketCheckpoint(step, 0, 0, False, ("no manifest: the backup never finished",))
-    problems = await _check_objects(s3, base, manifest)
+    problems = await check_objects(s3, base, manifest)
     return BucketCheckpoint(step, manifest.bytes, manifest.stored_bytes, not problems, tuple(problems),
                             manifest.created, manifest.source, manifest.fingerprint)
 
@@ -127,7 +127,8 @@ async def prune_bucket(settings: BackupSettings, run_dir: str, keep_last: int,
     """Keep the newest ``keep_last`` verified steps of the run ``source`` (its own and those of the runs
     it was resumed from, up to the resume step); delete its own older steps (verified or not). The
     steps of the runs it was resumed from are never deleted (that run may still be alive elsewhere: a
-    pod that came back after the resume), nor are another run's steps, steps of unknown source (an old manifest, or no manifest: a
+    pod that came back after the resume), nor are another run's steps, steps of unknown source (an old manifest, or no
+    manifest: a
     backup that never finished, whoever started it) and steps newer than the oldest kept one are never
     touched."""
     if keep_last <= 0 or source is None:

@@ -14,6 +14,7 @@ parts must cover each file exactly; anything else refuses the whole manifest wit
 
 from __future__ import annotations
 
+import builtins
 import json
 import math
 import re
@@ -22,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from services.pod.agent.transfer import check_path, fingerprint
 from services.backup.s3 import BackupError, multipart_etag
+from services.pod.agent.transfer import check_path, fingerprint
 
 VERSION = 1
 _HEX = {32: re.compile(r"[0-9a-f]{32}"), 64: re.compile(r"[0-9a-f]{64}")}
@@ -71,7 +72,7 @@ class RunSource:
     def ids(self) -> set[str]:
         return {i for i in (self.run_id, *self.lineage) if i}
 
-    def same_run(self, other: "RunSource | None") -> bool:
+    def same_run(self, other: RunSource | None) -> bool:
         """The very same run: the same record id, or -- without record ids on both sides -- the same pod
         and run dir (one side with an id and the other without: different, the safe side). A run and
         the one it was resumed from are two runs (see :meth:`owns`). Unknown: never."""
@@ -81,7 +82,7 @@ class RunSource:
             return self.run_id == other.run_id
         return (self.pod, self.run_dir.rstrip("/")) == (other.pod, other.run_dir.rstrip("/"))
 
-    def owns(self, other: "RunSource | None", step: int) -> bool:
+    def owns(self, other: RunSource | None, step: int) -> bool:
         """Whether a backup of ``step`` made by the run ``other`` counts as this run's: made by this very
         run (:meth:`same_run`), or by a run it descends from (resumed from, possibly on another pod) at
         or before the step this run took over from it. A sibling (another resume of the same parent),
@@ -100,7 +101,7 @@ class RunSource:
         return self.resumed_at[i] if i < len(self.resumed_at) else None
 
     @staticmethod
-    def chain(first_step: object, first_parent: object, record_of: "Callable[[str], dict | None]",
+    def chain(first_step: object, first_parent: object, record_of: Callable[[str], dict | None],
               own_id: str = "") -> tuple[tuple[str, ...], tuple[int | None, ...]]:
         """(lineage, resumed_at) from a run record's ``resumed_from``/``resume_step`` and the records
         ``record_of(id)`` finds: each ancestor's bound is the smallest resume step on the way to it."""
@@ -118,7 +119,7 @@ class RunSource:
             parent = rec.get("resumed_from")
         return tuple(lineage), tuple(bounds)
 
-    def merged(self, other: "RunSource") -> "RunSource":
+    def merged(self, other: RunSource) -> RunSource:
         """This source with the ancestors ``other`` knows of as well (a known bound wins over None)."""
         known = dict(zip(self.lineage, (*self.resumed_at, *[None] * len(self.lineage))))
         for i, rid in enumerate(other.lineage):
@@ -135,24 +136,25 @@ class RunSource:
                 "resumed_at": list(self.resumed_at)}
 
     @classmethod
-    def from_dict(cls, d: object) -> "RunSource | None":
+    def from_dict(cls, d: object) -> RunSource | None:
         """None for a missing or unreadable source (a manifest written before sources were recorded)."""
         if not isinstance(d, dict) or not isinstance(d.get("pod"), str) or not isinstance(d.get("run_dir"), str):
             return None
-        lineage = [str(i) for i in (d.get("lineage") if isinstance(d.get("lineage"), list) else []) if i]
-        bounds = d.get("resumed_at") if isinstance(d.get("resumed_at"), list) else []
+        raw_lineage, raw_bounds = d.get("lineage"), d.get("resumed_at")
+        lineage = [str(i) for i in (raw_lineage if isinstance(raw_lineage, list) else []) if i]
+        bounds = raw_bounds if isinstance(raw_bounds, list) else []
         return cls(pod=d["pod"], run_dir=d["run_dir"], run_id=str(d.get("run_id") or ""), lineage=tuple(lineage),
                    resumed_at=tuple(_int(b) for b in bounds[:len(lineage)]))
 
 
-def _int(value: object) -> int | None:
+def _int(value: Any) -> int | None:
     try:
         return int(value) if value is not None and not isinstance(value, bool) else None
     except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf) from a JSON "Infinity"
         return None
 
 
-def source_label(source: "RunSource | None") -> str:
+def source_label(source: RunSource | None) -> str:
     return source.label() if source is not None else "an unknown run (backed up before runs were recorded)"
 
 
@@ -187,7 +189,7 @@ class FileEntry:
         return multipart_etag([p.md5 for p in self.parts])
 
     @classmethod
-    def from_dict(cls, d: Any) -> "FileEntry":
+    def from_dict(cls, d: Any) -> FileEntry:
         """One file of a manifest, or of the agent's "file" event. :class:`ManifestError` for an unsafe
         path (services.pod.agent.transfer.check_path) or anything not of its kind."""
         if not isinstance(d, dict):
@@ -259,7 +261,7 @@ class Manifest:
         return json.dumps(d, indent=1, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "Manifest":
+    def from_json(cls, text: str | builtins.bytes) -> Manifest:  # (plain ``bytes`` here is the property)
         """The manifest in ``text`` (what the bucket returned), or :class:`ManifestError` -- never another
         exception, never a manifest with an unsafe path (see the module's docstring)."""
         try:
@@ -278,7 +280,8 @@ class Manifest:
             raise ManifestError(f"unreadable manifest: {exc}") from None
         run, created, files = d.get("run", ""), d.get("created", 0), d.get("files")
         try:  # a number, finite as a float (an int of 400 digits is not)
-            created = float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else math.nan
+            number = isinstance(created, (int, float)) and not isinstance(created, bool)
+            created = float(created) if number else math.nan
         except OverflowError:
             created = math.nan
         if not isinstance(run, str) or not math.isfinite(created) or not isinstance(files, list):
@@ -315,7 +318,7 @@ class BucketCheckpoint:
     source: RunSource | None = None  # the run it came from (None: unknown: no manifest, or an old one)
     fingerprint: str = ""  # which checkpoint (Manifest.fingerprint; "": an old manifest)
 
-    def of(self, pod: "PodCheckpoint | None") -> bool:
+    def of(self, pod: PodCheckpoint | None) -> bool:
         """A verified backup of THAT checkpoint on the pod (not of another one with the same step)."""
         return self.verified and pod is not None and bool(self.fingerprint) and self.fingerprint == pod.fingerprint
 

@@ -10,7 +10,7 @@ Flexible checksums: botocore >= 1.36 adds a CRC32 checksum to every upload by de
 presigned part URLs carry no checksum parameters the pod's plain PUT could not satisfy. Integrity comes
 from our own manifest (sha256 per file, md5 per part checked against the ETags); the pod sends each part's
 Content-MD5 (the store refuses changed bytes) and, where the store takes it, its CRC32
-(services.backup.store_caps._parts_take_crc32).
+(services.backup.store_caps.parts_take_crc32).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import hashlib
 import os
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ class BackupSettings:
     auto_backup: bool = False
     keep_last: int = 3  # in the bucket, separate from the pod's keep_last
     checksums: str = "when_required"  # or "when_supported" (boto3's default since 1.36)
-    part_checksums: str = "auto"  # CRC32 per part when the store takes it unsigned (store_caps._parts_take_crc32)
+    part_checksums: str = "auto"  # CRC32 per part when the store takes it unsigned (store_caps.parts_take_crc32)
     part_size: int = DEFAULT_PART  # preferred; grows for huge files to stay <= 10,000 parts
     min_part: int = MIN_PART  # tests against moto lower it together with S3_UPLOAD_PART_MIN_SIZE
     jobs: int = 8  # parallel part uploads on the pod
@@ -62,7 +63,7 @@ class BackupSettings:
     read_timeout: float = 15.0  # s without a byte of the answer (app and pod)
     attempts: int = 2  # tries per S3 request from this app (botocore's retries, bounded)
 
-    def with_overrides(self, **kw: Any) -> "BackupSettings":
+    def with_overrides(self, **kw: Any) -> BackupSettings:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
 
     def prefix_for(self, run_dir: str) -> str:
@@ -80,7 +81,7 @@ _BACKUP_CHOICES = {"compression": ("zstd", "none"), "checksums": ("when_required
                    "part_checksums": ("auto", "none")}
 
 
-def load_backup_settings(path: Path | None, env: dict[str, str] | None = None) -> BackupSettings:
+def load_backup_settings(path: Path | None, env: Mapping[str, str] | None = None) -> BackupSettings:
     """``[backup]`` of a TOML file (missing file: defaults), then PRIME_TRAIN_TUI_BUCKET /
     PRIME_TRAIN_TUI_S3_ENDPOINT from the environment. Credentials are never read from files by us.
 
@@ -89,7 +90,7 @@ def load_backup_settings(path: Path | None, env: dict[str, str] | None = None) -
     would mean "no backup" to cleanup."""
     from services.tomlfile import kinds_of, read_toml, show_value
 
-    env = os.environ if env is None else env
+    environ: Mapping[str, str] = os.environ if env is None else env
     table: dict[str, Any] = {}
     if path is not None:
         doc = read_toml(path, error=BackupSettingsError)
@@ -109,8 +110,8 @@ def load_backup_settings(path: Path | None, env: dict[str, str] | None = None) -
             if isinstance(value, int) and not isinstance(value, bool) and value < low:
                 raise doc.fail(f"backup.{key} must be at least {low}, not {value}", "backup", key)
     settings = BackupSettings(**table)
-    return settings.with_overrides(bucket=env.get("PRIME_TRAIN_TUI_BUCKET") or None,
-                                   endpoint=env.get("PRIME_TRAIN_TUI_S3_ENDPOINT") or None)
+    return settings.with_overrides(bucket=environ.get("PRIME_TRAIN_TUI_BUCKET") or None,
+                                   endpoint=environ.get("PRIME_TRAIN_TUI_S3_ENDPOINT") or None)
 
 
 def part_size_for(size: int, preferred: int = DEFAULT_PART, minimum: int = MIN_PART, jobs: int = 8) -> int:
@@ -132,7 +133,7 @@ def multipart_etag(part_md5s: list[str]) -> str:
     return f"{digest}-{len(part_md5s)}"
 
 
-def mask(text: str) -> str:
+def hide_credentials(text: str) -> str:
     """Hide anything that looks like a credential or a signature (for logs and the screen)."""
     text = re.sub(r"(X-Amz-(Signature|Credential|Security-Token)=)[^&\s]+", r"\1***", text)
     text = re.sub(r"\b(AKIA|ASIA)[A-Z0-9]{12,}\b", "***", text)
@@ -213,7 +214,7 @@ class S3:
             if name == "head_bucket" and kw.get("Bucket") == self.bucket and not self.settings.region:
                 self._locate(out)
             return out
-        except Exception as exc:  # botocore's hierarchy is only importable lazily
+        except Exception as exc:  # noqa: BLE001 - botocore's hierarchy is only importable lazily; re-raised
             raise self._explain(exc, op) from None
 
     _located = False
@@ -241,7 +242,8 @@ class S3:
             return BackupError("no S3 credentials found",
                                hint="set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE (boto3's chain)")
         if isinstance(exc, (bx.ReadTimeoutError, bx.ConnectTimeoutError)):  # accepted (or not) and silent
-            waited = self.settings.read_timeout if isinstance(exc, bx.ReadTimeoutError) else self.settings.connect_timeout
+            waited = (self.settings.read_timeout if isinstance(exc, bx.ReadTimeoutError)
+                      else self.settings.connect_timeout)
             return BackupError(f"cannot reach the S3 endpoint {where}: no answer in {waited:g} s",
                                hint="the store is down or overloaded, or a firewall swallows the traffic; "
                                     "read_timeout / connect_timeout in backup.toml set the wait")
@@ -262,10 +264,10 @@ class S3:
                     self.settings.checksums != "when_required":
                 return BackupError(f"the store rejected boto3's default checksums ({code})",
                                    hint="set checksums = \"when_required\" in backup.toml")
-            return BackupError(f"S3 {op} failed: {code or status} {mask(str(exc))}")
+            return BackupError(f"S3 {op} failed: {code or status} {hide_credentials(str(exc))}")
         if isinstance(exc, bx.BotoCoreError):
-            return BackupError(f"S3 {op} failed: {mask(str(exc))}")
-        return BackupError(f"S3 {op} failed: {type(exc).__name__}: {mask(str(exc))}")
+            return BackupError(f"S3 {op} failed: {hide_credentials(str(exc))}")
+        return BackupError(f"S3 {op} failed: {type(exc).__name__}: {hide_credentials(str(exc))}")
 
 
 async def each_page(s3: S3, op: str, key: str, **kw: Any) -> list[Any]:

@@ -27,7 +27,7 @@ def composite_crc32(crcs: list[str]) -> str:
 _PART_CRC32: dict[tuple[str, str], bool] = {}  # (endpoint, bucket) -> parts may carry their CRC32
 
 
-async def _parts_take_crc32(s3: S3, base: str) -> bool:
+async def parts_take_crc32(s3: S3, base: str) -> bool:
     """Whether this store takes a CRC32 per part on a presigned part upload. The pod computes it after
     the URL was signed, so the ``x-amz-checksum-crc32`` header it sends is unsigned: moto and other
     S3-compatible stores take it, and an upload created with CRC32 is then completed from the parts'
@@ -73,7 +73,7 @@ def _put_probe(url: str, timeout: float) -> bool | None:
         return None
 
 
-async def _store_etags_are_md5(s3: S3, base: str) -> bool:
+async def store_etags_are_md5(s3: S3, base: str) -> bool:
     """Whether this bucket's ETags are md5s (AWS without SSE-KMS/SSE-C, moto, MinIO...): a tiny probe
     object tells. Asked only when a part's ETag is not the md5 we sent: either the store's ETags are
     opaque (we then keep the store's ETag in the manifest) or the bytes were changed on the way."""

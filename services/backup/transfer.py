@@ -23,34 +23,33 @@ import secrets
 import shlex
 import sys
 import time
-from collections.abc import AsyncIterable, Iterable
+from collections.abc import AsyncIterable, Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from services.backup.bucket import (  # noqa: F401 (re-exported)
-    _check_objects,
-    _head,
-    _matches,
+# (verified_steps as verified_steps: re-exported for services/lifecycle/actions.py until it imports it from bucket)
+from services.backup.bucket import (
     backed_up,
+    check_objects,
+    head_object,
     list_bucket,
     ours,
     prune_bucket,
     read_manifest,
-    verified_steps,
-    verify_backup,
+    verified_steps as verified_steps,
 )
 from services.backup.claims import Uploads, claim_step, collision
 from services.backup.manifest import FileEntry, Manifest, PodCheckpoint, RunSource, TransferProgress, source_label
-from services.backup.s3 import S3, BackupError, BackupSettings, each_page, mask, part_size_for
-from services.backup.store_caps import _parts_take_crc32, _store_etags_are_md5, composite_crc32  # noqa: F401
-from services.pod import agent
-from services.pod.agent.transfer import check_path
+from services.backup.s3 import S3, BackupError, BackupSettings, hide_credentials, part_size_for
+from services.backup.store_caps import composite_crc32, parts_take_crc32, store_etags_are_md5
 from services.errors import PrimeTrainError, UnsafeProbeDir
-from services.pod import trusted
+from services.pod import agent, trusted
+from services.pod.agent.transfer import check_path
 from services.pod.ssh import Connection, SSHConnection
 
-AGENT_PATH, AGENT_FILES = agent.BACKUP, agent.BACKUP_FILES  # uploaded together, the agent last (its presence: all are there)
+# Uploaded together, the agent last (its presence: all are there).
+AGENT_PATH, AGENT_FILES = agent.BACKUP, agent.BACKUP_FILES
 
 
 ProgressFn = Callable[[TransferProgress], None]
@@ -147,14 +146,14 @@ def _raise_errors(events: list[dict], stderr: str) -> None:
     if errors:
         raise BackupError(errors[0] + (f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""))
     if stderr.strip():
-        raise BackupError(f"the backup agent failed on the pod: {mask(stderr.strip().splitlines()[-1])}")
+        raise BackupError(f"the backup agent failed on the pod: {hide_credentials(stderr.strip().splitlines()[-1])}")
 
 
 async def pod_checkpoints(conn: Connection, run_dir: str) -> tuple[list[PodCheckpoint], dict | None]:
     agent = PodAgent(conn)
     await agent.install()
     events = await agent.run_json(["list", run_dir], timeout=120)
-    found = next((e for e in events if e.get("event") == "list"), {"ckpts": [], "disk": None})
+    found: dict[str, Any] = next((e for e in events if e.get("event") == "list"), {"ckpts": [], "disk": None})
     known = set(PodCheckpoint.__dataclass_fields__)
     return [PodCheckpoint(**{k: v for k, v in c.items() if k in known}) for c in found["ckpts"]], found.get("disk")
 
@@ -271,13 +270,13 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
             part = part_size_for(entry.size, settings.part_size, settings.min_part, settings.jobs)
             offsets = list(range(0, entry.size, part)) or [0]
             have: dict[int, str] = {}
-            head = await _head(s3, key)
-            exists = {}
+            head = await head_object(s3, key)
+            exists: dict[str, Any] = {}
             if len(offsets) > 1:
                 if head is not None:  # complete already (a backup stopped before its manifest, a re-run)
                     existing[key] = str(head.get("ETag", "")).strip('"')
                     exists = {"exists": {"etag": existing[key], "size": int(head.get("ContentLength", -1))}}
-                crc = "CRC32" if await _parts_take_crc32(s3, base) else None
+                crc = "CRC32" if await parts_take_crc32(s3, base) else None
                 uploads[key], have = await mine.resume_or_create(key, crc)  # used only when it does not match
                 if mine.checksums.get(key) == "CRC32":
                     exists["crc32"] = True  # (spread into the line beside "exists")
@@ -299,7 +298,7 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
             entries[entry.path] = replace(entry, store_etag="" if existing[key] == entry.etag else existing[key])
             return
         bad = [p.n for p, e in zip(entry.parts, etags) if e != p.md5]
-        if bad and await _store_etags_are_md5(s3, base):
+        if bad and await store_etags_are_md5(s3, base):
             raise BackupError(f"{entry.path}: the store's ETag of part {bad[0]} is not the md5 the pod sent "
                               "(corrupted on the way?)")
         if key in uploads:
@@ -335,7 +334,7 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
             kept = bool(ev.get("existing")) and ev["key"] in existing
             completing.append(asyncio.ensure_future(complete(ev["key"], entry, etags, crcs, kept)))
         elif kind == "error":
-            errors.append(mask(str(ev.get("message"))))
+            errors.append(hide_credentials(str(ev.get("message"))))
 
     try:
         await agent.stream(["send", "--jobs", str(settings.jobs), "--limit", str(settings.max_bandwidth),
@@ -357,7 +356,7 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
                         files=tuple(replace(entries[f["path"]], mtime_ns=int(f.get("mtime_ns") or 0)) for f in planned))
     result.manifest = manifest
     report(TransferProgress("backup", step, "verify", done_bytes, total, time.monotonic() - started))
-    result.problems = await _check_objects(s3, base, manifest)
+    result.problems = await check_objects(s3, base, manifest)
     if not result.problems:
         again = await read_manifest(s3, base)  # another run may have finished the same step meanwhile
         if again is not None and not source.owns(again.source, step):
@@ -410,7 +409,7 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
     if not source.owns(manifest.source, step) and notes is not None:
         notes.append(f"step {step} was backed up by another run: {source_label(manifest.source)} "
                      f"(this is {source.label()})")
-    problems = await _check_objects(s3, base, manifest)
+    problems = await check_objects(s3, base, manifest)
     if problems:
         raise BackupError(f"the backup of step {step} does not match its manifest: {problems[0]}")
     agent = PodAgent(conn)
@@ -418,8 +417,8 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
     own = f"{run_dir.rstrip('/')}/checkpoints"
     root = ckpt_root.rstrip("/") if ckpt_root and ckpt_root.rstrip("/") != own else None
     plan = {"run_dir": run_dir, "step": step, "tag": secrets.token_hex(4), **({"trainer_root": root} if root else {}),
-            "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "encoding": f.encoding, "mtime_ns": f.mtime_ns,
-                       "url": s3.presign("get_object", Key=base + f.key),
+            "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "encoding": f.encoding,
+                       "mtime_ns": f.mtime_ns, "url": s3.presign("get_object", Key=base + f.key),
                        "parts": [p.__dict__ for p in f.parts]} for f in manifest.files]}
     done, errors = 0, []
 
@@ -429,7 +428,7 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
             done += int(ev.get("bytes", 0))
             report(TransferProgress("restore", step, "download", done, manifest.bytes, time.monotonic() - started))
         elif ev.get("event") == "error":
-            errors.append(mask(str(ev.get("message"))))
+            errors.append(hide_credentials(str(ev.get("message"))))
         elif ev.get("event") == "done" and placed is not None:
             placed.extend(ev.get("paths") or [ev.get("path")])
         if ev.get("event") == "done" and ev.get("moved_aside") and notes is not None:
@@ -445,7 +444,3 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
     report(TransferProgress("restore", step, "done", manifest.bytes, manifest.bytes, time.monotonic() - started))
     return manifest
 
-
-__all__ = ["BackupError", "BackupResult", "BackupSettings", "TransferProgress", "backup_checkpoint",
-           "list_bucket", "pod_checkpoints", "prune_bucket", "restore_checkpoint", "verify_backup",
-           "verified_steps"]

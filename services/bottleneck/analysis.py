@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from services.bottleneck.diagnose import DOMINANT, InferenceLoad, diagnose, inference_load, pct as _pct
 from services.bottleneck.rules import Recommendation, load_rules, recommend
@@ -149,7 +150,7 @@ def analyze(run: ParsedRun, last: int = DEFAULT_STEPS, gpu: GpuEvidence | None =
     steps_t = [p.get("step") for p in per_step]
     known_t = [t for t in steps_t if t is not None]
     step_s = sum(known_t) / len(known_t) if known_t else None
-    orch_steps = [s.orchestrator.get("time/step") for s in window if s.orchestrator.get("time/step") is not None]
+    orch_steps = [t for s in window if (t := s.orchestrator.get("time/step")) is not None]
     orch_s = sum(orch_steps) / len(orch_steps) if orch_steps else None
     detailed = any(any(k in p for k in _TRAINER_PARTS) for p in per_step)
 
@@ -231,7 +232,7 @@ def _split(s: StepTiming) -> dict[str, float]:
 def _rollout_parts(rollout: dict[str, float]) -> dict[str, float]:
     """One step's per-rollout seconds as generation / tools / overhead (setup, finalize, scoring and the
     agent time neither in the model nor in the harness); only the kinds that were measured."""
-    out = {k: rollout[k] for k in ("generation", "tools") if k in rollout}
+    out: dict[str, float] = {k: rollout[k] for k in ("generation", "tools") if k in rollout}
     extra = [rollout[k] for k in ("setup", "finalize", "scoring") if k in rollout]
     if "agent" in rollout and out:
         extra.append(max(0.0, rollout["agent"] - sum(out.values())))

@@ -18,8 +18,9 @@ Confidence: "high" when the rollout timing and the server's load agree, "medium"
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 DOMINANT = 0.40
 KV_SATURATED = 0.90

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 RULES_PATH = Path(__file__).with_name("rules.toml")
 
@@ -54,7 +55,7 @@ def _load_rules_file(path: str) -> tuple[dict, ...]:
     try:
         import tomllib
     except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib
     with open(path, "rb") as f:
         data = tomllib.load(f)
     return tuple(data.get("rule", []))

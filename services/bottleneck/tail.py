@@ -8,9 +8,10 @@ episodes, the p95/p50 ratio and the least p95 in seconds.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 from services.bottleneck.rules import RULES_PATH
 from services.monitor.metrics import EpisodeTiming
@@ -52,7 +53,7 @@ def _load(path: str) -> tuple[tuple[str, float], ...]:
     try:
         import tomllib
     except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+        import tomli as tomllib
     with open(path, "rb") as f:
         table = tomllib.load(f).get("tool_tail", {})
     return tuple((k, float(table.get(k, v))) for k, v in DEFAULTS.items())

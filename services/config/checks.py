@@ -1,4 +1,4 @@
-"""Rule implementations beyond the schema: prime-rl's start-up cross-checks (prime-rl.md §3), the
+"""Rule implementations beyond the schema: the cross-checks prime-rl runs at start-up, the
 gotcha database (rules.toml, category "gotcha") and the secret scan. Each check reads the parsed
 document through :class:`validate.Context` and reports by rule id; texts live in rules.toml."""
 
@@ -100,7 +100,7 @@ def _rl_checks(ctx: Any) -> None:
     t_ck, o_ck = _table(tr.get("ckpt")), _table(orch.get("ckpt"))
     t_on, o_on = shared_ckpt is not None or t_ck is not None, shared_ckpt is not None or o_ck is not None
     if t_on != o_on:
-        path = ("trainer", "ckpt") if t_ck is not None else ("orchestrator", "ckpt")
+        path: tuple[str, ...] = ("trainer", "ckpt") if t_ck is not None else ("orchestrator", "ckpt")
         ctx.add("xc-ckpt-both", path, on="trainer" if t_on else "orchestrator",
                 off="orchestrator" if t_on else "trainer")
     elif t_on:
@@ -108,7 +108,8 @@ def _rl_checks(ctx: Any) -> None:
         ti = (t_ck or {}).get("interval", base)
         oi = (o_ck or {}).get("interval", base)
         if _is_set(ti) and _is_set(oi) and ti != oi or (_is_set(ti) != _is_set(oi)):
-            path = ("orchestrator", "ckpt", "interval") if o_ck and "interval" in o_ck else ("trainer", "ckpt", "interval")
+            path = (("orchestrator", "ckpt", "interval") if o_ck and "interval" in o_ck
+                    else ("trainer", "ckpt", "interval"))
             ctx.add("xc-ckpt-interval", path, trainer=_lit(ti), orchestrator=_lit(oi))
 
     shared_name = (shared_model or {}).get("name", DEFAULT_MODEL if shared_model is not None else None)
@@ -116,7 +117,8 @@ def _rl_checks(ctx: Any) -> None:
     if inf is not None:
         i_name = (_table(inf.get("vllm")) or {}).get("model", shared_name or DEFAULT_MODEL)
         if i_name != o_name and not str(o_name).startswith("Jackmin108/"):
-            ctx.add("xc-model-name", ("inference", "vllm", "model") if "vllm" in inf else ("orchestrator", "model", "name"),
+            ctx.add("xc-model-name",
+                    ("inference", "vllm", "model") if "vllm" in inf else ("orchestrator", "model", "name"),
                     a_path="inference.vllm.model", a=i_name, b_path="orchestrator.model.name", b=o_name)
     else:
         t_name = tmodel.get("name", shared_name or DEFAULT_MODEL)
@@ -133,11 +135,13 @@ def _rl_checks(ctx: Any) -> None:
 
     wandb = _table(ctx.get(("monitors", "wandb")))
     if wandb and wandb.get("offline") is True:
-        ctx.add("xc-wandb-offline", ("monitors", "wandb", "offline"), edit=Edit("delete", ("monitors", "wandb", "offline")))
+        ctx.add("xc-wandb-offline", ("monitors", "wandb", "offline"),
+                edit=Edit("delete", ("monitors", "wandb", "offline")))
 
     dep = _table(d.get("deployment")) or {}
     if dep.get("type", "single_node") == "single_node":
-        n_train, n_infer, per_node = dep.get("num_train_gpus", 1), dep.get("num_infer_gpus", 1), dep.get("gpus_per_node", 8)
+        n_train, n_infer = dep.get("num_train_gpus", 1), dep.get("num_infer_gpus", 1)
+        per_node = dep.get("gpus_per_node", 8)
         if all(isinstance(x, int) for x in (n_train, n_infer, per_node)):
             if n_train + n_infer > per_node:
                 ctx.add("xc-gpus-per-node", ("deployment",), train=n_train, infer=n_infer, per_node=per_node)
@@ -304,7 +308,8 @@ def gotchas(ctx: Any, *, gpus: int | None = None, sources: bool = True) -> None:
             ctx.add("gotcha-vllm-v1", path + ("VLLM_USE_V1",), edit=Edit("delete", path + ("VLLM_USE_V1",)))
 
     # orchestrator keep_last / keep_interval do nothing
-    ock = _table(ctx.get(("orchestrator", "ckpt") if kind == "rl" else ("ckpt",))) if kind in ("rl", "orchestrator") else None
+    ock = (_table(ctx.get(("orchestrator", "ckpt") if kind == "rl" else ("ckpt",)))
+           if kind in ("rl", "orchestrator") else None)
     for key in ("keep_last", "keep_interval"):
         if ock and _is_set(ock.get(key)):
             base = ("orchestrator", "ckpt") if kind == "rl" else ("ckpt",)
@@ -328,7 +333,8 @@ def remote_executor(ctx: Any, i: int, src: Any) -> None:
         backend = str(runtime.get("type", "")).lower()
         executor = str(env.get("executor_backend", agent.get("executor_backend", ""))).lower()
         if backend in REMOTE_RUNTIMES or executor in REMOTE_RUNTIMES:
-            path = src_base + (i, "env", role, "runtime", "type") if backend in REMOTE_RUNTIMES else src_base + (i, "env")
+            path = (src_base + (i, "env", role, "runtime", "type") if backend in REMOTE_RUNTIMES
+                    else src_base + (i, "env"))
             env_name = (src or {}).get("name") or ((_table(env.get("taskset")) or {}).get("id", "?"))
             ctx.add("gotcha-remote-executor", path, env=env_name)
 
@@ -408,11 +414,11 @@ def scan_secrets(text: str) -> list[Finding]:
         end = text.find("\n", begin)
         end = len(text) if end < 0 else end
         _comment_secret(text, begin, end, where, hit_lines, out)
-        m = _KV.match(text, begin, end)
-        if m is None:
+        kv = _KV.match(text, begin, end)
+        if kv is None:
             continue
-        key, value = m.group(1), m.group(3)
-        pos = where(m.start(3))
+        key, value = kv.group(1), kv.group(3)
+        pos = where(kv.start(3))
         if pos[0] in hit_lines:
             continue
         last = key.split(".")[-1]

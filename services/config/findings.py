@@ -11,7 +11,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 from services.errors import PrimeTrainError
 
@@ -70,7 +70,7 @@ def dotted(path: Path_) -> str:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def rule_db() -> dict[str, Any]:
     """rules.toml, parsed once."""
     text = resources.files("services.config").joinpath("rules.toml").read_text(encoding="utf-8")

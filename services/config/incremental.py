@@ -16,15 +16,16 @@ the cache: callers must not mutate it.
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Callable
 from itertools import accumulate
-from typing import Any, Callable
+from typing import Any
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 from services.config.positions import TABLE_CUT, PieceIndex, PositionCache, key_positions
 from services.tomlfile import MAX_DEPTH, data_depth, depth_problem, too_deep
@@ -49,7 +50,8 @@ class _Piece:
         self.nlines = text.count("\n")
         self.deep_line = too_deep(text)  # exact per piece: every piece before a clean one ends clean
         self.error: tomllib.TOMLDecodeError | None = None
-        self.kind, self.parts, self.body, self.depth = "root", (), {}, 0
+        self.kind, self.body, self.depth = "root", {}, 0
+        self.parts: tuple = ()  # the header's dotted key; None (below) for a header that does not parse
         self.header = ""
         self.secrets: list | None = None  # checks.scan_secrets of this piece, on first use
         stripped = text.lstrip()
@@ -320,7 +322,7 @@ class IncrementalParser:
         deepest = 0
         below_depth = depth + 1
         for entry in order:
-            if entry is own:
+            if own is not None and entry is own:
                 for k, v in entry.body.items():
                     if k in node or k in groups:
                         raise _Conflict(k)
@@ -379,14 +381,14 @@ class IncrementalParser:
 
 def _ends_clean(text: str) -> bool:
     """The text ends outside any array, inline table or multi-line string (its last line is whole)."""
-    from services.config.positions import _bracket_delta
+    from services.config.positions import bracket_delta
 
     depth = 0
     for line in text.splitlines():
         stripped = line.lstrip()
         if not stripped or stripped[0] == "#":
             continue
-        d, open_string = _bracket_delta(stripped)
+        d, open_string = bracket_delta(stripped)
         if open_string:
             return False
         depth += d

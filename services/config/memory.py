@@ -24,7 +24,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 from services.config.findings import ConfigError, Finding, make
 
@@ -33,7 +33,6 @@ GIB = 1024**3
 MIB = 1024**2
 SHARDINGS = ("none", "os", "os+g", "full")
 ADAM_K = 12  # fp32 master weights + momentum + variance, bytes per trainable parameter
-LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 @dataclass(frozen=True)
@@ -144,12 +143,13 @@ def _data(name: str) -> dict[str, Any]:
     return tomllib.loads(resources.files("services.config").joinpath(name).read_text(encoding="utf-8"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def registry() -> dict[str, ModelShape]:
-    return {name: ModelShape(name=name, **{k: v for k, v in spec.items()}) for name, spec in _data("models.toml").items()}
+    return {name: ModelShape(name=name, **{k: v for k, v in spec.items()})
+            for name, spec in _data("models.toml").items()}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def presets() -> dict[str, Preset]:
     return {pid: Preset(pid, **spec) for pid, spec in _data("presets.toml").items()}
 

@@ -60,7 +60,7 @@ def _find_eq(line: str) -> int:
     return -1
 
 
-def _bracket_delta(text: str) -> tuple[int, str]:
+def bracket_delta(text: str) -> tuple[int, str]:
     """Net ``[``/``{`` depth change of a value fragment, ignoring strings and comments.
 
     Also returns the multi-line string delimiter left open at the end, if any."""
@@ -106,7 +106,7 @@ def key_positions(text: str) -> dict[tuple, Pos]:
                 open_string = ""
             continue
         if depth > 0:
-            d, open_string = _bracket_delta(line)
+            d, open_string = bracket_delta(line)
             depth = max(0, depth + d)
             continue
         stripped = line.lstrip()
@@ -133,7 +133,7 @@ def key_positions(text: str) -> dict[tuple, Pos]:
         full = table + tuple(parts)
         for i in range(len(table) + 1, len(full) + 1):
             out.setdefault(full[:i], (lineno, col))
-        d, open_string = _bracket_delta(stripped[eq + 1:])
+        d, open_string = bracket_delta(stripped[eq + 1:])
         depth = max(0, d)
     return out
 
@@ -307,7 +307,7 @@ class PieceIndex:
         self.headers = self.headers[:k] + (new,) + self.headers[k + 1:]
         return True
 
-    def lookup(self, scanner: PositionCache, texts: list[str], line0: list[int]) -> "LazyPositions":
+    def lookup(self, scanner: PositionCache, texts: list[str], line0: list[int]) -> LazyPositions:
         return LazyPositions(self, scanner, texts, line0)
 
 

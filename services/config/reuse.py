@@ -18,7 +18,8 @@ the document, not the editing session.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from services.config.findings import Finding
 

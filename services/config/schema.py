@@ -16,7 +16,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 KINDS = ("rl", "trainer", "orchestrator", "inference", "sft", "evals")
 _RANGE = re.compile(r"^(int|float)([\[(])([^,]*),([^\])]*)([\])])$")
@@ -141,7 +141,7 @@ def parse_spec(text: str) -> Spec:
     return Spec(tuple(alts))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_schema() -> Schema:
     text = resources.files("services.config").joinpath("schema.toml").read_text(encoding="utf-8")
     data = tomllib.loads(text)
@@ -178,7 +178,7 @@ class PrimeRlSource:
                 "configs_version": self.configs_version}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def prime_rl_source() -> PrimeRlSource | None:
     try:
         text = resources.files("services.config").joinpath("prime_rl_fields.json").read_text(encoding="utf-8")

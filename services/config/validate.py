@@ -18,12 +18,12 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 from services.config.findings import ConfigError, Edit, Finding, Severity, make
 from services.config.positions import Pos, key_positions, position
 from services.config.schema import KINDS, detect_kind, load_schema
-from services.config.walk import _migrations, _walk
+from services.config.walk import load_migrations, walk
 from services.tomlfile import depth_problem
 
 _TOML_ERR_POS = re.compile(r"\(at line (\d+), column (\d+)\)")
@@ -181,6 +181,7 @@ def validate_text(text: str, *, kind: str | None = None, filename: str | None = 
         m = re.search(r"\(line (\d+)\)", problem)
         finding = make("toml-syntax", (int(m.group(1)) if m else 1, 1), error=problem)
         return Report(kind or "unknown", tuple(sorted([finding, *secrets], key=_order)))
+    assert data is not None  # parsed, or its problem was reported above
     sure = True
     if kind is None:
         kind, sure = infer_kind(data, filename)
@@ -203,7 +204,7 @@ def validate_text(text: str, *, kind: str | None = None, filename: str | None = 
 def _run_checks(ctx: Context, *, gpus: int | None, preset: str | None) -> None:
     from services.config import checks
 
-    _walk(ctx, ctx.data, load_schema().root(ctx.kind), ())
+    walk(ctx, ctx.data, load_schema().root(ctx.kind), ())
     if ctx.cache is None:
         checks.cross_checks(ctx)
         checks.gotchas(ctx, gpus=gpus)
@@ -229,11 +230,14 @@ def _reused_rules(ctx: Context, gpus: int | None) -> None:
         return out
 
     key = (ctx.kind, gpus, cache.outline(ctx.data))
-    ctx.findings.extend(cache.rules(key, lambda: run(lambda: (checks.cross_checks(ctx),
-                                                              checks.gotchas(ctx, gpus=gpus, sources=False)))))
+    def whole_file() -> None:
+        checks.cross_checks(ctx)
+        checks.gotchas(ctx, gpus=gpus, sources=False)
+
+    ctx.findings.extend(cache.rules(key, lambda: run(whole_file)))
     for i, src in enumerate(checks.train_sources(ctx)):
         ctx.findings.extend(cache.source((ctx.kind, i, id(src)), src,
-                                         lambda: run(lambda: checks.remote_executor(ctx, i, src))))
+                                         lambda i=i, src=src: run(lambda: checks.remote_executor(ctx, i, src))))
 
 
 class _Unplaced(Context):
@@ -303,7 +307,7 @@ def infer_kind(data: dict[str, Any], filename: str | None = None) -> tuple[str, 
     top-level key (today's name or an older one), then the fewest schema errors below them; the file
     name only breaks a tie. Returns ``(kind, sure)``; ``sure`` is False when the content fits several."""
     schema = load_schema()
-    migrations = _migrations()
+    migrations = load_migrations()
 
     def known(kind: str, key: str) -> bool:
         cls = schema.root(kind)
@@ -316,7 +320,7 @@ def infer_kind(data: dict[str, Any], filename: str | None = None) -> tuple[str, 
         rejected = {}
         for k in best:
             ctx = _Unplaced(data, k)
-            _walk(ctx, data, schema.root(k), ())
+            walk(ctx, data, schema.root(k), ())
             rejected[k] = sum(f.severity is Severity.ERROR and not f.id.startswith("mig-") for f in ctx.findings)
         low = min(rejected.values())
         best = [k for k in best if rejected[k] == low]

@@ -18,7 +18,7 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 from services.atomic import atomic_write_text
 from services.config.findings import ConfigError, dotted

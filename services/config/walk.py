@@ -19,7 +19,9 @@ from services.config.suggest import did_you_mean
 Context = Any  # validate.Context (not imported: validate imports this module)
 
 
-def _walk(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple) -> None:
+def walk(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple) -> None:
+    """Check ``table`` against config class ``cls`` (findings into ``ctx``), reusing the last walk's findings
+    for a table the reuse cache saw unchanged."""
     cache = ctx.cache
     if cache is None:
         _walk_table(ctx, table, cls, path)
@@ -83,12 +85,12 @@ def _check(ctx: Context, value: Any, spec: Spec, path: tuple, *, in_map: bool = 
         k = alt.kind
         if k == "any":
             return
-        if k == "class" and isinstance(value, dict):
-            _walk(ctx, value, schema.classes[alt.cls], path)
+        if k == "class" and isinstance(value, dict) and alt.cls is not None:
+            walk(ctx, value, schema.classes[alt.cls], path)
             return
-        if k == "aot" and isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        if k == "aot" and isinstance(value, list) and all(isinstance(v, dict) for v in value) and alt.cls is not None:
             for i, item in enumerate(value):
-                _walk(ctx, item, schema.classes[alt.cls], path + (i,))
+                walk(ctx, item, schema.classes[alt.cls], path + (i,))
             return
         if k == "literal" and value == alt.literal:
             return
@@ -113,7 +115,7 @@ def _check(ctx: Context, value: Any, spec: Spec, path: tuple, *, in_map: bool = 
     if range_miss is not None:
         ctx.add("out-of-range", path, path=dotted(path), value=value, bound=range_miss.bound())
         return
-    literals = [a.literal for a in spec.alts if a.kind == "literal"]
+    literals = [a.literal for a in spec.alts if a.kind == "literal" and a.literal is not None]
     edit = None
     suggestion = ""
     if literals and isinstance(value, str):
@@ -175,8 +177,9 @@ def _unknown_plugin(ctx: Context, cls: ConfigClass, value: str, path: tuple, tab
     close = did_you_mean(value, cls.variants, {})
     if close is None:
         return
-    shown = close.replace("_", "-") if "-" in str(table.get(cls.union, "")) else close
-    ctx.add("plugin-typo", path, path=dotted(path), value=table.get(cls.union), close=shown,
+    union = cls.union or ""  # (set: a plugin union has its discriminator key)
+    shown = close.replace("_", "-") if "-" in str(table.get(union, "")) else close
+    ctx.add("plugin-typo", path, path=dotted(path), value=table.get(union), close=shown,
             edit=Edit("set", path, value=shown))
 
 
@@ -189,7 +192,7 @@ def _role(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, tab
         ctx.add("env-harness", path, where=dotted(path[:-1]), edit=Edit("rename", path, seat))
         return
     if isinstance(value, dict) and set(value) & set(roles.keys):
-        _walk(ctx, value, roles, path)
+        walk(ctx, value, roles, path)
     close = did_you_mean(key, cls.keys, table)
     if close is not None:
         ctx.add("env-key-typo", path, key=key, close=close, where=dotted(path[:-1]),
@@ -198,8 +201,8 @@ def _role(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, tab
 
 # ------------------------------------------------------------------------------------------ migrations
 
-def _migrations() -> dict[tuple[str, str], dict[str, Any]]:
-    cached = getattr(_migrations, "_cache", None)
+def load_migrations() -> dict[tuple[str, str], dict[str, Any]]:
+    cached = getattr(load_migrations, "_cache", None)
     if cached is None:
         cached = {}
         for entry in rule_db().get("migrations", []):
@@ -208,12 +211,12 @@ def _migrations() -> dict[tuple[str, str], dict[str, Any]]:
             for c in classes:
                 for old in olds:
                     cached[(c, old.split(".")[0])] = {**entry, "old": old}
-        _migrations._cache = cached  # type: ignore[attr-defined]
+        load_migrations._cache = cached  # type: ignore[attr-defined]
     return cached
 
 
 def _unknown(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, table: dict[str, Any]) -> None:
-    migrations = _migrations()
+    migrations = load_migrations()
     mig = migrations.get((cls.name, key)) or migrations.get(("*", key))
     if mig is not None and _migration(ctx, mig, value, path):
         return
@@ -247,7 +250,7 @@ def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bo
             new, up = new[3:], up + 1
         target_base = base[:len(base) - up] if up else base
         new_path = target_base + tuple(new.split("."))
-        override = None
+        override: Any = None
         manual = mig.get("manual", False)
         note = ""
         if mig["id"] == "mig-resume-step" and node == -1:
@@ -283,5 +286,5 @@ def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bo
                                 dotted(old_path), edit))
     as_class = mig.get("as_class")
     if as_class and isinstance(node, dict):
-        _walk(ctx, node, load_schema().classes[as_class], old_path)
+        walk(ctx, node, load_schema().classes[as_class], old_path)
     return True

@@ -102,7 +102,8 @@ def generate(c: WizardChoices) -> WizardResult:
         "",
         "[deployment]",
         f"gpus_per_node = {max(c.gpus, 2) if single else c.gpus}"
-        + ("  # one physical GPU: start inference first, then the trainer (see gpu_memory_utilization)" if single else ""),
+        + ("  # one physical GPU: start inference first, then the trainer (see gpu_memory_utilization)"
+           if single else ""),
         f"num_train_gpus = {train}  # FSDP shards weights and gradients over these",
         f"num_infer_gpus = {infer}  # vLLM replicas (data parallel over tensor_parallel_size)",
         "",
@@ -120,7 +121,8 @@ def generate(c: WizardChoices) -> WizardResult:
     L += [
         "",
         "[trainer.optim]",
-        f"lr = {'1e-5' if lora else '1e-6'}  # {'LoRA tolerates a larger learning rate' if lora else 'full fine-tuning: small steps'}",
+        f"lr = {'1e-5' if lora else '1e-6'}  "
+        f"# {'LoRA tolerates a larger learning rate' if lora else 'full fine-tuning: small steps'}",
         "",
         "[orchestrator]",
         f"batch_size = {batch}  # rollouts per step (a multiple of group_size)",

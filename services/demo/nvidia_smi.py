@@ -55,7 +55,7 @@ HZ = 100
 MEM_TOTAL_KB = 2113502204
 
 
-class Config(object):
+class Config:
     def __init__(self, env=None):
         env = os.environ if env is None else env
         self.gpus = int(env.get("PTT_FAKE_GPUS", "8"))

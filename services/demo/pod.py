@@ -102,7 +102,7 @@ class DemoPod:
             self.prepare(fresh=True)
 
     @classmethod
-    def at(cls, root: Path | str, **defaults: Any) -> "DemoPod":
+    def at(cls, root: Path | str, **defaults: Any) -> DemoPod:
         """The sandbox at ``root`` with the options saved there (``demo.json``), else ``defaults``."""
         saved = load_options(Path(root))
         opts = {k: v for k, v in {**defaults, **saved}.items() if k in OPTION_KEYS}
@@ -369,7 +369,7 @@ def _start_time(pid: int) -> int | None:
 
 def _trainers(run_dir: str) -> list[tuple[int, int]]:
     """(pid, pgid) of live processes running trainer.py with ``--run-dir run_dir``."""
-    found = []
+    found: list[tuple[int, int]] = []
     try:
         names = os.listdir("/proc")
     except OSError:

@@ -10,7 +10,8 @@ Writes, under --run-dir:
                                              timing in the current layout, see --profile) and a
                                              periodic inference/agg/* record, as prime-rl's file monitor does
   checkpoints/step_N/{trainer/model.bin,trainer/.metadata,orchestrator/progress.pt}
-                                             every --ckpt-interval steps and at the last step, in DCP's order (.metadata last)
+                                             every --ckpt-interval steps and at the last step, in DCP's order
+                                             (.metadata last)
   configs/trainer.json                       {"max_steps": N} when --max-steps > 0, as prime-rl's resolved
                                              config (the probe reads it: step N/max, ETA)
 With --runbook it is not prime-rl but a plain script: training.csv (step,loss,lr,toks_per_s), plain
@@ -170,10 +171,11 @@ def trace_record(step, i, tool, model, t0):
                         "harness": {"duration": round(tool, 6)}},
               "finalize": {"start": agent_end, "end": agent_end + FINALIZE},
               "scoring": {"start": agent_end + FINALIZE, "end": agent_end + FINALIZE + SCORING}}
-    task = {"type": "Task", "data": {"prompt": "Reverse the text: demo example %d-%d" % (step, i)}}
+    prompt = "Reverse the text: demo example %d-%d" % (step, i)
+    task = {"type": "Task", "data": {"prompt": prompt}}
     trace = {"version": 1, "id": "t%d-%d" % (step, i), "verifiers": {"version": "demo"}, "task": task,
              "agent": {"config": {}, "name": DEMO_AGENT, "trainable": True}, "tools": [],
-             "nodes": [{"messages": [{"role": "user", "content": task["data"]["prompt"]},
+             "nodes": [{"messages": [{"role": "user", "content": prompt},
                                      {"role": "assistant", "content": "(simulated)"}]}],
              "calls": [], "rewards": {}, "metrics": {}, "info": {}, "extra_usage": [], "is_completed": True,
              "ok": True, "stop_condition": "done", "errors": [], "timing": timing}
@@ -329,8 +331,8 @@ def owner_gone(path, claimed=False):
         pass  # alive, another user's
     try:
         with open("/proc/%d/stat" % pid) as fh:
-            rest = fh.read()
-        rest = rest[rest.rfind(")") + 2:].split()
+            stat = fh.read()
+        rest = stat[stat.rfind(")") + 2:].split()
     except (OSError, ValueError):
         return False  # no /proc here: the pid answered, that is all we know
     return rest[0] == "Z" or (owner.get("start") is not None and int(rest[19]) != int(owner["start"]))

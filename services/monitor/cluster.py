@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
-from typing import Any, Callable
+from typing import Any
 
 from services.errors import PrimeTrainError
 from services.models import Alert

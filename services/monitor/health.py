@@ -5,11 +5,12 @@ Each rule is a plain function of what it needs and ``now`` (tested one by one wi
 log hits) and is fed one :class:`Sample` at a time, O(new data) per sample. The time axis is the pod's
 own clock (``Sample.t``), so a slow link or W&B's upload lag never looks like a stalled run.
 
-Rules (thresholds in :class:`HealthSettings`; field notes §8 for why):
+Rules (thresholds in :class:`HealthSettings`, all settable: docs/alerts.md):
 
 * ``no-progress`` — no new step for longer than an adaptive budget: k × the recent step time, clamped
   to [floor, cap]; before the first step, a start budget (15 min) from the run's first log line, so an
-  inference server that died while starting is caught in minutes, not after the 45-min cap. Paused while a checkpoint is being written (the budget restarts after it); silent
+  inference server that died while starting is caught in minutes, not after the 45-min cap. Paused while a checkpoint
+  is being written (the budget restarts after it); silent
   once the run said it finished; never judged from W&B (its heartbeat is only quoted as context).
 * ``gpu-dead`` — the run is active and a GPU it used sits at ~0 MiB / ~0 % for over 60 s:
   "inference server likely died at step N" (prime-rl gives inference the first GPUs).
@@ -21,14 +22,13 @@ Rules (thresholds in :class:`HealthSettings`; field notes §8 for why):
 
 from __future__ import annotations
 
-import math
-
 import functools
+import math
 import re
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from services.models import Alert, CheckpointInfo, GpuSample, HostSample, RunProgress, Sample, Severity
 from services.monitor.progress import RunTracker, split_line, time_lines, time_records
@@ -37,7 +37,7 @@ from services.text import plain
 try:
     import tomllib
 except ImportError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 PATTERNS_FILE = Path(__file__).with_name("health_patterns.toml")
 GIB = 1024**3
@@ -323,7 +323,8 @@ class HealthTracker:
             self.feed_log(line, at)
         for name in ("metrics.jsonl", "training.csv"):
             part = tails.get(name)
-            if self.run.step is not None or not isinstance(part, dict) or not isinstance(part.get("mtime"), (int, float)):
+            if (self.run.step is not None or not isinstance(part, dict)
+                    or not isinstance(part.get("mtime"), (int, float))):
                 continue
             lines = [str(x) for x in part.get("lines") or []]
             mtime = float(part["mtime"])

@@ -34,12 +34,14 @@ class LineReader:
             except ValueError as exc:  # asyncio's limit: it dropped the bytes it held
                 self._parts, self._size = [], 0
                 if "is found" in str(exc):  # "Separator is found, but chunk is longer than limit": line over
-                    return self._skipped()
+                    self._skipped()
+                    return None
                 self._dropping = True  # "Separator is not found, and chunk exceed the limit": more follows
                 continue
             if not piece:  # end of stream: what is held is the last line (without its newline)
                 if self._dropping:
-                    return self._skipped()
+                    self._skipped()
+                    return None
                 line, self._parts, self._size = b"".join(self._parts), [], 0
                 return line
             ended = piece.endswith(b"\n")
@@ -51,11 +53,11 @@ class LineReader:
                     self._parts.append(piece)
             if ended:
                 if self._dropping:
-                    return self._skipped()
+                    self._skipped()
+                    return None
                 line, self._parts, self._size = b"".join(self._parts), [], 0
                 return line
 
     def _skipped(self) -> None:
         self._dropping = False
         self.overlong += 1
-        return None

@@ -1,6 +1,6 @@
 """prime-rl's timing metrics: ``metrics.jsonl`` records and console log lines -> per-step timings.
 
-Sources, best first (../shared/research/prime-rl.md §7):
+Sources, best first:
 
 * ``<run_dir>/metrics.jsonl`` — the file monitor, on by default. The trainer and the orchestrator both
   append one JSON object per call, ``{"step": N, "time": ..., <key>: <value>, ...}``. A record is the
@@ -293,9 +293,9 @@ def inference_gauges(values: dict[str, float]) -> dict[str, float]:
             continue
         scope, name = (parts[0] if len(parts) == 2 else "agg"), _GAUGES[parts[-1]]
         if name == "kv_cache" and value > 1.0:
-            value = value / 100.0 if value <= 100.0 else None  # a percentage; past 100 % is garbage
-            if value is None:
+            if value > 100.0:  # a percentage; past 100 % is garbage
                 continue
+            value = value / 100.0
         scopes.setdefault(scope, {}).setdefault(name, value)
     out = scopes.pop("agg", {})
     for n in {n for sc in scopes.values() for n in sc} - out.keys():

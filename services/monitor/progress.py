@@ -2,7 +2,7 @@
 
 Step, loss, reward, tokens/s, MFU, the step time (median of the recent steps' own wall time, so it does
 not depend on how often we sample), steps/hr, ETA and dollars at the pod's price. Line formats are
-prime-rl's (../shared/research/prime-rl.md §7.3, current and historic); the step and duration parsing is
+prime-rl's (current and historic); the step and duration parsing is
 :mod:`services.monitor.metrics`' own (same regexes, same ``format_time`` reader), this module only reads the
 other fields of the same lines. Partial or garbled lines are skipped and counted, never fatal.
 
@@ -16,12 +16,12 @@ import math
 import re
 import statistics
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Iterable, Sequence
 
-from services.monitor.metrics import ANSI_RE, SAVE_RE, STEP_NOW_RE, STEP_OLD_RE, STEM_RE, component_of, parse_duration
 from services.models import CheckpointInfo, RunProgress
+from services.monitor.metrics import ANSI_RE, SAVE_RE, STEM_RE, STEP_NOW_RE, STEP_OLD_RE, component_of, parse_duration
 
 _NUM = r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 _LOSS = re.compile(r"\bLoss:? " + _NUM)
@@ -33,7 +33,7 @@ _REWARD_KEY = re.compile(r"^train/agg/(all|effective)/(?:[^/]+/)*reward/mean$")
 STEP_WINDOW = 20
 LOSS_HISTORY = 24
 CSV_COLUMNS = ("step", "loss", "lr", "toks_per_s")  # a training.csv without a header line
-# loguru's console stamp (prime-rl.md §7.3): HH:mm:ss, then the level right-aligned to 7 characters
+# loguru's console stamp: HH:mm:ss, then the level right-aligned to 7 characters
 _STAMP = re.compile(r"^(\d{1,2}):(\d{2}):(\d{2})(?:[.,]\d+)?\s+(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\b")
 DAY = 86400.0
 
@@ -111,12 +111,14 @@ def time_lines(lines: Sequence[str], mtime: float) -> list[float]:
     first = next(t for t in out if t is not None)
     prev: float | None = None
     last_stamped = max(i for i, t in enumerate(out) if t is not None)
+    times: list[float] = []
     for i in range(n):
-        if out[i] is not None:
-            prev = out[i]
+        known = out[i]
+        if known is not None:
+            prev = known
         else:
-            out[i] = mtime if i > last_stamped else (prev if prev is not None else first)
-    times = [min(mtime, t) for t in out]  # type: ignore[type-var]
+            known = out[i] = mtime if i > last_stamped else (prev if prev is not None else first)
+        times.append(min(mtime, known))
     for i in range(n - 2, -1, -1):  # the stamps have whole seconds: lines keep their file order within one
         times[i] = min(times[i], times[i + 1] - 1e-4)
     return times
@@ -259,7 +261,7 @@ class RunTracker:
         self.losses: deque[float] = deque(maxlen=LOSS_HISTORY)
         self._timed: set[tuple[str, int]] = set()
         self._csv_cols: tuple[str, ...] = CSV_COLUMNS
-        self._view: RunProgress | None = None
+        self._view: RunView | None = None
 
     # ------------------------------------------------------------------ feeding
     def _advance(self, step: int, at: float, component: str | None) -> bool:

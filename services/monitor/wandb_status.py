@@ -2,7 +2,7 @@
 
 Only when ``WANDB_API_KEY`` is set; ``wandb`` is imported lazily, on the first fetch. W&B trails the
 training loop by >= 15 s (filestream interval), heartbeats every 30 s, and marks a run crashed only
-after ~5 min without one (field notes §6), so its lag is quoted in the no-progress alert as context and
+after ~5 min without one, so its lag is quoted in the no-progress alert as context and
 shown beside the run, but no rule fires on it alone. Rate-limited: one request per ``min_interval``
 seconds per run (default 60 s; W&B asks for >= 1 s between public-API calls), doubling after errors.
 
@@ -20,7 +20,6 @@ from typing import Any
 
 from services.models import WandbStatus
 
-
 # "wandb: 🚀 View run NAME at: https://wandb.ai/ENTITY/PROJECT/runs/ID" (any W&B host; ANSI colours allowed)
 _RUN_URL = re.compile(r"https?://[^\s/]+/([\w.-]+)/([\w.-]+)/runs/([\w-]+)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -32,20 +31,6 @@ def run_path_in(line: str) -> str | None:
         return None
     m = _RUN_URL.search(_ANSI.sub("", line))
     return "/".join(m.groups()) if m else None
-
-
-def run_path_from_config(config: Mapping[str, Any], run_id: str | None = None) -> str | None:
-    """entity/project/id from a prime-rl config's W&B table ([wandb] or [monitors.wandb], historic ``id``)
-    when the entity, the project and the run id (given, or the table's own ``id``) are all known."""
-    tables = [config.get("wandb"), (config.get("monitors") or {}).get("wandb")
-              if isinstance(config.get("monitors"), Mapping) else None]
-    for table in tables:
-        if not isinstance(table, Mapping):
-            continue
-        entity, project, rid = table.get("entity"), table.get("project"), run_id or table.get("id")
-        if all(isinstance(x, str) and x for x in (entity, project, rid)):
-            return f"{entity}/{project}/{rid}"
-    return None
 
 
 def enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -78,7 +63,8 @@ class WandbPoller:
     def __init__(self, run_path: str, *, min_interval: float = 60.0, clock: Callable[[], float] = time.time,
                  api_factory: Callable[[], Any] = default_api) -> None:
         self.run_path, self.min_interval, self.clock = run_path, min_interval, clock
-        self._api_factory, self._api = api_factory, None
+        self._api_factory = api_factory
+        self._api: Any = None
         self._next = 0.0
         self._failures = 0
         self.last: WandbStatus | None = None
@@ -99,7 +85,7 @@ class WandbPoller:
                                  heartbeat_at=parse_time(getattr(run, "heartbeatAt", None)
                                                          or getattr(run, "heartbeat_at", None)))
             self._failures = 0
-        except Exception as exc:  # network, auth, 429, missing package: information only
+        except Exception as exc:  # noqa: BLE001 - network, auth, 429, missing package: information only
             self._failures += 1
             status = WandbStatus(self.run_path, now, error=f"{type(exc).__name__}: {exc}"[:200])
         delay = self.min_interval * (2 ** min(self._failures, 4)) if self._failures else self.min_interval

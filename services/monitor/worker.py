@@ -6,11 +6,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from services.models import (Alert, Gap, HostKeyPrompt, Pod, PodKind, PodSnapshot, PodStatus, RunProgress,
-                             Sample, WandbStatus)
+from services.models import (
+    Alert,
+    Gap,
+    HostKeyPrompt,
+    Pod,
+    PodKind,
+    PodSnapshot,
+    PodStatus,
+    RunProgress,
+    Sample,
+    WandbStatus,
+)
 from services.monitor import wandb_status
 from services.monitor.cluster import ClusterState
 from services.monitor.health import HealthSettings, HealthTracker
@@ -55,7 +66,7 @@ class MonitorSettings:
     slurm_interval: float = 10.0  # a Slurm login node: its jobs and nodes looked at every this many seconds
     slurm_timeout: float = 20.0  # ... each Slurm command bounded so (a busy controller answers slowly)
 
-    def demo_options(self) -> "DemoOptions":
+    def demo_options(self) -> DemoOptions:
         from services.demo.connection import DemoOptions
 
         return DemoOptions(seed=self.demo_seed, gpus=self.demo_gpus, scenario=self.demo_scenario,
@@ -74,8 +85,8 @@ class MonitorSnapshot(PodSnapshot):
     episodes: tuple[EpisodeTiming, ...] = field(default=())
 
 
-class PodWorker:
-    """State of one pod; only its own task mutates it."""
+class PodMonitorState:
+    """The monitor's state of one pod; only the pod's own task (MonitorService) mutates it."""
 
     def __init__(self, pod: Pod, settings: MonitorSettings, clock: Callable[[], float]) -> None:
         self.pod = pod
@@ -207,3 +218,7 @@ class PodWorker:
     def close_gap(self, now: float) -> None:
         if self.gaps and self.gaps[-1].end is None:
             self.gaps[-1] = replace(self.gaps[-1], end=now)
+
+
+# The old name, for services/monitor/service.py until it says PodMonitorState.
+PodWorker = PodMonitorState

@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-
 from services.offers.models import ProviderFailure, UnexpectedAnswer, error_message
 from services.offers.payload import MAX_BODY, TooDeep, loads
 
-if TYPE_CHECKING:  # loaded with the first request: the provider modules stay light to import (the Offers pane's keys line)
+# Loaded with the first request: the provider modules stay light to import (the Offers pane's keys line).
+if TYPE_CHECKING:
     import httpx
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -47,19 +47,20 @@ async def request_json(client: httpx.AsyncClient, method: str, url: str, *, api_
     for attempt in range(retry.attempts):
         try:
             async with client.stream(method, url, headers=headers, follow_redirects=True, **kwargs) as resp:
-                status = resp.status_code
-                if 200 <= status < 300:
-                    return _decode(await _body(resp, MAX_BODY), status)
+                code = resp.status_code
+                if 200 <= code < 300:
+                    return _decode(await _body(resp, MAX_BODY), code)
                 text = (await _body(resp, MAX_ERROR_BODY, cut=True) or b"").decode("utf-8", "replace")
         except httpx.TimeoutException:
             last, status = "timed out", None
         except httpx.TransportError as exc:
             last, status = f"connection failed: {type(exc).__name__}", None
         else:
-            last = error_message(status, text)
-            if status not in RETRY_STATUS:
-                auth = is_auth_error(status, text)
-                raise ProviderFailure(_hint(status, last, auth), status, auth=auth)
+            status = code
+            last = error_message(code, text)
+            if code not in RETRY_STATUS:
+                auth = is_auth_error(code, text)
+                raise ProviderFailure(_hint(code, last, auth), code, auth=auth)
         if attempt + 1 < retry.attempts:
             await retry.sleep(retry.delay(attempt))
     raise ProviderFailure(f"{last} (after {retry.attempts} tries)", status, uncertain=True)

@@ -12,8 +12,15 @@ import httpx
 
 from services.offers._http import RetryPolicy
 from services.offers.keys import how_to_set
-from services.offers.models import (FetchResult, Normalised, Offer, ProviderError, ProviderFailure, Skipped,
-                                   UnexpectedAnswer)
+from services.offers.models import (
+    FetchResult,
+    Normalised,
+    Offer,
+    ProviderError,
+    ProviderFailure,
+    Skipped,
+    UnexpectedAnswer,
+)
 from services.offers.providers import PROVIDERS, base_urls
 
 

@@ -4,7 +4,7 @@
    ``PRIME_TRAIN_TUI_{PRIME,VAST,LAMBDA,RUNPOD}_URL``);
 2. the files the providers' own CLIs write: ``~/.prime/config.json`` (``api_key``), vast's
    ``~/.config/vastai/vast_api_key`` or the legacy ``~/.vast_api_key`` (none for RunPod: its CLI's
-   config file is not in the research, so it is not read);
+   config file's format is not known to us, so it is not read);
 3. the ``[offers]`` table of settings.toml (``keys.<provider>``, ``<provider>_url``).
 
 A key is only ever shown masked (:func:`mask`), with where it came from."""
@@ -27,14 +27,14 @@ class KeySource:
     source: str  # "PRIME_API_KEY", "~/.prime/config.json", "settings.toml"
 
     def __repr__(self) -> str:  # never the key itself, not even in a traceback
-        return f"KeySource({mask(self.key)!r}, {self.source!r})"
+        return f"KeySource({masked_key(self.key)!r}, {self.source!r})"
 
     @property
     def masked(self) -> str:
-        return f"{mask(self.key)} ({self.source})"
+        return f"{masked_key(self.key)} ({self.source})"
 
 
-def mask(key: str) -> str:
+def masked_key(key: str) -> str:
     return "****" if len(key) < 12 else f"{key[:3]}…{key[-2:]}"
 
 

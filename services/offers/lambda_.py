@@ -8,11 +8,27 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, MIN_GPU_HOUR, Listed, Normalised, Offer,
-                                   PodAccess, ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused,
-                                   impossible, nominal_gb, not_an_object, number, shape, short)
+from services.offers.models import (
+    MAX_GPU_HOUR,
+    MAX_GPUS,
+    MAX_VRAM_GB,
+    MIN_GPU_HOUR,
+    Listed,
+    Normalised,
+    Offer,
+    PodAccess,
+    ProviderFailure,
+    UnexpectedAnswer,
+    canonical_gpu,
+    gc_paused,
+    impossible,
+    nominal_gb,
+    not_an_object,
+    number,
+    shape,
+    short,
+)
 
 if TYPE_CHECKING:  # the HTTP client is the caller's; importing it costs ~55 ms of the app's start-up
     import httpx
@@ -143,7 +159,7 @@ def access(inst: Any, pod_id: str) -> PodAccess:
     if not isinstance(inst, dict):
         return PodAccess(pod_id, "unknown", message="the status answer does not mention this instance")
     state = str(inst.get("status") or "").lower()
-    it = inst.get("instance_type") if isinstance(inst.get("instance_type"), dict) else {}
+    it = raw_it if isinstance(raw_it := inst.get("instance_type"), dict) else {}
     cents = number(it.get("price_cents_per_hour"))
     price = cents / 100 if cents is not None else None
     if state in ("terminated", "terminating", "preempted"):

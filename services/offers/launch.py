@@ -5,7 +5,7 @@ Price caps: Prime Intellect takes ``maxPrice`` and refuses to start above it; Va
 offer's minimum bid and never above the cap; Vast on-demand and Lambda have no cap in the API, so the
 price is checked against the cap before the create and again in every status answer — a pod that
 reports more than the cap is terminated at once. RunPod offers are listed only: renting one is refused
-(:func:`not_rentable`) before any request, since its pod API is not in the research. Creates are never
+(:func:`not_rentable`) before any request, since its pod API is not implemented. Creates are never
 retried blindly (a retry could start a second billed pod): when the answer is lost, the provider's pod
 list is searched by name, a few times; until it shows the pod (or, after ``GONE_GRACE``, shows there is
 none) the rental stays open as provisional ("creating?") and is looked for again on every deadline pass,
@@ -47,7 +47,7 @@ RECONCILE_WAITS = (0.0, 5.0, 15.0)  # find by name after a lost create answer: n
 
 def not_rentable(provider: str) -> str | None:
     """Why this provider's offers cannot be rented from here (its module sets ``RENTABLE = False``: RunPod,
-    whose pod API is not in the research), else None. Checked before any request or audit record."""
+    whose pod API is not implemented), else None. Checked before any request or audit record."""
     from services.offers.providers import PROVIDERS
 
     mod = PROVIDERS[provider].module if provider in PROVIDERS else None
@@ -120,7 +120,7 @@ class Providers:
         if self._own:
             await self.client.aclose()
 
-    async def __aenter__(self) -> "Providers":
+    async def __aenter__(self) -> Providers:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -287,7 +287,8 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
         yield LaunchEvent("failed", why)
         return
     if offer.price_hr > plan.max_price:
-        yield LaunchEvent("failed", f"${offer.price_hr:.2f}/hr is above the cap ${plan.max_price:.2f}/hr: nothing created")
+        yield LaunchEvent("failed",
+                          f"${offer.price_hr:.2f}/hr is above the cap ${plan.max_price:.2f}/hr: nothing created")
         return
     requested = clock()
     open_ones = await asyncio.to_thread(  # a thread: the lock may be another process's for a moment
@@ -307,13 +308,14 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
             yield LaunchEvent("failed", f"{offer.provider} refused: {exc}")
             return
         yield LaunchEvent("step", f"no answer to the create ({exc}); looking for {plan.name} by name…")
-        pod_id = await _reconcile(providers, plan, sleep)
-        if pod_id is None:
+        found = await _reconcile(providers, plan, sleep)
+        if found is None:
             yield LaunchEvent("failed", f"the create answer was lost ({exc}) and {offer.provider} does not list "
                               f"{plan.name} yet: it may be billing. It stays in the rentals as 'creating?' and is "
                               f"looked for by name until found or the provider's list shows none "
                               f"({GONE_GRACE / 60:.0f} min) — check the {offer.provider} console")
             return
+        pod_id = found
     rental = Rental(plan.name, offer.provider, pod_id, offer.title, offer.price_hr, plan.max_price, requested,
                     plan.deadline, plan.est_cost)
     audit.append("create", now=clock(), provider=offer.provider, pod_id=pod_id, rental=rental.to_json())

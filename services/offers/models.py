@@ -258,13 +258,13 @@ class Normalised(list):  # list[Offer]
         else:
             self.skip(impossible(offer) or "impossible")
 
-    def done(self) -> "Normalised":
+    def done(self) -> Normalised:
         if not self and self.skipped:
             many = f"all {self.skipped} offers" if self.skipped > 1 else "its one offer"
             raise UnexpectedAnswer(self.provider, f"{many} unreadable or impossible ({self.why})")
         return self
 
-    def only(self, keep: Any) -> "Normalised":
+    def only(self, keep: Any) -> Normalised:
         """The offers ``keep(offer)`` is true for, with the counts kept."""
         out = Normalised(self.provider)
         out.extend(o for o in self if keep(o))

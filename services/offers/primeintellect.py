@@ -12,11 +12,28 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 from zlib import crc32
 
-
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, MIN_GPU_HOUR, Listed, Normalised, Offer,
-                                   PodAccess, ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused,
-                                   impossible, nominal_gb, not_an_object, number, parse_ssh, shape, short)
+from services.offers.models import (
+    MAX_GPU_HOUR,
+    MAX_GPUS,
+    MAX_VRAM_GB,
+    MIN_GPU_HOUR,
+    Listed,
+    Normalised,
+    Offer,
+    PodAccess,
+    ProviderFailure,
+    UnexpectedAnswer,
+    canonical_gpu,
+    gc_paused,
+    impossible,
+    nominal_gb,
+    not_an_object,
+    number,
+    parse_ssh,
+    shape,
+    short,
+)
 
 if TYPE_CHECKING:  # the HTTP client is the caller's; importing it costs ~55 ms of the app's start-up
     import httpx
@@ -28,7 +45,8 @@ MAX_PAGES = 20
 MAX_PER_GPU_GB = 300  # no single GPU has more; a larger gpuMemory on a multi-GPU offer is a box total
 
 
-_FIELD_NAMES = ("gpuType", "gpuCount", "security", "prices", "gpuMemory", "stockStatus", "provider", "cloudId", "socket",
+_FIELD_NAMES = ("gpuType", "gpuCount", "security", "prices", "gpuMemory", "stockStatus", "provider", "cloudId",
+                "socket",
                 "dataCenter", "country", "isSpot", "region", "disk")
 _FIELDS = itemgetter(*_FIELD_NAMES)
 

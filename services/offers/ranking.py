@@ -32,13 +32,13 @@ from typing import Any
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+    import tomli as tomllib
 
 from services.config.checks import BYTES_PER_PARAM_CKPT
 from services.config.findings import ConfigError
 from services.config.memory import GIB, estimate, human
 from services.offers.models import Offer, gc_paused
-from services.offers.sizing import size_hint, size_note, sizing_model  # noqa: F401 (size_note: imported from here)
+from services.offers.sizing import size_hint, sizing_model
 from services.offers.spot_risk import UNKNOWN_RATE, Assumptions, SpotRisk, interruption_rates, spot_risk
 
 HEADROOM = 0.95  # CUDA context, allocator fragmentation
@@ -46,7 +46,7 @@ DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 DEFAULT_CKPT_INTERVAL = 50  # the default run (no config) is priced as checkpointing every 50 steps
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _table() -> dict[str, Any]:
     return tomllib.loads(resources.files("services.offers").joinpath("gpu_speeds.toml").read_text(encoding="utf-8"))
 
@@ -171,7 +171,7 @@ def gpu_split(data: dict[str, Any], rl: bool, notes: list[str]) -> tuple[int, in
     """(training GPUs, inference GPUs) from prime-rl's ``[deployment]``: single_node ``num_train_gpus``
     (1) and ``num_infer_gpus`` (1; sft: ``num_eval_gpus``, only used with ``[inference]``); multi_node
     counts nodes × ``gpus_per_node`` (8) and is priced as one box of that many GPUs."""
-    dep = data.get("deployment") if isinstance(data.get("deployment"), dict) else {}
+    dep = raw_dep if isinstance(raw_dep := data.get("deployment"), dict) else {}
     uses_infer = rl or "inference" in data
     if dep.get("type") == "multi_node":
         per_node = _int(dep.get("gpus_per_node")) or 8
@@ -182,8 +182,8 @@ def gpu_split(data: dict[str, Any], rl: bool, notes: list[str]) -> tuple[int, in
         notes.append(f"multi-node deployment: needs {train + infer} GPUs, priced as one box of that many")
         return train, infer
     train = _int(dep.get("num_train_gpus")) or 1
-    infer = dep.get("num_infer_gpus", dep.get("num_eval_gpus", 1))
-    infer = infer if isinstance(infer, int) and not isinstance(infer, bool) and infer >= 0 else 1
+    raw_infer = dep.get("num_infer_gpus", dep.get("num_eval_gpus", 1))
+    infer = raw_infer if isinstance(raw_infer, int) and not isinstance(raw_infer, bool) and raw_infer >= 0 else 1
     return train, infer if uses_infer else 0
 
 
@@ -214,7 +214,7 @@ class Ranked:
         return self.risk.base_hours * self.offer.price_hr if self.risk is not None else self.est_cost
 
     def to_json(self) -> dict[str, Any]:
-        o, risk = self.offer, self.risk
+        o = self.offer
         return {"provider": o.provider, "id": o.id, "gpu_type": o.gpu_type, "gpu_count": o.gpu_count,
                 "vram_gb": round(o.vram_gb, 1), "price_hr": round(o.price_hr, 4), "spot": o.spot,
                 "region": o.region, "fits": self.fits, "reason": self.reason,
@@ -267,7 +267,8 @@ def throughput(offer: Offer) -> float:
 def _throughput(gpu_type: str, count: int) -> float:
     c, s = constants(), speeds()
     n = max(1, count)
-    return c["h100_peak_flops"] * c["mfu"] * s.get(gpu_type, s["unknown"]) * n * c["parallel_efficiency"] ** math.log2(n)
+    return (c["h100_peak_flops"] * c["mfu"] * s.get(gpu_type, s["unknown"]) * n
+            * c["parallel_efficiency"] ** math.log2(n))
 
 
 def _seconds(gpu_type: str, run: RunSpec, train: float, gen: float) -> float:

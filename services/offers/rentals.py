@@ -6,7 +6,8 @@ interrupted (app killed while polling) therefore still shows up at the next star
 still enforced. A ``create-request`` opens a *provisional* rental ("creating?": no pod id yet) — the app
 may die mid-create, or the answer may be lost while the provider starts a billed pod — which a ``create``
 for the same name replaces (the pod was found by name) and only a ``create-failed`` closes (a definite
-refusal, or the provider's list showing no such pod after a grace period; services/offers/launch.py). Lines are appended with O_APPEND and fsync'd; an append that did not land whole raises AuditWriteError (the
+refusal, or the provider's list showing no such pod after a grace period; services/offers/launch.py). Lines are
+appended with O_APPEND and fsync'd; an append that did not land whole raises AuditWriteError (the
 command fails, it never reports success), a torn last line is ended before the next record, and a torn or
 garbled line is skipped on read.
 No key or token is ever written: records carry provider, ids, prices, times and reasons only.
@@ -66,7 +67,7 @@ class Rental:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Rental | None":
+    def from_json(cls, data: dict[str, Any]) -> Rental | None:
         try:
             kw = {f.name: data[f.name] for f in fields(cls) if f.name in data}
             rental = cls(**kw)
@@ -110,7 +111,8 @@ class AuditLog:
                 data = b"\n" + data
             written = os.write(fd, data)
             if written != len(data):
-                raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (only {written} of {len(data)} bytes written)")
+                raise OSError(errno.ENOSPC,
+                              f"{os.strerror(errno.ENOSPC)} (only {written} of {len(data)} bytes written)")
             os.fsync(fd)
         except OSError as exc:
             raise self._not_recorded(action, exc) from exc

@@ -1,5 +1,5 @@
 """RunPod (GraphQL): ``POST https://api.runpod.io/graphql`` with a ``gpuTypes`` query, ``Authorization:
-Bearer <key>`` (research/offer-apis.md §4).
+Bearer <key>``.
 
 RunPod lists GPU *types*, not boxes: each type has per-GPU prices (USD per GPU-hour) for two cloud tiers
 (``securePrice``/``secureSpotPrice`` for Secure Cloud, ``communityPrice``/``communitySpotPrice`` for
@@ -16,16 +16,28 @@ Errors: a bad key is HTTP 401 ("RUNPOD key rejected: …"); anything else GraphQ
 ``{"errors": [{message, …}]}`` — the first message is the provider's error line (as runpod-python raises
 it). An answer without ``data.gpuTypes`` is an error too, not an empty listing.
 
-Renting is not implemented: RunPod's pod create/status/terminate APIs are not in the research or the
-fixtures, so :data:`RENTABLE` is False and launch refuses with :data:`NOT_RENTABLE` before any request."""
+Renting is not implemented: we have no verified description or recorded answers of RunPod's pod
+create/status/terminate APIs, so :data:`RENTABLE` is False and launch refuses with :data:`NOT_RENTABLE`
+before any request."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from services.offers._http import RetryPolicy, request_json
-from services.offers.models import (MAX_VRAM_GB, Normalised, Offer, ProviderFailure, UnexpectedAnswer, canonical_gpu,
-                                   gc_paused, not_an_object, number, shape, short)
+from services.offers.models import (
+    MAX_VRAM_GB,
+    Normalised,
+    Offer,
+    ProviderFailure,
+    UnexpectedAnswer,
+    canonical_gpu,
+    gc_paused,
+    not_an_object,
+    number,
+    shape,
+    short,
+)
 
 if TYPE_CHECKING:  # the HTTP client is the caller's; importing it costs ~55 ms of the app's start-up
     import httpx
@@ -37,7 +49,7 @@ RENTABLE = False
 NOT_RENTABLE = ("renting RunPod pods from here is not supported yet: rent it in RunPod's console, then add the pod "
                 "with `a`")
 
-# only fields runpod-python's generate_gpu_query selects (research §4); lowestPrice is left out: its
+# only fields runpod-python's generate_gpu_query selects; lowestPrice is left out: its
 # gpuCount input is per query, and the per-tier prices already say what each count costs
 QUERY = ("query GpuTypes { gpuTypes { id displayName manufacturer memoryInGb maxGpuCount secureCloud "
          "communityCloud securePrice communityPrice secureSpotPrice communitySpotPrice } }")

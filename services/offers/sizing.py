@@ -39,6 +39,11 @@ def _name_parts(name: str) -> tuple[str, float, float | None] | None:
     return None
 
 
+def _letters(word: str) -> str:
+    """The letters ``word`` starts with ("qwen" of "qwen3")."""
+    return word[:len(word) - len(word.lstrip("abcdefghijklmnopqrstuvwxyz"))]
+
+
 @functools.lru_cache(maxsize=256)
 def sizing_model(name: str) -> ModelShape | None:
     """The registry model that sizes ``name``: the model itself (``lookup_model``), else the registry
@@ -53,7 +58,7 @@ def sizing_model(name: str) -> ModelShape | None:
     if want is None:
         return None
     family, size, active = want
-    words = {re.match(r"[a-z]*", w).group(0) for w in family.split("-")} - {""}
+    words = {_letters(w) for w in family.split("-")} - {""}
     loose = None
     for key, shape in registry().items():
         have = _name_parts(key)
@@ -61,7 +66,7 @@ def sizing_model(name: str) -> ModelShape | None:
             continue
         if have[0] == family:
             return shape
-        head = re.match(r"[a-z]*", have[0]).group(0)
+        head = _letters(have[0])
         if loose is None and head and head in words:
             loose = shape
     return loose

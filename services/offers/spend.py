@@ -51,7 +51,7 @@ class Spend:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Spend | None":
+    def from_json(cls, data: dict[str, Any]) -> Spend | None:
         try:
             spend = cls(str(data["name"]), str(data["provider"]), str(data["pod_id"]), str(data.get("run") or
                         data["name"]), str(data.get("title") or ""), _money(data["price_hr"]), _time(data["start"]),

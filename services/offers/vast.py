@@ -8,11 +8,26 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-
 from services.offers._http import NOT_FOUND, RetryPolicy, request_json, request_unless_gone
-from services.offers.models import (MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, MIN_GPU_HOUR, Listed, Normalised, Offer,
-                                   PodAccess, ProviderFailure, UnexpectedAnswer, canonical_gpu, gc_paused,
-                                   impossible, not_an_object, number, shape, short)
+from services.offers.models import (
+    MAX_GPU_HOUR,
+    MAX_GPUS,
+    MAX_VRAM_GB,
+    MIN_GPU_HOUR,
+    Listed,
+    Normalised,
+    Offer,
+    PodAccess,
+    ProviderFailure,
+    UnexpectedAnswer,
+    canonical_gpu,
+    gc_paused,
+    impossible,
+    not_an_object,
+    number,
+    shape,
+    short,
+)
 
 if TYPE_CHECKING:  # the HTTP client is the caller's; importing it costs ~55 ms of the app's start-up
     import httpx
@@ -90,9 +105,10 @@ def parse(payload: Any, *, spot: bool = False) -> Normalised:
         if rel is None:
             shown = ""
         else:
-            shown = reliabilities.get(rel)
-            if shown is None or rel == 0:  # (0.0 and -0.0 are one key but print apart)
-                shown = reliabilities[rel] = f"{rel:.1%}"
+            cached = reliabilities.get(rel)
+            if cached is None or rel == 0:  # (0.0 and -0.0 are one key but print apart)
+                cached = reliabilities[rel] = f"{rel:.1%}"
+            shown = cached
         # positional, in Offer's field order: keyword calls cost twice as much over 10,000 offers
         offer = Offer(
             NAME, ident if type(ident) is str else str(ident), gpu, name, count, vram, price,
@@ -107,15 +123,17 @@ def parse(payload: Any, *, spot: bool = False) -> Normalised:
 
 
 async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL, spot: bool | None = False,
-                retry: RetryPolicy | None = None) -> list[Offer]:
+                retry: RetryPolicy | None = None) -> Normalised:
     if spot is None:  # both: Vast searches on-demand and interruptible ("bid") separately
         import asyncio
 
         on_demand, bids = await asyncio.gather(*(fetch(client, api_key, base_url=base_url, spot=s, retry=retry)
                                                  for s in (False, True)), return_exceptions=True)
-        for failed in (on_demand, bids):  # both searches end before either's error is raised
-            if isinstance(failed, BaseException):
-                raise failed
+        # both searches end before either's error is raised
+        if isinstance(on_demand, BaseException):
+            raise on_demand
+        if isinstance(bids, BaseException):
+            raise bids
         both = Normalised(NAME)
         both.extend([*on_demand, *bids])
         both.skipped, both.why = on_demand.skipped + bids.skipped, on_demand.why or bids.why
@@ -168,8 +186,8 @@ def access(inst: Any, pod_id: str) -> PodAccess:
                          .strip().rstrip(":"))
     if state != "running":
         return PodAccess(pod_id, "pending", price_hr=price, message=state or "provisioning")
-    ports = inst.get("ports") if isinstance(inst.get("ports"), dict) else {}
-    direct = ports.get("22/tcp") if isinstance(ports.get("22/tcp"), list) else []
+    ports = raw_ports if isinstance(raw_ports := inst.get("ports"), dict) else {}
+    direct = raw_direct if isinstance(raw_direct := ports.get("22/tcp"), list) else []
     hp = direct[0].get("HostPort") if direct and isinstance(direct[0], dict) else None
     if hp and inst.get("public_ipaddr"):
         return PodAccess(pod_id, "ready", "root", str(inst["public_ipaddr"]).strip(), int(hp), price_hr=price)

@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import re
 import shlex
-from typing import Iterable
+from collections.abc import Iterable
 
 from services.pod.connection import Connection
 from services.slurm import parse

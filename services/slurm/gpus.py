@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shlex
-from typing import Iterable
+from collections.abc import Iterable
 
 from services.errors import PrimeTrainError
 from services.models import GpuSample

@@ -215,9 +215,9 @@ def sacct_json(out: str) -> list[SlurmJob]:
     for raw in _load(out, "sacct --json")["jobs"]:
         if not isinstance(raw, dict) or not (jid := job_id(raw.get("job_id"))):
             continue
-        st_raw = raw.get("state") if isinstance(raw.get("state"), dict) else {}
-        times = raw.get("time") if isinstance(raw.get("time"), dict) else {}
-        array = raw.get("array") if isinstance(raw.get("array"), dict) else {}
+        st_raw = raw_st_raw if isinstance(raw_st_raw := raw.get("state"), dict) else {}
+        times = raw_times if isinstance(raw_times := raw.get("time"), dict) else {}
+        array = raw_array if isinstance(raw_array := raw.get("array"), dict) else {}
         array_task = number(array.get("task_id"))
         if array_task is not None and job_id(array.get("job_id")) not in ("", "0"):
             jid = f"{job_id(array.get('job_id'))}_{int(array_task)}"

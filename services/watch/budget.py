@@ -56,8 +56,8 @@ class BudgetWatch:
             if share < 1.0:
                 if r.pod_id not in self.warned:
                     self.warned.add(r.pod_id)
-                    events.append(BudgetEvent("warn", r, f"{r.name} has spent ≈ ${spent:.2f} of its ${r.budget_usd:.2f} "
-                                              f"budget ({share:.0%})" + (
+                    events.append(BudgetEvent("warn", r, f"{r.name} has spent ≈ ${spent:.2f} of its "
+                                              f"${r.budget_usd:.2f} budget ({share:.0%})" + (
                                                   "; it will be terminated at 100 % after a final backup"
                                                   if self.terminate else "")))
                 continue
@@ -81,8 +81,9 @@ class BudgetWatch:
             step = await self._final_backup(r)
         except Exception as exc:  # noqa: BLE001 - every failure keeps the pod, says why
             return self._failed(r, f"over its budget (≈ ${spent:.2f} of ${r.budget_usd:.2f}) but NOT terminated: the "
-                                   f"final backup failed ({_short(exc)}). It keeps billing ${r.price_hr:.2f}/hr: back it "
-                                   f"up and terminate it by hand (prime-train-tui rentals --terminate {r.name})")
+                                   f"final backup failed ({_short(exc)}). It keeps billing ${r.price_hr:.2f}/hr: "
+                                   "back it up and terminate it by hand "
+                                   f"(prime-train-tui rentals --terminate {r.name})")
         events.append(BudgetEvent("backed-up", r, f"{r.name}: final backup before the budget termination: " +
                                   (f"step {step} verified in the bucket" if step is not None else
                                    "no complete checkpoint on the pod, nothing to back up"), step))

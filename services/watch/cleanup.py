@@ -12,6 +12,7 @@ failure once per streak (``cleanup failed``), the preview once (``cleanup waitin
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -46,7 +47,7 @@ class WatchCleanup:
         if pod.name in self.daemons or not self.wanted(pod):
             return
         daemon = CleanupDaemon(pod, self.settings, connect=self.connect, backup=self.backup, clock=self.clock,
-                               approved=self.approved, on_event=lambda ev, n=pod.name: self._event(n, ev))
+                               approved=self.approved, on_event=functools.partial(self._event, pod.name))
         self.daemons[pod.name] = daemon
         self._tasks[pod.name] = asyncio.ensure_future(self._run(pod.name, daemon))
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from services.errors import PrimeTrainError
 from services.models import PodKind, PodSnapshot, PodState
@@ -64,7 +64,7 @@ class WatchCollector:
     def __init__(self, view: Callable[[], WatchView]) -> None:
         self.view = view
 
-    def collect(self) -> Iterator[Any]:  # noqa: C901 - one flat list of families
+    def collect(self) -> Iterator[Any]:  # one flat list of families
         core = _prom()
         g, c = core.GaugeMetricFamily, core.CounterMetricFamily
         v = self.view()
@@ -98,7 +98,8 @@ class WatchCollector:
             "opened": c("ptt_alerts_opened", "alert threads opened since the watcher started", labels=["pod", "rule"]),
             "price": g("ptt_price_per_hour_dollars", "the pod's price, $/hour", labels=pod_l),
             "spent": g("ptt_spent_dollars", "the run's cost so far, $", labels=["pod", "basis"]),
-            "rprice": g("ptt_rental_price_per_hour_dollars", "a rented pod's price, $/hour", labels=["pod", "provider"]),
+            "rprice": g("ptt_rental_price_per_hour_dollars", "a rented pod's price, $/hour",
+                        labels=["pod", "provider"]),
             "rspent": g("ptt_rental_spent_dollars", "a rented pod's cost since it was created, $",
                         labels=["pod", "provider"]),
             "rleft": g("ptt_rental_deadline_seconds", "seconds to a rented pod's auto-terminate deadline",

@@ -11,7 +11,8 @@ import json
 import logging
 import sys
 import time
-from typing import IO, Any, Iterable
+from collections.abc import Iterable
+from typing import IO, Any
 
 REDACTED = "***"
 

@@ -14,7 +14,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from services.errors import PrimeTrainError
 
@@ -44,7 +44,7 @@ def read_holder(path: Path) -> dict[str, Any] | None:
     pid, since = data.get("pid"), data.get("since")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return None
-    owner = data.get("owner") if isinstance(data.get("owner"), str) else "?"
+    owner = raw_owner if isinstance(raw_owner := data.get("owner"), str) else "?"
     since = float(since) if isinstance(since, (int, float)) and not isinstance(since, bool) and since == since \
         and abs(since) < 1e11 else None
     return {"pid": pid, "owner": "".join(c for c in owner[:80] if c.isprintable()), "since": since}
@@ -61,7 +61,7 @@ def describe(holder: dict[str, Any] | None, now: float) -> str:
     return text
 
 
-def holder_alive(holder: dict[str, Any] | None) -> bool:
+def holder_alive(holder: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
     """The recorded holder is a live process of this machine (for the TUI: a watcher is running)."""
     if holder is None or holder.get("owner", "").rpartition("@")[2] != socket.gethostname():
         return False
@@ -111,7 +111,7 @@ class WatchLock:
         finally:
             os.close(fd)  # drops the flock
 
-    def __enter__(self) -> "WatchLock":
+    def __enter__(self) -> WatchLock:
         self.acquire()
         return self
 

@@ -86,7 +86,7 @@ class NotifySettings:
     def policy(self) -> Policy:
         return Policy(self.min_severity, self.min_interval_s, self.resolve_after_s, self.quiet_hours)
 
-    def with_urls(self, extra: Iterable[str]) -> "NotifySettings":
+    def with_urls(self, extra: Iterable[str]) -> NotifySettings:
         urls = list(self.urls)
         for u in extra:
             if u and u not in urls:

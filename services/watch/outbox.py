@@ -6,7 +6,8 @@ bounded by the target's ``timeout_s`` of total time (:class:`services.watch.noti
 hangs or trickles delays its own messages only. A push that failed (refused, unreachable, over its time)
 stays at the head of its target's queue and is retried after a backoff (``retry_base_s``, doubling, at most
 ``RETRY_MAX_S``) until it is delivered or ``retry_for_s`` after it was queued (then it expires, said in the
-log). The outbox survives a restart: the next watcher delivers what this one could not, trying at once. So delivery is at
+log). The outbox survives a restart: the next watcher delivers what this one could not, trying at once. So delivery is
+at
 least once: a push cut by the deadline may have arrived anyway, and is sent again.
 
 The file never holds a URL: an entry names its target by :func:`services.watch.notify.target_key` (a hash)
@@ -65,7 +66,7 @@ class Entry:
                             "tid": m.tid, "pod": m.pod, "rule": m.rule}}
 
     @classmethod
-    def from_json(cls, d: Any) -> "Entry | None":
+    def from_json(cls, d: Any) -> Entry | None:
         try:
             m = d["message"]
             msg = Message(str(m["kind"]), str(m["title"]), str(m["body"])[:MAX_BODY], Severity(m["severity"]),
@@ -246,7 +247,11 @@ class Dispatcher:
         result: asyncio.Future[tuple[bool, str]] = loop.create_future()
 
         def done(ok: bool, why: str) -> None:
-            loop.call_soon_threadsafe(lambda: result.done() or result.set_result((ok, why)))
+            def settle() -> None:
+                if not result.done():
+                    result.set_result((ok, why))
+
+            loop.call_soon_threadsafe(settle)
 
         if not target.start(message, done):
             return False, "its earlier pushes are still hanging"

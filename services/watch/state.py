@@ -13,7 +13,8 @@ Written atomically (temp file, fsync, rename) on every change and every ``HEARTB
 
 No URL or key is ever in it (messages name their targets masked, and only counts are kept). The TUI
 reads it at start (:func:`watch_notice`): whether a watcher is running, the alerts it opened since
-the TUI was last opened, and the pushes still waiting for a target that fails (``outbox``) (``<data dir>/watch-seen.json`` remembers when that was)."""
+the TUI was last opened, and the pushes still waiting for a target that fails (``outbox``) (``<data
+dir>/watch-seen.json`` remembers when that was)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ import json
 import os
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from services.atomic import atomic_write_text
 from services.watch.lock import LOCK_NAME, holder_alive, owner_id, read_holder
@@ -109,8 +111,8 @@ def watch_notice(data_dir: Path, now: float | None = None, *, mark: bool = True)
             pass
     if state is None and not running:
         return None
-    if running:
-        since = holder.get("since") if holder else None
+    if running and holder is not None:
+        since = holder.get("since")
         head = f"A watcher is running (pid {holder['pid']}" + (f", since {_clock(since)})" if since else ")")
     else:
         stopped = _num((state or {}).get("stopped")) or _num((state or {}).get("updated"))
@@ -123,7 +125,7 @@ def watch_notice(data_dir: Path, now: float | None = None, *, mark: bool = True)
         return head + ("; no alerts since the TUI was last open." if seen is not None else ".") + did
     shown = []
     for th in sorted(new, key=lambda t: t.opened)[-3:]:
-        end = f"resolved {_clock(th.resolved)}" if _num(th.resolved) else "still open"
+        end = f"resolved {_clock(resolved)}" if (resolved := _num(th.resolved)) else "still open"
         shown.append(f"{th.rule} on {th.pod} at {_clock(th.opened)} ({end})")
     more = f" and {len(new) - 3} more" if len(new) > 3 else ""
     when = "since the TUI was last open" if seen is not None else "so far"
@@ -168,7 +170,7 @@ def watcher_status(data_dir: Path) -> str:
     """One line for the Spend view: is a watcher enforcing budgets and deadlines now. Never raises."""
     holder = read_holder(Path(data_dir) / LOCK_NAME)
     if holder_alive(holder):
-        since = _num((holder or {}).get("since"))
+        since = _num(holder.get("since"))
         return (f"A watcher is running (pid {holder['pid']}" + (f", since {_clock(since)}" if since else "") +
                 "): it warns at 80 % of a budget and enforces deadlines with the TUI closed.")
     return ("No watcher is running: budgets are not enforced, and deadlines only while this app is open (a "

@@ -19,8 +19,9 @@ import hashlib
 import re
 import time
 from collections import Counter, deque
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from services.models import Alert, Severity
 from services.text import plain
@@ -37,7 +38,7 @@ class QuietHours:
     end: int
 
     @classmethod
-    def parse(cls, text: str) -> "QuietHours":
+    def parse(cls, text: str) -> QuietHours:
         m = re.fullmatch(r"\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*", text or "")
         if m is None:
             raise ValueError(f"quiet_hours must look like \"22:00-07:00\", not {text!r}")
@@ -97,7 +98,7 @@ class Thread:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Any) -> "Thread | None":
+    def from_json(cls, data: Any) -> Thread | None:
         """A thread from the state file; anything malformed is None (the state file is only our memory)."""
         if not isinstance(data, dict):
             return None

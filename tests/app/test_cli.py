@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from app.cli import main, tui_pods, build_parser
+from app.cli import build_parser, main, tui_pods
 from services.models import PodKind
 
 MIB = 1024 * 1024

@@ -199,7 +199,7 @@ async def test_the_dialogs_keep_their_buttons_at_80x24(tmp_path) -> None:
             await pilot.pause(0.1)
             assert on_screen(pilot, "#lc-go") and on_screen(pilot, "#lc-cancel"), (key, screen.lines)
             await pilot.press("y")
-            await wait_for(pilot, lambda: screen.result is not None, timeout=30)
+            await wait_for(pilot, lambda screen=screen: screen.result is not None, timeout=30)
             await pilot.pause(0.1)
             assert str(screen.query_one("#lc-cancel").label) == "Close"
             assert on_screen(pilot, "#lc-cancel"), (key, screen.lines)

@@ -15,8 +15,17 @@ from textual.pilot import Pilot
 
 from app.tui import PrimeTrainApp
 from services.models import HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
-from tests.app.layout_app import (NOW, OFFLINE, TRAINING, isolate, layout_app, offline_snapshot, screen_text,
-                                  settle, training_snapshot)
+from tests.app.layout_app import (
+    NOW,
+    OFFLINE,
+    TRAINING,
+    isolate,
+    layout_app,
+    offline_snapshot,
+    screen_text,
+    settle,
+    training_snapshot,
+)
 
 CLI_ADVICE = re.compile(r"prime-train-tui \w|(?<![\w-])--[a-z]")
 IDLE = Pod(name="idle", kind=PodKind.SSH, host="10.0.0.9", saved=True)
@@ -134,7 +143,6 @@ async def test_monitor_of_an_offline_pod_keeps_its_last_figures_and_says_how_old
 
 async def test_no_pod_at_all_says_how_to_add_one() -> None:
     async with layout_app([]).run_test(size=(80, 24)) as pilot:
-        app = pilot.app
         await settle(pilot)
         for pane in ("3", "4", "5"):
             await pilot.press(pane)

@@ -13,8 +13,18 @@ import pytest
 from textual.pilot import Pilot
 
 from app.tui import PrimeTrainApp
-from tests.app.layout_app import (DEMO, OFFLINE, TRAINING, bucket_listing, isolate, layout_app, metrics_snapshot,
-                                  offline_snapshot, screen_text, settle)
+from tests.app.layout_app import (
+    DEMO,
+    OFFLINE,
+    TRAINING,
+    bucket_listing,
+    isolate,
+    layout_app,
+    metrics_snapshot,
+    offline_snapshot,
+    screen_text,
+    settle,
+)
 from widgets.fleet_view import COLUMNS as FLEET_COLUMNS
 
 

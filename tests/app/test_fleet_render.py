@@ -15,8 +15,19 @@ from textual.app import App, ComposeResult
 from textual.geometry import Region
 from textual.widgets import DataTable
 
-from services.models import (Alert, GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus,
-                            RunProgress, Sample, Severity)
+from services.models import (
+    Alert,
+    GpuSample,
+    HostSample,
+    Pod,
+    PodKind,
+    PodSnapshot,
+    PodState,
+    PodStatus,
+    RunProgress,
+    Sample,
+    Severity,
+)
 from tests.app.helpers import wait_for
 from widgets.fleet_view import FleetView
 

@@ -123,9 +123,9 @@ class Served:
     screenshot: Path
     page_classes: str     # the page's <body> classes ("-first-byte" once the app's bytes arrived)
     server_log: str
-    stopped: "Stopped"
+    stopped: Stopped
     foreign_origin_status: int  # the websocket handshake's answer to a page from another site
-    guarded: "Guarded"
+    guarded: Guarded
 
 
 @dataclass
@@ -318,7 +318,7 @@ def served(tmp_path_factory) -> Served:
         server.send_signal(signal.SIGTERM)
         _, left = psutil.wait_procs(family, timeout=15)
         stopped = Stopped(apps, [" ".join(p.cmdline()) for p in left], server.poll())
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - kept and raised after the browser is ended
         failure = exc
     finally:
         if browser is not None:

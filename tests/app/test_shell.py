@@ -36,11 +36,11 @@ from services.models import (
 )
 from services.monitor.service import MonitorSettings
 from tests.app.helpers import panes_mounted, wait_for
+from widgets.format import GIB, series
 from widgets.monitor_pane import MonitorPane
 from widgets.monitor_rows import GpuRows, HostRow
-from widgets.format import GIB, series
-from widgets.trend import bar_cells
 from widgets.pod_list import PodList
+from widgets.trend import bar_cells
 
 SIZE = (140, 40)
 FAST = MonitorSettings(interval=0.2, stale_after=2.0, backoff_max=30.0)

@@ -11,13 +11,12 @@ and disk usage / the open-files limit are the real machine's, so they are fixed 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-
-from dataclasses import replace
-from typing import Callable
 
 from app.tui import PrimeTrainApp
 from services.models import Pod, PodKind, PodSnapshot

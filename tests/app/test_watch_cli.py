@@ -111,7 +111,7 @@ def test_the_watcher_over_real_sshd_pushes_one_opened_and_one_resolved(pod, tmp_
 
             second = cli("watch", "testpod")  # one watcher per data dir
             assert second.returncode == 2
-            assert f"another watcher is running on this data dir" in second.stderr
+            assert "another watcher is running on this data dir" in second.stderr
             assert f"pid {watcher.pid} (" in second.stderr
 
             os.kill(trainer.pid, signal.SIGCONT)  # it moves again

@@ -105,9 +105,9 @@ def codec_figures(data: bytes) -> list[tuple[str, float, float]]:
 async def our_backup(endpoint: str, bucket: str, run: Path, compression: str,
                      part_mib: int | None = None) -> tuple[float, object]:
     from services.backup import s3 as s3mod
+    from services.backup.s3 import BackupSettings
     from services.backup.transfer import backup_checkpoint
     from services.models import Pod, PodKind
-    from services.backup.s3 import BackupSettings
     from services.pod.ssh import LocalConnection
 
     kw = {"part_size": part_mib * MIB} if part_mib else {}

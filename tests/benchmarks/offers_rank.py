@@ -31,7 +31,6 @@ import httpx  # noqa: E402
 from services.offers import lambda_, primeintellect, vast  # noqa: E402
 from services.offers.fetch_all import fetch_all  # noqa: E402
 from services.offers.ranking import RunSpec, rank  # noqa: E402
-
 from tests.shared_data import OFFER_FIXTURES as FIX  # noqa: E402
 
 

@@ -37,10 +37,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.app.helpers import Parked
-from services.monitor.health import HealthTracker  # noqa: E402
 from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample  # noqa: E402
+from services.monitor.health import HealthTracker  # noqa: E402
 from services.monitor.service import MonitorService  # noqa: E402
+from tests.app.helpers import Parked  # noqa: E402
 
 GIB = 1024**3
 
@@ -141,7 +141,7 @@ async def run(n: int, seconds: float, view: str, spread: bool = False, history: 
             start = time.perf_counter()
             for s in snaps:
                 app.on_snapshot(s)
-            app.call_later(lambda: app.call_after_refresh(done.set))  # after the PodUpdated messages queued
+            app.call_later(lambda done=done: app.call_after_refresh(done.set))  # after the PodUpdated messages queued
             await done.wait()
             refresh_ms.append(1000 * (time.perf_counter() - start))
             next_tick += 1.0
@@ -149,7 +149,9 @@ async def run(n: int, seconds: float, view: str, spread: bool = False, history: 
         c1, t1 = cpu(), time.monotonic()
     wall = t1 - t0
     fed = len(refresh_ms) * (1 if spread else n)
-    return {"ms_per_snapshot": 1000 * (c1 - c0 - gen_cpu) / max(1, fed), "pods": n, "view": view + (" spread" if spread else ""), "ticks": len(refresh_ms), "p50": statistics.median(refresh_ms),
+    return {"ms_per_snapshot": 1000 * (c1 - c0 - gen_cpu) / max(1, fed), "pods": n,
+            "view": view + (" spread" if spread else ""), "ticks": len(refresh_ms),
+            "p50": statistics.median(refresh_ms),
             "p95": pct(refresh_ms, 0.95), "max": max(refresh_ms), "cpu_pct": 100 * (c1 - c0) / wall,
             "app_cpu_pct": 100 * (c1 - c0 - gen_cpu) / wall, "gen_cpu_pct": 100 * gen_cpu / wall}
 

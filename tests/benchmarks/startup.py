@@ -2,7 +2,8 @@
 
 Each figure is a fresh interpreter (spawned from here, so the baseline and ours share the machine's load),
 timed from spawn to the first paint (the first full screen Textual writes, headless driver, 160x48) and to
-"ready" (the first screen up and the app idle: what it mounts after the first paint included). Bytecode is written and warmed first (this environment may set PYTHONDONTWRITEBYTECODE,
+"ready" (the first screen up and the app idle: what it mounts after the first paint included). Bytecode is written and
+warmed first (this environment may set PYTHONDONTWRITEBYTECODE,
 which would time the compiler instead of the import). Prints the median of N runs of each and the ratio.
 
     python tests/benchmarks/startup.py [--runs 7]

@@ -33,6 +33,7 @@ from widgets.offers_view import OffersView
 
 REPO = Path(__file__).resolve().parents[2]
 OPEN = "primeintellect-h100x8-old01"  # the rental whose create answer was lost
+GPUS_JSON = "primeintellect-availability-gpus.json"  # the Prime Intellect offers answer the tests rent from
 
 
 def _lost_answer(audit: AuditLog, name: str = OPEN, age: float = 240.0) -> None:
@@ -61,8 +62,7 @@ async def _enter_on_the_best_offer(app, pilot) -> None:
 
 
 async def test_enter_with_a_creating_rental_warns_and_only_an_explicit_yes_rents(tmp_path: Path):
-    cache.save(cache_dir(), False, FetchResult(tuple(primeintellect.parse(load("primeintellect-availability-gpus.json")))),
-               time.time())
+    cache.save(cache_dir(), False, FetchResult(tuple(primeintellect.parse(load(GPUS_JSON)))), time.time())
     audit = AuditLog(tmp_path / "audit.jsonl")
     _lost_answer(audit)
     api = _api()
@@ -96,8 +96,7 @@ async def test_enter_with_a_creating_rental_warns_and_only_an_explicit_yes_rents
 async def test_a_rental_started_elsewhere_while_the_dialog_is_open_is_caught_at_renting(tmp_path: Path):
     """Another app (or process) asks for a pod while this one's rent dialog is open: the check at the moment
     of renting reads the log fresh and asks again; nothing goes out without the second yes."""
-    cache.save(cache_dir(), False, FetchResult(tuple(primeintellect.parse(load("primeintellect-availability-gpus.json")))),
-               time.time())
+    cache.save(cache_dir(), False, FetchResult(tuple(primeintellect.parse(load(GPUS_JSON)))), time.time())
     audit = AuditLog(tmp_path / "audit.jsonl")
     api = _api()
     app = rentals_app([], tmp_path, audit, api, poll=0.05)
@@ -128,7 +127,7 @@ async def test_a_rental_started_elsewhere_while_the_dialog_is_open_is_caught_at_
 
 # ------------------------------------------------------------------ two renters
 def _offer():
-    return next(o for o in primeintellect.parse(load("primeintellect-availability-gpus.json"))
+    return next(o for o in primeintellect.parse(load(GPUS_JSON))
                 if o.gpu_type == "H100" and o.gpu_count == 8 and not o.spot)
 
 
@@ -230,7 +229,8 @@ def test_two_processes_renting_at_once_send_one_create(tmp_path: Path, prime_api
 def _blocked_on(lock: Path, pid: int) -> bool:
     """/proc/locks lists ``pid`` as waiting ("->") for a flock on ``lock``."""
     inode = f":{os.stat(lock).st_ino} "
-    return any("->" in line and f" {pid} " in line and inode in line for line in Path("/proc/locks").read_text().splitlines())
+    return any("->" in line and f" {pid} " in line and inode in line
+               for line in Path("/proc/locks").read_text().splitlines())
 
 
 def test_the_check_waits_for_the_lock_and_reads_the_log_after_it(tmp_path: Path, prime_api):

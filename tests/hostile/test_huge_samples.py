@@ -147,7 +147,8 @@ async def test_a_flooded_log_never_blinds_the_monitor_over_ssh(pod, run_dir: Pat
             before = mon.snapshot(pod.name).samples_total
             await asyncio.to_thread(flood, run_dir / "logs" / "trainer.log", 5 * MB, 60_000)
             await asyncio.to_thread(flood, run_dir / "logs" / "latest" / "orchestrator.log", 5 * MB, 60_000)
-            await wait_for(lambda: mon.snapshot(pod.name).samples_total >= before + 3, what="samples go on")
+            await wait_for(lambda before=before: mon.snapshot(pod.name).samples_total >= before + 3,
+                           what="samples go on")
         snap = mon.snapshot(pod.name)
     finally:
         await mon.aclose()

@@ -22,14 +22,13 @@ import pytest
 
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "ptt-hypothesis"))
 
-from hypothesis import HealthCheck, example, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from services.lifecycle.actions import AGENT_PATH, kill, pod_lock  # noqa: E402
-from services.lifecycle.common import LifecycleError, held_error, owner_id  # noqa: E402
-from services.pod.agent import podlock  # noqa: E402
-from services.pod.ssh import SSHConnection  # noqa: E402
-from tests.services.lifecycle.test_actions import make_settings  # noqa: E402
+from services.lifecycle.actions import AGENT_PATH, kill, pod_lock
+from services.lifecycle.common import LifecycleError, held_error, owner_id
+from services.pod.agent import podlock
+from services.pod.ssh import SSHConnection
+from tests.services.lifecycle.test_actions import make_settings
 
 FAST = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),

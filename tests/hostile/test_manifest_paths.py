@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from services.backup.bucket import list_bucket, verify_backup
 from services.backup.s3 import BackupError
-from services.backup.transfer import backup_checkpoint, list_bucket, restore_checkpoint, verify_backup
+from services.backup.transfer import backup_checkpoint, restore_checkpoint
 from services.pod.ssh import SSHConnection
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 
 pytestmark = pytest.mark.ssh

@@ -15,12 +15,11 @@ import tempfile
 # hypothesis keeps caches in ./.hypothesis unless told otherwise: not in the shared working tree
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "ptt-hypothesis"))
 
-from hypothesis import HealthCheck, example, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from services.backup.manifest import Manifest  # noqa: E402
-from services.backup.s3 import BackupError  # noqa: E402
-from services.pod.agent.restore import PlanError, check_plan  # noqa: E402
+from services.backup.manifest import Manifest
+from services.backup.s3 import BackupError
+from services.pod.agent.restore import PlanError, check_plan
 
 FAST = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 STAGING = "/pod/run/checkpoints/.step_3.restoring-t1"

@@ -82,7 +82,7 @@ class HostilePod(Connection):
     async def close(self) -> None:
         return None
 
-    async def run(self, command, timeout=30.0, input=None):  # noqa: A002 - the interface's name
+    async def run(self, command, timeout=30.0, input=None):  # the interface's name
         raise OSError("no shell here")
 
     async def start(self, command):

@@ -31,7 +31,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("spec, host, user, port", [
-    ("root@[::1]:22", "::1", "root", 22), ("::1", "::1", None, None), ("ubuntu@2001:DB8:0::1", "2001:db8::1", "ubuntu", None),
+    ("root@[::1]:22", "::1", "root", 22), ("::1", "::1", None, None),
+    ("ubuntu@2001:DB8:0::1", "2001:db8::1", "ubuntu", None),
     ("[fe80::1%eth0]:2222", "fe80::1%eth0", None, 2222), ("root@203.0.113.7:22", "203.0.113.7", "root", 22)])
 def test_ipv6_pod_specs_parse_in_one_spelling(spec, host, user, port):
     pod = parse_pod_spec(spec)

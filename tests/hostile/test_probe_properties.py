@@ -7,16 +7,14 @@ import json
 import os
 import tempfile
 
-import pytest
 # hypothesis keeps caches in ./.hypothesis unless told otherwise: not in the shared working tree
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "ptt-hypothesis"))
 
-from hypothesis import HealthCheck, example, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from services.errors import ProbeFormatError  # noqa: E402
-from services.models import Sample  # noqa: E402
-from services.monitor.metrics import MetricsParser  # noqa: E402
+from services.errors import ProbeFormatError
+from services.models import Sample
+from services.monitor.metrics import MetricsParser
 
 FAST = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -34,7 +32,8 @@ mutated = st.builds(lambda changes: {**GOOD, **changes}, st.dictionaries(FIELDS,
 nested = st.builds(lambda field, inner: {**GOOD, field: [inner] if field in ("gpus", "procs", "ckpts") else inner},
                    FIELDS, st.dictionaries(st.sampled_from(["index", "name", "util", "mem_used", "pid", "gpu", "step",
                                                             "path", "complete", "log_bytes", "lines", "max_steps",
-                                                            "mtime", "bytes", "cmd", "model"]), json_values, max_size=6))
+                                                            "mtime", "bytes", "cmd", "model"]),
+                                           json_values, max_size=6))
 
 
 def parse(line):

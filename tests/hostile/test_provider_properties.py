@@ -10,8 +10,7 @@ from __future__ import annotations
 import json
 import math
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from services.offers import lambda_, primeintellect, runpod, vast
 from services.offers.models import MAX_GPU_HOUR, MAX_GPUS, MAX_VRAM_GB, Offer, ProviderFailure, error_message

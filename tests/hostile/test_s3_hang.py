@@ -30,7 +30,7 @@ from services.backup.s3 import S3, BackupError, BackupSettings, load_backup_sett
 from services.backup.transfer import backup_checkpoint, restore_checkpoint
 from services.pod.agent import BACKUP
 from services.pod.ssh import SSHConnection
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import ACCESS_KEY, SECRET_KEY, write_checkpoint
 
 BOUND = 60  # s: far above what the settings below allow, far below the 190 s it took
@@ -50,7 +50,7 @@ def silent_store() -> Iterator[tuple[str, list[socket.socket]]]:
         while not stop.is_set():
             try:
                 accepted.append(server.accept()[0])
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return

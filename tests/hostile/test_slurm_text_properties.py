@@ -13,11 +13,10 @@ import tempfile
 # hypothesis keeps caches in ./.hypothesis unless told otherwise: not in the shared working tree
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "ptt-hypothesis"))
 
-from hypothesis import HealthCheck, example, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from services.slurm import parse  # noqa: E402
-from services.slurm.models import SlurmOutputError  # noqa: E402
+from services.slurm import parse
+from services.slurm.models import SlurmOutputError
 
 FAST = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -32,7 +32,7 @@ from services.models import Severity
 from services.watch.notify import NotifySettings
 from services.watch.state import STATE_NAME, read_state, watch_notice
 from services.watch.threads import Message
-from services.watch.watcher import WatchOptions, Watcher
+from services.watch.watcher import Watcher, WatchOptions
 from tests.conftest import free_port
 from tests.services.watch.receiver import receiver
 
@@ -57,7 +57,7 @@ def trickle(every: float = 0.2) -> Iterator[Trickle]:
     box: list[Trickle] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             box[0].posts += 1
             status = b"HTTP/1.1 200 OK\r\n" + b"X-Slow: " + b"." * 100000

@@ -10,10 +10,9 @@ import pytest
 
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "ptt-hypothesis"))
 
-from hypothesis import example, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import example, given, settings, strategies as st
 
-from services.text import plain  # noqa: E402
+from services.text import plain
 
 FAST = settings(max_examples=400, deadline=None, database=None)
 # what a terminal acts on instead of printing

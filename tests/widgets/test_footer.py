@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from textual.app import App
 from textual.binding import Binding
-from textual.widgets import Button
-from textual.widgets import Footer as TextualFooter
+from textual.widgets import Button, Footer as TextualFooter
 
 from widgets.footer import Footer
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from services.models import GpuSample, HostSample, Sample
 from widgets.format import Timeline, series

@@ -13,14 +13,13 @@ from textual.app import App, ComposeResult
 from app import auto_backup
 from app.panes.checkpoints import CheckpointsPane
 from app.tui import PrimeTrainApp
-from services.backup.manifest import TransferProgress
-from services.backup.manifest import BucketCheckpoint, PodCheckpoint, RunSource
+from services.backup.manifest import BucketCheckpoint, PodCheckpoint, RunSource, TransferProgress
+from services.backup.s3 import BackupSettings
 from services.models import CheckpointInfo, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor.service import MonitorService
-from services.backup.s3 import BackupSettings
-from tests.app.helpers import Parked
 from tests.app.checkpoints.test_pane import snapshot
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.app.helpers import Parked
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 
 GIB = 1024**3

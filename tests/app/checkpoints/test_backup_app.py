@@ -15,10 +15,10 @@ from app.tui import PrimeTrainApp
 from services import runs
 from services.models import Pod, PodKind
 from services.monitor.service import MonitorSettings
-from tests.app.helpers import wait_for
 from tests.app.checkpoints.test_auto import backup_toml, notes_of, parked_app
 from tests.app.checkpoints.test_pane import snapshot
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.app.helpers import wait_for
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 
 

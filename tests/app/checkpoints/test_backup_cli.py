@@ -7,7 +7,7 @@ import json
 import pytest
 
 from app.cli import main
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import SECRET_KEY, write_checkpoint
 
 pytestmark = pytest.mark.ssh

@@ -15,7 +15,7 @@ import pytest
 from app.cli import main
 from services.backup.transfer import PodAgent
 from services.pod.local import LocalConnection
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 
 

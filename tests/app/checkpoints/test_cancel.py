@@ -13,9 +13,9 @@ import pytest
 
 from app.panes.checkpoints import CheckpointsPane
 from app.screens.confirm import ConfirmScreen
-from tests.app.helpers import wait_for
 from tests.app.checkpoints.test_pane import PaneApp, snapshot
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.app.helpers import wait_for
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 
 PART = 64 * 1024

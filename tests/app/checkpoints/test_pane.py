@@ -11,8 +11,8 @@ from app.panes.checkpoints import CheckpointsPane, credential_source
 from app.screens.confirm import ConfirmScreen
 from services.backup.manifest import TransferProgress
 from services.models import CheckpointInfo, HostSample, PodSnapshot, PodState, PodStatus, Sample
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
 from tests.app.helpers import wait_for
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import SECRET_KEY, write_checkpoint
 from widgets.checkpoints_view import CheckpointsModel, disk_line, transfer_line
 
@@ -126,8 +126,8 @@ async def test_pane_reads_settings_from_the_config_dir_and_environment(tmp_path,
 async def test_an_unexpected_failure_while_listing_is_a_toast_not_the_end_of_the_app(tmp_path):
     """A pod answering something the pane does not expect (here: a connection raising RuntimeError) while
     the bucket is listed: the App's worker hub says so and the App keeps running."""
-    from services.models import Pod, PodKind
     from services.backup.s3 import BackupSettings
+    from services.models import Pod, PodKind
 
     tried: list[str] = []
 

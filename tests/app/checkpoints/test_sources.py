@@ -13,7 +13,7 @@ from services.backup.transfer import backup_checkpoint
 from services.pod.ssh import SSHConnection
 from tests.app.checkpoints.test_pane import PaneApp, snapshot
 from tests.app.helpers import wait_for
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 
 

@@ -12,9 +12,9 @@ from textual.pilot import Pilot
 from textual.widgets import TextArea
 
 from app.panes.config import ConfigPane
-from widgets.findings import FindingsList
 from tests.app.helpers import wait_for
 from tests.services.config.test_rules import RL_BASE
+from widgets.findings import FindingsList
 
 SIZE = (140, 36)
 

@@ -9,8 +9,8 @@ from textual.app import App
 
 from app.screens.lifecycle import LifecycleScreen, cleanup_screen, launch_screen
 from services.demo.trainer import write_checkpoint
-from services.models import Pod, PodKind
 from services.lifecycle.preflight import LifecycleSettings
+from services.models import Pod, PodKind
 from tests.app.helpers import wait_for
 
 REPO = Path(__file__).resolve().parents[3]

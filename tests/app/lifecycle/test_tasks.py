@@ -5,7 +5,8 @@ a time per pod; quitting with a running task asks first."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from textual.widgets import DataTable
 

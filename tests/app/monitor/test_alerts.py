@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from app.tui import PrimeTrainApp
-from services.monitor.health import HealthSettings
 from services.models import Alert, Pod, PodKind, PodSnapshot, PodState, PodStatus, Severity
+from services.monitor.health import HealthSettings
 from services.monitor.service import MonitorService, MonitorSettings
 from tests.app.helpers import Parked, shown, wait_for
 from tests.conftest import SSHD, _make_server

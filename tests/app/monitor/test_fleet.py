@@ -18,7 +18,6 @@ from textual.pilot import Pilot
 
 from app.screens.fleet import FleetScreen
 from app.tui import PrimeTrainApp
-from services.monitor.health import HealthTracker
 from services.models import (
     GpuSample,
     HostSample,
@@ -29,6 +28,7 @@ from services.models import (
     PodStatus,
     Sample,
 )
+from services.monitor.health import HealthTracker
 from services.monitor.service import MonitorService, MonitorSettings
 from tests.app.helpers import Parked, shown, wait_for
 from widgets.alert_log import AlertLog
@@ -61,7 +61,8 @@ def parked_app(pods: list[Pod]) -> PrimeTrainApp:
 
 def step_line(n: int) -> str:
     return (f"trainer: 14:00:{n:02d} SUCCESS Step {n} |   30.0s | Loss 0.{50 - n:04d} | Entropy 0.4 | Mismatch KL "
-            f"0.001 | Grad. Norm 0.2 | LR 3.00e-06 | Throughput {20000 + 100 * n} tokens/s | MFU 31.2% | Peak Mem. 41.3 GiB")
+            f"0.001 | Grad. Norm 0.2 | LR 3.00e-06 | Throughput {20000 + 100 * n} tokens/s | MFU 31.2% "
+            "| Peak Mem. 41.3 GiB")
 
 
 def pod_snapshot(pod: Pod, steps: int, *, util: float = 90.0, oom: bool = False, dead: bool = False) -> PodSnapshot:
@@ -154,7 +155,8 @@ async def test_live_demo_pod_in_the_fleet_view() -> None:
         await pilot.press("o")
         table = app.screen.query_one(FleetView)
 
-        await wait_for(pilot, lambda: table.cells("demo") is not None and "online" in str(table.get_cell("demo", "state")))
+        await wait_for(pilot, lambda: table.cells("demo") is not None
+                              and "online" in str(table.get_cell("demo", "state")))
         await wait_for(pilot, lambda: table.get_cell("demo", "step") not in ("N/A",), timeout=20)
         assert "%" in table.get_cell("demo", "util")
 

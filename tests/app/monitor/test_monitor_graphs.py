@@ -104,8 +104,8 @@ async def test_graphs_equal_the_full_recomputation_through_wrap_resize_and_pod_s
             pane.show(snapshot, now=snapshot.last_received)
             indices = sorted({g.index for g in snapshot.latest.gpus})  # a GPU missing from the latest: no row
             table = pane.query_one(GpuRows)
-            await wait_for(pilot, lambda: [row.index for row in table.lines] == indices and table.size.width
-                           and table.size.height == len(indices))
+            await wait_for(pilot, lambda table=table, indices=indices: [row.index for row in table.lines] == indices
+                           and table.size.width and table.size.height == len(indices))
             await pilot.pause()
             drawn += check(pane, snapshot)
         assert drawn > 24 * 12 // 2  # the cells were compared, not only the points

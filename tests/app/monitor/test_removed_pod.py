@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import time
 
-from tests.app.helpers import wait_for
 from tests.app.checkpoints.test_auto import backup_toml, parked_app
 from tests.app.checkpoints.test_pane import snapshot
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.app.helpers import wait_for
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 
 

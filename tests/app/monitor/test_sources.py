@@ -15,11 +15,9 @@ from dataclasses import replace
 import pytest
 
 from app.tui import PrimeTrainApp
-from services.models import Alert, Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress, Severity
+from services.models import Alert, Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress, Severity, WandbStatus
 from services.monitor.service import MonitorService, MonitorSettings
-from services.models import WandbStatus
-from tests.app.helpers import shown, wait_for
-from tests.app.helpers import Parked
+from tests.app.helpers import Parked, shown, wait_for
 
 SIZE = (160, 50)
 

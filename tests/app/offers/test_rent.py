@@ -217,10 +217,11 @@ async def test_a_real_runs_rate_calibrates_the_offers_pane(tmp_path: Path):
 
 
 async def test_demo_shows_simulated_offers_without_keys_and_rents_nothing(tmp_path: Path, monkeypatch):
+    from textual.widgets import Label
+
     from services.models import Pod, PodKind
     from services.monitor.service import MonitorService
     from tests.app.helpers import Parked
-    from textual.widgets import Label
 
     monkeypatch.setenv("HOME", str(tmp_path))  # no provider CLI files either
     api = Api({})

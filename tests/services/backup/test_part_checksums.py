@@ -18,7 +18,7 @@ from services.backup.manifest import Manifest
 from services.backup.store_caps import composite_crc32
 from services.backup.transfer import backup_checkpoint
 from services.pod.ssh import SSHConnection
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 
 pytestmark = pytest.mark.ssh

@@ -9,11 +9,13 @@ import hashlib
 
 import pytest
 
-from services.backup.transfer import _matches, _store_etags_are_md5, backup_checkpoint, restore_checkpoint, verify_backup
+from services.backup.bucket import object_matches, verify_backup
 from services.backup.manifest import FileEntry, PartInfo
 from services.backup.s3 import S3, BackupError, multipart_etag
+from services.backup.store_caps import store_etags_are_md5
+from services.backup.transfer import backup_checkpoint, restore_checkpoint
 from services.pod.ssh import SSHConnection
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 
 pytestmark = pytest.mark.ssh
@@ -72,14 +74,14 @@ def _entry(parts: list[bytes], store_etag: str = "") -> FileEntry:
 def test_an_object_matches_by_size_and_md5_etag_or_the_stores_own_etag():
     two = _entry([b"a" * 10, b"b" * 5])
     assert two.etag == multipart_etag([p.md5 for p in two.parts]) and two.etag.endswith("-2")
-    assert _matches({"ContentLength": 15, "ETag": f'"{two.etag}"'}, two)
-    assert not _matches({"ContentLength": 14, "ETag": f'"{two.etag}"'}, two)
-    assert not _matches({"ContentLength": 15, "ETag": '"0123456789abcdef0123456789abcdef"'}, two)
+    assert object_matches({"ContentLength": 15, "ETag": f'"{two.etag}"'}, two)
+    assert not object_matches({"ContentLength": 14, "ETag": f'"{two.etag}"'}, two)
+    assert not object_matches({"ContentLength": 15, "ETag": '"0123456789abcdef0123456789abcdef"'}, two)
     kms = _entry([b"a" * 10, b"b" * 5], store_etag="f" * 32)  # SSE-KMS: an opaque ETag, recorded at upload
-    assert _matches({"ContentLength": 15, "ETag": f'"{"f" * 32}"'}, kms)
-    assert _matches({"ContentLength": 15, "ETag": f'"{two.etag}"'}, kms)
-    assert not _matches({"ContentLength": 15, "ETag": '"0123456789abcdef0123456789abcdef"'}, kms)
-    assert not _matches({"ContentLength": 15, "ETag": ""}, _entry([b"a" * 10, b"b" * 5]))
+    assert object_matches({"ContentLength": 15, "ETag": f'"{"f" * 32}"'}, kms)
+    assert object_matches({"ContentLength": 15, "ETag": f'"{two.etag}"'}, kms)
+    assert not object_matches({"ContentLength": 15, "ETag": '"0123456789abcdef0123456789abcdef"'}, kms)
+    assert not object_matches({"ContentLength": 15, "ETag": ""}, _entry([b"a" * 10, b"b" * 5]))
 
 
 async def test_opaque_etags_are_recorded_and_verified_and_md5_stores_catch_a_changed_part(
@@ -92,7 +94,7 @@ async def test_opaque_etags_are_recorded_and_verified_and_md5_stores_catch_a_cha
     run = tmp_path / "run"
     write_checkpoint(run, 3, shard_bytes=200 * 1024)  # a multipart shard + two one-part files
     settings = s3env.settings()
-    assert await _store_etags_are_md5(S3(settings), "prime-train/run/step_3/")
+    assert await store_etags_are_md5(S3(settings), "prime-train/run/step_3/")
     assert s3env.keys() == []  # the probe object is gone
 
     original_stream = backup.PodAgent.stream

@@ -15,13 +15,14 @@ from pathlib import Path
 import pytest
 
 from services.backup import claims as backup_claims
-from services.backup.transfer import backup_checkpoint, list_bucket, pod_backed_up, restore_checkpoint, run_source, verify_backup
+from services.backup.bucket import list_bucket, verify_backup
 from services.backup.claims import run_key
-from services.lifecycle.actions import cleanup, plan_cleanup
 from services.backup.manifest import RunSource
 from services.backup.s3 import BackupError
+from services.backup.transfer import backup_checkpoint, pod_backed_up, restore_checkpoint, run_source
+from services.lifecycle.actions import cleanup, plan_cleanup
 from services.pod.ssh import SSHConnection
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 from tests.services.backup.test_sources import etags, pods  # noqa: F401 (fixture)
 from tests.services.lifecycle.test_actions import collect, make_settings

@@ -7,12 +7,12 @@ import urllib.parse
 
 import pytest
 
-from services.backup.transfer import backup_checkpoint
-from services.pod.local import LocalConnection
-from services.models import Pod, PodKind
 from services.backup.s3 import S3, BackupError
+from services.backup.transfer import backup_checkpoint
+from services.models import Pod, PodKind
+from services.pod.local import LocalConnection
 from tests.conftest import free_port
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 
 

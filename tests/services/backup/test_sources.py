@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from services.backup.transfer import backup_checkpoint, list_bucket, restore_checkpoint, run_source
-from services.lifecycle.actions import cleanup, plan_cleanup
+from services.backup.bucket import list_bucket
 from services.backup.manifest import Manifest, RunSource
 from services.backup.s3 import BackupError
+from services.backup.transfer import backup_checkpoint, restore_checkpoint, run_source
+from services.lifecycle.actions import cleanup, plan_cleanup
 from services.pod.ssh import SSHConnection
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 from tests.services.lifecycle.test_actions import collect, make_settings
 

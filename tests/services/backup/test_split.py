@@ -1,5 +1,5 @@
-"""Backup and restore of a checkpoint whose trainer half lives in a separate [ckpt] output_dir (research
-prime-rl.md 6.1): the trainer writes ``X/checkpoints/step_N/trainer``, the orchestrator still writes
+"""Backup and restore of a checkpoint whose trainer half lives in a separate [ckpt] output_dir: the
+trainer writes ``X/checkpoints/step_N/trainer``, the orchestrator still writes
 ``<run_dir>/checkpoints/step_N/orchestrator``. The backup holds both halves (same shape as a normal one),
 the restore puts each back where it belongs, and the lifecycle's resume judges the result complete.
 Over the real sshd "pod" and moto's S3 server."""
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from services.backup.s3 import BackupError
 from services.backup.transfer import backup_checkpoint, pod_checkpoints, restore_checkpoint
 from services.lifecycle.common import PodShell, checkpoints
-from services.backup.s3 import BackupError
 from services.pod.ssh import SSHConnection
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.lifecycle.test_actions import make_settings
 
 SERVICES = Path(__file__).resolve().parents[3] / "services"
@@ -33,7 +33,8 @@ def split_run(tmp_path: Path) -> tuple[Path, Path]:
     """A run whose resolved configs send the trainer's checkpoints to a separate volume. Step 4 whole
     (trainer half there, orchestrator half in the run dir); step 6 has only its orchestrator half."""
     run, vol = tmp_path / "outputs" / "myrun", tmp_path / "volume"
-    put(run / "configs" / "trainer.json", json.dumps({"output_dir": str(run), "ckpt": {"output_dir": str(vol)}}).encode())
+    trainer = {"output_dir": str(run), "ckpt": {"output_dir": str(vol)}}
+    put(run / "configs" / "trainer.json", json.dumps(trainer).encode())
     put(run / "configs" / "orchestrator.json", json.dumps({"output_dir": str(run), "ckpt": {}}).encode())
     put(vol / "checkpoints/step_4/trainer/__0_0.distcp", os.urandom(200 * 1024))
     put(vol / "checkpoints/step_4/trainer/.metadata", b"dcp-metadata-4")
@@ -158,6 +159,7 @@ def test_the_probe_shows_each_split_step_once_with_both_halves(tmp_path):
     ckpts = {c["step"]: c for c in json.loads(res.stdout.splitlines()[-1])["ckpts"]}
     assert sorted(ckpts) == [4, 6]
     assert ckpts[4]["complete"] and ckpts[4]["path"] == str(vol / "step_4")
-    assert (ckpts[4]["trainer_bytes"], ckpts[4]["orch_bytes"], ckpts[4]["bytes"]) == (200 * 1024 + 14, 10, 200 * 1024 + 24)
+    assert (ckpts[4]["trainer_bytes"], ckpts[4]["orch_bytes"], ckpts[4]["bytes"]) \
+        == (200 * 1024 + 14, 10, 200 * 1024 + 24)
     assert ckpts[4]["orch_path"] == str(run / "checkpoints/step_4")
     assert not ckpts[6]["complete"] and ckpts[6]["trainer_bytes"] == 0 and ckpts[6]["orch_bytes"] == 10

@@ -17,19 +17,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from services.backup.transfer import (
-    PodAgent,
-    backup_checkpoint,
-    list_bucket,
-    pod_checkpoints,
-    restore_checkpoint,
-    verify_backup,
-)
+from services.backup.bucket import list_bucket, verify_backup
 from services.backup.claims import run_key
 from services.backup.manifest import Manifest
 from services.backup.s3 import S3, BackupError, part_size_for
+from services.backup.transfer import PodAgent, backup_checkpoint, pod_checkpoints, restore_checkpoint
 from services.pod.ssh import SSHConnection
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import ACCESS_KEY, SECRET_KEY, write_checkpoint
 
 pytestmark = pytest.mark.ssh
@@ -68,7 +62,8 @@ async def test_backup_goes_from_the_pod_to_the_bucket_and_is_verified(pod, s3env
     assert len(shard.parts) == 5 and shard.size == 300 * 1024  # 64 KiB parts: presigned multipart
     assert result.uploaded_parts == 5 + 2 and result.skipped_parts == 0
     base = "prime-train/pod-run/step_10/"
-    claim = f"claims/{run_key(result.manifest.source)}.json"  # the run's claim on the step stays (services.backup.claims)
+    # the run's claim on the step stays (services.backup.claims)
+    claim = f"claims/{run_key(result.manifest.source)}.json"
     assert s3env.keys(base) == [base + k for k in (claim, "manifest.json", "orchestrator/progress.pt",
                                                     "trainer/.metadata", "trainer/__0_0.distcp")]
     manifest = Manifest.from_json(s3env.get(base + "manifest.json"))

@@ -15,8 +15,8 @@ import pytest
 from services.bottleneck.analysis import DIAGNOSES, analyze, analyze_lines, analyze_snapshot, gpu_evidence
 from services.bottleneck.report import to_markdown, write_markdown
 from services.bottleneck.rules import load_rules, recommend
-from services.monitor.metrics import parse_run
 from services.models import GpuProcess, GpuSample, HostSample, Pod, PodKind, Sample
+from services.monitor.metrics import parse_run
 
 REPO = Path(__file__).resolve().parents[3]
 PROBE = REPO / "services" / "pod" / "agent" / "probe.py"

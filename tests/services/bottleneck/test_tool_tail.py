@@ -12,8 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from services.bottleneck.analysis import analyze_lines
 from services.bottleneck.report import to_markdown

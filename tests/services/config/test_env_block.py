@@ -91,8 +91,9 @@ def test_a_harness_package_that_is_not_built_in_keeps_its_own_keys() -> None:
 
 
 def test_a_taskset_keeps_its_own_settings_and_a_seat_without_seat_keys_passes() -> None:
-    text = (RL_BASE + f'{SRC}.taskset]\ndataset_name = "x"\nmax_turns = 3\n[orchestrator.train.source.env.taskset.task]\n'
-            'power_per_turn = 2\n[orchestrator.train.source.env.board]\nsize = 3\n')
+    text = (RL_BASE + f'{SRC}.taskset]\ndataset_name = "x"\nmax_turns = 3\n'
+            '[orchestrator.train.source.env.taskset.task]\npower_per_turn = 2\n'
+            '[orchestrator.train.source.env.board]\nsize = 3\n')
     assert validate_text(text.replace('[orchestrator.train.source.env.taskset]\nid = "reverse-text"\n', ""),
                          kind="rl").findings == ()
 

@@ -5,8 +5,7 @@ added and removed, over the real prime-rl configs of the fixtures."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from services.config.incremental import IncrementalParser
 from services.config.validate import validate_text

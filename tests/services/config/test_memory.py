@@ -62,7 +62,8 @@ def test_registry_and_presets() -> None:
     assert {"h100-80gb", "h200-141gb", "a100-80gb", "a100-40gb", "l40s-48gb", "rtx4090", "rtx5090"} == set(presets())
     reg = registry()
     assert len(reg) >= 25
-    families = ("Qwen/Qwen2.5", "Qwen/Qwen3", "meta-llama/Llama-3", "mistralai/", "openai/gpt-oss", "google/gemma", "zai-org/GLM")
+    families = ("Qwen/Qwen2.5", "Qwen/Qwen3", "meta-llama/Llama-3", "mistralai/", "openai/gpt-oss",
+                "google/gemma", "zai-org/GLM")
     for fam in families:
         assert any(name.startswith(fam) for name in reg), fam
     assert reg["Qwen/Qwen3-30B-A3B"].experts == 128 and reg["Qwen/Qwen2.5-VL-7B-Instruct"].vl

@@ -33,7 +33,8 @@ WHERE = {
     "Log": ("trainer", "", "log"),
     "Loss": ("trainer", "", "loss"),
     # a disaggregated deployment runs under [slurm] (prime-rl InferenceConfig.validate_multi_node_requires_slurm)
-    "InferenceDeployment": ("inference", '[slurm]\njob_name = "j"\n\n[deployment]\ntype = "disaggregated"\n', "deployment"),
+    "InferenceDeployment": ("inference", '[slurm]\njob_name = "j"\n\n[deployment]\ntype = "disaggregated"\n',
+                            "deployment"),
     "*": ("rl", RL_BASE, ""),
 }
 TABLE_VALUED = {"mig-orchestrator-sampling", "mig-inference-model", "mig-wandb-section", "mig-file-monitor",

@@ -1,5 +1,5 @@
 """One config per rule that triggers exactly that rule, at the marked line (``# <-``); the fixtures
-from prime-rl itself validate without errors (except the one prime-rl.md §10 names)."""
+from prime-rl itself validate without errors (except STALE_K8S_INFER, an example prime-rl left on an old key)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from services.config.schema import KINDS, Alt, ConfigClass, Spec, load_schema
-from services.config.validate import _migrations
+from services.config.walk import load_migrations
 
 # Paths we deliberately do not type (or type more loosely than prime-rl), as fnmatch patterns over
 # "<kind>.<dotted path>"; a pattern covers everything below it too. Each has its reason.
@@ -148,7 +148,7 @@ def unknown_to_us(theirs: dict[str, Any], ours: dict[str, Any]) -> list[tuple[st
 
 
 def absent_from_prime_rl(theirs: dict[str, Any], ours: dict[str, Any]) -> list[tuple[str, str]]:
-    migrations = _migrations()
+    migrations = load_migrations()
     return [(p, "") for p, (cls, key, _) in sorted(ours.items())
             if p not in theirs and not _allowed(p) and (cls.name, key) not in migrations]
 

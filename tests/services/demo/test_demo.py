@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from services.pod.agent import probe as probe_mod
 from services.demo import nvidia_smi as fake
 from services.demo.pod import DemoPod
+from services.pod.agent import probe as probe_mod
 
 REPO = Path(__file__).resolve().parents[3]
 WRAPPER = REPO / "services" / "demo" / "bin" / "nvidia-smi"
@@ -36,8 +36,8 @@ def test_wrapper_is_executable_and_lists_gpus() -> None:
     lines = out.stdout.splitlines()
     assert len(lines) == 3
     for i, line in enumerate(lines):
-        assert re.fullmatch(rf"GPU {i}: NVIDIA H100 80GB HBM3 \(UUID: GPU-[0-9a-f]{{8}}(-[0-9a-f]{{4}}){{3}}-[0-9a-f]{{12}}\)",
-                            line), line
+        uuid = r"GPU-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}"
+        assert re.fullmatch(rf"GPU {i}: NVIDIA H100 80GB HBM3 \(UUID: {uuid}\)", line), line
     assert len({line.split("UUID: ")[1] for line in lines}) == 3
 
 
@@ -126,7 +126,8 @@ def test_fake_proc_matches_probe_parsers(tmp_path: Path) -> None:
         assert (used, total) == ((t_kb - a_kb) * 1024, t_kb * 1024)
         assert 0.2 < used / total < 0.3
     for tick in (1, 2, 3):
-        assert probe_mod.cpu_pct(snaps[tick - 1], snaps[tick]) == pytest.approx(fake.expected_cpu_pct(cfg, tick), abs=0.01)
+        assert probe_mod.cpu_pct(snaps[tick - 1], snaps[tick]) == pytest.approx(fake.expected_cpu_pct(cfg, tick),
+                                                                                abs=0.01)
     assert list(tmp_path.iterdir()) and not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
 
 

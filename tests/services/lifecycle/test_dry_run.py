@@ -53,7 +53,8 @@ open(os.path.join(os.path.dirname(os.path.abspath(args[args.index("@") + 1])), "
      "w").write("yes")
 '''
 
-CONFIG = 'max_steps = {steps}\n\n[model]\nname = "Qwen/Qwen3-0.6B"\n\n[orchestrator.train.sampling]\ntemperature = {t}\n'
+CONFIG = ('max_steps = {steps}\n\n[model]\nname = "Qwen/Qwen3-0.6B"\n\n'
+          '[orchestrator.train.sampling]\ntemperature = {t}\n')
 
 
 @pytest.fixture

@@ -62,7 +62,7 @@ async def test_an_invalid_config_alone_stops_the_launch_unless_forced(pod, tmp_p
     await _kill(pod, settings)
 
 
-def test_the_cli_exits_non_zero_when_only_the_config_is_bad(cli):  # noqa: F811
+def test_the_cli_exits_non_zero_when_only_the_config_is_bad(cli):
     cli.config.write_text(BAD_CONFIG)
     r = cli("launch", "gpu", str(cli.config))
     assert r.returncode == 1, r.stdout + r.stderr

@@ -125,7 +125,7 @@ async def test_a_launch_is_refused_while_another_action_holds_the_pods_lock(pod,
 async def test_two_clients_installing_the_helper_at_once_both_succeed(pod, tmp_path):
     async with SSHConnection(pod) as a, SSHConnection(pod) as b:
         shells = [PodShell(a), PodShell(b), PodShell(a), PodShell(b)]
-        where = Path((await shells[0].agent_path())).parent
+        where = Path(await shells[0].agent_path()).parent
         for _ in range(3):  # several rounds: each replaces the files while the others do the same
             await asyncio.gather(*(s.install_agent() for s in shells[:2]))
             for conn in (a, b):

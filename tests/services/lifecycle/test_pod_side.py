@@ -15,7 +15,7 @@ import pytest
 from services.lifecycle.actions import AGENT_PATH, kill, launch
 from services.pod.ssh import LocalConnection, SSHConnection
 from tests.services.lifecycle.test_actions import collect, make_settings, trainer_pids
-from tests.services.lifecycle.test_gpu import config, gpu_apps, local_pod  # noqa: F401,F811  (fixture)
+from tests.services.lifecycle.test_gpu import config, gpu_apps, local_pod  # noqa: F401 (fixture)
 
 
 def test_the_pods_helper_refuses_to_start_without_its_config(tmp_path):

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from services import runs
+from services.lifecycle.preemption import AutoResumePolicy, AutoResumer, PreemptionTracker
 from services.models import Pod, PodSnapshot, PodState, PodStatus, RunProgress
 from services.monitor.service import MonitorService, MonitorSettings
-from services.lifecycle.preemption import AutoResumePolicy, AutoResumer, PreemptionTracker
 from services.pod.ssh import SSHConnection
 from tests.services.lifecycle.test_actions import _kill, _launch, make_settings, trainer_pids, wait_for
 

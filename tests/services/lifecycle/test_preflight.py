@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from services.lifecycle.actions import AGENT_PATH, launch
-from services.models import Pod, PodKind
 from services.lifecycle.preflight import LifecycleSettings, UserCheck, config_check
+from services.models import Pod, PodKind
 from services.pod.ssh import LocalConnection
 
 REPO = Path(__file__).resolve().parents[3]

@@ -1,4 +1,4 @@
-"""A separate checkpoint output dir (prime-rl's ``[ckpt] output_dir``, research prime-rl.md 6.1): the
+"""A separate checkpoint output dir (prime-rl's ``[ckpt] output_dir``): the
 trainer's half of step_N goes to ``X/checkpoints/step_N/trainer`` while the orchestrator's progress.pt stays
 in ``<run_dir>/checkpoints/step_N/orchestrator``. A step is complete only with both halves; resume,
 cleanup and the pre-flight's size estimate judge it so, over the real sshd."""
@@ -13,7 +13,7 @@ import pytest
 from services.lifecycle.actions import cleanup, kill, launch, plan_cleanup, plan_resume, resume
 from services.pod.agent.common import checkpoint_complete
 from services.pod.ssh import SSHConnection
-from tests.services.lifecycle.test_actions import make_settings, wait_for, write_config
+from tests.services.lifecycle.test_actions import make_settings, write_config
 
 SERVICES = Path(__file__).resolve().parents[3] / "services"
 

@@ -5,15 +5,13 @@ the real sshd "pod" and moto's S3 server, with the bucket pruned by the backup i
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from services.backup.transfer import backup_checkpoint
 from services.lifecycle.auto_cleanup import CleanupDaemon
 from services.lifecycle.cleanup import deletable, plan_for_disk, plan_keep_last
 from services.pod.ssh import SSHConnection
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 from tests.services.lifecycle.test_actions import make_settings
 

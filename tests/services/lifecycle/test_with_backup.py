@@ -14,7 +14,7 @@ import pytest
 from services.backup.transfer import backup_checkpoint
 from services.lifecycle.actions import cleanup, plan_cleanup, plan_resume, resume
 from services.pod.ssh import SSHConnection
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 from tests.services.lifecycle.test_actions import _kill, _launch, collect, make_settings, trainer_pids, wait_for
 

@@ -1,7 +1,7 @@
 """services.monitor.health: every rule as a pure function and through HealthTracker with an injected clock.
 
 Each rule fires at its threshold, clears when its condition clears, and stays silent on a checkpoint
-pause and on W&B lag alone. Samples are real Sample objects; log lines are in prime-rl's §7.3 formats
+pause and on W&B lag alone. Samples are real Sample objects; log lines are in prime-rl's console formats
 in the probe's "<file stem>: <line>" form.
 """
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from services.models import CheckpointInfo, GpuSample, HostSample, RunProgress, Sample, Severity
 from services.monitor.health import (
     HealthSettings,
     HealthTracker,
@@ -24,7 +25,6 @@ from services.monitor.health import (
     nofile_alert,
     stall_budget,
 )
-from services.models import CheckpointInfo, GpuSample, HostSample, RunProgress, Sample, Severity
 
 GIB = 1024**3
 S = HealthSettings()
@@ -233,7 +233,7 @@ class TestDiskAndOpenFiles:
 
     def test_tracker_measures_the_rate_and_clears(self) -> None:
         h = HealthTracker()
-        for i in range(0, 61):  # +1 GiB per minute from 86 GiB
+        for i in range(61):  # +1 GiB per minute from 86 GiB
             host = replace(HOST, disk_used=int(86 * GIB + i * GIB / 6))
             alerts = h.observe(sample(T0 + 10 * i, host=host))
         alert = next(a for a in alerts if a.id == "disk")

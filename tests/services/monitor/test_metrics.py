@@ -57,7 +57,8 @@ def test_current_console_lines_with_probe_prefix_colours_and_json_logging():
     p.feed_console("orchestrator: 14:03:10 SUCCESS Step 5 |    9.8s | Reward 0.4123 | Trainable 96/128 (75.0%)")
     p.feed_console(json.dumps({"timestamp": "2026-01-01T00:00:00", "level": "SUCCESS", "module": "train",
                                "message": "Step 6 | 2m 5s | Loss 0.1 | Throughput 1 tokens/s"}), "trainer")
-    p.feed_console("orchestrator: 14:03:20    INFO Holding batch 6 until the trainer publishes policy v4 (currently v3)")
+    p.feed_console("orchestrator: 14:03:20    INFO Holding batch 6 until the trainer publishes policy v4 "
+                   "(currently v3)")
     p.feed_console("trainer: 14:03:30    INFO Saving checkpoint at step 6")
     p.feed_console("trainer: 14:03:31 SUCCESS Step 7 | soon | Loss 0.1")  # garbled duration
     p.feed_console('trainer: {"timestamp": "cut')  # a JSON line cut in half

@@ -1,4 +1,4 @@
-"""services.monitor.progress against prime-rl's line formats (§7.3, current and historic), metrics.jsonl
+"""services.monitor.progress against prime-rl's line formats (current and historic), metrics.jsonl
 records, a runbook training.csv, and the simulated trainer's real output."""
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def test_historic_sft_and_json_mode_lines() -> None:
     assert (p.step, p.reward, p.tokens_per_s, p.step_time_s) == (0, 0.2938, 3966.9, 42.77)
     r.feed_log("trainer: " + SFT, 2.0)
     assert (r.progress().step, r.progress().loss, r.progress().mfu) == (7, 1.2345, 40.1)
-    r.feed_log("trainer: " + json.dumps({"timestamp": "x", "level": "SUCCESS", "message": SFT.replace("Step 7", "Step 8")}), 3.0)
+    r.feed_log("trainer: " + json.dumps({"timestamp": "x", "level": "SUCCESS",
+                                         "message": SFT.replace("Step 7", "Step 8")}), 3.0)
     assert r.progress().step == 8
 
 

@@ -26,7 +26,7 @@ class FakeWandb:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def factory(self) -> "FakeWandb":
+    def factory(self) -> FakeWandb:
         return self
 
     def run(self, path: str):
@@ -59,7 +59,7 @@ async def test_wandb_is_polled_for_the_run_the_logs_name_and_never_raises_an_ale
         for n in range(2, 5):  # the pod keeps stepping; W&B keeps saying "crashed"
             with log.open("a") as f:
                 f.write(step_line(n))
-            await wait_for(lambda: (mon.snapshot("p").run or snap.run).step == n, what=f"step {n}")
+            await wait_for(lambda n=n: (mon.snapshot("p").run or snap.run).step == n, what=f"step {n}")
         snap = mon.snapshot("p")
     finally:
         await mon.aclose()

@@ -11,8 +11,8 @@ import math
 
 import pytest
 
-from services.monitor.health import HealthSettings, HealthTracker
 from services.models import HostSample, Sample
+from services.monitor.health import HealthSettings, HealthTracker
 from services.monitor.progress import RunTracker, time_lines, time_records
 
 T0 = 1_700_000_000.0

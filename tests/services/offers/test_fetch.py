@@ -202,7 +202,8 @@ async def test_requests_carry_key_and_spot_search():
     ("vast.test", 404, "vast-edge-http404-invalid-user-key.json", "Invalid user key — check the API key"),
     ("vast.test", 400, "vast-edge-http400-invalid-request.json", "HTTP 400: Invalid json body"),
     ("lambda.test", 401, "lambda-edge-http401-invalid-api-key.json", "API key was invalid"),
-    ("lambda.test", 500, "lambda-edge-provider-unavailable.json", "Provider unavailable (Try again shortly) (after 3 tries)"),
+    ("lambda.test", 500, "lambda-edge-provider-unavailable.json",
+     "Provider unavailable (Try again shortly) (after 3 tries)"),
     ("vast.test", 429, "vast-edge-http429-plaintext.txt", "HTTP 429: API requests too frequent (after 3 tries)"),
 ])
 async def test_one_provider_failing_others_still_show(host, status, fixture, expect):

@@ -9,8 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from services.offers import vast
-from services.offers.launch import (GONE_GRACE, DeadlineWatch, launch_offer, plan_launch, resolve_provisional,
-                                    terminate_rental)
+from services.offers.launch import (
+    GONE_GRACE,
+    DeadlineWatch,
+    launch_offer,
+    plan_launch,
+    resolve_provisional,
+    terminate_rental,
+)
 from services.offers.rentals import AuditLog, Rental
 from tests.services.offers.test_launch import Api, Clock, load, prime_offer
 
@@ -120,7 +126,8 @@ async def test_a_lost_create_answer_leaves_a_provisional_rental_matched_by_name_
 
     # the next deadline pass finds it by name: a real rental whose deadline is enforced
     found = {"data": [{"id": "pod-late-9", "name": plan.name, "status": "ACTIVE"}]}
-    api = Api({"GET /api/v1/pods/": [(200, found)], "DELETE /api/v1/pods/pod-late-9": [(200, {"status": "TERMINATED"})]})
+    api = Api({"GET /api/v1/pods/": [(200, found)],
+               "DELETE /api/v1/pods/pod-late-9": [(200, {"status": "TERMINATED"})]})
     watch = DeadlineWatch(audit, clock=Clock(plan.deadline + 1))
     async with api.providers() as p:
         events = await watch.check(p)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from services.offers import cache
-from services.offers.keys import find_keys, find_urls, how_to_set, mask
+from services.offers.keys import find_keys, find_urls, how_to_set, masked_key
 from services.offers.models import FetchResult, Offer
 
 
@@ -43,11 +43,12 @@ def test_urls_env_over_settings_over_defaults():
 
 def test_messages_say_how_to_set_a_key_and_mask():
     assert "VAST_API_KEY" in how_to_set("vast") and "vastai set api-key" in how_to_set("vast")
-    assert mask("short") == "****" and mask("abcdefghijklmnop") == "abc…op"
+    assert masked_key("short") == "****" and masked_key("abcdefghijklmnop") == "abc…op"
 
 
 def test_cache_round_trip_ttl_and_corruption(tmp_path: Path):
-    offer = Offer("primeintellect", "x1", "H100", "H100_80GB", 8, 80.0, 17.92, params={"cloudId": "c", "socket": "SXM5"})
+    offer = Offer("primeintellect", "x1", "H100", "H100_80GB", 8, 80.0, 17.92,
+                  params={"cloudId": "c", "socket": "SXM5"})
     cache.save(tmp_path, False, FetchResult((offer,)), now=1000.0)
     got = cache.load(tmp_path, False, now=1100.0, ttl=600)
     assert got is not None and got[1] == 100.0 and got[0].offers == (offer,)

@@ -15,7 +15,6 @@ from services.offers._http import RetryPolicy
 from services.offers.launch import DeadlineWatch, Providers, launch_offer, plan_launch, ssh_banner, terminate_rental
 from services.offers.models import Offer, PodAccess, ProviderFailure, parse_ssh
 from services.offers.rentals import AuditLog, Rental, default_deadline, open_rentals
-
 from tests.services.offers.test_fetch import URLS, load  # the same fixtures and fake base URLs
 
 KEYS = {"primeintellect": "pk-secret-1234", "vast": "vk-secret-5678", "lambda": "lk-secret-9999"}  # found nowhere
@@ -235,7 +234,8 @@ async def test_an_offer_above_the_cap_creates_nothing(tmp_path: Path):
 async def test_vast_and_lambda_launch_bodies(tmp_path: Path):
     lam_offer = next(o for o in lambda_.parse(load("lambda-instance-types.json")) if o.available)
     v_offer = vast.parse(load("vast-bundles-ondemand.json"))[0]
-    api = Api({"GET /api/v1/ssh-keys": [(200, {"data": [{"id": "k1", "name": "laptop", "public_key": "ssh-ed25519 A"}]})],
+    key = {"id": "k1", "name": "laptop", "public_key": "ssh-ed25519 A"}
+    api = Api({"GET /api/v1/ssh-keys": [(200, {"data": [key]})],
                "POST /api/v1/instance-operations/launch": [(200, load("lambda-instance-operations-launch.json"))],
                f"PUT /api/v0/asks/{v_offer.id}/": [(200, load("vast-asks-create.json"))]})
     async with api.providers() as p:

@@ -7,13 +7,21 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from services.config.memory import GIB, estimate, human
 from services.offers.models import Offer
-from services.offers.ranking import (HEADROOM, Observed, Ranked, RunSpec, calibrated_rates, constants, rank,
-                                     sizing_model, speeds)
+from services.offers.ranking import (
+    HEADROOM,
+    Observed,
+    Ranked,
+    RunSpec,
+    calibrated_rates,
+    constants,
+    rank,
+    sizing_model,
+    speeds,
+)
 from services.offers.spot_risk import UNKNOWN_RATE, Assumptions, interruption_rates, spot_risk
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,5 +1,5 @@
 """Prime Intellect's API (FastAPI) answers a path without its trailing slash (or with one too many) with a
-307/308 redirect; httpx does not follow redirects unless told (issue 4, research offer-apis.md §1). Every
+307/308 redirect; httpx does not follow redirects unless told. Every
 call through services/offers must follow them — the listing, and a create whose body (the price cap) must
 survive the 308. Served by httpx.MockTransport."""
 

@@ -136,7 +136,7 @@ async def test_the_request_and_spot_kept_apart():
     documented = {"id", "displayName", "manufacturer", "memoryInGb", "cudaCores", "maxGpuCount", "secureCloud",
                   "communityCloud", "securePrice", "communityPrice", "secureSpotPrice", "communitySpotPrice",
                   "oneWeekPrice", "oneMonthPrice", "threeMonthPrice"}
-    assert fields and fields <= documented, fields - documented  # only fields research §4 documents
+    assert fields and fields <= documented, fields - documented  # only fields RunPod documents
 
 
 async def test_fetch_all_lists_runpod_with_the_others():
@@ -188,7 +188,7 @@ def test_error_message_reads_graphql_errors_and_keeps_the_documented_shape():
 def test_keys_and_urls_for_runpod(tmp_path: Path):
     from app.settings import load_offer_settings
 
-    (tmp_path / ".runpod").mkdir()  # RunPod's CLI file is not in the research: never read
+    (tmp_path / ".runpod").mkdir()  # RunPod's CLI file: its format is not known, never read
     (tmp_path / ".runpod" / "config.toml").write_text('[default]\napikey = "rp-file-key-0000"\n')
     assert "runpod" not in find_keys(env={}, home=tmp_path, settings=None)
     keys = find_keys(env={"RUNPOD_API_KEY": " rp-env-key-123456 "}, home=tmp_path,

@@ -4,12 +4,13 @@ sized by their registry base model (issue 4 review, items 2 and 3)."""
 from __future__ import annotations
 
 import math
-import tomllib
 
 import pytest
+import tomllib
 
 from services.offers.models import Offer
-from services.offers.ranking import RunSpec, best, constants, rank, run_spec_from_config, size_note, sizing_model
+from services.offers.ranking import RunSpec, best, constants, rank, run_spec_from_config
+from services.offers.sizing import size_note, sizing_model
 from tests.shared_data import CONFIG_FIXTURES
 
 CONFIGS = CONFIG_FIXTURES

@@ -7,13 +7,19 @@ import math
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from services.offers.models import Offer
 from services.offers.ranking import RunSpec, est_hours, rank, run_spec_from_config
-from services.offers.spot_risk import (DEFAULT_RATES, MAX_HOURS, MIN_OBSERVED_HOURS, Assumptions,
-                                       interruption_rates, observed_rates, spot_risk)
+from services.offers.spot_risk import (
+    DEFAULT_RATES,
+    MAX_HOURS,
+    MIN_OBSERVED_HOURS,
+    Assumptions,
+    interruption_rates,
+    observed_rates,
+    spot_risk,
+)
 
 
 def _offer(**kw) -> Offer:

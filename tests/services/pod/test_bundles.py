@@ -16,13 +16,11 @@ from pathlib import Path
 import pytest
 
 from services.backup import transfer as backup
-
-from services.pod import connection
-
-from services.lifecycle import common as lifecycle_common
 from services.backup.transfer import PodAgent
-from services.pod.connection import POD_COMMON, bundle
+from services.lifecycle import common as lifecycle_common
 from services.lifecycle.common import PodShell
+from services.pod import connection
+from services.pod.connection import POD_COMMON, bundle
 from services.pod.ssh import SSHConnection
 
 BUNDLES = {"probe": connection.PROBE_FILES, "backup": backup.AGENT_FILES, "lifecycle": lifecycle_common.AGENT_FILES}
@@ -61,11 +59,13 @@ def test_no_pod_script_keeps_its_own_copy_of_a_shared_function():
 
 
 def test_the_scripts_imported_from_the_repo_share_one_module():
-    from services.pod.agent import backup as backup_agent
-    from services.pod.agent import lifecycle as lifecycle_agent
-    from services.pod.agent import common as pod_common
-    from services.pod.agent import probe
-    from services.pod.agent import rundir as probe_run
+    from services.pod.agent import (
+        backup as backup_agent,
+        common as pod_common,
+        lifecycle as lifecycle_agent,
+        probe,
+        rundir as probe_run,
+    )
 
     for mod in (probe, probe_run, backup_agent, lifecycle_agent):
         assert mod.checkpoint_complete is pod_common.checkpoint_complete

@@ -16,9 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from services.pod.agent import probe as probe_mod
 from services.demo import nvidia_smi as fake
-
+from services.pod.agent import probe as probe_mod
 from tests.services.pod.probe_support import MIB, REPO, make_env, run_once
 
 QUERY = "--query-gpu=index,name,utilization.gpu,memory.used,memory.total,power.draw,temperature.gpu"

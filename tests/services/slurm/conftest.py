@@ -167,7 +167,8 @@ class LocalSlurm:
             if ready():
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"local Slurm: {what} within {START_TIMEOUT_S} s; states {self.node_states()}\n{self.logs()}")
+        raise RuntimeError(f"local Slurm: {what} within {START_TIMEOUT_S} s; states {self.node_states()}\n"
+                           f"{self.logs()}")
 
     def logs(self) -> str:
         out = []

@@ -15,8 +15,9 @@ import os
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 TRAINER = Path(__file__).resolve().parents[3] / "services" / "demo" / "trainer.py"
 

@@ -8,10 +8,17 @@ import json
 
 import pytest
 
-from services.lifecycle import cleanup as lc_cleanup
-from services.lifecycle import slurm_jobs
+from services.lifecycle import cleanup as lc_cleanup, slurm_jobs
 from services.pod.local import LocalConnection
-from tests.services.slurm.test_launch import cluster_pod, complete_steps, idle_nodes, launched, run_procs, settings_for, until
+from tests.services.slurm.test_launch import (
+    cluster_pod,
+    complete_steps,
+    idle_nodes,
+    launched,
+    run_procs,
+    settings_for,
+    until,
+)
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.xdist_group("slurm")]
 

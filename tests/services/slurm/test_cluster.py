@@ -152,6 +152,7 @@ exec {real} "$@"
 
 async def test_squeue_without_json_is_detected_and_the_text_form_used(slurm, tmp_path: Path, cancel_after):
     import shutil
+
     from services.pod.local import LocalConnection
 
     bin_dir = tmp_path / "bin"

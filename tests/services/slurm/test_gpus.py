@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from services.models import Pod, PodKind
 from services.pod.local import LocalConnection

@@ -13,9 +13,9 @@ from app.screens.lifecycle import LifecycleScreen, lifecycle_screen
 from services.lifecycle import slurm_jobs
 from services.lifecycle.common import LifecycleError
 from services.pod.local import LocalConnection
+from services.slurm.cluster import SlurmCluster
 from tests.app.helpers import wait_for
 from tests.services.slurm.test_cluster import wait_for_job
-from services.slurm.cluster import SlurmCluster
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.xdist_group("slurm")]
 

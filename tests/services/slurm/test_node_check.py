@@ -34,7 +34,8 @@ def test_a_refused_task_fails_with_slurms_words():
     c = node_check_result(1, "", err, RUN)  # "Unable to allocate" as for a busy cluster, but a refusal
     assert c.status == pf.FAIL and c.detail.endswith("Invalid account or account/partition combination specified")
     c = node_check_result(1, "", "srun: error: invalid partition specified: gpu\n", RUN)
-    assert c.status == pf.FAIL and c.detail == "a task could not run on a compute node: srun: error: invalid partition specified: gpu"
+    assert c.status == pf.FAIL
+    assert c.detail == "a task could not run on a compute node: srun: error: invalid partition specified: gpu"
 
 
 def test_a_node_without_gpus_warns():

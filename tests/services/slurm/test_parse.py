@@ -8,8 +8,7 @@ import json
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from services.slurm import parse
 from services.slurm.models import UNKNOWN, SlurmJob, SlurmNode, SlurmOutputError
@@ -89,7 +88,8 @@ def test_slurm_22_05_squeue_json():
     assert running.nodelist == "gpu[01-02]" and running.elapsed_s == 100 and running.time_limit_s == 7200
     assert running.end_time is None and running.user == "ana"
     assert parse.squeue_json(doc, now=float("inf"))[0].elapsed_s is None  # a garbage clock is no elapsed time
-    assert (pending.state, pending.reason, pending.start_time, pending.elapsed_s) == ("PENDING", "Resources", None, None)
+    assert (pending.state, pending.reason, pending.start_time, pending.elapsed_s) == \
+        ("PENDING", "Resources", None, None)
 
 
 def test_slurm_23_squeue_json_with_set_infinite_numbers_and_state_lists():

@@ -23,8 +23,8 @@ from tests.services.slurm.test_launch import (
     STANDIN,
     Host,
     cluster_pod,
-    idle_nodes,
     complete_steps,
+    idle_nodes,
     launched,
     run_procs,
     settings_for,
@@ -68,7 +68,8 @@ async def test_resume_refused_while_running_then_resubmits_from_the_newest_compl
             go = screen.query_one("#lc-go")
             await wait_for(pilot, lambda: not go.disabled, timeout=30)
             plan = str(screen.query_one("#lc-plan").render())
-            assert plan.startswith(f"Resume run {first['id']} (job {first['job_id']}, cancelled) from step_{best}"), plan
+            head = f"Resume run {first['id']} (job {first['job_id']}, cancelled) from step_{best}"
+            assert plan.startswith(head), plan
             assert f"step_{best + 10} is incomplete — skipped" in plan
             assert f"{STANDIN} @ {first['config']} --resume.step {best}" in plan
             await pilot.press("y")
@@ -88,7 +89,8 @@ async def test_resume_refused_while_running_then_resubmits_from_the_newest_compl
         log = run_dir / "logs" / "trainer.log"
         assert until(lambda: f"Resuming from checkpoint step_{best}" in log.read_text())
         trainer = trainer_pids(run_dir)
-        assert len(trainer) == 1 and f"--resume-step\0{best}\0".encode() in open(f"/proc/{trainer[0]}/cmdline", "rb").read()
+        assert len(trainer) == 1
+        assert f"--resume-step\0{best}\0".encode() in open(f"/proc/{trainer[0]}/cmdline", "rb").read()
     finally:
         for r in (tmp_path / "state" / "slurm-runs").glob("*.json"):
             slurm.run("scancel", json.loads(r.read_text())["job_id"], check=False)

@@ -46,7 +46,7 @@ def receiver(status: int = 200) -> Iterator[Receiver]:
     box: list[Receiver] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             data = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             try:
                 body = json.loads(data)

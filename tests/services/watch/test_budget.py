@@ -15,10 +15,10 @@ from services.models import Pod, PodKind
 from services.offers.launch import Providers
 from services.offers.rentals import AUDIT_NAME, AuditLog, Rental
 from services.offers.spend import LEDGER_NAME, SpendLedger
-from services.watch.state import read_state, STATE_NAME
-from services.watch.watcher import WatchOptions, Watcher
+from services.watch.state import STATE_NAME, read_state
+from services.watch.watcher import Watcher, WatchOptions
 from tests.http_stub import serve
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 
 KEY = "pk-budget-test-key-123456"

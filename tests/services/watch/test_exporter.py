@@ -11,8 +11,18 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.errors import PrimeTrainError
-from services.models import (Alert, GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus,
-                             Sample, Severity)
+from services.models import (
+    Alert,
+    GpuSample,
+    HostSample,
+    Pod,
+    PodKind,
+    PodSnapshot,
+    PodState,
+    PodStatus,
+    Sample,
+    Severity,
+)
 from services.monitor.progress import RunView
 from services.offers.rentals import Rental
 from services.watch.exporter import Exporter, WatchView

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from services.models import Alert, Severity
-from services.watch.lock import LOCK_NAME, WatchLock, WatcherRunning
+from services.watch.lock import LOCK_NAME, WatcherRunning, WatchLock
 from services.watch.state import SEEN_NAME, STATE_NAME, WatchState, read_state, watch_notice
 from services.watch.threads import AlertBook, Policy
 

@@ -86,7 +86,8 @@ def test_json_logs_redact_the_urls_whatever_logs_them_and_apprise_is_silenced():
 
 def test_notify_settings_are_read_with_the_policy(tmp_path: Path):
     s = read(tmp_path, '[notify]\nurls = ["ntfy://topic-1"]\nmin_severity = "critical"\nquiet_hours = "22:00-07:00"\n'
-             'min_interval_s = 60\nresolve_after_s = 5\ntimeout_s = 7\nretry_for_s = 3600\n', env={"PRIME_TRAIN_TUI_NOTIFY": "json://a/b, ntfy://topic-1"})
+             'min_interval_s = 60\nresolve_after_s = 5\ntimeout_s = 7\nretry_for_s = 3600\n',
+             env={"PRIME_TRAIN_TUI_NOTIFY": "json://a/b, ntfy://topic-1"})
     assert s.urls == ("ntfy://topic-1", "json://a/b")
     assert s.min_severity is Severity.CRITICAL and s.quiet_hours == QuietHours(22 * 60, 7 * 60)
     p = s.policy()

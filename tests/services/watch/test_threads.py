@@ -12,12 +12,11 @@ import time
 
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "ptt-hypothesis"))
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from services.models import Alert, RunProgress, Severity  # noqa: E402
-from services.monitor.health import HealthSettings, log_alert, match_line, no_progress_alert, default_patterns  # noqa: E402
-from services.watch.threads import AlertBook, Policy, QuietHours, Thread, compose, split_fix  # noqa: E402
+from services.models import Alert, RunProgress, Severity
+from services.monitor.health import HealthSettings, default_patterns, log_alert, match_line, no_progress_alert
+from services.watch.threads import AlertBook, Policy, QuietHours, Thread, compose, split_fix
 
 T0 = 1_700_000_000.0
 

@@ -6,15 +6,13 @@ watcher runs, ``/metrics`` (parsed with prometheus_client's parser) shows its ag
 from __future__ import annotations
 
 import asyncio
-import time
-from pathlib import Path
 
 import pytest
 
 from services import runs
 from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
-from services.watch.watcher import WatchOptions, Watcher
-from tests.services.backup.fixtures import *  # noqa: F401,F403 (fixtures)
+from services.watch.watcher import Watcher, WatchOptions
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
 from tests.services.watch.test_watcher import scrape, until
 

@@ -21,7 +21,7 @@ from services.monitor.health import HealthSettings
 from services.monitor.service import MonitorSettings
 from services.watch.notify import NotifySettings
 from services.watch.state import STATE_NAME, read_state
-from services.watch.watcher import WatchOptions, Watcher
+from services.watch.watcher import Watcher, WatchOptions
 from tests.conftest import free_port
 from tests.services.lifecycle.test_actions import _kill, _launch, make_settings, trainer_pids, wait_for
 from tests.services.lifecycle.test_auto_cleanup import layout, steps  # noqa: F401 (layout: a fixture)
@@ -48,7 +48,7 @@ def titles(rx) -> list[str]:
 
 
 @pytest.mark.ssh
-async def test_with_watch_cleanup_on_the_daemon_deletes_by_itself(sshd, client_home, tmp_path, layout):  # noqa: F811
+async def test_with_watch_cleanup_on_the_daemon_deletes_by_itself(sshd, client_home, tmp_path, layout):
     run, out = layout
     assert on_disk(run, out) == BEFORE
     pod = cleanup_pod(sshd, client_home, tmp_path)
@@ -81,7 +81,7 @@ async def test_with_watch_cleanup_on_the_daemon_deletes_by_itself(sshd, client_h
 
 @pytest.mark.ssh
 async def test_with_watch_cleanup_off_the_preview_is_pushed_once_and_nothing_deleted(sshd, client_home, tmp_path,
-                                                                                     layout):  # noqa: F811
+                                                                                     layout):
     run, out = layout
     pod = cleanup_pod(sshd, client_home, tmp_path)
     data = tmp_path / "data"
@@ -141,7 +141,7 @@ async def test_a_failing_daemon_is_pushed_once_per_streak(sshd, client_home, tmp
 
 
 @pytest.mark.ssh
-async def test_once_acts_on_nothing(sshd, client_home, tmp_path, layout):  # noqa: F811
+async def test_once_acts_on_nothing(sshd, client_home, tmp_path, layout):
     run, out = layout
     pod = cleanup_pod(sshd, client_home, tmp_path)
     data = tmp_path / "data"

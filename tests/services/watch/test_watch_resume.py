@@ -9,7 +9,6 @@ import asyncio
 import os
 import signal
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,7 @@ from services import runs
 from services.lifecycle.preemption import Decision
 from services.monitor.service import MonitorSettings
 from services.watch.notify import NotifySettings
-from services.watch.watcher import WatchOptions, Watcher
+from services.watch.watcher import Watcher, WatchOptions
 from tests.services.lifecycle.test_actions import _kill, _launch, make_settings, trainer_pids, wait_for
 from tests.services.watch.receiver import receiver
 from tests.services.watch.test_watcher import until
@@ -83,7 +82,8 @@ async def test_with_auto_resume_off_the_watcher_resumes_nothing_and_says_so(tmp_
     watcher._acting = True
     sent: list = []
     watcher.push = sent.append  # what would be pushed
-    runs.save_record(settings.runs_dir, {"id": "r1", "pod": "p", "started": 1.0, "state": "interrupted", "run_dir": "/r"})
+    runs.save_record(settings.runs_dir, {"id": "r1", "pod": "p", "started": 1.0,
+                                         "state": "interrupted", "run_dir": "/r"})
     watcher._preempted([Decision("interrupted", "p", "r1", "p lost: SSH down for 10 min"),
                         Decision("resume", "p", "r1", "resuming run r1 on p", "p")])
     assert [m.title for m in sent] == ["[PREEMPTED] p: run r1 interrupted"]

@@ -23,7 +23,7 @@ from services.monitor.health import HealthSettings
 from services.monitor.service import MonitorSettings
 from services.watch.notify import NotifySettings
 from services.watch.state import STATE_NAME, read_state
-from services.watch.watcher import WatchOptions, Watcher
+from services.watch.watcher import Watcher, WatchOptions
 from tests.conftest import FAKE_BIN, free_port
 from tests.services.watch.receiver import receiver
 
