@@ -41,7 +41,7 @@ def sandboxed(pod: Pod, root: Path | None = None) -> Pod:
     return replace(pod, **sandbox_paths(root or demo_root()))
 
 
-def demo_sandbox(pod: Pod, monitor: "MonitorSettings | None" = None) -> DemoPod:
+def demo_sandbox(pod: Pod, monitor: MonitorSettings | None = None) -> DemoPod:
     """The pod's sandbox with the options saved in it, else the monitor settings' demo values."""
     from services.monitor.worker import MonitorSettings
 
@@ -51,7 +51,7 @@ def demo_sandbox(pod: Pod, monitor: "MonitorSettings | None" = None) -> DemoPod:
 
 
 def demo_lifecycle_settings(pod: Pod, head_start: int = 0,
-                            monitor: "MonitorSettings | None" = None) -> "LifecycleSettings":
+                            monitor: MonitorSettings | None = None) -> LifecycleSettings:
     """The demo pod's lifecycle settings (services.demo's plain overrides), its run records under the data
     dir like any run's. The one builder for the TUI and the headless commands."""
     from app.settings import data_dir
@@ -61,7 +61,7 @@ def demo_lifecycle_settings(pod: Pod, head_start: int = 0,
                              runs_dir=data_dir() / "runs")
 
 
-def for_lifecycle(pod: Pod) -> tuple[Pod, "LifecycleSettings | None"]:
+def for_lifecycle(pod: Pod) -> tuple[Pod, LifecycleSettings | None]:
     """A pod about to be launched, killed, resumed or cleaned: the demo pod in its sandbox with the demo's
     own lifecycle settings; any other pod as it is, with None (the user's settings apply)."""
     if not getattr(pod, "simulated", False):
@@ -70,7 +70,7 @@ def for_lifecycle(pod: Pod) -> tuple[Pod, "LifecycleSettings | None"]:
     return pod, demo_lifecycle_settings(pod)
 
 
-def demo_inputs(pod: Pod, monitor: "MonitorSettings | None" = None) -> dict[str, Any]:
+def demo_inputs(pod: Pod, monitor: MonitorSettings | None = None) -> dict[str, Any]:
     """What ``services.connect.open_connection`` takes from the app for the demo pod: the sandbox (a pod that
     carries none is put in it) and the demo options (the monitor settings' values); nothing for other pods."""
     if not pod.simulated:
@@ -80,7 +80,7 @@ def demo_inputs(pod: Pod, monitor: "MonitorSettings | None" = None) -> dict[str,
     return {"sandbox": demo_root(), "demo": (monitor or MonitorSettings()).demo_options()}
 
 
-def start_fresh(pod: Pod, monitor: "MonitorSettings | None" = None) -> DemoPod:
+def start_fresh(pod: Pod, monitor: MonitorSettings | None = None) -> DemoPod:
     """The TUI's start: a trainer a crashed TUI left in the sandbox is killed, run/ and state/ cleared, the
     options saved, this process the demo's owner. Raises ConnectError when the directory is not a sandbox
     (it is then left alone)."""

@@ -10,9 +10,9 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
+from app.screens import fleet_shown
 from app.screens.add_pod import AddPodScreen
 from app.screens.confirm import ConfirmScreen
-from app.screens import fleet_shown
 from app.settings import add_saved_pod, remove_saved_pod
 from services.errors import PrimeTrainError
 from services.models import Pod, PodKind

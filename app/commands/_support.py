@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from services.models import Pod
 from services.text import plain
@@ -67,8 +68,8 @@ def need_run_dir(pod: Pod, hint: str) -> str:
 
 
 @asynccontextmanager
-async def connected(pod: Pod, demo: "MonitorSettings | None" = None,
-                    timeout: float | None = None) -> AsyncIterator["Connection"]:
+async def connected(pod: Pod, demo: MonitorSettings | None = None,
+                    timeout: float | None = None) -> AsyncIterator[Connection]:
     """A connected services.connect.open_connection(pod), closed on the way out (also when connecting fails).
     ``demo`` settings make a demo pod without a sandbox a simulated one of its own. ``timeout`` bounds the
     connect (asyncio.TimeoutError)."""

@@ -4,7 +4,8 @@ cluster (pods.toml ``kind = "slurm"``), scancel of the run's job, waited for unt
 from __future__ import annotations
 
 import argparse
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from app.commands.launch import confirm, drive
 

@@ -9,7 +9,8 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, resolve_pod, say
 

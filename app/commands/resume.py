@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from app.commands._support import add_backup_args, backup_settings
-
 import argparse
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
+from app.commands._support import add_backup_args, backup_settings
 from app.commands.launch import confirm, drive
 
 

@@ -10,8 +10,9 @@ the plan or the action (and so the action's generator). It dismisses with the ac
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from textual import work
 from textual.app import ComposeResult

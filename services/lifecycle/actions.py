@@ -14,15 +14,14 @@ import base64
 import contextlib
 import hashlib
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
-from services.lifecycle import dry_run
-from services.lifecycle import preflight as pf
 from services import runs
 from services.errors import PrimeTrainError
-from services.lifecycle.preflight import Check, LifecycleSettings
-
+from services.lifecycle import dry_run, preflight as pf
+from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup, plan_keep_last  # noqa: F401
 from services.lifecycle.common import (  # noqa: F401  (Event, LifecycleError, PodShell ... are public here too)
     AGENT_PATH,
     BUSY,
@@ -46,9 +45,8 @@ from services.lifecycle.common import (  # noqa: F401  (Event, LifecycleError, P
     pod_runs,
     render,
 )
+from services.lifecycle.preflight import Check, LifecycleSettings
 from services.lifecycle.run_config import local_config, pod_has_config
-from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup, plan_keep_last  # noqa: F401
-
 
 # ------------------------------------------------------------------------------------ launch
 

@@ -18,14 +18,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from services.errors import PrimeTrainError
 from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup
 from services.lifecycle.common import Event, _one_line
-from services.models import Pod, PodSnapshot
 from services.lifecycle.preflight import LifecycleSettings
+from services.models import Pod, PodSnapshot
 
 
 @dataclass(frozen=True)

@@ -17,25 +17,27 @@ when the trainer's checkpoints live elsewhere, and all but the newest ``keep_bro
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any
 
 from services import runs
 from services.errors import PrimeTrainError
 from services.lifecycle.common import (
     Event,
     LifecycleError,
-    hold,
     PodShell,
     _fmt_bytes,
     _one_line,
     backup_on,
     backup_where,
     ckpt_dir_of,
+    hold,
     pod_runs,
 )
 from services.lifecycle.preflight import LifecycleSettings
+
 
 @dataclass(frozen=True)
 class CleanupPlan:

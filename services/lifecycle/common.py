@@ -10,16 +10,16 @@ import shlex
 import socket
 import sys
 import time
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable, Literal, get_args
+from typing import Any, Literal, get_args
 
-from services.pod import agent
-from services.pod import trusted
 from services.errors import PrimeTrainError, UnsafeProbeDir
-from services.models import PodKind
 from services.lifecycle.holder import holder_text
 from services.lifecycle.preflight import Check, LifecycleSettings
+from services.models import PodKind
+from services.pod import agent, trusted
 
 AGENT_PATH = agent.LIFECYCLE
 # the helper and the siblings it imports (pod/agent/common.py: what every pod script shares); uploaded together
@@ -373,7 +373,7 @@ class Guard:
     """The pod's lock, being taken while the action's read-only first steps (pre-flight, status) run:
     :meth:`ready` is awaited before anything is changed on the pod (it raises when another holds it)."""
 
-    def __init__(self, task: "asyncio.Future[dict[str, Any]]") -> None:
+    def __init__(self, task: asyncio.Future[dict[str, Any]]) -> None:
         self._task = task
 
     async def ready(self) -> dict[str, Any]:

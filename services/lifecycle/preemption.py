@@ -14,14 +14,15 @@ none). No Textual here.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from services import runs
 from services.lifecycle.common import Event
-from services.models import Pod, PodSnapshot, PodState
 from services.lifecycle.preflight import LifecycleSettings
+from services.models import Pod, PodSnapshot, PodState
 
 UP = (PodState.ONLINE, PodState.STALE)
 DOWN = (PodState.OFFLINE, PodState.CONNECTING)  # auth / host-key trouble is the user's, not a preemption
@@ -36,7 +37,7 @@ class AutoResumePolicy:
     target_pod: str = ""  # "" = the same pod
 
     @classmethod
-    def from_settings(cls, s: LifecycleSettings) -> "AutoResumePolicy":
+    def from_settings(cls, s: LifecycleSettings) -> AutoResumePolicy:
         return cls(s.auto_resume, s.auto_resume_max_attempts, s.auto_resume_budget_usd,
                    s.auto_resume_budget_hours, s.auto_resume_pod)
 
@@ -72,7 +73,7 @@ class PreemptionTracker:
     _busy: set[str] = field(default_factory=set)  # run ids being resumed now
 
     @classmethod
-    def from_settings(cls, s: LifecycleSettings, **kw: Any) -> "PreemptionTracker":
+    def from_settings(cls, s: LifecycleSettings, **kw: Any) -> PreemptionTracker:
         if s.runs_dir is None:
             raise ValueError("preemption tracking needs the local run records (settings.runs_dir)")
         return cls(Path(s.runs_dir), s.preempt_after_minutes * 60.0, AutoResumePolicy.from_settings(s), **kw)

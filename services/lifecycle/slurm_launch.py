@@ -21,10 +21,11 @@ import json
 import re
 import shlex
 import time
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from secrets import token_hex
-from typing import Any, AsyncIterator
+from typing import Any
 
 from services import runs
 from services.errors import PrimeTrainError

@@ -22,13 +22,13 @@ import logging
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
-from services.errors import (AuthError, HostKeyChanged, HostKeyError, PodUnsupported, PrimeTrainError,
-                             ProbeFormatError)
-from services.models import HostKeyPrompt, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from services.connect import open_connection
+from services.errors import AuthError, HostKeyChanged, HostKeyError, PodUnsupported, PrimeTrainError, ProbeFormatError
+from services.models import HostKeyPrompt, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor import wandb_status
 from services.monitor.cluster import poll_cluster
 from services.monitor.lines import LineReader

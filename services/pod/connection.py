@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from services.models import Pod
+from services.pod.agent import (
+    COMMON as POD_COMMON,  # noqa: F401  (what every pod-side script imports)
+    PROBE_FILES,  # the probe last: its presence says the directory is whole
+)
 
-from services.pod.agent import COMMON as POD_COMMON  # noqa: F401  (what every pod-side script imports)
-from services.pod.agent import PROBE as PROBE_PATH
-from services.pod.agent import PROBE_FILES  # the probe last: its presence says the directory is whole
 DEFAULT_PROBE_DIR = ".cache/prime-train-tui"
 
 _BUNDLES: dict[tuple[Path, ...], tuple[tuple, list[tuple[str, bytes]], str]] = {}
@@ -131,7 +132,7 @@ class Connection(ABC):
         its stdin (how secrets and presigned URLs reach the pod without touching its disk)."""
 
     @abstractmethod
-    async def start(self, command: str) -> "RemoteProcess":
+    async def start(self, command: str) -> RemoteProcess:
         """A shell command on the pod with stdin/stdout pipes, for streaming work (backups)."""
 
     @abstractmethod
@@ -146,7 +147,7 @@ class Connection(ABC):
     @abstractmethod
     async def exists(self, remote: str) -> bool: ...
 
-    async def __aenter__(self) -> "Connection":
+    async def __aenter__(self) -> Connection:
         await self.connect()
         return self
 

@@ -10,9 +10,10 @@ import sys
 from collections import deque
 from pathlib import Path
 
-from services.pod.connection import PROBE_PATH, Connection, ProbeStream, RemoteProcess, exit_text
 from services.errors import ConnectError, ProbeError
 from services.models import Pod
+from services.pod.connection import PROBE_PATH, Connection, ProbeStream, RemoteProcess, exit_text
+
 
 class _ProcessStream(ProbeStream):
     def __init__(self, proc: asyncio.subprocess.Process) -> None:

@@ -51,11 +51,11 @@ echo """ + UPLOAD_OK
 
 _EXISTS = 'if test -e "$1"; then echo ptt-yes; else echo ptt-no; fi'
 
-_PROBE = ("if ! command -v python3 >/dev/null 2>&1; then echo {m}; cat /etc/os-release 2>/dev/null; exit 86; fi\n"
-          "if ! python3 -c 'import sys; sys.exit(sys.version_info < {v})' 2>/dev/null; then\n"
-          '  echo "{m} $(python3 -V 2>&1 | head -n 1)"; cat /etc/os-release 2>/dev/null; exit 86\n'
+_PROBE = (f"if ! command -v python3 >/dev/null 2>&1; then echo {NO_PYTHON.decode()}; cat /etc/os-release 2>/dev/null; exit 86; fi\n"
+          f"if ! python3 -c 'import sys; sys.exit(sys.version_info < {MIN_PYTHON})' 2>/dev/null; then\n"
+          f'  echo "{NO_PYTHON.decode()} $(python3 -V 2>&1 | head -n 1)"; cat /etc/os-release 2>/dev/null; exit 86\n'
           "fi\n"
-          'exec "$@"').format(m=NO_PYTHON.decode(), v=MIN_PYTHON)
+          'exec "$@"')
 
 # the shells' and env's words for it: "sh: 1: python3: not found", "bash: line 1: python3: command not found",
 # "env: 'python3': No such file or directory"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any
 
 from services.errors import PodSpecError
 from services.models import Pod, PodKind

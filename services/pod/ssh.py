@@ -28,8 +28,16 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from services.errors import (AuthError, ConnectError, ExecRefused, PrimeTrainError, ProbeError, PythonMissing,
-                             UnsafeProbeDir)
+from services.errors import (
+    AuthError,
+    ConnectError,
+    ExecRefused,
+    PrimeTrainError,
+    ProbeError,
+    PythonMissing,
+    UnsafeProbeDir,
+)
+from services.models import Pod
 from services.pod import connection as pod_connection, provider_ssh, trusted
 from services.pod.connection import (  # noqa: F401  (re-exported: callers import them from here)
     DEFAULT_PROBE_DIR,
@@ -49,7 +57,7 @@ from services.pod.known_hosts import (  # noqa: F401  (default_known_hosts, trus
 )
 from services.pod.local import LocalConnection  # noqa: F401  (re-exported: callers import it from here)
 from services.pod.ssh_config import _identity_files, _ssh_config
-from services.models import Pod
+
 
 @dataclass(frozen=True)
 class SSHOptions:

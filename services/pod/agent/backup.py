@@ -49,18 +49,40 @@ from concurrent.futures import ThreadPoolExecutor
 
 # (trainer_ckpt_dir is re-exported: the agent's answer, for tests)
 if __package__:  # imported from the repo (services.pod.agent.backup)
-    from .transfer import (TIMEOUT, Throttle, _stop, compress, decompress, emit, fingerprint, http,  # noqa: F401
-                                  read_at, skippable, zstd_codec)
-    from .restore import cmd_download
     from .common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir  # noqa: F401
+    from .restore import cmd_download
+    from .transfer import (  # noqa: F401
+        TIMEOUT,
+        Throttle,
+        _stop,
+        compress,
+        decompress,
+        emit,
+        fingerprint,
+        http,
+        read_at,
+        skippable,
+        zstd_codec,
+    )
 else:  # run on the pod: its siblings were uploaded beside it, and a script's own dir is sys.path[0]
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
         sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True  # no __pycache__ in the pod's hashed dir: it holds what was uploaded
-    from transfer import (TIMEOUT, Throttle, _stop, compress, decompress, emit, fingerprint, http,  # noqa: F401
-                                 read_at, skippable, zstd_codec)
-    from restore import cmd_download
     from common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir  # noqa: F401
+    from restore import cmd_download
+    from transfer import (  # noqa: F401
+        TIMEOUT,
+        Throttle,
+        _stop,
+        compress,
+        decompress,
+        emit,
+        fingerprint,
+        http,
+        read_at,
+        skippable,
+        zstd_codec,
+    )
 
 READ = 1024 * 1024
 SAVING = 0.95  # compress a file only when the stored bytes are at most 95% of the raw bytes
@@ -217,7 +239,7 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
         if task["encoding"] != "zstd":
             return chunk
         if codec is None:
-            raise IOError("zstd is not available on this pod any more")
+            raise OSError("zstd is not available on this pod any more")
         data = compress(chunk, task["level"], codec)
         if not last and len(data) < min_part:  # S3 refuses small parts but the last
             data += skippable(max(8, min_part - len(data)))
@@ -231,7 +253,7 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
         with open(task["full"], "rb") as fh:
             for i, p in enumerate(task["parts"]):
                 if _stop.is_set():
-                    raise IOError("stopped")
+                    raise OSError("stopped")
                 fh.seek(p["offset"])
                 chunk = fh.read(p["raw"])
                 sha.update(chunk)
@@ -257,7 +279,7 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
     def put(task, p, chunk, last):
         try:
             if _stop.is_set():
-                raise IOError("stopped")
+                raise OSError("stopped")
             data = stored(task, chunk, last)
             digest = hashlib.md5(data).digest()
             md5 = digest.hex()
@@ -269,7 +291,7 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
             else:
                 throttle.take(len(data))
                 if _stop.is_set():
-                    raise IOError("stopped")
+                    raise OSError("stopped")
                 # Content-MD5: the store refuses a part whose bytes changed on the way (presigned URLs may
                 # carry it unsigned); x-amz-checksum-crc32 when the upload was created with CRC32.
                 sent = {"Content-Length": str(len(data)), "Content-Type": "application/octet-stream",
@@ -296,11 +318,11 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
                 gate.acquire()
                 try:
                     if _stop.is_set():
-                        raise IOError("stopped")
+                        raise OSError("stopped")
                     fh.seek(p["offset"])
                     chunk = fh.read(p["raw"])
                     if len(chunk) != p["raw"]:
-                        raise IOError("%s changed while it was being backed up" % task["path"])
+                        raise OSError("%s changed while it was being backed up" % task["path"])
                 except BaseException:
                     gate.release()
                     raise
@@ -308,7 +330,7 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
                 futures.append(pool.submit(put, task, p, chunk, i == len(task["parts"]) - 1))
                 del chunk
             if fh.read(1):
-                raise IOError("%s grew while it was being backed up" % task["path"])
+                raise OSError("%s grew while it was being backed up" % task["path"])
         parts = [f.result() for f in futures]
         emit({"event": "file", "path": task["path"], "key": task["key"], "size": task["size"],
               "sha256": sha.hexdigest(), "encoding": task["encoding"], "level": task["level"],

@@ -194,6 +194,7 @@ def cmd_lock(args):
     kernel drops a flock when its process dies, so a lock whose pid is dead is never in the way;
     the file only says who holds it, for the refusal message."""
     import select
+
     import podlock
     fd, info = podlock.take_lock(STATE, args.action, args.owner)
     if fd is None:

@@ -59,7 +59,17 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
 """
 from __future__ import annotations
 
-import argparse, json, math, os, queue, shlex, shutil, signal, subprocess, sys, threading, time  # noqa: E401
+import argparse  # noqa: E401
+import math
+import os
+import queue
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 try:
     import resource
@@ -153,14 +163,14 @@ def parse_smi_line(line):
 
 
 # ----------------------------------------------------------------------------------------- GPUs
-class NoGpus(object):
+class NoGpus:
     source = "none"
 
     def read(self, errors):
         return [], []
 
 
-class NvmlGpus(object):
+class NvmlGpus:
     source = "nvml"
 
     def __init__(self, proc_root):
@@ -212,7 +222,7 @@ class NvmlGpus(object):
         return gpus, procs
 
 
-class SmiGpus(object):
+class SmiGpus:
     """One long-lived ``nvidia-smi ... -lms N`` child, read by a supervisor thread."""
 
     source = "nvidia-smi"
@@ -323,7 +333,7 @@ def parse_meminfo(text):
     return total - avail, total
 
 
-class Host(object):
+class Host:
     def __init__(self, proc_root, disk_path):
         self.psutil = None
         if proc_root is None:

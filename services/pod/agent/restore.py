@@ -20,14 +20,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 if __package__:  # imported from the repo (services.pod.agent.restore)
-    from .transfer import TIMEOUT, check_path, decompress, emit, http, zstd_codec
     from .common import checkpoint_complete, ckpt_roots
+    from .transfer import TIMEOUT, check_path, decompress, emit, http, zstd_codec
 else:  # on the pod, beside its siblings
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
         sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True
-    from transfer import TIMEOUT, check_path, decompress, emit, http, zstd_codec
     from common import checkpoint_complete, ckpt_roots
+    from transfer import TIMEOUT, check_path, decompress, emit, http, zstd_codec
 
 READ = 1024 * 1024
 _TAG = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -128,7 +128,7 @@ def make_staging(dest):
     try:
         os.mkdir(dest)
     except FileExistsError:
-        raise IOError("the staging dir %s already exists (another restore, or put there by someone): "
+        raise OSError("the staging dir %s already exists (another restore, or put there by someone): "
                       "refusing to write into it" % dest) from None
 
 
@@ -140,7 +140,7 @@ def stage_file(dest, f):
     os.makedirs(parent, exist_ok=True)
     top, real = os.path.realpath(dest), os.path.realpath(parent)
     if real != top and not real.startswith(top + os.sep):
-        raise IOError("%s leads outside the staging dir (to %s): refused" % (f["path"], real))
+        raise OSError("%s leads outside the staging dir (to %s): refused" % (f["path"], real))
     full = os.path.join(parent, parts[-1])
     fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o666)
     try:
@@ -172,10 +172,10 @@ def cmd_download(jobs, timeout=TIMEOUT):
         data = http("GET", f["url"], headers=headers, timeout=timeout)[2] if p["size"] else b""
         if f.get("encoding") == "zstd":
             if codec is None:
-                raise IOError("this backup is zstd-compressed but the pod has neither zstd nor zstandard")
+                raise OSError("this backup is zstd-compressed but the pod has neither zstd nor zstandard")
             data = decompress(data, codec)
         if len(data) != p["raw"]:
-            raise IOError("%s part %d: got %d bytes, expected %d" % (f["path"], p["n"], len(data), p["raw"]))
+            raise OSError("%s part %d: got %d bytes, expected %d" % (f["path"], p["n"], len(data), p["raw"]))
         fd = os.open(full, os.O_WRONLY | _NOFOLLOW)
         try:
             os.pwrite(fd, data, p["offset"])
@@ -205,7 +205,7 @@ def cmd_download(jobs, timeout=TIMEOUT):
             if sha.hexdigest() != f["sha256"]:
                 bad.append(f["path"])
         if bad:
-            raise IOError("checksum mismatch against the manifest: " + ", ".join(bad))
+            raise OSError("checksum mismatch against the manifest: " + ", ".join(bad))
         for f, full in placed:
             fd = os.open(full, os.O_RDONLY | _NOFOLLOW)
             os.fsync(fd)
@@ -213,7 +213,7 @@ def cmd_download(jobs, timeout=TIMEOUT):
             if int(f.get("mtime_ns") or 0) > 0:  # the checkpoint's own times: it is the backed-up one
                 os.utime(full, ns=(int(f["mtime_ns"]), int(f["mtime_ns"])))
         if _whole(halves, pair):
-            raise IOError("%s appeared on the pod during the restore: not overwritten" % halves[-1][0])
+            raise OSError("%s appeared on the pod during the restore: not overwritten" % halves[-1][0])
         aside = swap_halves(halves)
     except Exception as exc:
         for dest in made:  # only the staging dirs this restore made
@@ -230,7 +230,7 @@ def swap_in(dest, final):
     renamed to ``.step_N.incomplete-<time>`` beside it first, never deleted; a complete one is kept and
     the restore fails. Returns where the incomplete one went (or None)."""
     if os.path.lexists(final) and (checkpoint_complete(final) or not os.path.isdir(final)):
-        raise IOError("%s appeared on the pod during the restore: not overwritten" % final)
+        raise OSError("%s appeared on the pod during the restore: not overwritten" % final)
     return _swap(dest, final)
 
 

@@ -7,16 +7,41 @@ imported by it; its sample fields are documented in probe.py's docstring.
 """
 from __future__ import annotations
 
-import glob, json, math, os, sys, time  # noqa: E401
+import glob  # noqa: E401
+import json
+import math
+import os
+import sys
+import time
 
 if __package__:  # imported from the repo (services.pod.agent.rundir)
     from .common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs
-    from .traces import TRACE_HEAD_BYTES, TRACE_LAG_BYTES, TRACE_READ_BYTES, TRACE_RECORDS_PER_SAMPLE, TRACE_STEPS, TRACE_TIMINGS_PER_LINE, TRACE_TIMING_BYTES, TraceTail, _trace_paths  # noqa: F401
+    from .traces import (  # noqa: F401
+        TRACE_HEAD_BYTES,
+        TRACE_LAG_BYTES,
+        TRACE_READ_BYTES,
+        TRACE_RECORDS_PER_SAMPLE,
+        TRACE_STEPS,
+        TRACE_TIMING_BYTES,
+        TRACE_TIMINGS_PER_LINE,
+        TraceTail,
+        _trace_paths,
+    )
 else:  # beside probe.py on the pod: common.py too (this dir is sys.path[0] of the probe)
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
         sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     from common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs
-    from traces import TRACE_HEAD_BYTES, TRACE_LAG_BYTES, TRACE_READ_BYTES, TRACE_RECORDS_PER_SAMPLE, TRACE_STEPS, TRACE_TIMINGS_PER_LINE, TRACE_TIMING_BYTES, TraceTail, _trace_paths  # noqa: F401
+    from traces import (  # noqa: F401
+        TRACE_HEAD_BYTES,
+        TRACE_LAG_BYTES,
+        TRACE_READ_BYTES,
+        TRACE_RECORDS_PER_SAMPLE,
+        TRACE_STEPS,
+        TRACE_TIMING_BYTES,
+        TRACE_TIMINGS_PER_LINE,
+        TraceTail,
+        _trace_paths,
+    )
 
 LOG_LINES_PER_TICK = 200
 LOG_BYTES_PER_FILE = 256 * 1024  # read from one file per sample; older new bytes are skipped (counted as cut)
@@ -122,7 +147,7 @@ def fit(sample, line, max_errors):
     return encode(sample)
 
 
-class RunDir(object):
+class RunDir:
     def __init__(self, run_dir, ckpt_scan):
         self.run_dir, self.ckpt_scan = run_dir, ckpt_scan
         self.files = {}  # realpath -> {"ino", "off", "buf"}

@@ -5,7 +5,10 @@ Uploaded beside ``probe.py`` and ``rundir.py`` (which imports it), like them.
 """
 from __future__ import annotations
 
-import json, math, os, re  # noqa: E401
+import json  # noqa: E401
+import math
+import os
+import re
 
 if __package__:  # imported from the repo (services.pod.agent.traces)
     from .common import parse_step
@@ -98,7 +101,7 @@ def _trace_paths(root):
     return found
 
 
-class TraceTail(object):
+class TraceTail:
     """One traces.jsonl read as a stream: per line, its first TRACE_HEAD_BYTES (the env) and every trace
     timing object found in it; at most TRACE_TIMING_BYTES are carried over between reads."""
 

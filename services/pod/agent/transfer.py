@@ -141,7 +141,7 @@ def http(method, url, data=None, headers=None, attempts=4, timeout=TIMEOUT):
                     raise Unreachable(silent)
             last = str(getattr(exc, "reason", exc))
         time.sleep(min(8.0, 0.5 * 2 ** attempt))
-    raise IOError(last)
+    raise OSError(last)
 
 
 def fingerprint(files):
