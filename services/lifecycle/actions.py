@@ -21,7 +21,7 @@ from typing import Any
 from services import runs
 from services.errors import PrimeTrainError
 from services.lifecycle import dry_run, preflight as pf
-from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup, plan_keep_last  # noqa: F401
+from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup, plan_keep_last
 from services.lifecycle.common import (  # noqa: F401  (Event, LifecycleError, PodShell ... are public here too)
     AGENT_PATH,
     BUSY,

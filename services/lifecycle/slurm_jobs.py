@@ -3,9 +3,9 @@ login node and verify it is gone (issue 19).
 
 The run's job is the job of the newest run launched from here (``slurm_launch``: its record on the login
 node) while that job is pending or running; else the user's newest running job (else the newest pending
-one): what the confirm step names, listing the user's other jobs as left alone. The cancel is verified: the job leaves the queue entirely (no
-longer even COMPLETING, i.e. its processes on every node have ended) within ``wait`` seconds, and Slurm's
-final word on it is read (CANCELLED); else an error says what is still there.
+one): what the confirm step names, listing the user's other jobs as left alone. The cancel is verified: the job
+leaves the queue entirely (no longer even COMPLETING, i.e. its processes on every node have ended) within
+``wait`` seconds, and Slurm's final word on it is read (CANCELLED); else an error says what is still there.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from services.monitor.cluster import poll_cluster
 from services.monitor.lines import LineReader
 from services.monitor.progress import TAIL_SCRIPT
 from services.monitor.wandb_status import WandbPoller
-from services.monitor.worker import MonitorSettings, PodWorker  # noqa: F401  (MonitorSettings is imported from here)
+from services.monitor.worker import MonitorSettings, PodWorker  # MonitorSettings is imported from here
 from services.pod.ssh import Connection, SSHConnection, SSHOptions, trust_host_key
 from services.runs import newest_run_dir
 from services.text import plain
@@ -200,7 +200,8 @@ class MonitorService:
              next_retry: float | None = None, host_key: HostKeyPrompt | None = None) -> None:
         now = self._clock()
         since = worker.status.since if worker.status.state is state else now
-        worker.status = PodStatus(state, plain(reason, oneline=True), since=since, next_retry=next_retry, host_key=host_key)
+        worker.status = PodStatus(state, plain(reason, oneline=True), since=since, next_retry=next_retry,
+                                  host_key=host_key)
         self._emit(worker)
 
     def _emit(self, worker: PodWorker) -> None:

@@ -51,7 +51,9 @@ echo """ + UPLOAD_OK
 
 _EXISTS = 'if test -e "$1"; then echo ptt-yes; else echo ptt-no; fi'
 
-_PROBE = (f"if ! command -v python3 >/dev/null 2>&1; then echo {NO_PYTHON.decode()}; cat /etc/os-release 2>/dev/null; exit 86; fi\n"
+_PROBE = (f"if ! command -v python3 >/dev/null 2>&1; then\n"
+          f"  echo {NO_PYTHON.decode()}; cat /etc/os-release 2>/dev/null; exit 86\n"
+          "fi\n"
           f"if ! python3 -c 'import sys; sys.exit(sys.version_info < {MIN_PYTHON})' 2>/dev/null; then\n"
           f'  echo "{NO_PYTHON.decode()} $(python3 -V 2>&1 | head -n 1)"; cat /etc/os-release 2>/dev/null; exit 86\n'
           "fi\n"

@@ -121,7 +121,7 @@ class _SSHStream(ProbeStream):
                 self._data.set()
         except asyncio.CancelledError:
             raise
-        except BaseException as exc:  # asyncssh.Error, OSError: raised by readline
+        except BaseException as exc:  # noqa: BLE001 - asyncssh.Error, OSError: raised by readline, kept for the reader
             self._error = exc
         finally:
             self._eof = True
@@ -345,8 +345,8 @@ class SSHConnection(Connection):
         """(the stream, "") once the guard said go, or (None, why it ran nothing)."""
         asyncssh = _asyncssh()
         try:
-            process = await self._conn.create_process(
-                provider_ssh.probe_command(probe.run_argv(*args, go=provider_ssh.PROBE_GO.decode(), unbuffered=True)), encoding=None)
+            argv = probe.run_argv(*args, go=provider_ssh.PROBE_GO.decode(), unbuffered=True)
+            process = await self._conn.create_process(provider_ssh.probe_command(argv), encoding=None)
         except (OSError, asyncssh.Error) as exc:
             await self._check_exec()
             raise ProbeError(f"cannot start the probe: {_describe(exc)}") from None

@@ -144,7 +144,7 @@ class Watcher:
             while not stop.is_set():
                 try:
                     self.evaluate()
-                except Exception:  # noqa: BLE001 - one bad pass must never stop the watcher
+                except Exception:  # one bad pass must never stop the watcher
                     log.exception("evaluating the alerts failed")
                 self._save()
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -183,7 +183,7 @@ class Watcher:
                 self.backups.observe(snap)
                 self.cleanup.observe(snap)
                 self._preempted(self.preemption.observe(snap))
-            except Exception:  # noqa: BLE001 - never stops the monitor's callbacks
+            except Exception:  # never stops the monitor's callbacks
                 log.exception("auto-backup / cleanup / preemption bookkeeping failed")
         if old is None or old.status.state is not snap.status.state:
             self._dirty = True
@@ -398,7 +398,7 @@ class Watcher:
                 self.push(Message("auto-resume", f"[AUTO-RESUME FAILED] {d.target}: run {d.run_id}", last.message +
                                   ". Tried again at a later check while its attempts and budget allow.",
                                   Severity.CRITICAL, pod=d.target))
-        except Exception:  # noqa: BLE001 - never stops the watcher
+        except Exception:  # never stops the watcher
             log.exception("auto-resume of %s failed", d.run_id)
         finally:
             self._resumes.pop(d.run_id, None)
@@ -439,8 +439,9 @@ class Watcher:
         return {"time": round(now, 3), "pods": pods, "reached": sum(1 for p in pods if p["reached"]),
                 "alerts": sum(len(p["alerts"]) for p in pods),
                 "rentals": [{"name": r.name, "provider": r.provider, "price_hr": r.price_hr,
-                             "spent": round(r.spent(now), 2), "budget_usd": r.budget_usd, "deadline_in_s": None if r.deadline is None
-                             else round(r.deadline - now)} for r in self.rentals]}
+                             "spent": round(r.spent(now), 2), "budget_usd": r.budget_usd,
+                             "deadline_in_s": None if r.deadline is None else round(r.deadline - now)}
+                            for r in self.rentals]}
 
     async def once(self, timeout: float = 60.0) -> dict[str, Any]:
         """One sample of every pod (or its failure), evaluated by the same rules; no message, no state file."""

@@ -11,7 +11,8 @@ AGENT_DIR = Path(__file__).parent
 COMMON = AGENT_DIR / "common.py"  # what every pod script shares: one definition of the checkpoint rules
 
 PROBE = AGENT_DIR / "probe.py"
-PROBE_FILES = (COMMON, AGENT_DIR / "traces.py", AGENT_DIR / "rundir.py", PROBE)  # the probe last: its presence says the dir is whole
+# the probe last: its presence says the dir is whole
+PROBE_FILES = (COMMON, AGENT_DIR / "traces.py", AGENT_DIR / "rundir.py", PROBE)
 
 LIFECYCLE = AGENT_DIR / "lifecycle.py"
 LIFECYCLE_FILES = (LIFECYCLE, COMMON, AGENT_DIR / "actions.py", AGENT_DIR / "podlock.py", AGENT_DIR / "preflight.py")

@@ -49,9 +49,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 # (trainer_ckpt_dir is re-exported: the agent's answer, for tests)
 if __package__:  # imported from the repo (services.pod.agent.backup)
-    from .common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir  # noqa: F401
+    from .common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir
     from .restore import cmd_download
-    from .transfer import (  # noqa: F401
+    from .transfer import (
         TIMEOUT,
         Throttle,
         _stop,

@@ -74,7 +74,7 @@ def run_pids(sid, pgid=None):
 
 def du(path):
     total = 0
-    for root, dirs, files in os.walk(path):
+    for root, _dirs, files in os.walk(path):
         for f in files:
             try:
                 total += os.lstat(os.path.join(root, f)).st_size

@@ -84,7 +84,7 @@ def run_checks(args, agent, on_check=None):
     else:
         try:
             rc, sout, serr = _collect(smi_run, 30)
-            gpus = [l for l in sout.decode("utf-8", "replace").splitlines() if l.startswith("GPU ")]
+            gpus = [ln for ln in sout.decode("utf-8", "replace").splitlines() if ln.startswith("GPU ")]
             if rc == 0 and gpus:
                 add("GPUs visible", "ok", "%d GPU(s): %s" % (len(gpus), gpus[0].split("(")[0].strip()))
             else:

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """prime-train-tui probe: runs ON the pod, standard library only (pynvml / psutil used when importable).
 
-Uploaded with its siblings (rundir.py: the run dir; traces.py: episode timings; common.py: what all pod scripts share) into
-one directory named by their content hash, and run as ``python3 -u probe.py [args]``. Writes one JSON
-object per line (protocol v1) to stdout and exits when stdin closes, on SIGTERM/SIGHUP/SIGINT, or when
-stdout breaks.
+Uploaded with its siblings (rundir.py: the run dir; traces.py: episode timings; common.py: what all pod scripts
+share) into one private directory named by their content hash, and run through the guard (guard.py) once
+verified. Writes one JSON object per line (protocol v1) to stdout and exits when stdin closes, on
+SIGTERM/SIGHUP/SIGINT, or when stdout breaks.
 
     {"v":1,"t":<epoch s>,"source":"nvml"|"nvidia-smi"|"none",
      "gpus":[{"index","name","util","mem_used","mem_total","power_w","temp_c"}],
@@ -59,7 +59,7 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
 """
 from __future__ import annotations
 
-import argparse  # noqa: E401
+import argparse
 import math
 import os
 import queue
@@ -78,7 +78,7 @@ except ImportError:  # pragma: no cover - non-POSIX
 
 # common.checkpoint_complete and trainer_ckpt_dir are re-exported: the probe's answers, for tests
 if __package__:  # imported from the repo (services.pod.agent.probe)
-    from .common import checkpoint_complete, trainer_ckpt_dir  # noqa: F401
+    from .common import checkpoint_complete, trainer_ckpt_dir
     from .rundir import RunDir, _short, _try, encode, fit
 else:  # run on the pod: its siblings were uploaded beside it, and a script's own dir is sys.path[0]
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run

@@ -7,7 +7,7 @@ imported by it; its sample fields are documented in probe.py's docstring.
 """
 from __future__ import annotations
 
-import glob  # noqa: E401
+import glob
 import json
 import math
 import os
@@ -16,7 +16,7 @@ import time
 
 if __package__:  # imported from the repo (services.pod.agent.rundir)
     from .common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs
-    from .traces import (  # noqa: F401
+    from .traces import (
         TRACE_HEAD_BYTES,
         TRACE_LAG_BYTES,
         TRACE_READ_BYTES,

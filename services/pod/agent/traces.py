@@ -5,7 +5,7 @@ Uploaded beside ``probe.py`` and ``rundir.py`` (which imports it), like them.
 """
 from __future__ import annotations
 
-import json  # noqa: E401
+import json
 import math
 import os
 import re

@@ -51,7 +51,7 @@ class Throttle:
 def zstd_codec():
     """("module", zstandard) or ("binary", path) or None: what this pod can compress with."""
     try:
-        import zstandard  # noqa: F401
+        import zstandard
 
         return ("module", zstandard)
     except ImportError:
@@ -138,7 +138,7 @@ def http(method, url, data=None, headers=None, attempts=4, timeout=TIMEOUT):
                 timeouts += 1
                 if timeouts >= 2 or where in _silent:
                     _silent.add(where)
-                    raise Unreachable(silent)
+                    raise Unreachable(silent) from None
             last = str(getattr(exc, "reason", exc))
         time.sleep(min(8.0, 0.5 * 2 ** attempt))
     raise OSError(last)
