@@ -14,6 +14,11 @@ class RunActions:
     tasks: Any
     config_path: Any
     mounted_pane: Any
+    _selected_pod: Any
+    screen: Any
+    notify: Any
+    push_screen: Any
+    exit: Any
 
     def action_launch(self) -> None:
         pod, pane = self._selected_pod(), self.mounted_pane("config")

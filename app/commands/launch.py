@@ -9,7 +9,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, resolve_pod, say
@@ -65,7 +65,7 @@ def setup(args: argparse.Namespace) -> tuple[Any, Any] | int:
 
 def drive(args: argparse.Namespace, action: str,
           body: Callable[[Any, Any], AsyncIterator[Any]],
-          before: Callable[[Any, Any], Any] | None = None) -> int:
+          before: Callable[[Any, Any, dict[str, Any]], Awaitable[int | None]] | None = None) -> int:
     """Connect, optionally plan/confirm (``before`` returns an exit code to stop, or None), then print
     the events of ``body``. Exit 0 on a ``done`` event, 1 with the reason otherwise."""
     got = setup(args)

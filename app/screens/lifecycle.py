@@ -127,8 +127,8 @@ class LifecycleScreen(ModalScreen["Any | None"]):
 
         async def events() -> AsyncIterator[Any]:
             if holder["conn"] is None:
-                holder["conn"] = self._connect(self.pod)
-                await holder["conn"].connect()
+                holder["conn"] = conn = self._connect(self.pod)
+                await conn.connect()
             async for ev in self._run(holder["conn"], force):
                 if ev.kind == "done" and bg is not None:
                     bg.run_started(ev.data)  # the monitor follows the new run, dialog open or not
@@ -280,7 +280,7 @@ def backup_settings(backup: Any) -> Any:
     never deletes an unverified checkpoint, and resume restores from the bucket when the pod has none.
     An unreadable backup.toml gives its error (never None): cleanup refuses while it stays so."""
     if backup is not None:
-        return backup if isinstance(backup, BaseException) or getattr(backup, "bucket", "") else None
+        return backup if isinstance(backup, BaseException) or bool(getattr(backup, "bucket", "")) else None
     from app.settings import load_backup_toml
     from services.errors import PrimeTrainError
 

@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from services.demo import nvidia_smi
 from services.errors import ConnectError
@@ -311,7 +311,12 @@ class DemoPod:
 # ---------------------------------------------------------------------------------------------- helpers
 
 
-def sandbox_paths(root: Path | str) -> dict[str, str]:
+class SandboxPaths(TypedDict):
+    run_dir: str
+    probe_dir: str
+
+
+def sandbox_paths(root: Path | str) -> SandboxPaths:
     """The Pod fields that make a demo pod use the sandbox at ``root``: its run dir and its state dir
     (the lifecycle helper's, as probe_dir)."""
     root = Path(root).absolute()

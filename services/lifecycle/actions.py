@@ -25,6 +25,7 @@ from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup, plan_
 from services.lifecycle.common import (  # noqa: F401  (Event, LifecycleError, PodShell ... are public here too)
     AGENT_PATH,
     BUSY,
+    Action,
     Event,
     LifecycleError,
     PodShell,
@@ -58,7 +59,7 @@ async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None 
     """Pre-flight, upload the config, start the run detached, record it. Ends with done/error.
     The pod's action lock is taken by the helper itself, in the same exec."""
     settings = settings or LifecycleSettings()
-    action = "resume" if _resume else "launch"
+    action: Action = "resume" if _resume else "launch"
     secrets = collect_secrets(settings.secrets, environ)
     try:
         with BUSY.hold(conn.pod.name, action):
@@ -70,7 +71,7 @@ async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None 
 
 
 async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, command: str | None,
-                  run_dir: str | None, force: bool, secrets: dict[str, str], action: str,
+                  run_dir: str | None, force: bool, secrets: dict[str, str], action: Action,
                   resume: dict[str, Any] | None, guard: Any) -> AsyncIterator[Event]:
     """ONE exec of the helper's ``launch`` (lock unless ``guard`` holds it already, pre-flight streamed
     check by check, the config and the secrets over its stdin, the start); see pod/agent/actions.py."""
@@ -209,7 +210,7 @@ def _refuse(failures: list[Check]) -> None:
     raise LifecycleError(f"pre-flight failed: {names} — {failures[0].detail}", hint=failures[0].fix)
 
 
-async def _pod_checks(shell: PodShell, settings: LifecycleSettings, request: dict[str, Any], action: str,
+async def _pod_checks(shell: PodShell, settings: LifecycleSettings, request: dict[str, Any], action: Action,
                       failures: list[Check]) -> AsyncIterator[Event]:
     """The pod's pre-flight alone (no lock, nothing started): shown when the launch is refused already
     (an invalid config), so that every failure is reported at once. Adds the pod's failures."""
@@ -233,7 +234,7 @@ async def _pod_checks(shell: PodShell, settings: LifecycleSettings, request: dic
         yield Event(action, "check", check.name, check=check)
 
 
-async def _exited(conn: Any, settings: LifecycleSettings, action: str, record: dict[str, Any],
+async def _exited(conn: Any, settings: LifecycleSettings, action: Action, record: dict[str, Any],
                   msg: dict[str, Any], secrets: dict[str, str]) -> AsyncIterator[Event]:
     """The run ended within the helper's watch after its start: its log's tail, then the error."""
     code, after = msg.get("code"), float(msg.get("after") or 0.0)

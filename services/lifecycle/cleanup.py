@@ -269,14 +269,18 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
                 yield Event("cleanup", "warn", f"kept step_{c['step']}: {plan.reason(c)}")
             todo = list(plan.delete)
             if todo and backup_on(backup):
+                from services.backup.manifest import RunSource
                 from services.backup.transfer import pod_backed_up, run_source
 
                 run_dir = plan.run_dir or str(Path(plan.ckpt_dir).parent)
                 where = backup_where(backup, run_dir)
-                source = await run_source(conn, run_dir)  # asked again: another run may have started there
+                # asked again: another run may have started there
+                source: RunSource | None = await run_source(conn, run_dir)
                 if plan.source is not None and not plan.source.same_run(source):
                     source = None  # the plan was made for another run: nothing counts as backed up
-                verified, oldest = set(), None  # asked again (it may have changed); of THESE checkpoints
+                # asked again (it may have changed); of THESE checkpoints
+                verified: set[int] = set()
+                oldest: int | None = None
                 if source is not None:
                     verified, oldest, _ = await pod_backed_up(conn, backup, run_dir, source)
                 for c in [c for c in todo if not deletable(c["step"], verified, oldest)]:
@@ -292,8 +296,8 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
             deleted: list[dict[str, Any]] = []
             await guard.ready()
             for i, c in enumerate(todo):
-                where = ["--run-dir", plan.run_dir] if plan.run_dir else []  # both halves judged, as planned
-                res = await shell.agent("delete", "--ckpt-dir", plan.ckpt_dir, *where, "--keep",
+                run_dir_args = ["--run-dir", plan.run_dir] if plan.run_dir else []  # both halves judged, as planned
+                res = await shell.agent("delete", "--ckpt-dir", plan.ckpt_dir, *run_dir_args, "--keep",
                                         str(max(1, min(plan.keep, len(plan.kept)))), str(c["step"]))
                 for d in res.get("deleted", []):
                     freed += int(d["bytes"])

@@ -78,7 +78,7 @@ def collect_secrets(names: Iterable[str], environ: dict[str, str] | None = None)
     return {n: env[n] for n in names if env.get(n)}
 
 
-def render(template: str, **values: str) -> str:
+def render(template: str, **values: str | int) -> str:
     """Fill ``{config}``/``{run_dir}``/``{step}`` (shell-quoted); other braces are left alone."""
     out = template
     for key, value in values.items():
@@ -275,7 +275,7 @@ BUSY = _Busy()
 
 def _json_line(line: str | bytes) -> dict[str, Any] | None:
     """A line of the helper's JSON output, or None for anything else (stderr joins stdout)."""
-    if not line.lstrip().startswith(b"{" if isinstance(line, bytes) else "{"):
+    if not (line.lstrip().startswith(b"{") if isinstance(line, bytes) else line.lstrip().startswith("{")):
         return None
     try:
         value = json.loads(line)

@@ -24,8 +24,8 @@ def holder_text(held: Any, pod: str) -> str:
     if owner:
         parts.append(f"from {owner}")
     since, age = h.get("since"), h.get("age")
-    if type(since) in (int, float) and 0 < since < 1e11:
-        if type(age) not in (int, float) or not 0 <= age < 1e11:  # the pod's own clock, else ours
+    if (type(since) is int or type(since) is float) and 0 < since < 1e11:
+        if not (type(age) is int or type(age) is float) or not 0 <= age < 1e11:  # the pod's own clock, else ours
             age = max(0.0, time.time() - since)
         parts.append(f"since {time.strftime('%H:%M:%S', time.localtime(since))} ({_ago(age)})")
     action = _clean(h.get("action")) or "another action"

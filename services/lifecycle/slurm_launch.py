@@ -31,6 +31,7 @@ from services import runs
 from services.errors import PrimeTrainError
 from services.lifecycle import preflight as pf
 from services.lifecycle.common import (
+    Action,
     Event,
     LifecycleError,
     PodShell,
@@ -91,7 +92,7 @@ async def launch(conn: Any, config: Path | None, *, settings: LifecycleSettings 
     """Pre-flight on the login node, upload the config, run the launcher, record the job; ends with done
     (the record in ``data``) or error."""
     settings = settings or LifecycleSettings()
-    action = "resume" if _resume else "launch"
+    action: Action = "resume" if _resume else "launch"
     secrets = collect_secrets(settings.secrets, environ)
     try:
         async with hold(conn, action) as guard:
@@ -103,13 +104,14 @@ async def launch(conn: Any, config: Path | None, *, settings: LifecycleSettings 
 
 
 async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, command: str | None,
-                  run_dir: str | None, force: bool, secrets: dict[str, str], action: str,
+                  run_dir: str | None, force: bool, secrets: dict[str, str], action: Action,
                   resume: dict[str, Any] | None, guard: Any, timeout: float, wait: float) -> AsyncIterator[Event]:
     t0 = time.monotonic()
     shell = PodShell(conn)
     cluster = SlurmCluster(conn)
     await shell.home()
     data: bytes | None
+    checked: Path | None
     if resume is None:
         if config is None or not Path(config).is_file():
             raise LifecycleError(f"config not found: {config}")
@@ -149,6 +151,7 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
     else:
         from services.lifecycle.run_config import pod_has_config  # the login node's copy must be the one launched
 
+        assert resume is not None  # no config bytes only when resuming
         await pod_has_config(shell, resume["run"])
     node = await _node_check(conn, run_abs, remote_config)
     yield Event(action, "check", node.name, check=node)
@@ -213,7 +216,7 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
 
 
 async def _checks(conn: Any, shell: PodShell, cluster: SlurmCluster, settings: LifecycleSettings, run_abs: str,
-                  command: str, action: str, config_check: Check, failures: list[Check]) -> AsyncIterator[Event]:
+                  command: str, action: Action, config_check: Check, failures: list[Check]) -> AsyncIterator[Event]:
     """The config, the login node's (disk, command, the user's own checks) and the cluster's (no job of an
     earlier run still in this run dir); each failure is added to ``failures``."""
     checks = [config_check]

@@ -150,8 +150,8 @@ class MonitorService:
 
     def _probe_args(self, pod: Pod, run_dir: str | None = None) -> list[str]:
         args = ["--interval", f"{self.settings.interval:g}"]
-        if run_dir or pod.run_dir:
-            args += ["--run-dir", run_dir or pod.run_dir]
+        if run_dir := run_dir or pod.run_dir:
+            args += ["--run-dir", run_dir]
         return args
 
     async def _run_dir(self, worker: PodWorker) -> str | None:
@@ -309,7 +309,7 @@ class MonitorService:
         reader = LineReader(stream)
         rate = _RateCap(settings.max_rate, time.monotonic)
         read: asyncio.Future[bytes | None] | None = None
-        restart = asyncio.ensure_future(worker.restart.wait())
+        restart: asyncio.Future[Any] = asyncio.ensure_future(worker.restart.wait())
         try:
             while not worker.stopped:
                 # One pending read survives stale timeouts: a line is never cut by a cancellation.

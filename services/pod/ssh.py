@@ -211,7 +211,9 @@ class SSHConnection(Connection):
         pod = self.pod
         recorder: list[tuple[str, str, int, Any]] = []
 
-        class _KeyRecorder(asyncssh.SSHClient):
+        client_base: Any = asyncssh.SSHClient  # a name for the class statement: the module is imported lazily
+
+        class _KeyRecorder(client_base):
             def validate_host_public_key(self, host: str, addr: str, port: int, key: Any) -> bool:
                 recorder.append((host, addr, port, key))
                 return False  # only known_hosts (and the user's explicit yes) can trust a key

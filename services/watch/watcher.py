@@ -293,7 +293,7 @@ class Watcher:
                     self._said_no_keys = True
                     event(log, "rentals are open but no provider client: deadlines and budgets are not enforced",
                           logging.WARNING, rentals=[r.name for r in self.rentals])
-            elif self.rentals:
+            elif self.rentals and self.providers is not None:
                 async with self.providers() as providers:
                     for ev in await self._deadline_watch.check(providers):
                         await self._deadline_event(ev)

@@ -86,7 +86,7 @@ def du(path):
 # ------------------------------------------------------------------------------------ records
 def _records():
     d = os.path.join(STATE, "runs")
-    recs = []
+    recs = []  # type: list
     try:
         names = os.listdir(d)
     except OSError:

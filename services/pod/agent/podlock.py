@@ -62,7 +62,8 @@ def parse_holder(data, now):
     """Who holds the lock, from the record's bytes (anything: written by us, half-written, or garbage).
     Always the same keys: ``known`` (a valid pid was recorded), ``pid``, ``action``, ``owner`` (printable,
     one line, at most 80 characters), ``since`` and ``age`` (seconds, finite); None where unknown."""
-    holder = {"known": False, "pid": None, "action": None, "owner": None, "since": None, "age": None}
+    holder = {"known": False, "pid": None, "action": None, "owner": None,
+              "since": None, "age": None}  # type: dict
     try:
         record = json.loads(bytes(data[:LOCK_RECORD_MAX]).decode("utf-8"))
     except (ValueError, TypeError, RecursionError):
@@ -74,7 +75,7 @@ def parse_holder(data, now):
         holder.update(known=True, pid=pid)
     holder.update(action=clean_text(record.get("action")), owner=clean_text(record.get("owner")))
     since = record.get("since")
-    if type(since) in (int, float) and 0 < since <= now + 60:  # a bool is no time; NaN fails both tests
+    if (type(since) is int or type(since) is float) and 0 < since <= now + 60:  # a bool is no time; NaN fails both tests
         holder.update(since=float(since), age=max(0.0, float(now - since)))
     return holder
 

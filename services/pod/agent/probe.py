@@ -74,7 +74,7 @@ import time
 try:
     import resource
 except ImportError:  # pragma: no cover - non-POSIX
-    resource = None
+    resource = None  # type: ignore[assignment]  # an optional module: every use checks it first
 
 # common.checkpoint_complete and trainer_ckpt_dir are re-exported: the probe's answers, for tests
 if __package__:  # imported from the repo (services.pod.agent.probe)
@@ -93,7 +93,7 @@ MIB = 1024 * 1024
 MAX_ERRORS = 20
 
 _LOCK = threading.RLock()
-_CHILDREN = []  # live subprocess.Popen objects to kill on exit
+_CHILDREN: list[subprocess.Popen] = []  # live subprocess.Popen objects to kill on exit
 _STOPPING = threading.Event()
 
 
@@ -232,7 +232,7 @@ class SmiGpus:
                                  "-lms", str(int(round(interval * 1000)))]
         self.gap = max(0.05, min(0.25, interval / 2.0))  # silence that ends a batch of unknown size
         self.ngpu = self.pending = None
-        self.q = queue.Queue()
+        self.q: queue.Queue = queue.Queue()
         self.preexec = _pdeathsig_preexec()
         threading.Thread(target=self._supervise, name="nvidia-smi", daemon=True).start()
 
@@ -252,6 +252,7 @@ class SmiGpus:
                 if proc is not None:
                     _CHILDREN.append(proc)
             if proc is not None:
+                assert proc.stdout is not None  # stdout=PIPE
                 for raw in iter(proc.stdout.readline, b""):
                     self.q.put(("line", raw.decode("utf-8", "replace").strip()))
                 rc = proc.wait()
@@ -467,7 +468,8 @@ def main(argv=None):
     smi = gpus_backend if isinstance(gpus_backend, SmiGpus) else None
     next_t, first = time.monotonic(), True
     while True:
-        errors, procs = [], []
+        errors: list[str] = []
+        procs: list = []
         if smi is not None:  # cadence follows nvidia-smi's -lms
             gpus = smi.next_batch(max(15.0, 5 * args.interval), errors)
         else:

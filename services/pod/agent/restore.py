@@ -59,7 +59,8 @@ def check_plan(plan):
     root = plan.get("trainer_root")
     if root is not None and not (isinstance(root, str) and root and "\0" not in root):
         raise PlanError("the restore plan's trainer_root is not a path: %r" % (root,))
-    files, dirs = set(), set()
+    files: set[object] = set()  # str: check_path refused anything else
+    dirs: set[str] = set()
     for i, f in enumerate(plan["files"], 1):
         path = f.get("path") if isinstance(f, dict) else None
         what = "entry %d (%r)" % (i, path)

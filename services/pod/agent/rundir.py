@@ -110,7 +110,7 @@ def csv_row(line, header):
         return None
     if "step" not in names or not 2 <= len(parts) <= len(names):  # trailing fields may be left out
         return {"source": "training.csv", "raw": line[:300]}
-    row = {"source": "training.csv"}
+    row: dict[str, object] = {"source": "training.csv"}
     for name, text in zip(names, parts):
         try:
             v = float(text)
@@ -161,7 +161,7 @@ class RunDir:
         self.cut = dict.fromkeys(CUT_FIELDS, 0)  # what the current sample leaves out (counted, never silent)
 
     def _log_paths(self):
-        found = {}
+        found: dict[str, str] = {}
         for pat in (("logs", "*.log"), ("logs", "latest", "*.log")):
             for p in sorted(glob.glob(os.path.join(self.run_dir, *pat))):
                 found.setdefault(os.path.realpath(p), p)
@@ -301,7 +301,7 @@ class RunDir:
         sample; a file present at start from its last TRACE_READ_BYTES, later ones from their start."""
         first, self.traces_first = self.traces_first, False
         paths = _try(errors, "rollouts", lambda: _trace_paths(os.path.join(self.run_dir, "rollouts"))) or {}
-        out = []
+        out: list[dict] = []
         for path, step in sorted(paths.items(), key=lambda kv: kv[1]):
             _try(errors, "traces step_%d" % step, lambda: self._read_traces(path, step, first, out))
         self.trace_files = dict((p, t) for p, t in self.trace_files.items() if p in paths)
@@ -363,7 +363,7 @@ class RunDir:
         self.ckpt_at = now
         troot, oroot = (_try(errors, "configs", lambda: ckpt_roots(self.run_dir))
                         or (os.path.join(self.run_dir, "checkpoints"), None))
-        steps = {}
+        steps: dict[int, str] = {}
         for base in (troot, oroot) if oroot else (troot,):
             found = _try(errors, "ckpts", lambda: step_dirs(base))
             if found is None:
@@ -389,7 +389,8 @@ class RunDir:
         now = time.monotonic()
         if self.info and self.info_at is not None and now - self.info_at < self.ckpt_scan:
             return self.info
-        self.info_at, info = now, {}
+        self.info_at = now
+        info: dict = {}
         for name in ("rl.json", "trainer.json", "orchestrator.json"):
             path = os.path.join(self.run_dir, "configs", name)
             if not os.path.isfile(path):

@@ -88,7 +88,7 @@ def skippable(n):
 
 TIMEOUT = 30.0  # s without a byte from the store (connect, each read, each 1 MiB sent): it is not answering
 CHUNK = 1024 * 1024  # a body is sent in pieces of this size, each within the timeout (a slow link is not "no answer")
-_silent = set()  # endpoints (scheme://host:port) that gave no answer: every later request fails at once
+_silent: set[str] = set()  # endpoints (scheme://host:port) that gave no answer: every later request fails at once
 
 
 class Unreachable(IOError):
