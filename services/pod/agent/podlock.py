@@ -75,7 +75,8 @@ def parse_holder(data, now):
         holder.update(known=True, pid=pid)
     holder.update(action=clean_text(record.get("action")), owner=clean_text(record.get("owner")))
     since = record.get("since")
-    if (type(since) is int or type(since) is float) and 0 < since <= now + 60:  # a bool is no time; NaN fails both tests
+    # a bool is no time; NaN fails both tests
+    if (type(since) is int or type(since) is float) and 0 < since <= now + 60:
         holder.update(since=float(since), age=max(0.0, float(now - since)))
     return holder
 
