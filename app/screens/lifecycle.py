@@ -27,7 +27,6 @@ from services.text import plain
 PlanFn = Callable[[Any], Awaitable[str]]
 RunFn = Callable[[Any, bool], AsyncIterator[Any]]
 
-_MARK_STYLE = {"ok": "green", "fail": "red", "skip": "yellow", "warn": "yellow"}
 
 
 class NothingToDo(str):
@@ -367,12 +366,8 @@ def launch_screen(pod: Any, config: Path | str, **kw: Any) -> LifecycleScreen:
     return lifecycle_screen("launch", pod, config=config, **kw)
 
 
-def kill_screen(pod: Any, **kw: Any) -> LifecycleScreen:
-    return lifecycle_screen("kill", pod, **kw)
 
 
-def resume_screen(pod: Any, **kw: Any) -> LifecycleScreen:
-    return lifecycle_screen("resume", pod, **kw)
 
 
 def cleanup_screen(pod: Any, keep: int | None = None, **kw: Any) -> LifecycleScreen:

@@ -38,8 +38,8 @@ from services.lifecycle.common import (  # noqa: F401  (Event, LifecycleError, P
     collect_secrets,
     default_run_dir,
     held_error,
+    hide_values,
     hold,
-    mask,
     newest_complete,
     owner_id,
     pod_lock,
@@ -67,7 +67,7 @@ async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None 
                                     secrets, action, _resume, None):
                 yield ev
     except PrimeTrainError as exc:
-        yield Event(action, "error", mask(_one_line(exc), secrets.values()))
+        yield Event(action, "error", hide_values(_one_line(exc), secrets.values()))
 
 
 async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, command: str | None,
@@ -164,7 +164,7 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
                 _refuse(failures)
             if failures:
                 yield Event(action, "warn", f"starting despite {len(failures)} failed check(s) (--force)")
-            command_shown = mask(str(msg.get("command", "")), secrets.values())
+            command_shown = hide_values(str(msg.get("command", "")), secrets.values())
         elif kind == "config":
             yield Event(action, "step", f"config {config_name} → {msg.get('path')}", progress=0.5)
         elif kind == "started":
@@ -174,7 +174,7 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
             async for ev in _exited(conn, settings, action, record, msg, secrets):
                 yield ev
         elif kind == "error":
-            text = mask(str(msg.get("error") or "the run did not start"), secrets.values())
+            text = hide_values(str(msg.get("error") or "the run did not start"), secrets.values())
             if msg.get("missing_config"):
                 raise LifecycleError(text, hint="launch the run again with its config")
             raise LifecycleError(text)
@@ -195,7 +195,7 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
 
 
 def _masked(lines: Any, secrets: dict[str, str]) -> list[str]:
-    return [mask(str(line), secrets.values()) for line in (lines if isinstance(lines, list) else [])]
+    return [hide_values(str(line), secrets.values()) for line in (lines if isinstance(lines, list) else [])]
 
 
 def _text(path: Path | None) -> str | None:
@@ -238,7 +238,7 @@ async def _exited(conn: Any, settings: LifecycleSettings, action: Action, record
                   msg: dict[str, Any], secrets: dict[str, str]) -> AsyncIterator[Event]:
     """The run ended within the helper's watch after its start: its log's tail, then the error."""
     code, after = msg.get("code"), float(msg.get("after") or 0.0)
-    tail = [mask(str(line), secrets.values()) for line in msg.get("tail") or []][-12:]
+    tail = [hide_values(str(line), secrets.values()) for line in msg.get("tail") or []][-12:]
     for line in tail:
         yield Event(action, "warn", f"log: {line}")
     if settings.runs_dir is not None:
@@ -416,7 +416,7 @@ async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force:
                                     "resume", base, guard):
                 yield ev
     except PrimeTrainError as exc:
-        yield Event("resume", "error", mask(_one_line(exc), secrets.values()))
+        yield Event("resume", "error", hide_values(_one_line(exc), secrets.values()))
 
 
 async def _restore(conn: Any, settings: LifecycleSettings, backup: Any, plan: dict[str, Any],
@@ -466,4 +466,4 @@ async def _restore(conn: Any, settings: LifecycleSettings, backup: Any, plan: di
 
 __all__ = ["Event", "Check", "CleanupPlan", "LifecycleError", "LifecycleSettings", "PodShell", "launch",
            "kill", "resume", "cleanup", "plan_kill", "plan_resume", "plan_cleanup", "plan_keep_last",
-           "mask", "collect_secrets", "render"]
+           "hide_values", "collect_secrets", "render"]

@@ -67,7 +67,7 @@ class Event:
         return out
 
 
-def mask(text: str, values: Iterable[str]) -> str:
+def hide_values(text: str, values: Iterable[str]) -> str:
     for v in sorted((v for v in values if v and len(v) >= 4), key=len, reverse=True):
         text = text.replace(v, "****")
     return text

@@ -39,8 +39,8 @@ from services.lifecycle.common import (
     checkpoints,
     collect_secrets,
     default_run_dir,
+    hide_values,
     hold,
-    mask,
     newest_complete,
     render,
 )
@@ -100,7 +100,7 @@ async def launch(conn: Any, config: Path | None, *, settings: LifecycleSettings 
                                     guard, timeout, wait):
                 yield ev
     except PrimeTrainError as exc:
-        yield Event(action, "error", mask(_one_line(exc), secrets.values()))
+        yield Event(action, "error", hide_values(_one_line(exc), secrets.values()))
 
 
 async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, command: str | None,
@@ -129,7 +129,7 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
         full = f"{base_command} {render(settings.resume_args, step=step)}"
         local_config, data = rec.get("local_config"), _local_copy(rec)
         checked = Path(local_config) if data is not None and local_config else None
-    shown = mask(full, secrets.values())
+    shown = hide_values(full, secrets.values())
 
     yield Event(action, "step", f"pre-flight on {conn.pod.name}'s login node", progress=0.05)
     failures: list[Check] = []
@@ -166,7 +166,7 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
     job_id = ""
     tail: list[str] = []
     async for line in _run_launcher(conn, shell, run_abs, full, job_env(settings, secrets), timeout, tail):
-        line = mask(line, secrets.values())
+        line = hide_values(line, secrets.values())
         yield Event(action, "progress", f"launcher: {line}", progress=0.4)
         if m := _SUBMITTED.search(line):
             job_id = m.group(1)
@@ -178,7 +178,7 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
         new.sort(key=lambda j: (j.submit_time or 0.0, j.id))
         job_id = new[-1].id if new else ""
     if not job_id:
-        last = mask(tail[-1], secrets.values()) if tail else "it printed nothing"
+        last = hide_values(tail[-1], secrets.values()) if tail else "it printed nothing"
         raise LifecycleError(f"the launcher submitted no job on {conn.pod.name}: {last}",
                              hint="check the config's [deployment] type = \"multi_node\" and [slurm] sections")
 

@@ -34,7 +34,7 @@ from services.monitor.cluster import poll_cluster
 from services.monitor.lines import LineReader
 from services.monitor.progress import TAIL_SCRIPT
 from services.monitor.wandb_status import WandbPoller
-from services.monitor.worker import MonitorSettings, PodWorker  # MonitorSettings is imported from here
+from services.monitor.worker import MonitorSettings, PodMonitorState  # MonitorSettings is imported from here
 from services.pod.ssh import Connection, SSHConnection, SSHOptions, trust_host_key
 from services.runs import newest_run_dir
 from services.text import plain
@@ -67,7 +67,7 @@ class MonitorService:
         self._wandb_api = wandb_api_factory or wandb_status.default_api  # lazy: imports wandb on first use
         self._clock = clock
         self._connector = connector or self._default_connector
-        self._workers: dict[str, PodWorker] = {}
+        self._workers: dict[str, PodMonitorState] = {}
         # set by the App: where launches are recorded (a pod without run_dir follows its newest launch), and
         # when a rented pod was created (its "$ so far" counts from there); both called in a thread
         self.runs_dir: Any = None
@@ -78,7 +78,7 @@ class MonitorService:
     def add(self, pod: Pod) -> None:
         if pod.name in self._workers:
             raise ValueError(f"a pod named {pod.name!r} is already monitored")
-        worker = PodWorker(pod, self.settings, self._clock)
+        worker = PodMonitorState(pod, self.settings, self._clock)
         self._workers[pod.name] = worker
         worker.task = asyncio.get_running_loop().create_task(
             self._run(worker), name=f"monitor:{pod.name}"
@@ -154,7 +154,7 @@ class MonitorService:
             args += ["--run-dir", run_dir]
         return args
 
-    async def _run_dir(self, worker: PodWorker) -> str | None:
+    async def _run_dir(self, worker: PodMonitorState) -> str | None:
         """The pod's run_dir, else the run dir of its newest launch recorded on this machine."""
         if (worker.pod.run_dir and not worker.followed) or self.runs_dir is None or worker.pod.kind is PodKind.DEMO:
             return worker.pod.run_dir
@@ -163,7 +163,7 @@ class MonitorService:
         except OSError:
             return None
 
-    async def _first_look(self, worker: PodWorker, conn: Connection, run_dir: str) -> None:
+    async def _first_look(self, worker: PodMonitorState, conn: Connection, run_dir: str) -> None:
         """One look at the run dir before the probe starts (the probe reads logs from their end): the logs'
         tails timed by their own stamps, so a run found stalled alerts at once and its last step is not
         taken as new. Billing: the rental's creation, else (a remote pod) its uptime. Best effort."""
@@ -196,7 +196,7 @@ class MonitorService:
         except Exception:  # a failing back-fill must never stop sampling
             log.exception("back-filling the health rules failed for %s", worker.pod.name)
 
-    def _set(self, worker: PodWorker, state: PodState, reason: str = "", *,
+    def _set(self, worker: PodMonitorState, state: PodState, reason: str = "", *,
              next_retry: float | None = None, host_key: HostKeyPrompt | None = None) -> None:
         now = self._clock()
         since = worker.status.since if worker.status.state is state else now
@@ -204,14 +204,14 @@ class MonitorService:
                                   host_key=host_key)
         self._emit(worker)
 
-    def _emit(self, worker: PodWorker) -> None:
+    def _emit(self, worker: PodMonitorState) -> None:
         worker.snapshot = worker._build()
         try:
             self._on_snapshot(worker.snapshot)
         except Exception:  # a broken subscriber must not stop sampling
             log.exception("snapshot callback failed for %s", worker.pod.name)
 
-    async def _run(self, worker: PodWorker) -> None:
+    async def _run(self, worker: PodMonitorState) -> None:
         attempt = 0
         while not worker.stopped:
             worker.wake.clear()
@@ -285,7 +285,7 @@ class MonitorService:
                       next_retry=self._clock() + delay)
             await _wait_event(worker.wake, delay)
 
-    def _start_cluster(self, worker: PodWorker, conn: Connection) -> None:
+    def _start_cluster(self, worker: PodMonitorState, conn: Connection) -> None:
         """A Slurm login node: look at its cluster over this connection, in a task of its own (a slow
         controller never holds up the samples), until the connection is closed."""
         if worker.cluster is None:
@@ -294,13 +294,13 @@ class MonitorService:
             conn, worker.cluster, interval=self.settings.slurm_interval, timeout=self.settings.slurm_timeout,
             now=self._clock, changed=lambda: self._emit(worker)))
 
-    async def _stop_cluster(self, worker: PodWorker) -> None:
+    async def _stop_cluster(self, worker: PodMonitorState) -> None:
         task, worker.cluster_task = worker.cluster_task, None
         if task is not None:
             task.cancel()
             await asyncio.wait({task}, timeout=5.0)
 
-    async def _pump(self, worker: PodWorker, stream) -> str:
+    async def _pump(self, worker: PodMonitorState, stream) -> str:
         """Read samples until the stream ends; returns why it ended. Only a VALID sample counts as life:
         a probe sending garbage (or lines over the hard limit) turns STALE like a silent one."""
         settings = self.settings
@@ -345,7 +345,7 @@ class MonitorService:
             if read is not None:
                 read.cancel()
 
-    def _handle_line(self, worker: PodWorker, line: bytes | None) -> bool:
+    def _handle_line(self, worker: PodMonitorState, line: bytes | None) -> bool:
         """Count and parse one probe line (None: one over the hard limit, skipped unread); True when it
         was a valid sample (now in the history)."""
         if line is None:
@@ -380,7 +380,7 @@ class MonitorService:
             self._emit(worker)
         return True
 
-    def _poll_wandb(self, worker: PodWorker) -> None:
+    def _poll_wandb(self, worker: PodMonitorState) -> None:
         """Ask W&B about the pod's run when due (rate-limited by the poller), in a thread: it is HTTP."""
         path = worker.wandb_path
         if not self._wandb_on or path is None or worker.wandb_task is not None:

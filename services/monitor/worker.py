@@ -218,7 +218,3 @@ class PodMonitorState:
     def close_gap(self, now: float) -> None:
         if self.gaps and self.gaps[-1].end is None:
             self.gaps[-1] = replace(self.gaps[-1], end=now)
-
-
-# The old name, for services/monitor/service.py until it says PodMonitorState.
-PodWorker = PodMonitorState
