@@ -98,7 +98,8 @@ async def ensure_run(pod: Pod, *, head_start: int = HEAD_START, wait: float = 10
     """Headless ``status``/``profile``: the demo's active run, else one started through the lifecycle (with a
     head start, so that there are steps to read) and left running. Returns "" or the note saying it started
     one. Raises PrimeTrainError when it cannot."""
-    from services.lifecycle.actions import LifecycleError, launch, plan_kill
+    from services.lifecycle.actions import launch, plan_kill
+    from services.lifecycle.common import LifecycleError
 
     pod = sandboxed(pod)
     settings = demo_lifecycle_settings(pod, head_start)

@@ -14,7 +14,7 @@ from services.text import plain
 
 if TYPE_CHECKING:
     from services.monitor.service import MonitorSettings
-    from services.pod.ssh import Connection
+    from services.pod.connection import Connection
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 

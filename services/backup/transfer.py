@@ -46,7 +46,8 @@ from services.backup.store_caps import composite_crc32, parts_take_crc32, store_
 from services.errors import PrimeTrainError, UnsafeProbeDir
 from services.pod import agent, trusted
 from services.pod.agent.transfer import check_path
-from services.pod.ssh import Connection, SSHConnection
+from services.pod.connection import Connection
+from services.pod.ssh import SSHConnection
 
 # Uploaded together, the agent last (its presence: all are there).
 AGENT_PATH, AGENT_FILES = agent.BACKUP, agent.BACKUP_FILES

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from services.demo.pod import DemoPod, sandbox_root
 from services.models import Pod
-from services.pod.ssh import LocalConnection, ProbeStream, RemoteProcess
+from services.pod.connection import ProbeStream, RemoteProcess
+from services.pod.local import LocalConnection
 
 
 @dataclass(frozen=True)

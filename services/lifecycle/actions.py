@@ -21,16 +21,12 @@ from typing import Any
 from services import runs
 from services.errors import PrimeTrainError
 from services.lifecycle import dry_run, preflight as pf
-from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup, plan_keep_last
-from services.lifecycle.common import (  # noqa: F401  (Event, LifecycleError, PodShell ... are public here too)
-    AGENT_PATH,
+from services.lifecycle.common import (
     BUSY,
     Action,
     Event,
     LifecycleError,
     PodShell,
-    _fmt_bytes,
-    _one_line,
     active_run,
     backup_on,
     backup_where,
@@ -42,12 +38,13 @@ from services.lifecycle.common import (  # noqa: F401  (Event, LifecycleError, P
     hold,
     newest_complete,
     owner_id,
-    pod_lock,
     pod_runs,
     render,
+    with_hint,
 )
 from services.lifecycle.preflight import Check, LifecycleSettings
 from services.lifecycle.run_config import local_config, pod_has_config
+from services.units import fmt_bytes
 
 # ------------------------------------------------------------------------------------ launch
 
@@ -67,7 +64,7 @@ async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None 
                                     secrets, action, _resume, None):
                 yield ev
     except PrimeTrainError as exc:
-        yield Event(action, "error", hide_values(_one_line(exc), secrets.values()))
+        yield Event(action, "error", hide_values(with_hint(exc), secrets.values()))
 
 
 async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, command: str | None,
@@ -226,7 +223,7 @@ async def _pod_checks(shell: PodShell, settings: LifecycleSettings, request: dic
     try:
         result = await shell.agent(*pf.agent_args(settings, run_abs, command), timeout=timeout)
     except LifecycleError as exc:
-        yield Event(action, "warn", f"the pod's own checks did not run: {_one_line(exc)}")
+        yield Event(action, "warn", f"the pod's own checks did not run: {with_hint(exc)}")
         return
     for check in pf.parse_agent(result):
         if check.status == pf.FAIL:
@@ -269,7 +266,7 @@ async def kill(conn: Any, *, settings: LifecycleSettings | None = None, grace: f
             async for ev in _kill(conn, settings, grace, run_id):
                 yield ev
     except PrimeTrainError as exc:
-        yield Event("kill", "error", _one_line(exc))
+        yield Event("kill", "error", with_hint(exc))
 
 
 async def _kill(conn: Any, settings: LifecycleSettings, grace: float, run_id: str | None) -> AsyncIterator[Event]:
@@ -386,7 +383,7 @@ async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force:
     try:
         plan = await plan_resume(conn, settings, backup, run)
     except PrimeTrainError as exc:
-        yield Event("resume", "error", _one_line(exc))
+        yield Event("resume", "error", with_hint(exc))
         return
     best = plan["checkpoint"]
     for c in plan["skipped"]:
@@ -416,7 +413,7 @@ async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force:
                                     "resume", base, guard):
                 yield ev
     except PrimeTrainError as exc:
-        yield Event("resume", "error", hide_values(_one_line(exc), secrets.values()))
+        yield Event("resume", "error", hide_values(with_hint(exc), secrets.values()))
 
 
 async def _restore(conn: Any, settings: LifecycleSettings, backup: Any, plan: dict[str, Any],
@@ -438,8 +435,8 @@ async def _restore(conn: Any, settings: LifecycleSettings, backup: Any, plan: di
                 p = seen[-1]
                 seen.clear()
                 frac = p.done / p.total if p.total else 0.0
-                yield Event("resume", "progress", f"restoring step_{step}: {_fmt_bytes(p.done)} of "
-                                                  f"{_fmt_bytes(p.total)}", progress=0.03 + 0.4 * frac)
+                yield Event("resume", "progress", f"restoring step_{step}: {fmt_bytes(p.done)} of "
+                                                  f"{fmt_bytes(p.total)}", progress=0.03 + 0.4 * frac)
             if done:
                 break
         manifest = task.result()
@@ -459,11 +456,8 @@ async def _restore(conn: Any, settings: LifecycleSettings, backup: Any, plan: di
                                            f"({len(manifest.files)} files, {manifest.bytes} bytes, verified)")
     yield Event("resume", "check", "checkpoint restored",
                 check=Check("checkpoint restored", pf.OK,
-                            f"step_{step}: {len(manifest.files)} files, {_fmt_bytes(manifest.bytes)}, "
+                            f"step_{step}: {len(manifest.files)} files, {fmt_bytes(manifest.bytes)}, "
                             f"sha256 verified against the manifest"),
                 progress=0.45, data={"restored": step, "files": len(manifest.files), "bytes": manifest.bytes})
 
 
-__all__ = ["Event", "Check", "CleanupPlan", "LifecycleError", "LifecycleSettings", "PodShell", "launch",
-           "kill", "resume", "cleanup", "plan_kill", "plan_resume", "plan_cleanup", "plan_keep_last",
-           "hide_values", "collect_secrets", "render"]

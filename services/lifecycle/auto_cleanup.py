@@ -24,7 +24,7 @@ from typing import Any
 
 from services.errors import PrimeTrainError
 from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup
-from services.lifecycle.common import Event, _one_line
+from services.lifecycle.common import Event, with_hint
 from services.lifecycle.preflight import LifecycleSettings
 from services.models import Pod, PodSnapshot
 
@@ -120,8 +120,8 @@ class CleanupDaemon:
                     error = ev.message
             return self._done(Round(self.clock(), reason, plan, deleted, freed, error=error))
         except PrimeTrainError as exc:
-            self._emit(Event("cleanup", "error", f"cleanup daemon on {self.pod.name}: {_one_line(exc)}"))
-            return self._done(Round(self.clock(), reason, error=_one_line(exc)))
+            self._emit(Event("cleanup", "error", f"cleanup daemon on {self.pod.name}: {with_hint(exc)}"))
+            return self._done(Round(self.clock(), reason, error=with_hint(exc)))
         finally:
             try:
                 await conn.close()

@@ -28,15 +28,15 @@ from services.lifecycle.common import (
     Event,
     LifecycleError,
     PodShell,
-    _fmt_bytes,
-    _one_line,
     backup_on,
     backup_where,
     ckpt_dir_of,
     hold,
     pod_runs,
+    with_hint,
 )
 from services.lifecycle.preflight import LifecycleSettings
+from services.units import fmt_bytes
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class CleanupPlan:
 
     def preview(self, fmt: Any = None) -> list[str]:
         """The dry-run text (the CLI, the modal and the daemon's first-deletion approval show it)."""
-        fmt = fmt or _fmt_bytes
+        fmt = fmt or fmt_bytes
         lines = [f"{self.ckpt_dir}: keep the newest {self.keep} complete"]
         lines += [f"  keep   step_{c['step']}" for c in self.kept]
         lines += [f"  keep   step_{c['step']} (incomplete / in progress)" for c in self.in_progress]
@@ -305,7 +305,7 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
                     if settings.runs_dir is not None:
                         runs.append_log(settings.runs_dir, f"cleanup {conn.pod.name} deleted {d['path']} "
                                                            f"({d['bytes']} bytes)")
-                    yield Event("cleanup", "progress", f"deleted step_{d['step']} ({_fmt_bytes(d['bytes'])})",
+                    yield Event("cleanup", "progress", f"deleted step_{d['step']} ({fmt_bytes(d['bytes'])})",
                                 progress=(i + 1) / n)
                 for r in res.get("refused", []):
                     yield Event("cleanup", "warn", f"kept step_{r['step']}: {r['reason']}", progress=(i + 1) / n)
@@ -319,11 +319,11 @@ async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings |
                     if settings.runs_dir is not None:
                         runs.append_log(settings.runs_dir, f"cleanup {conn.pod.name} deleted {d['path']} "
                                                            f"({d['bytes']} bytes, {d['kind']} leftover)")
-                    yield Event("cleanup", "progress", f"deleted {d['path']} ({_fmt_bytes(d['bytes'])}, "
+                    yield Event("cleanup", "progress", f"deleted {d['path']} ({fmt_bytes(d['bytes'])}, "
                                                        f"{d['kind']} leftover)", progress=len(deleted) / n)
                 for r in res.get("refused", []):
                     yield Event("cleanup", "warn", f"kept {r['path']}: {r['reason']}")
-            yield Event("cleanup", "done", f"deleted {len(deleted)} dir(s), freed {_fmt_bytes(freed)}",
+            yield Event("cleanup", "done", f"deleted {len(deleted)} dir(s), freed {fmt_bytes(freed)}",
                         progress=1.0, data={"deleted": deleted, "bytes": freed})
     except PrimeTrainError as exc:
-        yield Event("cleanup", "error", _one_line(exc))
+        yield Event("cleanup", "error", with_hint(exc))

@@ -440,15 +440,7 @@ def backup_where(backup: Any, run_dir: str) -> str:
     return f"s3://{backup.bucket}/{backup.prefix_for(run_dir)}"
 
 
-def _fmt_bytes(n: int) -> str:
-    try:
-        from services.units import fmt_bytes
-
-        return fmt_bytes(n)
-    except Exception:  # noqa: BLE001
-        return f"{n} B"
-
-
-def _one_line(exc: PrimeTrainError) -> str:
+def with_hint(exc: PrimeTrainError) -> str:
+    """The error's sentence with its hint, on one line."""
     hint = getattr(exc, "hint", "")
     return f"{exc} (hint: {hint})" if hint else str(exc)

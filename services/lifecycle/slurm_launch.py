@@ -35,7 +35,6 @@ from services.lifecycle.common import (
     Event,
     LifecycleError,
     PodShell,
-    _one_line,
     checkpoints,
     collect_secrets,
     default_run_dir,
@@ -43,6 +42,7 @@ from services.lifecycle.common import (
     hold,
     newest_complete,
     render,
+    with_hint,
 )
 from services.lifecycle.preflight import Check, LifecycleSettings
 from services.lifecycle.slurm_jobs import records_dir, slurm_runs
@@ -100,7 +100,7 @@ async def launch(conn: Any, config: Path | None, *, settings: LifecycleSettings 
                                     guard, timeout, wait):
                 yield ev
     except PrimeTrainError as exc:
-        yield Event(action, "error", hide_values(_one_line(exc), secrets.values()))
+        yield Event(action, "error", hide_values(with_hint(exc), secrets.values()))
 
 
 async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, command: str | None,
@@ -439,7 +439,7 @@ async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force:
     try:
         plan = await plan_resume(conn, settings)
     except PrimeTrainError as exc:
-        yield Event("resume", "error", _one_line(exc))
+        yield Event("resume", "error", with_hint(exc))
         return
     step = plan["checkpoint"]["step"]
     for c in plan["skipped"]:

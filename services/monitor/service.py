@@ -35,7 +35,9 @@ from services.monitor.lines import LineReader
 from services.monitor.progress import TAIL_SCRIPT
 from services.monitor.wandb_status import WandbPoller
 from services.monitor.worker import MonitorSettings, PodMonitorState  # MonitorSettings is imported from here
-from services.pod.ssh import Connection, SSHConnection, SSHOptions, trust_host_key
+from services.pod.connection import Connection
+from services.pod.known_hosts import trust_host_key
+from services.pod.ssh import SSHConnection, SSHOptions
 from services.runs import newest_run_dir
 from services.text import plain
 

@@ -14,11 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from services.models import Pod
-from services.pod.agent import (
-    COMMON as POD_COMMON,  # noqa: F401  (what every pod-side script imports)
-    PROBE as PROBE_PATH,  # noqa: F401  (re-exported: ssh.py, local.py and tests import it from here)
-    PROBE_FILES,  # the probe last: its presence says the directory is whole
-)
+from services.pod.agent import PROBE_FILES  # the probe last: its presence says the directory is whole
 
 DEFAULT_PROBE_DIR = ".cache/prime-train-tui"
 

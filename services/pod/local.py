@@ -12,7 +12,8 @@ from pathlib import Path
 
 from services.errors import ConnectError, ProbeError
 from services.models import Pod
-from services.pod.connection import PROBE_PATH, Connection, ProbeStream, RemoteProcess, exit_text
+from services.pod.agent import PROBE as PROBE_PATH
+from services.pod.connection import Connection, ProbeStream, RemoteProcess, exit_text
 
 
 class _ProcessStream(ProbeStream):

@@ -39,24 +39,19 @@ from services.errors import (
 )
 from services.models import Pod
 from services.pod import connection as pod_connection, provider_ssh, trusted
-from services.pod.connection import (  # noqa: F401  (re-exported: callers import them from here)
-    DEFAULT_PROBE_DIR,
-    PROBE_PATH,
+from services.pod.connection import (
     Connection,
     ProbeStream,
     RemoteProcess,
     exit_text,
-    probe_source,
 )
-from services.pod.known_hosts import (  # noqa: F401  (default_known_hosts, trust_host_key: re-exported)
+from services.pod.known_hosts import (
     default_known_hosts,
     existing_or_empty,
     host_key_error,
     revoked_error,
-    trust_host_key,
 )
-from services.pod.local import LocalConnection  # noqa: F401  (re-exported: callers import it from here)
-from services.pod.ssh_config import _identity_files, _ssh_config
+from services.pod.ssh_config import identity_files, pod_ssh_config
 
 
 @dataclass(frozen=True)
@@ -301,8 +296,8 @@ class SSHConnection(Connection):
             kwargs["username"] = pod.user
         if pod.port:
             kwargs["port"] = pod.port
-        config = _ssh_config(pod, kwargs)
-        missing_ok = _identity_files(config)
+        config = pod_ssh_config(pod, kwargs)
+        missing_ok = identity_files(config)
         jump = config.get("ProxyJump") if config is not None else None
         self._jump_spec = jump if isinstance(jump, str) else ""  # opened by _open_jump, hop by hop
         if config is not None:  # the name and port known_hosts files the key under (for a refusal's message)

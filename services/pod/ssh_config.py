@@ -9,7 +9,7 @@ from typing import Any
 from services.models import Pod
 
 
-def _ssh_config(pod: Pod, kwargs: dict[str, Any]) -> Any:
+def pod_ssh_config(pod: Pod, kwargs: dict[str, Any]) -> Any:
     """~/.ssh/config as it applies to this pod (asyncssh's reading of it), or None without one."""
     import getpass
 
@@ -22,7 +22,7 @@ def _ssh_config(pod: Pod, kwargs: dict[str, Any]) -> Any:
                                 kwargs.get("username", ()), pod.host, kwargs.get("port", ()))
 
 
-def _identity_files(config: Any) -> list[str] | None:
+def identity_files(config: Any) -> list[str] | None:
     """The config's IdentityFiles that exist, or None when all of them exist (or none is set)."""
     if config is None:
         return None

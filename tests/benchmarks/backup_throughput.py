@@ -108,7 +108,7 @@ async def our_backup(endpoint: str, bucket: str, run: Path, compression: str,
     from services.backup.s3 import BackupSettings
     from services.backup.transfer import backup_checkpoint
     from services.models import Pod, PodKind
-    from services.pod.ssh import LocalConnection
+    from services.pod.local import LocalConnection
 
     kw = {"part_size": part_mib * MIB} if part_mib else {}
     settings = BackupSettings(bucket=bucket, endpoint=endpoint, region="us-east-1", compression=compression,

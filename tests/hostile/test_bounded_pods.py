@@ -17,7 +17,8 @@ import pytest
 from services.models import Pod, PodKind, PodState
 from services.monitor.service import MonitorService, MonitorSettings
 from services.pod import trusted
-from services.pod.ssh import LocalConnection, SSHConnection
+from services.pod.local import LocalConnection
+from services.pod.ssh import SSHConnection
 
 SAMPLE = '{"v":1,"t":%s,"gpus":[],"host":{"cpu_pct":1.0},"log":["%s"]}'
 

@@ -18,7 +18,8 @@ import pytest
 from services.models import HostSample, Pod, PodKind, PodSnapshot, PodState
 from services.monitor.lines import MAX_LINE, LineReader
 from services.monitor.service import MonitorService, MonitorSettings
-from services.pod.ssh import LocalConnection, SSHConnection
+from services.pod.local import LocalConnection
+from services.pod.ssh import SSHConnection
 
 AGENT = Path(__file__).resolve().parents[2] / "services" / "pod" / "agent"
 MB = 1_000_000

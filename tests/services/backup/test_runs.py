@@ -20,7 +20,7 @@ from services.backup.claims import run_key
 from services.backup.manifest import RunSource
 from services.backup.s3 import BackupError
 from services.backup.transfer import backup_checkpoint, pod_backed_up, restore_checkpoint, run_source
-from services.lifecycle.actions import cleanup, plan_cleanup
+from services.lifecycle.cleanup import cleanup, plan_cleanup
 from services.pod.ssh import SSHConnection
 from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint

@@ -14,16 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from services.lifecycle.actions import (
-    Event,
-    cleanup,
-    kill,
-    launch,
-    plan_cleanup,
-    plan_keep_last,
-    plan_resume,
-    resume,
-)
+from services.lifecycle.actions import kill, launch, plan_resume, resume
+from services.lifecycle.cleanup import cleanup, plan_cleanup, plan_keep_last
+from services.lifecycle.common import Event
 from services.lifecycle.preflight import LifecycleSettings
 from services.pod.ssh import SSHConnection
 

@@ -15,7 +15,7 @@ import pytest
 
 from services.lifecycle.actions import kill, launch
 from services.models import Pod, PodKind
-from services.pod.ssh import LocalConnection
+from services.pod.local import LocalConnection
 from tests.services.lifecycle.test_actions import collect, make_settings, trainer_pids, wait_for
 
 REPO = Path(__file__).resolve().parents[3]

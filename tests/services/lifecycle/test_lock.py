@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from services.lifecycle.actions import AGENT_PATH, kill, launch, pod_lock
-from services.lifecycle.common import LifecycleError
+from services.lifecycle.actions import kill, launch
+from services.lifecycle.common import AGENT_PATH, LifecycleError, pod_lock
 from services.pod.ssh import SSHConnection
 from tests.services.lifecycle.test_actions import make_settings, wait_for, write_config
 

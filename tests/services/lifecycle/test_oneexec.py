@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from services.lifecycle.actions import kill, launch, plan_kill, pod_lock
-from services.lifecycle.common import AGENT_FILES, PodShell
+from services.lifecycle.actions import kill, launch, plan_kill
+from services.lifecycle.common import AGENT_FILES, PodShell, pod_lock
 from services.lifecycle.preflight import UserCheck
 from services.pod.ssh import SSHConnection
 from tests.services.lifecycle.test_actions import make_settings, trainer_pids, wait_for, write_config

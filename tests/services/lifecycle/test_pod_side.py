@@ -12,8 +12,10 @@ import sys
 
 import pytest
 
-from services.lifecycle.actions import AGENT_PATH, kill, launch
-from services.pod.ssh import LocalConnection, SSHConnection
+from services.lifecycle.actions import kill, launch
+from services.lifecycle.common import AGENT_PATH
+from services.pod.local import LocalConnection
+from services.pod.ssh import SSHConnection
 from tests.services.lifecycle.test_actions import collect, make_settings, trainer_pids
 from tests.services.lifecycle.test_gpu import config, gpu_apps, local_pod  # noqa: F401 (fixture)
 

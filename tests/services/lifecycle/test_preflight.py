@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from services.lifecycle.actions import AGENT_PATH, launch
+from services.lifecycle.actions import launch
+from services.lifecycle.common import AGENT_PATH
 from services.lifecycle.preflight import LifecycleSettings, UserCheck, config_check
 from services.models import Pod, PodKind
-from services.pod.ssh import LocalConnection
+from services.pod.local import LocalConnection
 
 REPO = Path(__file__).resolve().parents[3]
 FAKE_BIN = REPO / "services" / "demo" / "bin"

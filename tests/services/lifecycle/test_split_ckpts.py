@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from services.lifecycle.actions import cleanup, kill, launch, plan_cleanup, plan_resume, resume
+from services.lifecycle.actions import kill, launch, plan_resume, resume
+from services.lifecycle.cleanup import cleanup, plan_cleanup
 from services.pod.agent.common import checkpoint_complete
 from services.pod.ssh import SSHConnection
 from tests.services.lifecycle.test_actions import make_settings, write_config

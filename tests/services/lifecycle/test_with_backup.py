@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from services.backup.transfer import backup_checkpoint
-from services.lifecycle.actions import cleanup, plan_cleanup, plan_resume, resume
+from services.lifecycle.actions import plan_resume, resume
+from services.lifecycle.cleanup import cleanup, plan_cleanup
 from services.pod.ssh import SSHConnection
 from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint

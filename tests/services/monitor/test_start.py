@@ -111,7 +111,7 @@ async def test_a_first_look_that_ends_after_the_run_dir_changed_is_not_the_new_r
     alert or step of the old run), and gets a first look of its own."""
     import asyncio
 
-    from services.pod.ssh import LocalConnection
+    from services.pod.local import LocalConnection
 
     old = write_run(tmp_path / "old", 8)
     age_all(old, 7200)  # the old run: stalled two hours ago
@@ -141,7 +141,7 @@ async def test_a_first_look_that_ends_after_the_run_dir_changed_is_not_the_new_r
 async def test_following_a_newer_recorded_launch_after_a_reconnect_starts_a_new_run(tmp_path: Path) -> None:
     """A pod without run_dir follows its newest recorded launch; when a newer launch is recorded and the
     probe reconnects, the new run starts clean (the old run's step 8 does not stand for the new run's 2)."""
-    from services.pod.ssh import LocalConnection
+    from services.pod.local import LocalConnection
 
     old, new = write_run(tmp_path / "old", 8), write_run(tmp_path / "new", 2)
     records = tmp_path / "records"

@@ -20,11 +20,12 @@ from services.backup.transfer import PodAgent
 from services.lifecycle import common as lifecycle_common
 from services.lifecycle.common import PodShell
 from services.pod import connection
-from services.pod.connection import POD_COMMON, bundle
+from services.pod.agent import COMMON as POD_COMMON, PROBE
+from services.pod.connection import bundle
 from services.pod.ssh import SSHConnection
 
 BUNDLES = {"probe": connection.PROBE_FILES, "backup": backup.AGENT_FILES, "lifecycle": lifecycle_common.AGENT_FILES}
-SCRIPTS = {"probe": connection.PROBE_PATH, "backup": backup.AGENT_PATH, "lifecycle": lifecycle_common.AGENT_PATH}
+SCRIPTS = {"probe": PROBE, "backup": backup.AGENT_PATH, "lifecycle": lifecycle_common.AGENT_PATH}
 OPTIONAL = {"pynvml", "psutil", "zstandard"}  # used when the pod has them (each import is guarded)
 
 

@@ -10,8 +10,10 @@ import pytest
 
 from services.errors import AuthError, ConnectError, HostKeyChanged, HostKeyUnknown
 from services.models import Pod, Sample
+from services.pod.connection import probe_source
+from services.pod.known_hosts import trust_host_key
 from services.pod.specs import parse_pod_spec
-from services.pod.ssh import SSHConnection, probe_source, trust_host_key
+from services.pod.ssh import SSHConnection
 
 pytestmark = pytest.mark.ssh
 
