@@ -11,7 +11,6 @@ the pod. See docs/pods.md.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import shlex
@@ -32,6 +31,8 @@ FILE_MODE = 0o600
 @lru_cache(maxsize=1)
 def _guard_source() -> str:
     """guard.py without its docstrings and comments: it travels on every command line (and shows in ``ps``)."""
+    import ast  # once, at the first pod script's start: not on the way to the first screen
+
     tree = ast.parse(GUARD_PATH.read_text())
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
