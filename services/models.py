@@ -112,6 +112,21 @@ class CheckpointInfo:
 
 
 @dataclass(frozen=True)
+class PodRunRecord:
+    """What the pod says about the run the app launched there (the probe's "life" field, from
+    ``<run_dir>/.ptt/``): the record's state ("running", "killing", "killed", "exited"; a kill from any
+    machine writes it), whether the run's leader process still lives, and its exit code once it ended."""
+
+    id: str = ""
+    state: str = ""
+    started: float | None = None
+    ended: float | None = None
+    alive: bool | None = None  # None: not known (no leader recorded yet)
+    exit_code: int | None = None
+    resumed: bool = False  # the run continued another from a checkpoint
+
+
+@dataclass(frozen=True)
 class Sample:
     """One probe line. ``t`` is the pod's clock (epoch seconds); ``source`` says how GPUs were read
     ("nvml", "nvidia-smi" or "none")."""
@@ -132,6 +147,7 @@ class Sample:
     # metrics.jsonl and training.csv not carried, and lines shortened or dropped (0 from older probes)
     cut_bytes: int = 0
     cut_lines: int = 0
+    life: PodRunRecord | None = None  # the pod's record of the run we launched (None: not launched by us)
 
     @classmethod
     def from_line(cls, line: str | bytes) -> Sample:
@@ -177,7 +193,7 @@ class Sample:
         cut_lines = sum(max(0, _int(cut.get(k)) or 0) for k in ("lines", "metrics_lines"))
         return cls(t, gpus, host, procs, log, ckpts, plain(_text(obj.get("source", "")), oneline=True), errors, metrics,
                    max_steps if max_steps and max_steps > 0 else None, model,
-                   tokens if tokens and tokens > 0 else None, cut_bytes, cut_lines)
+                   tokens if tokens and tokens > 0 else None, cut_bytes, cut_lines, _life(obj.get("life")))
 
 
 class PodState(str, enum.Enum):
@@ -275,6 +291,7 @@ class RunProgress:
     checkpointing: bool = False  # a checkpoint is being written right now
     loss_history: tuple[float, ...] = ()  # the last few losses, oldest first (for trend cells)
     source: str = "none"  # "console", "metrics.jsonl", "training.csv"
+    phase: str | None = None  # the run's life (services.monitor.runlife.Phase): running, killed, finished, ...
 
 
 @dataclass(frozen=True)
@@ -432,6 +449,27 @@ def _proc(p: dict) -> GpuProcess:
         pid=_required_int(p["pid"]), gpu=_int(p.get("gpu")), mem=_int(p.get("mem")),
         cmd=plain(_text(p.get("cmd", "")), oneline=True),
     )
+
+
+def _life(raw: Any) -> PodRunRecord | None:
+    """The probe's "life" field (absent from older probes, and for a run we did not launch)."""
+    if not isinstance(raw, dict):
+        return None
+    alive = raw.get("alive")
+
+    def num(key: str) -> float | None:
+        try:
+            return _num(raw.get(key))
+        except ValueError:  # a garbled field costs that field, not the sample
+            return None
+
+    exit_code = num("exit")
+    return PodRunRecord(id=plain(_text(raw.get("id")), oneline=True)[:80],
+                        state=plain(_text(raw.get("state")), oneline=True)[:20],
+                        started=num("started"), ended=num("ended"),
+                        alive=alive if isinstance(alive, bool) else None,
+                        exit_code=None if exit_code is None else int(exit_code),
+                        resumed=raw.get("resumed") is True)
 
 
 def _ckpt(c: dict) -> CheckpointInfo:

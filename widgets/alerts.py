@@ -53,6 +53,9 @@ def money(value: float | None) -> str:
     return NA if value is None else f"${value:,.2f}"
 
 
+ENDED_PHASES = ("finished", "killed", "crashed", "interrupted")  # services.monitor.runlife.Phase.ended
+
+
 def run_line(run: RunProgress | None, pod_now: float | None) -> str:
     """One line: step / max, loss, reward, tokens/s, MFU, steps/hr, ETA, $ so far / to finish."""
     if run is None or run.step is None:
@@ -69,7 +72,10 @@ def run_line(run: RunProgress | None, pod_now: float | None) -> str:
         parts.append(f"MFU {run.mfu:.1f}%")
     if run.steps_per_hr is not None:
         parts.append(f"{run.steps_per_hr:,.0f} steps/hr")
-    if run.eta_s is not None:
+    ended = run.phase in ENDED_PHASES
+    if ended:
+        pass  # no ETA for a run that stopped: nothing is to go
+    elif run.eta_s is not None:
         parts.append(f"ETA {duration(run.eta_s)}")
     elif not run.max_steps:  # the reason, not a bare N/A: nothing says where the run ends
         parts.append("no ETA: the run names no max_steps")
@@ -78,10 +84,15 @@ def run_line(run: RunProgress | None, pod_now: float | None) -> str:
     if run.cost_so_far is not None:
         parts.append(f"{money(run.cost_so_far)} spent"
                      + (f", {money(run.cost_to_finish)} to go" if run.cost_to_finish is not None else ""))
-    if run.finished:
+    if ended:
+        parts.append(f"{run.phase}" + (f" (last step {duration(pod_now - run.last_step_at)} ago)"
+                                       if run.last_step_at is not None and pod_now is not None else ""))
+    elif run.finished:
         parts.append("finished")
     elif run.checkpointing:
         parts.append("writing checkpoint")
+    elif run.phase == "evaluating":
+        parts.append("running evals")
     elif run.last_step_at is not None and pod_now is not None:
         parts.append(f"last step {duration(pod_now - run.last_step_at)} ago")
     return "run: " + " · ".join(parts)

@@ -236,7 +236,7 @@ def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None,
 
 def _run_json(progress, now: float | None, note: str = "") -> dict[str, Any]:
     keys = ("step", "max_steps", "loss", "reward", "tokens_per_s", "mfu", "step_time_s", "steps_per_hr", "eta_s",
-            "cost_so_far", "cost_basis", "cost_to_finish", "finished", "source")
+            "cost_so_far", "cost_basis", "cost_to_finish", "finished", "source", "phase")
     out: dict[str, Any] = {k: getattr(progress, k, None) for k in keys}
     age = None
     if progress is not None and progress.last_step_at is not None and now is not None:

@@ -27,11 +27,12 @@ import math
 import re
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from services.models import Alert, CheckpointInfo, GpuSample, HostSample, RunProgress, Sample, Severity
 from services.monitor.progress import RunTracker, split_line, time_lines, time_records
+from services.monitor.runlife import LifeTracker, Phase, RunLife
 from services.text import plain
 
 try:
@@ -40,6 +41,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 PATTERNS_FILE = Path(__file__).with_name("health_patterns.toml")
+KILL_ECHO_S = 5.0  # log lines this close before a kill's record are its echo, not news
 GIB = 1024**3
 MIB = 1024**2
 
@@ -88,10 +90,11 @@ def stall_budget(step_time: float | None, s: HealthSettings) -> float:
 
 
 def no_progress_alert(run: RunProgress, progress_at: float | None, now: float, s: HealthSettings,
-                      wandb_note: str = "", started_at: float | None = None) -> Alert | None:
-    """``progress_at``: the later of the last new step and the end of the last checkpoint write;
-    ``started_at``: the first line of the run seen (judged against the start budget until a step)."""
-    if run.finished or run.checkpointing:
+                      wandb_note: str = "", started_at: float | None = None, paused: bool = False) -> Alert | None:
+    """``progress_at``: the later of the last new step and the end of the last checkpoint write or eval;
+    ``started_at``: the first line of the run seen (judged against the start budget until a step);
+    ``paused``: a checkpoint or an eval runs now (the run's life says so)."""
+    if run.finished or run.checkpointing or paused:
         return None
     if run.step is None:
         return _no_first_step_alert(started_at, now, s, wandb_note)
@@ -122,6 +125,17 @@ def _no_first_step_alert(started_at: float | None, now: float, s: HealthSettings
     if wandb_note:
         msg += f" ({wandb_note}; shown for context only.)"
     return Alert("no-progress", Severity.CRITICAL, "No first step yet", msg, since=started_at + s.stall_start_s)
+
+
+def crash_alert(life: RunLife, last_error: str | None) -> Alert | None:
+    """The run ended with a non-zero exit code and nobody killed it: one alert, for as long as it is the news."""
+    if life.phase is not Phase.CRASHED:
+        return None
+    seen = f" The last error in its logs: {last_error}" if last_error else ""
+    msg = (f"The run {life.reason}.{seen} Read the end of logs/latest/trainer.log (and orchestrator.log, "
+           "inference.log) for the cause, fix it, then resume from the newest complete checkpoint.")
+    title = f"Run crashed (exit code {life.exit_code})" if life.exit_code is not None else "Run crashed"
+    return Alert("run-crashed", Severity.CRITICAL, title, msg, since=life.since or 0.0)
 
 
 def gpu_dead_alert(dead_since: dict[int, float], step_at_death: dict[int, int | None], run_active: bool,
@@ -272,7 +286,6 @@ class HealthTracker:
         self.progress_at: float | None = None  # last new step, or end of a checkpoint write
         self.last_log_at: float | None = None
         self.started_at: float | None = None  # the first line of the run seen (log or metrics)
-        self._was_checkpointing = False
         self._gpus: dict[int, _GpuState] = {}
         self._hang_since: float | None = None
         self._hang_gpus = 0
@@ -280,6 +293,9 @@ class HealthTracker:
         self._since: dict[str, float] = {}  # alert id -> when its condition started (stable ids)
         self._hits: dict[str, _LogHit] = {}
         self.alerts: tuple[Alert, ...] = ()
+        self.life = LifeTracker()  # the run's phase: what the rules are judged against (services.monitor.runlife)
+        self._was_paused = False
+        self._progress: tuple[RunProgress, RunLife, RunProgress] | None = None  # (view, life) -> progress
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed_log(self, line: str, at: float) -> None:
@@ -291,6 +307,8 @@ class HealthTracker:
             self.started_at = at
         if self.run.feed_log(line, at) == "step":
             self.progress_at = at
+            self.life.new_step()
+        self.life.feed_log(line, at)
         p = match_line(line, self.patterns or ())
         if p is not None:
             hit = self._hits.get(p.id)
@@ -349,15 +367,17 @@ class HealthTracker:
         self.run.now = now
         if sample.max_steps and sample.max_steps != self.run.max_steps:
             self.run.max_steps = sample.max_steps  # the run's configs say where it ends: ETA, $ to go
+        if sample.life is not None:
+            self.life.record = sample.life
         for line in sample.log:
             self.feed_log(line, now)
         for line in sample.metrics:
             self.feed_metrics(line, now)
         self.run.feed_ckpts(sample.ckpts, now, self.settings.ckpt_stale_s)
-        checkpointing = self.run.checkpointing
-        if self._was_checkpointing and not checkpointing and self.progress_at is not None:
-            self.progress_at = max(self.progress_at, now)  # the budget restarts after a write
-        self._was_checkpointing = checkpointing
+        paused = self.run.checkpointing or self.life.evaluating
+        if self._was_paused and not paused and self.progress_at is not None:
+            self.progress_at = max(self.progress_at, now)  # the budget restarts after a write or an eval
+        self._was_paused = paused
         self._track_gpus(sample.gpus, now)
         self._track_disk(sample.host, now)
         return self.evaluate(now, host=sample.host, ckpts=sample.ckpts, gpus=sample.gpus, wandb_note=wandb_note)
@@ -405,7 +425,7 @@ class HealthTracker:
     def run_active(self, now: float) -> bool:
         """Steps (or log lines) are still coming: a dead GPU then means a dead component, not the end."""
         run = self.run.progress()
-        if run.finished:
+        if run.finished or self.life.life.ended:
             return False
         budget = stall_budget(run.step_time_s, self.settings)
         recent_step = self.progress_at is not None and now - self.progress_at <= budget
@@ -419,13 +439,17 @@ class HealthTracker:
                  gpus: Sequence[GpuSample] = (), wandb_note: str = "") -> tuple[Alert, ...]:
         s = self.settings
         run = self.run.progress()
-        found: list[Alert | None] = [
-            no_progress_alert(run, self.progress_at, now, s, wandb_note, self.started_at),
-            gpu_dead_alert({i: g.dead_since for i, g in self._gpus.items() if g.dead_since is not None},
-                           {i: g.step_at_death for i, g in self._gpus.items()}, self.run_active(now), now, s,
-                           survivors=sum(1 for g in self._gpus.values() if g.used and g.dead_since is None)),
-            nccl_hang_alert(self._hang_since, self.progress_at, self._hang_gpus, now, s),
-        ]
+        life = self.life.update(run, now)
+        found: list[Alert | None] = []
+        if not life.ended:  # a run that ended cannot stall, lose a GPU or hang: a crash is said once, below
+            found += [
+                no_progress_alert(run, self.progress_at, now, s, wandb_note, self.started_at, life.phase.paused),
+                gpu_dead_alert({i: g.dead_since for i, g in self._gpus.items() if g.dead_since is not None},
+                               {i: g.step_at_death for i, g in self._gpus.items()}, self.run_active(now), now, s,
+                               survivors=sum(1 for g in self._gpus.values() if g.used and g.dead_since is None)),
+                nccl_hang_alert(self._hang_since, self.progress_at, self._hang_gpus, now, s),
+            ]
+        found.append(crash_alert(life, self._last_error()))
         if host is not None and self.host_rules:
             found.append(disk_alert(host, ckpts, self.disk_rate(), now, s, self._since.get("disk")))
             found.append(nofile_alert(host, now, s, self._since.get("nofile")))
@@ -433,6 +457,10 @@ class HealthTracker:
             if self._moved_past(hit) or now - hit.last > s.log_alert_ttl_s:
                 del self._hits[key]  # the run moved on (or it is old news): cleared, may fire again
                 continue
+            if life.phase is Phase.KILLED and life.since is not None and hit.since >= life.since - KILL_ECHO_S:
+                continue  # what the processes said while a user's kill stopped them (a traceback, "Terminated")
+            if life.phase is Phase.CRASHED and hit.pattern.id == "traceback":
+                continue  # the crash alert quotes it
             found.append(log_alert(hit.pattern, hit.line, hit.since, hit.count))
         alerts = [a for a in found if a is not None]
         self._since = {a.id: a.since for a in alerts}
@@ -440,6 +468,15 @@ class HealthTracker:
         if tuple(alerts) != self.alerts:
             self.alerts = tuple(alerts)
         return self.alerts
+
+    def _last_error(self) -> str | None:
+        """The newest error line the patterns matched (a crash's likely cause), shortened."""
+        if not self._hits:
+            return None
+        # the newest; of lines seen together, a named error (an OOM) before the generic traceback it ends
+        hit = max(self._hits.values(), key=lambda h: (h.last, h.pattern.id != "traceback"))
+        line = hit.line.strip()
+        return line if len(line) <= 300 else line[:297] + "..."
 
     def _moved_past(self, hit: _LogHit) -> bool:
         """A step after the error line (from the logs, metrics.jsonl or training.csv — a checkpoint write
@@ -456,7 +493,23 @@ class HealthTracker:
 
     @property
     def progress(self) -> RunProgress:
-        return self.run.progress()
+        """The run's progress with its phase; once the run ended, no ETA and no "$ to go" (nothing is to go)."""
+        view = self.run.progress()
+        life = self.life.life
+        cached = self._progress
+        if cached is not None and cached[0] is view and cached[1] == life:
+            return cached[2]
+        if life.ended:
+            progress = replace(view, phase=life.phase.value, eta_s=None, cost_to_finish=None)
+        else:
+            progress = replace(view, phase=life.phase.value)
+        self._progress = (view, life, progress)
+        return progress
+        if life.ended:
+            self._progress = replace(view, phase=life.phase.value, eta_s=None, cost_to_finish=None)
+        else:
+            self._progress = replace(view, phase=life.phase.value)
+        return self._progress
 
 
 def worst(alerts: Iterable[Alert]) -> Severity | None:

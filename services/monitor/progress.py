@@ -79,7 +79,8 @@ def _stamp(line: str) -> tuple[bool, float] | None:
 def time_lines(lines: Sequence[str], mtime: float) -> list[float]:
     """When each line of one log's tail was written, on the pod's clock: by its own stamp, anchored to
     the file's mtime (the last stamped line was written at the mtime, each earlier one the difference
-    of their HH:mm:ss before it, a step back over midnight when the clock went backwards); JSON-mode
+    of their HH:mm:ss before it, a step back over midnight when the clock went backwards by over 12 h, else
+    the same moment as the next line: a clock that stepped back is no day between two lines); JSON-mode
     lines with an absolute timestamp by that. A line without a stamp (a traceback) shares the time of
     the stamped line before it; lines after the last stamp were written at the mtime. A file without
     any stamp falls back to its mtime, 1 ms per following line earlier. Never later than the mtime, and
@@ -104,7 +105,10 @@ def time_lines(lines: Sequence[str], mtime: float) -> list[float]:
         elif nxt_day is None:  # the next stamped line was absolute: no day clock to compare with
             t = nxt_t
         else:
-            t = nxt_t - ((nxt_day - value) % DAY)
+            back = (nxt_day - value) % DAY
+            # a stamp later than the next line's by under 12 h is a clock that stepped back (a restarted run
+            # writing older stamps after newer ones, an NTP step), not a day between them: same moment
+            t = nxt_t - back if back <= DAY / 2 else nxt_t
         out[i], nxt_t = t, t
         if not absolute:
             nxt_day = value

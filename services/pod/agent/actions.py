@@ -366,6 +366,19 @@ def _signal(agent, rec, sig):
     return pids
 
 
+def _record_state(agent, rec, state, **more):
+    """The run's state in both of the pod's copies of its record (the registry and <run>/.ptt/run.json), so the
+    probe -- whichever machine watches, the headless watcher too -- knows a kill was ours, not a crash."""
+    rec.update(state=state, **{k: v for k, v in more.items() if v is not None})
+    for path in (os.path.join(agent.STATE, "runs", str(rec.get("id")) + ".json"),
+                 os.path.join(str(rec.get("run_dir") or ""), ".ptt", "run.json")):
+        if os.path.isdir(os.path.dirname(path)):
+            try:
+                agent._write_json(path, rec)
+            except OSError:
+                pass  # a full disk costs the note, never the kill
+
+
 def _tmux_gone(rec):
     if rec.get("tmux_session") and shutil.which("tmux"):
         subprocess.run(["tmux", "kill-session", "-t", rec["tmux_session"]], stdout=subprocess.DEVNULL,
@@ -392,6 +405,8 @@ def _kill(agent, req):
         out({"event": "none"})
         return 3
     rec = sorted(active, key=lambda r: r.get("started", 0))[-1]
+    _record_state(agent, rec, "killing", killed_by=(req.get("lock") or {}).get("owner"))  # before the signal:
+    # the processes' exit is then no crash to whoever watches
     pids = _signal(agent, rec, signal.SIGTERM)
     out({"event": "term", "run": rec.get("id"), "pgid": rec.get("pgid"), "pids": pids})
     grace = float(req.get("grace", 30.0))
@@ -414,6 +429,8 @@ def _kill(agent, req):
             time.sleep(0.02)
             left = agent._alive(rec)
     _tmux_gone(rec)  # the session (and its pane's shell) goes too
+    if not left:
+        _record_state(agent, rec, "killed", ended=time.time())
     out({"event": "gone", "run": rec.get("id"), "pids": pids, "left": left})
     if left:
         return 4

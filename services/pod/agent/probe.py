@@ -12,7 +12,8 @@ SIGTERM/SIGHUP/SIGINT, or when stdout breaks.
      "procs":[{"pid","gpu","mem","cmd"}], "log":[...new lines...], "metrics":[...new metrics.jsonl lines...],
      "ckpts":[{"step","path","bytes","trainer_bytes","orch_bytes","mtime","complete"}], "errors":[...],
      "run":{...}, "cut":{"log_bytes","lines","metrics_bytes","metrics_lines","trace_bytes","trace_records"},
-     "traces":[{"step","env","tool","model","total"}]}   (run, cut, traces: with --run-dir)
+     "traces":[{"step","env","tool","model","total"}],
+     "life":{"id","state","started","ended","alive","exit","resumed"}}   (run, cut, traces, life: with --run-dir)
 
 Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, power W, temp C.
 - nvml: handles fetched once; per-field errors -> null. procs via compute-running-processes. mem_used is
@@ -55,6 +56,11 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
   then complete needs both halves; "trainer_bytes"/"orch_bytes" size each, "orch_path" names the other);
   complete == prime-rl's own markers: trainer/.metadata (torch DCP writes it last) and, when there is
   an orchestrator/ part, orchestrator/progress.pt (atomic rename); or a STABLE file (older layouts).
+- "life" (only for a run the app launched: <run>/.ptt/run.json exists) = the pod's record of it: "state" as the
+  lifecycle wrote it ("running", "killing"/"killed" by a kill from any machine, "exited"), "alive" = its leader
+  process (pid and start time from .ptt/leader.json) still runs (null: none recorded yet), "exit" = the code
+  the leader wrote to .ptt/exit_code when the command ended (null while it runs or when it was killed),
+  "resumed" = it continued another run from a checkpoint.
 - --once: emit one sample and exit 0 (stdin is not watched in this mode).
 """
 from __future__ import annotations
@@ -489,6 +495,9 @@ def main(argv=None):
             sample["metrics"] = run.new_metrics(errors) + run.new_csv_rows(errors)
             sample["traces"] = run.new_traces(errors)
             sample["run"] = run.run_info(errors)
+            life = run.run_life()
+            if life is not None:
+                sample["life"] = life
             sample["cut"] = run.take_cut()
         sample["errors"] = sorted(set(errors), key=errors.index)[:MAX_ERRORS]
         emit(sample)

@@ -159,6 +159,7 @@ class RunDir:
         self.csv_file, self.csv_first, self.csv_header = {}, True, None  # training.csv tail state
         self.trace_files, self.traces_first = {}, True  # path -> TraceTail
         self.cut = dict.fromkeys(CUT_FIELDS, 0)  # what the current sample leaves out (counted, never silent)
+        self.small = {}  # path -> ((mtime_ns, size), parsed): the run's .ptt records, re-read when they change
 
     def _log_paths(self):
         found: dict[str, str] = {}
@@ -380,6 +381,58 @@ class RunDir:
         self.ckpts = sorted(res, key=lambda c: c["step"])
         return self.ckpts
 
+    def _small_json(self, path):
+        """A small JSON file of ours (at most 64 KiB), parsed once per change; None when absent or not JSON."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            self.small.pop(path, None)
+            return None
+        key = (st.st_mtime_ns, st.st_size)
+        cached = self.small.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        value = None
+        if st.st_size <= 65536:
+            try:
+                with open(path, "rb") as fh:
+                    value = json.loads(fh.read().decode("utf-8", "replace"))
+            except (OSError, ValueError, RecursionError):
+                value = None
+        self.small[path] = (key, value)
+        return value
+
+    def run_life(self):
+        """The "life" field: what <run>/.ptt/ says about the run the app launched here (None for a run it did
+        not launch): its record's state ("running"; "killing"/"killed" once a kill from any machine began or
+        ended; "exited"), whether the run's leader process (the shell that runs the command) still lives --
+        its pid AND start time, so a reused pid is not it --, the exit code the leader wrote when the command
+        ended, and whether it resumed another run. A few stat calls per sample; files re-read on change."""
+        ptt = os.path.join(self.run_dir, ".ptt")
+        rec = self._small_json(os.path.join(ptt, "run.json"))
+        if not isinstance(rec, dict):
+            return None
+        leader = self._small_json(os.path.join(ptt, "leader.json"))
+        alive = None
+        if isinstance(leader, dict) and isinstance(leader.get("pid"), int):
+            alive = _same_process(leader["pid"], leader.get("start"))
+        code = None
+        try:
+            with open(os.path.join(ptt, "exit_code"), "rb") as fh:
+                text = fh.read(32).strip()
+            if text.lstrip(b"-").isdigit():
+                code = int(text)
+        except OSError:
+            pass
+
+        def num(key):
+            v = rec.get(key)
+            return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+        return {"id": str(rec.get("id") or "")[:80], "state": str(rec.get("state") or "")[:20],
+                "started": num("started"), "ended": num("ended"), "alive": alive, "exit": code,
+                "resumed": bool(rec.get("resume_step") or rec.get("resumed_from"))}
+
     def run_info(self, errors):
         """What the run's resolved configs say (prime-rl writes <run>/configs/*.json at start):
         max_steps (ETA, "$ to go"), the model and the tokens per step (the Offers pane's calibration).
@@ -404,6 +457,19 @@ class RunDir:
         info.pop("seq_len", None)
         self.info = info
         return info
+
+
+def _same_process(pid, start):
+    """The process ``pid`` lives (not a zombie) and, when ``start`` is known, started at that clock tick."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            data = fh.read().decode("utf-8", "replace")
+    except (OSError, ValueError, OverflowError):
+        return False
+    rest = data[data.rfind(")") + 2:].split()
+    if len(rest) < 20 or rest[0] == "Z":
+        return False
+    return not isinstance(start, int) or not start or int(rest[19]) == start
 
 
 def _config_facts(cfg, name, info):

@@ -60,8 +60,13 @@ def test_lines_are_timed_by_their_stamps_anchored_to_the_mtime() -> None:
 def test_midnight_and_json_mode_and_lines_without_stamps() -> None:
     t = time_lines([trainer(1, "23:59:50"), trainer(2, "00:00:10")], T0)
     assert t[0] == pytest.approx(T0 - 20, abs=1e-3) and t[1] == T0  # 20 s across midnight, not 24 h
-    t = time_lines([trainer(1, "13:00:00"), trainer(2, "12:00:00")], T0)  # a day between them
-    assert t[0] == pytest.approx(T0 - 23 * 3600, abs=1e-3)
+    # A stamp later than the next line's is a clock that stepped back (a restarted run's simulated or reset
+    # clock, an NTP step), not 23 h between two lines: the demo pod's restarted run once read "no new step for
+    # 23 h 59 min" seconds after it began. Only a step back of over 12 h is a day (midnight) between them.
+    t = time_lines([trainer(40, "14:01:20"), trainer(1, "14:00:02")], T0)
+    assert t[0] == pytest.approx(T0, abs=1e-3) and t[1] == T0
+    t = time_lines([trainer(1, "13:00:00"), trainer(2, "12:00:00")], T0)
+    assert t[0] == pytest.approx(T0, abs=1e-3)
     js = [json.dumps({"timestamp": "2023-11-14T22:03:20+00:00", "level": "SUCCESS", "message": "Step 3 | 1.0s"}),
           json.dumps({"timestamp": "2023-11-14T22:13:20+00:00", "level": "INFO", "message": "x"})]
     assert time_lines(js, T0 + 3600) == [T0 - 600, T0]  # absolute: their own time (T0 is 22:13:20 UTC)
