@@ -82,3 +82,16 @@ def test_status_starts_a_demo_run_then_kill_and_resume_act_on_it(sandbox: DemoPo
     log = (sandbox.run_dir / "logs" / "trainer.log").read_text()
     assert f"Resuming from checkpoint step_{newest}: starting from step {newest + 1}" in log
     assert cli(capsys, "kill", "demo", "--yes")[0] == 0
+
+
+def test_status_right_after_the_demo_run_restarts_has_no_alert(sandbox: DemoPod, capsys) -> None:
+    """The demo's trainer stamps its lines from a simulated clock that starts again with each run: the restarted
+    run's first lines carry older stamps than the killed run's last ones, which once read as a day between
+    them ("no new step for 23 h 59 min", critical) seconds after the restart."""
+    assert cli(capsys, "status", "demo", "--json")[0] == 0  # starts the run (its head start: 20 steps)
+    assert cli(capsys, "kill", "demo", "--yes")[0] == 0
+    code, out, err = cli(capsys, "status", "demo", "--json")  # none runs: started again
+    assert code == 0 and "started the demo run in" in err, err
+    pod = json.loads(out)["pods"][0]
+    assert pod["alerts"] == [], pod["alerts"]
+    assert pod["run"]["phase"] == "running" and pod["run"]["last_step_age_s"] < 60

@@ -115,3 +115,32 @@ def test_failed_preflight_names_the_check_and_its_fix(cli):
     assert not (cli.run_dir / ".ptt" / "run.json").exists()  # nothing started
     r = cli("launch", "gpu", "/nonexistent.toml")
     assert r.returncode == 2
+
+
+def test_after_a_kill_status_and_the_watcher_say_killed_and_raise_nothing(cli):
+    """A user's kill is recorded on the pod itself (its run record: "killed"), so `status` and the watcher --
+    any machine that looks, long after -- say the run was killed and raise no stall alert, even with a stall
+    budget of 2 s. Before, the pod's record still said "running": after k x the step time (here 2 s, by default
+    5 min) a critical "No training progress" opened, and the watcher would have paged someone at night."""
+    with open(cli.cfg_dir / "settings.toml", "a") as fh:
+        # (nofile_min: this machine's open-files limit is not what this test is about)
+        fh.write("[health]\nstall_floor_s = 1\nstall_k = 1\nstall_cap_s = 2\nstall_start_s = 2\nnofile_min = 1024\n")
+    assert cli("launch", "gpu", str(cli.config), "--json").returncode == 0
+    log = cli.run_dir / "logs" / "trainer.log"
+    deadline = time.monotonic() + 15
+    while not (log.exists() and "Step 3 " in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    r = cli("kill", "gpu", "--yes", "--json")
+    assert r.returncode == 0, r.stderr
+    record = json.loads((cli.run_dir / ".ptt" / "run.json").read_text())
+    assert record["state"] == "killed" and record["ended"] > record["started"]
+    time.sleep(3)  # past the stall budget
+    r = cli("status", "gpu", "--json")
+    assert r.returncode == 0, r.stderr
+    (pod,) = json.loads(r.stdout)["pods"]
+    assert pod["run"]["phase"] == "killed" and pod["run"]["eta_s"] is None
+    assert pod["alerts"] == [], pod["alerts"]
+    r = cli("watch", "--once", "--interval", "0.2")
+    assert r.returncode == 0, r.stderr
+    (watched,) = json.loads(r.stdout)["pods"]
+    assert watched["run"]["phase"] == "killed" and watched["alerts"] == [], watched
