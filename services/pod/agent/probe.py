@@ -12,7 +12,7 @@ SIGTERM/SIGHUP/SIGINT, or when stdout breaks.
      "procs":[{"pid","gpu","mem","cmd"}], "log":[...new lines...], "metrics":[...new metrics.jsonl lines...],
      "ckpts":[{"step","path","bytes","trainer_bytes","orch_bytes","mtime","complete"}], "errors":[...],
      "run":{...}, "cut":{"log_bytes","lines","metrics_bytes","metrics_lines","trace_bytes","trace_records"},
-     "traces":[{"step","env","tool","model","total"}]}   (run, cut, traces: with --run-dir)
+     "traces":[{"step","env","tool","model","total"}], "signals":{...}}   (run, cut, traces, signals: with --run-dir)
 
 Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, power W, temp C.
 - nvml: handles fetched once; per-field errors -> null. procs via compute-running-processes. mem_used is
@@ -55,6 +55,8 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
   then complete needs both halves; "trainer_bytes"/"orch_bytes" size each, "orch_path" names the other);
   complete == prime-rl's own markers: trainer/.metadata (torch DCP writes it last) and, when there is
   an orchestrator/ part, orchestrator/progress.pt (atomic rename); or a STABLE file (older layouts).
+- "signals": prime-rl's own signals (weight-broadcast markers, process roles, local endpoints): signals.py
+  says what each holds. Older probes send no "signals" key; an older app ignores it.
 - --once: emit one sample and exit 0 (stdin is not watched in this mode).
 """
 from __future__ import annotations
@@ -80,12 +82,14 @@ except ImportError:  # pragma: no cover - non-POSIX
 if __package__:  # imported from the repo (services.pod.agent.probe)
     from .common import checkpoint_complete, trainer_ckpt_dir
     from .rundir import RunDir, _short, _try, encode, fit
+    from .signals import Signals
 else:  # run on the pod: its siblings were uploaded beside it, and a script's own dir is sys.path[0]
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
         sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True  # no __pycache__ in the pod's hashed dir: it holds what was uploaded
     from common import checkpoint_complete, trainer_ckpt_dir  # noqa: F401
     from rundir import RunDir, _short, _try, encode, fit
+    from signals import Signals
 
 PROTOCOL = 1
 SMI_FIELDS = "index,name,utilization.gpu,memory.used,memory.total,power.draw,temperature.gpu"
@@ -465,6 +469,7 @@ def main(argv=None):
         threading.Thread(target=_watch_stdin, name="stdin", daemon=True).start()
     host = Host(args.proc_root, args.disk_path)
     run = RunDir(args.run_dir, args.ckpt_scan) if args.run_dir else None
+    signals = Signals(args.run_dir, args.proc_root or "/proc") if args.run_dir else None
     smi = gpus_backend if isinstance(gpus_backend, SmiGpus) else None
     next_t, first = time.monotonic(), True
     while True:
@@ -490,6 +495,8 @@ def main(argv=None):
             sample["traces"] = run.new_traces(errors)
             sample["run"] = run.run_info(errors)
             sample["cut"] = run.take_cut()
+        if signals is not None:
+            sample["signals"] = signals.sample(errors, _try)
         sample["errors"] = sorted(set(errors), key=errors.index)[:MAX_ERRORS]
         emit(sample)
         if args.once:
