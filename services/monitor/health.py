@@ -17,6 +17,9 @@ Rules (thresholds in :class:`HealthSettings`, all settable: docs/alerts.md):
 * ``nccl-hang`` — GPUs at ~100 % util with near-idle power and no step for a while: NCCL busy-waits.
 * ``disk`` — the run's volume over 85 %, with the checkpoints' share and the time to full.
 * ``nofile`` — ``ulimit -n`` below 65536.
+* prime-rl's own signals (``broadcast-stall``, ``inference-down``, ``trainer-hung``, ``loop-lag``,
+  ``stale-drops``, ``queue``): services/monitor/signals.py; a stall one of them explains is not also said
+  as no-progress.
 * ``log:<id>`` — an error pattern (health_patterns.toml) in a log line; once per pattern, with the line.
 """
 
@@ -40,6 +43,8 @@ except ImportError:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 PATTERNS_FILE = Path(__file__).with_name("health_patterns.toml")
+# the signal alerts that explain a stall better than no-progress does (which then stays quiet)
+STALL_IDS = ("broadcast-stall", "trainer-hung", "inference-down")
 GIB = 1024**3
 MIB = 1024**2
 
@@ -66,6 +71,16 @@ class HealthSettings:
     # `status`. A number of seconds lets unmatched errors age out instead.
     log_alert_ttl_s: float = math.inf
     ckpt_stale_s: float = 600.0  # an incomplete checkpoint untouched this long is abandoned, not being written
+    # prime-rl's own signals (services/monitor/signals.py): a broadcast phase may take k x the p90 of the
+    # run's own recent ones, at least the floor
+    broadcast_k: float = 5.0
+    broadcast_floor_s: float = 120.0
+    inference_down_after_s: float = 20.0  # its PRIME-RL::Inference process gone this long
+    inference_down_checks: int = 2  # or its /health failed this many times in a row (asked every 10 s)
+    loop_lag_warn_s: float = 60.0  # the orchestrator's event_loop_lag/max
+    dropped_steps: int = 3  # off_policy/dropped above 0 this many steps in a row
+    queue_ratio: float = 0.5  # inference requests waiting over this share of those running ...
+    queue_after_s: float = 300.0  # ... this long (prime-rl cuts concurrency after 6 polls: it did not help)
 
 
 # ------------------------------------------------------------------------------------ pure rules
@@ -280,6 +295,11 @@ class HealthTracker:
         self._since: dict[str, float] = {}  # alert id -> when its condition started (stable ids)
         self._hits: dict[str, _LogHit] = {}
         self.alerts: tuple[Alert, ...] = ()
+        from services.monitor.signals import SignalTracker  # it imports this module's settings and rules
+
+        self.signals = SignalTracker(self.settings)
+        # the run is not active (finished, killed, crashed, pod lost): set by the run's life, read by the rules
+        self.stopped = False
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed_log(self, line: str, at: float) -> None:
@@ -360,6 +380,7 @@ class HealthTracker:
         self._was_checkpointing = checkpointing
         self._track_gpus(sample.gpus, now)
         self._track_disk(sample.host, now)
+        self.signals.observe(sample.signals, sample.metrics, now)
         return self.evaluate(now, host=sample.host, ckpts=sample.ckpts, gpus=sample.gpus, wandb_note=wandb_note)
 
     def _track_gpus(self, gpus: Sequence[GpuSample], now: float) -> None:
@@ -434,7 +455,16 @@ class HealthTracker:
                 del self._hits[key]  # the run moved on (or it is old news): cleared, may fire again
                 continue
             found.append(log_alert(hit.pattern, hit.line, hit.since, hit.count))
+        stopped = self.stopped or run.finished
+        signal_alerts = self.signals.evaluate(
+            now, stopped=stopped, checkpointing=run.checkpointing, trainer_step=self.run.trainer_step,
+            step_time=run.step_time_s, progress_at=self.progress_at, run_active=self.run_active(now))
+        found.extend(signal_alerts)
         alerts = [a for a in found if a is not None]
+        ids = {a.id for a in signal_alerts}
+        if ids & set(STALL_IDS):  # the same stall, said with its cause: not twice
+            hidden = {"no-progress", "gpu-dead"} if "inference-down" in ids else {"no-progress"}
+            alerts = [a for a in alerts if a.id not in hidden]
         self._since = {a.id: a.since for a in alerts}
         alerts.sort(key=lambda a: (-a.severity.rank, a.since, a.id))
         if tuple(alerts) != self.alerts:

@@ -47,7 +47,7 @@ def test_broadcast_markers_newest_step_and_handshakes(tmp_path: Path) -> None:
     run = tmp_path / "run"
     b = sig.Broadcasts(str(run))
     assert b.read() is None  # before the first broadcast
-    broadcasts(run, range(0, 14))
+    broadcasts(run, range(14))
     marker(run / "broadcasts" / "step_14", "STABLE", 1840.0)  # the trainer waits for inference
     got = b.read()
     assert got is not None
@@ -63,7 +63,7 @@ def test_broadcast_markers_newest_step_and_handshakes(tmp_path: Path) -> None:
 
 def test_broadcast_resume_and_filesystem_transfer(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    broadcasts(run, range(0, 3))
+    broadcasts(run, range(3))
     # a resume re-broadcasts step 2: a new STABLE beside the old run's NCCL_READY, which is not an answer
     marker(run / "broadcasts" / "step_2", "STABLE", 9000.0)
     got = sig.Broadcasts(str(run)).read()
@@ -106,7 +106,7 @@ class _Handler(BaseHTTPRequestHandler):
     routes: dict[str, tuple[int, bytes]] = {}
     delay = 0.0
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         time.sleep(self.delay)
         status, body = self.routes.get(self.path, (404, b""))
         self.send_response(status)
@@ -206,7 +206,7 @@ def test_parse_gauges_skips_labels_comments_and_garbage() -> None:
 
 def test_the_probe_sends_signals_and_the_app_reads_them(tmp_path: Path, start_probe, servers: list) -> None:
     run = tmp_path / "run"
-    broadcasts(run, range(0, 3))
+    broadcasts(run, range(3))
     marker(run / "broadcasts" / "step_3", "STABLE", 1180.0)
     trainer = serve({"/health": (200, b"ok\n"), "/metrics": (200, METRICS)})
     servers.append(trainer)
@@ -241,7 +241,7 @@ def test_an_older_app_and_a_broken_field() -> None:
 async def test_signals_through_a_real_sshd(sshd, client_home, tmp_path: Path) -> None:
     client_home.trust()
     run = tmp_path / "run"
-    broadcasts(run, range(0, 2))
+    broadcasts(run, range(2))
     marker(run / "broadcasts" / "step_2", "STABLE", 1120.0)
     pod = sshd.pod(probe_dir=str(tmp_path / "probe-cache"))
     async with SSHConnection(pod) as conn:
