@@ -178,6 +178,7 @@ class SignalTracker:
         self.signals: PodSignals | None = None
         self.weights_times: deque[float] = deque(maxlen=10)
         self._inference_seen = False  # a PRIME-RL::Inference process lived
+        self._titled = False  # PRIME-RL:: titles were seen on this pod (this prime-rl sets them)
         self._healthy_once = False  # the engine's /health answered once
         self._gone_since: float | None = None
         self._failed_since: float | None = None
@@ -198,6 +199,7 @@ class SignalTracker:
         if sig is None:
             return
         self.signals = sig
+        self._titled = self._titled or bool(sig.roles)
         alive = sig.alive("Inference")
         if alive:
             self._inference_seen, self._gone_since = True, None
@@ -252,7 +254,8 @@ class SignalTracker:
             trainer_step = max(trainer_step or t.step, t.step)
         live = bool(t is not None and t.health and sig is not None and sig.http_at is not None
                     and now - sig.http_at <= HTTP_FRESH_S)
-        if sig is not None and sig.roles:  # prime-rl titles its processes: they say who lives
+        if sig is not None and sig.roles is not None and (sig.roles or self._titled):
+            # prime-rl titles its processes: they say who lives (none left: the whole run went, e.g. a kill)
             live = live or bool(sig.alive("Trainer") or sig.alive("Orchestrator"))
         elif not live:  # an older prime-rl (no titles) or no roles read: the run's own activity
             live = run_active
