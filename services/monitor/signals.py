@@ -140,9 +140,10 @@ def loop_lag_alert(lag: float | None, since: float | None, s: HealthSettings) ->
 def stale_drops_alert(dropped: Sequence[tuple[float, float]], off_policy: float | None, s: HealthSettings
                       ) -> Alert | None:
     """``dropped``: (when, rollouts) of the latest steps' off_policy/dropped, oldest first."""
-    if len(dropped) < s.dropped_steps or any(n <= 0 for _, n in dropped[-s.dropped_steps:]):
+    steps = max(1, s.dropped_steps)
+    if len(dropped) < steps or any(n <= 0 for _, n in dropped[-steps:]):
         return None
-    recent = dropped[-s.dropped_steps:]
+    recent = dropped[-steps:]
     total = int(sum(n for _, n in recent))
     lag = f"; the oldest rollout used was {off_policy:g} steps behind" if off_policy is not None else ""
     msg = (f"{total} rollouts were dropped as too stale over the last {len(recent)} steps (off_policy/dropped){lag}: "

@@ -97,7 +97,7 @@ class Broadcasts:
             return None
         newest = self.steps[-1]
         stable, ready = self._markers(newest)
-        hist = []
+        hist: list = []
         for step in reversed(self.steps[-3 * HANDSHAKES - 1:-1]):  # a few gaps allowed, never the whole list
             if len(hist) >= HANDSHAKES:
                 break
@@ -143,7 +143,7 @@ class Roles:
             else:
                 role[pid] = self._title(pid)
         self.role = role
-        counts = {}
+        counts: dict = {}
         for name in role.values():
             if name is not None and (name in counts or len(counts) < MAX_ROLES):
                 counts[name] = counts.get(name, 0) + 1
@@ -175,7 +175,7 @@ def endpoints(run_dir):
     if isinstance(ms, dict) and ms.get("host", "0.0.0.0") in LOOPBACK_HOSTS and _port(ms.get("port", 8000)):
         found["trainer"] = ms.get("port", 8000)
     server = infer.get("server") if isinstance(infer, dict) else None
-    if isinstance(server, dict) and server.get("host") in LOOPBACK_HOSTS:
+    if isinstance(infer, dict) and isinstance(server, dict) and server.get("host") in LOOPBACK_HOSTS:
         port = _port(server.get("port", 8000))
         if infer.get("router") is not None and port:  # the engine sits behind the router
             port = _port(infer.get("backend_port", port + 100))
@@ -223,13 +223,13 @@ def parse_gauges(text):
 
 def check_http(ports):
     deadline = time.monotonic() + HTTP_BUDGET_S
-    res = {"at": time.time(), "trainer": None, "inference": None}
+    res: dict = {"at": time.time(), "trainer": None, "inference": None}
     if "inference" in ports:  # first: its death is the most urgent of the two
         status, _ = _get(ports["inference"], "/health", deadline)
         res["inference"] = {"health": status is not None and 200 <= status < 300}
     if "trainer" in ports:
         status, _ = _get(ports["trainer"], "/health", deadline)
-        ent = {"health": status is not None and 200 <= status < 300, "step": None, "last_step_ts": None}
+        ent: dict = {"health": status is not None and 200 <= status < 300, "step": None, "last_step_ts": None}
         if ent["health"]:
             status, body = _get(ports["trainer"], "/metrics", deadline)
             if status == 200:

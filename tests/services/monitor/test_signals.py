@@ -244,7 +244,8 @@ class TestOrchestratorWarnings:
 
         assert "loop-lag" not in ids(lag(last + 1, 30.0))
         a = next(a for a in lag(last + 11, 90.0) if a.id == "loop-lag")
-        assert a.severity.value == "warning" and "lagged 90 s" in a.message and "above 60 s" in a.message and "700 s" in a.message
+        assert a.severity.value == "warning" and "lagged 90 s" in a.message and "above 60 s" in a.message
+        assert "700 s" in a.message
         assert "loop-lag" in ids(lag(last + 21, 120.0)) and h.alerts[0].since == last + 11
         assert "loop-lag" not in ids(lag(last + 31, 0.2))
         lag(last + 41, 300.0)
@@ -262,7 +263,8 @@ class TestOrchestratorWarnings:
         for i, d in enumerate((0.0, 5.0, 5.0)):
             assert "stale-drops" not in ids(step(last + i, 4 + i, d))
         a = next(a for a in step(last + 3, 7, 6.0) if a.id == "stale-drops")
-        assert "16 rollouts were dropped as too stale over the last 3 steps" in a.message and "3 steps behind" in a.message
+        assert "16 rollouts were dropped as too stale over the last 3 steps" in a.message
+        assert "3 steps behind" in a.message
 
     def test_inference_queue_backed_up_for_five_minutes(self) -> None:
         h = HealthTracker()
