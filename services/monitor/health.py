@@ -35,6 +35,7 @@ from pathlib import Path
 
 from services.models import Alert, CheckpointInfo, GpuSample, HostSample, RunProgress, Sample, Severity
 from services.monitor.progress import RunTracker, split_line, time_lines, time_records
+from services.monitor.signals import SignalTracker, _dur
 from services.text import plain
 
 try:
@@ -84,17 +85,6 @@ class HealthSettings:
 
 
 # ------------------------------------------------------------------------------------ pure rules
-def _dur(seconds: float) -> str:
-    if seconds < 10:
-        return f"{max(0.0, seconds):.1f} s"
-    s = int(seconds)
-    if s < 120:
-        return f"{s} s"
-    if s < 7200:
-        return f"{s // 60} min"
-    return f"{s // 3600} h {(s % 3600) // 60} min"
-
-
 def stall_budget(step_time: float | None, s: HealthSettings) -> float:
     """How long without a new step is still normal: k x the recent step time in [floor, cap]."""
     if not step_time:
@@ -295,8 +285,6 @@ class HealthTracker:
         self._since: dict[str, float] = {}  # alert id -> when its condition started (stable ids)
         self._hits: dict[str, _LogHit] = {}
         self.alerts: tuple[Alert, ...] = ()
-        from services.monitor.signals import SignalTracker  # it imports this module's settings and rules
-
         self.signals = SignalTracker(self.settings)
         # the run is not active (finished, killed, crashed, pod lost): set by the run's life, read by the rules
         self.stopped = False
@@ -458,7 +446,7 @@ class HealthTracker:
         stopped = self.stopped or run.finished
         signal_alerts = self.signals.evaluate(
             now, stopped=stopped, checkpointing=run.checkpointing, trainer_step=self.run.trainer_step,
-            step_time=run.step_time_s, progress_at=self.progress_at, run_active=self.run_active(now))
+            budget=stall_budget(run.step_time_s, s), progress_at=self.progress_at, run_active=self.run_active(now))
         found.extend(signal_alerts)
         alerts = [a for a in found if a is not None]
         ids = {a.id for a in signal_alerts}

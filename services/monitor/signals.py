@@ -22,10 +22,10 @@ import json
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Protocol
 
 from services.models import Alert, PodSignals, Severity
-from services.monitor.health import HealthSettings, _dur, stall_budget
 
 LAG_KEY = "event_loop_lag/max"
 DROPPED_KEY = "off_policy/dropped"
@@ -36,6 +36,38 @@ BROADCAST_KEY = "time/broadcast_weights"
 HTTP_FRESH_S = 60.0  # an endpoint answer older than this says nothing of now (the probe asks every 10 s)
 
 
+class SignalSettings(Protocol):
+    """The fields of services.monitor.health.HealthSettings these rules read (that module imports this one)."""
+
+    @property
+    def broadcast_k(self) -> float: ...
+    @property
+    def broadcast_floor_s(self) -> float: ...
+    @property
+    def inference_down_after_s(self) -> float: ...
+    @property
+    def inference_down_checks(self) -> int: ...
+    @property
+    def loop_lag_warn_s(self) -> float: ...
+    @property
+    def dropped_steps(self) -> int: ...
+    @property
+    def queue_ratio(self) -> float: ...
+    @property
+    def queue_after_s(self) -> float: ...
+
+
+def _dur(seconds: float) -> str:
+    if seconds < 10:
+        return f"{max(0.0, seconds):.1f} s"
+    s = int(seconds)
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min"
+    return f"{s // 3600} h {(s % 3600) // 60} min"
+
+
 def p90(values: Sequence[float]) -> float | None:
     if not values:
         return None
@@ -43,14 +75,14 @@ def p90(values: Sequence[float]) -> float | None:
     return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
 
 
-def broadcast_bound(history: Sequence[float], s: HealthSettings) -> float:
+def broadcast_bound(history: Sequence[float], s: SignalSettings) -> float:
     """How long one phase of a broadcast may take: k x the p90 of the run's own times, at least the floor."""
     top = p90(history)
     return s.broadcast_floor_s if top is None else max(s.broadcast_floor_s, s.broadcast_k * top)
 
 
 def broadcast_stall_alert(sig: PodSignals | None, trainer_step: int | None, weights_times: Sequence[float],
-                          now: float, s: HealthSettings) -> Alert | None:
+                          now: float, s: SignalSettings) -> Alert | None:
     """``trainer_step``: the trainer's latest logged step (its "Step N" line comes after step N's transfer);
     None (not known yet) keeps the rule quiet: a fresh run's first broadcasts wait for vLLM to load."""
     b = sig.broadcast if sig is not None else None
@@ -84,7 +116,7 @@ def broadcast_stall_alert(sig: PodSignals | None, trainer_step: int | None, weig
 
 
 def inference_down_alert(gone_since: float | None, failed_since: float | None, failures: int, others_live: bool,
-                         now: float, s: HealthSettings) -> Alert | None:
+                         now: float, s: SignalSettings) -> Alert | None:
     """``gone_since``: since when no PRIME-RL::Inference process lives (after one did); ``failed_since`` and
     ``failures``: the engine's /health failing in a row after it had answered."""
     if not others_live:
@@ -106,16 +138,16 @@ def inference_down_alert(gone_since: float | None, failed_since: float | None, f
     return Alert("inference-down", Severity.CRITICAL, "Inference server down", msg, since=since)
 
 
-def trainer_hung_alert(sig: PodSignals | None, progress_at: float | None, step_time: float | None, now: float,
-                       s: HealthSettings) -> Alert | None:
+def trainer_hung_alert(sig: PodSignals | None, progress_at: float | None, budget: float, now: float
+                       ) -> Alert | None:
     """The metrics server answers /health (a thread of the trainer) while its last step ages past the
-    stall budget: the training loop is stuck in a live process."""
+    stall ``budget`` (no-progress's): the training loop is stuck in a live process."""
     t = sig.trainer if sig is not None else None
     if (t is None or not t.health or not t.last_step_ts or sig is None or sig.http_at is None
             or now - sig.http_at > HTTP_FRESH_S):
         return None  # no server, no answer, or no step yet (the gauge is 0 until the first)
     last = max(t.last_step_ts, progress_at or 0.0)
-    budget, idle = stall_budget(step_time, s), now - last
+    idle = now - last
     if idle <= budget:
         return None
     step = f"step {t.step}" if t.step is not None else "its last step"
@@ -127,7 +159,7 @@ def trainer_hung_alert(sig: PodSignals | None, progress_at: float | None, step_t
     return Alert("trainer-hung", Severity.CRITICAL, "Trainer alive but hung", msg, since=last + budget)
 
 
-def loop_lag_alert(lag: float | None, since: float | None, s: HealthSettings) -> Alert | None:
+def loop_lag_alert(lag: float | None, since: float | None, s: SignalSettings) -> Alert | None:
     if lag is None or since is None or lag <= s.loop_lag_warn_s:
         return None
     msg = (f"The orchestrator's event loop lagged {_dur(lag)} in its latest report (event_loop_lag/max, warning "
@@ -137,7 +169,7 @@ def loop_lag_alert(lag: float | None, since: float | None, s: HealthSettings) ->
     return Alert("loop-lag", Severity.WARNING, "Orchestrator event loop lagging", msg, since=since)
 
 
-def stale_drops_alert(dropped: Sequence[tuple[float, float]], off_policy: float | None, s: HealthSettings
+def stale_drops_alert(dropped: Sequence[tuple[float, float]], off_policy: float | None, s: SignalSettings
                       ) -> Alert | None:
     """``dropped``: (when, rollouts) of the latest steps' off_policy/dropped, oldest first."""
     steps = max(1, s.dropped_steps)
@@ -153,7 +185,7 @@ def stale_drops_alert(dropped: Sequence[tuple[float, float]], off_policy: float 
 
 
 def queue_alert(waiting: float | None, running: float | None, since: float | None, now: float,
-                s: HealthSettings) -> Alert | None:
+                s: SignalSettings) -> Alert | None:
     if since is None or waiting is None or running is None or now - since < s.queue_after_s:
         return None
     msg = (f"The inference engines have {waiting:g} requests waiting for {running:g} running (over "
@@ -173,7 +205,7 @@ def _number(obj: dict, key: str) -> float | None:
 class SignalTracker:
     """The state behind the signal rules; ``observe`` each sample, then ``evaluate``."""
 
-    settings: HealthSettings = field(default_factory=HealthSettings)
+    settings: SignalSettings
 
     def __post_init__(self) -> None:
         self.signals: PodSignals | None = None
@@ -242,7 +274,7 @@ class SignalTracker:
                 self._queue_since = None
 
     def evaluate(self, now: float, *, stopped: bool, checkpointing: bool = False, trainer_step: int | None = None,
-                 step_time: float | None = None, progress_at: float | None = None,
+                 budget: float = math.inf, progress_at: float | None = None,
                  run_active: bool = True) -> list[Alert]:
         """The signal alerts now. ``stopped``: the run is not active (finished, killed, crashed, lost):
         every rule is silent; so while a checkpoint is written."""
@@ -269,5 +301,5 @@ class SignalTracker:
             queue_alert(self.waiting, self.running, self._queue_since, now, s),
         ]
         if found[0] is None:  # a stalled broadcast is the more precise word for the same hang
-            found.append(trainer_hung_alert(sig, progress_at, step_time, now, s))
+            found.append(trainer_hung_alert(sig, progress_at, budget, now))
         return [a for a in found if a is not None]
