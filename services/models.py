@@ -124,6 +124,44 @@ class PodRunRecord:
     alive: bool | None = None  # None: not known (no leader recorded yet)
     exit_code: int | None = None
     resumed: bool = False  # the run continued another from a checkpoint
+class BroadcastMarkers:
+    """The newest <run>/broadcasts/step_N: its STABLE (the trainer waits) and NCCL_READY (inference is
+    ready; the transfer runs) mtimes on the pod's clock, None when absent; ``handshakes``: (step, seconds
+    from STABLE to NCCL_READY) of up to 10 earlier steps, oldest first."""
+
+    step: int
+    stable: float | None
+    ready: float | None
+    handshakes: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class EndpointCheck:
+    """One local HTTP endpoint's answer: /health 2xx or not; the trainer's metrics server adds its
+    ``trainer_step`` and ``trainer_last_step_timestamp_seconds`` (pod clock)."""
+
+    health: bool
+    step: int | None = None
+    last_step_ts: float | None = None
+
+
+@dataclass(frozen=True)
+class PodSignals:
+    """prime-rl's own signals as the probe read them (its "signals" field, services/pod/agent/signals.py).
+    ``roles``: (title, live processes) per PRIME-RL::<title>, None when not read; ``http_at``: when the
+    endpoints were last asked (pod clock), None when no config names one."""
+
+    broadcast: BroadcastMarkers | None = None
+    roles: tuple[tuple[str, int], ...] | None = None
+    http_at: float | None = None
+    trainer: EndpointCheck | None = None
+    inference: EndpointCheck | None = None
+
+    def alive(self, role: str) -> bool | None:
+        """Whether a PRIME-RL::<role> process lives; None when the roles were not read."""
+        if self.roles is None:
+            return None
+        return any(name == role and n > 0 for name, n in self.roles)
 
 
 @dataclass(frozen=True)
@@ -148,6 +186,7 @@ class Sample:
     cut_bytes: int = 0
     cut_lines: int = 0
     life: PodRunRecord | None = None  # the pod's record of the run we launched (None: not launched by us)
+    signals: PodSignals | None = None  # prime-rl's own signals (probe "signals" field); None from older probes
 
     @classmethod
     def from_line(cls, line: str | bytes) -> Sample:
@@ -186,6 +225,7 @@ class Sample:
         model = plain(run["model"], oneline=True) if isinstance(run.get("model"), str) else None
         log = tuple(plain(_text(x)) for x in _capped(obj, "log", MAX_LINES, notes))
         metrics = tuple(_text(x) for x in _capped(obj, "metrics", MAX_LINES, notes))
+        signals = _signals(obj.get("signals"), notes)
         errors = tuple(plain(_text(x), oneline=True)[:1000] for x in _capped(obj, "errors", MAX_ERRORS, notes)) \
             + tuple(notes)
         cut = raw_cut if isinstance(raw_cut := obj.get("cut"), dict) else {}
@@ -194,6 +234,8 @@ class Sample:
         return cls(t, gpus, host, procs, log, ckpts, plain(_text(obj.get("source", "")), oneline=True), errors, metrics,
                    max_steps if max_steps and max_steps > 0 else None, model,
                    tokens if tokens and tokens > 0 else None, cut_bytes, cut_lines, _life(obj.get("life")))
+                   tokens if tokens and tokens > 0 else None, cut_bytes, cut_lines,
+                   signals)
 
 
 class PodState(str, enum.Enum):
@@ -480,3 +522,53 @@ def _ckpt(c: dict) -> CheckpointInfo:
         mtime=_num(c.get("mtime")),
         complete=bool(c.get("complete", False)),
     )
+
+
+MAX_ROLES = 32
+MAX_HANDSHAKES = 50
+
+
+def _signals(value: Any, notes: list[str]) -> PodSignals | None:
+    """The probe's "signals" field; a malformed one is left out (the rest of the sample stands) and said."""
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, dict):
+            raise ValueError("not an object")
+        return PodSignals(_broadcast(value.get("broadcast")), _roles(value.get("roles")), *_http(value.get("http")))
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+        notes.append(f"the pod's prime-rl signals were unreadable: {plain(str(exc), oneline=True)[:200]}")
+        return None
+
+
+def _broadcast(b: Any) -> BroadcastMarkers | None:
+    if b is None:
+        return None
+    hist = []
+    for item in _list(b.get("handshakes"))[-MAX_HANDSHAKES:]:
+        step, secs = _required_int(item[0]), _num(item[1])
+        if secs is not None and secs >= 0:
+            hist.append((step, secs))
+    return BroadcastMarkers(_required_int(b["step"]), _num(b.get("stable")), _num(b.get("ready")), tuple(hist))
+
+
+def _roles(r: Any) -> tuple[tuple[str, int], ...] | None:
+    if r is None:
+        return None
+    if not isinstance(r, dict):
+        raise ValueError("roles: not an object")
+    return tuple((plain(str(k), oneline=True)[:40], max(0, _required_int(n))) for k, n in list(r.items())[:MAX_ROLES])
+
+
+def _http(h: Any) -> tuple[float | None, EndpointCheck | None, EndpointCheck | None]:
+    if h is None:
+        return None, None, None
+
+    def check(e: Any) -> EndpointCheck | None:
+        if e is None:
+            return None
+        if not isinstance(e.get("health"), bool):
+            raise ValueError("endpoint health: not true/false")
+        return EndpointCheck(e["health"], _int(e.get("step")), _num(e.get("last_step_ts")))
+
+    return _num(h.get("at")), check(h.get("trainer")), check(h.get("inference"))

@@ -17,6 +17,9 @@ Rules (thresholds in :class:`HealthSettings`, all settable: docs/alerts.md):
 * ``nccl-hang`` — GPUs at ~100 % util with near-idle power and no step for a while: NCCL busy-waits.
 * ``disk`` — the run's volume over 85 %, with the checkpoints' share and the time to full.
 * ``nofile`` — ``ulimit -n`` below 65536.
+* prime-rl's own signals (``broadcast-stall``, ``inference-down``, ``trainer-hung``, ``loop-lag``,
+  ``stale-drops``, ``queue``): services/monitor/signals.py; a stall one of them explains is not also said
+  as no-progress.
 * ``log:<id>`` — an error pattern (health_patterns.toml) in a log line; once per pattern, with the line.
 """
 
@@ -33,7 +36,9 @@ from pathlib import Path
 from services.models import Alert, CheckpointInfo, GpuSample, HostSample, RunProgress, Sample, Severity
 from services.monitor.progress import RunTracker, split_line, time_lines, time_records
 from services.monitor.runlife import LifeTracker, Phase, RunLife
+from services.monitor.signals import SignalTracker
 from services.text import plain
+from services.units import short_duration
 
 try:
     import tomllib
@@ -42,6 +47,8 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 PATTERNS_FILE = Path(__file__).with_name("health_patterns.toml")
 KILL_ECHO_S = 5.0  # log lines this close before a kill's record are its echo, not news
+# the signal alerts that explain a stall better than no-progress does (which then stays quiet)
+STALL_IDS = ("broadcast-stall", "trainer-hung", "inference-down")
 GIB = 1024**3
 MIB = 1024**2
 
@@ -68,20 +75,19 @@ class HealthSettings:
     # `status`. A number of seconds lets unmatched errors age out instead.
     log_alert_ttl_s: float = math.inf
     ckpt_stale_s: float = 600.0  # an incomplete checkpoint untouched this long is abandoned, not being written
+    # prime-rl's own signals (services/monitor/signals.py): a broadcast phase may take k x the p90 of the
+    # run's own recent ones, at least the floor
+    broadcast_k: float = 5.0
+    broadcast_floor_s: float = 120.0
+    inference_down_after_s: float = 20.0  # its PRIME-RL::Inference process gone this long
+    inference_down_checks: int = 2  # or its /health failed this many times in a row (asked every 10 s)
+    loop_lag_warn_s: float = 60.0  # the orchestrator's event_loop_lag/max
+    dropped_steps: int = 3  # off_policy/dropped above 0 this many steps in a row
+    queue_ratio: float = 0.5  # inference requests waiting over this share of those running ...
+    queue_after_s: float = 300.0  # ... this long (prime-rl cuts concurrency after 6 polls: it did not help)
 
 
 # ------------------------------------------------------------------------------------ pure rules
-def _dur(seconds: float) -> str:
-    if seconds < 10:
-        return f"{max(0.0, seconds):.1f} s"
-    s = int(seconds)
-    if s < 120:
-        return f"{s} s"
-    if s < 7200:
-        return f"{s // 60} min"
-    return f"{s // 3600} h {(s % 3600) // 60} min"
-
-
 def stall_budget(step_time: float | None, s: HealthSettings) -> float:
     """How long without a new step is still normal: k x the recent step time in [floor, cap]."""
     if not step_time:
@@ -104,9 +110,9 @@ def no_progress_alert(run: RunProgress, progress_at: float | None, now: float, s
     idle = now - progress_at
     if idle <= budget:
         return None
-    basis = (f"{s.stall_k:g} x the recent step time of {_dur(run.step_time_s)}" if run.step_time_s
+    basis = (f"{s.stall_k:g} x the recent step time of {short_duration(run.step_time_s)}" if run.step_time_s
              else "the cap, no step time known yet")
-    msg = (f"No new step for {_dur(idle)} (last: step {run.step}; budget {_dur(budget)} = {basis}). "
+    msg = (f"No new step for {short_duration(idle)} (last: step {run.step}; budget {short_duration(budget)} = {basis}). "
            "Look at the end of logs/latest/{trainer,orchestrator,inference}.log and at the GPUs: a dead "
            "inference server or a hung collective stops the run without an error. If it is stuck, kill "
            "it and resume from the last complete checkpoint.")
@@ -118,8 +124,8 @@ def no_progress_alert(run: RunProgress, progress_at: float | None, now: float, s
 def _no_first_step_alert(started_at: float | None, now: float, s: HealthSettings, wandb_note: str) -> Alert | None:
     if started_at is None or now - started_at <= s.stall_start_s:
         return None
-    msg = (f"No first step {_dur(now - started_at)} after the run's logs started (start budget "
-           f"{_dur(s.stall_start_s)}). A run that never reaches step 1 usually lost its inference server while "
+    msg = (f"No first step {short_duration(now - started_at)} after the run's logs started (start budget "
+           f"{short_duration(s.stall_start_s)}). A run that never reaches step 1 usually lost its inference server while "
            "loading (OOM, a bad model name, a port in use) and the trainer is waiting for rollouts: read the end "
            "of logs/latest/inference.log and orchestrator.log, fix the cause, kill and relaunch.")
     if wandb_note:
@@ -154,7 +160,7 @@ def gpu_dead_alert(dead_since: dict[int, float], step_at_death: dict[int, int | 
     at = f"at step {step}" if step is not None else "before the first step we saw"
     names = ", ".join(f"GPU {i}" for i in dead)
     who = "inference server" if min(dead) == 0 else "process on " + names
-    msg = (f"{names} dropped to ~0 MiB / 0 % for {_dur(now - first)} while the run is active: "
+    msg = (f"{names} dropped to ~0 MiB / 0 % for {short_duration(now - first)} while the run is active: "
            f"{who} likely died {at}. The trainer keeps waiting for rollouts. Check "
            "logs/latest/inference.log for the error, then kill the run and resume from the last "
            "complete checkpoint.")
@@ -169,7 +175,7 @@ def nccl_hang_alert(hang_since: float | None, progress_at: float | None, gpus: i
     if progress_at is not None and progress_at > hang_since:
         return None
     msg = (f"{gpus} GPU(s) at ~100 % util but near-idle power (<= {s.nccl_power_w:g} W) for "
-           f"{_dur(now - hang_since)} with no new step: the NCCL-hang signature (kernels busy-wait on a "
+           f"{short_duration(now - hang_since)} with no new step: the NCCL-hang signature (kernels busy-wait on a "
            "collective a rank never joins). Find the rank that stopped (its log, a dead GPU, a traceback); "
            "NCCL's own watchdog kills the job only after 10 min. Kill and resume from the last checkpoint.")
     return Alert("nccl-hang", Severity.CRITICAL, "NCCL hang suspected", msg, since=hang_since)
@@ -186,7 +192,7 @@ def disk_alert(host: HostSample, ckpts: Sequence[CheckpointInfo], rate_bytes_per
     free = host.disk_total - host.disk_used
     if rate_bytes_per_s and rate_bytes_per_s > 0:
         eta = free / rate_bytes_per_s
-        full = f"full in ~{_dur(eta)} at the current {rate_bytes_per_s * 3600 / GIB:.1f} GiB/h"
+        full = f"full in ~{short_duration(eta)} at the current {rate_bytes_per_s * 3600 / GIB:.1f} GiB/h"
     else:
         eta, full = None, "not growing right now"
     critical = pct >= s.disk_critical_pct or (eta is not None and eta < 3600)
@@ -296,6 +302,7 @@ class HealthTracker:
         self.life = LifeTracker()  # the run's phase: what the rules are judged against (services.monitor.runlife)
         self._was_paused = False
         self._progress: tuple[RunProgress, RunLife, RunProgress] | None = None  # (view, life) -> progress
+        self.signals = SignalTracker(self.settings)  # prime-rl's own signals (services.monitor.signals)
 
     # -- feeding ---------------------------------------------------------------------------------
     def feed_log(self, line: str, at: float) -> None:
@@ -380,6 +387,7 @@ class HealthTracker:
         self._was_paused = paused
         self._track_gpus(sample.gpus, now)
         self._track_disk(sample.host, now)
+        self.signals.observe(sample.signals, sample.metrics, now)
         return self.evaluate(now, host=sample.host, ckpts=sample.ckpts, gpus=sample.gpus, wandb_note=wandb_note)
 
     def _track_gpus(self, gpus: Sequence[GpuSample], now: float) -> None:
@@ -462,7 +470,15 @@ class HealthTracker:
             if life.phase is Phase.CRASHED and hit.pattern.id == "traceback":
                 continue  # the crash alert quotes it
             found.append(log_alert(hit.pattern, hit.line, hit.since, hit.count))
+        signal_alerts = self.signals.evaluate(
+            now, stopped=life.ended, checkpointing=life.phase.paused, trainer_step=self.run.trainer_step,
+            budget=stall_budget(run.step_time_s, s), progress_at=self.progress_at, run_active=self.run_active(now))
+        found.extend(signal_alerts)
         alerts = [a for a in found if a is not None]
+        ids = {a.id for a in signal_alerts}
+        if ids & set(STALL_IDS):  # the same stall, said with its cause: not twice
+            hidden = {"no-progress", "gpu-dead"} if "inference-down" in ids else {"no-progress"}
+            alerts = [a for a in alerts if a.id not in hidden]
         self._since = {a.id: a.since for a in alerts}
         alerts.sort(key=lambda a: (-a.severity.rank, a.since, a.id))
         if tuple(alerts) != self.alerts:

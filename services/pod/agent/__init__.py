@@ -12,7 +12,7 @@ COMMON = AGENT_DIR / "common.py"  # what every pod script shares: one definition
 
 PROBE = AGENT_DIR / "probe.py"
 # the probe last: its presence says the dir is whole
-PROBE_FILES = (COMMON, AGENT_DIR / "traces.py", AGENT_DIR / "rundir.py", PROBE)
+PROBE_FILES = (COMMON, AGENT_DIR / "traces.py", AGENT_DIR / "rundir.py", AGENT_DIR / "signals.py", PROBE)
 
 LIFECYCLE = AGENT_DIR / "lifecycle.py"
 LIFECYCLE_FILES = (LIFECYCLE, COMMON, AGENT_DIR / "actions.py", AGENT_DIR / "podlock.py", AGENT_DIR / "preflight.py")

@@ -13,7 +13,8 @@ SIGTERM/SIGHUP/SIGINT, or when stdout breaks.
      "ckpts":[{"step","path","bytes","trainer_bytes","orch_bytes","mtime","complete"}], "errors":[...],
      "run":{...}, "cut":{"log_bytes","lines","metrics_bytes","metrics_lines","trace_bytes","trace_records"},
      "traces":[{"step","env","tool","model","total"}],
-     "life":{"id","state","started","ended","alive","exit","resumed"}}   (run, cut, traces, life: with --run-dir)
+     "life":{"id","state","started","ended","alive","exit","resumed"},
+     "signals":{...}}   (run, cut, traces, life, signals: with --run-dir)
 
 Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, power W, temp C.
 - nvml: handles fetched once; per-field errors -> null. procs via compute-running-processes. mem_used is
@@ -61,6 +62,8 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
   process (pid and start time from .ptt/leader.json) still runs (null: none recorded yet), "exit" = the code
   the leader wrote to .ptt/exit_code when the command ended (null while it runs or when it was killed),
   "resumed" = it continued another run from a checkpoint.
+- "signals": prime-rl's own signals (weight-broadcast markers, process roles, local endpoints): signals.py
+  says what each holds. Older probes send no "signals" key; an older app ignores it.
 - --once: emit one sample and exit 0 (stdin is not watched in this mode).
 """
 from __future__ import annotations
@@ -86,12 +89,14 @@ except ImportError:  # pragma: no cover - non-POSIX
 if __package__:  # imported from the repo (services.pod.agent.probe)
     from .common import checkpoint_complete, trainer_ckpt_dir
     from .rundir import RunDir, _short, _try, encode, fit
+    from .signals import Signals
 else:  # run on the pod: its siblings were uploaded beside it, and a script's own dir is sys.path[0]
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
         sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True  # no __pycache__ in the pod's hashed dir: it holds what was uploaded
     from common import checkpoint_complete, trainer_ckpt_dir  # noqa: F401
     from rundir import RunDir, _short, _try, encode, fit
+    from signals import Signals
 
 PROTOCOL = 1
 SMI_FIELDS = "index,name,utilization.gpu,memory.used,memory.total,power.draw,temperature.gpu"
@@ -471,6 +476,7 @@ def main(argv=None):
         threading.Thread(target=_watch_stdin, name="stdin", daemon=True).start()
     host = Host(args.proc_root, args.disk_path)
     run = RunDir(args.run_dir, args.ckpt_scan) if args.run_dir else None
+    signals = Signals(args.run_dir, args.proc_root or "/proc") if args.run_dir else None
     smi = gpus_backend if isinstance(gpus_backend, SmiGpus) else None
     next_t, first = time.monotonic(), True
     while True:
@@ -499,6 +505,8 @@ def main(argv=None):
             if life is not None:
                 sample["life"] = life
             sample["cut"] = run.take_cut()
+        if signals is not None:
+            sample["signals"] = signals.sample(errors, _try)
         sample["errors"] = sorted(set(errors), key=errors.index)[:MAX_ERRORS]
         emit(sample)
         if args.once:
