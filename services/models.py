@@ -124,6 +124,9 @@ class PodRunRecord:
     alive: bool | None = None  # None: not known (no leader recorded yet)
     exit_code: int | None = None
     resumed: bool = False  # the run continued another from a checkpoint
+
+
+@dataclass(frozen=True)
 class BroadcastMarkers:
     """The newest <run>/broadcasts/step_N: its STABLE (the trainer waits) and NCCL_READY (inference is
     ready; the transfer runs) mtimes on the pod's clock, None when absent; ``handshakes``: (step, seconds
@@ -233,9 +236,7 @@ class Sample:
         cut_lines = sum(max(0, _int(cut.get(k)) or 0) for k in ("lines", "metrics_lines"))
         return cls(t, gpus, host, procs, log, ckpts, plain(_text(obj.get("source", "")), oneline=True), errors, metrics,
                    max_steps if max_steps and max_steps > 0 else None, model,
-                   tokens if tokens and tokens > 0 else None, cut_bytes, cut_lines, _life(obj.get("life")))
-                   tokens if tokens and tokens > 0 else None, cut_bytes, cut_lines,
-                   signals)
+                   tokens if tokens and tokens > 0 else None, cut_bytes, cut_lines, _life(obj.get("life")), signals)
 
 
 class PodState(str, enum.Enum):

@@ -38,7 +38,7 @@ from services.monitor.progress import RunTracker, split_line, time_lines, time_r
 from services.monitor.runlife import LifeTracker, Phase, RunLife
 from services.monitor.signals import SignalTracker
 from services.text import plain
-from services.units import short_duration
+from services.units import short_duration as dur
 
 try:
     import tomllib
@@ -110,9 +110,10 @@ def no_progress_alert(run: RunProgress, progress_at: float | None, now: float, s
     idle = now - progress_at
     if idle <= budget:
         return None
-    basis = (f"{s.stall_k:g} x the recent step time of {short_duration(run.step_time_s)}" if run.step_time_s
+    basis = (f"{s.stall_k:g} x the recent step time of {dur(run.step_time_s)}" if run.step_time_s
              else "the cap, no step time known yet")
-    msg = (f"No new step for {short_duration(idle)} (last: step {run.step}; budget {short_duration(budget)} = {basis}). "
+    msg = (f"No new step for {dur(idle)} (last: step {run.step}; budget {dur(budget)} = "
+           f"{basis}). "
            "Look at the end of logs/latest/{trainer,orchestrator,inference}.log and at the GPUs: a dead "
            "inference server or a hung collective stops the run without an error. If it is stuck, kill "
            "it and resume from the last complete checkpoint.")
@@ -124,9 +125,9 @@ def no_progress_alert(run: RunProgress, progress_at: float | None, now: float, s
 def _no_first_step_alert(started_at: float | None, now: float, s: HealthSettings, wandb_note: str) -> Alert | None:
     if started_at is None or now - started_at <= s.stall_start_s:
         return None
-    msg = (f"No first step {short_duration(now - started_at)} after the run's logs started (start budget "
-           f"{short_duration(s.stall_start_s)}). A run that never reaches step 1 usually lost its inference server while "
-           "loading (OOM, a bad model name, a port in use) and the trainer is waiting for rollouts: read the end "
+    msg = (f"No first step {dur(now - started_at)} after the run's logs started (start budget "
+           f"{dur(s.stall_start_s)}). A run that never reaches step 1 usually lost its inference server "
+           "while loading (OOM, a bad model name, a port in use) and the trainer is waiting for rollouts: read the end "
            "of logs/latest/inference.log and orchestrator.log, fix the cause, kill and relaunch.")
     if wandb_note:
         msg += f" ({wandb_note}; shown for context only.)"
@@ -160,7 +161,7 @@ def gpu_dead_alert(dead_since: dict[int, float], step_at_death: dict[int, int | 
     at = f"at step {step}" if step is not None else "before the first step we saw"
     names = ", ".join(f"GPU {i}" for i in dead)
     who = "inference server" if min(dead) == 0 else "process on " + names
-    msg = (f"{names} dropped to ~0 MiB / 0 % for {short_duration(now - first)} while the run is active: "
+    msg = (f"{names} dropped to ~0 MiB / 0 % for {dur(now - first)} while the run is active: "
            f"{who} likely died {at}. The trainer keeps waiting for rollouts. Check "
            "logs/latest/inference.log for the error, then kill the run and resume from the last "
            "complete checkpoint.")
@@ -175,7 +176,7 @@ def nccl_hang_alert(hang_since: float | None, progress_at: float | None, gpus: i
     if progress_at is not None and progress_at > hang_since:
         return None
     msg = (f"{gpus} GPU(s) at ~100 % util but near-idle power (<= {s.nccl_power_w:g} W) for "
-           f"{short_duration(now - hang_since)} with no new step: the NCCL-hang signature (kernels busy-wait on a "
+           f"{dur(now - hang_since)} with no new step: the NCCL-hang signature (kernels busy-wait on a "
            "collective a rank never joins). Find the rank that stopped (its log, a dead GPU, a traceback); "
            "NCCL's own watchdog kills the job only after 10 min. Kill and resume from the last checkpoint.")
     return Alert("nccl-hang", Severity.CRITICAL, "NCCL hang suspected", msg, since=hang_since)
@@ -192,7 +193,7 @@ def disk_alert(host: HostSample, ckpts: Sequence[CheckpointInfo], rate_bytes_per
     free = host.disk_total - host.disk_used
     if rate_bytes_per_s and rate_bytes_per_s > 0:
         eta = free / rate_bytes_per_s
-        full = f"full in ~{short_duration(eta)} at the current {rate_bytes_per_s * 3600 / GIB:.1f} GiB/h"
+        full = f"full in ~{dur(eta)} at the current {rate_bytes_per_s * 3600 / GIB:.1f} GiB/h"
     else:
         eta, full = None, "not growing right now"
     critical = pct >= s.disk_critical_pct or (eta is not None and eta < 3600)

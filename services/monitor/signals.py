@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from services.units import short_duration
 from services.models import Alert, PodSignals, Severity
+from services.units import short_duration as dur
 
 LAG_KEY = "event_loop_lag/max"
 DROPPED_KEY = "off_policy/dropped"
@@ -84,9 +84,9 @@ def broadcast_stall_alert(sig: PodSignals | None, trainer_step: int | None, weig
         bound, waited = broadcast_bound(handshakes, s), now - b.stable
         if waited <= bound:
             return None
-        msg = (f"The trainer has waited {short_duration(waited)} for inference to get ready for step {b.step}'s weights "
+        msg = (f"The trainer has waited {dur(waited)} for inference to get ready for step {b.step}'s weights "
                f"(its STABLE marker has no NCCL_READY beside it; this run's handshakes took up to "
-               f"{short_duration(max(handshakes))}, bound {short_duration(bound)}). The orchestrator pauses the inference engines "
+               f"{dur(max(handshakes))}, bound {dur(bound)}). The orchestrator pauses the inference engines "
                "before it answers: a dead or stuck inference server or orchestrator leaves the trainer waiting "
                "until prime-rl's watchdog kills the job. Read the end of logs/latest/orchestrator.log and "
                "inference.log; if they are stuck, kill the run and resume from the last complete checkpoint.")
@@ -97,8 +97,8 @@ def broadcast_stall_alert(sig: PodSignals | None, trainer_step: int | None, weig
     if ran <= bound:
         return None
     basis = "weight broadcasts" if weights_times else "handshakes"
-    msg = (f"The weight transfer of step {b.step} has run {short_duration(ran)} (both sides met {short_duration(ran)} ago; this "
-           f"run's {basis} took up to {short_duration(max(history))}, bound {short_duration(bound)}). A rank that never joined the "
+    msg = (f"The weight transfer of step {b.step} has run {dur(ran)} (both sides met {dur(ran)} ago; this "
+           f"run's {basis} took up to {dur(max(history))}, bound {dur(bound)}). A rank that never joined the "
            "NCCL transfer hangs every other one until NCCL's watchdog kills the job (about 10 min). Look for "
            "the rank or inference worker that stopped (its log, a dead GPU); kill the run and resume from the "
            "last complete checkpoint.")
@@ -122,7 +122,7 @@ def inference_down_alert(gone_since: float | None, failed_since: float | None, f
         evidence.append(f"its /health failed {failures} times in a row")
     if gone:
         evidence.append("its PRIME-RL::Inference process is gone")
-    msg = (f"The inference server is down ({' and '.join(evidence)}, for {short_duration(now - since)}) while the trainer "
+    msg = (f"The inference server is down ({' and '.join(evidence)}, for {dur(now - since)}) while the trainer "
            "and orchestrator still run: they wait for rollouts and weights that never come. Read the end of "
            "logs/latest/inference.log for why (CUDA OOM, an engine error), fix it, then kill the run and resume "
            "from the last complete checkpoint.")
@@ -142,8 +142,8 @@ def trainer_hung_alert(sig: PodSignals | None, progress_at: float | None, budget
     if idle <= budget:
         return None
     step = f"step {t.step}" if t.step is not None else "its last step"
-    msg = (f"The trainer is alive but hung: its metrics server answers, yet {step} was {short_duration(idle)} ago "
-           f"(budget {short_duration(budget)}). The process lives and does nothing useful: a collective waiting on a rank "
+    msg = (f"The trainer is alive but hung: its metrics server answers, yet {step} was {dur(idle)} ago "
+           f"(budget {dur(budget)}). The process lives and does nothing useful: a collective waiting on a rank "
            "that stopped, a deadlock, or a wait on data that never comes. Look at the end of "
            "logs/latest/trainer.log (and py-spy dump of the trainer if you can), then kill the run and resume "
            "from the last complete checkpoint.")
@@ -153,8 +153,8 @@ def trainer_hung_alert(sig: PodSignals | None, progress_at: float | None, budget
 def loop_lag_alert(lag: float | None, since: float | None, s: SignalSettings) -> Alert | None:
     if lag is None or since is None or lag <= s.loop_lag_warn_s:
         return None
-    msg = (f"The orchestrator's event loop lagged {short_duration(lag)} in its latest report (event_loop_lag/max, warning "
-           f"above {short_duration(s.loop_lag_warn_s)}); a prime-rl run saw over 700 s right before it hung silently. "
+    msg = (f"The orchestrator's event loop lagged {dur(lag)} in its latest report (event_loop_lag/max, warning "
+           f"above {dur(s.loop_lag_warn_s)}); a prime-rl run saw over 700 s right before it hung silently. "
            "Something blocks the loop: a slow environment (reward or tool code that does not await), an env "
            "server that stopped answering. Read logs/latest/orchestrator.log and the env servers' logs.")
     return Alert("loop-lag", Severity.WARNING, "Orchestrator event loop lagging", msg, since=since)
@@ -180,7 +180,7 @@ def queue_alert(waiting: float | None, running: float | None, since: float | Non
     if since is None or waiting is None or running is None or now - since < s.queue_after_s:
         return None
     msg = (f"The inference engines have {waiting:g} requests waiting for {running:g} running (over "
-           f"{s.queue_ratio:.0%} for {short_duration(now - since)}): prime-rl cuts its concurrency when this lasts, and it "
+           f"{s.queue_ratio:.0%} for {dur(now - since)}): prime-rl cuts its concurrency when this lasts, and it "
            "still does. Inference is the bottleneck: lower the rollouts in flight or give inference more GPUs.")
     return Alert("queue", Severity.WARNING, "Inference queue backed up", msg, since=since)
 
