@@ -316,8 +316,8 @@ async def _scenario(env: Env, monitor: MonitorService, s: Scenario, result: Resu
     settings = _settings(env, s)
     config = _config(env, s, _free_port(), _free_port())
     try:
+        monitor.add(pod)  # watched before the launch, as in the App: the run's files are read from their start
         await _launch(pod, config, settings, run_dir)
-        monitor.add(pod)
         if s.action in ("kill", "resume", "pod-lost"):
             at = 4 if s.action == "resume" else s.at_step
             await _until(lambda: _trainer_step(run_dir) >= at, 60, f"step {at}")

@@ -147,8 +147,8 @@ def trainer(a, cfg, run, logs):
     hold = os.path.join(run, ".standin", "hold_until")
     for step in range(first, max_steps + 1):
         t0 = time.time()
-        wait_for(lambda: os.path.exists(ready))  # the first batch: inference must be up
-        wait_for(lambda: _hold_over(hold))  # an eval holds the train batches back
+        wait_for(lambda: os.path.exists(ready), 0.2)  # the first batch: inference must be up
+        wait_for(lambda: _hold_over(hold), 0.2)  # an eval holds the train batches back
         if a.incident == "oom" and step == a.at_step:
             onset(run, a.incident, step)
             out.write("Traceback (most recent call last):\n  File \"prime_rl/trainer/rl/train.py\", line 412, in train\n"
@@ -256,7 +256,7 @@ def orchestrator(a, cfg, run, logs):
             if step >= cfg["max_steps"]:
                 log(out, "SUCCESS", "Orchestrator finished.")
                 return 0
-        time.sleep(0.05)
+        time.sleep(0.1)
 
 
 # ------------------------------------------------------------------------------------------------ inference
