@@ -212,7 +212,8 @@ def _settings(env: Env, s: Scenario) -> Any:
 
 def _config(env: Env, s: Scenario, inference_port: int, metrics_port: int) -> Path:
     path = env.root / s.name / "rl.toml"
-    text = (f"max_steps = {s.max_steps}\n\n[model]\nname = \"Qwen/Qwen3-0.6B\"\n\n[ckpt]\ninterval = {s.ckpt_interval}\n\n"
+    text = (f"max_steps = {s.max_steps}\n\n[model]\nname = \"Qwen/Qwen3-0.6B\"\n\n"
+            f"[ckpt]\ninterval = {s.ckpt_interval}\n\n"
             f"[inference.server]\nport = {inference_port}\n")
     if s.metrics_server:
         text += f"\n[trainer.metrics_server]\nport = {metrics_port}\n"
@@ -244,7 +245,6 @@ async def _launch(pod: Pod, config: Path, settings: Any, run_dir: Path) -> None:
 
 async def _kill(pod: Pod, settings: Any) -> None:
     from services.lifecycle.targets import target_for
-
     from services.pod.ssh import SSHConnection
 
     async with SSHConnection(pod) as conn:

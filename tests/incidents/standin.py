@@ -51,8 +51,9 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
 import urllib.request
+
+import tomllib
 
 TITLES = {"launcher": "PRIME-RL::Launcher", "trainer": "PRIME-RL::Trainer",
           "orchestrator": "PRIME-RL::Orchestrator", "inference": "PRIME-RL::Inference"}
@@ -151,7 +152,8 @@ def trainer(a, cfg, run, logs):
         wait_for(lambda: _hold_over(hold), 0.2)  # an eval holds the train batches back
         if a.incident == "oom" and step == a.at_step:
             onset(run, a.incident, step)
-            out.write("Traceback (most recent call last):\n  File \"prime_rl/trainer/rl/train.py\", line 412, in train\n"
+            out.write("Traceback (most recent call last):\n"
+                      "  File \"prime_rl/trainer/rl/train.py\", line 412, in train\n"
                       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total "
                       "capacity of 79.19 GiB of which 1.12 GiB is free.\n")
             out.flush()
@@ -160,11 +162,13 @@ def trainer(a, cfg, run, logs):
         bdir = os.path.join(run, "broadcasts", "step_%d" % step)
         os.makedirs(bdir, exist_ok=True)
         open(os.path.join(bdir, "STABLE"), "w").close()  # nccl.py: the orchestrator's watcher polls for it
-        wait_for(lambda: os.path.exists(os.path.join(bdir, "NCCL_READY")), 0.1)  # logged at debug only
+        ready_marker = os.path.join(bdir, "NCCL_READY")
+        wait_for(lambda: os.path.exists(ready_marker), 0.1)  # noqa: B023 - called at once; logged at debug only
         dt = time.time() - t0
         state["step"], state["at"] = step, time.time()
         log(out, "SUCCESS", "Step %d | %7s | Loss 0.%04d | Entropy 0.5123 | Mismatch KL 0.0011 | Grad. Norm 0.2100 | "
-            "LR 3.00e-06 | Throughput 25000 tokens/s | MFU 31.0%% | Peak Mem. 41.3 GiB" % (step, fmt_time(dt), 5000 - step))
+            "LR 3.00e-06 | Throughput 25000 tokens/s | MFU 31.0%% | Peak Mem. 41.3 GiB"
+            % (step, fmt_time(dt), 5000 - step))
         metrics.write(json.dumps({"step": step, "time/step": round(dt, 4), "loss/mean": 0.5 - step * 1e-4,
                                   "perf/throughput": 25000.0, "_timestamp": round(time.time(), 3)}) + "\n")
         metrics.flush()
@@ -321,7 +325,7 @@ def launcher(a, argv):
     write_json(os.path.join(cdir, "orchestrator.json"), {"max_steps": cfg["max_steps"], "output_dir": run})
     write_json(os.path.join(cdir, "inference.json"), {"server": {"port": cfg["inference_port"]}})
     write_json(os.path.join(run, ".standin", "resolved.json"), cfg)
-    logs = attempt_dir(run)
+    attempt_dir(run)
     out = sys.stdout
     log(out, "INFO", "Starting RL run")
     py = os.environ[PY_ENV]
@@ -330,7 +334,7 @@ def launcher(a, argv):
         log(out, "INFO", "Starting %s process" % role)
         procs[role] = subprocess.Popen([TITLES[role], os.path.abspath(__file__), *argv, "--role", role],
                                        executable=py, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    watched = ("orchestrator", "trainer") if a.incident == "inference-dies" else ("inference", "orchestrator", "trainer")
+    watched = ("orchestrator", "trainer") if a.incident == "inference-dies" else tuple(procs)
 
     def stop_all():
         for p in procs.values():
@@ -352,7 +356,8 @@ def launcher(a, argv):
     while not all(procs[r].poll() is not None for r in ("orchestrator", "trainer")):
         failed = [r for r in watched if procs[r].poll() not in (None, 0)]
         if failed:
-            log(out, "ERROR", "Error: %s failed with exit code %d" % (failed[0].capitalize(), procs[failed[0]].returncode))
+            code = procs[failed[0]].returncode
+            log(out, "ERROR", "Error: %s failed with exit code %d" % (failed[0].capitalize(), code))
             log(out, "ERROR", "Terminating all processes...")
             stop_all()
             return 1
