@@ -103,7 +103,7 @@ SCENARIOS: tuple[Scenario, ...] = (
              incident="trainer-hung", metrics_server=True, must={"trainer-hung": _budget() + 10.0},
              must_not=frozenset({"run-crashed"}), watch_s=_budget() + 15.0),
     Scenario("env-lag", False, "the event-loop lag grows ~60 s per second from step 3", incident="env-lag",
-             must={"env-lag": 30.0}, must_not=frozenset({"run-crashed", "no-progress"}), watch_s=35.0),
+             must={"loop-lag": 30.0}, must_not=frozenset({"run-crashed", "no-progress"}), watch_s=35.0),
     Scenario("trainer-oom", False, "the trainer dies at step 3 with torch.OutOfMemoryError",
              incident="oom", must={"log:cuda-oom": 10.0, "run-crashed": 10.0},
              must_not=frozenset({"no-progress"}), watch_s=_budget() * 2),
