@@ -300,7 +300,7 @@ class HealthTracker:
         self._since: dict[str, float] = {}  # alert id -> when its condition started (stable ids)
         self._hits: dict[str, _LogHit] = {}
         self.alerts: tuple[Alert, ...] = ()
-        self.life = LifeTracker()  # the run's phase: what the rules are judged against (services.monitor.runlife)
+        self.life = LifeTracker(self.settings.stall_cap_s)  # the run's phase: what the rules are judged against (services.monitor.runlife)
         self._was_paused = False
         self._progress: tuple[RunProgress, RunLife, RunProgress] | None = None  # (view, life) -> progress
         self.signals = SignalTracker(self.settings)  # prime-rl's own signals (services.monitor.signals)
@@ -315,7 +315,6 @@ class HealthTracker:
             self.started_at = at
         if self.run.feed_log(line, at) == "step":
             self.progress_at = at
-            self.life.new_step()
         self.life.feed_log(line, at)
         p = match_line(line, self.patterns or ())
         if p is not None:
@@ -382,7 +381,7 @@ class HealthTracker:
         for line in sample.metrics:
             self.feed_metrics(line, now)
         self.run.feed_ckpts(sample.ckpts, now, self.settings.ckpt_stale_s)
-        paused = self.run.checkpointing or self.life.evaluating
+        paused = self.run.checkpointing or self.life.evaluating(now)
         if self._was_paused and not paused and self.progress_at is not None:
             self.progress_at = max(self.progress_at, now)  # the budget restarts after a write or an eval
         self._was_paused = paused

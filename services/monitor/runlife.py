@@ -27,7 +27,7 @@ from services.models import PodRunRecord, RunProgress
 
 # prime-rl's orchestrator: "Starting evals in a, b (N total rollouts)" ... "Evaluated a (Step N) | ..."
 _EVAL_START = re.compile(r"\bStarting evals? in (?P<envs>.+?) \(\d+ total rollouts\)")
-_EVAL_DONE = re.compile(r"\bEvaluated (?P<env>\S+) \(Step \d+\)")
+_EVAL_DONE = re.compile(r"\bEvaluated (?P<env>\S+) \(Step \d+\)|\bEval @ step=\d+ env=(?P<empty>\S+): no episodes")
 
 
 class Phase(str, enum.Enum):
@@ -99,7 +99,8 @@ def judge(progress: RunProgress, *, record: PodRunRecord | None = None, local_st
 class LifeTracker:
     """Follows one run's phase over samples (``since`` = when the phase changed, on the pod's clock)."""
 
-    def __init__(self) -> None:
+    def __init__(self, eval_max_s: float = 2700.0) -> None:
+        self.eval_max_s = eval_max_s  # an eval that never reports its end stops pausing the stall budget then
         self.life = RunLife(Phase.STARTING)
         self.record: PodRunRecord | None = None
         self.local_state: str | None = None
@@ -107,29 +108,25 @@ class LifeTracker:
         self.eval_since: float | None = None
 
     def feed_log(self, line: str, at: float) -> None:
-        """Evals begin and end in the orchestrator's log; a new trainer step also ends them (an eval that
-        never reports must not pause the stall budget for ever)."""
+        """Evals begin and end in the orchestrator's log (an env that returned no episodes ends too). The
+        trainer may finish the step it had in flight meanwhile, so steps do not end an eval; an eval that never
+        reports pauses the stall budget for at most ``eval_max_s`` (:meth:`evaluating`)."""
         if "val" not in line:
             return
         if (m := _EVAL_START.search(line)) is not None:
             self._evals |= {e.strip() for e in m.group("envs").split(",") if e.strip()}
             self.eval_since = at if self.eval_since is None else self.eval_since
         elif (m := _EVAL_DONE.search(line)) is not None:
-            self._evals.discard(m.group("env"))
+            self._evals.discard(m.group("env") or m.group("empty"))
             if not self._evals:
                 self.eval_since = None
 
-    def new_step(self) -> None:
-        self._evals.clear()
-        self.eval_since = None
-
-    @property
-    def evaluating(self) -> bool:
-        return bool(self._evals)
+    def evaluating(self, now: float) -> bool:
+        return bool(self._evals) and self.eval_since is not None and now - self.eval_since <= self.eval_max_s
 
     def update(self, progress: RunProgress, now: float) -> RunLife:
         phase, reason, code = judge(progress, record=self.record, local_state=self.local_state,
-                                    evaluating=self.evaluating)
+                                    evaluating=self.evaluating(now))
         resumed = self.record.resumed if self.record is not None else self.life.resumed
         if phase is not self.life.phase or reason != self.life.reason or resumed != self.life.resumed:
             since = self.life.since if phase is self.life.phase else now

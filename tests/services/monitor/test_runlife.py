@@ -139,3 +139,14 @@ def test_the_trainers_own_finish_line_ends_a_run_not_launched_by_the_app() -> No
     tracker.observe(look(last + 1, log=["trainer: 14:04:00 SUCCESS RL trainer finished!"]))
     assert tracker.progress.phase == "finished"
     assert tracker.observe(look(last + 7200)) == ()
+
+
+def test_the_step_in_flight_does_not_end_an_eval_but_an_eval_that_never_reports_stops_pausing() -> None:
+    tracker = HealthTracker(S)
+    last = steps(tracker, 5)
+    tracker.observe(look(last + 1, log=["orchestrator: 14:04:00    INFO Starting evals in gsm8k (64 total rollouts)"],
+                         life=RUNNING))
+    tracker.observe(look(last + 8, log=[step_line(6)], life=RUNNING))  # the batch already shipped: step 6 ends
+    assert tracker.progress.phase == "evaluating"
+    assert tracker.observe(look(last + 8 + S.stall_cap_s - 10, life=RUNNING)) == ()
+    assert "no-progress" in ids(tracker.observe(look(last + 1 + S.stall_cap_s + 120, life=RUNNING)))
