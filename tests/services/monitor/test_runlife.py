@@ -149,4 +149,6 @@ def test_the_step_in_flight_does_not_end_an_eval_but_an_eval_that_never_reports_
     tracker.observe(look(last + 8, log=[step_line(6)], life=RUNNING))  # the batch already shipped: step 6 ends
     assert tracker.progress.phase == "evaluating"
     assert tracker.observe(look(last + 8 + S.stall_cap_s - 10, life=RUNNING)) == ()
-    assert "no-progress" in ids(tracker.observe(look(last + 1 + S.stall_cap_s + 120, life=RUNNING)))
+    over = last + 1 + S.stall_cap_s + 5  # the eval stops pausing: the budget (60 s) runs from here
+    assert tracker.observe(look(over, life=RUNNING)) == ()
+    assert "no-progress" in ids(tracker.observe(look(over + 61, life=RUNNING)))
