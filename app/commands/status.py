@@ -31,10 +31,14 @@ import shlex
 import sys
 import time
 from dataclasses import asdict, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, connected, fail, fail_usage, resolve_pod, saved_pods
 from services.text import plain
+
+if TYPE_CHECKING:
+    from services.models import Pod
+    from services.pod.connection import Connection
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -141,7 +145,7 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
     return result
 
 
-async def _look(conn, pod, timeout: float) -> tuple[Any, dict | None]:
+async def _look(conn: Connection, pod: Pod, timeout: float) -> tuple[Any, dict | None]:
     """The probe's --once sample and the run dir's tails (None without a run dir or when unreadable)."""
     from services.errors import PrimeTrainError
     from services.models import Sample

@@ -20,13 +20,16 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.errors import PrimeTrainError
 from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup
 from services.lifecycle.common import Event, with_hint
 from services.lifecycle.preflight import LifecycleSettings
 from services.models import Pod, PodSnapshot
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class Round:
 class CleanupDaemon:
     pod: Pod
     settings: LifecycleSettings
-    connect: Callable[[Pod], Any]  # Pod -> services.pod.connection.Connection (not connected yet)
+    connect: Callable[[Pod], Connection]  # not connected yet
     backup: Any = None  # services.backup.s3.BackupSettings with a bucket: only verified checkpoints go
     clock: Callable[[], float] = time.time
     interval: float | None = None  # default: settings.cleanup_interval

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services import runs
 from services.errors import PrimeTrainError
@@ -37,6 +37,9 @@ from services.lifecycle.common import (
 )
 from services.lifecycle.preflight import LifecycleSettings
 from services.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -207,7 +210,7 @@ def plan_for_disk(plan: CleanupPlan, disk: dict[str, Any] | None, threshold_pct:
                    oldest_verified=plan.oldest_verified if ok is None or ok else None)
 
 
-async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: LifecycleSettings | None = None,
+async def plan_cleanup(conn: Connection, *, keep: int | None = None, settings: LifecycleSettings | None = None,
                        run_dir: str | None = None, backup: Any = None,
                        threshold_pct: float | None = None) -> CleanupPlan:
     """``backup`` (``services.backup.s3.BackupSettings``) with a bucket set: only checkpoints whose backup is
@@ -227,7 +230,7 @@ async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: Lifecycl
             records = await slurm_runs(conn)
         if records:
             run_dir = records[-1]["run_dir"]
-        elif getattr(conn.pod, "run_dir", None):
+        elif conn.pod.run_dir:
             run_dir = conn.pod.run_dir
         else:
             raise LifecycleError(f"no run recorded on {conn.pod.name} and no run_dir for it",
@@ -255,7 +258,7 @@ async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: Lifecycl
     return replace(plan, leftovers=(*plan.leftovers, *extra)) if extra else plan
 
 
-async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings | None = None,
+async def cleanup(conn: Connection, plan: CleanupPlan, *, settings: LifecycleSettings | None = None,
                   backup: Any = None) -> AsyncIterator[Event]:
     """Delete what ``plan`` lists, one step dir at a time; the pod re-checks each one first. With a
     bucket configured, the bucket is asked again just before deleting: a step whose backup is no longer

@@ -10,16 +10,22 @@ import shlex
 import socket
 import sys
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from services.errors import PrimeTrainError, UnsafeProbeDir
 from services.lifecycle.holder import holder_text
 from services.lifecycle.preflight import Check, LifecycleSettings
 from services.models import PodKind
 from services.pod import agent, trusted
+
+if TYPE_CHECKING:
+    from services.models import Pod
+    from services.pod.connection import Connection
+
 
 AGENT_PATH = agent.LIFECYCLE
 # the helper and the siblings it imports (pod/agent/common.py: what every pod script shares); uploaded together
@@ -89,13 +95,23 @@ def render(template: str, **values: str | int) -> str:
 # ------------------------------------------------------------------------------------ the pod
 
 
+@dataclass
+class _Upload:
+    """The helper's upload on one connection: its lock, and the directory it went to (None: not yet)."""
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    directory: str | None = None
+
+
+_UPLOADS: weakref.WeakKeyDictionary[Connection, _Upload] = weakref.WeakKeyDictionary()
+
+
 class PodShell:
     """Commands, stdin and file uploads on a connected pod (SSH or this machine)."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
-        self.local = getattr(conn.pod, "kind", None) is not PodKind.SSH
-        self.state_dir = (getattr(conn.pod, "probe_dir", None) or DEFAULT_STATE_DIR).rstrip("/")
+        self.local = conn.pod.kind is not PodKind.SSH
+        self.state_dir = (conn.pod.probe_dir or DEFAULT_STATE_DIR).rstrip("/")
         self._agent: str | None = None
         self._home: str | None = None
         self.python = sys.executable if self.local else "python3"
@@ -139,14 +155,12 @@ class PodShell:
         the same bytes under temp names and rename them in place."""
         if self.local:
             return
-        guard = getattr(self.conn, "_ptt_agent_lock", None)  # one upload per connection at a time
-        if guard is None:
-            guard = asyncio.Lock()
-            with contextlib.suppress(AttributeError):
-                self.conn._ptt_agent_lock = guard
+        upload = _UPLOADS.get(self.conn)  # one upload per connection at a time
+        if upload is None:
+            upload = _UPLOADS[self.conn] = _Upload()
         b = self._bundle()
-        async with guard:
-            if getattr(self.conn, "_ptt_lifecycle_agent", None) == b.directory:
+        async with upload.lock:
+            if upload.directory == b.directory:
                 return  # another action on this connection just did it
             try:
                 await trusted.install(self.conn, b)
@@ -154,8 +168,7 @@ class PodShell:
                 raise LifecycleError(str(exc), hint=exc.hint) from None
             except PrimeTrainError as exc:
                 raise LifecycleError(f"cannot upload the lifecycle helper to {b.directory}: {exc}") from None
-            with contextlib.suppress(AttributeError):
-                self.conn._ptt_lifecycle_agent = b.directory
+            upload.directory = b.directory
 
     async def argv(self, *args: str) -> list[str]:
         """The helper's command line: through the guard on a pod (it answers UNTRUSTED, running nothing, when
@@ -321,7 +334,7 @@ class PodLock:
     flock on ``<state>/action.lock`` while its stdin is open. A CLI ``kill`` and the app's ``k``
     therefore never interleave; a holder that died (its pid gone) never blocks anyone."""
 
-    def __init__(self, conn: Any, action: str) -> None:
+    def __init__(self, conn: Connection, action: str) -> None:
         self.conn, self.action = conn, action
         self.proc: Any = None
 
@@ -361,7 +374,7 @@ class PodLock:
 
 
 @contextlib.asynccontextmanager
-async def pod_lock(conn: Any, action: str) -> AsyncIterator[dict[str, Any]]:
+async def pod_lock(conn: Connection, action: str) -> AsyncIterator[dict[str, Any]]:
     lock = PodLock(conn, action)
     try:
         yield await lock.acquire()
@@ -381,7 +394,7 @@ class Guard:
 
 
 @contextlib.asynccontextmanager
-async def hold(conn: Any, action: str) -> AsyncIterator[Guard]:
+async def hold(conn: Connection, action: str) -> AsyncIterator[Guard]:
     """Both guards: this process's (instant) and the pod's (across processes; see :class:`Guard`)."""
     with BUSY.hold(conn.pod.name, action):
         lock = PodLock(conn, action)
@@ -424,9 +437,9 @@ def newest_complete(ckpts: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(complete, key=lambda c: c["step"]) if complete else None
 
 
-def default_run_dir(pod: Any, config: Path | None) -> str:
-    if getattr(pod, "run_dir", None):
-        return str(pod.run_dir)
+def default_run_dir(pod: Pod, config: Path | None) -> str:
+    if pod.run_dir:
+        return pod.run_dir
     stem = config.stem if config is not None else "run"
     return f"prime-train-tui/runs/{stem}"
 

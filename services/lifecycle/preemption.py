@@ -17,12 +17,15 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services import runs
 from services.lifecycle.common import Event
 from services.lifecycle.preflight import LifecycleSettings
 from services.models import Pod, PodSnapshot, PodState
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
 
 UP = (PodState.ONLINE, PodState.STALE)
 DOWN = (PodState.OFFLINE, PodState.CONNECTING)  # auth / host-key trouble is the user's, not a preemption
@@ -201,7 +204,7 @@ class AutoResumer:
 
     tracker: PreemptionTracker
     settings: LifecycleSettings
-    connect: Callable[[Pod], Any]
+    connect: Callable[[Pod], Connection]
     backup: Any = None
     on_event: Callable[[Event], None] | None = None
 

@@ -23,6 +23,8 @@ from services.lifecycle.common import Event, LifecycleSettings, default_run_dir
 
 if TYPE_CHECKING:
     from services.lifecycle.cleanup import CleanupPlan
+    from services.models import Pod
+    from services.pod.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -52,19 +54,19 @@ class SingleHost:
     restores_from_bucket = True  # resume restores the newest verified backup when the pod has none
     kill_button = "Kill"  # the dialog's confirm label
 
-    def launch_text(self, pod: Any, config: Path, run_dir: str | None, settings: LifecycleSettings) -> str:
+    def launch_text(self, pod: Pod, config: Path, run_dir: str | None, settings: LifecycleSettings) -> str:
         """What a launch of ``config`` will do (the dialog's plan); ``run_dir`` None: the default one."""
         run_dir = run_dir or default_run_dir(pod, config)
         return (f"Launch {config.name} on {pod.name}\nrun dir: {run_dir}\n"
                 f"command: {settings.command}\nPre-flight checks run first; a failed one stops the launch.")
 
-    def launch(self, conn: Any, config: Path, *, settings: LifecycleSettings, command: str | None = None,
+    def launch(self, conn: Connection, config: Path, *, settings: LifecycleSettings, command: str | None = None,
                run_dir: str | None = None, force: bool = False) -> AsyncIterator[Event]:
         from services.lifecycle import actions
 
         return actions.launch(conn, config, settings=settings, command=command, run_dir=run_dir, force=force)
 
-    async def plan_kill(self, conn: Any, settings: LifecycleSettings) -> KillPlan | None:
+    async def plan_kill(self, conn: Connection, settings: LifecycleSettings) -> KillPlan | None:
         """The active run and its processes, or None when the pod has none."""
         from services.lifecycle import actions
 
@@ -80,13 +82,13 @@ class SingleHost:
             text=f"Kill {head}\n{listed}\nSIGTERM, {settings.grace_seconds:g} s grace, then SIGKILL.",
             question=f"kill run {target['id']} on {conn.pod.name}?")
 
-    def kill(self, conn: Any, plan: KillPlan, *, settings: LifecycleSettings,
+    def kill(self, conn: Connection, plan: KillPlan, *, settings: LifecycleSettings,
              grace: float | None = None) -> AsyncIterator[Event]:
         from services.lifecycle import actions
 
         return actions.kill(conn, settings=settings, grace=grace)
 
-    async def plan_resume(self, conn: Any, settings: LifecycleSettings, backup: Any = None) -> ResumePlan:
+    async def plan_resume(self, conn: Connection, settings: LifecycleSettings, backup: Any = None) -> ResumePlan:
         from services.lifecycle import actions
 
         p = await actions.plan_resume(conn, settings, backup=backup)
@@ -107,13 +109,13 @@ class SingleHost:
                           text=f"Resume run {p['run']['id']} from step_{step} ({source}){skipped}",
                           question=f"resume from step {step}?", backup=backup)
 
-    def resume(self, conn: Any, plan: ResumePlan, *, settings: LifecycleSettings,
+    def resume(self, conn: Connection, plan: ResumePlan, *, settings: LifecycleSettings,
                force: bool = False) -> AsyncIterator[Event]:
         from services.lifecycle import actions
 
         return actions.resume(conn, settings=settings, force=force, backup=plan.backup)
 
-    async def plan_cleanup(self, conn: Any, *, keep: int | None, settings: LifecycleSettings,
+    async def plan_cleanup(self, conn: Connection, *, keep: int | None, settings: LifecycleSettings,
                            run_dir: str | None = None, backup: Any = None) -> CleanupPlan:
         """The checkpoints older than the newest ``keep`` complete ones (a cluster's too: its run dirs are on
         the login node's filesystem); the plan says itself (``preview``, ``to_json``)."""
@@ -121,7 +123,7 @@ class SingleHost:
 
         return await plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=backup)
 
-    def cleanup(self, conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings,
+    def cleanup(self, conn: Connection, plan: CleanupPlan, *, settings: LifecycleSettings,
                 backup: Any = None) -> AsyncIterator[Event]:
         from services.lifecycle.cleanup import cleanup
 
@@ -135,19 +137,19 @@ class SlurmCluster(SingleHost):
     restores_from_bucket = False
     kill_button = "Kill job"
 
-    def launch_text(self, pod: Any, config: Path, run_dir: str | None, settings: LifecycleSettings) -> str:
+    def launch_text(self, pod: Pod, config: Path, run_dir: str | None, settings: LifecycleSettings) -> str:
         run_dir = run_dir or default_run_dir(pod, config)
         return (f"Launch {config.name} on the Slurm cluster {pod.name}\nrun dir: {run_dir}\n"
                 f"command: {settings.command}\nprime-rl's launcher runs on the login node and submits the "
                 f"job; checks run first, a failed one stops the launch.")
 
-    def launch(self, conn: Any, config: Path, *, settings: LifecycleSettings, command: str | None = None,
+    def launch(self, conn: Connection, config: Path, *, settings: LifecycleSettings, command: str | None = None,
                run_dir: str | None = None, force: bool = False) -> AsyncIterator[Event]:
         from services.lifecycle import slurm_launch
 
         return slurm_launch.launch(conn, config, settings=settings, command=command, run_dir=run_dir, force=force)
 
-    async def plan_kill(self, conn: Any, settings: LifecycleSettings) -> KillPlan | None:
+    async def plan_kill(self, conn: Connection, settings: LifecycleSettings) -> KillPlan | None:
         """The run's job (raises LifecycleError when there is none to cancel)."""
         from services.lifecycle import slurm_jobs
 
@@ -157,14 +159,14 @@ class SlurmCluster(SingleHost):
                              "run": (record or {}).get("id"), "others": [j.id for j in others]},
                         lines=(text,), text=text, question=f"cancel job {job.id} on {conn.pod.name}?", job=job.id)
 
-    def kill(self, conn: Any, plan: KillPlan, *, settings: LifecycleSettings,
+    def kill(self, conn: Connection, plan: KillPlan, *, settings: LifecycleSettings,
              grace: float | None = None) -> AsyncIterator[Event]:
         from services.lifecycle import slurm_jobs
 
         assert plan.job is not None
         return slurm_jobs.cancel(conn, plan.job)
 
-    async def plan_resume(self, conn: Any, settings: LifecycleSettings, backup: Any = None) -> ResumePlan:
+    async def plan_resume(self, conn: Connection, settings: LifecycleSettings, backup: Any = None) -> ResumePlan:
         """The newest recorded run, whose job has ended, from its newest complete checkpoint."""
         from services.lifecycle import slurm_launch
 
@@ -175,7 +177,7 @@ class SlurmCluster(SingleHost):
                                "ckpt_dir": plan["ckpt_dir"], "skipped": [c["step"] for c in plan["skipped"]]},
                           lines=(text,), text=text, question=f"submit a new job from step {step}?")
 
-    def resume(self, conn: Any, plan: ResumePlan, *, settings: LifecycleSettings,
+    def resume(self, conn: Connection, plan: ResumePlan, *, settings: LifecycleSettings,
                force: bool = False) -> AsyncIterator[Event]:
         from services.lifecycle import slurm_launch
 
@@ -187,6 +189,6 @@ RunTarget = SingleHost  # every target has SingleHost's interface
 _KINDS: dict[str | None, Callable[[], RunTarget]] = {"slurm": SlurmCluster}
 
 
-def target_for(pod: Any) -> RunTarget:
+def target_for(pod: Pod) -> RunTarget:
     """The pod's run target: its ``scheduler`` (pods.toml ``kind``) picks it, one machine by default."""
-    return _KINDS.get(getattr(pod, "scheduler", None), SingleHost)()
+    return _KINDS.get(pod.scheduler, SingleHost)()
