@@ -99,7 +99,7 @@ async def ensure_run(pod: Pod, *, head_start: int = HEAD_START, wait: float = 10
     head start, so that there are steps to read) and left running. Returns "" or the note saying it started
     one. Raises PrimeTrainError when it cannot."""
     from services.lifecycle.actions import launch, plan_kill
-    from services.lifecycle.common import LifecycleError
+    from services.lifecycle.events import LifecycleError
 
     pod = sandboxed(pod)
     settings = demo_lifecycle_settings(pod, head_start)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from app.commands.launch import confirm, drive
 
 if TYPE_CHECKING:
-    from services.lifecycle.common import Event
+    from services.lifecycle.events import Event
     from services.lifecycle.preflight import LifecycleSettings
     from services.pod.connection import Connection
 

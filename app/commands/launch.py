@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, resolve_pod, say
 
 if TYPE_CHECKING:
-    from services.lifecycle.common import Event
+    from services.lifecycle.events import Event
     from services.lifecycle.preflight import LifecycleSettings
     from services.pod.connection import Connection
 

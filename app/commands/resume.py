@@ -10,7 +10,7 @@ from app.commands._support import add_backup_args, backup_settings
 from app.commands.launch import confirm, drive
 
 if TYPE_CHECKING:
-    from services.lifecycle.common import Event
+    from services.lifecycle.events import Event
     from services.lifecycle.preflight import LifecycleSettings
     from services.pod.connection import Connection
 

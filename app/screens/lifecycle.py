@@ -25,7 +25,7 @@ from textual.widgets import Button, ProgressBar, Static
 from services.text import plain
 
 if TYPE_CHECKING:
-    from services.lifecycle.common import Event
+    from services.lifecycle.events import Event
     from services.models import Pod
     from services.pod.connection import Connection
 
@@ -300,7 +300,7 @@ def lifecycle_screen(action: str, pod: Pod, *, config: Path | str | None = None,
                      keep: int | None = None, settings: Any = None, backup: Any = None,
                      connect: Callable[[Pod], Connection] | None = None) -> LifecycleScreen:
     """The modal for one action: "launch" (needs ``config``), "kill", "resume" or "cleanup" (``keep``)."""
-    from services.lifecycle import actions as lc
+    from services.lifecycle.events import LifecycleError
     from services.lifecycle.targets import target_for
     from services.units import fmt_bytes
 
@@ -329,7 +329,7 @@ def lifecycle_screen(action: str, pod: Pod, *, config: Path | str | None = None,
         async def plan_kill(conn: Connection) -> str:
             plan = chosen["plan"] = await target.plan_kill(conn, settings)
             if plan is None:
-                raise lc.LifecycleError(f"no active run on {pod.name}")
+                raise LifecycleError(f"no active run on {pod.name}")
             return plan.text
 
         def run_kill(conn: Connection, force: bool) -> AsyncIterator[Event]:

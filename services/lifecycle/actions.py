@@ -21,29 +21,21 @@ from typing import TYPE_CHECKING, Any
 from services import runs
 from services.errors import PrimeTrainError
 from services.lifecycle import dry_run, preflight as pf
-from services.lifecycle.common import (
-    BUSY,
-    Action,
-    Event,
-    LifecycleError,
-    PodShell,
+from services.lifecycle.command import collect_secrets, hide_values, render
+from services.lifecycle.events import Action, Event, LifecycleError, with_hint
+from services.lifecycle.lock import BUSY, held_error, hold, owner_id
+from services.lifecycle.preflight import Check, LifecycleSettings
+from services.lifecycle.records import (
     active_run,
     backup_on,
     backup_where,
     checkpoints,
-    collect_secrets,
     default_run_dir,
-    held_error,
-    hide_values,
-    hold,
     newest_complete,
-    owner_id,
     pod_runs,
-    render,
-    with_hint,
 )
-from services.lifecycle.preflight import Check, LifecycleSettings
 from services.lifecycle.run_config import local_config, pod_has_config
+from services.lifecycle.shell import PodShell
 from services.units import fmt_bytes
 
 if TYPE_CHECKING:

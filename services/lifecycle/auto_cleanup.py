@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.errors import PrimeTrainError
 from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup
-from services.lifecycle.common import Event, with_hint
+from services.lifecycle.events import Event, with_hint
 from services.lifecycle.preflight import LifecycleSettings
 from services.models import Pod, PodSnapshot
 

@@ -24,18 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from services import runs
 from services.errors import PrimeTrainError
-from services.lifecycle.common import (
-    Event,
-    LifecycleError,
-    PodShell,
-    backup_on,
-    backup_where,
-    ckpt_dir_of,
-    hold,
-    pod_runs,
-    with_hint,
-)
+from services.lifecycle.events import Event, LifecycleError, with_hint
+from services.lifecycle.lock import hold
 from services.lifecycle.preflight import LifecycleSettings
+from services.lifecycle.records import backup_on, backup_where, ckpt_dir_of, pod_runs
+from services.lifecycle.shell import PodShell
 from services.units import fmt_bytes
 
 if TYPE_CHECKING:

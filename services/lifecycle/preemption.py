@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services import runs
-from services.lifecycle.common import Event
+from services.lifecycle.events import Event
 from services.lifecycle.preflight import LifecycleSettings
 from services.models import Pod, PodSnapshot, PodState
 

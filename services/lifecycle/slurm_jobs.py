@@ -18,7 +18,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from services.errors import PrimeTrainError
-from services.lifecycle.common import DEFAULT_STATE_DIR, Event, LifecycleError
+from services.lifecycle.events import Event, LifecycleError
+from services.lifecycle.shell import DEFAULT_STATE_DIR
 from services.slurm.cluster import SlurmCluster
 from services.slurm.health import pending_reason
 from services.slurm.models import SlurmError, SlurmJob

@@ -30,21 +30,12 @@ from typing import TYPE_CHECKING, Any
 from services import runs
 from services.errors import PrimeTrainError
 from services.lifecycle import preflight as pf
-from services.lifecycle.common import (
-    Action,
-    Event,
-    LifecycleError,
-    PodShell,
-    checkpoints,
-    collect_secrets,
-    default_run_dir,
-    hide_values,
-    hold,
-    newest_complete,
-    render,
-    with_hint,
-)
+from services.lifecycle.command import collect_secrets, hide_values, render
+from services.lifecycle.events import Action, Event, LifecycleError, with_hint
+from services.lifecycle.lock import hold
 from services.lifecycle.preflight import Check, LifecycleSettings
+from services.lifecycle.records import checkpoints, default_run_dir, newest_complete
+from services.lifecycle.shell import PodShell
 from services.lifecycle.slurm_jobs import records_dir, slurm_runs
 from services.slurm.cluster import SlurmCluster
 from services.slurm.health import pending_reason

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.lifecycle.common import Event, LifecycleSettings, default_run_dir
+from services.lifecycle.events import Event
+from services.lifecycle.preflight import LifecycleSettings
+from services.lifecycle.records import default_run_dir
 
 if TYPE_CHECKING:
     from services.lifecycle.cleanup import CleanupPlan

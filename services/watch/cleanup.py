@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from services.lifecycle.auto_cleanup import CleanupDaemon
-from services.lifecycle.common import Event
+from services.lifecycle.events import Event
 from services.models import Pod, PodSnapshot
 from services.units import fmt_bytes
 from services.watch.tasks import cancel_all

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.lifecycle.common import EVENT_KINDS, Event
+from services.lifecycle.events import EVENT_KINDS, Event
 from services.lifecycle.targets import SingleHost, SlurmCluster, target_for
 from services.models import Pod, PodKind
 

@@ -17,15 +17,15 @@ import pytest
 
 from services.backup import transfer as backup
 from services.backup.transfer import PodAgent
-from services.lifecycle import common as lifecycle_common
-from services.lifecycle.common import PodShell
+from services.lifecycle import shell as lifecycle_shell
+from services.lifecycle.shell import PodShell
 from services.pod import connection
 from services.pod.agent import COMMON as POD_COMMON, PROBE
 from services.pod.connection import bundle
 from services.pod.ssh import SSHConnection
 
-BUNDLES = {"probe": connection.PROBE_FILES, "backup": backup.AGENT_FILES, "lifecycle": lifecycle_common.AGENT_FILES}
-SCRIPTS = {"probe": PROBE, "backup": backup.AGENT_PATH, "lifecycle": lifecycle_common.AGENT_PATH}
+BUNDLES = {"probe": connection.PROBE_FILES, "backup": backup.AGENT_FILES, "lifecycle": lifecycle_shell.AGENT_FILES}
+SCRIPTS = {"probe": PROBE, "backup": backup.AGENT_PATH, "lifecycle": lifecycle_shell.AGENT_PATH}
 OPTIONAL = {"pynvml", "psutil", "zstandard"}  # used when the pod has them (each import is guarded)
 
 

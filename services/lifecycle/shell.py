@@ -1,4 +1,6 @@
-"""What launch, kill, resume and cleanup share: events, errors, the pod shell, checkpoint helpers."""
+"""The pod side of every action: :class:`PodShell` runs short commands and the lifecycle helper
+(``pod/agent/lifecycle.py``, uploaded under its content hash and run through the guard) on a connected pod,
+and reads its JSON lines."""
 
 from __future__ import annotations
 
@@ -7,25 +9,21 @@ import contextlib
 import json
 import os
 import shlex
-import socket
 import sys
 import time
 import weakref
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any
 
 from services.errors import PrimeTrainError, UnsafeProbeDir
-from services.lifecycle.holder import holder_text
-from services.lifecycle.preflight import Check, LifecycleSettings
+from services.lifecycle.events import LifecycleError
 from services.models import PodKind
 from services.pod import agent, trusted
 
 if TYPE_CHECKING:
-    from services.models import Pod
     from services.pod.connection import Connection
-
 
 AGENT_PATH = agent.LIFECYCLE
 # the helper and the siblings it imports (pod/agent/common.py: what every pod script shares); uploaded together
@@ -36,63 +34,6 @@ AGENT_PATH = agent.LIFECYCLE
 AGENT_FILES = agent.LIFECYCLE_FILES
 _JOIN_STDERR = 'exec "$@" 2>&1'
 DEFAULT_STATE_DIR = ".cache/prime-train-tui"
-
-
-class LifecycleError(PrimeTrainError):
-    """A launch/kill/resume/cleanup could not be done; the message says why."""
-
-
-Action = Literal["launch", "kill", "resume", "cleanup"]
-# check: one pre-flight check's result (``check`` set); step / progress: what is being done; warn: went on
-# regardless; done: the action succeeded (always last; ``data`` its result); error: it failed (always last)
-EventKind = Literal["check", "step", "progress", "warn", "done", "error"]
-EVENT_KINDS: frozenset[str] = frozenset(get_args(EventKind))
-
-
-@dataclass(frozen=True)
-class Event:
-    action: Action
-    kind: EventKind
-    message: str
-    progress: float | None = None  # 0..1 when known
-    check: Check | None = None
-    data: dict[str, Any] | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.kind not in EVENT_KINDS:  # the front-ends render by kind: an unknown one would be lost
-            raise ValueError(f"unknown event kind {self.kind!r}")
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"action": self.action, "kind": self.kind, "message": self.message}
-        if self.progress is not None:
-            out["progress"] = round(self.progress, 3)
-        if self.check is not None:
-            out["check"] = self.check.to_json()
-        if self.data is not None:
-            out["data"] = self.data
-        return out
-
-
-def hide_values(text: str, values: Iterable[str]) -> str:
-    for v in sorted((v for v in values if v and len(v) >= 4), key=len, reverse=True):
-        text = text.replace(v, "****")
-    return text
-
-
-def collect_secrets(names: Iterable[str], environ: dict[str, str] | None = None) -> dict[str, str]:
-    env = os.environ if environ is None else environ
-    return {n: env[n] for n in names if env.get(n)}
-
-
-def render(template: str, **values: str | int) -> str:
-    """Fill ``{config}``/``{run_dir}``/``{step}`` (shell-quoted); other braces are left alone."""
-    out = template
-    for key, value in values.items():
-        out = out.replace("{" + key + "}", shlex.quote(str(value)) if key != "step" else str(int(value)))
-    return out
-
-
-# ------------------------------------------------------------------------------------ the pod
 
 
 @dataclass
@@ -262,30 +203,6 @@ async def _end(proc: Any) -> None:
         raise
 
 
-# ------------------------------------------------------------------------------------ guard
-
-
-class _Busy:
-    """An action never runs twice at once on one pod (per process)."""
-
-    def __init__(self) -> None:
-        self._held: dict[str, str] = {}
-
-    @contextlib.contextmanager
-    def hold(self, pod: str, action: str):
-        if pod in self._held:
-            raise LifecycleError(f"{self._held[pod]} is already running on {pod}",
-                                 hint="wait for it to finish or cancel it")
-        self._held[pod] = action
-        try:
-            yield
-        finally:
-            self._held.pop(pod, None)
-
-
-BUSY = _Busy()
-
-
 def _json_line(line: str | bytes) -> dict[str, Any] | None:
     """A line of the helper's JSON output, or None for anything else (stderr joins stdout)."""
     if not (line.lstrip().startswith(b"{") if isinstance(line, bytes) else line.lstrip().startswith("{")):
@@ -297,7 +214,7 @@ def _json_line(line: str | bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-async def _first_json(proc: Any, timeout: float) -> dict[str, Any]:
+async def first_json(proc: Any, timeout: float) -> dict[str, Any]:
     """The first JSON line a started helper prints (stderr lines joined to stdout are skipped), or {}."""
     end = time.monotonic() + timeout
     try:
@@ -310,150 +227,3 @@ async def _first_json(proc: Any, timeout: float) -> dict[str, Any]:
                 return msg
     except (asyncio.TimeoutError, OSError, PrimeTrainError):
         return {}
-
-
-def owner_id() -> str:
-    """Who takes the pod's lock, for another taker's refusal message: this machine's user@host."""
-    try:
-        import getpass
-
-        user = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no name for this uid (a container): the uid says it
-        user = str(os.getuid()) if hasattr(os, "getuid") else "?"
-    return f"{user}@{socket.gethostname()}"
-
-
-def held_error(held: Any, pod: str) -> LifecycleError:
-    """The refusal when another holds the pod's lock: "kill is already running on p1: pid 4242 on the pod,
-    from alice@laptop, since 14:02:10 (3 min ago)"; "unknown holder" when the record is unusable."""
-    return LifecycleError(holder_text(held, pod), hint="wait for it to finish or cancel it")
-
-
-class PodLock:
-    """The pod-wide action lock, across processes and machines: the helper's ``lock`` command holds a
-    flock on ``<state>/action.lock`` while its stdin is open. A CLI ``kill`` and the app's ``k``
-    therefore never interleave; a holder that died (its pid gone) never blocks anyone."""
-
-    def __init__(self, conn: Connection, action: str) -> None:
-        self.conn, self.action = conn, action
-        self.proc: Any = None
-
-    async def acquire(self) -> dict[str, Any]:
-        conn = self.conn
-        shell = PodShell(conn)
-        argv = await shell.argv("lock", "--action", self.action, "--owner", owner_id())
-        answer: dict[str, Any] = {}
-        for attempt in (1, 2):
-            try:
-                self.proc = await conn.start(shlex.join(argv))
-            except PrimeTrainError as exc:
-                raise LifecycleError(f"cannot take the pod's action lock: {exc}") from None
-            answer = await _first_json(self.proc, 30)
-            if answer.get(trusted.UNTRUSTED) and attempt == 1:
-                await self.release()
-                await shell.install_agent()
-                continue
-            break
-        if not answer or answer.get(trusted.UNTRUSTED):
-            raise LifecycleError(f"the pod's action lock did not answer on {conn.pod.name}",
-                                 hint="is python3 installed on the pod?")
-        if not answer.get("ok"):
-            raise held_error(answer.get("held_by") or {}, conn.pod.name)
-        return answer["lock"]
-
-    async def release(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(Exception):
-            proc.write_eof()
-        try:
-            await asyncio.wait_for(proc.wait(), 5)
-        except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - never mask the action's own outcome
-            await proc.kill()
-
-
-@contextlib.asynccontextmanager
-async def pod_lock(conn: Connection, action: str) -> AsyncIterator[dict[str, Any]]:
-    lock = PodLock(conn, action)
-    try:
-        yield await lock.acquire()
-    finally:
-        await lock.release()
-
-
-class Guard:
-    """The pod's lock, being taken while the action's read-only first steps (pre-flight, status) run:
-    :meth:`ready` is awaited before anything is changed on the pod (it raises when another holds it)."""
-
-    def __init__(self, task: asyncio.Future[dict[str, Any]]) -> None:
-        self._task = task
-
-    async def ready(self) -> dict[str, Any]:
-        return await asyncio.shield(self._task)
-
-
-@contextlib.asynccontextmanager
-async def hold(conn: Connection, action: str) -> AsyncIterator[Guard]:
-    """Both guards: this process's (instant) and the pod's (across processes; see :class:`Guard`)."""
-    with BUSY.hold(conn.pod.name, action):
-        lock = PodLock(conn, action)
-        task = asyncio.ensure_future(lock.acquire())
-        try:
-            yield Guard(task)
-        finally:
-            if not task.done():
-                task.cancel()
-            with contextlib.suppress(BaseException):
-                await task  # retrieved either way: no "exception never retrieved"
-            await lock.release()
-
-
-# ------------------------------------------------------------------------------------ helpers
-
-
-async def pod_runs(shell: PodShell) -> list[dict[str, Any]]:
-    return list((await shell.agent("status")).get("runs", []))
-
-
-async def active_run(shell: PodShell) -> dict[str, Any] | None:
-    active = [r for r in await pod_runs(shell) if r.get("active")]
-    return active[-1] if active else None
-
-
-def ckpt_dir_of(run_dir: str, settings: LifecycleSettings) -> str:
-    return settings.ckpt_subdir if settings.ckpt_subdir.startswith("/") else \
-        f"{run_dir.rstrip('/')}/{settings.ckpt_subdir}"
-
-
-async def checkpoints(shell: PodShell, run_dir: str, settings: LifecycleSettings) -> tuple[str, list[dict[str, Any]]]:
-    ckpt_dir = ckpt_dir_of(run_dir, settings)
-    result = await shell.agent("ckpts", "--ckpt-dir", ckpt_dir, "--run-dir", shell.abspath(run_dir))
-    return str(result.get("ckpt_dir") or ckpt_dir), list(result.get("ckpts", []))  # the helper follows the configs
-
-
-def newest_complete(ckpts: list[dict[str, Any]]) -> dict[str, Any] | None:
-    complete = [c for c in ckpts if c.get("complete")]
-    return max(complete, key=lambda c: c["step"]) if complete else None
-
-
-def default_run_dir(pod: Pod, config: Path | None) -> str:
-    if pod.run_dir:
-        return pod.run_dir
-    stem = config.stem if config is not None else "run"
-    return f"prime-train-tui/runs/{stem}"
-
-
-def backup_on(backup: Any) -> bool:
-    """Backup counts as configured when a bucket is set (``services.backup.s3.BackupSettings``)."""
-    return backup is not None and bool(getattr(backup, "bucket", ""))
-
-
-def backup_where(backup: Any, run_dir: str) -> str:
-    return f"s3://{backup.bucket}/{backup.prefix_for(run_dir)}"
-
-
-def with_hint(exc: PrimeTrainError) -> str:
-    """The error's sentence with its hint, on one line."""
-    hint = getattr(exc, "hint", "")
-    return f"{exc} (hint: {hint})" if hint else str(exc)
