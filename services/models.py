@@ -47,7 +47,20 @@ class Pod:
 
     @property
     def simulated(self) -> bool:
+        """The demo pod: a simulated run in a sandbox on this machine, started on demand."""
         return self.kind is PodKind.DEMO
+
+    @property
+    def host_rules(self) -> bool:
+        """Whether the health rules about the host (disk, open files) apply: the simulated pod simulates GPUs
+        and a run, not a host (its host figures are this machine's)."""
+        return not self.simulated
+
+    @property
+    def billed_since_boot(self) -> bool:
+        """Whether its uptime says since when it costs money, when nothing better is known: a machine reached
+        over SSH (this machine and the simulated pod cost nothing)."""
+        return self.kind is PodKind.SSH
 
     @property
     def label(self) -> str:

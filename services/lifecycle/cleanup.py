@@ -17,7 +17,7 @@ when the trainer's checkpoints live elsewhere, and all but the newest ``keep_bro
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -205,22 +205,21 @@ def plan_for_disk(plan: CleanupPlan, disk: dict[str, Any] | None, threshold_pct:
 
 async def plan_cleanup(conn: Connection, *, keep: int | None = None, settings: LifecycleSettings | None = None,
                        run_dir: str | None = None, backup: Any = None,
-                       threshold_pct: float | None = None) -> CleanupPlan:
+                       threshold_pct: float | None = None,
+                       run_records: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None) -> CleanupPlan:
     """``backup`` (``services.backup.s3.BackupSettings``) with a bucket set: only checkpoints whose backup is
     verified in the bucket may be deleted; an unreachable bucket is an error (nothing is planned).
     ``threshold_pct`` (the daemon's disk ceiling): delete older complete ones beyond ``keep`` as well
     while the run volume would stay above it. prime-rl's leftovers are always planned. ``backup`` may be the
-    error that made backup.toml unreadable: then nothing is planned (LifecycleError, fail closed)."""
+    error that made backup.toml unreadable: then nothing is planned (LifecycleError, fail closed).
+    ``run_records``: the pod's runs, oldest first, as its run target reads them (the run dir is the newest's
+    unless given); the lifecycle helper's records by default."""
     refuse_unreadable_backup(backup)
     settings = settings or LifecycleSettings()
     shell = PodShell(conn)
     await shell.home()
     if run_dir is None:
-        records = await pod_runs(shell)
-        if not records and getattr(conn.pod, "scheduler", None) == "slurm":  # runs launched on the cluster
-            from services.lifecycle.slurm_jobs import slurm_runs
-
-            records = await slurm_runs(conn)
+        records = await (run_records() if run_records is not None else pod_runs(shell))
         if records:
             run_dir = records[-1]["run_dir"]
         elif conn.pod.run_dir:

@@ -200,7 +200,8 @@ class PreemptionTracker:
 
 @dataclass
 class AutoResumer:
-    """Carries out ``resume`` decisions with :func:`services.lifecycle.actions.resume`."""
+    """Carries out ``resume`` decisions through the target pod's run target (``target_for``), as the dialog and
+    the commands do."""
 
     tracker: PreemptionTracker
     settings: LifecycleSettings
@@ -213,7 +214,7 @@ class AutoResumer:
         return last
 
     async def events(self, decision: Decision) -> AsyncIterator[Event]:
-        from services.lifecycle.actions import resume
+        from services.lifecycle.targets import target_for
 
         target = self.tracker._pods.get(decision.target)
         rec = runs.load_record(self.tracker.runs_dir, decision.run_id)
@@ -227,7 +228,8 @@ class AutoResumer:
         last: Event | None = None
         try:
             await conn.connect()
-            async for ev in resume(conn, settings=self.settings, backup=self.backup, run=rec):
+            resumed = target_for(target.pod).resume_run(conn, rec, settings=self.settings, backup=self.backup)
+            async for ev in resumed:
                 last = ev
                 yield ev
         except Exception as exc:  # noqa: BLE001 - reported as the outcome; the tracker may retry

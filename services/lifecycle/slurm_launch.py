@@ -391,11 +391,17 @@ def _local_copy(record: dict[str, Any]) -> bytes | None:
 # ------------------------------------------------------------------------------------ resume
 
 
-async def plan_resume(conn: Connection, settings: LifecycleSettings | None = None) -> dict[str, Any]:
-    """The newest recorded run, its job (ended: refused while it is queued or running) and the newest
-    complete checkpoint in its run dir: {"run", "job", "ckpt_dir", "checkpoint", "skipped"}."""
+async def plan_resume(conn: Connection, settings: LifecycleSettings | None = None,
+                      run_id: str | None = None) -> dict[str, Any]:
+    """The newest recorded run (``run_id``: that run), its job (ended: refused while it is queued or running)
+    and the newest complete checkpoint in its run dir: {"run", "job", "ckpt_dir", "checkpoint", "skipped"}."""
     settings = settings or LifecycleSettings()
     records = await slurm_runs(conn)
+    if run_id is not None:
+        records = [r for r in records if str(r.get("id")) == run_id]
+        if not records:
+            raise LifecycleError(f"run {run_id} was not launched on the Slurm cluster {conn.pod.name} from here",
+                                 hint="launch it afresh there")
     if not records:
         raise LifecycleError(f"no run has been launched on {conn.pod.name} from here", hint="launch one first")
     run = records[-1]
@@ -428,11 +434,12 @@ def describe_resume(plan: dict[str, Any], settings: LifecycleSettings) -> str:
 
 async def resume(conn: Connection, *, settings: LifecycleSettings | None = None, force: bool = False,
                  environ: dict[str, str] | None = None, timeout: float = LAUNCH_TIMEOUT,
-                 wait: float = JOB_WAIT) -> AsyncIterator[Event]:
-    """Submit the newest recorded run again from its newest complete checkpoint (see :func:`plan_resume`)."""
+                 wait: float = JOB_WAIT, run_id: str | None = None) -> AsyncIterator[Event]:
+    """Submit the newest recorded run (``run_id``: that run) again from its newest complete checkpoint (see
+    :func:`plan_resume`)."""
     settings = settings or LifecycleSettings()
     try:
-        plan = await plan_resume(conn, settings)
+        plan = await plan_resume(conn, settings, run_id)
     except PrimeTrainError as exc:
         yield Event("resume", "error", with_hint(exc))
         return

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from services.lifecycle.events import Event
 from services.lifecycle.preflight import LifecycleSettings
-from services.lifecycle.records import default_run_dir
+from services.lifecycle.records import default_run_dir, pod_runs
+from services.lifecycle.shell import PodShell
 
 if TYPE_CHECKING:
     from services.lifecycle.cleanup import CleanupPlan
@@ -117,13 +118,28 @@ class SingleHost:
 
         return actions.resume(conn, settings=settings, force=force, backup=plan.backup)
 
+    def resume_run(self, conn: Connection, run: dict[str, Any], *, settings: LifecycleSettings,
+                   backup: Any = None) -> AsyncIterator[Event]:
+        """Resume the recorded ``run`` (a run record of this machine's) here, unasked: the auto-resume of a
+        preempted run, possibly on another pod than its own (its config is uploaded again)."""
+        from services.lifecycle import actions
+
+        return actions.resume(conn, settings=settings, backup=backup, run=run)
+
+    async def run_records(self, conn: Connection) -> list[dict[str, Any]]:
+        """The runs recorded on the pod, oldest first (the lifecycle helper's records)."""
+        return await pod_runs(PodShell(conn))
+
     async def plan_cleanup(self, conn: Connection, *, keep: int | None, settings: LifecycleSettings,
-                           run_dir: str | None = None, backup: Any = None) -> CleanupPlan:
+                           run_dir: str | None = None, backup: Any = None,
+                           threshold_pct: float | None = None) -> CleanupPlan:
         """The checkpoints older than the newest ``keep`` complete ones (a cluster's too: its run dirs are on
-        the login node's filesystem); the plan says itself (``preview``, ``to_json``)."""
+        the login node's filesystem), of the newest recorded run unless ``run_dir`` is given; the plan says
+        itself (``preview``, ``to_json``). ``threshold_pct``: the cleanup daemon's disk ceiling."""
         from services.lifecycle.cleanup import plan_cleanup
 
-        return await plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=backup)
+        return await plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=backup,
+                                  threshold_pct=threshold_pct, run_records=lambda: self.run_records(conn))
 
     def cleanup(self, conn: Connection, plan: CleanupPlan, *, settings: LifecycleSettings,
                 backup: Any = None) -> AsyncIterator[Event]:
@@ -184,6 +200,19 @@ class SlurmCluster(SingleHost):
         from services.lifecycle import slurm_launch
 
         return slurm_launch.resume(conn, settings=settings, force=force)
+
+    async def run_records(self, conn: Connection) -> list[dict[str, Any]]:
+        """The pod's own records, else the runs launched on the cluster from here."""
+        from services.lifecycle.slurm_jobs import slurm_runs
+
+        return await super().run_records(conn) or await slurm_runs(conn)
+
+    def resume_run(self, conn: Connection, run: dict[str, Any], *, settings: LifecycleSettings,
+                   backup: Any = None) -> AsyncIterator[Event]:
+        """Submit ``run`` again (one launched on this cluster from here) from its newest complete checkpoint."""
+        from services.lifecycle import slurm_launch
+
+        return slurm_launch.resume(conn, settings=settings, run_id=str(run.get("id") or ""))
 
 
 RunTarget = SingleHost  # every target has SingleHost's interface

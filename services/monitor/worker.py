@@ -15,7 +15,6 @@ from services.models import (
     Gap,
     HostKeyPrompt,
     Pod,
-    PodKind,
     PodSnapshot,
     PodStatus,
     RunProgress,
@@ -133,10 +132,10 @@ class PodMonitorState:
         evaluated per sample over that sample's new data only. The demo simulates GPUs and a run, not the
         host: its disk and open-files figures are this machine's."""
         price = self.pod.price_per_hr
-        if price is None and self.pod.kind is PodKind.DEMO:
+        if price is None and self.pod.simulated:
             price = self.settings.demo_price_per_hr
         self.health = HealthTracker(self.settings.health, price_per_hr=price, tail_len=self.settings.log_tail_len,
-                                    host_rules=self.pod.kind is not PodKind.DEMO)
+                                    host_rules=self.pod.host_rules)
         self.run = None
         self._tail_view = ()
         self.episodes.clear()  # another run's traces

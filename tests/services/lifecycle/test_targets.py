@@ -24,3 +24,12 @@ def test_an_event_of_an_unknown_kind_is_refused():
     assert Event("kill", "done", "ok").kind == "done"
     with pytest.raises(ValueError, match="unknown event kind 'finished'"):
         Event("kill", "finished", "ok")  # type: ignore[arg-type]
+
+
+def test_what_the_front_ends_ask_a_pod_instead_of_its_kind():
+    """The commands and the monitor ask the pod (host rules, billing by uptime, a simulated run), never its kind."""
+    ssh, local, demo = Pod("gpu", kind=PodKind.SSH, host="h"), Pod("local", kind=PodKind.LOCAL), \
+        Pod("demo", kind=PodKind.DEMO)
+    assert [p.host_rules for p in (ssh, local, demo)] == [True, True, False]
+    assert [p.billed_since_boot for p in (ssh, local, demo)] == [True, False, False]
+    assert [p.simulated for p in (ssh, local, demo)] == [False, False, True]
