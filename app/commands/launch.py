@@ -39,6 +39,16 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.config).is_file():
         return fail(f"config not found: {args.config}", code=EXIT_USAGE)
 
+    async def before(conn: Connection, settings: LifecycleSettings, doc: dict[str, Any]) -> int | None:
+        from services.lifecycle.targets import target_for
+
+        plan = target_for(conn.pod).plan_launch(conn.pod, Path(args.config), args.run_dir, settings, args.template)
+        doc["target"] = plan.doc
+        if not args.json:
+            for line in plan.lines:
+                say(line)
+        return None
+
     async def go(conn: Connection, settings: LifecycleSettings) -> AsyncIterator[Event]:
         from services.lifecycle.targets import target_for
 
@@ -46,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
                                                     command=args.template, run_dir=args.run_dir, force=args.force):
             yield ev
 
-    return drive(args, "launch", go)
+    return drive(args, "launch", go, before)
 
 
 # ----------------------------------------------------------------------------- shared

@@ -316,7 +316,7 @@ def lifecycle_screen(action: str, pod: Pod, *, config: Path | str | None = None,
         cfg = Path(config)
 
         async def plan_launch(conn: Connection) -> str:
-            return target.launch_text(pod, cfg, run_dir, settings)
+            return target.plan_launch(pod, cfg, run_dir, settings).text
 
         def run_launch(conn: Connection, force: bool) -> AsyncIterator[Event]:
             return target.launch(conn, cfg, settings=settings, run_dir=run_dir, force=force)

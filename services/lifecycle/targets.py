@@ -31,6 +31,15 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class LaunchPlan:
+    """What a launch starts. ``doc``: the command line's JSON ``target``; ``lines``: its account before the
+    events; ``text``: the dialog's (fields as :class:`KillPlan`'s)."""
+    doc: dict[str, Any]
+    lines: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True)
 class KillPlan:
     """What a kill stops. ``doc``: the command line's JSON ``target``; ``lines``: its account before the
     question; ``text``: the dialog's; ``question``: the command line's confirm."""
@@ -57,11 +66,14 @@ class SingleHost:
     restores_from_bucket = True  # resume restores the newest verified backup when the pod has none
     kill_button = "Kill"  # the dialog's confirm label
 
-    def launch_text(self, pod: Pod, config: Path, run_dir: str | None, settings: LifecycleSettings) -> str:
-        """What a launch of ``config`` will do (the dialog's plan); ``run_dir`` None: the default one."""
+    def plan_launch(self, pod: Pod, config: Path, run_dir: str | None, settings: LifecycleSettings,
+                    command: str | None = None) -> LaunchPlan:
+        """What a launch of ``config`` will do; ``run_dir`` None: the default one, ``command`` None: the
+        settings' template."""
         run_dir = run_dir or default_run_dir(pod, config)
-        return (f"Launch {config.name} on {pod.name}\nrun dir: {run_dir}\n"
-                f"command: {settings.command}\nPre-flight checks run first; a failed one stops the launch.")
+        command = command or settings.command
+        return _launch_plan(pod, config, run_dir, command, f"Launch {config.name} on {pod.name}",
+                            "Pre-flight checks run first; a failed one stops the launch.")
 
     def launch(self, conn: Connection, config: Path, *, settings: LifecycleSettings, command: str | None = None,
                run_dir: str | None = None, force: bool = False) -> AsyncIterator[Event]:
@@ -155,11 +167,13 @@ class SlurmCluster(SingleHost):
     restores_from_bucket = False
     kill_button = "Kill job"
 
-    def launch_text(self, pod: Pod, config: Path, run_dir: str | None, settings: LifecycleSettings) -> str:
+    def plan_launch(self, pod: Pod, config: Path, run_dir: str | None, settings: LifecycleSettings,
+                    command: str | None = None) -> LaunchPlan:
         run_dir = run_dir or default_run_dir(pod, config)
-        return (f"Launch {config.name} on the Slurm cluster {pod.name}\nrun dir: {run_dir}\n"
-                f"command: {settings.command}\nprime-rl's launcher runs on the login node and submits the "
-                f"job; checks run first, a failed one stops the launch.")
+        command = command or settings.command
+        return _launch_plan(pod, config, run_dir, command, f"Launch {config.name} on the Slurm cluster {pod.name}",
+                            "prime-rl's launcher runs on the login node and submits the job; checks run first, "
+                            "a failed one stops the launch.")
 
     def launch(self, conn: Connection, config: Path, *, settings: LifecycleSettings, command: str | None = None,
                run_dir: str | None = None, force: bool = False) -> AsyncIterator[Event]:
@@ -213,6 +227,12 @@ class SlurmCluster(SingleHost):
         from services.lifecycle import slurm_launch
 
         return slurm_launch.resume(conn, settings=settings, run_id=str(run.get("id") or ""))
+
+
+def _launch_plan(pod: Pod, config: Path, run_dir: str, command: str, head: str, then: str) -> LaunchPlan:
+    return LaunchPlan(doc={"pod": pod.name, "config": config.name, "run_dir": run_dir, "command": command},
+                      lines=(head, f"run dir: {run_dir}", f"command: {command}"),
+                      text=f"{head}\nrun dir: {run_dir}\ncommand: {command}\n{then}")
 
 
 RunTarget = SingleHost  # every target has SingleHost's interface
