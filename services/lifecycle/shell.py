@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.errors import PrimeTrainError, UnsafeProbeDir
+from services.errors import PrimeTrainError
 from services.lifecycle.events import LifecycleError
 from services.models import PodKind
 from services.pod import agent, trusted
@@ -103,12 +103,8 @@ class PodShell:
         async with upload.lock:
             if upload.directory == b.directory:
                 return  # another action on this connection just did it
-            try:
-                await trusted.install(self.conn, b)
-            except UnsafeProbeDir as exc:
-                raise LifecycleError(str(exc), hint=exc.hint) from None
-            except PrimeTrainError as exc:
-                raise LifecycleError(f"cannot upload the lifecycle helper to {b.directory}: {exc}") from None
+            await trusted.install_or_refuse(self.conn, b, LifecycleError,
+                                            f"cannot upload the lifecycle helper to {b.directory}")
             upload.directory = b.directory
 
     async def argv(self, *args: str) -> list[str]:

@@ -131,3 +131,14 @@ async def install(conn: Connection, b: Bundle) -> bool:
         return False
     await conn.put_files(b.uploads())
     return True
+
+
+async def install_or_refuse(conn: Connection, b: Bundle, error: type[PrimeTrainError], failed: str) -> bool:
+    """:func:`install`, its refusal and its failure raised as ``error`` (the caller's own error class): the
+    refusal's words and hint as they are, a failure as "<failed>: <why>"."""
+    try:
+        return await install(conn, b)
+    except UnsafeProbeDir as exc:
+        raise error(str(exc), hint=exc.hint) from None
+    except PrimeTrainError as exc:
+        raise error(f"{failed}: {exc}") from None
