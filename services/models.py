@@ -288,6 +288,8 @@ class RunProgress:
     checkpointing: bool = False  # a checkpoint is being written right now
     loss_history: tuple[float, ...] = ()  # the last few losses, oldest first (for trend cells)
     source: str = "none"  # "console", "metrics.jsonl", "training.csv"
+    # what cost_so_far counts from: "since rented", "since the pod started" or "est. from the run's steps"
+    cost_basis: str | None = None
 
 
 @dataclass(frozen=True)
@@ -344,6 +346,9 @@ class PodSnapshot:
     # a Slurm login node (Pod.scheduler == "slurm"): the monitor's latest look at its cluster, a
     # services.slurm.models.ClusterView (typed loosely: the kernel sits below services.slurm); None otherwise
     cluster: Any = None
+    # the monitor's window of per-trace timings from the run's traces.jsonl (services.monitor.metrics.EpisodeTiming,
+    # newest last, bounded by MonitorSettings.episodes_len): the bottleneck breakdown's tool-time percentiles
+    episodes: tuple[Any, ...] = ()
 
     @property
     def latest(self) -> Sample | None:

@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from services.models import (
@@ -75,15 +75,6 @@ class MonitorSettings:
 
 
 
-@dataclass(frozen=True)
-class MonitorSnapshot(PodSnapshot):
-    """A :class:`PodSnapshot` plus the monitor's window of per-trace timings from the run's traces.jsonl
-    (the probe's "traces" field, newest last, bounded by ``MonitorSettings.episodes_len``): the
-    bottleneck breakdown's tool-time percentiles read it."""
-
-    episodes: tuple[EpisodeTiming, ...] = field(default=())
-
-
 class PodMonitorState:
     """The monitor's state of one pod; only the pod's own task (MonitorService) mutates it."""
 
@@ -142,7 +133,7 @@ class PodMonitorState:
         self._episodes_view = ()
 
     def _build(self) -> PodSnapshot:
-        return MonitorSnapshot(
+        return PodSnapshot(
             pod=self.pod,
             status=self.status,
             history=tuple(self.history),
