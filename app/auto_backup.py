@@ -17,12 +17,17 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from app.tasks import Busy, Outcome, Tasks, report_transfer
+from app.host import AppHost
+from app.pane_registry import CHECKPOINTS
+from app.tasks import Busy, Outcome, Task, report_transfer
 from services.backup.planner import AutoBackupPlanner, Job
 from services.errors import PrimeTrainError
 from services.models import PodSnapshot
 
 if TYPE_CHECKING:  # transfers and manifests load with the first auto-backup, not with the app
+    from textual.worker import Worker
+
+    from app.panes.checkpoints import CheckpointsPane
     from services.backup.manifest import TransferProgress
     from services.backup.s3 import BackupSettings
 
@@ -31,20 +36,19 @@ RETRY_MAX = 1800.0
 
 
 class AutoBackup:
-    def __init__(self, app: Any, connect: Callable[[Any], Any] | None = None) -> None:
+    def __init__(self, app: AppHost, connect: Callable[[Any], Any] | None = None) -> None:
         self.app = app
         self.connect = connect
         self.planner = AutoBackupPlanner(retry_base=RETRY_BASE, retry_max=RETRY_MAX)
         self.progress: dict[str, TransferProgress] = {}  # pod -> the running auto-backup's progress
-        self._workers: dict[str, Any] = {}
+        self._workers: dict[str, Worker[Any]] = {}
         self._removed: set[str] = set()  # pods removed while their backup was still unwinding
         self._settings: BackupSettings | None = None  # read while there is no Checkpoints pane
 
-    def _pane(self) -> Any:
+    def _pane(self) -> CheckpointsPane | None:
         """The main screen's Checkpoints pane, once mounted (the App's lookup is cached: this runs for every
         snapshot of every pod)."""
-        mounted = getattr(self.app, "mounted_pane", None)
-        return mounted("checkpoints") if mounted is not None else None
+        return self.app.mounted(CHECKPOINTS)
 
     @property
     def settings(self) -> BackupSettings:
@@ -69,18 +73,15 @@ class AutoBackup:
         if job is None:
             return
         self._removed.discard(job.pod.name)
-        name, tasks = job.pod.name, getattr(self.app, "tasks", None)
-        if not isinstance(tasks, Tasks):  # a bare host app (tests): a plain worker
-            self._workers[name] = self.app.run_worker(self._run(job, settings), name=f"auto-backup {name}",
-                                                      group="auto-backup", exit_on_error=False)
-            return
+        name, tasks = job.pod.name, self.app.tasks
         try:  # a task in the "transfer" lane: the task list (t) shows it and can stop it
             task = tasks.start(name, "auto-backup", lambda t: self._run(job, settings, t), _shown_here,
                                lane="transfer")
         except Busy as err:  # a transfer started elsewhere in the same instant: try again later, quietly
             self.planner.failed(name, job.step, str(err))
             return
-        self._workers[name] = task.worker
+        if task.worker is not None:
+            self._workers[name] = task.worker
 
     def remove(self, name: str) -> None:
         self._removed.add(name)
@@ -105,7 +106,7 @@ class AutoBackup:
         return self.planner.status(name)
 
     # ------------------------------------------------------------------ the worker
-    async def _run(self, job: Job, settings: BackupSettings, task: Any = None) -> Any:
+    async def _run(self, job: Job, settings: BackupSettings, task: Task | None = None) -> Outcome:
         from services.backup.manifest import TransferProgress
         from services.backup.s3 import BackupError, transport_error
         from services.backup.transfer import backup_checkpoint, pod_backed_up
@@ -162,7 +163,7 @@ class AutoBackup:
             task.update(status=("✓ " if outcome.kind == "done" else "✗ ") + outcome.message, line=outcome.message)
         return outcome
 
-    def _progress(self, name: str, task: Any, p: TransferProgress) -> None:
+    def _progress(self, name: str, task: Task | None, p: TransferProgress) -> None:
         if name in self._removed:
             return
         self.progress[name] = p

@@ -21,6 +21,7 @@ from services.demo.pod import DemoPod, sandbox_paths, sandbox_root
 from services.models import Pod
 
 if TYPE_CHECKING:
+    from app.host import AppHost
     from services.lifecycle.preflight import LifecycleSettings
     from services.monitor.worker import MonitorSettings
 
@@ -99,7 +100,7 @@ async def ensure_run(pod: Pod, *, head_start: int = HEAD_START, wait: float = 10
     head start, so that there are steps to read) and left running. Returns "" or the note saying it started
     one. Raises PrimeTrainError when it cannot."""
     from services.lifecycle.actions import launch, plan_kill
-    from services.lifecycle.common import LifecycleError
+    from services.lifecycle.events import LifecycleError
 
     pod = sandboxed(pod)
     settings = demo_lifecycle_settings(pod, head_start)
@@ -144,22 +145,23 @@ class DemoInApp:
     """The demo pod in a running App: its sandbox started fresh, its run launched as an app task ("launch
     on demo", in the task list), and that run stopped when the demo pod is removed or the App ends."""
 
-    def __init__(self, app: Any, background: Any) -> None:
-        self.app, self.bg = app, background
+    def __init__(self, app: AppHost) -> None:
+        self.app = app
         self.workers: dict[str, Any] = {}
 
     def start(self, pod: Pod) -> Pod:
         from services.errors import PrimeTrainError
 
         pod = sandboxed(pod)
-        monitor = getattr(self.app, "monitor_settings", None)
         try:
-            demo = start_fresh(pod, monitor)
+            demo = start_fresh(pod, self.app.monitor_settings)
         except PrimeTrainError as err:  # not a sandbox: the monitor shows the pod offline with the reason
             self.app.notify(f"{err}" + (f"\n{err.hint}" if err.hint else ""), severity="error",
                             title="Demo pod", timeout=15)
             return pod
-        self._open_config(demo.config)
+        from app.host import ConfigOffered
+
+        self.app.post_message(ConfigOffered(demo.config))  # the Config pane shows it when it has no config
         self.workers[pod.name] = self.app.run_worker(self._hold(demo), name=f"demo pod {pod.name}",
                                                      group="demo-pod", exit_on_error=False)
         self.app.call_after_refresh(self._launch, pod, demo)  # its pre-flight (~30 ms) after the first paint
@@ -181,26 +183,11 @@ class DemoInApp:
             demo.stop_runs(signal.SIGTERM)
             demo.release()
 
-    def _open_config(self, path: Path) -> None:
-        """The Config pane shows the demo's config when it has none (no --config, no last config); a pane not
-        mounted yet (the App mounts it just after the first screen) opens the App's ``config_path``."""
-        mounted = getattr(self.app, "mounted_pane", None)
-        pane = mounted("config") if mounted is not None else None
-        if pane is None:
-            if getattr(self.app, "config_path", path) is None:
-                self.app.config_path = path
-            return
-        if pane.path is None:
-            pane.open(path)
-
     def _launch(self, pod: Pod, demo: DemoPod) -> None:
-        from app.tasks import Tasks
+        from app.host import RunStarted
         from services.lifecycle.actions import launch
 
-        tasks = getattr(self.app, "tasks", None)
-        if not isinstance(tasks, Tasks):
-            return
-        monitor = getattr(self.app, "monitor_settings", None)
+        tasks, monitor = self.app.tasks, self.app.monitor_settings
         settings = demo_lifecycle_settings(pod, monitor=monitor)
 
         async def events() -> Any:
@@ -208,8 +195,8 @@ class DemoInApp:
             try:
                 await conn.connect()
                 async for ev in launch(conn, demo.config, settings=settings):
-                    if ev.kind == "done":
-                        self.bg.run_started(ev.data)
+                    if ev.kind == "done" and (started := RunStarted.of(ev.data)) is not None:
+                        self.app.post_message(started)  # the monitor follows the run
                     yield ev
             finally:
                 await conn.close()

@@ -1,132 +1,146 @@
-"""Snapshots to the screen: the monitor's ``on_snapshot`` -> one :class:`PodUpdated` per frame (FRAME_S) for
-all pods -> the sidebar, the visible pane, the fleet view, alert toasts and host-key questions; the once-a-second
-tick that moves relative times on. A mixin of PrimeTrainApp (app/tui.py): it uses the App's ``pods``,
-``snapshots``, ``_pending``, ``pod_list``, ``tabs``, ``monitor``, ``clock`` and the background helpers.
-"""
+"""Snapshots to the screen: the monitor's snapshots -> one :class:`PodUpdated` per frame (FRAME_S) for all pods
+-> the sidebar, the visible pane, the fleet view, alert toasts and host-key questions; the once-a-second tick
+that moves relative times on. :class:`SnapshotFrames` is the App's part that does it; it draws on a
+:class:`FrameView` (the App) and keeps its pods' snapshots in the App's :class:`~app.pods.PodBook`."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple, Protocol
 
 from textual.message import Message
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import TabbedContent
 
+from app.pods import PodBook
 from app.screens import fleet_shown
 from app.screens.host_key import HostKeyChangedScreen, HostKeyScreen
 from services.errors import PrimeTrainError
 from services.models import Pod, PodSnapshot, PodState, PodStatus
+from services.monitor.service import MonitorService
 from widgets.alerts import TOAST_SEVERITY
 from widgets.monitor_pane import MonitorPane
 from widgets.pod_list import PodList
-
-if TYPE_CHECKING:
-    from app.panes.bottleneck import BottleneckPane
-    from app.panes.checkpoints import CheckpointsPane
 
 FRAME_S = 0.2  # pods' snapshots reach the screen at most this often, together (one refresh, not one per pod)
 
 
 class PodUpdated(Message):
-    """Pods changed: their newest snapshots wait in App._pending; one message per frame for all of them."""
+    """Pods changed: their newest snapshots wait in the PodBook; one message per frame for all of them."""
+
+
+class MainWidgets(NamedTuple):
+    """The main screen's widgets, found once: App.query_one searches the *active* screen, which is a modal (help,
+    host key, confirm) whenever a snapshot may arrive, and walking the DOM per update costs."""
+
+    pod_list: PodList
+    monitor_pane: MonitorPane
+    tabs: TabbedContent
+
+
+class LivePane(Protocol):
+    """A pane that draws the selected pod's snapshots (the registry's ``live`` panes)."""
+
+    def show(self, snapshot: PodSnapshot, now: float) -> None: ...
+    def clear(self) -> None: ...
+
+
+class FrameView(Protocol):
+    """What SnapshotFrames draws on and asks: the App."""
+
+    @property
+    def screen(self) -> Screen[Any]: ...
+    @property
+    def monitor(self) -> MonitorService | None: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+
+    def main(self) -> MainWidgets | None:
+        """The main screen's widgets; None while the App starts or stops."""
+    def on_main_screen(self) -> bool:
+        """The main screen shows (no modal on it)."""
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None: ...
+    def push_screen(self, screen: Screen[Any], callback: Callable[[Any], None] | None = None) -> object: ...
+    def post_message(self, message: Message) -> bool: ...
+    def set_timer(self, delay: float, callback: Callable[[], object] | None = None, *,
+                  name: str | None = None) -> Timer: ...
+    def batch_update(self) -> AbstractContextManager[None]: ...
 
 
 class SnapshotFrames:
-    pods: Any
-    snapshots: Any
-    monitor: Any
-    clock: Any
-    lifecycle_bg: Any
-    auto_backup: Any
-    rentals: Any
-    alert_log: Any
-    pod_list: Any
-    monitor_pane: Any
-    tabs: Any
-    screen: Any
-    screen_stack: Any
-    selected: Any
-    _pending: Any
-    _flush_due: Any
-    _last_flush: Any
-    _toasted: Any
-    _prompted: Any
-    _live: Any
-    _main_widgets_ready: Any
-    _on_main_screen: Any
-    _focus_pane: Any
-    post_message: Any
-    set_timer: Any
-    batch_update: Any
-    notify: Any
-    push_screen: Any
-    refresh_bindings: Any
+    def __init__(self, view: FrameView, book: PodBook) -> None:
+        self.view, self.book = view, book
+        self.live: dict[str, LivePane] = {}  # pane name -> its widget, once mounted
+        self.on_shown: list[Callable[[PodSnapshot], None]] = []  # told of every snapshot put on screen
+        self._flush_due, self._last_flush = False, 0.0  # a PodUpdated is on its way; when the last one ran
+        self._prompted: set[tuple[str, str]] = set()  # (pod, fingerprint) host-key modals shown
 
-    def on_snapshot(self, snapshot: PodSnapshot) -> None:
-        """Called by the monitor on the event loop for every change: keep it cheap."""
-        background, backup = self.lifecycle_bg, self.auto_backup  # started with the watching, if not yet
-        self._queue_snapshot(snapshot)
-        if snapshot.pod.name in self.pods:  # a removed pod's last snapshots (still in flight) start nothing
-            background.observe(snapshot)
-            backup.observe(snapshot)
-
-    def _show_connecting(self, pod: Pod) -> None:
+    def connecting(self, pod: Pod) -> None:
         """A pod listed but not watched yet (the first frame; watching starts just after it) reads as what the
         monitor says first: connecting."""
-        self._queue_snapshot(PodSnapshot(pod=pod, status=PodStatus.connecting(self.clock())))
+        self.queue(PodSnapshot(pod=pod, status=PodStatus.connecting(self.view.clock())))
 
-    def _queue_snapshot(self, snapshot: PodSnapshot) -> None:
-        self._pending[snapshot.pod.name] = snapshot
+    def queue(self, snapshot: PodSnapshot) -> None:
+        self.book.pending[snapshot.pod.name] = snapshot
         if not self._flush_due:  # per frame, not per sample: 64 pods sampling at their own moments of a
             self._flush_due = True  # second are a few refreshes a second, not 64; a lone change shows at once
             wait = self._last_flush + FRAME_S - time.monotonic()
             if wait <= 0:
-                self.post_message(PodUpdated())
+                self.view.post_message(PodUpdated())
             else:
-                self.set_timer(wait, lambda: self.post_message(PodUpdated()), name="pods' next frame")
+                self.view.set_timer(wait, lambda: self.view.post_message(PodUpdated()), name="pods' next frame")
 
     @property
-    def frame_pending(self) -> bool:
+    def pending(self) -> bool:
         """Snapshots have arrived that the screen does not show yet (they will at the next frame)."""
-        fleet = fleet_shown(self.screen)
-        return bool(self._pending) or self._flush_due or (fleet is not None and fleet.frame_pending)
+        fleet = fleet_shown(self.view.screen)
+        return bool(self.book.pending) or self._flush_due or (fleet is not None and fleet.frame_pending)
 
-    def on_pod_updated(self, message: PodUpdated) -> None:
+    def flush(self) -> None:
+        """The frame: every pod's newest snapshot on screen."""
         self._flush_due, self._last_flush = False, time.monotonic()
-        pending, self._pending = self._pending, {}
-        if not self._main_widgets_ready():
+        pending, self.book.pending = self.book.pending, {}
+        main = self.view.main()
+        if main is None:
             return  # the app is shutting down
-        with self.batch_update():
+        with self.view.batch_update():
             for name, snapshot in pending.items():
-                if name in self.pods:  # else removed meanwhile
-                    self._show_snapshot(name, snapshot)
+                if name in self.book:  # else removed meanwhile
+                    self._show(main, name, snapshot)
 
-    def _show_snapshot(self, name: str, snapshot: PodSnapshot) -> None:
-        self.snapshots[name] = snapshot
-        now = self.clock()
-        self.pod_list.update_snapshot(snapshot, now)
+    def _show(self, main: MainWidgets, name: str, snapshot: PodSnapshot) -> None:
+        self.book.snapshots[name] = snapshot
+        now = self.view.clock()
+        main.pod_list.update_snapshot(snapshot, now)
         self._toast_new_alerts(snapshot)  # first: the monitor pane shows the alert log, new entries included
-        if name == self.selected and (pane := self._live_pane()) is not None:
+        if name == main.pod_list.selected and (pane := self.live_pane()) is not None:
             pane.show(snapshot, now)
-        if (fleet := fleet_shown(self.screen)) is not None:
+        if (fleet := fleet_shown(self.view.screen)) is not None:
             fleet.update_pod(snapshot)
         self._ask_about_host_key(snapshot)
-        self.rentals.record_rate(snapshot)
+        for shown in self.on_shown:
+            shown(snapshot)
 
     def _toast_new_alerts(self, snapshot: PodSnapshot) -> None:
         """A toast per alert id per pod when it fires; a cleared alert toasts again if it fires again."""
         name = snapshot.pod.name
         current = frozenset(a.id for a in snapshot.alerts)
-        seen = self._toasted.get(name, frozenset())
+        seen = self.book.toasted.get(name, frozenset())
         if current == seen:
             return
-        self._toasted[name] = current
+        self.book.toasted[name] = current
         for alert in snapshot.alerts:
             if alert.id not in seen:
-                self.notify(alert.message, title=f"{name}: {alert.title}",
-                            severity=TOAST_SEVERITY[alert.severity], timeout=10)
-                self.alert_log.append((name, alert))
-                if (fleet := fleet_shown(self.screen)) is not None:
+                self.view.notify(alert.message, title=f"{name}: {alert.title}",
+                                 severity=TOAST_SEVERITY[alert.severity], timeout=10)
+                self.book.alert_log.append((name, alert))
+                if (fleet := fleet_shown(self.view.screen)) is not None:
                     fleet.alert_fired(name, alert)
 
     def _ask_about_host_key(self, snapshot: PodSnapshot) -> None:
@@ -135,57 +149,45 @@ class SnapshotFrames:
             return
         if snapshot.status.state is PodState.HOSTKEY_UNKNOWN and not prompt.changed:
             self._prompted.add((name, prompt.fingerprint))
-            self.push_screen(HostKeyScreen(name, prompt), partial(self._host_key_answered, name))
+            self.view.push_screen(HostKeyScreen(name, prompt), partial(self._host_key_answered, name))
         elif snapshot.status.state is PodState.HOSTKEY_CHANGED or prompt.changed:
             self._prompted.add((name, prompt.fingerprint))
-            self.push_screen(HostKeyChangedScreen(name, prompt))
+            self.view.push_screen(HostKeyChangedScreen(name, prompt))
 
     def _host_key_answered(self, name: str, trust: bool | None) -> None:
-        if trust and self.monitor is not None and name in self.pods:
+        monitor = self.view.monitor
+        if trust and monitor is not None and name in self.book:
             try:
-                self.monitor.trust_host_key(name)
+                monitor.trust_host_key(name)
             except (PrimeTrainError, OSError) as err:
-                self.notify(f"Could not trust the key of {name}: {err}", severity="error")
+                self.view.notify(f"Could not trust the key of {name}: {err}", severity="error")
             else:
-                self.notify(f"Trusted the host key of {name}; reconnecting.")
+                self.view.notify(f"Trusted the host key of {name}; reconnecting.")
 
-    # The main screen's widgets, found once: App.query_one searches the *active* screen, which is a
-    # modal (help, host key, confirm) whenever a snapshot may arrive, and walking the DOM per update
-
-    def _live_pane(self) -> MonitorPane | BottleneckPane | CheckpointsPane | None:
+    def live_pane(self) -> LivePane | None:
         """The visible pane that renders the selected pod (updates pause under a modal)."""
-        if not self._on_main_screen() or not self._main_widgets_ready():
+        main = self.view.main()
+        if main is None or not self.view.on_main_screen():
             return None
-        return self._live.get(self.tabs.active or "")
+        return self.live.get(main.tabs.active or "")
 
-    def _monitor_visible(self) -> bool:
-        return isinstance(self._live_pane(), MonitorPane)
-
-    def _refresh_live_pane(self) -> None:
-        pane = self._live_pane()
-        if pane is None:
+    def refresh_live_pane(self) -> None:
+        main, pane = self.view.main(), self.live_pane()
+        if main is None or pane is None:
             return
-        snapshot = self.snapshots.get(self.selected or "")
+        snapshot = self.book.snapshots.get(main.pod_list.selected or "")
         if snapshot is None:
             pane.clear()
         else:
-            pane.show(snapshot, self.clock())
+            pane.show(snapshot, self.view.clock())
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
         """Once a second: relative times ("retry in 4 s", "last sample 3 s ago") move on."""
-        if not self._on_main_screen() or not self._main_widgets_ready():
+        main = self.view.main()
+        if main is None or not self.view.on_main_screen():
             return
-        self.pod_list.tick(self.clock())
-        if (snapshot := self.snapshots.get(self.selected or "")) and self._monitor_visible():
-            self.monitor_pane.tick(snapshot, self.clock())
-
-    def on_pod_list_pod_selected(self, _message: PodList.PodSelected) -> None:
-        if not self.screen_stack:  # handled while the App closes: nothing to show it on
-            return
-        self._refresh_live_pane()
-        self.refresh_bindings()
-
-    def on_tabbed_content_tab_activated(self) -> None:
-        self._refresh_live_pane()
-        self._focus_pane()
-        self.refresh_bindings()
+        now = self.view.clock()
+        main.pod_list.tick(now)
+        snapshot = self.book.snapshots.get(main.pod_list.selected or "")
+        if snapshot is not None and isinstance(self.live_pane(), MonitorPane):
+            main.monitor_pane.tick(snapshot, now)

@@ -8,15 +8,16 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from app.host import AppHost, RunStarted
 from app.screens.lifecycle import CleanupPreviewScreen, backup_settings, default_connect, lifecycle_settings
 
 
 class BackgroundLifecycle:
     """What the App runs besides the modals: a cleanup daemon per pod with cleanup enabled in settings
     (its dry-run preview shown once for approval), and the preemption tracker fed every snapshot (with
-    the auto-resume policy of settings). ``app`` needs run_worker, push_screen, notify, set_interval."""
+    the auto-resume policy of settings). A run started is said to the App with ``RunStarted``."""
 
-    def __init__(self, app: Any, settings: Any = None, backup: Any = None,
+    def __init__(self, app: AppHost, settings: Any = None, backup: Any = None,
                  connect: Callable[[Any], Any] | None = None) -> None:
         from services.lifecycle.preemption import AutoResumer, PreemptionTracker
 
@@ -35,19 +36,14 @@ class BackgroundLifecycle:
         self._asked: set[str] = set()
         from app.demo import DemoInApp
 
-        self.demo = DemoInApp(app, self)  # the demo pod's sandbox and run (app/demo.py)
-        self.tracker = (PreemptionTracker.from_settings(self.settings, clock=app_clock(app))
+        self.demo = DemoInApp(app)  # the demo pod's sandbox and run (app/demo.py)
+        self.tracker = (PreemptionTracker.from_settings(self.settings, clock=app.clock)
                         if self.settings.runs_dir is not None else None)
         self.resumer = (AutoResumer(self.tracker, self.settings, self.connect, self.backup)
                         if self.tracker is not None else None)
         app.set_interval(5.0, self.tick)
-        if (monitor := getattr(app, "monitor", None)) is not None:  # a pod without run_dir: its newest launch
+        if (monitor := app.monitor) is not None:  # a pod without run_dir: its newest launch
             monitor.runs_dir = self.settings.runs_dir
-            monitor.rented_at = self._rented_at  # "$ so far" of a rented pod counts from its creation
-
-    def _rented_at(self, pod: Any) -> float | None:
-        rentals = getattr(self.app, "rentals", None)
-        return getattr(rentals.rental_for(pod), "created_at", None) if rentals is not None else None
 
     def prepare_pod(self, pod: Any) -> Any:
         """A pod about to be watched: the demo pod gets its sandbox (started fresh) and its run launched
@@ -55,24 +51,10 @@ class BackgroundLifecycle:
         return self.demo.start(pod) if getattr(pod, "simulated", False) else pod
 
     def run_started(self, record: Any) -> None:
-        """A launch or resume is done: its run dir becomes the pod's (sidebar, pods.toml for a saved pod) and
-        the monitor reopens its probe on it, so progress and run alerts follow the run just started."""
-        from dataclasses import replace
-
-        name, run_dir = (record or {}).get("pod"), (record or {}).get("run_dir")
-        pods, monitor = getattr(self.app, "pods", {}), getattr(self.app, "monitor", None)
-        pod = pods.get(name) if isinstance(name, str) else None
-        if pod is None or not isinstance(run_dir, str) or not run_dir or monitor is None:
-            return
-        if pod.run_dir and run_dir.rstrip("/").endswith("/" + pod.run_dir.strip("/")):
-            return  # the pods.toml run_dir (relative to the home) the launch used: already watched
-        if monitor.set_run_dir(name, run_dir) is None and pod.run_dir == run_dir:
-            return
-        pod = pods[name] = replace(pod, run_dir=run_dir)
-        if (row := self.app.pod_list.row(name)) is not None:
-            row.pod = pod
-        if pod.saved:
-            self.app.run_worker(self.app._save_pods(add=pod), name="saving pods.toml", exit_on_error=False)
+        """A launch or resume is done (its last event's data, a run record): the App makes its run dir the pod's
+        (sidebar, pods.toml for a saved pod) and the monitor follows the run just started."""
+        if (started := RunStarted.of(record)) is not None:
+            self.app.post_message(started)
 
     def add(self, pod: Any) -> None:
         if pod.name in self.daemons or not self.settings.cleanup_enabled(pod.name) or pod.simulated:
@@ -80,7 +62,7 @@ class BackgroundLifecycle:
         from services.lifecycle.auto_cleanup import CleanupDaemon
 
         daemon = CleanupDaemon(pod, self.settings, connect=self.connect, backup=self.backup,
-                               clock=app_clock(self.app), on_event=functools.partial(self._daemon_event, pod.name))
+                               clock=self.app.clock, on_event=functools.partial(self._daemon_event, pod.name))
         self.daemons[pod.name] = daemon
         self._workers[pod.name] = self.app.run_worker(daemon.run(), name=f"cleanup daemon {pod.name}",
                                                       group="lifecycle-background", exit_on_error=False)
@@ -134,7 +116,7 @@ class BackgroundLifecycle:
         if ev.data and "preview" in ev.data and daemon is not None and pod not in self._asked:
             self._asked.add(pod)
             self.app.push_screen(CleanupPreviewScreen(pod, ev.data["preview"]),
-                                 lambda yes, n=pod: self._answered(n, yes))
+                                 functools.partial(self._answered, pod))
         elif ev.kind == "done" and ev.data and ev.data.get("deleted"):
             self.app.notify(ev.message, title=f"Cleanup daemon · {pod}")
         elif ev.kind == "error" and "no run recorded" not in ev.message:
@@ -148,12 +130,6 @@ class BackgroundLifecycle:
             daemon.approve()
         else:
             self._asked.discard(pod)  # asked again at its next round that has deletions
-
-
-def app_clock(app: Any) -> Callable[[], float]:
-    import time
-
-    return getattr(app, "clock", None) or time.time
 
 
 def watcher_running() -> bool:

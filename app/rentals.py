@@ -20,12 +20,17 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from app.host import AppHost, DeadlineMoved, PodLost, PodRented, PodTerminated
+from app.pane_registry import OFFERS
 from app.screens.confirm import ConfirmScreen
 from app.screens.rent import RentScreen
 from services.models import Pod, PodKind
 from services.offers.rentals import AuditLog, Rental, overdue
 
 if TYPE_CHECKING:
+    from textual.worker import Worker
+
+    from services.models import PodSnapshot
     from services.offers.calibration import ObservationLog
     from services.offers.launch import DeadlineEvent, DeadlineWatch, LaunchEvent, LaunchPlan, Providers
     from services.offers.ranking import Ranked
@@ -43,7 +48,7 @@ def default_providers() -> Providers:
 
 
 class Rentals:
-    def __init__(self, app: Any, audit: AuditLog, *, providers: Callable[[], Providers] | None = None,
+    def __init__(self, app: AppHost, audit: AuditLog, *, providers: Callable[[], Providers] | None = None,
                  clock: Callable[[], float] = time.time, settings: dict[str, Any] | None = None,
                  watch_interval: float = 30.0, poll: float = 5.0, ssh_ready: Any = None) -> None:
         self.app, self.audit, self.clock = app, audit, clock
@@ -52,7 +57,7 @@ class Rentals:
         self.watch_interval, self.poll, self.ssh_ready = watch_interval, poll, ssh_ready
         self.busy: set[str] = set()  # pod names being terminated
         self.key_warned: set[str] = set()  # pod ids whose provider rejected the key (said once)
-        self._pass: Any = None  # the deadline watch's running pass (a Worker)
+        self._pass: Worker[None] | None = None  # the deadline watch's running pass
         self.watch: DeadlineWatch | None = None  # built by the first pass that finds an open rental
 
     @functools.cached_property
@@ -64,7 +69,7 @@ class Rentals:
 
         return ObservationLog(data_dir() / OBSERVED)
 
-    def record_rate(self, snapshot: Any) -> None:
+    def record_rate(self, snapshot: PodSnapshot) -> None:
         """The steps/hr a real run reaches on its GPUs, for the Offers pane's estimates (at most one line
         per model and GPU shape per 10 min; never from the simulated pod). Called for every snapshot."""
         run, latest = snapshot.run, snapshot.latest
@@ -110,7 +115,7 @@ class Rentals:
                 deadline = self.clock() + EXTEND
                 self.audit.append("deadline", provider=r.provider, pod_id=r.pod_id, deadline=deadline,
                                   reason="kept at start-up")
-                self.app.move_deadline(r.name, deadline)
+                self.app.post_message(DeadlineMoved(r.name, deadline))
         self._start_watch()
 
     def _start_watch(self) -> None:
@@ -166,9 +171,7 @@ class Rentals:
                 continue
             self.audit.append("gone", provider=r.provider, pod_id=r.pod_id, name=r.name, reason=gone,
                               spent=round(r.spent(self.clock()), 2))
-            tracker = getattr(getattr(self.app, "lifecycle_bg", None), "tracker", None)
-            if tracker is not None:
-                tracker.mark_terminated(r.name)
+            self.app.post_message(PodLost(r.name))  # the preemption tracker: its run is interrupted
             self.app.notify(f"{r.provider} reports {r.name} terminated ({gone or 'gone'}): its run is "
                             "marked interrupted. Restore from the bucket (Checkpoints) or let auto-resume act.",
                             severity="error", title="Pod gone", timeout=30)
@@ -186,7 +189,7 @@ class Rentals:
             self.app.notify(ev.message, severity="error", title="Terminate failed", timeout=30)
         else:
             self.app.notify(ev.message, title="Deadline reached", timeout=15)
-            self.app.forget_pod(ev.rental.name)
+            self.app.post_message(PodTerminated(ev.rental.name))
 
     async def _adopt_missing(self) -> None:
         from services.offers.launch import confirm_gone, resolve_provisional
@@ -214,9 +217,10 @@ class Rentals:
                 if gone:
                     self.audit.append("gone", provider=r.provider, pod_id=r.pod_id, name=r.name, reason=gone)
                 elif access.state == "ready":
-                    self.app.adopt_pod(Pod(name=r.name, kind=PodKind.SSH, host=access.host, user=access.user,
-                                           port=access.port, price_per_hr=r.price_hr, provider=r.provider,
-                                           provider_id=r.pod_id, deadline=r.deadline, saved=True))
+                    pod = Pod(name=r.name, kind=PodKind.SSH, host=access.host, user=access.user, port=access.port,
+                              price_per_hr=r.price_hr, provider=r.provider, provider_id=r.pod_id,
+                              deadline=r.deadline, saved=True)
+                    self.app.post_message(PodRented(pod))
                     self.app.notify(f"{r.name} was rented and is up: back in the sidebar.", title="Rented pod")
                 else:
                     self.app.notify(f"{r.name} ({r.title}) is rented and {access.state} ({access.message}); it "
@@ -262,7 +266,7 @@ class Rentals:
                              lambda yes: then(plan, names) if yes else self._not_rented(open_ones))
 
     def _not_rented(self, open_ones: list[Rental]) -> None:
-        pane = self.app.offers_pane
+        pane = self.app.mounted(OFFERS)
         if pane is not None:
             pane.set_rent_status(f"Not rented: {', '.join(r.name for r in open_ones)} may still be starting at "
                                  f"{open_ones[0].provider} (`prime-train-tui rentals` looks for it by name).")
@@ -288,7 +292,7 @@ class Rentals:
                 self._show(ev)
 
     def _show(self, ev: LaunchEvent) -> None:
-        pane = self.app.offers_pane
+        pane = self.app.mounted(OFFERS)
         if pane is not None:
             pane.set_rent_status(ev.message)
         if ev.kind == "created":
@@ -299,7 +303,7 @@ class Rentals:
             r, a = ev.rental, ev.access
             pod = Pod(name=r.name, kind=PodKind.SSH, host=a.host, user=a.user, port=a.port, price_per_hr=r.price_hr,
                       provider=r.provider, provider_id=r.pod_id, deadline=r.deadline, saved=True)
-            self.app.adopt_pod(pod)
+            self.app.post_message(PodRented(pod))
             self.app.notify(f"{ev.message}. Its host key is asked for on first connect.", title="Pod ready",
                             timeout=15)
 
@@ -325,10 +329,13 @@ class Rentals:
         question = (f"Terminate {rental.title} ({rental.provider} pod {rental.pod_id})?\n"
                     f"It has cost ≈ ${spent:.2f} so far at ${rental.price_hr:.2f}/hr. Everything on its disk is "
                     f"lost{ckpt_note}.")
-        self.app.push_screen(ConfirmScreen(question, yes="Terminate", no="Keep it"),
-                             lambda yes: yes and self.app.run_worker(self._terminate(rental, "user"),
-                                                                     name=f"terminating {rental.name}",
-                                                                     exit_on_error=False))
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.app.run_worker(self._terminate(rental, "user"), name=f"terminating {rental.name}",
+                                    exit_on_error=False)
+
+        self.app.push_screen(ConfirmScreen(question, yes="Terminate", no="Keep it"), answered)
 
     async def _terminate(self, rental: Rental, reason: str) -> None:
         from services.offers.launch import terminate_rental
@@ -345,4 +352,4 @@ class Rentals:
             self.busy.discard(rental.name)
         self.app.notify(f"{rental.name} terminated ({outcome}); ≈ ${rental.spent(self.clock()):.2f} spent.",
                         title="Terminated")
-        self.app.forget_pod(rental.name)
+        self.app.post_message(PodTerminated(rental.name))

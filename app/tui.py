@@ -1,42 +1,49 @@
-"""PrimeTrainApp: composition, global bindings, the command palette, the worker error hub.
+"""PrimeTrainApp: composition, global bindings, the command palette, the pods in the sidebar.
 
-The rest of the App lives beside it as mixins: app/frames.py (snapshots -> one PodUpdated per frame ->
-widgets; the tick), app/pane_keys.py (the panes' keys whatever has the focus), app/pod_actions.py (the
-pods in the sidebar, pods.toml) and app/run_actions.py (launch, kill, resume, clean up).
+The App composes parts, each with a typed view of it: its pods (app/pods.py ``PodBook``), snapshots to frames
+(app/frames.py ``SnapshotFrames``), the panes' keys (app/pane_keys.py ``PaneKeys``), the run dialogs
+(app/run_actions.py ``RunDialogs``), and the controllers that post it messages (app/host.py: the lifecycle's
+background work, auto-backup, the demo pod, rentals). The panes come from app/pane_registry.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from textual import events
+from textual import events, on
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
+from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
 from textual.widget import Widget
 from textual.widgets import Header, TabbedContent, TabPane
 
-from app.frames import FRAME_S, PodUpdated, SnapshotFrames
+from app.frames import FRAME_S, MainWidgets, PodUpdated, SnapshotFrames
+from app.host import ConfigOffered, DeadlineMoved, PodLost, PodRented, PodTerminated, RunStarted
 from app.palette import PodCommands
-from app.pane_keys import PANES, PaneKeys, app_action_keys
-from app.pod_actions import PodActions
+from app.pane_keys import PaneKeys, app_action_keys
+from app.pane_registry import CONFIG, FIRST_PANE, MONITOR, OFFERS, PANE_REGISTRY, PANES, Pane, PaneInputs
+from app.pods import PodBook
 from app.rentals import Rentals
-from app.run_actions import RunActions
+from app.run_actions import RunDialogs
 from app.screens import fleet_shown
+from app.screens.add_pod import AddPodScreen
+from app.screens.confirm import ConfirmScreen
 from app.tasks import Tasks
 from app.worker_hub import install as install_worker_hub
 from services.errors import PrimeTrainError
-from services.models import Alert, Pod, PodSnapshot
+from services.models import Alert, Pod, PodKind, PodSnapshot
 from services.monitor.service import MonitorService
 from services.monitor.worker import MonitorSettings
+from services.pod.specs import parse_pod_spec
 from services.text import plain
 from widgets.footer import Footer
 from widgets.monitor_pane import MonitorPane
@@ -50,10 +57,9 @@ if TYPE_CHECKING:  # the four panes not on the first screen are imported when th
 
 __all__ = ["APP_ACTION_KEYS", "FRAME_S", "PANES", "STYLES", "PodUpdated", "PrimeTrainApp"]
 
-FIRST_PANE = "monitor"  # the pane on the first screen; the others mount once it is painted
-
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
 MonitorFactory = Callable[[Callable[[PodSnapshot], None]], MonitorService]
+W = TypeVar("W", bound=Widget)
 
 def _default_rentals(app: PrimeTrainApp) -> Rentals:
     from app.settings import data_dir, load_offer_settings
@@ -67,36 +73,39 @@ def _default_rentals(app: PrimeTrainApp) -> Rentals:
     return Rentals(app, AuditLog(data_dir() / AUDIT_NAME), settings=settings)
 
 
+_BINDINGS: list[BindingType] = [
+    Binding("a", "add_pod", "Add pod", id="add_pod"),
+    Binding("d", "remove_pod", "Remove pod", id="remove_pod"),
+    Binding("r", "reconnect", "Reconnect", id="reconnect"),
+    Binding("L", "launch", "Launch run", id="launch", show=False),
+    Binding("k", "kill", "Kill run", id="kill", show=False),
+    Binding("R", "resume", "Resume run", id="resume", show=False),
+    Binding("c", "cleanup", "Clean up checkpoints", id="cleanup", show=False),
+    # show=False keeps the footer (and its pinned snapshot) as it was; help and the keymap list it
+    Binding("o", "fleet", "Fleet view", id="fleet", show=False),
+    Binding("w", "wizard", "Config wizard", id="wizard", show=False),
+    Binding("t", "tasks", "Tasks", id="tasks", show=False),
+    Binding("T", "terminate_pod", "Terminate rented pod", id="terminate_pod", show=False),
+    Binding("dollar_sign", "spend", "Spend (rented pods' cost)", id="spend", key_display="$", show=False),
+    Binding("question_mark", "help", "Help", id="help", key_display="?"),
+    Binding("ctrl+p", "command_palette", "Commands", id="command_palette", show=False, priority=True),
+    *(
+        Binding(str(n), f"show_pane('{pane.name}')", f"Go to {pane.title}", id=f"pane_{pane.name}", show=False)
+        for n, pane in enumerate(PANE_REGISTRY, 1)
+    ),
+    Binding("left_square_bracket", "select_pod(-1)", "Previous pod", id="prev_pod", key_display="[", show=False),
+    Binding("right_square_bracket", "select_pod(1)", "Next pod", id="next_pod", key_display="]", show=False),
+    Binding("q", "quit", "Quit", id="quit"),
+]
+# action -> the keys the App binds to it (a pane binding the same key takes it while it is on screen)
+APP_ACTION_KEYS: dict[str, list[str]] = app_action_keys(_BINDINGS)
 
-class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None]):
+
+class PrimeTrainApp(App[None]):
     TITLE = "prime-train-tui"
     CSS_PATH = STYLES
     COMMANDS = App.COMMANDS | {PodCommands}
-    BINDINGS = [
-        Binding("a", "add_pod", "Add pod", id="add_pod"),
-        Binding("d", "remove_pod", "Remove pod", id="remove_pod"),
-        Binding("r", "reconnect", "Reconnect", id="reconnect"),
-        Binding("L", "launch", "Launch run", id="launch", show=False),
-        Binding("k", "kill", "Kill run", id="kill", show=False),
-        Binding("R", "resume", "Resume run", id="resume", show=False),
-        Binding("c", "cleanup", "Clean up checkpoints", id="cleanup", show=False),
-        # show=False keeps the footer (and its pinned snapshot) as it was; help and the keymap list it
-        Binding("o", "fleet", "Fleet view", id="fleet", show=False),
-        Binding("w", "wizard", "Config wizard", id="wizard", show=False),
-        Binding("t", "tasks", "Tasks", id="tasks", show=False),
-        Binding("T", "terminate_pod", "Terminate rented pod", id="terminate_pod", show=False),
-        Binding("dollar_sign", "spend", "Spend (rented pods' cost)", id="spend", key_display="$", show=False),
-        Binding("question_mark", "help", "Help", id="help", key_display="?"),
-        Binding("ctrl+p", "command_palette", "Commands", id="command_palette", show=False, priority=True),
-        *(
-            Binding(str(n), f"show_pane('{pane}')", f"Go to {pane.title()}", id=f"pane_{pane}", show=False)
-            for n, pane in enumerate(PANES, 1)
-        ),
-        Binding("left_square_bracket", "select_pod(-1)", "Previous pod", id="prev_pod", key_display="[",
-                show=False),
-        Binding("right_square_bracket", "select_pod(1)", "Next pod", id="next_pod", key_display="]", show=False),
-        Binding("q", "quit", "Quit", id="quit"),
-    ]
+    BINDINGS = _BINDINGS
 
     def __init__(
         self,
@@ -111,26 +120,44 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         rentals: Callable[[PrimeTrainApp], Rentals] | None = None,
     ) -> None:
         super().__init__()
-        install_worker_hub(self)  # no worker ends the App: failures are toasts and log lines
+        self.worker_errors = install_worker_hub(self)  # no worker ends the App: failures are toasts and log lines
         self.initial_pods, self.monitor_settings, self.clock = list(pods), settings, clock
         self.pods_path, self._monitor_factory, self._notices = pods_path, monitor_factory, tuple(notices)
         self.monitor: MonitorService | None = None
         self.config_path = config_path
-        self.pods: dict[str, Pod] = {}
-        self.snapshots: dict[str, PodSnapshot] = {}
-        self._pending: dict[str, PodSnapshot] = {}
-        self._flush_due, self._last_flush = False, 0.0  # a PodUpdated is on its way; when the last one ran
-        self._prompted: set[tuple[str, str]] = set()  # (pod, fingerprint) host-key modals shown
-        self._pods_file_lock = asyncio.Lock()
-        self._main: tuple[PodList, MonitorPane, TabbedContent] | None = None
-        self._live: dict[str, Widget] = {}
-        self._toasted: dict[str, frozenset[str]] = {}  # pod -> alert ids already toasted (while they last)
-        self.alert_log: deque[tuple[str, Alert]] = deque(maxlen=500)  # (pod, alert) as they fired
+        self.book = PodBook(pods_path, self._spawn, self._pod_replaced)
+        self.frames = SnapshotFrames(self, self.book)
+        self.keys = PaneKeys(self, APP_ACTION_KEYS)
+        self.dialogs = RunDialogs(self)
+        self._main: MainWidgets | None = None
         self.rentals = (rentals or _default_rentals)(self)
+        self.frames.on_shown.append(self.rentals.record_rate)
         self._lifecycle_bg: BackgroundLifecycle | None = None  # made just after the first frame (_start_watching)
         self._auto_backup: AutoBackup | None = None
         self.tasks = Tasks(self)  # launch/kill/resume/cleanup as app tasks: the task list (t)
-        self.tasks.on_finish.append(self._task_finished)
+        self.tasks.on_finish.append(self.dialogs.task_finished)
+
+    # -- the pods (app/pods.py), read-only for everyone else --------------------------------------------
+
+    @property
+    def pods(self) -> Mapping[str, Pod]:
+        return self.book
+
+    @property
+    def snapshots(self) -> Mapping[str, PodSnapshot]:
+        return self.book.snapshots
+
+    @property
+    def alert_log(self) -> deque[tuple[str, Alert]]:
+        return self.book.alert_log
+
+    def _spawn(self, work: Any, name: str) -> None:
+        self.run_worker(work, name=name, exit_on_error=False)
+
+    def _pod_replaced(self, pod: Pod) -> None:
+        """The one place a listed pod's sidebar row follows a change of the pod."""
+        if self._main is not None and (row := self._main.pod_list.row(pod.name)) is not None:
+            row.pod = pod
 
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
@@ -144,10 +171,10 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         yield Header()
         with Horizontal(id="main"):
             yield PodList(id="pods")
-            with TabbedContent(initial=FIRST_PANE, id="panes"):
-                for pane in PANES:
-                    with TabPane(pane.title(), id=pane):
-                        if pane == FIRST_PANE:
+            with TabbedContent(initial=FIRST_PANE.name, id="panes"):
+                for pane in PANE_REGISTRY:
+                    with TabPane(pane.title, id=pane.name):
+                        if pane is FIRST_PANE:
                             yield self._pane_widget(pane)
         yield Footer()
 
@@ -160,18 +187,18 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
             return
         main = self.screen_stack[0]
         mounts = []
-        for pane in PANES:
-            if pane == FIRST_PANE:
+        for pane in PANE_REGISTRY:
+            if pane is FIRST_PANE:
                 continue
             widget = self._pane_widget(pane)
-            mounts.append(main.query_one(f"TabPane#{pane}", TabPane).mount(widget))
-            if pane in ("bottleneck", "checkpoints"):
-                self._live[pane] = widget
+            mounts.append(main.query_one(f"TabPane#{pane.name}", TabPane).mount(widget))
+            if pane.live:
+                self.frames.live[pane.name] = widget
         for mounted in mounts:
             await mounted
-        if self._main_widgets_ready() and self._on_main_screen() and self.tabs.active != FIRST_PANE:
-            self._refresh_live_pane()  # a key showed one of them before it came: draw it, focus it now
-            self._focus_pane()
+        if (widgets := self.main()) is not None and self.on_main_screen() and widgets.tabs.active != FIRST_PANE.name:
+            self.frames.refresh_live_pane()  # a key showed one of them before it came: draw it, focus it now
+            self.keys.focus_pane()
         self.call_after_refresh(self._settle_collector)
 
     @staticmethod
@@ -184,28 +211,11 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         gc.freeze()
         gc.enable()
 
-    def _pane_widget(self, pane: str) -> Widget:  # PANES order: config, offers, monitor, ...
-        if pane == "config":
-            from app.panes.config import ConfigPane
-
-            return ConfigPane(self.config_path, id="config-pane")
-        if pane == "monitor":
-            return MonitorPane(id="monitor-pane")
-        if pane == "bottleneck":
-            from app.panes.bottleneck import BottleneckPane
-
-            return BottleneckPane(id="bottleneck-pane")
-        if pane == "checkpoints":
-            from app.panes.checkpoints import CheckpointsPane
-
-            return CheckpointsPane(id="checkpoints-pane")
-        from app.panes.offers import OffersPane, default_fetcher, demo_fetcher
-        from app.settings import cache_dir
-
-        demo = any(p.simulated for p in self.initial_pods)
-        return OffersPane(id="offers-pane", cache_dir=cache_dir(), observed_path=self.rentals.observations.path,
-                          fetcher=demo_fetcher if demo else default_fetcher,
-                          cache_ttl=float(self.rentals.settings.get("cache_ttl", 600)))
+    def _pane_widget(self, pane: Pane[W]) -> W:
+        return pane.factory(PaneInputs(
+            config_path=self.config_path, demo=any(p.simulated for p in self.initial_pods),
+            observed_path=lambda: self.rentals.observations.path,
+            cache_ttl=float(self.rentals.settings.get("cache_ttl", 600))))
 
     def on_mount(self) -> None:
         self.theme = "textual-dark"
@@ -215,9 +225,9 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         self.monitor = factory(self.on_snapshot)
         for pod in self.initial_pods:
             self._list_pod(pod)  # in the sidebar from the first frame, watched just after it
-            self._show_connecting(pod)
+            self.frames.connecting(pod)
         self.pod_list.focus()
-        self.set_interval(1.0, self._tick)
+        self.set_interval(1.0, self.frames.tick)
         for notice in self._notices:
             self.notify(notice, severity="warning", timeout=10)
         self.call_after_refresh(self._start_watching)
@@ -244,22 +254,224 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         if self.monitor is not None:
             await self.monitor.aclose()
 
-    def action_spend(self) -> None:
-        """The Spend view: the spend ledger and whether a watcher enforces budgets (app/screens/spend.py)."""
-        from app.screens.spend import SpendScreen
+    # -- snapshots to frames (app/frames.py) -------------------------------------------------------------
 
-        if self.screen is self.screen_stack[0]:
-            self.push_screen(SpendScreen())
+    def on_snapshot(self, snapshot: PodSnapshot) -> None:
+        """Called by the monitor on the event loop for every change: keep it cheap."""
+        background, backup = self.lifecycle_bg, self.auto_backup  # started with the watching, if not yet
+        self.frames.queue(snapshot)
+        if snapshot.pod.name in self.book:  # a removed pod's last snapshots (still in flight) start nothing
+            background.observe(snapshot)
+            backup.observe(snapshot)
 
-    def action_fleet(self) -> None:
-        """Toggle the fleet view."""
-        if fleet_shown(self.screen) is not None:
-            self.pop_screen()
-        elif self.screen is self.screen_stack[0]:
-            from app.screens.fleet import FleetScreen
+    @property
+    def frame_pending(self) -> bool:
+        """Snapshots have arrived that the screen does not show yet (they will at the next frame)."""
+        return self.frames.pending
 
-            self.push_screen(FleetScreen((self.snapshots[n] for n in self.pods if n in self.snapshots),
-                                         self.alert_log))
+    def on_pod_updated(self, _message: PodUpdated) -> None:
+        self.frames.flush()
+
+    @on(PodList.PodSelected)
+    def _pod_selected(self) -> None:
+        if not self.screen_stack:  # handled while the App closes: nothing to show it on
+            return
+        self.frames.refresh_live_pane()
+        self.refresh_bindings()
+
+    @on(TabbedContent.TabActivated, "#panes")
+    def _pane_shown(self) -> None:
+        self.frames.refresh_live_pane()
+        self.keys.focus_pane()
+        self.refresh_bindings()
+
+    # -- the main screen ---------------------------------------------------------------------------------
+
+    def main(self) -> MainWidgets | None:
+        """The main screen's widgets; None while the App starts or stops."""
+        if self._main is None:
+            try:
+                self._widgets()
+            except (NoMatches, IndexError):  # IndexError: no screen at all
+                return None
+        assert self._main is not None
+        return self._main if self._main.pod_list.is_attached else None
+
+    def on_main_screen(self) -> bool:
+        """The main screen shows (no modal on it); False while the App starts or stops (no screen at all:
+        a timer firing then must not raise ScreenStackError)."""
+        return bool(self.screen_stack) and self.screen is self.screen_stack[0]
+
+    def _widgets(self) -> MainWidgets:
+        if self._main is None:
+            main = self.screen_stack[0]
+            self._main = MainWidgets(main.query_one(PodList), main.query_one(MonitorPane),
+                                     main.query_one(TabbedContent))
+            self.frames.live[MONITOR.name] = self._main.monitor_pane  # (the others: added as they mount)
+        return self._main
+
+    @property
+    def pod_list(self) -> PodList:
+        return self._widgets().pod_list
+
+    @property
+    def monitor_pane(self) -> MonitorPane:
+        return self._widgets().monitor_pane
+
+    @property
+    def tabs(self) -> TabbedContent:
+        return self._widgets().tabs
+
+    @property
+    def selected(self) -> str | None:
+        return self.pod_list.selected
+
+    def _selected_pod(self) -> Pod | None:
+        return self.book.get(self.selected or "")
+
+    # -- the panes and their keys (app/pane_registry.py, app/pane_keys.py) -------------------------------
+
+    def mounted(self, pane: Pane[W]) -> W | None:
+        """The pane's widget on the main screen; None before it is mounted."""
+        return self.keys.mounted(pane)
+
+    def active_pane(self) -> Widget | None:
+        return self.keys.active_pane()
+
+    def pane_bindings(self) -> dict[str, Binding]:
+        return self.keys.pane_bindings()
+
+    @property
+    def offers_pane(self) -> OffersPane | None:
+        return self.mounted(OFFERS)
+
+    async def on_key(self, event: events.Key) -> None:
+        await self.keys.key(event)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.keys.check_action(action)
+
+    def action_show_pane(self, pane: str) -> None:
+        self.keys.show(pane)
+
+    # -- the pods in the sidebar -------------------------------------------------------------------------
+
+    def action_select_pod(self, step: int) -> None:
+        names = list(self.book)
+        if not names:
+            return
+        at = names.index(self.selected) if self.selected in names else -1
+        self.pod_list.select(names[(at + step) % len(names)])
+
+    def action_add_pod(self) -> None:
+        self.push_screen(AddPodScreen(), self._add_spec)
+
+    def _add_spec(self, spec: str | None) -> None:
+        if not spec:
+            return
+        try:
+            pod = parse_pod_spec(spec)
+        except PrimeTrainError as err:
+            self.notify(str(err), severity="error", title="Cannot add pod")
+            return
+        if pod.name in self.book:
+            self.notify(f"A pod named {pod.name} is already in the list.", severity="error")
+            return
+        if pod.kind is PodKind.SSH:
+            pod = replace(pod, saved=True)
+            self.book.save(pod)
+        self._start(pod)
+        self.pod_list.select(pod.name)
+
+    def action_remove_pod(self) -> None:
+        name = self.selected
+        if name is None:
+            return
+        where = "It will be removed from pods.toml." if self.book[name].saved else "It is not in pods.toml."
+        self.push_screen(ConfirmScreen(f"Remove pod {name}? {where}"), partial(self._remove_confirmed, name))
+
+    def _remove_confirmed(self, name: str, yes: bool | None) -> None:
+        if yes:
+            self.forget_pod(name)
+
+    def forget_pod(self, name: str) -> None:
+        """Stop watching a pod and drop it from the sidebar and pods.toml (which keeps a .bak)."""
+        pod = self.book.forget(name)
+        if self._lifecycle_bg is not None and self._auto_backup is not None:  # else nothing watches it yet
+            self._lifecycle_bg.remove(name)
+            self._auto_backup.remove(name)
+        if pod is None:
+            return
+        if (fleet := fleet_shown(self.screen)) is not None:
+            fleet.remove_pod(name)
+        self.pod_list.remove_pod(name)
+        self.sub_title = "SIMULATED" if self.book.simulated else ""
+        if self.monitor is not None:
+            self.run_worker(self.monitor.remove(name), name=f"removing {name}", exit_on_error=False)
+        if pod.saved:
+            self.book.unsave(name)
+
+    def action_terminate_pod(self) -> None:
+        pod = self._selected_pod()
+        if pod is None:
+            return
+        snap = self.book.snapshots.get(pod.name)
+        latest = snap.latest if snap is not None else None
+        ckpts = len(latest.ckpts) if latest is not None else 0
+        note = f", including {ckpts} checkpoint(s) — back them up first (Checkpoints, b)" if ckpts else ""
+        self.rentals.terminate(pod, note)
+
+    def action_reconnect(self) -> None:
+        name = self.selected
+        if name is not None and self.monitor is not None:
+            self.monitor.reconnect(name)
+            self.notify(f"Reconnecting {name}…")
+
+    def _start(self, pod: Pod) -> None:
+        """A pod into the sidebar and watched."""
+        self._list_pod(pod)
+        if self._lifecycle_bg is None:
+            self._start_watching()  # every pod listed so far, this one included
+        else:
+            self._watch(pod)
+
+    def _list_pod(self, pod: Pod) -> None:
+        self.book.add(pod)
+        self.pod_list.add_pod(pod)
+        self.sub_title = "SIMULATED" if self.book.simulated else ""
+
+    def _start_watching(self) -> None:
+        """What watches the pods, started once: the lifecycle's background work (cleanup daemons, preemption
+        tracker, the demo pod's sandbox), auto-backup, the monitor on every pod listed, the rentals' checks. The
+        App calls it just after its first frame: the first screen no longer waits for its imports and the demo
+        sandbox's set-up (~15 ms), and no snapshot or rental event can come before the tracker is there."""
+        if self._lifecycle_bg is not None or self.monitor is None:  # started, or the App not mounted yet
+            return
+        from app.auto_backup import AutoBackup
+        from app.lifecycle_bg import BackgroundLifecycle  # cleanup daemons + preemption tracker
+
+        self._lifecycle_bg = BackgroundLifecycle(self)
+        self.monitor.rented_at = self._rented_at  # "$ so far" of a rented pod counts from its creation
+        self._auto_backup = AutoBackup(self)  # fed every snapshot of every pod, whatever is on screen
+        for pod in list(self.book.values()):
+            self._watch(pod)
+        self.rentals.start()
+
+    def _rented_at(self, pod: Pod) -> float | None:
+        rental = self.rentals.rental_for(pod)
+        return rental.created_at if rental is not None else None
+
+    def _watch(self, pod: Pod) -> None:
+        assert self._lifecycle_bg is not None
+        prepared = self._lifecycle_bg.prepare_pod(pod)  # the demo pod: its sandbox and run (app/demo.py)
+        if prepared is not pod:
+            self.book.replace(prepared, save=False)
+        self._lifecycle_bg.add(prepared)
+        if self.monitor is not None:
+            try:
+                self.monitor.add(prepared)
+            except ValueError as err:  # still being removed from a moment ago
+                self.notify(str(err), severity="error")
 
     @property
     def watching(self) -> bool:
@@ -281,43 +493,102 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         assert self._auto_backup is not None, "the App is not mounted yet"
         return self._auto_backup
 
-    @property
-    def pod_list(self) -> PodList:
-        return self._widgets()[0]
+    # -- what the controllers ask (app/host.py) ----------------------------------------------------------
 
-    @property
-    def monitor_pane(self) -> MonitorPane:
-        return self._widgets()[1]
+    def on_run_started(self, message: RunStarted) -> None:
+        """A launch or resume is done: its run dir becomes the pod's (sidebar, pods.toml for a saved pod) and
+        the monitor reopens its probe on it, so progress and run alerts follow the run just started."""
+        name, run_dir = message.pod, message.run_dir
+        pod, monitor = self.book.get(name), self.monitor
+        if pod is None or not run_dir or monitor is None:
+            return
+        if pod.run_dir and run_dir.rstrip("/").endswith("/" + pod.run_dir.strip("/")):
+            return  # the pods.toml run_dir (relative to the home) the launch used: already watched
+        if monitor.set_run_dir(name, run_dir) is None and pod.run_dir == run_dir:
+            return
+        self.book.replace(replace(pod, run_dir=run_dir))
 
-    @property
-    def tabs(self) -> TabbedContent:
-        return self._widgets()[2]
+    def on_deadline_moved(self, message: DeadlineMoved) -> None:
+        """A rented pod's deadline moved (kept at start-up): the sidebar's countdown and pods.toml follow."""
+        pod = self.book.get(message.name)
+        if pod is not None:
+            self.book.replace(replace(pod, deadline=message.deadline))
 
-    def _widgets(self) -> tuple[PodList, MonitorPane, TabbedContent]:
-        if self._main is None:
-            main = self.screen_stack[0]
-            self._main = (main.query_one(PodList), main.query_one(MonitorPane), main.query_one(TabbedContent))
-            self._live["monitor"] = self._main[1]  # (Bottleneck, Checkpoints: added as they mount)
-        return self._main
+    def on_pod_rented(self, message: PodRented) -> None:
+        """A pod rented a moment ago: into the sidebar, pods.toml, and selected."""
+        pod = message.pod
+        if pod.name in self.book:
+            self.forget_pod(pod.name)
+        self._start(pod)
+        self.book.save(pod)
+        self.pod_list.select(pod.name)
 
-    def _on_main_screen(self) -> bool:
-        """The main screen shows (no modal on it); False while the App starts or stops (no screen at all:
-        a timer firing then must not raise ScreenStackError)."""
-        return bool(self.screen_stack) and self.screen is self.screen_stack[0]
+    def on_pod_terminated(self, message: PodTerminated) -> None:
+        self.forget_pod(message.name)
 
-    def _main_widgets_ready(self) -> bool:
-        return self._main is not None and self._main[0].is_attached
+    def on_pod_lost(self, message: PodLost) -> None:
+        if self._lifecycle_bg is not None and self._lifecycle_bg.tracker is not None:
+            self._lifecycle_bg.tracker.mark_terminated(message.name)
 
-    @property
-    def selected(self) -> str | None:
-        return self.pod_list.selected
+    def on_config_offered(self, message: ConfigOffered) -> None:
+        """The Config pane opens the offered file when it has none; a pane not mounted yet (it mounts just after
+        the first screen) opens the App's ``config_path``."""
+        pane = self.mounted(CONFIG)
+        if pane is None:
+            if self.config_path is None:
+                self.config_path = message.path
+        elif pane.path is None:
+            pane.open(message.path)
+
+    # -- run dialogs (app/run_actions.py) ----------------------------------------------------------------
+
+    def action_launch(self) -> None:
+        if (pod := self._selected_pod()) is not None:
+            self.dialogs.launch(pod, self.mounted(CONFIG), self.config_path)
+
+    def action_kill(self) -> None:
+        if (pod := self._selected_pod()) is not None:
+            self.dialogs.open("kill", pod)
+
+    def action_resume(self) -> None:
+        if (pod := self._selected_pod()) is not None:
+            self.dialogs.open("resume", pod)
+
+    def action_cleanup(self) -> None:
+        if (pod := self._selected_pod()) is not None:
+            self.dialogs.open("cleanup", pod)
+
+    def action_tasks(self) -> None:
+        self.dialogs.show_tasks()
+
+    async def action_quit(self) -> None:
+        self.dialogs.quit()
+
+    # -- screens -----------------------------------------------------------------------------------------
+
+    def action_spend(self) -> None:
+        """The Spend view: the spend ledger and whether a watcher enforces budgets (app/screens/spend.py)."""
+        from app.screens.spend import SpendScreen
+
+        if self.screen is self.screen_stack[0]:
+            self.push_screen(SpendScreen())
+
+    def action_fleet(self) -> None:
+        """Toggle the fleet view."""
+        if fleet_shown(self.screen) is not None:
+            self.pop_screen()
+        elif self.screen is self.screen_stack[0]:
+            from app.screens.fleet import FleetScreen
+
+            self.push_screen(FleetScreen((self.book.snapshots[n] for n in self.book if n in self.book.snapshots),
+                                         self.book.alert_log))
 
     def action_wizard(self) -> None:
         """The config wizard, from anywhere; the file it saves opens in the Config pane."""
         from app.screens.save_as import free_name
         from app.screens.wizard import WizardScreen
 
-        config = self.mounted_pane("config")  # (None in the App's first instant)
+        config = self.mounted(CONFIG)  # (None in the App's first instant)
         folder = config.path.parent if config is not None and config.path is not None else Path.cwd()
         self.push_screen(WizardScreen(free_name(folder)), self._wizard_saved)
 
@@ -325,14 +596,13 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         if path is None:
             return
         from app.panes.config import ConfigPane
-        from app.screens.confirm import ConfirmScreen
 
         config = self.screen_stack[0].query_one(ConfigPane)
 
         def open_it(yes: bool | None = True) -> None:
             if yes:
                 config.open(path)
-                self.action_show_pane("config")
+                self.action_show_pane(CONFIG.name)
             else:
                 self.notify(f"The wizard's config is saved as {path}; the Config pane kept your edits.")
 
@@ -349,18 +619,14 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
 
         self.push_screen(HelpScreen(help_rows(self, self.screen, pane, title)))
 
-    # -- rented pods (app/rentals.py) ------------------------------------------------------------------
-
-    @property
-    def offers_pane(self) -> OffersPane | None:
-        return self.mounted_pane("offers")
+    # -- rented pods (app/rentals.py) and the panes' messages --------------------------------------------
 
     def on_offers_pane_rent_requested(self, message: OffersPane.RentRequested) -> None:
         self.rentals.request(message.ranked)
 
     def on_config_pane_validated(self, message: ConfigPane.Validated) -> None:
         pane = self.offers_pane
-        config = self.mounted_pane("config")
+        config = self.mounted(CONFIG)
         if pane is not None and config is not None and message.report.data is not None:
             pane.use_config(message.report.data, config.path.name if config.path else "the config")
 
@@ -374,7 +640,7 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         ]
         name = self.selected
         if name is not None:
-            pod = self.pods.get(name)
+            pod = self.book.get(name)
             commands += [
                 (f"{name}: launch run", "Pre-flight checks, then start the run (L)", self.action_launch),
                 (f"{name}: kill run", "Stop the run's processes and free the GPUs (asks first; k)", self.action_kill),
@@ -386,21 +652,22 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
             if pod is not None and pod.provider:
                 commands.append((f"{name}: terminate rented pod", "Stop paying for it (asks first; T)",
                                  self.action_terminate_pod))
-        if self._main_widgets_ready():
-            for pane in PANES:
-                if (widget := self.mounted_pane(pane)) is None:  # mounted just after the first screen
+        main = self.main()
+        if main is not None:
+            for pane in PANE_REGISTRY:
+                if (widget := self.mounted(pane)) is None:  # mounted just after the first screen
                     continue
                 for binding in type(widget).BINDINGS:
                     if isinstance(binding, Binding) and binding.show:
                         key = self.get_key_display(binding)
-                        commands.append((f"{pane.title()}: {binding.description.lower()}",
-                                         f"Shows the {pane.title()} pane and does it ({key})",
-                                         partial(self._run_pane_action, pane, binding.action)))
-        active = self.tabs.active if self._main_widgets_ready() else None
+                        commands.append((f"{pane.title}: {binding.description.lower()}",
+                                         f"Shows the {pane.title} pane and does it ({key})",
+                                         partial(self.keys.run_pane_action, pane, binding.action)))
+        active = main.tabs.active if main is not None else None
         commands += [
-            (f"Go to: {p.title()}", f"Show the {p.title()} pane ({n})", partial(self.action_show_pane, p))
-            for n, p in enumerate(PANES, 1)
-            if p != active
+            (f"Go to: {p.title}", f"Show the {p.title} pane ({n})", partial(self.action_show_pane, p.name))
+            for n, p in enumerate(PANE_REGISTRY, 1)
+            if p.name != active
         ]
         running = len(self.tasks.running())
         commands.append(("Show tasks", f"Launch/kill/resume/clean-up actions ({running} running; t)",
@@ -408,7 +675,3 @@ class PrimeTrainApp(PodActions, SnapshotFrames, PaneKeys, RunActions, App[None])
         commands.append(("Fleet view", "Every pod at once (o)", self.action_fleet))
         commands.append(("Spend", "Every rented pod's cost, per run and per day ($)", self.action_spend))
         return commands + [("Show help", "Every key, from the live bindings (?)", self.action_help)]
-
-
-# action -> the keys the App binds to it (a pane binding the same key takes it while it is on screen)
-APP_ACTION_KEYS: dict[str, list[str]] = app_action_keys(PrimeTrainApp)

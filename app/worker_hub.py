@@ -8,7 +8,7 @@ and its failure reaches :func:`report` when it ends, whether or not the widget t
 exists (a worker's StateChanged message does not bubble, so an App handler would miss a pane's).
 
 :func:`report`: a toast (the error's own sentence and hint for a PrimeTrainError, else its type and
-message), ``app.worker_errors`` (the last 200), Textual's log, and ``<data dir>/errors.log`` with the
+message), the App's ``worker_errors`` (the last 200), Textual's log, and ``<data dir>/errors.log`` with the
 traceback — masked like every other log of ours.
 """
 
@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from textual.app import App
 from textual.worker import Worker, WorkerState
 from textual.worker_manager import WorkerManager
 
@@ -29,15 +30,15 @@ from services.errors import PrimeTrainError
 class HubWorkers(WorkerManager):
     """The App's worker manager: workers never exit the App; a failed one goes to ``on_failure``."""
 
-    def __init__(self, app: Any, on_failure: Callable[[Worker], None]) -> None:
+    def __init__(self, app: App[Any], on_failure: Callable[[Worker[Any]], None]) -> None:
         super().__init__(app)
         self.on_failure = on_failure
 
-    def add_worker(self, worker: Worker, start: bool = True, exclusive: bool = True) -> None:
+    def add_worker(self, worker: Worker[Any], start: bool = True, exclusive: bool = True) -> None:
         worker.exit_on_error = False
         super().add_worker(worker, start=start, exclusive=exclusive)
 
-    def _remove_worker(self, worker: Worker) -> None:  # every worker's done callback (textual.worker._start)
+    def _remove_worker(self, worker: Worker[Any]) -> None:  # every worker's done callback (textual.worker._start)
         super()._remove_worker(worker)
         if worker.state is WorkerState.ERROR and worker.error is not None:
             try:
@@ -46,10 +47,15 @@ class HubWorkers(WorkerManager):
                 pass
 
 
-def install(app: Any) -> None:
-    """Give ``app`` the hub (call in its ``__init__``, before any worker starts)."""
-    app.worker_errors = deque(maxlen=200)  # (time, "NAME failed: what")
-    app._workers = HubWorkers(app, lambda worker: report(app, worker))
+ErrorLog = deque[tuple[float, str]]  # (time, "NAME failed: what")
+
+
+def install(app: App[Any]) -> ErrorLog:
+    """Give ``app`` the hub (call in its ``__init__``, before any worker starts); returns its log of failures
+    (the last 200)."""
+    errors: ErrorLog = deque(maxlen=200)
+    app._workers = HubWorkers(app, lambda worker: report(app, errors, worker))
+    return errors
 
 
 def describe(error: BaseException) -> str:
@@ -58,14 +64,14 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def report(app: Any, worker: Worker) -> None:
+def report(app: App[Any], errors: ErrorLog, worker: Worker[Any]) -> None:
     from services.backup.s3 import hide_credentials
 
     error = worker.error
     assert error is not None
     title = f"{worker.name or 'a background job'} failed"
     text = hide_credentials(describe(error))
-    app.worker_errors.append((time.time(), f"{title}: {text}"))
+    errors.append((time.time(), f"{title}: {text}"))
     app.log.error(f"{title}: {text}")
     _append_log(f"{title}: {text}", error)
     app.notify(text, severity="error", title=title, timeout=10)

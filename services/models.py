@@ -47,7 +47,20 @@ class Pod:
 
     @property
     def simulated(self) -> bool:
+        """The demo pod: a simulated run in a sandbox on this machine, started on demand."""
         return self.kind is PodKind.DEMO
+
+    @property
+    def host_rules(self) -> bool:
+        """Whether the health rules about the host (disk, open files) apply: the simulated pod simulates GPUs
+        and a run, not a host (its host figures are this machine's)."""
+        return not self.simulated
+
+    @property
+    def billed_since_boot(self) -> bool:
+        """Whether its uptime says since when it costs money, when nothing better is known: a machine reached
+        over SSH (this machine and the simulated pod cost nothing)."""
+        return self.kind is PodKind.SSH
 
     @property
     def label(self) -> str:
@@ -335,6 +348,8 @@ class RunProgress:
     loss_history: tuple[float, ...] = ()  # the last few losses, oldest first (for trend cells)
     source: str = "none"  # "console", "metrics.jsonl", "training.csv"
     phase: str | None = None  # the run's life (services.monitor.runlife.Phase): running, killed, finished, ...
+    # what cost_so_far counts from: "since rented", "since the pod started" or "est. from the run's steps"
+    cost_basis: str | None = None
 
 
 @dataclass(frozen=True)
@@ -391,6 +406,9 @@ class PodSnapshot:
     # a Slurm login node (Pod.scheduler == "slurm"): the monitor's latest look at its cluster, a
     # services.slurm.models.ClusterView (typed loosely: the kernel sits below services.slurm); None otherwise
     cluster: Any = None
+    # the monitor's window of per-trace timings from the run's traces.jsonl (services.monitor.metrics.EpisodeTiming,
+    # newest last, bounded by MonitorSettings.episodes_len): the bottleneck breakdown's tool-time percentiles
+    episodes: tuple[Any, ...] = ()
 
     @property
     def latest(self) -> Sample | None:

@@ -213,7 +213,7 @@ def _isolated_app_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
 @pytest.fixture(autouse=True)
 def _apps_hand_over_once_watching(monkeypatch: pytest.MonkeyPatch) -> None:
     """PrimeTrainApp starts watching its pods (the monitor, the lifecycle's background work, the demo sandbox)
-    just after its first frame (app/pod_actions.py, _start_watching), a moment after Textual's run_test hands
+    just after its first frame (app/tui.py, _start_watching), a moment after Textual's run_test hands
     the app over. Tests feed snapshots, remove pods or read the pods at once, as a user acts a frame later: here
     run_test hands over once the app watches and the monitor's first steps have run, as it did when the app
     started watching in on_mount; so does snap_compare's run_before."""

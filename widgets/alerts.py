@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual.notifications import SeverityLevel
 from textual.widgets import Static
 
 from services.models import Alert, RunProgress, Severity, WandbStatus
@@ -18,7 +19,8 @@ from widgets.trend import bar_cells
 
 SEVERITY_STYLE = {Severity.INFO: "cyan", Severity.WARNING: "yellow", Severity.CRITICAL: "bold red"}
 SEVERITY_ICON = {Severity.INFO: "i", Severity.WARNING: "!", Severity.CRITICAL: "‼"}
-TOAST_SEVERITY = {Severity.INFO: "information", Severity.WARNING: "warning", Severity.CRITICAL: "error"}
+TOAST_SEVERITY: dict[Severity, SeverityLevel] = {Severity.INFO: "information", Severity.WARNING: "warning",
+                                                 Severity.CRITICAL: "error"}
 
 
 def worst(alerts: Sequence[Alert]) -> Severity | None:

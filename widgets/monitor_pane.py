@@ -248,7 +248,7 @@ class MonitorPane(Widget):
         latest = snapshot.latest
         progress = self._one("#run-progress", Label)
         text = run_line(snapshot.run, latest.t if latest else None)
-        basis = getattr(snapshot.run, "cost_basis", None)
+        basis = snapshot.run.cost_basis if snapshot.run is not None else None
         if basis in ("since rented", "since the pod started"):  # the pod's bill, not the run's steps' estimate
             text = text.replace(" spent, ", f" spent ({basis}), ", 1)
         set_label(progress, text)

@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Any
 from app.commands._support import EXIT_OK, connected, fail, fail_error, fail_usage, need_run_dir, pod_arg
 
 if TYPE_CHECKING:
+    from services.pod.connection import Connection
+
+
+if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 
@@ -90,7 +94,7 @@ class Bar:
             self.progress.stop()
 
 
-async def on_pod(args: argparse.Namespace, work: Callable[[Any, Any, str, Bar], Awaitable[Any]]) -> Any:
+async def on_pod(args: argparse.Namespace, work: Callable[[Connection, Any, str, Bar], Awaitable[Any]]) -> Any:
     """The backup settings, POD and its run dir, then ``work(conn, settings, run_dir, bar)`` on the connected
     pod with a progress bar: (pod, settings, run_dir, what work returned), or the exit code after one line."""
     from services.errors import PodSpecError, PrimeTrainError, SettingsError
@@ -126,7 +130,7 @@ async def _backup(args: argparse.Namespace) -> int:
     from services.backup.transfer import backup_checkpoint, pod_checkpoints
     from services.errors import PrimeTrainError
 
-    async def work(conn: Any, settings: Any, run_dir: str, bar: Bar) -> tuple[int, Any]:
+    async def work(conn: Connection, settings: Any, run_dir: str, bar: Bar) -> tuple[int, Any]:
         step = args.step
         ckpts, _ = await pod_checkpoints(conn, run_dir)
         if step is None:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.commands._support import add_backup_args, cleanup_backup_settings
 from app.commands.launch import confirm, drive
+
+if TYPE_CHECKING:
+    from services.lifecycle.events import Event
+    from services.lifecycle.preflight import LifecycleSettings
+    from services.pod.connection import Connection
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
                     code=EXIT_USAGE)
     state: dict[str, Any] = {}
 
-    async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
+    async def before(conn: Connection, settings: LifecycleSettings, doc: dict[str, Any]) -> int | None:
         from services.lifecycle.targets import target_for
         from services.units import fmt_bytes
 
@@ -53,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
                                                         if plan.leftovers else "")
         return confirm(args, f"delete {what}, {fmt_bytes(plan.bytes)}?")
 
-    async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
+    async def body(conn: Connection, settings: LifecycleSettings) -> AsyncIterator[Event]:
         async for ev in state["target"].cleanup(conn, state["plan"], settings=settings, backup=state["backup"]):
             yield ev
 

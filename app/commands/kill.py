@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.commands.launch import confirm, drive
+
+if TYPE_CHECKING:
+    from services.lifecycle.events import Event
+    from services.lifecycle.preflight import LifecycleSettings
+    from services.pod.connection import Connection
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     chosen: dict[str, Any] = {}
 
-    async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
+    async def before(conn: Connection, settings: LifecycleSettings, doc: dict[str, Any]) -> int | None:
         from app.commands._support import fail
         from services.lifecycle.targets import target_for
 
@@ -38,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
                 print(line)
         return confirm(args, plan.question)
 
-    async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
+    async def body(conn: Connection, settings: LifecycleSettings) -> AsyncIterator[Event]:
         async for ev in chosen["target"].kill(conn, chosen["plan"], settings=settings, grace=args.grace):
             yield ev
 

@@ -10,9 +10,14 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, resolve_pod, say
+
+if TYPE_CHECKING:
+    from services.lifecycle.events import Event
+    from services.lifecycle.preflight import LifecycleSettings
+    from services.pod.connection import Connection
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,14 +39,24 @@ def run(args: argparse.Namespace) -> int:
     if not Path(args.config).is_file():
         return fail(f"config not found: {args.config}", code=EXIT_USAGE)
 
-    async def go(conn: Any, settings: Any) -> AsyncIterator[Any]:
+    async def before(conn: Connection, settings: LifecycleSettings, doc: dict[str, Any]) -> int | None:
+        from services.lifecycle.targets import target_for
+
+        plan = target_for(conn.pod).plan_launch(conn.pod, Path(args.config), args.run_dir, settings, args.template)
+        doc["target"] = plan.doc
+        if not args.json:
+            for line in plan.lines:
+                say(line)
+        return None
+
+    async def go(conn: Connection, settings: LifecycleSettings) -> AsyncIterator[Event]:
         from services.lifecycle.targets import target_for
 
         async for ev in target_for(conn.pod).launch(conn, Path(args.config), settings=settings,
                                                     command=args.template, run_dir=args.run_dir, force=args.force):
             yield ev
 
-    return drive(args, "launch", go)
+    return drive(args, "launch", go, before)
 
 
 # ----------------------------------------------------------------------------- shared
@@ -64,8 +79,9 @@ def setup(args: argparse.Namespace) -> tuple[Any, Any] | int:
 
 
 def drive(args: argparse.Namespace, action: str,
-          body: Callable[[Any, Any], AsyncIterator[Any]],
-          before: Callable[[Any, Any, dict[str, Any]], Awaitable[int | None]] | None = None) -> int:
+          body: Callable[[Connection, LifecycleSettings], AsyncIterator[Event]],
+          before: Callable[[Connection, LifecycleSettings, dict[str, Any]], Awaitable[int | None]] | None = None,
+          ) -> int:
     """Connect, optionally plan/confirm (``before`` returns an exit code to stop, or None), then print
     the events of ``body``. Exit 0 on a ``done`` event, 1 with the reason otherwise."""
     got = setup(args)
@@ -115,7 +131,7 @@ async def _drive(args, action, pod, settings, body, before) -> int:
         await conn.close()
 
 
-def print_event(ev: Any) -> None:
+def print_event(ev: Event) -> None:
     if ev.check is not None:
         c = ev.check
         line = f"  {c.mark} {c.name}" + (f" — {c.detail}" if c.detail else "")

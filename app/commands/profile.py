@@ -58,7 +58,6 @@ async def _profile(args: argparse.Namespace) -> int:
     from services.bottleneck.analysis import analyze
     from services.bottleneck.report import read_episodes, read_run, write_markdown
     from services.errors import PodSpecError, PrimeTrainError, SettingsError
-    from services.models import PodKind
     from services.monitor.metrics import parse_run
 
     try:
@@ -67,7 +66,7 @@ async def _profile(args: argparse.Namespace) -> int:
     except (SettingsError, PodSpecError) as exc:
         return fail_usage(exc)
     try:
-        if pod.kind is PodKind.DEMO and not args.run_dir:  # its run: the TUI's, or one started now in its sandbox
+        if pod.simulated and not args.run_dir:  # its run: the TUI's, or one started now in its sandbox
             from app.demo import ensure_run, note
 
             note(await ensure_run(pod))

@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.commands._support import EXIT_OK
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +39,7 @@ async def _restore(args: argparse.Namespace) -> int:
     notes: list[str] = []
     placed: list[str] = []
 
-    async def work(conn: Any, settings: Any, run_dir: str, bar: Any) -> Any:
+    async def work(conn: Connection, settings: Any, run_dir: str, bar: Any) -> Any:
         return await restore_checkpoint(conn, settings, run_dir, args.step, on_progress=bar, notes=notes,
                                         placed=placed)
 

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.commands._support import add_backup_args, backup_settings
 from app.commands.launch import confirm, drive
+
+if TYPE_CHECKING:
+    from services.lifecycle.events import Event
+    from services.lifecycle.preflight import LifecycleSettings
+    from services.pod.connection import Connection
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     state: dict[str, Any] = {}
 
-    async def before(conn: Any, settings: Any, doc: dict[str, Any]) -> int | None:
+    async def before(conn: Connection, settings: LifecycleSettings, doc: dict[str, Any]) -> int | None:
         from services.lifecycle.targets import target_for
 
         target = state["target"] = target_for(conn.pod)
@@ -37,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
                 print(line)
         return confirm(args, plan.question)
 
-    async def body(conn: Any, settings: Any) -> AsyncIterator[Any]:
+    async def body(conn: Connection, settings: LifecycleSettings) -> AsyncIterator[Event]:
         async for ev in state["target"].resume(conn, state["plan"], settings=settings, force=args.force):
             yield ev
 

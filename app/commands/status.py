@@ -31,10 +31,14 @@ import shlex
 import sys
 import time
 from dataclasses import asdict, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, connected, fail, fail_usage, resolve_pod, saved_pods
 from services.text import plain
+
+if TYPE_CHECKING:
+    from services.models import Pod
+    from services.pod.connection import Connection
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -105,7 +109,7 @@ async def _all(pods, timeout: float) -> list[dict[str, Any]]:
 
 async def _one(pod, timeout: float) -> dict[str, Any]:
     from services.errors import AuthError, HostKeyError, PodUnsupported, PrimeTrainError
-    from services.models import PodKind, PodState
+    from services.models import PodState
     from services.monitor.cluster import cluster_once
     from services.monitor.service import MonitorSettings
 
@@ -122,7 +126,7 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
             cluster = await cluster_once(conn, timeout)  # None unless a Slurm cluster's login node
         result.update(reached=True, state=PodState.ONLINE.value)
         wandb = await _wandb(tails)
-        result.update(_judge(pod, sample, tails, host_rules=pod.kind is not PodKind.DEMO, wandb=wandb,
+        result.update(_judge(pod, sample, tails, host_rules=pod.host_rules, wandb=wandb,
                              rented_at=_rented_at(pod)))
         result["wandb"] = None if wandb is None else wandb.as_json(time.time())
         if cluster is not None:
@@ -141,7 +145,7 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
     return result
 
 
-async def _look(conn, pod, timeout: float) -> tuple[Any, dict | None]:
+async def _look(conn: Connection, pod: Pod, timeout: float) -> tuple[Any, dict | None]:
     """The probe's --once sample and the run dir's tails (None without a run dir or when unreadable)."""
     from services.errors import PrimeTrainError
     from services.models import Sample
@@ -202,7 +206,6 @@ def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None,
 
     from app.settings import load_health_settings
     from services.errors import SettingsError
-    from services.models import PodKind
     from services.monitor.health import HealthSettings, HealthTracker
 
     try:
@@ -219,7 +222,7 @@ def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None,
         if not tails.get("exists"):
             run_note = f"no such run dir on the pod: {pod.run_dir}"
         tracker.feed_tails(tails)
-        if rented_at is None and pod.kind is PodKind.SSH and isinstance(tails.get("uptime"), (int, float)):
+        if rented_at is None and pod.billed_since_boot and isinstance(tails.get("uptime"), (int, float)):
             tracker.set_billing(now - float(tails["uptime"]), "since the pod started")
     if rented_at is not None:
         tracker.set_billing(rented_at, "since rented")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -24,9 +24,14 @@ from textual.widgets import Button, ProgressBar, Static
 
 from services.text import plain
 
-PlanFn = Callable[[Any], Awaitable[str]]
-RunFn = Callable[[Any, bool], AsyncIterator[Any]]
+if TYPE_CHECKING:
+    from services.lifecycle.events import Event
+    from services.models import Pod
+    from services.pod.connection import Connection
 
+
+PlanFn = Callable[["Connection"], Awaitable[str]]
+RunFn = Callable[["Connection", bool], AsyncIterator["Event"]]
 
 
 class NothingToDo(str):
@@ -47,8 +52,8 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         Binding("n", "no", "No", id="lifecycle_no"),
     ]
 
-    def __init__(self, action: str, pod: Any, *, plan: PlanFn | None, run: RunFn, confirm: str,
-                 connect: Callable[[Any], Any] | None = None, settings: Any = None) -> None:
+    def __init__(self, action: str, pod: Pod, *, plan: PlanFn | None, run: RunFn, confirm: str,
+                 connect: Callable[[Pod], Connection] | None = None, settings: Any = None) -> None:
         super().__init__(classes="dialog-screen")
         self.action_name = action
         self.pod = pod
@@ -58,7 +63,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         self.lines: list[str] = []  # what the log shows (plain text), for tests and copy-paste
         self.result: Any = None
         self._acting = False  # the action runs (not `_running`: that name is Textual's own, True once mounted)
-        self._conn: Any = None  # the plan's connection, reused by the action
+        self._conn: Connection | None = None  # the plan's connection, reused by the action
         self.run_task: Any = None  # the app task running the action (app/tasks.py), once started
 
     def compose(self) -> ComposeResult:
@@ -120,15 +125,16 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         tasks = getattr(self.app, "tasks", None)
         if not isinstance(tasks, Tasks):  # a bare host app (tests, embedding) gets a list of its own
             tasks = Tasks(self.app)
-        holder = {"conn": self._conn}
+        holder: dict[str, Connection | None] = {"conn": self._conn}
         self._conn = None
         bg = getattr(self.app, "lifecycle_bg", None) if self.action_name in ("launch", "resume") else None
 
         async def events() -> AsyncIterator[Any]:
-            if holder["conn"] is None:
+            conn = holder["conn"]
+            if conn is None:
                 holder["conn"] = conn = self._connect(self.pod)
                 await conn.connect()
-            async for ev in self._run(holder["conn"], force):
+            async for ev in self._run(conn, force):
                 if ev.kind == "done" and bg is not None:
                     bg.run_started(ev.data)  # the monitor follows the new run, dialog open or not
                 yield ev
@@ -251,14 +257,14 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         self.dismiss(None)
 
 
-async def _quietly_close(conn: Any) -> None:
+async def _quietly_close(conn: Connection) -> None:
     try:
         await conn.close()
     except Exception:  # noqa: BLE001 - a connection that died meanwhile is closed enough
         pass
 
 
-def default_connect(pod: Any) -> Any:
+def default_connect(pod: Pod) -> Connection:
     """services.connect's connection, with the app's demo sandbox passed in (app/demo.py)."""
     from app.demo import demo_inputs
     from services.connect import open_connection
@@ -290,11 +296,11 @@ def backup_settings(backup: Any) -> Any:
     return loaded if loaded.bucket else None
 
 
-def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None, run_dir: str | None = None,
+def lifecycle_screen(action: str, pod: Pod, *, config: Path | str | None = None, run_dir: str | None = None,
                      keep: int | None = None, settings: Any = None, backup: Any = None,
-                     connect: Callable[[Any], Any] | None = None) -> LifecycleScreen:
+                     connect: Callable[[Pod], Connection] | None = None) -> LifecycleScreen:
     """The modal for one action: "launch" (needs ``config``), "kill", "resume" or "cleanup" (``keep``)."""
-    from services.lifecycle import actions as lc
+    from services.lifecycle.events import LifecycleError
     from services.lifecycle.targets import target_for
     from services.units import fmt_bytes
 
@@ -309,10 +315,10 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
             raise ValueError("launch needs a config")
         cfg = Path(config)
 
-        async def plan_launch(conn: Any) -> str:
-            return target.launch_text(pod, cfg, run_dir, settings)
+        async def plan_launch(conn: Connection) -> str:
+            return target.plan_launch(pod, cfg, run_dir, settings).text
 
-        def run_launch(conn: Any, force: bool) -> AsyncIterator[Any]:
+        def run_launch(conn: Connection, force: bool) -> AsyncIterator[Event]:
             return target.launch(conn, cfg, settings=settings, run_dir=run_dir, force=force)
 
         return LifecycleScreen("launch", pod, plan=plan_launch, run=run_launch, confirm="Launch",
@@ -320,13 +326,13 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
     if action == "kill":
         chosen: dict[str, Any] = {}
 
-        async def plan_kill(conn: Any) -> str:
+        async def plan_kill(conn: Connection) -> str:
             plan = chosen["plan"] = await target.plan_kill(conn, settings)
             if plan is None:
-                raise lc.LifecycleError(f"no active run on {pod.name}")
+                raise LifecycleError(f"no active run on {pod.name}")
             return plan.text
 
-        def run_kill(conn: Any, force: bool) -> AsyncIterator[Any]:
+        def run_kill(conn: Connection, force: bool) -> AsyncIterator[Event]:
             return target.kill(conn, chosen["plan"], settings=settings)
 
         return LifecycleScreen("kill", pod, plan=plan_kill, run=run_kill, confirm=target.kill_button,
@@ -335,11 +341,11 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
         bucket = backup_settings(backup) if target.restores_from_bucket else None
         held: dict[str, Any] = {}
 
-        async def plan_resume(conn: Any) -> str:
+        async def plan_resume(conn: Connection) -> str:
             held["plan"] = await target.plan_resume(conn, settings, bucket)
             return held["plan"].text
 
-        def run_resume(conn: Any, force: bool) -> AsyncIterator[Any]:
+        def run_resume(conn: Connection, force: bool) -> AsyncIterator[Event]:
             return target.resume(conn, held["plan"], settings=settings, force=force)
 
         return LifecycleScreen("resume", pod, plan=plan_resume, run=run_resume, confirm="Resume",
@@ -348,13 +354,13 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
         holder: dict[str, Any] = {}
         bucket = backup_settings(backup)
 
-        async def plan_cleanup(conn: Any) -> str:
+        async def plan_cleanup(conn: Connection) -> str:
             plan = await target.plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=bucket)
             holder["plan"] = plan
             lines = plan.preview(fmt_bytes)
             return NothingToDo("\n".join(lines)) if plan.empty else "\n".join(lines)
 
-        def run_cleanup(conn: Any, force: bool) -> AsyncIterator[Any]:
+        def run_cleanup(conn: Connection, force: bool) -> AsyncIterator[Event]:
             return target.cleanup(conn, holder["plan"], settings=settings, backup=bucket)
 
         return LifecycleScreen("cleanup", pod, plan=plan_cleanup, run=run_cleanup, confirm="Delete",
@@ -362,15 +368,11 @@ def lifecycle_screen(action: str, pod: Any, *, config: Path | str | None = None,
     raise ValueError(f"unknown action {action!r}")
 
 
-def launch_screen(pod: Any, config: Path | str, **kw: Any) -> LifecycleScreen:
+def launch_screen(pod: Pod, config: Path | str, **kw: Any) -> LifecycleScreen:
     return lifecycle_screen("launch", pod, config=config, **kw)
 
 
-
-
-
-
-def cleanup_screen(pod: Any, keep: int | None = None, **kw: Any) -> LifecycleScreen:
+def cleanup_screen(pod: Pod, keep: int | None = None, **kw: Any) -> LifecycleScreen:
     return lifecycle_screen("cleanup", pod, keep=keep, **kw)
 
 

@@ -43,7 +43,6 @@ from services.backup.claims import Uploads, claim_step, collision
 from services.backup.manifest import FileEntry, Manifest, PodCheckpoint, RunSource, TransferProgress, source_label
 from services.backup.s3 import S3, BackupError, BackupSettings, hide_credentials, part_size_for
 from services.backup.store_caps import composite_crc32, parts_take_crc32, store_etags_are_md5
-from services.errors import PrimeTrainError, UnsafeProbeDir
 from services.pod import agent, trusted
 from services.pod.agent.transfer import check_path
 from services.pod.connection import Connection
@@ -83,12 +82,8 @@ class PodAgent:
             self.command = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT_PATH))}"
             return str(AGENT_PATH)
         agent_bundle = trusted.pod_bundle(self.conn.pod, AGENT_FILES, "backup-agent")
-        try:
-            await trusted.install(self.conn, agent_bundle)
-        except UnsafeProbeDir as exc:
-            raise BackupError(str(exc), hint=exc.hint) from None
-        except PrimeTrainError as exc:
-            raise BackupError(f"cannot install the backup agent on the pod: {exc}") from None
+        await trusted.install_or_refuse(self.conn, agent_bundle, BackupError,
+                                        "cannot install the backup agent on the pod")
         self.command = shlex.join(agent_bundle.run_argv())
         return agent_bundle.script_path
 

@@ -28,6 +28,7 @@ from typing import Any
 from services.bottleneck.diagnose import DOMINANT, InferenceLoad, diagnose, inference_load, pct as _pct
 from services.bottleneck.rules import Recommendation, load_rules, recommend
 from services.bottleneck.tail import ToolTail, tail_variables, tool_tails
+from services.models import PodSnapshot, Sample
 from services.monitor.metrics import EpisodeTiming, MetricsParser, ParsedRun, StepTiming
 
 DIAGNOSES = ("latency-bound", "throughput-bound", "trainer-bound", "io-bound", "stalled", "balanced")
@@ -268,13 +269,13 @@ _INFER_CMD = re.compile(r"vllm|inference", re.I)
 _TRAIN_CMD = re.compile(r"torchrun|trainer|prime_rl\.trainer|\btrain\b", re.I)
 
 
-def gpu_evidence(samples: Iterable[Any], last: int = 60) -> GpuEvidence:
+def gpu_evidence(samples: Iterable[Sample], last: int = 60) -> GpuEvidence:
     """Mean GPU utilisation over the last samples (``services.models.Sample``), split into inference
     and trainer GPUs by the command of the processes on them (when the probe sees processes)."""
     recent = list(samples)[-last:]
     role: dict[int, str] = {}
     for s in recent:
-        for p in getattr(s, "procs", ()):
+        for p in s.procs:
             if p.gpu is None:
                 continue
             if _INFER_CMD.search(p.cmd or ""):
@@ -285,14 +286,14 @@ def gpu_evidence(samples: Iterable[Any], last: int = 60) -> GpuEvidence:
     indices: set[int] = set()
     used = 0
     for s in recent:
-        gpus = [g for g in getattr(s, "gpus", ()) if g.util is not None]
+        gpus = [(g.index, g.util) for g in s.gpus if g.util is not None]
         if gpus:
             used += 1
-        for g in gpus:
-            indices.add(g.index)
-            by["all"].append(g.util)
-            if g.index in role:
-                by[role[g.index]].append(g.util)
+        for index, util in gpus:
+            indices.add(index)
+            by["all"].append(util)
+            if index in role:
+                by[role[index]].append(util)
 
     def mean(xs: list[float]) -> float | None:
         return sum(xs) / len(xs) if xs else None
@@ -364,15 +365,15 @@ def analyze_lines(metrics_lines: Iterable[str] = (), console_lines: Iterable[str
     return analyze(parser.run, last, gpu_evidence(samples), episodes=episodes, until_step=until_step)
 
 
-def analyze_snapshot(snapshot: Any, last: int = DEFAULT_STEPS, since_step: int | None = None,
+def analyze_snapshot(snapshot: PodSnapshot, last: int = DEFAULT_STEPS, since_step: int | None = None,
                      until_step: int | None = None) -> Breakdown:
     """The breakdown of one pod's :class:`~services.models.PodSnapshot`: its metrics.jsonl history, the
     console lines in its sample history (used when there are no metrics), its GPU samples and, from the
     monitor's snapshot, its traces.jsonl timings (``episodes``)."""
-    metrics = getattr(snapshot, "metrics", ())
+    metrics = snapshot.metrics
     console: list[str] = []
     if not metrics:
         for s in snapshot.history:
             console.extend(s.log)
     return analyze_lines(metrics, console, last, snapshot.history, since_step, until_step,
-                         getattr(snapshot, "episodes", ()))
+                         snapshot.episodes)

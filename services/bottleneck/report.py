@@ -4,9 +4,12 @@ connection."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from services.bottleneck.analysis import Breakdown
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
 
 
 def to_markdown(b: Breakdown, title: str = "Bottleneck profile") -> str:
@@ -80,7 +83,7 @@ def split_tail_output(text: str) -> tuple[list[str], list[str]]:
     return metrics, console
 
 
-async def read_run(conn: Any, run_dir: str, steps: int, timeout: float = 30.0) -> tuple[list[str], list[str]]:
+async def read_run(conn: Connection, run_dir: str, steps: int, timeout: float = 30.0) -> tuple[list[str], list[str]]:
     """Fetch the last lines of a run's metrics.jsonl and console logs through a connection's ``run``
     (SSHConnection or LocalConnection). Raises ``services.errors.PrimeTrainError`` subclasses."""
     from services.errors import ProbeError
@@ -91,7 +94,7 @@ async def read_run(conn: Any, run_dir: str, steps: int, timeout: float = 30.0) -
     return split_tail_output(out)
 
 
-async def read_episodes(conn: Any, run_dir: str, timeout: float = 30.0) -> list:
+async def read_episodes(conn: Connection, run_dir: str, timeout: float = 30.0) -> list:
     """The per-trace timings of the run's newest traces.jsonl files (prime-rl's rollouts/step_N): one
     ``--once`` sample of the probe on the pod, which extracts them there (the traces never leave the
     pod); its "traces" field as :class:`~services.monitor.metrics.EpisodeTiming`. Raises

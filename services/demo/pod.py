@@ -42,11 +42,15 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from services.demo import nvidia_smi
 from services.errors import ConnectError
 from services.pod import agent
+
+if TYPE_CHECKING:
+    from services.models import Pod
+
 
 DEMO_DIR = Path(__file__).resolve().parent
 PROBE_PATH = agent.PROBE
@@ -323,7 +327,7 @@ def sandbox_paths(root: Path | str) -> SandboxPaths:
     return {"run_dir": str(root / "run"), "probe_dir": str(root / "state")}
 
 
-def sandbox_root(pod: Any) -> Path | None:
+def sandbox_root(pod: Pod) -> Path | None:
     """The sandbox a demo pod carries (see :func:`sandbox_paths`), or None."""
     if not getattr(pod, "simulated", False) or not pod.probe_dir or not pod.run_dir:
         return None

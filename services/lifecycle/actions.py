@@ -16,40 +16,36 @@ import hashlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services import runs
 from services.errors import PrimeTrainError
 from services.lifecycle import dry_run, preflight as pf
-from services.lifecycle.common import (
-    BUSY,
-    Action,
-    Event,
-    LifecycleError,
-    PodShell,
+from services.lifecycle.command import collect_secrets, hide_values, render
+from services.lifecycle.events import Action, Event, LifecycleError, with_hint
+from services.lifecycle.lock import BUSY, held_error, hold, owner_id
+from services.lifecycle.preflight import Check, LifecycleSettings
+from services.lifecycle.records import (
     active_run,
     backup_on,
     backup_where,
     checkpoints,
-    collect_secrets,
     default_run_dir,
-    held_error,
-    hide_values,
-    hold,
     newest_complete,
-    owner_id,
     pod_runs,
-    render,
-    with_hint,
 )
-from services.lifecycle.preflight import Check, LifecycleSettings
 from services.lifecycle.run_config import local_config, pod_has_config
+from services.lifecycle.shell import PodShell
 from services.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
+
 
 # ------------------------------------------------------------------------------------ launch
 
 
-async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None = None,
+async def launch(conn: Connection, config: Path, *, settings: LifecycleSettings | None = None,
                  command: str | None = None, run_dir: str | None = None, force: bool = False,
                  environ: dict[str, str] | None = None, _resume: dict[str, Any] | None = None,
                  ) -> AsyncIterator[Event]:
@@ -67,7 +63,7 @@ async def launch(conn: Any, config: Path, *, settings: LifecycleSettings | None 
         yield Event(action, "error", hide_values(with_hint(exc), secrets.values()))
 
 
-async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, command: str | None,
+async def _launch(conn: Connection, config: Path | None, settings: LifecycleSettings, command: str | None,
                   run_dir: str | None, force: bool, secrets: dict[str, str], action: Action,
                   resume: dict[str, Any] | None, guard: Any) -> AsyncIterator[Event]:
     """ONE exec of the helper's ``launch`` (lock unless ``guard`` holds it already, pre-flight streamed
@@ -231,7 +227,7 @@ async def _pod_checks(shell: PodShell, settings: LifecycleSettings, request: dic
         yield Event(action, "check", check.name, check=check)
 
 
-async def _exited(conn: Any, settings: LifecycleSettings, action: Action, record: dict[str, Any],
+async def _exited(conn: Connection, settings: LifecycleSettings, action: Action, record: dict[str, Any],
                   msg: dict[str, Any], secrets: dict[str, str]) -> AsyncIterator[Event]:
     """The run ended within the helper's watch after its start: its log's tail, then the error."""
     code, after = msg.get("code"), float(msg.get("after") or 0.0)
@@ -251,12 +247,12 @@ async def _exited(conn: Any, settings: LifecycleSettings, action: Action, record
 # ------------------------------------------------------------------------------------ kill
 
 
-async def plan_kill(conn: Any) -> dict[str, Any] | None:
+async def plan_kill(conn: Connection) -> dict[str, Any] | None:
     """The active run and its processes (what the confirm step shows), or None."""
     return await active_run(PodShell(conn))
 
 
-async def kill(conn: Any, *, settings: LifecycleSettings | None = None, grace: float | None = None,
+async def kill(conn: Connection, *, settings: LifecycleSettings | None = None, grace: float | None = None,
                run_id: str | None = None) -> AsyncIterator[Event]:
     """SIGTERM, grace, SIGKILL for the pod's active run (``run_id``: only that one). Ends with done/error."""
     settings = settings or LifecycleSettings()
@@ -269,7 +265,8 @@ async def kill(conn: Any, *, settings: LifecycleSettings | None = None, grace: f
         yield Event("kill", "error", with_hint(exc))
 
 
-async def _kill(conn: Any, settings: LifecycleSettings, grace: float, run_id: str | None) -> AsyncIterator[Event]:
+async def _kill(conn: Connection, settings: LifecycleSettings, grace: float,
+                run_id: str | None) -> AsyncIterator[Event]:
     """ONE exec of the helper's ``kill``: lock, SIGTERM to the group, the grace period (streamed),
     SIGKILL for what is left, the GPU check; see pod/agent/actions.py."""
     shell = PodShell(conn)
@@ -324,7 +321,7 @@ async def _kill(conn: Any, settings: LifecycleSettings, grace: float, run_id: st
 
 
 # ------------------------------------------------------------------------------------ resume
-async def plan_resume(conn: Any, settings: LifecycleSettings | None = None,
+async def plan_resume(conn: Connection, settings: LifecycleSettings | None = None,
                       backup: Any = None, run: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run to resume and the checkpoint it would start from (for the confirm step). With a bucket
     configured (``backup``) and no complete checkpoint on the pod, the newest verified backup is planned
@@ -373,7 +370,7 @@ async def plan_resume(conn: Any, settings: LifecycleSettings | None = None,
     return {"run": run, "ckpt_dir": ckpt_dir, "checkpoint": best, "skipped": skipped, "restore": restore}
 
 
-async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force: bool = False,
+async def resume(conn: Connection, *, settings: LifecycleSettings | None = None, force: bool = False,
                  environ: dict[str, str] | None = None, backup: Any = None,
                  run: dict[str, Any] | None = None) -> AsyncIterator[Event]:
     """Relaunch from the newest complete checkpoint; with a bucket configured and none on the pod,
@@ -416,7 +413,7 @@ async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force:
         yield Event("resume", "error", hide_values(with_hint(exc), secrets.values()))
 
 
-async def _restore(conn: Any, settings: LifecycleSettings, backup: Any, plan: dict[str, Any],
+async def _restore(conn: Connection, settings: LifecycleSettings, backup: Any, plan: dict[str, Any],
                    ) -> AsyncIterator[Event]:
     """Restore ``plan["restore"]`` onto the pod, with progress events; then check it is complete there."""
     from services.backup.transfer import restore_checkpoint

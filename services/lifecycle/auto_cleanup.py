@@ -1,6 +1,6 @@
 """The cleanup daemon of one pod: keep the newest N complete checkpoints and the run volume under a ceiling.
 
-A round plans with :func:`services.lifecycle.cleanup.plan_cleanup` (keep-last N, then older complete ones
+A round plans through the pod's run target, ``target_for(pod).plan_cleanup`` (keep-last N, then older complete ones
 while the volume would stay above ``disk_threshold_pct``, plus prime-rl's leftovers) and deletes with
 :func:`services.lifecycle.cleanup.cleanup` — so the rules are the command's: never the newest complete
 checkpoint, never one in progress, never one not yet verified in the bucket when backup is on, every
@@ -20,13 +20,17 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.errors import PrimeTrainError
-from services.lifecycle.cleanup import CleanupPlan, cleanup, plan_cleanup
-from services.lifecycle.common import Event, with_hint
+from services.lifecycle.cleanup import CleanupPlan, cleanup
+from services.lifecycle.events import Event, with_hint
 from services.lifecycle.preflight import LifecycleSettings
+from services.lifecycle.targets import target_for
 from services.models import Pod, PodSnapshot
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ class Round:
 class CleanupDaemon:
     pod: Pod
     settings: LifecycleSettings
-    connect: Callable[[Pod], Any]  # Pod -> services.pod.connection.Connection (not connected yet)
+    connect: Callable[[Pod], Connection]  # not connected yet
     backup: Any = None  # services.backup.s3.BackupSettings with a bucket: only verified checkpoints go
     clock: Callable[[], float] = time.time
     interval: float | None = None  # default: settings.cleanup_interval
@@ -98,8 +102,9 @@ class CleanupDaemon:
         conn = self.connect(self.pod)
         try:
             await conn.connect()
-            plan = await plan_cleanup(conn, settings=self.settings, backup=self.backup,
-                                      threshold_pct=self.settings.disk_threshold_pct)
+            plan = await target_for(self.pod).plan_cleanup(conn, keep=None, settings=self.settings,
+                                                           backup=self.backup,
+                                                           threshold_pct=self.settings.disk_threshold_pct)
             if plan.empty:
                 self.preview = None
                 return self._done(Round(self.clock(), reason, plan))

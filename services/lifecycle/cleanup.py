@@ -17,26 +17,22 @@ when the trainer's checkpoints live elsewhere, and all but the newest ``keep_bro
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services import runs
 from services.errors import PrimeTrainError
-from services.lifecycle.common import (
-    Event,
-    LifecycleError,
-    PodShell,
-    backup_on,
-    backup_where,
-    ckpt_dir_of,
-    hold,
-    pod_runs,
-    with_hint,
-)
+from services.lifecycle.events import Event, LifecycleError, with_hint
+from services.lifecycle.lock import hold
 from services.lifecycle.preflight import LifecycleSettings
+from services.lifecycle.records import backup_on, backup_where, ckpt_dir_of, pod_runs
+from services.lifecycle.shell import PodShell
 from services.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -207,27 +203,26 @@ def plan_for_disk(plan: CleanupPlan, disk: dict[str, Any] | None, threshold_pct:
                    oldest_verified=plan.oldest_verified if ok is None or ok else None)
 
 
-async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: LifecycleSettings | None = None,
+async def plan_cleanup(conn: Connection, *, keep: int | None = None, settings: LifecycleSettings | None = None,
                        run_dir: str | None = None, backup: Any = None,
-                       threshold_pct: float | None = None) -> CleanupPlan:
+                       threshold_pct: float | None = None,
+                       run_records: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None) -> CleanupPlan:
     """``backup`` (``services.backup.s3.BackupSettings``) with a bucket set: only checkpoints whose backup is
     verified in the bucket may be deleted; an unreachable bucket is an error (nothing is planned).
     ``threshold_pct`` (the daemon's disk ceiling): delete older complete ones beyond ``keep`` as well
     while the run volume would stay above it. prime-rl's leftovers are always planned. ``backup`` may be the
-    error that made backup.toml unreadable: then nothing is planned (LifecycleError, fail closed)."""
+    error that made backup.toml unreadable: then nothing is planned (LifecycleError, fail closed).
+    ``run_records``: the pod's runs, oldest first, as its run target reads them (the run dir is the newest's
+    unless given); the lifecycle helper's records by default."""
     refuse_unreadable_backup(backup)
     settings = settings or LifecycleSettings()
     shell = PodShell(conn)
     await shell.home()
     if run_dir is None:
-        records = await pod_runs(shell)
-        if not records and getattr(conn.pod, "scheduler", None) == "slurm":  # runs launched on the cluster
-            from services.lifecycle.slurm_jobs import slurm_runs
-
-            records = await slurm_runs(conn)
+        records = await (run_records() if run_records is not None else pod_runs(shell))
         if records:
             run_dir = records[-1]["run_dir"]
-        elif getattr(conn.pod, "run_dir", None):
+        elif conn.pod.run_dir:
             run_dir = conn.pod.run_dir
         else:
             raise LifecycleError(f"no run recorded on {conn.pod.name} and no run_dir for it",
@@ -255,7 +250,7 @@ async def plan_cleanup(conn: Any, *, keep: int | None = None, settings: Lifecycl
     return replace(plan, leftovers=(*plan.leftovers, *extra)) if extra else plan
 
 
-async def cleanup(conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings | None = None,
+async def cleanup(conn: Connection, plan: CleanupPlan, *, settings: LifecycleSettings | None = None,
                   backup: Any = None) -> AsyncIterator[Event]:
     """Delete what ``plan`` lists, one step dir at a time; the pod re-checks each one first. With a
     bucket configured, the bucket is asked again just before deleting: a step whose backup is no longer

@@ -17,12 +17,15 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services import runs
-from services.lifecycle.common import Event
+from services.lifecycle.events import Event
 from services.lifecycle.preflight import LifecycleSettings
 from services.models import Pod, PodSnapshot, PodState
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
 
 UP = (PodState.ONLINE, PodState.STALE)
 DOWN = (PodState.OFFLINE, PodState.CONNECTING)  # auth / host-key trouble is the user's, not a preemption
@@ -197,11 +200,12 @@ class PreemptionTracker:
 
 @dataclass
 class AutoResumer:
-    """Carries out ``resume`` decisions with :func:`services.lifecycle.actions.resume`."""
+    """Carries out ``resume`` decisions through the target pod's run target (``target_for``), as the dialog and
+    the commands do."""
 
     tracker: PreemptionTracker
     settings: LifecycleSettings
-    connect: Callable[[Pod], Any]
+    connect: Callable[[Pod], Connection]
     backup: Any = None
     on_event: Callable[[Event], None] | None = None
 
@@ -210,7 +214,7 @@ class AutoResumer:
         return last
 
     async def events(self, decision: Decision) -> AsyncIterator[Event]:
-        from services.lifecycle.actions import resume
+        from services.lifecycle.targets import target_for
 
         target = self.tracker._pods.get(decision.target)
         rec = runs.load_record(self.tracker.runs_dir, decision.run_id)
@@ -224,7 +228,8 @@ class AutoResumer:
         last: Event | None = None
         try:
             await conn.connect()
-            async for ev in resume(conn, settings=self.settings, backup=self.backup, run=rec):
+            resumed = target_for(target.pod).resume_run(conn, rec, settings=self.settings, backup=self.backup)
+            async for ev in resumed:
                 last = ev
                 yield ev
         except Exception as exc:  # noqa: BLE001 - reported as the outcome; the tracker may retry

@@ -7,7 +7,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from services.lifecycle.common import LifecycleError, PodShell
+from services.lifecycle.events import LifecycleError
+from services.lifecycle.shell import PodShell
 
 
 async def pod_has_config(shell: PodShell, record: dict[str, Any]) -> None:

@@ -15,13 +15,17 @@ import json
 import shlex
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.errors import PrimeTrainError
-from services.lifecycle.common import DEFAULT_STATE_DIR, Event, LifecycleError
+from services.lifecycle.events import Event, LifecycleError
+from services.lifecycle.shell import DEFAULT_STATE_DIR
 from services.slurm.cluster import SlurmCluster
 from services.slurm.health import pending_reason
 from services.slurm.models import SlurmError, SlurmJob
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
 
 
 def _label(job: SlurmJob) -> str:
@@ -37,11 +41,11 @@ RECORDS_DIR = "slurm-runs"
 _SEP = "@@ptt-slurm-run"
 
 
-def records_dir(conn: Any) -> str:
-    return f"{(getattr(conn.pod, 'probe_dir', None) or DEFAULT_STATE_DIR).rstrip('/')}/{RECORDS_DIR}"
+def records_dir(conn: Connection) -> str:
+    return f"{(conn.pod.probe_dir or DEFAULT_STATE_DIR).rstrip('/')}/{RECORDS_DIR}"
 
 
-async def slurm_runs(conn: Any) -> list[dict[str, Any]]:
+async def slurm_runs(conn: Connection) -> list[dict[str, Any]]:
     """The runs launched on this cluster from here (oldest first), read from the login node in one command;
     unreadable records are skipped, none recorded is []."""
     d = shlex.quote(records_dir(conn))
@@ -62,7 +66,7 @@ async def slurm_runs(conn: Any) -> list[dict[str, Any]]:
     return found
 
 
-async def plan_cancel_run(conn: Any) -> tuple[SlurmJob, list[SlurmJob], dict[str, Any] | None]:
+async def plan_cancel_run(conn: Connection) -> tuple[SlurmJob, list[SlurmJob], dict[str, Any] | None]:
     """(the run's job, the user's other active jobs, the run's record or None). The run's job is the newest
     recorded run's job while it is pending or running; without one, the user's newest active job.
     LifecycleError when no job is active."""
@@ -83,7 +87,7 @@ async def plan_cancel_run(conn: Any) -> tuple[SlurmJob, list[SlurmJob], dict[str
     return active[-1], active[:-1], None
 
 
-async def plan_cancel(conn: Any) -> tuple[SlurmJob, list[SlurmJob]]:
+async def plan_cancel(conn: Connection) -> tuple[SlurmJob, list[SlurmJob]]:
     """(the run's job, the user's other active jobs): see :func:`plan_cancel_run`."""
     target, others, _rec = await plan_cancel_run(conn)
     return target, others
@@ -103,7 +107,7 @@ def describe(target: SlurmJob, others: list[SlurmJob], record: dict[str, Any] | 
     return "\n".join(lines)
 
 
-async def cancel(conn: Any, job_id: str, *, wait: float = 60.0, poll: float = 0.5) -> AsyncIterator[Event]:
+async def cancel(conn: Connection, job_id: str, *, wait: float = 60.0, poll: float = 0.5) -> AsyncIterator[Event]:
     """``scancel`` the job, then wait until it has left the queue; ends with done or error."""
     t0 = time.monotonic()
     try:
@@ -113,7 +117,7 @@ async def cancel(conn: Any, job_id: str, *, wait: float = 60.0, poll: float = 0.
         yield Event("kill", "error", str(exc).splitlines()[0])
 
 
-async def _cancel(conn: Any, job_id: str, wait: float, poll: float, t0: float) -> AsyncIterator[Event]:
+async def _cancel(conn: Connection, job_id: str, wait: float, poll: float, t0: float) -> AsyncIterator[Event]:
     cluster = SlurmCluster(conn)
     if not job_id.replace("_", "").isdigit():
         raise LifecycleError(f"not a Slurm job id: {job_id!r}")
@@ -143,7 +147,7 @@ async def _cancel(conn: Any, job_id: str, wait: float, poll: float, t0: float) -
                 data={"job": job_id, "state": final.state if final is not None else None})
 
 
-async def _still_completing(conn: Any, job_id: str) -> bool:
+async def _still_completing(conn: Connection, job_id: str) -> bool:
     """Whether the controller still waits for the job's processes to end (its COMPLETING flag, which squeue's
     JSON of Slurm before 23.02 hides behind the base state)."""
     rc, out, _err = await conn.run(f"squeue -h -t CG -j {job_id} -o %i", timeout=30.0)

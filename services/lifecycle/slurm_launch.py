@@ -25,30 +25,25 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from secrets import token_hex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services import runs
 from services.errors import PrimeTrainError
 from services.lifecycle import preflight as pf
-from services.lifecycle.common import (
-    Action,
-    Event,
-    LifecycleError,
-    PodShell,
-    checkpoints,
-    collect_secrets,
-    default_run_dir,
-    hide_values,
-    hold,
-    newest_complete,
-    render,
-    with_hint,
-)
+from services.lifecycle.command import collect_secrets, hide_values, render
+from services.lifecycle.events import Action, Event, LifecycleError, with_hint
+from services.lifecycle.lock import hold
 from services.lifecycle.preflight import Check, LifecycleSettings
+from services.lifecycle.records import checkpoints, default_run_dir, newest_complete
+from services.lifecycle.shell import PodShell
 from services.lifecycle.slurm_jobs import records_dir, slurm_runs
 from services.slurm.cluster import SlurmCluster
 from services.slurm.health import pending_reason
 from services.slurm.models import SlurmError, SlurmJob
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
+
 
 LAUNCH_TIMEOUT = 600.0  # the launcher (uv sync included, the first time) must have submitted within this
 JOB_WAIT = 60.0  # then Slurm must show the job running or pending within this
@@ -85,7 +80,7 @@ def job_env(settings: LifecycleSettings, secrets: dict[str, str]) -> dict[str, s
 # ------------------------------------------------------------------------------------ launch
 
 
-async def launch(conn: Any, config: Path | None, *, settings: LifecycleSettings | None = None,
+async def launch(conn: Connection, config: Path | None, *, settings: LifecycleSettings | None = None,
                  command: str | None = None, run_dir: str | None = None, force: bool = False,
                  environ: dict[str, str] | None = None, timeout: float = LAUNCH_TIMEOUT, wait: float = JOB_WAIT,
                  _resume: dict[str, Any] | None = None) -> AsyncIterator[Event]:
@@ -103,7 +98,7 @@ async def launch(conn: Any, config: Path | None, *, settings: LifecycleSettings 
         yield Event(action, "error", hide_values(with_hint(exc), secrets.values()))
 
 
-async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, command: str | None,
+async def _launch(conn: Connection, config: Path | None, settings: LifecycleSettings, command: str | None,
                   run_dir: str | None, force: bool, secrets: dict[str, str], action: Action,
                   resume: dict[str, Any] | None, guard: Any, timeout: float, wait: float) -> AsyncIterator[Event]:
     t0 = time.monotonic()
@@ -215,7 +210,7 @@ async def _launch(conn: Any, config: Path | None, settings: LifecycleSettings, c
                 data={**record, "job_state": job.state, "nodes": list(job.nodes), "reason": job.reason})
 
 
-async def _checks(conn: Any, shell: PodShell, cluster: SlurmCluster, settings: LifecycleSettings, run_abs: str,
+async def _checks(conn: Connection, shell: PodShell, cluster: SlurmCluster, settings: LifecycleSettings, run_abs: str,
                   command: str, action: Action, config_check: Check, failures: list[Check]) -> AsyncIterator[Event]:
     """The config, the login node's (disk, command, the user's own checks) and the cluster's (no job of an
     earlier run still in this run dir); each failure is added to ``failures``."""
@@ -246,7 +241,7 @@ async def _checks(conn: Any, shell: PodShell, cluster: SlurmCluster, settings: L
         yield Event(action, "check", c.name, check=c)
 
 
-async def _node_check(conn: Any, run_abs: str, marker: str) -> Check:
+async def _node_check(conn: Connection, run_abs: str, marker: str) -> Check:
     """One task on one compute node (``srun --immediate``, the cluster's default partition): it runs, it sees
     the run dir (``marker``, the config just uploaded into it: the shared filesystem the job will read and
     write) and its GPUs. No node free within NODE_WAIT_S
@@ -267,7 +262,7 @@ async def _node_check(conn: Any, run_abs: str, marker: str) -> Check:
     return node_check_result(rc, out, err, run_abs)
 
 
-async def _gone(conn: Any, name: str, wait: float = 15.0) -> None:
+async def _gone(conn: Connection, name: str, wait: float = 15.0) -> None:
     """Wait (bounded) until the check's own allocation has left the queue (not even completing)."""
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
@@ -313,7 +308,7 @@ def node_check_result(rc: int, out: str, err: str, run_abs: str) -> Check:
     return Check(NODE_CHECK, pf.OK, f"{node} runs tasks, sees the run dir, {len(gpus)} x {model}")
 
 
-async def _run_launcher(conn: Any, shell: PodShell, run_abs: str, command: str, env: dict[str, str],
+async def _run_launcher(conn: Connection, shell: PodShell, run_abs: str, command: str, env: dict[str, str],
                         timeout: float, tail: list[str]) -> AsyncIterator[str]:
     """The launcher's output lines as they come (``tail`` keeps the last ones); LifecycleError when it
     exits non-zero or does not end within ``timeout`` seconds (it is stopped then)."""
@@ -353,7 +348,7 @@ async def _run_launcher(conn: Any, shell: PodShell, run_abs: str, command: str, 
                              hint="its output is above; fix the config or the command and launch again")
 
 
-async def _settled(conn: Any, cluster: SlurmCluster, job_id: str, wait: float) -> SlurmJob:
+async def _settled(conn: Connection, cluster: SlurmCluster, job_id: str, wait: float) -> SlurmJob:
     """The job once Slurm has it RUNNING, or PENDING for a reason (bounded by ``wait``)."""
     deadline = time.monotonic() + wait
     settle = time.monotonic() + min(PENDING_SETTLE, wait)
@@ -396,11 +391,17 @@ def _local_copy(record: dict[str, Any]) -> bytes | None:
 # ------------------------------------------------------------------------------------ resume
 
 
-async def plan_resume(conn: Any, settings: LifecycleSettings | None = None) -> dict[str, Any]:
-    """The newest recorded run, its job (ended: refused while it is queued or running) and the newest
-    complete checkpoint in its run dir: {"run", "job", "ckpt_dir", "checkpoint", "skipped"}."""
+async def plan_resume(conn: Connection, settings: LifecycleSettings | None = None,
+                      run_id: str | None = None) -> dict[str, Any]:
+    """The newest recorded run (``run_id``: that run), its job (ended: refused while it is queued or running)
+    and the newest complete checkpoint in its run dir: {"run", "job", "ckpt_dir", "checkpoint", "skipped"}."""
     settings = settings or LifecycleSettings()
     records = await slurm_runs(conn)
+    if run_id is not None:
+        records = [r for r in records if str(r.get("id")) == run_id]
+        if not records:
+            raise LifecycleError(f"run {run_id} was not launched on the Slurm cluster {conn.pod.name} from here",
+                                 hint="launch it afresh there")
     if not records:
         raise LifecycleError(f"no run has been launched on {conn.pod.name} from here", hint="launch one first")
     run = records[-1]
@@ -431,13 +432,14 @@ def describe_resume(plan: dict[str, Any], settings: LifecycleSettings) -> str:
     return "\n".join(lines)
 
 
-async def resume(conn: Any, *, settings: LifecycleSettings | None = None, force: bool = False,
+async def resume(conn: Connection, *, settings: LifecycleSettings | None = None, force: bool = False,
                  environ: dict[str, str] | None = None, timeout: float = LAUNCH_TIMEOUT,
-                 wait: float = JOB_WAIT) -> AsyncIterator[Event]:
-    """Submit the newest recorded run again from its newest complete checkpoint (see :func:`plan_resume`)."""
+                 wait: float = JOB_WAIT, run_id: str | None = None) -> AsyncIterator[Event]:
+    """Submit the newest recorded run (``run_id``: that run) again from its newest complete checkpoint (see
+    :func:`plan_resume`)."""
     settings = settings or LifecycleSettings()
     try:
-        plan = await plan_resume(conn, settings)
+        plan = await plan_resume(conn, settings, run_id)
     except PrimeTrainError as exc:
         yield Event("resume", "error", with_hint(exc))
         return

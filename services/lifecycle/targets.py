@@ -19,10 +19,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.lifecycle.common import Event, LifecycleSettings, default_run_dir
+from services.lifecycle.events import Event
+from services.lifecycle.preflight import LifecycleSettings
+from services.lifecycle.records import default_run_dir, pod_runs
+from services.lifecycle.shell import PodShell
 
 if TYPE_CHECKING:
     from services.lifecycle.cleanup import CleanupPlan
+    from services.models import Pod
+    from services.pod.connection import Connection
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What a launch starts. ``doc``: the command line's JSON ``target``; ``lines``: its account before the
+    events; ``text``: the dialog's (fields as :class:`KillPlan`'s)."""
+    doc: dict[str, Any]
+    lines: tuple[str, ...]
+    text: str
 
 
 @dataclass(frozen=True)
@@ -52,19 +66,22 @@ class SingleHost:
     restores_from_bucket = True  # resume restores the newest verified backup when the pod has none
     kill_button = "Kill"  # the dialog's confirm label
 
-    def launch_text(self, pod: Any, config: Path, run_dir: str | None, settings: LifecycleSettings) -> str:
-        """What a launch of ``config`` will do (the dialog's plan); ``run_dir`` None: the default one."""
+    def plan_launch(self, pod: Pod, config: Path, run_dir: str | None, settings: LifecycleSettings,
+                    command: str | None = None) -> LaunchPlan:
+        """What a launch of ``config`` will do; ``run_dir`` None: the default one, ``command`` None: the
+        settings' template."""
         run_dir = run_dir or default_run_dir(pod, config)
-        return (f"Launch {config.name} on {pod.name}\nrun dir: {run_dir}\n"
-                f"command: {settings.command}\nPre-flight checks run first; a failed one stops the launch.")
+        command = command or settings.command
+        return _launch_plan(pod, config, run_dir, command, f"Launch {config.name} on {pod.name}",
+                            "Pre-flight checks run first; a failed one stops the launch.")
 
-    def launch(self, conn: Any, config: Path, *, settings: LifecycleSettings, command: str | None = None,
+    def launch(self, conn: Connection, config: Path, *, settings: LifecycleSettings, command: str | None = None,
                run_dir: str | None = None, force: bool = False) -> AsyncIterator[Event]:
         from services.lifecycle import actions
 
         return actions.launch(conn, config, settings=settings, command=command, run_dir=run_dir, force=force)
 
-    async def plan_kill(self, conn: Any, settings: LifecycleSettings) -> KillPlan | None:
+    async def plan_kill(self, conn: Connection, settings: LifecycleSettings) -> KillPlan | None:
         """The active run and its processes, or None when the pod has none."""
         from services.lifecycle import actions
 
@@ -80,13 +97,13 @@ class SingleHost:
             text=f"Kill {head}\n{listed}\nSIGTERM, {settings.grace_seconds:g} s grace, then SIGKILL.",
             question=f"kill run {target['id']} on {conn.pod.name}?")
 
-    def kill(self, conn: Any, plan: KillPlan, *, settings: LifecycleSettings,
+    def kill(self, conn: Connection, plan: KillPlan, *, settings: LifecycleSettings,
              grace: float | None = None) -> AsyncIterator[Event]:
         from services.lifecycle import actions
 
         return actions.kill(conn, settings=settings, grace=grace)
 
-    async def plan_resume(self, conn: Any, settings: LifecycleSettings, backup: Any = None) -> ResumePlan:
+    async def plan_resume(self, conn: Connection, settings: LifecycleSettings, backup: Any = None) -> ResumePlan:
         from services.lifecycle import actions
 
         p = await actions.plan_resume(conn, settings, backup=backup)
@@ -107,21 +124,36 @@ class SingleHost:
                           text=f"Resume run {p['run']['id']} from step_{step} ({source}){skipped}",
                           question=f"resume from step {step}?", backup=backup)
 
-    def resume(self, conn: Any, plan: ResumePlan, *, settings: LifecycleSettings,
+    def resume(self, conn: Connection, plan: ResumePlan, *, settings: LifecycleSettings,
                force: bool = False) -> AsyncIterator[Event]:
         from services.lifecycle import actions
 
         return actions.resume(conn, settings=settings, force=force, backup=plan.backup)
 
-    async def plan_cleanup(self, conn: Any, *, keep: int | None, settings: LifecycleSettings,
-                           run_dir: str | None = None, backup: Any = None) -> CleanupPlan:
+    def resume_run(self, conn: Connection, run: dict[str, Any], *, settings: LifecycleSettings,
+                   backup: Any = None) -> AsyncIterator[Event]:
+        """Resume the recorded ``run`` (a run record of this machine's) here, unasked: the auto-resume of a
+        preempted run, possibly on another pod than its own (its config is uploaded again)."""
+        from services.lifecycle import actions
+
+        return actions.resume(conn, settings=settings, backup=backup, run=run)
+
+    async def run_records(self, conn: Connection) -> list[dict[str, Any]]:
+        """The runs recorded on the pod, oldest first (the lifecycle helper's records)."""
+        return await pod_runs(PodShell(conn))
+
+    async def plan_cleanup(self, conn: Connection, *, keep: int | None, settings: LifecycleSettings,
+                           run_dir: str | None = None, backup: Any = None,
+                           threshold_pct: float | None = None) -> CleanupPlan:
         """The checkpoints older than the newest ``keep`` complete ones (a cluster's too: its run dirs are on
-        the login node's filesystem); the plan says itself (``preview``, ``to_json``)."""
+        the login node's filesystem), of the newest recorded run unless ``run_dir`` is given; the plan says
+        itself (``preview``, ``to_json``). ``threshold_pct``: the cleanup daemon's disk ceiling."""
         from services.lifecycle.cleanup import plan_cleanup
 
-        return await plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=backup)
+        return await plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=backup,
+                                  threshold_pct=threshold_pct, run_records=lambda: self.run_records(conn))
 
-    def cleanup(self, conn: Any, plan: CleanupPlan, *, settings: LifecycleSettings,
+    def cleanup(self, conn: Connection, plan: CleanupPlan, *, settings: LifecycleSettings,
                 backup: Any = None) -> AsyncIterator[Event]:
         from services.lifecycle.cleanup import cleanup
 
@@ -135,19 +167,21 @@ class SlurmCluster(SingleHost):
     restores_from_bucket = False
     kill_button = "Kill job"
 
-    def launch_text(self, pod: Any, config: Path, run_dir: str | None, settings: LifecycleSettings) -> str:
+    def plan_launch(self, pod: Pod, config: Path, run_dir: str | None, settings: LifecycleSettings,
+                    command: str | None = None) -> LaunchPlan:
         run_dir = run_dir or default_run_dir(pod, config)
-        return (f"Launch {config.name} on the Slurm cluster {pod.name}\nrun dir: {run_dir}\n"
-                f"command: {settings.command}\nprime-rl's launcher runs on the login node and submits the "
-                f"job; checks run first, a failed one stops the launch.")
+        command = command or settings.command
+        return _launch_plan(pod, config, run_dir, command, f"Launch {config.name} on the Slurm cluster {pod.name}",
+                            "prime-rl's launcher runs on the login node and submits the job; checks run first, "
+                            "a failed one stops the launch.")
 
-    def launch(self, conn: Any, config: Path, *, settings: LifecycleSettings, command: str | None = None,
+    def launch(self, conn: Connection, config: Path, *, settings: LifecycleSettings, command: str | None = None,
                run_dir: str | None = None, force: bool = False) -> AsyncIterator[Event]:
         from services.lifecycle import slurm_launch
 
         return slurm_launch.launch(conn, config, settings=settings, command=command, run_dir=run_dir, force=force)
 
-    async def plan_kill(self, conn: Any, settings: LifecycleSettings) -> KillPlan | None:
+    async def plan_kill(self, conn: Connection, settings: LifecycleSettings) -> KillPlan | None:
         """The run's job (raises LifecycleError when there is none to cancel)."""
         from services.lifecycle import slurm_jobs
 
@@ -157,14 +191,14 @@ class SlurmCluster(SingleHost):
                              "run": (record or {}).get("id"), "others": [j.id for j in others]},
                         lines=(text,), text=text, question=f"cancel job {job.id} on {conn.pod.name}?", job=job.id)
 
-    def kill(self, conn: Any, plan: KillPlan, *, settings: LifecycleSettings,
+    def kill(self, conn: Connection, plan: KillPlan, *, settings: LifecycleSettings,
              grace: float | None = None) -> AsyncIterator[Event]:
         from services.lifecycle import slurm_jobs
 
         assert plan.job is not None
         return slurm_jobs.cancel(conn, plan.job)
 
-    async def plan_resume(self, conn: Any, settings: LifecycleSettings, backup: Any = None) -> ResumePlan:
+    async def plan_resume(self, conn: Connection, settings: LifecycleSettings, backup: Any = None) -> ResumePlan:
         """The newest recorded run, whose job has ended, from its newest complete checkpoint."""
         from services.lifecycle import slurm_launch
 
@@ -175,11 +209,30 @@ class SlurmCluster(SingleHost):
                                "ckpt_dir": plan["ckpt_dir"], "skipped": [c["step"] for c in plan["skipped"]]},
                           lines=(text,), text=text, question=f"submit a new job from step {step}?")
 
-    def resume(self, conn: Any, plan: ResumePlan, *, settings: LifecycleSettings,
+    def resume(self, conn: Connection, plan: ResumePlan, *, settings: LifecycleSettings,
                force: bool = False) -> AsyncIterator[Event]:
         from services.lifecycle import slurm_launch
 
         return slurm_launch.resume(conn, settings=settings, force=force)
+
+    async def run_records(self, conn: Connection) -> list[dict[str, Any]]:
+        """The pod's own records, else the runs launched on the cluster from here."""
+        from services.lifecycle.slurm_jobs import slurm_runs
+
+        return await super().run_records(conn) or await slurm_runs(conn)
+
+    def resume_run(self, conn: Connection, run: dict[str, Any], *, settings: LifecycleSettings,
+                   backup: Any = None) -> AsyncIterator[Event]:
+        """Submit ``run`` again (one launched on this cluster from here) from its newest complete checkpoint."""
+        from services.lifecycle import slurm_launch
+
+        return slurm_launch.resume(conn, settings=settings, run_id=str(run.get("id") or ""))
+
+
+def _launch_plan(pod: Pod, config: Path, run_dir: str, command: str, head: str, then: str) -> LaunchPlan:
+    return LaunchPlan(doc={"pod": pod.name, "config": config.name, "run_dir": run_dir, "command": command},
+                      lines=(head, f"run dir: {run_dir}", f"command: {command}"),
+                      text=f"{head}\nrun dir: {run_dir}\ncommand: {command}\n{then}")
 
 
 RunTarget = SingleHost  # every target has SingleHost's interface
@@ -187,6 +240,6 @@ RunTarget = SingleHost  # every target has SingleHost's interface
 _KINDS: dict[str | None, Callable[[], RunTarget]] = {"slurm": SlurmCluster}
 
 
-def target_for(pod: Any) -> RunTarget:
+def target_for(pod: Pod) -> RunTarget:
     """The pod's run target: its ``scheduler`` (pods.toml ``kind``) picks it, one machine by default."""
-    return _KINDS.get(getattr(pod, "scheduler", None), SingleHost)()
+    return _KINDS.get(pod.scheduler, SingleHost)()

@@ -300,7 +300,7 @@ class HealthTracker:
         self._since: dict[str, float] = {}  # alert id -> when its condition started (stable ids)
         self._hits: dict[str, _LogHit] = {}
         self.alerts: tuple[Alert, ...] = ()
-        self.life = LifeTracker(self.settings.stall_cap_s)  # the run's phase: what the rules are judged against (services.monitor.runlife)
+        self.life = LifeTracker(self.settings.stall_cap_s)  # the run's phase (services.monitor.runlife)
         self._was_paused = False
         self._progress: tuple[RunProgress, RunLife, RunProgress] | None = None  # (view, life) -> progress
         self.signals = SignalTracker(self.settings)  # prime-rl's own signals (services.monitor.signals)

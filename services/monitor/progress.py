@@ -17,7 +17,7 @@ import re
 import statistics
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 
 from services.models import CheckpointInfo, RunProgress
@@ -36,14 +36,6 @@ CSV_COLUMNS = ("step", "loss", "lr", "toks_per_s")  # a training.csv without a h
 # loguru's console stamp: HH:mm:ss, then the level right-aligned to 7 characters
 _STAMP = re.compile(r"^(\d{1,2}):(\d{2}):(\d{2})(?:[.,]\d+)?\s+(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\b")
 DAY = 86400.0
-
-
-@dataclass(frozen=True)
-class RunView(RunProgress):
-    """RunProgress plus what "$ so far" counts from: "since rented", "since the pod started" or
-    "est. from the run's steps" (None without a price)."""
-
-    cost_basis: str | None = None
 
 
 def _stamp(line: str) -> tuple[bool, float] | None:
@@ -265,7 +257,7 @@ class RunTracker:
         self.losses: deque[float] = deque(maxlen=LOSS_HISTORY)
         self._timed: set[tuple[str, int]] = set()
         self._csv_cols: tuple[str, ...] = CSV_COLUMNS
-        self._view: RunView | None = None
+        self._view: RunProgress | None = None
 
     # ------------------------------------------------------------------ feeding
     def _advance(self, step: int, at: float, component: str | None) -> bool:
@@ -460,7 +452,7 @@ class RunTracker:
             return None
         return self.price_per_hr * max(0.0, self.now - self.billed_since) / 3600.0
 
-    def progress(self) -> RunView:
+    def progress(self) -> RunProgress:
         """An immutable view, rebuilt only after new data (and when the bill moved by a cent)."""
         billed = self.billed()
         if self._view is not None:
@@ -481,7 +473,7 @@ class RunTracker:
                     cost_so_far, basis = self.price_per_hr * step * step_time / 3600.0, "est. from the run's steps"
                 if eta is not None:
                     cost_left = self.price_per_hr * eta / 3600.0
-        self._view = RunView(
+        self._view = RunProgress(
             step=step, max_steps=self.max_steps, loss=self.loss, reward=self.reward,
             tokens_per_s=self.tokens_per_s, mfu=self.mfu, step_time_s=step_time, steps_per_hr=per_hr,
             eta_s=eta, cost_so_far=cost_so_far, cost_to_finish=cost_left, last_step_at=self.last_step_at,

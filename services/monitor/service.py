@@ -28,7 +28,7 @@ from typing import Any
 
 from services.connect import open_connection
 from services.errors import AuthError, HostKeyChanged, HostKeyError, PodUnsupported, PrimeTrainError, ProbeFormatError
-from services.models import HostKeyPrompt, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
+from services.models import HostKeyPrompt, Pod, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor import wandb_status
 from services.monitor.cluster import poll_cluster
 from services.monitor.lines import LineReader
@@ -158,7 +158,7 @@ class MonitorService:
 
     async def _run_dir(self, worker: PodMonitorState) -> str | None:
         """The pod's run_dir, else the run dir of its newest launch recorded on this machine."""
-        if (worker.pod.run_dir and not worker.followed) or self.runs_dir is None or worker.pod.kind is PodKind.DEMO:
+        if (worker.pod.run_dir and not worker.followed) or self.runs_dir is None or worker.pod.simulated:
             return worker.pod.run_dir
         try:
             return await asyncio.to_thread(newest_run_dir, self.runs_dir, worker.pod.name)
@@ -189,7 +189,7 @@ class MonitorService:
             if isinstance(tails, dict):  # ~0.1 ms a line: off the event loop (the probe is not started yet)
                 await asyncio.to_thread(health.feed_tails, tails)
                 up = tails.get("uptime")
-                if rented is None and worker.pod.kind is PodKind.SSH and isinstance(up, (int, float)):
+                if rented is None and worker.pod.billed_since_boot and isinstance(up, (int, float)):
                     health.set_billing(float(tails.get("now") or time.time()) - up, "since the pod started")
                 if worker.health is health:
                     worker._tail_view = tuple(health.tail)

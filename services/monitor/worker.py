@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from services.models import (
@@ -15,7 +15,6 @@ from services.models import (
     Gap,
     HostKeyPrompt,
     Pod,
-    PodKind,
     PodSnapshot,
     PodStatus,
     RunProgress,
@@ -76,15 +75,6 @@ class MonitorSettings:
 
 
 
-@dataclass(frozen=True)
-class MonitorSnapshot(PodSnapshot):
-    """A :class:`PodSnapshot` plus the monitor's window of per-trace timings from the run's traces.jsonl
-    (the probe's "traces" field, newest last, bounded by ``MonitorSettings.episodes_len``): the
-    bottleneck breakdown's tool-time percentiles read it."""
-
-    episodes: tuple[EpisodeTiming, ...] = field(default=())
-
-
 class PodMonitorState:
     """The monitor's state of one pod; only the pod's own task (MonitorService) mutates it."""
 
@@ -133,17 +123,17 @@ class PodMonitorState:
         evaluated per sample over that sample's new data only. The demo simulates GPUs and a run, not the
         host: its disk and open-files figures are this machine's."""
         price = self.pod.price_per_hr
-        if price is None and self.pod.kind is PodKind.DEMO:
+        if price is None and self.pod.simulated:
             price = self.settings.demo_price_per_hr
         self.health = HealthTracker(self.settings.health, price_per_hr=price, tail_len=self.settings.log_tail_len,
-                                    host_rules=self.pod.kind is not PodKind.DEMO)
+                                    host_rules=self.pod.host_rules)
         self.run = None
         self._tail_view = ()
         self.episodes.clear()  # another run's traces
         self._episodes_view = ()
 
     def _build(self) -> PodSnapshot:
-        return MonitorSnapshot(
+        return PodSnapshot(
             pod=self.pod,
             status=self.status,
             history=tuple(self.history),

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from services.errors import PrimeTrainError, UnsafeProbeDir
+from services.models import Pod
 from services.pod.agent import AGENT_DIR
-from services.pod.connection import DEFAULT_PROBE_DIR, bundle
+from services.pod.connection import DEFAULT_PROBE_DIR, Connection, bundle
 
 GUARD_PATH = AGENT_DIR / "guard.py"
 UNTRUSTED = "ptt_untrusted"  # the guard's answer when it ran nothing (guard.py's UNTRUSTED)
@@ -42,10 +43,10 @@ def _guard_source() -> str:
     return ast.unparse(tree)
 
 
-def state_dir(pod: Any) -> str:
+def state_dir(pod: Pod) -> str:
     """The pod's ``probe_dir`` as the pod-side paths use it: relative to the SSH user's home (a leading ``~/``
     is dropped: SFTP does not expand it)."""
-    base = (getattr(pod, "probe_dir", None) or DEFAULT_PROBE_DIR).rstrip("/") or "/"
+    base = (pod.probe_dir or DEFAULT_PROBE_DIR).rstrip("/") or "/"
     return base[2:] if base.startswith("~/") else base
 
 
@@ -79,7 +80,7 @@ class Bundle:
         return [(data, f"{self.directory}/{name}", FILE_MODE) for name, data in self.files]
 
 
-def pod_bundle(pod: Any, files: tuple[Path, ...], prefix: str, script: str = "") -> Bundle:
+def pod_bundle(pod: Pod, files: tuple[Path, ...], prefix: str, script: str = "") -> Bundle:
     """``files`` as they go to ``pod``: into ``<probe_dir>/<prefix>-<their hash>``; ``script`` (a file name)
     runs, the last file by default."""
     contents, digest = bundle(files)
@@ -99,16 +100,16 @@ def untrusted(line: str | bytes) -> str | None:
     return str(answer.get(UNTRUSTED) or "untrusted") if isinstance(answer, dict) and UNTRUSTED in answer else None
 
 
-def unsafe_dir(pod: Any, why: str) -> UnsafeProbeDir:
+def unsafe_dir(pod: Pod, why: str) -> UnsafeProbeDir:
     """The refusal, naming the fix in the message itself: it is what the Monitor and the pod list show."""
     return UnsafeProbeDir(
-        f"nothing is run from probe_dir {state_dir(pod)} on {getattr(pod, 'name', 'the pod')}: {why}, so another "
+        f"nothing is run from probe_dir {state_dir(pod)} on {pod.name}: {why}, so another "
         "user of the pod could make a script there run as you. Set this pod's probe_dir (pods.toml) to a "
         f"directory only you can write, such as ~/{DEFAULT_PROBE_DIR} (the default)",
         hint="or make that directory yours alone (mode 700)")
 
 
-async def install(conn: Any, b: Bundle) -> bool:
+async def install(conn: Connection, b: Bundle) -> bool:
     """Make the bundle's directory private (or refuse: UnsafeProbeDir) and upload its files unless every one
     is already there with the expected content. One exec when nothing is missing. Returns whether it uploaded."""
     status, out, err = await conn.run(b.prepare_command(), timeout=60.0)
@@ -130,3 +131,14 @@ async def install(conn: Any, b: Bundle) -> bool:
         return False
     await conn.put_files(b.uploads())
     return True
+
+
+async def install_or_refuse(conn: Connection, b: Bundle, error: type[PrimeTrainError], failed: str) -> bool:
+    """:func:`install`, its refusal and its failure raised as ``error`` (the caller's own error class): the
+    refusal's words and hint as they are, a failure as "<failed>: <why>"."""
+    try:
+        return await install(conn, b)
+    except UnsafeProbeDir as exc:
+        raise error(str(exc), hint=exc.hint) from None
+    except PrimeTrainError as exc:
+        raise error(f"{failed}: {exc}") from None

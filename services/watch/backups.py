@@ -14,17 +14,20 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.backup.planner import AutoBackupPlanner, Job
 from services.models import Pod, PodSnapshot
 from services.watch.tasks import cancel_all
 
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
+
 OnEvent = Callable[[str, int, dict[str, Any]], None]
 
 
 class WatchBackups:
-    def __init__(self, settings: Any, on_event: OnEvent, *, connect: Callable[[Pod], Any] | None = None,
+    def __init__(self, settings: Any, on_event: OnEvent, *, connect: Callable[[Pod], Connection] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.settings, self.on_event, self.connect, self.clock = settings, on_event, connect, clock
         self.planner = AutoBackupPlanner()

@@ -15,10 +15,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.models import Pod
 from services.offers.rentals import AuditLog, Rental
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
 
 log = logging.getLogger("services.watch")
 WARN_AT = 0.8
@@ -35,7 +38,7 @@ class BudgetEvent:
 class BudgetWatch:
     def __init__(self, audit: AuditLog, *, terminate: bool = False, backup: Any = None,
                  pod_for: Callable[[Rental], Pod | None] = lambda r: None,
-                 connect: Callable[[Pod], Any] | None = None, clock: Callable[[], float] = time.time,
+                 connect: Callable[[Pod], Connection] | None = None, clock: Callable[[], float] = time.time,
                  warn_at: float = WARN_AT) -> None:
         self.audit, self.terminate, self.backup, self.pod_for = audit, terminate, backup, pod_for
         self.connect, self.clock, self.warn_at = connect, clock, warn_at

@@ -16,13 +16,16 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.lifecycle.auto_cleanup import CleanupDaemon
-from services.lifecycle.common import Event
+from services.lifecycle.events import Event
 from services.models import Pod, PodSnapshot
 from services.units import fmt_bytes
 from services.watch.tasks import cancel_all
+
+if TYPE_CHECKING:
+    from services.pod.connection import Connection
 
 OnEvent = Callable[[str, int, dict[str, Any]], None]
 PREVIEW_LINES = 40  # a long preview (hundreds of broadcasts) is cut in the message; the log keeps the counts
@@ -31,7 +34,7 @@ APPROVE = "approve it in the TUI (its cleanup preview) or set [watch] cleanup = 
 
 class WatchCleanup:
     def __init__(self, settings: Any, backup: Any, on_event: OnEvent, *, approved: bool = False,
-                 connect: Callable[[Pod], Any], clock: Callable[[], float] = time.time) -> None:
+                 connect: Callable[[Pod], Connection], clock: Callable[[], float] = time.time) -> None:
         self.settings, self.backup, self.on_event = settings, backup, on_event
         self.approved, self.connect, self.clock = approved, connect, clock
         self.daemons: dict[str, CleanupDaemon] = {}

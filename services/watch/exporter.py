@@ -175,7 +175,7 @@ class WatchCollector:
             if run.last_step_at is not None:
                 put("age", [name], max(0.0, (latest.t if latest is not None else v.now) - run.last_step_at))
             if run.cost_so_far is not None:
-                put("spent", [name, getattr(run, "cost_basis", None) or "run"], run.cost_so_far)
+                put("spent", [name, run.cost_basis or "run"], run.cost_so_far)
         price = snap.pod.price_per_hr
         if price is None and snap.pod.kind is PodKind.DEMO:
             price = v.demo_price_per_hr

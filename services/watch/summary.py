@@ -39,7 +39,7 @@ def run_json(snap: PodSnapshot, now: float) -> dict[str, Any] | None:
     return {"step": run.step, "max_steps": run.max_steps, "loss": run.loss, "reward": run.reward,
             "tokens_per_s": run.tokens_per_s, "steps_per_hr": run.steps_per_hr, "eta_s": run.eta_s,
             "step_age_s": None if run.last_step_at is None else round(max(0.0, t - run.last_step_at), 1),
-            "cost_so_far": run.cost_so_far, "cost_basis": getattr(run, "cost_basis", None), "finished": run.finished,
+            "cost_so_far": run.cost_so_far, "cost_basis": run.cost_basis, "finished": run.finished,
             "phase": run.phase}
 
 

@@ -73,7 +73,7 @@ def rentals_app(pods: list, tmp_path, audit, api, *, parked: bool = True, **rent
 async def panes_mounted(pilot: Pilot) -> None:
     """Wait for every pane: only the Monitor pane is on the first screen, the others mount just after it is painted
     (app/tui.py, ``_mount_other_panes``)."""
-    from app.pane_keys import PANE_IDS
+    from app.pane_registry import PANE_IDS
 
     app = pilot.app
     await wait_for(pilot, lambda: bool(app.screen_stack) and all(

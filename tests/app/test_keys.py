@@ -200,7 +200,7 @@ async def test_the_first_screen_is_the_monitor_pane_alone_and_a_key_for_another_
     """Only the Monitor pane is composed for the first paint (the first screen comes sooner,
     tests/benchmarks/startup.py); the others mount right after it, and a key pressed before they are there
     still shows its pane with the focus in it, on the file the App was given."""
-    from app.pane_keys import PANE_IDS
+    from app.pane_registry import PANE_IDS
     from app.panes.config import ConfigPane
 
     cfg = tmp_path / "rl.toml"

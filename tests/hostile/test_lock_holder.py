@@ -25,7 +25,9 @@ os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gett
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from services.lifecycle.actions import kill
-from services.lifecycle.common import AGENT_PATH, LifecycleError, held_error, owner_id, pod_lock
+from services.lifecycle.events import LifecycleError
+from services.lifecycle.lock import held_error, owner_id, pod_lock
+from services.lifecycle.shell import AGENT_PATH
 from services.pod.agent import podlock
 from services.pod.ssh import SSHConnection
 from tests.services.lifecycle.test_actions import make_settings

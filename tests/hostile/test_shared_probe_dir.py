@@ -26,7 +26,8 @@ import pytest
 from services.backup.s3 import BackupError
 from services.backup.transfer import pod_checkpoints
 from services.errors import UnsafeProbeDir
-from services.lifecycle.common import AGENT_FILES, LifecycleError, PodShell
+from services.lifecycle.events import LifecycleError
+from services.lifecycle.shell import AGENT_FILES, PodShell
 from services.pod.agent import BACKUP_FILES, PROBE_FILES
 from services.pod.connection import bundle
 from services.pod.ssh import SSHConnection

@@ -67,7 +67,7 @@ def _locked(agent, req):
 
 # ------------------------------------------------------------------------------------ start
 def render(template, **values):
-    """Same as services.lifecycle.common.render: {config}/{run_dir} shell-quoted, other braces kept."""
+    """Same as services.lifecycle.command.render: {config}/{run_dir} shell-quoted, other braces kept."""
     out = template
     for key, value in values.items():
         out = out.replace("{" + key + "}", shlex.quote(str(value)))

@@ -52,6 +52,7 @@ def test_launch_kill_resume_cleanup_from_the_command_line(cli):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["ok"] and doc["result"]["method"] == "setsid"
+    assert doc["target"]["config"] == cli.config.name and doc["target"]["pod"] == "gpu"  # the launch's plan
     assert "cli-secret-value-123" not in r.stdout + r.stderr
     checks = {e["check"]["name"]: e["check"]["status"] for e in doc["events"] if "check" in e}
     assert checks["ulimit -n"] == "ok" and checks["GPUs visible"] == "ok" and checks["config validates"] == "ok"

@@ -14,7 +14,7 @@ from app.screens.confirm import ConfirmScreen
 from app.screens.lifecycle import LifecycleScreen
 from app.screens.tasks import TasksScreen
 from app.tui import PrimeTrainApp
-from services.lifecycle.common import Event
+from services.lifecycle.events import Event
 from services.models import Pod, PodKind
 from services.monitor.service import MonitorService
 from tests.app.helpers import Parked, laid_out, wait_for

@@ -16,7 +16,8 @@ import pytest
 
 from services.backup.s3 import BackupError
 from services.backup.transfer import backup_checkpoint, pod_checkpoints, restore_checkpoint
-from services.lifecycle.common import PodShell, checkpoints
+from services.lifecycle.records import checkpoints
+from services.lifecycle.shell import PodShell
 from services.pod.ssh import SSHConnection
 from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.lifecycle.test_actions import make_settings

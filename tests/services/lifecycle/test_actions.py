@@ -16,7 +16,7 @@ import pytest
 
 from services.lifecycle.actions import kill, launch, plan_resume, resume
 from services.lifecycle.cleanup import cleanup, plan_cleanup, plan_keep_last
-from services.lifecycle.common import Event
+from services.lifecycle.events import Event
 from services.lifecycle.preflight import LifecycleSettings
 from services.pod.ssh import SSHConnection
 

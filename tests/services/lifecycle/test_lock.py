@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from services.lifecycle.actions import kill, launch
-from services.lifecycle.common import AGENT_PATH, LifecycleError, pod_lock
+from services.lifecycle.events import LifecycleError
+from services.lifecycle.lock import pod_lock
+from services.lifecycle.shell import AGENT_PATH
 from services.pod.ssh import SSHConnection
 from tests.services.lifecycle.test_actions import make_settings, wait_for, write_config
 

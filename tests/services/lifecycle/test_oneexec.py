@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from services.lifecycle.actions import kill, launch, plan_kill
-from services.lifecycle.common import AGENT_FILES, PodShell, pod_lock
+from services.lifecycle.lock import pod_lock
 from services.lifecycle.preflight import UserCheck
+from services.lifecycle.shell import AGENT_FILES, PodShell
 from services.pod.ssh import SSHConnection
 from tests.services.lifecycle.test_actions import make_settings, trainer_pids, wait_for, write_config
 
@@ -141,7 +142,7 @@ async def test_two_clients_installing_the_helper_at_once_both_succeed(pod, tmp_p
 async def test_a_streamed_helper_that_dies_is_reported_not_hung(pod, tmp_path):
     async with SSHConnection(pod) as conn:
         shell = PodShell(conn)
-        from services.lifecycle.common import LifecycleError
+        from services.lifecycle.events import LifecycleError
 
         with pytest.raises(LifecycleError, match="helper stopped"):
             async for _ in shell.stream(["launch"], {"run_dir": 42}):  # not a path: the helper raises

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from services.lifecycle.actions import kill, launch
-from services.lifecycle.common import AGENT_PATH
+from services.lifecycle.shell import AGENT_PATH
 from services.pod.local import LocalConnection
 from services.pod.ssh import SSHConnection
 from tests.services.lifecycle.test_actions import collect, make_settings, trainer_pids

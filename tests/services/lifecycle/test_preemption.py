@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from services import runs
-from services.lifecycle.preemption import AutoResumePolicy, AutoResumer, PreemptionTracker
-from services.models import Pod, PodSnapshot, PodState, PodStatus, RunProgress
+from services.lifecycle.preemption import AutoResumePolicy, AutoResumer, Decision, PreemptionTracker
+from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress
 from services.monitor.service import MonitorService, MonitorSettings
+from services.pod.local import LocalConnection
 from services.pod.ssh import SSHConnection
 from tests.services.lifecycle.test_actions import _kill, _launch, make_settings, trainer_pids, wait_for
 
@@ -119,6 +120,20 @@ def test_budget_attempts_and_another_pod(tmp_path):
     ds = t.check()
     assert [d.kind for d in ds] == ["interrupted", "give_up"]
     assert "$10 budget" in ds[1].reason
+
+
+async def test_auto_resume_goes_through_the_pods_run_target(tmp_path):
+    """Auto-resume relaunched every run as a single host's (a detached process group), a Slurm cluster's too. It
+    resumes through the pod's run target now, as the dialog and the commands do: on a cluster, only a run that
+    was launched there (as a job) is submitted again, and any other is refused by name."""
+    cluster = Pod("cluster", kind=PodKind.LOCAL, scheduler="slurm", probe_dir=str(tmp_path / "state"))
+    record(tmp_path / "records", "r1", "cluster", 9_000.0)
+    tracker = PreemptionTracker(tmp_path / "records", policy=AutoResumePolicy(enabled=True))
+    tracker.observe(snap(cluster, PodState.ONLINE))
+    resumer = AutoResumer(tracker, make_settings(tmp_path), connect=LocalConnection)
+    last = await resumer.execute(Decision("resume", "cluster", "r1", "lost", target="cluster"))
+    assert (last.kind, last.message) == ("error", "run r1 was not launched on the Slurm cluster cluster from here "
+                                                  "(hint: launch it afresh there)")
 
 
 @pytest.mark.ssh

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from services.lifecycle.actions import launch
-from services.lifecycle.common import AGENT_PATH
 from services.lifecycle.preflight import LifecycleSettings, UserCheck, config_check
+from services.lifecycle.shell import AGENT_PATH
 from services.models import Pod, PodKind
 from services.pod.local import LocalConnection
 

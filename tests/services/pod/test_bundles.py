@@ -17,15 +17,15 @@ import pytest
 
 from services.backup import transfer as backup
 from services.backup.transfer import PodAgent
-from services.lifecycle import common as lifecycle_common
-from services.lifecycle.common import PodShell
+from services.lifecycle import shell as lifecycle_shell
+from services.lifecycle.shell import PodShell
 from services.pod import connection
 from services.pod.agent import COMMON as POD_COMMON, PROBE
 from services.pod.connection import bundle
 from services.pod.ssh import SSHConnection
 
-BUNDLES = {"probe": connection.PROBE_FILES, "backup": backup.AGENT_FILES, "lifecycle": lifecycle_common.AGENT_FILES}
-SCRIPTS = {"probe": PROBE, "backup": backup.AGENT_PATH, "lifecycle": lifecycle_common.AGENT_PATH}
+BUNDLES = {"probe": connection.PROBE_FILES, "backup": backup.AGENT_FILES, "lifecycle": lifecycle_shell.AGENT_FILES}
+SCRIPTS = {"probe": PROBE, "backup": backup.AGENT_PATH, "lifecycle": lifecycle_shell.AGENT_PATH}
 OPTIONAL = {"pynvml", "psutil", "zstandard"}  # used when the pod has them (each import is guarded)
 
 
@@ -178,3 +178,24 @@ async def test_every_upload_puts_its_bundle_in_one_hashed_dir_and_runs_there(ssh
         assert other.parent != probe.parent and other.name == "probe.py"
         assert (other.parent / "common.py").read_bytes().endswith(b"# another version\n")
         assert (probe.parent / "common.py").read_bytes() == POD_COMMON.read_bytes()
+
+
+async def test_a_refused_install_is_the_callers_own_error_with_the_refusals_hint(tmp_path):
+    """The backup agent and the lifecycle helper share one wrapper of ``trusted.install``: a refused directory
+    is the caller's error class with the refusal's words and hint."""
+    from services.backup.s3 import BackupError
+    from services.lifecycle.events import LifecycleError
+    from services.models import Pod, PodKind
+    from services.pod import trusted
+    from services.pod.local import LocalConnection
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # another user of the machine could plant a script there
+    pod = Pod("p", kind=PodKind.LOCAL, probe_dir=str(shared))
+    b = trusted.pod_bundle(pod, lifecycle_shell.AGENT_FILES, "lifecycle")
+    for error in (LifecycleError, BackupError):
+        with pytest.raises(error) as refused:
+            await trusted.install_or_refuse(LocalConnection(pod), b, error, "cannot upload it")
+        assert "is writable by other users" in str(refused.value) and "probe_dir" in str(refused.value)
+        assert refused.value.hint == "or make that directory yours alone (mode 700)"

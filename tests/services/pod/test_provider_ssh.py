@@ -15,7 +15,8 @@ import pytest
 
 from services.backup.transfer import PodAgent
 from services.errors import ConnectError, ExecRefused, PythonMissing
-from services.lifecycle.common import LifecycleError, PodShell
+from services.lifecycle.events import LifecycleError
+from services.lifecycle.shell import PodShell
 from services.models import Pod, PodState, Sample
 from services.monitor.service import MonitorService, MonitorSettings
 from services.pod import provider_ssh

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from services.lifecycle import cleanup as lc_cleanup, slurm_jobs
+from services.lifecycle.targets import target_for
 from services.pod.local import LocalConnection
 from tests.services.slurm.test_launch import (
     cluster_pod,
@@ -36,7 +37,8 @@ async def test_keep_last_on_the_cluster_runs_shared_filesystem(slurm, tmp_path):
             assert cancelled[-1].kind == "done", [e.message for e in cancelled]
             assert until(lambda: not run_procs(run_dir), 10)
             steps = complete_steps(run_dir)
-            plan = await lc_cleanup.plan_cleanup(conn, keep=1, settings=settings)  # no run dir given
+            # no run dir given: the cluster's target finds the run launched there
+            plan = await target_for(conn.pod).plan_cleanup(conn, keep=1, settings=settings)
             assert plan.run_dir == str(run_dir)
             assert sorted(c["step"] for c in plan.delete) == steps[:-1]
             assert [c["step"] for c in plan.kept] == [steps[-1]]

@@ -11,7 +11,7 @@ from textual.app import App
 
 from app.screens.lifecycle import LifecycleScreen, lifecycle_screen
 from services.lifecycle import slurm_jobs
-from services.lifecycle.common import LifecycleError
+from services.lifecycle.events import LifecycleError
 from services.pod.local import LocalConnection
 from services.slurm.cluster import SlurmCluster
 from tests.app.helpers import wait_for

@@ -15,7 +15,7 @@ import pytest
 
 from app.screens.lifecycle import lifecycle_screen
 from services.lifecycle import slurm_jobs, slurm_launch
-from services.lifecycle.common import LifecycleError
+from services.lifecycle.events import LifecycleError
 from services.pod.local import LocalConnection
 from services.slurm.cluster import SlurmCluster
 from tests.app.helpers import wait_for

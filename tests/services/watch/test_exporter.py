@@ -20,10 +20,10 @@ from services.models import (
     PodSnapshot,
     PodState,
     PodStatus,
+    RunProgress,
     Sample,
     Severity,
 )
-from services.monitor.progress import RunView
 from services.offers.rentals import Rental
 from services.watch.exporter import Exporter, WatchView
 
@@ -43,7 +43,7 @@ def view() -> WatchView:
     gpus = (GpuSample(0, "NVIDIA H100", 97.0, 60 * 2**30, 80 * 2**30, 650.0, 71.0),
             GpuSample(1, "NVIDIA H100", None, 1 * 2**30, 80 * 2**30, None, None))
     sample = Sample(T0, gpus, HostSample(cpu_pct=12.5, mem_used=10, mem_total=20, disk_used=5, disk_total=10))
-    run = RunView(step=812, max_steps=1000, loss=0.25, tokens_per_s=25000.0, steps_per_hr=1800.0,
+    run = RunProgress(step=812, max_steps=1000, loss=0.25, tokens_per_s=25000.0, steps_per_hr=1800.0,
                       last_step_at=T0 - 42, eta_s=360.0, cost_so_far=12.5, cost_basis="since rented")
     alert = Alert("no-progress", Severity.CRITICAL, "No training progress", "m", T0)
     snap = PodSnapshot(Pod("p1", PodKind.SSH, host="h", price_per_hr=23.92), PodStatus(PodState.ONLINE),
