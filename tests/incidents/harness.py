@@ -222,6 +222,15 @@ def _config(env: Env, s: Scenario, inference_port: int, metrics_port: int) -> Pa
     return path
 
 
+def _stop_run_here(run_dir: Path) -> None:
+    """The run's process group, from its leader's record, stopped on this machine (the test's "pod")."""
+    import signal
+
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        leader = json.loads((run_dir / ".ptt" / "leader.json").read_text())
+        os.killpg(int(leader["pgid"]), signal.SIGKILL)
+
+
 def _free_port() -> int:
     import socket
 
@@ -359,6 +368,7 @@ async def _scenario(env: Env, monitor: MonitorService, s: Scenario, result: Resu
             await _kill(pod, settings)
         if server is not None:
             server.kill()
+            _stop_run_here(run_dir)  # its pod is gone: the kill above could not reach the run
         if s.action == "disk":
             subprocess.run(["umount", "-l", str(vol)], check=False)
 

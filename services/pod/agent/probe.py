@@ -506,7 +506,7 @@ def main(argv=None):
                 sample["life"] = life
             sample["cut"] = run.take_cut()
         if signals is not None:
-            sample["signals"] = signals.sample(errors, _try)
+            sample["signals"] = signals.sample(errors, _try, run.sid if run is not None else None)
         sample["errors"] = sorted(set(errors), key=errors.index)[:MAX_ERRORS]
         emit(sample)
         if args.once:

@@ -160,6 +160,7 @@ class RunDir:
         self.trace_files, self.traces_first = {}, True  # path -> TraceTail
         self.cut = dict.fromkeys(CUT_FIELDS, 0)  # what the current sample leaves out (counted, never silent)
         self.small = {}  # path -> ((mtime_ns, size), parsed): the run's .ptt records, re-read when they change
+        self.sid = None  # the session of the run the app launched (its leader's), once known
 
     def _log_paths(self):
         found: dict[str, str] = {}
@@ -411,11 +412,14 @@ class RunDir:
         ptt = os.path.join(self.run_dir, ".ptt")
         rec = self._small_json(os.path.join(ptt, "run.json"))
         if not isinstance(rec, dict):
+            self.sid = None
             return None
         leader = self._small_json(os.path.join(ptt, "leader.json"))
         alive = None
+        self.sid = None
         if isinstance(leader, dict) and isinstance(leader.get("pid"), int):
             alive = _same_process(leader["pid"], leader.get("start"))
+            self.sid = leader.get("sid") if isinstance(leader.get("sid"), int) else None
         code = None
         try:
             with open(os.path.join(ptt, "exit_code"), "rb") as fh:

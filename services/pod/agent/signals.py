@@ -18,7 +18,9 @@ Uploaded beside ``probe.py`` and imported by it. One sample's ``"signals"`` fiel
   step dir. The dir list is re-read only when the broadcasts dir's mtime changes.
 - roles: live processes per ``PRIME-RL::<Name>`` title (prime-rl's setproctitle: its argv, read from
   /proc/PID/cmdline). A pid's role is cached; pids without one are looked at again every 10 s (a title
-  is set a moment after the process starts). Null when /proc cannot be listed.
+  is set a moment after the process starts). For a run the app launched only its own processes count (the
+  session of its leader, .ptt/leader.json): another run or a leftover on the same pod is not its. Null when
+  /proc cannot be listed.
 - http: at most every HTTP_EVERY_S, on a thread of its own (the first look inline, so --once has it):
   the trainer's metrics server (``[trainer.metrics_server]``: /health, and /metrics for trainer_step and
   trainer_last_step_timestamp_seconds) and the inference engine's /health (``backend_port`` behind a
@@ -111,13 +113,19 @@ class Broadcasts:
         return {"step": newest, "stable": stable, "ready": ready, "handshakes": hist}
 
 
+NEW_PID_LOOKS = 5  # samples in a row a new untitled pid is looked at again, before the 10-s rescan takes over
+
+
 class Roles:
-    """Live processes per PRIME-RL:: title."""
+    """Live processes per PRIME-RL:: title; with ``sid`` set (the session of the run the app launched, from
+    its leader), only that run's processes -- another run or a stale process on the same pod is not its."""
 
     def __init__(self, proc_root):
         self.proc_root = proc_root
-        self.role = {}  # pid -> role name, or None (looked at, no title)
+        self.role = {}  # pid -> (role name, session id), or None (looked at, no title)
         self.rescan_at = 0.0
+        self.fresh = {}  # pid -> looks so far at a new untitled pid (looked at again on each of the next samples)
+        self.sid = None
 
     def _title(self, pid):
         try:
@@ -128,7 +136,15 @@ class Roles:
         if not head.startswith(PREFIX):
             return None
         name = head[len(PREFIX):].split(b"\0", 1)[0].split(b" ", 1)[0]
-        return name[:40].decode("ascii", "replace") or None
+        if not name:
+            return None
+        try:
+            with open(os.path.join(self.proc_root, pid, "stat"), "rb") as f:
+                stat = f.read(1024).decode("utf-8", "replace")
+            sid = int(stat[stat.rfind(")") + 2:].split()[3])
+        except (OSError, ValueError, IndexError):
+            sid = None
+        return name[:40].decode("ascii", "replace"), sid
 
     def read(self):
         pids = [p for p in os.listdir(self.proc_root) if p.isdigit()]
@@ -136,16 +152,22 @@ class Roles:
         full = now >= self.rescan_at
         if full:
             self.rescan_at = now + ROLE_RESCAN_S
-        role = {}
+        role, fresh = {}, {}
         for pid in pids:
-            if pid in self.role and not (full and self.role[pid] is None):
+            looks = self.fresh.get(pid, 0)
+            if pid in self.role and not (self.role[pid] is None and (full or looks < NEW_PID_LOOKS)):
                 role[pid] = self.role[pid]
             else:
                 role[pid] = self._title(pid)
-        self.role = role
+                if role[pid] is None and looks < NEW_PID_LOOKS:
+                    fresh[pid] = looks + 1  # a new process sets its title a moment after it starts
+        self.role, self.fresh = role, fresh
         counts: dict = {}
-        for name in role.values():
-            if name is not None and (name in counts or len(counts) < MAX_ROLES):
+        for found in role.values():
+            if found is None or (self.sid is not None and found[1] != self.sid):
+                continue
+            name = found[0]
+            if name in counts or len(counts) < MAX_ROLES:
                 counts[name] = counts.get(name, 0) + 1
         return counts
 
@@ -279,7 +301,8 @@ class Signals:
         self.roles = Roles(proc_root)
         self.http = Http(run_dir, http_every)
 
-    def sample(self, errors, attempt):
+    def sample(self, errors, attempt, sid=None):
+        self.roles.sid = sid if isinstance(sid, int) and sid > 0 else None
         """The sample's "signals" field; ``attempt(errors, label, fn)`` is the probe's _try."""
         return {"broadcast": attempt(errors, "broadcasts", self.broadcasts.read),
                 "roles": attempt(errors, "roles", self.roles.read),
