@@ -60,7 +60,8 @@ batch_size = 32
 CASES: list[tuple[str, str, str]] = [
     ("toml-syntax", "rl", RL_BASE + "seq_len = = 3  # <-\n"),
     ("unknown-key", "rl", RL_BASE.replace("[trainer]\n", "[trainer]\nmax_step = 3  # <-\n")),
-    ("wrong-type", "rl", RL_BASE.replace("group_size = 8", 'group_size = "8"  # <-')),
+    ("wrong-type", "rl", RL_BASE.replace("group_size = 8", 'group_size = "eight"  # <-')),
+    ("lax-type", "rl", RL_BASE.replace("group_size = 8", 'group_size = "8"  # <-')),
     ("out-of-range", "rl", RL_BASE + "[orchestrator.train.sampling]\ntemperature = 3.5  # <-\n"),
     ("not-nullable", "rl", RL_BASE.replace("[trainer]\n", '[trainer]\nenable_router_replay = "None"  # <-\n')),
     ("variant-key", "rl", RL_BASE.replace("[trainer]\n", '[trainer.optim]\ntype = "sgd"\nbetas1 = 0.9  # <-\n')),
