@@ -331,10 +331,13 @@ def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bo
             fix = (f"rename to {dotted(new_path)}{note}"
                    + (" (an empty [resume] = latest)" if override == {} else ""))
     elif mig.get("replaced_by"):
-        edit = None if mig.get("manual") else Edit("delete", old_path)
+        # deleting it would drop what it asked for: the user carries it over to its replacement
+        edit = None
         message = (f"'{dotted(old_path)}' was removed from prime-rl; {mig['replaced_by']} replaces it "
                    f"(changed {changed})")
-        fix = f"use {mig['replaced_by']} instead and delete {dotted(old_path)}"
+        had = f" (it is {_show(node)})" if not isinstance(node, (dict, list)) else ""
+        carry = f"carry it over to {mig['replaced_by']}{had}, then delete {dotted(old_path)}"
+        fix = "by hand: " + mig.get("by_hand", carry)
     else:
         edit = None if mig.get("manual") else Edit("delete", old_path)
         message = f"'{dotted(old_path)}' was removed in prime-rl, no replacement (changed {changed})"
