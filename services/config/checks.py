@@ -143,7 +143,9 @@ def _rl_checks(ctx: Any) -> None:
     shared_name = (shared_model or {}).get("name", DEFAULT_MODEL if shared_model is not None else None)
     o_name = omodel.get("name", shared_name or DEFAULT_MODEL)
     if inf is not None:
-        i_name = (_table(inf.get("vllm")) or {}).get("model", shared_name or DEFAULT_MODEL)
+        # the older [inference.model] name (renamed into [inference.vllm], its own finding) names it too
+        old_name = (_table(inf.get("model")) or {}).get("name")
+        i_name = (_table(inf.get("vllm")) or {}).get("model", old_name or shared_name or DEFAULT_MODEL)
         if i_name != o_name and not str(o_name).startswith("Jackmin108/"):
             ctx.add("xc-model-name",
                     ("inference", "vllm", "model") if "vllm" in inf else ("orchestrator", "model", "name"),

@@ -66,3 +66,12 @@ def test_shared_conflicts_prime_rl_rejects() -> None:
         assert got[path][0] == "xc-shared-conflict" and got[path][1] == "error", (path, got)
     same = RL_BASE + '[log]\nlevel = "debug"\n\n[trainer.log]\nlevel = "debug"\n'  # equal values pass
     assert findings(same) == {}
+
+
+def test_the_older_inference_model_table_names_the_model() -> None:
+    """Item 6: the inference model under [inference.model] was compared as if left out (the default)."""
+    text = (RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "Qwen/Qwen3-4B"')
+            + '[inference.model]\nname = "Qwen/Qwen3-4B"\n')
+    assert [v[0] for v in findings(text).values()] == ["mig-inference-model"]
+    other = text.replace('[inference.model]\nname = "Qwen/Qwen3-4B"', '[inference.model]\nname = "Qwen/Qwen3-8B"')
+    assert "xc-model-name" in {v[0] for v in findings(other).values()}
