@@ -26,6 +26,39 @@ BYTES_PER_PARAM_CKPT = 6  # measured: ~47 GB per 8B DCP checkpoint (field report
 
 # ------------------------------------------------------------------------------------------ cross-checks
 
+def _shared_fields() -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
+    """(shared key, sub-config key) pairs of the rl entry point: the shared value fills the sub-config's when
+    that is left out, and prime-rl rejects the file when both are set and differ (RLConfig's
+    propagate_shared_fields, utils/validation.py; compared as written, before any type coercion)."""
+    table = {
+        "model.name": ("trainer.model.name", "inference.vllm.model", "orchestrator.model.name"),
+        "model.vlm": ("trainer.model.vlm", "orchestrator.model.vlm"),
+        "log.level": ("trainer.log.level", "orchestrator.log.level", "inference.log.level"),
+        "log.json_logging": ("trainer.log.json_logging", "orchestrator.log.json_logging", "inference.log.json_logging"),
+        "ckpt.output_dir": ("trainer.ckpt.output_dir",),
+        "ckpt.interval": ("trainer.ckpt.interval", "orchestrator.ckpt.interval"),
+        "ckpt.keep_last": ("trainer.ckpt.keep_last", "orchestrator.ckpt.keep_last"),
+        "ckpt.keep_interval": ("trainer.ckpt.keep_interval", "orchestrator.ckpt.keep_interval"),
+        **{f"monitors.wandb.{leaf}": (f"trainer.monitors.wandb.{leaf}", f"orchestrator.monitors.wandb.{leaf}")
+           for leaf in ("project", "entity", "name", "group", "tags", "offline")},
+        "monitors.file.path": ("trainer.monitors.file.path", "orchestrator.monitors.file.path"),
+        "monitors.prime.name": ("orchestrator.monitors.prime.name",),
+        "tokenizer.name": ("trainer.tokenizer.name", "orchestrator.tokenizer.name"),
+        "tokenizer.trust_remote_code": ("trainer.tokenizer.trust_remote_code",
+                                        "orchestrator.tokenizer.trust_remote_code"),
+        "tokenizer.chat_template": ("trainer.tokenizer.chat_template", "orchestrator.tokenizer.chat_template",
+                                    "inference.vllm.chat_template"),
+        "rollout_transport": ("trainer.rollout_transport", "orchestrator.rollout_transport"),
+        "max_steps": ("trainer.max_steps", "orchestrator.max_steps"),
+        "seq_len": ("trainer.model.seq_len", "orchestrator.seq_len"),
+        "slurm": ("inference.slurm",),
+    }
+    return tuple((tuple(shared.split(".")), tuple(sub.split("."))) for shared, subs in table.items() for sub in subs)
+
+
+SHARED_FIELDS = _shared_fields()
+
+
 def cross_checks(ctx: Any) -> None:
     kind = ctx.kind
     d = ctx.data
@@ -72,16 +105,11 @@ def _rl_checks(ctx: Any) -> None:
     shared_model = _table(d.get("model"))
 
     # shared keys fill sub-configs only when unset; different explicit values are errors
-    pairs = [(("seq_len",), ("trainer", "model", "seq_len")), (("seq_len",), ("orchestrator", "seq_len")),
-             (("max_steps",), ("trainer", "max_steps")), (("max_steps",), ("orchestrator", "max_steps")),
-             (("model", "name"), ("trainer", "model", "name")), (("model", "name"), ("orchestrator", "model", "name"))]
-    if inf is not None:
-        pairs.append((("model", "name"), ("inference", "vllm", "model")))
-    for shared, sub in pairs:
+    for shared, sub in SHARED_FIELDS:
         s, v = ctx.get(shared), ctx.get(sub)
-        if _is_set(s) and _is_set(v) and s != v:
+        if s is not None and v is not None and s != v:
             ctx.add("xc-shared-conflict", sub, shared=dotted(shared), shared_value=_lit(s), sub=dotted(sub),
-                    sub_value=_lit(v), edit=Edit("delete", sub))
+                    sub_value=_lit(v))
 
     seq_shared = d.get("seq_len") if _is_set(d.get("seq_len")) else None
     t_seq = tmodel.get("seq_len", seq_shared) or 2048
@@ -115,7 +143,9 @@ def _rl_checks(ctx: Any) -> None:
     shared_name = (shared_model or {}).get("name", DEFAULT_MODEL if shared_model is not None else None)
     o_name = omodel.get("name", shared_name or DEFAULT_MODEL)
     if inf is not None:
-        i_name = (_table(inf.get("vllm")) or {}).get("model", shared_name or DEFAULT_MODEL)
+        # the older [inference.model] name (renamed into [inference.vllm], its own finding) names it too
+        old_name = (_table(inf.get("model")) or {}).get("name")
+        i_name = (_table(inf.get("vllm")) or {}).get("model", old_name or shared_name or DEFAULT_MODEL)
         if i_name != o_name and not str(o_name).startswith("Jackmin108/"):
             ctx.add("xc-model-name",
                     ("inference", "vllm", "model") if "vllm" in inf else ("orchestrator", "model", "name"),
@@ -291,9 +321,9 @@ def gotchas(ctx: Any, *, gpus: int | None = None, sources: bool = True) -> None:
         if ck is None or kind not in ("rl", "trainer", "sft"):
             continue
         interval = ck.get("interval")
-        if _is_set(interval) and not _is_set(ck.get("keep_last")) and not _is_set(ck.get("keep_interval")):
-            shared = _table(ctx.get(("ckpt",))) or {}
-            if ck_path != ("ckpt",) and (_is_set(shared.get("keep_last")) or _is_set(shared.get("keep_interval"))):
+        if _is_set(interval) and not _prunes(ck):
+            # the trainer prunes: a keep setting in [ckpt] or [trainer.ckpt] (or the older `keep`) is enough
+            if kind == "rl" and any(_prunes(_table(ctx.get(p)) or {}) for p in (("ckpt",), ("trainer", "ckpt"))):
                 continue
             size = (f"~{shape.params * BYTES_PER_PARAM_CKPT / 1e9:.0f} GB each for {name}" if shape is not None
                     else "~47 GB each for an 8B model, ~300 GB for 32B")
@@ -314,6 +344,10 @@ def gotchas(ctx: Any, *, gpus: int | None = None, sources: bool = True) -> None:
         if ock and _is_set(ock.get(key)):
             base = ("orchestrator", "ckpt") if kind == "rl" else ("ckpt",)
             ctx.add("gotcha-orch-keep", base + (key,), key=key)
+
+
+def _prunes(ck: dict) -> bool:
+    return any(_is_set(ck.get(key)) for key in ("keep_last", "keep_interval", "keep"))
 
 
 def train_sources(ctx: Any) -> list:

@@ -83,8 +83,7 @@ def _rl_checks(ctx: Any) -> None:
             mine, theirs = orch_lora.get(key), trainer_lora.get(key, default)
             if _set(mine) and isinstance(mine, (int, float)) and isinstance(theirs, (int, float)) and mine != theirs:
                 path = ("orchestrator", "model", "lora", key)
-                ctx.add("xc-lora-mismatch", path, key=key, orchestrator=mine, trainer=theirs,
-                        edit=Edit("delete", path))
+                ctx.add("xc-lora-mismatch", path, key=key, orchestrator=mine, trainer=theirs)
 
     inf = _table(ctx.get(("inference",)))
     slurm = _table(ctx.get(("slurm",)))

@@ -201,7 +201,32 @@ def validate_text(text: str, *, kind: str | None = None, filename: str | None = 
     return Report(kind, tuple(sorted([*findings, *secrets], key=_order)), data, sure)
 
 
+# what a file that builds on others (toml_files) may leave to them: judged only on the composed config
+OVERRIDE_BLIND = frozenset({"missing-required", "xc-no-train-source", "xc-eval-sources", "xc-model-name",
+                            "xc-ckpt-both"})
+
+
+def is_override(data: dict[str, Any]) -> bool:
+    """A file that names the files it builds on (older prime-rl's ``toml_files``): an override, not a whole
+    config."""
+    return "toml_files" in data
+
+
 def _run_checks(ctx: Context, *, gpus: int | None, preset: str | None) -> None:
+    start = len(ctx.findings)
+    _all_checks(ctx, gpus=gpus, preset=preset)
+    if is_override(ctx.data):
+        ctx.findings[start:] = [f for f in ctx.findings[start:] if f.id not in OVERRIDE_BLIND]
+        ctx.findings.append(make("override-file", ctx.pos(("toml_files",)), ("toml_files",),
+                                 files=_files(ctx.data["toml_files"])))
+
+
+def _files(value: Any) -> str:
+    names = value if isinstance(value, list) else [value]
+    return ", ".join(str(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
+
+
+def _all_checks(ctx: Context, *, gpus: int | None, preset: str | None) -> None:
     from services.config import checks
 
     walk(ctx, ctx.data, load_schema().root(ctx.kind), ())

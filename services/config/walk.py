@@ -9,6 +9,7 @@ again without a walk.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -115,6 +116,16 @@ def _check(ctx: Context, value: Any, spec: Spec, path: tuple, *, in_map: bool = 
     if range_miss is not None:
         ctx.add("out-of-range", path, path=dotted(path), value=value, bound=range_miss.bound())
         return
+    for alt in spec.alts:  # what pydantic's lax mode reads as this type is accepted by prime-rl
+        coerced = lax(value, alt.kind)
+        if coerced is _NO:
+            continue
+        if alt.kind in ("int", "float") and not alt.in_range(coerced):
+            ctx.add("out-of-range", path, path=dotted(path), value=value, bound=alt.bound())
+        else:
+            ctx.add("lax-type", path, path=dotted(path), got=_show(value), value=_show(coerced),
+                    expected=alt.describe(), edit=Edit("set", path, value=coerced))
+        return
     literals = [a.literal for a in spec.alts if a.kind == "literal" and a.literal is not None]
     edit = None
     suggestion = ""
@@ -135,6 +146,53 @@ def _check(ctx: Context, value: Any, spec: Spec, path: tuple, *, in_map: bool = 
         f = Finding(f.id, f.severity, f.line, f.column, f.message + suggestion,
                     f'set {dotted(path)} = "{close[0]}"', f.source, f.path, edit)
     ctx.findings.append(f)
+
+
+_NO: Any = object()
+# pydantic's lax parsing of a string as a number: surrounding whitespace, a sign, '_' between digits;
+# an integer may end in ".0" (a zero fraction)
+_LAX_INT = re.compile(r"[+-]?[0-9](?:_?[0-9])*(?:\.0+)?")
+_LAX_FLOAT = re.compile(r"[+-]?(?:(?:[0-9](?:_?[0-9])*)?\.?[0-9](?:_?[0-9])*|[0-9](?:_?[0-9])*\.)"
+                        r"(?:[eE][+-]?[0-9](?:_?[0-9])*)?|[+-]?(?:inf|infinity|nan)", re.I)
+_LAX_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+_LAX_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+
+
+def lax(value: Any, kind: str) -> Any:
+    """``value`` as pydantic's lax mode (prime-rl's configs use it) reads it for a field of ``kind``
+    ("int", "float", "bool"), or ``_NO`` when it refuses it. Only values of another type than ``kind``
+    get here: "128" and 128.0 for an int, "3e-6" for a float, "true" or 1 for a bool."""
+    if kind == "int":
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, float):
+            return int(value) if value.is_integer() and -(2**63) <= value < 2**63 else _NO
+        if isinstance(value, str):
+            text = value.strip()
+            if _LAX_INT.fullmatch(text):
+                return int(text.split(".")[0].replace("_", ""))
+        return _NO
+    if kind == "float":
+        if isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            text = value.strip()
+            if _LAX_FLOAT.fullmatch(text):
+                return float(text.replace("_", ""))
+        return _NO
+    if kind == "bool":
+        if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, float) and value in (0.0, 1.0):
+            return bool(value)
+        if isinstance(value, str):
+            low = value.strip().lower()
+            if low in _LAX_TRUE or low in _LAX_FALSE:
+                return low in _LAX_TRUE
+        return _NO
+    return _NO
+
+
 
 
 def _show(value: Any) -> str:
@@ -273,10 +331,13 @@ def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bo
             fix = (f"rename to {dotted(new_path)}{note}"
                    + (" (an empty [resume] = latest)" if override == {} else ""))
     elif mig.get("replaced_by"):
-        edit = None if mig.get("manual") else Edit("delete", old_path)
+        # deleting it would drop what it asked for: the user carries it over to its replacement
+        edit = None
         message = (f"'{dotted(old_path)}' was removed from prime-rl; {mig['replaced_by']} replaces it "
                    f"(changed {changed})")
-        fix = f"use {mig['replaced_by']} instead and delete {dotted(old_path)}"
+        had = f" (it is {_show(node)})" if not isinstance(node, (dict, list)) else ""
+        carry = f"carry it over to {mig['replaced_by']}{had}, then delete {dotted(old_path)}"
+        fix = "by hand: " + mig.get("by_hand", carry)
     else:
         edit = None if mig.get("manual") else Edit("delete", old_path)
         message = f"'{dotted(old_path)}' was removed in prime-rl, no replacement (changed {changed})"

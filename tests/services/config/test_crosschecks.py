@@ -26,9 +26,9 @@ def trainer(body: str) -> str:
 # (name, kind, the mistake, its rule, whether a fix is offered, the config prime-rl accepts)
 CASES = [
     ("lora-rank", "rl", trainer("[trainer.model.lora]\nrank = 8\n") + "[orchestrator.model.lora]\nrank = 16\n",
-     "xc-lora-mismatch", True, trainer("[trainer.model.lora]\nrank = 8\n") + "[orchestrator.model.lora]\nrank = 8\n"),
+     "xc-lora-mismatch", False, trainer("[trainer.model.lora]\nrank = 8\n") + "[orchestrator.model.lora]\nrank = 8\n"),
     ("lora-alpha-default", "rl", trainer("[trainer.model.lora]\nrank = 8\n") + "[orchestrator.model.lora]\nalpha = 16.0\n",
-     "xc-lora-mismatch", True, trainer("[trainer.model.lora]\nrank = 8\n") + '[orchestrator.model.lora]\nname = "a"\n'),
+     "xc-lora-mismatch", False, trainer("[trainer.model.lora]\nrank = 8\n") + '[orchestrator.model.lora]\nname = "a"\n'),
     ("vlm-rl-default-impl", "rl", RL_BASE + VLM, "xc-vlm-impl", True,
      trainer('[trainer.model]\nimpl = "custom"\n') + VLM),
     ("vlm-sft-hf", "sft", SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "hf"\n'

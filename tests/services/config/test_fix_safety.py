@@ -87,6 +87,19 @@ PLANTED: list[tuple[str, str, str]] = [
     ("mig-prefill-nodes-single", "infer.toml", DISAGG + "num_prefill_nodes = 2\nnum_decode_nodes = 2\n"),
     ("mig-prefill-nodes-wrong-variant", "infer.toml", "[deployment]\nnum_prefill_nodes = 2\n"),
     ("sft-micro-batch", "sft.toml", SFT_BASE + "micro_batch_size = 5\n"),
+    # issue 32: fixes that changed what the config means
+    ("ckpt-keep-in-trainer", "rl.toml", RL_BASE + "[ckpt]\ninterval = 10\n\n[trainer.ckpt]\nkeep_last = 3\n"),
+    ("ckpt-keep-old-key", "rl.toml", RL_BASE + "[ckpt]\ninterval = 10\nkeep = 3\n"),
+    ("ckpt-keep-orchestrator-set", "rl.toml", RL_BASE + "[ckpt]\ninterval = 10\n\n[orchestrator.ckpt]\nkeep_last = 5\n"),
+    ("shared-seq-len-conflict", "rl.toml", "seq_len = 4096\n" + RL_BASE.replace("[trainer]\n", "[trainer.model]\nseq_len = 16384\n")),
+    ("shared-log-level-conflict", "rl.toml", RL_BASE + '[log]\nlevel = "debug"\n\n[trainer.log]\nlevel = "info"\n'),
+    ("lora-rank-conflict", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer.model.lora]\nrank = 8\n")
+     + "[orchestrator.model.lora]\nrank = 16\n"),
+    ("max-async-level", "rl.toml", RL_BASE.replace("group_size = 8", "group_size = 8\nmax_async_level = 2")),
+    ("pre-batch-filters", "rl.toml", RL_BASE + '[[orchestrator.pre_batch_filters]]\ntype = "zero_advantage"\nenforce = true\n'),
+    ("difficulty-buffer", "rl.toml", RL_BASE + "[orchestrator.buffer]\neasy_threshold = 0.9\nhard_threshold = 0.1\n"),
+    ("toml-files", "rl.toml", 'toml_files = ["base.toml"]\n\n[orchestrator]\nbatch_size = 64\n'),
+    ("lax-number", "rl.toml", RL_BASE.replace("batch_size = 16", 'batch_size = "16"')),
     ("seed-style", "rl.toml", """\
 # my old run
 [trainer.model.experimental.lora]  # adapters
@@ -150,11 +163,91 @@ def errors(findings: tuple[Finding, ...]) -> Counter:
     return Counter((f.id, f.path) for f in findings if f.severity is Severity.ERROR)
 
 
+# what RLConfig fills from its shared tables (utils/validation.py propagate_shared_fields), enough of it
+# for the fixes here: a shared value fills a sub-config key left out; both set and different is rejected
+SHARED = {"max_steps": ("trainer.max_steps", "orchestrator.max_steps"),
+          "seq_len": ("trainer.model.seq_len", "orchestrator.seq_len"),
+          "model.name": ("trainer.model.name", "orchestrator.model.name", "inference.vllm.model"),
+          "log.level": ("trainer.log.level", "orchestrator.log.level", "inference.log.level"),
+          "ckpt.interval": ("trainer.ckpt.interval", "orchestrator.ckpt.interval"),
+          "ckpt.keep_last": ("trainer.ckpt.keep_last", "orchestrator.ckpt.keep_last"),
+          "ckpt.keep_interval": ("trainer.ckpt.keep_interval", "orchestrator.ckpt.keep_interval"),
+          "monitors.wandb.project": ("trainer.monitors.wandb.project", "orchestrator.monitors.wandb.project")}
+# settings prime-rl replaced by others (issue 32): deleting one silently drops what it asked for
+REPLACED = {"filters", "pre_batch_filters", "post_batch_filters", "buffer", "toml_files", "async_level",
+            "max_async_level", "strict_async_level"}
+
+
+def meaning(data: dict, kind: str) -> tuple[dict[tuple, Any], bool]:
+    """Every value each process gets, as prime-rl resolves the shared tables (rl files), and whether
+    prime-rl rejects the file for a shared value that differs from its sub-config's."""
+    resolved = leaves(data)
+    rejected = False
+    if kind != "rl":
+        return resolved, rejected
+    for shared, subs in SHARED.items():
+        value = at(data, tuple(shared.split(".")))
+        if value is KeyError:
+            continue
+        for sub in subs:
+            path = tuple(sub.split("."))
+            mine = at(data, path)
+            if mine is not KeyError:
+                rejected |= mine != value
+            elif isinstance(data.get(path[0]), dict):
+                resolved[path] = value
+    return resolved, rejected
+
+
+def assert_meaning_kept(before: dict, after: dict, finding: Finding, kind: str) -> None:
+    """No value the user wrote is lost or changed unless the finding says so: what each process gets is the
+    same after the fix, the fixed key aside; a deleted value is gone, never replaced by another the user
+    wrote; a removed setting that prime-rl replaced is never just deleted; a changed value is named."""
+    edit = finding.edit
+    assert edit is not None
+    (was, was_rejected), (now, now_rejected) = meaning(before, kind), meaning(after, kind)
+    assert was_rejected or not now_rejected, (finding.id, "the fix makes prime-rl reject the file")
+    assert not (edit.op == "delete" and edit.path[-1] in REPLACED), (finding.id, "deletes what prime-rl replaced")
+    n = len(edit.path)
+    for path, value in was.items():
+        if path[:n] == edit.path:
+            if edit.op == "delete":  # a deleted value is gone, not replaced by another the user wrote
+                assert path not in now, (finding.id, "chooses silently which of two values stays", path)
+            elif edit.op == "set" and at(before, path) is not KeyError and now.get(path) != value:
+                shown = str(edit.value).lower() if isinstance(edit.value, bool) else str(edit.value)
+                assert shown in finding.fix or shown in finding.message or lax_equal(value, edit.value), (
+                    finding.id, "changes the user's value without saying to what", path)
+            continue
+        target = tuple(dotted_tuple(moved(dotted(path), edit))) if edit.op == "rename" else path
+        if value == {} and isinstance(at(after, target), dict):
+            continue  # an empty table the fix wrote into
+        assert now.get(target, KeyError) == value, (finding.id, "changes what prime-rl does", path)
+    assert not (edit.op == "delete" and "replaces it" in finding.message), (finding.id, "deletes what was replaced")
+
+
+def lax_equal(a: Any, b: Any) -> bool:
+    try:
+        return type(b)(str(a).strip()) == b or float(str(a)) == b
+    except (TypeError, ValueError):
+        return False
+
+
+def dotted_tuple(path: str) -> list:
+    out: list = []
+    for part in path.replace("[", ".[").split("."):
+        if part.startswith("["):
+            out.append(int(part[1:-1]))
+        elif part:
+            out.append(part.strip('"'))
+    return out
+
+
 def assert_fix_is_safe(text: str, finding: Finding, kind: str) -> str:
     edit = finding.edit
     assert edit is not None
     fixed = apply_fix(text, finding)
     before, after = tomllib.loads(text), tomllib.loads(fixed)  # the result parses
+    assert_meaning_kept(before, after, finding, kind)
     n = len(edit.path)
     for path, value in leaves(before).items():  # no value lost
         if path[:n] == edit.path:

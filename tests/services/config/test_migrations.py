@@ -85,8 +85,10 @@ def marked(text: str) -> int:
 def test_migration_triggers_exactly_and_fix_resolves(mig: dict, cls: str, old: str) -> None:
     kind, text = build(mig, cls, old)
     report = validate_text(text, kind=kind)
-    assert [(f.id, f.line) for f in report.findings] == [(mig["id"], marked(text))], text
-    finding = report.findings[0]
+    # a file that names the files it builds on is also said to be checked as an override
+    findings = [f for f in report.findings if f.id != "override-file" or old != "toml_files"]
+    assert [(f.id, f.line) for f in findings] == [(mig["id"], marked(text))], text
+    finding = findings[0]
     assert mig["changed"].split(" ")[0] in finding.message
     if finding.edit is not None:
         fixed = apply_fix(text, finding)
@@ -120,11 +122,14 @@ id = "x"
             break
         text = apply_fix(text, fixable[0])
     report = validate_text(text, kind="rl")
-    assert report.errors == 0, [f.message for f in report.findings]
+    # the async level has no automatic fix: max_off_policy_steps bounds something else, the user decides
+    assert [(f.id, f.edit) for f in report.findings if f.severity.value == "error"] == [("mig-async-level", None)]
+    (left,) = [f for f in report.findings if f.id == "mig-async-level"]
+    assert "max_off_policy_steps" in left.fix and "it is 2" in left.fix
     for comment in ("# my old run", "# adapters", "# small", "# rollouts per step", "# per prompt", "# per turn"):
         assert comment in text
     assert "[trainer.model.lora]" in text and "group_size = 8" in text
-    assert "max_completion_tokens = 512" in text and "async_level" not in text
+    assert "max_completion_tokens = 512" in text and "async_level = 2" in text
     assert report.data["orchestrator"]["train"]["sampling"]["max_completion_tokens"] == 512
 
 
