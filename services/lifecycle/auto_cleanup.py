@@ -19,7 +19,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from services.errors import PrimeTrainError
@@ -105,6 +105,12 @@ class CleanupDaemon:
             plan = await target_for(self.pod).plan_cleanup(conn, keep=None, settings=self.settings,
                                                            backup=self.backup,
                                                            threshold_pct=self.settings.disk_threshold_pct)
+            if plan.prunes and plan.delete:  # prime-rl prunes them itself: never fight it (its leftovers are ours)
+                self._emit(Event("cleanup", "progress", f"cleanup daemon on {self.pod.name}: prime-rl prunes this "
+                                                    f"run's checkpoints itself ({plan.prunes_text()}); the daemon "
+                                                    "leaves them to it"))
+                plan = replace(plan, delete=(), kept=tuple(sorted((*plan.kept, *plan.delete), key=lambda c: c["step"])),
+                               for_disk=(), superseded=())
             if plan.empty:
                 self.preview = None
                 return self._done(Round(self.clock(), reason, plan))

@@ -57,6 +57,10 @@ class CleanupPlan:
     superseded: tuple[int, ...] = ()
     oldest_verified: int | None = None
     source: Any = None  # backup on: the run (services.backup.manifest.RunSource) whose verified backups count
+    # prime-rl prunes this run's checkpoints itself ([ckpt] keep_last / keep_interval in its resolved config):
+    # {"keep_last", "keep_interval"}; the daemon then leaves checkpoints to it, and no plan deletes a step
+    # prime-rl keeps on purpose (a multiple of keep_interval)
+    prunes: dict[str, Any] | None = None
 
     @property
     def bytes(self) -> int:
@@ -80,6 +84,8 @@ class CleanupPlan:
         """The dry-run text (the CLI, the modal and the daemon's first-deletion approval show it)."""
         fmt = fmt or fmt_bytes
         lines = [f"{self.ckpt_dir}: keep the newest {self.keep} complete"]
+        if self.prunes:
+            lines.append(f"  prime-rl prunes this run's checkpoints itself ({self.prunes_text()})")
         lines += [f"  keep   step_{c['step']}" for c in self.kept]
         lines += [f"  keep   step_{c['step']} (incomplete / in progress)" for c in self.in_progress]
         lines += [f"  keep   step_{c['step']} ({self.reason(c)})" for c in self.unbacked]
@@ -97,6 +103,10 @@ class CleanupPlan:
                 lines.append("  still over the ceiling: nothing else may be deleted (newest complete / unverified)")
         return lines
 
+    def prunes_text(self) -> str:
+        p = self.prunes or {}
+        return ", ".join(f"{k} = {p[k]}" for k in ("keep_last", "keep_interval") if p.get(k))
+
     def reason(self, c: dict[str, Any]) -> str:
         return f"not yet verified in {self.backup_where}"
 
@@ -108,7 +118,7 @@ class CleanupPlan:
             return [{"step": c["step"], "path": c["path"], "bytes": c["bytes"]} for c in cs]
         out = {"ckpt_dir": self.ckpt_dir, "keep": self.keep, "delete": brief(self.delete),
                "kept": brief(self.kept), "in_progress": brief(self.in_progress), "bytes": self.bytes,
-               "leftovers": [dict(c) for c in self.leftovers]}
+               "leftovers": [dict(c) for c in self.leftovers], "prunes": self.prunes}
         if self.disk:
             out["disk"] = {**self.disk, "pct_before": self.pct_before(), "pct_after": self.pct_after(),
                            "threshold_pct": self.threshold_pct, "for_disk": list(self.for_disk)}
@@ -170,6 +180,17 @@ def plan_keep_last(ckpt_dir: str, ckpts: list[dict[str, Any]], keep: int, verifi
 
 _LEFTOVER = {"orchestrator": "orchestrator state whose trainer checkpoint is gone",
              "broadcast": "old broadcast weights, not needed to resume"}
+
+
+def keep_what_prime_rl_keeps(plan: CleanupPlan, prunes: dict[str, Any]) -> CleanupPlan:
+    """prime-rl prunes the run itself: a step it keeps on purpose (a multiple of keep_interval) is never planned
+    for deletion here; the plan says who prunes."""
+    every = prunes.get("keep_interval")
+    if isinstance(every, int) and every > 0:
+        kept = tuple(c for c in plan.delete if c["step"] % every == 0)
+        plan = replace(plan, delete=tuple(c for c in plan.delete if c["step"] % every),
+                       kept=tuple(sorted((*plan.kept, *kept), key=lambda c: c["step"])))
+    return replace(plan, prunes=dict(prunes))
 
 
 def plan_for_disk(plan: CleanupPlan, disk: dict[str, Any] | None, threshold_pct: float | None,
@@ -241,6 +262,9 @@ async def plan_cleanup(conn: Connection, *, keep: int | None = None, settings: L
     plan = plan_keep_last(ckpt_dir, ckpts, keep_n, verified, backup_where(backup, run_abs) if verified is not None
                           else "", run_abs, oldest if verified is not None else None)
     plan = replace(plan, source=source)
+    prunes = survey.get("prunes") if isinstance(survey.get("prunes"), dict) else None
+    if prunes:
+        plan = keep_what_prime_rl_keeps(plan, prunes)
     plan = plan_for_disk(plan, survey.get("disk"), threshold_pct, survey.get("leftovers", []),
                          settings.keep_broadcasts, verified)
     # the orchestrator halves (separate ckpt output dir) of the steps deleted now become orphans too

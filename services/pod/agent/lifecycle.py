@@ -308,6 +308,31 @@ def leftovers(run_dir, ckpt_dir, keep_broadcasts):
     return found
 
 
+def _pos_int(v):
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def run_prunes(run_dir):
+    """prime-rl's own checkpoint pruning for the run, from its resolved configs: {"keep_last", "keep_interval"}
+    (each an int or None) when the trainer's [ckpt] sets either (prime-rl then deletes old step_N dirs itself
+    after each save), else None."""
+    conf = os.path.join(run_dir, "configs")
+    for name, path in (("trainer.json", ("ckpt",)), ("rl.json", ("trainer", "ckpt")), ("rl.json", ("ckpt",))):
+        try:
+            with open(os.path.join(conf, name)) as fh:
+                node = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            continue
+        found = {k: _pos_int(node.get(k)) for k in ("keep_last", "keep_interval")}
+        if found["keep_last"] is not None or found["keep_interval"] is not None:
+            return found
+    return None
+
+
 def cmd_survey(args):
     """The checkpoints, the leftovers and the volume's use, in one exec (the cleanup daemon's round)."""
     disk = None
@@ -322,7 +347,8 @@ def cmd_survey(args):
         pass
     out({"ok": True, "ckpt_dir": args.ckpt_dir, "ckpts": list_ckpts(args.ckpt_dir, args.run_dir), "disk": disk,
          "leftovers": leftovers(args.run_dir, args.ckpt_dir, args.keep_broadcasts),
-         "orchestrator_dirs": orchestrator_dirs(args.run_dir, args.ckpt_dir)})
+         "orchestrator_dirs": orchestrator_dirs(args.run_dir, args.ckpt_dir),
+         "prunes": run_prunes(args.run_dir)})
     return 0
 
 

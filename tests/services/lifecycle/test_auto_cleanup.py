@@ -185,3 +185,37 @@ async def test_run_loop_rounds_on_a_nudge_and_stops_on_cancel(pod, layout, tmp_p
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_the_daemon_leaves_checkpoints_to_prime_rls_own_keep_last(pod, layout, tmp_path):
+    """prime-rl deletes old step_N dirs itself when the run's [ckpt] sets keep_last / keep_interval: the daemon
+    must not fight it (before, it deleted by its own keep-last too, including a keep_interval step prime-rl keeps
+    on purpose). Its leftovers (old broadcasts, orphaned orchestrator halves) are still the daemon's to prune."""
+    run, out = layout
+    (run / "configs").mkdir()
+    (run / "configs" / "trainer.json").write_text('{"ckpt": {"keep_last": 3, "keep_interval": 20}}')
+    settings = make_settings(tmp_path, ckpt_subdir=str(out), keep_last=1, keep_broadcasts=2,
+                             disk_threshold_pct=100.0)
+    events = []
+    daemon = CleanupDaemon(pod, settings, connect=SSHConnection, on_event=events.append, approved=True)
+    rnd = await daemon.run_once()
+    assert not rnd.error, rnd.error
+    assert steps(out) == [10, 20, 30, 40, 50]  # every checkpoint left to prime-rl
+    assert steps(run / "broadcasts") == [40, 50]  # leftovers still pruned
+    assert any("prime-rl prunes this run's checkpoints itself (keep_last = 3, keep_interval = 20)" in e.message
+               for e in events)
+
+
+async def test_a_manual_cleanup_says_prime_rl_prunes_and_keeps_its_keep_interval_steps(pod, layout, tmp_path):
+    from services.lifecycle.targets import target_for
+
+    run, out = layout
+    (run / "configs").mkdir()
+    (run / "configs" / "trainer.json").write_text('{"ckpt": {"keep_last": 3, "keep_interval": 20}}')
+    settings = make_settings(tmp_path, ckpt_subdir=str(out), keep_last=1)
+    async with SSHConnection(pod) as conn:
+        plan = await target_for(pod).plan_cleanup(conn, keep=1, settings=settings)
+    assert [c["step"] for c in plan.delete] == [10, 30]  # 20 is a keep_interval step: prime-rl keeps it
+    text = "\n".join(plan.preview())
+    assert "prime-rl prunes this run's checkpoints itself (keep_last = 3, keep_interval = 20)" in text
+    assert plan.to_json()["prunes"] == {"keep_last": 3, "keep_interval": 20}
