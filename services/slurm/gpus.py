@@ -91,11 +91,20 @@ def gpu_line(line: str) -> GpuSample | None:
                      temp_c=temp, power_w=None if power is None or power < 0 else power)
 
 
+TITLES = {"Inference": "inference", "Orchestrator": "orchestrator", "Trainer": "trainer"}  # PRIME-RL::<Title>
+
+
 def roles(command_lines: Iterable[str]) -> tuple[str, ...]:
-    """The prime-rl roles these process command lines show, in a fixed order (Slurm's launchers skipped)."""
+    """The prime-rl roles these process command lines show, in a fixed order (Slurm's launchers skipped). A
+    process prime-rl titled (``PRIME-RL::Trainer``: its setproctitle, the first word of its command line) is
+    what its title says, whatever its arguments name; the others are guessed from their arguments' words."""
     found: set[str] = set()
     for line in command_lines:
         args = line.split()
+        if args and args[0].startswith("PRIME-RL::"):
+            if (role := TITLES.get(args[0][len("PRIME-RL::"):])) is not None:
+                found.add(role)
+            continue  # the launcher and the env servers: no GPU role
         program = args[0].rsplit("/", 1)[-1] if args else ""
         if (not args or program in LAUNCHERS or "slurm_script" in line
                 or (program.lstrip("-") in SHELLS and "-c" in args[1:3])):

@@ -147,6 +147,11 @@ def test_roles_from_command_lines():
     # a shell wrapping every role's branch is not a role; what it starts is
     assert roles(["bash -c if [ $SLURM_NODEID = 0 ]; then uv run inference; else uv run trainer; fi",
                   "uv run trainer @ t.toml"]) == ("trainer",)
+    # prime-rl's process titles say the role, whatever the arguments name: an env server whose arguments
+    # mention the trainer's config is no trainer, the launcher and the env servers hold no GPU role
+    assert roles(["PRIME-RL::EnvServer @ /run/configs/envs/train/trainer-math.json",
+                  "PRIME-RL::Launcher rl @ rl.toml --trainer.model.name x", "PRIME-RL::Inference"]) == ("inference",)
+    assert roles(["PRIME-RL::Trainer", "PRIME-RL::Orchestrator"]) == ("orchestrator", "trainer")
     assert gpu_line("0, H100, [N/A], [N/A], 81559, [Not Supported], [N/A]") == gpu_line(
         "0, H100, nan, -5, 81559, x, -1")
 
