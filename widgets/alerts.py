@@ -72,9 +72,9 @@ def run_line(run: RunProgress | None, pod_now: float | None) -> str:
         parts.append(f"{run.tokens_per_s:,.0f} tok/s")
     if run.mfu is not None:
         parts.append(f"MFU {run.mfu:.1f}%")
-    if run.steps_per_hr is not None:
-        parts.append(f"{run.steps_per_hr:,.0f} steps/hr")
     ended = run.phase in ENDED_PHASES
+    if run.steps_per_hr is not None and not ended:  # a rate of a run that stopped is no rate
+        parts.append(f"{run.steps_per_hr:,.0f} steps/hr")
     if ended:
         pass  # no ETA for a run that stopped: nothing is to go
     elif run.eta_s is not None:

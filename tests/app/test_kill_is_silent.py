@@ -34,4 +34,4 @@ async def test_k_on_the_demo_run_raises_nothing_and_stops_the_eta(tmp_path) -> N
         assert len(app.alert_log) == alerts_before  # nothing fired meanwhile either
         assert snap.run is not None and snap.run.eta_s is None and snap.run.cost_to_finish is None
         text = seen(pilot)
-        assert "killed (last step" in text and "ETA" not in text and "to go" not in text
+        assert "killed (last step" in text and "ETA" not in text and "to go" not in text and "steps/hr" not in text
