@@ -16,6 +16,10 @@ from services.config.findings import Edit, as_table as _table, dotted, is_set as
 DEFAULT_IMPL = "auto"
 DEFAULT_ATTN = "auto"
 DEFAULT_LORA = {"rank": 16, "alpha": 32.0}
+DEFAULT_DTYPE = "float32"  # ModelConfig.optimization_dtype / reduce_dtype
+DEFAULT_CP_STYLE = "ring"
+DEFAULT_TRANSPORT = "filesystem"  # rollout_transport.type
+DEFAULT_WANDB_PROJECT = "prime-rl"
 
 
 def startup_checks(ctx: Any) -> None:
@@ -23,6 +27,7 @@ def startup_checks(ctx: Any) -> None:
     if kind == "rl":
         _model_checks(ctx, ("trainer", "model"), shared_vlm=("model", "vlm"))
         _rl_checks(ctx)
+        _sub_config_agreement(ctx)
     elif kind in ("trainer", "sft"):
         _model_checks(ctx, ("model",), shared_vlm=None)
     if kind == "sft":
@@ -47,12 +52,97 @@ def _model_checks(ctx: Any, base: tuple, shared_vlm: tuple | None) -> None:
     if model.get("trust_remote_code") is True and impl not in ("hf", "auto"):
         ctx.add("xc-trust-remote-custom", base + ("trust_remote_code",), path=dotted(base),
                 edit=Edit("delete", base + ("trust_remote_code",)))
+    if vlm_path is not None and _table(ctx.get(vlm_path)) is not None:
+        _vlm_checks(ctx, base, vlm_path, model)
     attn = model.get("attn", DEFAULT_ATTN)
     if impl == "hf" and attn in ("flash_attention_4", "auto"):
         # only the implicit "auto" is changed for the user; an explicit FA4 is their choice to revisit
         edit = Edit("set", base + ("attn",), value="flash_attention_2") if "attn" not in model else None
         ctx.add("xc-attn-impl", base + ("attn",) if "attn" in model else base + ("impl",), path=dotted(base),
                 attn=attn, edit=edit)
+
+
+def _vlm_checks(ctx: Any, base: tuple, vlm_path: tuple, model: dict) -> None:
+    """What prime-rl asks of a vision-language model's training (a [model.vlm] table, or rl's shared one)."""
+    for key in ("optimization_dtype", "reduce_dtype"):
+        value = model.get(key, DEFAULT_DTYPE)
+        if value != "bfloat16":
+            # left out, the key's float32 default is what prime-rl rejects: say so, as nothing in the file shows it
+            default = " (the default when it is left out)" if key not in model else ""
+            ctx.add("xc-vlm-bf16", base + (key,) if key in model else vlm_path, vlm=dotted(vlm_path),
+                    path=dotted(base + (key,)), value=value, default=default,
+                    edit=Edit("set", base + (key,), value="bfloat16"))
+    vlm = _table(ctx.get(vlm_path)) or {}
+    lora = base + ("lora",)
+    if vlm.get("freeze_vision_encoder") is False and _table(ctx.get(lora)) is not None:
+        ctx.add("xc-vlm-lora-freeze", vlm_path + ("freeze_vision_encoder",),
+                path=dotted(vlm_path + ("freeze_vision_encoder",)), lora=dotted(lora))
+    cp, style = model.get("cp", 1), model.get("cp_style", DEFAULT_CP_STYLE)
+    if isinstance(cp, int) and cp > 1 and style != "ulysses":
+        ctx.add("xc-vlm-cp", base + ("cp_style",) if "cp_style" in model else base + ("cp",), path=dotted(base),
+                cp=cp, style=style, edit=Edit("set", base + ("cp_style",), value="ulysses"))
+    if ctx.kind == "sft":
+        for data in (("data",), ("val", "data")):
+            if data == ("val", "data") and _table(ctx.get(("val",))) is None:
+                continue
+            micro = ctx.get(data + ("micro_batch_size",), 1)
+            if isinstance(micro, int) and micro != 1:
+                path = data + ("micro_batch_size",)
+                ctx.add("xc-vlm-micro-batch", path, path=dotted(path), value=micro)
+
+
+def _sub_config_agreement(ctx: Any) -> None:
+    """rl's checks that trainer and orchestrator (and inference) agree, beyond the shared keys that fill them
+    (those are xc-shared-conflict): W&B on both or neither and in one project, one rollout transport, one chat
+    template. Each side reads the shared value when it leaves the key out, as prime-rl propagates it."""
+    def resolved(sub: tuple, shared: tuple, default: Any) -> Any:
+        value = ctx.get(sub)
+        return value if value is not None else ctx.get(shared, default)
+
+    shared_wandb = _table(ctx.get(("monitors", "wandb"))) is not None
+    on = {side: shared_wandb or _table(ctx.get((side, "monitors", "wandb"))) is not None
+          for side in ("trainer", "orchestrator")}
+    if on["trainer"] != on["orchestrator"]:
+        side, off = ("trainer", "orchestrator") if on["trainer"] else ("orchestrator", "trainer")
+        ctx.add("xc-wandb-one-side", (side, "monitors", "wandb"), on=side, off=off)
+    elif on["trainer"]:
+        a = resolved(("trainer", "monitors", "wandb", "project"), ("monitors", "wandb", "project"),
+                     DEFAULT_WANDB_PROJECT)
+        b = resolved(("orchestrator", "monitors", "wandb", "project"), ("monitors", "wandb", "project"),
+                     DEFAULT_WANDB_PROJECT)
+        if a != b:
+            _mismatch(ctx, ("trainer", "monitors", "wandb", "project"),
+                      ("orchestrator", "monitors", "wandb", "project"), a, b,
+                      "log both to one W&B project: set it once in [monitors.wandb]")
+    ta = resolved(("trainer", "rollout_transport", "type"), ("rollout_transport", "type"), DEFAULT_TRANSPORT)
+    tb = resolved(("orchestrator", "rollout_transport", "type"), ("rollout_transport", "type"), DEFAULT_TRANSPORT)
+    if ta != tb:
+        _mismatch(ctx, ("trainer", "rollout_transport", "type"), ("orchestrator", "rollout_transport", "type"),
+                  ta, tb, "set the transport once in a shared [rollout_transport] table, or give both the same type")
+    tmpl = ("tokenizer", "chat_template")
+    ca = resolved(("trainer",) + tmpl, tmpl, None)
+    cb = resolved(("orchestrator",) + tmpl, tmpl, None)
+    fix = "set chat_template once in the shared [tokenizer] table"
+    if ca != cb:
+        _mismatch(ctx, ("trainer",) + tmpl, ("orchestrator",) + tmpl, ca, cb, fix)
+    elif _table(ctx.get(("inference",))) is not None:
+        ci = resolved(("inference", "vllm", "chat_template"), tmpl, None)
+        if ci != ca:
+            _mismatch(ctx, ("inference", "vllm", "chat_template"), ("trainer",) + tmpl, ci, ca, fix)
+
+
+def _mismatch(ctx: Any, a_path: tuple, b_path: tuple, a: Any, b: Any, fix: str) -> None:
+    def shown(v: Any) -> str:
+        return "not set" if v is None else f'"{v}"' if isinstance(v, str) else str(v)
+
+    # a sub-config value that differs from the shared one is already its own finding (prime-rl stops there)
+    if any(f.id == "xc-shared-conflict" and f.path in (dotted(a_path), dotted(b_path)) for f in ctx.findings):
+        return
+    # the finding sits on a key the file wrote (the one left out only inherits)
+    at = b_path if ctx.get(b_path) is not None and ctx.get(a_path) is None else a_path
+    if ctx.get(at) is None:
+        at = at[:-1]
+    ctx.add("xc-sub-mismatch", at, a_path=dotted(a_path), a=shown(a), b_path=dotted(b_path), b=shown(b), fix=fix)
 
 
 def _inference_deployment(ctx: Any, base: tuple, *, has_slurm: bool) -> None:

@@ -53,6 +53,7 @@ class ModelShape:
     tools: bool = False
     known_issue: str = ""
     known_fix: str = ""
+    gated: bool = False  # the hub serves it only to accounts that accepted its licence (needs HF_TOKEN)
 
     @property
     def kv_bytes_per_token(self) -> int:

@@ -330,6 +330,13 @@ def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bo
         else:
             fix = (f"rename to {dotted(new_path)}{note}"
                    + (" (an empty [resume] = latest)" if override == {} else ""))
+    elif mig.get("replaced_by") and "kept_when" in mig and node == mig["kept_when"] \
+            and type(node) is type(mig["kept_when"]):
+        # the value asks for what prime-rl now always does: deleting it changes nothing
+        edit = Edit("delete", old_path)
+        message = (f"'{dotted(old_path)}' was removed from prime-rl: {_show(node)} is what it always does now, "
+                   f"through {mig['replaced_by']} (changed {changed})")
+        fix = f"delete {dotted(old_path)}: nothing changes"
     elif mig.get("replaced_by"):
         # deleting it would drop what it asked for: the user carries it over to its replacement
         edit = None

@@ -102,6 +102,7 @@ async def _launch(conn: Connection, config: Path | None, settings: LifecycleSett
         config_name = config.name
         request.update(run_dir=run_dir or default_run_dir(conn.pod, config), template=command or settings.command,
                        config={"name": config_name, "hash": config_hash, "data": base64.b64encode(data).decode()})
+    request["preflight"] += pf.login_args(checked, settings.secrets)  # W&B / a gated model: a login on the pod?
     if dry_run.wanted(settings.dry_run, request.get("base_command") or request.get("template") or ""):
         request["dry_run"] = {"timeout": settings.dry_run_timeout}
     if guard is None:
@@ -217,7 +218,9 @@ async def _pod_checks(shell: PodShell, settings: LifecycleSettings, request: dic
                          config=f"{run_abs}/.ptt/config/{cfg.get('hash')}/{cfg.get('name')}")
     timeout = max([180.0] + [float(c.timeout) + 30 for c in settings.checks])
     try:
-        result = await shell.agent(*pf.agent_args(settings, run_abs, command), timeout=timeout)
+        pre = list(request.get("preflight") or [])
+        logins = [a for i, a in enumerate(pre) if a == "--login" or (i > 0 and pre[i - 1] == "--login")]
+        result = await shell.agent(*pf.agent_args(settings, run_abs, command), *logins, timeout=timeout)
     except LifecycleError as exc:
         yield Event(action, "warn", f"the pod's own checks did not run: {with_hint(exc)}")
         return

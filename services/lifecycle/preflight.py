@@ -159,6 +159,26 @@ def config_check(config: Path | None) -> Check:
     return Check(name, OK, f"{report.kind} config, {report.warnings} warning(s)")
 
 
+def logins_needed(config: Path | None, secrets: tuple[str, ...]) -> dict[str, str]:
+    """{credential: why} the config needs on the pod and [lifecycle] secrets does not send (W&B logging:
+    WANDB_API_KEY; a gated model: HF_TOKEN). The pod's pre-flight then looks for a login of its own."""
+    if config is None:
+        return {}
+    try:
+        from services.config.credentials import needed
+        from services.config.validate import read_config, tomllib
+
+        data = tomllib.loads(read_config(Path(config)))
+    except Exception:  # noqa: BLE001 - unreadable or unparsable: the config check reports that
+        return {}
+    sent = set(secrets)
+    return {name: why for name, why in needed(data).items() if name not in sent}
+
+
+def login_args(config: Path | None, secrets: tuple[str, ...]) -> list[str]:
+    return [arg for name, why in logins_needed(config, secrets).items() for arg in ("--login", f"{name}={why}")]
+
+
 def agent_args(settings: LifecycleSettings, run_dir: str, command: str, python: str | None = None) -> list[str]:
     """Arguments of the pod-side ``preflight`` (one exec: the checkpoint size estimate is done there)."""
     args = ["preflight", "--run-dir", run_dir, "--min-nofile", str(settings.min_nofile),

@@ -410,6 +410,7 @@ def parser():
     p.add_argument("--cuda", action="store_true")
     p.add_argument("--python")
     p.add_argument("--check", action="append")
+    p.add_argument("--login", action="append", help="NAME=why: a credential the config needs on the pod")
     sub.add_parser("launch", help="lock + pre-flight + config + start in one exec; a JSON request on stdin")
     sub.add_parser("kill", help="lock + SIGTERM, grace, SIGKILL + GPU check in one exec; a JSON request on stdin")
     return ap

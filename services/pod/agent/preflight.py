@@ -173,6 +173,17 @@ def run_checks(args, agent, on_check=None):
             add("no other run active", "ok", "no run of ours is active" + (", no process on the GPUs"
                                                                            if procs is not None else ""))
 
+    for spec in getattr(args, "login", None) or []:
+        name, _, why = spec.partition("=")
+        where = _logged_in(name)
+        if where:
+            add("%s on the pod" % name, "ok", where)
+        else:
+            add("%s on the pod" % name, "warn", "%s, and the pod has no %s: the run fails at its first use"
+                % (why or "the config needs it", name),
+                "list %s in [lifecycle] secrets in settings (it is sent from this machine), or log in on "
+                "the pod (%s)" % (name, "wandb login" if name == "WANDB_API_KEY" else "huggingface-cli login"))
+
     for spec in args.check or []:
         c = json.loads(spec)
         try:
@@ -190,6 +201,32 @@ def run_checks(args, agent, on_check=None):
             add(c["name"], "fail", "timed out", c.get("fix") or "")
     return checks, {"run_dir": args.run_dir, "home": os.path.expanduser("~"),
                     "nofile": [None if soft == inf else soft, None if hard == inf else hard]}
+
+
+def _logged_in(name):
+    """Where the pod has credential ``name`` (its environment, or the file its library reads), or ""."""
+    home = os.path.expanduser("~")
+    if os.environ.get(name):
+        return "%s is in the pod's environment" % name
+    if name == "WANDB_API_KEY":
+        netrc = os.path.join(home, ".netrc")
+        try:
+            with open(netrc, encoding="utf-8", errors="replace") as f:
+                if "api.wandb.ai" in f.read(1 << 20):
+                    return "~/.netrc has a W&B login (api.wandb.ai)"
+        except OSError:
+            pass
+    if name == "HF_TOKEN":
+        if os.environ.get("HUGGING_FACE_HUB_TOKEN"):
+            return "HUGGING_FACE_HUB_TOKEN is in the pod's environment"
+        hf_home = os.environ.get("HF_HOME") or os.path.join(home, ".cache", "huggingface")
+        token = os.path.join(hf_home, "token")
+        try:
+            if os.path.getsize(token) > 0:
+                return "the pod is logged in to Hugging Face (%s)" % token.replace(home, "~", 1)
+        except OSError:
+            pass
+    return ""
 
 
 def _gpu_apps(started):

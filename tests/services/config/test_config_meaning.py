@@ -11,6 +11,7 @@ reported, a replaced setting says with what and is moved by hand, and no fix pic
 from __future__ import annotations
 
 from services.config.validate import validate_text
+from tests.services.config.test_fix_safety import assert_fix_is_safe
 from tests.services.config.test_rules import RL_BASE
 
 
@@ -75,3 +76,17 @@ def test_the_older_inference_model_table_names_the_model() -> None:
     assert [v[0] for v in findings(text).values()] == ["mig-inference-model"]
     other = text.replace('[inference.model]\nname = "Qwen/Qwen3-4B"', '[inference.model]\nname = "Qwen/Qwen3-8B"')
     assert "xc-model-name" in {v[0] for v in findings(other).values()}
+
+
+def test_use_renderer_says_what_replaced_it_and_only_true_is_deleted() -> None:
+    """Item 8: use_renderer was reported as removed with no replacement; the typed [orchestrator.renderer]
+    replaced it and rollouts always use a renderer, so true is safe to delete and false is moved by hand."""
+    on = RL_BASE.replace("group_size = 8", "group_size = 8\nuse_renderer = true")
+    rid, _, message, fix, edit = findings(on)["orchestrator.use_renderer"]
+    assert rid == "mig-use-renderer" and "no replacement" not in message and "[orchestrator.renderer]" in message
+    assert edit is not None and "always does" in message and "nothing changes" in fix
+    fixed = assert_fix_is_safe(on, next(f for f in validate_text(on, kind="rl").findings), "rl")
+    assert validate_text(fixed, kind="rl").findings == ()
+    off = findings(RL_BASE.replace("group_size = 8", "group_size = 8\nuse_renderer = false"))
+    rid, _, message, fix, edit = off["orchestrator.use_renderer"]
+    assert rid == "mig-use-renderer" and edit is None and fix.startswith("by hand") and "renderer" in fix

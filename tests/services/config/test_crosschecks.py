@@ -9,7 +9,7 @@ import pytest
 from services.config.findings import Severity
 from services.config.validate import validate_text
 from tests.services.config.test_fix_safety import assert_fix_is_safe
-from tests.services.config.test_rules import RL_BASE, SFT_BASE
+from tests.services.config.test_rules import BF16, RL_BASE, SFT_BASE
 
 TRAINER = "[trainer]\n"
 VLM = '[model.vlm]\nvision_encoder_attr = "model.visual"\nlanguage_model_attr = "model.language_model"\n'
@@ -29,11 +29,11 @@ CASES = [
      "xc-lora-mismatch", False, trainer("[trainer.model.lora]\nrank = 8\n") + "[orchestrator.model.lora]\nrank = 8\n"),
     ("lora-alpha-default", "rl", trainer("[trainer.model.lora]\nrank = 8\n") + "[orchestrator.model.lora]\nalpha = 16.0\n",
      "xc-lora-mismatch", False, trainer("[trainer.model.lora]\nrank = 8\n") + '[orchestrator.model.lora]\nname = "a"\n'),
-    ("vlm-rl-default-impl", "rl", RL_BASE + VLM, "xc-vlm-impl", True,
-     trainer('[trainer.model]\nimpl = "custom"\n') + VLM),
+    ("vlm-rl-default-impl", "rl", trainer("[trainer.model]\n" + BF16) + VLM, "xc-vlm-impl", True,
+     trainer('[trainer.model]\nimpl = "custom"\n' + BF16) + VLM),
     ("vlm-sft-hf", "sft", SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "hf"\n'
-                                           'attn = "flash_attention_2"\n') + VLM, "xc-vlm-impl", True,
-     SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "custom"\n') + VLM),
+                                           'attn = "flash_attention_2"\n' + BF16) + VLM, "xc-vlm-impl", True,
+     SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "custom"\n' + BF16) + VLM),
     ("trust-remote-custom", "rl", trainer('[trainer.model]\nimpl = "custom"\ntrust_remote_code = true\n'),
      "xc-trust-remote-custom", True, trainer('[trainer.model]\nimpl = "auto"\ntrust_remote_code = true\n')),
     ("hf-auto-attn", "rl", trainer('[trainer.model]\nimpl = "hf"\n'), "xc-attn-impl", True,
@@ -81,6 +81,46 @@ CASES = [
      "xc-mooncake-slurm", False, RL_BASE + '[inference.kv_cache_offload]\ntype = "native"\n' + OFFLOAD),
     ("router-replay-offload", "rl", trainer("[trainer]\nenable_router_replay = true\n") + OFFLOAD,
      "xc-router-replay-offload", False, trainer("[trainer]\nenable_router_replay = true\n")),
+    # validator: configs/trainer.py::TrainerConfig.vlms_require_bfloat16 (float32 is the default: left out is rejected)
+    ("vlm-rl-dtype-default", "rl", trainer('[trainer.model]\nimpl = "custom"\noptimization_dtype = "bfloat16"\n') + VLM,
+     "xc-vlm-bf16", True, trainer('[trainer.model]\nimpl = "custom"\n' + BF16) + VLM),
+    # validator: configs/sft.py::SFTConfig.validate_vlm_constraints
+    ("vlm-sft-dtype", "sft", SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "custom"\n'
+                                              'reduce_dtype = "bfloat16"\noptimization_dtype = "float32"\n') + VLM,
+     "xc-vlm-bf16", True, SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "custom"\n'
+                                           + BF16) + VLM),
+    # validator: configs/sft.py::SFTConfig.validate_vlm_constraints
+    ("vlm-sft-micro-batch", "sft", SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "custom"\n'
+                                                    + BF16).replace("batch_size = 32\n", "batch_size = 32\nmicro_batch_size = 4\n")
+     + VLM, "xc-vlm-micro-batch", False,
+     SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "custom"\n' + BF16) + VLM),
+    # validator: configs/trainer.py::TrainerConfig.vlm_freeze_incompatible_with_lora
+    ("vlm-lora-freeze", "rl", trainer('[trainer.model]\nimpl = "custom"\n' + BF16 + "[trainer.model.lora]\nrank = 8\n")
+     + VLM + "freeze_vision_encoder = false\n", "xc-vlm-lora-freeze", False,
+     trainer('[trainer.model]\nimpl = "custom"\n' + BF16 + "[trainer.model.lora]\nrank = 8\n") + VLM),
+    # validator: configs/sft.py::SFTConfig.vlm_freeze_incompatible_with_lora
+    ("vlm-lora-freeze-sft", "sft", SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "custom"\n'
+                                                    + BF16) + "[model.lora]\nrank = 8\n" + VLM
+     + "freeze_vision_encoder = false\n", "xc-vlm-lora-freeze", False,
+     SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "custom"\n' + BF16) + VLM
+     + "freeze_vision_encoder = false\n"),
+    # validator: configs/trainer.py::ModelConfig.vlm_cp_requires_ulysses
+    ("vlm-cp-ring", "trainer", '[model]\nimpl = "custom"\ncp = 2\n' + BF16 + VLM, "xc-vlm-cp", True,
+     '[model]\nimpl = "custom"\ncp = 2\ncp_style = "ulysses"\n' + BF16 + VLM),
+    # validator: configs/rl.py::RLConfig.auto_setup_rollout_transport
+    ("rollout-transport-one-side", "rl", trainer('[trainer.rollout_transport]\ntype = "zmq"\n'), "xc-sub-mismatch",
+     False, trainer('[trainer.rollout_transport]\ntype = "zmq"\n') + '[orchestrator.rollout_transport]\ntype = "zmq"\n'),
+    # validator: utils/validation.py::(module).validate_shared_tokenizer
+    ("chat-template-inference", "rl", RL_BASE.replace("[inference]\n", '[inference]\n[inference.vllm]\nchat_template = "t"\n'),
+     "xc-sub-mismatch", False, RL_BASE + '[tokenizer]\nchat_template = "t"\n'),
+    # validator: utils/validation.py::(module).validate_shared_wandb_config
+    # validator: configs/rl.py::RLConfig.validate_shared_configs
+    ("wandb-trainer-only", "rl", trainer('[trainer.monitors.wandb]\nproject = "p"\n'), "xc-wandb-one-side", False,
+     RL_BASE + '[monitors.wandb]\nproject = "p"\n'),
+    # validator: utils/validation.py::(module).validate_shared_wandb_config
+    ("wandb-projects-differ", "rl", trainer('[trainer.monitors.wandb]\nproject = "p"\n')
+     + '[orchestrator.monitors.wandb]\nproject = "q"\n', "xc-sub-mismatch", False,
+     trainer('[trainer.monitors.wandb]\nproject = "p"\n') + '[orchestrator.monitors.wandb]\nproject = "p"\n'),
     ("max-steps-negative", "rl", RL_BASE.replace("max_steps = 20", "max_steps = -5"), "xc-max-steps-range", False,
      RL_BASE),
     ("max-steps-zero-trainer", "trainer", "max_steps = 0\n", "xc-max-steps-range", False, "max_steps = 1\n"),
@@ -115,7 +155,7 @@ def test_eplb_names_the_weight_transfer_prime_rl_would_pick() -> None:
 
 def test_a_fix_that_would_break_another_check_is_not_offered() -> None:
     """Setting impl = "custom" for a VLM would reject trust_remote_code: the fix becomes advice."""
-    text = trainer("[trainer.model]\ntrust_remote_code = true\n") + VLM
+    text = trainer("[trainer.model]\ntrust_remote_code = true\n" + BF16) + VLM
     (f,) = validate_text(text, kind="rl").findings
     assert f.id == "xc-vlm-impl" and f.edit is None and "by hand" in f.fix and "trust_remote_code" in f.fix
 

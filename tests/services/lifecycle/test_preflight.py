@@ -131,3 +131,70 @@ def test_config_check_with_the_validator(tmp_path):
     bad.write_text("[model\n")
     c = config_check(bad)
     assert c.status == "fail" and c.fix
+
+
+# ------------------------------------------------------------------ credentials the config needs (issue 32, item 9)
+
+WANDB_CONFIG = 'max_steps = 10\n[model]\nname = "Qwen/Qwen3-0.6B"\n[monitors.wandb]\nproject = "p"\n'
+
+
+def _no_logins(monkeypatch, home: Path) -> None:
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
+    for name in ("WANDB_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}:/usr/local/bin:/usr/bin:/bin")
+    monkeypatch.setenv("PTT_FAKE_GPUS", "2")
+
+
+async def test_wandb_without_a_key_sent_or_a_login_on_the_pod_is_warned_with_the_fix(tmp_path, monkeypatch):
+    """A config that logs to W&B started a run that failed at its first log call (or waited on wandb's
+    login prompt) when WANDB_API_KEY was neither sent ([lifecycle] secrets) nor logged in on the pod."""
+    _no_logins(monkeypatch, tmp_path / "home")
+    config = tmp_path / "rl.toml"
+    config.write_text(WANDB_CONFIG)
+    events, checks = await checks_of(tmp_path, config, settings())
+    check = checks["WANDB_API_KEY on the pod"]
+    assert check.status == "warn" and "[monitors.wandb]" in check.detail
+    assert "[lifecycle] secrets" in check.fix and "log in on the pod" in check.fix
+    assert events[-1].kind == "done"  # a warning: the launch goes on
+
+
+async def test_wandb_login_on_the_pod_or_the_key_in_secrets_passes(tmp_path, monkeypatch):
+    _no_logins(monkeypatch, tmp_path / "home")
+    (tmp_path / "home" / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password x\n")
+    config = tmp_path / "rl.toml"
+    config.write_text(WANDB_CONFIG)
+    _, checks = await checks_of(tmp_path, config, settings())
+    assert checks["WANDB_API_KEY on the pod"].status == "ok" and ".netrc" in checks["WANDB_API_KEY on the pod"].detail
+    (tmp_path / "home" / ".netrc").unlink()
+    monkeypatch.setenv("WANDB_API_KEY", "k")  # sent from this machine
+    _, checks = await checks_of(tmp_path / "again", config, settings(secrets=("WANDB_API_KEY",)))
+    assert "WANDB_API_KEY on the pod" not in checks
+
+
+async def test_a_gated_model_needs_hf_token(tmp_path, monkeypatch):
+    _no_logins(monkeypatch, tmp_path / "home")
+    config = tmp_path / "rl.toml"
+    config.write_text('max_steps = 10\n[model]\nname = "meta-llama/Llama-3.1-8B-Instruct"\n')
+    _, checks = await checks_of(tmp_path, config, settings())
+    check = checks["HF_TOKEN on the pod"]
+    assert check.status == "warn" and "gated" in check.detail and "HF_TOKEN" in check.fix
+    token = tmp_path / "home" / ".cache" / "huggingface" / "token"
+    token.parent.mkdir(parents=True)
+    token.write_text("hf_x")
+    _, checks = await checks_of(tmp_path / "again", config, settings())
+    assert checks["HF_TOKEN on the pod"].status == "ok"
+
+
+def test_what_needs_a_login_is_known_from_the_file_alone() -> None:
+    from services.config.credentials import needed
+    from services.config.validate import tomllib
+
+    assert set(needed(tomllib.loads(WANDB_CONFIG))) == {"WANDB_API_KEY"}
+    assert needed(tomllib.loads('[monitors.wandb]\noffline = true\n')) == {}
+    assert set(needed(tomllib.loads('[orchestrator.wandb]\nproject = "p"\n'))) == {"WANDB_API_KEY"}  # the older table
+    assert needed(tomllib.loads('[model]\nname = "Qwen/Qwen3-8B"\n')) == {}
+    # a mirror under another account is not known to be gated: nothing is claimed
+    assert needed(tomllib.loads('[model]\nname = "unsloth/Llama-3.1-8B-Instruct"\n')) == {}
+    assert set(needed(tomllib.loads('[vllm]\nmodel = "google/gemma-3-4b-it"\n'))) == {"HF_TOKEN"}
