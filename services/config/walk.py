@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from services.config.findings import Edit, Finding, Severity, dotted, make, rule_db
+from services.config.homes import home_of, homes_of, table_home
 from services.config.schema import ConfigClass, Spec, load_schema
 from services.config.suggest import did_you_mean
 
@@ -282,11 +283,54 @@ def _unknown(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, 
     suggestion = f" — did you mean '{close}'?" if close else ""
     edit = Edit("rename", path, path[:-1] + (close,)) if close else None
     where = f"[{dotted(path[:-1])}]" if path[:-1] else "the top level"
-    f = make("unknown-key", ctx.pos(path), path, edit=edit, key=key, where=where, suggestion=suggestion)
     fix = (f"rename '{key}' to '{close}'" if close
            else f"remove '{key}'; valid keys here: {', '.join(sorted(cls.keys))}")
+    if close is None and (home := _home(ctx, key, value, path)) is not None:
+        target, subs = home
+        if subs:  # a whole table whose settings go elsewhere: said, moved by hand
+            places = ", ".join(f"[{dotted(target + (sub,))}]" for sub in subs)
+            suggestion = f" — its settings belong in {places}"
+            fix = f"move them to {places} by hand"
+        else:
+            shown = (f"[{dotted(target[:-1])}] as '{target[-1]}'" if target[:-1]
+                     else f"the top level as '{target[-1]}'")
+            suggestion = f" — it belongs in {shown}"
+            if _free(ctx.data, target):  # nothing there yet: moving it changes no other value
+                edit = Edit("rename", path, target)
+                fix = f"move it to {shown}"
+            else:
+                fix = f"move it to {shown} by hand ({dotted(target)} is set there already: keep one of them)"
+    elif close is None and len(others := homes_of(ctx.kind, key, path)) > 1:
+        places = " or ".join(f"[{dotted(p[:-1])}]" for p in others)
+        suggestion = f" — it belongs in {places} as '{others[0][-1]}'"
+        fix = f"move it to {places} as '{others[0][-1]}' by hand (where depends on which side it is for)"
+    f = make("unknown-key", ctx.pos(path), path, edit=edit, key=key, where=where, suggestion=suggestion)
     f = Finding(f.id, f.severity, f.line, f.column, f.message, fix, f.source, f.path, edit)
     ctx.findings.append(f)
+
+
+def _home(ctx: Context, key: str, value: Any, path: tuple) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """Where an unknown key belongs in this entry point's schema: (its path, ()), or for a whole table
+    (the table its settings go to, their names); None when nowhere or not one place."""
+    at = tuple(p for p in path[:-1] if isinstance(p, str))
+    if len(at) != len(path) - 1:
+        return None  # inside an array of tables: no single place to move to
+    if isinstance(value, dict):
+        parent = table_home(ctx.kind, key, tuple(value), at)
+        return (parent, tuple(value)) if parent is not None and parent != at + (key,) else None
+    home = home_of(ctx.kind, key, at)
+    return (home, ()) if home is not None else None
+
+
+def _free(data: dict[str, Any], path: tuple[str, ...]) -> bool:
+    node: Any = data
+    for part in path:
+        if not isinstance(node, dict):
+            return False
+        if part not in node:
+            return True
+        node = node[part]
+    return False
 
 
 def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bool:

@@ -31,6 +31,9 @@ DISAGG = '[vllm]\nmodel = "Qwen/Qwen3-0.6B"\n\n[deployment]\ntype = "disaggregat
 # (name, file name given to validate (its kind is inferred), text): typos, old spellings and start-up
 # mistakes, several of them the ones issue 16 measured
 PLANTED: list[tuple[str, str, str]] = [
+    ("lora-in-trainer", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer]\nlora_alpha = 16\n")),
+    ("lora-in-trainer-set", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer]\nlora_alpha = 16\n"
+                                                       "[trainer.model.lora]\nalpha = 32\n")),
     ("typo-into-existing-key", "orch.toml", ORCH_BASE.replace("group_size = 8", "group_size = 8\nbatch_sise = 64")),
     ("typo-free-target", "orch.toml", ORCH_BASE.replace("batch_size = 16", "batch_sise = 16")),
     ("typo-trainer", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer.model]\nseqlen = 4096\n")),
