@@ -169,3 +169,26 @@ async def test_versions_at_80x24_show_their_rows_and_f2_gives_the_focus_back(tmp
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         assert name.value == ""
+
+
+async def test_bottleneck_without_a_run_at_80x24_names_the_keys_and_offers_no_fix(tmp_path, monkeypatch) -> None:
+    """Item 8: the empty state names the pod keys `[` and `]` (markup ate them), and the footer offers no
+    "f Apply the fix" when no recommendation changes a config key."""
+    from services.models import PodSnapshot, PodState, PodStatus
+    from tests.app.helpers import shown
+    from tests.app.layout_app import NOW, OFFLINE, TRAINING, isolate
+
+    isolate(tmp_path, monkeypatch)
+    app = _layout_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        for pod in (TRAINING, OFFLINE):
+            app.on_snapshot(PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "via nvml", since=NOW - 60),
+                                        last_received=NOW))
+        await shown(pilot)
+        await pilot.press("4")
+        await pilot.pause(0.1)
+        text = "\n".join(screen_text(pilot))
+        assert "is training ([ and ])" in " ".join(text.replace("│", " ").split()), text
+        footer = screen_text(pilot)[-1]
+        assert "Profile steps" in footer and "Apply the fix" not in footer, footer
