@@ -192,3 +192,25 @@ async def test_bottleneck_without_a_run_at_80x24_names_the_keys_and_offers_no_fi
         assert "is training ([ and ])" in " ".join(text.replace("│", " ").split()), text
         footer = screen_text(pilot)[-1]
         assert "Profile steps" in footer and "Apply the fix" not in footer, footer
+
+
+async def test_a_pod_without_nvidia_smi_says_what_was_not_found_at_80x24(tmp_path, monkeypatch) -> None:
+    """Item 5: "source none · GPUs: none reported" with no hint; a broken driver looked the same."""
+    from services.models import HostSample, PodSnapshot, PodState, PodStatus, Sample
+    from tests.app.helpers import shown
+    from tests.app.layout_app import GIB, NOW, TRAINING, isolate
+
+    isolate(tmp_path, monkeypatch)
+    app = _layout_app()
+    host = HostSample(3.0, 8 * GIB, 16 * GIB, 40 * GIB, 200 * GIB, 1048576)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.on_snapshot(PodSnapshot(pod=TRAINING, status=PodStatus(PodState.ONLINE, "", since=NOW - 60),
+                                    history=(Sample(t=NOW, gpus=(), host=host, source="none"),), samples_total=1,
+                                    last_received=NOW))
+        await shown(pilot)
+        await pilot.press("3")
+        await pilot.pause(0.1)
+        text = " ".join(" ".join(screen_text(pilot)).replace("│", " ").split())
+        assert "Neither NVML nor nvidia-smi answered" in text, text
+        assert "broken (reinstall it, or rent another pod)" in text, text
