@@ -55,10 +55,6 @@ class VersionsView(Vertical):
     VersionsView #versions-list { height: 8; }
     VersionsView #versions-diff { height: 1fr; }
     VersionsView Label { text-style: bold; }
-    /* a short terminal: a flat name box and the list shares the rows with the diff, never none */
-    App.-short VersionsView #versions-name { height: 1; border: none; padding: 0 1; }
-    App.-short VersionsView #versions-list { height: 1fr; min-height: 3; }
-    App.-short VersionsView #versions-diff { min-height: 3; }
     """
 
     class Save(Message):

@@ -68,9 +68,6 @@ class ConfigPane(Widget):
     ConfigPane #config-versions { display: none; height: 2fr; }
     ConfigPane.-versions #config-versions { display: block; }
     ConfigPane.-versions #config-findings { height: 1fr; }
-    /* a short terminal: versions take the side panel (the summary line keeps the counts) */
-    App.-short ConfigPane.-versions #config-findings { display: none; }
-    App.-short ConfigPane.-versions #config-versions { height: 1fr; }
     """
 
     class Validated(Message):
