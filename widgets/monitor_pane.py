@@ -77,6 +77,17 @@ def state_text(snapshot: PodSnapshot, now: float) -> str:
             "sent to it until the key is checked." + old)
 
 
+def no_gpus(latest: Sample | None) -> str:
+    """Why no GPU shows: what was looked for and not found, and what to do (a broken driver looks the same)."""
+    if latest is None:
+        return "GPUs: none reported yet"
+    if latest.source in ("", "none"):
+        return ("GPUs: none found. Neither NVML nor nvidia-smi answered on this machine: on a GPU pod its "
+                "NVIDIA driver is missing or broken (reinstall it, or rent another pod).")
+    return (f"GPUs: {latest.source} answered but listed none: the driver sees no GPU (a pod whose GPUs were "
+            "taken away, or a broken driver).")
+
+
 class MonitorPane(Widget):
     """Everything the monitor knows about one pod, or a plain line saying there is no pod."""
 
@@ -346,7 +357,7 @@ class MonitorPane(Widget):
         gpus = {gpu.index: gpu for gpu in latest.gpus} if latest else {}
         models = Counter(gpu.name for gpu in gpus.values())
         summary = ", ".join(f"{count} × {name}" for name, count in models.items())
-        set_label(self._one("#gpu-models", Label), f"GPUs: {summary}" if summary else "GPUs: none reported")
+        set_label(self._one("#gpu-models", Label), f"GPUs: {summary}" if summary else no_gpus(latest))
         self._one("#gpu-header").display = bool(gpus)
         self._one("#gpu-lines", GpuRows).show(gpus, self._timeline())
 

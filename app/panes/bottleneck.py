@@ -96,6 +96,25 @@ class BottleneckPane(Widget, can_focus=True):
         self._pod: str | None = None
         self._profile: tuple[str, int] | None = None  # (pod name, last step when `p` was pressed)
         self._report_pod = ""
+        self._offered: tuple[bool, bool] = (False, False)  # (fix, export) as the footer last showed them
+
+    def fix_offered(self) -> bool:
+        """A recommendation of the shown breakdown (or the profile) changes a config key: `f` has a fix."""
+        b = self.report or self.breakdown
+        return b is not None and any(r.change is not None for r in b.recommendations)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "fix":
+            return self.fix_offered()  # no fix: the footer and help do not offer one
+        if action == "export":
+            return True if self.report is not None else None  # dimmed until a profile is there
+        return True
+
+    def _bindings_changed(self) -> None:
+        state = (self.fix_offered(), self.report is not None)
+        if state != self._offered:
+            self._offered = state
+            self.refresh_bindings()
 
     def action_scroll_body(self, how: str) -> None:
         getattr(self.query_one("#bn-body", VerticalScroll), f"scroll_{how}")(animate=False)
@@ -154,6 +173,7 @@ class BottleneckPane(Widget, can_focus=True):
             self.query_one("#bn-profile-status", Label).display = not reason
         live.show(self.breakdown, title)  # hidden under a reason, but never another pod's figures
         self._advance_profile(snapshot)
+        self._bindings_changed()
 
     # ------------------------------------------------------------------ profile
     def action_profile(self) -> None:
@@ -185,7 +205,9 @@ class BottleneckPane(Widget, can_focus=True):
         view = self.query_one("#bn-report", BottleneckView)
         view.display = True
         view.show(report, f"Profile of {snapshot.pod.label}")
-        set_label(status, f"Profile of steps {report.first_step}–{report.last_step} ready: e exports it as Markdown.")
+        # the live breakdown above moves on; this line says which steps the profile below is of
+        set_label(status, f"The profile below is of steps {report.first_step}–{report.last_step} (the live "
+                          "breakdown goes on above it): e exports it as Markdown, p takes a new one.")
 
     def export_path(self) -> Path:
         report = self.report

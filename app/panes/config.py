@@ -91,6 +91,7 @@ class ConfigPane(Widget):
         self._validated_text: str | None = None
         self._parser = IncrementalParser()  # re-parses only the sections a keystroke touched
         self._plain: str | None = None  # why the text is shown without highlighting (plain_reason)
+        self._before_versions: Widget | None = None  # what had the focus when f2 opened the versions
 
     def compose(self) -> ComposeResult:
         yield Label("", id="config-status")
@@ -321,8 +322,16 @@ class ConfigPane(Widget):
     def action_toggle_versions(self) -> None:
         self.toggle_class("-versions")
         if self.has_class("-versions"):
+            self._before_versions = self.app.focused
             self._list_versions()
             self.query_one("#versions-name").focus()
+        elif (focused := self.app.focused) is not None and self.query_one(VersionsView) in focused.ancestors:
+            # a hidden widget never keeps the focus (the next keys would go into it unseen): back where it was
+            before, self._before_versions = self._before_versions, None
+            if before is not None and before.is_attached and before.focusable:
+                before.focus()
+            else:
+                self.findings_list.focus()
 
     def _versions_root(self) -> Path:
         from app.settings import data_dir

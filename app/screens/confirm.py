@@ -8,6 +8,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from widgets.read_to_end import ReadToEnd
+
 
 class ConfirmScreen(ModalScreen[bool]):
     """Ask a yes/no question; dismisses with True only on an explicit yes. Focus starts on "No"."""
@@ -24,18 +26,36 @@ class ConfirmScreen(ModalScreen[bool]):
         self._yes, self._no = yes, no
 
     def compose(self) -> ComposeResult:
+        hint = Static("", classes="dialog-hint", markup=False)
         with Vertical(classes="dialog"):
-            yield Static(self.question, classes="dialog-question", markup=False)
+            with ReadToEnd(id="confirm-box", hint=hint, classes="dialog-question"):
+                yield Static(self.question, markup=False)
+            yield hint
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self._yes, id="yes", variant="error")
                 yield Button(self._no, id="no", variant="primary")
 
+    DEFAULT_CSS = """
+    ConfirmScreen #confirm-box { max-height: 50vh; }
+    """
+
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
+        self.query_one(ReadToEnd).content_changed()
+
+    def on_read_to_end_changed(self, event: ReadToEnd.Changed) -> None:
+        """A question longer than the dialog: Yes waits until the user has scrolled to its end."""
+        event.stop()
+        self.query_one("#yes", Button).disabled = not event.box.seen_end
+        if not event.box.seen_end:
+            event.box.focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         self.dismiss(event.button.id == "yes")
 
     def action_answer(self, answer: bool) -> None:
+        if answer and not self.query_one(ReadToEnd).seen_end:
+            self.query_one(ReadToEnd).focus()  # the rest of the question first (the hint under it says so)
+            return
         self.dismiss(answer)

@@ -79,6 +79,12 @@ def where_name(node: object) -> str:
 
 
 class HelpScreen(ModalScreen[None]):
+    # the dialog takes the height it may (help is longer than any terminal's) and the table scrolls inside it,
+    # so the closing hint below it is always on screen
+    DEFAULT_CSS = """
+    HelpScreen .dialog { height: 90%; }
+    HelpScreen .help-body { height: 1fr; }
+    """
     BINDINGS = [
         Binding("escape", "close", "Close help", id="help_close"),
         Binding("question_mark", "close", "Close help", id="help_close_again", show=False),
@@ -100,7 +106,10 @@ class HelpScreen(ModalScreen[None]):
             yield Static("[b]Keys[/b] (from the live bindings; dim = not available now)", classes="dialog-title")
             with VerticalScroll(classes="help-body"):
                 yield Static(table, id="help-table")
-            yield Static("escape closes", classes="dialog-hint")
+            yield Static("↑ ↓ PgUp PgDn scroll · escape closes", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(".help-body", VerticalScroll).focus()  # the arrow keys scroll the help at once
 
     @property
     def text(self) -> str:

@@ -23,6 +23,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, ProgressBar, Static
 
 from services.text import plain
+from widgets.read_to_end import ReadToEnd
 
 if TYPE_CHECKING:
     from services.lifecycle.events import Event
@@ -43,7 +44,9 @@ class LifecycleScreen(ModalScreen["Any | None"]):
     DEFAULT_CSS = """
     LifecycleScreen .dialog { width: 90; max-height: 90%; }
     LifecycleScreen #lc-log { height: auto; max-height: 24; }
-    LifecycleScreen #lc-plan { margin-bottom: 1; }
+    LifecycleScreen #lc-plan-box { margin-bottom: 1; }
+    LifecycleScreen #lc-plan-hint { margin-bottom: 1; }
+    LifecycleScreen #lc-status:empty { display: none; }
     LifecycleScreen ProgressBar { margin: 1 0; }
     """
     BINDINGS = [
@@ -65,12 +68,16 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         self._acting = False  # the action runs (not `_running`: that name is Textual's own, True once mounted)
         self._conn: Connection | None = None  # the plan's connection, reused by the action
         self.run_task: Any = None  # the app task running the action (app/tasks.py), once started
+        self._plan_ready = False
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog -wide" + (" -danger" if self.action_name in ("kill", "cleanup") else "")):
             yield Static(Content.assemble((self.action_name.capitalize(), "bold"), plain(f" · {self.pod.name}")),
                          classes="dialog-title")
-            yield Static("preparing…", id="lc-plan", markup=False)
+            hint = Static("", id="lc-plan-hint", classes="dialog-hint", markup=False)
+            with ReadToEnd(id="lc-plan-box", hint=hint):
+                yield Static("preparing…", id="lc-plan", markup=False)
+            yield hint
             with VerticalScroll(id="lc-log"):
                 yield Static("", id="lc-lines")
             yield ProgressBar(total=1.0, show_eta=False, id="lc-progress")
@@ -84,6 +91,9 @@ class LifecycleScreen(ModalScreen["Any | None"]):
     def on_mount(self) -> None:
         self.query_one("#lc-force", Button).display = False
         self.query_one("#lc-bg", Button).display = False
+        self.query_one("#lc-plan-hint", Static).display = False
+        self.query_one("#lc-log").display = False  # shown with its first line: rows for the plan until then
+        self.query_one("#lc-progress", ProgressBar).display = False  # until the action runs: rows for the plan
         self.query_one("#lc-cancel", Button).focus()
         self._prepare()
 
@@ -93,7 +103,8 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         plan_widget = self.query_one("#lc-plan", Static)
         if self._plan is None:
             plan_widget.update(plain(f"{self.action_name} on {self.pod.name}"))
-            self.query_one("#lc-go", Button).disabled = False
+            self._plan_ready = True
+            self._enable_go()
             return
         conn = self._connect(self.pod)
         try:
@@ -110,12 +121,26 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             raise
         self._conn = conn  # kept for the action: no second SSH handshake after the click
         plan_widget.update(plain(text))  # the pod's own words (file names, its errors)
+        self.query_one(ReadToEnd).content_changed()
         if isinstance(text, NothingToDo):  # nothing to confirm: no Delete button, only Close
             self.run_worker(_quietly_close(conn), name="closing the pod connection", exit_on_error=False)
             self._conn = None
             self._finish_buttons()
             return
-        self.query_one("#lc-go", Button).disabled = False
+        self._plan_ready = True
+        self._enable_go()
+
+    def _enable_go(self) -> None:
+        """The confirm button works once the plan is there and the user has seen all of it."""
+        go = self.query_one("#lc-go", Button)
+        if self._plan_ready and not self._acting and self.run_task is None and go.display:
+            go.disabled = not self.query_one(ReadToEnd).seen_end
+
+    def on_read_to_end_changed(self, event: ReadToEnd.Changed) -> None:
+        event.stop()
+        self._enable_go()
+        if not event.box.seen_end:
+            event.box.focus()  # the arrow keys scroll what is to be confirmed
 
     def _execute(self, force: bool) -> None:
         """The action runs as an app task (app/tasks.py): it outlives this dialog when sent to the
@@ -152,6 +177,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             self._finish_buttons()
             return
         self._acting = True
+        self.query_one("#lc-progress", ProgressBar).display = True
         self.add_class("-acting")  # the plan was read: on a short terminal the log gets its rows
         self.query_one("#lc-bg", Button).display = True
 
@@ -194,6 +220,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             self.lines.append(f"! {ev.message}")
         else:
             self.lines.append(ev.message)
+        self.query_one("#lc-log").display = True
         self.query_one("#lc-lines", Static).update(self._render_lines())
         self.query_one("#lc-log", VerticalScroll).scroll_end(animate=False)
 
@@ -232,6 +259,8 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         go = self.query_one("#lc-go", Button)
         if not go.disabled and go.display:
             go.press()
+        elif self._plan_ready and not self.query_one(ReadToEnd).seen_end:
+            self.query_one(ReadToEnd).focus()  # the rest of the plan first: the hint under it says so
 
     def action_no(self) -> None:
         """n: no, before anything started (once it runs, escape cancels and Background keeps it going)."""
@@ -387,7 +416,7 @@ class CleanupPreviewScreen(ModalScreen[bool]):
     CleanupPreviewScreen #cp-plan { height: auto; max-height: 30; }
     """
     BINDINGS = [Binding("escape", "dismiss(False)", "Not now"), Binding("n", "dismiss(False)", "Not now", show=False),
-                Binding("y", "dismiss(True)", "Approve")]
+                Binding("y", "approve", "Approve")]
 
     def __init__(self, pod: str, lines: list[str]) -> None:
         super().__init__(classes="dialog-screen")
@@ -398,8 +427,10 @@ class CleanupPreviewScreen(ModalScreen[bool]):
             yield Static(Content.assemble(("Cleanup daemon", "bold"),
                                           plain(f" · {self.pod_name} — dry run before its first deletion")),
                          classes="dialog-title")
-            with VerticalScroll(id="cp-plan"):
+            hint = Static("", classes="dialog-hint", markup=False)
+            with ReadToEnd(id="cp-plan", hint=hint):
                 yield Static(plain("\n".join(self.lines)), markup=False)
+            yield hint
             yield Static("Approve to let the daemon delete this and keep the volume under its ceiling from now "
                          "on (every deletion is logged with its size).")
             with Horizontal(classes="dialog-buttons"):
@@ -408,6 +439,20 @@ class CleanupPreviewScreen(ModalScreen[bool]):
 
     def on_mount(self) -> None:
         self.query_one("#cp-later", Button).focus()
+        self.query_one(ReadToEnd).content_changed()
+
+    def on_read_to_end_changed(self, event: ReadToEnd.Changed) -> None:
+        event.stop()
+        self.query_one("#cp-approve", Button).disabled = not event.box.seen_end
+        if not event.box.seen_end:
+            event.box.focus()
+
+    def action_approve(self) -> None:
+        """y: approve, once the whole dry run has been on screen."""
+        if self.query_one(ReadToEnd).seen_end:
+            self.dismiss(True)
+        else:
+            self.query_one(ReadToEnd).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()

@@ -34,8 +34,23 @@ def _typo_of(typed: str, field_name: str) -> bool:
         return True
     if len(wa) != len(wb):
         return _near(a.replace("_", ""), b.replace("_", ""))
-    return all(x == y or _near(x, y) or (min(len(x), len(y)) >= 3 and (x.startswith(y) or y.startswith(x)))
-               for x, y in zip(wa, wb))
+    pairs = list(zip(wa, wb))
+    if all(x == y or _near(x, y) or (min(len(x), len(y)) >= 3 and (x.startswith(y) or y.startswith(x)))
+           for x, y in pairs):
+        return True
+    # short words (seq_lne / seq_len): one word, of the rest the same, has two neighbouring letters swapped.
+    # Only a swap: the same letters typed out of order; a letter changed in a short word names another
+    # setting (top_k / top_p).
+    differing = [(x, y) for x, y in pairs if x != y]
+    return len(differing) == 1 and len(a) >= 5 and _swapped(*differing[0])
+
+
+def _swapped(x: str, y: str) -> bool:
+    """``x`` is ``y`` with two neighbouring letters swapped."""
+    if len(x) != len(y) or len(x) < 2:
+        return False
+    diff = [i for i in range(len(x)) if x[i] != y[i]]
+    return len(diff) == 2 and diff[1] == diff[0] + 1 and x[diff[0]] == y[diff[1]] and x[diff[1]] == y[diff[0]]
 
 
 def _near(x: str, y: str) -> bool:

@@ -460,7 +460,9 @@ class HealthTracker:
         found.append(crash_alert(life, self._last_error()))
         if host is not None and self.host_rules:
             found.append(disk_alert(host, ckpts, self.disk_rate(), now, s, self._since.get("disk")))
-            found.append(nofile_alert(host, now, s, self._since.get("nofile")))
+            if self.started_at is not None:  # a machine running no run (this laptop as `local`) needs no
+                # warning about a trainer's limit: the launch's pre-flight checks it before one starts
+                found.append(nofile_alert(host, now, s, self._since.get("nofile")))
         for key, hit in list(self._hits.items()):
             if self._moved_past(hit) or now - hit.last > s.log_alert_ttl_s:
                 del self._hits[key]  # the run moved on (or it is old news): cleared, may fire again

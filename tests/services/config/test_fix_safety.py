@@ -511,3 +511,13 @@ def test_comments_without_a_secret_are_quiet(line: str) -> None:
 def test_no_fixture_has_a_secret() -> None:
     for path in FIXTURES.glob("*.toml"):
         assert not [f for f in validate_file(path).findings if f.id == "secret"], path.name
+
+
+@pytest.mark.parametrize("typed,meant", [("seq_lne", "seq_len"), ("max_setps", "max_steps"),
+                                         ("seq_lem", None), ("top_q", None)])
+def test_short_keys_get_a_did_you_mean_for_swapped_letters_only(typed: str, meant: str | None) -> None:
+    """seq_lne got "remove 'seq_lne'" (dropping the setting): a short word with two letters swapped is a typo
+    too. A letter changed in a short word is another setting (top_k / top_p): never suggested."""
+    from services.config.suggest import did_you_mean
+
+    assert did_you_mean(typed, ("seq_len", "max_steps", "top_k", "top_p", "max_tokens"), {}) == meant

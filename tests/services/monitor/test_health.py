@@ -248,8 +248,17 @@ class TestDiskAndOpenFiles:
         alert = nofile_alert(replace(HOST, nofile_soft=1024), T0, S)
         assert alert is not None and "ulimit -n 65536" in alert.message and "1024" in alert.message
         h = HealthTracker()
-        assert "nofile" in ids(h.observe(sample(T0, host=replace(HOST, nofile_soft=4096))))
+        assert "nofile" in ids(h.observe(sample(T0, host=replace(HOST, nofile_soft=4096), log=[step_line(1)])))
         assert "nofile" not in ids(h.observe(sample(T0 + 1)))
+
+    def test_open_files_say_nothing_on_a_machine_running_no_run(self) -> None:
+        """Every start added this machine as `local` and raised "Open-files limit too low" about the laptop,
+        in a toast over the GPU rows: a limit matters for a trainer, and the launch's pre-flight checks it."""
+        h = HealthTracker()
+        low = replace(HOST, nofile_soft=1024)
+        assert "nofile" not in ids(h.observe(sample(T0, host=low)))
+        assert "nofile" not in ids(h.observe(sample(T0 + 60, host=low)))
+        assert "nofile" in ids(h.observe(sample(T0 + 61, host=low, log=[step_line(1)])))  # a run appeared
 
 
 # ------------------------------------------------------------------------------------ log patterns
