@@ -38,9 +38,10 @@ prime-rl's current rollout timing layout (train/{agg|reverse-text}/{all|effectiv
 the inference server's gauges (inference/agg/{kv_cache_usage_perc,num_requests_running,
 num_requests_waiting}/{mean,min,max}). Each step (with a profile or not) appends its episodes to
 rollouts/step_N/train/all/traces.jsonl in prime-rl's current layout (one verifiers Episode record per line:
-two envs, rewards with their parts, tool calls, now and then a failed tool or a truncated episode; each
+two envs (one with a profile: its timing metrics name that one), rewards with their parts, tool calls, now
+and then a failed tool or a truncated episode; each
 trace with its timing spans; the latency-bound profile has a slow tail of tool time: about one episode in
-16 stuck ~9x longer in its tools); only the newest 8 step dirs are kept, to stay small.
+16 stuck ~9x longer in its tools); only the newest 4 step dirs are kept, to stay small.
 Without --profile, $PTT_DEMO_PROFILE names it; a file
 <run dir>/demo-profile holding a profile name switches a running demo at its next step
 (`echo latency > run/demo-profile`). --no-metrics leaves metrics.jsonl out (console only).
@@ -147,7 +148,7 @@ def rollout_timing(gen, tools, r):
 
 
 EPISODES_PER_STEP = 16  # episodes written to traces.jsonl per step (prime-rl writes every rollout)
-TRACE_STEPS_KEPT = 8  # rollouts/step_N dirs kept (prime-rl keeps them all; the demo stays small)
+TRACE_STEPS_KEPT = 4  # rollouts/step_N dirs kept (prime-rl keeps them all; the demo stays small)
 EPOCH = 1.78e9  # the simulated clock's epoch seconds for the trace timestamps
 
 
@@ -177,7 +178,7 @@ def _node(parent, message, sampled, ts, r):
             "advantages": None, "reference_logprobs": None}
 
 
-def _conversation(env, step, i, r, t0, model):
+def _conversation(searching, step, i, r, t0, model):
     """(nodes, calls, rewards, stop, errors, truncated) of one episode: reverse-text is one turn; wiki-search
     calls its search tool one to three times, which now and then fails; one episode in ~10 runs out of turns."""
     words = [r.choice(WORDS) for _ in range(r.randint(3, 6))]
@@ -185,7 +186,7 @@ def _conversation(env, step, i, r, t0, model):
     system = {"role": "system", "content": "You are a careful assistant. Answer inside <answer> tags."}
     nodes, calls, errors = [], [], []
     ts = t0
-    if env == DEMO_ENV:
+    if not searching:
         prompt = "Reverse the text character by character: %s" % text
         nodes.append(_node(None, system, False, ts, r))
         nodes.append(_node(0, {"role": "user", "content": prompt}, False, ts, r))
@@ -242,21 +243,23 @@ def _conversation(env, step, i, r, t0, model):
     return nodes, calls, rewards, "done", errors, False
 
 
-def trace_record(step, i, tool, model, t0, r=None):
+def trace_record(step, i, tool, model, t0, r=None, envs=2):
     """One episode as verifiers' Episode.to_record() writes it (prime-rl's layout; the timing spans last in
-    each trace, as serialized): varied envs, rewards and their parts, tool calls, errors and truncations."""
+    each trace, as serialized): rewards and their parts, tool calls, errors and truncations; every third
+    episode searches with a tool, in an env of its own when ``envs`` is 2."""
     r = r or random.Random("%d:%d" % (step, i))
-    env = SEARCH_ENV if i % 3 == 2 else DEMO_ENV
+    searching = i % 3 == 2
+    env = SEARCH_ENV if searching and envs == 2 else DEMO_ENV
     agent_end = t0 + SETUP + model + tool
     timing = {"start": t0, "boot": {"start": t0, "end": t0}, "setup": {"start": t0, "end": t0 + SETUP},
               "agent": {"start": t0 + SETUP, "end": agent_end, "model": {"duration": round(model, 6)},
                         "harness": {"duration": round(tool, 6)}},
               "finalize": {"start": agent_end, "end": agent_end + FINALIZE},
               "scoring": {"start": agent_end + FINALIZE, "end": agent_end + FINALIZE + SCORING}}
-    nodes, calls, rewards, stop, errors, _cut = _conversation(env, step, i, r, t0 + SETUP, model)
+    nodes, calls, rewards, stop, errors, _cut = _conversation(searching, step, i, r, t0 + SETUP, model)
     task = {"type": "Task", "data": {"prompt": content_of(nodes[1]), "example": "%d-%d" % (step, i)}}
     tools = [{"name": "search", "description": "Search the wiki", "parameters": {"type": "object"}}] \
-        if env == SEARCH_ENV else []
+        if searching else []
     trace = {"version": 1, "id": "t%d-%d" % (step, i), "verifiers": {"version": "demo"}, "task": task,
              "agent": {"config": {}, "name": DEMO_AGENT, "trainable": True}, "tools": tools,
              "nodes": nodes, "calls": calls, "request_rewrites": [], "response_rewrites": [],
@@ -284,7 +287,8 @@ def write_traces(run_dir, seed, step, profile, sim):
     r = random.Random("%s:traces:%s:%d" % (seed, name, step))
     with open(os.path.join(d, "traces.jsonl"), "a") as f:
         for i, (tool, model) in enumerate(episode_seconds(name, p, r, EPISODES_PER_STEP)):
-            rec = trace_record(step, i, tool, model, EPOCH + sim, random.Random("%s:%d:%d" % (seed, step, i)))
+            rec = trace_record(step, i, tool, model, EPOCH + sim, random.Random("%s:%d:%d" % (seed, step, i)),
+                               envs=1 if name in PROFILES else 2)
             f.write(json.dumps(rec, separators=(",", ":")) + "\n")
             f.flush()
     shutil.rmtree(os.path.join(root, "step_%d" % (step - TRACE_STEPS_KEPT)), ignore_errors=True)
