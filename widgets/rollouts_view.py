@@ -83,11 +83,12 @@ def episode_blocks(view: Any, folded: bool = True) -> list[tuple[str, Content]]:
         out.append((text, Content.styled(text, style) if style else Content(text)))
 
     parts = ", ".join(f"{k} {fmt(v)}" for k, v in s.rewards.items())
-    add(f"Episode {s.id} · step {s.step} ({s.kind}/{s.subset}) · env {s.env or 'N/A'}", "bold")
-    add(f"reward {fmt(s.reward)}" + (f" ({parts})" if parts else "") + f" · turns {s.turns} · tokens "
-        f"{s.tokens_in} in / {s.tokens_out} out · tools {s.tool_calls}" + (" · TRUNCATED" if s.truncated else ""))
-    add(f"time: tools {fmt(s.tool_s)} s · model {fmt(s.model_s)} s · total {fmt(s.total_s)} s · stop "
-        f"{s.stop or 'N/A'}" + (f" · {view.cuts} texts cut" if view.cuts else ""), "dim")
+    head = f"Episode {s.id} · step {s.step} ({s.kind}/{s.subset}) · env {s.env or 'N/A'}"
+    rest = (f"reward {fmt(s.reward)}" + (f" ({parts})" if parts else "") + f" · turns {s.turns} · tokens "
+            f"{s.tokens_in} in / {s.tokens_out} out · tools {s.tool_calls}" + (" · TRUNCATED" if s.truncated else "")
+            + f"\ntime: tools {fmt(s.tool_s)} s · model {fmt(s.model_s)} s · total {fmt(s.total_s)} s · stop "
+            f"{s.stop or 'N/A'}" + (f" · {view.cuts} texts cut" if view.cuts else ""))
+    out.append((head + "\n" + rest, Content.assemble((head, "bold"), "\n" + rest)))
     for e in view.errors:
         add(f"error: {e}", "bold red")
     if view.task:

@@ -93,7 +93,7 @@ async def _rollouts(args: argparse.Namespace) -> int:
                 path, n = export(views, args.export)
                 say(f"wrote {n} episodes to {path}")
                 return EXIT_OK
-            listing = await reader.list(Filters(step=args.step, kind=kind, subset=args.subset, env=args.env,
+            listing = await reader.list_step(Filters(step=args.step, kind=kind, subset=args.subset, env=args.env,
                                                 errors=args.errors, truncated=args.truncated, limit=args.limit,
                                                 grep=args.grep, ignore_case=args.ignore_case))
     except PrimeTrainError as exc:

@@ -184,7 +184,7 @@ def _conversation(searching, step, i, r, t0, model):
     words = [r.choice(WORDS) for _ in range(r.randint(3, 6))]
     text = " ".join(words)
     system = {"role": "system", "content": "You are a careful assistant. Answer inside <answer> tags."}
-    nodes, calls, errors = [], [], []
+    nodes, calls, errors = [], [], []  # type: list, list, list
     ts = t0
     if not searching:
         prompt = "Reverse the text character by character: %s" % text

@@ -117,8 +117,9 @@ class EpisodeSummary:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> EpisodeSummary:
         d = clean(d, oneline=True)
-        rewards = d.get("rewards") if isinstance(d.get("rewards"), dict) else {}
-        tools = d.get("tools") if isinstance(d.get("tools"), dict) else {}
+        rewards, tools = d.get("rewards"), d.get("tools")
+        rewards = rewards if isinstance(rewards, dict) else {}
+        tools = tools if isinstance(tools, dict) else {}
         return cls(
             id=str(d.get("id") or ""), step=_count(d.get("step")), kind=str(d.get("kind") or "train"),
             subset=str(d.get("subset") or "all"), env=str(d["env"]) if d.get("env") else None,
@@ -129,7 +130,8 @@ class EpisodeSummary:
             error=str(d["error"]) if d.get("error") else None, errors=_count(d.get("errors")),
             tool_calls=_count(d.get("tool_calls")), tools={str(k): _count(v) for k, v in tools.items()},
             tool_s=_num(d.get("tool_s")), model_s=_num(d.get("model_s")), total_s=_num(d.get("total_s")),
-            stop=str(d["stop"]) if d.get("stop") else None, offset=_count(d.get("offset")), bytes=_count(d.get("bytes")),
+            stop=str(d["stop"]) if d.get("stop") else None, offset=_count(d.get("offset")),
+            bytes=_count(d.get("bytes")),
             too_large=bool(d.get("too_large")), matches=_count(d.get("matches")),
             snippet=str(d["snippet"]) if d.get("snippet") else None)
 
@@ -246,8 +248,9 @@ class EpisodeView:
                           for u in t.get("turns") or [] if isinstance(u, dict))
             rewards = tuple((str(r.get("name") or "?"), _num(r.get("score")), _num(r.get("weight")))
                             for r in t.get("rewards") or [] if isinstance(r, dict))
-            timing = t.get("timing") if isinstance(t.get("timing"), dict) else {}
-            metrics = t.get("metrics") if isinstance(t.get("metrics"), dict) else {}
+            timing, metrics = t.get("timing"), t.get("metrics")
+            timing = timing if isinstance(timing, dict) else {}
+            metrics = metrics if isinstance(metrics, dict) else {}
             traces.append(TraceView(
                 agent=str(t.get("agent") or "agent"), turns=turns, rewards=rewards,
                 metrics={str(k): _num(v) for k, v in metrics.items()},
@@ -332,14 +335,14 @@ class RolloutReader:
             return lines
         raise AssertionError("unreachable")
 
-    async def list(self, filters: Filters = Filters(), timeout: float = TIMEOUT) -> StepListing:
+    async def list_step(self, filters: Filters = Filters(), timeout: float = TIMEOUT) -> StepListing:
         lines = await self.call("list", [*filters.args(), "--timeout", str(max(1.0, timeout - 5))], timeout)
         done = next((o["done"] for o in lines if isinstance(o.get("done"), dict)), None)
         if done is None:
             raise RolloutsError(f"the episode reader on {self.conn.pod.name} stopped before its answer")
         eps = tuple(EpisodeSummary.from_json(o["ep"]) for o in lines if isinstance(o.get("ep"), dict))
-        steps = tuple(sorted(_count(s.get("step")) for s in done.get("steps") or []
-                             if isinstance(s, dict) and isinstance(s.get("kinds"), dict) and filters.kind in s["kinds"]))
+        steps = tuple(sorted(_count(s.get("step")) for s in done.get("steps") or [] if isinstance(s, dict)
+                             and isinstance(s.get("kinds"), dict) and filters.kind in s["kinds"]))
         return StepListing(step=_count(done.get("step")), kind=str(done.get("kind") or filters.kind),
                            subset=str(done.get("subset") or "all"), episodes=eps, total=_count(done.get("episodes")),
                            matched=_count(done.get("matched")), partial=bool(done.get("partial")),

@@ -117,7 +117,7 @@ def _span_text(ns):
 def records(f, start=0):
     """(offset, line, size) per whole line of ``f`` from ``start``; a line longer than MAX_LINE comes as
     its first HEAD_BYTES and minus its size, never read whole. A last line without its newline (still
-    being written) is not yielded: ``records.partial`` says so."""
+    being written) is not yielded: ``STATE["partial"]`` says so."""
     f.seek(start)
     off = start
     while True:
@@ -129,20 +129,20 @@ def records(f, start=0):
             off += len(chunk)
             continue
         if len(chunk) <= MAX_LINE:  # the end of the file, mid-line: still being written
-            records.partial = True
+            STATE["partial"] = True
             return
         head, size = chunk[:HEAD_BYTES], len(chunk)
         while not chunk.endswith(b"\n"):  # the rest of an oversized line, never held
             chunk = f.readline(1024 * 1024)
             if not chunk:
-                records.partial = True
+                STATE["partial"] = True
                 return
             size += len(chunk)
         yield off, head, -size
         off += size
 
 
-records.partial = False
+STATE = {"partial": False}  # the last read ended in a line still being written
 
 
 def parse(raw):
@@ -192,7 +192,8 @@ def trace_timing(t):
     timing = t.get("timing")
     if not isinstance(timing, dict):
         return {"tool": None, "model": None, "total": None}
-    agent = timing.get("agent") if isinstance(timing.get("agent"), dict) else {}
+    agent = timing.get("agent")
+    agent = agent if isinstance(agent, dict) else {}
     split = {}
     for k, key in (("tool", "harness"), ("model", "model")):
         part = agent.get(key)
@@ -239,7 +240,8 @@ def summary(obj, step, kind, subset, off, size):
     traces = _dicts(obj.get("traces"))
     env = obj.get("env") if isinstance(obj.get("env"), dict) else {}
     env_name = env.get("name") or env.get("id")
-    parts, totals, turns, tin, tout, calls, names = {}, [], 0, 0, 0, 0, collections.Counter()
+    parts, totals, turns, tin, tout, calls = {}, [], 0, 0, 0, 0
+    names = collections.Counter()  # type: collections.Counter
     tool = model = total = None
     errors = [_error_text(e) for e in obj.get("errors") or [] if e]
     for t in traces:
@@ -298,7 +300,8 @@ def texts(obj):
             if isinstance(msg.get("reasoning_content"), str):
                 yield msg["reasoning_content"]
             for tc in _dicts(msg.get("tool_calls")):
-                yield "%s(%s)" % (tc.get("name") or "", tc.get("arguments") if isinstance(tc.get("arguments"), str) else "")
+                args = tc.get("arguments")
+                yield "%s(%s)" % (tc.get("name") or "", args if isinstance(args, str) else "")
         for e in t.get("errors") or []:
             yield _error_text(e)
 
@@ -326,13 +329,13 @@ def list_episodes(a):
         try:
             pattern = re.compile(a.grep, re.IGNORECASE if a.ignore_case else 0)
         except (re.error, RecursionError) as exc:
-            raise Refused("not a regular expression: %s" % exc)
+            raise Refused("not a regular expression: %s" % exc) from None
     limit = max(1, min(a.limit, MAX_LIMIT))
-    kept = collections.deque(maxlen=limit)
+    kept = collections.deque(maxlen=limit)  # type: collections.deque
     seen = matched = garbled = 0
     cut = None
     deadline = time.monotonic() + a.timeout
-    records.partial = False
+    STATE["partial"] = False
     with open(path, "rb") as f:
         for off, raw, size in records(f):
             seen += 1
@@ -369,7 +372,7 @@ def list_episodes(a):
     found = steps(a.run_dir)
     listed = sorted(found)[-STEPS_LISTED:]
     _out({"done": {"step": step, "kind": a.kind, "subset": subset, "path": path, "episodes": seen,
-                   "matched": matched, "shown": len(kept), "garbled": garbled, "partial": records.partial,
+                   "matched": matched, "shown": len(kept), "garbled": garbled, "partial": STATE["partial"],
                    "cut": cut, "steps": [{"step": n, "kinds": found[n]} for n in listed]}})
 
 
@@ -458,7 +461,7 @@ def _find(f, eid, offset):
 
 def episode(a):
     step, subset, path = pick(a.run_dir, a.step, a.kind, a.subset)
-    records.partial = False
+    STATE["partial"] = False
     with open(path, "rb") as f:
         found = _find(f, a.id, a.offset)
     if found is None:
@@ -477,7 +480,7 @@ def dump(a):
     step, subset, path = pick(a.run_dir, a.step, a.kind, a.subset)
     budget = Budget(a.max_text, a.max_bytes)
     n = 0
-    records.partial = False
+    STATE["partial"] = False
     with open(path, "rb") as f:
         for off, raw, size in records(f):
             obj = parse(raw) if size > 0 else None
@@ -488,7 +491,7 @@ def dump(a):
             if n >= a.limit or budget.left <= 0:
                 break
     _out({"done": {"step": step, "kind": a.kind, "subset": subset, "episodes": n, "cuts": budget.cuts,
-                   "partial": records.partial}})
+                   "partial": STATE["partial"]}})
 
 
 def main(argv=None):

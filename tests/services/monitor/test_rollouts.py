@@ -64,7 +64,7 @@ def local_pod() -> Pod:
 
 async def test_a_list_has_the_newest_steps_episodes_and_skips_the_line_being_written(run):
     async with LocalConnection(local_pod()) as conn:
-        listing = await RolloutReader(conn, str(run)).list()
+        listing = await RolloutReader(conn, str(run)).list_step()
         assert listing.step == 2 and listing.kind == "train" and listing.subset == "all"
         assert [e.id for e in listing.episodes] == [f"e2-{i}" for i in range(12)]
         assert listing.partial and listing.total == 12 and listing.garbled == 0
@@ -73,11 +73,11 @@ async def test_a_list_has_the_newest_steps_episodes_and_skips_the_line_being_wri
         assert e.env == "wiki-search" and e.tool_calls >= 1 and e.tools.get("search") == e.tool_calls
         assert e.reward is not None and set(e.rewards) <= {"correct", "tool_use"} and e.turns >= 2
         assert e.tool_s == pytest.approx(1.0 + 2 % 3, abs=1e-3) and e.tokens_in > 0
-        older = await RolloutReader(conn, str(run)).list(Filters(step=1))
+        older = await RolloutReader(conn, str(run)).list_step(Filters(step=1))
         assert [e.id for e in older.episodes] == [f"e1-{i}" for i in range(6)] and not older.partial
-        evals = await RolloutReader(conn, str(run)).list(Filters(kind="eval"))
+        evals = await RolloutReader(conn, str(run)).list_step(Filters(kind="eval"))
         assert [e.id for e in evals.episodes] == ["e2-100", "e2-101", "e2-102"] and evals.kind == "eval"
-        newest = await RolloutReader(conn, str(run)).list(Filters(limit=3))
+        newest = await RolloutReader(conn, str(run)).list_step(Filters(limit=3))
         assert [e.id for e in newest.episodes] == ["e2-9", "e2-10", "e2-11"] and newest.matched == 12
 
 
@@ -90,12 +90,12 @@ async def test_filters_errors_truncated_env(tmp_path):
     write_step(run, 3, [record(3, 0), broken, cut, record(3, 3)])
     async with LocalConnection(local_pod()) as conn:
         r = RolloutReader(conn, str(run))
-        errs = await r.list(Filters(errors=True))
+        errs = await r.list_step(Filters(errors=True))
         assert [e.id for e in errs.episodes] == ["e3-1"] and errs.episodes[0].error == "ToolError: search timed out"
-        assert [e.id for e in (await r.list(Filters(truncated=True))).episodes] == ["e3-2"]
-        assert [e.id for e in (await r.list(Filters(env="wiki-search"))).episodes] == ["e3-2"]
+        assert [e.id for e in (await r.list_step(Filters(truncated=True))).episodes] == ["e3-2"]
+        assert [e.id for e in (await r.list_step(Filters(env="wiki-search"))).episodes] == ["e3-2"]
         with pytest.raises(RolloutsError, match="no train episodes of step 9"):
-            await r.list(Filters(step=9))
+            await r.list_step(Filters(step=9))
 
 
 async def test_the_list_never_carries_the_episodes_text(run):
@@ -108,15 +108,15 @@ async def test_the_list_never_carries_the_episodes_text(run):
 async def test_a_search_runs_on_the_pod_and_sends_summaries_with_a_snippet(run):
     async with LocalConnection(local_pod()) as conn:
         r = RolloutReader(conn, str(run))
-        found = await r.list(Filters(grep=r"private prompt of episode (3|7)\b"))
+        found = await r.list_step(Filters(grep=r"private prompt of episode (3|7)\b"))
         assert [e.id for e in found.episodes] == ["e2-3", "e2-7"]
         assert found.episodes[0].matches >= 1 and "private prompt of episode 3" in (found.episodes[0].snippet or "")
         assert len(found.episodes[0].snippet or "") < 200
-        none = await r.list(Filters(grep="PRIVATE PROMPT OF", ignore_case=False))
+        none = await r.list_step(Filters(grep="PRIVATE PROMPT OF", ignore_case=False))
         assert none.episodes == () and none.total == 12
-        assert len((await r.list(Filters(grep="PRIVATE PROMPT OF", ignore_case=True))).episodes) == 12
+        assert len((await r.list_step(Filters(grep="PRIVATE PROMPT OF", ignore_case=True))).episodes) == 12
         with pytest.raises(RolloutsError, match="not a regular expression"):
-            await r.list(Filters(grep="(unclosed"))
+            await r.list_step(Filters(grep="(unclosed"))
 
 
 async def test_an_episode_comes_bounded_and_every_cut_is_marked(tmp_path):
@@ -175,7 +175,7 @@ async def test_outside_text_is_plain_and_secrets_are_masked(tmp_path):
     async with LocalConnection(local_pod()) as conn:
         r = RolloutReader(conn, str(run))
         view = await r.episode("e6-0")
-        listing = await r.list()
+        listing = await r.list_step()
     text = view.traces[0].turns[1].content
     assert "\x1b" not in text and "\x07" not in text and "[bold]not markup[/bold]" in text
     assert "A" * 30 not in text and "sk-p…[secret" in text
@@ -202,7 +202,7 @@ async def test_export_writes_jsonl_and_markdown_only_where_asked(run, tmp_path):
 async def test_over_sshd_the_reader_runs_through_the_guard(pod, run, tmp_path):
     async with SSHConnection(pod) as conn:
         r = RolloutReader(conn, str(run))
-        listing = await r.list(Filters(limit=4))
+        listing = await r.list_step(Filters(limit=4))
         view = await r.episode(listing.episodes[-1].id, offset=listing.episodes[-1].offset)
     assert [e.id for e in listing.episodes] == ["e2-8", "e2-9", "e2-10", "e2-11"] and listing.partial
     assert view.summary.id == "e2-11" and view.traces[0].turns
@@ -211,7 +211,7 @@ async def test_over_sshd_the_reader_runs_through_the_guard(pod, run, tmp_path):
     # a file changed on the pod is not run: the guard refuses it, the reader uploads it again and runs that
     (dirs[0] / "rollouts.py").write_text("print('{\"error\": \"planted\"}')\n")
     async with SSHConnection(pod) as conn:
-        again = await RolloutReader(conn, str(run)).list(Filters(limit=1))
+        again = await RolloutReader(conn, str(run)).list_step(Filters(limit=1))
     assert [e.id for e in again.episodes] == ["e2-11"]
     assert "planted" not in (dirs[0] / "rollouts.py").read_text()
 
@@ -220,12 +220,12 @@ async def test_over_an_exec_only_endpoint_without_sftp(provider_sshd, provider_h
     server = provider_sshd("no-sftp")
     provider_home(server)
     async with SSHConnection(server.pod(probe_dir=str(tmp_path / "podstate"))) as conn:
-        listing = await RolloutReader(conn, str(run)).list(Filters(step=1))
+        listing = await RolloutReader(conn, str(run)).list_step(Filters(step=1))
     assert len(listing.episodes) == 6
 
 
 async def test_a_run_without_episodes_says_so_in_one_line(tmp_path):
     async with LocalConnection(local_pod()) as conn:
         with pytest.raises(PrimeTrainError) as info:
-            await RolloutReader(conn, str(tmp_path / "nothing")).list()
+            await RolloutReader(conn, str(tmp_path / "nothing")).list_step()
     assert str(info.value) == f"no train episodes under {tmp_path / 'nothing' / 'rollouts'}"
