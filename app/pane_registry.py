@@ -1,4 +1,4 @@
-"""The App's panes, one entry each: its name (and key, by position: 1-5), title, widget id, what gets the focus
+"""The App's panes, one entry each: its name (and key, by position: 1-6), title, widget id, what gets the focus
 when it shows, whether it draws the selected pod's snapshots, and how it is made. Everything the App keys by
 pane (the tabs, the number keys, the palette, the focus, the live panes) comes from :data:`PANE_REGISTRY`:
 a new pane is one entry here (and its module)."""
@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the panes not on the first screen are imported when they mo
     from app.panes.checkpoints import CheckpointsPane
     from app.panes.config import ConfigPane
     from app.panes.offers import OffersPane
+    from app.panes.rollouts import RolloutsPane
     from widgets.monitor_pane import MonitorPane
 
 W = TypeVar("W", bound=Widget)
@@ -80,6 +81,12 @@ def _checkpoints(_inputs: PaneInputs) -> CheckpointsPane:
     return CheckpointsPane(id=CHECKPOINTS.widget_id)
 
 
+def _rollouts(_inputs: PaneInputs) -> RolloutsPane:
+    from app.panes.rollouts import RolloutsPane
+
+    return RolloutsPane(id=ROLLOUTS.widget_id)
+
+
 # Config opens on its findings (e edits, escape leaves); the Monitor pane follows the selected pod and has no
 # keys of its own: the pod list keeps the focus.
 CONFIG = Pane("config", "Config", "config-pane", "#config-findings", False, _config)
@@ -87,8 +94,9 @@ OFFERS = Pane("offers", "Offers", "offers-pane", "#of-table", False, _offers)
 MONITOR = Pane("monitor", "Monitor", "monitor-pane", None, True, _monitor)
 BOTTLENECK = Pane("bottleneck", "Bottleneck", "bottleneck-pane", "#bottleneck-pane", True, _bottleneck)
 CHECKPOINTS = Pane("checkpoints", "Checkpoints", "checkpoints-pane", "#checkpoints-pane", True, _checkpoints)
+ROLLOUTS = Pane("rollouts", "Rollouts", "rollouts-pane", "#ro-table", True, _rollouts)
 
-PANE_REGISTRY: tuple[Pane[Any], ...] = (CONFIG, OFFERS, MONITOR, BOTTLENECK, CHECKPOINTS)  # keys 1-5, in order
+PANE_REGISTRY: tuple[Pane[Any], ...] = (CONFIG, OFFERS, MONITOR, BOTTLENECK, CHECKPOINTS, ROLLOUTS)  # keys 1-6
 FIRST_PANE = MONITOR  # the pane on the first screen; the others mount once it is painted
 
 PANES = tuple(p.name for p in PANE_REGISTRY)

@@ -36,10 +36,12 @@ trainer) gives the steps the timing of that kind of run (simulated seconds, inde
 prime-rl's current rollout timing layout (train/{agg|reverse-text}/{all|effective}/solver/timing/
 {setup,agent,agent/model,agent/harness,finalize,scoring,total}/{mean,max}) and a periodic record carries
 the inference server's gauges (inference/agg/{kv_cache_usage_perc,num_requests_running,
-num_requests_waiting}/{mean,min,max}). With a profile each step also appends its episodes to
-rollouts/step_N/train/all/traces.jsonl in prime-rl's current layout (one verifiers Episode record per line,
-each trace with its timing spans; the latency-bound profile has a slow tail of tool time: about one
-episode in 16 stuck ~9x longer in its tools); only the newest 4 step dirs are kept, to stay small.
+num_requests_waiting}/{mean,min,max}). Each step (with a profile or not) appends its episodes to
+rollouts/step_N/train/all/traces.jsonl in prime-rl's current layout (one verifiers Episode record per line:
+two envs (one with a profile: its timing metrics name that one), rewards with their parts, tool calls, now
+and then a failed tool or a truncated episode; each
+trace with its timing spans; the latency-bound profile has a slow tail of tool time: about one episode in
+16 stuck ~9x longer in its tools); only the newest 4 step dirs are kept, to stay small.
 Without --profile, $PTT_DEMO_PROFILE names it; a file
 <run dir>/demo-profile holding a profile name switches a running demo at its next step
 (`echo latency > run/demo-profile`). --no-metrics leaves metrics.jsonl out (console only).
@@ -162,42 +164,133 @@ def episode_seconds(profile, p, r, n):
     return out
 
 
-def trace_record(step, i, tool, model, t0):
-    """One episode as verifiers' Episode.to_record() writes it (the parts prime-rl's layout needs; the
-    timing spans last in each trace, as serialized)."""
+WORDS = ("alpha", "river", "copper", "lantern", "orbit", "meadow", "signal", "harbor", "quartz", "ember")
+SEARCH_ENV = "wiki-search"  # the demo's second env: a tool-using one
+DEFAULT_EPISODE = dict(gen=2.0, tools=1.2)  # per-rollout seconds of the default run's episodes
+
+
+def _node(parent, message, sampled, ts, r):
+    """One verifiers MessageNode as serialized: the message, its provenance and its tokens (ids only)."""
+    n = r.randint(8, 40) if sampled else r.randint(4, 20)
+    return {"parent": parent, "message": message, "sampled": sampled, "timestamp": round(ts, 3),
+            "token_ids": [r.randrange(50000) for _ in range(n)], "mask": [sampled] * n,
+            "is_content": [], "logprobs": [round(-r.random(), 4) for _ in range(n)] if sampled else [],
+            "advantages": None, "reference_logprobs": None}
+
+
+def _conversation(searching, step, i, r, t0, model):
+    """(nodes, calls, rewards, stop, errors, truncated) of one episode: reverse-text is one turn; wiki-search
+    calls its search tool one to three times, which now and then fails; one episode in ~10 runs out of turns."""
+    words = [r.choice(WORDS) for _ in range(r.randint(3, 6))]
+    text = " ".join(words)
+    system = {"role": "system", "content": "You are a careful assistant. Answer inside <answer> tags."}
+    nodes, calls, errors = [], [], []  # type: list, list, list
+    ts = t0
+    if not searching:
+        prompt = "Reverse the text character by character: %s" % text
+        nodes.append(_node(None, system, False, ts, r))
+        nodes.append(_node(0, {"role": "user", "content": prompt}, False, ts, r))
+        good = r.random() < 0.35 + min(0.5, step / 200.0)
+        answer = text[::-1] if good else text[::-1][:-r.randint(1, 4)]
+        ts += model
+        nodes.append(_node(1, {"role": "assistant", "content": "<answer>%s</answer>" % answer,
+                               "reasoning_content": "Reading the %d characters from the end: " % len(text)
+                               + " ".join(w[::-1] for w in reversed(words))}, True, ts, r))
+        calls.append({"node": 2, "model": "demo-policy", "finish_reason": "stop", "endpoint": "/chat/completions",
+                      "usage": {"prompt_tokens": 60 + len(prompt) // 4, "completion_tokens": 20 + len(text) // 2},
+                      "time": {"start": round(t0, 3), "end": round(ts, 3)}})
+        lcs = sum(1 for x, y in zip(answer, text[::-1]) if x == y) / float(len(text))
+        rewards = {"lcs_ratio": {"score": round(lcs, 4), "weight": 1.0},
+                   "format": {"score": 1.0, "weight": 0.2}}
+        return nodes, calls, rewards, "done", errors, False
+    question = "Which article mentions %s and %s first?" % (words[0], words[1])
+    nodes.append(_node(None, {"role": "system", "content": "Use the search tool; answer with the title."},
+                       False, ts, r))
+    nodes.append(_node(0, {"role": "user", "content": question}, False, ts, r))
+    searches = r.randint(1, 3)
+    out_of_turns = r.random() < 0.1
+    failed = False
+    for k in range(searches if not out_of_turns else 4):
+        ts += model / (searches + 1)
+        args = json.dumps({"query": " ".join(r.sample(words, 2)), "limit": 5})
+        call_id = "call_%d_%d_%d" % (step, i, k)
+        nodes.append(_node(len(nodes) - 1, {"role": "assistant", "content": "",
+                                            "tool_calls": [{"id": call_id, "name": "search", "arguments": args}]},
+                           True, ts, r))
+        calls.append({"node": len(nodes) - 1, "model": "demo-policy", "finish_reason": "tool_calls",
+                      "usage": {"prompt_tokens": 120 + 80 * k, "completion_tokens": 24}})
+        if r.random() < 0.08:
+            failed = True
+            result = "error: search backend timed out after 30 s"
+            errors.append({"type": "ToolError", "message": "search timed out after 30 s (query %s)" % args})
+        else:
+            result = "\n".join("%d. %s %s — %s" % (j + 1, r.choice(WORDS).title(), r.choice(WORDS),
+                                                    " ".join(r.choice(WORDS) for _ in range(12)))
+                               for j in range(5))
+        nodes.append(_node(len(nodes) - 1, {"role": "tool", "tool_call_id": call_id, "name": "search",
+                                            "content": result}, False, ts, r))
+    if out_of_turns:
+        return nodes, calls, {"correct": {"score": 0.0, "weight": 1.0}}, "max_turns", errors, True
+    ts += model / (searches + 1)
+    right = not failed and r.random() < 0.45 + min(0.4, step / 250.0)
+    title = words[0].title() if right else r.choice(WORDS).title()
+    nodes.append(_node(len(nodes) - 1, {"role": "assistant", "content": "<answer>%s</answer>" % title},
+                       True, ts, r))
+    calls.append({"node": len(nodes) - 1, "model": "demo-policy", "finish_reason": "stop",
+                  "usage": {"prompt_tokens": 140 + 80 * searches, "completion_tokens": 12}})
+    rewards = {"correct": {"score": 1.0 if right else 0.0, "weight": 1.0},
+               "tool_use": {"score": round(1.0 / searches, 3), "weight": 0.1}}
+    return nodes, calls, rewards, "done", errors, False
+
+
+def trace_record(step, i, tool, model, t0, r=None, envs=2):
+    """One episode as verifiers' Episode.to_record() writes it (prime-rl's layout; the timing spans last in
+    each trace, as serialized): rewards and their parts, tool calls, errors and truncations; every third
+    episode searches with a tool, in an env of its own when ``envs`` is 2."""
+    r = r or random.Random("%d:%d" % (step, i))
+    searching = i % 3 == 2
+    env = SEARCH_ENV if searching and envs == 2 else DEMO_ENV
     agent_end = t0 + SETUP + model + tool
     timing = {"start": t0, "boot": {"start": t0, "end": t0}, "setup": {"start": t0, "end": t0 + SETUP},
               "agent": {"start": t0 + SETUP, "end": agent_end, "model": {"duration": round(model, 6)},
                         "harness": {"duration": round(tool, 6)}},
               "finalize": {"start": agent_end, "end": agent_end + FINALIZE},
               "scoring": {"start": agent_end + FINALIZE, "end": agent_end + FINALIZE + SCORING}}
-    prompt = "Reverse the text: demo example %d-%d" % (step, i)
-    task = {"type": "Task", "data": {"prompt": prompt}}
+    nodes, calls, rewards, stop, errors, _cut = _conversation(searching, step, i, r, t0 + SETUP, model)
+    task = {"type": "Task", "data": {"prompt": content_of(nodes[1]), "example": "%d-%d" % (step, i)}}
+    tools = [{"name": "search", "description": "Search the wiki", "parameters": {"type": "object"}}] \
+        if searching else []
     trace = {"version": 1, "id": "t%d-%d" % (step, i), "verifiers": {"version": "demo"}, "task": task,
-             "agent": {"config": {}, "name": DEMO_AGENT, "trainable": True}, "tools": [],
-             "nodes": [{"messages": [{"role": "user", "content": prompt},
-                                     {"role": "assistant", "content": "(simulated)"}]}],
-             "calls": [], "rewards": {}, "metrics": {}, "info": {}, "extra_usage": [], "is_completed": True,
-             "ok": True, "stop_condition": "done", "errors": [], "timing": timing}
-    return {"id": "e%d-%d" % (step, i), "env": {"id": DEMO_ENV, "name": DEMO_ENV}, "task": task,
+             "agent": {"config": {}, "name": DEMO_AGENT, "trainable": True}, "tools": tools,
+             "nodes": nodes, "calls": calls, "request_rewrites": [], "response_rewrites": [],
+             "rewards": rewards, "metrics": {"num_turns": float(sum(1 for n in nodes if n["sampled"]))},
+             "info": {}, "extra_usage": [], "is_completed": True, "ok": not errors, "stop_condition": stop,
+             "errors": errors, "timing": timing}
+    return {"id": "e%d-%d" % (step, i), "env": {"id": env, "name": env}, "task": task,
             "group": {"id": "g%d-%d" % (step, i // 4)},
             "run": {"type": "train", "id": "demo", "work": {"type": "train", "step": step}},
-            "ok": True, "errors": [], "traces": [trace]}
+            "ok": not errors, "errors": errors[-1:], "traces": [trace]}
+
+
+def content_of(node):
+    return node["message"]["content"]
 
 
 def write_traces(run_dir, seed, step, profile, sim):
-    """Append step ``step``'s episodes to rollouts/step_N/train/all/traces.jsonl; drop old step dirs."""
+    """Append step ``step``'s episodes to rollouts/step_N/train/all/traces.jsonl (one line each, as they
+    complete); drop old step dirs."""
     name = ALIASES.get(profile, profile)
-    p = PROFILES.get(name)
-    if p is None:
-        return
+    p = PROFILES.get(name, DEFAULT_EPISODE)
     root = os.path.join(run_dir, "rollouts")
     d = os.path.join(root, "step_%d" % step, "train", "all")
     os.makedirs(d, exist_ok=True)
     r = random.Random("%s:traces:%s:%d" % (seed, name, step))
     with open(os.path.join(d, "traces.jsonl"), "a") as f:
         for i, (tool, model) in enumerate(episode_seconds(name, p, r, EPISODES_PER_STEP)):
-            f.write(json.dumps(trace_record(step, i, tool, model, EPOCH + sim), separators=(",", ":")) + "\n")
+            rec = trace_record(step, i, tool, model, EPOCH + sim, random.Random("%s:%d:%d" % (seed, step, i)),
+                               envs=1 if name in PROFILES else 2)
+            f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+            f.flush()
     shutil.rmtree(os.path.join(root, "step_%d" % (step - TRACE_STEPS_KEPT)), ignore_errors=True)
 
 
@@ -449,7 +542,7 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
             prow = {"_timestamp": round(sim, 3)}
             prow.update({k: round(x, 6) for k, x in prof[2].items()})
             metrics.write(json.dumps(prow) + "\n")
-            write_traces(run_dir, seed, step, profile, sim)
+        write_traces(run_dir, seed, step, profile, sim)
         if saving:
             tr.write(line(sim, "INFO", ("Writing final checkpoint" if last and step % ckpt_interval
                                         else "Saving checkpoint at step %d" % step)))

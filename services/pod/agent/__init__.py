@@ -19,3 +19,5 @@ LIFECYCLE_FILES = (LIFECYCLE, COMMON, AGENT_DIR / "actions.py", AGENT_DIR / "pod
 
 BACKUP = AGENT_DIR / "backup.py"
 BACKUP_FILES = (COMMON, AGENT_DIR / "transfer.py", AGENT_DIR / "restore.py", BACKUP)  # the agent last
+
+ROLLOUTS_FILES = (COMMON, AGENT_DIR / "rollouts.py")  # the Rollouts view's reader, the script last
