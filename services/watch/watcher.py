@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,8 +69,10 @@ class WatchOptions:
 class Watcher:
     def __init__(self, pods: list[Pod], options: WatchOptions, *, monitor_settings: MonitorSettings = MonitorSettings(),
                  providers: Callable[[], Any] | None = None, clock: Callable[[], float] = time.time,
-                 connector: ConnectionFactory | None = None, out: Out | None = None) -> None:
+                 connector: ConnectionFactory | None = None, out: Out | None = None,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
         self.pods, self.options, self.clock, self.out = list(pods), options, clock, out
+        self.sleep = sleep  # the waits of a terminate's verification (tests: none)
         self.monitor_settings, self.providers, self.connector = monitor_settings, providers, connector
         # a bad URL fails here, before anything starts
         self.notifier = Notifier(options.notify.urls, options.notify.timeout_s)
@@ -83,7 +85,7 @@ class Watcher:
         self.ledger = SpendLedger(Path(options.data_dir) / LEDGER_NAME)
         self.spends: tuple[Spend, ...] = ()
         self.budget = BudgetWatch(self.audit, terminate=options.terminate_over_budget, backup=options.backup,
-                                  pod_for=self._pod_for, connect=connector, clock=clock)
+                                  pod_for=self._pod_for, connect=connector, clock=clock, sleep=sleep)
         self._deadline_watch: Any = None
         self.backups = WatchBackups(options.backup, self._backup_event, connect=connector, clock=clock)
         from services.lifecycle.preemption import AutoResumePolicy, AutoResumer, PreemptionTracker
@@ -285,7 +287,7 @@ class Watcher:
         from services.offers.launch import DeadlineWatch
 
         if self._deadline_watch is None:
-            self._deadline_watch = DeadlineWatch(self.audit, clock=self.clock)
+            self._deadline_watch = DeadlineWatch(self.audit, clock=self.clock, sleep=self.sleep)
         try:
             await asyncio.to_thread(self._read_rentals)
             if self.rentals and self.providers is None:

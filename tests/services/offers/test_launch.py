@@ -187,7 +187,8 @@ async def test_a_pod_charging_above_the_cap_is_terminated_at_once(tmp_path: Path
     pricey["data"][0]["podId"] = "pod-synthetic-0001"
     api = Api({"POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
                "GET /api/v1/pods/status": [(200, pricey)],
-               "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})]})
+               "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})],
+               "GET /api/v1/pods/": [(200, {"data": []})]})  # the terminate verified: no longer listed
     audit = AuditLog(tmp_path / "audit.jsonl")
     async with api.providers() as p:
         events = [e async for e in launch_offer(p, plan_launch(prime_offer(), 1.0, now=clock()), audit,
@@ -290,7 +291,8 @@ async def test_deadline_watch_warns_once_terminates_when_due_and_reports_a_failu
         audit.append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
     api = Api({"DELETE /api/v1/pods/late": [(200, {"status": "TERMINATED"})],
                "DELETE /api/v1/pods/stuck": [(500, {"detail": "down"})],
-               "DELETE /api/v1/pods/soon": [(200, {"status": "TERMINATED"})]})
+               "DELETE /api/v1/pods/soon": [(200, {"status": "TERMINATED"})],
+               "GET /api/v1/pods/": [(200, {"data": [{"id": "stuck", "status": "ACTIVE"}]})]})
     async with api.providers() as p:
         watch = DeadlineWatch(audit, clock=clock)
         first = {(e.kind, e.rental.pod_id) for e in await watch.check(p)}
@@ -305,7 +307,8 @@ async def test_deadline_watch_warns_once_terminates_when_due_and_reports_a_failu
 
 async def test_terminate_rental_records_the_spend(tmp_path: Path):
     audit = AuditLog(tmp_path / "audit.jsonl")
-    api = Api({"DELETE /api/v1/pods/x": [(200, {"status": "TERMINATED"})]})
+    api = Api({"DELETE /api/v1/pods/x": [(200, {"status": "TERMINATED"})],
+               "GET /api/v1/pods/": [(200, {"data": [{"id": "x", "status": "TERMINATED"}]})]})
     async with api.providers() as p:
         await terminate_rental(p, _rental("x", None, created=0.0), audit, reason="user", now=3600.0)
     rec = audit.records()[-1]
