@@ -84,6 +84,9 @@ class Providers:
         self._own = client is None
         self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0))
 
+    def has_key(self, provider: str) -> bool:
+        return bool(self._keys.get(provider))
+
     def _key(self, provider: str) -> str:
         from services.offers.providers import PROVIDERS
 
