@@ -104,9 +104,8 @@ def test_rentals_sweep_json_on_the_command_line(tmp_path: Path, monkeypatch, cap
     monkeypatch.setenv("PRIME_API_KEY", KEYS["primeintellect"])
     monkeypatch.setenv("VAST_API_KEY", KEYS["vast"])
     with cloud() as (c, base):
-        for name, url in urls(base).items():
-            monkeypatch.setenv({"primeintellect": "PRIME_TRAIN_TUI_PRIME_URL", "vast": "PRIME_TRAIN_TUI_VAST_URL"}[name],
-                               url)
+        monkeypatch.setenv("PRIME_TRAIN_TUI_PRIME_URL", urls(base)["primeintellect"])
+        monkeypatch.setenv("PRIME_TRAIN_TUI_VAST_URL", urls(base)["vast"])
         populate(data_dir(), c)
         code = main(["rentals", "--sweep", "--json"])
     out = json.loads(capsys.readouterr().out)
