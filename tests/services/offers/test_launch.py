@@ -174,6 +174,7 @@ async def test_launch_creates_with_cap_polls_and_waits_for_real_ssh(tmp_path: Pa
     assert events[-1].access.target == f"root@127.0.0.1:{sshd.port}"
     assert [e.kind for e in events][:2] == ["step", "created"]
     assert api.bodies("POST /api/v1/pods/")[0]["pod"]["maxPrice"] == pytest.approx(19.72)
+    assert {r.headers["user-agent"].split("/")[0] for r in api.seen} == {"prime-train-tui"}, "a product User-Agent"
     rentals = audit.open_rentals()
     assert [(r.pod_id, r.deadline, r.max_price) for r in rentals] == [("pod-synthetic-0001", plan.deadline, 19.72)]
     text = (tmp_path / "audit.jsonl").read_text()
