@@ -26,6 +26,7 @@ from app.screens.confirm import ConfirmScreen
 from app.screens.rent import RentScreen
 from services.models import Pod, PodKind
 from services.offers.rentals import AuditLog, Rental, overdue
+from services.text import plain
 
 if TYPE_CHECKING:
     from textual.worker import Worker
@@ -185,8 +186,8 @@ class Rentals:
     def _deadline_event(self, ev: DeadlineEvent) -> None:
         if ev.kind == "warn":
             self.app.notify(ev.message, severity="warning", title="Deadline in 15 min", timeout=30)
-        elif ev.kind == "failed":
-            self.app.notify(ev.message, severity="error", title="Terminate failed", timeout=30)
+        elif ev.kind == "failed":  # the provider's own words are in it: never markup
+            self.app.notify(plain(ev.message), severity="error", title="Terminate failed", timeout=60, markup=False)
         else:
             self.app.notify(ev.message, title="Deadline reached", timeout=15)
             self.app.post_message(PodTerminated(ev.rental.name))
@@ -346,7 +347,10 @@ class Rentals:
             async with self.providers() as providers:
                 outcome = await terminate_rental(providers, rental, self.audit, reason=reason, now=self.clock())
         except ProviderFailure as exc:
-            self.app.notify(f"{rental.name}: {exc}", severity="error", title="Terminate failed", timeout=30)
+            from services.offers.launch import NotConfirmed
+
+            title = "Terminate NOT confirmed: may still bill" if isinstance(exc, NotConfirmed) else "Terminate failed"
+            self.app.notify(plain(f"{rental.name}: {exc}"), severity="error", title=title, timeout=60, markup=False)
             return
         finally:
             self.busy.discard(rental.name)

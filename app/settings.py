@@ -274,18 +274,26 @@ CHECK_KEYS = {"name": str, "run": str, "fix": str, "timeout": float}  # one [[li
 
 
 # ----------------------------------------------------------------------------- the watcher
-WATCH_KEYS = {"terminate_over_budget": bool, "cleanup": bool}  # [watch]: each false unless set
+WATCH_KEYS = {"terminate_over_budget": bool, "cleanup": bool, "sweep_minutes": float}  # [watch]
+SWEEP_MINUTES = 30.0
 
 
-def load_watch_table(path: Path | None = None) -> dict[str, bool]:
+def load_watch_table(path: Path | None = None) -> dict[str, Any]:
     """The ``[watch]`` table of settings.toml (what ``prime-train-tui watch`` may do with nobody watching)::
 
         [watch]
         terminate_over_budget = false   # at 100 % of a rental's budget: terminate it after a final backup
         cleanup = false                 # the cleanup daemons delete without the TUI's preview being approved
+        sweep_minutes = 30              # every pod at every provider with a key, looked for (0: never)
     """
-    table = settings_doc(path).table("watch", kinds=WATCH_KEYS)
-    return {key: bool(table.get(key, False)) for key in WATCH_KEYS}
+    doc = settings_doc(path)
+    table = doc.table("watch", kinds=WATCH_KEYS)
+    sweep = float(table.get("sweep_minutes", SWEEP_MINUTES))
+    if not 0 <= sweep <= 7 * 24 * 60:
+        raise doc.fail(f"watch.sweep_minutes must be from 0 (never) to {7 * 24 * 60} (a week), not {sweep:g}",
+                       "watch", "sweep_minutes")
+    return {"terminate_over_budget": bool(table.get("terminate_over_budget", False)),
+            "cleanup": bool(table.get("cleanup", False)), "sweep_minutes": sweep}
 
 
 # ----------------------------------------------------------------------------- offers settings

@@ -1,5 +1,5 @@
 """``prime-train-tui rentals [--json] [--terminate NAME [--yes]] [--watch [--interval S]] [--history]
-[--budget NAME USD]``: the pods rented
+[--budget NAME USD] [--sweep]``: the pods rented
 from the Offers pane that are still open (from the audit log), what they have cost so far and their
 deadlines; terminate one; or run the deadline watch in the foreground — the deadline is only enforced
 while the app or this watch runs, so on a machine that stays on, ``rentals --watch`` in tmux/systemd keeps
@@ -7,8 +7,10 @@ enforcing it after the laptop is closed. A rental whose create answer was lost (
 mid-create) is listed as "creating?" and looked for by name at the provider first. ``--history``: the spend
 ledger (services/offers/spend.py: every rental's cost, per run and per day). ``--budget NAME USD`` sets a
 rental's budget (0: none): ``prime-train-tui watch`` warns at 80 % of it and, with ``[watch]
-terminate_over_budget = true``, terminates the pod at 100 % after a final backup. Exit 0 on success, 1
-when a termination failed, 2 on usage."""
+terminate_over_budget = true``, terminates the pod at 100 % after a final backup. ``--sweep``: every pod at
+every provider with a key, from the providers' lists, joined with the audit log (services/offers/sweep.py).
+Exit 0 on success, 1 when a termination failed or the sweep finds a pod terminated here still listed, 2 on
+usage."""
 
 from __future__ import annotations
 
@@ -34,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the spend ledger: every rented pod's cost, per run and per day")
     p.add_argument("--budget", nargs=2, metavar=("NAME", "USD"),
                    help="set a rental's budget in $ (0: none); the watcher warns at 80 %% and may terminate at 100 %%")
+    p.add_argument("--sweep", action="store_true",
+                   help="every pod at every provider with a key, joined with the audit log: rented here and open, "
+                        "terminated here but still billing, created elsewhere, gone (exit 1 when one may be billing)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -63,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         return _history(audit, args.json)
     if args.budget:
         return _budget(audit, *args.budget)
+    if args.sweep:
+        return asyncio.run(_sweep(audit, args.json))
     if args.watch:
         return asyncio.run(_watch(audit, args.interval))
     if any(r.provisional for r in audit.open_rentals()):
@@ -87,6 +94,28 @@ def run(args: argparse.Namespace) -> int:
         pod = "creating?" if r.provisional else r.pod_id[:27]
         say(f"{r.name:<26}{r.provider:<16}{pod:<28}{r.price_hr:>7.2f}{r.spent(now):>9.2f}  {when}{late}")
     return EXIT_OK
+
+
+async def _sweep(audit, as_json: bool) -> int:
+    from services.offers.sweep import describe, keyed, sweep
+
+    async with providers_from_settings() as providers:
+        if not keyed(providers):
+            return fail("no provider key is configured: nothing to sweep",
+                        "set PRIME_API_KEY (or `prime login`), VAST_API_KEY or LAMBDA_API_KEY")
+        result = await sweep(providers, audit, time.time())
+    if as_json:
+        say(json.dumps(result.to_json(), indent=2))
+    else:
+        say(f"swept {', '.join(result.swept) or 'no provider'}: {len(result.rows)} pod(s)")
+        for row in result.rows:
+            say(describe(row))
+        for provider, why in result.errors.items():
+            say(f"not swept: {provider}: {why}")
+        if result.billing:
+            say(f"\n{len(result.billing)} pod(s) terminated here are still listed: check the provider's console, "
+                "or terminate them again there")
+    return EXIT_FAIL if result.billing else EXIT_OK
 
 
 async def _resolve(audit) -> None:

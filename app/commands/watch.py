@@ -68,6 +68,7 @@ def load_watch_options() -> dict[str, Any]:
     table = load_watch_table()
     lifecycle = load_lifecycle_settings()
     return {"terminate_over_budget": table["terminate_over_budget"], "cleanup": table["cleanup"],
+            "sweep_minutes": table["sweep_minutes"],
             "backup": load_backup_toml(),  # also auto_backup, as in the TUI
             "preempt_after_s": lifecycle.preempt_after_minutes * 60.0, "lifecycle": lifecycle}
 

@@ -1,7 +1,9 @@
 """The Spend view (``$``): the spend ledger (services/offers/spend.py) — every pod rented here, open or
 closed, its cost from creation to termination (≈: price x time, not a provider's bill), its budget, the
 totals per run and per day — and whether a watcher is enforcing budgets now. Read when opened; the
-closed rentals the audit log shows are written to the ledger then, as ``rentals --history`` does."""
+closed rentals the audit log shows are written to the ledger then, as ``rentals --history`` does. Below,
+the sweep (services/offers/sweep.py) asks every provider with a key for its pods: one terminated here but
+still listed is said first, in red; pods created elsewhere are shown with their price and age."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ class SpendScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     SpendScreen .dialog { width: 110; max-height: 90%; }
     SpendScreen DataTable { height: auto; max-height: 14; }
-    SpendScreen #spend-totals, SpendScreen #spend-watcher { height: auto; margin-top: 1; }
+    SpendScreen #spend-totals, SpendScreen #spend-watcher, SpendScreen #spend-sweep { height: auto; margin-top: 1; }
     """
     BINDINGS = [
         Binding("escape", "close", "Close", id="spend_close"),
@@ -38,6 +40,7 @@ class SpendScreen(ModalScreen[None]):
             yield DataTable(id="spend-table", cursor_type="row", zebra_stripes=True)
             yield Static("", id="spend-totals", markup=False)
             yield Static("", id="spend-watcher", markup=False)
+            yield Static("", id="spend-sweep", markup=False)
 
     def on_mount(self) -> None:
         from app.settings import data_dir
@@ -71,6 +74,42 @@ class SpendScreen(ModalScreen[None]):
                                                            "Offers pane are listed here with what they cost.")
         self.query_one("#spend-watcher", Static).update(watcher_status(data_dir()))
         table.focus()
+        self.run_worker(self._sweep(), name="sweep", group="spend-sweep", exit_on_error=False)
+
+    # ------------------------------------------------------------------ the sweep
+    async def _sweep(self) -> None:
+        """Every pod at every provider with a key, joined with the audit log (services/offers/sweep.py):
+        what may be billing first, then pods created elsewhere (left alone), then ours."""
+        from app.settings import data_dir
+        from services.offers.rentals import AUDIT_NAME, AuditLog
+        from services.offers.sweep import describe, keyed, sweep
+
+        box = self.query_one("#spend-sweep", Static)
+        rentals = getattr(self.app, "rentals", None)
+        if rentals is None:
+            return
+        try:
+            async with rentals.providers() as providers:
+                if not keyed(providers):
+                    box.update("Other pods: no provider key is set, so no provider's pods can be looked at.")
+                    return
+                box.update("Other pods: asking the providers for every pod of the account…")
+                result = await sweep(providers, AuditLog(data_dir() / AUDIT_NAME), time.time())
+        except Exception as exc:  # noqa: BLE001 - the view stays; the providers are asked again when it opens
+            box.update(plain(f"Other pods: the providers could not be asked ({exc})", oneline=True))
+            return
+        lines = []
+        if result.billing:
+            lines.append(f"{len(result.billing)} pod(s) terminated here are STILL LISTED by their provider and may "
+                         "be billing: terminate them in the provider's console.")
+        lines += [describe(row) for row in result.rows if row.kind != "open"]
+        lines += [f"not looked at: {provider}: {why}" for provider, why in result.errors.items()]
+        head = f"Other pods ({', '.join(result.swept) or 'no provider'} asked): " + (
+            "none beyond the rentals above." if len(lines) == len(result.errors) else "")
+        text = Text(plain(head + "\n" + "\n".join(lines) if lines else head))
+        if result.billing:
+            text.stylize("bold red", 0, len(lines[0]) + len(head) + 1)
+        box.update(text)
 
     def action_close(self) -> None:
         self.dismiss(None)

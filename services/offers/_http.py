@@ -8,6 +8,8 @@ so a 404 only means "no such instance" when its body is not about the key (401/4
 from __future__ import annotations
 
 import asyncio
+import functools
+import platform
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -42,7 +44,8 @@ async def request_json(client: httpx.AsyncClient, method: str, url: str, *, api_
     import httpx
 
     retry = retry or RetryPolicy()
-    headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json", **kwargs.pop("headers", {})}
+    headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json", "User-Agent": user_agent(),
+               **kwargs.pop("headers", {})}
     last = ""
     for attempt in range(retry.attempts):
         try:
@@ -64,6 +67,20 @@ async def request_json(client: httpx.AsyncClient, method: str, url: str, *, api_
         if attempt + 1 < retry.attempts:
             await retry.sleep(retry.delay(attempt))
     raise ProviderFailure(f"{last} (after {retry.attempts} tries)", status, uncertain=True)
+
+
+@functools.cache
+def user_agent() -> str:
+    """``prime-train-tui/<version> python/<version>``: the providers' own CLIs name themselves this way, so a
+    provider can tell this product's requests apart (and reach its users about them). Looked up once: the
+    package metadata costs ~45 ms."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        mine = version("prime-train-tui")
+    except PackageNotFoundError:
+        mine = "0+unknown"
+    return f"prime-train-tui/{mine} python/{platform.python_version()}"
 
 
 MAX_ERROR_BODY = 64 * 1024  # an error answer is read this far: its first line or JSON message is all we show

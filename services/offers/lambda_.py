@@ -23,6 +23,7 @@ from services.offers.models import (
     canonical_gpu,
     gc_paused,
     impossible,
+    listed_price,
     nominal_gb,
     not_an_object,
     number,
@@ -193,8 +194,14 @@ async def pods(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAU
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list):
         return None
-    return [Listed(str(i["id"]), str(i.get("name") or ""), str(i.get("status") or "").lower())
+    return [Listed(str(i["id"]), str(i.get("name") or ""), str(i.get("status") or "").lower(), _listed_price(i))
             for i in items if isinstance(i, dict) and i.get("id")]
+
+
+def _listed_price(item: dict[str, Any]) -> float | None:
+    kind = item.get("instance_type")
+    cents = listed_price(kind.get("price_cents_per_hour")) if isinstance(kind, dict) else None
+    return None if cents is None else cents / 100
 
 
 async def find(client: httpx.AsyncClient, api_key: str, name: str, *, base_url: str = DEFAULT_URL) -> str | None:

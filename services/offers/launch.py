@@ -24,7 +24,7 @@ import asyncio
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from types import ModuleType
@@ -37,12 +37,15 @@ from services.offers._http import RetryPolicy
 from services.offers.models import Listed, Offer, PodAccess, ProviderFailure
 from services.offers.rentals import AuditLog, Rental, default_deadline, due_warnings, overdue, still_starting
 from services.pod.specs import ssh_host, ssh_user
+from services.text import plain
 
 CAP_MARGIN = 0.10  # default max price: 10 % above the listed price
 READY_TIMEOUT = 20 * 60.0
 SSH_TIMEOUT = 5 * 60.0
 GONE_GRACE = 10 * 60.0  # a pod younger than this may not be in the provider's list yet
 RECONCILE_WAITS = (0.0, 5.0, 15.0)  # find by name after a lost create answer: now, +5 s, +20 s
+# after an accepted terminate the pod is listed again: now, then backing off (~1 min in all) until gone
+VERIFY_WAITS = (0.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 
 
 def not_rentable(provider: str) -> str | None:
@@ -80,6 +83,9 @@ class Providers:
         self.urls = {**base_urls({}), **(urls or {})}
         self._own = client is None
         self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0))
+
+    def has_key(self, provider: str) -> bool:
+        return bool(self._keys.get(provider))
 
     def _key(self, provider: str) -> str:
         from services.offers.providers import PROVIDERS
@@ -399,9 +405,50 @@ async def _give_up(providers: Providers, rental: Rental, audit: AuditLog, clock:
     return LaunchEvent("failed", f"{reason}; pod terminated ({outcome})", rental)
 
 
+class NotConfirmed(ProviderFailure):
+    """The provider accepted the terminate but still lists the pod as running after :data:`VERIFY_WAITS`:
+    it may still be billing. ``str()`` carries the provider's own words (its state, its status message)."""
+
+
+async def verify_terminated(providers: Providers, rental: Rental, *, waits: Sequence[float] = VERIFY_WAITS,
+                            sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> tuple[bool, str]:
+    """After an accepted terminate: list the account's pods again (now, then after each of ``waits``) until
+    the pod is no longer billed — absent from the list or listed as ended, or (when the list cannot tell: a
+    truncated one) its status says terminated. (True, how it shows) then; else (False, what the provider
+    last said about it). A list that fails is asked again at the next wait."""
+    said = "no answer from the provider"
+    for wait in waits:
+        if wait:
+            await sleep(wait)
+        try:
+            listed = await providers.pods(rental.provider)
+            if listed is not None:
+                mine = [p for p in listed if p.id == rental.pod_id]
+                live = [p for p in mine if not p.ended]
+                if not live:
+                    return True, f"listed as {mine[0].state}" if mine else "no longer listed"
+                pod = live[0]
+                said = f"{rental.provider} still lists it as {pod.state or 'no state'!r}" + \
+                    (f": {pod.message}" if pod.message else "")
+                continue
+            access = await providers.status(rental.provider, rental.pod_id)
+        except ProviderFailure as exc:
+            said = f"asking {rental.provider} failed: {exc}"
+            continue
+        if access.state == "terminated":
+            return True, f"its status is {access.message or 'terminated'}"
+        said = f"{rental.provider} reports it {access.state}" + (f": {access.message}" if access.message else "")
+    return False, plain(said, oneline=True)[:300]
+
+
 async def terminate_rental(providers: Providers, rental: Rental, audit: AuditLog, *, reason: str,
-                           now: float | None = None) -> str:
-    """Terminate and record it; a failure is recorded too and re-raised (the rental stays open)."""
+                           now: float | None = None, waits: Sequence[float] = VERIFY_WAITS,
+                           sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> str:
+    """Terminate, verify (:func:`verify_terminated`: a destroy call that answers success while the instance
+    keeps billing is a known failure of GPU clouds) and record it. A failure is recorded too and re-raised:
+    the rental stays open, its deadline pass tries again. An accepted terminate the provider's list does not
+    confirm is recorded as ``terminate-unconfirmed`` ("terminate requested, not confirmed") and raised as
+    :class:`NotConfirmed` with the provider's own words."""
     try:
         outcome = await providers.terminate(rental.provider, rental.pod_id)
         if outcome == "already gone":  # a 404 about the pod: closed only when the pod list agrees
@@ -410,6 +457,17 @@ async def terminate_rental(providers: Providers, rental: Rental, audit: AuditLog
                 raise ProviderFailure(f"{rental.provider} answers 404 for pod {rental.pod_id} but its pod list does "
                                       "not confirm it is gone")
             outcome = f"already gone: {gone}"
+        else:
+            confirmed, said = await verify_terminated(providers, rental, waits=waits, sleep=sleep)
+            if not confirmed:
+                audit.append("terminate-unconfirmed", now=now, provider=rental.provider, pod_id=rental.pod_id,
+                             name=rental.name, reason=reason, outcome=outcome, provider_says=said,
+                             note="terminate requested, not confirmed")
+                raise NotConfirmed(f"terminate requested ({outcome}) but not confirmed after {sum(waits):.0f} s: "
+                                   f"{said} — it may still be billing: check the {rental.provider} console")
+            outcome = f"{outcome}, {said}"
+    except NotConfirmed:
+        raise
     except ProviderFailure as exc:
         audit.append("terminate-failed", now=now, provider=rental.provider, pod_id=rental.pod_id, reason=reason,
                      error=str(exc))
@@ -431,8 +489,9 @@ class DeadlineWatch:
     """One pass per ``check``: warn 15 min before a deadline (once), terminate rentals past it. The
     providers' client is only opened when a rental is open."""
 
-    def __init__(self, audit: AuditLog, *, clock: Callable[[], float] = time.time) -> None:
-        self.audit, self.clock = audit, clock
+    def __init__(self, audit: AuditLog, *, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+        self.audit, self.clock, self.sleep = audit, clock, sleep
         self.warned: set[str] = set()
         self.failed: set[str] = set()  # reported once; retried silently on every pass
 
@@ -447,12 +506,15 @@ class DeadlineWatch:
                   for r in due_warnings(rentals, now, self.warned)]
         for r in overdue(rentals, now):
             try:
-                outcome = await terminate_rental(providers, r, self.audit, reason="deadline", now=now)
+                outcome = await terminate_rental(providers, r, self.audit, reason="deadline", now=now,
+                                                 sleep=self.sleep)
             except ProviderFailure as exc:
                 if r.pod_id not in self.failed:
                     self.failed.add(r.pod_id)
-                    events.append(DeadlineEvent("failed", r, f"{r.name}: terminating at the deadline failed ({exc}); "
-                                                "retrying every pass — check the provider's console"))
+                    what = "terminated at the deadline, NOT confirmed" if isinstance(exc, NotConfirmed) else \
+                        "terminating at the deadline failed"
+                    events.append(DeadlineEvent("failed", r, f"{r.name}: {what} ({exc}); retrying every pass — "
+                                                "check the provider's console"))
             else:
                 events.append(DeadlineEvent("terminated", r, f"{r.name} terminated at its deadline ({outcome}); "
                                             f"spent ≈ ${r.spent(now):.2f}"))

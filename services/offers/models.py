@@ -93,11 +93,16 @@ class PodAccess:
 
 @dataclass(frozen=True)
 class Listed:
-    """One pod in a provider's list of the account's pods: id, name (label) and state as it words it."""
+    """One pod in a provider's list of the account's pods: id, name (label) and state as it words it; its
+    price and creation time where the list gives them (the sweep shows a pod created elsewhere with both), and
+    the provider's own status message (Vast's ``status_msg``)."""
 
     id: str
     name: str
     state: str
+    price_hr: float | None = None
+    created_at: float | None = None  # epoch seconds
+    message: str = ""
 
     @property
     def ended(self) -> bool:
@@ -356,3 +361,28 @@ def number(value: Any) -> float | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return f if f == f and f not in (float("inf"), float("-inf")) else None
+
+
+def epoch(value: Any) -> float | None:
+    """A time a provider lists: epoch seconds (Vast's ``start_date``) or ISO 8601 (Prime's ``createdAt``,
+    ``Z`` or an offset; without one: UTC) → epoch seconds; None for anything else or a time out of range."""
+    t: float | None
+    if isinstance(value, str):
+        from datetime import datetime, timezone
+
+        try:
+            when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        t = when.timestamp()
+    else:
+        t = number(value)
+    return t if t is not None and 0 < t < 1e11 else None
+
+
+def listed_price(value: Any) -> float | None:
+    """A listed pod's $/hr, or None when it is not a usable price."""
+    price = number(value)
+    return price if price is not None and 0 <= price < 1e6 else None

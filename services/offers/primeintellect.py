@@ -25,8 +25,10 @@ from services.offers.models import (
     ProviderFailure,
     UnexpectedAnswer,
     canonical_gpu,
+    epoch,
     gc_paused,
     impossible,
+    listed_price,
     nominal_gb,
     not_an_object,
     number,
@@ -255,7 +257,9 @@ async def pods(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAU
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list) or len(items) >= LIST_LIMIT:
         return None
-    return [Listed(str(i["id"]), str(i.get("name") or ""), str(i.get("status") or "").lower())
+    return [Listed(str(i["id"]), str(i.get("name") or ""), str(i.get("status") or "").lower(),
+                   listed_price(i.get("priceHr")), epoch(i.get("createdAt")),
+                   str(i.get("installationFailure") or ""))
             for i in items if isinstance(i, dict) and i.get("id")]
 
 

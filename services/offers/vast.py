@@ -21,8 +21,10 @@ from services.offers.models import (
     ProviderFailure,
     UnexpectedAnswer,
     canonical_gpu,
+    epoch,
     gc_paused,
     impossible,
+    listed_price,
     not_an_object,
     number,
     shape,
@@ -227,7 +229,8 @@ async def pods(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAU
     items = data.get("instances") if isinstance(data, dict) else None
     if not isinstance(items, list):
         return None
-    return [Listed(str(i["id"]), str(i.get("label") or ""), str(i.get("actual_status") or "").lower())
+    return [Listed(str(i["id"]), str(i.get("label") or ""), str(i.get("actual_status") or "").lower(),
+                   listed_price(i.get("dph_total")), epoch(i.get("start_date")), str(i.get("status_msg") or ""))
             for i in items if isinstance(i, dict) and i.get("id") is not None]
 
 

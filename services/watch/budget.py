@@ -11,9 +11,10 @@ nothing to lose to the bucket and is terminated. A provisional rental (no pod id
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +40,9 @@ class BudgetWatch:
     def __init__(self, audit: AuditLog, *, terminate: bool = False, backup: Any = None,
                  pod_for: Callable[[Rental], Pod | None] = lambda r: None,
                  connect: Callable[[Pod], Connection] | None = None, clock: Callable[[], float] = time.time,
-                 warn_at: float = WARN_AT) -> None:
+                 warn_at: float = WARN_AT, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
         self.audit, self.terminate, self.backup, self.pod_for = audit, terminate, backup, pod_for
-        self.connect, self.clock, self.warn_at = connect, clock, warn_at
+        self.connect, self.clock, self.warn_at, self.sleep = connect, clock, warn_at, sleep
         self.warned: set[str] = set()  # pod ids warned about at 80 %
         self.over: set[str] = set()  # ... and at 100 %
         self.failed: set[str] = set()  # a final backup / termination that failed: said once, retried silently
@@ -91,7 +92,8 @@ class BudgetWatch:
                                   (f"step {step} verified in the bucket" if step is not None else
                                    "no complete checkpoint on the pod, nothing to back up"), step))
         try:
-            outcome = await terminate_rental(providers, r, self.audit, reason="budget", now=self.clock())
+            outcome = await terminate_rental(providers, r, self.audit, reason="budget", now=self.clock(),
+                                             sleep=self.sleep)
         except Exception as exc:  # noqa: BLE001 - ProviderFailure and any transport error
             return events + self._failed(r, f"over its budget, backed up, but terminating it failed ({_short(exc)}); "
                                             "retrying every pass — check the provider's console")

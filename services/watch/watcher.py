@@ -1,5 +1,7 @@
 """The watcher: the TUI's monitor and health rules for every pod, the rentals' deadlines, push messages,
-the exporter and the state file — one asyncio loop, no Textual.
+the exporter and the state file — one asyncio loop, no Textual. Every ``[watch] sweep_minutes`` (30) it
+sweeps every provider with a key for pods (services/offers/sweep.py): one terminated here that its provider
+still lists is pushed once, critical.
 
 Every ``tick_s`` the pods' latest snapshots go through the :class:`AlertBook` (threads, de-duplication,
 rate limit); the messages it decides on go to the outbox (services/watch/outbox.py): one sender per
@@ -22,7 +24,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,13 +66,16 @@ class WatchOptions:
     cleanup: bool = False  # [watch] cleanup: the cleanup daemons ([lifecycle] cleanup_pods) delete with no approval
     notices: tuple[str, ...] = ()  # said once at the start: secrets' files others can read, pods.toml entries left out
     retry_base_s: float = RETRY_BASE_S  # a failed push is retried after this, doubling
+    sweep_minutes: float = 30.0  # [watch] sweep_minutes: every pod at every provider with a key (0: never)
 
 
 class Watcher:
     def __init__(self, pods: list[Pod], options: WatchOptions, *, monitor_settings: MonitorSettings = MonitorSettings(),
                  providers: Callable[[], Any] | None = None, clock: Callable[[], float] = time.time,
-                 connector: ConnectionFactory | None = None, out: Out | None = None) -> None:
+                 connector: ConnectionFactory | None = None, out: Out | None = None,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
         self.pods, self.options, self.clock, self.out = list(pods), options, clock, out
+        self.sleep = sleep  # the waits of a terminate's verification (tests: none)
         self.monitor_settings, self.providers, self.connector = monitor_settings, providers, connector
         # a bad URL fails here, before anything starts
         self.notifier = Notifier(options.notify.urls, options.notify.timeout_s)
@@ -83,7 +88,7 @@ class Watcher:
         self.ledger = SpendLedger(Path(options.data_dir) / LEDGER_NAME)
         self.spends: tuple[Spend, ...] = ()
         self.budget = BudgetWatch(self.audit, terminate=options.terminate_over_budget, backup=options.backup,
-                                  pod_for=self._pod_for, connect=connector, clock=clock)
+                                  pod_for=self._pod_for, connect=connector, clock=clock, sleep=sleep)
         self._deadline_watch: Any = None
         self.backups = WatchBackups(options.backup, self._backup_event, connect=connector, clock=clock)
         from services.lifecycle.preemption import AutoResumePolicy, AutoResumer, PreemptionTracker
@@ -101,6 +106,8 @@ class Watcher:
                                     connect=connector or open_connection, clock=clock)
         self._acting = False  # run(): backups and preemption act; once(): they only look
         self._said_no_keys = False
+        self.last_sweep: Any = None  # services.offers.sweep.Sweep
+        self.orphans_pushed: set[tuple[str, str]] = set()  # (provider, pod id) of billing orphans pushed
         self.sent: Counter[tuple[str, str]] = Counter()
         self.exporter: Exporter | None = None
         self.monitor: MonitorService | None = None
@@ -128,6 +135,7 @@ class Watcher:
             waiting = self.dispatch.start()
             self.state.outbox = self.dispatch.outbox.summary()
         deadlines = asyncio.ensure_future(self._deadlines())
+        sweeps = asyncio.ensure_future(self._sweeps()) if self.options.sweep_minutes > 0 else None
         try:
             self._say("watch started", pods=[p.name for p in self.pods], notify=self.options.notify.masked,
                       metrics=None if self.exporter is None else
@@ -151,6 +159,8 @@ class Watcher:
                     await asyncio.wait_for(stop.wait(), self.options.tick_s)
         finally:
             deadlines.cancel()
+            if sweeps is not None:
+                sweeps.cancel()
             for resuming in self._resumes.values():  # a resume cut here is retried by the next watcher or the TUI
                 resuming.cancel()
             self._acting = False
@@ -285,7 +295,7 @@ class Watcher:
         from services.offers.launch import DeadlineWatch
 
         if self._deadline_watch is None:
-            self._deadline_watch = DeadlineWatch(self.audit, clock=self.clock)
+            self._deadline_watch = DeadlineWatch(self.audit, clock=self.clock, sleep=self.sleep)
         try:
             await asyncio.to_thread(self._read_rentals)
             if self.rentals and self.providers is None:
@@ -308,6 +318,45 @@ class Watcher:
         except OSError as exc:
             event(log, "cannot write the spend ledger", logging.ERROR, path=str(self.ledger.path),
                   error=exc.strerror or str(exc))
+
+    async def _sweeps(self) -> None:
+        while True:
+            await self.sweep_pass()
+            await asyncio.sleep(self.options.sweep_minutes * 60)
+
+    async def sweep_pass(self) -> Any:
+        """One sweep (services/offers/sweep.py) of every provider with a key; a pod terminated here that its
+        provider still lists is pushed once (critical) per watcher. Never raises (but cancels)."""
+        from services.offers.sweep import describe, keyed, sweep
+
+        if self.providers is None:
+            return None
+        try:
+            async with self.providers() as providers:
+                if not keyed(providers):
+                    return None
+                result = await sweep(providers, self.audit, self.clock())
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a provider outage must not end the watcher
+            event(log, "sweep failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}"[:300])
+            return None
+        self.last_sweep = result
+        for provider, why in result.errors.items():
+            event(log, "sweep incomplete", logging.WARNING, provider=provider, error=why)
+        for row in result.billing:
+            if (row.provider, row.pod_id) in self.orphans_pushed:
+                continue
+            self.orphans_pushed.add((row.provider, row.pod_id))
+            fields = {"pod": row.name, "provider": row.provider, "pod_id": row.pod_id, "state": row.state,
+                      "price_hr": row.price_hr}
+            self._say("billing orphan", logging.ERROR, message=row.message, **fields)
+            self.state.record("billing orphan", message=row.message, **fields)
+            self._dirty = True
+            self.push(Message("sweep", f"[BILLING] {row.provider} pod {row.name}: still listed after its terminate",
+                              describe(row) + ". Terminate it in the provider's console (or again from here).",
+                              Severity.CRITICAL, pod=row.name))
+        return result
 
     async def _budget_event(self, ev: BudgetEvent) -> None:
         r = ev.rental

@@ -44,7 +44,8 @@ async def test_rent_an_offer_then_terminate_it(tmp_path: Path, sshd, client_home
     cheapest = 2.05
     api = Api({"POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
                "GET /api/v1/pods/status": [(200, _status(sshd, "pod-synthetic-0001", cheapest))],
-               "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})]})
+               "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})],
+               "GET /api/v1/pods/": [(200, {"data": []})]})  # the terminate is verified there
     audit = AuditLog(tmp_path / "audit.jsonl")
     pods_path = tmp_path / "pods.toml"
     app = rentals_app([], tmp_path, audit, api, parked=False, poll=0.05)
@@ -107,7 +108,8 @@ def _overdue_audit(path: Path, now: float) -> AuditLog:
 async def test_overdue_rentals_are_offered_for_termination_at_start(tmp_path: Path, answer: str):
     now = time.time()
     audit = _overdue_audit(tmp_path / "audit.jsonl", now)
-    api = Api({"DELETE /api/v1/pods/pod-old-1": [(200, {"status": "TERMINATED"})]})
+    api = Api({"DELETE /api/v1/pods/pod-old-1": [(200, {"status": "TERMINATED"})],
+               "GET /api/v1/pods/": [(200, {"data": []})]})
     from services.models import Pod, PodKind
 
     pod = Pod("old-pod", PodKind.SSH, host="10.0.0.7", provider="primeintellect", provider_id="pod-old-1",

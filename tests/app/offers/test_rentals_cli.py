@@ -25,6 +25,9 @@ def prime(monkeypatch):
     deleted: list[str] = []
 
     def answer(method: str, path: str) -> tuple:
+        if method == "GET" and path.split("?")[0] == "/api/v1/pods/":  # the terminate verified: pod-1 is gone
+            listed = [{"id": p, "name": f"p-{p}", "status": "ACTIVE"} for p in ("pod-2", "pod-bad")]
+            return 200, {"data": listed if "/api/v1/pods/pod-1" in deleted else [{"id": "pod-1"}, *listed]}
         if method != "DELETE":
             return 405, {"detail": "only DELETE here"}
         deleted.append(path)

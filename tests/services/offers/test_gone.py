@@ -126,7 +126,7 @@ async def test_a_lost_create_answer_leaves_a_provisional_rental_matched_by_name_
 
     # the next deadline pass finds it by name: a real rental whose deadline is enforced
     found = {"data": [{"id": "pod-late-9", "name": plan.name, "status": "ACTIVE"}]}
-    api = Api({"GET /api/v1/pods/": [(200, found)],
+    api = Api({"GET /api/v1/pods/": [(200, found), (200, {"data": []})],  # found; then gone after the terminate
                "DELETE /api/v1/pods/pod-late-9": [(200, {"status": "TERMINATED"})]})
     watch = DeadlineWatch(audit, clock=Clock(plan.deadline + 1))
     async with api.providers() as p:

@@ -174,6 +174,7 @@ async def test_launch_creates_with_cap_polls_and_waits_for_real_ssh(tmp_path: Pa
     assert events[-1].access.target == f"root@127.0.0.1:{sshd.port}"
     assert [e.kind for e in events][:2] == ["step", "created"]
     assert api.bodies("POST /api/v1/pods/")[0]["pod"]["maxPrice"] == pytest.approx(19.72)
+    assert {r.headers["user-agent"].split("/")[0] for r in api.seen} == {"prime-train-tui"}, "a product User-Agent"
     rentals = audit.open_rentals()
     assert [(r.pod_id, r.deadline, r.max_price) for r in rentals] == [("pod-synthetic-0001", plan.deadline, 19.72)]
     text = (tmp_path / "audit.jsonl").read_text()
@@ -187,7 +188,8 @@ async def test_a_pod_charging_above_the_cap_is_terminated_at_once(tmp_path: Path
     pricey["data"][0]["podId"] = "pod-synthetic-0001"
     api = Api({"POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
                "GET /api/v1/pods/status": [(200, pricey)],
-               "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})]})
+               "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})],
+               "GET /api/v1/pods/": [(200, {"data": []})]})  # the terminate verified: no longer listed
     audit = AuditLog(tmp_path / "audit.jsonl")
     async with api.providers() as p:
         events = [e async for e in launch_offer(p, plan_launch(prime_offer(), 1.0, now=clock()), audit,
@@ -290,7 +292,8 @@ async def test_deadline_watch_warns_once_terminates_when_due_and_reports_a_failu
         audit.append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
     api = Api({"DELETE /api/v1/pods/late": [(200, {"status": "TERMINATED"})],
                "DELETE /api/v1/pods/stuck": [(500, {"detail": "down"})],
-               "DELETE /api/v1/pods/soon": [(200, {"status": "TERMINATED"})]})
+               "DELETE /api/v1/pods/soon": [(200, {"status": "TERMINATED"})],
+               "GET /api/v1/pods/": [(200, {"data": [{"id": "stuck", "status": "ACTIVE"}]})]})
     async with api.providers() as p:
         watch = DeadlineWatch(audit, clock=clock)
         first = {(e.kind, e.rental.pod_id) for e in await watch.check(p)}
@@ -305,7 +308,8 @@ async def test_deadline_watch_warns_once_terminates_when_due_and_reports_a_failu
 
 async def test_terminate_rental_records_the_spend(tmp_path: Path):
     audit = AuditLog(tmp_path / "audit.jsonl")
-    api = Api({"DELETE /api/v1/pods/x": [(200, {"status": "TERMINATED"})]})
+    api = Api({"DELETE /api/v1/pods/x": [(200, {"status": "TERMINATED"})],
+               "GET /api/v1/pods/": [(200, {"data": [{"id": "x", "status": "TERMINATED"}]})]})
     async with api.providers() as p:
         await terminate_rental(p, _rental("x", None, created=0.0), audit, reason="user", now=3600.0)
     rec = audit.records()[-1]

@@ -25,17 +25,22 @@ KEY = "pk-budget-test-key-123456"
 
 
 class Provider:
-    """The primeintellect pod API: DELETE /pods/<id> answers TERMINATED; each call is recorded with what
-    ``look()`` sees at that moment (the bucket's keys)."""
+    """The primeintellect pod API: DELETE /pods/<id> answers TERMINATED and the pod leaves the list of pods
+    (the terminate is verified there); each call is recorded with what ``look()`` sees at that moment (the
+    bucket's keys)."""
 
     def __init__(self, look=lambda: None) -> None:
         self.calls: list[tuple[str, str, object]] = []
         self.look = look
+        self.deleted = False
 
     def answer(self, method: str, path: str) -> tuple:
         self.calls.append((method, path, self.look()))
         if method == "DELETE":
+            self.deleted = True
             return 200, {"status": "TERMINATED"}
+        if method == "GET" and path.split("?")[0] == "/api/v1/pods/":
+            return 200, {"data": [] if self.deleted else [{"id": "pod-1", "name": "testpod", "status": "ACTIVE"}]}
         return 404, {"detail": "not here"}
 
 
