@@ -363,6 +363,15 @@ class HealthTracker:
                 if self.run.feed_csv(line, at):
                     self.progress_at = at
 
+    def _restart(self, now: float) -> None:
+        """Another run began in this run dir (a resume from a checkpoint, a relaunch): its steps start again below
+        the old run's last one, and it is judged as a starting run -- the start budget from now -- until its
+        first step. What the pod costs keeps counting from where it did."""
+        old = self.run
+        self.run = RunTracker(max_steps=old.max_steps, price_per_hr=old.price_per_hr)
+        self.run.billed_since, self.run.billed_basis, self.run.now = old.billed_since, old.billed_basis, now
+        self.progress_at, self.started_at = None, now
+
     def set_billing(self, since: float | None, basis: str | None) -> None:
         """Where "$ so far" counts from (the pod's clock): the rental's creation or the pod's start."""
         self.run.billed_since, self.run.billed_basis = since, basis
@@ -375,6 +384,9 @@ class HealthTracker:
         if sample.max_steps and sample.max_steps != self.run.max_steps:
             self.run.max_steps = sample.max_steps  # the run's configs say where it ends: ETA, $ to go
         if sample.life is not None:
+            before = self.life.record
+            if before is not None and sample.life.id and sample.life.id != before.id:
+                self._restart(now)  # a new run in this dir (a resume, a relaunch): it starts again
             self.life.record = sample.life
         for line in sample.log:
             self.feed_log(line, now)
@@ -523,11 +535,6 @@ class HealthTracker:
             progress = replace(view, phase=life.phase.value)
         self._progress = (view, life, progress)
         return progress
-        if life.ended:
-            self._progress = replace(view, phase=life.phase.value, eta_s=None, cost_to_finish=None)
-        else:
-            self._progress = replace(view, phase=life.phase.value)
-        return self._progress
 
 
 def worst(alerts: Iterable[Alert]) -> Severity | None:

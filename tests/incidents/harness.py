@@ -214,7 +214,9 @@ def _settings(env: Env, s: Scenario) -> Any:
 def _config(env: Env, s: Scenario, inference_port: int, metrics_port: int) -> Path:
     path = env.root / s.name / "rl.toml"
     text = (f"max_steps = {s.max_steps}\n\n[model]\nname = \"Qwen/Qwen3-0.6B\"\n\n"
-            f"[ckpt]\ninterval = {s.ckpt_interval}\n\n"
+            f"[ckpt]\ninterval = {s.ckpt_interval}\n\n[trainer]\n\n"
+            "[orchestrator]\nbatch_size = 16\ngroup_size = 8\n\n[[orchestrator.train.source]]\n"
+            "name = \"reverse-text\"\n\n[orchestrator.train.source.env.taskset]\nid = \"reverse-text\"\n\n"
             f"[inference.server]\nport = {inference_port}\n")
     if s.metrics_server:
         text += f"\n[trainer.metrics_server]\nport = {metrics_port}\n"

@@ -155,7 +155,9 @@ class Roles:
         role, fresh = {}, {}
         for pid in pids:
             looks = self.fresh.get(pid, 0)
-            if pid in self.role and not (self.role[pid] is None and (full or looks < NEW_PID_LOOKS)):
+            # a titled pid is read again every sample (a few small reads): a forked child shows its parent's
+            # title (the launcher's) until it execs and sets its own
+            if pid in self.role and self.role[pid] is None and not (full or looks < NEW_PID_LOOKS):
                 role[pid] = self.role[pid]
             else:
                 role[pid] = self._title(pid)

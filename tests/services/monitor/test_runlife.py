@@ -152,3 +152,22 @@ def test_the_step_in_flight_does_not_end_an_eval_but_an_eval_that_never_reports_
     over = last + 1 + S.stall_cap_s + 5  # the eval stops pausing: the budget (60 s) runs from here
     assert tracker.observe(look(over, life=RUNNING)) == ()
     assert "no-progress" in ids(tracker.observe(look(over + 61, life=RUNNING)))
+
+
+def test_a_resumed_run_in_the_same_dir_is_judged_as_starting_from_its_own_start() -> None:
+    """Kill, then resume into the same run dir: the new run loads its checkpoint before its first step. Before,
+    the old run's last step and its step time (10 s: budget 60 s) judged it, and "no progress" opened while the
+    resumed run was still loading."""
+    tracker = HealthTracker(S)  # start budget 900 s
+    last = steps(tracker, 5)
+    tracker.observe(look(last + 5, life=PodRunRecord(id="r1", state="killed", alive=False)))
+    resumed = PodRunRecord(id="r2", state="running", alive=True, resumed=True)
+    start = last + 20
+    tracker.observe(look(start, log=["trainer: 14:05:00    INFO Resuming training from checkpoint step 4"],
+                         life=resumed))
+    assert tracker.progress.phase == "starting"
+    assert tracker.observe(look(start + 600, life=resumed)) == ()  # loading, within the start budget
+    late = tracker.observe(look(start + 901, life=resumed))
+    assert "no-progress" in ids(late) and next(a for a in late if a.id == "no-progress").title == "No first step yet"
+    tracker.observe(look(start + 902, log=[step_line(5)], life=resumed))  # it steps: a running run again
+    assert tracker.progress.phase == "running" and tracker.observe(look(start + 903, life=resumed)) == ()
