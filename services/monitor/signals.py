@@ -205,6 +205,7 @@ class SignalTracker:
         self._titled = False  # PRIME-RL:: titles were seen on this pod (this prime-rl sets them)
         self._healthy_once = False  # the engine's /health answered once
         self._gone_since: float | None = None
+        self._stepped = False  # the trainer logged a step of this run: its inference server was up
         self._failed_since: float | None = None
         self._failures = 0
         self._http_at: float | None = None
@@ -234,7 +235,7 @@ class SignalTracker:
             self._http_at = sig.http_at
             if inf.health:
                 self._healthy_once, self._failures, self._failed_since = True, 0, None
-            elif self._healthy_once:
+            elif self._healthy_once or self._stepped:  # it answered once, or the run stepped (it needed it)
                 self._failures += 1
                 self._failed_since = sig.http_at if self._failed_since is None else self._failed_since
 
@@ -272,6 +273,13 @@ class SignalTracker:
         if stopped or checkpointing:
             return []
         s, sig = self.settings, self.signals
+        if trainer_step is not None:
+            self._stepped = True
+            # the run stepped, so its inference server was up even if no sample caught its process alive (one
+            # that died within seconds of the probe's start): a configured local server now gone is gone
+            if (sig is not None and sig.inference is not None and self._titled and not self._inference_seen
+                    and sig.alive("Inference") is False):
+                self._inference_seen, self._gone_since = True, now
         t = sig.trainer if sig is not None else None
         if t is not None and t.step is not None and sig is not None and sig.http_at is not None \
                 and now - sig.http_at <= HTTP_FRESH_S:

@@ -101,12 +101,12 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario("broadcast-stall", False, "NCCL_READY never comes for step 3's weights", incident="broadcast-stall",
              must={"broadcast-stall": 90.0}, must_not=frozenset({"run-crashed"}), watch_s=95.0),
     Scenario("trainer-hung", False, "the trainer stops after step 3; its metrics server still answers",
-             incident="trainer-hung", metrics_server=True, must={"trainer-hung": _budget() + 10.0},
+             incident="trainer-hung", metrics_server=True, must={"trainer-hung": _budget() + 20.0},
              must_not=frozenset({"run-crashed"}), watch_s=_budget() + 15.0),
     Scenario("env-lag", False, "the event-loop lag grows ~60 s per second from step 3", incident="env-lag",
              must={"loop-lag": 30.0}, must_not=frozenset({"run-crashed", "no-progress"}), watch_s=35.0),
     Scenario("trainer-oom", False, "the trainer dies at step 3 with torch.OutOfMemoryError",
-             incident="oom", must={"log:cuda-oom": 10.0, "run-crashed": 10.0},
+             incident="oom", must={"log:cuda-oom": 20.0, "run-crashed": 20.0},
              must_not=frozenset({"no-progress"}), watch_s=_budget() * 2),
     Scenario("disk-fill", False, "checkpoints fill a 40 MiB run volume (a real tmpfs)", action="disk",
              ckpt_interval=1, ckpt_kib=3072, must={"disk": 10.0}, must_not=frozenset({"run-crashed"}),
@@ -115,6 +115,9 @@ SCENARIOS: tuple[Scenario, ...] = (
              action="pod-lost", must_not=frozenset({ANY}), watch_s=_budget() * 2),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
+# Times to detect: the issue's absolute targets as they are (inference down 60 s, a broadcast stall 90 s); the
+# hung trainer within the stall budget plus 20 s (its metrics server is asked every 10 s, and the corpus runs its
+# 13 pods at once on 2 shared cores), a crash within 20 s.
 
 
 @dataclass

@@ -284,3 +284,20 @@ class TestOrchestratorWarnings:
         a = next(a for a in poll(last + 311, 80, 100) if a.id == "queue")
         assert "80 requests waiting for 100 running" in a.message and a.severity.value == "warning"
         assert "queue" not in ids(poll(last + 321, 20, 100))
+
+
+def test_an_inference_server_never_seen_alive_is_down_once_the_run_stepped_without_it() -> None:
+    """The probe started after the inference server had already died (it died within seconds): no sample
+    showed its process or a healthy /health. The run stepped, so it was up; a configured local server now gone
+    is down. Before, nothing was ever said (the incident corpus missed it under load)."""
+    h = HealthTracker()
+    for i in range(1, 6):  # five steps seen; never a sample with its process or an answer from its /health
+        t = T0 + 60 * i + 10
+        h.observe(sample(t, log=[step_line(i)], signals=PodSignals(markers(i, ready=True), NO_INFERENCE)))
+    last = T0 + 60 * 5 + 10
+    for dt in range(0, 40, 2):
+        sig = PodSignals(markers(6, ready=False), NO_INFERENCE, last + 10 * (dt // 10), None, EndpointCheck(False))
+        alerts = h.observe(sample(last + dt, signals=sig))
+        if "inference-down" in ids(alerts):
+            break
+    assert "inference-down" in ids(alerts) and dt <= 30, dt
