@@ -165,10 +165,12 @@ class MonitorService:
         except OSError:
             return None
 
-    async def _first_look(self, worker: PodMonitorState, conn: Connection, run_dir: str) -> None:
+    async def _first_look(self, worker: PodMonitorState, conn: Connection, run_dir: str) -> bool:
         """One look at the run dir before the probe starts (the probe reads logs from their end): the logs'
         tails timed by their own stamps, so a run found stalled alerts at once and its last step is not
-        taken as new. Billing: the rental's creation, else (a remote pod) its uptime. Best effort."""
+        taken as new. Billing: the rental's creation, else (a remote pod) its uptime. Best effort. False when it
+        looked and found no log yet (what the run writes from now on is new: the probe reads it from its start),
+        True otherwise (a failed look included: replaying an old log from its start would make it news)."""
         worker.first_look_done = run_dir
         health = worker.health  # set_run_dir may start a new run meanwhile: this look is then not its
         python = "python3" if isinstance(conn, SSHConnection) else shlex.quote(sys.executable)
@@ -184,7 +186,7 @@ class MonitorService:
             with contextlib.suppress(Exception):
                 rented = await asyncio.to_thread(self.rented_at, worker.pod)
         if worker.health is not health:
-            return  # another run dir was set while looking: its own first look follows
+            return True  # another run dir was set while looking: its own first look follows
         try:
             if isinstance(tails, dict):  # ~0.1 ms a line: off the event loop (the probe is not started yet)
                 await asyncio.to_thread(health.feed_tails, tails)
@@ -197,6 +199,7 @@ class MonitorService:
                 health.set_billing(float(rented), "since rented")
         except Exception:  # a failing back-fill must never stop sampling
             log.exception("back-filling the health rules failed for %s", worker.pod.name)
+        return not (isinstance(tails, dict) and not tails.get("logs"))
 
     def _set(self, worker: PodMonitorState, state: PodState, reason: str = "", *,
              next_retry: float | None = None, host_key: HostKeyPrompt | None = None) -> None:
@@ -231,9 +234,14 @@ class MonitorService:
                         worker.new_run()
                     worker.pod = replace(worker.pod, run_dir=run_dir)  # pod carries it (checkpoints, backups)
                     worker.followed = True
+                from_start = False
                 if run_dir and worker.first_look_done != run_dir:
-                    await self._first_look(worker, conn, run_dir)
-                stream = await conn.start_probe(self._probe_args(worker.pod, run_dir))
+                    # a look that found no logs yet (a run being launched as we connect): the probe reads the
+                    # logs it finds at its start from their start, or a run that wrote and ended meanwhile
+                    # (a crash seconds in) would show none of its lines
+                    from_start = not await self._first_look(worker, conn, run_dir)
+                args = self._probe_args(worker.pod, run_dir) + (["--logs-from-start"] if from_start else [])
+                stream = await conn.start_probe(args)
                 reason = await self._pump(worker, stream)
                 if reason == PROBE_ENDED and (how := await stream.exit_reason()):
                     reason = f"the probe stopped ({how})"

@@ -412,6 +412,8 @@ def parse_args(argv):
     ap.add_argument("--proc-root", default=None, help="read /proc files here (disables psutil)")
     ap.add_argument("--ckpt-scan", type=float, default=10.0, help="min seconds between checkpoint scans")
     ap.add_argument("--once", action="store_true", help="emit one sample and exit")
+    ap.add_argument("--logs-from-start", action="store_true",
+                    help="read the run's logs present at start from their start (the app's first look saw none)")
     args = ap.parse_args(argv)
     args.interval = max(0.2, args.interval)
     if args.disk_path is None:
@@ -476,6 +478,8 @@ def main(argv=None):
         threading.Thread(target=_watch_stdin, name="stdin", daemon=True).start()
     host = Host(args.proc_root, args.disk_path)
     run = RunDir(args.run_dir, args.ckpt_scan) if args.run_dir else None
+    if run is not None and args.logs_from_start:
+        run.first_scan = False
     signals = Signals(args.run_dir, args.proc_root or "/proc") if args.run_dir else None
     smi = gpus_backend if isinstance(gpus_backend, SmiGpus) else None
     next_t, first = time.monotonic(), True

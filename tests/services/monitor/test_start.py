@@ -167,3 +167,38 @@ async def test_following_a_newer_recorded_launch_after_a_reconnect_starts_a_new_
         assert snap.run.step == 2, snap.run
     finally:
         await mon.aclose()
+
+
+async def test_a_run_that_wrote_and_crashed_between_the_first_look_and_the_probe_is_seen(tmp_path: Path) -> None:
+    """The pod is watched as its run is launched: the first look finds no log yet, the run writes its steps and
+    an OOM and dies, and only then does the probe start. The probe read the logs it found at its start from their
+    end, so none of those lines ever showed (the incident corpus's OOM run under load: a crash with no cause).
+    Now a look that found no log has the probe read them from their start."""
+    from services.connect import open_connection
+
+    run = tmp_path / "run"
+    lines = ["14:00:01 SUCCESS Step 1 |    1.0s | Loss 0.5000", "Traceback (most recent call last):",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+
+    def connector(pod: Pod):
+        conn = open_connection(pod)
+        start_probe = conn.start_probe
+
+        async def late(args):  # between the look and the probe: the run wrote, and ended
+            (run / "logs").mkdir(parents=True, exist_ok=True)
+            (run / "logs" / "trainer.log").write_text("\n".join(lines) + "\n")
+            return await start_probe(args)
+
+        conn.start_probe = late  # type: ignore[method-assign]
+        return conn
+
+    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2), connector=connector)
+    pod = Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run))
+    mon.add(pod)
+    try:
+        snap = await wait_for(lambda: "log:cuda-oom" in {a.id for a in mon.snapshot("p").alerts}
+                              and mon.snapshot("p"), what="the OOM alert", timeout=20)
+    finally:
+        await mon.aclose()
+    assert any("CUDA out of memory" in line for line in snap.log_tail)
+    assert snap.run is not None and snap.run.step == 1
