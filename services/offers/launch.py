@@ -325,7 +325,7 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
             return
         pod_id = found
     rental = Rental(plan.name, offer.provider, pod_id, offer.title, offer.price_hr, plan.max_price, requested,
-                    plan.deadline, plan.est_cost)
+                    plan.deadline, plan.est_cost, spot=bool(offer.spot))
     audit.append("create", now=clock(), provider=offer.provider, pod_id=pod_id, rental=rental.to_json())
     yield LaunchEvent("created", f"{offer.provider} pod {pod_id} created; waiting for it to start", rental)
 

@@ -445,12 +445,27 @@ class Watcher:
                 continue
             self._say(f"preempted {d.kind}", logging.WARNING, **fields)
             self.state.record(f"preempted {d.kind}", **fields)
+            self._record_preemption(d)
             self._dirty = True
             then = (" Auto-resume is on: the watcher resumes it when "
                     f"{self.preemption.policy.target_pod or d.pod} answers again." if self.resumer is not None else
                     " Resume it from its newest checkpoint or its verified backup (prime-train-tui resume).")
             self.push(Message("preempted", f"[PREEMPTED] {d.pod}: run {d.run_id} interrupted", d.reason + "." + then,
                               Severity.CRITICAL, pod=d.pod))
+
+    def _record_preemption(self, d: Any) -> None:
+        """A rental's pod lost with its run: one "preempted" record in the audit log, which the spend ledger counts
+        per rental (spot_risk.observed_rates learns this user's interruption rates from it)."""
+        from services.offers.rentals import PREEMPTED
+
+        r = next((r for r in self.rentals if r.name == d.pod and not r.provisional), None)
+        if r is None:
+            return
+        try:
+            self.audit.append(PREEMPTED, now=self.clock(), provider=r.provider, pod_id=r.pod_id, name=r.name,
+                              run_id=d.run_id)
+        except OSError as exc:
+            event(log, "cannot write the rentals' audit log", logging.WARNING, error=str(exc)[:200])
 
     async def _auto_resume(self, d: Any) -> None:
         """One resume decision carried out (services.lifecycle.preemption.AutoResumer: its outcome is counted in
