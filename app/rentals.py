@@ -41,11 +41,12 @@ EXTEND = 3600.0  # "not now" on the overdue question moves the deadline this far
 
 def default_providers() -> Providers:
     from app.settings import load_offer_settings
-    from services.offers.keys import find_keys, find_urls
+    from services.offers.keys import find_keys, find_teams, find_urls
     from services.offers.launch import Providers
 
     settings = load_offer_settings()
-    return Providers({n: k.key for n, k in find_keys(settings=settings).items()}, find_urls(settings=settings))
+    return Providers({n: k.key for n, k in find_keys(settings=settings).items()}, find_urls(settings=settings),
+                     teams=find_teams())
 
 
 class Rentals:

@@ -274,7 +274,8 @@ CHECK_KEYS = {"name": str, "run": str, "fix": str, "timeout": float}  # one [[li
 
 
 # ----------------------------------------------------------------------------- the watcher
-WATCH_KEYS = {"terminate_over_budget": bool, "cleanup": bool, "sweep_minutes": float}  # [watch]
+WATCH_KEYS = {"terminate_over_budget": bool, "terminate_idle": bool, "cleanup": bool,  # [watch]
+              "sweep_minutes": float}
 SWEEP_MINUTES = 30.0
 
 
@@ -283,6 +284,7 @@ def load_watch_table(path: Path | None = None) -> dict[str, Any]:
 
         [watch]
         terminate_over_budget = false   # at 100 % of a rental's budget: terminate it after a final backup
+        terminate_idle = false          # a rental idle for [health] idle_minutes: terminate it after a final backup
         cleanup = false                 # the cleanup daemons delete without the TUI's preview being approved
         sweep_minutes = 30              # every pod at every provider with a key, looked for (0: never)
     """
@@ -293,6 +295,7 @@ def load_watch_table(path: Path | None = None) -> dict[str, Any]:
         raise doc.fail(f"watch.sweep_minutes must be from 0 (never) to {7 * 24 * 60} (a week), not {sweep:g}",
                        "watch", "sweep_minutes")
     return {"terminate_over_budget": bool(table.get("terminate_over_budget", False)),
+            "terminate_idle": bool(table.get("terminate_idle", False)),
             "cleanup": bool(table.get("cleanup", False)), "sweep_minutes": sweep}
 
 

@@ -380,6 +380,22 @@ class WandbStatus:
 
 
 @dataclass(frozen=True)
+class IdleFigure:
+    """A pod whose GPUs sat idle with no run for the whole ``[health] idle_minutes`` window
+    (services/monitor/idle.py): since when (the pod's clock), for how long, and what that cost at its price."""
+
+    since: float
+    seconds: float
+    wasted_usd: float | None = None  # None: the pod's price is not known
+
+    @property
+    def label(self) -> str:
+        minutes = int(self.seconds // 60)
+        span = f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60:02d} min"
+        return f"idle {span}" + ("" if self.wasted_usd is None else f" · ${self.wasted_usd:,.2f} wasted")
+
+
+@dataclass(frozen=True)
 class PodSnapshot:
     """Everything a widget needs about one pod, immutable: the monitor builds a new one per change."""
 
@@ -409,6 +425,8 @@ class PodSnapshot:
     # the monitor's window of per-trace timings from the run's traces.jsonl (services.monitor.metrics.EpisodeTiming,
     # newest last, bounded by MonitorSettings.episodes_len): the bottleneck breakdown's tool-time percentiles
     episodes: tuple[Any, ...] = ()
+    # the pod's GPUs idle with no run for the whole [health] idle_minutes window (None: not so, or not known)
+    idle: IdleFigure | None = None
 
     @property
     def latest(self) -> Sample | None:

@@ -21,14 +21,20 @@ PROTOCOL = "HTTP/1.1"
 
 
 @contextmanager
-def serve(answer: Answer) -> Iterator[str]:
-    """Serve ``answer`` until the block ends; yields the base URL (``http://127.0.0.1:<port>``)."""
+def serve(answer: Answer, bodies: list[tuple[str, str, Any]] | None = None) -> Iterator[str]:
+    """Serve ``answer`` until the block ends; yields the base URL (``http://127.0.0.1:<port>``). ``bodies``: each
+    request that carried a body appends (method, path, its JSON, or its bytes when it is not JSON)."""
 
     class Handler(BaseHTTPRequestHandler):
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             if length:  # read the request's body: on a kept-alive connection it would be taken for the next request
-                self.rfile.read(length)
+                raw = self.rfile.read(length)
+                if bodies is not None:
+                    try:
+                        bodies.append((self.command, self.path, json.loads(raw)))
+                    except ValueError:
+                        bodies.append((self.command, self.path, raw))
             status, body, *kind = answer(self.command, self.path)
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
             self.send_response(status)

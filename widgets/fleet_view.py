@@ -81,6 +81,8 @@ def fleet_row(snapshot: PodSnapshot, demo_price: float | None = None) -> tuple[s
         sev = worst(snapshot.alerts)
         assert sev is not None
         alerts = Text(f"{badge_text(snapshot.alerts)}: {snapshot.alerts[0].title}", style=SEVERITY_STYLE[sev])
+    if snapshot.idle is not None:  # paid for and unused: said before the alerts
+        alerts = Text.assemble((snapshot.idle.label, "yellow"), " · " if alerts else "", alerts)
     if cluster := summary(snapshot.cluster):  # a Slurm login node: its jobs and lost nodes first
         alerts = Text.assemble(cluster, " · " if alerts else "", alerts)
     return (name, Text(state.value, style=STATE_STYLE.get(state, "bold red")), step, loss, tps, util, price, alerts)

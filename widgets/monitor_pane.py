@@ -262,6 +262,8 @@ class MonitorPane(Widget):
         basis = snapshot.run.cost_basis if snapshot.run is not None else None
         if basis in ("since rented", "since the pod started"):  # the pod's bill, not the run's steps' estimate
             text = text.replace(" spent, ", f" spent ({basis}), ", 1)
+        if snapshot.idle is not None:  # GPUs idle with no run: what the wait costs (services/monitor/idle.py)
+            text = f"{text} · {snapshot.idle.label}" if text else snapshot.idle.label
         set_label(progress, text)
         if progress.display != bool(text):
             progress.display = bool(text)

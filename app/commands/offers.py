@@ -148,11 +148,13 @@ async def _offers(args: argparse.Namespace, spec) -> int:
     from app.settings import data_dir
 
     observed = ObservationLog(data_dir() / OBSERVED).load()  # this user's steps/hr, as in the Offers pane
+    from services.offers.spend import measured_spot_rates
     from services.offers.spot_risk import interruption_rates
 
     ranked = rank(result.offers, spec, max_price=args.max_price, spot=args.spot, gpus=args.gpus,
                   include_misfits=args.all, observed=observed,
-                  spot_rates=interruption_rates(settings.get("spot_interruptions_per_hour")))
+                  spot_rates=interruption_rates(settings.get("spot_interruptions_per_hour"),
+                                                measured_spot_rates(data_dir())))
     for s in result.skipped:
         say(f"note: {s.provider}: {s.count} offer{'s' if s.count > 1 else ''} skipped as impossible ({s.why})",
               file=sys.stderr)

@@ -59,15 +59,16 @@ def load_notify(extra: list[str]) -> Any:
 
 
 def load_watch_options() -> dict[str, Any]:
-    """``[watch]`` of settings.toml (``terminate_over_budget`` and ``cleanup``, default false), backup.toml
-    (auto-backup, the final backup before a budget termination, the bucket cleanup checks) and ``[lifecycle]``
-    (preempt_after_minutes; auto_resume, opt-in, and how a resume runs; cleanup_pods and the daemons' rules).
-    SettingsError when one is broken."""
+    """``[watch]`` of settings.toml (``terminate_over_budget``, ``terminate_idle`` and ``cleanup``, default false),
+    backup.toml (auto-backup, the final backup before a budget or idle termination, the bucket cleanup checks)
+    and ``[lifecycle]`` (preempt_after_minutes; auto_resume, opt-in, and how a resume runs; cleanup_pods and the
+    daemons' rules). SettingsError when one is broken."""
     from app.settings import load_backup_toml, load_lifecycle_settings, load_watch_table
 
     table = load_watch_table()
     lifecycle = load_lifecycle_settings()
-    return {"terminate_over_budget": table["terminate_over_budget"], "cleanup": table["cleanup"],
+    return {"terminate_over_budget": table["terminate_over_budget"], "terminate_idle": table["terminate_idle"],
+            "cleanup": table["cleanup"],
             "sweep_minutes": table["sweep_minutes"],
             "backup": load_backup_toml(),  # also auto_backup, as in the TUI
             "preempt_after_s": lifecycle.preempt_after_minutes * 60.0, "lifecycle": lifecycle}

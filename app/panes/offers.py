@@ -131,17 +131,19 @@ class OffersPane(Widget, can_focus=True):
             self.run_worker(self._load_cache(), group="offers-cache")
 
     def _load_rates(self) -> None:
-        """Spot interruption rates: settings.toml ``[offers] spot_interruptions_per_hour`` over the defaults
-        (a broken settings.toml is reported by the Keys line and the fetch; the defaults apply meanwhile)."""
-        from app.settings import load_offer_settings
+        """Spot interruption rates: this user's measured ones (the spend ledger), over settings.toml's
+        ``[offers] spot_interruptions_per_hour``, over the defaults (a broken settings.toml is reported by the
+        Keys line and the fetch; the defaults apply meanwhile)."""
+        from app.settings import data_dir, load_offer_settings
         from services.errors import PrimeTrainError
+        from services.offers.spend import measured_spot_rates
         from services.offers.spot_risk import interruption_rates
 
         try:
             configured = load_offer_settings().get("spot_interruptions_per_hour")
         except PrimeTrainError:
             configured = None
-        self.spot_rates = interruption_rates(configured)
+        self.spot_rates = interruption_rates(configured, measured_spot_rates(data_dir()))
 
     async def _load_cache(self) -> None:
         from services.offers import cache

@@ -63,6 +63,7 @@ class HealthSettings:
     gpu_dead_mem_bytes: int = 256 * MIB  # "~0 MiB"
     gpu_dead_util_pct: float = 2.0  # "~0 %"
     gpu_used_mem_bytes: int = 2 * GIB  # a GPU holding this much was in use by the run
+    idle_minutes: float = 30.0  # every GPU ~0 % and ~0 MiB with no run this long: "idle", $ wasted (0: never)
     nccl_util_pct: float = 95.0
     nccl_power_w: float = 150.0  # near-idle for data-centre GPUs (an H100 idles at ~70 W)
     nccl_after_s: float = 180.0

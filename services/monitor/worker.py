@@ -14,6 +14,7 @@ from services.models import (
     Alert,
     Gap,
     HostKeyPrompt,
+    IdleFigure,
     Pod,
     PodSnapshot,
     PodStatus,
@@ -24,6 +25,7 @@ from services.models import (
 from services.monitor import wandb_status
 from services.monitor.cluster import ClusterState
 from services.monitor.health import HealthSettings, HealthTracker
+from services.monitor.idle import IdleTracker, run_active
 from services.monitor.metrics import EpisodeTiming, episode_timings
 from services.monitor.wandb_status import WandbPoller
 
@@ -116,21 +118,26 @@ class PodMonitorState:
         # a Slurm login node's cluster (services.monitor.cluster), looked at beside the samples
         self.cluster: ClusterState | None = ClusterState() if pod.scheduler == "slurm" else None
         self.cluster_task: asyncio.Task | None = None
+        self.idle_tracker = IdleTracker(self.settings.health, self._price())
+        self.idle: IdleFigure | None = None
         self.snapshot = self._build()
 
     def new_run(self) -> None:
         """Fresh health rules and run progress (at start, and when the pod's run dir changes). They are
         evaluated per sample over that sample's new data only. The demo simulates GPUs and a run, not the
         host: its disk and open-files figures are this machine's."""
-        price = self.pod.price_per_hr
-        if price is None and self.pod.simulated:
-            price = self.settings.demo_price_per_hr
-        self.health = HealthTracker(self.settings.health, price_per_hr=price, tail_len=self.settings.log_tail_len,
-                                    host_rules=self.pod.host_rules)
+        self.health = HealthTracker(self.settings.health, price_per_hr=self._price(),
+                                    tail_len=self.settings.log_tail_len, host_rules=self.pod.host_rules)
         self.run = None
         self._tail_view = ()
         self.episodes.clear()  # another run's traces
         self._episodes_view = ()
+
+    def _price(self) -> float | None:
+        price = self.pod.price_per_hr
+        if price is None and self.pod.simulated:
+            price = self.settings.demo_price_per_hr
+        return price
 
     def _build(self) -> PodSnapshot:
         return PodSnapshot(
@@ -153,6 +160,7 @@ class PodMonitorState:
             wandb=self.wandb,
             episodes=self._episodes_view,
             cluster=None if self.cluster is None else self.cluster.view,
+            idle=self.idle,
         )
 
     def _alerts(self) -> tuple[Alert, ...]:
@@ -174,6 +182,13 @@ class PodMonitorState:
             log.exception("health rules failed for %s", self.pod.name)
         if sample.log:
             self._tail_view = tuple(self.health.tail)
+        try:
+            health = self.health
+            active = run_active(health.life.life.phase, health.life.record,
+                                health.started_at is not None)
+            self.idle = self.idle_tracker.observe(sample, active=active)
+        except Exception:
+            log.exception("idle check failed for %s", self.pod.name)
 
     def keep(self, sample: Sample, size: int) -> None:
         """Add a sample (``size``: its line's length) to the history, dropping the oldest ones past

@@ -7,7 +7,11 @@
    config file's format is not known to us, so it is not read);
 3. the ``[offers]`` table of settings.toml (``keys.<provider>``, ``<provider>_url``).
 
-A key is only ever shown masked (:func:`mask`), with where it came from."""
+A key is only ever shown masked (:func:`mask`), with where it came from.
+
+Prime Intellect's team, as its CLI and SkyPilot take it: ``PRIME_TEAM_ID``, else ``team_id`` of
+``~/.prime/config.json`` (:func:`find_teams`); a pod is then created for that team (the create body's
+``team.teamId``) and billed to it, not to the user's personal account."""
 
 from __future__ import annotations
 
@@ -50,13 +54,22 @@ def _read_key_file(path: Path) -> str | None:
     return text.splitlines()[0].strip() if text else None
 
 
-def _prime_config(home: Path) -> str | None:
+def _prime_config(home: Path, field: str = "api_key") -> str | None:
     try:
         data = loads((home / ".prime" / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    key = data.get("api_key") if isinstance(data, dict) else None
-    return key.strip() if isinstance(key, str) and key.strip() else None
+    value = data.get(field) if isinstance(data, dict) else None
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def find_teams(env: Mapping[str, str] | None = None, home: Path | None = None) -> dict[str, str]:
+    """provider -> the team its pods are created for: Prime Intellect's ``PRIME_TEAM_ID``, else ``team_id`` of
+    ``~/.prime/config.json``; none: the user's own account."""
+    env = os.environ if env is None else env
+    home = Path(env.get("HOME") or "~").expanduser() if home is None else home
+    team = env.get("PRIME_TEAM_ID", "").strip() or _prime_config(home, "team_id")
+    return {"primeintellect": team} if team else {}
 
 
 def find_keys(env: Mapping[str, str] | None = None, home: Path | None = None,

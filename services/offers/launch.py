@@ -75,10 +75,11 @@ class Providers:
 
     def __init__(self, keys: Mapping[str, str], urls: Mapping[str, str] | None = None, *,
                  client: httpx.AsyncClient | None = None, timeout: float = 30.0,
-                 retry: RetryPolicy | None = None) -> None:
+                 retry: RetryPolicy | None = None, teams: Mapping[str, str] | None = None) -> None:
         from services.offers.providers import base_urls
 
         self._keys = dict(keys)
+        self.teams = dict(teams or {})  # provider -> the team a pod is created for (services.offers.keys.find_teams)
         self.retry = retry  # for status/terminate (creates are never retried)
         self.urls = {**base_urls({}), **(urls or {})}
         self._own = client is None
@@ -99,8 +100,9 @@ class Providers:
     async def create(self, offer: Offer, *, name: str, max_price: float, disk_gb: int | None = None,
                      image: str | None = None) -> str:
         mod = _module(offer.provider)
+        team = {"team_id": t} if (t := self.teams.get(offer.provider)) else {}
         return await mod.create(self.client, self._key(offer.provider), offer, name=name, max_price=max_price,
-                                disk_gb=disk_gb, image=image, base_url=self.urls[offer.provider])
+                                disk_gb=disk_gb, image=image, base_url=self.urls[offer.provider], **team)
 
     async def status(self, provider: str, pod_id: str) -> PodAccess:
         with _key_rejected(provider):
@@ -323,7 +325,7 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
             return
         pod_id = found
     rental = Rental(plan.name, offer.provider, pod_id, offer.title, offer.price_hr, plan.max_price, requested,
-                    plan.deadline, plan.est_cost)
+                    plan.deadline, plan.est_cost, spot=bool(offer.spot))
     audit.append("create", now=clock(), provider=offer.provider, pod_id=pod_id, rental=rental.to_json())
     yield LaunchEvent("created", f"{offer.provider} pod {pod_id} created; waiting for it to start", rental)
 

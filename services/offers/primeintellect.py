@@ -180,9 +180,10 @@ DEFAULT_IMAGE = "ubuntu_22_cuda_12"
 
 
 def create_body(offer: Offer, *, name: str, max_price: float, disk_gb: int | None = None,
-                image: str | None = None) -> dict[str, Any]:
+                image: str | None = None, team_id: str | None = None) -> dict[str, Any]:
     """``POST /pods/`` body. ``PodRequestConfig`` rejects unknown keys, so only documented ones are sent;
-    ``maxPrice`` is the user's cap: the provider refuses to start the pod above it."""
+    ``maxPrice`` is the user's cap: the provider refuses to start the pod above it. ``team_id`` (PRIME_TEAM_ID
+    or ~/.prime/config.json): the body's top-level ``team: {teamId}``, as Prime's CLI sends it."""
     p = offer.params
     if not p.get("cloudId") or not p.get("socket") or not p.get("provider"):
         raise ProviderFailure("this offer lacks cloudId/socket/provider: refresh the offers")
@@ -194,14 +195,19 @@ def create_body(offer: Offer, *, name: str, max_price: float, disk_gb: int | Non
     for key, src in (("dataCenterId", "dataCenter"), ("country", "country"), ("security", "security")):
         if p.get(src):
             pod[key] = p[src]
-    return {"pod": pod, "provider": {"type": p["provider"]}}
+    body: dict[str, Any] = {"pod": pod, "provider": {"type": p["provider"]}}
+    if team_id:
+        body["team"] = {"teamId": team_id}
+    return body
 
 
 async def create(client: httpx.AsyncClient, api_key: str, offer: Offer, *, name: str, max_price: float,
-                 disk_gb: int | None = None, image: str | None = None, base_url: str = DEFAULT_URL) -> str:
+                 disk_gb: int | None = None, image: str | None = None, base_url: str = DEFAULT_URL,
+                 team_id: str | None = None) -> str:
     """Create once (a retried create could start a second billed pod); returns the pod id."""
+    body = create_body(offer, name=name, max_price=max_price, disk_gb=disk_gb, image=image, team_id=team_id)
     data = await request_json(client, "POST", f"{base_url.rstrip('/')}/pods/", api_key=api_key, retry=NO_RETRY,
-                              json=create_body(offer, name=name, max_price=max_price, disk_gb=disk_gb, image=image))
+                              json=body)
     pod_id = data.get("id") if isinstance(data, dict) else None
     if not pod_id:  # a 2xx without an id: the pod may exist
         raise ProviderFailure("the create answer has no pod id", uncertain=True)

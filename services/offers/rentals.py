@@ -44,6 +44,7 @@ REQUEST = "create-request"  # opens a provisional rental
 REFUSED = "create-failed"  # closes it
 CLOSING = ("terminate", "gone")
 CHANGES = ("deadline", "budget")  # records that change an open rental's deadline / budget
+PREEMPTED = "preempted"  # a run on the rental's pod was lost with its pod (services.lifecycle.preemption)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Rental:
     provisional: bool = False  # asked for, no pod id known yet ("creating?")
     run: str | None = None  # the run it is rented for (the spend ledger's "per run"; None: its name)
     budget_usd: float | None = None  # the watcher warns at 80 % of it and may terminate at 100 %
+    spot: bool = False  # an interruptible (spot) offer: its preemptions teach services/offers/spot_risk.py
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from services.offers.rentals import CHANGES, CLOSING, AuditLog, Rental, changed, open_rentals
+from services.offers.rentals import CHANGES, CLOSING, PREEMPTED, AuditLog, Rental, changed, open_rentals
 
 LEDGER_NAME = "spend.jsonl"
 BILLED, ESTIMATED = "billed", "price x time"
@@ -46,6 +46,8 @@ class Spend:
     basis: str  # billed | price x time
     budget_usd: float | None = None
     reason: str = ""  # why it closed (deadline, budget, user ...)
+    spot: bool = False
+    preemptions: int = 0  # "preempted" records the audit log holds for it (services.offers.rentals.PREEMPTED)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,7 +59,8 @@ class Spend:
                         data["name"]), str(data.get("title") or ""), _money(data["price_hr"]), _time(data["start"]),
                         None if data.get("end") is None else _time(data["end"]), _money(data["cost"]),
                         str(data.get("basis") or ESTIMATED), _opt_money(data.get("budget_usd")),
-                        str(data.get("reason") or ""))
+                        str(data.get("reason") or ""), data.get("spot") is True,
+                        _count(data.get("preemptions")))
         except (KeyError, TypeError, ValueError):
             return None
         return spend if spend.provider and spend.pod_id else None
@@ -85,6 +88,10 @@ def _money(value: Any) -> float:
     return v
 
 
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1_000_000 else 0
+
+
 def _opt_money(value: Any) -> float | None:
     return None if value is None else _money(value)
 
@@ -100,16 +107,35 @@ def _day(t: float) -> str:
     return datetime.fromtimestamp(t).strftime("%Y-%m-%d")
 
 
-def open_spend(r: Rental, now: float) -> Spend:
+def open_spend(r: Rental, now: float, preemptions: int = 0) -> Spend:
     return Spend(r.name, r.provider, r.pod_id, r.run or r.name, r.title, r.price_hr, r.created_at, None,
-                 round(r.spent(now), 4), ESTIMATED, r.budget_usd)
+                 round(r.spent(now), 4), ESTIMATED, r.budget_usd, spot=bool(r.spot), preemptions=preemptions)
+
+
+def preemption_counts(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """(provider, pod id) -> the preemptions the audit log records for that rental."""
+    out: dict[tuple[str, str], int] = defaultdict(int)
+    for rec in records:
+        if rec.get("action") == PREEMPTED:
+            out[(str(rec.get("provider") or ""), str(rec.get("pod_id") or ""))] += 1
+    return dict(out)
+
+
+def spot_history(spends: Iterable[Spend], now: float) -> list[tuple[str, float, int]]:
+    """(provider, spot hours rented, preemptions seen) per spot rental: spot_risk.observed_rates' input."""
+    return [(s.provider, max(0.0, (s.end if s.end is not None else now) - s.start) / 3600, s.preemptions)
+            for s in spends if s.spot]
 
 
 def closed_spends(records: Iterable[dict[str, Any]]) -> list[Spend]:
     """The rentals the audit records show closed, each with its cost (a rental closed twice: the first)."""
     live: dict[tuple[str, str], Rental] = {}
     out: list[Spend] = []
+    preempted: dict[tuple[str, str], int] = defaultdict(int)
     for rec in records:
+        if rec.get("action") == PREEMPTED:
+            preempted[(str(rec.get("provider") or ""), str(rec.get("pod_id") or ""))] += 1
+            continue
         key = (str(rec.get("provider") or ""), str(rec.get("pod_id") or ""))
         action = rec.get("action")
         if action == "create" and isinstance(rec.get("rental"), dict):
@@ -119,6 +145,7 @@ def closed_spends(records: Iterable[dict[str, Any]]) -> list[Spend]:
             live[key] = changed(live[key], rec)
         elif action in CLOSING and key in live:
             r = live.pop(key)
+            seen = preempted.get(key, 0)
             try:
                 end = max(r.created_at, _time(rec["ts"]))
             except (KeyError, TypeError, ValueError):
@@ -130,7 +157,8 @@ def closed_spends(records: Iterable[dict[str, Any]]) -> list[Spend]:
             except (TypeError, ValueError):
                 cost, basis = round(max(0.0, end - r.created_at) / 3600 * r.price_hr, 4), ESTIMATED
             out.append(Spend(r.name, r.provider, r.pod_id, r.run or r.name, r.title, r.price_hr, r.created_at, end,
-                             cost, basis, r.budget_usd, str(rec.get("reason") or rec["action"])[:200]))
+                             cost, basis, r.budget_usd, str(rec.get("reason") or rec["action"])[:200], bool(r.spot),
+                             seen))
     return out
 
 
@@ -167,9 +195,24 @@ class SpendLedger:
                     self.log.append("closed", now=now, **spend.to_json())
             closed = self.closed()
         shut = {(s.provider, s.pod_id) for s in closed}
-        live = [open_spend(r, now) for r in open_rentals(records) if not r.provisional
-                and (r.provider, r.pod_id) not in shut]
+        counts = preemption_counts(records)
+        live = [open_spend(r, now, counts.get((r.provider, r.pod_id), 0)) for r in open_rentals(records)
+                if not r.provisional and (r.provider, r.pod_id) not in shut]
         return sorted(closed + live, key=lambda s: s.start)
+
+
+def measured_spot_rates(data_dir: Path, now: float | None = None) -> dict[str, float]:
+    """provider -> this user's measured spot interruptions/hr (spot_risk.observed_rates over the ledger: only a
+    provider with MIN_OBSERVED_HOURS of spot rentals); {} when the ledger cannot be read or written."""
+    from services.offers.rentals import AUDIT_NAME
+    from services.offers.spot_risk import observed_rates
+
+    now = time.time() if now is None else now
+    try:
+        spends = SpendLedger(Path(data_dir) / LEDGER_NAME).sync(AuditLog(Path(data_dir) / AUDIT_NAME), now)
+    except OSError:
+        return {}
+    return observed_rates(spot_history(spends, now))
 
 
 def totals(spends: Iterable[Spend], now: float) -> dict[str, Any]:

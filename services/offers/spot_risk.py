@@ -14,9 +14,9 @@ interval (prime-rl's default: ``[ckpt]`` absent, or ``[ckpt]`` without ``interva
 loses everything done so far: half the run per preemption on average.
 
 The per-provider rates are assumptions (no provider publishes one): settings.toml ``[offers]
-spot_interruptions_per_hour = {vast = 0.2}`` overrides them; :func:`interruption_rates` also takes the rates
-this user measured (``observed``) — the seam for the rentals ledger's preemption history, which does not
-exist yet (issue 18): nothing passes ``observed`` today."""
+spot_interruptions_per_hour = {vast = 0.2}`` overrides them, and the rates this user measured override both
+(``observed``: the spend ledger's spot rentals and the preemptions the audit log records for each,
+services.offers.spend.measured_spot_rates) once a provider's spot rentals add up to MIN_OBSERVED_HOURS."""
 
 from __future__ import annotations
 
@@ -79,8 +79,8 @@ def bad_rate(value: object) -> str | None:
 
 def observed_rates(history: Iterable[tuple[str, float, int]]) -> dict[str, float]:
     """provider → interruptions/hr this user measured, from (provider, spot hours rented, preemptions seen) per
-    rental; a provider counts once its spot rentals add up to :data:`MIN_OBSERVED_HOURS`. The seam for the
-    rentals ledger (issue 18), which records no preemptions yet: nothing calls this today."""
+    rental; a provider counts once its spot rentals add up to :data:`MIN_OBSERVED_HOURS` (24 h: fewer hours
+    say too little of a rate of ~0.1/hr)."""
     hours: dict[str, float] = {}
     seen: dict[str, int] = {}
     for provider, h, n in history:

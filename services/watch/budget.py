@@ -110,33 +110,38 @@ class BudgetWatch:
         return [BudgetEvent("failed", r, f"{r.name} {why}")]
 
     async def _final_backup(self, r: Rental) -> int | None:
-        """The pod's newest complete checkpoint, backed up and verified (its step), or None when it has none."""
-        from services.backup.transfer import backup_checkpoint, pod_checkpoints
-        from services.connect import open_connection
-        from services.errors import PrimeTrainError
+        return await final_backup(r, self.backup, self.pod_for(r), self.connect)
 
-        if self.backup is None or not getattr(self.backup, "bucket", ""):
-            raise PrimeTrainError("no bucket: set one in backup.toml")
-        pod = self.pod_for(r)
-        if pod is None or not pod.run_dir:
-            raise PrimeTrainError(f"the watcher does not watch {r.name} with a run dir: it cannot find its checkpoints")
-        conn = (self.connect or open_connection)(pod)
+
+async def final_backup(r: Rental, backup: Any, pod: Pod | None, connect: Callable[[Pod], Connection] | None
+                       ) -> int | None:
+    """The pod's newest complete checkpoint, backed up and verified (its step), or None when it has none; raises
+    (the pod must then be kept) when there is no bucket, no watched pod with a run dir, or it does not verify."""
+    from services.backup.transfer import backup_checkpoint, pod_checkpoints
+    from services.connect import open_connection
+    from services.errors import PrimeTrainError
+
+    if backup is None or not getattr(backup, "bucket", ""):
+        raise PrimeTrainError("no bucket: set one in backup.toml")
+    if pod is None or not pod.run_dir:
+        raise PrimeTrainError(f"the watcher does not watch {r.name} with a run dir: it cannot find its checkpoints")
+    conn = (connect or open_connection)(pod)
+    try:
+        await conn.connect()
+        ckpts, _disk = await pod_checkpoints(conn, pod.run_dir)
+        done = [c for c in ckpts if c.complete]
+        if not done:
+            return None
+        step = max(c.step for c in done)
+        result = await backup_checkpoint(conn, backup, pod.run_dir, step)
+        if not result.verified:
+            raise PrimeTrainError(f"step {step} did not verify in the bucket: " + "; ".join(result.problems)[:200])
+        return step
+    finally:
         try:
-            await conn.connect()
-            ckpts, _disk = await pod_checkpoints(conn, pod.run_dir)
-            done = [c for c in ckpts if c.complete]
-            if not done:
-                return None
-            step = max(c.step for c in done)
-            result = await backup_checkpoint(conn, self.backup, pod.run_dir, step)
-            if not result.verified:
-                raise PrimeTrainError(f"step {step} did not verify in the bucket: " + "; ".join(result.problems)[:200])
-            return step
-        finally:
-            try:
-                await conn.close()
-            except Exception:  # noqa: BLE001
-                pass
+            await conn.close()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def _short(exc: BaseException) -> str:

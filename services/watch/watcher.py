@@ -11,10 +11,12 @@ delays neither the evaluation nor the other targets, nor the watcher's stop. A p
 its own (``unreachable``). The deadline pass (services.offers.launch.DeadlineWatch, the TUI's) runs
 every ``deadline_interval_s`` while a rental is open: warnings, terminations and failures are pushed too;
 so are the budgets' (services/watch/budget.py: 80 % warning, termination after a final backup when
-allowed). Each such pass also brings the spend ledger up to date (services/offers/spend.py), which the
-exporter's $ metrics read. While it runs (never in ``once``) it also acts as the TUI does: auto-backup
-(backups.py), preemption tracking with the opt-in auto-resume, and the cleanup daemons (cleanup.py), which
-delete only with ``[watch] cleanup = true`` — else their preview is said once per pod.
+allowed) and idle rentals' (services/watch/idle.py: GPUs idle with no run for ``[health] idle_minutes``,
+pushed once; terminated after a final backup with ``[watch] terminate_idle``). Each such pass also brings
+the spend ledger up to date (services/offers/spend.py), which the exporter's $ metrics read. While it
+runs (never in ``once``) it also acts as the TUI does: auto-backup (backups.py), preemption tracking with the
+opt-in auto-resume, and the cleanup daemons (cleanup.py), which delete only with ``[watch] cleanup = true`` —
+else their preview is said once per pod.
 What the watcher does goes to the JSON-lines log, the state file and (``out``) stdout."""
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from services.watch.backups import WatchBackups
 from services.watch.budget import BudgetEvent, BudgetWatch
 from services.watch.cleanup import WatchCleanup
 from services.watch.exporter import DEFAULT_ADDR, Exporter, WatchView, is_loopback
+from services.watch.idle import IdleEvent, IdleWatch
 from services.watch.jsonlog import event
 from services.watch.notify import Notifier, NotifySettings
 from services.watch.outbox import RETRY_BASE_S, Dispatcher, Outbox
@@ -60,6 +63,7 @@ class WatchOptions:
     deadline_interval_s: float = 30.0
     heartbeat_s: float = 30.0  # the state file is rewritten at least this often
     terminate_over_budget: bool = False  # [watch] terminate_over_budget: at 100 % of a rental's budget_usd
+    terminate_idle: bool = False  # [watch] terminate_idle: a rental idle for [health] idle_minutes
     backup: Any = None  # services.backup.s3.BackupSettings (backup.toml): auto-backup, the final backup's bucket
     preempt_after_s: float = 600.0  # SSH down this long: the pod's running run is marked interrupted
     lifecycle: Any = None  # services.lifecycle.preflight.LifecycleSettings: [lifecycle] auto_resume (opt-in) and how
@@ -89,6 +93,8 @@ class Watcher:
         self.spends: tuple[Spend, ...] = ()
         self.budget = BudgetWatch(self.audit, terminate=options.terminate_over_budget, backup=options.backup,
                                   pod_for=self._pod_for, connect=connector, clock=clock, sleep=sleep)
+        self.idle = IdleWatch(self.audit, terminate=options.terminate_idle, backup=options.backup, connect=connector,
+                              clock=clock, sleep=sleep)
         self._deadline_watch: Any = None
         self.backups = WatchBackups(options.backup, self._backup_event, connect=connector, clock=clock)
         from services.lifecycle.preemption import AutoResumePolicy, AutoResumer, PreemptionTracker
@@ -309,6 +315,11 @@ class Watcher:
                         await self._deadline_event(ev)
                     for bev in await self.budget.check(providers):
                         await self._budget_event(bev)
+                    for iev in await self.idle.check(providers, self.snapshots, list(self.rentals), self._pod_for):
+                        await self._idle_event(iev)
+            if self.rentals and self.providers is None:
+                for iev in await self.idle.check(None, self.snapshots, list(self.rentals), self._pod_for):
+                    await self._idle_event(iev)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a provider outage must not end the watcher
@@ -372,6 +383,21 @@ class Watcher:
         if ev.kind == "terminated":
             await self._forget_pod(r.name)
 
+    async def _idle_event(self, ev: IdleEvent) -> None:
+        r = ev.rental
+        fields = {"pod": r.name, "provider": r.provider, "pod_id": r.pod_id, "kind": ev.kind,
+                  "idle_s": round(ev.idle.seconds), "wasted_usd": ev.idle.wasted_usd, "step": ev.step}
+        level = logging.ERROR if ev.kind == "failed" else logging.WARNING
+        self._say(f"idle {ev.kind}", level, message=ev.message, **fields)
+        self.state.record(f"idle {ev.kind}", message=ev.message, **fields)
+        self._dirty = True
+        sev = Severity.CRITICAL if ev.kind == "failed" else \
+            Severity.WARNING if ev.kind in ("idle", "terminated") else Severity.INFO
+        title = f"[IDLE] {r.name}: {ev.idle.label}" if ev.kind == "idle" else f"[IDLE] {r.name}: {ev.kind}"
+        self.push(Message("idle", title, ev.message, sev, pod=r.name))
+        if ev.kind == "terminated":
+            await self._forget_pod(r.name)
+
     def _backup_event(self, what: str, level: int, fields: dict[str, Any]) -> None:
         self._say(what, level, **fields)
         self.state.record(what, **fields)
@@ -419,12 +445,27 @@ class Watcher:
                 continue
             self._say(f"preempted {d.kind}", logging.WARNING, **fields)
             self.state.record(f"preempted {d.kind}", **fields)
+            self._record_preemption(d)
             self._dirty = True
             then = (" Auto-resume is on: the watcher resumes it when "
                     f"{self.preemption.policy.target_pod or d.pod} answers again." if self.resumer is not None else
                     " Resume it from its newest checkpoint or its verified backup (prime-train-tui resume).")
             self.push(Message("preempted", f"[PREEMPTED] {d.pod}: run {d.run_id} interrupted", d.reason + "." + then,
                               Severity.CRITICAL, pod=d.pod))
+
+    def _record_preemption(self, d: Any) -> None:
+        """A rental's pod lost with its run: one "preempted" record in the audit log, which the spend ledger counts
+        per rental (spot_risk.observed_rates learns this user's interruption rates from it)."""
+        from services.offers.rentals import PREEMPTED
+
+        r = next((r for r in self.rentals if r.name == d.pod and not r.provisional), None)
+        if r is None:
+            return
+        try:
+            self.audit.append(PREEMPTED, now=self.clock(), provider=r.provider, pod_id=r.pod_id, name=r.name,
+                              run_id=d.run_id)
+        except OSError as exc:
+            event(log, "cannot write the rentals' audit log", logging.WARNING, error=str(exc)[:200])
 
     async def _auto_resume(self, d: Any) -> None:
         """One resume decision carried out (services.lifecycle.preemption.AutoResumer: its outcome is counted in

@@ -41,12 +41,19 @@ class Cloud:
         self.vast: list[dict[str, Any]] = []
         self.stuck: set[str] = set()  # pod ids a terminate is accepted for but that stay listed, running
         self.calls: list[tuple[str, str]] = []
+        self.bodies: list[tuple[str, str, Any]] = []  # (method, path, JSON body) of each request with a body
+        self.created = 0
 
     def answer(self, method: str, path: str) -> tuple:
         self.calls.append((method, path))
         route = path.split("?")[0]
         if route == "/pi/api/v1/pods/" and method == "GET":
             return 200, {"total_count": len(self.prime), "offset": 0, "limit": 100, "data": self.prime}
+        if route == "/pi/api/v1/pods/" and method == "POST":
+            self.created += 1
+            answer = load("primeintellect-pods-create.json")
+            self.prime.append(prime_pod(str(answer["id"]), str(answer.get("name") or "created")))
+            return 200, answer
         if route.startswith("/pi/api/v1/pods/") and method == "DELETE":
             pod_id = route.rsplit("/", 1)[1]
             if not any(p["id"] == pod_id for p in self.prime):
@@ -79,9 +86,9 @@ def urls(base: str) -> dict[str, str]:
 @contextmanager
 def cloud() -> Iterator[tuple[Cloud, str]]:
     c = Cloud()
-    with serve(c.answer) as base:
+    with serve(c.answer, c.bodies) as base:
         yield c, base
 
 
-def providers(base: str, keys: dict[str, str] | None = None) -> Providers:
-    return Providers(KEYS if keys is None else keys, urls(base))
+def providers(base: str, keys: dict[str, str] | None = None, teams: dict[str, str] | None = None) -> Providers:
+    return Providers(KEYS if keys is None else keys, urls(base), teams=teams)

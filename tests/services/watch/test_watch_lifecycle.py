@@ -161,12 +161,14 @@ def test_watch_table_reads_cleanup_and_refuses_what_it_does_not_know(tmp_path, m
     conf = tmp_path / "conf"
     conf.mkdir()
     monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(conf))
-    assert load_watch_table() == {"terminate_over_budget": False, "cleanup": False, "sweep_minutes": 30.0}
-    (conf / "settings.toml").write_text("[watch]\ncleanup = true\n")
-    assert load_watch_table() == {"terminate_over_budget": False, "cleanup": True, "sweep_minutes": 30.0}
+    assert load_watch_table() == {"terminate_over_budget": False, "terminate_idle": False, "cleanup": False,
+                                  "sweep_minutes": 30.0}
+    (conf / "settings.toml").write_text("[watch]\ncleanup = true\nterminate_idle = true\n")
+    assert load_watch_table() == {"terminate_over_budget": False, "terminate_idle": True, "cleanup": True,
+                                  "sweep_minutes": 30.0}
     options = load_watch_options()
     assert options["cleanup"] is True and options["terminate_over_budget"] is False
-    assert WatchOptions(tmp_path, **options).cleanup is True
+    assert WatchOptions(tmp_path, **options).cleanup is True and WatchOptions(tmp_path, **options).terminate_idle
     (conf / "settings.toml").write_text('[watch]\ncleanup = "yes"\n')
     with pytest.raises(SettingsError, match="watch.cleanup must be"):
         load_watch_table()
