@@ -213,7 +213,7 @@ class Rentals:
                         else await confirm_gone(providers, r, self.clock()) if access.state == "unknown" else None
                 except ProviderFailure as exc:
                     self.app.notify(f"{r.name} ({r.title}) is rented but not in the sidebar, and {r.provider} did not "
-                                    f"answer ({exc}). `prime-train-tui rentals` lists it.", severity="warning",
+                                    f"answer ({exc}). The Spend view ($) lists it.", severity="warning",
                                     title="Rented pod", timeout=20)
                     continue
                 if gone:
@@ -226,7 +226,7 @@ class Rentals:
                     self.app.notify(f"{r.name} was rented and is up: back in the sidebar.", title="Rented pod")
                 else:
                     self.app.notify(f"{r.name} ({r.title}) is rented and {access.state} ({access.message}); it "
-                                    "bills until its deadline or `prime-train-tui rentals --terminate`.",
+                                    "bills until its deadline or until you terminate it in the provider's console.",
                                     severity="warning", title="Rented pod", timeout=20)
 
     # ------------------------------------------------------------------ renting
@@ -271,7 +271,7 @@ class Rentals:
         pane = self.app.mounted(OFFERS)
         if pane is not None:
             pane.set_rent_status(f"Not rented: {', '.join(r.name for r in open_ones)} may still be starting at "
-                                 f"{open_ones[0].provider} (`prime-train-tui rentals` looks for it by name).")
+                                 f"{open_ones[0].provider} (it is looked for by name; the Spend view, $, lists it).")
 
     def _confirmed(self, plan: LaunchPlan | None, also: tuple[str, ...] = ()) -> None:
         if plan is not None:

@@ -42,6 +42,7 @@ class FindingsList(OptionList):
 
     BINDINGS = [
         Binding("f", "apply_fix", "Apply fix", id="config.apply_fix"),
+        Binding("enter", "select", "Go to its line", id="config.jump"),
     ]
 
     DEFAULT_CSS = """

@@ -88,6 +88,26 @@ def no_gpus(latest: Sample | None) -> str:
             "taken away, or a broken driver).")
 
 
+class GpuScroll(VerticalScroll):
+    """The GPUs' lines. When they do not all fit, the line under them says how many are below ("1 more ↓"):
+    eight GPUs are the common case and a scrollbar one cell wide is easy to miss."""
+
+    def _scroll_update(self, virtual_size) -> None:
+        super()._scroll_update(virtual_size)
+        self.call_later(self._say_more)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._say_more()
+
+    def _say_more(self) -> None:
+        below = max(0, self.virtual_size.height - round(self.scroll_y) - self.scrollable_content_region.height)
+        label = self.parent.query_one("#gpu-more", Label) if self.parent is not None else None
+        if label is not None and (label.display, str(label.content)) != (below > 0, f"{below} more ↓"):
+            label.update(f"{below} more ↓")
+            label.display = below > 0
+
+
 class MonitorPane(Widget):
     """Everything the monitor knows about one pod, or a plain line saying there is no pod."""
 
@@ -96,6 +116,7 @@ class MonitorPane(Widget):
     #monitor-state { width: 100%; color: $warning; margin-top: 1; }
     #run-progress { color: $text; text-style: bold; width: 100%; }
     #gpu-procs { color: $text-muted; }
+    #gpu-more { display: none; color: $warning; width: 100%; content-align: right middle; }
     #log-tail { height: auto; max-height: 10; border-top: solid $panel; color: $text-muted;
                 text-wrap: nowrap; text-overflow: ellipsis; }
     #wandb-info { color: $text-muted; }
@@ -125,8 +146,9 @@ class MonitorPane(Widget):
             yield HostRow(id="host-row")
             yield Label("", id="gpu-models")
             yield GpuHeader(id="gpu-header")
-            with VerticalScroll(id="gpu-rows"):
+            with GpuScroll(id="gpu-rows"):
                 yield GpuRows(id="gpu-lines", limit=HISTORY_POINTS)
+            yield Label("", id="gpu-more")
             yield Label("", id="gpu-procs")
             yield Static("", id="log-tail")
             yield Static("", id="monitor-alert-log")

@@ -4,8 +4,8 @@ is the range "if not
 preempted – expected" (services/offers/spot_risk.py; sorted by the expected); its Spot cell says "spot ⚠" when the
 provider's spot is going away (the pane's explanation line says why).
 
-A narrow pane drops the low-value columns first (region, spot, VRAM, estimated time): provider, GPU,
-count, $/hr, Est. $ and the fit stay, whole, never cut to "Pr…".
+A narrow pane drops the low-value columns first (region, VRAM, estimated time, spot): provider, GPU, count,
+$/hr, Est. $ (and whatever column the rows are sorted by) and the fit stay, whole, never cut to "Pr…".
 
 At most :data:`MAX_ROWS` rows are in the table: the first of all the rows in the current order (a header
 sorts every row, then the first ``MAX_ROWS`` show). A DataTable's cost grows with its rows (10,000 rows took
@@ -42,8 +42,10 @@ KEYS = {key: get for key, _, get in COLUMNS}
 COLUMN_KEYS = tuple(key for key, _, _ in COLUMNS)
 LABELS = {key: label for key, label, _ in COLUMNS}
 # kept longest first: what the offer is and what the run costs on it; where and how are extras
-PRIORITY = {"provider": 9, "gpu": 9, "fit": 9, "count": 8, "price": 8, "cost": 8, "time": 6, "vram": 5,
-            "spot": 3, "region": 2}
+# (Spot before the estimated time and VRAM: a spot row's price is not what it ends up costing; the column the
+# rows are sorted by always stays: docs/architecture.md "At 80 columns")
+PRIORITY = {"provider": 9, "gpu": 9, "fit": 9, "count": 8, "price": 8, "cost": 8, "spot": 7, "time": 6, "vram": 5,
+            "region": 2}
 FIT_MIN = 12  # a misfit's reason may be long: it takes what is left, at least this
 MAX_ROWS = 200  # rows in the table at most: the first of all rows in the current order
 
@@ -140,7 +142,8 @@ class OffersView(DataTable):
 
     def _columns_for(self, rows: list[list[Any]]) -> list[str]:
         available = (self.size.width or self.app.size.width) - 2  # the vertical scrollbar
-        return fit_columns(COLUMN_KEYS, self._widths(rows), PRIORITY, available, gap=2 * self.cell_padding)
+        priority = {**PRIORITY, self.sort_key: 10}
+        return fit_columns(COLUMN_KEYS, self._widths(rows), priority, available, gap=2 * self.cell_padding)
 
     def _render_rows(self) -> None:
         rows = self._rows()

@@ -113,7 +113,7 @@ async def _drive(args, action, pod, settings, body, before) -> int:
             last = ev
             events.append(ev.to_json())
             if not args.json:
-                print_event(ev)
+                print_event(ev, pod.name)
         ok = last is not None and last.kind == "done"
         doc["ok"] = ok
         if last is not None and last.data is not None:
@@ -131,13 +131,13 @@ async def _drive(args, action, pod, settings, body, before) -> int:
         await conn.close()
 
 
-def print_event(ev: Event) -> None:
+def print_event(ev: Event, pod: str = "POD") -> None:
     if ev.check is not None:
         c = ev.check
         line = f"  {c.mark} {c.name}" + (f" — {c.detail}" if c.detail else "")
         say(line)
         if c.status == "fail" and c.fix:
-            say(f"      fix: {c.fix}")
+            say(f"      fix: {c.fix_for('cli', pod)}")
     elif ev.kind == "error":
         pass  # printed once by fail()
     elif ev.kind == "warn":

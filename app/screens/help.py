@@ -42,15 +42,29 @@ def help_rows(app: App, screen: Screen, pane: Widget | None = None, pane_title: 
 
     pane_where = f"in {pane_title}" if pane_title else ""
     if pane is not None:
+        # all of the pane's keys (the footer shows a few; help lists every one), then those of its parts
+        # (the findings list's f and enter) wherever the focus is: they are a key press away
         for binding in type(pane).BINDINGS:
-            if isinstance(binding, Binding) and binding.show:
+            if isinstance(binding, Binding):
                 add(binding, pane_where, _enabled(pane, binding))
+        for part in pane.query("*"):
+            for binding in _own_bindings(part):
+                add(binding, f"in {where_name(part)}", _enabled(part, binding))
     for active in screen.active_bindings.values():
         if pane is not None and active.node is pane:
             continue  # listed above
         add(active.binding, _where(app, active), active.enabled)
     order = {pane_where: 0, "everywhere": 1}
     return sorted(rows.values(), key=lambda r: order.get(r.where, 2))
+
+
+def _own_bindings(node: Widget) -> list[Binding]:
+    """The keys this project's widget classes declare (not Textual's own: scrolling, a list's cursor)."""
+    found: list[Binding] = []
+    for cls in type(node).__mro__:
+        if cls.__module__.split(".")[0] in ("app", "widgets"):
+            found += [b for b in cls.__dict__.get("BINDINGS", ()) if isinstance(b, Binding)]
+    return found
 
 
 def _enabled(node: Widget, binding: Binding) -> bool:

@@ -18,9 +18,13 @@ def host_port(prompt: HostKeyPrompt) -> str:
 
 
 class HostKeyScreen(ModalScreen[bool]):
-    """First contact with a pod: show the key and ask. Dismisses True only on "Trust"."""
+    """First contact with a pod: show the key and ask. Dismisses True only on "Trust" (or `y`, as every dialog)."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="hostkey_cancel")]
+    BINDINGS = [
+        Binding("y", "trust", "Trust", id="hostkey_trust"),
+        Binding("n", "cancel", "Cancel", id="hostkey_no"),
+        Binding("escape", "cancel", "Cancel", id="hostkey_cancel"),
+    ]
 
     def __init__(self, pod_name: str, prompt: HostKeyPrompt) -> None:
         super().__init__(classes="dialog-screen")
@@ -46,6 +50,7 @@ class HostKeyScreen(ModalScreen[bool]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Trust", id="trust", variant="warning")
                 yield Button("Cancel", id="cancel", variant="primary")
+            yield Static("y trusts · n or escape cancels", classes="dialog-hint", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()
@@ -53,6 +58,9 @@ class HostKeyScreen(ModalScreen[bool]):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         self.dismiss(event.button.id == "trust")
+
+    def action_trust(self) -> None:
+        self.dismiss(True)
 
     def action_cancel(self) -> None:
         self.dismiss(False)

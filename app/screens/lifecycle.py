@@ -46,7 +46,6 @@ class LifecycleScreen(ModalScreen["Any | None"]):
     LifecycleScreen #lc-log { height: auto; max-height: 24; }
     LifecycleScreen #lc-plan-box { margin-bottom: 1; }
     LifecycleScreen #lc-plan-hint { margin-bottom: 1; }
-    LifecycleScreen #lc-status:empty { display: none; }
     LifecycleScreen ProgressBar { margin: 1 0; }
     """
     BINDINGS = [
@@ -81,7 +80,6 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             with VerticalScroll(id="lc-log"):
                 yield Static("", id="lc-lines")
             yield ProgressBar(total=1.0, show_eta=False, id="lc-progress")
-            yield Static("", id="lc-status")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self._confirm, id="lc-go", variant="error", disabled=True)
                 yield Button("Force", id="lc-force", variant="warning", classes="-hidden")
@@ -172,8 +170,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
             self.run_task = tasks.start_events(self.pod.name, self.action_name, events, self._on_task, close=close)
         except Busy as err:
             self.run_worker(close(), name="closing the pod connection", exit_on_error=False)
-            self.query_one("#lc-status", Static).update(Content.styled(plain(f"✗ {err}"), "red"))
-            self.lines.append(f"✗ {err}")
+            self._say(f"✗ {err}")
             self._finish_buttons()
             return
         self._acting = True
@@ -191,8 +188,7 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         self._acting = False
         self.query_one("#lc-bg", Button).display = False
         if isinstance(task.result, Exception):
-            self.query_one("#lc-status", Static).update(Content.styled(plain(f"✗ {task.result}"), "red"))
-            self.lines.append(f"✗ {task.result}")
+            self._say(f"✗ {task.result}")
             self.result = None
         elif task.state != "cancelled":
             self.result = task.result
@@ -203,23 +199,28 @@ class LifecycleScreen(ModalScreen["Any | None"]):
 
     # ---------------------------------------------------------------- view
     def add_event(self, ev: Any) -> None:
-        status = self.query_one("#lc-status", Static)
         if ev.check is not None:
             c = ev.check
             text = f"{c.mark} {c.name}" + (f" — {c.detail}" if c.detail else "")
             self.lines.append(text)
             if c.status == "fail" and c.fix:
-                self.lines.append(f"    fix: {c.fix}")
+                self.lines.append(f"    fix: {c.fix_for('tui')}")
         elif ev.kind == "done":
-            status.update(Content.styled(plain(f"✓ {ev.message}"), "green"))
             self.lines.append(f"✓ {ev.message}")
         elif ev.kind == "error":
-            status.update(Content.styled(plain(f"✗ {ev.message}"), "red"))
             self.lines.append(f"✗ {ev.message}")
         elif ev.kind == "warn":
             self.lines.append(f"! {ev.message}")
         else:
             self.lines.append(ev.message)
+        self._show_log()
+
+    def _say(self, line: str) -> None:
+        """One line in the log, once (the outcome is said there, not again in a status line under it)."""
+        self.lines.append(line)
+        self._show_log()
+
+    def _show_log(self) -> None:
         self.query_one("#lc-log").display = True
         self.query_one("#lc-lines", Static).update(self._render_lines())
         self.query_one("#lc-log", VerticalScroll).scroll_end(animate=False)

@@ -48,6 +48,7 @@ class WizardScreen(ModalScreen["Path | None"]):
     WizardScreen #wizard-estimate { height: 2; }
     WizardScreen #wizard-buttons { height: 3; align-horizontal: right; }
     WizardScreen #wizard-error { color: $error; height: 1; }
+    WizardScreen #wizard-keys { height: 1; color: $text-muted; }
     """
 
     def __init__(self, output: Path | None = None, *, model: str = "Qwen/Qwen3-4B", preset: str = "h100-80gb",
@@ -80,6 +81,7 @@ class WizardScreen(ModalScreen["Path | None"]):
                     yield TextArea.code_editor("", language="toml", read_only=True, id="wizard-preview")
                     yield Input(str(self.output), id="wizard-output", placeholder="save as")
             yield Label("", id="wizard-error")
+            yield Static("ctrl+n next · ctrl+b back · escape cancels", id="wizard-keys", markup=False)
             with Horizontal(id="wizard-buttons"):
                 yield Button("Cancel", id="wizard-cancel")
                 yield Button("Back", id="wizard-back")

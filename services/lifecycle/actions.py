@@ -141,7 +141,7 @@ async def _launch(conn: Connection, config: Path | None, settings: LifecycleSett
             raise held_error(msg.get("held_by") or {}, conn.pod.name)
         if kind == "check":
             c = msg["check"]
-            check = Check(c["name"], c["status"], c.get("detail", ""), c.get("fix") or "")
+            check = Check(c["name"], c["status"], c.get("detail", ""), c.get("fix") or "", c.get("act") or "")
             if c.get("output") is not None and check.status == pf.FAIL:  # prime-rl's dry run refused it
                 output = _masked(c["output"], secrets)
                 errors = dry_run.parse(output)

@@ -37,12 +37,28 @@ DEFAULT_ENV = {
 }
 
 
+# a check's `act` → how the TUI and the command line say it (the pod-side check knows neither)
+ACTS: dict[str, tuple[str, str]] = {
+    "kill": ("press k", "prime-train-tui kill {pod}"),
+    "cleanup": ("press c", "prime-train-tui cleanup {pod} --keep 2"),
+    "force": ("then Force", "launch with --force"),
+}
+
+
 @dataclass(frozen=True)
 class Check:
     name: str
     status: str  # ok | fail | skip | warn
     detail: str = ""
     fix: str = ""
+    act: str = ""  # the front-end's own action that fixes it (ACTS): each front-end words it its own way
+
+    def fix_for(self, front: str, pod: str = "POD") -> str:
+        """The fix in the words of one front-end: ``"tui"`` names its key, ``"cli"`` its command line."""
+        words = ACTS.get(self.act)
+        if not self.fix or words is None:
+            return self.fix
+        return f"{self.fix} ({words[front == 'cli'].format(pod=pod)})"
 
     @property
     def passed(self) -> bool:
@@ -53,7 +69,7 @@ class Check:
         return {OK: "✓", FAIL: "✗", SKIP: "–", WARN: "!"}.get(self.status, "?")
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix or None}
+        return {"name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix_for("cli") or None}
 
 
 @dataclass(frozen=True)
@@ -195,7 +211,7 @@ def agent_args(settings: LifecycleSettings, run_dir: str, command: str, python: 
 
 
 def parse_agent(result: dict[str, Any]) -> list[Check]:
-    return [Check(c["name"], c["status"], c.get("detail", ""), c.get("fix") or "")
+    return [Check(c["name"], c["status"], c.get("detail", ""), c.get("fix") or "", c.get("act") or "")
             for c in result.get("checks", [])]
 
 

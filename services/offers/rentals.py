@@ -228,7 +228,7 @@ def still_starting(open_ones: Iterable[Rental], now: float) -> str:
     one = len(rentals) == 1
     return (f"{'a rental' if one else 'rentals'} on {provider} may still be starting: {which}. Rent ANOTHER pod "
             f"anyway?\n\nIts create answer was lost or has not come yet: {'that pod' if one else 'those pods'} may "
-            f"be billing. Both would bill. It is looked for by name (`prime-train-tui rentals`); check the "
+            f"be billing. Both would bill. It is looked for by name (the Spend view lists it); check the "
             f"{provider} console first.")
 
 

@@ -132,8 +132,8 @@ def run_checks(args, agent, on_check=None):
         else:
             add("free disk", "fail", "%s free on %s, %s needed for the expected checkpoints"
                 % (_gib(free), path, _gib(need)),
-                "free space (`prime-train-tui cleanup POD --keep 2`), pick a bigger volume, or lower "
-                "[lifecycle] expected_ckpts", free=free, total=total)
+                "free space (delete old checkpoints), pick a bigger volume, or lower [lifecycle] expected_ckpts",
+                act="cleanup", free=free, total=total)
     except OSError as exc:
         add("free disk", "fail", str(exc), "check the run directory's volume")
 
@@ -158,7 +158,7 @@ def run_checks(args, agent, on_check=None):
         r = active[0]
         add("no other run active", "fail", "run %s is active in %s (pid %s)" % (r.get("id"), r.get("run_dir"),
                                                                               r.get("pid")),
-            "kill it first: prime-train-tui kill POD")
+            "kill it first", act="kill")
     else:
         procs = _gpu_apps(apps_run)  # a run started by hand (or by another tool) holds the GPUs too
         ours = cuda_run[0].pid if cuda_run is not None and cuda_run[0] is not None else None
@@ -167,8 +167,8 @@ def run_checks(args, agent, on_check=None):
         if procs:
             add("no other run active", "fail", "%d process(es) on the GPUs not started by prime-train-tui: %s"
                 % (len(procs), ", ".join("pid %s (%s)" % (pid, what) for pid, what in procs[:8])),
-                "stop them first (`kill %s` on the pod; see `nvidia-smi`), or launch with --force"
-                % " ".join(pid for pid, _ in procs[:8]))
+                "stop them first (`kill %s` on the pod; see `nvidia-smi`), or start anyway"
+                % " ".join(pid for pid, _ in procs[:8]), act="force")
         else:
             add("no other run active", "ok", "no run of ours is active" + (", no process on the GPUs"
                                                                            if procs is not None else ""))
