@@ -26,6 +26,7 @@ from app.screens.confirm import ConfirmScreen
 from app.screens.rent import RentScreen
 from services.models import Pod, PodKind
 from services.offers.rentals import AuditLog, Rental, overdue
+from services.offers.settings import OfferSettings
 from services.text import plain
 
 if TYPE_CHECKING:
@@ -41,21 +42,18 @@ EXTEND = 3600.0  # "not now" on the overdue question moves the deadline this far
 
 def default_providers() -> Providers:
     from app.settings import load_offer_settings
-    from services.offers.keys import find_keys, find_teams, find_urls
     from services.offers.launch import Providers
 
-    settings = load_offer_settings()
-    return Providers({n: k.key for n, k in find_keys(settings=settings).items()}, find_urls(settings=settings),
-                     teams=find_teams())
+    return Providers.configured(load_offer_settings())
 
 
 class Rentals:
     def __init__(self, app: AppHost, audit: AuditLog, *, providers: Callable[[], Providers] | None = None,
-                 clock: Callable[[], float] = time.time, settings: dict[str, Any] | None = None,
+                 clock: Callable[[], float] = time.time, settings: OfferSettings | None = None,
                  watch_interval: float = 30.0, poll: float = 5.0, ssh_ready: Any = None) -> None:
         self.app, self.audit, self.clock = app, audit, clock
         self.providers = providers or default_providers
-        self.settings = settings or {}
+        self.settings = settings or OfferSettings()
         self.watch_interval, self.poll, self.ssh_ready = watch_interval, poll, ssh_ready
         self.busy: set[str] = set()  # pod names being terminated
         self.key_warned: set[str] = set()  # pod ids whose provider rejected the key (said once)
@@ -242,9 +240,8 @@ class Rentals:
             return
 
         plan = plan_launch(ranked.offer, ranked.est_hours, now=self.clock(),
-                           cap_margin=float(self.settings.get("cap_margin", 0.10)),
-                           deadline_margin=float(self.settings.get("deadline_margin", 0.25)))
-        plan = replace(plan, image=self.settings.get("image"), disk_gb=self.settings.get("disk_gb"))
+                           cap_margin=self.settings.cap_margin, deadline_margin=self.settings.deadline_margin)
+        plan = replace(plan, image=self.settings.image, disk_gb=self.settings.disk_gb)
         if plan.name in self.app.pods:
             plan = replace(plan, name=f"{plan.name}-{len(self.app.pods)}")
         open_ones = [r for r in self.audit.open_rentals() if r.provisional and r.provider == plan.offer.provider]

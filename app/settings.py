@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # imported where used: the command line loads only what its s
     from services.backup.s3 import BackupSettings
     from services.lifecycle.preflight import LifecycleSettings
     from services.monitor.health import HealthSettings
+    from services.offers.settings import OfferSettings
 
 APP_NAME = "prime-train-tui"
 
@@ -313,7 +314,7 @@ OFFER_KEYS = {"prime_url": str, "vast_url": str, "lambda_url": str, "runpod_url"
               "warn_minutes": float, "spot_interruptions_per_hour": dict}
 
 
-def load_offer_settings(path: Path | None = None) -> dict:
+def load_offer_settings(path: Path | None = None) -> OfferSettings:
     """The ``[offers]`` table of settings.toml::
 
         [offers]
@@ -336,7 +337,9 @@ def load_offer_settings(path: Path | None = None) -> dict:
         if (why := bad_rate(rate)) is not None:
             raise doc.fail(f"offers.spot_interruptions_per_hour.{name} {why}", "offers",
                            "spot_interruptions_per_hour", name)
-    return table
+    from services.offers.settings import OfferSettings
+
+    return OfferSettings.from_table(table)
 
 
 def load_backup_toml() -> BackupSettings:

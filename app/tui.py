@@ -64,12 +64,13 @@ W = TypeVar("W", bound=Widget)
 def _default_rentals(app: PrimeTrainApp) -> Rentals:
     from app.settings import data_dir, load_offer_settings
     from services.offers.rentals import AUDIT_NAME, AuditLog
+    from services.offers.settings import OfferSettings
 
     try:
         settings = load_offer_settings()
     except PrimeTrainError as err:
         app._notices = (*app._notices, f"{err} — offers use the defaults")
-        settings = {}
+        settings = OfferSettings()
     return Rentals(app, AuditLog(data_dir() / AUDIT_NAME), settings=settings)
 
 
@@ -215,7 +216,7 @@ class PrimeTrainApp(App[None]):
         return pane.factory(PaneInputs(
             config_path=self.config_path, demo=any(p.simulated for p in self.initial_pods),
             observed_path=lambda: self.rentals.observations.path,
-            cache_ttl=float(self.rentals.settings.get("cache_ttl", 600))))
+            cache_ttl=self.rentals.settings.cache_ttl))
 
     def on_mount(self) -> None:
         self.theme = "textual-dark"

@@ -153,7 +153,7 @@ async def _offers(args: argparse.Namespace, spec) -> int:
 
     ranked = rank(result.offers, spec, max_price=args.max_price, spot=args.spot, gpus=args.gpus,
                   include_misfits=args.all, observed=observed,
-                  spot_rates=interruption_rates(settings.get("spot_interruptions_per_hour"),
+                  spot_rates=interruption_rates(settings.spot_interruptions_per_hour,
                                                 measured_spot_rates(data_dir())))
     for s in result.skipped:
         say(f"note: {s.provider}: {s.count} offer{'s' if s.count > 1 else ''} skipped as impossible ({s.why})",

@@ -53,12 +53,9 @@ def _audit():
 def providers_from_settings():
     """The providers' clients with the keys and base URLs of settings.toml and the environment."""
     from app.settings import load_offer_settings
-    from services.offers.keys import find_keys, find_teams, find_urls
     from services.offers.launch import Providers
 
-    settings = load_offer_settings()
-    return Providers({n: k.key for n, k in find_keys(settings=settings).items()}, find_urls(settings=settings),
-                     teams=find_teams())
+    return Providers.configured(load_offer_settings())
 
 
 def run(args: argparse.Namespace) -> int:

@@ -140,7 +140,7 @@ class OffersPane(Widget, can_focus=True):
         from services.offers.spot_risk import interruption_rates
 
         try:
-            configured = load_offer_settings().get("spot_interruptions_per_hour")
+            configured = load_offer_settings().spot_interruptions_per_hour
         except PrimeTrainError:
             configured = None
         self.spot_rates = interruption_rates(configured, measured_spot_rates(data_dir()))

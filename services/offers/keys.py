@@ -19,10 +19,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from services.offers.payload import loads
 from services.offers.providers import PROVIDERS
+from services.offers.settings import OfferSettings
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,7 @@ def masked_key(key: str) -> str:
     return "****" if len(key) < 12 else f"{key[:3]}…{key[-2:]}"
 
 
-SETTINGS_URL_KEYS = {"primeintellect": "prime_url", "vast": "vast_url", "lambda": "lambda_url",
-                     "runpod": "runpod_url"}
+
 
 
 def _read_key_file(path: Path) -> str | None:
@@ -73,10 +72,10 @@ def find_teams(env: Mapping[str, str] | None = None, home: Path | None = None) -
 
 
 def find_keys(env: Mapping[str, str] | None = None, home: Path | None = None,
-              settings: Mapping[str, Any] | None = None) -> dict[str, KeySource]:
+              settings: OfferSettings | None = None) -> dict[str, KeySource]:
     env = os.environ if env is None else env
     home = Path(env.get("HOME") or "~").expanduser() if home is None else home
-    table = settings.get("keys", {}) if isinstance(settings, Mapping) else {}
+    table = settings.keys if settings is not None else {}
     out: dict[str, KeySource] = {}
     for name, p in PROVIDERS.items():
         if env.get(p.key_env, "").strip():
@@ -92,18 +91,18 @@ def find_keys(env: Mapping[str, str] | None = None, home: Path | None = None,
                     break
             if name in out:
                 continue
-        value = table.get(name) if isinstance(table, Mapping) else None
-        if isinstance(value, str) and value.strip():
+        value = table.get(name)
+        if value and value.strip():
             out[name] = KeySource(value.strip(), "settings.toml")
     return out
 
 
-def find_urls(env: Mapping[str, str] | None = None, settings: Mapping[str, Any] | None = None) -> dict[str, str]:
+def find_urls(env: Mapping[str, str] | None = None, settings: OfferSettings | None = None) -> dict[str, str]:
     env = os.environ if env is None else env
-    settings = settings or {}
+    set_here = settings.urls if settings is not None else {}
     urls = {}
     for name, p in PROVIDERS.items():
-        value = env.get(p.url_env) or settings.get(SETTINGS_URL_KEYS[name])
+        value = env.get(p.url_env) or set_here.get(name)
         urls[name] = str(value).rstrip("/") if value else p.module.DEFAULT_URL
     return urls
 

@@ -36,6 +36,7 @@ from services.errors import PodSpecError
 from services.offers._http import RetryPolicy
 from services.offers.models import Listed, Offer, PodAccess, ProviderFailure
 from services.offers.rentals import AuditLog, Rental, default_deadline, due_warnings, overdue, still_starting
+from services.offers.settings import OfferSettings
 from services.pod.specs import ssh_host, ssh_user
 from services.text import plain
 
@@ -84,6 +85,15 @@ class Providers:
         self.urls = {**base_urls({}), **(urls or {})}
         self._own = client is None
         self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0))
+
+    @classmethod
+    def configured(cls, settings: OfferSettings) -> Providers:
+        """The providers with this user's keys, base URLs and teams: the environment, the providers' own CLI
+        files, then settings.toml (services.offers.keys)."""
+        from services.offers.keys import find_keys, find_teams, find_urls
+
+        return cls({n: k.key for n, k in find_keys(settings=settings).items()}, find_urls(settings=settings),
+                   teams=find_teams())
 
     def has_key(self, provider: str) -> bool:
         return bool(self._keys.get(provider))

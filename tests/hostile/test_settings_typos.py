@@ -14,6 +14,7 @@ import pytest
 from app.settings import load_health_settings, load_lifecycle_settings, load_offer_settings, load_pods
 from services.backup.s3 import BackupError, load_backup_settings
 from services.errors import SettingsError
+from services.offers.settings import OfferSettings
 
 
 def backup(path: Path):
@@ -101,7 +102,7 @@ def test_a_settings_file_that_cannot_be_read_is_never_the_defaults(tmp_path, cas
 
 def test_missing_files_are_the_defaults(tmp_path):
     assert load_pods(tmp_path / "pods.toml") == []
-    assert load_offer_settings(tmp_path / "settings.toml") == {}
+    assert load_offer_settings(tmp_path / "settings.toml") == OfferSettings()
     assert load_lifecycle_settings(tmp_path / "settings.toml").keep_last == 3
     assert backup(tmp_path / "backup.toml").bucket == ""
 
@@ -117,6 +118,8 @@ def test_good_files_still_load(tmp_path):
     assert (life.keep_last, life.secrets, life.cleanup_pods) == (2, ("HF_TOKEN",), ("*",))
     assert life.env["NCCL_DEBUG"] == "INFO" and life.env["OMP_NUM_THREADS"] == "4"
     assert life.checks[0].name == "data" and life.checks[0].timeout == 5.0
-    assert load_offer_settings(path)["keys"] == {"lambda": "k"}
+    offers = load_offer_settings(path)
+    assert offers.keys == {"lambda": "k"} and offers.cache_ttl == 60.0 and offers.disk_gb == 200
+    assert offers.cap_margin == 0.10  # not set: the default, in one place
     health = load_health_settings(path)
     assert health.nofile_min == 1024 and isinstance(health.nofile_min, int) and health.log_alert_ttl_s == float("inf")

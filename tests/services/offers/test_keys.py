@@ -8,6 +8,7 @@ from pathlib import Path
 from services.offers import cache
 from services.offers.keys import find_keys, find_urls, how_to_set, masked_key
 from services.offers.models import FetchResult, Offer
+from services.offers.settings import OfferSettings
 
 
 def test_keys_come_from_env_then_cli_files_then_settings(tmp_path: Path):
@@ -16,7 +17,7 @@ def test_keys_come_from_env_then_cli_files_then_settings(tmp_path: Path):
     (home / ".prime" / "config.json").write_text(json.dumps({"api_key": "prime-file-key-123", "team_id": None}))
     (home / ".config" / "vastai").mkdir(parents=True)
     (home / ".config" / "vastai" / "vast_api_key").write_text("vast-file-key-4567\n")
-    settings = {"keys": {"lambda": "lambda-settings-key-89", "vast": "vast-settings-key"}}
+    settings = OfferSettings.from_table({"keys": {"lambda": "lambda-settings-key-89", "vast": "vast-settings-key"}})
     keys = find_keys(env={"PRIME_API_KEY": "prime-env-key-000"}, home=home, settings=settings)
     assert {n: (k.key, k.source) for n, k in keys.items()} == {
         "primeintellect": ("prime-env-key-000", "PRIME_API_KEY"),
@@ -31,12 +32,12 @@ def test_broken_cli_files_are_ignored(tmp_path: Path):
     (tmp_path / ".prime").mkdir()
     (tmp_path / ".prime" / "config.json").write_text("{not json")
     (tmp_path / ".vast_api_key").write_bytes(b"")
-    assert find_keys(env={}, home=tmp_path, settings={"keys": "oops"}) == {}
+    assert find_keys(env={}, home=tmp_path, settings=OfferSettings.from_table({"keys": "oops"})) == {}
 
 
 def test_urls_env_over_settings_over_defaults():
     urls = find_urls(env={"PRIME_TRAIN_TUI_VAST_URL": "http://proxy/vast/"},
-                     settings={"prime_url": "http://s/prime", "vast_url": "http://ignored"})
+                     settings=OfferSettings.from_table({"prime_url": "http://s/prime", "vast_url": "http://ignored"}))
     assert urls["vast"] == "http://proxy/vast" and urls["primeintellect"] == "http://s/prime"
     assert urls["lambda"] == "https://cloud.lambdalabs.com/api/v1"
 

@@ -19,6 +19,7 @@ from services.offers.launch import Providers, launch_offer, not_rentable, plan_l
 from services.offers.models import Offer, ProviderFailure, error_message
 from services.offers.ranking import RunSpec, rank
 from services.offers.rentals import AuditLog
+from services.offers.settings import OfferSettings
 from tests.services.offers.test_fetch import FAST, KEYS, OK, URLS, body, load, serve
 
 GOOD = "runpod-graphql-gpuTypes.json"
@@ -192,14 +193,16 @@ def test_keys_and_urls_for_runpod(tmp_path: Path):
     (tmp_path / ".runpod" / "config.toml").write_text('[default]\napikey = "rp-file-key-0000"\n')
     assert "runpod" not in find_keys(env={}, home=tmp_path, settings=None)
     keys = find_keys(env={"RUNPOD_API_KEY": " rp-env-key-123456 "}, home=tmp_path,
-                     settings={"keys": {"runpod": "rp-settings-key-99"}})
+                     settings=OfferSettings.from_table({"keys": {"runpod": "rp-settings-key-99"}}))
     assert (keys["runpod"].key, keys["runpod"].source) == ("rp-env-key-123456", "RUNPOD_API_KEY")
     assert "rp-env-key-123456" not in repr(keys) and "rp-env-key-123456" not in keys["runpod"].masked
-    keys = find_keys(env={}, home=tmp_path, settings={"keys": {"runpod": "rp-settings-key-99"}})
+    table = OfferSettings.from_table({"keys": {"runpod": "rp-settings-key-99"}})
+    keys = find_keys(env={}, home=tmp_path, settings=table)
     assert (keys["runpod"].key, keys["runpod"].source) == ("rp-settings-key-99", "settings.toml")
     assert "RUNPOD_API_KEY" in how_to_set("runpod") and "keys.runpod" in how_to_set("runpod")
 
-    assert find_urls(env={}, settings={})["runpod"] == "https://api.runpod.io/graphql" == runpod.DEFAULT_URL
+    default = find_urls(env={}, settings=OfferSettings())["runpod"]
+    assert default == "https://api.runpod.io/graphql" == runpod.DEFAULT_URL
     settings = tmp_path / "settings.toml"
     settings.write_text('[offers]\nrunpod_url = "http://proxy/runpod/"\n')
     table = load_offer_settings(settings)
