@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from textual.app import ComposeResult
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import Label, ListItem, ListView
 
@@ -72,6 +73,7 @@ class PodRow(ListItem):
     PodRow .pod-alerts.-info { background: $primary-muted; color: $text; }
     PodRow .pod-alerts.-warning { background: $warning; color: $text; }
     PodRow .pod-alerts.-critical { background: $error; color: $text; }
+    PodRow .pod-name { text-wrap: nowrap; text-overflow: ellipsis; }
     PodRow .pod-rent { color: $text-muted; }
     PodRow .pod-rent.-soon { color: $warning; text-style: bold; }
     """
@@ -92,8 +94,11 @@ class PodRow(ListItem):
         self._rent.display = pod.price_per_hr is not None or pod.deadline is not None
 
     def compose(self) -> ComposeResult:
-        name = self.pod.name + ("  [b]SIMULATED[/]" if self.pod.simulated else "")
-        yield Label(name, classes="pod-name", markup=self.pod.simulated)
+        # the name as written (never markup); a long one ends in "…" on its one row instead of wrapping
+        name = Content(self.pod.name)
+        if self.pod.simulated:
+            name += Content.styled("  SIMULATED", "bold")
+        yield Label(name, classes="pod-name")
         yield self._badge
         yield self._reason
         yield self._rent

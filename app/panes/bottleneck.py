@@ -222,7 +222,8 @@ class BottleneckPane(Widget, can_focus=True):
         report = self.report
         assert report is not None
         safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in self._report_pod.split(" ")[0])
-        return (self.export_dir or export_folder()) / f"bottleneck-{safe}-steps-{report.first_step}-{report.last_step}.md"
+        name = f"bottleneck-{safe}-steps-{report.first_step}-{report.last_step}.md"
+        return (self.export_dir or export_folder()) / name
 
     def action_export(self) -> None:
         if self.report is None:

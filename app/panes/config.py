@@ -419,7 +419,8 @@ class ConfigPane(Widget):
                     flags.append("modified")
                 if self._disk_changed:
                     flags.append("CHANGED ON DISK · ctrl+r reload")
-                text = f"{self.path}" + (f" · {' · '.join(flags)}" if flags else " · saved")
+                # the state first: a long path is what a narrow terminal cuts, never "saved"/"modified"
+                text = f"{' · '.join(flags) if flags else 'saved'} · {self.path}"
             if self._plain:
                 text += f" · {self._plain}"
         set_label(self.query_one("#config-status", Label), text)
