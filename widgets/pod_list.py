@@ -11,7 +11,7 @@ from textual.widgets import Label, ListItem, ListView
 
 from services.models import Pod, PodSnapshot, PodState
 from widgets.alerts import badge_class, badge_text
-from widgets.format import duration, set_label
+from widgets.format import duration, set_label, status_reason_now
 
 STATE_CLASS = {
     PodState.CONNECTING: "-connecting",
@@ -48,7 +48,7 @@ def status_reason(snapshot: PodSnapshot, now: float) -> str:
     status = snapshot.status
     if status.state is PodState.ONLINE:
         return ""  # the Monitor pane shows the data source; the sidebar stays quiet when all is well
-    reason = status.reason  # the countdown is computed from next_retry, so it moves
+    reason = status_reason_now(snapshot, now)  # the countdown is computed from next_retry, so it moves
     parts = [reason] if reason else []
     if status.next_retry is not None and status.state is not PodState.ONLINE:
         parts.append(f"retry in {duration(status.next_retry - now)}")

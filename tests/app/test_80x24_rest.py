@@ -5,6 +5,8 @@
 - At 80 columns the Config status line lost "saved"/"modified" behind a long path; the footer cut a key's label
   mid-word ("d R"); a long pod name wrapped over three rows of the sidebar; the Offers table had no Spot column
   (with `m` not even $/hr).
+- The Monitor's stale line said "no sample for 5 s" (the monitor's threshold) while the line below it said
+  "last sample 58 s ago": both now count from the latest sample, on the same clock.
 """
 
 from __future__ import annotations
@@ -133,3 +135,25 @@ async def test_the_offers_keep_spot_at_80x24_with_and_without_misfits(tmp_path: 
             for column in ("Spot", "Est. $", "$/hr", "Fit"):
                 assert column in header, (key, header)
             assert any("spot" in row for row in rows[rows.index(header) + 1:]), "\n".join(rows)
+
+
+async def test_the_stale_line_agrees_with_the_line_below_it(tmp_path: Path, monkeypatch) -> None:
+    from services.models import PodState, PodStatus
+    from tests.app.layout_app import NOW, training_snapshot
+
+    isolate(tmp_path, monkeypatch)
+    app = layout_app()
+    for reason, said in (("no sample for 5 s", "no sample for 58 s"),
+                         ("no valid sample for 5 s (3 malformed lines)", "no valid sample for 58 s (3 malformed")):
+        snapshot = replace(training_snapshot(TRAINING), last_received=NOW - 58,
+                           status=PodStatus(PodState.STALE, reason, since=NOW - 53))
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            app.on_snapshot(snapshot)
+            await settle(pilot)
+            await pilot.press("3")
+            await settle(pilot)
+            text = " ".join(row.split("│", 1)[-1].strip() for row in screen_text(pilot))
+            assert said in text and "last sample 58 s ago" in text, text
+            assert "for 5 s" not in text, text
+        app = layout_app()
