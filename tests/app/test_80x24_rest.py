@@ -7,6 +7,8 @@
   (with `m` not even $/hr).
 - The Monitor's stale line said "no sample for 5 s" (the monitor's threshold) while the line below it said
   "last sample 58 s ago": both now count from the latest sample, on the same clock.
+- Saving and restoring a config version raised a "Versions" toast over the versions list at 80x24 for
+  seconds; the versions panel says it now, on its heading, and no toast covers it.
 """
 
 from __future__ import annotations
@@ -157,3 +159,34 @@ async def test_the_stale_line_agrees_with_the_line_below_it(tmp_path: Path, monk
             assert said in text and "last sample 58 s ago" in text, text
             assert "for 5 s" not in text, text
         app = layout_app()
+
+
+async def test_versions_say_what_they_did_in_the_panel_not_in_a_toast(tmp_path: Path, monkeypatch) -> None:
+    from textual.widgets import Input
+
+    from app.panes.config import ConfigPane
+    from widgets.versions import VersionList
+
+    isolate(tmp_path, monkeypatch)
+    app = layout_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await pilot.press("1")
+        pane = app.screen_stack[0].query_one(ConfigPane)
+        await wait_for(pilot, lambda: pane.report is not None)
+        app.clear_notifications()
+        await pilot.press("f2")
+        await wait_for(pilot, lambda: pane.query_one("#versions-name", Input).has_focus)
+        await pilot.press(*"baseline", "enter")
+        vlist = pane.query_one(VersionList)
+        await wait_for(pilot, lambda: len(vlist.versions) == 1)
+        await settle(pilot)
+        text = "\n".join(screen_text(pilot))
+        assert "saved version" in text and not app._notifications, text
+        vlist.focus()
+        vlist.highlighted = 0
+        await pilot.press("r")
+        await wait_for(pilot, lambda: len(vlist.versions) == 2)  # "before restore" kept first
+        await settle(pilot)
+        text = "\n".join(screen_text(pilot))
+        assert "restored baseline" in text and not app._notifications, text
