@@ -91,6 +91,7 @@ class OffersView(DataTable):
         self.items: list[Ranked] = []
         self.sort_key, self.descending = "cost", False
         self.shown_columns: list[str] = []
+        self._narrow = False  # the provider cells cut (PROVIDER_NARROW)
         self.max_rows = max_rows  # None: every row (the benchmark's baseline)
         self._ordered: list[Ranked] | None = None  # every row in the current order, until items or order change
 
@@ -167,7 +168,8 @@ class OffersView(DataTable):
             for row in rows:
                 if cell_len(row[0]) > PROVIDER_NARROW:
                     row[0] = set_cell_size(row[0], PROVIDER_NARROW - 1) + "…"
-        if kept != self.shown_columns:
+        if kept != self.shown_columns or narrow != self._narrow:  # a column keeps its widest cell until cleared
+            self._narrow = narrow
             self.clear(columns=True)
             self.shown_columns = kept
             for key in kept:
