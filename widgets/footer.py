@@ -4,12 +4,17 @@ Textual 8's Footer schedules a full recompose (a widget per key) for every ``bin
 the signal fires on each focus change, tab switch and ``refresh_bindings``: the app's start alone sent 36,
 each one rebuilding the footer (~1/5 of the first frame). Here the requests between two refreshes become
 one recompose, of the bindings as they are by then.
+
+Keys that do not fit beside the command palette's key (docked right) are left out whole, from the first that
+does not fit on: a narrow terminal showed "d R" under "^p Commands" (help and the palette list them all).
 """
 
 from __future__ import annotations
 
+from textual import events
 from textual.screen import Screen
 from textual.widgets import Footer as TextualFooter
+from textual.widgets._footer import FooterKey
 
 
 class Footer(TextualFooter):
@@ -27,3 +32,31 @@ class Footer(TextualFooter):
         self._recompose_pending = False
         if self.is_attached:
             await self.recompose()
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        self._fit()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """Show the keys, in order, while each fits whole; the command palette's key always stays."""
+        width = self.size.width
+        if not width:
+            return
+        keys = list(self.query_children(FooterKey))
+        palette = [k for k in keys if k.has_class("-command-palette")]
+        left = width - sum(self._width(k) for k in palette)
+        fits = True
+        for key in keys:
+            if key in palette:
+                continue
+            need = self._width(key)
+            fits = fits and need <= left
+            left -= need
+            key.display = fits
+
+    def _width(self, key: FooterKey) -> int:
+        styles = key.styles
+        return (key.get_content_width(self.size, self.app.size) + styles.gutter.width + styles.margin.width)

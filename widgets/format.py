@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from bisect import bisect_left, insort
 from collections import deque
@@ -13,7 +14,7 @@ from textual.content import Content
 from textual.css.scalar import Unit
 from textual.widgets import Static
 
-from services.models import PodSnapshot, Sample
+from services.models import PodSnapshot, PodState, Sample
 from services.text import plain
 
 GIB = 1024**3
@@ -65,6 +66,20 @@ def received_at(snapshot: PodSnapshot) -> float | None:
     The pod's own ``Sample.t`` is another machine's clock, so relative times never use it.
     """
     return snapshot.last_received
+
+
+# The monitor's STALE reason counts its threshold ("no sample for 5 s": services/monitor/service.py
+# _stale_reason); shown, it counts from the latest sample on the clock of the line that says "last sample … ago".
+_STALE = re.compile(r"^no (valid )?sample for [0-9.]+ s")
+
+
+def status_reason_now(snapshot: PodSnapshot, now: float) -> str:
+    """The pod's status reason, a STALE one's "no sample for N s" counted from the latest sample to ``now``."""
+    reason = snapshot.status.reason
+    at = received_at(snapshot)
+    if snapshot.status.state is not PodState.STALE or at is None:
+        return reason
+    return _STALE.sub(lambda m: f"no {m[1] or ''}sample for {age(now - at)}", reason, count=1)
 
 
 def series(

@@ -30,6 +30,7 @@ from widgets.format import (
     number,
     received_at,
     set_label,
+    status_reason_now,
     used_total_gib,
 )
 from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, GpuHeader, GpuRows, HostRow, level
@@ -50,7 +51,7 @@ def state_text(snapshot: PodSnapshot, now: float) -> str:
     state = status.state
     if state is PodState.ONLINE:
         return ""
-    reason = status.reason
+    reason = status_reason_now(snapshot, now)
     retry = f"retries in {duration(status.next_retry - now)}" if status.next_retry is not None else ""
     at = received_at(snapshot)
     old = (f" The last figures below are from {age(now - at)} ago." if snapshot.latest is not None and at

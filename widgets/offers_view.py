@@ -18,6 +18,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
+from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 from textual import events
 from textual.widgets import DataTable
@@ -47,6 +48,9 @@ LABELS = {key: label for key, label, _ in COLUMNS}
 PRIORITY = {"provider": 9, "gpu": 9, "fit": 9, "count": 8, "price": 8, "cost": 8, "spot": 7, "time": 6, "vram": 5,
             "region": 2}
 FIT_MIN = 12  # a misfit's reason may be long: it takes what is left, at least this
+# Where the columns above priority 6 do not all fit (80 columns), the provider cell is cut to this ("…") and a
+# misfit's reason counts as "Fit" wide (it runs to the table's edge): Spot stays, with `m` too.
+PROVIDER_NARROW = 12
 MAX_ROWS = 200  # rows in the table at most: the first of all rows in the current order
 
 
@@ -87,6 +91,7 @@ class OffersView(DataTable):
         self.items: list[Ranked] = []
         self.sort_key, self.descending = "cost", False
         self.shown_columns: list[str] = []
+        self._narrow = False  # the provider cells cut (PROVIDER_NARROW)
         self.max_rows = max_rows  # None: every row (the benchmark's baseline)
         self._ordered: list[Ranked] | None = None  # every row in the current order, until items or order change
 
@@ -141,14 +146,30 @@ class OffersView(DataTable):
         return widths
 
     def _columns_for(self, rows: list[list[Any]]) -> list[str]:
+        return self._layout(rows)[0]
+
+    def _layout(self, rows: list[list[Any]]) -> tuple[list[str], bool]:
+        """The columns to show, and whether the provider cells are cut (PROVIDER_NARROW)."""
         available = (self.size.width or self.app.size.width) - 2  # the vertical scrollbar
         priority = {**PRIORITY, self.sort_key: 10}
-        return fit_columns(COLUMN_KEYS, self._widths(rows), priority, available, gap=2 * self.cell_padding)
+        widths = self._widths(rows)
+        kept = fit_columns(COLUMN_KEYS, widths, priority, available, gap=2 * self.cell_padding)
+        if all(k in kept for k in COLUMN_KEYS if priority[k] > 6):
+            return kept, False
+        narrow = {**widths, "provider": min(widths["provider"], PROVIDER_NARROW),
+                  "fit": min(widths["fit"], len(LABELS["fit"]))}
+        cut = fit_columns(COLUMN_KEYS, narrow, priority, available, gap=2 * self.cell_padding)
+        return (cut, True) if len(cut) > len(kept) else (kept, False)
 
     def _render_rows(self) -> None:
         rows = self._rows()
-        kept = self._columns_for(rows)
-        if kept != self.shown_columns:
+        kept, narrow = self._layout(rows)
+        if narrow:
+            for row in rows:
+                if cell_len(row[0]) > PROVIDER_NARROW:
+                    row[0] = set_cell_size(row[0], PROVIDER_NARROW - 1) + "…"
+        if kept != self.shown_columns or narrow != self._narrow:  # a column keeps its widest cell until cleared
+            self._narrow = narrow
             self.clear(columns=True)
             self.shown_columns = kept
             for key in kept:

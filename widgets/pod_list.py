@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from textual.app import ComposeResult
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import Label, ListItem, ListView
 
 from services.models import Pod, PodSnapshot, PodState
 from widgets.alerts import badge_class, badge_text
-from widgets.format import duration, set_label
+from widgets.format import duration, set_label, status_reason_now
 
 STATE_CLASS = {
     PodState.CONNECTING: "-connecting",
@@ -47,7 +48,7 @@ def status_reason(snapshot: PodSnapshot, now: float) -> str:
     status = snapshot.status
     if status.state is PodState.ONLINE:
         return ""  # the Monitor pane shows the data source; the sidebar stays quiet when all is well
-    reason = status.reason  # the countdown is computed from next_retry, so it moves
+    reason = status_reason_now(snapshot, now)  # the countdown is computed from next_retry, so it moves
     parts = [reason] if reason else []
     if status.next_retry is not None and status.state is not PodState.ONLINE:
         parts.append(f"retry in {duration(status.next_retry - now)}")
@@ -72,6 +73,7 @@ class PodRow(ListItem):
     PodRow .pod-alerts.-info { background: $primary-muted; color: $text; }
     PodRow .pod-alerts.-warning { background: $warning; color: $text; }
     PodRow .pod-alerts.-critical { background: $error; color: $text; }
+    PodRow .pod-name { text-wrap: nowrap; text-overflow: ellipsis; }
     PodRow .pod-rent { color: $text-muted; }
     PodRow .pod-rent.-soon { color: $warning; text-style: bold; }
     """
@@ -92,8 +94,11 @@ class PodRow(ListItem):
         self._rent.display = pod.price_per_hr is not None or pod.deadline is not None
 
     def compose(self) -> ComposeResult:
-        name = self.pod.name + ("  [b]SIMULATED[/]" if self.pod.simulated else "")
-        yield Label(name, classes="pod-name", markup=self.pod.simulated)
+        # the name as written (never markup); a long one ends in "…" on its one row instead of wrapping
+        name = Content(self.pod.name)
+        if self.pod.simulated:
+            name += Content.styled("  SIMULATED", "bold")
+        yield Label(name, classes="pod-name")
         yield self._badge
         yield self._reason
         yield self._rent

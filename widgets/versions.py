@@ -14,6 +14,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import DataTable, Input, Label, OptionList
 from textual.widgets.option_list import Option
@@ -49,6 +50,9 @@ class VersionList(OptionList):
             self.post_message(self.Restore(self.current))
 
 
+HEADING = "versions (r restores into the editor)"
+
+
 class VersionsView(Vertical):
     DEFAULT_CSS = """
     VersionsView { height: 1fr; }
@@ -69,7 +73,7 @@ class VersionsView(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Input(placeholder="name this version, Enter saves (notes after ' - ')", id="versions-name")
-        yield Label("versions (r restores into the editor)")
+        yield Label(HEADING, id="versions-heading")
         yield VersionList(id="versions-list")
         yield Label("", id="versions-diff-title")
         yield DataTable(id="versions-diff", cursor_type="row", zebra_stripes=True)
@@ -91,6 +95,11 @@ class VersionsView(Vertical):
 
     def show_versions(self, versions: Sequence[Version]) -> None:
         self.query_one(VersionList).show(versions)
+
+    def say(self, text: str) -> None:
+        """What a save or a restore did, in the panel the user is looking at (a toast covered the list at
+        80x24): first on the heading, before its key hint."""
+        self.query_one("#versions-heading", Label).update(Content(f"{text} · {HEADING}"))
 
     def show_diff(self, version: Version, changes: Sequence[Change] | None) -> None:
         table = self.query_one(DataTable)

@@ -5,8 +5,9 @@ no pod is selected. The breakdown is recomputed only when the snapshot brought n
 lines (or every ``GPU_REFRESH`` s for the GPU evidence), never per frame.
 
 ``p`` starts a profile: it watches the next ``profile_steps`` steps of this pod and then shows their
-report below the live view; ``e`` exports that report as Markdown (a thread worker calls
-``services.bottleneck.report.write_markdown``; the pane posts :class:`BottleneckPane.ProfileExported`).
+report below the live view; ``e`` exports that report as Markdown into ``<data dir>/profiles`` (never the
+directory the App was started in; a thread worker calls ``services.bottleneck.report.write_markdown``) and
+the pane's status line says the whole path; the pane posts :class:`BottleneckPane.ProfileExported`.
 ``f`` goes from verdict to fix: the first recommendation that names a config key is applied to the file
 open in the Config pane as an unsaved edit (validated live there, shown as a diff by its versions view),
 and the Config pane is shown; with no config file open it says so in one line.
@@ -53,6 +54,14 @@ def empty_reason(snapshot: PodSnapshot, breakdown: Breakdown, now: float) -> str
         return (f"No run on {name} yet, so there is nothing to break down. Launch one (L) or pick a pod that "
                 "is training ([ and ]); the breakdown starts with the run's first steps.")
     return ""
+
+
+def export_folder() -> Path:
+    """Where `e` writes a profile: the data dir's ``profiles`` (the same place whichever directory the App
+    was started in)."""
+    from app.settings import data_dir
+
+    return data_dir() / "profiles"
 
 
 class BottleneckPane(Widget, can_focus=True):
@@ -213,7 +222,8 @@ class BottleneckPane(Widget, can_focus=True):
         report = self.report
         assert report is not None
         safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in self._report_pod.split(" ")[0])
-        return (self.export_dir or Path.cwd()) / f"bottleneck-{safe}-steps-{report.first_step}-{report.last_step}.md"
+        name = f"bottleneck-{safe}-steps-{report.first_step}-{report.last_step}.md"
+        return (self.export_dir or export_folder()) / name
 
     def action_export(self) -> None:
         if self.report is None:
@@ -259,6 +269,9 @@ class BottleneckPane(Widget, can_focus=True):
         path = event.worker.result
         if path is None:
             return
+        # the whole path, where the user looks (the status line stays; a toast goes)
+        set_label(self.query_one("#bn-profile-status", Label),
+                  f"Profile written to {path} (p takes a new one).")
         self.notify(f"Profile written to {path}")
         self.post_message(self.ProfileExported(path))
 

@@ -23,6 +23,7 @@ from textual.widgets import Label, TextArea
 from services.config.findings import ConfigError, Finding
 from services.config.incremental import IncrementalParser
 from services.config.validate import Report, validate_text
+from services.text import plain
 from widgets.findings import FindingsList, summary_text
 from widgets.format import set_label
 from widgets.versions import VersionList, VersionsView
@@ -361,7 +362,7 @@ class ConfigPane(Widget):
         v = versions.save(path, self._versions_root(), name, notes, text=text)
         items = versions.list_versions(path, self._versions_root())
         self.app.call_from_thread(self.query_one(VersionsView).show_versions, items)
-        self.app.call_from_thread(self.notify, f"saved version {v.id}", title="Versions")
+        self.app.call_from_thread(self.query_one(VersionsView).say, plain(f"saved version {v.id}"))
 
     def on_versions_view_diff(self, event: VersionsView.Diff) -> None:
         if self.path is not None:
@@ -406,7 +407,7 @@ class ConfigPane(Widget):
         editor.replace(text, (0, 0), editor.document.end)
         self.validate_now()
         self.query_one(VersionsView).show_versions(items)
-        self.notify(f"restored {version.name} into the editor: ctrl+s writes it", title="Versions")
+        self.query_one(VersionsView).say(plain(f"restored {version.name}: ctrl+s writes it"))
         self._status()
 
     def _status(self, text: str | None = None) -> None:
@@ -419,7 +420,8 @@ class ConfigPane(Widget):
                     flags.append("modified")
                 if self._disk_changed:
                     flags.append("CHANGED ON DISK · ctrl+r reload")
-                text = f"{self.path}" + (f" · {' · '.join(flags)}" if flags else " · saved")
+                # the state first: a long path is what a narrow terminal cuts, never "saved"/"modified"
+                text = f"{' · '.join(flags) if flags else 'saved'} · {self.path}"
             if self._plain:
                 text += f" · {self._plain}"
         set_label(self.query_one("#config-status", Label), text)
