@@ -17,6 +17,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from services.models import PodSnapshot, PodState, Sample
+from services.monitor.trend import BUCKET_S, TrendBucket
 from services.text import plain
 from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
 from widgets.cluster_view import ClusterPanel
@@ -39,7 +40,8 @@ DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
 NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
 LOG_TAIL_LINES = 8
 ALERT_LOG_LINES = 5
-HISTORY_POINTS = 600  # 10 minutes at 1 Hz per GPU graph (the monitor keeps as many samples), fitted to width
+HISTORY_POINTS = 600  # the timeline of the monitor's recent samples (it keeps up to this many at 1 Hz)
+GRAPH_POINTS = 3600  # an hour at 1 Hz per GPU graph (older than the samples: the monitor's buckets), fitted to width
 W = TypeVar("W", bound=Widget)
 
 
@@ -75,6 +77,14 @@ def state_text(snapshot: PodSnapshot, now: float) -> str:
         return f"{name}'s host key is not known yet: answer the question about it to connect." + old
     return (f"{name}'s host key changed since it was trusted: it may not be the same machine, so nothing is "
             "sent to it until the key is checked." + old)
+
+
+def older_buckets(snapshot: PodSnapshot, timeline: Timeline) -> tuple[TrendBucket, ...]:
+    """The monitor's downsampled buckets that end before the timeline's first sample (the graphs' older part)."""
+    first = next((entry.t for entry in timeline.entries if entry is not None), None)
+    if first is None or not snapshot.trend:
+        return ()
+    return tuple(b for b in snapshot.trend if b.t + BUCKET_S <= first)
 
 
 class MonitorPane(Widget):
@@ -115,7 +125,7 @@ class MonitorPane(Widget):
             yield Label("", id="gpu-models")
             yield GpuHeader(id="gpu-header")
             with VerticalScroll(id="gpu-rows"):
-                yield GpuRows(id="gpu-lines", limit=HISTORY_POINTS)
+                yield GpuRows(id="gpu-lines", limit=GRAPH_POINTS)
             yield Label("", id="gpu-procs")
             yield Static("", id="log-tail")
             yield Static("", id="monitor-alert-log")
@@ -348,7 +358,8 @@ class MonitorPane(Widget):
         summary = ", ".join(f"{count} × {name}" for name, count in models.items())
         set_label(self._one("#gpu-models", Label), f"GPUs: {summary}" if summary else "GPUs: none reported")
         self._one("#gpu-header").display = bool(gpus)
-        self._one("#gpu-lines", GpuRows).show(gpus, self._timeline())
+        timeline = self._timeline()
+        self._one("#gpu-lines", GpuRows).show(gpus, timeline, older_buckets(snapshot, timeline))
 
     def _timeline(self) -> Timeline:
         """The GPU graphs' timeline, brought up to the shown snapshot's history once per snapshot, for every GPU

@@ -182,7 +182,8 @@ async def run(n: int, seconds: float, view: str, spread: bool = False, history: 
     return {"ms_per_snapshot": 1000 * (c1 - c0 - gen_cpu) / max(1, fed_n), "pods": n,
             "view": view + (" spread" if spread else ""), "ticks": fed_n,
             "p50": pct(refresh_ms, 0.5),
-            "p95": pct(refresh_ms, 0.95), "max": max(refresh_ms, default=float("nan")), "cpu_pct": 100 * (c1 - c0) / wall,
+            "p95": pct(refresh_ms, 0.95), "max": max(refresh_ms, default=float("nan")),
+            "cpu_pct": 100 * (c1 - c0) / wall,
             "app_cpu_pct": 100 * (c1 - c0 - gen_cpu) / wall, "gen_cpu_pct": 100 * gen_cpu / wall}
 
 
