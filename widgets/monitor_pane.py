@@ -17,7 +17,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from services.models import PodSnapshot, PodState, Sample
-from services.monitor.trend import BUCKET_S, TrendBucket
+from services.monitor.trend import BUCKET_S, HISTORY_LEN, TrendBucket
 from services.text import plain
 from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
 from widgets.cluster_view import ClusterPanel
@@ -40,7 +40,9 @@ DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
 NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
 LOG_TAIL_LINES = 8
 ALERT_LOG_LINES = 5
-HISTORY_POINTS = 600  # the timeline of the monitor's recent samples (it keeps up to this many at 1 Hz)
+# the timeline of the monitor's recent samples: as many as it keeps, so a full history sliding on is appended to, not
+# rebuilt (a longer timeline would rebuild, and every graph with it, on every snapshot)
+HISTORY_POINTS = HISTORY_LEN
 GRAPH_POINTS = 3600  # an hour at 1 Hz per GPU graph (older than the samples: the monitor's buckets), fitted to width
 W = TypeVar("W", bound=Widget)
 

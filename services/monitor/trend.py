@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from services.models import GpuSample, Sample
 
+HISTORY_LEN = 300  # full samples the monitor keeps per pod (MonitorSettings.history_len): 5 min at 1 Hz
 BUCKET_S = 10.0  # seconds of the pod's clock per bucket: a graph cell of an hour's graph is wider than this
 METRICS = ("util", "mem", "power", "temp")  # the Monitor pane's GPU graphs (mem: % of the GPU's memory)
 STATS = ("min", "max", "mean")

@@ -25,7 +25,7 @@ from services.monitor import wandb_status
 from services.monitor.cluster import ClusterState
 from services.monitor.health import HealthSettings, HealthTracker
 from services.monitor.metrics import EpisodeTiming, episode_timings
-from services.monitor.trend import TrendBuilder
+from services.monitor.trend import HISTORY_LEN, TrendBuilder
 from services.monitor.wandb_status import WandbPoller
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class MonitorSettings:
     interval: float = 1.0  # NVML averages over ~1 s: sampling faster adds nothing
     stale_after: float = 5.0
     restart_after: float = 60.0  # a channel silent this long is torn down and reopened
-    history_len: int = 300  # full samples kept per pod (5 min at 1 Hz; ~2.4 KB each with 8 GPUs parsed)
+    history_len: int = HISTORY_LEN  # full samples kept per pod (5 min at 1 Hz; ~2.4 KB each with 8 GPUs parsed)
     history_bytes: int = 8 << 20  # ... and at most this much of the pod's sample lines: a pod sending huge samples
     # keeps fewer of them (a real sample line is ~1.3 KB with 8 GPUs)
     trend_s: float = 3600.0  # the GPU graphs' downsampled history (services.monitor.trend: ~0.6 KB per 10 s)

@@ -150,3 +150,34 @@ async def test_an_hour_of_graphs_from_the_monitors_buckets_then_its_samples() ->
         painted = table.render_lines(Region(0, 0, table.size.width, 1))[0].text[util.x:util.x + util.width]
         # 80 % for the hour's first half, 20 % since: both show, the first half from the buckets alone
         assert painted[0] == bar_cells([80.0], 0.0, 100.0, 1) and painted[-1] == bar_cells([20.0], 0.0, 100.0, 1)
+
+
+async def test_a_full_history_sliding_on_appends_to_the_graphs() -> None:
+    """Issue 36: the monitor keeps fewer samples than it used to; a timeline longer than the history it is given
+    rebuilt itself, and every GPU graph with its hour of points, on each snapshot once the history was full
+    (50 ms of CPU per snapshot instead of 15). A full history sliding on must be appended to."""
+    from services.monitor.worker import MonitorSettings, PodMonitorState
+
+    pod = Pod(name="full", kind=PodKind.SSH, host="full.example")
+    state = PodMonitorState(pod, MonitorSettings(), clock=lambda: 0.0)
+    state.status = PodStatus(PodState.ONLINE, "via nvml")
+
+    def feed(k: int) -> PodSnapshot:
+        state.keep(Sample(t=90_000.0 + k, gpus=(GpuSample(0, "H100", float(k % 100), 40 * GIB, 80 * GIB, 300.0, 60.0),),
+                          host=HostSample(20.0, GIB, 2 * GIB, GIB, 2 * GIB, 65536), source="nvml"), 1300)
+        return state._build()
+
+    for k in range(MonitorSettings().history_len + 50):
+        snapshot = feed(k)
+    assert len(snapshot.history) == MonitorSettings().history_len
+    async with PaneApp().run_test(size=(150, 40)) as pilot:
+        pane = pilot.app.query_one(MonitorPane)
+        pane.show(snapshot, now=snapshot.history[-1].t)
+        await pilot.pause()
+        generation = pane._gpu_timeline.generation
+        for k in range(MonitorSettings().history_len + 50, MonitorSettings().history_len + 60):
+            snapshot = feed(k)
+            pane.show(snapshot, now=snapshot.history[-1].t)
+            assert pane._gpu_timeline.generation == generation  # appended, never rebuilt
+        await pilot.pause()
+        check(pane, snapshot)
