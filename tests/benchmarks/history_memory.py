@@ -7,7 +7,7 @@ per line, so no two samples share a number object) and handed to the monitor's p
 before the downsampled history, the last 600 whole (10 minutes) in a deque. Target: <= 1 MiB per pod with an hour
 of graphs. Prints; asserts nothing.
 
-    python tests/benchmarks/history_memory.py [--pods 64] [--minutes 60]
+    python tests/benchmarks/history_memory.py [--pods 16] [--minutes 60]
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def before(i: int, text: list[str]) -> object:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pods", type=int, default=64)
+    ap.add_argument("--pods", type=int, default=16, help="pods (the figure is per pod; 64 take minutes to generate)")
     ap.add_argument("--minutes", type=float, default=60.0)
     args = ap.parse_args()
     base = probe_line()
