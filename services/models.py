@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +73,7 @@ class Pod:
         return self.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuSample:
     index: int
     name: str
@@ -89,7 +90,7 @@ class GpuSample:
         return 100.0 * self.mem_used / self.mem_total
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HostSample:
     cpu_pct: float | None = None
     mem_used: int | None = None
@@ -180,7 +181,7 @@ class PodSignals:
         return any(name == role and n > 0 for name, n in self.roles)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sample:
     """One probe line. ``t`` is the pod's clock (epoch seconds); ``source`` says how GPUs were read
     ("nvml", "nvidia-smi" or "none")."""
@@ -402,6 +403,9 @@ class PodSnapshot:
     pod: Pod
     status: PodStatus
     history: tuple[Sample, ...] = ()  # oldest first, bounded
+    # the GPU graphs' longer history (an hour), downsampled: services.monitor.trend.TrendBucket, oldest first, the
+    # closed buckets only (typed loosely: the module sits above this one)
+    trend: tuple[Any, ...] = ()
     gaps: tuple[Gap, ...] = ()
     samples_total: int = 0
     malformed_total: int = 0
@@ -503,7 +507,7 @@ def _gpu(g: dict, position: int) -> GpuSample:
         raise ValueError(f"GPU util out of range: {util}")
     return GpuSample(
         index=position if idx is None else idx,
-        name=plain(_text(g.get("name") or "GPU"), oneline=True),
+        name=sys.intern(plain(_text(g.get("name") or "GPU"), oneline=True)),
         util=util,
         mem_used=_int(g.get("mem_used")),
         mem_total=_int(g.get("mem_total")),

@@ -210,12 +210,23 @@ class FleetView(DataTable):
 
     def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, *,
                     update_width: bool = False) -> None:
-        super().update_cell(row_key, column_key, value, update_width=update_width)
+        """DataTable's update_cell, repainting the cell's row only: DataTable repaints the whole table, and the
+        screen composes every visible line of it again, for the few rows a fleet frame changes."""
         if update_width:
+            super().update_cell(row_key, column_key, value, update_width=True)
             return  # column widths may change: the bump invalidates everything, as DataTable means it to
         row = RowKey(row_key) if isinstance(row_key, str) else row_key
+        column = ColumnKey(column_key) if isinstance(column_key, str) else column_key
+        if row not in self._row_locations or column not in self._column_locations:
+            super().update_cell(row, column, value)  # raises CellDoesNotExist as DataTable does
+            return
+        self._data[row][column] = value
+        self._update_count += 1
         self._cell_bumps += 1
         self._row_versions[row] = self._row_versions.get(row, 0) + 1
+        index = self._row_locations.get(row)
+        if index is not None:
+            self.refresh_row(index)
 
     @property
     def _structure(self) -> int:

@@ -17,6 +17,7 @@ from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from services.models import PodSnapshot, PodState, Sample
+from services.monitor.trend import BUCKET_S, HISTORY_LEN, TrendBucket
 from services.text import plain
 from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
 from widgets.cluster_view import ClusterPanel
@@ -40,7 +41,10 @@ DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
 NOFILE_WARN = 32000  # prime-rl's docs ask for `ulimit -n 32000` at least
 LOG_TAIL_LINES = 8
 ALERT_LOG_LINES = 5
-HISTORY_POINTS = 600  # 10 minutes at 1 Hz per GPU graph (the monitor keeps as many samples), fitted to width
+# the timeline of the monitor's recent samples: as many as it keeps, so a full history sliding on is appended to, not
+# rebuilt (a longer timeline would rebuild, and every graph with it, on every snapshot)
+HISTORY_POINTS = HISTORY_LEN
+GRAPH_POINTS = 3600  # an hour at 1 Hz per GPU graph (older than the samples: the monitor's buckets), fitted to width
 W = TypeVar("W", bound=Widget)
 
 
@@ -109,6 +113,14 @@ class GpuScroll(VerticalScroll):
             label.display = below > 0
 
 
+def older_buckets(snapshot: PodSnapshot, timeline: Timeline) -> tuple[TrendBucket, ...]:
+    """The monitor's downsampled buckets that end before the timeline's first sample (the graphs' older part)."""
+    first = next((entry.t for entry in timeline.entries if entry is not None), None)
+    if first is None or not snapshot.trend:
+        return ()
+    return tuple(b for b in snapshot.trend if b.t + BUCKET_S <= first)
+
+
 class MonitorPane(Widget):
     """Everything the monitor knows about one pod, or a plain line saying there is no pod."""
 
@@ -148,7 +160,7 @@ class MonitorPane(Widget):
             yield Label("", id="gpu-models")
             yield GpuHeader(id="gpu-header")
             with GpuScroll(id="gpu-rows"):
-                yield GpuRows(id="gpu-lines", limit=HISTORY_POINTS)
+                yield GpuRows(id="gpu-lines", limit=GRAPH_POINTS)
             yield Label("", id="gpu-more")
             yield Label("", id="gpu-procs")
             yield Static("", id="log-tail")
@@ -384,7 +396,8 @@ class MonitorPane(Widget):
         summary = ", ".join(f"{count} × {name}" for name, count in models.items())
         set_label(self._one("#gpu-models", Label), f"GPUs: {summary}" if summary else no_gpus(latest))
         self._one("#gpu-header").display = bool(gpus)
-        self._one("#gpu-lines", GpuRows).show(gpus, self._timeline())
+        timeline = self._timeline()
+        self._one("#gpu-lines", GpuRows).show(gpus, timeline, older_buckets(snapshot, timeline))
 
     def _timeline(self) -> Timeline:
         """The GPU graphs' timeline, brought up to the shown snapshot's history once per snapshot, for every GPU

@@ -1,7 +1,8 @@
 """The Monitor pane's rows that change every second, drawn by one widget each: every GPU's line, the host's figures.
 
 A GPU's line shows its index, then util %, memory used/total, power and temperature, each figure followed by
-its 10-minute history graph on a fixed scale (:mod:`widgets.trend`). It used to be nine widgets (a label per
+its history graph (the last hour: the monitor's downsampled buckets, then its recent samples) on a fixed scale
+(:mod:`widgets.trend`). It used to be nine widgets (a label per
 figure, a ``Trend`` per graph): with 8 GPUs that was 72 widgets repainted every second, most of the pane's
 cost per snapshot (tests/benchmarks/render_load.py --view monitor); then a widget per GPU. Now one widget keeps
 every GPU's figures and graphs' histories, works out the lines it would draw, and repaints only those that
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -29,6 +30,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from services.models import GpuSample, Sample
+from services.monitor.trend import BUCKET_S, TrendBucket
 from widgets.format import NA, Timeline, number, used_total_gib
 from widgets.trend import History
 
@@ -229,6 +231,20 @@ class PartsRow(Widget):
         return strip
 
 
+def older_points(buckets: Sequence[TrendBucket], gpu: int, metric: str, room: int) -> list[float | None]:
+    """One GPU's ``metric`` from the monitor's downsampled buckets as the graph's points: a bucket's mean once per
+    sample it holds, blanks for the time between buckets (at the bucket's own rate); the newest ``room`` of them."""
+    out: list[float | None] = []
+    end: float | None = None
+    for bucket in buckets:
+        if end is not None and bucket.t > end:
+            out.extend([None] * min(room, round((bucket.t - end) * bucket.n / BUCKET_S)))
+        value = bucket.stat(gpu, metric)
+        out.extend([value] * bucket.n)
+        end = bucket.t + BUCKET_S
+    return out[-room:] if room > 0 else []
+
+
 class GpuLine:
     """One GPU's line of :class:`GpuRows`: util %, memory used/total GiB, power W, temperature °C, each with its
     history graph (util, memory and temperature on 0-100, power on 0 to the most seen in the window: the probe
@@ -255,8 +271,9 @@ class GpuLine:
     def cells(self, metric: str, width: int) -> str:
         return self.histories[metric].bars(width, 0.0, self.high(metric))
 
-    def update(self, gpu: GpuSample | None, timeline: Timeline) -> None:
-        """The latest figures, and the graphs' new points (10 min at 1 Hz in all)."""
+    def update(self, gpu: GpuSample | None, timeline: Timeline, older: Sequence[TrendBucket] = ()) -> None:
+        """The latest figures, and the graphs' new points; a graph drawn afresh starts with ``older``, the monitor's
+        downsampled buckets before the timeline's first sample (an hour at 1 Hz in all)."""
         if gpu is None:
             self.figures = dict.fromkeys(METRICS, NA)
             self.levels = dict.fromkeys(METRICS, "")
@@ -273,6 +290,9 @@ class GpuLine:
                 history = self.histories[metric]
                 if everything:
                     history.clear()
+                    if older:
+                        for point in older_points(older, index, metric, history.limit - len(gpus)):
+                            history.append(point)
                 for g in gpus:
                     v = None if g is None else pick(g)
                     history.append(None if v is None else float(v))
@@ -311,9 +331,10 @@ class GpuRows(PartsRow):
         """Where ``part`` (figure | graph) of ``metric`` is drawn now on every line; None when it is not shown."""
         return next((c for c in self.columns() if c.part == part and c.metric == metric), None)
 
-    def show(self, gpus: dict[int, GpuSample], timeline: Timeline) -> None:
+    def show(self, gpus: dict[int, GpuSample], timeline: Timeline, older: Sequence[TrendBucket] = ()) -> None:
         """The GPUs of the newest sample (by index) and the graphs' new points. Another set of GPUs (one missing
-        from the newest sample, a pod switch) makes new lines, whose graphs read the whole timeline."""
+        from the newest sample, a pod switch) makes new lines, whose graphs read the whole timeline, after
+        ``older`` (the monitor's downsampled buckets before it)."""
         indices = sorted(gpus)
         if indices != [line.index for line in self.lines]:
             self.lines = [GpuLine(i, self.limit) for i in indices]
@@ -322,7 +343,7 @@ class GpuRows(PartsRow):
         width, tight, graphs, drawn = self.size.width, self.tight, self.graphs, self._drawn.get
         changed = []
         for y, line in enumerate(self.lines):
-            line.update(gpus[line.index], timeline)
+            line.update(gpus[line.index], timeline, older)
             if line.key(width, tight, graphs) != drawn(y):
                 changed.append(Region(0, y, width, 1))
         if changed:

@@ -27,6 +27,7 @@ from services.monitor.cluster import ClusterState
 from services.monitor.health import HealthSettings, HealthTracker
 from services.monitor.idle import IdleTracker, run_active
 from services.monitor.metrics import EpisodeTiming, episode_timings
+from services.monitor.trend import HISTORY_LEN, TrendBuilder
 from services.monitor.wandb_status import WandbPoller
 
 if TYPE_CHECKING:
@@ -42,9 +43,10 @@ class MonitorSettings:
     interval: float = 1.0  # NVML averages over ~1 s: sampling faster adds nothing
     stale_after: float = 5.0
     restart_after: float = 60.0  # a channel silent this long is torn down and reopened
-    history_len: int = 600  # samples kept per pod (10 min at 1 Hz)
+    history_len: int = HISTORY_LEN  # full samples kept per pod (5 min at 1 Hz; ~2.4 KB each with 8 GPUs parsed)
     history_bytes: int = 8 << 20  # ... and at most this much of the pod's sample lines: a pod sending huge samples
-    # keeps fewer of them (a real sample is a few KB: 600 of them are ~3 MB)
+    # keeps fewer of them (a real sample line is ~1.3 KB with 8 GPUs)
+    trend_s: float = 3600.0  # the GPU graphs' downsampled history (services.monitor.trend: ~0.6 KB per 10 s)
     max_rate: float = 10.0  # samples accepted per second per pod (a burst of as many); more are dropped, counted
     metrics_len: int = 2000  # metrics.jsonl lines kept per pod (~3 records per step: the last ~600 steps)
     episodes_len: int = 4000  # per-trace timings from traces.jsonl kept per pod (the tool-time percentiles)
@@ -88,6 +90,7 @@ class PodMonitorState:
         self.history: deque[Sample] = deque(maxlen=settings.history_len)
         self._history_sizes: deque[int] = deque()  # each kept sample's line length, oldest first
         self.history_bytes = 0
+        self.trend = TrendBuilder(settings.trend_s)  # the GPU graphs' hour, downsampled
         self.metrics: deque[str] = deque(maxlen=settings.metrics_len)
         self.metrics_total = 0
         self._metrics_view: tuple[str, ...] = ()  # rebuilt only when lines arrive
@@ -144,6 +147,7 @@ class PodMonitorState:
             pod=self.pod,
             status=self.status,
             history=tuple(self.history),
+            trend=self.trend.view,
             gaps=tuple(self.gaps),
             samples_total=self.samples_total,
             malformed_total=self.malformed_total,
@@ -198,6 +202,7 @@ class PodMonitorState:
             history.popleft()
             self.history_bytes -= sizes.popleft()
         history.append(sample)
+        self.trend.add(sample)
         sizes.append(size)
         self.history_bytes += size
         while self.history_bytes > self.settings.history_bytes and len(history) > 1:

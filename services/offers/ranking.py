@@ -367,8 +367,57 @@ def rank(offers: Iterable[Offer], run: RunSpec | None = None, *, max_price: floa
     Everything but the price depends only on the offer's shape (GPU type, count, memory, spot, provider),
     and shapes repeat: each is judged once per call (:class:`_Judge`), and the hours and spot risk once per
     (GPU type, count, spot, provider), whatever the memory. Per offer there is one dict lookup, one
-    multiply-add and the ``Ranked``; the filters run first as comprehensions."""
+    multiply-add and the ``Ranked``; the filters run first as comprehensions.
+
+    A tuple of offers (a fetch's result, immutable) is judged and sorted once for a run, its rates and
+    assumptions; filtering it again (the Offers pane's filter keys) keeps the rankings that pass, in order: the
+    same list a ranking of the filtered offers gives (both sorts are stable on the same keys)."""
     run = run or RunSpec()
+    if isinstance(offers, tuple):
+        rates = None if spot_rates is None else tuple(sorted(spot_rates.items()))
+        key = (run, tuple(observed), rates, assumptions)
+        cached = _last_full
+        if cached is None or cached[0] is not offers or cached[1] != key:
+            full = _rank(offers, run, None, None, None, None, True, True, key[1], spot_rates, assumptions)
+            cached = _remember(offers, key, full)
+        return _filtered(cached[2], max_price, spot, gpus, providers, include_misfits, include_unavailable)
+    return _rank(offers, run, max_price, spot, gpus, providers, include_misfits, include_unavailable, observed,
+                 spot_rates, assumptions)
+
+
+_last_full: tuple[tuple[Offer, ...], tuple[Any, ...], list[Ranked]] | None = None  # the last tuple's full ranking
+
+
+def _remember(offers: tuple[Offer, ...], key: tuple[Any, ...],
+              full: list[Ranked]) -> tuple[tuple[Offer, ...], tuple[Any, ...], list[Ranked]]:
+    global _last_full
+    _last_full = (offers, key, full)
+    return _last_full
+
+
+def _filtered(full: list[Ranked], max_price: float | None, spot: bool | None, gpus: int | None,
+              providers: Iterable[str] | None, include_misfits: bool, include_unavailable: bool) -> list[Ranked]:
+    rows = full
+    if not include_misfits:
+        rows = [r for r in rows if r.fits]
+    if not include_unavailable:
+        rows = [r for r in rows if r.offer.available]
+    if max_price is not None:
+        rows = [r for r in rows if r.offer.price_hr <= max_price]
+    if spot is not None:
+        rows = [r for r in rows if r.offer.spot == spot]
+    if gpus is not None:
+        rows = [r for r in rows if r.offer.gpu_count == gpus]
+    if providers is not None:
+        wanted = set(providers)
+        rows = [r for r in rows if r.offer.provider in wanted]
+    return rows if rows is not full else list(full)
+
+
+def _rank(offers: Iterable[Offer], run: RunSpec, max_price: float | None, spot: bool | None, gpus: int | None,
+          providers: Iterable[str] | None, include_misfits: bool, include_unavailable: bool,
+          observed: Iterable[Observed], spot_rates: Mapping[str, float] | None,
+          assumptions: Assumptions) -> list[Ranked]:
     rows = offers
     if not include_unavailable:
         rows = [o for o in rows if o.available]

@@ -12,8 +12,8 @@ in Python when the upload names no checksum algorithm (~9-10 s per GiB; py-spy o
 MultipartChecksumBuilder.build). boto3's default names CRC32 (cheap composite, ~3-5 s); with
 ``when_required`` checksums, like ours, boto3's own complete costs the same ~9 s (the last row).
 
-    python tests/benchmarks/backup_throughput.py                 # 1 GiB
-    python tests/benchmarks/backup_throughput.py --size-mib 256 --codec-mib 256
+    python tests/benchmarks/backup_throughput.py                 # 1 GiB, 3 interleaved rounds, medians
+    python tests/benchmarks/backup_throughput.py --size-mib 256 --codec-mib 256 --rounds 5
 
 Prints figures; asserts nothing (timing asserts flake on shared machines).
 """
@@ -25,6 +25,7 @@ import asyncio
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -183,6 +184,7 @@ def main() -> None:
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--codec-mib", type=int, default=256, help="sample size for the codec comparison")
     ap.add_argument("--part-mib", type=int, default=8, help="a second run of ours with this part size (8 MiB: boto3's)")
+    ap.add_argument("--rounds", type=int, default=3, help="each contender this many times, interleaved; medians")
     args = ap.parse_args()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
@@ -209,39 +211,59 @@ def main() -> None:
         if "gzip -6" in by and "zstd -1" in by:
             print(f"  zstd -1 is {by['zstd -1'] / by['gzip -6']:.0f}x faster than gzip -6 (target >= 20x)")
 
-        boto_secs, boto_complete = fresh_server(lambda ep: boto3_upload(ep, shard))
-        ours_secs, result = fresh_server(bucket_then(lambda ep: our_backup(ep, "bench-bucket", run, "none")))
-        part_secs, part_result = fresh_server(bucket_then(
-            lambda ep: our_backup(ep, "bench-bucket", run, "none", part_mib=args.part_mib)))
-        z_secs, z_result = fresh_server(bucket_then(lambda ep: our_backup(ep, "bench-bucket", run, "zstd")))
         # moto's complete computes a CRC64NVME over the whole object in Python when the upload names no
         # checksum algorithm (botocore >= 1.36's default names CRC32: cheap per-part composite). Ours
-        # names none on purpose (checksums = when_required: stores that reject CRC headers). Same for boto3:
-        again_secs, again_complete = fresh_server(lambda ep: boto3_upload(ep, shard, "when_required"))
+        # names none on purpose (checksums = when_required: stores that reject CRC headers). Same for boto3 in
+        # the when_required row. Each contender runs once per round, the order rotated round by round, so a burst
+        # of load hits them alike; the figures are the medians; the server's complete is part of every figure.
+        contenders = {
+            "boto3": lambda: fresh_server(lambda ep: boto3_upload(ep, shard)),
+            "ours": lambda: fresh_server(bucket_then(lambda ep: our_backup(ep, "bench-bucket", run, "none"))),
+            "ours parts": lambda: fresh_server(bucket_then(
+                lambda ep: our_backup(ep, "bench-bucket", run, "none", part_mib=args.part_mib))),
+            "ours zstd": lambda: fresh_server(bucket_then(lambda ep: our_backup(ep, "bench-bucket", run, "zstd"))),
+            "boto3 when_required": lambda: fresh_server(lambda ep: boto3_upload(ep, shard, "when_required")),
+        }
+        got: dict[str, list] = {name: [] for name in contenders}
+        names = list(contenders)
+        for k in range(max(1, args.rounds)):
+            for name in names[k % len(names):] + names[:k % len(names)]:
+                got[name].append(contenders[name]())
+                print(f"  round {k + 1}: {name} {got[name][-1][0]:.1f} s", flush=True)
+
+        def med_secs(name: str) -> float:
+            return statistics.median(r[0] for r in got[name])
+
+        def med_of(name: str, fn) -> float:
+            return statistics.median(fn(r) for r in got[name])
+
         mb = size / 1e6
-        print(f"\nupload of {args.size_mib} MiB to moto's S3 server on 127.0.0.1, a fresh server per row "
-              "(one Python process: the likely bound):")
+        boto_secs = med_secs("boto3")
+        boto_complete = med_of("boto3", lambda r: r[1])
+        print(f"\nupload of {args.size_mib} MiB to moto's S3 server on 127.0.0.1, a fresh server per run "
+              f"(one Python process: the likely bound); medians of {args.rounds} interleaved rounds; "
+              f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}:")
         print(f"  boto3 upload_file, default TransferConfig (8 MiB x 10 threads): {boto_secs:6.1f} s "
-              f"{mb / boto_secs:7.1f} MB/s   <- baseline (of which the server's complete {boto_complete:.1f} s)")
-        print(f"    boto3 without the server's complete: {mb / max(boto_secs - boto_complete, 1e-9):.0f} MB/s "
-              "(its uploads name CRC32, so moto's complete is cheap; see the when_required row)")
-        for label, secs, res in ((f"ours, default parts ({len(result.manifest.files[-1].parts)} parts) x 8 jobs",
-                                  ours_secs, result),
-                                 (f"ours, {args.part_mib} MiB parts ({len(part_result.manifest.files[-1].parts)} parts)"
-                                  " x 8 jobs", part_secs, part_result)):
-            ph = res.phases
-            print(f"  {label:62}: {secs:6.1f} s {mb / secs:7.1f} MB/s   verified={res.verified}")
+              f"{mb / boto_secs:7.1f} MB/s   <- anchor (of which the server's complete {boto_complete:.1f} s)")
+        for name, label in (("ours", "ours, default parts x 8 jobs"),
+                            ("ours parts", f"ours, {args.part_mib} MiB parts x 8 jobs")):
+            secs = med_secs(name)
+            res = got[name][0][1]
+            ph = {key: med_of(name, lambda r, key=key: r[1].phases[key]) for key in res.phases}
+            print(f"  {label:62}: {secs:6.1f} s {mb / secs:7.1f} MB/s = {boto_secs / secs:.2f}x boto3's "
+                  f"throughput (target >= 1.0x)   ({len(res.manifest.files[-1].parts)} parts, "
+                  f"verified={all(r[1].verified for r in got[name])})")
             print(f"    phases: plan {ph['plan']:.1f} s · parts (one read: sha256+md5+PUT) {ph['parts']:.1f} s "
                   f"({mb / max(ph['parts'], 1e-9):.0f} MB/s) · last part -> verify {ph['after']:.1f} s, of which the "
                   f"server's CompleteMultipartUpload {ph['complete']:.1f} s · verify+manifest {ph['verify']:.1f} s")
-            print(f"    ours without the server's complete: {mb / max(secs - ph['complete'], 1e-9):.0f} MB/s")
+        again_secs = med_secs("boto3 when_required")
+        again_complete = med_of("boto3 when_required", lambda r: r[1])
         print(f"  boto3 upload_file, checksums when_required (as ours){'':12}: {again_secs:6.1f} s "
-              f"{mb / again_secs:7.1f} MB/s   (server's complete {again_complete:.1f} s; "
-              f"without it {mb / max(again_secs - again_complete, 1e-9):.0f} MB/s)")
+              f"{mb / again_secs:7.1f} MB/s   (server's complete {again_complete:.1f} s)")
+        z_secs, z_result = med_secs("ours zstd"), got["ours zstd"][0][1]
         print(f"  ours with zstd (per file if it pays off): {z_secs:6.1f} s "
-              f"{mb / z_secs:7.1f} MB/s   stored {z_result.manifest.stored_bytes / size:.3f} of raw, "
-              f"verified={z_result.verified}")
-
+              f"{mb / z_secs:7.1f} MB/s = {boto_secs / z_secs:.2f}x boto3's   stored "
+              f"{z_result.manifest.stored_bytes / size:.3f} of raw")
 
 if __name__ == "__main__":
     main()

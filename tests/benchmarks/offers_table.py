@@ -1,4 +1,4 @@
-"""offers_table: a filter keystroke -> frame in the Offers pane at 10,000 offers (issue 17).
+"""offers_table: the last filter keystroke -> the filtered table on screen in the Offers pane at 10,000 offers.
 
 Run: python tests/benchmarks/offers_table.py [--n 10000] [--keys 2.5]
 
@@ -15,7 +15,10 @@ frame shows the typed character (keys 50 ms apart: fast typing; the max is the f
 baseline draws the first key at once, then re-ranks and redraws every row before the next key shows); (2) last
 keystroke -> the filtered table's
 frame (ours includes the 150 ms pause); (3) one re-rank + table fill (``apply_filters``), the work a
-keystroke costs when it runs; (4) a header's sort by $/hr. Target: (1) < 100 ms at 10,000 offers.
+keystroke costs when it runs; (4) a header's sort by $/hr. The user's figure is (2), the filtered table on
+screen (the echo (1) shows a character, not the answer). Target: (2) < 100 ms at 10,000 offers; anchor, same
+run: (1) the same app's echo of a key (what any frame costs it). Each set-up runs ``--rounds`` times in turn;
+medians.
 Prints; asserts nothing.
 """
 
@@ -133,15 +136,28 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--keys", default="2.5", help="typed into the max $/hr field, one key at a time")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    import os
+
+    print(f"offers_table: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.rounds} rounds, medians")
     offers = many_offers(args.n)
+    runs: dict[str, list[dict]] = {}
+    for _ in range(max(1, args.rounds)):
+        for name, baseline in (("baseline (every row, no debounce)", True), ("ours", False)):
+            runs.setdefault(name, []).append(asyncio.run(measure(offers, args.keys, baseline)))
+    med = statistics.median
     results = {}
-    for name, baseline in (("baseline (every row, no debounce)", True), ("ours", False)):
-        r = results[name] = asyncio.run(measure(offers, args.keys, baseline))
+    for name, rs in runs.items():
+        r = results[name] = {"rows": rs[0]["rows"], "matching": rs[0]["matching"],
+                             "filtered_rows": rs[0]["filtered_rows"], "last": med(x["last"] for x in rs),
+                             "sort": med(x["sort"] for x in rs), "key": [k for x in rs for k in x["key"]],
+                             "fill": [f for x in rs for f in x["fill"]]}
         print(f"{name}: {args.n:,} offers, {r['rows']:,} rows in the table")
-        print(f"  keystroke -> frame ({len(args.keys)} keys):   {fmt(r['key'])}   target < 100 ms")
-        print(f"  last keystroke -> filtered table drawn: {r['last']:.0f} ms   ({r['matching']:,} match, "
-              f"{r['filtered_rows']:,} rows)")
+        print(f"  LAST KEYSTROKE -> FILTERED TABLE ON SCREEN: {r['last']:.0f} ms   target < 100 ms; anchor, the "
+              f"echo of a key: {med(r['key']):.0f} ms; ratio {r['last'] / med(r['key']):.1f}x   "
+              f"({r['matching']:,} match, {r['filtered_rows']:,} rows)")
+        print(f"  keystroke -> frame (the echo, {len(args.keys)} keys): {fmt(r['key'])}")
         print(f"  one re-rank + table fill + frame:       {fmt(r['fill'])}")
         print(f"  header click (sort by $/hr) + frame:    {r['sort']:.0f} ms")
     base, ours = results.values()

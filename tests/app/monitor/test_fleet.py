@@ -147,6 +147,26 @@ async def test_fleet_rows_are_keyed_and_diff_updated() -> None:
         assert not isinstance(app.screen, FleetScreen)
 
 
+async def test_a_changed_cell_repaints_its_row_only() -> None:
+    """Issue 36: DataTable repainted the whole table for every changed cell, and the screen composed every visible
+    line of it again, five frames a second at 64 pods; the fleet repaints the changed row, which shows the value."""
+    app = parked_app(PODS)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        feed_all(app)
+        await settle(pilot)
+        await pilot.press("o")
+        table = app.screen.query_one(FleetView)
+        await settle(pilot)
+        table.update_cell("h100-b", "step", "99/100")
+        dirty = [region for region in table._dirty_regions if region.area]
+        assert dirty and all(region.height == 1 for region in dirty), dirty
+        await settle(pilot)
+        y = table.header_height + table.get_row_index("h100-b")
+        assert "99/100" in table.render_line(y).text
+        assert "12/100" in table.render_line(table.header_height + table.get_row_index("h100-a")).text
+
+
 async def test_live_demo_pod_in_the_fleet_view() -> None:
     settings = MonitorSettings(interval=0.2, stale_after=10.0)
     app = PrimeTrainApp([Pod(name="demo", kind=PodKind.DEMO)], settings=settings)

@@ -14,7 +14,7 @@ from app.tui import STYLES
 from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from tests.app.helpers import wait_for
 from widgets.format import GIB, series
-from widgets.monitor_pane import HISTORY_POINTS, MonitorPane
+from widgets.monitor_pane import GRAPH_POINTS, HISTORY_POINTS, MonitorPane
 from widgets.monitor_rows import PICKS, GpuRows
 from widgets.trend import bar_cells, downsample
 
@@ -72,14 +72,17 @@ def check(pane: MonitorPane, snapshot: PodSnapshot) -> int:
         painted = table.render_lines(Region(0, y, table.size.width, 1))[0].text  # as painted: stale if not repainted
         for metric in PICKS:
             want = expected(snapshot.history, row.index, metric)
-            assert list(row.data(metric)) == want, (row.index, metric)
-            high = (max([v for v in want if v is not None], default=0.0) or 1.0) if metric == "power" else 100.0
+            # the graph keeps an hour of points as they came (GRAPH_POINTS); its newest are the history's
+            data = list(row.data(metric))
+            assert len(want) <= len(data) <= GRAPH_POINTS, (row.index, metric)
+            assert data[len(data) - len(want):] == want, (row.index, metric)
+            high = (max([v for v in data if v is not None], default=0.0) or 1.0) if metric == "power" else 100.0
             assert row.high(metric) == high, (row.index, metric)
             column = table.column("graph", metric)
             if column is not None and column.width:
                 drawn += 1
                 on_screen = painted[column.x:column.x + column.width]
-                assert on_screen == bar_cells(downsample(want, column.width), 0.0, high, column.width), (row.index,
+                assert on_screen == bar_cells(downsample(data, column.width), 0.0, high, column.width), (row.index,
                                                                                                           metric)
     return drawn
 
@@ -109,3 +112,72 @@ async def test_graphs_equal_the_full_recomputation_through_wrap_resize_and_pod_s
             await pilot.pause()
             drawn += check(pane, snapshot)
         assert drawn > 24 * 12 // 2  # the cells were compared, not only the points
+
+
+async def test_an_hour_of_graphs_from_the_monitors_buckets_then_its_samples() -> None:
+    """Issue 36: the monitor keeps 5 minutes of samples and the hour before in 10 s buckets; a pod shown afresh
+    graphs the whole hour: the buckets' means (one point per sample they hold), then the samples themselves."""
+    from services.monitor.trend import BUCKET_S
+    from services.monitor.worker import MonitorSettings, PodMonitorState
+    from widgets.monitor_rows import older_points
+
+    pod = Pod(name="long", kind=PodKind.SSH, host="long.example")
+    state = PodMonitorState(pod, MonitorSettings(), clock=lambda: 0.0)
+    for k in range(3700):
+        gpus = tuple(GpuSample(i, "H100", float(20 + 60 * (k < 1800)), 40 * GIB, 80 * GIB, 300.0 + k % 7, 60.0)
+                     for i in range(2))
+        state.keep(Sample(t=50_000.0 + k, gpus=gpus,
+                          host=HostSample(20.0, GIB, 2 * GIB, GIB, 2 * GIB, 65536), source="nvml"), 1300)
+    state.status = PodStatus(PodState.ONLINE, "via nvml")
+    snapshot = state._build()
+    history = snapshot.history
+    older = [b for b in snapshot.trend if b.t + BUCKET_S <= history[0].t]
+    assert older and len(history) < 600
+    async with PaneApp().run_test(size=(150, 40)) as pilot:
+        pane = pilot.app.query_one(MonitorPane)
+        pane.show(snapshot, now=history[-1].t)
+        table = pane.query_one(GpuRows)
+        await wait_for(pilot, lambda: len(table.lines) == 2 and table.size.width > 0)
+        await pilot.pause()
+        for row in table.lines:
+            for metric in PICKS:
+                data = list(row.data(metric))
+                recent = expected(history, row.index, metric)
+                assert data == (older_points(older, row.index, metric, GRAPH_POINTS - len(recent)) + recent)
+                assert len(data) >= GRAPH_POINTS - 2 * int(BUCKET_S)  # the hour, less the bucket the samples start in
+        util = table.column("graph", "util")
+        assert util is not None and util.width
+        painted = table.render_lines(Region(0, 0, table.size.width, 1))[0].text[util.x:util.x + util.width]
+        # 80 % for the hour's first half, 20 % since: both show, the first half from the buckets alone
+        assert painted[0] == bar_cells([80.0], 0.0, 100.0, 1) and painted[-1] == bar_cells([20.0], 0.0, 100.0, 1)
+
+
+async def test_a_full_history_sliding_on_appends_to_the_graphs() -> None:
+    """Issue 36: the monitor keeps fewer samples than it used to; a timeline longer than the history it is given
+    rebuilt itself, and every GPU graph with its hour of points, on each snapshot once the history was full
+    (50 ms of CPU per snapshot instead of 15). A full history sliding on must be appended to."""
+    from services.monitor.worker import MonitorSettings, PodMonitorState
+
+    pod = Pod(name="full", kind=PodKind.SSH, host="full.example")
+    state = PodMonitorState(pod, MonitorSettings(), clock=lambda: 0.0)
+    state.status = PodStatus(PodState.ONLINE, "via nvml")
+
+    def feed(k: int) -> PodSnapshot:
+        state.keep(Sample(t=90_000.0 + k, gpus=(GpuSample(0, "H100", float(k % 100), 40 * GIB, 80 * GIB, 300.0, 60.0),),
+                          host=HostSample(20.0, GIB, 2 * GIB, GIB, 2 * GIB, 65536), source="nvml"), 1300)
+        return state._build()
+
+    for k in range(MonitorSettings().history_len + 50):
+        snapshot = feed(k)
+    assert len(snapshot.history) == MonitorSettings().history_len
+    async with PaneApp().run_test(size=(150, 40)) as pilot:
+        pane = pilot.app.query_one(MonitorPane)
+        pane.show(snapshot, now=snapshot.history[-1].t)
+        await pilot.pause()
+        generation = pane._gpu_timeline.generation
+        for k in range(MonitorSettings().history_len + 50, MonitorSettings().history_len + 60):
+            snapshot = feed(k)
+            pane.show(snapshot, now=snapshot.history[-1].t)
+            assert pane._gpu_timeline.generation == generation  # appended, never rebuilt
+        await pilot.pause()
+        check(pane, snapshot)
