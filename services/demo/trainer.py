@@ -506,6 +506,12 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
     state = {"step": first - 1, "sim": sim}
 
     def on_sigterm(signum, frame):
+        if state.get("busy"):  # a step is being written: it ends first (its line, metrics, traces, checkpoint)
+            state["pending"] = signum
+            return
+        stop(signum)
+
+    def stop(signum):
         cut = state["step"] + 1
         note = ""
         if torn_save and ckpt_interval > 0 and write_partial_checkpoint(run_dir, cut, seed) is not None:
@@ -529,6 +535,7 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
             orch.write(line(sim + 0.1, "INFO", "Holding batch %d until the trainer publishes policy v%d "
                                                "(currently v%d)" % (step, max(0, step - 2), max(0, step - 3))))
         sim += v["time/step"]
+        state["busy"] = True
         orch.write(line(sim - 0.2, "SUCCESS", orchestrator_line(step, v)))
         tr.write(line(sim, "SUCCESS", trainer_line(step, v)))
         if prof is not None:
@@ -547,7 +554,9 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
             tr.write(line(sim, "INFO", ("Writing final checkpoint" if last and step % ckpt_interval
                                         else "Saving checkpoint at step %d" % step)))
             write_checkpoint(run_dir, step, seed)
-        state["step"], state["sim"] = step, sim
+        state["step"], state["sim"], state["busy"] = step, sim, False
+        if state.get("pending"):
+            stop(state["pending"])
     else:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         tr.write(line(sim, "SUCCESS", "RL trainer finished!"))

@@ -54,7 +54,10 @@ open(os.path.join(os.path.dirname(os.path.abspath(args[args.index("@") + 1])), "
 '''
 
 CONFIG = ('max_steps = {steps}\n\n[model]\nname = "Qwen/Qwen3-0.6B"\n\n'
-          '[orchestrator.train.sampling]\ntemperature = {t}\n')
+          '[orchestrator.train.sampling]\ntemperature = {t}\n\n'
+          # the rest of a whole rl config (prime-rl requires [trainer] and [orchestrator]), after line 7
+          '[trainer]\n\n[orchestrator]\nbatch_size = 16\ngroup_size = 8\n\n[[orchestrator.train.source]]\n'
+          'name = "reverse-text"\n\n[orchestrator.train.source.env.taskset]\nid = "reverse-text"\n')
 
 
 @pytest.fixture
