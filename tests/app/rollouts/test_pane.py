@@ -16,6 +16,7 @@ from services.demo.pod import DemoPod
 from services.models import Pod, PodKind
 from services.monitor.service import MonitorSettings
 from tests.app.helpers import panes_mounted, wait_for
+from tests.app.layout_app import screen_text
 from tests.services.monitor.test_rollouts import record, write_step
 
 
@@ -46,6 +47,11 @@ async def test_list_filter_open_find_and_search_over_sshd(pod, tmp_path) -> None
         await pilot.press("e", "up", "enter")  # the cursor stayed on e2-2 through the filter
         await wait_for(pilot, lambda: pane.view is not None and not table.display)
         assert pane.view.summary.id == "e2-1"
+        # the footer offers the open episode's keys, not the list's (they did nothing here)
+        await wait_for(pilot, lambda: "Find" in screen_text(pilot)[-1])
+        footer = screen_text(pilot)[-1]
+        assert all(k in footer for k in ("Back", "Find", "Next match", "Fold")), footer
+        assert not any(k in footer for k in ("Errors only", "Sort", "Older step", "Search")), footer
         shown = texts(pane)
         assert "[bold red]not markup[/]" in shown and "\x1b" not in shown and "▌ user" in shown
         await pilot.press("slash")
@@ -54,6 +60,8 @@ async def test_list_filter_open_find_and_search_over_sshd(pod, tmp_path) -> None
         assert "needle" in pane.blocks[pane.hits[0]][0]
         await pilot.press("escape")
         await wait_for(pilot, lambda: pane.view is None and table.display)
+        await wait_for(pilot, lambda: "Errors only" in screen_text(pilot)[-1])
+        assert "Next match" not in screen_text(pilot)[-1] and "Find" not in screen_text(pilot)[-1]
         await pilot.press("slash")
         await pilot.press(*"search timed", "enter")  # matched on the pod: only e2-2's summary comes back
         await wait_for(pilot, lambda: pane.grep and not pane.loading)
