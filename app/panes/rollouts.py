@@ -103,7 +103,10 @@ class RolloutsPane(Widget):
             self.show(self.snapshot, 0.0)
 
     async def on_unmount(self) -> None:
+        from services.monitor.rollouts import stop_reader
+
         for conn in list(self._conns.values()):
+            await stop_reader(conn)
             with contextlib.suppress(Exception):
                 await conn.close()
         self._conns.clear()
@@ -162,6 +165,9 @@ class RolloutsPane(Widget):
     async def _drop(self, name: str) -> None:
         conn = self._conns.pop(name, None)
         if conn is not None:
+            from services.monitor.rollouts import stop_reader
+
+            await stop_reader(conn)
             with contextlib.suppress(Exception):
                 await conn.close()
 

@@ -11,6 +11,7 @@ here returns it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import shlex
@@ -288,12 +289,22 @@ class _Server:
         """Forget the process (after a timeout, a cancel or a garbled answer its stream is out of step)."""
         proc, self.proc = self.proc, None
         if proc is not None:
-            task = asyncio.ensure_future(proc.kill())
+            task = asyncio.ensure_future(_end(proc, 0.0))
             _DROPPING.add(task)
             task.add_done_callback(_DROPPING.discard)
 
 
 _DROPPING: set[asyncio.Future[None]] = set()
+
+
+async def _end(proc: RemoteProcess, wait: float) -> None:
+    """Its stdin closed (a reader ends there by itself, within ``wait`` s), else killed."""
+    with contextlib.suppress(Exception):
+        proc.write_eof()
+        if wait:
+            await asyncio.wait_for(proc.wait(), wait)
+            return
+    await proc.kill()
 
 
 async def _exchange(proc: RemoteProcess, request: bytes, timeout: float) -> tuple[int, str] | None:
@@ -311,13 +322,24 @@ async def _exchange(proc: RemoteProcess, request: bytes, timeout: float) -> tupl
     return (rc if isinstance(rc, int) else 2), body.decode("utf-8", "replace")
 
 
+async def stop_reader(conn: Connection, one_by_one: bool = False) -> None:
+    """End the reader process kept on ``conn`` (the next request starts a new one); with ``one_by_one`` every
+    later request runs on its own instead."""
+    server = _SERVERS.setdefault(conn, _Server())
+    proc, server.proc = server.proc, None
+    server.broken = one_by_one
+    if proc is not None:
+        await _end(proc, 2.0)
+
+
 class RolloutReader:
     """``rollouts.py`` on one connected pod: through the guard on an SSH pod (uploaded once per content), as
-    it is here for this machine and the simulated pod. Requests go to one reader process kept per connection
-    (``rollouts.py serve``); where that cannot start, each request runs on its own."""
+    it is here for this machine and the simulated pod. On an SSH pod requests go to one reader process kept per
+    connection (``rollouts.py serve``); where that cannot start, on this machine and the simulated pod, or with
+    ``keep`` false (one request, as the command makes), each request runs on its own."""
 
-    def __init__(self, conn: Connection, run_dir: str) -> None:
-        self.conn, self.run_dir = conn, run_dir
+    def __init__(self, conn: Connection, run_dir: str, keep: bool = True) -> None:
+        self.conn, self.run_dir, self.keep = conn, run_dir, keep
         self.local = conn.pod.kind is not PodKind.SSH
 
     def _bundle(self) -> trusted.Bundle:
@@ -345,7 +367,8 @@ class RolloutReader:
         where it cannot run (then requests run one by one, which say why when they fail too)."""
         for attempt in (1, 2):
             try:
-                proc = await self.conn.start(self._command(["serve"]))
+                # exec: the reader is the process started, so ending it ends the reader, not a shell above it
+                proc = await self.conn.start("exec " + self._command(["serve"]))
             except PrimeTrainError:
                 return None
             try:
@@ -367,12 +390,8 @@ class RolloutReader:
             return None
         return None
 
-    def stop(self, one_by_one: bool = False) -> None:
-        """End the kept reader process of this connection (the next request starts a new one); with
-        ``one_by_one`` every later request runs on its own instead."""
-        server = _SERVERS.setdefault(self.conn, _Server())
-        server.drop()
-        server.broken = one_by_one
+    async def stop(self, one_by_one: bool = False) -> None:
+        await stop_reader(self.conn, one_by_one)
 
     async def _served(self, argv: list[str], timeout: float) -> tuple[int, str] | None:
         """(exit status, output) of one request to the serving reader; None where there is none."""
@@ -406,7 +425,9 @@ class RolloutReader:
         argv = [cmd, self.run_dir, *args]
         for attempt in (1, 2):
             try:
-                got = await self._served(argv, timeout)
+                # kept on SSH pods only: there each request costs an exec, an interpreter start and the guard's
+                # check, and the process ends with the connection; here each request is one local process
+                got = await self._served(argv, timeout) if self.keep and not self.local else None
                 if got is not None:
                     rc, out, err = got[0], got[1], ""
                 else:

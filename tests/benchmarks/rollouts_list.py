@@ -100,14 +100,14 @@ async def main() -> None:
             first = time.perf_counter() - first
 
             async def fresh(_i: int) -> None:
-                reader.stop()
+                await reader.stop()
 
             async def warm(_i: int) -> None:
-                reader.stop()
+                await reader.stop()
                 await reader.episode(f"e{steps}-0", steps)  # a started reader that has listed nothing
 
             async def one_by_one(_i: int) -> None:
-                reader.stop(one_by_one=True)
+                await reader.stop(one_by_one=True)
 
             async def listed(_i: int) -> Any:
                 return await reader.list_step(Filters())

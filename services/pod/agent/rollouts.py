@@ -55,7 +55,7 @@ SNIPPET = 60  # characters on each side of a search match
 TRUNCATING_STOPS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "context_length")
 
 CACHE_ITEMS = 100000  # summaries a server keeps, all files together (a few hundred bytes each)
-IDLE = 900.0  # a server with no request for this long ends
+IDLE = 300.0  # a server with no request for this long ends (the pane asks every 10 s while it shows the newest step)
 
 _ID_AT_START = re.compile(rb'\s*\{\s*"id"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
 _ENV_NAME = re.compile(rb'"env"\s*:\s*\{[^{}]{0,400}?"(?:name|id)"\s*:\s*"((?:[^"\\]|\\.){1,100})"')
