@@ -43,6 +43,7 @@ class RolloutsPane(Widget):
         Binding("v", "env", "Env", id="rollouts.env", show=False),
         Binding("b", "reward", "Reward bound", id="rollouts.reward", show=False),
         Binding("s", "sort", "Sort", id="rollouts.sort"),
+        Binding("t", "kind", "Train/eval", id="rollouts.kind", show=False),
         Binding("comma", "step(-1)", "Older step", id="rollouts.older", key_display=","),
         Binding("full_stop", "step(1)", "Newer step", id="rollouts.newer", key_display="."),
         Binding("g", "reload", "Reload", id="rollouts.reload", show=False),
@@ -52,7 +53,7 @@ class RolloutsPane(Widget):
         Binding("x", "export_episode", "Export", id="rollouts.export-episode"),
     ]
     EPISODE_ACTIONS = frozenset({"back", "find", "next_match", "fold", "export_episode"})
-    LIST_ACTIONS = frozenset({"open", "search", "flip", "env", "reward", "sort", "step", "reload", "export"})
+    LIST_ACTIONS = frozenset({"open", "search", "flip", "env", "reward", "sort", "step", "reload", "export", "kind"})
 
     DEFAULT_CSS = """
     RolloutsPane { height: 1fr; }
@@ -73,6 +74,7 @@ class RolloutsPane(Widget):
         self.view: EpisodeView | None = None
         self.grep: str | None = None
         self.errors = self.truncated = False
+        self.kind = "train"  # the episodes listed: the training rollouts or the evals' (t)
         self.env: str | None = None
         self.reward_bound: tuple[str, float] | None = None  # ("<", 0.5)
         self.sort = SORTS[0]
@@ -178,15 +180,16 @@ class RolloutsPane(Widget):
         self.loading = True
         self._following = step is None or bool(self.listing and self.listing.steps and step >= self.listing.steps[-1])
         self._status(f"reading step {step if step is not None else '(newest)'} on {snap.pod.name}…")
-        self.run_worker(self._list(snap.pod, step, self.grep), group="rollouts-list", exclusive=True)
+        self.run_worker(self._list(snap.pod, step, self.grep, self.kind), group="rollouts-list", exclusive=True)
 
-    async def _list(self, pod: Any, step: int | None, grep: str | None) -> None:
+    async def _list(self, pod: Any, step: int | None, grep: str | None, kind: str = "train") -> None:
         from services.errors import PrimeTrainError
         from services.monitor.rollouts import RolloutReader
 
         try:
             conn = await self._conn(pod)
-            listing = await RolloutReader(conn, pod.run_dir).list_step(Filters(step=step, grep=grep, ignore_case=True))
+            listing = await RolloutReader(conn, pod.run_dir).list_step(Filters(step=step, kind=kind, grep=grep,
+                                                                               ignore_case=True))
         except (PrimeTrainError, OSError, TimeoutError) as exc:
             await self._drop(pod.name)
             self.loading = False
@@ -260,6 +263,12 @@ class RolloutsPane(Widget):
         cycle = [None, *envs]
         self.env = cycle[(cycle.index(self.env) + 1) % len(cycle)] if self.env in cycle else None
         self._fill()
+
+    def action_kind(self) -> None:
+        """Train or eval episodes (prime-rl writes both under rollouts/step_N/): the newest step of the other."""
+        self.kind = "eval" if self.kind == "train" else "train"
+        self.listing = None
+        self._load(None)
 
     def action_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]

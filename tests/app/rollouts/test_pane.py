@@ -93,3 +93,25 @@ async def test_the_demo_pods_episodes_show_and_open(tmp_path) -> None:
             assert "→ search(" in texts(pane) and "rewards:" in texts(pane)
     finally:
         DemoPod(root=data_dir() / "demo-pod").stop_runs(signal.SIGKILL, wait=5.0)
+
+
+async def test_t_lists_the_eval_episodes_and_back(pod, tmp_path) -> None:
+    """prime-rl writes train and eval episodes side by side (rollouts/step_N/{train,eval}/...): `t` lists the
+    evals' newest step, `t` again the training rollouts. Before, the pane listed train only (the CLI had --eval)."""
+    run = tmp_path / "run"
+    write_step(run, 3, [record(3, i) for i in range(2)])
+    write_step(run, 2, [record(2, 100 + i) for i in range(3)], kind="eval")
+    app = PrimeTrainApp([replace(pod, run_dir=str(run))], pods_path=tmp_path / "pods.toml")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await panes_mounted(pilot)
+        await pilot.press("6")
+        pane = app.query_one(RolloutsPane)
+        await wait_for(pilot, lambda: pane.listing is not None and not pane.loading)
+        assert [e.id for e in pane.shown] == ["e3-0", "e3-1"]
+        await pilot.press("t")
+        await wait_for(pilot, lambda: pane.listing is not None and pane.listing.kind == "eval" and not pane.loading)
+        assert [e.id for e in pane.shown] == ["e2-100", "e2-101", "e2-102"]
+        assert "step 2 (eval/" in str(pane.query_one("#ro-title", Static).render())
+        await pilot.press("t")
+        await wait_for(pilot, lambda: pane.listing is not None and pane.listing.kind == "train" and not pane.loading)
+        assert [e.id for e in pane.shown] == ["e3-0", "e3-1"]
