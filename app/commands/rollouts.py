@@ -77,7 +77,7 @@ async def _rollouts(args: argparse.Namespace) -> int:
 
             note(await ensure_run(pod))
         async with connected(pod) as conn:
-            reader = RolloutReader(conn, run_dir)
+            reader = RolloutReader(conn, run_dir, keep=False)  # one request: no reader process kept
             if args.episode:
                 view = await reader.episode(args.episode, args.step, kind, args.subset, max_text=args.max_text)
                 if args.export:

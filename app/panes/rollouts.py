@@ -31,22 +31,29 @@ REFRESH = 10.0  # seconds between reads of the newest step while it shows
 
 
 class RolloutsPane(Widget):
+    # The footer shows what the keys do where the user is: the list's keys over the list, the episode's keys
+    # over an open episode (check_action hides the others; a key bound twice runs its first allowed binding).
     BINDINGS = [
         Binding("enter", "open", "Open episode", id="rollouts.open", show=False),
-        Binding("escape", "back", "Back", id="rollouts.back", show=False),
+        Binding("escape", "back", "Back", id="rollouts.back", key_display="esc"),
         Binding("slash", "search", "Search", id="rollouts.search", key_display="/"),
+        Binding("slash", "find", "Find", id="rollouts.find", key_display="/"),
         Binding("e", "flip('errors')", "Errors only", id="rollouts.errors"),
         Binding("u", "flip('truncated')", "Truncated only", id="rollouts.truncated", show=False),
         Binding("v", "env", "Env", id="rollouts.env", show=False),
         Binding("b", "reward", "Reward bound", id="rollouts.reward", show=False),
         Binding("s", "sort", "Sort", id="rollouts.sort"),
+        Binding("t", "kind", "Train/eval", id="rollouts.kind", show=False),
         Binding("comma", "step(-1)", "Older step", id="rollouts.older", key_display=","),
         Binding("full_stop", "step(1)", "Newer step", id="rollouts.newer", key_display="."),
         Binding("g", "reload", "Reload", id="rollouts.reload", show=False),
-        Binding("z", "fold", "Fold/unfold", id="rollouts.fold", show=False),
-        Binding("n", "next_match", "Next match", id="rollouts.next", show=False),
+        Binding("n", "next_match", "Next match", id="rollouts.next"),
+        Binding("z", "fold", "Fold/unfold", id="rollouts.fold"),
         Binding("x", "export", "Export", id="rollouts.export", show=False),
+        Binding("x", "export_episode", "Export", id="rollouts.export-episode"),
     ]
+    EPISODE_ACTIONS = frozenset({"back", "find", "next_match", "fold", "export_episode"})
+    LIST_ACTIONS = frozenset({"open", "search", "flip", "env", "reward", "sort", "step", "reload", "export", "kind"})
 
     DEFAULT_CSS = """
     RolloutsPane { height: 1fr; }
@@ -67,6 +74,7 @@ class RolloutsPane(Widget):
         self.view: EpisodeView | None = None
         self.grep: str | None = None
         self.errors = self.truncated = False
+        self.kind = "train"  # the episodes listed: the training rollouts or the evals' (t)
         self.env: str | None = None
         self.reward_bound: tuple[str, float] | None = None  # ("<", 0.5)
         self.sort = SORTS[0]
@@ -97,7 +105,10 @@ class RolloutsPane(Widget):
             self.show(self.snapshot, 0.0)
 
     async def on_unmount(self) -> None:
+        from services.monitor.rollouts import stop_reader
+
         for conn in list(self._conns.values()):
+            await stop_reader(conn)
             with contextlib.suppress(Exception):
                 await conn.close()
         self._conns.clear()
@@ -122,11 +133,19 @@ class RolloutsPane(Widget):
             return
         self._key, self._loaded_at = key, now
         self.listing, self.view, self.grep = None, None, None
+        self.refresh_bindings()  # the footer: the list's keys or the episode's
         if not run_dir:
             self._say_title(f"No run on {snapshot.pod.name} yet: its episodes show here once one runs.")
             self._fill()
             return
         self._load(None)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in self.EPISODE_ACTIONS:
+            return self.view is not None or (action == "back" and bool(self.grep))
+        if action in self.LIST_ACTIONS:
+            return self.view is None
+        return True
 
     # ------------------------------------------------------------------ loading
     def _say_title(self, text: str) -> None:
@@ -148,6 +167,9 @@ class RolloutsPane(Widget):
     async def _drop(self, name: str) -> None:
         conn = self._conns.pop(name, None)
         if conn is not None:
+            from services.monitor.rollouts import stop_reader
+
+            await stop_reader(conn)
             with contextlib.suppress(Exception):
                 await conn.close()
 
@@ -158,15 +180,16 @@ class RolloutsPane(Widget):
         self.loading = True
         self._following = step is None or bool(self.listing and self.listing.steps and step >= self.listing.steps[-1])
         self._status(f"reading step {step if step is not None else '(newest)'} on {snap.pod.name}…")
-        self.run_worker(self._list(snap.pod, step, self.grep), group="rollouts-list", exclusive=True)
+        self.run_worker(self._list(snap.pod, step, self.grep, self.kind), group="rollouts-list", exclusive=True)
 
-    async def _list(self, pod: Any, step: int | None, grep: str | None) -> None:
+    async def _list(self, pod: Any, step: int | None, grep: str | None, kind: str = "train") -> None:
         from services.errors import PrimeTrainError
         from services.monitor.rollouts import RolloutReader
 
         try:
             conn = await self._conn(pod)
-            listing = await RolloutReader(conn, pod.run_dir).list_step(Filters(step=step, grep=grep, ignore_case=True))
+            listing = await RolloutReader(conn, pod.run_dir).list_step(Filters(step=step, kind=kind, grep=grep,
+                                                                               ignore_case=True))
         except (PrimeTrainError, OSError, TimeoutError) as exc:
             await self._drop(pod.name)
             self.loading = False
@@ -241,6 +264,12 @@ class RolloutsPane(Widget):
         self.env = cycle[(cycle.index(self.env) + 1) % len(cycle)] if self.env in cycle else None
         self._fill()
 
+    def action_kind(self) -> None:
+        """Train or eval episodes (prime-rl writes both under rollouts/step_N/): the newest step of the other."""
+        self.kind = "eval" if self.kind == "train" else "train"
+        self.listing = None
+        self._load(None)
+
     def action_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
         self._fill()
@@ -259,6 +288,7 @@ class RolloutsPane(Widget):
 
     def action_reload(self) -> None:
         self.grep = None
+        self.refresh_bindings()  # the footer: the list's keys or the episode's
         self._load(self.listing.step if self.listing else None)
 
     # ------------------------------------------------------------------ the input line
@@ -268,9 +298,13 @@ class RolloutsPane(Widget):
         box.placeholder, box.value, box.display = placeholder, value, True
         box.focus()
 
-    def action_search(self) -> None:
+    def action_find(self) -> None:
         if self.view is not None:
             self._ask("find", "find in this episode (a regex; enter)")
+
+    def action_search(self) -> None:
+        if self.view is not None:
+            self.action_find()
         elif self.listing is not None:
             self._ask("search", f"search step {self.listing.step} on the pod (a regex, any case; enter)")
 
@@ -284,6 +318,9 @@ class RolloutsPane(Widget):
         what = f"episode-{self.view.summary.id}" if self.view else f"step-{self.listing.step}"
         self._ask("export", "write to (.md Markdown, .jsonl JSON lines)",
                   f"~/{snap.pod.name}-{what}.md")
+
+    def action_export_episode(self) -> None:
+        self.action_export()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -300,6 +337,7 @@ class RolloutsPane(Widget):
                     self._status(f"not a regular expression: {exc}")
                     return
             self.grep = value or None
+            self.refresh_bindings()  # the footer: the list's keys or the episode's
             self._load(self.listing.step if self.listing else None)
         elif mode == "reward":
             m = re.fullmatch(r"([<>])\s*(-?[0-9.]+)", value)
@@ -349,6 +387,7 @@ class RolloutsPane(Widget):
             self._status(str(exc))
             return
         self.view = view
+        self.refresh_bindings()  # the footer: the list's keys or the episode's
         await self._draw_episode()
         self.query_one("#ro-table").display = False
         body = self.query_one("#ro-episode", VerticalScroll)
@@ -409,6 +448,7 @@ class RolloutsPane(Widget):
                 self.action_reload()
             return
         self.view = None
+        self.refresh_bindings()  # the footer: the list's keys or the episode's
         self.query_one("#ro-episode").display = False
         table = self.query_one("#ro-table", DataTable)
         table.display = True

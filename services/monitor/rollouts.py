@@ -11,6 +11,7 @@ here returns it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import shlex
@@ -24,7 +25,7 @@ from typing import Any
 from services.errors import PrimeTrainError, UnsafeProbeDir
 from services.models import PodKind
 from services.pod import agent, trusted
-from services.pod.connection import Connection
+from services.pod.connection import Connection, RemoteProcess
 from services.text import plain
 
 READER = agent.AGENT_DIR / "rollouts.py"
@@ -51,12 +52,16 @@ _SECRETS = (
 _SECRET_ASSIGN = re.compile(r"(?i)((?:api[_-]?key|token|secret|passw(?:or)?d|access[_-]?key)[\"']?\s*[=:]\s*[\"']?)"
                             r"([A-Za-z0-9_\-./+]{12,})")
 _SIGNED = re.compile(r"(X-Amz-(?:Signature|Credential|Security-Token)=)[^&\s]+")
+# What every pattern above starts with: a text without any of these is left as it is, one search instead of nine
+# (a step's list has thousands of short strings).
+_MAYBE_SECRET = re.compile(r"hf_|AKIA|ASIA|sk-|pit_|gh[pousr]_|xox[abpr]-|-----BEGIN|X-Amz-"
+                           r"|(?i:api[_-]?key|token|secret|passw|access[_-]?key)")
 
 
 def mask_secrets(text: str) -> str:
     """Anything that looks like a credential replaced by its first 4 characters and its length (the same
     patterns as the config's secret scan and the logs' masking)."""
-    if not text:
+    if not text or not _MAYBE_SECRET.search(text):
         return text
     for pattern in _SECRETS:
         text = pattern.sub(lambda m: f"{m.group(0)[:4]}…[secret, {len(m.group(0))} chars]", text)
@@ -267,14 +272,74 @@ class EpisodeView:
 
 # ------------------------------------------------------------------ the reader on the pod
 _INSTALLED: weakref.WeakKeyDictionary[Connection, str] = weakref.WeakKeyDictionary()
+_SERVERS: weakref.WeakKeyDictionary[Connection, _Server] = weakref.WeakKeyDictionary()
+SERVE_START = 20.0  # seconds a starting reader (upload check, interpreter, guard) may take before one-shot runs
+
+
+class _Server:
+    """One ``rollouts.py serve`` on a connection: requests one at a time, each answer framed by its length.
+    It ends with the connection (its stdin closes) or after the reader's idle time."""
+
+    def __init__(self) -> None:
+        self.proc: RemoteProcess | None = None
+        self.lock = asyncio.Lock()
+        self.broken = False  # it could not be started here: requests run one by one
+
+    def drop(self) -> None:
+        """Forget the process (after a timeout, a cancel or a garbled answer its stream is out of step)."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            task = asyncio.ensure_future(_end(proc, 0.0))
+            _DROPPING.add(task)
+            task.add_done_callback(_DROPPING.discard)
+
+
+_DROPPING: set[asyncio.Future[None]] = set()
+
+
+async def _end(proc: RemoteProcess, wait: float) -> None:
+    """Its stdin closed (a reader ends there by itself, within ``wait`` s), else killed."""
+    with contextlib.suppress(Exception):
+        proc.write_eof()
+        if wait:
+            await asyncio.wait_for(proc.wait(), wait)
+            return
+    await proc.kill()
+
+
+async def _exchange(proc: RemoteProcess, request: bytes, timeout: float) -> tuple[int, str] | None:
+    """One request and its answer; None when the process answered nothing (it had ended)."""
+    await proc.write(request)
+    head = await asyncio.wait_for(proc.readline(), timeout)
+    try:
+        answer = json.loads(head) if head.startswith(b'{"answer":') else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or not isinstance(answer.get("answer"), int):
+        return None
+    body = await asyncio.wait_for(proc.stdout.readexactly(answer["answer"]), timeout)
+    rc = answer.get("rc")
+    return (rc if isinstance(rc, int) else 2), body.decode("utf-8", "replace")
+
+
+async def stop_reader(conn: Connection, one_by_one: bool = False) -> None:
+    """End the reader process kept on ``conn`` (the next request starts a new one); with ``one_by_one`` every
+    later request runs on its own instead."""
+    server = _SERVERS.setdefault(conn, _Server())
+    proc, server.proc = server.proc, None
+    server.broken = one_by_one
+    if proc is not None:
+        await _end(proc, 2.0)
 
 
 class RolloutReader:
     """``rollouts.py`` on one connected pod: through the guard on an SSH pod (uploaded once per content), as
-    it is here for this machine and the simulated pod."""
+    it is here for this machine and the simulated pod. On an SSH pod requests go to one reader process kept per
+    connection (``rollouts.py serve``); where that cannot start, on this machine and the simulated pod, or with
+    ``keep`` false (one request, as the command makes), each request runs on its own."""
 
-    def __init__(self, conn: Connection, run_dir: str) -> None:
-        self.conn, self.run_dir = conn, run_dir
+    def __init__(self, conn: Connection, run_dir: str, keep: bool = True) -> None:
+        self.conn, self.run_dir, self.keep = conn, run_dir, keep
         self.local = conn.pod.kind is not PodKind.SSH
 
     def _bundle(self) -> trusted.Bundle:
@@ -297,12 +362,76 @@ class RolloutReader:
             raise RolloutsError(f"cannot upload the episode reader to {self.conn.pod.name}: {exc}") from None
         _INSTALLED[self.conn] = b.directory
 
+    async def _start(self) -> RemoteProcess | None:
+        """The serving process, started (the reader uploaded when the guard refuses what is there); None
+        where it cannot run (then requests run one by one, which say why when they fail too)."""
+        for attempt in (1, 2):
+            try:
+                # exec: the reader is the process started, so ending it ends the reader, not a shell above it
+                proc = await self.conn.start("exec " + self._command(["serve"]))
+            except PrimeTrainError:
+                return None
+            try:
+                first = b""
+                for _ in range(20):  # the pod's shell start-up files may print lines first
+                    first = await asyncio.wait_for(proc.readline(), SERVE_START)
+                    if not first or first.startswith(b"{"):
+                        break
+            except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError,
+                    OSError):
+                first = b""
+            if first.strip() == b'{"serving":1}':
+                return proc
+            await proc.kill()
+            if attempt == 1 and not self.local and trusted.untrusted(first) is not None:
+                _INSTALLED.pop(self.conn, None)
+                await self._install()
+                continue
+            return None
+        return None
+
+    async def stop(self, one_by_one: bool = False) -> None:
+        await stop_reader(self.conn, one_by_one)
+
+    async def _served(self, argv: list[str], timeout: float) -> tuple[int, str] | None:
+        """(exit status, output) of one request to the serving reader; None where there is none."""
+        server = _SERVERS.get(self.conn)
+        if server is None:
+            server = _SERVERS[self.conn] = _Server()
+        request = json.dumps(argv).encode() + b"\n"
+        async with server.lock:
+            for _ in (1, 2):  # a second time with a new process when the kept one had ended (idle, killed)
+                if server.broken:
+                    return None
+                if server.proc is None:
+                    server.proc = await self._start()
+                    if server.proc is None:
+                        server.broken = True
+                        return None
+                try:
+                    got = await _exchange(server.proc, request, timeout)
+                except (asyncio.TimeoutError, asyncio.CancelledError):  # its stream is out of step now
+                    server.drop()
+                    raise
+                except Exception:  # noqa: BLE001 - the process or its channel ended: a new one, or one by one
+                    got = None
+                if got is not None:
+                    return got
+                server.drop()
+            return None
+
     async def call(self, cmd: str, args: list[str], timeout: float = TIMEOUT) -> list[dict[str, Any]]:
         """The reader's JSON lines for ``cmd`` (list, episode, dump). Raises RolloutsError."""
         argv = [cmd, self.run_dir, *args]
         for attempt in (1, 2):
             try:
-                rc, out, err = await self.conn.run(self._command(argv), timeout)
+                # kept on SSH pods only: there each request costs an exec, an interpreter start and the guard's
+                # check, and the process ends with the connection; here each request is one local process
+                got = await self._served(argv, timeout) if self.keep and not self.local else None
+                if got is not None:
+                    rc, out, err = got[0], got[1], ""
+                else:
+                    rc, out, err = await self.conn.run(self._command(argv), timeout)
             except asyncio.TimeoutError:
                 raise RolloutsError(f"{self.conn.pod.name} did not answer within {timeout:g} s",
                                     hint="the pod may be busy; try a smaller --limit or another step") from None

@@ -7,6 +7,7 @@ where they are, ``<run>/rollouts/step_N/{train,eval}/{all,effective}/traces.json
     rollouts.py episode RUN_DIR --id ID [--step N] [--kind K] [--subset S] [--offset B] [--max-text N]
                              [--max-bytes N]
     rollouts.py dump RUN_DIR [--step N] [--kind K] [--subset S] [--max-text N] [--max-bytes N] [--limit N]
+    rollouts.py serve [--idle S]
 
 Every answer is JSON lines on stdout. ``list`` prints one ``{"ep": summary}`` per episode (the newest
 ``--limit`` that pass the filters, never their text; with ``--grep`` a short snippet around the first match)
@@ -15,15 +16,24 @@ timings and errors with each text cut at ``--max-text`` characters and the whole
 cut marked; ``dump`` prints one ``{"episode": view}`` per episode of a step, within the same bounds.
 Errors are ``{"error": "..."}`` and exit status 2. A file is read a line at a time (a line longer than
 MAX_LINE is summarised from its start, never loaded) and a last line still being written is skipped.
+
+``serve`` answers many requests from one process (no SSH exec, interpreter start and guard check per request):
+it prints ``{"serving": 1}``, then reads one request per line on stdin (the JSON list of the arguments one of
+the commands above takes) and answers each with ``{"answer": N, "rc": R}`` and the N bytes of JSON lines that
+command would have printed. It keeps each file's summaries (by device, inode, size and mtime) so a step read
+again, or grown by appended episodes, is parsed only where it is new. It ends at the end of its stdin (the
+connection closed) or after ``--idle`` seconds without a request.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import io
 import json
 import math
 import os
 import re
+import select
 import sys
 import time
 
@@ -44,6 +54,9 @@ STEPS_LISTED = 64  # the newest steps named in a list answer
 SNIPPET = 60  # characters on each side of a search match
 TRUNCATING_STOPS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "context_length")
 
+CACHE_ITEMS = 100000  # summaries a server keeps, all files together (a few hundred bytes each)
+IDLE = 300.0  # a server with no request for this long ends (the pane asks every 10 s while it shows the newest step)
+
 _ID_AT_START = re.compile(rb'\s*\{\s*"id"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
 _ENV_NAME = re.compile(rb'"env"\s*:\s*\{[^{}]{0,400}?"(?:name|id)"\s*:\s*"((?:[^"\\]|\\.){1,100})"')
 
@@ -52,8 +65,11 @@ class Refused(Exception):
     """A request this script answers with one line of error."""
 
 
+OUT = [None]  # type: list  # where answers go: one request's buffer while serving, else stdout
+
+
 def _out(obj):
-    sys.stdout.write(json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n")
+    (OUT[0] or sys.stdout).write(json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n")
 
 
 def _num(v):
@@ -151,6 +167,32 @@ def parse(raw):
     except (ValueError, RecursionError, UnicodeDecodeError):
         return None
     return obj if isinstance(obj, dict) else None
+
+
+# A key whose value is a long array of numbers or booleans (token ids, logprobs, masks): most of a record's
+# bytes, and nothing a summary reads. The opening quote preceded by a backslash is inside a string.
+_NUMERIC_ARRAY = re.compile(rb'"[A-Za-z0-9_]{1,64}"\s*:\s*\[(?=[-0-9tfn])')
+_NUMERIC_CHARS = b"0123456789.,-+eE \t\r\ntruefalsn"
+
+
+def lean(raw):
+    """``raw`` with its long number arrays emptied (``[]``): the same record to a summary, parsed several times
+    faster. Only an array whose bytes are all number/boolean characters up to its ``]`` is emptied, so no
+    string and no nested value is touched."""
+    out, pos = [], 0
+    for m in _NUMERIC_ARRAY.finditer(raw):
+        a = m.end()
+        if a < pos or (m.start() and raw[m.start() - 1:m.start()] == b"\\"):
+            continue
+        b = raw.find(b"]", a)
+        if b - a < 64 or raw[a:b].translate(None, _NUMERIC_CHARS):
+            continue
+        out.append(raw[pos:a])
+        pos = b
+    if not out:
+        return raw
+    out.append(raw[pos:])
+    return b"".join(out)
 
 
 def head_of(raw):
@@ -322,6 +364,72 @@ def search(obj, pattern):
     return count, snippet
 
 
+CACHE = collections.OrderedDict()  # type: collections.OrderedDict  # path -> Scanned, the least recent first
+
+
+class Scanned:
+    """One file's summaries as far as it was read: every whole record up to ``end``."""
+
+    def __init__(self, ident):
+        self.ident = ident  # (device, inode)
+        self.end = self.size = self.mtime = 0
+        self.tail = b""  # the bytes just before ``end``: an append keeps them, a rewrite does not
+        self.items = []  # summaries in file order
+        self.seen = self.garbled = 0
+
+
+def scan(path, step, kind, subset, deadline):
+    """(Scanned, partial, cut) of ``path``: read from where the kept summaries end when the file only grew
+    since (same file, same bytes before that point), else from its start."""
+    st = os.stat(path)
+    ident = (st.st_dev, st.st_ino)
+    got = CACHE.pop(path, None)
+    cut = None
+    with open(path, "rb") as f:
+        if got is not None and got.ident == ident and st.st_size >= got.end:
+            if (st.st_size, st.st_mtime_ns) != (got.size, got.mtime) and got.end:
+                f.seek(max(0, got.end - len(got.tail)))
+                if f.read(len(got.tail)) != got.tail:
+                    got = None
+        else:
+            got = None
+        if got is None:
+            got = Scanned(ident)
+        if (st.st_size, st.st_mtime_ns) != (got.size, got.mtime):
+            STATE["partial"] = False
+            for off, raw, size in records(f, got.end):
+                got.seen += 1
+                if size < 0:  # oversized: its id and env only
+                    eid, env = head_of(raw)
+                    got.items.append({"id": eid or "", "step": step, "kind": kind, "subset": subset, "env": env,
+                                      "too_large": True, "offset": off, "bytes": -size})
+                else:
+                    obj = parse(lean(raw))
+                    if obj is None:
+                        got.garbled += 1
+                    else:
+                        got.items.append(summary(obj, step, kind, subset, off, size))
+                got.end = off + abs(size)
+                if time.monotonic() > deadline:
+                    cut = "time"
+                    break
+            f.seek(max(0, got.end - 64))
+            got.tail = f.read(got.end - f.tell())
+            if cut is None:  # else the rest is read next time
+                got.size, got.mtime = st.st_size, st.st_mtime_ns
+    partial = st.st_size > got.end and cut is None
+    CACHE[path] = got
+    total = sum(len(c.items) for c in CACHE.values())
+    while CACHE and total > CACHE_ITEMS:
+        total -= len(CACHE.popitem(last=False)[1].items)
+    return got, partial, cut
+
+
+def _passes(a, s):
+    return not ((a.env and s.get("env") != a.env) or (a.errors and not (s.get("error") or s.get("ok") is False))
+                or (a.truncated and not s.get("truncated")))
+
+
 def list_episodes(a):
     step, subset, path = pick(a.run_dir, a.step, a.kind, a.subset)
     pattern = None
@@ -336,37 +444,36 @@ def list_episodes(a):
     cut = None
     deadline = time.monotonic() + a.timeout
     STATE["partial"] = False
-    with open(path, "rb") as f:
-        for off, raw, size in records(f):
-            seen += 1
-            if size < 0:  # oversized: its id and env only
-                eid, env = head_of(raw)
-                obj, s = None, {"id": eid or "", "step": step, "kind": a.kind, "subset": subset, "env": env,
-                                "too_large": True, "offset": off, "bytes": -size}
-            else:
+    if pattern is None:  # summaries only: kept per file, parsed lean
+        got, partial, cut = scan(path, step, a.kind, subset, deadline)
+        seen, garbled = got.seen, got.garbled
+        for s in got.items:
+            if _passes(a, s):
+                matched += 1
+                kept.append(s)
+        STATE["partial"] = partial
+    else:
+        with open(path, "rb") as f:
+            for off, raw, size in records(f):
+                seen += 1
+                if size < 0:
+                    continue
                 obj = parse(raw)
                 if obj is None:
                     garbled += 1
                     continue
                 s = summary(obj, step, a.kind, subset, off, size)
-            if a.env and s.get("env") != a.env:
-                continue
-            if a.errors and not (s.get("error") or s.get("ok") is False):
-                continue
-            if a.truncated and not s.get("truncated"):
-                continue
-            if pattern is not None:
-                if obj is None:
+                if not _passes(a, s):
                     continue
                 n, snip = search(obj, pattern)
                 if not n:
                     continue
                 s["matches"], s["snippet"] = n, snip
-            matched += 1
-            kept.append(s)
-            if time.monotonic() > deadline:
-                cut = "time"
-                break
+                matched += 1
+                kept.append(s)
+                if time.monotonic() > deadline:
+                    cut = "time"
+                    break
     for s in kept:
         _out({"ep": s})
     found = steps(a.run_dir)
@@ -494,8 +601,8 @@ def dump(a):
                    "partial": STATE["partial"]}})
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="rollouts.py")
+def parser(cls=argparse.ArgumentParser):
+    ap = cls(prog="rollouts.py")
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("list", "episode", "dump"):
         p = sub.add_parser(name)
@@ -517,7 +624,24 @@ def main(argv=None):
         if name == "episode":
             p.add_argument("--id", required=True)
             p.add_argument("--offset", type=int, default=None)
-    a = ap.parse_args(argv)
+    p = sub.add_parser("serve")
+    p.add_argument("--idle", type=float, default=IDLE)
+    return ap
+
+
+class _Usage(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """A bad request is answered, never the end of the server."""
+
+    def error(self, message):
+        raise _Usage(message)
+
+
+def answer(a):
+    """Run one parsed request: its exit status (its lines went to ``OUT``)."""
     try:
         {"list": list_episodes, "episode": episode, "dump": dump}[a.cmd](a)
     except Refused as exc:
@@ -526,8 +650,60 @@ def main(argv=None):
     except OSError as exc:
         _out({"error": "%s: %s" % (getattr(exc, "filename", None) or a.run_dir, exc.strerror or exc)})
         return 2
-    sys.stdout.flush()
     return 0
+
+
+def _request(buf, idle):
+    """(one request line, the bytes after it), or None at the end of stdin or after ``idle`` s without one."""
+    while b"\n" not in buf:
+        ready, _, _ = select.select([0], [], [], idle)
+        if not ready:
+            return None
+        chunk = os.read(0, 65536)
+        if not chunk:
+            return None
+        buf += chunk
+        if len(buf) > 1024 * 1024 and b"\n" not in buf:
+            return None  # not a request of ours
+    line, _, rest = buf.partition(b"\n")
+    return line, rest
+
+
+def serve(idle):
+    ap = parser(_Parser)
+    out = sys.stdout.buffer
+    out.write(b'{"serving":1}\n')
+    out.flush()
+    buf = b""
+    while True:
+        got = _request(buf, idle)
+        if got is None:
+            return 0
+        line, buf = got
+        answered = OUT[0] = io.StringIO()
+        try:
+            argv = json.loads(line)
+            if not isinstance(argv, list) or not argv or argv[0] not in ("list", "episode", "dump") \
+                    or not all(isinstance(x, str) for x in argv):
+                raise _Usage("not a request")
+            rc = answer(ap.parse_args(argv))
+        except (_Usage, ValueError) as exc:
+            _out({"error": "a request the episode reader does not know: %s" % str(exc)[:200]})
+            rc = 2
+        body = answered.getvalue().encode("utf-8")
+        OUT[0] = None
+        out.write(b'{"answer":%d,"rc":%d}\n' % (len(body), rc))
+        out.write(body)
+        out.flush()
+
+
+def main(argv=None):
+    a = parser().parse_args(argv)
+    if a.cmd == "serve":
+        return serve(max(1.0, a.idle))
+    rc = answer(a)
+    sys.stdout.flush()
+    return rc
 
 
 if __name__ == "__main__":

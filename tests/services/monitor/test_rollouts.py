@@ -229,3 +229,107 @@ async def test_a_run_without_episodes_says_so_in_one_line(tmp_path):
         with pytest.raises(PrimeTrainError) as info:
             await RolloutReader(conn, str(tmp_path / "nothing")).list_step()
     assert str(info.value) == f"no train episodes under {tmp_path / 'nothing' / 'rollouts'}"
+
+
+# ------------------------------------------------------------------ speed: a kept reader, kept summaries, lean parse
+# Opening the pane on 256 episodes of 20 KB took 1.3 s (tests/benchmarks/rollouts_list.py): every request was
+# its own SSH exec, interpreter start and guard check, and every record was parsed whole, token ids and all.
+
+
+class CountingSSH(SSHConnection):
+    """The real connection, counting the commands it starts on the pod."""
+
+    execs = 0
+
+    async def run(self, command, timeout=30.0, input=None):
+        self.execs += 1
+        return await super().run(command, timeout, input)
+
+    async def start(self, command):
+        self.execs += 1
+        return await super().start(command)
+
+
+async def test_successive_requests_are_answered_by_one_kept_reader_over_sshd(pod, run):
+    async with CountingSSH(pod) as conn:
+        r = RolloutReader(conn, str(run))
+        first = await r.list_step(Filters(limit=4))  # starts the reader (and uploads it: the guard refused)
+        after_first = conn.execs
+        again = await r.list_step(Filters(limit=4))
+        older = await RolloutReader(conn, str(run)).list_step(Filters(step=1))
+        view = await r.episode(first.episodes[-1].id, offset=first.episodes[-1].offset)
+        evals = await r.list_step(Filters(kind="eval"))
+        assert conn.execs == after_first, "a request started a command of its own"
+        await r.stop()
+    assert again == first and len(older.episodes) == 6 and view.summary.id == "e2-11"
+    assert [e.id for e in evals.episodes] == ["e2-100", "e2-101", "e2-102"] and evals.kind == "eval"
+
+
+def append(path: Path, recs: list[dict], tail: bytes = b"") -> None:
+    with path.open("ab") as f:
+        for r in recs:
+            f.write(json.dumps(r, separators=(",", ":")).encode() + b"\n")
+        f.write(tail)
+
+
+async def test_the_kept_reader_reads_on_where_a_file_grew_and_again_where_it_was_replaced(pod, tmp_path):
+    run = tmp_path / "run"
+    path = write_step(run, 1, [record(1, i) for i in range(3)], tail=b'{"id":"e1-3","env')
+    async with CountingSSH(pod) as conn:
+        r = RolloutReader(conn, str(run))
+        try:
+            one = await r.list_step()
+            assert [e.id for e in one.episodes] == ["e1-0", "e1-1", "e1-2"] and one.partial
+            kept = conn.execs
+            # the half-written line completed, two more episodes and a new half line
+            with path.open("r+b") as f:
+                f.truncate(path.stat().st_size - len(b'{"id":"e1-3","env'))
+            append(path, [record(1, 3), record(1, 4)], tail=b'{"id":"e1-5"')
+            two = await r.list_step()
+            assert [e.id for e in two.episodes] == [f"e1-{i}" for i in range(5)] and two.partial
+            assert two.total == 5
+            # rewritten in place, shorter (a run restarted over its step): read from the start
+            write_step(run, 1, [record(1, 7)])
+            three = await r.list_step()
+            assert [e.id for e in three.episodes] == ["e1-7"] and not three.partial and three.total == 1
+            # replaced by a new file of the same size: a new inode, read again
+            new = path.with_name("new.jsonl")
+            new.write_bytes(path.read_bytes().replace(b'"e1-7"', b'"e1-8"'))
+            new.replace(path)
+            four = await r.list_step()
+            assert [e.id for e in four.episodes] == ["e1-8"] and conn.execs == kept
+            # the reader ended on the pod (killed, idle): the next request starts another, nothing lost
+            import psutil
+
+            for p in psutil.process_iter(["cmdline"]):
+                cmd = p.info["cmdline"] or []
+                if "serve" in cmd and any(str(tmp_path / "podstate") in c for c in cmd):
+                    p.kill()
+            five = await r.list_step()
+            assert [e.id for e in five.episodes] == ["e1-8"] and conn.execs == kept + 1
+        finally:
+            await r.stop()
+
+
+def test_a_summary_from_the_lean_parse_is_the_summary_of_the_whole_record():
+    from services.pod.agent import rollouts as agent
+
+    rng = random.Random(3)
+    recs = [record(1, i) for i in range(12)]
+    for rec in recs:  # the bulk of a real record: token ids, logprobs and masks of each turn
+        for node in rec["traces"][0]["nodes"]:
+            node["token_ids"] = [rng.randrange(150000) for _ in range(800)]
+            node["logprobs"] = [round(-rng.random(), 4) for _ in range(800)]
+            node["mask"] = [True] * 800
+    # text that looks like such an array, inside strings, and arrays that are not only numbers
+    recs[0]["traces"][0]["nodes"][1]["message"]["content"] = 'the model wrote "token_ids":[' + "1," * 80 + "2]"
+    recs[1]["errors"] = [{"type": "E", "message": '\\"ids\\":[' + "3," * 50 + "4]"}]
+    recs[2]["traces"][0]["metrics"] = {"mixed": [1] * 40 + ["x]"] + [2] * 40}
+    for rec in recs:
+        raw = json.dumps(rec, separators=(",", ":")).encode()
+        lean = agent.lean(raw)
+        assert len(lean) * 4 < len(raw)
+        args = (1, "train", "all", 0, len(raw))
+        assert agent.summary(json.loads(lean), *args) == agent.summary(json.loads(raw), *args)
+    assert '"token_ids":[' + "1," * 80 in json.loads(agent.lean(
+        json.dumps(recs[0]).encode()))["traces"][0]["nodes"][1]["message"]["content"]
