@@ -75,8 +75,7 @@ class AutoBackup:
         self._removed.discard(job.pod.name)
         name, tasks = job.pod.name, self.app.tasks
         try:  # a task in the "transfer" lane: the task list (t) shows it and can stop it
-            task = tasks.start(name, "auto-backup", lambda t: self._run(job, settings, t), _shown_here,
-                               lane="transfer")
+            task = tasks.start(name, "auto-backup", lambda t: self._run(job, settings, t), _shown_here, lane="transfer")
         except Busy as err:  # a transfer started elsewhere in the same instant: try again later, quietly
             self.planner.failed(name, job.step, str(err))
             return
@@ -126,29 +125,42 @@ class AutoBackup:
                 steps, _oldest, _source = await pod_backed_up(conn, settings, job.run_dir)
                 if self.planner.listed(name, steps):
                     return Outcome("done", f"step {step} is already verified in the bucket")
-            result = await backup_checkpoint(conn, settings, job.run_dir, step,
-                                             on_progress=partial(self._progress, name, task))
+            result = await backup_checkpoint(
+                conn, settings, job.run_dir, step, on_progress=partial(self._progress, name, task)
+            )
             if not result.verified:
                 raise BackupError(f"step {step} does not match its manifest: {result.problems[0]}")
         except asyncio.CancelledError:
             if name in self._removed:  # the pod is gone: nothing to remember or say about it
                 raise
             self.planner.cancelled(name, step)
-            self.app.notify(f"{doing} cancelled; its finished parts stay in the bucket for the next backup.",
-                            title="Auto-backup", severity="warning")
+            self.app.notify(
+                f"{doing} cancelled; its finished parts stay in the bucket for the next backup.",
+                title="Auto-backup",
+                severity="warning",
+            )
             raise
         except Exception as exc:  # noqa: BLE001 - every failure is reported and retried, never a crash
             err = exc if isinstance(exc, PrimeTrainError) else transport_error(exc, doing)
-            reason = (f"{err}" + (f" ({err.hint})" if err.hint else "")) if err is not None \
+            reason = (
+                (f"{err}" + (f" ({err.hint})" if err.hint else ""))
+                if err is not None
                 else f"{type(exc).__name__}: {exc}"
+            )
             outcome = Outcome("error", reason)
             if name not in self._removed and self.planner.failed(name, step, reason):
-                self.app.notify(f"{name}: {reason}. Retrying in the background; the Checkpoints pane shows "
-                                "the next attempt.", title="Auto-backup failed", severity="error", timeout=15)
+                self.app.notify(
+                    f"{name}: {reason}. Retrying in the background; the Checkpoints pane shows the next attempt.",
+                    title="Auto-backup failed",
+                    severity="error",
+                    timeout=15,
+                )
         else:
             recovered = name not in self._removed and self.planner.succeeded(name, step, job.mtime, job.run_dir)
-            text = (f"step {step} backed up and verified ({result.uploaded_parts} parts sent, "
-                    f"{result.skipped_parts} already there)")
+            text = (
+                f"step {step} backed up and verified ({result.uploaded_parts} parts sent, "
+                f"{result.skipped_parts} already there)"
+            )
             outcome = Outcome("done", text)
             if name not in self._removed:
                 self.app.notify(f"{name}: {text}" + (" — working again" if recovered else ""), title="Auto-backup")

@@ -34,14 +34,16 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="Terminal dashboard for prime-rl training runs on rented GPU pods.",
     )
     parser.add_argument("--version", action=_VersionAction)
-    parser.add_argument("--pod", action="append", default=[], metavar="POD",
-                        help="watch this pod too: a pods.toml name, an ssh alias, user@host[:port] "
-                             "or 'local' (repeatable)")
-    parser.add_argument("--demo", action="store_true",
-                        help="add an embedded SIMULATED pod (no pod, no keys needed)")
+    parser.add_argument(
+        "--pod",
+        action="append",
+        default=[],
+        metavar="POD",
+        help="watch this pod too: a pods.toml name, an ssh alias, user@host[:port] or 'local' (repeatable)",
+    )
+    parser.add_argument("--demo", action="store_true", help="add an embedded SIMULATED pod (no pod, no keys needed)")
     parser.add_argument("--no-local", action="store_true", help="do not show this machine")
-    parser.add_argument("--config", type=Path, metavar="FILE",
-                        help="a prime-rl TOML to open in the Config pane")
+    parser.add_argument("--config", type=Path, metavar="FILE", help="a prime-rl TOML to open in the Config pane")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     names = _command_names()
     wanted = set(names) if argv is None else set(argv) & set(names)
@@ -147,11 +149,17 @@ class _VersionAction(argparse.Action):
     (importlib.metadata, email), paid on every start of the app when it was done building the parser."""
 
     def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs) -> None:
-        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
-                         help="show the program's version and exit")
+        super().__init__(
+            option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help="show the program's version and exit"
+        )
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         sys.stdout.write(f"{parser.prog} {_version()}\n")  # on stdout, as argparse's own version action
         parser.exit()
 

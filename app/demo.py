@@ -51,15 +51,13 @@ def demo_sandbox(pod: Pod, monitor: MonitorSettings | None = None) -> DemoPod:
     return DemoPod.at(root, **asdict((monitor or MonitorSettings()).demo_options()))
 
 
-def demo_lifecycle_settings(pod: Pod, head_start: int = 0,
-                            monitor: MonitorSettings | None = None) -> LifecycleSettings:
+def demo_lifecycle_settings(pod: Pod, head_start: int = 0, monitor: MonitorSettings | None = None) -> LifecycleSettings:
     """The demo pod's lifecycle settings (services.demo's plain overrides), its run records under the data
     dir like any run's. The one builder for the TUI and the headless commands."""
     from app.settings import data_dir
     from services.lifecycle.preflight import LifecycleSettings
 
-    return LifecycleSettings(**demo_sandbox(pod, monitor).lifecycle_overrides(head_start),
-                             runs_dir=data_dir() / "runs")
+    return LifecycleSettings(**demo_sandbox(pod, monitor).lifecycle_overrides(head_start), runs_dir=data_dir() / "runs")
 
 
 def for_lifecycle(pod: Pod) -> tuple[Pod, LifecycleSettings | None]:
@@ -122,8 +120,9 @@ async def ensure_run(pod: Pod, *, head_start: int = HEAD_START, wait: float = 10
     end = loop.time() + wait
     while loop.time() < end and "step " not in _read(log).lower():
         await asyncio.sleep(0.05)
-    return (f"started the demo run in {demo.root} (SIMULATED; it keeps running: prime-train-tui kill demo "
-            f"--yes stops it)")
+    return (
+        f"started the demo run in {demo.root} (SIMULATED; it keeps running: prime-train-tui kill demo --yes stops it)"
+    )
 
 
 def _read(path: Path) -> str:
@@ -156,14 +155,16 @@ class DemoInApp:
         try:
             demo = start_fresh(pod, self.app.monitor_settings)
         except PrimeTrainError as err:  # not a sandbox: the monitor shows the pod offline with the reason
-            self.app.notify(f"{err}" + (f"\n{err.hint}" if err.hint else ""), severity="error",
-                            title="Demo pod", timeout=15)
+            self.app.notify(
+                f"{err}" + (f"\n{err.hint}" if err.hint else ""), severity="error", title="Demo pod", timeout=15
+            )
             return pod
         from app.host import ConfigOffered
 
         self.app.post_message(ConfigOffered(demo.config))  # the Config pane shows it when it has no config
-        self.workers[pod.name] = self.app.run_worker(self._hold(demo), name=f"demo pod {pod.name}",
-                                                     group="demo-pod", exit_on_error=False)
+        self.workers[pod.name] = self.app.run_worker(
+            self._hold(demo), name=f"demo pod {pod.name}", group="demo-pod", exit_on_error=False
+        )
         self.app.call_after_refresh(self._launch, pod, demo)  # its pre-flight (~30 ms) after the first paint
         return pod
 
@@ -206,8 +207,12 @@ class DemoInApp:
                 return
             result = task.result
             if isinstance(result, Exception) or getattr(result, "kind", "") == "error":
-                self.app.notify(f"{getattr(result, 'message', result)}", severity="error",
-                                title="The demo run did not start", timeout=15)
+                self.app.notify(
+                    f"{getattr(result, 'message', result)}",
+                    severity="error",
+                    title="The demo run did not start",
+                    timeout=15,
+                )
 
         try:
             tasks.start_events(pod.name, "launch", events, told)

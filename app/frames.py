@@ -62,14 +62,24 @@ class FrameView(Protocol):
 
     def main(self) -> MainWidgets | None:
         """The main screen's widgets; None while the App starts or stops."""
+
     def on_main_screen(self) -> bool:
         """The main screen shows (no modal on it)."""
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None: ...
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None: ...
     def push_screen(self, screen: Screen[Any], callback: Callable[[Any], None] | None = None) -> object: ...
     def post_message(self, message: Message) -> bool: ...
-    def set_timer(self, delay: float, callback: Callable[[], object] | None = None, *,
-                  name: str | None = None) -> Timer: ...
+    def set_timer(
+        self, delay: float, callback: Callable[[], object] | None = None, *, name: str | None = None
+    ) -> Timer: ...
     def batch_update(self) -> AbstractContextManager[None]: ...
 
 
@@ -137,8 +147,9 @@ class SnapshotFrames:
         self.book.toasted[name] = current
         for alert in snapshot.alerts:
             if alert.id not in seen:
-                self.view.notify(alert.message, title=f"{name}: {alert.title}",
-                                 severity=TOAST_SEVERITY[alert.severity], timeout=10)
+                self.view.notify(
+                    alert.message, title=f"{name}: {alert.title}", severity=TOAST_SEVERITY[alert.severity], timeout=10
+                )
                 self.book.alert_log.append((name, alert))
                 if (fleet := fleet_shown(self.view.screen)) is not None:
                     fleet.alert_fired(name, alert)

@@ -17,8 +17,9 @@ class BackgroundLifecycle:
     (its dry-run preview shown once for approval), and the preemption tracker fed every snapshot (with
     the auto-resume policy of settings). A run started is said to the App with ``RunStarted``."""
 
-    def __init__(self, app: AppHost, settings: Any = None, backup: Any = None,
-                 connect: Callable[[Any], Any] | None = None) -> None:
+    def __init__(
+        self, app: AppHost, settings: Any = None, backup: Any = None, connect: Callable[[Any], Any] | None = None
+    ) -> None:
         from services.lifecycle.preemption import AutoResumer, PreemptionTracker
 
         self.app = app
@@ -37,10 +38,14 @@ class BackgroundLifecycle:
         from app.demo import DemoInApp
 
         self.demo = DemoInApp(app)  # the demo pod's sandbox and run (app/demo.py)
-        self.tracker = (PreemptionTracker.from_settings(self.settings, clock=app.clock)
-                        if self.settings.runs_dir is not None else None)
-        self.resumer = (AutoResumer(self.tracker, self.settings, self.connect, self.backup)
-                        if self.tracker is not None else None)
+        self.tracker = (
+            PreemptionTracker.from_settings(self.settings, clock=app.clock)
+            if self.settings.runs_dir is not None
+            else None
+        )
+        self.resumer = (
+            AutoResumer(self.tracker, self.settings, self.connect, self.backup) if self.tracker is not None else None
+        )
         app.set_interval(5.0, self.tick)
         if (monitor := app.monitor) is not None:  # a pod without run_dir: its newest launch
             monitor.runs_dir = self.settings.runs_dir
@@ -61,11 +66,18 @@ class BackgroundLifecycle:
             return
         from services.lifecycle.auto_cleanup import CleanupDaemon
 
-        daemon = CleanupDaemon(pod, self.settings, connect=self.connect, backup=self.backup,
-                               clock=self.app.clock, on_event=functools.partial(self._daemon_event, pod.name))
+        daemon = CleanupDaemon(
+            pod,
+            self.settings,
+            connect=self.connect,
+            backup=self.backup,
+            clock=self.app.clock,
+            on_event=functools.partial(self._daemon_event, pod.name),
+        )
         self.daemons[pod.name] = daemon
-        self._workers[pod.name] = self.app.run_worker(daemon.run(), name=f"cleanup daemon {pod.name}",
-                                                      group="lifecycle-background", exit_on_error=False)
+        self._workers[pod.name] = self.app.run_worker(
+            daemon.run(), name=f"cleanup daemon {pod.name}", group="lifecycle-background", exit_on_error=False
+        )
 
     def remove(self, name: str) -> None:
         self.demo.stop(name)  # the demo pod removed: its simulated run stops
@@ -99,8 +111,9 @@ class BackgroundLifecycle:
                     self.app.notify(f"{d.reason.replace('resuming', 'the watcher resumes', 1)}", title="Auto-resume")
                     continue
                 self.app.notify(d.reason, title="Auto-resume")
-                self.app.run_worker(self._resume(d), name=f"auto-resume {d.run_id}", group="lifecycle-background",
-                                    exit_on_error=False)
+                self.app.run_worker(
+                    self._resume(d), name=f"auto-resume {d.run_id}", group="lifecycle-background", exit_on_error=False
+                )
 
     async def _resume(self, decision: Any) -> None:
         assert self.resumer is not None  # only started when auto-resume is on (_act)
@@ -115,8 +128,7 @@ class BackgroundLifecycle:
         daemon = self.daemons.get(pod)
         if ev.data and "preview" in ev.data and daemon is not None and pod not in self._asked:
             self._asked.add(pod)
-            self.app.push_screen(CleanupPreviewScreen(pod, ev.data["preview"]),
-                                 functools.partial(self._answered, pod))
+            self.app.push_screen(CleanupPreviewScreen(pod, ev.data["preview"]), functools.partial(self._answered, pod))
         elif ev.kind == "done" and ev.data and ev.data.get("deleted"):
             self.app.notify(ev.message, title=f"Cleanup daemon · {pod}")
         elif ev.kind == "error" and "no run recorded" not in ev.message:

@@ -59,8 +59,13 @@ def _offers(inputs: PaneInputs) -> OffersPane:
     from app.panes.offers import OffersPane, default_fetcher, demo_fetcher
     from app.settings import cache_dir
 
-    return OffersPane(id=OFFERS.widget_id, cache_dir=cache_dir(), observed_path=inputs.observed_path(),
-                      fetcher=demo_fetcher if inputs.demo else default_fetcher, cache_ttl=inputs.cache_ttl)
+    return OffersPane(
+        id=OFFERS.widget_id,
+        cache_dir=cache_dir(),
+        observed_path=inputs.observed_path(),
+        fetcher=demo_fetcher if inputs.demo else default_fetcher,
+        cache_ttl=inputs.cache_ttl,
+    )
 
 
 def _monitor(_inputs: PaneInputs) -> MonitorPane:

@@ -48,9 +48,18 @@ def default_providers() -> Providers:
 
 
 class Rentals:
-    def __init__(self, app: AppHost, audit: AuditLog, *, providers: Callable[[], Providers] | None = None,
-                 clock: Callable[[], float] = time.time, settings: OfferSettings | None = None,
-                 watch_interval: float = 30.0, poll: float = 5.0, ssh_ready: Any = None) -> None:
+    def __init__(
+        self,
+        app: AppHost,
+        audit: AuditLog,
+        *,
+        providers: Callable[[], Providers] | None = None,
+        clock: Callable[[], float] = time.time,
+        settings: OfferSettings | None = None,
+        watch_interval: float = 30.0,
+        poll: float = 5.0,
+        ssh_ready: Any = None,
+    ) -> None:
         self.app, self.audit, self.clock = app, audit, clock
         self.providers = providers or default_providers
         self.settings = settings or OfferSettings()
@@ -73,14 +82,26 @@ class Rentals:
         """The steps/hr a real run reaches on its GPUs, for the Offers pane's estimates (at most one line
         per model and GPU shape per 10 min; never from the simulated pod). Called for every snapshot."""
         run, latest = snapshot.run, snapshot.latest
-        if snapshot.pod.simulated or run is None or latest is None or not run.steps_per_hr or (run.step or 0) < 3 \
-                or not latest.model or not latest.gpus:
+        if (
+            snapshot.pod.simulated
+            or run is None
+            or latest is None
+            or not run.steps_per_hr
+            or (run.step or 0) < 3
+            or not latest.model
+            or not latest.gpus
+        ):
             return
         from services.offers.calibration import observation
 
         total = latest.gpus[0].mem_total
-        ob = observation(latest.model, [g.name for g in latest.gpus], total / 2**30 if total else None,
-                         run.steps_per_hr, latest.tokens_per_step)
+        ob = observation(
+            latest.model,
+            [g.name for g in latest.gpus],
+            total / 2**30 if total else None,
+            run.steps_per_hr,
+            latest.tokens_per_step,
+        )
         if ob is not None:
             try:
                 self.observations.record(ob, self.clock())
@@ -98,23 +119,29 @@ class Rentals:
         if not late:
             self._start_watch()
             return
-        lines = "\n".join(f"  • {r.name}: {r.title}, ${r.price_hr:.2f}/hr, ≈ ${r.spent(self.clock()):.2f} so far"
-                          for r in late)
-        question = (f"{len(late)} rented pod(s) are past their auto-terminate deadline:\n{lines}\n\n"
-                    f"Terminate them now? (No moves each deadline {EXTEND / 3600:.0f} h later.)")
-        self.app.push_screen(ConfirmScreen(question, yes="Terminate now", no="Keep 1 h more"),
-                             partial(self._overdue_answered, late))
+        lines = "\n".join(
+            f"  • {r.name}: {r.title}, ${r.price_hr:.2f}/hr, ≈ ${r.spent(self.clock()):.2f} so far" for r in late
+        )
+        question = (
+            f"{len(late)} rented pod(s) are past their auto-terminate deadline:\n{lines}\n\n"
+            f"Terminate them now? (No moves each deadline {EXTEND / 3600:.0f} h later.)"
+        )
+        self.app.push_screen(
+            ConfirmScreen(question, yes="Terminate now", no="Keep 1 h more"), partial(self._overdue_answered, late)
+        )
 
     def _overdue_answered(self, late: list[Rental], yes: bool | None) -> None:
         if yes:
             for r in late:
-                self.app.run_worker(self._terminate(r, "overdue at start-up"), name=f"terminating {r.name}",
-                                    exit_on_error=False)
+                self.app.run_worker(
+                    self._terminate(r, "overdue at start-up"), name=f"terminating {r.name}", exit_on_error=False
+                )
         else:
             for r in late:
                 deadline = self.clock() + EXTEND
-                self.audit.append("deadline", provider=r.provider, pod_id=r.pod_id, deadline=deadline,
-                                  reason="kept at start-up")
+                self.audit.append(
+                    "deadline", provider=r.provider, pod_id=r.pod_id, deadline=deadline, reason="kept at start-up"
+                )
                 self.app.post_message(DeadlineMoved(r.name, deadline))
         self._start_watch()
 
@@ -130,8 +157,9 @@ class Rentals:
         """One pass at a time: a slow provider must not have a terminate in flight cancelled by the next."""
         if self._pass is not None and not self._pass.is_finished:
             return
-        self._pass = self.app.run_worker(self._check_deadlines(), name="deadline watch", group="deadline-watch",
-                                         exit_on_error=False)
+        self._pass = self.app.run_worker(
+            self._check_deadlines(), name="deadline watch", group="deadline-watch", exit_on_error=False
+        )
 
     async def _check_deadlines(self) -> None:
         import asyncio
@@ -162,19 +190,34 @@ class Rentals:
             try:
                 access = await providers.status(r.provider, r.pod_id)
                 # absent from the answer: gone only when the provider's own list of pods says so
-                gone = access.message if access.state == "terminated" else \
-                    await confirm_gone(providers, r, self.clock()) if access.state == "unknown" else None
+                gone = (
+                    access.message
+                    if access.state == "terminated"
+                    else await confirm_gone(providers, r, self.clock())
+                    if access.state == "unknown"
+                    else None
+                )
             except ProviderFailure as exc:
                 self._key_problem(r, exc)
                 continue  # asked again next pass; the rental and its deadline stay
             if not gone:
                 continue
-            self.audit.append("gone", provider=r.provider, pod_id=r.pod_id, name=r.name, reason=gone,
-                              spent=round(r.spent(self.clock()), 2))
+            self.audit.append(
+                "gone",
+                provider=r.provider,
+                pod_id=r.pod_id,
+                name=r.name,
+                reason=gone,
+                spent=round(r.spent(self.clock()), 2),
+            )
             self.app.post_message(PodLost(r.name))  # the preemption tracker: its run is interrupted
-            self.app.notify(f"{r.provider} reports {r.name} terminated ({gone or 'gone'}): its run is "
-                            "marked interrupted. Restore from the bucket (Checkpoints) or let auto-resume act.",
-                            severity="error", title="Pod gone", timeout=30)
+            self.app.notify(
+                f"{r.provider} reports {r.name} terminated ({gone or 'gone'}): its run is "
+                "marked interrupted. Restore from the bucket (Checkpoints) or let auto-resume act.",
+                severity="error",
+                title="Pod gone",
+                timeout=30,
+            )
 
     def _key_problem(self, r: Rental, exc: Exception) -> None:
         """A rejected key is said once per rental: the pod may be billing and nothing here can stop it."""
@@ -199,48 +242,82 @@ class Rentals:
             if any(r.provisional for r in self.audit.open_rentals()):
                 for r, outcome in await resolve_provisional(providers, self.audit, self.clock()):
                     if outcome not in ("found", "none"):
-                        self.app.notify(f"{r.name} ({r.title}) is 'creating?': its create answer was lost and "
-                                        f"{r.provider} does not list it yet ({outcome}). It may be billing — it is "
-                                        "looked for by name on every pass; check the provider's console.",
-                                        severity="warning", title="Rented pod", timeout=30)
+                        self.app.notify(
+                            f"{r.name} ({r.title}) is 'creating?': its create answer was lost and "
+                            f"{r.provider} does not list it yet ({outcome}). It may be billing — it is "
+                            "looked for by name on every pass; check the provider's console.",
+                            severity="warning",
+                            title="Rented pod",
+                            timeout=30,
+                        )
             missing = [r for r in self.audit.open_rentals() if r.name not in self.app.pods and not r.provisional]
             for r in missing:
                 try:
                     access = await providers.status(r.provider, r.pod_id)
-                    gone = (access.message or "terminated while the app was closed") if access.state == "terminated" \
-                        else await confirm_gone(providers, r, self.clock()) if access.state == "unknown" else None
+                    gone = (
+                        (access.message or "terminated while the app was closed")
+                        if access.state == "terminated"
+                        else await confirm_gone(providers, r, self.clock())
+                        if access.state == "unknown"
+                        else None
+                    )
                 except ProviderFailure as exc:
-                    self.app.notify(f"{r.name} ({r.title}) is rented but not in the sidebar, and {r.provider} did not "
-                                    f"answer ({exc}). The Spend view ($) lists it.", severity="warning",
-                                    title="Rented pod", timeout=20)
+                    self.app.notify(
+                        f"{r.name} ({r.title}) is rented but not in the sidebar, and {r.provider} did not "
+                        f"answer ({exc}). The Spend view ($) lists it.",
+                        severity="warning",
+                        title="Rented pod",
+                        timeout=20,
+                    )
                     continue
                 if gone:
                     self.audit.append("gone", provider=r.provider, pod_id=r.pod_id, name=r.name, reason=gone)
                 elif access.state == "ready":
-                    pod = Pod(name=r.name, kind=PodKind.SSH, host=access.host, user=access.user, port=access.port,
-                              price_per_hr=r.price_hr, provider=r.provider, provider_id=r.pod_id,
-                              deadline=r.deadline, saved=True)
+                    pod = Pod(
+                        name=r.name,
+                        kind=PodKind.SSH,
+                        host=access.host,
+                        user=access.user,
+                        port=access.port,
+                        price_per_hr=r.price_hr,
+                        provider=r.provider,
+                        provider_id=r.pod_id,
+                        deadline=r.deadline,
+                        saved=True,
+                    )
                     self.app.post_message(PodRented(pod))
                     self.app.notify(f"{r.name} was rented and is up: back in the sidebar.", title="Rented pod")
                 else:
-                    self.app.notify(f"{r.name} ({r.title}) is rented and {access.state} ({access.message}); it "
-                                    "bills until its deadline or until you terminate it in the provider's console.",
-                                    severity="warning", title="Rented pod", timeout=20)
+                    self.app.notify(
+                        f"{r.name} ({r.title}) is rented and {access.state} ({access.message}); it "
+                        "bills until its deadline or until you terminate it in the provider's console.",
+                        severity="warning",
+                        title="Rented pod",
+                        timeout=20,
+                    )
 
     # ------------------------------------------------------------------ renting
     def request(self, ranked: Ranked) -> None:
         from services.offers.launch import not_rentable, plan_launch
 
         if ranked.offer.params.get("simulated"):
-            self.app.notify("A SIMULATED offer (--demo): there is nothing to rent. Set a provider key to see and "
-                            "rent real offers.", severity="warning", title="Demo")
+            self.app.notify(
+                "A SIMULATED offer (--demo): there is nothing to rent. Set a provider key to see and rent real offers.",
+                severity="warning",
+                title="Demo",
+            )
             return
         if why := not_rentable(ranked.offer.provider):  # RunPod: listed and ranked, rented in its console
             self.app.notify(why, severity="warning", title="Not rentable here", timeout=15)
             return
 
-        plan = plan_launch(ranked.offer, ranked.est_hours, now=self.clock(),
-                           cap_margin=self.settings.cap_margin, deadline_margin=self.settings.deadline_margin)
+        plan = plan_launch(
+            ranked.offer,
+            ranked.est_hours,
+            now=self.clock(),
+            cap_margin=self.settings.cap_margin,
+            deadline_margin=self.settings.deadline_margin,
+        )
         plan = replace(plan, image=self.settings.image, disk_gb=self.settings.disk_gb)
         if plan.name in self.app.pods:
             plan = replace(plan, name=f"{plan.name}-{len(self.app.pods)}")
@@ -253,22 +330,30 @@ class Rentals:
     def _rent_dialog(self, plan: LaunchPlan, also: tuple[str, ...]) -> None:
         self.app.push_screen(RentScreen(plan, clock=self.clock), partial(self._confirmed, also=also))
 
-    def _ask_another(self, plan: LaunchPlan, open_ones: list[Rental], also: tuple[str, ...],
-                     then: Callable[[LaunchPlan, tuple[str, ...]], None]) -> None:
+    def _ask_another(
+        self,
+        plan: LaunchPlan,
+        open_ones: list[Rental],
+        also: tuple[str, ...],
+        then: Callable[[LaunchPlan, tuple[str, ...]], None],
+    ) -> None:
         """The second confirmation, naming the provisional rentals at the provider (default: No). Yes goes
         on with those names in ``also``: only they are rented beside."""
         from services.offers.rentals import still_starting
 
         names = (*also, *(r.name for r in open_ones if r.name not in also))
-        self.app.push_screen(ConfirmScreen(still_starting(open_ones, self.clock()), yes="Rent ANOTHER pod",
-                                           no="No, do not rent"),
-                             lambda yes: then(plan, names) if yes else self._not_rented(open_ones))
+        self.app.push_screen(
+            ConfirmScreen(still_starting(open_ones, self.clock()), yes="Rent ANOTHER pod", no="No, do not rent"),
+            lambda yes: then(plan, names) if yes else self._not_rented(open_ones),
+        )
 
     def _not_rented(self, open_ones: list[Rental]) -> None:
         pane = self.app.mounted(OFFERS)
         if pane is not None:
-            pane.set_rent_status(f"Not rented: {', '.join(r.name for r in open_ones)} may still be starting at "
-                                 f"{open_ones[0].provider} (it is looked for by name; the Spend view, $, lists it).")
+            pane.set_rent_status(
+                f"Not rented: {', '.join(r.name for r in open_ones)} may still be starting at "
+                f"{open_ones[0].provider} (it is looked for by name; the Spend view, $, lists it)."
+            )
 
     def _confirmed(self, plan: LaunchPlan | None, also: tuple[str, ...] = ()) -> None:
         if plan is not None:
@@ -300,11 +385,20 @@ class Rentals:
             self.app.notify(ev.message, severity="error", title="Renting failed", timeout=30)
         elif ev.kind == "ready" and ev.access is not None and ev.rental is not None:
             r, a = ev.rental, ev.access
-            pod = Pod(name=r.name, kind=PodKind.SSH, host=a.host, user=a.user, port=a.port, price_per_hr=r.price_hr,
-                      provider=r.provider, provider_id=r.pod_id, deadline=r.deadline, saved=True)
+            pod = Pod(
+                name=r.name,
+                kind=PodKind.SSH,
+                host=a.host,
+                user=a.user,
+                port=a.port,
+                price_per_hr=r.price_hr,
+                provider=r.provider,
+                provider_id=r.pod_id,
+                deadline=r.deadline,
+                saved=True,
+            )
             self.app.post_message(PodRented(pod))
-            self.app.notify(f"{ev.message}. Its host key is asked for on first connect.", title="Pod ready",
-                            timeout=15)
+            self.app.notify(f"{ev.message}. Its host key is asked for on first connect.", title="Pod ready", timeout=15)
 
     # ------------------------------------------------------------------ terminating
     def rental_for(self, pod: Pod) -> Rental | None:
@@ -318,21 +412,28 @@ class Rentals:
     def terminate(self, pod: Pod, ckpt_note: str = "") -> None:
         rental = self.rental_for(pod)
         if rental is None:
-            self.app.notify(f"{pod.name} was not rented through prime-train-tui (or is already terminated): "
-                            "terminate it in the provider's console.", severity="warning", title="Not a rental")
+            self.app.notify(
+                f"{pod.name} was not rented through prime-train-tui (or is already terminated): "
+                "terminate it in the provider's console.",
+                severity="warning",
+                title="Not a rental",
+            )
             return
         if pod.name in self.busy:
             self.app.notify(f"{pod.name} is already being terminated.", severity="warning")
             return
         spent = rental.spent(self.clock())
-        question = (f"Terminate {rental.title} ({rental.provider} pod {rental.pod_id})?\n"
-                    f"It has cost ≈ ${spent:.2f} so far at ${rental.price_hr:.2f}/hr. Everything on its disk is "
-                    f"lost{ckpt_note}.")
+        question = (
+            f"Terminate {rental.title} ({rental.provider} pod {rental.pod_id})?\n"
+            f"It has cost ≈ ${spent:.2f} so far at ${rental.price_hr:.2f}/hr. Everything on its disk is "
+            f"lost{ckpt_note}."
+        )
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self.app.run_worker(self._terminate(rental, "user"), name=f"terminating {rental.name}",
-                                    exit_on_error=False)
+                self.app.run_worker(
+                    self._terminate(rental, "user"), name=f"terminating {rental.name}", exit_on_error=False
+                )
 
         self.app.push_screen(ConfirmScreen(question, yes="Terminate", no="Keep it"), answered)
 
@@ -352,6 +453,7 @@ class Rentals:
             return
         finally:
             self.busy.discard(rental.name)
-        self.app.notify(f"{rental.name} terminated ({outcome}); ≈ ${rental.spent(self.clock()):.2f} spent.",
-                        title="Terminated")
+        self.app.notify(
+            f"{rental.name} terminated ({outcome}); ≈ ${rental.spent(self.clock()):.2f} spent.", title="Terminated"
+        )
         self.app.post_message(PodTerminated(rental.name))

@@ -27,8 +27,15 @@ class DialogHost(Protocol):
     @property
     def tasks(self) -> Tasks: ...
 
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None: ...
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None: ...
     def push_screen(self, screen: Screen[Any], callback: Callable[[Any], None] | None = None) -> object: ...
     def exit(self) -> None: ...
 
@@ -42,12 +49,18 @@ class RunDialogs:
         file it is about to open (``config_path``)."""
         path, modified = (pane.path, pane.modified) if pane is not None else (config_path, False)
         if path is None:
-            self.host.notify("Open the run's config in the Config pane first (or start with --config FILE).",
-                             severity="warning", title="Nothing to launch")
+            self.host.notify(
+                "Open the run's config in the Config pane first (or start with --config FILE).",
+                severity="warning",
+                title="Nothing to launch",
+            )
             return
         if modified:
-            self.host.notify("Save the config first (ctrl+s in the Config pane): the pod gets what is on disk.",
-                             severity="warning", title="Unsaved config")
+            self.host.notify(
+                "Save the config first (ctrl+s in the Config pane): the pod gets what is on disk.",
+                severity="warning",
+                title="Unsaved config",
+            )
             return
         self.open("launch", pod, config=path)
 
@@ -61,8 +74,12 @@ class RunDialogs:
             screen = lifecycle_screen(action, pod, **kw)
         except PrimeTrainError as err:
             hint = getattr(err, "hint", "")
-            self.host.notify(f"{err}" + (f"\n{hint}" if hint else ""), severity="error",
-                             title=f"Cannot {action}: settings.toml", timeout=15)
+            self.host.notify(
+                f"{err}" + (f"\n{hint}" if hint else ""),
+                severity="error",
+                title=f"Cannot {action}: settings.toml",
+                timeout=15,
+            )
             return
         self.host.push_screen(screen, self.done)
 
@@ -79,8 +96,7 @@ class RunDialogs:
         if task.state == "cancelled":
             self.host.notify(f"{task.action} on {task.pod} cancelled", severity="warning")
         elif isinstance(task.result, Exception):
-            self.host.notify(f"{task.action} on {task.pod}: {task.result}", severity="error",
-                             title="Run action failed")
+            self.host.notify(f"{task.action} on {task.pod}: {task.result}", severity="error", title="Run action failed")
         else:
             self.done(task.result)
 
@@ -95,9 +111,15 @@ class RunDialogs:
             if yes:
                 self.host.exit()
 
-        self.host.push_screen(ConfirmScreen(f"Still running: {names}. Quitting stops them (a run already started "
-                                            "on a pod keeps running there). Quit anyway?", yes="Quit", no="Stay"),
-                              answered)
+        self.host.push_screen(
+            ConfirmScreen(
+                f"Still running: {names}. Quitting stops them (a run already started "
+                "on a pod keeps running there). Quit anyway?",
+                yes="Quit",
+                no="Stay",
+            ),
+            answered,
+        )
 
     def done(self, event: object | None) -> None:
         kind, message = getattr(event, "kind", None), getattr(event, "message", "")

@@ -89,8 +89,10 @@ def load_pods(path: Path | None = None) -> SavedPods:
 
 def broken_pod_notes(pods: list[Pod]) -> list[str]:
     """One line per pods.toml entry left out (what is wrong with it and what to do)."""
-    return [f"{exc} {exc.hint}".strip() + " — this pod is left out, the others work"
-            for exc in getattr(pods, "broken", {}).values()]
+    return [
+        f"{exc} {exc.hint}".strip() + " — this pod is left out, the others work"
+        for exc in getattr(pods, "broken", {}).values()
+    ]
 
 
 def save_pods(pods: list[Pod], path: Path | None = None, keep: Iterable[str] = ()) -> None:
@@ -212,8 +214,11 @@ def settings_doc(path: Path | None = None) -> TomlFile:
     """settings.toml read under the one error policy (services/tomlfile.py); its tables are known ones."""
     doc = read_toml(path or settings_file())
     if "backup" in doc.data:
-        raise doc.fail("[backup] belongs in backup.toml, beside settings.toml", "backup",
-                       hint=f"move the table to {doc.path.with_name('backup.toml')}")
+        raise doc.fail(
+            "[backup] belongs in backup.toml, beside settings.toml",
+            "backup",
+            hint=f"move the table to {doc.path.with_name('backup.toml')}",
+        )
     doc.only_tables(SETTINGS_TABLES)
     return doc
 
@@ -254,8 +259,7 @@ def load_lifecycle_settings(path: Path | None = None) -> LifecycleSettings:
     env = doc.table("lifecycle", "env")
     for key, value in env.items():
         if isinstance(value, (dict, list)):
-            raise doc.fail(f"lifecycle.env.{show(key)} must be a string, not a table or array", "lifecycle", "env",
-                           key)
+            raise doc.fail(f"lifecycle.env.{show(key)} must be a string, not a table or array", "lifecycle", "env", key)
     kw["env"] = {**DEFAULT_ENV, **{str(k): str(v) for k, v in env.items()}}
     checks = []
     for i, c in enumerate(table.get("checks", [])):
@@ -275,29 +279,39 @@ CHECK_KEYS = {"name": str, "run": str, "fix": str, "timeout": float}  # one [[li
 
 
 # ----------------------------------------------------------------------------- the watcher
-WATCH_KEYS = {"terminate_over_budget": bool, "terminate_idle": bool, "cleanup": bool,  # [watch]
-              "sweep_minutes": float}
+WATCH_KEYS = {
+    "terminate_over_budget": bool,
+    "terminate_idle": bool,
+    "cleanup": bool,  # [watch]
+    "sweep_minutes": float,
+}
 SWEEP_MINUTES = 30.0
 
 
 def load_watch_table(path: Path | None = None) -> dict[str, Any]:
     """The ``[watch]`` table of settings.toml (what ``prime-train-tui watch`` may do with nobody watching)::
 
-        [watch]
-        terminate_over_budget = false   # at 100 % of a rental's budget: terminate it after a final backup
-        terminate_idle = false          # a rental idle for [health] idle_minutes: terminate it after a final backup
-        cleanup = false                 # the cleanup daemons delete without the TUI's preview being approved
-        sweep_minutes = 30              # every pod at every provider with a key, looked for (0: never)
+    [watch]
+    terminate_over_budget = false   # at 100 % of a rental's budget: terminate it after a final backup
+    terminate_idle = false          # a rental idle for [health] idle_minutes: terminate it after a final backup
+    cleanup = false                 # the cleanup daemons delete without the TUI's preview being approved
+    sweep_minutes = 30              # every pod at every provider with a key, looked for (0: never)
     """
     doc = settings_doc(path)
     table = doc.table("watch", kinds=WATCH_KEYS)
     sweep = float(table.get("sweep_minutes", SWEEP_MINUTES))
     if not 0 <= sweep <= 7 * 24 * 60:
-        raise doc.fail(f"watch.sweep_minutes must be from 0 (never) to {7 * 24 * 60} (a week), not {sweep:g}",
-                       "watch", "sweep_minutes")
-    return {"terminate_over_budget": bool(table.get("terminate_over_budget", False)),
-            "terminate_idle": bool(table.get("terminate_idle", False)),
-            "cleanup": bool(table.get("cleanup", False)), "sweep_minutes": sweep}
+        raise doc.fail(
+            f"watch.sweep_minutes must be from 0 (never) to {7 * 24 * 60} (a week), not {sweep:g}",
+            "watch",
+            "sweep_minutes",
+        )
+    return {
+        "terminate_over_budget": bool(table.get("terminate_over_budget", False)),
+        "terminate_idle": bool(table.get("terminate_idle", False)),
+        "cleanup": bool(table.get("cleanup", False)),
+        "sweep_minutes": sweep,
+    }
 
 
 # ----------------------------------------------------------------------------- offers settings
@@ -309,22 +323,33 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / APP_NAME
 
 
-OFFER_KEYS = {"prime_url": str, "vast_url": str, "lambda_url": str, "runpod_url": str, "cache_ttl": float,
-              "keys": dict, "cap_margin": float, "deadline_margin": float, "image": str, "disk_gb": int,
-              "warn_minutes": float, "spot_interruptions_per_hour": dict}
+OFFER_KEYS = {
+    "prime_url": str,
+    "vast_url": str,
+    "lambda_url": str,
+    "runpod_url": str,
+    "cache_ttl": float,
+    "keys": dict,
+    "cap_margin": float,
+    "deadline_margin": float,
+    "image": str,
+    "disk_gb": int,
+    "warn_minutes": float,
+    "spot_interruptions_per_hour": dict,
+}
 
 
 def load_offer_settings(path: Path | None = None) -> OfferSettings:
     """The ``[offers]`` table of settings.toml::
 
-        [offers]
-        cache_ttl = 600            # seconds a fetched offer list is reused
-        cap_margin = 0.10          # default max price = listed price + 10 %
-        deadline_margin = 0.25     # default deadline = estimate × 1.25 + 30 min
-        prime_url = "https://api.primeintellect.ai/api/v1"   # also vast_url, lambda_url, runpod_url
-        spot_interruptions_per_hour = {vast = 0.2}          # overrides services/offers/spot_risk.py's
-        [offers.keys]              # only when the environment and the providers' CLI files have none
-        lambda = "..."
+    [offers]
+    cache_ttl = 600            # seconds a fetched offer list is reused
+    cap_margin = 0.10          # default max price = listed price + 10 %
+    deadline_margin = 0.25     # default deadline = estimate × 1.25 + 30 min
+    prime_url = "https://api.primeintellect.ai/api/v1"   # also vast_url, lambda_url, runpod_url
+    spot_interruptions_per_hour = {vast = 0.2}          # overrides services/offers/spot_risk.py's
+    [offers.keys]              # only when the environment and the providers' CLI files have none
+    lambda = "..."
     """
     from services.offers.models import PROVIDERS
 
@@ -335,8 +360,9 @@ def load_offer_settings(path: Path | None = None) -> OfferSettings:
 
     for name, rate in doc.table("offers", "spot_interruptions_per_hour", kinds=dict.fromkeys(PROVIDERS, float)).items():
         if (why := bad_rate(rate)) is not None:
-            raise doc.fail(f"offers.spot_interruptions_per_hour.{name} {why}", "offers",
-                           "spot_interruptions_per_hour", name)
+            raise doc.fail(
+                f"offers.spot_interruptions_per_hour.{name} {why}", "offers", "spot_interruptions_per_hour", name
+            )
     from services.offers.settings import OfferSettings
 
     return OfferSettings.from_table(table)
@@ -354,11 +380,11 @@ def load_backup_toml() -> BackupSettings:
 def load_health_settings(path: Path | None = None) -> HealthSettings:
     """The ``[health]`` table of settings.toml: any field of services.monitor.health.HealthSettings, e.g.::
 
-        [health]
-        stall_cap_s = 3600      # the no-progress budget's cap (default 45 min)
-        stall_start_s = 1200    # no first step this long after the run's logs started
-        disk_pct = 80
-        nofile_min = 65536
+    [health]
+    stall_cap_s = 3600      # the no-progress budget's cap (default 45 min)
+    stall_start_s = 1200    # no first step this long after the run's logs started
+    disk_pct = 80
+    nofile_min = 65536
     """
     from dataclasses import replace
 

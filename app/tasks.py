@@ -48,10 +48,11 @@ class Task:
         return self.state == "running"
 
     def elapsed(self, now: float | None = None) -> float:
-        return ((self.finished if self.finished is not None else (now or time.monotonic())) - self.started)
+        return (self.finished if self.finished is not None else (now or time.monotonic())) - self.started
 
-    def update(self, *, progress: float | None = None, status: str | None = None, line: str | None = None,
-               event: Any = None) -> None:
+    def update(
+        self, *, progress: float | None = None, status: str | None = None, line: str | None = None, event: Any = None
+    ) -> None:
         """Record a change and tell the listeners (``event``: the raw event, for a dialog that renders it)."""
         if progress is not None:
             self.progress = max(0.0, min(1.0, progress))
@@ -111,8 +112,15 @@ class Tasks:
     def busy(self, pod: str, lane: str = "lifecycle") -> Task | None:
         return next((t for t in self.running(pod) if t.lane == lane), None)
 
-    def start(self, pod: str, action: str, body: Callable[[Task], Awaitable[Any]],
-              listener: Listener | None = None, *, lane: str = "lifecycle") -> Task:
+    def start(
+        self,
+        pod: str,
+        action: str,
+        body: Callable[[Task], Awaitable[Any]],
+        listener: Listener | None = None,
+        *,
+        lane: str = "lifecycle",
+    ) -> Task:
         """Run ``body(task)`` as an app worker; its return value is the task's result (an object whose
         ``kind`` is "error" marks the task failed). Raises :class:`Busy` when the pod already runs a task of
         this lane started here."""
@@ -124,14 +132,24 @@ class Tasks:
         self.items.append(task)
         self._trim()
         # a callable, not a coroutine: a worker cancelled before it runs then leaves no coroutine un-awaited
-        task.worker = self.app.run_worker(functools.partial(self._run, task, body), name=f"{action} on {pod}",
-                                          group=f"task-{task.id}", exit_on_error=False)
+        task.worker = self.app.run_worker(
+            functools.partial(self._run, task, body),
+            name=f"{action} on {pod}",
+            group=f"task-{task.id}",
+            exit_on_error=False,
+        )
         task._tell()
         return task
 
-    def start_events(self, pod: str, action: str, events: Callable[[], AsyncIterator[Any]],
-                     listener: Listener | None = None, *, close: Callable[[], Awaitable[None]] | None = None
-                     ) -> Task:
+    def start_events(
+        self,
+        pod: str,
+        action: str,
+        events: Callable[[], AsyncIterator[Any]],
+        listener: Listener | None = None,
+        *,
+        close: Callable[[], Awaitable[None]] | None = None,
+    ) -> Task:
         """A lifecycle action: an async iterator of events (kind, message, progress, check) → the task."""
 
         async def body(task: Task) -> Any:
@@ -139,8 +157,7 @@ class Tasks:
             try:
                 async for ev in events():
                     last = ev
-                    task.update(progress=getattr(ev, "progress", None), status=_status(ev), line=_line(ev),
-                                event=ev)
+                    task.update(progress=getattr(ev, "progress", None), status=_status(ev), line=_line(ev), event=ev)
             finally:
                 if close is not None:
                     await close()
@@ -181,7 +198,7 @@ class Tasks:
 
     def _trim(self) -> None:
         done = [t for t in self.items if not t.running]
-        for t in done[:max(0, len(done) - KEEP_FINISHED)]:
+        for t in done[: max(0, len(done) - KEEP_FINISHED)]:
             self.items.remove(t)
 
 

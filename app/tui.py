@@ -61,6 +61,7 @@ STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
 MonitorFactory = Callable[[Callable[[PodSnapshot], None]], MonitorService]
 W = TypeVar("W", bound=Widget)
 
+
 def _default_rentals(app: PrimeTrainApp) -> Rentals:
     from app.settings import data_dir, load_offer_settings
     from services.offers.rentals import AUDIT_NAME, AuditLog
@@ -160,13 +161,21 @@ class PrimeTrainApp(App[None]):
         if self._main is not None and (row := self._main.pod_list.row(pod.name)) is not None:
             row.pod = pod
 
-    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
-               timeout: float | None = None, markup: bool = True) -> None:
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
         """Every toast is plain text, whoever asks (a widget's ``notify`` passes ``markup=True`` by default):
         toasts carry log lines, exceptions, provider and pod text, where ``[/x]`` ended the App with a
         MarkupError and ``[@click=...]`` made an action. Escape sequences are removed (``plain``)."""
-        super().notify(plain(message), title=plain(title, oneline=True), severity=severity, timeout=timeout,
-                       markup=False)
+        super().notify(
+            plain(message), title=plain(title, oneline=True), severity=severity, timeout=timeout, markup=False
+        )
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -213,10 +222,14 @@ class PrimeTrainApp(App[None]):
         gc.enable()
 
     def _pane_widget(self, pane: Pane[W]) -> W:
-        return pane.factory(PaneInputs(
-            config_path=self.config_path, demo=any(p.simulated for p in self.initial_pods),
-            observed_path=lambda: self.rentals.observations.path,
-            cache_ttl=self.rentals.settings.cache_ttl))
+        return pane.factory(
+            PaneInputs(
+                config_path=self.config_path,
+                demo=any(p.simulated for p in self.initial_pods),
+                observed_path=lambda: self.rentals.observations.path,
+                cache_ttl=self.rentals.settings.cache_ttl,
+            )
+        )
 
     def on_mount(self) -> None:
         self.theme = "textual-dark"
@@ -306,8 +319,9 @@ class PrimeTrainApp(App[None]):
     def _widgets(self) -> MainWidgets:
         if self._main is None:
             main = self.screen_stack[0]
-            self._main = MainWidgets(main.query_one(PodList), main.query_one(MonitorPane),
-                                     main.query_one(TabbedContent))
+            self._main = MainWidgets(
+                main.query_one(PodList), main.query_one(MonitorPane), main.query_one(TabbedContent)
+            )
             self.frames.live[MONITOR.name] = self._main.monitor_pane  # (the others: added as they mount)
         return self._main
 
@@ -581,8 +595,11 @@ class PrimeTrainApp(App[None]):
         elif self.screen is self.screen_stack[0]:
             from app.screens.fleet import FleetScreen
 
-            self.push_screen(FleetScreen((self.book.snapshots[n] for n in self.book if n in self.book.snapshots),
-                                         self.book.alert_log))
+            self.push_screen(
+                FleetScreen(
+                    (self.book.snapshots[n] for n in self.book if n in self.book.snapshots), self.book.alert_log
+                )
+            )
 
     def action_wizard(self) -> None:
         """The config wizard, from anywhere; the file it saves opens in the Config pane."""
@@ -608,8 +625,13 @@ class PrimeTrainApp(App[None]):
                 self.notify(f"The wizard's config is saved as {path}; the Config pane kept your edits.")
 
         if config.modified:
-            self.push_screen(ConfirmScreen(f"The Config pane has unsaved edits of {config.path}. Open {path.name} "
-                                           "instead (your edits are lost)?"), open_it)
+            self.push_screen(
+                ConfirmScreen(
+                    f"The Config pane has unsaved edits of {config.path}. Open {path.name} "
+                    "instead (your edits are lost)?"
+                ),
+                open_it,
+            )
         else:
             open_it()
 
@@ -651,8 +673,9 @@ class PrimeTrainApp(App[None]):
                 (f"{name}: remove from the list", "Stop watching it (asks first; d)", self.action_remove_pod),
             ]
             if pod is not None and pod.provider:
-                commands.append((f"{name}: terminate rented pod", "Stop paying for it (asks first; T)",
-                                 self.action_terminate_pod))
+                commands.append(
+                    (f"{name}: terminate rented pod", "Stop paying for it (asks first; T)", self.action_terminate_pod)
+                )
         main = self.main()
         if main is not None:
             for pane in PANE_REGISTRY:
@@ -661,9 +684,13 @@ class PrimeTrainApp(App[None]):
                 for binding in type(widget).BINDINGS:
                     if isinstance(binding, Binding) and binding.show:
                         key = self.get_key_display(binding)
-                        commands.append((f"{pane.title}: {binding.description.lower()}",
-                                         f"Shows the {pane.title} pane and does it ({key})",
-                                         partial(self.keys.run_pane_action, pane, binding.action)))
+                        commands.append(
+                            (
+                                f"{pane.title}: {binding.description.lower()}",
+                                f"Shows the {pane.title} pane and does it ({key})",
+                                partial(self.keys.run_pane_action, pane, binding.action),
+                            )
+                        )
         active = main.tabs.active if main is not None else None
         commands += [
             (f"Go to: {p.title}", f"Show the {p.title} pane ({n})", partial(self.action_show_pane, p.name))
@@ -671,8 +698,9 @@ class PrimeTrainApp(App[None]):
             if p.name != active
         ]
         running = len(self.tasks.running())
-        commands.append(("Show tasks", f"Launch/kill/resume/clean-up actions ({running} running; t)",
-                         self.action_tasks))
+        commands.append(
+            ("Show tasks", f"Launch/kill/resume/clean-up actions ({running} running; t)", self.action_tasks)
+        )
         commands.append(("Fleet view", "Every pod at once (o)", self.action_fleet))
         commands.append(("Spend", "Every rented pod's cost, per run and per day ($)", self.action_spend))
         return commands + [("Show help", "Every key, from the live bindings (?)", self.action_help)]

@@ -3,6 +3,7 @@ killed or for SECONDS. Without torch+CUDA it only sleeps (a dry run of the sessi
 
     python3 scripts/gpu_load.py [SECONDS] [HOLD_GB]
 """
+
 import sys
 import time
 
@@ -11,6 +12,7 @@ hold_gb = float(sys.argv[2]) if len(sys.argv) > 2 else 8.0
 end = time.time() + seconds
 try:
     import torch
+
     cuda = torch.cuda.is_available()
 except ImportError:
     cuda = False

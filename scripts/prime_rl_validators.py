@@ -121,18 +121,19 @@ def scan_source(rel: str, source: str) -> list[Validator]:
         elif isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef)) and _raises(top):
             # a module-level helper that raises (a validator calls it) or an entry point's pre-start check;
             # `assert`s there are the launcher's own invariants, not checks on the user's config
-            found.append(Validator(rel, MODULE, top.name, "pre-start" if entrypoint else "raises",
-                                   _messages(top, asserts=False)))
+            found.append(
+                Validator(rel, MODULE, top.name, "pre-start" if entrypoint else "raises", _messages(top, asserts=False))
+            )
     return found
 
 
 def _wanted(path: str) -> str | None:
     """The path under prime_rl/ for a file this script reads, else None."""
     if path.endswith(".py") and path.startswith(CONFIG_PACKAGE):
-        rel = path[len(CONFIG_PACKAGE):]
+        rel = path[len(CONFIG_PACKAGE) :]
         return rel if rel.startswith(("configs/", "utils/")) else None
     if path.endswith(".py") and path.startswith(ENTRYPOINTS):
-        return "entrypoints/" + path[len(ENTRYPOINTS):]
+        return "entrypoints/" + path[len(ENTRYPOINTS) :]
     return None
 
 
@@ -147,8 +148,7 @@ def scan_checkout(checkout: Path) -> list[Validator]:
 
 def scan_git(git_dir: str, commit: str) -> list[Validator]:
     def git(*args: str) -> str:
-        return subprocess.run(["git", "--git-dir", git_dir, *args], check=True, capture_output=True,
-                              text=True).stdout
+        return subprocess.run(["git", "--git-dir", git_dir, *args], check=True, capture_output=True, text=True).stdout
 
     found: list[Validator] = []
     for path in git("ls-tree", "-r", "--name-only", commit).splitlines():
@@ -178,12 +178,17 @@ def report(found: list[Validator], table: dict[tuple[str, str, str], dict]) -> t
     counts = {"ported": 0, "partly": 0, "todo": 0, "na": 0}
     for v in found:
         entry = table.get(v.key, {})
-        state = ("partly" if "todo" in entry else "ported") if "rules" in entry else (
-            "todo" if "todo" in entry else "na" if "na" in entry else "")
+        state = (
+            ("partly" if "todo" in entry else "ported")
+            if "rules" in entry
+            else ("todo" if "todo" in entry else "na" if "na" in entry else "")
+        )
         if state:
             counts[state] += 1
-    lines = [f"{len(found)} validators: {counts['ported']} ported, {counts['partly']} partly ported (rules and "
-             f"todo), {counts['todo']} todo, {counts['na']} need no port, {len(new)} new"]
+    lines = [
+        f"{len(found)} validators: {counts['ported']} ported, {counts['partly']} partly ported (rules and "
+        f"todo), {counts['todo']} todo, {counts['na']} need no port, {len(new)} new"
+    ]
     if new:
         lines.append("\nnew in prime-rl (add them to services/config/validators.toml):")
         for v in new:
@@ -222,8 +227,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for v in found:
             entry = table.get(v.key, {})
-            state = ("ported: " + ", ".join(entry["rules"]) if "rules" in entry else
-                     "todo" if "todo" in entry else "n/a" if "na" in entry else "NEW")
+            state = (
+                "ported: " + ", ".join(entry["rules"])
+                if "rules" in entry
+                else "todo"
+                if "todo" in entry
+                else "n/a"
+                if "na" in entry
+                else "NEW"
+            )
             print(f"{v.cite}  [{v.kind}] {state}")
             for m in v.messages:
                 print(f"    {m}")

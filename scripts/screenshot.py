@@ -41,8 +41,10 @@ def main(argv: list[str]) -> None:
         pods = [Pod(name="local", kind=PodKind.LOCAL)]
         asyncio.run(shoot(Path(argv[1]), pods, MonitorSettings(interval=0.5), (160, 48), 12))
         return
-    pods = [Pod(name="demo", kind=PodKind.DEMO),
-            Pod(name="h100-b", kind=PodKind.SSH, host="127.0.0.1", port=1, user="root")]
+    pods = [
+        Pod(name="demo", kind=PodKind.DEMO),
+        Pod(name="h100-b", kind=PodKind.SSH, host="127.0.0.1", port=1, user="root"),
+    ]
     out = Path(argv[0]) if argv else REPO / "docs" / "screenshot.svg"
     asyncio.run(shoot(out, pods, MonitorSettings(interval=0.2, demo_seed=7), (150, 36), 45))
 

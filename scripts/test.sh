@@ -41,8 +41,9 @@ echo "== installing prime-train-tui[dev] into .venv"
 echo "== checking the import contracts (pyproject.toml [tool.importlinter])"
 .venv/bin/lint-imports --no-cache | tail -n 8
 
-echo "== linting (pyproject.toml [tool.ruff]; exits non-zero on a finding)"
+echo "== linting and formatting (pyproject.toml [tool.ruff]; exits non-zero on a finding or an unformatted file)"
 .venv/bin/ruff check app services widgets tests scripts
+.venv/bin/ruff format --check app services widgets tests scripts
 
 echo "== checking types (pyproject.toml [tool.mypy])"
 .venv/bin/mypy

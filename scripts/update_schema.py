@@ -50,6 +50,7 @@ ENTRYPOINTS = {
 
 # ---------------------------------------------------------------- introspection (runs in the venv)
 
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return _jsonable(value.value)
@@ -79,8 +80,12 @@ class _Introspector:
         self.BaseModel = pydantic.BaseModel
         self.FieldInfo = FieldInfo
         self.undefined = PydanticUndefined
-        self.bound_types = {annotated_types.Ge: "ge", annotated_types.Gt: "gt",
-                            annotated_types.Le: "le", annotated_types.Lt: "lt"}
+        self.bound_types = {
+            annotated_types.Ge: "ge",
+            annotated_types.Gt: "gt",
+            annotated_types.Le: "le",
+            annotated_types.Lt: "lt",
+        }
         self.fields: dict[str, dict[str, Any]] = {}
         self._docs: dict[type, dict[str, str]] = {}
 
@@ -171,9 +176,13 @@ class _Introspector:
                     tree = ast.Module(body=[], type_ignores=[])
                 body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
                 for stmt, after in zip(body, body[1:]):
-                    if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-                            and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
-                            and isinstance(after.value.value, str)):
+                    if (
+                        isinstance(stmt, ast.AnnAssign)
+                        and isinstance(stmt.target, ast.Name)
+                        and isinstance(after, ast.Expr)
+                        and isinstance(after.value, ast.Constant)
+                        and isinstance(after.value.value, str)
+                    ):
                         own[stmt.target.id] = inspect.cleandoc(after.value.value)
                 self._docs[cls] = own
             docs.update(self._docs[cls])
@@ -256,8 +265,9 @@ class _Introspector:
             return choices[0], choices[1:]
         return info.alias or name, []
 
-    def _walk_variant(self, path: str, model: type, stack: tuple[type, ...], variant_of: tuple[str, str] | None,
-                      names: list[str]) -> None:
+    def _walk_variant(
+        self, path: str, model: type, stack: tuple[type, ...], variant_of: tuple[str, str] | None, names: list[str]
+    ) -> None:
         if not variant_of or len(names) <= 1:
             self.walk(path, model, stack, variant_of)
             return
@@ -323,11 +333,15 @@ def dump() -> dict[str, Any]:
             versions[dist] = md.version(dist)
         except md.PackageNotFoundError:
             versions[dist] = None
-    return {"versions": versions, "entrypoints": {k: f"{m}.{n}" for k, (m, n) in ENTRYPOINTS.items()},
-            "fields": intro.fields}
+    return {
+        "versions": versions,
+        "entrypoints": {k: f"{m}.{n}" for k, (m, n) in ENTRYPOINTS.items()},
+        "fields": intro.fields,
+    }
 
 
 # ---------------------------------------------------------------- driver (standard library only)
+
 
 def _run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, check=True, text=True, **kw)
@@ -343,10 +357,12 @@ def _commit_of(checkout: Path) -> tuple[str, str]:
 
 def _export(git_dir: str, commit: str, into: Path) -> tuple[str, str]:
     """Extract packages/prime-rl-configs at ``commit`` of a (possibly bare) git dir."""
-    full = _run(["git", "--git-dir", git_dir, "log", "-1", "--format=%H %cs", commit],
-                capture_output=True).stdout.split()
-    archive = subprocess.run(["git", "--git-dir", git_dir, "archive", full[0], PACKAGE_DIR],
-                             check=True, capture_output=True).stdout
+    full = _run(
+        ["git", "--git-dir", git_dir, "log", "-1", "--format=%H %cs", commit], capture_output=True
+    ).stdout.split()
+    archive = subprocess.run(
+        ["git", "--git-dir", git_dir, "archive", full[0], PACKAGE_DIR], check=True, capture_output=True
+    ).stdout
     with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
         tar.extractall(into, filter="data") if sys.version_info >= (3, 12) else tar.extractall(into)
     return full[0], full[1]
@@ -365,14 +381,23 @@ def _pinned_verifiers(args: argparse.Namespace, work: Path) -> tuple[Path, dict[
         tree = _run(["git", "-C", str(args.checkout), "ls-tree", "HEAD", "deps/verifiers"], capture_output=True)
     sha = tree.stdout.split()[2]
     into = work / "verifiers"
-    archive = subprocess.run(["git", "--git-dir", args.verifiers_git_dir, "archive", sha],
-                             check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "--git-dir", args.verifiers_git_dir, "archive", sha], check=True, capture_output=True
+    ).stdout
     into.mkdir()
     with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
         tar.extractall(into, filter="data") if sys.version_info >= (3, 12) else tar.extractall(into)
     # an archive has no git metadata for hatch-vcs: name the version after the nearest tag and the commit
-    tag = subprocess.run(["git", "--git-dir", args.verifiers_git_dir, "describe", "--tags", "--abbrev=0", sha],
-                         capture_output=True, text=True).stdout.strip().lstrip("v") or "0"
+    tag = (
+        subprocess.run(
+            ["git", "--git-dir", args.verifiers_git_dir, "describe", "--tags", "--abbrev=0", sha],
+            capture_output=True,
+            text=True,
+        )
+        .stdout.strip()
+        .lstrip("v")
+        or "0"
+    )
     return into, {"SETUPTOOLS_SCM_PRETEND_VERSION": f"{tag}+g{sha[:8]}"}
 
 
@@ -398,10 +423,16 @@ def _project_version(pyproject: str) -> str | None:
 
 def render(data: dict[str, Any], commit: str, date: str, version: str | None = None) -> str:
     """The generated file: a header, then one line per field, sorted (diffs show one line per change)."""
-    header = {"generated_by": "scripts/update_schema.py", "prime_rl_version": version,
-              "prime_rl_commit": commit, "prime_rl_commit_date": date,
-              "package": "prime-rl-configs", "package_version": data["versions"].get("prime-rl-configs"),
-              "versions": data["versions"], "entrypoints": data["entrypoints"]}
+    header = {
+        "generated_by": "scripts/update_schema.py",
+        "prime_rl_version": version,
+        "prime_rl_commit": commit,
+        "prime_rl_commit_date": date,
+        "package": "prime-rl-configs",
+        "package_version": data["versions"].get("prime-rl-configs"),
+        "versions": data["versions"],
+        "entrypoints": data["entrypoints"],
+    }
     lines = ["{", f'"header": {json.dumps(header, sort_keys=True)},', '"fields": {']
     items = sorted(data["fields"].items())
     for i, (path, entry) in enumerate(items):
@@ -416,8 +447,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("checkout", nargs="?", type=Path, help="a prime-rl checkout (work tree)")
     parser.add_argument("--git-dir", help="a prime-rl git directory (bare is fine), with --commit")
     parser.add_argument("--commit", default="HEAD", help="commit, tag or branch of --git-dir (default HEAD)")
-    parser.add_argument("--verifiers-git-dir", help="verifiers' git directory, to install the commit prime-rl pins "
-                        "(deps/verifiers) when the checkout's submodule is not checked out; else PyPI's release")
+    parser.add_argument(
+        "--verifiers-git-dir",
+        help="verifiers' git directory, to install the commit prime-rl pins "
+        "(deps/verifiers) when the checkout's submodule is not checked out; else PyPI's release",
+    )
     parser.add_argument("--venv", type=Path, help="use (or create) this virtual environment instead of a throwaway one")
     parser.add_argument("--python", help="the Python 3.12 that creates the venv")
     parser.add_argument("-o", "--output", type=Path, default=OUTPUT)
@@ -433,8 +467,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.git_dir:
             commit, date = _export(args.git_dir, args.commit, work / "src")
             package = work / "src" / PACKAGE_DIR
-            pyproject = subprocess.run(["git", "--git-dir", args.git_dir, "show", f"{commit}:pyproject.toml"],
-                                       capture_output=True, text=True).stdout
+            pyproject = subprocess.run(
+                ["git", "--git-dir", args.git_dir, "show", f"{commit}:pyproject.toml"], capture_output=True, text=True
+            ).stdout
         else:
             package = args.checkout / PACKAGE_DIR
             commit, date = _commit_of(args.checkout)
@@ -448,21 +483,32 @@ def main(argv: list[str] | None = None) -> int:
             _run([_find_python(args.python), "-m", "venv", str(venv)])
         pinned = _pinned_verifiers(args, work)
         if not pinned:
-            print("note: verifiers comes from PyPI, not the commit prime-rl pins (check out deps/verifiers "
-                  "or pass --verifiers-git-dir): the environment settings may differ", file=sys.stderr)
+            print(
+                "note: verifiers comes from PyPI, not the commit prime-rl pins (check out deps/verifiers "
+                "or pass --verifiers-git-dir): the environment settings may differ",
+                file=sys.stderr,
+            )
         if pinned:
             print(f"installing the pinned verifiers ({pinned[0]}) into {venv} ...", file=sys.stderr)
-            _run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(pinned[0])],
-                 stdout=subprocess.DEVNULL, env={**os.environ, **pinned[1]})
+            _run(
+                [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(pinned[0])],
+                stdout=subprocess.DEVNULL,
+                env={**os.environ, **pinned[1]},
+            )
         print(f"installing {package.name} into {venv} ...", file=sys.stderr)
-        _run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(package)],
-             stdout=subprocess.DEVNULL)
+        _run(
+            [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(package)],
+            stdout=subprocess.DEVNULL,
+        )
         # run from the temp dir so this repository's own packages cannot shadow prime-rl's
         out = _run([str(py), str(Path(__file__).resolve()), "--dump"], capture_output=True, cwd=tmp).stdout
     data = json.loads(out)
     args.output.write_text(render(data, commit, date, _project_version(pyproject)), encoding="utf-8")
-    print(f"wrote {args.output} ({len(data['fields'])} fields, prime-rl {commit[:8]}, "
-          f"prime-rl-configs {data['versions'].get('prime-rl-configs')})", file=sys.stderr)
+    print(
+        f"wrote {args.output} ({len(data['fields'])} fields, prime-rl {commit[:8]}, "
+        f"prime-rl-configs {data['versions'].get('prime-rl-configs')})",
+        file=sys.stderr,
+    )
     return 0
 
 

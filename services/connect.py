@@ -20,8 +20,14 @@ if TYPE_CHECKING:
     from services.pod.ssh import SSHOptions
 
 
-def open_connection(pod: Pod, *, sandbox: Path | str | None = None, demo: DemoOptions | None = None,
-                    ssh_options: SSHOptions | None = None, **local_kwargs: Any) -> Connection:
+def open_connection(
+    pod: Pod,
+    *,
+    sandbox: Path | str | None = None,
+    demo: DemoOptions | None = None,
+    ssh_options: SSHOptions | None = None,
+    **local_kwargs: Any,
+) -> Connection:
     """The pod's connection, not yet connected.
 
     - an SSH pod: ``SSHConnection(pod, ssh_options)``;

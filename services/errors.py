@@ -75,8 +75,9 @@ class HostKeyRevoked(ConnectError):
     """The pod presents a key marked ``@revoked`` in known_hosts. Deliberately NOT a :class:`HostKeyError`:
     those carry a key the user may be asked to trust, and a revoked key is never offered."""
 
-    def __init__(self, message: str, *, host: str, port: int, fingerprint: str, known_hosts_file: str,
-                 hint: str = "") -> None:
+    def __init__(
+        self, message: str, *, host: str, port: int, fingerprint: str, known_hosts_file: str, hint: str = ""
+    ) -> None:
         super().__init__(message, hint)
         self.host = host
         self.port = port

@@ -243,14 +243,30 @@ class Sample:
         log = tuple(plain(_text(x)) for x in _capped(obj, "log", MAX_LINES, notes))
         metrics = tuple(_text(x) for x in _capped(obj, "metrics", MAX_LINES, notes))
         signals = _signals(obj.get("signals"), notes)
-        errors = tuple(plain(_text(x), oneline=True)[:1000] for x in _capped(obj, "errors", MAX_ERRORS, notes)) \
-            + tuple(notes)
+        errors = tuple(plain(_text(x), oneline=True)[:1000] for x in _capped(obj, "errors", MAX_ERRORS, notes)) + tuple(
+            notes
+        )
         cut = raw_cut if isinstance(raw_cut := obj.get("cut"), dict) else {}
         cut_bytes = sum(max(0, _int(cut.get(k)) or 0) for k in ("log_bytes", "metrics_bytes"))
         cut_lines = sum(max(0, _int(cut.get(k)) or 0) for k in ("lines", "metrics_lines"))
-        return cls(t, gpus, host, procs, log, ckpts, plain(_text(obj.get("source", "")), oneline=True), errors, metrics,
-                   max_steps if max_steps and max_steps > 0 else None, model,
-                   tokens if tokens and tokens > 0 else None, cut_bytes, cut_lines, _life(obj.get("life")), signals)
+        return cls(
+            t,
+            gpus,
+            host,
+            procs,
+            log,
+            ckpts,
+            plain(_text(obj.get("source", "")), oneline=True),
+            errors,
+            metrics,
+            max_steps if max_steps and max_steps > 0 else None,
+            model,
+            tokens if tokens and tokens > 0 else None,
+            cut_bytes,
+            cut_lines,
+            _life(obj.get("life")),
+            signals,
+        )
 
 
 class PodState(str, enum.Enum):
@@ -356,6 +372,7 @@ class RunProgress:
 @dataclass(frozen=True)
 class WandbStatus:
     """What W&B says of a run (information beside the pod's own evidence, never an alarm)."""
+
     run_path: str  # "entity/project/run_id"
     checked_at: float
     state: str | None = None  # running, finished, crashed, killed, preempting, preempted
@@ -364,15 +381,18 @@ class WandbStatus:
 
     def as_json(self, now: float) -> dict[str, Any]:
         lag = self.lag(now)
-        return {"run_path": self.run_path, "state": self.state,
-                "heartbeat_age_s": None if lag is None else round(lag, 1),
-                "error": self.error or None}
+        return {
+            "run_path": self.run_path,
+            "state": self.state,
+            "heartbeat_age_s": None if lag is None else round(lag, 1),
+            "error": self.error or None,
+        }
 
     def lag(self, now: float) -> float | None:
         return None if self.heartbeat_at is None else max(0.0, now - self.heartbeat_at)
 
     def note(self, now: float) -> str:
-        """"W&B: running, heartbeat 45 s ago" — for the no-progress alert's context and the run line."""
+        """ "W&B: running, heartbeat 45 s ago" — for the no-progress alert's context and the run line."""
         if self.error:
             return f"W&B: unavailable ({self.error})"
         lag = self.lag(now)
@@ -529,7 +549,9 @@ def _host(h: dict) -> HostSample:
 
 def _proc(p: dict) -> GpuProcess:
     return GpuProcess(
-        pid=_required_int(p["pid"]), gpu=_int(p.get("gpu")), mem=_int(p.get("mem")),
+        pid=_required_int(p["pid"]),
+        gpu=_int(p.get("gpu")),
+        mem=_int(p.get("mem")),
         cmd=plain(_text(p.get("cmd", "")), oneline=True),
     )
 
@@ -547,12 +569,15 @@ def _life(raw: Any) -> PodRunRecord | None:
             return None
 
     exit_code = num("exit")
-    return PodRunRecord(id=plain(_text(raw.get("id")), oneline=True)[:80],
-                        state=plain(_text(raw.get("state")), oneline=True)[:20],
-                        started=num("started"), ended=num("ended"),
-                        alive=alive if isinstance(alive, bool) else None,
-                        exit_code=None if exit_code is None else int(exit_code),
-                        resumed=raw.get("resumed") is True)
+    return PodRunRecord(
+        id=plain(_text(raw.get("id")), oneline=True)[:80],
+        state=plain(_text(raw.get("state")), oneline=True)[:20],
+        started=num("started"),
+        ended=num("ended"),
+        alive=alive if isinstance(alive, bool) else None,
+        exit_code=None if exit_code is None else int(exit_code),
+        resumed=raw.get("resumed") is True,
+    )
 
 
 def _ckpt(c: dict) -> CheckpointInfo:

@@ -120,7 +120,7 @@ def show_value(value: Any) -> str:
 
 
 def did_you_mean(name: str, known: Iterable[str], shape: str = "{}") -> str:
-    """" — did you mean X?" for a near miss (difflib), else ""; ``shape`` e.g. "[{}]" for a table."""
+    """ " — did you mean X?" for a near miss (difflib), else ""; ``shape`` e.g. "[{}]" for a table."""
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return f" — did you mean {shape.format(close[0])}?" if close else ""
 
@@ -163,19 +163,25 @@ def read_toml(path: Path, error: type[SettingsError] = SettingsError) -> TomlFil
         st = path.stat()
     except FileNotFoundError:
         if os.path.lexists(path):
-            raise error(f"cannot read {path}: it is a link to a file that does not exist",
-                        hint=f"point the link at a file or remove {path}") from None
+            raise error(
+                f"cannot read {path}: it is a link to a file that does not exist",
+                hint=f"point the link at a file or remove {path}",
+            ) from None
         return TomlFile(path, "", {}, exists=False, error=error)
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror or exc}", hint=f"check {path} and its folders") from None
     if stat.S_ISDIR(st.st_mode):
-        raise error(f"cannot read {path}: it is a directory, not a file",
-                    hint=f"move the directory away; the settings belong in a file named {path.name}")
+        raise error(
+            f"cannot read {path}: it is a directory, not a file",
+            hint=f"move the directory away; the settings belong in a file named {path.name}",
+        )
     if not stat.S_ISREG(st.st_mode):
         raise error(f"cannot read {path}: not a regular file", hint=f"replace {path} with a plain text file")
     if st.st_size > MAX_BYTES:
-        raise error(f"cannot read {path}: {st.st_size:,} bytes, more than a settings file can be "
-                    f"({MAX_BYTES:,} at most)", hint=FIX)
+        raise error(
+            f"cannot read {path}: {st.st_size:,} bytes, more than a settings file can be ({MAX_BYTES:,} at most)",
+            hint=FIX,
+        )
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -183,23 +189,40 @@ def read_toml(path: Path, error: type[SettingsError] = SettingsError) -> TomlFil
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
+        line = raw[: exc.start].count(b"\n") + 1
         raise error(f"cannot read {path}: not UTF-8 text (line {line})", hint="save it as UTF-8") from None
     return TomlFile(path, text, loads(text, str(path), error), error=error)
 
 
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "an array",
-               dict: "a table"}
-_ANNOTATIONS: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "str | None": str,
-                                "int | None": int, "float | None": float, "Optional[str]": str}
+_TYPE_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    list: "an array",
+    dict: "a table",
+}
+_ANNOTATIONS: dict[str, Any] = {
+    "str": str,
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "str | None": str,
+    "int | None": int,
+    "float | None": float,
+    "Optional[str]": str,
+}
 
 
 def kinds_of(cls: Any, skip: Iterable[str] = ()) -> dict[str, Any]:
     """A dataclass's fields → the TOML type each takes (None: checked by the caller)."""
     from dataclasses import fields
 
-    return {f.name: _ANNOTATIONS.get(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", ""))
-            for f in fields(cls) if f.name not in set(skip)}
+    return {
+        f.name: _ANNOTATIONS.get(f.type if isinstance(f.type, str) else getattr(f.type, "__name__", ""))
+        for f in fields(cls)
+        if f.name not in set(skip)
+    }
 
 
 def type_ok(value: Any, kind: Any) -> bool:
@@ -237,11 +260,16 @@ class TomlFile:
         names = ", ".join(f"[{k}]" for k in known)
         for name, value in self.data.items():
             if name not in known:
-                raise self.fail(f"unknown table [{show(name)}]{did_you_mean(name, known, '[{}]')}", name,
-                                hint=hint or f"{self.path.name} has {names}; fix the name or remove the table")
+                raise self.fail(
+                    f"unknown table [{show(name)}]{did_you_mean(name, known, '[{}]')}",
+                    name,
+                    hint=hint or f"{self.path.name} has {names}; fix the name or remove the table",
+                )
             if not isinstance(value, dict):
-                raise self.fail(f"{show(name)} must be a table ([{show(name)}]), not "
-                                f"{_TYPE_NAMES.get(type(value), 'a value')}", name)
+                raise self.fail(
+                    f"{show(name)} must be a table ([{show(name)}]), not {_TYPE_NAMES.get(type(value), 'a value')}",
+                    name,
+                )
 
     def table(self, *names: str, kinds: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The table at ``names`` (missing: empty). With ``kinds`` (key → type, None = any): unknown keys
@@ -250,8 +278,8 @@ class TomlFile:
         for i, name in enumerate(names):
             node = node.get(name, {}) if isinstance(node, dict) else None
             if not isinstance(node, dict):
-                where = ".".join(map(show, names[:i + 1]))
-                raise self.fail(f"{where} must be a table ([{where}])", *names[:i + 1])
+                where = ".".join(map(show, names[: i + 1]))
+                raise self.fail(f"{where} must be a table ([{where}])", *names[: i + 1])
         if kinds is not None:
             self.check(node, names, kinds)
         return node
@@ -260,11 +288,18 @@ class TomlFile:
         where = ".".join(map(show, names))
         for key, value in table.items():
             if key not in kinds:
-                raise self.fail(f"unknown key {show(key)} in [{where}]{did_you_mean(key, kinds)}", *names, key,
-                                hint=f"known keys of [{where}]: {', '.join(sorted(kinds))}")
+                raise self.fail(
+                    f"unknown key {show(key)} in [{where}]{did_you_mean(key, kinds)}",
+                    *names,
+                    key,
+                    hint=f"known keys of [{where}]: {', '.join(sorted(kinds))}",
+                )
             if not type_ok(value, kinds[key]):
-                raise self.fail(f"{where}.{key} must be {_TYPE_NAMES.get(kinds[key], 'something else')}, "
-                                f"not {show_value(value)}", *names, key)
+                raise self.fail(
+                    f"{where}.{key} must be {_TYPE_NAMES.get(kinds[key], 'something else')}, not {show_value(value)}",
+                    *names,
+                    key,
+                )
 
 
 # ------------------------------------------------------------------------------------- lines of keys
@@ -299,11 +334,11 @@ def line_of(text: str, keys: Iterable[str]) -> int | None:
     for number, line in enumerate(text.splitlines(), 1):
         if (m := _HEADER.match(line)) is not None:
             table = _parts(m.group("path"))
-            if table[:len(want)] == want:
+            if table[: len(want)] == want:
                 return number
         elif (m := _KEYLINE.match(line)) is not None:
             path = table + _parts(m.group("path"))
-            if path[:len(want)] == want:
+            if path[: len(want)] == want:
                 return number
     return None
 
@@ -318,5 +353,7 @@ def readable_by_others(path: Path, holds: str) -> str | None:
     if not mode & 0o044:
         return None
     who = "group and other users" if mode & 0o044 == 0o044 else "other users" if mode & 0o004 else "its group"
-    return (f"{path} holds {holds} and can be read by {who} (mode {mode & 0o777:o}): make it readable by you "
-            "alone (mode 600)")
+    return (
+        f"{path} holds {holds} and can be read by {who} (mode {mode & 0o777:o}): make it readable by you "
+        "alone (mode 600)"
+    )

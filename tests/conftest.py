@@ -76,25 +76,27 @@ class SshServer:
         setenv = " ".join(f"{k}={v}" for k, v in env.items())
         cfg = self.root / "sshd_config"
         cfg.write_text(
-            "\n".join([
-                f"Port {self.port}",
-                "ListenAddress 127.0.0.1",
-                f"HostKey {self.host_key}",
-                f"PidFile {self.root / 'sshd.pid'}",
-                f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
-                "StrictModes no",
-                "UsePAM no",
-                "PasswordAuthentication no",
-                "KbdInteractiveAuthentication no",
-                "PubkeyAuthentication yes",
-                "PermitRootLogin prohibit-password",
-                "MaxStartups 200",
-                "MaxSessions 50",
-                "LogLevel ERROR",
-                "Subsystem sftp internal-sftp",
-                f"SetEnv {setenv}",
-                "",
-            ])
+            "\n".join(
+                [
+                    f"Port {self.port}",
+                    "ListenAddress 127.0.0.1",
+                    f"HostKey {self.host_key}",
+                    f"PidFile {self.root / 'sshd.pid'}",
+                    f"AuthorizedKeysFile {self.root / 'authorized_keys'}",
+                    "StrictModes no",
+                    "UsePAM no",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "PubkeyAuthentication yes",
+                    "PermitRootLogin prohibit-password",
+                    "MaxStartups 200",
+                    "MaxSessions 50",
+                    "LogLevel ERROR",
+                    "Subsystem sftp internal-sftp",
+                    f"SetEnv {setenv}",
+                    "",
+                ]
+            )
         )
         return cfg
 
@@ -193,10 +195,15 @@ def cli_pod_home(root: Path, server: SshServer) -> tuple[dict[str, str], Path]:
     config.mkdir(parents=True)
     probe_dir = root / "podstate"
     (config / "pods.toml").write_text(
-        f'[pods.p1]\nhost = "127.0.0.1"\nuser = "{server.user}"\nport = {server.port}\nprobe_dir = "{probe_dir}"\n')
+        f'[pods.p1]\nhost = "127.0.0.1"\nuser = "{server.user}"\nport = {server.port}\nprobe_dir = "{probe_dir}"\n'
+    )
     env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), PRIME_TRAIN_TUI_CONFIG_DIR=str(config),
-               PYTHONPATH=str(REPO))
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        PRIME_TRAIN_TUI_CONFIG_DIR=str(config),
+        PYTHONPATH=str(REPO),
+    )
     return env, probe_dir
 
 
@@ -228,8 +235,9 @@ def _apps_hand_over_once_watching(monkeypatch: pytest.MonkeyPatch) -> None:
         deadline = time.monotonic() + 20.0
         while isinstance(app, PrimeTrainApp) and not app.watching and time.monotonic() < deadline:
             await pilot.pause(0.01)
-        assert not isinstance(app, PrimeTrainApp) or app.watching, \
+        assert not isinstance(app, PrimeTrainApp) or app.watching, (
             "the app did not start watching its pods within 20 s of its start"
+        )
         await pilot.pause()
 
     run_test = PrimeTrainApp.run_test
@@ -304,8 +312,24 @@ export PATH
 exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 """
 # what a minimal image has besides python: enough for the uploads, the probe's start and a shell
-_MINIMAL_TOOLS = ("sh", "cat", "mkdir", "mv", "rm", "chmod", "sha256sum", "base64", "env", "head", "wc", "test",
-                  "printf", "echo", "sleep", "ls")
+_MINIMAL_TOOLS = (
+    "sh",
+    "cat",
+    "mkdir",
+    "mv",
+    "rm",
+    "chmod",
+    "sha256sum",
+    "base64",
+    "env",
+    "head",
+    "wc",
+    "test",
+    "printf",
+    "echo",
+    "sleep",
+    "ls",
+)
 
 
 @dataclass
@@ -356,8 +380,9 @@ def provider_sshd(tmp_path_factory: pytest.TempPathFactory):
         elif variant != "no-sftp":
             raise ValueError(f"unknown sshd variant {variant!r}")
         base = _make_server(root / "sshd", env={"PTT_FAKE_GPUS": "2"})
-        server = ProviderSshServer(root=base.root, port=base.port, user=base.user, env=base.env, sftp=False,
-                                   extra=extra)
+        server = ProviderSshServer(
+            root=base.root, port=base.port, user=base.user, env=base.env, sftp=False, extra=extra
+        )
         server.start()
         servers[variant] = server
         return server

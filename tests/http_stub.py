@@ -59,5 +59,5 @@ def serve(answer: Answer, bodies: list[tuple[str, str, Any]] | None = None) -> I
 
 
 def first_segment(path: str) -> str:
-    """"/prime/availability/gpus?page=1" -> "/prime": the route the tests key their answers by."""
+    """ "/prime/availability/gpus?page=1" -> "/prime": the route the tests key their answers by."""
     return "/" + path.lstrip("/").split("/", 1)[0]

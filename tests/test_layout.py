@@ -37,13 +37,19 @@ def test_the_import_contracts_hold():
     assert "5 kept, 0 broken" in res.stdout
 
 
-@pytest.mark.parametrize("violation, contract", [
-    (("services/units.py", "import textual\n"), "services never import the UI"),
-    (("widgets/format.py", "import asyncssh\n"), "widgets do no I/O"),
-    (("services/pod/agent/common.py", "from services import models\n"), "services/pod/agent imports only itself"),
-    (("app/screens/confirm.py", "from app.commands import _support\n"), "screens and panes never import the command"),
-    (("services/pod/ssh.py", "from services.monitor import health\n"), "services' domains import downwards only"),
-])
+@pytest.mark.parametrize(
+    "violation, contract",
+    [
+        (("services/units.py", "import textual\n"), "services never import the UI"),
+        (("widgets/format.py", "import asyncssh\n"), "widgets do no I/O"),
+        (("services/pod/agent/common.py", "from services import models\n"), "services/pod/agent imports only itself"),
+        (
+            ("app/screens/confirm.py", "from app.commands import _support\n"),
+            "screens and panes never import the command",
+        ),
+        (("services/pod/ssh.py", "from services.monitor import health\n"), "services' domains import downwards only"),
+    ],
+)
 def test_a_deliberate_violation_breaks_its_contract(tmp_path, violation, contract):
     """The contracts are not vacuous: one planted import in a copy of the tree breaks exactly that one."""
     for name in ("services", "app", "widgets"):
@@ -52,8 +58,14 @@ def test_a_deliberate_violation_breaks_its_contract(tmp_path, violation, contrac
     path, line = violation
     target = tmp_path / path
     target.write_text(target.read_text(encoding="utf-8") + "\n" + line, encoding="utf-8")
-    res = subprocess.run([str(LINT), "--no-cache"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    res = subprocess.run(
+        [str(LINT), "--no-cache"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     assert res.returncode == 1, res.stdout + res.stderr
     broken = [ln for ln in res.stdout.splitlines() if ln.endswith("BROKEN")]
     assert len(broken) == 1 and broken[0].startswith(contract), res.stdout
@@ -143,8 +155,10 @@ def test_the_pod_agent_uses_the_standard_library_only(path):
 
 
 def test_heavy_libraries_are_not_imported_at_startup():
-    code = ("import sys, app.cli, app.tui; "
-            "print(','.join(sorted(m for m in ('boto3','wandb','asyncssh','httpx') if m in sys.modules)))")
+    code = (
+        "import sys, app.cli, app.tui; "
+        "print(','.join(sorted(m for m in ('boto3','wandb','asyncssh','httpx') if m in sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 
@@ -166,16 +180,22 @@ def documented_modules(text: str) -> set[str]:
 
 
 def test_the_architecture_doc_lists_every_module():
-    on_disk = {p.relative_to(REPO).as_posix() for name in ("app", "services", "widgets")
-               for p in (REPO / name).rglob("*.py") if p.name != "__init__.py" and "__pycache__" not in p.parts}
+    on_disk = {
+        p.relative_to(REPO).as_posix()
+        for name in ("app", "services", "widgets")
+        for p in (REPO / name).rglob("*.py")
+        if p.name != "__init__.py" and "__pycache__" not in p.parts
+    }
     listed = documented_modules(ARCHITECTURE.read_text(encoding="utf-8"))
     assert sorted(on_disk - listed) == [], "modules missing from docs/architecture.md's module list"
     assert sorted(listed - on_disk) == [], "docs/architecture.md lists modules that are gone"
 
 
 def test_the_module_list_reader_sees_a_missing_module():
-    text = ("## Intro\n- `before.py`\n\n## Modules\n\n### app/\n- `cli.py` — x\n- `tui.py` — y\n\n"
-            "### services/pod/\n- `ssh.py` — z\n\n## Next\n- `after.py`")
+    text = (
+        "## Intro\n- `before.py`\n\n## Modules\n\n### app/\n- `cli.py` — x\n- `tui.py` — y\n\n"
+        "### services/pod/\n- `ssh.py` — z\n\n## Next\n- `after.py`"
+    )
     assert documented_modules(text) == {"app/cli.py", "app/tui.py", "services/pod/ssh.py"}
 
 

@@ -19,8 +19,11 @@ from widgets.trend import bar_cells
 
 SEVERITY_STYLE = {Severity.INFO: "cyan", Severity.WARNING: "yellow", Severity.CRITICAL: "bold red"}
 SEVERITY_ICON = {Severity.INFO: "i", Severity.WARNING: "!", Severity.CRITICAL: "‼"}
-TOAST_SEVERITY: dict[Severity, SeverityLevel] = {Severity.INFO: "information", Severity.WARNING: "warning",
-                                                 Severity.CRITICAL: "error"}
+TOAST_SEVERITY: dict[Severity, SeverityLevel] = {
+    Severity.INFO: "information",
+    Severity.WARNING: "warning",
+    Severity.CRITICAL: "error",
+}
 
 
 def worst(alerts: Sequence[Alert]) -> Severity | None:
@@ -84,11 +87,19 @@ def run_line(run: RunProgress | None, pod_now: float | None) -> str:
     else:
         parts.append(f"ETA {NA}")  # the first steps: no rate yet
     if run.cost_so_far is not None:
-        parts.append(f"{money(run.cost_so_far)} spent"
-                     + (f", {money(run.cost_to_finish)} to go" if run.cost_to_finish is not None else ""))
+        parts.append(
+            f"{money(run.cost_so_far)} spent"
+            + (f", {money(run.cost_to_finish)} to go" if run.cost_to_finish is not None else "")
+        )
     if ended:
-        parts.append(f"{run.phase}" + (f" (last step {duration(pod_now - run.last_step_at)} ago)"
-                                       if run.last_step_at is not None and pod_now is not None else ""))
+        parts.append(
+            f"{run.phase}"
+            + (
+                f" (last step {duration(pod_now - run.last_step_at)} ago)"
+                if run.last_step_at is not None and pod_now is not None
+                else ""
+            )
+        )
     elif run.finished:
         parts.append("finished")
     elif run.checkpointing:

@@ -54,9 +54,12 @@ def bars_layout(b: Breakdown, width: int | None) -> tuple[int, int, bool, int | 
     capped = min(label, LABEL_CAP)
     # (label cells, cap, flag cells, trend cells, bar from, bar to)
     for label_w, cap, flag, trend, low, high in (
-            (label, None, 10, TREND_WIDTH, 24, BAR_WIDTH), (label, None, 10, 0, 20, BAR_WIDTH),
-            (capped, LABEL_CAP, 10, 0, 20, BAR_WIDTH), (capped, LABEL_CAP, 10, 0, 10, 20),
-            (capped, LABEL_CAP, 1, 0, 10, BAR_WIDTH)):
+        (label, None, 10, TREND_WIDTH, 24, BAR_WIDTH),
+        (label, None, 10, 0, 20, BAR_WIDTH),
+        (capped, LABEL_CAP, 10, 0, 20, BAR_WIDTH),
+        (capped, LABEL_CAP, 10, 0, 10, 20),
+        (capped, LABEL_CAP, 1, 0, 10, BAR_WIDTH),
+    ):
         gaps = 5 if trend else 4
         room = width - label_w - 4 - 6 - flag - trend - gaps
         if room >= low:
@@ -107,9 +110,14 @@ def tail_table(tails: tuple[ToolTail, ...]) -> Table:
     table.add_row(*(Text(h, style="bold") for h in ("env", "p50", "p95", "max", "episodes", "")))
     for t in tails[:TAIL_ROWS]:
         style = "bold" if t.slow else ""
-        table.add_row(Text(t.label, style=style), Text(f"{t.p50:.1f} s"), Text(f"{t.p95:.1f} s", style=style),
-                      Text(f"{t.max:.1f} s"), Text(str(t.episodes)),
-                      Text("SLOW TAIL", style="bold reverse") if t.slow else Text(""))
+        table.add_row(
+            Text(t.label, style=style),
+            Text(f"{t.p50:.1f} s"),
+            Text(f"{t.p95:.1f} s", style=style),
+            Text(f"{t.max:.1f} s"),
+            Text(str(t.episodes)),
+            Text("SLOW TAIL", style="bold reverse") if t.slow else Text(""),
+        )
     if len(tails) > TAIL_ROWS:
         table.add_row(Text(f"… {len(tails) - TAIL_ROWS} more envs", style="dim"), "", "", "", "", "")
     return table
@@ -159,20 +167,27 @@ class BottleneckView(Widget):
         self._shown = (b, title)
         width = self._width()
         if b.steps:
-            head = (f"{title} · steps {b.first_step}–{b.last_step} ({b.steps}) · {b.source}"
-                    f" · {b.step_seconds or 0:.1f} s/step" + (f" · {b.trend}" if b.trend else ""))
+            head = (
+                f"{title} · steps {b.first_step}–{b.last_step} ({b.steps}) · {b.source}"
+                f" · {b.step_seconds or 0:.1f} s/step" + (f" · {b.trend}" if b.trend else "")
+            )
         else:
             head = f"{title} · waiting for step timings (metrics.jsonl or console lines)"
         set_label(self.query_one("#bn-title", Label), head.lstrip(" ·"))
-        key = (width, *((c.name, round(c.share, 3), round(c.seconds, 2), c.series[-TREND_WIDTH:])
-                        for c in b.components))
+        key = (
+            width,
+            *((c.name, round(c.share, 3), round(c.seconds, 2), c.series[-TREND_WIDTH:]) for c in b.components),
+        )
         if key != self._bars_key:
             self._bars_key = key
             self.query_one("#bn-bars", Static).update(bars_table(b, width) if b.components else "")
         diag = self.query_one("#bn-diagnosis", Label)
-        set_label(diag, f"DIAGNOSIS: {b.diagnosis.upper()}" + (f" ({b.confidence} confidence)"
-                                                               if b.confidence != "high" else "")
-                  if b.steps else "")
+        set_label(
+            diag,
+            f"DIAGNOSIS: {b.diagnosis.upper()}" + (f" ({b.confidence} confidence)" if b.confidence != "high" else "")
+            if b.steps
+            else "",
+        )
         diag.set_class(b.diagnosis != "balanced", "-bound")
         if b.tool_tail != self._tail_key:
             self._tail_key = b.tool_tail
@@ -189,5 +204,9 @@ class BottleneckView(Widget):
             fix = next((r.change for r in b.recommendations if r.change is not None), None)
             self.query_one("#bn-recs", Static).update(
                 "\n".join(f"[b]-[/b] {escape(r.text)}" for r in b.recommendations)
-                + (f"\n[b]f[/b] applies {escape(fix.describe())} to the config open in the Config pane"
-                   if fix is not None else ""))
+                + (
+                    f"\n[b]f[/b] applies {escape(fix.describe())} to the config open in the Config pane"
+                    if fix is not None
+                    else ""
+                )
+            )

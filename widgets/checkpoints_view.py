@@ -30,10 +30,20 @@ from widgets.format import NA, duration, set_label
 GIB = 1024**3
 TABLE_GAP = 4  # between the tables side by side
 # kept longest first: which step, can it be resumed from, is it safe in the bucket; sizes and ages go first
-POD_COLUMNS = (("step", "step", 9), ("size", "size", 6), ("complete", "complete", 8), ("age", "age", 5),
-               ("backed", "backed up", 8))
-BUCKET_COLUMNS = (("step", "step", 9), ("size", "size", 5), ("stored", "stored", 4), ("source", "source", 7),
-                  ("verified", "verified", 8))
+POD_COLUMNS = (
+    ("step", "step", 9),
+    ("size", "size", 6),
+    ("complete", "complete", 8),
+    ("age", "age", 5),
+    ("backed", "backed up", 8),
+)
+BUCKET_COLUMNS = (
+    ("step", "step", 9),
+    ("size", "size", 5),
+    ("stored", "stored", 4),
+    ("source", "source", 7),
+    ("verified", "verified", 8),
+)
 WRAPPING = {"source", "verified"}  # free text: may wrap (at spaces), so they need only their longest word
 
 
@@ -80,8 +90,15 @@ def _pod_rows(m: CheckpointsModel) -> list[list[str | Text]]:
     for c in reversed(m.pod_ckpts):
         age = duration(m.now - c.mtime) if c.mtime and m.now else NA
         backed = "verified" if c.step in m.backed_up else ("?" if m.bucket is None else "no")
-        rows.append([str(c.step), size(c.bytes), Text("yes", "green") if c.complete else Text("writing", "yellow"),
-                     age, Text(backed, "green" if backed == "verified" else "red" if backed == "no" else "")])
+        rows.append(
+            [
+                str(c.step),
+                size(c.bytes),
+                Text("yes", "green") if c.complete else Text("writing", "yellow"),
+                age,
+                Text(backed, "green" if backed == "verified" else "red" if backed == "no" else ""),
+            ]
+        )
     return rows
 
 
@@ -89,9 +106,15 @@ def _bucket_rows(m: CheckpointsModel) -> list[list[str | Text]]:
     rows: list[list[str | Text]] = []
     for c in reversed(m.bucket or ()):
         src = whose(m, c)
-        rows.append([str(c.step), size(c.bytes) if c.bytes else NA, size(c.stored_bytes),
-                     Text(src, "" if src == "this run" else "yellow"),
-                     Text("verified", "green") if c.verified else Text(c.problems[0] if c.problems else "no", "red")])
+        rows.append(
+            [
+                str(c.step),
+                size(c.bytes) if c.bytes else NA,
+                size(c.stored_bytes),
+                Text(src, "" if src == "this run" else "yellow"),
+                Text("verified", "green") if c.verified else Text(c.problems[0] if c.problems else "no", "red"),
+            ]
+        )
     return rows
 
 
@@ -102,8 +125,9 @@ def _need(key: str, label: str, cells: list[str | Text]) -> int:
     return content_width(label, cells)
 
 
-def _table(title: str, columns: tuple[tuple[str, str, int], ...], rows: list[list[str | Text]],
-           width: int | None) -> tuple[Table, int]:
+def _table(
+    title: str, columns: tuple[tuple[str, str, int], ...], rows: list[list[str | Text]], width: int | None
+) -> tuple[Table, int]:
     """A table of the columns that fit ``width`` (all when None) and the width it needs."""
     keys = [key for key, _, _ in columns]
     labels = {key: label for key, label, _ in columns}
@@ -112,8 +136,11 @@ def _table(title: str, columns: tuple[tuple[str, str, int], ...], rows: list[lis
     kept = fit_columns(keys, needs, priority, width if width is not None else 10**6, gap=3, edge=1)
     table = Table(title=title, title_justify="left", expand=False)
     for key in kept:
-        table.add_column(labels[key], justify="right" if key in ("step", "size", "stored", "age") else "left",
-                         no_wrap=key not in WRAPPING)
+        table.add_column(
+            labels[key],
+            justify="right" if key in ("step", "size", "stored", "age") else "left",
+            no_wrap=key not in WRAPPING,
+        )
     for row in rows:
         table.add_row(*(row[keys.index(k)] for k in kept))
     return table, sum(needs[k] + 3 for k in kept) + 1
@@ -124,7 +151,7 @@ def tables(m: CheckpointsModel, width: int) -> Table | Group | str:
     shown = []
     if m.show_pod:
         columns = POD_COLUMNS if m.backups else POD_COLUMNS[:-1]
-        rows = [row[:len(columns)] for row in _pod_rows(m)]
+        rows = [row[: len(columns)] for row in _pod_rows(m)]
         shown.append(("On the pod", columns, rows))
     if m.show_bucket:
         title = "In the bucket" + (f" {m.bucket_status}" if m.bucket_status else "")
@@ -151,8 +178,9 @@ def disk_line(m: CheckpointsModel, width: int = 40) -> str:
     ck_cells = int(round(share * width))
     other_cells = int(round(other * width))
     drawn = "█" * ck_cells + "▓" * other_cells + "·" * max(0, width - ck_cells - other_cells)
-    return (f"run volume [{drawn}] {size(used)} / {size(m.disk_total)} used · "
-            f"checkpoints {size(ckpt)} ({100 * share:.0f}%)")
+    return (
+        f"run volume [{drawn}] {size(used)} / {size(m.disk_total)} used · checkpoints {size(ckpt)} ({100 * share:.0f}%)"
+    )
 
 
 def transfer_line(p: TransferProgress | None, width: int = 30) -> str:
@@ -160,8 +188,10 @@ def transfer_line(p: TransferProgress | None, width: int = 30) -> str:
         return ""
     share = p.done / p.total if p.total else 0.0
     eta = f" · ETA {duration(p.eta)}" if p.eta is not None and p.phase in ("upload", "download") else ""
-    return (f"{p.action} step {p.step} · {p.phase} {bar(share, width)} {100 * share:3.0f}% · "
-            f"{size(p.done)} / {size(p.total)} · {p.rate / 1e6:.1f} MB/s{eta}")
+    return (
+        f"{p.action} step {p.step} · {p.phase} {bar(share, width)} {100 * share:3.0f}% · "
+        f"{size(p.done)} / {size(p.total)} · {p.rate / 1e6:.1f} MB/s{eta}"
+    )
 
 
 class CheckpointsView(Widget):
@@ -203,13 +233,25 @@ class CheckpointsView(Widget):
         set_label(notice, m.notice)
         notice.display = bool(m.notice)
         set_label(self.query_one("#ck-disk", Label), disk_line(m, 20 if narrow else 40))
-        for wid, text in (("#ck-transfer", transfer_line(m.transfer, 16 if narrow else 30)),
-                          ("#ck-message", m.message)):
+        for wid, text in (
+            ("#ck-transfer", transfer_line(m.transfer, 16 if narrow else 30)),
+            ("#ck-message", m.message),
+        ):
             label = self.query_one(wid, Label)
             set_label(label, text)
             label.display = bool(text)
-        key = (m.pod_ckpts, m.bucket, m.bucket_status, m.source, m.backed_up, int(m.now) // 30, m.show_pod,
-               m.show_bucket, m.backups, width)
+        key = (
+            m.pod_ckpts,
+            m.bucket,
+            m.bucket_status,
+            m.source,
+            m.backed_up,
+            int(m.now) // 30,
+            m.show_pod,
+            m.show_bucket,
+            m.backups,
+            width,
+        )
         if key != self._key:
             self._key = key
             self.query_one("#ck-tables", Static).update(tables(m, width))

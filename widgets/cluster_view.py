@@ -25,8 +25,14 @@ if TYPE_CHECKING:
 
 NODES_SHOWN = 16  # a bigger cluster: the user's jobs' nodes and the troubled ones by name, the rest counted
 OK_STATES = frozenset({"IDLE", "MIXED", "ALLOCATED", "COMPLETING"})
-JOB_COLUMNS = (("id", "Job"), ("name", "Name"), ("state", "State"), ("nodes", "Nodes"),
-               ("time", "Elapsed / limit"), ("why", "Why"))
+JOB_COLUMNS = (
+    ("id", "Job"),
+    ("name", "Name"),
+    ("state", "State"),
+    ("nodes", "Nodes"),
+    ("time", "Elapsed / limit"),
+    ("why", "Why"),
+)
 STATE_STYLE = {"RUNNING": "green", "PENDING": "yellow", "COMPLETED": "", "CANCELLED": "dim"}
 
 
@@ -47,13 +53,16 @@ def node_trouble(node: SlurmNode) -> str:
 
 
 def nodes_text(view: ClusterView) -> Text:
-    """"Nodes: n1 ok, n2 NOT RESPONDING" (troubles in red); a big cluster names the user's jobs' nodes and the
+    """ "Nodes: n1 ok, n2 NOT RESPONDING" (troubles in red); a big cluster names the user's jobs' nodes and the
     troubled ones, and counts the rest."""
     if not view.nodes:
         return Text("")
     mine = {host for job in view.jobs if not job.finished for host in job.nodes}
-    named = list(view.nodes) if len(view.nodes) <= NODES_SHOWN else [
-        n for n in view.nodes if n.name in mine or node_trouble(n)]
+    named = (
+        list(view.nodes)
+        if len(view.nodes) <= NODES_SHOWN
+        else [n for n in view.nodes if n.name in mine or node_trouble(n)]
+    )
     out = Text("Nodes: ")
     for i, node in enumerate(named):
         if i:
@@ -85,15 +94,21 @@ def job_time(job: SlurmJob) -> str:
 def job_row(job: SlurmJob) -> tuple[str | Text, ...]:
     nodes = ", ".join(job.nodes) if job.nodes else (job.nodelist or ("—" if job.pending else NA))
     # Text, not str: a DataTable reads a str cell as markup, and a job name is the user's or the cluster's text
-    return (Text(job.id), Text(job.name or NA), Text(words(job.state), style=STATE_STYLE.get(job.state, "bold red")),
-            Text(nodes), job_time(job), Text(job_why(job)))
+    return (
+        Text(job.id),
+        Text(job.name or NA),
+        Text(words(job.state), style=STATE_STYLE.get(job.state, "bold red")),
+        Text(nodes),
+        job_time(job),
+        Text(job_why(job)),
+    )
 
 
 SHORT_ROLES = {"inference": "infer", "orchestrator": "orch", "trainer": "train"}
 
 
 def gpus_figures(gpus: tuple[GpuSample, ...], lagging: bool = True) -> str:
-    """"2 GPUs 87% 122/159 GiB 75°C 1255 W": mean use (and, with ``lagging``, the lowest when one lags far
+    """ "2 GPUs 87% 122/159 GiB 75°C 1255 W": mean use (and, with ``lagging``, the lowest when one lags far
     behind), memory used / total, the hottest GPU and the power drawn, over the node's GPUs."""
     n = len(gpus)
     parts = [f"{n} GPU{'s' if n != 1 else ''}"]
@@ -104,8 +119,13 @@ def gpus_figures(gpus: tuple[GpuSample, ...], lagging: bool = True) -> str:
     used = [g.mem_used for g in gpus if g.mem_used is not None]
     total = [g.mem_total for g in gpus if g.mem_total is not None]
     if used or total:
-        parts.append(f"{sum(used) / GIB:.0f}/{sum(total) / GIB:.0f} GiB" if used and total
-                     else f"{sum(used) / GIB:.0f} GiB used" if used else f"{sum(total) / GIB:.0f} GiB")
+        parts.append(
+            f"{sum(used) / GIB:.0f}/{sum(total) / GIB:.0f} GiB"
+            if used and total
+            else f"{sum(used) / GIB:.0f} GiB used"
+            if used
+            else f"{sum(total) / GIB:.0f} GiB"
+        )
     temps = [g.temp_c for g in gpus if g.temp_c is not None]
     if temps:
         parts.append(f"{max(temps):.0f}°C")
@@ -116,13 +136,16 @@ def gpus_figures(gpus: tuple[GpuSample, ...], lagging: bool = True) -> str:
 
 
 def node_line(node: NodeGpus, width: int | None = None) -> Text:
-    """"n1: trainer · 2 GPUs 87% 122/159 GiB 75°C 1255 W", or the node's error (the reason first). Where it
+    """ "n1: trainer · 2 GPUs 87% 122/159 GiB 75°C 1255 W", or the node's error (the reason first). Where it
     would not fit ``width`` the lowest GPU's use is left out, then the roles are shortened ("orch", "train")."""
     if node.error:
         roles = ", ".join(node.roles)
         return Text(f"  {node.node} ({roles}): {node.error}" if roles else f"  {node.error}", style="yellow")
-    variants = [(", ".join(node.roles), True), (", ".join(node.roles), False),
-                ("+".join(SHORT_ROLES.get(r, r) for r in node.roles), False)]
+    variants = [
+        (", ".join(node.roles), True),
+        (", ".join(node.roles), False),
+        ("+".join(SHORT_ROLES.get(r, r) for r in node.roles), False),
+    ]
     for roles, lagging in variants:
         figures = gpus_figures(node.gpus, lagging)
         if width is None or len(f"  {node.node}: {roles} · {figures}") <= width:
@@ -158,8 +181,11 @@ def empty_text(view: ClusterView, now: float) -> str:
     """What the view says instead of (or above) the table: the error first, else why there is nothing."""
     if view.error:
         since = f" (since {clock_time(view.error_at)})" if view.error_at is not None else ""
-        old = (f" Jobs and nodes below are from {duration(now - view.checked_at)} ago."
-               if view.checked_at is not None and (view.jobs or view.nodes) else "")
+        old = (
+            f" Jobs and nodes below are from {duration(now - view.checked_at)} ago."
+            if view.checked_at is not None and (view.jobs or view.nodes)
+            else ""
+        )
         return f"Slurm did not answer{since}: {view.error}.{old}"
     if view.checked_at is None:
         return "Asking Slurm for your jobs…"
@@ -176,7 +202,7 @@ def job_utils(view: ClusterView | None) -> list[float]:
 
 
 def summary(view: ClusterView | None) -> str:
-    """"3 jobs, 1 node down" for the fleet table ("" before the first look)."""
+    """ "3 jobs, 1 node down" for the fleet table ("" before the first look)."""
     if view is None:
         return ""
     if view.error:
@@ -216,8 +242,7 @@ class ClusterPanel(Vertical):
         if self._jobs is None:
             from textual.widgets import DataTable
 
-            table: DataTable = DataTable(id="cluster-jobs", cursor_type="none", zebra_stripes=True,
-                                         show_cursor=False)
+            table: DataTable = DataTable(id="cluster-jobs", cursor_type="none", zebra_stripes=True, show_cursor=False)
             for key, label in JOB_COLUMNS:
                 table.add_column(label, key=key)
             self.mount(table, after="#cluster-note")

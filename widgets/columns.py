@@ -10,12 +10,18 @@ from rich.cells import cell_len
 
 def content_width(label: str, cells: Iterable[object]) -> int:
     """The widest of the header and the cells, in terminal cells (str() of Rich Text is its plain text)."""
-    return max([cell_len(label), *(max((cell_len(line) for line in str(c).split("\n")), default=0)
-                                   for c in cells)])
+    return max([cell_len(label), *(max((cell_len(line) for line in str(c).split("\n")), default=0) for c in cells)])
 
 
-def fit_columns(keys: Sequence[str], widths: Mapping[str, int], priority: Mapping[str, int], available: int,
-                *, gap: int = 2, edge: int = 0) -> list[str]:
+def fit_columns(
+    keys: Sequence[str],
+    widths: Mapping[str, int],
+    priority: Mapping[str, int],
+    available: int,
+    *,
+    gap: int = 2,
+    edge: int = 0,
+) -> list[str]:
     """The columns to show, in their own order: the lowest ``priority`` go first (the later column on a tie)
     until ``sum(width + gap) + edge`` fits ``available``. At least one column always stays."""
     kept = list(keys)

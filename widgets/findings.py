@@ -21,8 +21,9 @@ GLYPH = {Severity.ERROR: ("✖", "bold red"), Severity.WARNING: ("▲", "bold ye
 
 def finding_text(f: Finding) -> Text:
     glyph, style = GLYPH[f.severity]
-    text = Text.assemble((f"{glyph} ", style), (f"{f.line}:{f.column} ", "bold"), (f.message, ""),
-                         (f"  [{f.id}]", "dim"))
+    text = Text.assemble(
+        (f"{glyph} ", style), (f"{f.line}:{f.column} ", "bold"), (f.message, ""), (f"  [{f.id}]", "dim")
+    )
     if f.fix:
         text.append("\n   fix: ", style="dim")
         text.append(f.fix + (" (f)" if f.edit is not None else ""), style="green" if f.edit else "dim")

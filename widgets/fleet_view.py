@@ -65,8 +65,9 @@ def fleet_row(snapshot: PodSnapshot, demo_price: float | None = None) -> tuple[s
     pod, run, latest = snapshot.pod, snapshot.run, snapshot.latest
     state = snapshot.status.state
     name = Text(pod.name + (" (sim)" if pod.simulated else ""))  # a Text: DataTable reads a str as markup
-    step = NA if run is None or run.step is None else (
-        f"{run.step}/{run.max_steps}" if run.max_steps else str(run.step))
+    step = (
+        NA if run is None or run.step is None else (f"{run.step}/{run.max_steps}" if run.max_steps else str(run.step))
+    )
     trend = loss_trend(run)
     loss = f"{trend} {run.loss:.4g}" if run is not None and run.loss is not None else NA
     tps = NA if run is None or run.tokens_per_s is None else f"{run.tokens_per_s:,.0f}"
@@ -98,8 +99,7 @@ def fleet_layout(available: int, pod_width: int, padding: int = 1) -> dict[str, 
     kept = fit_columns(COLUMN_KEYS, widths, PRIORITY, available, gap=gap)
     if "alerts" in kept:
         others = sum(widths[k] + gap for k in kept if k != "alerts")
-        widths["alerts"] = max(ALERTS_MIN, min(dict((k, w) for k, _, w in COLUMNS)["alerts"],
-                                               available - others - gap))
+        widths["alerts"] = max(ALERTS_MIN, min(dict((k, w) for k, _, w in COLUMNS)["alerts"], available - others - gap))
     return {k: widths[k] for k in kept}
 
 
@@ -107,8 +107,16 @@ def _value_key(value: object) -> object:
     """A hashable stand-in for a cell's value, equal only for values DataTable draws alike (rich Text is not
     hashable; 1, 1.0 and True are equal but drawn differently)."""
     if isinstance(value, Text):
-        return (Text, value.plain, value.style, tuple(value.spans), value.justify, value.overflow, value.no_wrap,
-                value.end)
+        return (
+            Text,
+            value.plain,
+            value.style,
+            tuple(value.spans),
+            value.justify,
+            value.overflow,
+            value.no_wrap,
+            value.end,
+        )
     try:
         hash(value)
     except TypeError:
@@ -208,8 +216,9 @@ class FleetView(DataTable):
 
     # -- render caches per cell (see __init__) ---------------------------------------------------------
 
-    def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, *,
-                    update_width: bool = False) -> None:
+    def update_cell(
+        self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, *, update_width: bool = False
+    ) -> None:
         """DataTable's update_cell, repainting the cell's row only: DataTable repaints the whole table, and the
         screen composes every visible line of it again, for the few rows a fleet frame changes."""
         if update_width:
@@ -248,31 +257,67 @@ class FleetView(DataTable):
             style = self._row_styles[key] = super()._get_row_style(row_index, base_style)
         return style
 
-    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
-                     cursor: bool = False, hover: bool = False) -> SegmentLines:
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> SegmentLines:
         row_key = self._header_row_key if row_index == -1 else self._row_locations.get_key(row_index)
         column_key = self._column_locations.get_key(column_index)
         # keyed by what the cell shows, so a value seen before in this row (a GPU utilisation going back to
         # 93 %) is not rendered again
-        value = (None if row_index == -1 or row_key is None or column_key is None
-                 else self._data.get(row_key, {}).get(column_key))
-        key = (row_key, column_key, row_index, column_index, base_style, width, cursor, hover,
-               self._show_hover_cursor, self._pseudo_class_state, self._structure, _value_key(value))
+        value = (
+            None
+            if row_index == -1 or row_key is None or column_key is None
+            else self._data.get(row_key, {}).get(column_key)
+        )
+        key = (
+            row_key,
+            column_key,
+            row_index,
+            column_index,
+            base_style,
+            width,
+            cursor,
+            hover,
+            self._show_hover_cursor,
+            self._pseudo_class_state,
+            self._structure,
+            _value_key(value),
+        )
         lines = self._own_cells.get(key)
         if lines is None:
             self.cell_renders += 1
-            lines = self._own_cells[key] = super()._render_cell(row_index, column_index, base_style, width,
-                                                                cursor, hover)
+            lines = self._own_cells[key] = super()._render_cell(
+                row_index, column_index, base_style, width, cursor, hover
+            )
         return lines
 
-    def _render_line_in_row(self, row_key: RowKey, line_no: int, base_style: Style, cursor_location: Coordinate,
-                            hover_location: Coordinate) -> tuple[SegmentLines, SegmentLines]:
-        key = (row_key, line_no, base_style, cursor_location, hover_location, self.cursor_type, self.show_cursor,
-               self._show_hover_cursor, self._pseudo_class_state, self._structure, self._row_versions.get(row_key, 0))
+    def _render_line_in_row(
+        self, row_key: RowKey, line_no: int, base_style: Style, cursor_location: Coordinate, hover_location: Coordinate
+    ) -> tuple[SegmentLines, SegmentLines]:
+        key = (
+            row_key,
+            line_no,
+            base_style,
+            cursor_location,
+            hover_location,
+            self.cursor_type,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self._pseudo_class_state,
+            self._structure,
+            self._row_versions.get(row_key, 0),
+        )
         pair = self._own_rows.get(key)
         if pair is None:
-            pair = self._own_rows[key] = super()._render_line_in_row(row_key, line_no, base_style, cursor_location,
-                                                                     hover_location)
+            pair = self._own_rows[key] = super()._render_line_in_row(
+                row_key, line_no, base_style, cursor_location, hover_location
+            )
         return pair
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
@@ -280,9 +325,21 @@ class FleetView(DataTable):
             row_key, _ = self._get_offsets(y)
         except LookupError:
             return super()._render_line(y, x1, x2, base_style)
-        key = (y, x1, x2, self.size.width, self.cursor_coordinate, self.hover_coordinate, base_style,
-               self.cursor_type, self._show_hover_cursor, self._pseudo_class_state, self._structure,
-               row_key, self._row_versions.get(row_key, 0))
+        key = (
+            y,
+            x1,
+            x2,
+            self.size.width,
+            self.cursor_coordinate,
+            self.hover_coordinate,
+            base_style,
+            self.cursor_type,
+            self._show_hover_cursor,
+            self._pseudo_class_state,
+            self._structure,
+            row_key,
+            self._row_versions.get(row_key, 0),
+        )
         strip = self._own_lines.get(key)
         if strip is None:
             strip = self._own_lines[key] = super()._render_line(y, x1, x2, base_style)

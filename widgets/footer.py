@@ -59,4 +59,4 @@ class Footer(TextualFooter):
 
     def _width(self, key: FooterKey) -> int:
         styles = key.styles
-        return (key.get_content_width(self.size, self.app.size) + styles.gutter.width + styles.margin.width)
+        return key.get_content_width(self.size, self.app.size) + styles.gutter.width + styles.margin.width

@@ -162,7 +162,7 @@ class Timeline:
             added.append(sample)
         self.entries.extend(added)
         self.appended += len(added)
-        return False, added[-self.limit:]
+        return False, added[-self.limit :]
 
     def _new_samples(self, history: Sequence[Sample]) -> list[Sample] | None:
         """The samples after the window's newest when ``history`` continues the window, else None."""
@@ -182,7 +182,7 @@ class Timeline:
             return None  # older samples than the window's, which the window should have held
         if not k and start < 0:
             return None  # nothing new, yet older samples went
-        return list(history[len(history) - k:])
+        return list(history[len(history) - k :])
 
     def _gaps(self) -> dict[int, int]:
         steps = self._steps
@@ -190,14 +190,14 @@ class Timeline:
         blanks: dict[int, int] = {}
         if step <= 0:
             return blanks
-        for dt, number in steps[bisect_left(steps, (3.5 * step, -1)):]:  # candidates: a gap needs dt >= 4 steps
+        for dt, number in steps[bisect_left(steps, (3.5 * step, -1)) :]:  # candidates: a gap needs dt >= 4 steps
             missing = int(dt / step) - 1
             if missing >= 3:
                 blanks[number] = min(missing, self.limit)
         return blanks
 
     def _rebuild(self, history: Sequence[Sample]) -> list[Sample | None]:
-        recent = list(history[-self.limit:])
+        recent = list(history[-self.limit :])
         self._window = deque(recent)
         self._first = 0
         self._steps = sorted((b.t - a.t, i) for i, (a, b) in enumerate(zip(recent, recent[1:]), start=1) if b.t > a.t)
@@ -232,8 +232,9 @@ def set_label(label: Static, text: str) -> None:
         return
     label._shown_text = text  # type: ignore[attr-defined]
     text = plain(text)  # a terminal acts on none of it either (cheap: printable text is returned as it is)
-    label.update(Content(text),
-                 layout=old is None or (cell_len(old) != cell_len(text) and not _same_size(label, old, text)))
+    label.update(
+        Content(text), layout=old is None or (cell_len(old) != cell_len(text) and not _same_size(label, old, text))
+    )
 
 
 def _same_size(label: Static, old: str, new: str) -> bool:

@@ -58,28 +58,39 @@ def state_text(snapshot: PodSnapshot, now: float) -> str:
     reason = status_reason_now(snapshot, now)
     retry = f"retries in {duration(status.next_retry - now)}" if status.next_retry is not None else ""
     at = received_at(snapshot)
-    old = (f" The last figures below are from {age(now - at)} ago." if snapshot.latest is not None and at
-           else "")
+    old = f" The last figures below are from {age(now - at)} ago." if snapshot.latest is not None and at else ""
     if state is PodState.OFFLINE:
-        return (f"{name} is not answering" + (f": {reason}" if reason else "") + "."
-                + (f" The monitor {retry}; r retries now." if retry else " r retries now.") + old)
+        return (
+            f"{name} is not answering"
+            + (f": {reason}" if reason else "")
+            + "."
+            + (f" The monitor {retry}; r retries now." if retry else " r retries now.")
+            + old
+        )
     if state is PodState.UNSUPPORTED:
-        return (f"{name} cannot be monitored as it is: {reason or 'it lacks what monitoring needs'}."
-                + (f" The monitor {retry}; r retries now." if retry else " r retries now.") + old)
+        return (
+            f"{name} cannot be monitored as it is: {reason or 'it lacks what monitoring needs'}."
+            + (f" The monitor {retry}; r retries now." if retry else " r retries now.")
+            + old
+        )
     if state is PodState.STALE:
-        return ("Connected, but no new sample" + (f": {reason}" if reason else "") + f".{old}"
-                " r reconnects.")
+        return "Connected, but no new sample" + (f": {reason}" if reason else "") + f".{old} r reconnects."
     if state is PodState.CONNECTING:
         detail = reason if reason and reason.lower() != "connecting" else ""  # not "Connecting (connecting)…"
-        return ("Connecting" + (f" ({detail})" if detail else "") + "…" + (f" The monitor {retry}." if retry else "")
-                + old)
+        return (
+            "Connecting" + (f" ({detail})" if detail else "") + "…" + (f" The monitor {retry}." if retry else "") + old
+        )
     if state is PodState.AUTH_FAILED:
-        return (f"{name} refused the login" + (f": {reason}" if reason else "") + ". Check the user and the SSH "
-                "key for this pod (d removes it, a adds it again as user@host), then r." + old)
+        return (
+            f"{name} refused the login" + (f": {reason}" if reason else "") + ". Check the user and the SSH "
+            "key for this pod (d removes it, a adds it again as user@host), then r." + old
+        )
     if state is PodState.HOSTKEY_UNKNOWN:
         return f"{name}'s host key is not known yet: answer the question about it to connect." + old
-    return (f"{name}'s host key changed since it was trusted: it may not be the same machine, so nothing is "
-            "sent to it until the key is checked." + old)
+    return (
+        f"{name}'s host key changed since it was trusted: it may not be the same machine, so nothing is "
+        "sent to it until the key is checked." + old
+    )
 
 
 def no_gpus(latest: Sample | None) -> str:
@@ -87,10 +98,14 @@ def no_gpus(latest: Sample | None) -> str:
     if latest is None:
         return "GPUs: none reported yet"
     if latest.source in ("", "none"):
-        return ("GPUs: none found. Neither NVML nor nvidia-smi answered on this machine: on a GPU pod its "
-                "NVIDIA driver is missing or broken (reinstall it, or rent another pod).")
-    return (f"GPUs: {latest.source} answered but listed none: the driver sees no GPU (a pod whose GPUs were "
-            "taken away, or a broken driver).")
+        return (
+            "GPUs: none found. Neither NVML nor nvidia-smi answered on this machine: on a GPU pod its "
+            "NVIDIA driver is missing or broken (reinstall it, or rent another pod)."
+        )
+    return (
+        f"GPUs: {latest.source} answered but listed none: the driver sees no GPU (a pod whose GPUs were "
+        "taken away, or a broken driver)."
+    )
 
 
 class GpuScroll(VerticalScroll):
@@ -169,8 +184,15 @@ class MonitorPane(Widget):
 
     def on_mount(self) -> None:
         self._one("#monitor-body").display = False
-        for extra in ("#run-progress", "#wandb-info", "#monitor-alerts", "#cluster-panel", "#gpu-procs", "#log-tail",
-                      "#monitor-alert-log"):
+        for extra in (
+            "#run-progress",
+            "#wandb-info",
+            "#monitor-alerts",
+            "#cluster-panel",
+            "#gpu-procs",
+            "#log-tail",
+            "#monitor-alert-log",
+        ):
             self._one(extra).display = False
         self._tail_shown: tuple[str, ...] | None = None
         self._alert_log_shown: tuple[str | None, int, object] | None = None
@@ -305,9 +327,15 @@ class MonitorPane(Widget):
         self._one("#monitor-alerts", AlertList).show_alerts(snapshot.alerts)
         procs = latest.procs if latest else ()
         label = self._one("#gpu-procs", Label)
-        set_label(label, "GPU processes: " + "; ".join(
-            f"{p.pid} on GPU {NA if p.gpu is None else p.gpu} ({gib(p.mem)} GiB) "
-            f"{p.cmd[:60]}" for p in procs[:8]) if procs else "")
+        set_label(
+            label,
+            "GPU processes: "
+            + "; ".join(
+                f"{p.pid} on GPU {NA if p.gpu is None else p.gpu} ({gib(p.mem)} GiB) {p.cmd[:60]}" for p in procs[:8]
+            )
+            if procs
+            else "",
+        )
         if label.display != bool(procs):
             label.display = bool(procs)
         tail = snapshot.log_tail
@@ -317,8 +345,10 @@ class MonitorPane(Widget):
             lines, shown = tail[-LOG_TAIL_LINES:], self._tail_shown
             self._tail_shown = tail
             if shown is None or lines != shown[-LOG_TAIL_LINES:]:  # its height is its number of lines (no wrap)
-                box.update(log_tail_text(lines, LOG_TAIL_LINES), layout=shown is None or len(lines) != len(
-                    shown[-LOG_TAIL_LINES:]))
+                box.update(
+                    log_tail_text(lines, LOG_TAIL_LINES),
+                    layout=shown is None or len(lines) != len(shown[-LOG_TAIL_LINES:]),
+                )
         if box.display != show_tail:
             box.display = show_tail
 
@@ -369,7 +399,8 @@ class MonitorPane(Widget):
         set_label(label, text)
         # a short pane: only gaps are news; no sample at all: nothing to say about them
         visible = (bool(snapshot.gaps) or not self.has_class("-short")) and (
-            snapshot.latest is not None or snapshot.status.state is PodState.ONLINE)
+            snapshot.latest is not None or snapshot.status.state is PodState.ONLINE
+        )
         if label.display != visible:
             label.display = visible
 
@@ -380,14 +411,20 @@ class MonitorPane(Widget):
             row.show((f"{title} {NA}", "") for title in ("CPU", "RAM", "disk", "open files"))
             return
         limit = host.nofile_soft
-        row.show((
-            (f"CPU {number(host.cpu_pct, '%')}", ""),
-            (f"RAM {used_total_gib(host.mem_used, host.mem_total)}", ""),
-            (f"disk {used_total_gib(host.disk_used, host.disk_total)}",
-             level(host.disk_pct, DISK_WARN_PCT, DISK_CRITICAL_PCT)),
-            (f"open files ≤ {NA if limit is None else limit}",
-             "warn" if limit is not None and limit < NOFILE_WARN else ""),
-        ))
+        row.show(
+            (
+                (f"CPU {number(host.cpu_pct, '%')}", ""),
+                (f"RAM {used_total_gib(host.mem_used, host.mem_total)}", ""),
+                (
+                    f"disk {used_total_gib(host.disk_used, host.disk_total)}",
+                    level(host.disk_pct, DISK_WARN_PCT, DISK_CRITICAL_PCT),
+                ),
+                (
+                    f"open files ≤ {NA if limit is None else limit}",
+                    "warn" if limit is not None and limit < NOFILE_WARN else "",
+                ),
+            )
+        )
 
     def _show_gpus(self, snapshot: PodSnapshot) -> None:
         latest = snapshot.latest

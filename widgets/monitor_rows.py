@@ -47,8 +47,10 @@ PICKS: dict[str, Callable[[GpuSample], float | None]] = {
 TEMP_WARN, TEMP_CRITICAL = 75.0, 85.0
 MEM_WARN_PCT = 95.0
 INDEX_WIDTH = {False: 6, True: 5}  # by -tight (a narrow pane)
-FIGURE_WIDTH = {False: {"util": 8, "mem": 17, "power": 8, "temp": 8},
-                True: {"util": 7, "mem": 14, "power": 7, "temp": 7}}
+FIGURE_WIDTH = {
+    False: {"util": 8, "mem": 17, "power": 8, "temp": 8},
+    True: {"util": 7, "mem": 14, "power": 7, "temp": 7},
+}
 
 
 class Column(NamedTuple):
@@ -110,7 +112,7 @@ def fit_left(text: str, width: int) -> str:
 
 
 def level(value: float | None, warn: float, critical: float = math.inf) -> str:
-    """"critical", "warn" or "" for ``value`` against its thresholds (a figure's colour; None is none)."""
+    """ "critical", "warn" or "" for ``value`` against its thresholds (a figure's colour; None is none)."""
     if value is None:
         return ""
     return "critical" if value >= critical else "warn" if value >= warn else ""
@@ -118,8 +120,12 @@ def level(value: float | None, warn: float, critical: float = math.inf) -> str:
 
 def levels(gpu: GpuSample) -> dict[str, str]:
     """The figures' colours: memory >= 95 % is a warning, temperature from 75 °C a warning and 85 °C critical."""
-    return {"util": "", "power": "", "mem": level(gpu.mem_pct, MEM_WARN_PCT),
-            "temp": level(gpu.temp_c, TEMP_WARN, TEMP_CRITICAL)}
+    return {
+        "util": "",
+        "power": "",
+        "mem": level(gpu.mem_pct, MEM_WARN_PCT),
+        "temp": level(gpu.temp_c, TEMP_WARN, TEMP_CRITICAL),
+    }
 
 
 def gpu_at(sample: Sample, index: int) -> GpuSample | None:
@@ -132,8 +138,12 @@ def gpu_at(sample: Sample, index: int) -> GpuSample | None:
 
 
 def figures(gpu: GpuSample) -> dict[str, str]:
-    return {"util": number(gpu.util, "%"), "mem": used_total_gib(gpu.mem_used, gpu.mem_total),
-            "power": number(gpu.power_w, "W"), "temp": number(gpu.temp_c, "°C")}
+    return {
+        "util": number(gpu.util, "%"),
+        "mem": used_total_gib(gpu.mem_used, gpu.mem_total),
+        "power": number(gpu.power_w, "W"),
+        "temp": number(gpu.temp_c, "°C"),
+    }
 
 
 class PartsRow(Widget):
@@ -190,8 +200,7 @@ class PartsRow(Widget):
         finally:
             self._own_refresh = False
 
-    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
-                recompose: bool = False) -> Self:
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
         if not self._own_refresh:
             self._looks = None
             self._strips = {}
@@ -225,8 +234,11 @@ class PartsRow(Widget):
         if cached is not None and cached[0] == key:
             return cached[1]
         segments = self.draw(y, width, key)
-        strip = (Strip([s for s in segments if s.text]).adjust_cell_length(width, self.looks["blank"]) if width
-                 else Strip.blank(0))
+        strip = (
+            Strip([s for s in segments if s.text]).adjust_cell_length(width, self.looks["blank"])
+            if width
+            else Strip.blank(0)
+        )
         self._strips[y] = (key, strip)
         return strip
 
@@ -301,8 +313,10 @@ class GpuLine:
         """Everything the line shows; the graphs' cells worked out once per new point or new width."""
         basis = (self._seen, width, tight, graphs)
         if self._cells is None or self._cells[0] != basis:
-            self._cells = (basis, tuple(self.cells(c.metric, c.width) for c in columns(width, tight, graphs)
-                                        if c.part == "graph"))
+            self._cells = (
+                basis,
+                tuple(self.cells(c.metric, c.width) for c in columns(width, tight, graphs) if c.part == "graph"),
+            )
         return (width, tight, graphs, tuple(self.figures.values()), tuple(self.levels.values()), self._cells[1])
 
 
@@ -372,8 +386,9 @@ class GpuRows(PartsRow):
                 segments += self.text_segments(f"GPU{line.index}", looks["index"], column.width)
             elif column.part == "figure":
                 level = line.levels[column.metric]
-                segments += self.text_segments(line.figures[column.metric], looks[level] if level else base,
-                                               column.width, right=True)
+                segments += self.text_segments(
+                    line.figures[column.metric], looks[level] if level else base, column.width, right=True
+                )
             else:
                 add(Segment(next(graph_cells), looks[column.metric]))
             end = column.x + column.width

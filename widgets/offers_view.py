@@ -45,8 +45,18 @@ LABELS = {key: label for key, label, _ in COLUMNS}
 # kept longest first: what the offer is and what the run costs on it; where and how are extras
 # (Spot before the estimated time and VRAM: a spot row's price is not what it ends up costing; the column the
 # rows are sorted by always stays: docs/architecture.md "At 80 columns")
-PRIORITY = {"provider": 9, "gpu": 9, "fit": 9, "count": 8, "price": 8, "cost": 8, "spot": 7, "time": 6, "vram": 5,
-            "region": 2}
+PRIORITY = {
+    "provider": 9,
+    "gpu": 9,
+    "fit": 9,
+    "count": 8,
+    "price": 8,
+    "cost": 8,
+    "spot": 7,
+    "time": 6,
+    "vram": 5,
+    "region": 2,
+}
 FIT_MIN = 12  # a misfit's reason may be long: it takes what is left, at least this
 # Where the columns above priority 6 do not all fit (80 columns), the provider cell is cut to this ("…") and a
 # misfit's reason counts as "Fit" wide (it runs to the table's edge): Spot stays, with `m` too.
@@ -55,7 +65,7 @@ MAX_ROWS = 200  # rows in the table at most: the first of all rows in the curren
 
 
 def cost_text(r: Ranked) -> str:
-    """"12.40" on demand; "10.80–12.40" on spot: no preemption – expected (one figure when both round alike)."""
+    """ "12.40" on demand; "10.80–12.40" on spot: no preemption – expected (one figure when both round alike)."""
     low, high = f"{r.base_cost:.2f}", f"{r.est_cost:.2f}"
     return f"{low}–{high}" if r.risk is not None and low != high else high
 
@@ -69,10 +79,18 @@ def spot_text(r: Ranked) -> str:
 def cells(r: Ranked) -> list[Any]:
     o = r.offer
     fit = Text("ok", style="green") if r.fits else Text(f"✗ {r.reason}", style="red")
-    return [o.provider + (f" ({o.host})" if o.host else ""), o.gpu_type, str(o.gpu_count), f"{o.vram_gb:.0f} GB",
-            f"{o.price_hr:.2f}", spot_text(r), o.region,
-            duration(r.est_hours * 3600) + (" ✓" if r.measured else ""),
-            cost_text(r), fit]
+    return [
+        o.provider + (f" ({o.host})" if o.host else ""),
+        o.gpu_type,
+        str(o.gpu_count),
+        f"{o.vram_gb:.0f} GB",
+        f"{o.price_hr:.2f}",
+        spot_text(r),
+        o.region,
+        duration(r.est_hours * 3600) + (" ✓" if r.measured else ""),
+        cost_text(r),
+        fit,
+    ]
 
 
 def _text(cell: Any) -> Any:
@@ -127,7 +145,7 @@ class OffersView(DataTable):
 
     def _shown(self) -> list[Ranked]:
         rows = self.ordered()
-        return rows if self.max_rows is None else rows[:self.max_rows]
+        return rows if self.max_rows is None else rows[: self.max_rows]
 
     def ranked_for(self, row_key: Any) -> Ranked | None:
         """The offer behind a row key (rows are keyed ``index:provider:id:region`` of :meth:`ordered`)."""
@@ -156,8 +174,11 @@ class OffersView(DataTable):
         kept = fit_columns(COLUMN_KEYS, widths, priority, available, gap=2 * self.cell_padding)
         if all(k in kept for k in COLUMN_KEYS if priority[k] > 6):
             return kept, False
-        narrow = {**widths, "provider": min(widths["provider"], PROVIDER_NARROW),
-                  "fit": min(widths["fit"], len(LABELS["fit"]))}
+        narrow = {
+            **widths,
+            "provider": min(widths["provider"], PROVIDER_NARROW),
+            "fit": min(widths["fit"], len(LABELS["fit"])),
+        }
         cut = fit_columns(COLUMN_KEYS, narrow, priority, available, gap=2 * self.cell_padding)
         return (cut, True) if len(cut) > len(kept) else (kept, False)
 

@@ -25,13 +25,11 @@ STATE_CLASS = {
 }
 
 
-
-
 DEADLINE_WARN = 15 * 60.0
 
 
 def rent_text(pod: Pod, now: float) -> str:
-    """"$2.49/hr · ends 18:45 (in 3 h 10 min)" for a pod with a price and/or an auto-terminate deadline."""
+    """ "$2.49/hr · ends 18:45 (in 3 h 10 min)" for a pod with a price and/or an auto-terminate deadline."""
     parts = [f"${pod.price_per_hr:.2f}/hr"] if pod.price_per_hr is not None else []
     if pod.deadline is not None:
         left = pod.deadline - now
@@ -56,7 +54,7 @@ def status_reason(snapshot: PodSnapshot, now: float) -> str:
 
 
 def cut_text(snapshot: PodSnapshot) -> str:
-    """"log cut: 3.1 MB skipped" when the probe left part of the run's logs out of its samples (it caps
+    """ "log cut: 3.1 MB skipped" when the probe left part of the run's logs out of its samples (it caps
     what one sample carries); "" when nothing was cut."""
     n = snapshot.cut_bytes
     if not n and not snapshot.cut_lines:

@@ -39,8 +39,9 @@ def trend(values: Sequence[float | None]) -> str:
     if not real:
         return ""
     lo, hi = min(real), max(real)
-    return "".join(" " if v is None else BLOCKS[0 if hi == lo else min(7, int((v - lo) / (hi - lo) * 7.999))]
-                   for v in values)
+    return "".join(
+        " " if v is None else BLOCKS[0 if hi == lo else min(7, int((v - lo) / (hi - lo) * 7.999))] for v in values
+    )
 
 
 def sort_key(sort: str) -> Any:
@@ -57,10 +58,17 @@ def row(e: Any) -> tuple[Text, ...]:
     """An episode's cells: id, env, reward, turns, tokens out, tool calls, tool seconds, flags, error or match."""
     flags = ("T" if e.truncated else "") + ("E" if (e.error or not e.ok) else "") + ("L" if e.too_large else "")
     note = e.snippet if e.snippet else (e.error or "")
-    return (Text(e.id), Text(e.env or "N/A"), Text(fmt(e.reward), justify="right"), Text(str(e.turns), justify="right"),
-            Text(str(e.tokens_out), justify="right"), Text(str(e.tool_calls), justify="right"),
-            Text(fmt(e.tool_s), justify="right"), Text(flags, style="bold red" if "E" in flags else "yellow"),
-            Text(note[:200]))
+    return (
+        Text(e.id),
+        Text(e.env or "N/A"),
+        Text(fmt(e.reward), justify="right"),
+        Text(str(e.turns), justify="right"),
+        Text(str(e.tokens_out), justify="right"),
+        Text(str(e.tool_calls), justify="right"),
+        Text(fmt(e.tool_s), justify="right"),
+        Text(flags, style="bold red" if "E" in flags else "yellow"),
+        Text(note[:200]),
+    )
 
 
 COLUMNS = ("episode", "env", "reward", "turns", "tok", "tools", "tool s", "", "error / match")
@@ -84,10 +92,13 @@ def episode_blocks(view: Any, folded: bool = True) -> list[tuple[str, Content]]:
 
     parts = ", ".join(f"{k} {fmt(v)}" for k, v in s.rewards.items())
     head = f"Episode {s.id} · step {s.step} ({s.kind}/{s.subset}) · env {s.env or 'N/A'}"
-    rest = (f"reward {fmt(s.reward)}" + (f" ({parts})" if parts else "") + f" · turns {s.turns} · tokens "
-            f"{s.tokens_in} in / {s.tokens_out} out · tools {s.tool_calls}" + (" · TRUNCATED" if s.truncated else "")
-            + f"\ntime: tools {fmt(s.tool_s)} s · model {fmt(s.model_s)} s · total {fmt(s.total_s)} s · stop "
-            f"{s.stop or 'N/A'}" + (f" · {view.cuts} texts cut" if view.cuts else ""))
+    rest = (
+        f"reward {fmt(s.reward)}" + (f" ({parts})" if parts else "") + f" · turns {s.turns} · tokens "
+        f"{s.tokens_in} in / {s.tokens_out} out · tools {s.tool_calls}"
+        + (" · TRUNCATED" if s.truncated else "")
+        + f"\ntime: tools {fmt(s.tool_s)} s · model {fmt(s.model_s)} s · total {fmt(s.total_s)} s · stop "
+        f"{s.stop or 'N/A'}" + (f" · {view.cuts} texts cut" if view.cuts else "")
+    )
     out.append((head + "\n" + rest, Content.assemble((head, "bold"), "\n" + rest)))
     for e in view.errors:
         add(f"error: {e}", "bold red")
@@ -99,8 +110,9 @@ def episode_blocks(view: Any, folded: bool = True) -> list[tuple[str, Content]]:
             add(f"── trace {t.agent} ──", "bold")
         for u in t.turns:
             who = u.role + (f" ({u.name})" if u.name else "") + (" · sampled" if u.sampled else "")
-            style = {"assistant": "bold green", "user": "bold cyan", "tool": "bold magenta",
-                     "system": "bold"}.get(u.role, "bold")
+            style = {"assistant": "bold green", "user": "bold cyan", "tool": "bold magenta", "system": "bold"}.get(
+                u.role, "bold"
+            )
             body, more = _fold(u.content, folded)
             text = f"▌ {who}\n{body}" + (f"\n… {more} more lines (z unfolds)" if more else "")
             out.append((text, Content.assemble((f"▌ {who}", style), "\n" + text.split("\n", 1)[1])))
@@ -111,8 +123,11 @@ def episode_blocks(view: Any, folded: bool = True) -> list[tuple[str, Content]]:
                 body, more = _fold(c["arguments"], folded)
                 add(f"  → {c['name']}({body})" + (f"\n… {more} more lines (z unfolds)" if more else ""), "yellow")
         rewards = ", ".join(f"{n} {fmt(sc)}×{fmt(w)}" for n, sc, w in t.rewards)
-        add(f"rewards: {rewards or 'N/A'} · tool {fmt(t.timing.get('tool'))} s · model "
-            f"{fmt(t.timing.get('model'))} s · stop {t.stop or 'N/A'}", "bold")
+        add(
+            f"rewards: {rewards or 'N/A'} · tool {fmt(t.timing.get('tool'))} s · model "
+            f"{fmt(t.timing.get('model'))} s · stop {t.stop or 'N/A'}",
+            "bold",
+        )
         for e in t.errors:
             add(f"error: {e}", "bold red")
     return out

@@ -39,7 +39,7 @@ def downsample(values: Sequence[float | None], width: int) -> list[float | None]
     out: list[float | None] = []
     end = n
     while end > 0 and len(out) < width:
-        chunk = [v for v in values[max(0, end - size):end] if v is not None]
+        chunk = [v for v in values[max(0, end - size) : end] if v is not None]
         out.append(mean(chunk) if chunk else None)
         end -= size
     out.reverse()
@@ -109,7 +109,7 @@ class History:
             self._off += 1
             if self._off > self.limit:  # drop the totals of points gone, now and then
                 for totals in (self._sums, self._counts, self._odd):
-                    del totals[:self._off]
+                    del totals[: self._off]
                 self._off = 0
         self._seq += 1
         first = self._seq - len(self.points)

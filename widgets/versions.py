@@ -37,8 +37,16 @@ class VersionList(OptionList):
     def show(self, versions: Sequence[Version]) -> None:
         self.versions = tuple(reversed(versions))  # newest first
         self.clear_options()
-        self.add_options([Option(f"{time.strftime('%m-%d %H:%M', time.localtime(v.created))}  {v.name}"
-                                 + (f" — {v.notes}" if v.notes else ""), id=v.id) for v in self.versions])
+        self.add_options(
+            [
+                Option(
+                    f"{time.strftime('%m-%d %H:%M', time.localtime(v.created))}  {v.name}"
+                    + (f" — {v.notes}" if v.notes else ""),
+                    id=v.id,
+                )
+                for v in self.versions
+            ]
+        )
 
     @property
     def current(self) -> Version | None:
@@ -110,5 +118,8 @@ class VersionsView(Vertical):
             return
         title.update(f"{version.name} → editor: {len(changes)} change(s)")
         for c in changes:
-            table.add_row(c.key, Text("" if c.kind == "added" else repr(c.old), style="red"),
-                          Text("" if c.kind == "removed" else repr(c.new), style="green"))
+            table.add_row(
+                c.key,
+                Text("" if c.kind == "added" else repr(c.old), style="red"),
+                Text("" if c.kind == "removed" else repr(c.new), style="green"),
+            )

@@ -68,8 +68,9 @@ def need_run_dir(pod: Pod, hint: str) -> str:
 
 
 @asynccontextmanager
-async def connected(pod: Pod, demo: MonitorSettings | None = None,
-                    timeout: float | None = None) -> AsyncIterator[Connection]:
+async def connected(
+    pod: Pod, demo: MonitorSettings | None = None, timeout: float | None = None
+) -> AsyncIterator[Connection]:
     """A connected services.connect.open_connection(pod), closed on the way out (also when connecting fails).
     ``demo`` settings make a demo pod without a sandbox a simulated one of its own. ``timeout`` bounds the
     connect (asyncio.TimeoutError)."""
@@ -114,8 +115,9 @@ def fail_error(exc: Any) -> int:
 def add_backup_args(p: argparse.ArgumentParser) -> None:
     """--bucket/--endpoint, for commands that must respect (or use) the S3 backup."""
     p.add_argument("--bucket", help="S3 bucket of the backups (default: backup.toml or PRIME_TRAIN_TUI_BUCKET)")
-    p.add_argument("--endpoint", help="S3-compatible endpoint URL (default: backup.toml or "
-                                      "PRIME_TRAIN_TUI_S3_ENDPOINT)")
+    p.add_argument(
+        "--endpoint", help="S3-compatible endpoint URL (default: backup.toml or PRIME_TRAIN_TUI_S3_ENDPOINT)"
+    )
 
 
 def backup_settings(args: argparse.Namespace) -> Any:

@@ -31,15 +31,20 @@ def add_store_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", type=int, help="checkpoint step (default: the newest one)")
     p.add_argument("--bucket", help="S3 bucket (default: settings or PRIME_TRAIN_TUI_BUCKET)")
     p.add_argument("--prefix", help="key prefix (default: prime-train/<run name>/)")
-    p.add_argument("--endpoint", help="S3-compatible endpoint URL (default: settings, "
-                                      "PRIME_TRAIN_TUI_S3_ENDPOINT, AWS_ENDPOINT_URL)")
+    p.add_argument(
+        "--endpoint",
+        help="S3-compatible endpoint URL (default: settings, PRIME_TRAIN_TUI_S3_ENDPOINT, AWS_ENDPOINT_URL)",
+    )
     p.add_argument("--region", help="S3 region")
     p.add_argument("--json", action="store_true", help="print one JSON document")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("backup", help="back up a checkpoint from the pod to S3 (verified)",
-                       description="Back up one checkpoint from the pod straight to S3 and verify it.")
+    p = sub.add_parser(
+        "backup",
+        help="back up a checkpoint from the pod to S3 (verified)",
+        description="Back up one checkpoint from the pod straight to S3 and verify it.",
+    )
     add_store_options(p)
     p.add_argument("--compress", choices=("zstd", "none"), help="zstd per file when it pays off")
     p.add_argument("--keep-last", type=int, help="keep this many verified backups in the bucket")
@@ -54,9 +59,14 @@ def settings_from(args: argparse.Namespace) -> Any:
     from app.settings import load_backup_toml
 
     settings = load_backup_toml()
-    return settings.with_overrides(bucket=args.bucket, prefix=args.prefix, endpoint=args.endpoint,
-                                   region=args.region, compression=getattr(args, "compress", None),
-                                   keep_last=getattr(args, "keep_last", None))
+    return settings.with_overrides(
+        bucket=args.bucket,
+        prefix=args.prefix,
+        endpoint=args.endpoint,
+        region=args.region,
+        compression=getattr(args, "compress", None),
+        keep_last=getattr(args, "keep_last", None),
+    )
 
 
 class Bar:
@@ -81,13 +91,20 @@ class Bar:
         )
 
         if self.progress is None or self.task is None:
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                     TransferSpeedColumn(), TimeRemainingColumn(),
-                                     console=Console(stderr=True), transient=True)
+            self.progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             self.progress.start()
             self.task = self.progress.add_task(f"{p.action} step {p.step}", total=p.total or None)
-        self.progress.update(self.task, completed=p.done, total=p.total or None,
-                             description=f"{p.action} step {p.step}: {p.phase}")
+        self.progress.update(
+            self.task, completed=p.done, total=p.total or None, description=f"{p.action} step {p.step}: {p.phase}"
+        )
 
     def close(self) -> None:
         if self.progress is not None:
@@ -145,24 +162,45 @@ async def _backup(args: argparse.Namespace) -> int:
         return got
     pod, settings, run_dir, (step, result) = got
     m = result.manifest
-    doc = {"pod": pod.name, "step": step, "bucket": settings.bucket, "prefix": settings.prefix_for(run_dir),
-           "verified": result.verified, "bytes": m.bytes, "stored_bytes": m.stored_bytes,
-           "uploaded_parts": result.uploaded_parts, "skipped_parts": result.skipped_parts,
-           "pruned_steps": result.pruned, "problems": result.problems,
-           "files": [{"path": f.path, "bytes": f.size, "stored_bytes": f.stored_size, "sha256": f.sha256,
-                      "encoding": f.encoding, "parts": len(f.parts)} for f in m.files]}
+    doc = {
+        "pod": pod.name,
+        "step": step,
+        "bucket": settings.bucket,
+        "prefix": settings.prefix_for(run_dir),
+        "verified": result.verified,
+        "bytes": m.bytes,
+        "stored_bytes": m.stored_bytes,
+        "uploaded_parts": result.uploaded_parts,
+        "skipped_parts": result.skipped_parts,
+        "pruned_steps": result.pruned,
+        "problems": result.problems,
+        "files": [
+            {
+                "path": f.path,
+                "bytes": f.size,
+                "stored_bytes": f.stored_size,
+                "sha256": f.sha256,
+                "encoding": f.encoding,
+                "parts": len(f.parts),
+            }
+            for f in m.files
+        ],
+    }
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
         from services.units import fmt_bytes
 
-        print(f"step {step}: {fmt_bytes(m.bytes)} in {len(m.files)} files -> s3://{settings.bucket}/"
-              f"{doc['prefix']}step_{step}/ ({fmt_bytes(m.stored_bytes)} stored, {result.uploaded_parts} parts "
-              f"sent, {result.skipped_parts} already there) · "
-              + ("VERIFIED" if result.verified else "NOT VERIFIED"))
+        print(
+            f"step {step}: {fmt_bytes(m.bytes)} in {len(m.files)} files -> s3://{settings.bucket}/"
+            f"{doc['prefix']}step_{step}/ ({fmt_bytes(m.stored_bytes)} stored, {result.uploaded_parts} parts "
+            f"sent, {result.skipped_parts} already there) · " + ("VERIFIED" if result.verified else "NOT VERIFIED")
+        )
         if result.pruned:
             print(f"removed older backups from the bucket: steps {', '.join(map(str, result.pruned))}")
     if not result.verified:
-        return fail(f"backup of step {step} does not match its manifest: {result.problems[0]}",
-                    "run the backup again; finished parts are not sent twice")
+        return fail(
+            f"backup of step {step} does not match its manifest: {result.problems[0]}",
+            "run the backup again; finished parts are not sent twice",
+        )
     return EXIT_OK

@@ -16,9 +16,12 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cleanup", help="delete checkpoints older than the newest N complete ones",
-                       description="Keep the newest N complete checkpoints; never delete the newest "
-                                   "complete one or one still being written.")
+    p = sub.add_parser(
+        "cleanup",
+        help="delete checkpoints older than the newest N complete ones",
+        description="Keep the newest N complete checkpoints; never delete the newest "
+        "complete one or one still being written.",
+    )
     p.add_argument("pod", metavar="POD")
     p.add_argument("--keep", type=int, help="complete checkpoints to keep (default: settings keep_last)")
     p.add_argument("--run-dir", help="run directory on the pod (default: the pod's last run)")
@@ -33,8 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from app.commands._support import EXIT_OK, EXIT_USAGE, fail
 
     if args.keep is not None and args.keep < 1:
-        return fail("--keep must be at least 1 (the newest complete checkpoint is never deleted)",
-                    code=EXIT_USAGE)
+        return fail("--keep must be at least 1 (the newest complete checkpoint is never deleted)", code=EXIT_USAGE)
     state: dict[str, Any] = {}
 
     async def before(conn: Connection, settings: LifecycleSettings, doc: dict[str, Any]) -> int | None:
@@ -43,8 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
         backup = cleanup_backup_settings(args)  # unreadable: plan_cleanup refuses (fail closed)
         state["target"] = target = target_for(conn.pod)
-        plan = await target.plan_cleanup(conn, keep=args.keep, settings=settings, run_dir=args.run_dir,
-                                         backup=backup)
+        plan = await target.plan_cleanup(conn, keep=args.keep, settings=settings, run_dir=args.run_dir, backup=backup)
         state["plan"] = plan
         state["backup"] = backup
         doc["plan"] = plan.to_json()
@@ -54,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_OK
         if plan.empty:
             return None
-        what = f"{len(plan.delete)} checkpoint(s)" + (f" and {len(plan.leftovers)} leftover dir(s)"
-                                                        if plan.leftovers else "")
+        what = f"{len(plan.delete)} checkpoint(s)" + (
+            f" and {len(plan.leftovers)} leftover dir(s)" if plan.leftovers else ""
+        )
         return confirm(args, f"delete {what}, {fmt_bytes(plan.bytes)}?")
 
     async def body(conn: Connection, settings: LifecycleSettings) -> AsyncIterator[Event]:

@@ -1,9 +1,9 @@
 """``prime-train-tui config save|list|diff|restore``: named versions of a config file.
 
-    config save FILE --name N [--notes T]   store the file's current text
-    config list FILE [--json]               the saved versions, oldest first
-    config diff FILE A [B] [--json]         changed keys between versions (B defaults to the file)
-    config restore FILE V                   write version V back (the current text is saved first)
+config save FILE --name N [--notes T]   store the file's current text
+config list FILE [--json]               the saved versions, oldest first
+config diff FILE A [B] [--json]         changed keys between versions (B defaults to the file)
+config restore FILE V                   write version V back (the current text is saved first)
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ from app.commands._support import EXIT_OK, EXIT_USAGE, fail
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("config", help="save, list, diff and restore versions of a config",
-                       description="Named versions of a prime-rl config, stored under the XDG data dir.")
+    p = sub.add_parser(
+        "config",
+        help="save, list, diff and restore versions of a config",
+        description="Named versions of a prime-rl config, stored under the XDG data dir.",
+    )
     act = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     s = act.add_parser("save", help="store the file's current text as a version")
     s.add_argument("file", type=Path)
@@ -60,8 +63,12 @@ def run(args: argparse.Namespace) -> int:
             new = versions.text_of(args.file, root, args.b) if args.b else read_config(args.file)
             changes = versions.diff(old, new)
             if args.json:
-                doc = {"file": str(args.file), "a": args.a, "b": args.b or "current",
-                       "changes": [c.__dict__ for c in changes]}
+                doc = {
+                    "file": str(args.file),
+                    "a": args.a,
+                    "b": args.b or "current",
+                    "changes": [c.__dict__ for c in changes],
+                }
                 sys.stdout.write(json.dumps(doc, default=str) + "\n")
             else:
                 _print_diff(args.a, args.b or "current", changes)
@@ -100,6 +107,9 @@ def _print_diff(a: str, b: str, changes) -> None:
     table.add_column(a, style="red")
     table.add_column(b, style="green")
     for c in changes:
-        table.add_row(escape(c.key), "" if c.kind == "added" else escape(repr(c.old)),
-                      "" if c.kind == "removed" else escape(repr(c.new)))
+        table.add_row(
+            escape(c.key),
+            "" if c.kind == "added" else escape(repr(c.old)),
+            "" if c.kind == "removed" else escape(repr(c.new)),
+        )
     Console().print(table)

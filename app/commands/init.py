@@ -14,15 +14,22 @@ from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("init", help="generate a prime-rl config for a model and GPUs",
-                       description="Generate a complete prime-rl rl config (the wizard, non-interactive).")
+    p = sub.add_parser(
+        "init",
+        help="generate a prime-rl config for a model and GPUs",
+        description="Generate a complete prime-rl rl config (the wizard, non-interactive).",
+    )
     p.add_argument("--model", required=True, help="a model id from the registry, e.g. Qwen/Qwen3-4B")
     p.add_argument("--preset", required=True, help="hardware preset, e.g. h100-80gb")
     p.add_argument("--gpus", type=int, required=True, help="GPUs on the pod")
     p.add_argument("--env", default="reverse-text", help="environment: reverse-text, alphabet-sort, wiki-search")
     p.add_argument("--max-steps", type=int, default=100)
-    p.add_argument("--lora", action=argparse.BooleanOptionalAction, default=None,
-                   help="force LoRA on/off (default: only when full fine-tuning does not fit)")
+    p.add_argument(
+        "--lora",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="force LoRA on/off (default: only when full fine-tuning does not fit)",
+    )
     p.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
     p.add_argument("--force", action="store_true", help="replace an existing file (a .bak is kept)")
     p.set_defaults(func=run)
@@ -36,11 +43,22 @@ def run(args: argparse.Namespace) -> int:
     from services.config.wizard import WizardChoices, generate
 
     if lookup_model(args.model) is None:
-        return fail(f"{args.model} is not in the model registry; {known_models_text(args.model)}",
-                    "init sizes the run from the model's shape: pick one of these", EXIT_USAGE)
+        return fail(
+            f"{args.model} is not in the model registry; {known_models_text(args.model)}",
+            "init sizes the run from the model's shape: pick one of these",
+            EXIT_USAGE,
+        )
     try:
-        result = generate(WizardChoices(model=args.model, preset=args.preset, gpus=args.gpus,
-                                        environment=args.env, max_steps=args.max_steps, lora=args.lora))
+        result = generate(
+            WizardChoices(
+                model=args.model,
+                preset=args.preset,
+                gpus=args.gpus,
+                environment=args.env,
+                max_steps=args.max_steps,
+                lora=args.lora,
+            )
+        )
     except ConfigError as exc:
         return fail(str(exc), exc.hint, EXIT_USAGE)
     report = validate_text(result.text, kind="rl", preset=args.preset, gpus=args.gpus)
@@ -57,8 +75,12 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(args.output, result.text, backup=True)
     except OSError as exc:
         return fail(f"cannot write {args.output}: {exc.strerror}", code=EXIT_FAIL)
-    print(f"wrote {args.output} ({result.train_gpus} train + {result.infer_gpus} inference GPU(s)"
-          + (", LoRA" if result.lora else "") + f"; {report.warnings} warning(s))", file=sys.stderr)
+    print(
+        f"wrote {args.output} ({result.train_gpus} train + {result.infer_gpus} inference GPU(s)"
+        + (", LoRA" if result.lora else "")
+        + f"; {report.warnings} warning(s))",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 
@@ -72,10 +94,15 @@ def memory_note(args: argparse.Namespace, result: object) -> None:
     found = re.search(r"^seq_len = (\d+)", getattr(result, "text", ""), re.M)
     seq = int(found.group(1)) if found else 2048
     gpus, lora = getattr(result, "train_gpus", 1), bool(getattr(result, "lora", False))
-    est = estimate(shape=lookup_model(args.model), gpus=gpus, sharding="full", lora=lora, seq_len=seq,
-                   optim_cpu_offload=True)
+    est = estimate(
+        shape=lookup_model(args.model), gpus=gpus, sharding="full", lora=lora, seq_len=seq, optim_cpu_offload=True
+    )
     hw = preset(args.preset)
-    same = (f"prime-train-tui estimate --model {args.model} --gpus {gpus} --optim-cpu-offload --seq-len {seq}"
-            + (" --lora" if lora else ""))
-    print(f"memory: trainer ~{human(est.total)} per GPU of {human(hw.memory)} on {hw.id} — assumes "
-          f"{est.assumptions_text()}\n  the same figure: {same}", file=sys.stderr)
+    same = f"prime-train-tui estimate --model {args.model} --gpus {gpus} --optim-cpu-offload --seq-len {seq}" + (
+        " --lora" if lora else ""
+    )
+    print(
+        f"memory: trainer ~{human(est.total)} per GPU of {human(hw.memory)} on {hw.id} — assumes "
+        f"{est.assumptions_text()}\n  the same figure: {same}",
+        file=sys.stderr,
+    )

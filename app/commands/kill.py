@@ -16,9 +16,12 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("kill", help="stop the active run on a pod (whole process group)",
-                       description="SIGTERM to the run's process group, a grace period, SIGKILL, "
-                                   "then check the processes are gone and the GPUs freed.")
+    p = sub.add_parser(
+        "kill",
+        help="stop the active run on a pod (whole process group)",
+        description="SIGTERM to the run's process group, a grace period, SIGKILL, "
+        "then check the processes are gone and the GPUs freed.",
+    )
     p.add_argument("pod", metavar="POD")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask (required without a terminal)")
     p.add_argument("--grace", type=float, help="seconds between SIGTERM and SIGKILL (default: settings)")

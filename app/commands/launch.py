@@ -21,12 +21,16 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("launch", help="start a training run on a pod (pre-flight first)",
-                       description="Pre-flight checks, upload CONFIG, start the run detached on POD.")
+    p = sub.add_parser(
+        "launch",
+        help="start a training run on a pod (pre-flight first)",
+        description="Pre-flight checks, upload CONFIG, start the run detached on POD.",
+    )
     p.add_argument("pod", metavar="POD")
     p.add_argument("config", metavar="CONFIG", help="the prime-rl TOML config to upload")
-    p.add_argument("--command", dest="template",
-                   help="launch command template ({config}, {run_dir}); default from settings")
+    p.add_argument(
+        "--command", dest="template", help="launch command template ({config}, {run_dir}); default from settings"
+    )
     p.add_argument("--run-dir", help="run directory on the pod (default: the pod's run_dir)")
     p.add_argument("--force", action="store_true", help="start even when a pre-flight check fails")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -52,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
     async def go(conn: Connection, settings: LifecycleSettings) -> AsyncIterator[Event]:
         from services.lifecycle.targets import target_for
 
-        async for ev in target_for(conn.pod).launch(conn, Path(args.config), settings=settings,
-                                                    command=args.template, run_dir=args.run_dir, force=args.force):
+        async for ev in target_for(conn.pod).launch(
+            conn, Path(args.config), settings=settings, command=args.template, run_dir=args.run_dir, force=args.force
+        ):
             yield ev
 
     return drive(args, "launch", go, before)
@@ -78,10 +83,12 @@ def setup(args: argparse.Namespace) -> tuple[Any, Any] | int:
     return pod, own if own is not None else settings
 
 
-def drive(args: argparse.Namespace, action: str,
-          body: Callable[[Connection, LifecycleSettings], AsyncIterator[Event]],
-          before: Callable[[Connection, LifecycleSettings, dict[str, Any]], Awaitable[int | None]] | None = None,
-          ) -> int:
+def drive(
+    args: argparse.Namespace,
+    action: str,
+    body: Callable[[Connection, LifecycleSettings], AsyncIterator[Event]],
+    before: Callable[[Connection, LifecycleSettings, dict[str, Any]], Awaitable[int | None]] | None = None,
+) -> int:
     """Connect, optionally plan/confirm (``before`` returns an exit code to stop, or None), then print
     the events of ``body``. Exit 0 on a ``done`` event, 1 with the reason otherwise."""
     got = setup(args)

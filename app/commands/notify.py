@@ -13,8 +13,11 @@ from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, fail_usa
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("notify", help="push notification targets; --test sends a test message",
-                       description="The [notify] targets (masked) and policy; --test sends a test message.")
+    p = sub.add_parser(
+        "notify",
+        help="push notification targets; --test sends a test message",
+        description="The [notify] targets (masked) and policy; --test sends a test message.",
+    )
     p.add_argument("--test", action="store_true", help="send a test message to every target")
     p.add_argument("--notify", action="append", default=[], metavar="URL", help="another apprise URL (repeatable)")
     p.add_argument("--json", action="store_true")
@@ -34,11 +37,18 @@ def run(args: argparse.Namespace) -> int:
     except PrimeTrainError as exc:
         return fail(str(exc), exc.hint)
     if not settings.urls:
-        return fail("no notification URLs", "add urls to [notify] in settings.toml, set $PRIME_TRAIN_TUI_NOTIFY or "
-                    "give --notify URL (apprise syntax: ntfy://topic, slack://..., json://host/path)", EXIT_USAGE)
-    policy = {"min_severity": settings.min_severity.value,
-              "quiet_hours": None if settings.quiet_hours is None else str(settings.quiet_hours),
-              "min_interval_s": settings.min_interval_s, "resolve_after_s": settings.resolve_after_s}
+        return fail(
+            "no notification URLs",
+            "add urls to [notify] in settings.toml, set $PRIME_TRAIN_TUI_NOTIFY or "
+            "give --notify URL (apprise syntax: ntfy://topic, slack://..., json://host/path)",
+            EXIT_USAGE,
+        )
+    policy = {
+        "min_severity": settings.min_severity.value,
+        "quiet_hours": None if settings.quiet_hours is None else str(settings.quiet_hours),
+        "min_interval_s": settings.min_interval_s,
+        "resolve_after_s": settings.resolve_after_s,
+    }
     if not args.test:
         if args.json:
             print(json.dumps({"targets": settings.masked, **policy}, indent=2))
@@ -55,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"{target}: {'sent' if ok else 'FAILED'}")
     if all(ok for _, ok in results):
         return EXIT_OK
-    return fail(f"{sum(1 for _, ok in results if not ok)} of {len(results)} target(s) did not take the test message",
-                "check each URL against https://github.com/caronc/apprise/wiki and that the service is reachable",
-                EXIT_FAIL)
+    return fail(
+        f"{sum(1 for _, ok in results if not ok)} of {len(results)} target(s) did not take the test message",
+        "check each URL against https://github.com/caronc/apprise/wiki and that the service is reachable",
+        EXIT_FAIL,
+    )

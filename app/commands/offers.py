@@ -33,23 +33,44 @@ PROVIDER_NAMES = ("primeintellect", "vast", "lambda", "runpod")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("offers", help="GPU offers ranked by $ per completed run",
-                       description="GPU offers across providers, ranked by estimated $ per completed run.")
+    p = sub.add_parser(
+        "offers",
+        help="GPU offers ranked by $ per completed run",
+        description="GPU offers across providers, ranked by estimated $ per completed run.",
+    )
     p.add_argument("--config", type=Path, help="price the run this prime-rl config describes")
-    p.add_argument("--model", help="model to fit and price (default Qwen/Qwen3-0.6B); with --config it sizes "
-                   "the config's run as this model (for models the registry does not know)")
+    p.add_argument(
+        "--model",
+        help="model to fit and price (default Qwen/Qwen3-0.6B); with --config it sizes "
+        "the config's run as this model (for models the registry does not know)",
+    )
     p.add_argument("--gpus", type=int, help="only offers with exactly N GPUs")
-    p.add_argument("--split", metavar="TRAIN+INFER", type=_split,
-                   help="prime-rl's GPU split of the run, e.g. 2+6 (default: the config's [deployment], else "
-                   "1+1 for rl); 8+0 is a run without an inference server (sft)")
+    p.add_argument(
+        "--split",
+        metavar="TRAIN+INFER",
+        type=_split,
+        help="prime-rl's GPU split of the run, e.g. 2+6 (default: the config's [deployment], else "
+        "1+1 for rl); 8+0 is a run without an inference server (sft)",
+    )
     p.add_argument("--max-price", type=float, help="only offers at most this many $/hr")
-    p.add_argument("--spot", action=argparse.BooleanOptionalAction, default=None,
-                   help="only spot/interruptible offers (Lambda has none); --no-spot: only on-demand "
-                   "(default: both, spot priced with its expected preemptions)")
-    p.add_argument("--provider", nargs="+", action="extend", choices=PROVIDER_NAMES, metavar="P",
-                   help=f"only these providers ({', '.join(PROVIDER_NAMES)}; several, or repeated)")
-    p.add_argument("--steps", type=int, help="training steps of the run to price (default: the config's "
-                   "max_steps, else 500)")
+    p.add_argument(
+        "--spot",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="only spot/interruptible offers (Lambda has none); --no-spot: only on-demand "
+        "(default: both, spot priced with its expected preemptions)",
+    )
+    p.add_argument(
+        "--provider",
+        nargs="+",
+        action="extend",
+        choices=PROVIDER_NAMES,
+        metavar="P",
+        help=f"only these providers ({', '.join(PROVIDER_NAMES)}; several, or repeated)",
+    )
+    p.add_argument(
+        "--steps", type=int, help="training steps of the run to price (default: the config's max_steps, else 500)"
+    )
     p.add_argument("--all", action="store_true", help="also list offers the model does not fit")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per provider")
     p.add_argument("--json", action="store_true")
@@ -105,12 +126,16 @@ def run(args: argparse.Namespace) -> int:
         spec = replace(spec, steps=args.steps)
     if args.split is not None:
         train, infer = args.split
-        spec = replace(spec, train_gpus=train, infer_gpus=infer,
-                       gen_tokens_per_step=spec.gen_tokens_per_step if infer else 0)
+        spec = replace(
+            spec, train_gpus=train, infer_gpus=infer, gen_tokens_per_step=spec.gen_tokens_per_step if infer else 0
+        )
     if sizing_model(spec.model) is None:
         what = "--model" if args.model else "the config's model" if args.config else "the model"
-        return fail(f"{spec.model} ({what}) is not in the model registry and no registry model is named like it",
-                    size_hint(spec.model), EXIT_USAGE)
+        return fail(
+            f"{spec.model} ({what}) is not in the model registry and no registry model is named like it",
+            size_hint(spec.model),
+            EXIT_USAGE,
+        )
     if note := size_note(spec.model):
         notes.append(note)
     for note in notes:
@@ -134,15 +159,17 @@ async def _offers(args: argparse.Namespace, spec) -> int:
     except PrimeTrainError as exc:
         return fail(str(exc), exc.hint)
     keys = {name: k.key for name, k in find_keys(settings=settings).items()}
-    result = await fetch_all(keys=keys, urls=find_urls(settings=settings), spot=args.spot, providers=args.provider,
-                             timeout=args.timeout)
+    result = await fetch_all(
+        keys=keys, urls=find_urls(settings=settings), spot=args.spot, providers=args.provider, timeout=args.timeout
+    )
     if result.offers and args.provider is None:
         from services.offers.models import FetchResult
 
         try:  # one cache per kind (the pane's): both kinds fetched fill both
-            for kind in ((False, True) if args.spot is None else (args.spot,)):
-                cache.save(cache_dir(), kind, FetchResult(tuple(o for o in result.offers if o.spot == kind)),
-                           time.time())
+            for kind in (False, True) if args.spot is None else (args.spot,):
+                cache.save(
+                    cache_dir(), kind, FetchResult(tuple(o for o in result.offers if o.spot == kind)), time.time()
+                )
         except OSError:
             pass  # a cache that cannot be written costs a refetch, nothing else
     from app.settings import data_dir
@@ -151,42 +178,70 @@ async def _offers(args: argparse.Namespace, spec) -> int:
     from services.offers.spend import measured_spot_rates
     from services.offers.spot_risk import interruption_rates
 
-    ranked = rank(result.offers, spec, max_price=args.max_price, spot=args.spot, gpus=args.gpus,
-                  include_misfits=args.all, observed=observed,
-                  spot_rates=interruption_rates(settings.spot_interruptions_per_hour,
-                                                measured_spot_rates(data_dir())))
+    ranked = rank(
+        result.offers,
+        spec,
+        max_price=args.max_price,
+        spot=args.spot,
+        gpus=args.gpus,
+        include_misfits=args.all,
+        observed=observed,
+        spot_rates=interruption_rates(settings.spot_interruptions_per_hour, measured_spot_rates(data_dir())),
+    )
     for s in result.skipped:
-        say(f"note: {s.provider}: {s.count} offer{'s' if s.count > 1 else ''} skipped as impossible ({s.why})",
-              file=sys.stderr)
+        say(
+            f"note: {s.provider}: {s.count} offer{'s' if s.count > 1 else ''} skipped as impossible ({s.why})",
+            file=sys.stderr,
+        )
     if args.json:
         from services.offers.ranking import RISK_KEYS
 
-        fields = ("provider", "id", "gpu_type", "gpu_count", "vram_gb", "price_hr", "spot", "region", "fits",
-                  "est_hours", "est_cost", *RISK_KEYS)
-        doc: dict = {"offers": [{k: r.to_json()[k] for k in fields} for r in ranked],
-                     "errors": [{"provider": e.provider, "message": e.message} for e in result.errors]}
+        fields = (
+            "provider",
+            "id",
+            "gpu_type",
+            "gpu_count",
+            "vram_gb",
+            "price_hr",
+            "spot",
+            "region",
+            "fits",
+            "est_hours",
+            "est_cost",
+            *RISK_KEYS,
+        )
+        doc: dict = {
+            "offers": [{k: r.to_json()[k] for k in fields} for r in ranked],
+            "errors": [{"provider": e.provider, "message": e.message} for e in result.errors],
+        }
         if result.skipped:
             doc["skipped"] = [{"provider": s.provider, "count": s.count, "why": s.why} for s in result.skipped]
         say(json.dumps(_finite(doc), indent=2, allow_nan=False))
     else:
-        say(f"{'provider':<15}{'id':<26}{'GPU':<12}{'n':>3}{'VRAM':>7}{'$/hr':>9} {'spot':<5}"
-              f"{'Est. time':>10}{'Est. $':>10}  fit (spot: $ if not preempted – expected)")
+        say(
+            f"{'provider':<15}{'id':<26}{'GPU':<12}{'n':>3}{'VRAM':>7}{'$/hr':>9} {'spot':<5}"
+            f"{'Est. time':>10}{'Est. $':>10}  fit (spot: $ if not preempted – expected)"
+        )
         for r in ranked:
             o = r.offer
-            say(f"{o.provider:<15}{o.id[:25]:<26}{o.gpu_type:<12}{o.gpu_count:>3}{o.vram_gb:>6.0f}G"
-                  f"{o.price_hr:>9.2f} {'yes' if o.spot else '':<5}{r.est_hours:>9.1f}h{r.est_cost:>10.2f}"
-                  f"  {'ok' if r.fits else 'NO: ' + r.reason}{_spot_text(r)}")
+            say(
+                f"{o.provider:<15}{o.id[:25]:<26}{o.gpu_type:<12}{o.gpu_count:>3}{o.vram_gb:>6.0f}G"
+                f"{o.price_hr:>9.2f} {'yes' if o.spot else '':<5}{r.est_hours:>9.1f}h{r.est_cost:>10.2f}"
+                f"  {'ok' if r.fits else 'NO: ' + r.reason}{_spot_text(r)}"
+            )
         for e in result.errors:
             say(f"! {e.provider}: {e.message}")
         if ranked and ranked[0].fits:
             b = ranked[0]
-            say(f"best $/completion: {b.offer.provider} {b.offer.gpu_count}× {b.offer.gpu_type} "
-                  f"${b.est_cost:.2f} in {b.est_hours:.1f} h")
+            say(
+                f"best $/completion: {b.offer.provider} {b.offer.gpu_count}× {b.offer.gpu_type} "
+                f"${b.est_cost:.2f} in {b.est_hours:.1f} h"
+            )
     return EXIT_OK if ranked else EXIT_FAIL
 
 
 def _spot_text(r) -> str:
-    """" · spot 21.30–24.10, 0.4 preemptions expected" (+ the provider's note) for a spot row."""
+    """ " · spot 21.30–24.10, 0.4 preemptions expected" (+ the provider's note) for a spot row."""
     if r.risk is None:
         return ""
     text = f" · spot {r.base_cost:.2f}–{r.est_cost:.2f}, {r.risk.preemptions:.1f} preemptions expected"

@@ -10,15 +10,17 @@ from app.commands._support import EXIT_OK, connected, fail, fail_error, fail_usa
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("probe", help="samples from one pod (headless)",
-                       description="Stream the probe's samples from one pod.")
+    p = sub.add_parser(
+        "probe", help="samples from one pod (headless)", description="Stream the probe's samples from one pod."
+    )
     p.add_argument("pod", metavar="POD")
     p.add_argument("--once", action="store_true", help="print one sample and exit")
     p.add_argument("--json", action="store_true", help="print the probe's JSON lines")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
     p.add_argument("--run-dir", help="the run directory on the pod (logs, checkpoints)")
-    p.add_argument("--timeout", type=float, default=30.0,
-                   help="give up when no sample arrives within this many seconds")
+    p.add_argument(
+        "--timeout", type=float, default=30.0, help="give up when no sample arrives within this many seconds"
+    )
     p.set_defaults(func=run)
 
 
@@ -81,8 +83,9 @@ async def _probe(args: argparse.Namespace) -> int:
     except asyncio.TimeoutError:
         why = [f"{malformed} malformed line{'s' if malformed != 1 else ''} skipped"] if malformed else []
         why += [f"still {phase}"] if phase else []
-        return fail(f"no valid sample from {pod.name} within {args.timeout:g} s"
-                    + (f" ({', '.join(why)})" if why else ""))
+        return fail(
+            f"no valid sample from {pod.name} within {args.timeout:g} s" + (f" ({', '.join(why)})" if why else "")
+        )
 
 
 async def _ended(name: str, stream, printed: int) -> int:
@@ -91,8 +94,7 @@ async def _ended(name: str, stream, printed: int) -> int:
     how = await stream.exit_reason(wait=15.0)  # the command ends anyway: its reason is what is left
     tail = [line.strip() for line in stream.stderr_tail().splitlines() if line.strip()]
     what = "stopped" if printed else "exited without a sample"
-    return fail(f"the probe on {name} {what}" + (f" ({how})" if how else "")
-                + (f": {tail[-1][:300]}" if tail else ""))
+    return fail(f"the probe on {name} {what}" + (f" ({how})" if how else "") + (f": {tail[-1][:300]}" if tail else ""))
 
 
 def _print_sample(pod, sample) -> None:
@@ -110,14 +112,21 @@ def _print_sample(pod, sample) -> None:
     for col in ("GPU", "name", "util %", "memory", "power W", "temp °C"):
         table.add_column(col, justify="left" if col == "name" else "right")
     for g in sample.gpus:
-        table.add_row(str(g.index), cell(g.name), fmt_num(g.util),
-                      f"{fmt_bytes(g.mem_used)} / {fmt_bytes(g.mem_total)}",
-                      fmt_num(g.power_w), fmt_num(g.temp_c))
+        table.add_row(
+            str(g.index),
+            cell(g.name),
+            fmt_num(g.util),
+            f"{fmt_bytes(g.mem_used)} / {fmt_bytes(g.mem_total)}",
+            fmt_num(g.power_w),
+            fmt_num(g.temp_c),
+        )
     h = sample.host
     console = Console()
     console.print(table)
-    console.print(Text(
-        f"host: CPU {fmt_num(h.cpu_pct)} %  RAM {fmt_bytes(h.mem_used)} / {fmt_bytes(h.mem_total)}  "
-        f"disk {fmt_bytes(h.disk_used)} / {fmt_bytes(h.disk_total)}  "
-        f"open files {h.nofile_soft or 'N/A'}"
-    ))
+    console.print(
+        Text(
+            f"host: CPU {fmt_num(h.cpu_pct)} %  RAM {fmt_bytes(h.mem_used)} / {fmt_bytes(h.mem_total)}  "
+            f"disk {fmt_bytes(h.disk_used)} / {fmt_bytes(h.disk_total)}  "
+            f"open files {h.nofile_soft or 'N/A'}"
+        )
+    )

@@ -35,8 +35,11 @@ from app.commands._support import (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profile", help="bottleneck breakdown of a run's last steps",
-                       description="Break a run's step time down by component and say what limits it.")
+    p = sub.add_parser(
+        "profile",
+        help="bottleneck breakdown of a run's last steps",
+        description="Break a run's step time down by component and say what limits it.",
+    )
     p.add_argument("pod", metavar="POD")
     p.add_argument("--run-dir", help="the run directory on the pod (default: the pod's run_dir)")
     p.add_argument("--steps", type=int, default=20, help="how many of the last steps to profile (default 20)")
@@ -92,8 +95,9 @@ async def _profile(args: argparse.Namespace) -> int:
                 episodes = await read_episodes(conn, run_dir)
             except (PrimeTrainError, asyncio.TimeoutError, OSError):
                 episodes = []
-            breakdown = analyze(parsed, args.steps, episodes=episodes,
-                                until_step=start + args.steps if args.follow else None)
+            breakdown = analyze(
+                parsed, args.steps, episodes=episodes, until_step=start + args.steps if args.follow else None
+            )
     except PrimeTrainError as exc:
         return fail_error(exc)
     except asyncio.TimeoutError:
@@ -107,8 +111,10 @@ async def _profile(args: argparse.Namespace) -> int:
         _print(pod, breakdown)
     if not breakdown.steps:
         if not args.json:
-            return fail(f"no step timings in {pod.run_dir}",
-                        "is prime-rl writing metrics.jsonl (the file monitor) or logs/*.log there?")
+            return fail(
+                f"no step timings in {pod.run_dir}",
+                "is prime-rl writing metrics.jsonl (the file monitor) or logs/*.log there?",
+            )
         return EXIT_FAIL
     return EXIT_OK
 
@@ -121,8 +127,10 @@ def _print(pod, b) -> None:
     console = Console()
     if not b.steps:
         return
-    table = Table(title=f"Bottleneck analysis · {pod.label} · steps {b.first_step}–{b.last_step} ({b.source})",
-                  title_justify="left")
+    table = Table(
+        title=f"Bottleneck analysis · {pod.label} · steps {b.first_step}–{b.last_step} ({b.source})",
+        title_justify="left",
+    )
     table.add_column("Component")
     table.add_column("Time (%)", justify="right")
     table.add_column("s / step", justify="right")
@@ -136,8 +144,9 @@ def _print(pod, b) -> None:
         flag = "⚠ BOTTLENECK" if c.parent is None and c.timeline == "trainer" and c.share == top and top >= 0.4 else ""
         table.add_row(escape(name), f"{100 * c.share:.0f}%", f"{c.seconds:.1f}", f"{bar} {flag}".strip())
     console.print(table)
-    console.print(f"[b]DIAGNOSIS:[/b] {b.diagnosis.upper()} (confidence {b.confidence})"
-                  + (f" · {b.trend}" if b.trend else ""))
+    console.print(
+        f"[b]DIAGNOSIS:[/b] {b.diagnosis.upper()} (confidence {b.confidence})" + (f" · {b.trend}" if b.trend else "")
+    )
     for e in b.evidence:
         console.print(f"  · {escape(e)}")
     if b.tool_tail:
@@ -145,8 +154,14 @@ def _print(pod, b) -> None:
         for name in ("Env", "p50 (s)", "p95 (s)", "max (s)", "Episodes", ""):
             tails.add_column(name, justify="left" if name in ("Env", "") else "right")
         for t in b.tool_tail:
-            tails.add_row(escape(t.label), f"{t.p50:.1f}", f"{t.p95:.1f}", f"{t.max:.1f}", str(t.episodes),
-                          "⚠ SLOW TAIL" if t.slow else "")
+            tails.add_row(
+                escape(t.label),
+                f"{t.p50:.1f}",
+                f"{t.p95:.1f}",
+                f"{t.max:.1f}",
+                str(t.episodes),
+                "⚠ SLOW TAIL" if t.slow else "",
+            )
         console.print(tails)
     for r in b.recommendations:
         console.print(f"[b]RECOMMENDATION:[/b] {escape(r.text)}")

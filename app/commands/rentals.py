@@ -25,20 +25,34 @@ from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, say
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rentals", help="pods rented here: cost so far, deadlines, terminate, watch",
-                       description="Pods rented from the Offers pane and not terminated yet (from the audit log).")
+    p = sub.add_parser(
+        "rentals",
+        help="pods rented here: cost so far, deadlines, terminate, watch",
+        description="Pods rented from the Offers pane and not terminated yet (from the audit log).",
+    )
     p.add_argument("--terminate", metavar="NAME", help="terminate this rented pod (asks first)")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask (required without a terminal)")
-    p.add_argument("--watch", action="store_true",
-                   help="enforce deadlines in the foreground: warn 15 min before, terminate at the deadline")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="enforce deadlines in the foreground: warn 15 min before, terminate at the deadline",
+    )
     p.add_argument("--interval", type=float, default=30.0, help="seconds between deadline checks (--watch)")
-    p.add_argument("--history", action="store_true",
-                   help="the spend ledger: every rented pod's cost, per run and per day")
-    p.add_argument("--budget", nargs=2, metavar=("NAME", "USD"),
-                   help="set a rental's budget in $ (0: none); the watcher warns at 80 %% and may terminate at 100 %%")
-    p.add_argument("--sweep", action="store_true",
-                   help="every pod at every provider with a key, joined with the audit log: rented here and open, "
-                        "terminated here but still billing, created elsewhere, gone (exit 1 when one may be billing)")
+    p.add_argument(
+        "--history", action="store_true", help="the spend ledger: every rented pod's cost, per run and per day"
+    )
+    p.add_argument(
+        "--budget",
+        nargs=2,
+        metavar=("NAME", "USD"),
+        help="set a rental's budget in $ (0: none); the watcher warns at 80 %% and may terminate at 100 %%",
+    )
+    p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="every pod at every provider with a key, joined with the audit log: rented here and open, "
+        "terminated here but still billing, created elsewhere, gone (exit 1 when one may be billing)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -77,10 +91,22 @@ def run(args: argparse.Namespace) -> int:
     now = time.time()
     rentals = audit.open_rentals()
     if args.json:
-        say(json.dumps({"rentals": [{**r.to_json(), "spent": round(r.spent(now), 2),
-                                       "status": "creating?" if r.provisional else "rented",
-                                       "overdue": r.deadline is not None and r.deadline <= now} for r in rentals]},
-                         indent=2))
+        say(
+            json.dumps(
+                {
+                    "rentals": [
+                        {
+                            **r.to_json(),
+                            "spent": round(r.spent(now), 2),
+                            "status": "creating?" if r.provisional else "rented",
+                            "overdue": r.deadline is not None and r.deadline <= now,
+                        }
+                        for r in rentals
+                    ]
+                },
+                indent=2,
+            )
+        )
         return EXIT_OK
     if not rentals:
         say("no open rentals")
@@ -99,8 +125,10 @@ async def _sweep(audit, as_json: bool) -> int:
 
     async with providers_from_settings() as providers:
         if not keyed(providers):
-            return fail("no provider key is configured: nothing to sweep",
-                        "set PRIME_API_KEY (or `prime login`), VAST_API_KEY or LAMBDA_API_KEY")
+            return fail(
+                "no provider key is configured: nothing to sweep",
+                "set PRIME_API_KEY (or `prime login`), VAST_API_KEY or LAMBDA_API_KEY",
+            )
         result = await sweep(providers, audit, time.time())
     if as_json:
         say(json.dumps(result.to_json(), indent=2))
@@ -111,8 +139,10 @@ async def _sweep(audit, as_json: bool) -> int:
         for provider, why in result.errors.items():
             say(f"not swept: {provider}: {why}")
         if result.billing:
-            say(f"\n{len(result.billing)} pod(s) terminated here are still listed: check the provider's console, "
-                "or terminate them again there")
+            say(
+                f"\n{len(result.billing)} pod(s) terminated here are still listed: check the provider's console, "
+                "or terminate them again there"
+            )
     return EXIT_FAIL if result.billing else EXIT_OK
 
 
@@ -125,11 +155,11 @@ async def _resolve(audit) -> None:
             if outcome == "found":
                 say(f"note: {r.name} found at {r.provider} as pod {r.pod_id}", file=sys.stderr)
             elif outcome == "none":
-                say(f"note: {r.name}: {r.provider} lists no such pod; the create did not start one",
-                      file=sys.stderr)
+                say(f"note: {r.name}: {r.provider} lists no such pod; the create did not start one", file=sys.stderr)
             elif outcome != "waiting":
-                say(f"warning: {r.name} is 'creating?' and {r.provider} could not be asked ({outcome})",
-                      file=sys.stderr)
+                say(
+                    f"warning: {r.name} is 'creating?' and {r.provider} could not be asked ({outcome})", file=sys.stderr
+                )
 
 
 async def _terminate(audit, args: argparse.Namespace) -> int:
@@ -141,10 +171,15 @@ async def _terminate(audit, args: argparse.Namespace) -> int:
     if rental is None:
         return fail(f"no open rental named {args.terminate}", "`prime-train-tui rentals` lists them", EXIT_USAGE)
     if rental.provisional:
-        return fail(f"{rental.name} is 'creating?': {rental.provider} does not list a pod with that name yet",
-                    f"try again in a minute, or check the {rental.provider} console")
-    asked = confirm(args, f"terminate {rental.title} ({rental.provider} pod {rental.pod_id}), "
-                          f"≈ ${rental.spent(time.time()):.2f} so far? Everything on its disk is lost.")
+        return fail(
+            f"{rental.name} is 'creating?': {rental.provider} does not list a pod with that name yet",
+            f"try again in a minute, or check the {rental.provider} console",
+        )
+    asked = confirm(
+        args,
+        f"terminate {rental.title} ({rental.provider} pod {rental.pod_id}), "
+        f"≈ ${rental.spent(time.time()):.2f} so far? Everything on its disk is lost.",
+    )
     if asked is not None:
         return asked
     try:
@@ -197,10 +232,14 @@ def _history(audit, as_json: bool) -> int:
         end = "running" if s.end is None else datetime.fromtimestamp(s.end).strftime("%Y-%m-%d %H:%M")
         budget = "-" if s.budget_usd is None else f"{s.budget_usd:.2f}"
         est = "" if s.basis == "billed" else "≈"
-        say(f"{s.name[:23]:<24}{s.run[:19]:<20}{s.provider[:14]:<15}{s.price_hr:>7.2f}{est:>1}{s.cost:>8.2f}"
-              f"{budget:>9}  {start} → {end}")
-    say(f"\ntotal ${sums['total']:.2f} (≈: price x time, not a provider's bill); "
-        f"billing now ${sums['per_hour_now']:.2f}/hr")
+        say(
+            f"{s.name[:23]:<24}{s.run[:19]:<20}{s.provider[:14]:<15}{s.price_hr:>7.2f}{est:>1}{s.cost:>8.2f}"
+            f"{budget:>9}  {start} → {end}"
+        )
+    say(
+        f"\ntotal ${sums['total']:.2f} (≈: price x time, not a provider's bill); "
+        f"billing now ${sums['per_hour_now']:.2f}/hr"
+    )
     say("per run: " + ", ".join(f"{k} ${v:.2f}" for k, v in sums["runs"].items()))
     say("per day: " + ", ".join(f"{k} ${v:.2f}" for k, v in sums["days"].items()))
     return EXIT_OK
@@ -216,8 +255,9 @@ def _budget(audit, name: str, amount: str) -> int:
     rental = next((r for r in audit.open_rentals() if name in (r.name, r.pod_id) and not r.provisional), None)
     if rental is None:
         return fail(f"no open rental named {name}", "`prime-train-tui rentals` lists them", EXIT_USAGE)
-    audit.append("budget", provider=rental.provider, pod_id=rental.pod_id, name=rental.name,
-                 budget_usd=usd or None)
-    say(f"{rental.name}: " + (f"budget ${usd:.2f} (≈ ${rental.spent(time.time()):.2f} spent so far)" if usd
-                                else "no budget"))
+    audit.append("budget", provider=rental.provider, pod_id=rental.pod_id, name=rental.name, budget_usd=usd or None)
+    say(
+        f"{rental.name}: "
+        + (f"budget ${usd:.2f} (≈ ${rental.spent(time.time()):.2f} spent so far)" if usd else "no budget")
+    )
     return EXIT_OK

@@ -22,8 +22,11 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction) -> None:
     from app.commands.backup import add_store_options
 
-    p = sub.add_parser("restore", help="restore a verified checkpoint from S3 onto the pod",
-                       description="Restore a checkpoint from S3 onto the pod, verified against its manifest.")
+    p = sub.add_parser(
+        "restore",
+        help="restore a verified checkpoint from S3 onto the pod",
+        description="Restore a checkpoint from S3 onto the pod, verified against its manifest.",
+    )
     add_store_options(p)
     p.set_defaults(func=run)
 
@@ -40,8 +43,7 @@ async def _restore(args: argparse.Namespace) -> int:
     placed: list[str] = []
 
     async def work(conn: Connection, settings: Any, run_dir: str, bar: Any) -> Any:
-        return await restore_checkpoint(conn, settings, run_dir, args.step, on_progress=bar, notes=notes,
-                                        placed=placed)
+        return await restore_checkpoint(conn, settings, run_dir, args.step, on_progress=bar, notes=notes, placed=placed)
 
     got = await on_pod(args, work)
     if isinstance(got, int):
@@ -49,13 +51,28 @@ async def _restore(args: argparse.Namespace) -> int:
     pod, _settings, run_dir, manifest = got
     path = " + ".join(placed) or f"{run_dir.rstrip('/')}/checkpoints/step_{manifest.step}"
     if args.json:
-        print(json.dumps({"pod": pod.name, "step": manifest.step, "path": path, "paths": placed, "verified": True,
-                          "bytes": manifest.bytes, "files": len(manifest.files), "notes": notes}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "pod": pod.name,
+                    "step": manifest.step,
+                    "path": path,
+                    "paths": placed,
+                    "verified": True,
+                    "bytes": manifest.bytes,
+                    "files": len(manifest.files),
+                    "notes": notes,
+                },
+                indent=2,
+            )
+        )
     else:
         from services.units import fmt_bytes
 
-        print(f"step {manifest.step}: {fmt_bytes(manifest.bytes)} in {len(manifest.files)} files restored to "
-              f"{pod.name}:{path} · VERIFIED")
+        print(
+            f"step {manifest.step}: {fmt_bytes(manifest.bytes)} in {len(manifest.files)} files restored to "
+            f"{pod.name}:{path} · VERIFIED"
+        )
         for note in notes:
             print(note)
     return EXIT_OK

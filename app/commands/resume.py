@@ -16,9 +16,12 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("resume", help="relaunch the last run from its newest complete checkpoint",
-                       description="Relaunch the pod's last run (same config and command) with the resume "
-                                   "arguments of settings, from the newest checkpoint that is complete.")
+    p = sub.add_parser(
+        "resume",
+        help="relaunch the last run from its newest complete checkpoint",
+        description="Relaunch the pod's last run (same config and command) with the resume "
+        "arguments of settings, from the newest checkpoint that is complete.",
+    )
     p.add_argument("pod", metavar="POD")
     p.add_argument("--yes", "-y", action="store_true", help="do not ask (required without a terminal)")
     p.add_argument("--force", action="store_true", help="start even when a pre-flight check fails")

@@ -30,8 +30,11 @@ from app.commands._support import (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rollouts", help="a run's episodes (rollouts) on the pod",
-                       description="List a step's episodes, or show one, read where prime-rl writes them.")
+    p = sub.add_parser(
+        "rollouts",
+        help="a run's episodes (rollouts) on the pod",
+        description="List a step's episodes, or show one, read where prime-rl writes them.",
+    )
     p.add_argument("pod", metavar="POD")
     p.add_argument("--run-dir", help="the run directory on the pod (default: the pod's run_dir)")
     p.add_argument("--step", type=int, help="the step (default: the newest with episodes)")
@@ -45,8 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=256, help="at most this many (the newest; default 256)")
     p.add_argument("--episode", metavar="ID", help="show this episode: its turns, tool calls, rewards, timings")
     p.add_argument("--max-text", type=int, default=16384, help="characters of one text of an episode (default 16384)")
-    p.add_argument("--export", metavar="FILE", help="write the episode (or the step's episodes) to FILE "
-                                                    "(.jsonl: JSON lines, else Markdown)")
+    p.add_argument(
+        "--export",
+        metavar="FILE",
+        help="write the episode (or the step's episodes) to FILE (.jsonl: JSON lines, else Markdown)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(func=run)
 
@@ -93,9 +99,19 @@ async def _rollouts(args: argparse.Namespace) -> int:
                 path, n = export(views, args.export)
                 say(f"wrote {n} episodes to {path}")
                 return EXIT_OK
-            listing = await reader.list_step(Filters(step=args.step, kind=kind, subset=args.subset, env=args.env,
-                                                errors=args.errors, truncated=args.truncated, limit=args.limit,
-                                                grep=args.grep, ignore_case=args.ignore_case))
+            listing = await reader.list_step(
+                Filters(
+                    step=args.step,
+                    kind=kind,
+                    subset=args.subset,
+                    env=args.env,
+                    errors=args.errors,
+                    truncated=args.truncated,
+                    limit=args.limit,
+                    grep=args.grep,
+                    ignore_case=args.ignore_case,
+                )
+            )
     except PrimeTrainError as exc:
         return fail_error(exc)
     except asyncio.TimeoutError:
@@ -116,15 +132,28 @@ def _print_list(listing) -> None:
 
     from services.monitor.rollouts import fmt
 
-    t = Table(title=Text(f"step {listing.step} · {listing.kind}/{listing.subset} · {listing.matched} of "
-                         f"{listing.total} episodes" + (" · last line still being written" if listing.partial else "")),
-              title_justify="left")
+    t = Table(
+        title=Text(
+            f"step {listing.step} · {listing.kind}/{listing.subset} · {listing.matched} of "
+            f"{listing.total} episodes" + (" · last line still being written" if listing.partial else "")
+        ),
+        title_justify="left",
+    )
     for name in ("episode", "env", "reward", "turns", "tokens", "tools", "tool s", "", "error / match"):
         t.add_column(name, justify="right" if name in ("reward", "turns", "tokens", "tools", "tool s") else "left")
     for e in listing.episodes:
         flags = ("T" if e.truncated else "") + ("E" if not e.ok or e.error else "")
-        t.add_row(Text(e.id), Text(e.env or "N/A"), fmt(e.reward), str(e.turns), str(e.tokens_out),
-                  str(e.tool_calls), fmt(e.tool_s), flags, Text((e.snippet or e.error or "")[:80]))
+        t.add_row(
+            Text(e.id),
+            Text(e.env or "N/A"),
+            fmt(e.reward),
+            str(e.turns),
+            str(e.tokens_out),
+            str(e.tool_calls),
+            fmt(e.tool_s),
+            flags,
+            Text((e.snippet or e.error or "")[:80]),
+        )
     Console().print(t)
 
 

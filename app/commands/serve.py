@@ -28,29 +28,52 @@ DEFAULT_MAX_SESSIONS = 4
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="serve the TUI in a browser (textual-serve) on 127.0.0.1",
-                       description="Serve the TUI to a web browser through textual-serve. Each browser tab "
-                                   "runs its own copy of the app; whoever opens the page can drive it.")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1; anything else needs --public)")
+    p = sub.add_parser(
+        "serve",
+        help="serve the TUI in a browser (textual-serve) on 127.0.0.1",
+        description="Serve the TUI to a web browser through textual-serve. Each browser tab "
+        "runs its own copy of the app; whoever opens the page can drive it.",
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; anything else needs --public)"
+    )
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
-    p.add_argument("--public", action="store_true",
-                   help="allow an address other machines can reach: anyone on the network can then "
-                        "drive the app (rent pods, kill runs)")
-    p.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS, metavar="N",
-                   help=f"how many browser tabs may run the app at once (default {DEFAULT_MAX_SESSIONS}; "
-                        "each is a whole copy of the app)")
-    p.add_argument("--public-url", metavar="URL",
-                   help="the address browsers use, e.g. http://10.0.0.5:8000 (default http://HOST:PORT; "
-                        "needed with --host 0.0.0.0)")
+    p.add_argument(
+        "--public",
+        action="store_true",
+        help="allow an address other machines can reach: anyone on the network can then "
+        "drive the app (rent pods, kill runs)",
+    )
+    p.add_argument(
+        "--max-sessions",
+        type=int,
+        default=DEFAULT_MAX_SESSIONS,
+        metavar="N",
+        help=f"how many browser tabs may run the app at once (default {DEFAULT_MAX_SESSIONS}; "
+        "each is a whole copy of the app)",
+    )
+    p.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="the address browsers use, e.g. http://10.0.0.5:8000 (default http://HOST:PORT; "
+        "needed with --host 0.0.0.0)",
+    )
     # the app's own flags, under their own names: a subparser's defaults would overwrite the top-level ones
-    p.add_argument("--demo", dest="serve_demo", action="store_true",
-                   help="add an embedded SIMULATED pod (no pod, no keys needed)")
-    p.add_argument("--pod", dest="serve_pods", action="append", default=[], metavar="POD",
-                   help="watch this pod too (repeatable), as for the TUI")
+    p.add_argument(
+        "--demo", dest="serve_demo", action="store_true", help="add an embedded SIMULATED pod (no pod, no keys needed)"
+    )
+    p.add_argument(
+        "--pod",
+        dest="serve_pods",
+        action="append",
+        default=[],
+        metavar="POD",
+        help="watch this pod too (repeatable), as for the TUI",
+    )
     p.add_argument("--no-local", dest="serve_no_local", action="store_true", help="do not show this machine")
-    p.add_argument("--config", dest="serve_config", type=Path, metavar="FILE",
-                   help="a prime-rl TOML to open in the Config pane")
+    p.add_argument(
+        "--config", dest="serve_config", type=Path, metavar="FILE", help="a prime-rl TOML to open in the Config pane"
+    )
     p.set_defaults(func=run)
 
 
@@ -73,8 +96,10 @@ def app_command(args: argparse.Namespace) -> str:
 def full_message(limit: int) -> str:
     """What a browser tab sees instead of the app when ``limit`` tabs already run it."""
     tabs = "one browser tab already has" if limit == 1 else f"{limit} browser tabs already have"
-    return (f"\r\n  prime-train-tui: {tabs} the app open, the most this server runs at once.\r\n"
-            "  Close one of them, then reload this page.\r\n")
+    return (
+        f"\r\n  prime-train-tui: {tabs} the app open, the most this server runs at once.\r\n"
+        "  Close one of them, then reload this page.\r\n"
+    )
 
 
 def _server_class() -> type:
@@ -150,8 +175,10 @@ def _server_class() -> type:
                 self.sockets.discard(websocket)
 
         async def on_shutdown(self, app: Any) -> None:
-            await asyncio.gather(*(ws.close(code=WSCloseCode.GOING_AWAY, message=b"server stopped")
-                                   for ws in list(self.sockets)), return_exceptions=True)
+            await asyncio.gather(
+                *(ws.close(code=WSCloseCode.GOING_AWAY, message=b"server stopped") for ws in list(self.sockets)),
+                return_exceptions=True,
+            )
 
     return AppServer
 
@@ -207,34 +234,54 @@ def run(args: argparse.Namespace) -> int:
     if not host:
         return fail("--host is empty", "leave it out to serve on 127.0.0.1", EXIT_USAGE)
     if args.max_sessions < 1:
-        return fail(f"--max-sessions {args.max_sessions} would let no browser in", "use 1 or more, e.g. "
-                    f"--max-sessions {DEFAULT_MAX_SESSIONS}", EXIT_USAGE)
+        return fail(
+            f"--max-sessions {args.max_sessions} would let no browser in",
+            f"use 1 or more, e.g. --max-sessions {DEFAULT_MAX_SESSIONS}",
+            EXIT_USAGE,
+        )
     public_url = args.public_url
     if not is_loopback(host):
         if not args.public:
-            return fail(f"refusing to serve on {host}: anyone who can reach it could drive the app "
-                        "(rent pods, kill runs)",
-                        "serve on 127.0.0.1 and use `ssh -L`, or pass --public if you mean it", EXIT_USAGE)
+            return fail(
+                f"refusing to serve on {host}: anyone who can reach it could drive the app (rent pods, kill runs)",
+                "serve on 127.0.0.1 and use `ssh -L`, or pass --public if you mean it",
+                EXIT_USAGE,
+            )
         if public_url is None and host in ("0.0.0.0", "::"):
-            return fail(f"--host {host} listens on every address: the browser needs one of them",
-                        f"add --public-url http://<this machine's address>:{port}", EXIT_USAGE)
+            return fail(
+                f"--host {host} listens on every address: the browser needs one of them",
+                f"add --public-url http://<this machine's address>:{port}",
+                EXIT_USAGE,
+            )
     try:
         Server = _server_class()
     except ImportError:
         return fail(MISSING_EXTRA, code=EXIT_USAGE)
     if not is_loopback(host):
-        print(f"prime-train-tui: warning: serving on {host}:{port} with no login: anyone on the network "
-              "who can reach it can drive the app, rent pods and kill runs", file=sys.stderr)
+        print(
+            f"prime-train-tui: warning: serving on {host}:{port} with no login: anyone on the network "
+            "who can reach it can drive the app, rent pods and kill runs",
+            file=sys.stderr,
+        )
     if public_url is None and ":" in host:  # an IPv6 literal needs brackets in a URL
         public_url = f"http://[{host}]:{port}"
     if hasattr(sys.stdout, "reconfigure"):  # textual-serve logs an app's stderr there: now, not at exit
         sys.stdout.reconfigure(line_buffering=True)
-    server = Server(app_command(args), host=host, port=port, title="prime-train-tui", public_url=public_url,
-                    max_sessions=args.max_sessions)
+    server = Server(
+        app_command(args),
+        host=host,
+        port=port,
+        title="prime-train-tui",
+        public_url=public_url,
+        max_sessions=args.max_sessions,
+    )
     try:
         server.serve()
     except OSError as exc:  # the port is taken, the address is not this machine's, ...
-        hint = ("pick another --port (or stop what holds this one)" if exc.errno == errno.EADDRINUSE
-                else "--host must be an address of this machine")
+        hint = (
+            "pick another --port (or stop what holds this one)"
+            if exc.errno == errno.EADDRINUSE
+            else "--host must be an address of this machine"
+        )
         return fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}", hint, EXIT_FAIL)
     return EXIT_OK

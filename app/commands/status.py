@@ -42,8 +42,11 @@ if TYPE_CHECKING:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="one sample and the current alerts per pod",
-                       description="One sample and the alerts a single look can decide, per pod.")
+    p = sub.add_parser(
+        "status",
+        help="one sample and the current alerts per pod",
+        description="One sample and the alerts a single look can decide, per pod.",
+    )
     p.add_argument("pods", nargs="*", metavar="POD", help="pods (default: every pod in pods.toml)")
     p.add_argument("--run-dir", help="the run directory on the pod(s) (default: the pod's run_dir)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -113,9 +116,18 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
     from services.monitor.cluster import cluster_once
     from services.monitor.service import MonitorSettings
 
-    result: dict[str, Any] = {"name": pod.name, "state": PodState.OFFLINE.value, "reason": "", "reached": False,
-                              "gpus": [], "host": None, "run": _run_json(None, None), "alerts": [],
-                              "wandb": None, "slurm": None}
+    result: dict[str, Any] = {
+        "name": pod.name,
+        "state": PodState.OFFLINE.value,
+        "reason": "",
+        "reached": False,
+        "gpus": [],
+        "host": None,
+        "run": _run_json(None, None),
+        "alerts": [],
+        "wandb": None,
+        "slurm": None,
+    }
     try:
         if pod.simulated:  # the demo's run (the TUI's, or one started now in its sandbox), then one look
             from app.demo import ensure_run, note
@@ -126,8 +138,7 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
             cluster = await cluster_once(conn, timeout)  # None unless a Slurm cluster's login node
         result.update(reached=True, state=PodState.ONLINE.value)
         wandb = await _wandb(tails)
-        result.update(_judge(pod, sample, tails, host_rules=pod.host_rules, wandb=wandb,
-                             rented_at=_rented_at(pod)))
+        result.update(_judge(pod, sample, tails, host_rules=pod.host_rules, wandb=wandb, rented_at=_rented_at(pod)))
         result["wandb"] = None if wandb is None else wandb.as_json(time.time())
         if cluster is not None:
             result["slurm"], alerts = cluster
@@ -196,8 +207,9 @@ async def _wandb(tails: dict | None):
     return await asyncio.to_thread(poller.fetch)
 
 
-def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None,
-           rented_at: float | None = None) -> dict[str, Any]:
+def _judge(
+    pod, sample, tails: dict | None, *, host_rules: bool, wandb=None, rented_at: float | None = None
+) -> dict[str, Any]:
     """Feed one look into the health rules. Each line is timed by its own loguru stamp anchored to its
     file's mtime (``HealthTracker.feed_tails``), so "last step" ages from the pod's own clock, the
     trainer's steps are the run's progress, and an error is cleared only by a later step of its own
@@ -213,8 +225,9 @@ def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None,
     except SettingsError:
         base = HealthSettings()  # status still answers; the TUI names the broken table
     settings = replace(base, log_alert_ttl_s=math.inf)  # one look: whatever the tail holds after the last step
-    tracker = HealthTracker(settings, price_per_hr=pod.price_per_hr, host_rules=host_rules,
-                            max_steps=(tails or {}).get("max_steps"))
+    tracker = HealthTracker(
+        settings, price_per_hr=pod.price_per_hr, host_rules=host_rules, max_steps=(tails or {}).get("max_steps")
+    )
     now = sample.t
     run_note = ""
     if tails is not None:
@@ -238,8 +251,23 @@ def _judge(pod, sample, tails: dict | None, *, host_rules: bool, wandb=None,
 
 
 def _run_json(progress, now: float | None, note: str = "") -> dict[str, Any]:
-    keys = ("step", "max_steps", "loss", "reward", "tokens_per_s", "mfu", "step_time_s", "steps_per_hr", "eta_s",
-            "cost_so_far", "cost_basis", "cost_to_finish", "finished", "source", "phase")
+    keys = (
+        "step",
+        "max_steps",
+        "loss",
+        "reward",
+        "tokens_per_s",
+        "mfu",
+        "step_time_s",
+        "steps_per_hr",
+        "eta_s",
+        "cost_so_far",
+        "cost_basis",
+        "cost_to_finish",
+        "finished",
+        "source",
+        "phase",
+    )
     out: dict[str, Any] = {k: getattr(progress, k, None) for k in keys}
     age = None
     if progress is not None and progress.last_step_at is not None and now is not None:
@@ -267,12 +295,15 @@ def _print(results: list[dict[str, Any]]) -> None:
         run = r["run"]
         age = run.get("last_step_age_s")
         table.add_row(
-            cell(r["name"]), cell(r["state"] + (f" ({r['reason']})" if r["reason"] else "")),
+            cell(r["name"]),
+            cell(r["state"] + (f" ({r['reason']})" if r["reason"] else "")),
             f"{len(r['gpus'])} · {sum(utils) / len(utils):.0f}%" if utils else str(len(r["gpus"])),
             "—" if run["step"] is None else str(run["step"]),
             "—" if run["loss"] is None else f"{run['loss']:.4g}",
             "—" if run["tokens_per_s"] is None else f"{run['tokens_per_s']:,.0f}",
-            "—" if age is None else f"{age:.0f} s ago", str(len(r["alerts"])))
+            "—" if age is None else f"{age:.0f} s ago",
+            str(len(r["alerts"])),
+        )
     console.print(table)
     for r in results:
         if (cluster := r.get("slurm")) is not None:
@@ -303,14 +334,24 @@ def _print_cluster(console, name: str, cluster: dict[str, Any]) -> None:
     for col in ("job", "name", "state", "nodes", "elapsed", "limit", "reason"):
         table.add_column(col, justify="right" if col in ("elapsed", "limit") else "left")
     for j in cluster["jobs"]:
-        table.add_row(cell(j["id"]), cell(j["name"]), cell(j["state"]), cell(", ".join(j["nodes"]) or j["nodelist"]),
-                      fmt_duration(j["elapsed_s"]),
-                      "none" if j["time_limit_s"] is None else fmt_duration(j["time_limit_s"]),
-                      cell(j["reason"]))
+        table.add_row(
+            cell(j["id"]),
+            cell(j["name"]),
+            cell(j["state"]),
+            cell(", ".join(j["nodes"]) or j["nodelist"]),
+            fmt_duration(j["elapsed_s"]),
+            "none" if j["time_limit_s"] is None else fmt_duration(j["time_limit_s"]),
+            cell(j["reason"]),
+        )
     if not cluster["jobs"]:
         console.print(cell(f"{name}: no Slurm jobs of yours", "dim"))
     else:
         console.print(table)
     down = [n["name"] for n in cluster["nodes"] if not n["responding"]]
-    console.print(cell(f"{name}: {len(cluster['nodes'])} nodes"
-                       + (f", not responding: {', '.join(down)}" if down else ", all responding"), "dim"))
+    console.print(
+        cell(
+            f"{name}: {len(cluster['nodes'])} nodes"
+            + (f", not responding: {', '.join(down)}" if down else ", all responding"),
+            "dim",
+        )
+    )

@@ -17,9 +17,12 @@ KINDS = ("rl", "trainer", "orchestrator", "inference", "sft", "evals")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="check a prime-rl TOML config",
-                       description="Check a prime-rl TOML config: syntax, schema, renamed keys, the "
-                                   "start-up cross-checks, known gotchas, memory fit and secrets.")
+    p = sub.add_parser(
+        "validate",
+        help="check a prime-rl TOML config",
+        description="Check a prime-rl TOML config: syntax, schema, renamed keys, the "
+        "start-up cross-checks, known gotchas, memory fit and secrets.",
+    )
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--kind", choices=KINDS, help="the entry point (default: detected from the file)")
     p.add_argument("--preset", help="hardware preset for the memory fit (e.g. h100-80gb)")
@@ -74,8 +77,9 @@ def _print(name: str, report) -> None:
     colours = {"error": "red", "warning": "yellow", "info": "blue"}
     for f in report.findings:
         sev = f.severity.value
-        console.print(f"{escape(name)}:{f.line}:{f.column}: [{colours[sev]}]{sev}[/] "
-                      f"[dim]{f.id}[/] {escape(f.message)}")
+        console.print(
+            f"{escape(name)}:{f.line}:{f.column}: [{colours[sev]}]{sev}[/] [dim]{f.id}[/] {escape(f.message)}"
+        )
         if f.fix:
             console.print(f"    [dim]fix:[/] {escape(f.fix)}")
     summary = f"{report.errors} error(s), {report.warnings} warning(s) — {report.kind} config"

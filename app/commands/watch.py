@@ -30,20 +30,37 @@ from app.commands._support import EXIT_FAIL, EXIT_OK, EXIT_USAGE, fail, fail_usa
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("watch", help="keep watching without the TUI: push alerts, Prometheus metrics, deadlines",
-                       description="The TUI's monitor, health rules and rental deadlines as a long-running "
-                                   "process, with push notifications and a Prometheus exporter.")
+    p = sub.add_parser(
+        "watch",
+        help="keep watching without the TUI: push alerts, Prometheus metrics, deadlines",
+        description="The TUI's monitor, health rules and rental deadlines as a long-running "
+        "process, with push notifications and a Prometheus exporter.",
+    )
     p.add_argument("pods", nargs="*", metavar="POD", help="pods (default: every pod in pods.toml)")
-    p.add_argument("--notify", action="append", default=[], metavar="URL",
-                   help="also push to this apprise URL (repeatable; a command line shows in ps: prefer [notify] "
-                        "urls in settings.toml or $PRIME_TRAIN_TUI_NOTIFY)")
+    p.add_argument(
+        "--notify",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also push to this apprise URL (repeatable; a command line shows in ps: prefer [notify] "
+        "urls in settings.toml or $PRIME_TRAIN_TUI_NOTIFY)",
+    )
     p.add_argument("--metrics-port", type=int, metavar="N", help="serve Prometheus metrics on ADDR:N/metrics")
-    p.add_argument("--metrics-addr", default="127.0.0.1", metavar="ADDR",
-                   help="address of the metrics server (default 127.0.0.1: the metrics name your pods; any other "
-                        "address is served with a warning)")
+    p.add_argument(
+        "--metrics-addr",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address of the metrics server (default 127.0.0.1: the metrics name your pods; any other "
+        "address is served with a warning)",
+    )
     p.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between samples (default 1)")
-    p.add_argument("--offline-after", type=float, default=300.0, metavar="S",
-                   help="a pod without samples this long is an alert of its own (default 300)")
+    p.add_argument(
+        "--offline-after",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="a pod without samples this long is an alert of its own (default 300)",
+    )
     p.add_argument("--once", action="store_true", help="one sample of every pod, a JSON summary, exit")
     p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="--once: seconds to reach the pods")
     p.add_argument("--json", action="store_true", help="print each event as a JSON line on stdout")
@@ -67,11 +84,15 @@ def load_watch_options() -> dict[str, Any]:
 
     table = load_watch_table()
     lifecycle = load_lifecycle_settings()
-    return {"terminate_over_budget": table["terminate_over_budget"], "terminate_idle": table["terminate_idle"],
-            "cleanup": table["cleanup"],
-            "sweep_minutes": table["sweep_minutes"],
-            "backup": load_backup_toml(),  # also auto_backup, as in the TUI
-            "preempt_after_s": lifecycle.preempt_after_minutes * 60.0, "lifecycle": lifecycle}
+    return {
+        "terminate_over_budget": table["terminate_over_budget"],
+        "terminate_idle": table["terminate_idle"],
+        "cleanup": table["cleanup"],
+        "sweep_minutes": table["sweep_minutes"],
+        "backup": load_backup_toml(),  # also auto_backup, as in the TUI
+        "preempt_after_s": lifecycle.preempt_after_minutes * 60.0,
+        "lifecycle": lifecycle,
+    }
 
 
 def _pods(specs: list[str]) -> tuple[list, list[str]]:
@@ -107,10 +128,16 @@ def run(args: argparse.Namespace) -> int:
     settings = MonitorSettings(health=health, interval=args.interval)
     from app.settings import secret_file_warnings
 
-    options = WatchOptions(data_dir(), metrics_port=args.metrics_port, metrics_addr=args.metrics_addr,
-                           notices=tuple(secret_file_warnings() + left_out),
-                           offline_after_s=args.offline_after, tick_s=min(1.0, args.interval), **watch_options,
-                           **({"notify": notify} if notify is not None else {}))
+    options = WatchOptions(
+        data_dir(),
+        metrics_port=args.metrics_port,
+        metrics_addr=args.metrics_addr,
+        notices=tuple(secret_file_warnings() + left_out),
+        offline_after_s=args.offline_after,
+        tick_s=min(1.0, args.interval),
+        **watch_options,
+        **({"notify": notify} if notify is not None else {}),
+    )
     if args.once:
         return _once(pods, options, settings, args.timeout)
     try:
@@ -142,8 +169,9 @@ def _watch(pods: list, options: Any, settings: Any, as_json: bool) -> int:
     from services.watch.watcher import Watcher
 
     formatter = jsonlog.JsonFormatter(secret_parts(options.notify.urls))
-    watcher = Watcher(pods, options, monitor_settings=settings, providers=_providers,
-                      out=_printer(as_json, formatter))  # a bad URL is a SettingsError here, before anything runs
+    watcher = Watcher(
+        pods, options, monitor_settings=settings, providers=_providers, out=_printer(as_json, formatter)
+    )  # a bad URL is a SettingsError here, before anything runs
     lock = WatchLock(options.data_dir)
     try:
         lock.acquire()
@@ -173,6 +201,7 @@ async def _serve(watcher: Any) -> None:
 
 def _printer(as_json: bool, formatter: Any):
     """Each event on stdout: a JSON line (--json) or a short line for a person in tmux; secrets scrubbed."""
+
     def out(ev: dict[str, Any]) -> None:
         if as_json:
             text = json.dumps(ev, default=str, ensure_ascii=False)

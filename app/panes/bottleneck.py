@@ -48,11 +48,15 @@ def empty_reason(snapshot: PodSnapshot, breakdown: Breakdown, now: float) -> str
     name, state = snapshot.pod.name, snapshot.status.state
     if state is not PodState.ONLINE and snapshot.latest is None:
         why = status_reason(snapshot, now)
-        return (f"{name} is {state.value}" + (f": {why}" if why else "") + ". The breakdown needs its run's "
-                "step timings: it appears once the pod answers (r reconnects now).")
+        return (
+            f"{name} is {state.value}" + (f": {why}" if why else "") + ". The breakdown needs its run's "
+            "step timings: it appears once the pod answers (r reconnects now)."
+        )
     if snapshot.run is None and not snapshot.metrics:
-        return (f"No run on {name} yet, so there is nothing to break down. Launch one (L) or pick a pod that "
-                "is training ([ and ]); the breakdown starts with the run's first steps.")
+        return (
+            f"No run on {name} yet, so there is nothing to break down. Launch one (L) or pick a pod that "
+            "is training ([ and ]); the breakdown starts with the run's first steps."
+        )
     return ""
 
 
@@ -92,8 +96,7 @@ class BottleneckPane(Widget, can_focus=True):
             super().__init__()
             self.path = path
 
-    def __init__(self, *, steps: int = 20, profile_steps: int = 10, export_dir: Path | None = None,
-                 **kwargs) -> None:
+    def __init__(self, *, steps: int = 20, profile_steps: int = 10, export_dir: Path | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.steps = steps
         self.profile_steps = profile_steps
@@ -195,8 +198,10 @@ class BottleneckPane(Widget, can_focus=True):
         self.query_one("#bn-profile-status", Label).display = True
         start = self.breakdown.last_step or 0
         self._profile = (self._pod, start)
-        set_label(self.query_one("#bn-profile-status", Label),
-                  f"Profiling {self._pod}: 0/{self.profile_steps} steps after step {start}…")
+        set_label(
+            self.query_one("#bn-profile-status", Label),
+            f"Profiling {self._pod}: 0/{self.profile_steps} steps after step {start}…",
+        )
 
     def _advance_profile(self, snapshot: PodSnapshot) -> None:
         if self._profile is None or self._profile[0] != snapshot.pod.name or self.breakdown is None:
@@ -208,15 +213,17 @@ class BottleneckPane(Widget, can_focus=True):
             set_label(status, f"Profiling {pod}: {done}/{self.profile_steps} steps after step {start}…")
             return
         self._profile = None
-        report = analyze_snapshot(snapshot, self.profile_steps, since_step=start,
-                                  until_step=start + self.profile_steps)
+        report = analyze_snapshot(snapshot, self.profile_steps, since_step=start, until_step=start + self.profile_steps)
         self.report, self._report_pod = report, snapshot.pod.label
         view = self.query_one("#bn-report", BottleneckView)
         view.display = True
         view.show(report, f"Profile of {snapshot.pod.label}")
         # the live breakdown above moves on; this line says which steps the profile below is of
-        set_label(status, f"The profile below is of steps {report.first_step}–{report.last_step} (the live "
-                          "breakdown goes on above it): e exports it as Markdown, p takes a new one.")
+        set_label(
+            status,
+            f"The profile below is of steps {report.first_step}–{report.last_step} (the live "
+            "breakdown goes on above it): e exports it as Markdown, p takes a new one.",
+        )
 
     def export_path(self) -> Path:
         report = self.report
@@ -230,8 +237,12 @@ class BottleneckPane(Widget, can_focus=True):
             self.notify("No profile yet: press p and wait for the steps.", severity="warning")
             return
         path = self.export_path()
-        self.run_worker(partial(write_markdown, self.report, path, f"Bottleneck profile — {self._report_pod}"),
-                        thread=True, group="bottleneck-export", name="bottleneck-export")
+        self.run_worker(
+            partial(write_markdown, self.report, path, f"Bottleneck profile — {self._report_pod}"),
+            thread=True,
+            group="bottleneck-export",
+            name="bottleneck-export",
+        )
 
     # ------------------------------------------------------------------ f: verdict -> fix
     def action_fix(self) -> None:
@@ -246,8 +257,10 @@ class BottleneckPane(Widget, can_focus=True):
         found = self.app.screen_stack[0].query(ConfigPane) if self.app.screen_stack else None
         config = found.first() if found else None
         if config is None or config.path is None or not config.is_mounted:
-            self.notify(f"No config file is open: open the run's config in the Config pane to apply "
-                        f"{change.describe()}.", severity="warning")
+            self.notify(
+                f"No config file is open: open the run's config in the Config pane to apply {change.describe()}.",
+                severity="warning",
+            )
             return
         current = _current_value(config.editor.text, change.path())
         value = change.resolve(None if current is _UNREADABLE else current)
@@ -257,9 +270,16 @@ class BottleneckPane(Widget, can_focus=True):
             return
         from services.config.findings import Edit, Finding, Severity
 
-        finding = Finding(id=f"bottleneck.{rec.id}", severity=Severity.INFO, line=0, column=0, message=rec.text,
-                          fix=change.describe(current) + (f" (was {current})" if current is not None else ""),
-                          path=change.key, edit=Edit("set", change.path(), value=value))
+        finding = Finding(
+            id=f"bottleneck.{rec.id}",
+            severity=Severity.INFO,
+            line=0,
+            column=0,
+            message=rec.text,
+            fix=change.describe(current) + (f" (was {current})" if current is not None else ""),
+            path=change.key,
+            edit=Edit("set", change.path(), value=value),
+        )
         if config.apply_fix(finding) and hasattr(self.app, "action_show_pane"):
             self.app.action_show_pane("config")
 
@@ -270,8 +290,7 @@ class BottleneckPane(Widget, can_focus=True):
         if path is None:
             return
         # the whole path, where the user looks (the status line stays; a toast goes)
-        set_label(self.query_one("#bn-profile-status", Label),
-                  f"Profile written to {path} (p takes a new one).")
+        set_label(self.query_one("#bn-profile-status", Label), f"Profile written to {path} (p takes a new one).")
         self.notify(f"Profile written to {path}")
         self.post_message(self.ProfileExported(path))
 

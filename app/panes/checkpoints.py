@@ -95,8 +95,9 @@ class CheckpointsPane(Widget, can_focus=True):
             super().__init__()
             self.action, self.pod, self.step, self.ok, self.message = action, pod, step, ok, message
 
-    def __init__(self, settings: BackupSettings | None = None, *,
-                 connect: Callable[[Any], Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, settings: BackupSettings | None = None, *, connect: Callable[[Any], Any] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.last_message = ""
         if settings is None:
@@ -177,36 +178,56 @@ class CheckpointsPane(Widget, can_focus=True):
         where = f"s3://{s.bucket}/{s.prefix_for(run_dir or 'run')}" if s.bucket else ""
         status = self._bucket_status.get(name, where)
         failed = status.startswith("(error")
-        title = (f"{snap.pod.label}" + (" · SIMULATED" if snap.pod.simulated else "")
-                 + (f" · run {run_dir}" if run_dir else "") + (f" · {credential_source()}" if s.bucket else ""))
+        title = (
+            f"{snap.pod.label}"
+            + (" · SIMULATED" if snap.pod.simulated else "")
+            + (f" · run {run_dir}" if run_dir else "")
+            + (f" · {credential_source()}" if s.bucket else "")
+        )
         model = CheckpointsModel(
-            title=title, pod_ckpts=tuple(latest.ckpts) if latest else (), bucket=self.bucket.get(name),
+            title=title,
+            pod_ckpts=tuple(latest.ckpts) if latest else (),
+            bucket=self.bucket.get(name),
             bucket_status=status if not failed else "",
-            disk_used=latest.host.disk_used if latest else None, disk_total=latest.host.disk_total if latest else None,
-            now=latest.t if latest else 0.0, transfer=self._transfer_of(name),
+            disk_used=latest.host.disk_used if latest else None,
+            disk_total=latest.host.disk_total if latest else None,
+            now=latest.t if latest else 0.0,
+            transfer=self._transfer_of(name),
             message=("" if self.last_message == f"backup settings: {self.settings_error}" else self.last_message)
             or (self.auto.status(name) if self.auto is not None else ""),
-            source=self.sources.get(name), backed_up=frozenset(self.backed_up(name)),
-            notice=self._notice(snap, failed and status), show_pod=bool(run_dir) or bool(latest and latest.ckpts),
-            show_bucket=bool(s.bucket) and bool(run_dir) and not failed, backups=bool(s.bucket))
+            source=self.sources.get(name),
+            backed_up=frozenset(self.backed_up(name)),
+            notice=self._notice(snap, failed and status),
+            show_pod=bool(run_dir) or bool(latest and latest.ckpts),
+            show_bucket=bool(s.bucket) and bool(run_dir) and not failed,
+            backups=bool(s.bucket),
+        )
         self.query_one("#ck-view", CheckpointsView).show(model)
 
     def _notice(self, snap: PodSnapshot, bucket_error: str | bool) -> str:
         """Why a part of the pane is empty or missing, the real reason first, and what to do (keys, files)."""
         name, lines, state = snap.pod.name, [], snap.status.state
         if state.value != "online" and snap.latest is None:
-            lines.append(f"{name} is {state.value}" + (f": {snap.status.reason}" if snap.status.reason else "")
-                         + ". Its checkpoints show once it answers (r reconnects now).")
+            lines.append(
+                f"{name} is {state.value}"
+                + (f": {snap.status.reason}" if snap.status.reason else "")
+                + ". Its checkpoints show once it answers (r reconnects now)."
+            )
         elif not self._run_dir():
             where = f" Or set run_dir for {name} in pods.toml." if snap.pod.saved else ""
-            lines.append(f"No run on {name} yet, so there are no checkpoints to list. Launch one (L): its run "
-                         f"directory is followed from then on.{where}")
+            lines.append(
+                f"No run on {name} yet, so there are no checkpoints to list. Launch one (L): its run "
+                f"directory is followed from then on.{where}"
+            )
         if self.settings_error:
-            lines.append(f"Backups are off: backup.toml cannot be read ({self.settings_error}). Fix it and "
-                         "restart the app.")
+            lines.append(
+                f"Backups are off: backup.toml cannot be read ({self.settings_error}). Fix it and restart the app."
+            )
         elif not self.settings.bucket:
-            lines.append(f"No backup bucket set up: checkpoints stay only on the pod. To back them up (b) and "
-                         f"restore them (u), name a bucket in {backup_toml()} — [backup] bucket = \"my-bucket\".")
+            lines.append(
+                f"No backup bucket set up: checkpoints stay only on the pod. To back them up (b) and "
+                f'restore them (u), name a bucket in {backup_toml()} — [backup] bucket = "my-bucket".'
+            )
         elif bucket_error:
             lines.append(f"The bucket could not be listed {bucket_error}; r lists it again.")
         return "\n".join(lines)
@@ -241,15 +262,17 @@ class CheckpointsPane(Widget, can_focus=True):
             self.notify(f"No run on {snap.pod.name} yet: launch one first (L).", severity="warning")
             return None
         if not self.settings.bucket:
-            self.notify(f"No backup bucket set up: name one in {backup_toml()} ([backup] bucket = \"…\").",
-                        severity="warning")
+            self.notify(
+                f'No backup bucket set up: name one in {backup_toml()} ([backup] bucket = "…").', severity="warning"
+            )
             return None
         if self._busy is not None:
             self.notify(f"A transfer for {self._busy} is still running.", severity="warning")
             return None
         if self.auto is not None and (step := self.auto.running(snap.pod.name)) is not None:
-            self.notify(f"The auto-backup of step {step} from {snap.pod.name} is running (x stops it).",
-                        severity="warning")
+            self.notify(
+                f"The auto-backup of step {step} from {snap.pod.name} is running (x stops it).", severity="warning"
+            )
             return None
         return snap.pod, snap.pod.run_dir
 
@@ -283,9 +306,12 @@ class CheckpointsPane(Widget, can_focus=True):
             self.notify("No complete checkpoint that is not already backed up.", severity="information")
             return
         ck = next(c for c in self.snapshot.latest.ckpts if c.step == step)  # type: ignore[union-attr]
-        question = (f"Back up step {step} ({size(ck.bytes)}) from {target[0].name} to "
-                    f"s3://{self.settings.bucket}/{self.settings.prefix_for(target[1])}? "
-                    "Storage and transfer may cost money.")
+        question = (
+            f"Back up step {step} ({size(ck.bytes)}) from {target[0].name} to "
+            f"s3://{self.settings.bucket}/{self.settings.prefix_for(target[1])}? "
+            "Storage and transfer may cost money."
+        )
+
         def answered(ok: bool | None) -> None:
             if ok:
                 self._start("backup", target[0], target[1], step)
@@ -306,10 +332,16 @@ class CheckpointsPane(Widget, can_focus=True):
 
         pick = max(mine or others, key=lambda c: c.step)
         step = pick.step
-        whose = "" if mine else (f" It is ANOTHER run's backup ({source_label(pick.source)}): this run has none "
-                                 "under this prefix.")
-        question = (f"Restore step {step} from the bucket onto {name}:{target[1]}/checkpoints? "
-                    f"It is verified against its manifest before it appears.{whose}")
+        whose = (
+            ""
+            if mine
+            else (f" It is ANOTHER run's backup ({source_label(pick.source)}): this run has none under this prefix.")
+        )
+        question = (
+            f"Restore step {step} from the bucket onto {name}:{target[1]}/checkpoints? "
+            f"It is verified against its manifest before it appears.{whose}"
+        )
+
         def answered(ok: bool | None) -> None:
             if ok:
                 self._start("restore", target[0], target[1], step)
@@ -321,8 +353,13 @@ class CheckpointsPane(Widget, can_focus=True):
         if snap is None or not snap.pod.run_dir or not self.settings.bucket:
             return
         # an unexpected failure is the App's error toast (its worker hub), never the end of the App
-        self.run_worker(self._list(snap.pod, snap.pod.run_dir), name=f"listing the bucket for {snap.pod.name}",
-                        group="checkpoints-list", exclusive=True, exit_on_error=False)
+        self.run_worker(
+            self._list(snap.pod, snap.pod.run_dir),
+            name=f"listing the bucket for {snap.pod.name}",
+            group="checkpoints-list",
+            exclusive=True,
+            exit_on_error=False,
+        )
 
     def action_cancel_transfer(self, quiet: bool = False) -> None:
         """Stop the running backup/restore (or the selected pod's auto-backup), after a confirmation.
@@ -338,8 +375,10 @@ class CheckpointsPane(Widget, can_focus=True):
                 self.notify("No backup or restore is running.", severity="information")
             return
         worker, auto = self._worker, self._busy is None
-        question = (f"Stop the {what} on {pod}? The agent on the pod is stopped; the parts already in the "
-                    "bucket stay there and the next backup resumes from them.")
+        question = (
+            f"Stop the {what} on {pod}? The agent on the pod is stopped; the parts already in the "
+            "bucket stay there and the next backup resumes from them."
+        )
 
         def answered(ok: bool | None) -> None:
             if not ok:
@@ -370,8 +409,13 @@ class CheckpointsPane(Widget, can_focus=True):
             self._worker = self.run_worker(self._transfer(action, pod, run_dir, step), group="checkpoints-transfer")
             return
         try:
-            task = tasks.start(pod.name, action, lambda t: self._transfer(action, pod, run_dir, step, t),
-                               self._task_changed, lane="transfer")
+            task = tasks.start(
+                pod.name,
+                action,
+                lambda t: self._transfer(action, pod, run_dir, step, t),
+                self._task_changed,
+                lane="transfer",
+            )
         except Busy as err:  # checked above; kept for a race with another starter
             self._busy, self.transfer = None, None
             self.notify(str(err), severity="warning")
@@ -421,6 +465,7 @@ class CheckpointsPane(Widget, can_focus=True):
 
         conn = (self._connect or open_connection)(pod)
         ok, text = False, ""
+
         def report(p: Any) -> None:
             self._progress(p)
             if task is not None:
@@ -435,17 +480,30 @@ class CheckpointsPane(Widget, can_focus=True):
                     snap = self.snapshot if self.snapshot and self.snapshot.pod.name == pod.name else None
                     ck = next((c for c in (snap.latest.ckpts if snap and snap.latest else ()) if c.step == step), None)
                     self.auto.planner.succeeded(pod.name, step, ck.mtime if ck else None, run_dir)
-                text = (f"step {step} backed up and verified ({res.uploaded_parts} parts sent, "
-                        f"{res.skipped_parts} already there)" if ok else f"step {step}: {res.problems[0]}")
+                text = (
+                    f"step {step} backed up and verified ({res.uploaded_parts} parts sent, "
+                    f"{res.skipped_parts} already there)"
+                    if ok
+                    else f"step {step}: {res.problems[0]}"
+                )
             else:
                 notes: list[str] = []
                 await restore_checkpoint(conn, self.settings, run_dir, step, on_progress=report, notes=notes)
                 ok, text = True, " · ".join([f"step {step} restored onto {pod.name} and verified", *notes])
         except asyncio.CancelledError:
             self._busy, self.transfer = None, None
-            self._finished(action, pod.name, step, False, f"{action} of step {step} stopped"
-                           + (": the parts already sent stay in the bucket, the next backup resumes"
-                              if action == "backup" else ": nothing was put in place on the pod"))
+            self._finished(
+                action,
+                pod.name,
+                step,
+                False,
+                f"{action} of step {step} stopped"
+                + (
+                    ": the parts already sent stay in the bucket, the next backup resumes"
+                    if action == "backup"
+                    else ": nothing was put in place on the pod"
+                ),
+            )
             raise
         except PrimeTrainError as exc:
             text = f"{action} of step {step} failed: {exc}" + (f" ({exc.hint})" if exc.hint else "")

@@ -78,8 +78,16 @@ class ConfigPane(Widget):
             super().__init__()
             self.report = report
 
-    def __init__(self, path: Path | None = None, *, debounce: float = DEBOUNCE, disk_check: float = DISK_CHECK,
-                 name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | None = None,
+        *,
+        debounce: float = DEBOUNCE,
+        disk_check: float = DISK_CHECK,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.path = Path(path) if path is not None else None
         self.debounce = debounce
@@ -98,8 +106,7 @@ class ConfigPane(Widget):
         yield Label("", id="config-status")
         with Horizontal(id="config-body"):
             # Tab leaves the editor for the findings (TOML needs no tab indentation): every part is reachable
-            yield TextArea.code_editor("", language="toml", id="config-editor", soft_wrap=False,
-                                       tab_behavior="focus")
+            yield TextArea.code_editor("", language="toml", id="config-editor", soft_wrap=False, tab_behavior="focus")
             with Vertical(id="config-side"):
                 yield Label("", id="config-summary")
                 yield FindingsList(id="config-findings")
@@ -198,8 +205,10 @@ class ConfigPane(Widget):
         self._disk_mtime = mtime
         self._disk_changed = False
         errors = self.report.errors if self.report else 0
-        self.notify(f"saved {path.name}" + (f" with {errors} error(s)" if errors else ""),
-                    severity="warning" if errors else "information")
+        self.notify(
+            f"saved {path.name}" + (f" with {errors} error(s)" if errors else ""),
+            severity="warning" if errors else "information",
+        )
         self._status()
 
     def action_reload(self) -> None:
@@ -233,9 +242,13 @@ class ConfigPane(Widget):
         if path != self.path or self._disk_changed or mtime == self._disk_mtime:
             return
         self._disk_changed = True
-        self.notify(f"{path.name} changed on disk: ctrl+r reloads it"
-                    + (" (your unsaved edits are kept as a version)" if self.modified else ""),
-                    severity="warning", title="Config", timeout=10)
+        self.notify(
+            f"{path.name} changed on disk: ctrl+r reloads it"
+            + (" (your unsaved edits are kept as a version)" if self.modified else ""),
+            severity="warning",
+            title="Config",
+            timeout=10,
+        )
         self._status()
 
     # ------------------------------------------------------------------ validation
@@ -388,8 +401,7 @@ class ConfigPane(Widget):
         """Put a version into the editor (ctrl+s writes it); the buffer is saved as a version first."""
         from services.config import versions
 
-        versions.save(path, self._versions_root(), "before restore", f"editor text before {version.id}",
-                      text=current)
+        versions.save(path, self._versions_root(), "before restore", f"editor text before {version.id}", text=current)
         text = versions.text_of(path, self._versions_root(), version.id)
         items = versions.list_versions(path, self._versions_root())
         self.app.call_from_thread(self._restored, version, text, items)

@@ -68,8 +68,10 @@ async def demo_fetcher(spot: bool | None) -> FetchResult:
 
 
 class OffersPane(Widget, can_focus=True):
-    BINDINGS = [Binding("r", "refresh_offers", "Refresh offers", id="offers.refresh"),
-                Binding("m", "toggle_misfits", "Show misfits", id="offers.misfits")]
+    BINDINGS = [
+        Binding("r", "refresh_offers", "Refresh offers", id="offers.refresh"),
+        Binding("m", "toggle_misfits", "Show misfits", id="offers.misfits"),
+    ]
 
     DEFAULT_CSS = """
     OffersPane { height: 1fr; }
@@ -94,9 +96,18 @@ class OffersPane(Widget, can_focus=True):
             super().__init__()
             self.ranked = ranked
 
-    def __init__(self, *, run: RunSpec | None = None, fetcher: Fetcher | None = None, cache_dir: Path | None = None,
-                 cache_ttl: float = 600.0, clock: Callable[[], float] = time.time,
-                 observed_path: Path | None = None, debounce: float = DEBOUNCE_S, **kwargs) -> None:
+    def __init__(
+        self,
+        *,
+        run: RunSpec | None = None,
+        fetcher: Fetcher | None = None,
+        cache_dir: Path | None = None,
+        cache_ttl: float = 600.0,
+        clock: Callable[[], float] = time.time,
+        observed_path: Path | None = None,
+        debounce: float = DEBOUNCE_S,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self.debounce = debounce  # 0: every keystroke re-ranks at once (the benchmark's baseline)
         self._pending: Any = None  # the Timer of a debounced re-rank
@@ -156,8 +167,11 @@ class OffersPane(Widget, can_focus=True):
             self.observed = ObservationLog(self.observed_path).load()
         if self.fetcher in (default_fetcher, demo_fetcher):
             self.show_keys()
-        hits = [h for kind in (False, True) if self.cache_dir and
-                (h := cache.load(self.cache_dir, kind, self.clock(), self.cache_ttl)) is not None]
+        hits = [
+            h
+            for kind in (False, True)
+            if self.cache_dir and (h := cache.load(self.cache_dir, kind, self.clock(), self.cache_ttl)) is not None
+        ]
         if not hits and self.fetcher is demo_fetcher and self.fetched_spot is None:
             self.action_refresh_offers()  # the demo shows offers at once
             return
@@ -192,9 +206,11 @@ class OffersPane(Widget, can_focus=True):
 
     def _show_run(self) -> None:
         r = self.run
-        set_label(self.query_one("#of-run", Label),
-                  f"Pricing {r.model} on {r.gpu_need()}, {r.steps} steps × {r.train_tokens_per_step:,} tokens — "
-                  f"{self.run_source}")
+        set_label(
+            self.query_one("#of-run", Label),
+            f"Pricing {r.model} on {r.gpu_need()}, {r.steps} steps × {r.train_tokens_per_step:,} tokens — "
+            f"{self.run_source}",
+        )
 
     def show_keys(self) -> None:
         """Which providers have a key and where it came from (masked), or how to set one."""
@@ -264,8 +280,12 @@ class OffersPane(Widget, can_focus=True):
 
             try:  # one cache per kind
                 for kind in (False, True):
-                    cache.save(self.cache_dir, kind, FetchResult(tuple(o for o in self.result.offers
-                                                                       if o.spot == kind)), self.clock())
+                    cache.save(
+                        self.cache_dir,
+                        kind,
+                        FetchResult(tuple(o for o in self.result.offers if o.spot == kind)),
+                        self.clock(),
+                    )
             except OSError:
                 pass  # costs a refetch next time, nothing else
 
@@ -301,8 +321,10 @@ class OffersPane(Widget, can_focus=True):
         missing = [e for e in errors if e.message.startswith("no API key")]
         if errors and len(missing) == len(errors) == len(PROVIDERS):
             names = ", ".join(p.key_env for p in PROVIDERS.values())
-            return (f"No provider API key is set, so there is nothing to show: set one of {names} "
-                    "(in the environment or settings.toml [offers]) and press r.")
+            return (
+                f"No provider API key is set, so there is nothing to show: set one of {names} "
+                "(in the environment or settings.toml [offers]) and press r."
+            )
         if errors:
             return "No offers: " + "; ".join(f"{e.provider}: {e.message}" for e in errors)
         return "The providers returned no offers right now; press r to ask again."
@@ -322,30 +344,46 @@ class OffersPane(Widget, can_focus=True):
         count = self._float("#of-gpus")
         provider = self.query_one("#of-provider", Select).value
         kind = self.query_one("#of-spot", Select).value
-        self.ranked = rank(self.result.offers, self.run, max_price=price,
-                           spot=KIND_SPOT.get(kind) if isinstance(kind, str) else None,
-                           gpus=int(count) if count else None,
-                           providers=[provider] if isinstance(provider, str) else None,
-                           include_misfits=self.query_one("#of-misfits", Checkbox).value,
-                           observed=self.observed, spot_rates=self.spot_rates)
+        self.ranked = rank(
+            self.result.offers,
+            self.run,
+            max_price=price,
+            spot=KIND_SPOT.get(kind) if isinstance(kind, str) else None,
+            gpus=int(count) if count else None,
+            providers=[provider] if isinstance(provider, str) else None,
+            include_misfits=self.query_one("#of-misfits", Checkbox).value,
+            observed=self.observed,
+            spot_rates=self.spot_rates,
+        )
         view = self.query_one(OffersView)
         view.show(self.ranked)
         set_label(self.query_one("#of-spot-why", Label), spot_line(self.ranked, self.run))
         top = best(self.ranked)
-        set_label(self.query_one("#of-best", Label),
-                  f"Best $/completion: {top.offer.provider} {top.offer.gpu_count}× {top.offer.gpu_type} "
-                  f"{top.offer.region} — ${top.est_cost:.2f} in {duration(top.est_hours * 3600)} "
-                  f"at ${top.offer.price_hr:.2f}/hr" + (" (✓ = time measured on your earlier runs)"
-                                                         if any(r.measured for r in self.ranked) else "")
-                  if top else self._why_none())
+        set_label(
+            self.query_one("#of-best", Label),
+            f"Best $/completion: {top.offer.provider} {top.offer.gpu_count}× {top.offer.gpu_type} "
+            f"{top.offer.region} — ${top.est_cost:.2f} in {duration(top.est_hours * 3600)} "
+            f"at ${top.offer.price_hr:.2f}/hr"
+            + (" (✓ = time measured on your earlier runs)" if any(r.measured for r in self.ranked) else "")
+            if top
+            else self._why_none(),
+        )
         errors = "; ".join(f"{e.provider}: {e.message}" for e in self.result.errors)
         n = len(self.result.offers)
         hidden = view.hidden
-        shown = (f"showing the top {len(self.ranked) - hidden} of {len(self.ranked):,} matching offers ({n:,} fetched)"
-                 " — narrow the filters to see the rest" if hidden else f"{len(self.ranked)} of {n} offers shown")
-        set_label(self.query_one("#of-status", Label),
-                  shown + (f" · {note}" if note else "")
-                  + (f" · failed: {errors}" if errors else "") + " · enter rents the highlighted offer")
+        shown = (
+            f"showing the top {len(self.ranked) - hidden} of {len(self.ranked):,} matching offers ({n:,} fetched)"
+            " — narrow the filters to see the rest"
+            if hidden
+            else f"{len(self.ranked)} of {n} offers shown"
+        )
+        set_label(
+            self.query_one("#of-status", Label),
+            shown
+            + (f" · {note}" if note else "")
+            + (f" · failed: {errors}" if errors else "")
+            + " · enter rents the highlighted offer",
+        )
 
 
 def spot_line(ranked: list[Ranked], run: RunSpec) -> str:
@@ -355,8 +393,13 @@ def spot_line(ranked: list[Ranked], run: RunSpec) -> str:
         return ""
     rates = sorted({r.rate for r in risks})
     rate = f"{rates[0]:g}" if len(rates) == 1 else f"{rates[0]:g}–{rates[-1]:g}"
-    lost = f"half a {run.ckpt_interval}-step checkpoint interval" if run.ckpt_interval \
-        and run.ckpt_interval < run.steps else "the run so far (no checkpoints)"
+    lost = (
+        f"half a {run.ckpt_interval}-step checkpoint interval"
+        if run.ckpt_interval and run.ckpt_interval < run.steps
+        else "the run so far (no checkpoints)"
+    )
     notes = sorted({r.note for r in risks if r.note})
-    return escape(f"Spot Est. $ = not preempted – expected: {rate} preemptions/hr, each losing {lost} + restart"
-                  + "".join(f" · ⚠ {n}" for n in notes))
+    return escape(
+        f"Spot Est. $ = not preempted – expected: {rate} preemptions/hr, each losing {lost} + restart"
+        + "".join(f" · ⚠ {n}" for n in notes)
+    )

@@ -126,8 +126,14 @@ class RolloutsPane(Widget):
         run_dir = snapshot.pod.run_dir
         key = (snapshot.pod.name, run_dir or "")
         if key == self._key:
-            if (self._following and self.view is None and not self.grep and not self.loading and not self._mode
-                    and now - self._loaded_at > REFRESH):
+            if (
+                self._following
+                and self.view is None
+                and not self.grep
+                and not self.loading
+                and not self._mode
+                and now - self._loaded_at > REFRESH
+            ):
                 self._loaded_at = now
                 self._load(None)  # the newest step, as it grows and new steps come
             return
@@ -188,8 +194,9 @@ class RolloutsPane(Widget):
 
         try:
             conn = await self._conn(pod)
-            listing = await RolloutReader(conn, pod.run_dir).list_step(Filters(step=step, kind=kind, grep=grep,
-                                                                               ignore_case=True))
+            listing = await RolloutReader(conn, pod.run_dir).list_step(
+                Filters(step=step, kind=kind, grep=grep, ignore_case=True)
+            )
         except (PrimeTrainError, OSError, TimeoutError) as exc:
             await self._drop(pod.name)
             self.loading = False
@@ -207,8 +214,11 @@ class RolloutsPane(Widget):
             rewards = [e.reward for e in listing.episodes if e.reward is not None]
             self.means[(pod.name, pod.run_dir, listing.step)] = sum(rewards) / len(rewards) if rewards else None
         self._fill()
-        self._status("enter opens · / searches the step on the pod · , . older/newer step · e u v b s filter/sort"
-                     if not grep else f"search {grep!r}: {listing.matched} episodes match · g clears")
+        self._status(
+            "enter opens · / searches the step on the pod · , . older/newer step · e u v b s filter/sort"
+            if not grep
+            else f"search {grep!r}: {listing.matched} episodes match · g clears"
+        )
 
     # ------------------------------------------------------------------ the list
     def _visible(self) -> list[EpisodeSummary]:
@@ -243,16 +253,22 @@ class RolloutsPane(Widget):
         filters += [f"env {self.env}"] if self.env else []
         filters += [f"reward {self.reward_bound[0]} {self.reward_bound[1]:g}"] if self.reward_bound else []
         filters += [f"search {self.grep!r}"] if self.grep else []
-        self._say_title(f"{snap.pod.label} · step {lst.step} ({lst.kind}/{lst.subset}) · {len(self.shown)} of "
-                        f"{lst.total} episodes" + (f" · {', '.join(filters)}" if filters else "")
-                        + (f" · sort {self.sort}" if self.sort != SORTS[0] else "")
-                        + (" · writing" if lst.partial else ""))
+        self._say_title(
+            f"{snap.pod.label} · step {lst.step} ({lst.kind}/{lst.subset}) · {len(self.shown)} of "
+            f"{lst.total} episodes"
+            + (f" · {', '.join(filters)}" if filters else "")
+            + (f" · sort {self.sort}" if self.sort != SORTS[0] else "")
+            + (" · writing" if lst.partial else "")
+        )
         bars, lo, hi = histogram([e.reward for e in self.shown if e.reward is not None])
         steps = lst.steps[-12:]
         means = trend([self.means.get((snap.pod.name, snap.pod.run_dir or "", s)) for s in steps])
-        self.query_one("#ro-dist", Static).update(Content(
-            (f"reward {fmt(lo)} {bars} {fmt(hi)}" if bars else "no rewards")
-            + (f" · mean by step {steps[0]}–{steps[-1]} {means}" if means.strip() and len(steps) > 1 else "")))
+        self.query_one("#ro-dist", Static).update(
+            Content(
+                (f"reward {fmt(lo)} {bars} {fmt(hi)}" if bars else "no rewards")
+                + (f" · mean by step {steps[0]}–{steps[-1]} {means}" if means.strip() and len(steps) > 1 else "")
+            )
+        )
 
     def action_flip(self, what: str) -> None:
         setattr(self, what, not getattr(self, what))
@@ -316,8 +332,7 @@ class RolloutsPane(Widget):
         if snap is None or self.listing is None:
             return
         what = f"episode-{self.view.summary.id}" if self.view else f"step-{self.listing.step}"
-        self._ask("export", "write to (.md Markdown, .jsonl JSON lines)",
-                  f"~/{snap.pod.name}-{what}.md")
+        self._ask("export", "write to (.md Markdown, .jsonl JSON lines)", f"~/{snap.pod.name}-{what}.md")
 
     def action_export_episode(self) -> None:
         self.action_export()
@@ -468,8 +483,11 @@ class RolloutsPane(Widget):
         from services.monitor.rollouts import RolloutReader, export
 
         try:
-            views = [view] if view is not None else await RolloutReader(await self._conn(pod), pod.run_dir).dump(
-                lst.step, lst.kind, lst.subset)
+            views = (
+                [view]
+                if view is not None
+                else await RolloutReader(await self._conn(pod), pod.run_dir).dump(lst.step, lst.kind, lst.subset)
+            )
             where, n = await asyncio.to_thread(export, views, path)
         except (PrimeTrainError, OSError) as exc:
             self._status(f"not exported: {getattr(exc, 'strerror', None) or exc}")

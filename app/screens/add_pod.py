@@ -21,8 +21,7 @@ class AddPodScreen(ModalScreen["str | None"]):
         with Vertical(classes="dialog"):
             yield Static("[b]Add a pod[/b]", classes="dialog-title")
             yield Static(
-                "user@host[:port], an alias from ~/.ssh/config, local or demo. "
-                "SSH pods are saved to pods.toml.",
+                "user@host[:port], an alias from ~/.ssh/config, local or demo. SSH pods are saved to pods.toml.",
                 classes="dialog-help",
             )
             yield Input(placeholder="root@203.0.113.7:22", id="pod-spec")

@@ -35,8 +35,10 @@ class HostKeyScreen(ModalScreen[bool]):
         p = self.prompt
         with Vertical(classes="dialog -wide"):
             # the pod's name is the user's text (pods.toml): never markup
-            yield Static(Content.styled(plain(f"Unknown host key for pod {self.pod_name}", oneline=True), "bold"),
-                         classes="dialog-title")
+            yield Static(
+                Content.styled(plain(f"Unknown host key for pod {self.pod_name}", oneline=True), "bold"),
+                classes="dialog-title",
+            )
             yield Static(
                 f"Host:        {p.host}:{p.port}\n"
                 f"Key type:    {p.key_type}\n"
@@ -80,8 +82,9 @@ class HostKeyChangedScreen(ModalScreen[None]):
         p = self.prompt
         with Vertical(classes="dialog -wide -danger"):
             yield Static(
-                Content.styled(plain(f"Host key CHANGED for pod {self.pod_name} — connection refused",
-                                     oneline=True), "bold"),
+                Content.styled(
+                    plain(f"Host key CHANGED for pod {self.pod_name} — connection refused", oneline=True), "bold"
+                ),
                 classes="dialog-title",
             )
             yield Static(

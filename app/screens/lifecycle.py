@@ -54,8 +54,17 @@ class LifecycleScreen(ModalScreen["Any | None"]):
         Binding("n", "no", "No", id="lifecycle_no"),
     ]
 
-    def __init__(self, action: str, pod: Pod, *, plan: PlanFn | None, run: RunFn, confirm: str,
-                 connect: Callable[[Pod], Connection] | None = None, settings: Any = None) -> None:
+    def __init__(
+        self,
+        action: str,
+        pod: Pod,
+        *,
+        plan: PlanFn | None,
+        run: RunFn,
+        confirm: str,
+        connect: Callable[[Pod], Connection] | None = None,
+        settings: Any = None,
+    ) -> None:
         super().__init__(classes="dialog-screen")
         self.action_name = action
         self.pod = pod
@@ -71,8 +80,10 @@ class LifecycleScreen(ModalScreen["Any | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog -wide" + (" -danger" if self.action_name in ("kill", "cleanup") else "")):
-            yield Static(Content.assemble((self.action_name.capitalize(), "bold"), plain(f" · {self.pod.name}")),
-                         classes="dialog-title")
+            yield Static(
+                Content.assemble((self.action_name.capitalize(), "bold"), plain(f" · {self.pod.name}")),
+                classes="dialog-title",
+            )
             hint = Static("", id="lc-plan-hint", classes="dialog-hint", markup=False)
             with ReadToEnd(id="lc-plan-box", hint=hint):
                 yield Static("preparing…", id="lc-plan", markup=False)
@@ -326,9 +337,17 @@ def backup_settings(backup: Any) -> Any:
     return loaded if loaded.bucket else None
 
 
-def lifecycle_screen(action: str, pod: Pod, *, config: Path | str | None = None, run_dir: str | None = None,
-                     keep: int | None = None, settings: Any = None, backup: Any = None,
-                     connect: Callable[[Pod], Connection] | None = None) -> LifecycleScreen:
+def lifecycle_screen(
+    action: str,
+    pod: Pod,
+    *,
+    config: Path | str | None = None,
+    run_dir: str | None = None,
+    keep: int | None = None,
+    settings: Any = None,
+    backup: Any = None,
+    connect: Callable[[Pod], Connection] | None = None,
+) -> LifecycleScreen:
     """The modal for one action: "launch" (needs ``config``), "kill", "resume" or "cleanup" (``keep``)."""
     from services.lifecycle.events import LifecycleError
     from services.lifecycle.targets import target_for
@@ -351,8 +370,9 @@ def lifecycle_screen(action: str, pod: Pod, *, config: Path | str | None = None,
         def run_launch(conn: Connection, force: bool) -> AsyncIterator[Event]:
             return target.launch(conn, cfg, settings=settings, run_dir=run_dir, force=force)
 
-        return LifecycleScreen("launch", pod, plan=plan_launch, run=run_launch, confirm="Launch",
-                               connect=connect, settings=settings)
+        return LifecycleScreen(
+            "launch", pod, plan=plan_launch, run=run_launch, confirm="Launch", connect=connect, settings=settings
+        )
     if action == "kill":
         chosen: dict[str, Any] = {}
 
@@ -365,8 +385,9 @@ def lifecycle_screen(action: str, pod: Pod, *, config: Path | str | None = None,
         def run_kill(conn: Connection, force: bool) -> AsyncIterator[Event]:
             return target.kill(conn, chosen["plan"], settings=settings)
 
-        return LifecycleScreen("kill", pod, plan=plan_kill, run=run_kill, confirm=target.kill_button,
-                               connect=connect, settings=settings)
+        return LifecycleScreen(
+            "kill", pod, plan=plan_kill, run=run_kill, confirm=target.kill_button, connect=connect, settings=settings
+        )
     if action == "resume":
         bucket = backup_settings(backup) if target.restores_from_bucket else None
         held: dict[str, Any] = {}
@@ -378,8 +399,9 @@ def lifecycle_screen(action: str, pod: Pod, *, config: Path | str | None = None,
         def run_resume(conn: Connection, force: bool) -> AsyncIterator[Event]:
             return target.resume(conn, held["plan"], settings=settings, force=force)
 
-        return LifecycleScreen("resume", pod, plan=plan_resume, run=run_resume, confirm="Resume",
-                               connect=connect, settings=settings)
+        return LifecycleScreen(
+            "resume", pod, plan=plan_resume, run=run_resume, confirm="Resume", connect=connect, settings=settings
+        )
     if action == "cleanup":
         holder: dict[str, Any] = {}
         bucket = backup_settings(backup)
@@ -393,8 +415,9 @@ def lifecycle_screen(action: str, pod: Pod, *, config: Path | str | None = None,
         def run_cleanup(conn: Connection, force: bool) -> AsyncIterator[Event]:
             return target.cleanup(conn, holder["plan"], settings=settings, backup=bucket)
 
-        return LifecycleScreen("cleanup", pod, plan=plan_cleanup, run=run_cleanup, confirm="Delete",
-                               connect=connect, settings=settings)
+        return LifecycleScreen(
+            "cleanup", pod, plan=plan_cleanup, run=run_cleanup, confirm="Delete", connect=connect, settings=settings
+        )
     raise ValueError(f"unknown action {action!r}")
 
 
@@ -416,8 +439,11 @@ class CleanupPreviewScreen(ModalScreen[bool]):
     CleanupPreviewScreen .dialog { width: 100; max-height: 90%; }
     CleanupPreviewScreen #cp-plan { height: auto; max-height: 30; }
     """
-    BINDINGS = [Binding("escape", "dismiss(False)", "Not now"), Binding("n", "dismiss(False)", "Not now", show=False),
-                Binding("y", "approve", "Approve")]
+    BINDINGS = [
+        Binding("escape", "dismiss(False)", "Not now"),
+        Binding("n", "dismiss(False)", "Not now", show=False),
+        Binding("y", "approve", "Approve"),
+    ]
 
     def __init__(self, pod: str, lines: list[str]) -> None:
         super().__init__(classes="dialog-screen")
@@ -425,15 +451,20 @@ class CleanupPreviewScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog -wide -danger"):
-            yield Static(Content.assemble(("Cleanup daemon", "bold"),
-                                          plain(f" · {self.pod_name} — dry run before its first deletion")),
-                         classes="dialog-title")
+            yield Static(
+                Content.assemble(
+                    ("Cleanup daemon", "bold"), plain(f" · {self.pod_name} — dry run before its first deletion")
+                ),
+                classes="dialog-title",
+            )
             hint = Static("", classes="dialog-hint", markup=False)
             with ReadToEnd(id="cp-plan", hint=hint):
                 yield Static(plain("\n".join(self.lines)), markup=False)
             yield hint
-            yield Static("Approve to let the daemon delete this and keep the volume under its ceiling from now "
-                         "on (every deletion is logged with its size).")
+            yield Static(
+                "Approve to let the daemon delete this and keep the volume under its ceiling from now "
+                "on (every deletion is logged with its size)."
+            )
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Approve", id="cp-approve", variant="error")
                 yield Button("Not now", id="cp-later", variant="primary")

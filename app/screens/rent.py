@@ -52,8 +52,11 @@ class RentScreen(ModalScreen["LaunchPlan | None"]):
         with Vertical(classes="dialog -wide -danger"):
             memory = "" if "GB" in o.gpu_name.upper() else f", {o.vram_gb:.0f} GB per GPU"
             yield Static(f"Rent {o.title} — {o.gpu_name}{memory}", classes="dialog-question", markup=False)
-            yield Static(f"Listed price ${o.price_hr:.2f}/hr · estimated run {duration(p.est_hours * 3600)} "
-                         f"≈ ${p.est_cost:.2f}\nPod name {p.name}", markup=False)
+            yield Static(
+                f"Listed price ${o.price_hr:.2f}/hr · estimated run {duration(p.est_hours * 3600)} "
+                f"≈ ${p.est_cost:.2f}\nPod name {p.name}",
+                markup=False,
+            )
             with Horizontal(classes="rent-row"):
                 yield Label("Max price ($/hr)")
                 yield Input(f"{p.max_price:.2f}", id="rent-cap", type="number")
@@ -65,8 +68,11 @@ class RentScreen(ModalScreen["LaunchPlan | None"]):
                 yield Static("", id="rent-at", classes="rent-hint")
             yield Static("", id="rent-worst")
             if o.spot:
-                yield Static("Spot: the provider may take this pod back at any time. Turn on auto backup "
-                             "(Checkpoints) so a checkpoint survives it.", id="rent-spot")
+                yield Static(
+                    "Spot: the provider may take this pod back at any time. Turn on auto backup "
+                    "(Checkpoints) so a checkpoint survives it.",
+                    id="rent-spot",
+                )
             yield Static("", id="rent-problem")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Rent and start billing", id="yes", variant="error")
@@ -98,16 +104,23 @@ class RentScreen(ModalScreen["LaunchPlan | None"]):
             problems.append("the deadline must be a number of hours (0 = no auto-terminate)")
         deadline = now + hours * 3600 if hours > 0 else None
         if deadline is not None:
-            set_label(self.query_one("#rent-at", Static),
-                      f"→ at {datetime.fromtimestamp(deadline).strftime('%a %H:%M')}, warned 15 min before")
+            set_label(
+                self.query_one("#rent-at", Static),
+                f"→ at {datetime.fromtimestamp(deadline).strftime('%a %H:%M')}, warned 15 min before",
+            )
             if hours < self.plan.est_hours:
-                problems.append("the deadline is shorter than the estimated run "
-                                f"({duration(self.plan.est_hours * 3600)})"
-                                " — allowed, but the run will be cut off")
+                problems.append(
+                    "the deadline is shorter than the estimated run "
+                    f"({duration(self.plan.est_hours * 3600)})"
+                    " — allowed, but the run will be cut off"
+                )
         else:
             set_label(self.query_one("#rent-at", Static), "no deadline: the pod bills until you press T")
-        worst = f"Worst case before the deadline: ${cap * hours:.2f} (cap × hours)" if deadline else \
-            f"No upper bound: ${cap:.2f} per hour until terminated"
+        worst = (
+            f"Worst case before the deadline: ${cap * hours:.2f} (cap × hours)"
+            if deadline
+            else f"No upper bound: ${cap:.2f} per hour until terminated"
+        )
         set_label(self.query_one("#rent-worst", Static), worst)
         blocking = [p for p in problems if "allowed" not in p]
         set_label(self.query_one("#rent-problem", Static), "\n".join(problems))

@@ -35,8 +35,9 @@ class SpendScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog -wide"):
-            yield Static("[b]Spend[/b] · every pod rented here (≈: price x time) · escape closes",
-                         classes="dialog-title")
+            yield Static(
+                "[b]Spend[/b] · every pod rented here (≈: price x time) · escape closes", classes="dialog-title"
+            )
             yield DataTable(id="spend-table", cursor_type="row", zebra_stripes=True)
             yield Static("", id="spend-totals", markup=False)
             yield Static("", id="spend-watcher", markup=False)
@@ -59,19 +60,27 @@ class SpendScreen(ModalScreen[None]):
         for s in spends:
             until = "running" if s.end is None else datetime.fromtimestamp(s.end).strftime("%m-%d %H:%M")
             # Text, not str: a DataTable reads a str cell as markup; names come from providers and runs
-            table.add_row(Text(plain(s.name, oneline=True)), Text(plain(s.run, oneline=True)),
-                          Text(plain(s.provider, oneline=True)), f"{s.price_hr:.2f}",
-                          ("" if s.basis == "billed" else "≈") + f"{s.cost:.2f}",
-                          "-" if s.budget_usd is None else f"{s.budget_usd:.2f}", until, key=f"{s.provider}/{s.pod_id}")
+            table.add_row(
+                Text(plain(s.name, oneline=True)),
+                Text(plain(s.run, oneline=True)),
+                Text(plain(s.provider, oneline=True)),
+                f"{s.price_hr:.2f}",
+                ("" if s.basis == "billed" else "≈") + f"{s.cost:.2f}",
+                "-" if s.budget_usd is None else f"{s.budget_usd:.2f}",
+                until,
+                key=f"{s.provider}/{s.pod_id}",
+            )
         if spends:
             t = totals(spends, now)
             self.query_one("#spend-totals", Static).update(
                 f"total ${t['total']:.2f} · billing now ${t['per_hour_now']:.2f}/hr\n"
                 "per run: " + ", ".join(f"{k} ${v:.2f}" for k, v in t["runs"].items()) + "\n"
-                "per day: " + ", ".join(f"{k} ${v:.2f}" for k, v in list(t["days"].items())[-7:]))
+                "per day: " + ", ".join(f"{k} ${v:.2f}" for k, v in list(t["days"].items())[-7:])
+            )
         else:
-            self.query_one("#spend-totals", Static).update(failed or "Nothing rented yet: pods rented from the "
-                                                           "Offers pane are listed here with what they cost.")
+            self.query_one("#spend-totals", Static).update(
+                failed or "Nothing rented yet: pods rented from the Offers pane are listed here with what they cost."
+            )
         self.query_one("#spend-watcher", Static).update(watcher_status(data_dir()))
         table.focus()
         self.run_worker(self._sweep(), name="sweep", group="spend-sweep", exit_on_error=False)
@@ -100,12 +109,15 @@ class SpendScreen(ModalScreen[None]):
             return
         lines = []
         if result.billing:
-            lines.append(f"{len(result.billing)} pod(s) terminated here are STILL LISTED by their provider and may "
-                         "be billing: terminate them in the provider's console.")
+            lines.append(
+                f"{len(result.billing)} pod(s) terminated here are STILL LISTED by their provider and may "
+                "be billing: terminate them in the provider's console."
+            )
         lines += [describe(row) for row in result.rows if row.kind != "open"]
         lines += [f"not looked at: {provider}: {why}" for provider, why in result.errors.items()]
         head = f"Other pods ({', '.join(result.swept) or 'no provider'} asked): " + (
-            "none beyond the rentals above." if len(lines) == len(result.errors) else "")
+            "none beyond the rentals above." if len(lines) == len(result.errors) else ""
+        )
         text = Text(plain(head + "\n" + "\n".join(lines) if lines else head))
         if result.billing:
             text.stylize("bold red", 0, len(lines[0]) + len(head) + 1)

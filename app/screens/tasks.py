@@ -35,9 +35,14 @@ def elapsed_cell(task: Task, now: float) -> str:
 
 
 def row_cells(task: Task, now: float) -> tuple[object, ...]:
-    return (Text(task.pod), Text(task.action), Text(task.state, style=_STATE_STYLE.get(task.state, "")),
-            progress_cell(task),
-            elapsed_cell(task, now), Text(task.status[:80]))
+    return (
+        Text(task.pod),
+        Text(task.action),
+        Text(task.state, style=_STATE_STYLE.get(task.state, "")),
+        progress_cell(task),
+        elapsed_cell(task, now),
+        Text(task.status[:80]),
+    )
 
 
 class TasksScreen(ModalScreen[None]):
@@ -59,8 +64,10 @@ class TasksScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog -wide"):
-            yield Static("[b]Tasks[/b] · x cancels the selected running task · enter shows its log · escape closes",
-                         classes="dialog-title")
+            yield Static(
+                "[b]Tasks[/b] · x cancels the selected running task · enter shows its log · escape closes",
+                classes="dialog-title",
+            )
             yield DataTable(id="tasks-table", cursor_type="row", zebra_stripes=True)
             yield Static("", id="tasks-empty")
             yield Static("", id="tasks-log", markup=False)
@@ -91,7 +98,8 @@ class TasksScreen(ModalScreen[None]):
                         table.update_cell(key, col, new)
             self._shown[key] = cells
         self.query_one("#tasks-empty", Static).update(
-            "" if wanted else "No tasks yet: launch (L), kill (k), resume (R) and clean-up (c) run here.")
+            "" if wanted else "No tasks yet: launch (L), kill (k), resume (R) and clean-up (c) run here."
+        )
 
     def selected(self) -> Task | None:
         table = self.query_one(DataTable)
@@ -115,10 +123,13 @@ class TasksScreen(ModalScreen[None]):
             if yes and task.running:
                 self.tasks.cancel(task)
 
-        what = {"cleanup": " Deletions already done stay done; the rest is not deleted.",
-                "launch": " A run already started keeps running (k kills it)."}.get(task.action, "")
-        self.app.push_screen(ConfirmScreen(f"Cancel {task.action} on {task.pod}?{what}", yes="Cancel task",
-                                           no="Keep going"), answered)
+        what = {
+            "cleanup": " Deletions already done stay done; the rest is not deleted.",
+            "launch": " A run already started keeps running (k kills it).",
+        }.get(task.action, "")
+        self.app.push_screen(
+            ConfirmScreen(f"Cancel {task.action} on {task.pod}?{what}", yes="Cancel task", no="Keep going"), answered
+        )
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -51,8 +51,9 @@ class WizardScreen(ModalScreen["Path | None"]):
     WizardScreen #wizard-keys { height: 1; color: $text-muted; }
     """
 
-    def __init__(self, output: Path | None = None, *, model: str = "Qwen/Qwen3-4B", preset: str = "h100-80gb",
-                 gpus: int = 2) -> None:
+    def __init__(
+        self, output: Path | None = None, *, model: str = "Qwen/Qwen3-4B", preset: str = "h100-80gb", gpus: int = 2
+    ) -> None:
         super().__init__()
         self.output = output or Path("rl.toml")
         self._defaults = (model, preset, gpus)
@@ -66,14 +67,26 @@ class WizardScreen(ModalScreen["Path | None"]):
             yield Static("", id="wizard-help")
             with ContentSwitcher(initial=STEPS[0]):
                 with Vertical(id="step-model"):
-                    yield Select([(self._model_label(n), n) for n in registry()], value=model,
-                                 allow_blank=False, id="wizard-model")
+                    yield Select(
+                        [(self._model_label(n), n) for n in registry()],
+                        value=model,
+                        allow_blank=False,
+                        id="wizard-model",
+                    )
                 with Vertical(id="step-env"):
-                    yield Select([(f"{k}: {v[4]}", k) for k, v in ENVIRONMENTS.items()], value="reverse-text",
-                                 allow_blank=False, id="wizard-env")
+                    yield Select(
+                        [(f"{k}: {v[4]}", k) for k, v in ENVIRONMENTS.items()],
+                        value="reverse-text",
+                        allow_blank=False,
+                        id="wizard-env",
+                    )
                 with Vertical(id="step-preset"):
-                    yield Select([(f"{p.id} ({p.name}, {human(p.memory)})", p.id) for p in presets().values()],
-                                 value=preset, allow_blank=False, id="wizard-preset")
+                    yield Select(
+                        [(f"{p.id} ({p.name}, {human(p.memory)})", p.id) for p in presets().values()],
+                        value=preset,
+                        allow_blank=False,
+                        id="wizard-preset",
+                    )
                 with Vertical(id="step-gpus"):
                     yield Input(str(gpus), type="integer", id="wizard-gpus", placeholder="GPUs on the pod")
                 with Vertical(id="step-preview"):
@@ -123,9 +136,12 @@ class WizardScreen(ModalScreen["Path | None"]):
         gpus_text = self.query_one("#wizard-gpus", Input).value.strip()
         if not gpus_text.isdigit() or int(gpus_text) < 1:
             raise ConfigError("the GPU count must be a whole number ≥ 1")
-        return WizardChoices(model=str(self.query_one("#wizard-model", Select).value),
-                             preset=str(self.query_one("#wizard-preset", Select).value),
-                             gpus=int(gpus_text), environment=str(self.query_one("#wizard-env", Select).value))
+        return WizardChoices(
+            model=str(self.query_one("#wizard-model", Select).value),
+            preset=str(self.query_one("#wizard-preset", Select).value),
+            gpus=int(gpus_text),
+            environment=str(self.query_one("#wizard-env", Select).value),
+        )
 
     def _preview(self) -> bool:
         from services.config.validate import validate_text
@@ -143,7 +159,8 @@ class WizardScreen(ModalScreen["Path | None"]):
         self.query_one("#wizard-estimate", Static).update(
             f"{result.train_gpus} train + {result.infer_gpus} inference GPU(s) · trainer ~{human(result.trainer_bytes)}"
             f" per GPU{' · LoRA' if result.lora else ''} · {report.errors} error(s), {report.warnings} warning(s)"
-            + (f"\n{notes}" if notes else ""))
+            + (f"\n{notes}" if notes else "")
+        )
         return True
 
     def action_next(self) -> None:
@@ -165,8 +182,9 @@ class WizardScreen(ModalScreen["Path | None"]):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        {"wizard-next": self.action_next, "wizard-back": self.action_back,
-         "wizard-cancel": self.action_cancel}[event.button.id or ""]()
+        {"wizard-next": self.action_next, "wizard-back": self.action_back, "wizard-cancel": self.action_cancel}[
+            event.button.id or ""
+        ]()
 
     def _save_clicked(self) -> None:
         if self.result is None:
@@ -181,7 +199,8 @@ class WizardScreen(ModalScreen["Path | None"]):
         try:
             atomic_write_text(target, text, backup=True)
         except OSError as exc:
-            self.app.call_from_thread(self.query_one("#wizard-error", Label).update,
-                                      f"cannot write {target}: {exc.strerror}")
+            self.app.call_from_thread(
+                self.query_one("#wizard-error", Label).update, f"cannot write {target}: {exc.strerror}"
+            )
             return
         self.app.call_from_thread(self.dismiss, target)

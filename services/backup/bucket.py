@@ -41,9 +41,11 @@ async def check_objects(s3: S3, base: str, manifest: Manifest) -> list[str]:
         if head is None:
             problems.append(f"{f.path}: missing from the bucket")
         elif not object_matches(head, f):
-            problems.append(f"{f.path}: bucket object differs from the manifest "
-                            f"({head.get('ContentLength')} bytes, ETag {str(head.get('ETag')).strip(chr(34))}; "
-                            f"expected {f.stored_size} bytes, ETag {f.etag})")
+            problems.append(
+                f"{f.path}: bucket object differs from the manifest "
+                f"({head.get('ContentLength')} bytes, ETag {str(head.get('ETag')).strip(chr(34))}; "
+                f"expected {f.stored_size} bytes, ETag {f.etag})"
+            )
     return problems
 
 
@@ -59,9 +61,10 @@ async def read_manifest(s3: S3, base: str) -> Manifest | None:
     try:
         return Manifest.from_json(await asyncio.to_thread(obj["Body"].read))
     except ManifestError as exc:
-        raise ManifestError(f"s3://{s3.bucket}/{base}manifest.json: {exc}",
-                            hint=exc.hint or "someone changed it in the bucket, or an older app wrote it: "
-                                                 "nothing was restored from it") from None
+        raise ManifestError(
+            f"s3://{s3.bucket}/{base}manifest.json: {exc}",
+            hint=exc.hint or "someone changed it in the bucket, or an older app wrote it: nothing was restored from it",
+        ) from None
 
 
 async def verify_backup(settings: BackupSettings, run_dir: str, step: int) -> BucketCheckpoint:
@@ -74,8 +77,16 @@ async def verify_backup(settings: BackupSettings, run_dir: str, step: int) -> Bu
     if manifest is None:
         return BucketCheckpoint(step, 0, 0, False, ("no manifest: the backup never finished",))
     problems = await check_objects(s3, base, manifest)
-    return BucketCheckpoint(step, manifest.bytes, manifest.stored_bytes, not problems, tuple(problems),
-                            manifest.created, manifest.source, manifest.fingerprint)
+    return BucketCheckpoint(
+        step,
+        manifest.bytes,
+        manifest.stored_bytes,
+        not problems,
+        tuple(problems),
+        manifest.created,
+        manifest.source,
+        manifest.fingerprint,
+    )
 
 
 async def list_bucket(settings: BackupSettings, run_dir: str) -> list[BucketCheckpoint]:
@@ -107,8 +118,9 @@ async def verified_steps(settings: BackupSettings, run_dir: str, source: RunSour
     return {c.step for c in ours(await list_bucket(settings, run_dir), source) if c.verified}
 
 
-def backed_up(listing: Iterable[BucketCheckpoint], source: RunSource | None,
-              pod: Iterable[PodCheckpoint]) -> tuple[set[int], int | None]:
+def backed_up(
+    listing: Iterable[BucketCheckpoint], source: RunSource | None, pod: Iterable[PodCheckpoint]
+) -> tuple[set[int], int | None]:
     """For cleanup and auto-backup: (the pod's steps whose checkpoint has a verified backup of THAT
     checkpoint by the run ``source``, the oldest step verified for that run in the bucket). A backup of
     the same step made from another checkpoint (a run relaunched by hand in the same run dir writes its
@@ -119,11 +131,12 @@ def backed_up(listing: Iterable[BucketCheckpoint], source: RunSource | None,
 
 
 def _step_of(key: str, prefix: str) -> int | None:
-    return parse_step(key[len(prefix):].split("/", 1)[0])  # the pod scripts' parser: step_² is no step
+    return parse_step(key[len(prefix) :].split("/", 1)[0])  # the pod scripts' parser: step_² is no step
 
 
-async def prune_bucket(settings: BackupSettings, run_dir: str, keep_last: int,
-                       source: RunSource | None = None) -> list[int]:
+async def prune_bucket(
+    settings: BackupSettings, run_dir: str, keep_last: int, source: RunSource | None = None
+) -> list[int]:
     """Keep the newest ``keep_last`` verified steps of the run ``source`` (its own and those of the runs
     it was resumed from, up to the resume step); delete its own older steps (verified or not). The
     steps of the runs it was resumed from are never deleted (that run may still be alive elsewhere: a

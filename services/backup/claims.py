@@ -33,9 +33,11 @@ def run_key(source: RunSource) -> str:
 
 
 def collision(step: int, mine: RunSource, theirs: RunSource | None, where: str) -> BackupError:
-    return BackupError(f"step {step} in {where} was backed up by another run ({source_label(theirs)}), "
-                       f"not this one ({mine.label()}): refusing to overwrite it",
-                       hint="give each run its own prefix: set prefix in backup.toml (or --prefix)")
+    return BackupError(
+        f"step {step} in {where} was backed up by another run ({source_label(theirs)}), "
+        f"not this one ({mine.label()}): refusing to overwrite it",
+        hint="give each run its own prefix: set prefix in backup.toml (or --prefix)",
+    )
 
 
 def _age(obj: dict, now: float) -> float:
@@ -43,8 +45,7 @@ def _age(obj: dict, now: float) -> float:
     return now - when.timestamp() if isinstance(when, dt.datetime) else 0.0
 
 
-async def claim_step(s3: S3, base: str, step: int, source: RunSource, where: str,
-                     stale: float | None = None) -> None:
+async def claim_step(s3: S3, base: str, step: int, source: RunSource, where: str, stale: float | None = None) -> None:
     """Claim step N for the run ``source`` or raise the collision error (nothing uploaded either way)."""
     stale = CLAIM_STALE if stale is None else stale
     prefix, mine = f"{base}claims/", f"{base}claims/{run_key(source)}.json"
@@ -107,12 +108,21 @@ class Uploads:
             self.checksums[key] = str(ours[0].get("ChecksumAlgorithm") or "").upper()
             parts = await each_page(self.s3, "list_parts", "Parts", Key=key, UploadId=upload_id)
             return upload_id, {int(p["PartNumber"]): str(p["ETag"]).strip('"') for p in parts}
-        created = await self.s3.call("create_multipart_upload", Bucket=self.s3.bucket, Key=key,
-                                     **({"ChecksumAlgorithm": checksum} if checksum else {}))
+        created = await self.s3.call(
+            "create_multipart_upload",
+            Bucket=self.s3.bucket,
+            Key=key,
+            **({"ChecksumAlgorithm": checksum} if checksum else {}),
+        )
         self.checksums[key] = checksum or ""
         self.ids[key] = created["UploadId"]
-        await self.s3.call("put_object", Bucket=self.s3.bucket, Key=self.key, Body=json.dumps(self.ids).encode(),
-                           ContentType="application/json")
+        await self.s3.call(
+            "put_object",
+            Bucket=self.s3.bucket,
+            Key=self.key,
+            Body=json.dumps(self.ids).encode(),
+            ContentType="application/json",
+        )
         return created["UploadId"], {}
 
     async def done(self) -> None:

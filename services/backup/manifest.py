@@ -101,8 +101,9 @@ class RunSource:
         return self.resumed_at[i] if i < len(self.resumed_at) else None
 
     @staticmethod
-    def chain(first_step: object, first_parent: object, record_of: Callable[[str], dict | None],
-              own_id: str = "") -> tuple[tuple[str, ...], tuple[int | None, ...]]:
+    def chain(
+        first_step: object, first_parent: object, record_of: Callable[[str], dict | None], own_id: str = ""
+    ) -> tuple[tuple[str, ...], tuple[int | None, ...]]:
         """(lineage, resumed_at) from a run record's ``resumed_from``/``resume_step`` and the records
         ``record_of(id)`` finds: each ancestor's bound is the smallest resume step on the way to it."""
         lineage: list[str] = []
@@ -114,8 +115,11 @@ class RunSource:
             seen.add(str(parent))
             rec = record_of(str(parent)) or {}
             nxt = _int(rec.get("resume_step"))
-            bound = None if bound is None or (nxt is None and rec.get("resumed_from")) else \
-                (bound if nxt is None else min(bound, nxt))
+            bound = (
+                None
+                if bound is None or (nxt is None and rec.get("resumed_from"))
+                else (bound if nxt is None else min(bound, nxt))
+            )
             parent = rec.get("resumed_from")
         return tuple(lineage), tuple(bounds)
 
@@ -132,8 +136,13 @@ class RunSource:
         return f"{self.pod}:{self.run_dir}" + (f" (run {self.run_id})" if self.run_id else "")
 
     def to_dict(self) -> dict:
-        return {"pod": self.pod, "run_dir": self.run_dir, "run_id": self.run_id, "lineage": list(self.lineage),
-                "resumed_at": list(self.resumed_at)}
+        return {
+            "pod": self.pod,
+            "run_dir": self.run_dir,
+            "run_id": self.run_id,
+            "lineage": list(self.lineage),
+            "resumed_at": list(self.resumed_at),
+        }
 
     @classmethod
     def from_dict(cls, d: object) -> RunSource | None:
@@ -143,8 +152,13 @@ class RunSource:
         raw_lineage, raw_bounds = d.get("lineage"), d.get("resumed_at")
         lineage = [str(i) for i in (raw_lineage if isinstance(raw_lineage, list) else []) if i]
         bounds = raw_bounds if isinstance(raw_bounds, list) else []
-        return cls(pod=d["pod"], run_dir=d["run_dir"], run_id=str(d.get("run_id") or ""), lineage=tuple(lineage),
-                   resumed_at=tuple(_int(b) for b in bounds[:len(lineage)]))
+        return cls(
+            pod=d["pod"],
+            run_dir=d["run_dir"],
+            run_id=str(d.get("run_id") or ""),
+            lineage=tuple(lineage),
+            resumed_at=tuple(_int(b) for b in bounds[: len(lineage)]),
+        )
 
 
 def _int(value: Any) -> int | None:
@@ -209,8 +223,15 @@ class FileEntry:
         for p in raw_parts:
             if not isinstance(p, dict):
                 raise ManifestError(f"a part is {_show(p)}, not an object")
-            parts.append(PartInfo(n=_count(p, "n"), offset=_count(p, "offset"), raw=_count(p, "raw"),
-                                  size=_count(p, "size"), md5=_hex(p, "md5", 32)))
+            parts.append(
+                PartInfo(
+                    n=_count(p, "n"),
+                    offset=_count(p, "offset"),
+                    raw=_count(p, "raw"),
+                    size=_count(p, "size"),
+                    md5=_hex(p, "md5", 32),
+                )
+            )
         stored = _count(d, "stored_size", size)
         offset = 0
         for n, part in enumerate(parts, 1):
@@ -218,11 +239,21 @@ class FileEntry:
                 raise ManifestError(f"part {part.n} is out of order (expected part {n} at offset {offset})")
             offset += part.raw
         if offset != size or sum(p.size for p in parts) != stored:
-            raise ManifestError(f"its parts hold {offset} bytes ({sum(p.size for p in parts)} stored), "
-                                f"not its size {size} ({stored} stored)")
-        return cls(path=d["path"], size=size, sha256=sha256, encoding=encoding,
-                   level=_count(d, "level", 0), stored_size=stored, parts=tuple(parts), store_etag=store_etag,
-                   mtime_ns=_count(d, "mtime_ns", 0) if d.get("mtime_ns") is not None else 0)
+            raise ManifestError(
+                f"its parts hold {offset} bytes ({sum(p.size for p in parts)} stored), "
+                f"not its size {size} ({stored} stored)"
+            )
+        return cls(
+            path=d["path"],
+            size=size,
+            sha256=sha256,
+            encoding=encoding,
+            level=_count(d, "level", 0),
+            stored_size=stored,
+            parts=tuple(parts),
+            store_etag=store_etag,
+            mtime_ns=_count(d, "mtime_ns", 0) if d.get("mtime_ns") is not None else 0,
+        )
 
 
 @dataclass(frozen=True)
@@ -272,8 +303,9 @@ class Manifest:
             raise ManifestError(f"unreadable manifest: a JSON {type(d).__name__}, not an object")
         version = d.get("version")
         if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
-            raise ManifestError(f"manifest version {version} is newer than this app understands",
-                                hint="upgrade prime-train-tui")
+            raise ManifestError(
+                f"manifest version {version} is newer than this app understands", hint="upgrade prime-train-tui"
+            )
         try:
             version, step = _count(d, "version"), _count(d, "step")
         except ManifestError as exc:
@@ -296,13 +328,21 @@ class Manifest:
                 raise ManifestError(f"manifest entry {i}: {exc} (the whole manifest is refused)") from None
             parents = {entry.path.rsplit("/", n)[0] for n in range(1, entry.path.count("/") + 1)}
             if entry.path in names or entry.path in dirs or parents & names:
-                raise ManifestError(f"manifest entry {i}: {_show(entry.path)} clashes with another entry "
-                                    "(the same file, or a file and a directory of one name)")
+                raise ManifestError(
+                    f"manifest entry {i}: {_show(entry.path)} clashes with another entry "
+                    "(the same file, or a file and a directory of one name)"
+                )
             names.add(entry.path)
             dirs |= parents
             entries.append(entry)
-        return cls(step=step, run=run, created=created, files=tuple(entries), version=version,
-                   source=RunSource.from_dict(d.get("source")))
+        return cls(
+            step=step,
+            run=run,
+            created=created,
+            files=tuple(entries),
+            version=version,
+            source=RunSource.from_dict(d.get("source")),
+        )
 
 
 @dataclass(frozen=True)

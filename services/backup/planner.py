@@ -56,8 +56,9 @@ class _PodState:
 
 
 class AutoBackupPlanner:
-    def __init__(self, clock: Callable[[], float] = time.monotonic, retry_base: float = RETRY_BASE,
-                 retry_max: float = RETRY_MAX) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, retry_base: float = RETRY_BASE, retry_max: float = RETRY_MAX
+    ) -> None:
         self.clock, self.retry_base, self.retry_max = clock, retry_base, retry_max
         self._pods: dict[str, _PodState] = {}
 

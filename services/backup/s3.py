@@ -77,8 +77,11 @@ class BackupSettingsError(BackupError, SettingsError):
 
 
 CREDENTIAL_KEYS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
-_BACKUP_CHOICES = {"compression": ("zstd", "none"), "checksums": ("when_required", "when_supported"),
-                   "part_checksums": ("auto", "none")}
+_BACKUP_CHOICES = {
+    "compression": ("zstd", "none"),
+    "checksums": ("when_required", "when_supported"),
+    "part_checksums": ("auto", "none"),
+}
 
 
 def load_backup_settings(path: Path | None, env: Mapping[str, str] | None = None) -> BackupSettings:
@@ -98,20 +101,29 @@ def load_backup_settings(path: Path | None, env: Mapping[str, str] | None = None
         table = doc.table("backup")
         creds = [k for k in table if k.lower() in CREDENTIAL_KEYS]
         if creds:
-            raise doc.fail(f"unknown [backup] keys {', '.join(creds)}", "backup", creds[0],
-                           hint="credentials belong in the environment or ~/.aws, never in our settings")
+            raise doc.fail(
+                f"unknown [backup] keys {', '.join(creds)}",
+                "backup",
+                creds[0],
+                hint="credentials belong in the environment or ~/.aws, never in our settings",
+            )
         doc.check(table, ("backup",), kinds_of(BackupSettings))
         for key, value in table.items():
             choices = _BACKUP_CHOICES.get(key)
             if choices is not None and value not in choices:
-                raise doc.fail(f"backup.{key} must be one of {', '.join(map(repr, choices))}, "
-                               f"not {show_value(value)}", "backup", key)
+                raise doc.fail(
+                    f"backup.{key} must be one of {', '.join(map(repr, choices))}, not {show_value(value)}",
+                    "backup",
+                    key,
+                )
             low = 1 if key in ("part_size", "min_part", "jobs", "url_expiry") else 0
             if isinstance(value, int) and not isinstance(value, bool) and value < low:
                 raise doc.fail(f"backup.{key} must be at least {low}, not {value}", "backup", key)
     settings = BackupSettings(**table)
-    return settings.with_overrides(bucket=environ.get("PRIME_TRAIN_TUI_BUCKET") or None,
-                                   endpoint=environ.get("PRIME_TRAIN_TUI_S3_ENDPOINT") or None)
+    return settings.with_overrides(
+        bucket=environ.get("PRIME_TRAIN_TUI_BUCKET") or None,
+        endpoint=environ.get("PRIME_TRAIN_TUI_S3_ENDPOINT") or None,
+    )
 
 
 def part_size_for(size: int, preferred: int = DEFAULT_PART, minimum: int = MIN_PART, jobs: int = 8) -> int:
@@ -146,14 +158,18 @@ def transport_error(exc: BaseException, doing: str) -> BackupError | None:
     if isinstance(exc, BackupError):
         return exc
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
-        return BackupError(f"{doing}: the pod did not answer in time",
-                           hint="check the pod (load, disk) and try again; finished parts are kept")
+        return BackupError(
+            f"{doing}: the pod did not answer in time",
+            hint="check the pod (load, disk) and try again; finished parts are kept",
+        )
     reason = str(getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc or type(exc).__name__)
     reason = reason.strip().rstrip(".").lower()
     if isinstance(exc, (ConnectionError, EOFError)) or type(exc).__module__.split(".")[0] == "asyncssh":
         detail = "" if "lost" in reason or "closed" in reason else f" ({reason})"
-        return BackupError(f"{doing}: connection to the pod lost{detail}",
-                           hint="reconnect and run it again; finished parts are not sent twice")
+        return BackupError(
+            f"{doing}: connection to the pod lost{detail}",
+            hint="reconnect and run it again; finished parts are not sent twice",
+        )
     if isinstance(exc, OSError):
         return BackupError(f"{doing}: {reason}")
     return None
@@ -164,13 +180,17 @@ class S3:
 
     def __init__(self, settings: BackupSettings) -> None:
         if not settings.bucket:
-            raise BackupError("no bucket configured",
-                              hint="pass --bucket, set PRIME_TRAIN_TUI_BUCKET, or bucket in backup.toml")
+            raise BackupError(
+                "no bucket configured", hint="pass --bucket, set PRIME_TRAIN_TUI_BUCKET, or bucket in backup.toml"
+            )
         for key in ("connect_timeout", "read_timeout", "attempts"):
             value = getattr(settings, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 86400:
-                raise BackupError(f"backup.{key} must be a number of {'tries' if key == 'attempts' else 'seconds'} "
-                                  f"above 0, not {value!r}", hint="fix it in backup.toml")
+                raise BackupError(
+                    f"backup.{key} must be a number of {'tries' if key == 'attempts' else 'seconds'} "
+                    f"above 0, not {value!r}",
+                    hint="fix it in backup.toml",
+                )
         self.settings = settings
         self.bucket = settings.bucket
         self._client: Any = None
@@ -188,16 +208,25 @@ class S3:
         from botocore.config import Config
 
         s = self.settings
-        cfg = Config(signature_version="s3v4", request_checksum_calculation=s.checksums,
-                     response_checksum_validation=s.checksums, connect_timeout=s.connect_timeout,
-                     read_timeout=s.read_timeout, retries={"total_max_attempts": int(s.attempts), "mode": "standard"})
-        return boto3.session.Session().client("s3", endpoint_url=s.endpoint or None, region_name=region or None,
-                                              config=cfg)
+        cfg = Config(
+            signature_version="s3v4",
+            request_checksum_calculation=s.checksums,
+            response_checksum_validation=s.checksums,
+            connect_timeout=s.connect_timeout,
+            read_timeout=s.read_timeout,
+            retries={"total_max_attempts": int(s.attempts), "mode": "standard"},
+        )
+        return boto3.session.Session().client(
+            "s3", endpoint_url=s.endpoint or None, region_name=region or None, config=cfg
+        )
 
     def _where_key(self) -> tuple[str, str, str]:
         env = os.environ
-        return (self.settings.endpoint or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or "",
-                self.bucket, env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or "")
+        return (
+            self.settings.endpoint or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or "",
+            self.bucket,
+            env.get("AWS_DEFAULT_REGION") or env.get("AWS_REGION") or "",
+        )
 
     async def call(self, name: str, **kw: Any) -> Any:
         return await asyncio.to_thread(self._sync, name, kw)
@@ -205,8 +234,12 @@ class S3:
     def _sync(self, name: str, kw: dict[str, Any]) -> Any:
         op = name
         try:
-            if not self.settings.region and not self._located and name != "head_bucket" \
-                    and self._where_key() not in _BUCKET_REGIONS:
+            if (
+                not self.settings.region
+                and not self._located
+                and name != "head_bucket"
+                and self._where_key() not in _BUCKET_REGIONS
+            ):
                 op = "head_bucket"  # its errors are the clear ones (no such bucket, refused)
                 self._locate(self.client.head_bucket(Bucket=self.bucket))
                 op = name
@@ -231,39 +264,60 @@ class S3:
                 self._client = self._new_client(region)
 
     def presign(self, op: str, **params: Any) -> str:
-        return self.client.generate_presigned_url(op, Params={"Bucket": self.bucket, **params},
-                                                  ExpiresIn=self.settings.url_expiry)
+        return self.client.generate_presigned_url(
+            op, Params={"Bucket": self.bucket, **params}, ExpiresIn=self.settings.url_expiry
+        )
 
     def _explain(self, exc: Exception, op: str) -> BackupError:
         from botocore import exceptions as bx
 
         where = self.settings.endpoint or (self._client.meta.endpoint_url if self._client is not None else "AWS S3")
         if isinstance(exc, bx.NoCredentialsError):
-            return BackupError("no S3 credentials found",
-                               hint="set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE (boto3's chain)")
+            return BackupError(
+                "no S3 credentials found",
+                hint="set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE (boto3's chain)",
+            )
         if isinstance(exc, (bx.ReadTimeoutError, bx.ConnectTimeoutError)):  # accepted (or not) and silent
-            waited = (self.settings.read_timeout if isinstance(exc, bx.ReadTimeoutError)
-                      else self.settings.connect_timeout)
-            return BackupError(f"cannot reach the S3 endpoint {where}: no answer in {waited:g} s",
-                               hint="the store is down or overloaded, or a firewall swallows the traffic; "
-                                    "read_timeout / connect_timeout in backup.toml set the wait")
+            waited = (
+                self.settings.read_timeout if isinstance(exc, bx.ReadTimeoutError) else self.settings.connect_timeout
+            )
+            return BackupError(
+                f"cannot reach the S3 endpoint {where}: no answer in {waited:g} s",
+                hint="the store is down or overloaded, or a firewall swallows the traffic; "
+                "read_timeout / connect_timeout in backup.toml set the wait",
+            )
         if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectionClosedError)):
-            return BackupError(f"cannot reach the S3 endpoint {where}",
-                               hint="check the endpoint setting / AWS_ENDPOINT_URL and the network")
+            return BackupError(
+                f"cannot reach the S3 endpoint {where}",
+                hint="check the endpoint setting / AWS_ENDPOINT_URL and the network",
+            )
         if isinstance(exc, bx.ClientError):
             code = str(exc.response.get("Error", {}).get("Code", ""))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if code in ("NoSuchBucket",) or (code == "404" and op == "head_bucket"):
-                return BackupError(f"bucket {self.bucket!r} does not exist at {where}",
-                                   hint="create it first, or fix --bucket")
-            if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403",
-                        "InvalidToken", "ExpiredToken"):
-                return BackupError(f"the S3 store refused our credentials ({code}) for bucket {self.bucket!r}",
-                                   hint="check the access key, secret and region in boto3's chain")
-            if code in ("MissingContentMD5", "XAmzContentSHA256Mismatch", "InvalidRequest") and \
-                    self.settings.checksums != "when_required":
-                return BackupError(f"the store rejected boto3's default checksums ({code})",
-                                   hint="set checksums = \"when_required\" in backup.toml")
+                return BackupError(
+                    f"bucket {self.bucket!r} does not exist at {where}", hint="create it first, or fix --bucket"
+                )
+            if code in (
+                "InvalidAccessKeyId",
+                "SignatureDoesNotMatch",
+                "AccessDenied",
+                "403",
+                "InvalidToken",
+                "ExpiredToken",
+            ):
+                return BackupError(
+                    f"the S3 store refused our credentials ({code}) for bucket {self.bucket!r}",
+                    hint="check the access key, secret and region in boto3's chain",
+                )
+            if (
+                code in ("MissingContentMD5", "XAmzContentSHA256Mismatch", "InvalidRequest")
+                and self.settings.checksums != "when_required"
+            ):
+                return BackupError(
+                    f"the store rejected boto3's default checksums ({code})",
+                    hint='set checksums = "when_required" in backup.toml',
+                )
             return BackupError(f"S3 {op} failed: {code or status} {hide_credentials(str(exc))}")
         if isinstance(exc, bx.BotoCoreError):
             return BackupError(f"S3 {op} failed: {hide_credentials(str(exc))}")
@@ -273,8 +327,10 @@ class S3:
 async def each_page(s3: S3, op: str, key: str, **kw: Any) -> list[Any]:
     """All items of a paginated listing (list_objects_v2 -> 'Contents', ...)."""
     out: list[Any] = []
-    token_in, token_out = {"list_objects_v2": ("ContinuationToken", "NextContinuationToken"),
-                           "list_parts": ("PartNumberMarker", "NextPartNumberMarker")}[op]
+    token_in, token_out = {
+        "list_objects_v2": ("ContinuationToken", "NextContinuationToken"),
+        "list_parts": ("PartNumberMarker", "NextPartNumberMarker"),
+    }[op]
     token: Any = None
     while True:
         page = await s3.call(op, Bucket=s3.bucket, **kw, **({token_in: token} if token else {}))
@@ -282,4 +338,3 @@ async def each_page(s3: S3, op: str, key: str, **kw: Any) -> list[Any]:
         token = page.get(token_out)
         if not page.get("IsTruncated") or not token:
             return out
-

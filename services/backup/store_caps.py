@@ -60,12 +60,15 @@ def _put_probe(url: str, timeout: float) -> bool | None:
     """PUT a small part with its CRC32 and Content-MD5 unsigned: True when the store takes it, False when
     it refuses, None when it does not answer."""
     body = b"prime-train-tui part checksum probe"
-    headers = {"Content-Type": "application/octet-stream",
-               "Content-MD5": base64.b64encode(hashlib.md5(body).digest()).decode(),
-               "x-amz-checksum-crc32": base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()}
+    headers = {
+        "Content-Type": "application/octet-stream",
+        "Content-MD5": base64.b64encode(hashlib.md5(body).digest()).decode(),
+        "x-amz-checksum-crc32": base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode(),
+    }
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=body, method="PUT", headers=headers),
-                                    timeout=timeout) as resp:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, data=body, method="PUT", headers=headers), timeout=timeout
+        ) as resp:
             return 200 <= resp.status < 300
     except urllib.error.HTTPError:
         return False

@@ -82,8 +82,9 @@ class PodAgent:
             self.command = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT_PATH))}"
             return str(AGENT_PATH)
         agent_bundle = trusted.pod_bundle(self.conn.pod, AGENT_FILES, "backup-agent")
-        await trusted.install_or_refuse(self.conn, agent_bundle, BackupError,
-                                        "cannot install the backup agent on the pod")
+        await trusted.install_or_refuse(
+            self.conn, agent_bundle, BackupError, "cannot install the backup agent on the pod"
+        )
         self.command = shlex.join(agent_bundle.run_argv())
         return agent_bundle.script_path
 
@@ -91,14 +92,17 @@ class PodAgent:
         try:
             rc, out, err = await self.conn.run(f"{self.command} {' '.join(map(shlex.quote, args))}", timeout=timeout)
         except asyncio.TimeoutError:
-            raise BackupError(f"the backup agent on the pod did not answer within {timeout:g} s ({args[0]})",
-                              hint="the pod may be overloaded or its disk stuck; try again") from None
+            raise BackupError(
+                f"the backup agent on the pod did not answer within {timeout:g} s ({args[0]})",
+                hint="the pod may be overloaded or its disk stuck; try again",
+            ) from None
         events = _events(out)
         _raise_errors(events, err if rc else "")
         return events
 
-    async def stream(self, args: list[str], lines: Iterable[str] | AsyncIterable[str],
-                     on_event: Callable[[dict], None]) -> int:
+    async def stream(
+        self, args: list[str], lines: Iterable[str] | AsyncIterable[str], on_event: Callable[[dict], None]
+    ) -> int:
         """Run the agent with ``lines`` on stdin (produced as the agent reads them: the pipe's back
         pressure paces an async generator), calling ``on_event`` per stdout event as it comes."""
         proc = await self.conn.start(f"{self.command} {' '.join(map(shlex.quote, args))}")
@@ -160,8 +164,9 @@ def _state_dir(conn: Connection) -> str:
 
 
 def _source(conn: Connection, found: dict) -> RunSource:
-    return RunSource.from_dict({**found, "pod": conn.pod.name, "run_dir": str(found.get("run_dir") or "")}) \
-        or RunSource(conn.pod.name, str(found.get("run_dir") or ""))
+    return RunSource.from_dict(
+        {**found, "pod": conn.pod.name, "run_dir": str(found.get("run_dir") or "")}
+    ) or RunSource(conn.pod.name, str(found.get("run_dir") or ""))
 
 
 async def run_source(conn: Connection, run_dir: str) -> RunSource:
@@ -176,14 +181,21 @@ async def run_source(conn: Connection, run_dir: str) -> RunSource:
     return _source(conn, found)
 
 
-def source_from_record(record: dict, pod: str, abs_run_dir: str, older: Callable[[str], dict | None]
-                       = lambda _id: None) -> RunSource:
+def source_from_record(
+    record: dict, pod: str, abs_run_dir: str, older: Callable[[str], dict | None] = lambda _id: None
+) -> RunSource:
     """The source of a run known by its run record (resume on another pod: the pod may have no record
     of it); ``older(id)`` finds the records it was resumed from (services.runs.load_record)."""
-    lineage, bounds = RunSource.chain(record.get("resume_step"), record.get("resumed_from"), older,
-                                      str(record.get("id") or ""))
-    return RunSource(pod=str(record.get("pod") or pod), run_dir=abs_run_dir, run_id=str(record.get("id") or ""),
-                     lineage=lineage, resumed_at=bounds)
+    lineage, bounds = RunSource.chain(
+        record.get("resume_step"), record.get("resumed_from"), older, str(record.get("id") or "")
+    )
+    return RunSource(
+        pod=str(record.get("pod") or pod),
+        run_dir=abs_run_dir,
+        run_id=str(record.get("id") or ""),
+        lineage=lineage,
+        resumed_at=bounds,
+    )
 
 
 async def source_for_record(conn: Connection, record: dict, runs_dir: Any = None) -> RunSource:
@@ -199,8 +211,9 @@ async def source_for_record(conn: Connection, record: dict, runs_dir: Any = None
     return source
 
 
-async def pod_backed_up(conn: Connection, settings: BackupSettings, run_dir: str,
-                        source: RunSource | None = None) -> tuple[set[int], int | None, RunSource]:
+async def pod_backed_up(
+    conn: Connection, settings: BackupSettings, run_dir: str, source: RunSource | None = None
+) -> tuple[set[int], int | None, RunSource]:
     """(the steps on the pod whose checkpoint has a verified backup of that very checkpoint by the run in
     ``run_dir``, the oldest step verified for that run in the bucket, the run): see backup_bucket.backed_up."""
     source = source or await run_source(conn, run_dir)
@@ -210,8 +223,9 @@ async def pod_backed_up(conn: Connection, settings: BackupSettings, run_dir: str
 
 
 # ------------------------------------------------------------------ backup
-async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir: str, step: int,
-                            on_progress: ProgressFn | None = None) -> BackupResult:
+async def backup_checkpoint(
+    conn: Connection, settings: BackupSettings, run_dir: str, step: int, on_progress: ProgressFn | None = None
+) -> BackupResult:
     """Pod -> bucket in one read of every file: the agent hashes (sha256 per file, md5 per part) while it
     uploads; each file's multipart upload is completed as soon as its last part is in, while the
     others still upload. Then every object is checked against the manifest, which is written last.
@@ -228,8 +242,20 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
     agent = PodAgent(conn)
     await agent.install()
     report(TransferProgress("backup", step, "scan", 0, 0, time.monotonic() - started))
-    plan = await agent.run_json(["plan", run_dir, "--step", str(step), "--compress", settings.compression,
-                                 "--level", str(settings.level), "--state-dir", _state_dir(conn)])  # both halves
+    plan = await agent.run_json(
+        [
+            "plan",
+            run_dir,
+            "--step",
+            str(step),
+            "--compress",
+            settings.compression,
+            "--level",
+            str(settings.level),
+            "--state-dir",
+            _state_dir(conn),
+        ]
+    )  # both halves
     found = next((e for e in plan if e.get("event") == "plan"), None)
     if found is None:
         raise BackupError(f"the backup agent on the pod gave no plan for step {step} (and no error)")
@@ -249,8 +275,9 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
     mine = Uploads(s3, base, source)  # only the multipart uploads this run started are resumed
     await mine.load()
     total = sum(int(f["size"]) for f in planned)
-    result = BackupResult(manifest=Manifest(step=step, run=Path(run_dir.rstrip("/")).name, files=(), source=source),
-                          verified=False)
+    result = BackupResult(
+        manifest=Manifest(step=step, run=Path(run_dir.rstrip("/")).name, files=(), source=source), verified=False
+    )
     uploads: dict[str, str] = {}  # key -> multipart UploadId
     existing: dict[str, str] = {}  # key -> ETag of an object already complete in the bucket
     entries: dict[str, FileEntry] = {}
@@ -260,8 +287,13 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
 
     async def lines():
         for f in planned:
-            entry = FileEntry(path=f["path"], size=int(f["size"]), sha256="", encoding=f["encoding"],
-                              level=settings.level if f["encoding"] == "zstd" else 0)
+            entry = FileEntry(
+                path=f["path"],
+                size=int(f["size"]),
+                sha256="",
+                encoding=f["encoding"],
+                level=settings.level if f["encoding"] == "zstd" else 0,
+            )
             key = base + entry.key
             part = part_size_for(entry.size, settings.part_size, settings.min_part, settings.jobs)
             offsets = list(range(0, entry.size, part)) or [0]
@@ -280,12 +312,32 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
                 have = {1: str(head.get("ETag", "")).strip('"')}
             parts = []
             for n, off in enumerate(offsets, 1):
-                url = (s3.presign("upload_part", Key=key, UploadId=uploads[key], PartNumber=n) if key in uploads
-                       else s3.presign("put_object", Key=key))
-                parts.append({"n": n, "offset": off, "raw": min(part, entry.size - off), "url": url,
-                              **({"have": have[n]} if n in have else {})})
-            yield json.dumps({"path": entry.path, "full": f["full"], "key": key, "size": entry.size,
-                              "encoding": entry.encoding, "level": entry.level, "parts": parts, **exists})
+                url = (
+                    s3.presign("upload_part", Key=key, UploadId=uploads[key], PartNumber=n)
+                    if key in uploads
+                    else s3.presign("put_object", Key=key)
+                )
+                parts.append(
+                    {
+                        "n": n,
+                        "offset": off,
+                        "raw": min(part, entry.size - off),
+                        "url": url,
+                        **({"have": have[n]} if n in have else {}),
+                    }
+                )
+            yield json.dumps(
+                {
+                    "path": entry.path,
+                    "full": f["full"],
+                    "key": key,
+                    "size": entry.size,
+                    "encoding": entry.encoding,
+                    "level": entry.level,
+                    "parts": parts,
+                    **exists,
+                }
+            )
 
     async def complete(key: str, entry: FileEntry, etags: list[str], crcs: list[str], kept: bool) -> None:
         if kept:  # the complete object matched: nothing was sent, its unused upload goes
@@ -295,19 +347,30 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
             return
         bad = [p.n for p, e in zip(entry.parts, etags) if e != p.md5]
         if bad and await store_etags_are_md5(s3, base):
-            raise BackupError(f"{entry.path}: the store's ETag of part {bad[0]} is not the md5 the pod sent "
-                              "(corrupted on the way?)")
+            raise BackupError(
+                f"{entry.path}: the store's ETag of part {bad[0]} is not the md5 the pod sent (corrupted on the way?)"
+            )
         if key in uploads:
             crc = mine.checksums.get(key) == "CRC32" and all(crcs)
-            done = await s3.call("complete_multipart_upload", Bucket=s3.bucket, Key=key, UploadId=uploads[key],
-                                 MultipartUpload={"Parts": [{"PartNumber": p.n, "ETag": f'"{e}"',
-                                                             **({"ChecksumCRC32": c} if crc else {})}
-                                                            for p, e, c in zip(entry.parts, etags, crcs)]})
+            done = await s3.call(
+                "complete_multipart_upload",
+                Bucket=s3.bucket,
+                Key=key,
+                UploadId=uploads[key],
+                MultipartUpload={
+                    "Parts": [
+                        {"PartNumber": p.n, "ETag": f'"{e}"', **({"ChecksumCRC32": c} if crc else {})}
+                        for p, e, c in zip(entry.parts, etags, crcs)
+                    ]
+                },
+            )
             store = str(done.get("ETag", "")).strip('"')
             theirs = str(done.get("ChecksumCRC32") or "").split("-")[0]
             if crc and theirs and theirs != composite_crc32(crcs):
-                raise BackupError(f"{entry.path}: the store's CRC32 of the object is not the one of the parts "
-                                  "the pod read (corrupted on the way?)")
+                raise BackupError(
+                    f"{entry.path}: the store's CRC32 of the object is not the one of the parts "
+                    "the pod read (corrupted on the way?)"
+                )
         else:
             store = etags[0]
         entries[entry.path] = replace(entry, store_etag="" if store == entry.etag else store)
@@ -333,9 +396,21 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
             errors.append(hide_credentials(str(ev.get("message"))))
 
     try:
-        await agent.stream(["send", "--jobs", str(settings.jobs), "--limit", str(settings.max_bandwidth),
-                            "--min-part", str(settings.min_part), "--timeout", f"{settings.read_timeout:g}"],
-                           lines(), on_event)
+        await agent.stream(
+            [
+                "send",
+                "--jobs",
+                str(settings.jobs),
+                "--limit",
+                str(settings.max_bandwidth),
+                "--min-part",
+                str(settings.min_part),
+                "--timeout",
+                f"{settings.read_timeout:g}",
+            ],
+            lines(),
+            on_event,
+        )
         for task in completing:
             try:
                 await task
@@ -345,11 +420,16 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
         for task in completing:
             task.cancel()
     if errors or len(entries) != len(planned):
-        raise BackupError(f"{len(errors) or 1} file(s) failed to upload: "
-                          f"{errors[0] if errors else 'the agent stopped early'}",
-                          hint="run the backup again: finished parts are not sent twice")
-    manifest = Manifest(step=step, run=result.manifest.run, source=source,
-                        files=tuple(replace(entries[f["path"]], mtime_ns=int(f.get("mtime_ns") or 0)) for f in planned))
+        raise BackupError(
+            f"{len(errors) or 1} file(s) failed to upload: {errors[0] if errors else 'the agent stopped early'}",
+            hint="run the backup again: finished parts are not sent twice",
+        )
+    manifest = Manifest(
+        step=step,
+        run=result.manifest.run,
+        source=source,
+        files=tuple(replace(entries[f["path"]], mtime_ns=int(f.get("mtime_ns") or 0)) for f in planned),
+    )
     result.manifest = manifest
     report(TransferProgress("backup", step, "verify", done_bytes, total, time.monotonic() - started))
     result.problems = await check_objects(s3, base, manifest)
@@ -357,8 +437,13 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
         again = await read_manifest(s3, base)  # another run may have finished the same step meanwhile
         if again is not None and not source.owns(again.source, step):
             raise collision(step, source, again.source, where)
-        await s3.call("put_object", Bucket=s3.bucket, Key=base + "manifest.json", Body=manifest.to_json().encode(),
-                      ContentType="application/json")
+        await s3.call(
+            "put_object",
+            Bucket=s3.bucket,
+            Key=base + "manifest.json",
+            Body=manifest.to_json().encode(),
+            ContentType="application/json",
+        )
         await mine.done()  # every upload of this run is complete: its record goes (its claim stays)
         result.verified = True
         result.pruned = await prune_bucket(settings, run_dir, settings.keep_last, source)
@@ -367,10 +452,17 @@ async def backup_checkpoint(conn: Connection, settings: BackupSettings, run_dir:
 
 
 # ------------------------------------------------------------------ restore
-async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir: str, step: int | None = None,
-                             on_progress: ProgressFn | None = None, ckpt_root: str | None = None,
-                             notes: list[str] | None = None, placed: list[str] | None = None,
-                             source: RunSource | None = None) -> Manifest:
+async def restore_checkpoint(
+    conn: Connection,
+    settings: BackupSettings,
+    run_dir: str,
+    step: int | None = None,
+    on_progress: ProgressFn | None = None,
+    ckpt_root: str | None = None,
+    notes: list[str] | None = None,
+    placed: list[str] | None = None,
+    source: RunSource | None = None,
+) -> Manifest:
     """Bucket -> the pod (newest verified when no step): each half where it belongs for that run -- the
     trainer half into ``ckpt_root`` when given and not <run_dir>/checkpoints, else where the run's
     resolved configs put it ([ckpt] output_dir), the orchestrator half into <run_dir>/checkpoints.
@@ -393,18 +485,21 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
         verified = [c.step for c in ours(listing, source)]
         if not verified:
             others = sorted(c.step for c in listing)
-            raise BackupError(f"no verified backup of this run ({source.label()}) under "
-                              f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}"
-                              + (f"; other runs' steps there: {', '.join(map(str, others[-5:]))}" if others else ""),
-                              hint="pass --step N to restore another run's backup" if others else "")
+            raise BackupError(
+                f"no verified backup of this run ({source.label()}) under "
+                f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}"
+                + (f"; other runs' steps there: {', '.join(map(str, others[-5:]))}" if others else ""),
+                hint="pass --step N to restore another run's backup" if others else "",
+            )
         step = max(verified)
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
     manifest = await read_manifest(s3, base)
     if manifest is None:
         raise BackupError(f"step {step} has no verified backup (no manifest) in s3://{s3.bucket}/{base}")
     if not source.owns(manifest.source, step) and notes is not None:
-        notes.append(f"step {step} was backed up by another run: {source_label(manifest.source)} "
-                     f"(this is {source.label()})")
+        notes.append(
+            f"step {step} was backed up by another run: {source_label(manifest.source)} (this is {source.label()})"
+        )
     problems = await check_objects(s3, base, manifest)
     if problems:
         raise BackupError(f"the backup of step {step} does not match its manifest: {problems[0]}")
@@ -412,10 +507,24 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
     await agent.install()
     own = f"{run_dir.rstrip('/')}/checkpoints"
     root = ckpt_root.rstrip("/") if ckpt_root and ckpt_root.rstrip("/") != own else None
-    plan = {"run_dir": run_dir, "step": step, "tag": secrets.token_hex(4), **({"trainer_root": root} if root else {}),
-            "files": [{"path": f.path, "size": f.size, "sha256": f.sha256, "encoding": f.encoding,
-                       "mtime_ns": f.mtime_ns, "url": s3.presign("get_object", Key=base + f.key),
-                       "parts": [p.__dict__ for p in f.parts]} for f in manifest.files]}
+    plan = {
+        "run_dir": run_dir,
+        "step": step,
+        "tag": secrets.token_hex(4),
+        **({"trainer_root": root} if root else {}),
+        "files": [
+            {
+                "path": f.path,
+                "size": f.size,
+                "sha256": f.sha256,
+                "encoding": f.encoding,
+                "mtime_ns": f.mtime_ns,
+                "url": s3.presign("get_object", Key=base + f.key),
+                "parts": [p.__dict__ for p in f.parts],
+            }
+            for f in manifest.files
+        ],
+    }
     done, errors = 0, []
 
     def on_event(ev: dict) -> None:
@@ -429,14 +538,20 @@ async def restore_checkpoint(conn: Connection, settings: BackupSettings, run_dir
             placed.extend(ev.get("paths") or [ev.get("path")])
         if ev.get("event") == "done" and ev.get("moved_aside") and notes is not None:
             aside = ev["moved_aside"]
-            notes.append(f"the incomplete step_{step} that was on the pod was moved aside to "
-                         f"{aside if isinstance(aside, str) else ' and '.join(aside)} (nothing deleted)")
+            notes.append(
+                f"the incomplete step_{step} that was on the pod was moved aside to "
+                f"{aside if isinstance(aside, str) else ' and '.join(aside)} (nothing deleted)"
+            )
 
-    rc = await agent.stream(["download", "--jobs", str(settings.jobs), "--timeout", f"{settings.read_timeout:g}"],
-                            [json.dumps(plan)], on_event)
+    rc = await agent.stream(
+        ["download", "--jobs", str(settings.jobs), "--timeout", f"{settings.read_timeout:g}"],
+        [json.dumps(plan)],
+        on_event,
+    )
     if errors or rc != 0:
-        raise BackupError(f"restore of step {step} failed: {errors[0] if errors else f'agent exit {rc}'}",
-                          hint="nothing was marked complete on the pod; run the restore again")
+        raise BackupError(
+            f"restore of step {step} failed: {errors[0] if errors else f'agent exit {rc}'}",
+            hint="nothing was marked complete on the pod; run the restore again",
+        )
     report(TransferProgress("restore", step, "done", manifest.bytes, manifest.bytes, time.monotonic() - started))
     return manifest
-

@@ -32,8 +32,18 @@ from services.models import PodSnapshot, Sample
 from services.monitor.metrics import EpisodeTiming, MetricsParser, ParsedRun, StepTiming
 
 DIAGNOSES = ("latency-bound", "throughput-bound", "trainer-bound", "io-bound", "stalled", "balanced")
-__all__ = ["DOMINANT", "DIAGNOSES", "Breakdown", "Component", "GpuEvidence", "InferenceLoad", "analyze",
-           "analyze_lines", "analyze_snapshot", "gpu_evidence"]
+__all__ = [
+    "DOMINANT",
+    "DIAGNOSES",
+    "Breakdown",
+    "Component",
+    "GpuEvidence",
+    "InferenceLoad",
+    "analyze",
+    "analyze_lines",
+    "analyze_snapshot",
+    "gpu_evidence",
+]
 DEFAULT_STEPS = 20
 
 # name, label, parent, timeline
@@ -105,8 +115,14 @@ class Breakdown:
             "last_step": self.last_step,
             "step_seconds": _r(self.step_seconds),
             "components": [
-                {"name": c.name, "label": c.label, "seconds": _r(c.seconds), "share": _r(c.share, 4),
-                 "parent": c.parent, "timeline": c.timeline}
+                {
+                    "name": c.name,
+                    "label": c.label,
+                    "seconds": _r(c.seconds),
+                    "share": _r(c.share, 4),
+                    "parent": c.parent,
+                    "timeline": c.timeline,
+                }
                 for c in self.components
             ],
             "diagnosis": self.diagnosis,
@@ -117,8 +133,12 @@ class Breakdown:
             "changes": [dict(r.change.to_json(), id=r.id) for r in self.recommendations if r.change is not None],
             "inference": self.inference.to_json(),
             "rollout": {f"{k}_s": _r(self.rollout.get(k)) for k in ("generation", "tools", "overhead", "total")},
-            "gpu": {"inference_util": _r(self.gpu.inference_util, 1), "trainer_util": _r(self.gpu.trainer_util, 1),
-                    "all_util": _r(self.gpu.all_util, 1), "gpus": self.gpu.gpus},
+            "gpu": {
+                "inference_util": _r(self.gpu.inference_util, 1),
+                "trainer_util": _r(self.gpu.trainer_util, 1),
+                "all_util": _r(self.gpu.all_util, 1),
+                "gpus": self.gpu.gpus,
+            },
             "tool_tail": [t.to_json() for t in self.tool_tail],
             "trend": self.trend,
             "source": self.source,
@@ -131,9 +151,14 @@ def _r(value: float | None, digits: int = 3) -> float | None:
 
 
 # ---------------------------------------------------------------------------------------- analysis
-def analyze(run: ParsedRun, last: int = DEFAULT_STEPS, gpu: GpuEvidence | None = None,
-            rules: Sequence[dict] | None = None, episodes: Iterable[EpisodeTiming] = (),
-            until_step: int | None = None) -> Breakdown:
+def analyze(
+    run: ParsedRun,
+    last: int = DEFAULT_STEPS,
+    gpu: GpuEvidence | None = None,
+    rules: Sequence[dict] | None = None,
+    episodes: Iterable[EpisodeTiming] = (),
+    until_step: int | None = None,
+) -> Breakdown:
     """The breakdown of the last ``last`` steps of a parsed run; ``episodes``: per-trace timings from the
     run's traces.jsonl (those of the window's steps, up to ``until_step`` when given, are summarised)."""
     gpu = gpu or GpuEvidence()
@@ -142,9 +167,21 @@ def analyze(run: ParsedRun, last: int = DEFAULT_STEPS, gpu: GpuEvidence | None =
     window = window[-last:] if last > 0 else window
     tails = tool_tails(episodes, window[0].step if window else None, until_step)
     if not window:
-        empty = Breakdown(0, None, None, None, (), "balanced", "low",
-                          ("no step timings logged yet (metrics.jsonl or trainer/orchestrator console lines)",),
-                          (), run.source, run.skipped, gpu=gpu, tool_tail=tails)
+        empty = Breakdown(
+            0,
+            None,
+            None,
+            None,
+            (),
+            "balanced",
+            "low",
+            ("no step timings logged yet (metrics.jsonl or trainer/orchestrator console lines)",),
+            (),
+            run.source,
+            run.skipped,
+            gpu=gpu,
+            tool_tail=tails,
+        )
         return _replace_recs(empty, recommend("balanced", tail_variables(tails), rules))
     per_step = [_split(s) for s in window]
     n = len(window)
@@ -166,23 +203,36 @@ def analyze(run: ParsedRun, last: int = DEFAULT_STEPS, gpu: GpuEvidence | None =
         share = mean / base if base else 0.0
         components.append(Component(name, label, mean, share, parent, timeline, series))
     if not detailed and step_s is not None and not any(c.name == "save_ckpt" for c in components):
-        components.insert(0, Component("step", "Whole step (console lines only)", step_s, 1.0,
-                                       series=tuple(steps_t)))
+        components.insert(0, Component("step", "Whole step (console lines only)", step_s, 1.0, series=tuple(steps_t)))
 
     saves = [p["save_ckpt"] for p in per_step if p.get("save_ckpt")]
     shares = {c.name: c.share for c in components}
     secs = {c.name: c.seconds for c in components}
-    gauges = [s.inference for s in window if s.inference] or run.gauges[-max(n, 10):]
+    gauges = [s.inference for s in window if s.inference] or run.gauges[-max(n, 10) :]
     load = inference_load(gauges)
     rollout = _rollout_means(window)
-    diagnosis, confidence, evidence = diagnose(shares, secs, window, per_step, gpu, load, rollout, detailed,
-                                               step_s, orch_s)
+    diagnosis, confidence, evidence = diagnose(
+        shares, secs, window, per_step, gpu, load, rollout, detailed, step_s, orch_s
+    )
     trend = _trend(steps_t)
     breakdown = Breakdown(
-        steps=n, first_step=window[0].step, last_step=window[-1].step, step_seconds=step_s,
-        components=tuple(components), diagnosis=diagnosis, confidence=confidence, evidence=tuple(evidence),
-        recommendations=(), source=run.source, skipped=run.skipped, trend=trend, gpu=gpu,
-        step_series=tuple(steps_t), inference=load, rollout=rollout, tool_tail=tails,
+        steps=n,
+        first_step=window[0].step,
+        last_step=window[-1].step,
+        step_seconds=step_s,
+        components=tuple(components),
+        diagnosis=diagnosis,
+        confidence=confidence,
+        evidence=tuple(evidence),
+        recommendations=(),
+        source=run.source,
+        skipped=run.skipped,
+        trend=trend,
+        gpu=gpu,
+        step_series=tuple(steps_t),
+        inference=load,
+        rollout=rollout,
+        tool_tail=tails,
     )
     variables = _variables(breakdown, window, saves, per_step) | tail_variables(tails)
     recs = recommend(diagnosis, variables, rules)
@@ -244,8 +294,7 @@ def _rollout_parts(rollout: dict[str, float]) -> dict[str, float]:
 
 def _rollout_means(window: Sequence[StepTiming]) -> dict[str, float]:
     """Mean per-rollout seconds by kind over the steps that logged it (not measured: left out)."""
-    rows = [_rollout_parts(s.rollout) | ({"total": s.rollout["total"]} if "total" in s.rollout else {})
-            for s in window]
+    rows = [_rollout_parts(s.rollout) | ({"total": s.rollout["total"]} if "total" in s.rollout else {}) for s in window]
     kinds = {k for r in rows for k in r}
     return {k: sum(r[k] for r in rows if k in r) / sum(1 for r in rows if k in r) for k in kinds}
 
@@ -307,8 +356,9 @@ def _variables(b: Breakdown, window, saves, per_step) -> dict[str, Any]:
         v[f"{c.name}_s"] = c.seconds
         v[f"{c.name}_share"] = c.share
         v[f"{c.name}_pct"] = _pct(c.share)
-    top = max((c for c in b.components if c.parent is None and c.timeline == "trainer"),
-              key=lambda c: c.share, default=None)
+    top = max(
+        (c for c in b.components if c.parent is None and c.timeline == "trainer"), key=lambda c: c.share, default=None
+    )
     if top is not None:
         v["top_label"], v["top_pct"] = top.label.lower(), _pct(top.share)
     ro = b.rollout
@@ -342,15 +392,22 @@ def _variables(b: Breakdown, window, saves, per_step) -> dict[str, Any]:
             v[key], v[f"{key}_n"] = f"{val:.0f}%", val
     if "inference_util" not in v and b.gpu.all_util is not None:
         v["inference_util"] = f"{b.gpu.all_util:.0f}% (all GPUs)"
-    v["inference_util_clause"] = (f" while inference GPUs average {v['inference_util']} util"
-                                  if "inference_util" in v else "")
+    v["inference_util_clause"] = (
+        f" while inference GPUs average {v['inference_util']} util" if "inference_util" in v else ""
+    )
     return v
 
 
 # ---------------------------------------------------------------------------------------- entry points
-def analyze_lines(metrics_lines: Iterable[str] = (), console_lines: Iterable[str] = (), last: int = DEFAULT_STEPS,
-                  samples: Iterable[Any] = (), since_step: int | None = None,
-                  until_step: int | None = None, episodes: Iterable[EpisodeTiming] = ()) -> Breakdown:
+def analyze_lines(
+    metrics_lines: Iterable[str] = (),
+    console_lines: Iterable[str] = (),
+    last: int = DEFAULT_STEPS,
+    samples: Iterable[Any] = (),
+    since_step: int | None = None,
+    until_step: int | None = None,
+    episodes: Iterable[EpisodeTiming] = (),
+) -> Breakdown:
     """``since_step`` < step <= ``until_step``: only those steps count (a profile of given steps);
     ``episodes``: per-trace timings from traces.jsonl."""
     parser = MetricsParser()
@@ -365,8 +422,9 @@ def analyze_lines(metrics_lines: Iterable[str] = (), console_lines: Iterable[str
     return analyze(parser.run, last, gpu_evidence(samples), episodes=episodes, until_step=until_step)
 
 
-def analyze_snapshot(snapshot: PodSnapshot, last: int = DEFAULT_STEPS, since_step: int | None = None,
-                     until_step: int | None = None) -> Breakdown:
+def analyze_snapshot(
+    snapshot: PodSnapshot, last: int = DEFAULT_STEPS, since_step: int | None = None, until_step: int | None = None
+) -> Breakdown:
     """The breakdown of one pod's :class:`~services.models.PodSnapshot`: its metrics.jsonl history, the
     console lines in its sample history (used when there are no metrics), its GPU samples and, from the
     monitor's snapshot, its traces.jsonl timings (``episodes``)."""
@@ -375,5 +433,4 @@ def analyze_snapshot(snapshot: PodSnapshot, last: int = DEFAULT_STEPS, since_ste
     if not metrics:
         for s in snapshot.history:
             console.extend(s.log)
-    return analyze_lines(metrics, console, last, snapshot.history, since_step, until_step,
-                         snapshot.episodes)
+    return analyze_lines(metrics, console, last, snapshot.history, since_step, until_step, snapshot.episodes)

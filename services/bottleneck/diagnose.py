@@ -47,8 +47,9 @@ class InferenceLoad:
 
     @property
     def unsaturated(self) -> bool:
-        return self.measured and (self.kv_cache is None or self.kv_cache < KV_UNSATURATED) \
-            and (self.waiting or 0.0) < 0.5
+        return (
+            self.measured and (self.kv_cache is None or self.kv_cache < KV_UNSATURATED) and (self.waiting or 0.0) < 0.5
+        )
 
     @property
     def idle(self) -> bool:
@@ -65,9 +66,12 @@ class InferenceLoad:
         return "inference server: " + ", ".join(parts) + f" (mean of {self.samples} readings)"
 
     def to_json(self) -> dict[str, Any]:
-        return {"kv_cache": None if self.kv_cache is None else round(self.kv_cache, 4),
-                "running": None if self.running is None else round(self.running, 2),
-                "waiting": None if self.waiting is None else round(self.waiting, 2), "samples": self.samples}
+        return {
+            "kv_cache": None if self.kv_cache is None else round(self.kv_cache, 4),
+            "running": None if self.running is None else round(self.running, 2),
+            "waiting": None if self.waiting is None else round(self.waiting, 2),
+            "samples": self.samples,
+        }
 
 
 def inference_load(gauges: Sequence[dict[str, float]]) -> InferenceLoad:
@@ -82,8 +86,18 @@ def pct(x: float | None) -> str:
     return "N/A" if x is None else f"{100 * x:.0f}%"
 
 
-def diagnose(shares: dict, secs: dict, window, per_step, gpu: Any, load: InferenceLoad, rollout: dict,
-             detailed: bool, step_s: float | None, orch_s: float | None) -> tuple[str, str, list[str]]:
+def diagnose(
+    shares: dict,
+    secs: dict,
+    window,
+    per_step,
+    gpu: Any,
+    load: InferenceLoad,
+    rollout: dict,
+    detailed: bool,
+    step_s: float | None,
+    orch_s: float | None,
+) -> tuple[str, str, list[str]]:
     """(diagnosis, confidence, evidence). ``rollout``: mean per-rollout seconds by kind over the window."""
     ev: list[str] = []
     n = len(window)
@@ -110,12 +124,21 @@ def diagnose(shares: dict, secs: dict, window, per_step, gpu: Any, load: Inferen
         "io": sum(shares.get(k, 0.0) for k in ("load_data", "save_ckpt", "broadcast_weights")),
     }
     top = max(groups, key=lambda g: groups[g])
-    ev.append("trainer waits for batches {} ({:.1f} s), forward/backward {} ({:.1f} s), I/O (load, broadcast, "
-              "saves) {}".format(pct(groups["rollout"]), secs.get("wait_for_batch", 0.0), pct(groups["trainer"]),
-                                 secs.get("forward_backward", 0.0), pct(groups["io"])))
+    ev.append(
+        "trainer waits for batches {} ({:.1f} s), forward/backward {} ({:.1f} s), I/O (load, broadcast, "
+        "saves) {}".format(
+            pct(groups["rollout"]),
+            secs.get("wait_for_batch", 0.0),
+            pct(groups["trainer"]),
+            secs.get("forward_backward", 0.0),
+            pct(groups["io"]),
+        )
+    )
     if "wait_for_policy" in shares:
-        ev.append(f"orchestrator holds ready batches {secs['wait_for_policy']:.1f} s per step "
-                  f"({pct(shares['wait_for_policy'])} of its {orch_s or 0:.1f} s step)")
+        ev.append(
+            f"orchestrator holds ready batches {secs['wait_for_policy']:.1f} s per step "
+            f"({pct(shares['wait_for_policy'])} of its {orch_s or 0:.1f} s step)"
+        )
     if groups[top] < DOMINANT:
         if shares.get("wait_for_policy", 0.0) >= 0.5 and groups["trainer"] >= 0.3:
             ev.append("the orchestrator spends most of its step holding batches for the trainer")
@@ -132,8 +155,10 @@ def _rollout_wait(rollout: dict, load: InferenceLoad, gpu: Any, ev: list[str]) -
     gen, tools = rollout.get("generation"), rollout.get("tools")
     if gen is not None or tools is not None:
         total = rollout.get("total") or sum(v for k, v in rollout.items() if k in ("generation", "tools", "overhead"))
-        parts = [f"tools/environment (agent/harness) {'N/A' if tools is None else f'{tools:.1f} s'}",
-                 f"generation (agent/model) {'N/A' if gen is None else f'{gen:.1f} s'}"]
+        parts = [
+            f"tools/environment (agent/harness) {'N/A' if tools is None else f'{tools:.1f} s'}",
+            f"generation (agent/model) {'N/A' if gen is None else f'{gen:.1f} s'}",
+        ]
         if rollout.get("overhead"):
             parts.append(f"setup/scoring {rollout['overhead']:.1f} s")
         ev.append("per rollout: " + ", ".join(parts) + (f" of {total:.1f} s" if total else ""))
@@ -147,8 +172,9 @@ def _rollout_wait(rollout: dict, load: InferenceLoad, gpu: Any, ev: list[str]) -
             ev.append("no inference server gauges (inference/agg/*) to confirm the server is unsaturated")
             return "latency-bound", "medium", ev
         if load.idle and (tools or 0.0) < 0.05 * max(total or 0.0, 1e-9):
-            ev.append("the inference server idles and no tool time explains the wait: the orchestrator "
-                      "is not sending work")
+            ev.append(
+                "the inference server idles and no tool time explains the wait: the orchestrator is not sending work"
+            )
             return "stalled", "high" if gen is not None else "medium", ev
         if load.saturated:
             ev.append("the inference server is saturated: KV cache nearly full with requests queued")
@@ -160,8 +186,10 @@ def _rollout_wait(rollout: dict, load: InferenceLoad, gpu: Any, ev: list[str]) -
         return "throughput-bound", "medium", ev
     if load.measured:
         if load.idle or load.unsaturated:
-            ev.append("no rollout timing stats; the inference server is unsaturated while the trainer waits: "
-                      "tools or a stalled orchestrator (rollout timing would tell them apart)")
+            ev.append(
+                "no rollout timing stats; the inference server is unsaturated while the trainer waits: "
+                "tools or a stalled orchestrator (rollout timing would tell them apart)"
+            )
             return "latency-bound", "low", ev
         ev.append("no rollout timing stats; the inference server is busy while the trainer waits")
         return "throughput-bound", "low", ev
@@ -172,8 +200,7 @@ def _rollout_wait(rollout: dict, load: InferenceLoad, gpu: Any, ev: list[str]) -
             return "latency-bound", "low", ev
         ev.append(f"no rollout timing stats; inference GPUs busy ({idle:.0f}%) while the trainer waits")
         return "throughput-bound", "low", ev
-    ev.append("no rollout timing stats and no inference server gauges: generation and tool time cannot be "
-              "told apart")
+    ev.append("no rollout timing stats and no inference server gauges: generation and tool time cannot be told apart")
     return "throughput-bound", "low", ev
 
 
@@ -189,8 +216,10 @@ def _console(window, per_step, ev: list[str]) -> tuple[str, str, list[str]]:
     if saved and plain and total:
         typical = statistics.median(plain)
         excess = sum(max(0.0, t - typical) for t in saved)
-        ev.append(f"{len(saved)} checkpoint steps took {excess:.1f} s more than a typical {typical:.1f} s step "
-                  f"({pct(excess / total)} of the time)")
+        ev.append(
+            f"{len(saved)} checkpoint steps took {excess:.1f} s more than a typical {typical:.1f} s step "
+            f"({pct(excess / total)} of the time)"
+        )
         if excess / total >= 0.25:
             return "io-bound", "low", ev
     if held * 2 >= len(window) and held:

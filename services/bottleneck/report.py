@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 def to_markdown(b: Breakdown, title: str = "Bottleneck profile") -> str:
     lines = [f"# {title}", ""]
     if b.steps:
-        lines.append(f"Steps {b.first_step}–{b.last_step} ({b.steps} steps), source: {b.source}; "
-                     f"mean trainer step {b.step_seconds or 0:.1f} s. {b.trend}".rstrip())
+        lines.append(
+            f"Steps {b.first_step}–{b.last_step} ({b.steps} steps), source: {b.source}; "
+            f"mean trainer step {b.step_seconds or 0:.1f} s. {b.trend}".rstrip()
+        )
     else:
         lines.append("No step timings yet.")
     lines += ["", f"**Diagnosis: {b.diagnosis.upper()}** (confidence: {b.confidence})", ""]
@@ -26,10 +28,17 @@ def to_markdown(b: Breakdown, title: str = "Bottleneck profile") -> str:
         lines.append(f"| {name} | {100 * c.share:.0f}% | {c.seconds:.2f} |")
     lines += ["", "## Evidence", ""] + [f"- {e}" for e in b.evidence]
     if b.tool_tail:
-        lines += ["", "## Tool time per episode", "", "| Env | p50 (s) | p95 (s) | max (s) | Episodes | |",
-                  "|---|---:|---:|---:|---:|---|"]
-        lines += [f"| {t.label} | {t.p50:.1f} | {t.p95:.1f} | {t.max:.1f} | {t.episodes} | "
-                  f"{'slow tail' if t.slow else ''} |" for t in b.tool_tail]
+        lines += [
+            "",
+            "## Tool time per episode",
+            "",
+            "| Env | p50 (s) | p95 (s) | max (s) | Episodes | |",
+            "|---|---:|---:|---:|---:|---|",
+        ]
+        lines += [
+            f"| {t.label} | {t.p50:.1f} | {t.p95:.1f} | {t.max:.1f} | {t.episodes} | {'slow tail' if t.slow else ''} |"
+            for t in b.tool_tail
+        ]
     lines += ["", "## Recommendations", ""]
     lines += [f"- {r.text}" + (f" _(source: {r.source})_" if r.source else "") for r in b.recommendations] or ["- none"]
     if b.skipped:
@@ -57,10 +66,12 @@ def tail_command(run_dir: str, lines: int) -> str:
 
     n = max(50, int(lines))
     q = shlex.quote(run_dir)
-    return (f"cd {q} 2>/dev/null || {{ echo 'no such run dir: {run_dir}' >&2; exit 3; }}; "
-            f"if [ -f metrics.jsonl ]; then echo '{_MARK}metrics'; tail -n {n} metrics.jsonl; echo; fi; "
-            f"for f in logs/*.log logs/latest/*.log; do [ -f \"$f\" ] || continue; "
-            f"echo \"{_MARK}log $f\"; tail -n {n * 4} \"$f\"; echo; done")
+    return (
+        f"cd {q} 2>/dev/null || {{ echo 'no such run dir: {run_dir}' >&2; exit 3; }}; "
+        f"if [ -f metrics.jsonl ]; then echo '{_MARK}metrics'; tail -n {n} metrics.jsonl; echo; fi; "
+        f'for f in logs/*.log logs/latest/*.log; do [ -f "$f" ] || continue; '
+        f'echo "{_MARK}log $f"; tail -n {n * 4} "$f"; echo; done'
+    )
 
 
 def split_tail_output(text: str) -> tuple[list[str], list[str]]:
@@ -71,7 +82,7 @@ def split_tail_output(text: str) -> tuple[list[str], list[str]]:
     stem = ""
     for line in text.splitlines():
         if line.startswith(_MARK):
-            what = line[len(_MARK):]
+            what = line[len(_MARK) :]
             if what == "metrics":
                 target = metrics
             else:

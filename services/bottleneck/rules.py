@@ -89,8 +89,7 @@ def _holds(cond: str, diagnosis: str, variables: dict[str, Any]) -> bool:
     if left is None or isinstance(left, str):
         return False
     right = float(value)
-    return {"==": left == right, ">=": left >= right, "<=": left <= right,
-            ">": left > right, "<": left < right}[op]
+    return {"==": left == right, ">=": left >= right, "<=": left <= right, ">": left > right, "<": left < right}[op]
 
 
 def recommend(diagnosis: str, variables: dict[str, Any], rules: Sequence[dict]) -> tuple[Recommendation, ...]:
@@ -99,16 +98,27 @@ def recommend(diagnosis: str, variables: dict[str, Any], rules: Sequence[dict]) 
         if value is None:
             continue
         if isinstance(value, float):
-            shown[key] = (f"{value:.1f}" if key.endswith("_s") or key in ("running", "waiting")
-                          else f"{value:g}" if key.endswith("_factor") else f"{value:.2f}")
+            shown[key] = (
+                f"{value:.1f}"
+                if key.endswith("_s") or key in ("running", "waiting")
+                else f"{value:g}"
+                if key.endswith("_factor")
+                else f"{value:.2f}"
+            )
         else:
             shown[key] = value
     out = []
     for rule in rules:
         if all(_holds(c, diagnosis, variables) for c in rule.get("when", [])):
             text = " ".join(str(rule.get("text", "")).split())
-            out.append(Recommendation(str(rule.get("id", "")), text.format_map(shown), str(rule.get("source", "")),
-                                      _change(rule, variables)))
+            out.append(
+                Recommendation(
+                    str(rule.get("id", "")),
+                    text.format_map(shown),
+                    str(rule.get("source", "")),
+                    _change(rule, variables),
+                )
+            )
     return tuple(out)
 
 

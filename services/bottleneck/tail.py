@@ -35,8 +35,14 @@ class ToolTail:
         return self.env or "all envs"
 
     def to_json(self) -> dict[str, Any]:
-        return {"env": self.env or None, "episodes": self.episodes, "p50_s": round(self.p50, 3),
-                "p95_s": round(self.p95, 3), "max_s": round(self.max, 3), "slow": self.slow}
+        return {
+            "env": self.env or None,
+            "episodes": self.episodes,
+            "p50_s": round(self.p50, 3),
+            "p95_s": round(self.p95, 3),
+            "max_s": round(self.max, 3),
+            "slow": self.slow,
+        }
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -65,19 +71,25 @@ def thresholds(path: str | None = None) -> dict[str, float]:
 
 
 def is_slow(p50: float, p95: float, episodes: int, limits: dict[str, float]) -> bool:
-    return (episodes >= limits["min_episodes"] and p95 >= limits["min_p95_s"]
-            and p95 >= limits["p95_over_p50"] * p50)
+    return episodes >= limits["min_episodes"] and p95 >= limits["min_p95_s"] and p95 >= limits["p95_over_p50"] * p50
 
 
-def tool_tails(episodes: Iterable[EpisodeTiming], since_step: int | None = None, until_step: int | None = None,
-               limits: dict[str, float] | None = None) -> tuple[ToolTail, ...]:
+def tool_tails(
+    episodes: Iterable[EpisodeTiming],
+    since_step: int | None = None,
+    until_step: int | None = None,
+    limits: dict[str, float] | None = None,
+) -> tuple[ToolTail, ...]:
     """p50/p95/max of tool time per env over the traces of steps since_step..until_step (either bound
     may be None), the slowest p95 first; traces whose tool time was not measured are left out."""
     limits = limits or thresholds()
     by_env: dict[str, list[float]] = {}
     for e in episodes:
-        if e.tool_s is None or (since_step is not None and e.step < since_step) \
-                or (until_step is not None and e.step > until_step):
+        if (
+            e.tool_s is None
+            or (since_step is not None and e.step < since_step)
+            or (until_step is not None and e.step > until_step)
+        ):
             continue
         by_env.setdefault(e.env, []).append(e.tool_s)
     out = []
@@ -96,6 +108,12 @@ def tail_variables(tails: tuple[ToolTail, ...]) -> dict[str, Any]:
         return {}
     t = slow[0]
     others = ", ".join(x.label for x in slow[1:4])
-    return {"tail_env": t.label, "tail_p50_s": t.p50, "tail_p95_s": t.p95, "tail_max_s": t.max,
-            "tail_episodes": t.episodes, "tail_ratio": t.p95 / t.p50 if t.p50 else None,
-            "tail_others": f" (also slow: {others})" if others else ""}
+    return {
+        "tail_env": t.label,
+        "tail_p50_s": t.p50,
+        "tail_p95_s": t.p95,
+        "tail_max_s": t.max,
+        "tail_episodes": t.episodes,
+        "tail_ratio": t.p95 / t.p50 if t.p50 else None,
+        "tail_others": f" (also slow: {others})" if others else "",
+    }

@@ -10,8 +10,16 @@ from typing import Any
 
 from services.config.findings import Edit, Finding, as_table as _table, dotted, is_set as _is_set, make
 
-FORBIDDEN_ENV = ("CUDA_VISIBLE_DEVICES", "PRL_RUN_ID", "PRL_RUN_NAME", "WANDB_RUN_ID", "WANDB_SHARED_MODE",
-                 "WANDB_SHARED_LABEL", "WANDB_SHARED_PRIMARY", "WANDB_SHARED_FINISHER")
+FORBIDDEN_ENV = (
+    "CUDA_VISIBLE_DEVICES",
+    "PRL_RUN_ID",
+    "PRL_RUN_NAME",
+    "WANDB_RUN_ID",
+    "WANDB_SHARED_MODE",
+    "WANDB_SHARED_LABEL",
+    "WANDB_SHARED_PRIMARY",
+    "WANDB_SHARED_FINISHER",
+)
 DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 TYPICAL_PROMPT_TOKENS = 1500  # field report: BS4 prompts were ~1300-1500 tokens
 CONTEXT_MARGIN = 500
@@ -26,6 +34,7 @@ BYTES_PER_PARAM_CKPT = 6  # measured: ~47 GB per 8B DCP checkpoint (field report
 
 # ------------------------------------------------------------------------------------------ cross-checks
 
+
 def _shared_fields() -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
     """(shared key, sub-config key) pairs of the rl entry point: the shared value fills the sub-config's when
     that is left out, and prime-rl rejects the file when both are set and differ (RLConfig's
@@ -39,15 +48,22 @@ def _shared_fields() -> tuple[tuple[tuple[str, ...], tuple[str, ...]], ...]:
         "ckpt.interval": ("trainer.ckpt.interval", "orchestrator.ckpt.interval"),
         "ckpt.keep_last": ("trainer.ckpt.keep_last", "orchestrator.ckpt.keep_last"),
         "ckpt.keep_interval": ("trainer.ckpt.keep_interval", "orchestrator.ckpt.keep_interval"),
-        **{f"monitors.wandb.{leaf}": (f"trainer.monitors.wandb.{leaf}", f"orchestrator.monitors.wandb.{leaf}")
-           for leaf in ("project", "entity", "name", "group", "tags", "offline")},
+        **{
+            f"monitors.wandb.{leaf}": (f"trainer.monitors.wandb.{leaf}", f"orchestrator.monitors.wandb.{leaf}")
+            for leaf in ("project", "entity", "name", "group", "tags", "offline")
+        },
         "monitors.file.path": ("trainer.monitors.file.path", "orchestrator.monitors.file.path"),
         "monitors.prime.name": ("orchestrator.monitors.prime.name",),
         "tokenizer.name": ("trainer.tokenizer.name", "orchestrator.tokenizer.name"),
-        "tokenizer.trust_remote_code": ("trainer.tokenizer.trust_remote_code",
-                                        "orchestrator.tokenizer.trust_remote_code"),
-        "tokenizer.chat_template": ("trainer.tokenizer.chat_template", "orchestrator.tokenizer.chat_template",
-                                    "inference.vllm.chat_template"),
+        "tokenizer.trust_remote_code": (
+            "trainer.tokenizer.trust_remote_code",
+            "orchestrator.tokenizer.trust_remote_code",
+        ),
+        "tokenizer.chat_template": (
+            "trainer.tokenizer.chat_template",
+            "orchestrator.tokenizer.chat_template",
+            "inference.vllm.chat_template",
+        ),
         "rollout_transport": ("trainer.rollout_transport", "orchestrator.rollout_transport"),
         "max_steps": ("trainer.max_steps", "orchestrator.max_steps"),
         "seq_len": ("trainer.model.seq_len", "orchestrator.seq_len"),
@@ -108,16 +124,27 @@ def _rl_checks(ctx: Any) -> None:
     for shared, sub in SHARED_FIELDS:
         s, v = ctx.get(shared), ctx.get(sub)
         if s is not None and v is not None and s != v:
-            ctx.add("xc-shared-conflict", sub, shared=dotted(shared), shared_value=_lit(s), sub=dotted(sub),
-                    sub_value=_lit(v))
+            ctx.add(
+                "xc-shared-conflict",
+                sub,
+                shared=dotted(shared),
+                shared_value=_lit(s),
+                sub=dotted(sub),
+                sub_value=_lit(v),
+            )
 
     seq_shared = d.get("seq_len") if _is_set(d.get("seq_len")) else None
     t_seq = tmodel.get("seq_len", seq_shared) or 2048
     o_seq = orch.get("seq_len", seq_shared) or 2048
     if isinstance(t_seq, int) and isinstance(o_seq, int) and t_seq < o_seq:
         where = ("trainer", "model", "seq_len") if "seq_len" in tmodel else ("orchestrator", "seq_len")
-        ctx.add("xc-seq-len", where, trainer=t_seq, orchestrator=o_seq,
-                edit=Edit("set", ("trainer", "model", "seq_len"), value=o_seq))
+        ctx.add(
+            "xc-seq-len",
+            where,
+            trainer=t_seq,
+            orchestrator=o_seq,
+            edit=Edit("set", ("trainer", "model", "seq_len"), value=o_seq),
+        )
 
     if not _is_set(d.get("max_steps")):
         t_ms, o_ms = tr.get("max_steps"), orch.get("max_steps")
@@ -129,15 +156,17 @@ def _rl_checks(ctx: Any) -> None:
     t_on, o_on = shared_ckpt is not None or t_ck is not None, shared_ckpt is not None or o_ck is not None
     if t_on != o_on:
         path: tuple[str, ...] = ("trainer", "ckpt") if t_ck is not None else ("orchestrator", "ckpt")
-        ctx.add("xc-ckpt-both", path, on="trainer" if t_on else "orchestrator",
-                off="orchestrator" if t_on else "trainer")
+        ctx.add(
+            "xc-ckpt-both", path, on="trainer" if t_on else "orchestrator", off="orchestrator" if t_on else "trainer"
+        )
     elif t_on:
         base = (shared_ckpt or {}).get("interval")
         ti = (t_ck or {}).get("interval", base)
         oi = (o_ck or {}).get("interval", base)
         if _is_set(ti) and _is_set(oi) and ti != oi or (_is_set(ti) != _is_set(oi)):
-            path = (("orchestrator", "ckpt", "interval") if o_ck and "interval" in o_ck
-                    else ("trainer", "ckpt", "interval"))
+            path = (
+                ("orchestrator", "ckpt", "interval") if o_ck and "interval" in o_ck else ("trainer", "ckpt", "interval")
+            )
             ctx.add("xc-ckpt-interval", path, trainer=_lit(ti), orchestrator=_lit(oi))
 
     shared_name = (shared_model or {}).get("name", DEFAULT_MODEL if shared_model is not None else None)
@@ -147,26 +176,42 @@ def _rl_checks(ctx: Any) -> None:
         old_name = (_table(inf.get("model")) or {}).get("name")
         i_name = (_table(inf.get("vllm")) or {}).get("model", old_name or shared_name or DEFAULT_MODEL)
         if i_name != o_name and not str(o_name).startswith("Jackmin108/"):
-            ctx.add("xc-model-name",
-                    ("inference", "vllm", "model") if "vllm" in inf else ("orchestrator", "model", "name"),
-                    a_path="inference.vllm.model", a=i_name, b_path="orchestrator.model.name", b=o_name)
+            ctx.add(
+                "xc-model-name",
+                ("inference", "vllm", "model") if "vllm" in inf else ("orchestrator", "model", "name"),
+                a_path="inference.vllm.model",
+                a=i_name,
+                b_path="orchestrator.model.name",
+                b=o_name,
+            )
     else:
         t_name = tmodel.get("name", shared_name or DEFAULT_MODEL)
         if t_name != o_name and not str(o_name).startswith("Jackmin108/"):
-            ctx.add("xc-model-name", ("trainer", "model", "name"), a_path="trainer.model.name", a=t_name,
-                    b_path="orchestrator.model.name", b=o_name)
+            ctx.add(
+                "xc-model-name",
+                ("trainer", "model", "name"),
+                a_path="trainer.model.name",
+                a=t_name,
+                b_path="orchestrator.model.name",
+                b=o_name,
+            )
 
     if _table(tmodel.get("lora")) is not None:
         for path in (("weight_broadcast",), ("trainer", "weight_broadcast")):
             wb = _table(ctx.get(path))
             if wb and wb.get("type") in ("nccl", "nixl"):
-                ctx.add("xc-lora-broadcast", path + ("type",), type=wb["type"],
-                        edit=Edit("set", path + ("type",), value="filesystem"))
+                ctx.add(
+                    "xc-lora-broadcast",
+                    path + ("type",),
+                    type=wb["type"],
+                    edit=Edit("set", path + ("type",), value="filesystem"),
+                )
 
     wandb = _table(ctx.get(("monitors", "wandb")))
     if wandb and wandb.get("offline") is True:
-        ctx.add("xc-wandb-offline", ("monitors", "wandb", "offline"),
-                edit=Edit("delete", ("monitors", "wandb", "offline")))
+        ctx.add(
+            "xc-wandb-offline", ("monitors", "wandb", "offline"), edit=Edit("delete", ("monitors", "wandb", "offline"))
+        )
 
     dep = _table(d.get("deployment")) or {}
     if dep.get("type", "single_node") == "single_node":
@@ -190,16 +235,27 @@ def _orchestrator_checks(ctx: Any, base: tuple, rl: bool) -> None:
     batch = bs if _is_set(bs) else (128 if not _is_set(tbs) else None)
     if isinstance(batch, int) and isinstance(group, int) and group > 0 and batch % group:
         suggested = -(-batch // group) * group  # round up: never fewer rollouts than asked
-        ctx.add("xc-batch-group", base + ("batch_size",) if _is_set(bs) else base + ("group_size",),
-                batch_size=batch, group_size=group, suggested=suggested,
-                edit=Edit("set", base + ("batch_size",), value=suggested))
+        ctx.add(
+            "xc-batch-group",
+            base + ("batch_size",) if _is_set(bs) else base + ("group_size",),
+            batch_size=batch,
+            group_size=group,
+            suggested=suggested,
+            edit=Edit("set", base + ("batch_size",), value=suggested),
+        )
     conc = _table(orch.get("concurrency")) or {}
     if isinstance(group, int):
         for key in ("max_inflight", "initial_inflight"):
             v = conc.get(key)
             if isinstance(v, int) and v < group:
-                ctx.add("xc-inflight-group", base + ("concurrency", key), key=key, value=v, group_size=group,
-                        edit=Edit("set", base + ("concurrency", key), value=group))
+                ctx.add(
+                    "xc-inflight-group",
+                    base + ("concurrency", key),
+                    key=key,
+                    value=v,
+                    group_size=group,
+                    edit=Edit("set", base + ("concurrency", key), value=group),
+                )
     train = _table(orch.get("train")) or {}
     if not train.get("source"):
         ctx.add("xc-no-train-source", base + ("train",) if "train" in orch else base)
@@ -222,8 +278,12 @@ def _trainer_model_checks(ctx: Any, base: tuple) -> None:
     if full not in (None, False, "None"):
         optim = (_table(ctx.get(base + ("optim",))) or {}).get("type", "adamw")
         if optim not in ("adamw", "sign_sgd"):
-            ctx.add("xc-full-offload-optim", base + ("optim", "type"), optim=optim,
-                    edit=Edit("set", base + ("optim", "type"), value="adamw"))
+            ctx.add(
+                "xc-full-offload-optim",
+                base + ("optim", "type"),
+                optim=optim,
+                edit=Edit("set", base + ("optim", "type"), value="adamw"),
+            )
     if model.get("fsdp_cpu_offload") is True and optim_off is True:
         ctx.add("xc-offload", base + ("model", "fsdp_cpu_offload"), what="fsdp_cpu_offload", edit=fix)
 
@@ -233,6 +293,7 @@ def _lit(v: Any) -> str:
 
 
 # ------------------------------------------------------------------------------------------ gotchas
+
 
 def _train_gpus(ctx: Any, gpus: int | None) -> int:
     dep = _table(ctx.get(("deployment",))) or {}
@@ -273,13 +334,19 @@ def gotchas(ctx: Any, *, gpus: int | None = None, sources: bool = True) -> None:
     # VL model name without a VLM setup
     if isinstance(name, str) and kind in ("rl", "trainer", "sft", "orchestrator"):
         vl = shape.vl if shape is not None else bool(VL_NAME.search(name.split("/")[-1]))
-        has_vlm = any(_table(ctx.get(p)) is not None for p in (tm + ("vlm",), ("model", "vlm"),
-                                                                ("orchestrator", "model", "vlm")))
+        has_vlm = any(
+            _table(ctx.get(p)) is not None for p in (tm + ("vlm",), ("model", "vlm"), ("orchestrator", "model", "vlm"))
+        )
         if vl and not has_vlm:
             ctx.add("gotcha-vl-model", name_path, model=name)
         if shape is not None and shape.known_issue:
-            ctx.add("gotcha-known-model-issue", name_path, model=name, issue=shape.known_issue,
-                    recommendation=shape.known_fix)
+            ctx.add(
+                "gotcha-known-model-issue",
+                name_path,
+                model=name,
+                issue=shape.known_issue,
+                recommendation=shape.known_fix,
+            )
 
     # max_completion_tokens + prompt + margin > max_model_len
     if kind == "rl":
@@ -291,14 +358,24 @@ def gotchas(ctx: Any, *, gpus: int | None = None, sources: bool = True) -> None:
             if total > mml:
                 suggested = mml - TYPICAL_PROMPT_TOKENS - CONTEXT_MARGIN
                 sane = MIN_FIX_COMPLETION_TOKENS <= suggested < mct
-                ctx.add("gotcha-context-overflow", mcl_path, completion=mct, prompt=TYPICAL_PROMPT_TOKENS,
-                        margin=CONTEXT_MARGIN, total=total, max_model_len=mml, suggested=suggested,
-                        edit=Edit("set", mcl_path, value=suggested) if sane else None)
+                ctx.add(
+                    "gotcha-context-overflow",
+                    mcl_path,
+                    completion=mct,
+                    prompt=TYPICAL_PROMPT_TOKENS,
+                    margin=CONTEXT_MARGIN,
+                    total=total,
+                    max_model_len=mml,
+                    suggested=suggested,
+                    edit=Edit("set", mcl_path, value=suggested) if sane else None,
+                )
                 if not sane:  # lowering would leave too few tokens to answer in: advise the other way
                     f = ctx.findings[-1]
                     ctx.findings[-1] = replace(
-                        f, fix=f"raise inference.vllm.max_model_len to at least {total} (lowering "
-                               f"max_completion_tokens would leave fewer than {MIN_FIX_COMPLETION_TOKENS})")
+                        f,
+                        fix=f"raise inference.vllm.max_model_len to at least {total} (lowering "
+                        f"max_completion_tokens would leave fewer than {MIN_FIX_COMPLETION_TOKENS})",
+                    )
 
     # remote tool executor in a tool-calling environment
     if sources:
@@ -312,8 +389,12 @@ def gotchas(ctx: Any, *, gpus: int | None = None, sources: bool = True) -> None:
         util_path = ("inference", "vllm", "gpu_memory_utilization")
         util = ctx.get(util_path, 0.9)
         if single and isinstance(util, (int, float)) and util > 0.5:
-            ctx.add("gotcha-single-gpu", util_path if ctx.get(util_path) is not None else ("inference",), value=util,
-                    edit=Edit("set", util_path, value=0.5))
+            ctx.add(
+                "gotcha-single-gpu",
+                util_path if ctx.get(util_path) is not None else ("inference",),
+                value=util,
+                edit=Edit("set", util_path, value=0.5),
+            )
 
     # checkpoints with no pruning
     for ck_path in (("ckpt",), ("trainer", "ckpt")) if kind == "rl" else (("ckpt",),):
@@ -325,10 +406,19 @@ def gotchas(ctx: Any, *, gpus: int | None = None, sources: bool = True) -> None:
             # the trainer prunes: a keep setting in [ckpt] or [trainer.ckpt] (or the older `keep`) is enough
             if kind == "rl" and any(_prunes(_table(ctx.get(p)) or {}) for p in (("ckpt",), ("trainer", "ckpt"))):
                 continue
-            size = (f"~{shape.params * BYTES_PER_PARAM_CKPT / 1e9:.0f} GB each for {name}" if shape is not None
-                    else "~47 GB each for an 8B model, ~300 GB for 32B")
-            ctx.add("gotcha-ckpt-keep", ck_path + ("interval",), interval=interval, size=size,
-                    model=name or "this model", edit=Edit("set", ck_path + ("keep_last",), value=2))
+            size = (
+                f"~{shape.params * BYTES_PER_PARAM_CKPT / 1e9:.0f} GB each for {name}"
+                if shape is not None
+                else "~47 GB each for an 8B model, ~300 GB for 32B"
+            )
+            ctx.add(
+                "gotcha-ckpt-keep",
+                ck_path + ("interval",),
+                interval=interval,
+                size=size,
+                model=name or "this model",
+                edit=Edit("set", ck_path + ("keep_last",), value=2),
+            )
             break
 
     # VLLM_USE_V1 in env vars
@@ -338,8 +428,11 @@ def gotchas(ctx: Any, *, gpus: int | None = None, sources: bool = True) -> None:
             ctx.add("gotcha-vllm-v1", path + ("VLLM_USE_V1",), edit=Edit("delete", path + ("VLLM_USE_V1",)))
 
     # orchestrator keep_last / keep_interval do nothing
-    ock = (_table(ctx.get(("orchestrator", "ckpt") if kind == "rl" else ("ckpt",)))
-           if kind in ("rl", "orchestrator") else None)
+    ock = (
+        _table(ctx.get(("orchestrator", "ckpt") if kind == "rl" else ("ckpt",)))
+        if kind in ("rl", "orchestrator")
+        else None
+    )
     for key in ("keep_last", "keep_interval"):
         if ock and _is_set(ock.get(key)):
             base = ("orchestrator", "ckpt") if kind == "rl" else ("ckpt",)
@@ -367,8 +460,9 @@ def remote_executor(ctx: Any, i: int, src: Any) -> None:
         backend = str(runtime.get("type", "")).lower()
         executor = str(env.get("executor_backend", agent.get("executor_backend", ""))).lower()
         if backend in REMOTE_RUNTIMES or executor in REMOTE_RUNTIMES:
-            path = (src_base + (i, "env", role, "runtime", "type") if backend in REMOTE_RUNTIMES
-                    else src_base + (i, "env"))
+            path = (
+                src_base + (i, "env", role, "runtime", "type") if backend in REMOTE_RUNTIMES else src_base + (i, "env")
+            )
             env_name = (src or {}).get("name") or ((_table(env.get("taskset")) or {}).get("id", "?"))
             ctx.add("gotcha-remote-executor", path, env=env_name)
 
@@ -380,8 +474,12 @@ _SECRET_PATTERNS = [  # (literal prefixes that must occur, pattern, what, where 
     (("AKIA", "ASIA"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "an AWS access key id", "AWS_ACCESS_KEY_ID"),
     (("sk-",), re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}"), "an API key", "OPENAI_API_KEY"),
     (("pit_",), re.compile(r"\bpit_[A-Za-z0-9]{20,}"), "a Prime Intellect API key", "PRIME_API_KEY"),
-    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"), "a GitHub token",
-     "GITHUB_TOKEN"),
+    (
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
+        "a GitHub token",
+        "GITHUB_TOKEN",
+    ),
 ]
 _HINT_WORDS = ("key", "token", "secret", "passw", "auth", "wandb")
 _SECRET_KEY = r"(?:api[_-]?key|token|secret|passw(?:or)?d|access[_-]?key|auth)"
@@ -391,8 +489,10 @@ _SECRET_KEY_RE = re.compile(_SECRET_KEY, re.I)
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$|^local-[0-9a-f]{40,}$")
 # in a comment: `<secret word>: value` / `= value`, or a W&B key (40 hex) on a line that names wandb
-_COMMENT_SECRET = re.compile(r"""(?i)(wandb|api[_ -]?key|token|secret|passw(?:or)?d|access[_ -]?key|auth\w*)"""
-                             r"""[^:=\n]{0,30}[:=][ \t]*["']?([A-Za-z0-9_\-./+]{16,})""")
+_COMMENT_SECRET = re.compile(
+    r"""(?i)(wandb|api[_ -]?key|token|secret|passw(?:or)?d|access[_ -]?key|auth\w*)"""
+    r"""[^:=\n]{0,30}[:=][ \t]*["']?([A-Za-z0-9_\-./+]{16,})"""
+)
 _HEX40_ANY = re.compile(r"(?<![0-9A-Za-z])(?:local-)?[0-9a-f]{40,}(?![0-9A-Za-z])")
 
 
@@ -460,8 +560,13 @@ def scan_secrets(text: str) -> list[Finding]:
         if low.endswith(("_var", "_env", "_vars", "_file", "_path", "_dir")) or "from_env" in low:
             continue
         is_wandb = "wandb" in key.lower() and bool(_HEX40.match(value))
-        if (_SECRET_KEY_RE.search(last) and len(value) >= 8 and not _ENV_NAME.match(value)
-                and not value.startswith(("$", "${")) and value != "None") or is_wandb:
+        if (
+            _SECRET_KEY_RE.search(last)
+            and len(value) >= 8
+            and not _ENV_NAME.match(value)
+            and not value.startswith(("$", "${"))
+            and value != "None"
+        ) or is_wandb:
             what = "a W&B API key" if "wandb" in key.lower() else f"a secret ({last})"
             hit_lines.add(pos[0])
             out.append(make("secret", pos, what=what, masked=_mask(value), env=_env_for(key)))
@@ -475,13 +580,17 @@ def _comment_secret(text: str, begin: int, end: int, where: Any, hit_lines: set[
     hash_at = _comment_start(line)
     if hash_at < 0:
         return
-    comment = line[hash_at + 1:]
+    comment = line[hash_at + 1 :]
     found = None
     m = _COMMENT_SECRET.search(comment)
     if m is not None:
         value = m.group(2)
-        if (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
-                and not _ENV_NAME.match(value) and not value.startswith(("http", "/", "./"))):
+        if (
+            any(c.isdigit() for c in value)
+            and any(c.isalpha() for c in value)
+            and not _ENV_NAME.match(value)
+            and not value.startswith(("http", "/", "./"))
+        ):
             found = (m.start(2), value, m.group(1))
     if found is None and "wandb" in comment.lower():
         h = _HEX40_ANY.search(comment)
@@ -496,8 +605,7 @@ def _comment_secret(text: str, begin: int, end: int, where: Any, hit_lines: set[
     hit_lines.add(pos[0])
     is_wandb = "wandb" in word.lower() or ("wandb" in comment.lower() and bool(_HEX40.match(value)))
     what = "a W&B API key in a comment" if is_wandb else f"a secret ({word.lower()}) in a comment"
-    out.append(make("secret", pos, what=what, masked=_mask(value),
-                    env="WANDB_API_KEY" if is_wandb else _env_for(word)))
+    out.append(make("secret", pos, what=what, masked=_mask(value), env="WANDB_API_KEY" if is_wandb else _env_for(word)))
 
 
 def _comment_start(line: str) -> int:

@@ -13,10 +13,17 @@ WANDB_ENV = "WANDB_API_KEY"
 HF_ENV = "HF_TOKEN"
 # where a config turns W&B on: the current [monitors.wandb] and the older top-level [wandb], in each
 # sub-config of an rl file too
-_WANDB_TABLES = tuple(prefix + table for prefix in ((), ("trainer",), ("orchestrator",))
-                      for table in (("monitors", "wandb"), ("wandb",)))
-_MODEL_NAMES = (("model", "name"), ("trainer", "model", "name"), ("orchestrator", "model", "name"),
-                ("inference", "vllm", "model"), ("inference", "model", "name"), ("vllm", "model"))
+_WANDB_TABLES = tuple(
+    prefix + table for prefix in ((), ("trainer",), ("orchestrator",)) for table in (("monitors", "wandb"), ("wandb",))
+)
+_MODEL_NAMES = (
+    ("model", "name"),
+    ("trainer", "model", "name"),
+    ("orchestrator", "model", "name"),
+    ("inference", "vllm", "model"),
+    ("inference", "model", "name"),
+    ("vllm", "model"),
+)
 
 
 def _get(data: dict, path: tuple) -> Any:

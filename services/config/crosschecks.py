@@ -34,8 +34,12 @@ def startup_checks(ctx: Any) -> None:
         _multi_node_slurm(ctx)
     if kind == "inference":
         _inference_deployment(ctx, (), has_slurm=_table(ctx.get(("slurm",))) is not None)
-    paths = {"rl": (("max_steps",), ("trainer", "max_steps"), ("orchestrator", "max_steps")),
-             "trainer": (("max_steps",),), "orchestrator": (("max_steps",),), "sft": (("max_steps",),)}
+    paths = {
+        "rl": (("max_steps",), ("trainer", "max_steps"), ("orchestrator", "max_steps")),
+        "trainer": (("max_steps",),),
+        "orchestrator": (("max_steps",),),
+        "sft": (("max_steps",),),
+    }
     for path in paths.get(kind, ()):
         value = ctx.get(path)
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
@@ -47,19 +51,34 @@ def _model_checks(ctx: Any, base: tuple, shared_vlm: tuple | None) -> None:
     impl = model.get("impl", DEFAULT_IMPL)
     vlm_path = base + ("vlm",) if _table(model.get("vlm")) is not None else shared_vlm
     if vlm_path is not None and _table(ctx.get(vlm_path)) is not None and impl != "custom":
-        ctx.add("xc-vlm-impl", base + ("impl",) if "impl" in model else vlm_path, vlm=dotted(vlm_path),
-                path=dotted(base + ("impl",)), impl=impl, edit=Edit("set", base + ("impl",), value="custom"))
+        ctx.add(
+            "xc-vlm-impl",
+            base + ("impl",) if "impl" in model else vlm_path,
+            vlm=dotted(vlm_path),
+            path=dotted(base + ("impl",)),
+            impl=impl,
+            edit=Edit("set", base + ("impl",), value="custom"),
+        )
     if model.get("trust_remote_code") is True and impl not in ("hf", "auto"):
-        ctx.add("xc-trust-remote-custom", base + ("trust_remote_code",), path=dotted(base),
-                edit=Edit("delete", base + ("trust_remote_code",)))
+        ctx.add(
+            "xc-trust-remote-custom",
+            base + ("trust_remote_code",),
+            path=dotted(base),
+            edit=Edit("delete", base + ("trust_remote_code",)),
+        )
     if vlm_path is not None and _table(ctx.get(vlm_path)) is not None:
         _vlm_checks(ctx, base, vlm_path, model)
     attn = model.get("attn", DEFAULT_ATTN)
     if impl == "hf" and attn in ("flash_attention_4", "auto"):
         # only the implicit "auto" is changed for the user; an explicit FA4 is their choice to revisit
         edit = Edit("set", base + ("attn",), value="flash_attention_2") if "attn" not in model else None
-        ctx.add("xc-attn-impl", base + ("attn",) if "attn" in model else base + ("impl",), path=dotted(base),
-                attn=attn, edit=edit)
+        ctx.add(
+            "xc-attn-impl",
+            base + ("attn",) if "attn" in model else base + ("impl",),
+            path=dotted(base),
+            attn=attn,
+            edit=edit,
+        )
 
 
 def _vlm_checks(ctx: Any, base: tuple, vlm_path: tuple, model: dict) -> None:
@@ -69,18 +88,34 @@ def _vlm_checks(ctx: Any, base: tuple, vlm_path: tuple, model: dict) -> None:
         if value != "bfloat16":
             # left out, the key's float32 default is what prime-rl rejects: say so, as nothing in the file shows it
             default = " (the default when it is left out)" if key not in model else ""
-            ctx.add("xc-vlm-bf16", base + (key,) if key in model else vlm_path, vlm=dotted(vlm_path),
-                    path=dotted(base + (key,)), value=value, default=default,
-                    edit=Edit("set", base + (key,), value="bfloat16"))
+            ctx.add(
+                "xc-vlm-bf16",
+                base + (key,) if key in model else vlm_path,
+                vlm=dotted(vlm_path),
+                path=dotted(base + (key,)),
+                value=value,
+                default=default,
+                edit=Edit("set", base + (key,), value="bfloat16"),
+            )
     vlm = _table(ctx.get(vlm_path)) or {}
     lora = base + ("lora",)
     if vlm.get("freeze_vision_encoder") is False and _table(ctx.get(lora)) is not None:
-        ctx.add("xc-vlm-lora-freeze", vlm_path + ("freeze_vision_encoder",),
-                path=dotted(vlm_path + ("freeze_vision_encoder",)), lora=dotted(lora))
+        ctx.add(
+            "xc-vlm-lora-freeze",
+            vlm_path + ("freeze_vision_encoder",),
+            path=dotted(vlm_path + ("freeze_vision_encoder",)),
+            lora=dotted(lora),
+        )
     cp, style = model.get("cp", 1), model.get("cp_style", DEFAULT_CP_STYLE)
     if isinstance(cp, int) and cp > 1 and style != "ulysses":
-        ctx.add("xc-vlm-cp", base + ("cp_style",) if "cp_style" in model else base + ("cp",), path=dotted(base),
-                cp=cp, style=style, edit=Edit("set", base + ("cp_style",), value="ulysses"))
+        ctx.add(
+            "xc-vlm-cp",
+            base + ("cp_style",) if "cp_style" in model else base + ("cp",),
+            path=dotted(base),
+            cp=cp,
+            style=style,
+            edit=Edit("set", base + ("cp_style",), value="ulysses"),
+        )
     if ctx.kind == "sft":
         for data in (("data",), ("val", "data")):
             if data == ("val", "data") and _table(ctx.get(("val",))) is None:
@@ -95,30 +130,46 @@ def _sub_config_agreement(ctx: Any) -> None:
     """rl's checks that trainer and orchestrator (and inference) agree, beyond the shared keys that fill them
     (those are xc-shared-conflict): W&B on both or neither and in one project, one rollout transport, one chat
     template. Each side reads the shared value when it leaves the key out, as prime-rl propagates it."""
+
     def resolved(sub: tuple, shared: tuple, default: Any) -> Any:
         value = ctx.get(sub)
         return value if value is not None else ctx.get(shared, default)
 
     shared_wandb = _table(ctx.get(("monitors", "wandb"))) is not None
-    on = {side: shared_wandb or _table(ctx.get((side, "monitors", "wandb"))) is not None
-          for side in ("trainer", "orchestrator")}
+    on = {
+        side: shared_wandb or _table(ctx.get((side, "monitors", "wandb"))) is not None
+        for side in ("trainer", "orchestrator")
+    }
     if on["trainer"] != on["orchestrator"]:
         side, off = ("trainer", "orchestrator") if on["trainer"] else ("orchestrator", "trainer")
         ctx.add("xc-wandb-one-side", (side, "monitors", "wandb"), on=side, off=off)
     elif on["trainer"]:
-        a = resolved(("trainer", "monitors", "wandb", "project"), ("monitors", "wandb", "project"),
-                     DEFAULT_WANDB_PROJECT)
-        b = resolved(("orchestrator", "monitors", "wandb", "project"), ("monitors", "wandb", "project"),
-                     DEFAULT_WANDB_PROJECT)
+        a = resolved(
+            ("trainer", "monitors", "wandb", "project"), ("monitors", "wandb", "project"), DEFAULT_WANDB_PROJECT
+        )
+        b = resolved(
+            ("orchestrator", "monitors", "wandb", "project"), ("monitors", "wandb", "project"), DEFAULT_WANDB_PROJECT
+        )
         if a != b:
-            _mismatch(ctx, ("trainer", "monitors", "wandb", "project"),
-                      ("orchestrator", "monitors", "wandb", "project"), a, b,
-                      "log both to one W&B project: set it once in [monitors.wandb]")
+            _mismatch(
+                ctx,
+                ("trainer", "monitors", "wandb", "project"),
+                ("orchestrator", "monitors", "wandb", "project"),
+                a,
+                b,
+                "log both to one W&B project: set it once in [monitors.wandb]",
+            )
     ta = resolved(("trainer", "rollout_transport", "type"), ("rollout_transport", "type"), DEFAULT_TRANSPORT)
     tb = resolved(("orchestrator", "rollout_transport", "type"), ("rollout_transport", "type"), DEFAULT_TRANSPORT)
     if ta != tb:
-        _mismatch(ctx, ("trainer", "rollout_transport", "type"), ("orchestrator", "rollout_transport", "type"),
-                  ta, tb, "set the transport once in a shared [rollout_transport] table, or give both the same type")
+        _mismatch(
+            ctx,
+            ("trainer", "rollout_transport", "type"),
+            ("orchestrator", "rollout_transport", "type"),
+            ta,
+            tb,
+            "set the transport once in a shared [rollout_transport] table, or give both the same type",
+        )
     tmpl = ("tokenizer", "chat_template")
     ca = resolved(("trainer",) + tmpl, tmpl, None)
     cb = resolved(("orchestrator",) + tmpl, tmpl, None)
@@ -198,23 +249,34 @@ def _rl_checks(ctx: Any) -> None:
     quantized = wb.get("quantize_in_weight_transfer") is True
     # the older flat spelling (inference.enable_eplb, renamed into [inference.vllm]) asks for EPLB too:
     # moving it must not reveal an error that was there all along
-    eplb = next((p for p in (("inference", "vllm", "enable_eplb"), ("inference", "enable_eplb"))
-                 if ctx.get(p) is not None), None)
+    eplb = next(
+        (p for p in (("inference", "vllm", "enable_eplb"), ("inference", "enable_eplb")) if ctx.get(p) is not None),
+        None,
+    )
     if inf is not None and eplb is not None and ctx.get(eplb) is True:
         if wb_type != "nccl" or not quantized:
             have = (f"sent through the {wb_type}" if wb_type != "nccl" else "sent by NCCL unquantized") + (
-                " by default" if shared_wb is None else "")
+                " by default" if shared_wb is None else ""
+            )
             ctx.add("xc-eplb-transfer", eplb, have=have)
     if shared_wb is not None and wb_type == "nccl" and quantized:
         at = ("weight_broadcast", "quantize_in_weight_transfer")
         impl = ctx.get(("trainer", "model", "impl"), DEFAULT_IMPL)
         if inf is None:
-            ctx.add("xc-quantized-transfer", at, need="an [inference] table (the launcher's inference server)",
-                    fix="add [inference], or remove quantize_in_weight_transfer")
+            ctx.add(
+                "xc-quantized-transfer",
+                at,
+                need="an [inference] table (the launcher's inference server)",
+                fix="add [inference], or remove quantize_in_weight_transfer",
+            )
         elif impl != "custom":
-            ctx.add("xc-quantized-transfer", at, need=f'trainer.model.impl = "custom", not "{impl}"',
-                    fix='set trainer.model.impl = "custom"',
-                    edit=Edit("set", ("trainer", "model", "impl"), value="custom"))
+            ctx.add(
+                "xc-quantized-transfer",
+                at,
+                need=f'trainer.model.impl = "custom", not "{impl}"',
+                fix='set trainer.model.impl = "custom"',
+                edit=Edit("set", ("trainer", "model", "impl"), value="custom"),
+            )
 
     offload = _table((inf or {}).get("kv_cache_offload"))
     if offload is not None:

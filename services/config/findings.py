@@ -55,8 +55,16 @@ class Finding:
     edit: Edit | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "severity": self.severity.value, "line": self.line, "column": self.column,
-                "message": self.message, "fix": self.fix or None, "path": self.path, "source": self.source}
+        return {
+            "id": self.id,
+            "severity": self.severity.value,
+            "line": self.line,
+            "column": self.column,
+            "message": self.message,
+            "fix": self.fix or None,
+            "path": self.path,
+            "source": self.source,
+        }
 
 
 def dotted(path: Path_) -> str:
@@ -81,15 +89,32 @@ def rule(rule_id: str) -> dict[str, Any]:
     return rule_db()["rules"][rule_id]
 
 
-def make(rule_id: str, pos: tuple[int, int], key_path: Path_ = (), /, *, edit: Edit | None = None,
-         severity: Severity | None = None, **fields: Any) -> Finding:
+def make(
+    rule_id: str,
+    pos: tuple[int, int],
+    key_path: Path_ = (),
+    /,
+    *,
+    edit: Edit | None = None,
+    severity: Severity | None = None,
+    **fields: Any,
+) -> Finding:
     """A finding from the rule database: message and recommendation are its templates, filled in."""
     spec = rule(rule_id)
     safe = _Defaulting(fields)
     message = spec["message"].format_map(safe)
     fix = spec.get("recommendation", "").format_map(safe)
-    return Finding(rule_id, severity or Severity(spec["severity"]), pos[0], pos[1], message, fix,
-                   spec.get("source", ""), dotted(key_path), edit)
+    return Finding(
+        rule_id,
+        severity or Severity(spec["severity"]),
+        pos[0],
+        pos[1],
+        message,
+        fix,
+        spec.get("source", ""),
+        dotted(key_path),
+        edit,
+    )
 
 
 class _Defaulting(dict):

@@ -124,7 +124,7 @@ def flatten(data: Any, prefix: tuple = ()) -> dict[tuple, Any]:
 
 
 def _under(path: tuple, prefix: tuple) -> bool:
-    return path[:len(prefix)] == prefix
+    return path[: len(prefix)] == prefix
 
 
 def lost_values(before: dict[str, Any], after: dict[str, Any], edit: Edit) -> list[str]:
@@ -136,7 +136,7 @@ def lost_values(before: dict[str, Any], after: dict[str, Any], edit: Edit) -> li
         if _under(path, edit.path):
             if edit.op != "rename" or edit.value is not None:
                 continue  # the value this fix sets or deletes on purpose
-            target = edit.new_path + path[len(edit.path):]  # type: ignore[operator]
+            target = edit.new_path + path[len(edit.path) :]  # type: ignore[operator]
         got = lookup(after, target)
         kept = isinstance(got, dict) if value == {} and isinstance(value, dict) else got == value
         if not kept or (isinstance(got, bool) != isinstance(value, bool)):
@@ -152,5 +152,5 @@ def moved(path: str, edit: Edit) -> str:
     if path == old:
         return new
     if path.startswith((old + ".", old + "[")):
-        return new + path[len(old):]
+        return new + path[len(old) :]
     return path

@@ -38,14 +38,16 @@ def apply_edit(text: str, edit: Edit) -> str:
     try:
         after = tomllib.loads(new)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"this fix would leave the file unreadable ({exc}); nothing was changed",
-                          hint="make the change by hand") from None
+        raise ConfigError(
+            f"this fix would leave the file unreadable ({exc}); nothing was changed", hint="make the change by hand"
+        ) from None
     from services.config.fixcheck import lost_values
 
     lost = lost_values(before, after, edit)
     if lost:
-        raise ConfigError(f"this fix would lose {', '.join(lost[:3])}; nothing was changed",
-                          hint="make the change by hand")
+        raise ConfigError(
+            f"this fix would lose {', '.join(lost[:3])}; nothing was changed", hint="make the change by hand"
+        )
     return new
 
 
@@ -59,8 +61,10 @@ def _apply(text: str, edit: Edit) -> str:
     except TOMLKitError:
         # tomlkit cannot edit some valid layouts (a sub-table of an array of tables written after other
         # tables): say so instead of failing somewhere deeper
-        raise ConfigError("this file's table order is beyond what an automatic fix can edit; nothing was "
-                          "changed", hint=f"change {dotted(edit.path)} by hand") from None
+        raise ConfigError(
+            "this file's table order is beyond what an automatic fix can edit; nothing was changed",
+            hint=f"change {dotted(edit.path)} by hand",
+        ) from None
 
 
 def _apply_tomlkit(text: str, edit: Edit) -> str:
@@ -86,8 +90,10 @@ def _apply_tomlkit(text: str, edit: Edit) -> str:
             raise ConfigError(f"{dotted(edit.path)} is no longer in the file")
         target = _container(doc, edit.new_path[:-1], create=False)
         if target is not None and edit.new_path[-1] in target:
-            raise ConfigError(f"{dotted(edit.new_path)} is already set: moving {dotted(edit.path)} there would "
-                              "overwrite it", hint="keep one of the two by hand")
+            raise ConfigError(
+                f"{dotted(edit.new_path)} is already set: moving {dotted(edit.path)} there would overwrite it",
+                hint="keep one of the two by hand",
+            )
         if edit.path[:-1] == edit.new_path[:-1] and edit.value is None:
             _rename_in_place(old_parent, edit.path[-1], edit.new_path[-1])
         else:

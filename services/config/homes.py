@@ -53,7 +53,7 @@ def _one(candidates: list[tuple[str, ...]], at: tuple[str, ...]) -> tuple[str, .
     trainer's LoRA, not the orchestrator's)."""
     if len(candidates) == 1:
         return candidates[0]
-    inside = [p for p in candidates if p[:len(at)] == at] if at else []
+    inside = [p for p in candidates if p[: len(at)] == at] if at else []
     return inside[0] if len(inside) == 1 else None
 
 

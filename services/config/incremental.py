@@ -150,7 +150,7 @@ class IncrementalParser:
         lo, hi = 0, n - prefix  # the common suffix, not overlapping the prefix
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if old[len(old) - mid:] == text[len(text) - mid:]:
+            if old[len(old) - mid :] == text[len(text) - mid :]:
                 lo = mid
             else:
                 hi = mid - 1
@@ -162,7 +162,7 @@ class IncrementalParser:
         first_kept = len(old) - suffix  # the first character of the unchanged end
         j = min(bisect_right(starts, first_kept), len(pieces))  # pieces[j:] lie wholly after it
         delta = len(text) - len(old)
-        region = text[starts[i]:starts[j] + delta]
+        region = text[starts[i] : starts[j] + delta]
         return pieces[:i] + [self._lookup(c) for c in TABLE_CUT.split(region) if c] + pieces[j:]
 
     def too_deep(self, text: str) -> int | None:
@@ -251,8 +251,7 @@ class IncrementalParser:
         finally:
             self._head = None
         line0 = sum(p.nlines for p in pieces[:k])
-        return tomllib.TOMLDecodeError(_AT.sub(f"(at line {int(m.group(1)) + line0}, column {m.group(2)})",
-                                               str(exc)))
+        return tomllib.TOMLDecodeError(_AT.sub(f"(at line {int(m.group(1)) + line0}, column {m.group(2)})", str(exc)))
 
     def _redefined(self, pieces: list[_Piece], exc: _Conflict) -> Exception:
         """A table defined twice, as tomllib reports it (the declaration line and column), when it is
@@ -267,7 +266,7 @@ class IncrementalParser:
             except _Conflict:
                 return exc  # something before it is wrong already: the full parse tells what
             try:
-                self._build(tuple(pieces[:k + 1]), 0, {})
+                self._build(tuple(pieces[: k + 1]), 0, {})
                 continue
             except _Conflict as first:
                 if first.piece is not piece:
@@ -375,8 +374,9 @@ class IncrementalParser:
             self._index = PieceIndex(headers)
         if self.positions_cache is None:
             self.positions_cache = PositionCache()
-        return self._index.lookup(self.positions_cache, [p.text for p in pieces],
-                                  [0, *accumulate(p.nlines for p in pieces)])
+        return self._index.lookup(
+            self.positions_cache, [p.text for p in pieces], [0, *accumulate(p.nlines for p in pieces)]
+        )
 
 
 def _ends_clean(text: str) -> bool:

@@ -112,21 +112,35 @@ class MemoryEstimate:
     def assumptions(self) -> dict[str, Any]:
         """What the figure assumes: two estimates agree exactly when these agree (``init``, ``estimate``
         and ``validate --preset`` all go through :func:`estimate`)."""
-        return {"sharding": self.sharding, "fsdp_gpus": self.gpus if self.sharding == "full" else None,
-                "gpus": self.gpus, "optimizer": "host RAM" if self.optim_cpu_offload else "GPU memory",
-                "activation_checkpointing": self.checkpointing, "seq_len": self.seq_len,
-                "micro_batch": self.micro_batch, "lora_rank": self.lora_rank if self.lora else None}
+        return {
+            "sharding": self.sharding,
+            "fsdp_gpus": self.gpus if self.sharding == "full" else None,
+            "gpus": self.gpus,
+            "optimizer": "host RAM" if self.optim_cpu_offload else "GPU memory",
+            "activation_checkpointing": self.checkpointing,
+            "seq_len": self.seq_len,
+            "micro_batch": self.micro_batch,
+            "lora_rank": self.lora_rank if self.lora else None,
+        }
 
     def assumptions_text(self) -> str:
-        """"FSDP over 2 GPUs · optimizer states in host RAM (optim_cpu_offload = true) · …" in words."""
+        """ "FSDP over 2 GPUs · optimizer states in host RAM (optim_cpu_offload = true) · …" in words."""
         n = f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}"
-        shard = {"full": f"FSDP over {n}", "os+g": f"ZeRO-2 over {n} (optimizer states and gradients sharded)",
-                 "os": f"ZeRO-1 over {n} (optimizer states sharded)", "none": f"no sharding ({n}, a full copy each)"}
-        parts = [shard.get(self.sharding, self.sharding),
-                 "optimizer states in host RAM (optim_cpu_offload = true)" if self.optim_cpu_offload
-                 else "optimizer states in GPU memory (optim_cpu_offload = false)",
-                 "activation checkpointing" if self.checkpointing else "no activation checkpointing",
-                 f"seq_len {self.seq_len}", f"micro-batch {self.micro_batch}"]
+        shard = {
+            "full": f"FSDP over {n}",
+            "os+g": f"ZeRO-2 over {n} (optimizer states and gradients sharded)",
+            "os": f"ZeRO-1 over {n} (optimizer states sharded)",
+            "none": f"no sharding ({n}, a full copy each)",
+        }
+        parts = [
+            shard.get(self.sharding, self.sharding),
+            "optimizer states in host RAM (optim_cpu_offload = true)"
+            if self.optim_cpu_offload
+            else "optimizer states in GPU memory (optim_cpu_offload = false)",
+            "activation checkpointing" if self.checkpointing else "no activation checkpointing",
+            f"seq_len {self.seq_len}",
+            f"micro-batch {self.micro_batch}",
+        ]
         if self.lora:
             parts.append(f"LoRA rank {self.lora_rank}" if self.lora_rank else "LoRA")
         if self.kv_cache:
@@ -146,8 +160,9 @@ def _data(name: str) -> dict[str, Any]:
 
 @functools.cache
 def registry() -> dict[str, ModelShape]:
-    return {name: ModelShape(name=name, **{k: v for k, v in spec.items()})
-            for name, spec in _data("models.toml").items()}
+    return {
+        name: ModelShape(name=name, **{k: v for k, v in spec.items()}) for name, spec in _data("models.toml").items()
+    }
 
 
 @functools.cache
@@ -214,8 +229,19 @@ def shape_from_hf_config(name: str, cfg: dict[str, Any]) -> ModelShape:
     attn = hidden * heads * head_dim + 2 * hidden * kv * head_dim + heads * head_dim * hidden
     mlp = 3 * hidden * inter * max(experts, 1)
     params = layers * (attn + mlp) + vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
-    return ModelShape(name=name, params=float(params), layers=layers, hidden=hidden, heads=heads, kv_heads=kv,
-                      head_dim=head_dim, vocab=vocab, intermediate=inter, experts=experts, vl=vl)
+    return ModelShape(
+        name=name,
+        params=float(params),
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv,
+        head_dim=head_dim,
+        vocab=vocab,
+        intermediate=inter,
+        experts=experts,
+        vl=vl,
+    )
 
 
 def lookup_online(name: str, cache_dir: Path, *, client: Any = None, timeout: float = 10.0) -> ModelShape:
@@ -236,11 +262,15 @@ def lookup_online(name: str, cache_dir: Path, *, client: Any = None, timeout: fl
         else:
             resp = client.get(url)
     except httpx.HTTPError as exc:
-        raise ConfigError(f"cannot reach the Hugging Face hub for {name}: {exc}",
-                          hint="offline: pass --params, or add the model to the registry") from None
+        raise ConfigError(
+            f"cannot reach the Hugging Face hub for {name}: {exc}",
+            hint="offline: pass --params, or add the model to the registry",
+        ) from None
     if resp.status_code != 200:
-        raise ConfigError(f"{name}: the hub answered {resp.status_code} for config.json",
-                          hint="check the model id (gated models need HF_TOKEN)")
+        raise ConfigError(
+            f"{name}: the hub answered {resp.status_code} for config.json",
+            hint="check the model id (gated models need HF_TOKEN)",
+        )
     cfg = resp.json()
     atomic_write_text(cache, json.dumps(cfg))
     return shape_from_hf_config(name, cfg)
@@ -258,8 +288,14 @@ def model_states(params: float, gpus: int, sharding: str, trainable: float | Non
     return weights, grads, optim
 
 
-def activations(shape: ModelShape | None, seq_len: int, *, checkpointing: bool = True,
-                micro_batch: int = 1, lm_head_chunk: int = 8192) -> float:
+def activations(
+    shape: ModelShape | None,
+    seq_len: int,
+    *,
+    checkpointing: bool = True,
+    micro_batch: int = 1,
+    lm_head_chunk: int = 8192,
+) -> float:
     if shape is None or not shape.layers:
         return 0.0
     tokens = seq_len * micro_batch
@@ -269,16 +305,29 @@ def activations(shape: ModelShape | None, seq_len: int, *, checkpointing: bool =
     return float(body + logits)
 
 
-def estimate(*, model: str | None = None, params: float | None = None, shape: ModelShape | None = None,
-             gpus: int = 1, sharding: str = "full", lora: bool = False, lora_rank: int = 16,
-             seq_len: int = 2048, checkpointing: bool = True, optim_cpu_offload: bool = False,
-             kv_tokens: int = 0, micro_batch: int = 1) -> MemoryEstimate:
+def estimate(
+    *,
+    model: str | None = None,
+    params: float | None = None,
+    shape: ModelShape | None = None,
+    gpus: int = 1,
+    sharding: str = "full",
+    lora: bool = False,
+    lora_rank: int = 16,
+    seq_len: int = 2048,
+    checkpointing: bool = True,
+    optim_cpu_offload: bool = False,
+    kv_tokens: int = 0,
+    micro_batch: int = 1,
+) -> MemoryEstimate:
     """Per-GPU training memory; ``kv_tokens`` adds an inference KV cache for that many tokens."""
     if shape is None and model is not None:
         shape = lookup_model(model)
         if shape is None and params is None:
-            raise ConfigError(f"{model} is not in the model registry",
-                              hint="pass --params N (e.g. 8e9) or --online to read its config.json")
+            raise ConfigError(
+                f"{model} is not in the model registry",
+                hint="pass --params N (e.g. 8e9) or --online to read its config.json",
+            )
     if params is None:
         if shape is None:
             raise ConfigError("give a model or a parameter count")
@@ -294,12 +343,25 @@ def estimate(*, model: str | None = None, params: float | None = None, shape: Mo
         cpu_optim, optim = optim, 0.0
     act = activations(shape, seq_len, checkpointing=checkpointing, micro_batch=micro_batch)
     kv = shape.kv_bytes_per_token * kv_tokens if shape is not None and kv_tokens else 0
-    return MemoryEstimate(model=model or (shape.name if shape else ""), params=params, trainable_params=trainable,
-                          gpus=gpus, sharding=sharding, lora=lora, seq_len=seq_len, weights=round(weights),
-                          gradients=round(grads), optimizer=round(optim), activations=round(act),
-                          kv_cache=round(kv), cpu_optimizer=round(cpu_optim), checkpointing=checkpointing,
-                          optim_cpu_offload=optim_cpu_offload, micro_batch=micro_batch,
-                          lora_rank=lora_rank if lora else None)
+    return MemoryEstimate(
+        model=model or (shape.name if shape else ""),
+        params=params,
+        trainable_params=trainable,
+        gpus=gpus,
+        sharding=sharding,
+        lora=lora,
+        seq_len=seq_len,
+        weights=round(weights),
+        gradients=round(grads),
+        optimizer=round(optim),
+        activations=round(act),
+        kv_cache=round(kv),
+        cpu_optimizer=round(cpu_optim),
+        checkpointing=checkpointing,
+        optim_cpu_offload=optim_cpu_offload,
+        micro_batch=micro_batch,
+        lora_rank=lora_rank if lora else None,
+    )
 
 
 def human(n: float) -> str:
@@ -307,6 +369,7 @@ def human(n: float) -> str:
 
 
 # ------------------------------------------------------------------------------------------ fit findings
+
 
 def fit_findings(ctx: Any, *, preset: str | None, gpus: int | None) -> list[Finding]:
     """Memory-fit findings for a parsed config on ``gpus`` × ``preset`` (validate --preset --gpus)."""
@@ -317,9 +380,15 @@ def fit_findings(ctx: Any, *, preset: str | None, gpus: int | None) -> list[Find
         import difflib
 
         close = difflib.get_close_matches(preset, list(presets()), n=1)
-        out.append(make("preset-unknown", (1, 1), preset=preset,
-                        suggestion=f" — did you mean '{close[0]}'?" if close else "",
-                        presets=", ".join(presets())))
+        out.append(
+            make(
+                "preset-unknown",
+                (1, 1),
+                preset=preset,
+                suggestion=f" — did you mean '{close[0]}'?" if close else "",
+                presets=", ".join(presets()),
+            )
+        )
         return out
     p = presets()[preset]
     kind = ctx.kind
@@ -351,8 +420,16 @@ def fit_findings(ctx: Any, *, preset: str | None, gpus: int | None) -> list[Find
     model_tbl = ctx.get(tm) or {}
     offload = model_tbl.get("optim_cpu_offload", True) is True or bool(model_tbl.get("full_offload"))
     ckpt_on = model_tbl.get("ac", {}) != "None"
-    est = estimate(shape=shape, gpus=n_train, sharding="full", lora=lora, lora_rank=rank, seq_len=int(seq_len),
-                   checkpointing=ckpt_on, optim_cpu_offload=offload)
+    est = estimate(
+        shape=shape,
+        gpus=n_train,
+        sharding="full",
+        lora=lora,
+        lora_rank=rank,
+        seq_len=int(seq_len),
+        checkpointing=ckpt_on,
+        optim_cpu_offload=offload,
+    )
     have = p.memory
     need = est.total
     infer_share = 0.0
@@ -364,11 +441,31 @@ def fit_findings(ctx: Any, *, preset: str | None, gpus: int | None) -> list[Find
     if need > budget:
         advice = _advice(shape, est, p, budget, lora, offload, int(seq_len), colocated)
         where = "trainer (next to vLLM's share)" if colocated else "trainer"
-        out.append(make("memory-fit", ctx.pos(name_path), name_path, component=where, need=human(need),
-                        preset=p.id, have=human(budget), over=human(need - budget), advice=advice))
+        out.append(
+            make(
+                "memory-fit",
+                ctx.pos(name_path),
+                name_path,
+                component=where,
+                need=human(need),
+                preset=p.id,
+                have=human(budget),
+                over=human(need - budget),
+                advice=advice,
+            )
+        )
     else:
-        out.append(make("memory-ok", ctx.pos(name_path), name_path, gpus=n_train, preset=p.id,
-                        train=human(need), have=human(budget)))
+        out.append(
+            make(
+                "memory-ok",
+                ctx.pos(name_path),
+                name_path,
+                gpus=n_train,
+                preset=p.id,
+                train=human(need),
+                have=human(budget),
+            )
+        )
     if kind == "rl" and ctx.get(("inference",)) is not None:
         tp = ctx.get(("inference", "vllm", "tensor_parallel_size"), 1) or 1
         util = ctx.get(("inference", "vllm", "gpu_memory_utilization"), 0.5 if colocated else 0.9)
@@ -376,17 +473,34 @@ def fit_findings(ctx: Any, *, preset: str | None, gpus: int | None) -> list[Find
         wbytes = shape.params * (1 if quant in ("fp8",) else 2) / tp
         if isinstance(util, (int, float)) and wbytes > util * have * 0.95:
             path = ("inference", "vllm", "gpu_memory_utilization")
-            out.append(make("memory-fit", ctx.pos(path), path, component="inference server (weights alone)",
-                            need=human(wbytes), preset=p.id, have=human(util * have),
-                            over=human(wbytes - util * have),
-                            advice=f"raise tensor_parallel_size to {math.ceil(wbytes / (util * have * 0.8))}"
-                                   " or use quantization = \"fp8\""))
+            out.append(
+                make(
+                    "memory-fit",
+                    ctx.pos(path),
+                    path,
+                    component="inference server (weights alone)",
+                    need=human(wbytes),
+                    preset=p.id,
+                    have=human(util * have),
+                    over=human(wbytes - util * have),
+                    advice=f"raise tensor_parallel_size to {math.ceil(wbytes / (util * have * 0.8))}"
+                    ' or use quantization = "fp8"',
+                )
+            )
     _ = n_infer
     return out
 
 
-def _advice(shape: ModelShape, est: MemoryEstimate, p: Preset, budget: float, lora: bool, offload: bool,
-            seq_len: int, colocated: bool) -> str:
+def _advice(
+    shape: ModelShape,
+    est: MemoryEstimate,
+    p: Preset,
+    budget: float,
+    lora: bool,
+    offload: bool,
+    seq_len: int,
+    colocated: bool,
+) -> str:
     tips = []
     sharded = est.weights + est.gradients + est.optimizer
     fixed = est.activations + est.kv_cache

@@ -73,7 +73,7 @@ def bracket_delta(text: str) -> tuple[int, str]:
         if ch == "#":
             break
         if ch in "\"'":
-            triple = text[i:i + 3]
+            triple = text[i : i + 3]
             if triple in ('"""', "'''"):
                 end = text.find(triple, i + 3)
                 if end < 0:
@@ -118,7 +118,7 @@ def key_positions(text: str) -> dict[tuple, Pos]:
             close = stripped.find("]]" if is_aot else "]")
             if close < 0:
                 continue
-            raw = stripped[2 if is_aot else 1:close]
+            raw = stripped[2 if is_aot else 1 : close]
             parts = _split_key(raw)
             path = _resolve(parts, aot, is_aot)
             header_col = col + (2 if is_aot else 1)
@@ -133,7 +133,7 @@ def key_positions(text: str) -> dict[tuple, Pos]:
         full = table + tuple(parts)
         for i in range(len(table) + 1, len(full) + 1):
             out.setdefault(full[:i], (lineno, col))
-        d, open_string = bracket_delta(stripped[eq + 1:])
+        d, open_string = bracket_delta(stripped[eq + 1 :])
         depth = max(0, d)
     return out
 
@@ -149,7 +149,7 @@ def _resolve(parts: list[str], aot: dict[tuple, int], is_aot: bool) -> tuple:
         if last and is_aot:
             aot[plain] = aot.get(plain, -1) + 1
             # a new element resets the indices of arrays nested inside the previous one
-            for key in [k for k in aot if len(k) > len(plain) and k[:len(plain)] == plain]:
+            for key in [k for k in aot if len(k) > len(plain) and k[: len(plain)] == plain]:
                 del aot[key]
             path += (aot[plain],)
         elif plain in aot:
@@ -188,7 +188,7 @@ class PositionCache:
                 is_aot = stripped.startswith("[[")
                 close = stripped.find("]]" if is_aot else "]")
                 if close > 0:
-                    header = _resolve(_split_key(stripped[2 if is_aot else 1:close]), {}, is_aot)
+                    header = _resolve(_split_key(stripped[2 if is_aot else 1 : close]), {}, is_aot)
             hit = (header, local)
             self._cache[piece] = hit
             if len(self._cache) > self._max:
@@ -209,7 +209,7 @@ class PositionCache:
             if local_header:
                 is_aot = stripped.startswith("[[")
                 close = stripped.find("]]" if is_aot else "]")
-                header = _resolve(_split_key(stripped[2 if is_aot else 1:close]), aot, is_aot)
+                header = _resolve(_split_key(stripped[2 if is_aot else 1 : close]), aot, is_aot)
             else:
                 header = ()
             n = len(local_header)
@@ -217,7 +217,7 @@ class PositionCache:
                 if n and path[:n] == local_header:
                     full = header + path[n:]
                 elif n and len(path) < n:  # a prefix of the header: same line as the header
-                    full = header[:len(header) - (n - len(path))] if len(header) >= n else header
+                    full = header[: len(header) - (n - len(path))] if len(header) >= n else header
                 else:
                     full = path
                 out.setdefault(full, (line + line0, col))
@@ -231,7 +231,7 @@ def _header_key(line: str) -> tuple[bool, tuple | None]:
     stripped = line.lstrip()
     is_aot = stripped.startswith("[[")
     close = stripped.find("]]" if is_aot else "]")
-    return is_aot, None if close < 0 else tuple(_split_key(stripped[2 if is_aot else 1:close]))
+    return is_aot, None if close < 0 else tuple(_split_key(stripped[2 if is_aot else 1 : close]))
 
 
 class PieceIndex:
@@ -295,8 +295,9 @@ class PieceIndex:
         for i in range(1, len(before) + 1):
             q = before[:i]
             if self.first.get(q) == k and path[:i] != q:
-                nxt = next((j for j in range(k + 1, len(self.paths))
-                            if (p := self.paths[j]) is not None and p[:i] == q), None)
+                nxt = next(
+                    (j for j in range(k + 1, len(self.paths)) if (p := self.paths[j]) is not None and p[:i] == q), None
+                )
                 if nxt is None:
                     del self.first[q]
                 else:
@@ -304,7 +305,7 @@ class PieceIndex:
         for i in range(1, len(path) + 1):
             if self.first.get(path[:i], k + 1) > k:
                 self.first[path[:i]] = k
-        self.headers = self.headers[:k] + (new,) + self.headers[k + 1:]
+        self.headers = self.headers[:k] + (new,) + self.headers[k + 1 :]
         return True
 
     def lookup(self, scanner: PositionCache, texts: list[str], line0: list[int]) -> LazyPositions:

@@ -44,8 +44,16 @@ class Alt:
             return '"None"'
         if self.kind == "map" and self.item is not None:
             return f"a table of {self.item.describe().replace('a ', '', 1)}s"
-        return {"str": "a string", "path": "a path string", "int": "an integer", "float": "a number",
-                "bool": "true or false", "list": "an array", "dict": "a table", "any": "anything"}[self.kind]
+        return {
+            "str": "a string",
+            "path": "a path string",
+            "int": "an integer",
+            "float": "a number",
+            "bool": "true or false",
+            "list": "an array",
+            "dict": "a table",
+            "any": "anything",
+        }[self.kind]
 
     def bound(self) -> str:
         parts = []
@@ -132,8 +140,15 @@ def parse_spec(text: str) -> Spec:
             alts.append(Alt("class", cls=part[1:]))
         elif m := _RANGE.match(part):
             kind, lo_b, lo, hi, hi_b = m.groups()
-            alts.append(Alt(kind, low=float(lo) if lo else None, low_open=lo_b == "(",
-                            high=float(hi) if hi else None, high_open=hi_b == ")"))
+            alts.append(
+                Alt(
+                    kind,
+                    low=float(lo) if lo else None,
+                    low_open=lo_b == "(",
+                    high=float(hi) if hi else None,
+                    high_open=hi_b == ")",
+                )
+            )
         elif part in ("str", "int", "float", "bool", "path", "list", "dict", "any", "none"):
             alts.append(Alt(part))
         else:
@@ -149,10 +164,18 @@ def load_schema() -> Schema:
     for name, table in data["classes"].items():
         keys = {k: parse_spec(v) for k, v in table.items() if not k.startswith("__")}
         variants = {v: frozenset(ks) for v, ks in table.get("__variants__", {}).items()}
-        classes[name] = ConfigClass(name, keys, table.get("__extra__", "forbid"), table.get("__union__"),
-                                    table.get("__default__"), variants, table.get("__doc__", ""),
-                                    tuple(table.get("__required__", ())), table.get("__open__", False),
-                                    table.get("__roles__"))
+        classes[name] = ConfigClass(
+            name,
+            keys,
+            table.get("__extra__", "forbid"),
+            table.get("__union__"),
+            table.get("__default__"),
+            variants,
+            table.get("__doc__", ""),
+            tuple(table.get("__required__", ())),
+            table.get("__open__", False),
+            table.get("__roles__"),
+        )
     for cls in classes.values():  # every referenced class exists (a typo in schema.toml fails loudly)
         for ref in [r for spec in cls.keys.values() for r in spec.classes()] + ([cls.roles] if cls.roles else []):
             if ref not in classes:
@@ -164,6 +187,7 @@ def load_schema() -> Schema:
 class PrimeRlSource:
     """The prime-rl release schema.toml is checked against (``prime_rl_fields.json``'s header, written by
     scripts/update_schema.py from prime-rl's own config models)."""
+
     version: str | None  # prime-rl's own version
     commit: str
     date: str
@@ -174,8 +198,12 @@ class PrimeRlSource:
         return f"{release} (commit {self.commit[:8]}, {self.date})"
 
     def to_json(self) -> dict[str, str | None]:
-        return {"version": self.version, "commit": self.commit, "date": self.date,
-                "configs_version": self.configs_version}
+        return {
+            "version": self.version,
+            "commit": self.commit,
+            "date": self.date,
+            "configs_version": self.configs_version,
+        }
 
 
 @functools.cache
@@ -183,14 +211,17 @@ def prime_rl_source() -> PrimeRlSource | None:
     try:
         text = resources.files("services.config").joinpath("prime_rl_fields.json").read_text(encoding="utf-8")
         header = json.loads(text)["header"]
-        return PrimeRlSource(header.get("prime_rl_version"), header["prime_rl_commit"],
-                             header["prime_rl_commit_date"], header.get("package_version"))
+        return PrimeRlSource(
+            header.get("prime_rl_version"),
+            header["prime_rl_commit"],
+            header["prime_rl_commit_date"],
+            header.get("package_version"),
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def detect_kind(data: dict[str, Any], filename: str | None = None,
-                among: Any = KINDS) -> tuple[str, bool]:
+def detect_kind(data: dict[str, Any], filename: str | None = None, among: Any = KINDS) -> tuple[str, bool]:
     """A tie-breaker between the entry points ``among`` whose schema fits the file equally well
     (``validate.infer_kind`` decides from the content first): telling keys, then the file name.
 
@@ -212,8 +243,13 @@ def detect_kind(data: dict[str, Any], filename: str | None = None,
         guesses.append(("sft", True))
     if keys & {"val", "eval", "deployment"} and "data" in keys:
         guesses.append(("sft", True))
-    for hint, kind in (("infer", "inference"), ("orch", "orchestrator"), ("sft", "sft"),
-                       ("train", "trainer"), ("rl", "rl")):
+    for hint, kind in (
+        ("infer", "inference"),
+        ("orch", "orchestrator"),
+        ("sft", "sft"),
+        ("train", "trainer"),
+        ("rl", "rl"),
+    ):
         if hint in name:
             guesses.append((kind, False))
     if keys & {"data", "loss", "optim", "scheduler"}:

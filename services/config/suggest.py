@@ -35,8 +35,9 @@ def _typo_of(typed: str, field_name: str) -> bool:
     if len(wa) != len(wb):
         return _near(a.replace("_", ""), b.replace("_", ""))
     pairs = list(zip(wa, wb))
-    if all(x == y or _near(x, y) or (min(len(x), len(y)) >= 3 and (x.startswith(y) or y.startswith(x)))
-           for x, y in pairs):
+    if all(
+        x == y or _near(x, y) or (min(len(x), len(y)) >= 3 and (x.startswith(y) or y.startswith(x))) for x, y in pairs
+    ):
         return True
     # short words (seq_lne / seq_len): one word, of the rest the same, has two neighbouring letters swapped.
     # Only a swap: the same letters typed out of order; a letter changed in a short word names another
@@ -59,8 +60,9 @@ def _near(x: str, y: str) -> bool:
         return False
     if len(x) == len(y):
         diff = [i for i in range(len(x)) if x[i] != y[i]]
-        return len(diff) <= 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
-                                  and x[diff[0]] == y[diff[1]] and x[diff[1]] == y[diff[0]])
+        return len(diff) <= 1 or (
+            len(diff) == 2 and diff[1] == diff[0] + 1 and x[diff[0]] == y[diff[1]] and x[diff[1]] == y[diff[0]]
+        )
     if len(x) > len(y):
         x, y = y, x
-    return any(y[:i] + y[i + 1:] == x for i in range(len(y)))
+    return any(y[:i] + y[i + 1 :] == x for i in range(len(y)))

@@ -50,8 +50,13 @@ class Report:
         return self.data is not None
 
     def to_json(self, file: str) -> dict[str, Any]:
-        return {"file": file, "kind": self.kind, "findings": [f.to_json() for f in self.findings],
-                "errors": self.errors, "warnings": self.warnings}
+        return {
+            "file": file,
+            "kind": self.kind,
+            "findings": [f.to_json() for f in self.findings],
+            "errors": self.errors,
+            "warnings": self.warnings,
+        }
 
 
 class Context:
@@ -69,8 +74,9 @@ class Context:
     @property
     def positions(self) -> Any:
         if self._positions is None:
-            self._positions = (self.parser.lazy_positions(self.text) if self.parser is not None
-                               else key_positions(self.text))
+            self._positions = (
+                self.parser.lazy_positions(self.text) if self.parser is not None else key_positions(self.text)
+            )
         return self._positions
 
     def pos(self, path: tuple) -> Pos:
@@ -81,8 +87,9 @@ class Context:
     def placed(self, path: tuple) -> Pos:
         return position(self.positions, path)
 
-    def add(self, rule_id: str, key_path: tuple, /, *, edit: Edit | None = None, at: tuple | None = None,
-            **fields: Any) -> None:
+    def add(
+        self, rule_id: str, key_path: tuple, /, *, edit: Edit | None = None, at: tuple | None = None, **fields: Any
+    ) -> None:
         pos = self.pos(at if at is not None else key_path)
         self.findings.append(make(rule_id, pos, key_path, edit=edit, **fields))
 
@@ -137,8 +144,12 @@ def read_config(path: Path) -> str:
 
 
 def _file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISSOCK, "a socket"))
+    kinds = (
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
     return next((name for test, name in kinds if test(mode)), "not a file")
 
 
@@ -157,8 +168,15 @@ def validate_file(path: Path, **kw: Any) -> Report:
     return validate_text(text, filename=str(path), **kw)
 
 
-def validate_text(text: str, *, kind: str | None = None, filename: str | None = None,
-                  preset: str | None = None, gpus: int | None = None, parser: Any = None) -> Report:
+def validate_text(
+    text: str,
+    *,
+    kind: str | None = None,
+    filename: str | None = None,
+    preset: str | None = None,
+    gpus: int | None = None,
+    parser: Any = None,
+) -> Report:
     """Validate TOML text. ``parser`` (an :class:`incremental.IncrementalParser`) makes re-validation
     after a small edit cheap: the editor keeps one per open file."""
     from services.config import checks  # the rule implementations
@@ -202,8 +220,9 @@ def validate_text(text: str, *, kind: str | None = None, filename: str | None = 
 
 
 # what a file that builds on others (toml_files) may leave to them: judged only on the composed config
-OVERRIDE_BLIND = frozenset({"missing-required", "xc-no-train-source", "xc-eval-sources", "xc-model-name",
-                            "xc-ckpt-both"})
+OVERRIDE_BLIND = frozenset(
+    {"missing-required", "xc-no-train-source", "xc-eval-sources", "xc-model-name", "xc-ckpt-both"}
+)
 
 
 def is_override(data: dict[str, Any]) -> bool:
@@ -217,8 +236,9 @@ def _run_checks(ctx: Context, *, gpus: int | None, preset: str | None) -> None:
     _all_checks(ctx, gpus=gpus, preset=preset)
     if is_override(ctx.data):
         ctx.findings[start:] = [f for f in ctx.findings[start:] if f.id not in OVERRIDE_BLIND]
-        ctx.findings.append(make("override-file", ctx.pos(("toml_files",)), ("toml_files",),
-                                 files=_files(ctx.data["toml_files"])))
+        ctx.findings.append(
+            make("override-file", ctx.pos(("toml_files",)), ("toml_files",), files=_files(ctx.data["toml_files"]))
+        )
 
 
 def _files(value: Any) -> str:
@@ -255,14 +275,18 @@ def _reused_rules(ctx: Context, gpus: int | None) -> None:
         return out
 
     key = (ctx.kind, gpus, cache.outline(ctx.data))
+
     def whole_file() -> None:
         checks.cross_checks(ctx)
         checks.gotchas(ctx, gpus=gpus, sources=False)
 
     ctx.findings.extend(cache.rules(key, lambda: run(whole_file)))
     for i, src in enumerate(checks.train_sources(ctx)):
-        ctx.findings.extend(cache.source((ctx.kind, i, id(src)), src,
-                                         lambda i=i, src=src: run(lambda: checks.remote_executor(ctx, i, src))))
+        ctx.findings.extend(
+            cache.source(
+                (ctx.kind, i, id(src)), src, lambda i=i, src=src: run(lambda: checks.remote_executor(ctx, i, src))
+            )
+        )
 
 
 class _Unplaced(Context):
@@ -278,8 +302,10 @@ class _Unplaced(Context):
 
 # ------------------------------------------------------------------------------------------ safe fixes
 
-def _safe_fixes(findings: list[Finding], data: dict[str, Any], kind: str, *, gpus: int | None,
-                preset: str | None, cache: Any = None) -> list[Finding]:
+
+def _safe_fixes(
+    findings: list[Finding], data: dict[str, Any], kind: str, *, gpus: int | None, preset: str | None, cache: Any = None
+) -> list[Finding]:
     """Offer a fix only if it provably helps: applied to a copy of the data, the copy validates with the
     finding gone and no error that was not there before. A refused fix becomes advice to act by hand,
     with the reason."""
@@ -287,8 +313,7 @@ def _safe_fixes(findings: list[Finding], data: dict[str, Any], kind: str, *, gpu
         return findings
     out = []
     for f in findings:
-        reason = None if f.edit is None else _refusal(f, findings, data, kind, gpus=gpus, preset=preset,
-                                                       cache=cache)
+        reason = None if f.edit is None else _refusal(f, findings, data, kind, gpus=gpus, preset=preset, cache=cache)
         if reason is None:
             out.append(f)
         else:
@@ -297,8 +322,16 @@ def _safe_fixes(findings: list[Finding], data: dict[str, Any], kind: str, *, gpu
     return out
 
 
-def _refusal(finding: Finding, findings: list[Finding], data: dict[str, Any], kind: str, *,
-             gpus: int | None, preset: str | None, cache: Any = None) -> str | None:
+def _refusal(
+    finding: Finding,
+    findings: list[Finding],
+    data: dict[str, Any],
+    kind: str,
+    *,
+    gpus: int | None,
+    preset: str | None,
+    cache: Any = None,
+) -> str | None:
     from collections import Counter
 
     from services.config.fixcheck import moved, simulate
@@ -313,8 +346,9 @@ def _refusal(finding: Finding, findings: list[Finding], data: dict[str, Any], ki
     here = (finding.path, moved(finding.path, edit))
     if any(g.id == finding.id and g.path in here for g in ctx.findings):
         return "the automatic change would not resolve it"
-    expected = Counter((f.id, moved(f.path, edit)) for f in findings
-                       if f.severity is Severity.ERROR and f is not finding)
+    expected = Counter(
+        (f.id, moved(f.path, edit)) for f in findings if f.severity is Severity.ERROR and f is not finding
+    )
     for g in ctx.findings:
         if g.severity is not Severity.ERROR:
             continue
@@ -326,6 +360,7 @@ def _refusal(finding: Finding, findings: list[Finding], data: dict[str, Any], ki
 
 
 # ------------------------------------------------------------------------------------------ kind
+
 
 def infer_kind(data: dict[str, Any], filename: str | None = None) -> tuple[str, bool]:
     """Which entry point a parsed file is for, from its content: the kinds whose schema knows every

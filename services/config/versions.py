@@ -59,8 +59,9 @@ def _index(folder: Path) -> list[Version]:
     return [Version(**v) for v in raw]
 
 
-def save(config: Path, root: Path, name: str, notes: str = "", *, text: str | None = None,
-         now: float | None = None) -> Version:
+def save(
+    config: Path, root: Path, name: str, notes: str = "", *, text: str | None = None, now: float | None = None
+) -> Version:
     """Store the file's current text (or ``text``) as a new version."""
     body = read_config(config) if text is None else text
     folder = store_dir(config, root)
@@ -84,8 +85,10 @@ def find(config: Path, root: Path, ref: str) -> Version:
     for v in reversed(versions):
         if ref in (v.id, v.name) or (ref.isdigit() and int(ref) == int(v.id.split("-")[0])):
             return v
-    raise ConfigError(f"no version {ref!r} of {config}",
-                      hint="see `prime-train-tui config list FILE`" if versions else "save one first")
+    raise ConfigError(
+        f"no version {ref!r} of {config}",
+        hint="see `prime-train-tui config list FILE`" if versions else "save one first",
+    )
 
 
 def text_of(config: Path, root: Path, ref: str) -> str:

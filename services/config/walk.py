@@ -69,8 +69,15 @@ def _walk_table(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tup
             continue
         if variant is not None and key in only and key not in cls.variants[variant]:
             owners = " or ".join(f'"{v}"' for v, ks in cls.variants.items() if key in ks)
-            ctx.add("variant-key", here, path=dotted(here), key=key, where=dotted(path) or "the file",
-                    variant=variant, owners=owners)
+            ctx.add(
+                "variant-key",
+                here,
+                path=dotted(here),
+                key=key,
+                where=dotted(path) or "the file",
+                variant=variant,
+                owners=owners,
+            )
             continue
         _check(ctx, value, spec, here)
 
@@ -124,8 +131,15 @@ def _check(ctx: Context, value: Any, spec: Spec, path: tuple, *, in_map: bool = 
         if alt.kind in ("int", "float") and not alt.in_range(coerced):
             ctx.add("out-of-range", path, path=dotted(path), value=value, bound=alt.bound())
         else:
-            ctx.add("lax-type", path, path=dotted(path), got=_show(value), value=_show(coerced),
-                    expected=alt.describe(), edit=Edit("set", path, value=coerced))
+            ctx.add(
+                "lax-type",
+                path,
+                path=dotted(path),
+                got=_show(value),
+                value=_show(coerced),
+                expected=alt.describe(),
+                edit=Edit("set", path, value=coerced),
+            )
         return
     literals = [a.literal for a in spec.alts if a.kind == "literal" and a.literal is not None]
     edit = None
@@ -139,13 +153,21 @@ def _check(ctx: Context, value: Any, spec: Spec, path: tuple, *, in_map: bool = 
     if in_map and edit is None and isinstance(value, (int, float)) and any(a.kind == "str" for a in spec.alts):
         # an environment variable is text: 1 means "1" (the launcher exports strings only)
         edit = Edit("set", path, value=_show(value))
-    f = make("wrong-type", ctx.pos(path), path, edit=edit, path=dotted(path), expected=expected,
-             got=_show(value))
+    f = make("wrong-type", ctx.pos(path), path, edit=edit, path=dotted(path), expected=expected, got=_show(value))
     if edit is not None and not suggestion:
         f = replace(f, fix=f'write it as a string: {dotted(path)} = "{edit.value}"')
     if suggestion:
-        f = Finding(f.id, f.severity, f.line, f.column, f.message + suggestion,
-                    f'set {dotted(path)} = "{close[0]}"', f.source, f.path, edit)
+        f = Finding(
+            f.id,
+            f.severity,
+            f.line,
+            f.column,
+            f.message + suggestion,
+            f'set {dotted(path)} = "{close[0]}"',
+            f.source,
+            f.path,
+            edit,
+        )
     ctx.findings.append(f)
 
 
@@ -153,8 +175,11 @@ _NO: Any = object()
 # pydantic's lax parsing of a string as a number: surrounding whitespace, a sign, '_' between digits;
 # an integer may end in ".0" (a zero fraction)
 _LAX_INT = re.compile(r"[+-]?[0-9](?:_?[0-9])*(?:\.0+)?")
-_LAX_FLOAT = re.compile(r"[+-]?(?:(?:[0-9](?:_?[0-9])*)?\.?[0-9](?:_?[0-9])*|[0-9](?:_?[0-9])*\.)"
-                        r"(?:[eE][+-]?[0-9](?:_?[0-9])*)?|[+-]?(?:inf|infinity|nan)", re.I)
+_LAX_FLOAT = re.compile(
+    r"[+-]?(?:(?:[0-9](?:_?[0-9])*)?\.?[0-9](?:_?[0-9])*|[0-9](?:_?[0-9])*\.)"
+    r"(?:[eE][+-]?[0-9](?:_?[0-9])*)?|[+-]?(?:inf|infinity|nan)",
+    re.I,
+)
 _LAX_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _LAX_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 
@@ -194,8 +219,6 @@ def lax(value: Any, kind: str) -> Any:
     return _NO
 
 
-
-
 def _show(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -215,14 +238,29 @@ def _passthrough(ctx: Context, cls: ConfigClass, key: str, path: tuple, table: d
         return
     close = did_you_mean(norm, cls.keys, table)
     if close and cls.name != "Vllm":  # a taskset's own settings: named, not vLLM's
-        ctx.add("extra-key-typo", path, key=key, close=close, where=dotted(path[:-1]),
-                edit=Edit("rename", path, path[:-1] + (close,)))
+        ctx.add(
+            "extra-key-typo",
+            path,
+            key=key,
+            close=close,
+            where=dotted(path[:-1]),
+            edit=Edit("rename", path, path[:-1] + (close,)),
+        )
     elif close:
-        f = make("vllm-passthrough", ctx.pos(path), path, key=key,
-                 edit=Edit("rename", path, path[:-1] + (close,)))
-        ctx.findings.append(Finding(f.id, Severity.WARNING, f.line, f.column,
-                                    f"{f.message} — did you mean '{close}'?", f"rename it to {close}",
-                                    f.source, f.path, f.edit))
+        f = make("vllm-passthrough", ctx.pos(path), path, key=key, edit=Edit("rename", path, path[:-1] + (close,)))
+        ctx.findings.append(
+            Finding(
+                f.id,
+                Severity.WARNING,
+                f.line,
+                f.column,
+                f"{f.message} — did you mean '{close}'?",
+                f"rename it to {close}",
+                f.source,
+                f.path,
+                f.edit,
+            )
+        )
 
 
 def plugin_id(value: str) -> str:
@@ -238,8 +276,9 @@ def _unknown_plugin(ctx: Context, cls: ConfigClass, value: str, path: tuple, tab
         return
     union = cls.union or ""  # (set: a plugin union has its discriminator key)
     shown = close.replace("_", "-") if "-" in str(table.get(union, "")) else close
-    ctx.add("plugin-typo", path, path=dotted(path), value=table.get(union), close=shown,
-            edit=Edit("set", path, value=shown))
+    ctx.add(
+        "plugin-typo", path, path=dotted(path), value=table.get(union), close=shown, edit=Edit("set", path, value=shown)
+    )
 
 
 def _role(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, table: dict[str, Any]) -> None:
@@ -254,11 +293,18 @@ def _role(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, tab
         walk(ctx, value, roles, path)
     close = did_you_mean(key, cls.keys, table)
     if close is not None:
-        ctx.add("env-key-typo", path, key=key, close=close, where=dotted(path[:-1]),
-                edit=Edit("rename", path, path[:-1] + (close,)))
+        ctx.add(
+            "env-key-typo",
+            path,
+            key=key,
+            close=close,
+            where=dotted(path[:-1]),
+            edit=Edit("rename", path, path[:-1] + (close,)),
+        )
 
 
 # ------------------------------------------------------------------------------------------ migrations
+
 
 def load_migrations() -> dict[tuple[str, str], dict[str, Any]]:
     cached = getattr(load_migrations, "_cache", None)
@@ -283,8 +329,7 @@ def _unknown(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, 
     suggestion = f" — did you mean '{close}'?" if close else ""
     edit = Edit("rename", path, path[:-1] + (close,)) if close else None
     where = f"[{dotted(path[:-1])}]" if path[:-1] else "the top level"
-    fix = (f"rename '{key}' to '{close}'" if close
-           else f"remove '{key}'; valid keys here: {', '.join(sorted(cls.keys))}")
+    fix = f"rename '{key}' to '{close}'" if close else f"remove '{key}'; valid keys here: {', '.join(sorted(cls.keys))}"
     if close is None and (home := _home(ctx, key, value, path)) is not None:
         target, subs = home
         if subs:  # a whole table whose settings go elsewhere: said, moved by hand
@@ -292,8 +337,7 @@ def _unknown(ctx: Context, cls: ConfigClass, key: str, value: Any, path: tuple, 
             suggestion = f" — its settings belong in {places}"
             fix = f"move them to {places} by hand"
         else:
-            shown = (f"[{dotted(target[:-1])}] as '{target[-1]}'" if target[:-1]
-                     else f"the top level as '{target[-1]}'")
+            shown = f"[{dotted(target[:-1])}] as '{target[-1]}'" if target[:-1] else f"the top level as '{target[-1]}'"
             suggestion = f" — it belongs in {shown}"
             if _free(ctx.data, target):  # nothing there yet: moving it changes no other value
                 edit = Edit("rename", path, target)
@@ -350,7 +394,7 @@ def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bo
         up = 0
         while new.startswith("../"):
             new, up = new[3:], up + 1
-        target_base = base[:len(base) - up] if up else base
+        target_base = base[: len(base) - up] if up else base
         new_path = target_base + tuple(new.split("."))
         override: Any = None
         manual = mig.get("manual", False)
@@ -372,20 +416,26 @@ def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bo
         elif manual:
             fix = f"move it to [{dotted(new_path)}] by hand (the shape changed)"
         else:
-            fix = (f"rename to {dotted(new_path)}{note}"
-                   + (" (an empty [resume] = latest)" if override == {} else ""))
-    elif mig.get("replaced_by") and "kept_when" in mig and node == mig["kept_when"] \
-            and type(node) is type(mig["kept_when"]):
+            fix = f"rename to {dotted(new_path)}{note}" + (" (an empty [resume] = latest)" if override == {} else "")
+    elif (
+        mig.get("replaced_by")
+        and "kept_when" in mig
+        and node == mig["kept_when"]
+        and type(node) is type(mig["kept_when"])
+    ):
         # the value asks for what prime-rl now always does: deleting it changes nothing
         edit = Edit("delete", old_path)
-        message = (f"'{dotted(old_path)}' was removed from prime-rl: {_show(node)} is what it always does now, "
-                   f"through {mig['replaced_by']} (changed {changed})")
+        message = (
+            f"'{dotted(old_path)}' was removed from prime-rl: {_show(node)} is what it always does now, "
+            f"through {mig['replaced_by']} (changed {changed})"
+        )
         fix = f"delete {dotted(old_path)}: nothing changes"
     elif mig.get("replaced_by"):
         # deleting it would drop what it asked for: the user carries it over to its replacement
         edit = None
-        message = (f"'{dotted(old_path)}' was removed from prime-rl; {mig['replaced_by']} replaces it "
-                   f"(changed {changed})")
+        message = (
+            f"'{dotted(old_path)}' was removed from prime-rl; {mig['replaced_by']} replaces it (changed {changed})"
+        )
         had = f" (it is {_show(node)})" if not isinstance(node, (dict, list)) else ""
         carry = f"carry it over to {mig['replaced_by']}{had}, then delete {dotted(old_path)}"
         fix = "by hand: " + mig.get("by_hand", carry)
@@ -394,8 +444,9 @@ def _migration(ctx: Context, mig: dict[str, Any], value: Any, path: tuple) -> bo
         message = f"'{dotted(old_path)}' was removed in prime-rl, no replacement (changed {changed})"
         fix = f"delete {dotted(old_path)}: it has no replacement"
     pos = ctx.pos(old_path)
-    ctx.findings.append(Finding(mig["id"], Severity.ERROR, pos[0], pos[1], message, fix, source,
-                                dotted(old_path), edit))
+    ctx.findings.append(
+        Finding(mig["id"], Severity.ERROR, pos[0], pos[1], message, fix, source, dotted(old_path), edit)
+    )
     as_class = mig.get("as_class")
     if as_class and isinstance(node, dict):
         walk(ctx, node, load_schema().classes[as_class], old_path)

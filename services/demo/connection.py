@@ -29,6 +29,7 @@ from services.pod.local import LocalConnection
 @dataclass(frozen=True)
 class DemoOptions:
     """How the simulated pod behaves (the monitor's demo settings)."""
+
     seed: int = 0
     gpus: int = 8
     scenario: str = "training"
@@ -75,8 +76,7 @@ class DemoConnection(LocalConnection):
     def _in_sandbox(self, command: str) -> str:
         return f"cd {shlex.quote(str(self._sandbox().root))} && {command}"
 
-    async def run(self, command: str, timeout: float = 30.0,
-                  input: bytes | None = None) -> tuple[int, str, str]:
+    async def run(self, command: str, timeout: float = 30.0, input: bytes | None = None) -> tuple[int, str, str]:
         return await super().run(self._in_sandbox(command), timeout, input=input)
 
     async def start(self, command: str) -> RemoteProcess:

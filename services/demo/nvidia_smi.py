@@ -14,6 +14,7 @@ Environment:
                       the lifecycle helper) has exited, a "training" pod's GPUs read idle (a killed run frees
                       them); --query-compute-apps lists the processes of the run's session while it lives
 """
+
 from __future__ import annotations
 
 import os
@@ -78,7 +79,7 @@ def _proc_stat(pid):
             data = fh.read().decode("utf-8", "replace")
     except (OSError, ValueError):
         return None
-    rest = data[data.rfind(")") + 2:].split()
+    rest = data[data.rfind(")") + 2 :].split()
     return rest[0], int(rest[3]), int(rest[19])
 
 
@@ -88,6 +89,7 @@ def run_leader(cfg):
         return None
     try:
         import json
+
         with open(os.path.join(cfg.run_dir, ".ptt", "leader.json")) as fh:
             leader = json.load(fh)
         return leader if isinstance(leader, dict) and int(leader.get("pid") or 0) > 0 else None
@@ -141,9 +143,14 @@ def run_processes(cfg):
     return sorted(found)
 
 
-APP_FIELDS = {"pid": "pid", "process_name": "process_name", "name": "process_name",
-              "used_memory": "used_gpu_memory [MiB]", "used_gpu_memory": "used_gpu_memory [MiB]",
-              "gpu_uuid": "gpu_uuid"}
+APP_FIELDS = {
+    "pid": "pid",
+    "process_name": "process_name",
+    "name": "process_name",
+    "used_memory": "used_gpu_memory [MiB]",
+    "used_gpu_memory": "used_gpu_memory [MiB]",
+    "gpu_uuid": "gpu_uuid",
+}
 
 
 def compute_apps(cfg, fields, header, units):
@@ -151,9 +158,13 @@ def compute_apps(cfg, fields, header, units):
     out = [", ".join(APP_FIELDS[f] for f in fields)] if header else []
     for i, (pid, script) in enumerate(run_processes(cfg)):
         gpu = i % max(1, cfg.gpus)
-        v = {"pid": pid, "process_name": script, "name": script,
-             "used_memory": "%d%s" % (int(cfg.mem_total * 0.7), " MiB" if units else ""),
-             "gpu_uuid": gpu_values(cfg, 0, gpu)["uuid"]}
+        v = {
+            "pid": pid,
+            "process_name": script,
+            "name": script,
+            "used_memory": "%d%s" % (int(cfg.mem_total * 0.7), " MiB" if units else ""),
+            "gpu_uuid": gpu_values(cfg, 0, gpu)["uuid"],
+        }
         v["used_gpu_memory"] = v["used_memory"]
         out.append(", ".join(str(v[f]) for f in fields))
     return out
@@ -181,16 +192,30 @@ def gpu_values(cfg, tick, gpu):
     elif sc == "inference_dead" and gpu == 0 and tick > 5:
         util, used, power, temp, sm = 0, 0, round(r.uniform(68.0, 75.0), 2), r.randint(30, 35), 345
     v = {
-        "index": gpu, "name": cfg.name,
-        "uuid": "GPU-%08x-%04x-%04x-%04x-%012x" % (
-            _rng(cfg.seed, "uuid", gpu).getrandbits(32), gpu, 0x4000 + gpu, 0x8000 + gpu,
-            _rng(cfg.seed, "uuid2", gpu).getrandbits(48)),
+        "index": gpu,
+        "name": cfg.name,
+        "uuid": "GPU-%08x-%04x-%04x-%04x-%012x"
+        % (
+            _rng(cfg.seed, "uuid", gpu).getrandbits(32),
+            gpu,
+            0x4000 + gpu,
+            0x8000 + gpu,
+            _rng(cfg.seed, "uuid2", gpu).getrandbits(48),
+        ),
         "pci.bus_id": "00000000:%02X:00.0" % (0x18 + 0x10 * gpu),
-        "driver_version": "550.54.15", "pstate": pstate,
-        "utilization.gpu": util, "utilization.memory": min(100, util // 2 + 5) if util else 0,
-        "memory.used": used, "memory.total": total, "memory.free": total - used,
-        "power.draw": power, "power.limit": 700.00, "temperature.gpu": temp,
-        "clocks.sm": sm, "clocks.current.sm": sm, "fan.speed": "[N/A]",
+        "driver_version": "550.54.15",
+        "pstate": pstate,
+        "utilization.gpu": util,
+        "utilization.memory": min(100, util // 2 + 5) if util else 0,
+        "memory.used": used,
+        "memory.total": total,
+        "memory.free": total - used,
+        "power.draw": power,
+        "power.limit": 700.00,
+        "temperature.gpu": temp,
+        "clocks.sm": sm,
+        "clocks.current.sm": sm,
+        "fan.speed": "[N/A]",
     }
     if sc == "na_fields" and gpu % 2 == 1:
         v["power.draw"] = "[N/A]"
@@ -247,14 +272,25 @@ def write_proc(cfg, tick, root=None):
     lines = ["cpu  %d 0 %d %d 0 0 0 0 0 0" % (user, system, idle)]
     for c in range(N_CPUS):
         lines.append("cpu%d %d 0 %d %d 0 0 0 0 0 0" % (c, user // N_CPUS, system // N_CPUS, idle // N_CPUS))
-    lines += ["ctxt %d" % (1000000 + tick * 5000), "btime 1700000000", "processes %d" % (40000 + tick),
-              "procs_running 3", "procs_blocked 0"]
+    lines += [
+        "ctxt %d" % (1000000 + tick * 5000),
+        "btime 1700000000",
+        "processes %d" % (40000 + tick),
+        "procs_running 3",
+        "procs_blocked 0",
+    ]
     _atomic_write(os.path.join(root, "stat"), "\n".join(lines) + "\n")
     total, avail = meminfo_kb(cfg, tick)
     free = avail - 10485760 if avail > 20971520 else avail // 2
-    mem = ["MemTotal:       %d kB" % total, "MemFree:        %d kB" % free,
-           "MemAvailable:   %d kB" % avail, "Buffers:          123456 kB", "Cached:         10485760 kB",
-           "SwapTotal:             0 kB", "SwapFree:              0 kB"]
+    mem = [
+        "MemTotal:       %d kB" % total,
+        "MemFree:        %d kB" % free,
+        "MemAvailable:   %d kB" % avail,
+        "Buffers:          123456 kB",
+        "Cached:         10485760 kB",
+        "SwapTotal:             0 kB",
+        "SwapFree:              0 kB",
+    ]
     _atomic_write(os.path.join(root, "meminfo"), "\n".join(mem) + "\n")
 
 
@@ -343,8 +379,12 @@ def main(argv=None):
         if fmt is not None:
             return _usage_error()
         sys.stdout.write("+ fake nvidia-smi (prime-train-tui SIMULATED) | Driver Version: 550.54.15 +\n")
-        for line in batch_lines(cfg, 0, ["index", "name", "utilization.gpu", "memory.used",
-                                         "memory.total", "power.draw", "temperature.gpu"], True):
+        for line in batch_lines(
+            cfg,
+            0,
+            ["index", "name", "utilization.gpu", "memory.used", "memory.total", "power.draw", "temperature.gpu"],
+            True,
+        ):
             sys.stdout.write("| " + line + "\n")
         return 0
     fields = [f.strip() for f in query.split(",") if f.strip()]

@@ -34,8 +34,21 @@ _ROWS = (  # provider, gpu_type, name, count, GB/GPU, $/hr for the box, spot, re
 
 def demo_offers(spot: bool | None = None) -> FetchResult:
     """The simulated offers: both kinds (``spot`` None), or only spot / only on-demand."""
-    offers = tuple(Offer(provider=p, id=f"demo-{i}", gpu_type=t, gpu_name=n, gpu_count=c, vram_gb=float(gb),
-                         price_hr=price, spot=s, region=region, availability="SIMULATED",
-                         params={"simulated": True})
-                   for i, (p, t, n, c, gb, price, s, region) in enumerate(_ROWS) if spot is None or s == spot)
+    offers = tuple(
+        Offer(
+            provider=p,
+            id=f"demo-{i}",
+            gpu_type=t,
+            gpu_name=n,
+            gpu_count=c,
+            vram_gb=float(gb),
+            price_hr=price,
+            spot=s,
+            region=region,
+            availability="SIMULATED",
+            params={"simulated": True},
+        )
+        for i, (p, t, n, c, gb, price, s, region) in enumerate(_ROWS)
+        if spot is None or s == spot
+    )
     return FetchResult(offers)

@@ -29,6 +29,7 @@ Two uses:
         await pod.start_trainer()
         proc = await asyncio.create_subprocess_exec(*pod.probe_command(), env=pod.env(), ...)
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -64,8 +65,18 @@ DEMO_MODEL = "Qwen/Qwen3-0.6B"
 # what a command run in the sandbox keeps of this machine's environment: nothing secret, nothing that
 # points elsewhere (HOME, TMPDIR and PATH's first entry are the sandbox's)
 KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME", "SHELL", "SYSTEMROOT")
-OPTION_KEYS = ("seed", "gpus", "scenario", "max_ticks", "interval", "gpu_name", "step_seconds", "max_steps",
-               "ckpt_interval", "runbook")
+OPTION_KEYS = (
+    "seed",
+    "gpus",
+    "scenario",
+    "max_ticks",
+    "interval",
+    "gpu_name",
+    "step_seconds",
+    "max_steps",
+    "ckpt_interval",
+    "runbook",
+)
 
 
 class DemoPod:
@@ -123,8 +134,10 @@ class DemoPod:
         root = self.root
         if root.exists() and not (root / MARK).is_file():
             if not root.is_dir() or any(root.iterdir()):
-                raise ConnectError(f"{root} is not a demo sandbox: it holds other files, which the demo never "
-                                   f"touches", hint="move them away, or point PRIME_TRAIN_TUI_DATA_DIR elsewhere")
+                raise ConnectError(
+                    f"{root} is not a demo sandbox: it holds other files, which the demo never touches",
+                    hint="move them away, or point PRIME_TRAIN_TUI_DATA_DIR elsewhere",
+                )
         try:
             root.mkdir(parents=True, exist_ok=True)
             (root / MARK).write_text("the prime-train-tui demo pod's sandbox: cleared when a demo starts\n")
@@ -132,8 +145,15 @@ class DemoPod:
                 self.stop_runs(signal.SIGKILL, wait=2.0)
                 for d in (self.run_dir, self.state_dir, self.tmp_dir):
                     shutil.rmtree(d, ignore_errors=True)
-            for d in (self.bin_dir, self.proc_root, self.home, self.state_dir, self.tmp_dir,
-                      self.run_dir / "logs", self.run_dir / "checkpoints"):
+            for d in (
+                self.bin_dir,
+                self.proc_root,
+                self.home,
+                self.state_dir,
+                self.tmp_dir,
+                self.run_dir / "logs",
+                self.run_dir / "checkpoints",
+            ):
                 d.mkdir(parents=True, exist_ok=True)
             smi = self.bin_dir / "nvidia-smi"
             text = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_SMI_PATH))} "$@"\n'
@@ -185,11 +205,16 @@ class DemoPod:
     # ------------------------------------------------------------------ the probe
     def probe_args(self) -> list[str]:
         return [
-            "--backend", "nvidia-smi",
-            "--proc-root", str(self.proc_root),
-            "--run-dir", str(self.run_dir),
-            "--interval", str(self.interval),
-            "--ckpt-scan", f"{max(1.0, 5 * self.interval):g}",  # tiny checkpoints: the table keeps up
+            "--backend",
+            "nvidia-smi",
+            "--proc-root",
+            str(self.proc_root),
+            "--run-dir",
+            str(self.run_dir),
+            "--interval",
+            str(self.interval),
+            "--ckpt-scan",
+            f"{max(1.0, 5 * self.interval):g}",  # tiny checkpoints: the table keeps up
         ]
 
     def probe_command(self) -> list[str]:
@@ -197,16 +222,34 @@ class DemoPod:
 
     # ------------------------------------------------------------------ the trainer
     def trainer_args(self) -> list[str]:
-        return ["--seed", str(self.seed), "--step-seconds", f"{self.step_seconds:g}",
-                "--max-steps", str(self.max_steps), "--ckpt-interval", str(self.ckpt_interval),
-                *(["--runbook"] if self.runbook else [])]
+        return [
+            "--seed",
+            str(self.seed),
+            "--step-seconds",
+            f"{self.step_seconds:g}",
+            "--max-steps",
+            str(self.max_steps),
+            "--ckpt-interval",
+            str(self.ckpt_interval),
+            *(["--runbook"] if self.runbook else []),
+        ]
 
     def trainer_command(self, head_start: int = 0) -> str:
         """The launch command template for the lifecycle ({run_dir} and {config} are filled in on the pod);
         a kill leaves a half-written checkpoint, as a real run killed mid-save can."""
-        words = [shlex.quote(sys.executable), "-u", shlex.quote(str(TRAINER_PATH)), "--run-dir", "{run_dir}",
-                 "--config", "{config}", *self.trainer_args(), "--torn-save",
-                 "--owner-file", shlex.quote(str(self.owner_file))]
+        words = [
+            shlex.quote(sys.executable),
+            "-u",
+            shlex.quote(str(TRAINER_PATH)),
+            "--run-dir",
+            "{run_dir}",
+            "--config",
+            "{config}",
+            *self.trainer_args(),
+            "--torn-save",
+            "--owner-file",
+            shlex.quote(str(self.owner_file)),
+        ]
         if head_start > 0:
             words += ["--head-start", str(int(head_start))]
         return " ".join(words)
@@ -240,9 +283,16 @@ class DemoPod:
         if self.trainer is not None and self.trainer.returncode is None:
             return self.trainer
         self.trainer = await asyncio.create_subprocess_exec(
-            sys.executable, str(TRAINER_PATH), "--run-dir", str(self.run_dir), *self.trainer_args(),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL, env=self.env(), cwd=str(self.home),
+            sys.executable,
+            str(TRAINER_PATH),
+            "--run-dir",
+            str(self.run_dir),
+            *self.trainer_args(),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=self.env(),
+            cwd=str(self.home),
         )
         return self.trainer
 
@@ -357,8 +407,9 @@ def demo_config(gpus: int, max_steps: int, ckpt_interval: int) -> str:
         text = generate(WizardChoices(model=DEMO_MODEL, preset="h100-80gb", gpus=8, max_steps=steps)).text
     if ckpt_interval > 0:
         text = re.sub(r"(?m)^interval = \d+", f"interval = {ckpt_interval}", text, count=1)
-    return ("# The demo pod's config (SIMULATED): launched on the demo, the simulated trainer runs in its "
-            "place.\n" + text)
+    return (
+        "# The demo pod's config (SIMULATED): launched on the demo, the simulated trainer runs in its place.\n" + text
+    )
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -371,7 +422,7 @@ def _start_time(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read().decode("utf-8", "replace")
-        return int(data[data.rfind(")") + 2:].split()[19])
+        return int(data[data.rfind(")") + 2 :].split()[19])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -393,7 +444,7 @@ def _trainers(run_dir: str) -> list[tuple[int, int]]:
                 stat = fh.read().decode("utf-8", "replace")
         except OSError:
             continue
-        rest = stat[stat.rfind(")") + 2:].split()
+        rest = stat[stat.rfind(")") + 2 :].split()
         if not rest or rest[0] == "Z" or not any(a.endswith(TRAINER_PATH.name) for a in argv[:4]):
             continue
         if any(a == "--run-dir" and b == run_dir for a, b in zip(argv, argv[1:])):

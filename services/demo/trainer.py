@@ -46,6 +46,7 @@ Without --profile, $PTT_DEMO_PROFILE names it; a file
 <run dir>/demo-profile holding a profile name switches a running demo at its next step
 (`echo latency > run/demo-profile`). --no-metrics leaves metrics.jsonl out (console only).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -103,14 +104,58 @@ def step_values(seed, step, step_seconds):
 # hold time, and the cost of one checkpoint save.
 # kv/running/waiting: the inference server's load (vLLM's kv_cache_usage_perc, num_requests_*).
 PROFILES = {
-    "latency-bound": dict(wait=30.0, load=0.4, fb=6.0, bcast=1.5, gen=2.0, tools=14.0, hold=0.2, save=4.0,
-                          kv=0.03, running=2.0, waiting=0.0),
-    "generation-bound": dict(wait=26.0, load=0.4, fb=6.0, bcast=1.5, gen=20.0, tools=0.3, hold=0.2, save=4.0,
-                             kv=0.95, running=220.0, waiting=30.0),
-    "trainer-bound": dict(wait=0.5, load=0.4, fb=30.0, bcast=2.0, gen=3.0, tools=0.2, hold=22.0, save=4.0,
-                          kv=0.35, running=40.0, waiting=0.0),
-    "checkpoint-heavy": dict(wait=4.0, load=0.4, fb=6.0, bcast=1.5, gen=3.0, tools=0.5, hold=0.5, save=160.0,
-                             kv=0.3, running=30.0, waiting=0.0),
+    "latency-bound": dict(
+        wait=30.0,
+        load=0.4,
+        fb=6.0,
+        bcast=1.5,
+        gen=2.0,
+        tools=14.0,
+        hold=0.2,
+        save=4.0,
+        kv=0.03,
+        running=2.0,
+        waiting=0.0,
+    ),
+    "generation-bound": dict(
+        wait=26.0,
+        load=0.4,
+        fb=6.0,
+        bcast=1.5,
+        gen=20.0,
+        tools=0.3,
+        hold=0.2,
+        save=4.0,
+        kv=0.95,
+        running=220.0,
+        waiting=30.0,
+    ),
+    "trainer-bound": dict(
+        wait=0.5,
+        load=0.4,
+        fb=30.0,
+        bcast=2.0,
+        gen=3.0,
+        tools=0.2,
+        hold=22.0,
+        save=4.0,
+        kv=0.35,
+        running=40.0,
+        waiting=0.0,
+    ),
+    "checkpoint-heavy": dict(
+        wait=4.0,
+        load=0.4,
+        fb=6.0,
+        bcast=1.5,
+        gen=3.0,
+        tools=0.5,
+        hold=0.5,
+        save=160.0,
+        kv=0.3,
+        running=30.0,
+        waiting=0.0,
+    ),
 }
 # the three diagnoses by the names the demo's users switch between
 ALIASES = {"latency": "latency-bound", "throughput": "generation-bound", "trainer": "trainer-bound"}
@@ -135,8 +180,15 @@ def rollout_timing(gen, tools, r):
     """prime-rl's per-rollout phase timing of one step, in its current key layout
     (train/{agg|<env>}/{all|effective}/<agent>/timing/<phase>/<stat>)."""
     agent = gen + tools
-    phases = {"setup": SETUP, "agent": agent, "agent/model": gen, "agent/harness": tools, "finalize": FINALIZE,
-              "scoring": SCORING, "total": SETUP + agent + FINALIZE + SCORING}
+    phases = {
+        "setup": SETUP,
+        "agent": agent,
+        "agent/model": gen,
+        "agent/harness": tools,
+        "finalize": FINALIZE,
+        "scoring": SCORING,
+        "total": SETUP + agent + FINALIZE + SCORING,
+    }
     out = {}
     for scope in ("agg", DEMO_ENV):
         for subset in ("all", "effective"):
@@ -172,10 +224,18 @@ DEFAULT_EPISODE = dict(gen=2.0, tools=1.2)  # per-rollout seconds of the default
 def _node(parent, message, sampled, ts, r):
     """One verifiers MessageNode as serialized: the message, its provenance and its tokens (ids only)."""
     n = r.randint(8, 40) if sampled else r.randint(4, 20)
-    return {"parent": parent, "message": message, "sampled": sampled, "timestamp": round(ts, 3),
-            "token_ids": [r.randrange(50000) for _ in range(n)], "mask": [sampled] * n,
-            "is_content": [], "logprobs": [round(-r.random(), 4) for _ in range(n)] if sampled else [],
-            "advantages": None, "reference_logprobs": None}
+    return {
+        "parent": parent,
+        "message": message,
+        "sampled": sampled,
+        "timestamp": round(ts, 3),
+        "token_ids": [r.randrange(50000) for _ in range(n)],
+        "mask": [sampled] * n,
+        "is_content": [],
+        "logprobs": [round(-r.random(), 4) for _ in range(n)] if sampled else [],
+        "advantages": None,
+        "reference_logprobs": None,
+    }
 
 
 def _conversation(searching, step, i, r, t0, model):
@@ -191,21 +251,39 @@ def _conversation(searching, step, i, r, t0, model):
         nodes.append(_node(None, system, False, ts, r))
         nodes.append(_node(0, {"role": "user", "content": prompt}, False, ts, r))
         good = r.random() < 0.35 + min(0.5, step / 200.0)
-        answer = text[::-1] if good else text[::-1][:-r.randint(1, 4)]
+        answer = text[::-1] if good else text[::-1][: -r.randint(1, 4)]
         ts += model
-        nodes.append(_node(1, {"role": "assistant", "content": "<answer>%s</answer>" % answer,
-                               "reasoning_content": "Reading the %d characters from the end: " % len(text)
-                               + " ".join(w[::-1] for w in reversed(words))}, True, ts, r))
-        calls.append({"node": 2, "model": "demo-policy", "finish_reason": "stop", "endpoint": "/chat/completions",
-                      "usage": {"prompt_tokens": 60 + len(prompt) // 4, "completion_tokens": 20 + len(text) // 2},
-                      "time": {"start": round(t0, 3), "end": round(ts, 3)}})
+        nodes.append(
+            _node(
+                1,
+                {
+                    "role": "assistant",
+                    "content": "<answer>%s</answer>" % answer,
+                    "reasoning_content": "Reading the %d characters from the end: " % len(text)
+                    + " ".join(w[::-1] for w in reversed(words)),
+                },
+                True,
+                ts,
+                r,
+            )
+        )
+        calls.append(
+            {
+                "node": 2,
+                "model": "demo-policy",
+                "finish_reason": "stop",
+                "endpoint": "/chat/completions",
+                "usage": {"prompt_tokens": 60 + len(prompt) // 4, "completion_tokens": 20 + len(text) // 2},
+                "time": {"start": round(t0, 3), "end": round(ts, 3)},
+            }
+        )
         lcs = sum(1 for x, y in zip(answer, text[::-1]) if x == y) / float(len(text))
-        rewards = {"lcs_ratio": {"score": round(lcs, 4), "weight": 1.0},
-                   "format": {"score": 1.0, "weight": 0.2}}
+        rewards = {"lcs_ratio": {"score": round(lcs, 4), "weight": 1.0}, "format": {"score": 1.0, "weight": 0.2}}
         return nodes, calls, rewards, "done", errors, False
     question = "Which article mentions %s and %s first?" % (words[0], words[1])
-    nodes.append(_node(None, {"role": "system", "content": "Use the search tool; answer with the title."},
-                       False, ts, r))
+    nodes.append(
+        _node(None, {"role": "system", "content": "Use the search tool; answer with the title."}, False, ts, r)
+    )
     nodes.append(_node(0, {"role": "user", "content": question}, False, ts, r))
     searches = r.randint(1, 3)
     out_of_turns = r.random() < 0.1
@@ -214,32 +292,64 @@ def _conversation(searching, step, i, r, t0, model):
         ts += model / (searches + 1)
         args = json.dumps({"query": " ".join(r.sample(words, 2)), "limit": 5})
         call_id = "call_%d_%d_%d" % (step, i, k)
-        nodes.append(_node(len(nodes) - 1, {"role": "assistant", "content": "",
-                                            "tool_calls": [{"id": call_id, "name": "search", "arguments": args}]},
-                           True, ts, r))
-        calls.append({"node": len(nodes) - 1, "model": "demo-policy", "finish_reason": "tool_calls",
-                      "usage": {"prompt_tokens": 120 + 80 * k, "completion_tokens": 24}})
+        nodes.append(
+            _node(
+                len(nodes) - 1,
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"id": call_id, "name": "search", "arguments": args}],
+                },
+                True,
+                ts,
+                r,
+            )
+        )
+        calls.append(
+            {
+                "node": len(nodes) - 1,
+                "model": "demo-policy",
+                "finish_reason": "tool_calls",
+                "usage": {"prompt_tokens": 120 + 80 * k, "completion_tokens": 24},
+            }
+        )
         if r.random() < 0.08:
             failed = True
             result = "error: search backend timed out after 30 s"
             errors.append({"type": "ToolError", "message": "search timed out after 30 s (query %s)" % args})
         else:
-            result = "\n".join("%d. %s %s — %s" % (j + 1, r.choice(WORDS).title(), r.choice(WORDS),
-                                                    " ".join(r.choice(WORDS) for _ in range(12)))
-                               for j in range(5))
-        nodes.append(_node(len(nodes) - 1, {"role": "tool", "tool_call_id": call_id, "name": "search",
-                                            "content": result}, False, ts, r))
+            result = "\n".join(
+                "%d. %s %s — %s"
+                % (j + 1, r.choice(WORDS).title(), r.choice(WORDS), " ".join(r.choice(WORDS) for _ in range(12)))
+                for j in range(5)
+            )
+        nodes.append(
+            _node(
+                len(nodes) - 1,
+                {"role": "tool", "tool_call_id": call_id, "name": "search", "content": result},
+                False,
+                ts,
+                r,
+            )
+        )
     if out_of_turns:
         return nodes, calls, {"correct": {"score": 0.0, "weight": 1.0}}, "max_turns", errors, True
     ts += model / (searches + 1)
     right = not failed and r.random() < 0.45 + min(0.4, step / 250.0)
     title = words[0].title() if right else r.choice(WORDS).title()
-    nodes.append(_node(len(nodes) - 1, {"role": "assistant", "content": "<answer>%s</answer>" % title},
-                       True, ts, r))
-    calls.append({"node": len(nodes) - 1, "model": "demo-policy", "finish_reason": "stop",
-                  "usage": {"prompt_tokens": 140 + 80 * searches, "completion_tokens": 12}})
-    rewards = {"correct": {"score": 1.0 if right else 0.0, "weight": 1.0},
-               "tool_use": {"score": round(1.0 / searches, 3), "weight": 0.1}}
+    nodes.append(_node(len(nodes) - 1, {"role": "assistant", "content": "<answer>%s</answer>" % title}, True, ts, r))
+    calls.append(
+        {
+            "node": len(nodes) - 1,
+            "model": "demo-policy",
+            "finish_reason": "stop",
+            "usage": {"prompt_tokens": 140 + 80 * searches, "completion_tokens": 12},
+        }
+    )
+    rewards = {
+        "correct": {"score": 1.0 if right else 0.0, "weight": 1.0},
+        "tool_use": {"score": round(1.0 / searches, 3), "weight": 0.1},
+    }
     return nodes, calls, rewards, "done", errors, False
 
 
@@ -251,25 +361,55 @@ def trace_record(step, i, tool, model, t0, r=None, envs=2):
     searching = i % 3 == 2
     env = SEARCH_ENV if searching and envs == 2 else DEMO_ENV
     agent_end = t0 + SETUP + model + tool
-    timing = {"start": t0, "boot": {"start": t0, "end": t0}, "setup": {"start": t0, "end": t0 + SETUP},
-              "agent": {"start": t0 + SETUP, "end": agent_end, "model": {"duration": round(model, 6)},
-                        "harness": {"duration": round(tool, 6)}},
-              "finalize": {"start": agent_end, "end": agent_end + FINALIZE},
-              "scoring": {"start": agent_end + FINALIZE, "end": agent_end + FINALIZE + SCORING}}
+    timing = {
+        "start": t0,
+        "boot": {"start": t0, "end": t0},
+        "setup": {"start": t0, "end": t0 + SETUP},
+        "agent": {
+            "start": t0 + SETUP,
+            "end": agent_end,
+            "model": {"duration": round(model, 6)},
+            "harness": {"duration": round(tool, 6)},
+        },
+        "finalize": {"start": agent_end, "end": agent_end + FINALIZE},
+        "scoring": {"start": agent_end + FINALIZE, "end": agent_end + FINALIZE + SCORING},
+    }
     nodes, calls, rewards, stop, errors, _cut = _conversation(searching, step, i, r, t0 + SETUP, model)
     task = {"type": "Task", "data": {"prompt": content_of(nodes[1]), "example": "%d-%d" % (step, i)}}
-    tools = [{"name": "search", "description": "Search the wiki", "parameters": {"type": "object"}}] \
-        if searching else []
-    trace = {"version": 1, "id": "t%d-%d" % (step, i), "verifiers": {"version": "demo"}, "task": task,
-             "agent": {"config": {}, "name": DEMO_AGENT, "trainable": True}, "tools": tools,
-             "nodes": nodes, "calls": calls, "request_rewrites": [], "response_rewrites": [],
-             "rewards": rewards, "metrics": {"num_turns": float(sum(1 for n in nodes if n["sampled"]))},
-             "info": {}, "extra_usage": [], "is_completed": True, "ok": not errors, "stop_condition": stop,
-             "errors": errors, "timing": timing}
-    return {"id": "e%d-%d" % (step, i), "env": {"id": env, "name": env}, "task": task,
-            "group": {"id": "g%d-%d" % (step, i // 4)},
-            "run": {"type": "train", "id": "demo", "work": {"type": "train", "step": step}},
-            "ok": not errors, "errors": errors[-1:], "traces": [trace]}
+    tools = (
+        [{"name": "search", "description": "Search the wiki", "parameters": {"type": "object"}}] if searching else []
+    )
+    trace = {
+        "version": 1,
+        "id": "t%d-%d" % (step, i),
+        "verifiers": {"version": "demo"},
+        "task": task,
+        "agent": {"config": {}, "name": DEMO_AGENT, "trainable": True},
+        "tools": tools,
+        "nodes": nodes,
+        "calls": calls,
+        "request_rewrites": [],
+        "response_rewrites": [],
+        "rewards": rewards,
+        "metrics": {"num_turns": float(sum(1 for n in nodes if n["sampled"]))},
+        "info": {},
+        "extra_usage": [],
+        "is_completed": True,
+        "ok": not errors,
+        "stop_condition": stop,
+        "errors": errors,
+        "timing": timing,
+    }
+    return {
+        "id": "e%d-%d" % (step, i),
+        "env": {"id": env, "name": env},
+        "task": task,
+        "group": {"id": "g%d-%d" % (step, i // 4)},
+        "run": {"type": "train", "id": "demo", "work": {"type": "train", "step": step}},
+        "ok": not errors,
+        "errors": errors[-1:],
+        "traces": [trace],
+    }
 
 
 def content_of(node):
@@ -287,8 +427,15 @@ def write_traces(run_dir, seed, step, profile, sim):
     r = random.Random("%s:traces:%s:%d" % (seed, name, step))
     with open(os.path.join(d, "traces.jsonl"), "a") as f:
         for i, (tool, model) in enumerate(episode_seconds(name, p, r, EPISODES_PER_STEP)):
-            rec = trace_record(step, i, tool, model, EPOCH + sim, random.Random("%s:%d:%d" % (seed, step, i)),
-                               envs=1 if name in PROFILES else 2)
+            rec = trace_record(
+                step,
+                i,
+                tool,
+                model,
+                EPOCH + sim,
+                random.Random("%s:%d:%d" % (seed, step, i)),
+                envs=1 if name in PROFILES else 2,
+            )
             f.write(json.dumps(rec, separators=(",", ":")) + "\n")
             f.flush()
     shutil.rmtree(os.path.join(root, "step_%d" % (step - TRACE_STEPS_KEPT)), ignore_errors=True)
@@ -297,13 +444,21 @@ def write_traces(run_dir, seed, step, profile, sim):
 def inference_gauges(p, r):
     """The orchestrator's scrape of vLLM's /metrics: inference/agg/<gauge>/{mean,min,max}."""
     out = {}
-    for name, key in (("kv_cache_usage_perc", "kv"), ("num_requests_running", "running"),
-                      ("num_requests_waiting", "waiting")):
+    for name, key in (
+        ("kv_cache_usage_perc", "kv"),
+        ("num_requests_running", "running"),
+        ("num_requests_waiting", "waiting"),
+    ):
         v = p[key] * r.uniform(0.9, 1.1)
         if key == "kv":
             v = min(v, 1.0)
-        out.update({"inference/agg/%s/mean" % name: v, "inference/agg/%s/min" % name: v * 0.8,
-                    "inference/agg/%s/max" % name: min(v * 1.1, 1.0) if key == "kv" else v * 1.2})
+        out.update(
+            {
+                "inference/agg/%s/mean" % name: v,
+                "inference/agg/%s/min" % name: v * 0.8,
+                "inference/agg/%s/max" % name: min(v * 1.1, 1.0) if key == "kv" else v * 1.2,
+            }
+        )
     return out
 
 
@@ -317,38 +472,64 @@ def profile_values(profile, seed, step, saving):
     def j(x):
         return x * r.uniform(0.9, 1.1)
 
-    tr = {"time/wait_for_batch": j(p["wait"]), "time/load_data": j(p["load"]),
-          "time/forward_backward": j(p["fb"]), "time/broadcast_weights": j(p["bcast"]),
-          "time/save_ckpt": j(p["save"]) if saving else 0.0}
+    tr = {
+        "time/wait_for_batch": j(p["wait"]),
+        "time/load_data": j(p["load"]),
+        "time/forward_backward": j(p["fb"]),
+        "time/broadcast_weights": j(p["bcast"]),
+        "time/save_ckpt": j(p["save"]) if saving else 0.0,
+    }
     tr["time/step"] = sum(tr.values()) + j(0.3)
-    orch = {"time/step": tr["time/step"] * r.uniform(0.97, 1.03), "time/wait_for_policy": j(p["hold"]),
-            "time/pack": j(0.05), "progress/rollouts": 128, "off_policy/mean": r.uniform(0.5, 1.0)}
+    orch = {
+        "time/step": tr["time/step"] * r.uniform(0.97, 1.03),
+        "time/wait_for_policy": j(p["hold"]),
+        "time/pack": j(0.05),
+        "progress/rollouts": 128,
+        "off_policy/mean": r.uniform(0.5, 1.0),
+    }
     orch.update(rollout_timing(j(p["gen"]), j(p["tools"]), r))
     return tr, orch, inference_gauges(p, r)
 
 
 def trainer_line(step, v):
-    return ("Step %d | %7s | Loss %.4f | Entropy %.4f | Mismatch KL %.4f | Grad. Norm %.4f | LR %.2e | "
-            "Throughput %d tokens/s | MFU %.1f%% | Peak Mem. %.1f GiB" % (
-                step, fmt_time(v["time/step"]), v["loss/mean"], v["entropy/all/mean"],
-                v["mismatch_kl/all/mean"], v["optim/grad_norm"], v["optim/lr"], v["perf/throughput"],
-                v["perf/mfu"], v["perf/peak_memory"]))
+    return (
+        "Step %d | %7s | Loss %.4f | Entropy %.4f | Mismatch KL %.4f | Grad. Norm %.4f | LR %.2e | "
+        "Throughput %d tokens/s | MFU %.1f%% | Peak Mem. %.1f GiB"
+        % (
+            step,
+            fmt_time(v["time/step"]),
+            v["loss/mean"],
+            v["entropy/all/mean"],
+            v["mismatch_kl/all/mean"],
+            v["optim/grad_norm"],
+            v["optim/lr"],
+            v["perf/throughput"],
+            v["perf/mfu"],
+            v["perf/peak_memory"],
+        )
+    )
 
 
 def orchestrator_line(step, v):
     t = v["orch/trainable"]
-    return ("Step %d | %7s | Reward %.4f | Trainable %d/128 (%.1f%%) | Turns 1.0 | Branches 1.0 | "
-            "Max Off-Policy 1 | Error 0.0%% | Cancelled 0.0%% | Truncation %.1f%%" % (
-                step, fmt_time(v["time/step"] * 0.8), v["orch/reward"], t, 100.0 * t / 128,
-                v["orch/truncation"]))
+    return (
+        "Step %d | %7s | Reward %.4f | Trainable %d/128 (%.1f%%) | Turns 1.0 | Branches 1.0 | "
+        "Max Off-Policy 1 | Error 0.0%% | Cancelled 0.0%% | Truncation %.1f%%"
+        % (step, fmt_time(v["time/step"] * 0.8), v["orch/reward"], t, 100.0 * t / 128, v["orch/truncation"])
+    )
 
 
 def default_split(step_time, saving):
     """The default run's time/* split: a balanced pipeline (no component above 40%)."""
     save = 0.3 * step_time if saving else 0.0
-    return {"time/wait_for_batch": 0.3 * step_time, "time/load_data": 0.03 * step_time,
-            "time/forward_backward": 0.38 * step_time, "time/broadcast_weights": 0.07 * step_time,
-            "time/save_ckpt": save, "time/step": step_time + save}
+    return {
+        "time/wait_for_batch": 0.3 * step_time,
+        "time/load_data": 0.03 * step_time,
+        "time/forward_backward": 0.38 * step_time,
+        "time/broadcast_weights": 0.07 * step_time,
+        "time/save_ckpt": save,
+        "time/step": step_time + save,
+    }
 
 
 def write_checkpoint(run_dir, step, seed):
@@ -386,8 +567,9 @@ def write_partial_checkpoint(run_dir, step, seed):
 def checkpoint_done(run_dir, step):
     """Both halves of step_N are there (what --resume-step needs)."""
     d = os.path.join(run_dir, "checkpoints", "step_%d" % step)
-    return (os.path.isfile(os.path.join(d, "trainer", ".metadata"))
-            and os.path.isfile(os.path.join(d, "orchestrator", "progress.pt")))
+    return os.path.isfile(os.path.join(d, "trainer", ".metadata")) and os.path.isfile(
+        os.path.join(d, "orchestrator", "progress.pt")
+    )
 
 
 def write_config(run_dir, max_steps):
@@ -425,7 +607,7 @@ def owner_gone(path, claimed=False):
     try:
         with open("/proc/%d/stat" % pid) as fh:
             stat = fh.read()
-        rest = stat[stat.rfind(")") + 2:].split()
+        rest = stat[stat.rfind(")") + 2 :].split()
     except (OSError, ValueError):
         return False  # no /proc here: the pid answered, that is all we know
     return rest[0] == "Z" or (owner.get("start") is not None and int(rest[19]) != int(owner["start"]))
@@ -474,8 +656,21 @@ def timed(v, seed, step, max_steps, ckpt_interval, profile):
     return last, saving, prof
 
 
-def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profile="default", write_metrics=True,
-        runbook=False, resume_step=None, head_start=0, config=None, torn_save=False, owner=None):
+def run(
+    run_dir,
+    seed=0,
+    step_seconds=1.0,
+    max_steps=0,
+    ckpt_interval=10,
+    profile="default",
+    write_metrics=True,
+    runbook=False,
+    resume_step=None,
+    head_start=0,
+    config=None,
+    torn_save=False,
+    owner=None,
+):
     if profile not in PROFILE_NAMES:
         raise ValueError("unknown profile %r; one of %s" % (profile, ", ".join(PROFILE_NAMES)))
     claimed = bool(owner) and os.path.exists(owner)  # the run has an owner: its file going away stops it too
@@ -516,8 +711,9 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
         note = ""
         if torn_save and ckpt_interval > 0 and write_partial_checkpoint(run_dir, cut, seed) is not None:
             note = " (the checkpoint save of step %d was cut short: step_%d is half-written)" % (cut, cut)
-        tr.write(line(state["sim"], "WARNING", "Received SIGTERM: the run stops after step %d%s"
-                      % (state["step"], note)))
+        tr.write(
+            line(state["sim"], "WARNING", "Received SIGTERM: the run stops after step %d%s" % (state["step"], note))
+        )
         for f in (tr, orch, metrics):
             f.close()
         sys.exit(128 + signum)
@@ -526,14 +722,25 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
     burst = head_start if resume_step is None else 0
     for step, v in paced_steps(seed, step_seconds, max_steps, first, burst):
         if owner_gone(owner, claimed):
-            tr.write(line(sim, "WARNING", "The app that owned this demo run ended: the run stops after step %d"
-                          % state["step"]))
+            tr.write(
+                line(
+                    sim,
+                    "WARNING",
+                    "The app that owned this demo run ended: the run stops after step %d" % state["step"],
+                )
+            )
             break
         profile = switched_profile(run_dir, profile)
         last, saving, prof = timed(v, seed, step, max_steps, ckpt_interval, profile)
         if prof is not None and prof[1]["time/wait_for_policy"] > 1.0:
-            orch.write(line(sim + 0.1, "INFO", "Holding batch %d until the trainer publishes policy v%d "
-                                               "(currently v%d)" % (step, max(0, step - 2), max(0, step - 3))))
+            orch.write(
+                line(
+                    sim + 0.1,
+                    "INFO",
+                    "Holding batch %d until the trainer publishes policy v%d "
+                    "(currently v%d)" % (step, max(0, step - 2), max(0, step - 3)),
+                )
+            )
         sim += v["time/step"]
         state["busy"] = True
         orch.write(line(sim - 0.2, "SUCCESS", orchestrator_line(step, v)))
@@ -551,8 +758,17 @@ def run(run_dir, seed=0, step_seconds=1.0, max_steps=0, ckpt_interval=10, profil
             metrics.write(json.dumps(prow) + "\n")
         write_traces(run_dir, seed, step, profile, sim)
         if saving:
-            tr.write(line(sim, "INFO", ("Writing final checkpoint" if last and step % ckpt_interval
-                                        else "Saving checkpoint at step %d" % step)))
+            tr.write(
+                line(
+                    sim,
+                    "INFO",
+                    (
+                        "Writing final checkpoint"
+                        if last and step % ckpt_interval
+                        else "Saving checkpoint at step %d" % step
+                    ),
+                )
+            )
             write_checkpoint(run_dir, step, seed)
         state["step"], state["sim"], state["busy"] = step, sim, False
         if state.get("pending"):
@@ -572,9 +788,13 @@ def main(argv=None):
     ap.add_argument("--step-seconds", type=float, default=2.0)
     ap.add_argument("--max-steps", type=int, default=0, help="0 = run until killed")
     ap.add_argument("--ckpt-interval", type=int, default=10, help="0 = no checkpoints")
-    ap.add_argument("--profile", choices=PROFILE_NAMES, default=None,
-                    help="timing profile of the steps (default: $%s, else default; <run dir>/%s switches it "
-                         "while running)" % (PROFILE_ENV, PROFILE_FILE))
+    ap.add_argument(
+        "--profile",
+        choices=PROFILE_NAMES,
+        default=None,
+        help="timing profile of the steps (default: $%s, else default; <run dir>/%s switches it "
+        "while running)" % (PROFILE_ENV, PROFILE_FILE),
+    )
     ap.add_argument("--no-metrics", action="store_true", help="write no metrics.jsonl (console lines only)")
     ap.add_argument("--runbook", action="store_true", help="a plain script writing training.csv, not prime-rl")
     ap.add_argument("--resume-step", type=int, help="continue from the complete checkpoint step_N (appending)")
@@ -587,8 +807,21 @@ def main(argv=None):
         a.profile = os.environ.get(PROFILE_ENV, "").strip() or "default"
         if a.profile not in PROFILE_NAMES:
             ap.error("$%s=%r is not a profile; one of %s" % (PROFILE_ENV, a.profile, ", ".join(PROFILE_NAMES)))
-    return run(a.run_dir, a.seed, a.step_seconds, a.max_steps, a.ckpt_interval, a.profile, not a.no_metrics,
-               a.runbook, a.resume_step, max(0, a.head_start), a.config, a.torn_save, a.owner_file)
+    return run(
+        a.run_dir,
+        a.seed,
+        a.step_seconds,
+        a.max_steps,
+        a.ckpt_interval,
+        a.profile,
+        not a.no_metrics,
+        a.runbook,
+        a.resume_step,
+        max(0, a.head_start),
+        a.config,
+        a.torn_save,
+        a.owner_file,
+    )
 
 
 if __name__ == "__main__":

@@ -45,10 +45,17 @@ if TYPE_CHECKING:
 # ------------------------------------------------------------------------------------ launch
 
 
-async def launch(conn: Connection, config: Path, *, settings: LifecycleSettings | None = None,
-                 command: str | None = None, run_dir: str | None = None, force: bool = False,
-                 environ: dict[str, str] | None = None, _resume: dict[str, Any] | None = None,
-                 ) -> AsyncIterator[Event]:
+async def launch(
+    conn: Connection,
+    config: Path,
+    *,
+    settings: LifecycleSettings | None = None,
+    command: str | None = None,
+    run_dir: str | None = None,
+    force: bool = False,
+    environ: dict[str, str] | None = None,
+    _resume: dict[str, Any] | None = None,
+) -> AsyncIterator[Event]:
     """Pre-flight, upload the config, start the run detached, record it. Ends with done/error.
     The pod's action lock is taken by the helper itself, in the same exec."""
     settings = settings or LifecycleSettings()
@@ -56,30 +63,52 @@ async def launch(conn: Connection, config: Path, *, settings: LifecycleSettings 
     secrets = collect_secrets(settings.secrets, environ)
     try:
         with BUSY.hold(conn.pod.name, action):
-            async for ev in _launch(conn, Path(config) if config else None, settings, command, run_dir, force,
-                                    secrets, action, _resume, None):
+            async for ev in _launch(
+                conn,
+                Path(config) if config else None,
+                settings,
+                command,
+                run_dir,
+                force,
+                secrets,
+                action,
+                _resume,
+                None,
+            ):
                 yield ev
     except PrimeTrainError as exc:
         yield Event(action, "error", hide_values(with_hint(exc), secrets.values()))
 
 
-async def _launch(conn: Connection, config: Path | None, settings: LifecycleSettings, command: str | None,
-                  run_dir: str | None, force: bool, secrets: dict[str, str], action: Action,
-                  resume: dict[str, Any] | None, guard: Any) -> AsyncIterator[Event]:
+async def _launch(
+    conn: Connection,
+    config: Path | None,
+    settings: LifecycleSettings,
+    command: str | None,
+    run_dir: str | None,
+    force: bool,
+    secrets: dict[str, str],
+    action: Action,
+    resume: dict[str, Any] | None,
+    guard: Any,
+) -> AsyncIterator[Event]:
     """ONE exec of the helper's ``launch`` (lock unless ``guard`` holds it already, pre-flight streamed
     check by check, the config and the secrets over its stdin, the start); see pod/agent/actions.py."""
     shell = PodShell(conn)
     t0 = time.monotonic()
-    request: dict[str, Any] = {"secrets": secrets, "force": force, "mode": settings.tmux,
-                               "watch": settings.start_watch_seconds,
-                               # the helper sets --run-dir and --trainer itself (absolute, rendered)
-                               "preflight": pf.agent_args(settings, "", "")[1:]}
+    request: dict[str, Any] = {
+        "secrets": secrets,
+        "force": force,
+        "mode": settings.tmux,
+        "watch": settings.start_watch_seconds,
+        # the helper sets --run-dir and --trainer itself (absolute, rendered)
+        "preflight": pf.agent_args(settings, "", "")[1:],
+    }
     checked: Path | None = config
     if resume:
         config_hash = resume.get("config_hash", "")
         config_name = resume.get("config_name", "")
-        request.update(run_dir=resume["run_dir"], base_command=resume["base_command"],
-                       remote_config=resume["config"])
+        request.update(run_dir=resume["run_dir"], base_command=resume["base_command"], remote_config=resume["config"])
         if resume.get("resume_step") is not None:
             request["suffix"] = render(settings.resume_args, step=resume["resume_step"])
         # the launch's config goes along whenever this machine still has it (a wiped volume, another pod:
@@ -100,8 +129,11 @@ async def _launch(conn: Connection, config: Path | None, settings: LifecycleSett
         data = config.read_bytes()
         config_hash = hashlib.sha256(data).hexdigest()[:12]
         config_name = config.name
-        request.update(run_dir=run_dir or default_run_dir(conn.pod, config), template=command or settings.command,
-                       config={"name": config_name, "hash": config_hash, "data": base64.b64encode(data).decode()})
+        request.update(
+            run_dir=run_dir or default_run_dir(conn.pod, config),
+            template=command or settings.command,
+            config={"name": config_name, "hash": config_hash, "data": base64.b64encode(data).decode()},
+        )
     request["preflight"] += pf.login_args(checked, settings.secrets)  # W&B / a gated model: a login on the pod?
     if dry_run.wanted(settings.dry_run, request.get("base_command") or request.get("template") or ""):
         request["dry_run"] = {"timeout": settings.dry_run_timeout}
@@ -109,21 +141,33 @@ async def _launch(conn: Connection, config: Path | None, settings: LifecycleSett
         request["lock"] = {"action": action, "owner": owner_id()}
     run_id = runs.new_run_id()
     request["record"] = {
-        "id": run_id, "pod": conn.pod.name, "config_hash": config_hash, "config_name": config_name,
-        "command_template": settings.command, "started": time.time(), "env": dict(settings.env),
-        "secret_names": sorted(secrets), "nofile": settings.min_nofile, "state": "running",
+        "id": run_id,
+        "pod": conn.pod.name,
+        "config_hash": config_hash,
+        "config_name": config_name,
+        "command_template": settings.command,
+        "started": time.time(),
+        "env": dict(settings.env),
+        "secret_names": sorted(secrets),
+        "nofile": settings.min_nofile,
+        "state": "running",
         "resume_step": resume.get("resume_step") if resume else None,
         "resumed_from": resume.get("id") if resume else None,
-        "local_config": str(config.resolve()) if config is not None and not resume else
-        (resume or {}).get("local_config"),
+        "local_config": str(config.resolve())
+        if config is not None and not resume
+        else (resume or {}).get("local_config"),
     }
     yield Event(action, "step", f"pre-flight on {conn.pod.name}", progress=0.05)
     config_check = pf.config_check(checked)
     if resume and config_check.status == pf.FAIL:
         # byte-identical (hash-checked) to what this run was launched with, forced or not: resuming it
         # must not be refused for it (auto-resume after a preemption never forces)
-        config_check = Check(config_check.name, pf.WARN, config_check.detail + " — the config this run was "
-                             "launched with (same hash), so the resume goes on", config_check.fix)
+        config_check = Check(
+            config_check.name,
+            pf.WARN,
+            config_check.detail + " — the config this run was launched with (same hash), so the resume goes on",
+            config_check.fix,
+        )
     yield Event(action, "check", "config validates", check=config_check)
     where = "tmux" if settings.tmux == "tmux" else ("setsid" if settings.tmux == "setsid" else "tmux or setsid")
     failures: list[Check] = [config_check] if config_check.status == pf.FAIL else []
@@ -178,14 +222,22 @@ async def _launch(conn: Connection, config: Path | None, settings: LifecycleSett
     run_dir_abs = record.get("run_dir", "")
     if settings.runs_dir is not None:
         runs.save_record(settings.runs_dir, record)
-        runs.append_log(settings.runs_dir, f"{action} {conn.pod.name} run {run_id} pid {record.get('pid')} "
-                                           f"({record.get('method')}) in {run_dir_abs}")
-    how = f"tmux session {record['tmux_session']} (attach: tmux attach -t {record['tmux_session']})" \
-        if record.get("tmux_session") else \
-        f"process group {record.get('pgid')}"
-    yield Event(action, "done", f"run {run_id} started in {how} (pid {record.get('pid')}), "
-                                f"log {record['log']} [{time.monotonic() - t0:.2f} s]",
-                progress=1.0, data=record)
+        runs.append_log(
+            settings.runs_dir,
+            f"{action} {conn.pod.name} run {run_id} pid {record.get('pid')} ({record.get('method')}) in {run_dir_abs}",
+        )
+    how = (
+        f"tmux session {record['tmux_session']} (attach: tmux attach -t {record['tmux_session']})"
+        if record.get("tmux_session")
+        else f"process group {record.get('pgid')}"
+    )
+    yield Event(
+        action,
+        "done",
+        f"run {run_id} started in {how} (pid {record.get('pid')}), log {record['log']} [{time.monotonic() - t0:.2f} s]",
+        progress=1.0,
+        data=record,
+    )
 
 
 def _masked(lines: Any, secrets: dict[str, str]) -> list[str]:
@@ -204,8 +256,9 @@ def _refuse(failures: list[Check]) -> None:
     raise LifecycleError(f"pre-flight failed: {names} — {failures[0].detail}", hint=failures[0].fix)
 
 
-async def _pod_checks(shell: PodShell, settings: LifecycleSettings, request: dict[str, Any], action: Action,
-                      failures: list[Check]) -> AsyncIterator[Event]:
+async def _pod_checks(
+    shell: PodShell, settings: LifecycleSettings, request: dict[str, Any], action: Action, failures: list[Check]
+) -> AsyncIterator[Event]:
     """The pod's pre-flight alone (no lock, nothing started): shown when the launch is refused already
     (an invalid config), so that every failure is reported at once. Adds the pod's failures."""
     await shell.home()
@@ -214,8 +267,11 @@ async def _pod_checks(shell: PodShell, settings: LifecycleSettings, request: dic
         command = request["base_command"]
     else:
         cfg = request.get("config") or {}
-        command = render(request.get("template") or "", run_dir=run_abs,
-                         config=f"{run_abs}/.ptt/config/{cfg.get('hash')}/{cfg.get('name')}")
+        command = render(
+            request.get("template") or "",
+            run_dir=run_abs,
+            config=f"{run_abs}/.ptt/config/{cfg.get('hash')}/{cfg.get('name')}",
+        )
     timeout = max([180.0] + [float(c.timeout) + 30 for c in settings.checks])
     try:
         pre = list(request.get("preflight") or [])
@@ -230,21 +286,38 @@ async def _pod_checks(shell: PodShell, settings: LifecycleSettings, request: dic
         yield Event(action, "check", check.name, check=check)
 
 
-async def _exited(conn: Connection, settings: LifecycleSettings, action: Action, record: dict[str, Any],
-                  msg: dict[str, Any], secrets: dict[str, str]) -> AsyncIterator[Event]:
+async def _exited(
+    conn: Connection,
+    settings: LifecycleSettings,
+    action: Action,
+    record: dict[str, Any],
+    msg: dict[str, Any],
+    secrets: dict[str, str],
+) -> AsyncIterator[Event]:
     """The run ended within the helper's watch after its start: its log's tail, then the error."""
     code, after = msg.get("code"), float(msg.get("after") or 0.0)
     tail = [hide_values(str(line), secrets.values()) for line in msg.get("tail") or []][-12:]
     for line in tail:
         yield Event(action, "warn", f"log: {line}")
     if settings.runs_dir is not None:
-        runs.save_record(settings.runs_dir, {**{k: v for k, v in record.items() if k != "cwd"},
-                                             "state": "exited", "exit_code": code, "ended": time.time()})
-        runs.append_log(settings.runs_dir, f"{action} {conn.pod.name} run {record.get('id')} exited with code "
-                                           f"{code} {after:.1f} s after its start")
+        runs.save_record(
+            settings.runs_dir,
+            {
+                **{k: v for k, v in record.items() if k != "cwd"},
+                "state": "exited",
+                "exit_code": code,
+                "ended": time.time(),
+            },
+        )
+        runs.append_log(
+            settings.runs_dir,
+            f"{action} {conn.pod.name} run {record.get('id')} exited with code {code} {after:.1f} s after its start",
+        )
     last = tail[-1] if tail else "(the log is empty)"
-    raise LifecycleError(f"run {record.get('id')} exited with code {code} {after:.1f} s after its start: {last}",
-                         hint=f"see the log on the pod: {record.get('log')}")
+    raise LifecycleError(
+        f"run {record.get('id')} exited with code {code} {after:.1f} s after its start: {last}",
+        hint=f"see the log on the pod: {record.get('log')}",
+    )
 
 
 # ------------------------------------------------------------------------------------ kill
@@ -255,8 +328,13 @@ async def plan_kill(conn: Connection) -> dict[str, Any] | None:
     return await active_run(PodShell(conn))
 
 
-async def kill(conn: Connection, *, settings: LifecycleSettings | None = None, grace: float | None = None,
-               run_id: str | None = None) -> AsyncIterator[Event]:
+async def kill(
+    conn: Connection,
+    *,
+    settings: LifecycleSettings | None = None,
+    grace: float | None = None,
+    run_id: str | None = None,
+) -> AsyncIterator[Event]:
     """SIGTERM, grace, SIGKILL for the pod's active run (``run_id``: only that one). Ends with done/error."""
     settings = settings or LifecycleSettings()
     grace = settings.grace_seconds if grace is None else grace
@@ -268,8 +346,9 @@ async def kill(conn: Connection, *, settings: LifecycleSettings | None = None, g
         yield Event("kill", "error", with_hint(exc))
 
 
-async def _kill(conn: Connection, settings: LifecycleSettings, grace: float,
-                run_id: str | None) -> AsyncIterator[Event]:
+async def _kill(
+    conn: Connection, settings: LifecycleSettings, grace: float, run_id: str | None
+) -> AsyncIterator[Event]:
     """ONE exec of the helper's ``kill``: lock, SIGTERM to the group, the grace period (streamed),
     SIGKILL for what is left, the GPU check; see pod/agent/actions.py."""
     shell = PodShell(conn)
@@ -284,48 +363,80 @@ async def _kill(conn: Connection, settings: LifecycleSettings, grace: float,
             raise LifecycleError(f"no active run on {conn.pod.name}")
         if kind == "term":
             rid, pids = msg.get("run") or "?", list(msg.get("pids", []))
-            yield Event("kill", "step", f"SIGTERM to run {rid}: {len(pids)} process(es) in group {msg.get('pgid')}",
-                        progress=0.1, data={"pids": pids})
+            yield Event(
+                "kill",
+                "step",
+                f"SIGTERM to run {rid}: {len(pids)} process(es) in group {msg.get('pgid')}",
+                progress=0.1,
+                data={"pids": pids},
+            )
         elif kind == "left":
             left = list(msg.get("pids", []))
-            yield Event("kill", "progress", f"{len(left)} process(es) left, grace {msg.get('remaining', 0):.0f} s",
-                        progress=0.1 + 0.6 * (1 - len(left) / max(1, len(pids))))
+            yield Event(
+                "kill",
+                "progress",
+                f"{len(left)} process(es) left, grace {msg.get('remaining', 0):.0f} s",
+                progress=0.1 + 0.6 * (1 - len(left) / max(1, len(pids))),
+            )
         elif kind == "sigkill":
-            yield Event("kill", "step", f"SIGKILL to {len(msg.get('pids', []))} process(es) still running after "
-                                        f"{grace:g} s", progress=0.75)
+            yield Event(
+                "kill",
+                "step",
+                f"SIGKILL to {len(msg.get('pids', []))} process(es) still running after {grace:g} s",
+                progress=0.75,
+            )
         elif kind == "gone":
             left, gone = list(msg.get("left", [])), True
             if left:
-                raise LifecycleError(f"{len(left)} process(es) of run {rid} survived SIGKILL: {left[:10]}",
-                                     hint="they may be stuck in the kernel (D state); check the GPU driver")
-            yield Event("kill", "check", "processes gone",
-                        check=Check("processes gone", pf.OK, f"all {len(pids)} process(es) of the group ended"))
+                raise LifecycleError(
+                    f"{len(left)} process(es) of run {rid} survived SIGKILL: {left[:10]}",
+                    hint="they may be stuck in the kernel (D state); check the GPU driver",
+                )
+            yield Event(
+                "kill",
+                "check",
+                "processes gone",
+                check=Check("processes gone", pf.OK, f"all {len(pids)} process(es) of the group ended"),
+            )
         elif kind == "gpu":
             if not msg.get("ok"):
                 check = Check("GPUs freed", pf.SKIP, f"nvidia-smi: {str(msg.get('error', ''))[:120]}")
             else:
                 still = sorted(set(msg.get("pids", [])) & set(pids))
-                check = Check("GPUs freed", pf.FAIL if still else pf.OK,
-                              f"pids {still} still hold GPU memory" if still else "no process of the run holds a GPU",
-                              "nvidia-smi; kill the leftover pid" if still else "")
+                check = Check(
+                    "GPUs freed",
+                    pf.FAIL if still else pf.OK,
+                    f"pids {still} still hold GPU memory" if still else "no process of the run holds a GPU",
+                    "nvidia-smi; kill the leftover pid" if still else "",
+                )
                 gpu_held = check if still else None
             yield Event("kill", "check", check.name, check=check)
     if not gone:
         raise LifecycleError(f"the pod's helper ended before run {rid}'s processes were gone ({conn.pod.name})")
     if settings.runs_dir is not None:
         runs.update_record(settings.runs_dir, rid, state="killed", ended=time.time())
-        runs.append_log(settings.runs_dir, f"kill {conn.pod.name} run {rid}: {len(pids)} process(es) gone"
-                        + (f"; GPUs NOT freed: {gpu_held.detail}" if gpu_held else ""))
+        runs.append_log(
+            settings.runs_dir,
+            f"kill {conn.pod.name} run {rid}: {len(pids)} process(es) gone"
+            + (f"; GPUs NOT freed: {gpu_held.detail}" if gpu_held else ""),
+        )
     if gpu_held is not None:  # the processes are gone, yet the GPUs are not free: not a success
-        raise LifecycleError(f"run {rid}'s processes are gone but the GPUs are not freed: {gpu_held.detail}",
-                             hint=gpu_held.fix)
-    yield Event("kill", "done", f"run {rid} killed: {len(pids)} process(es) gone "
-                                f"[{time.monotonic() - t0:.2f} s]", progress=1.0, data={"run": rid, "pids": pids})
+        raise LifecycleError(
+            f"run {rid}'s processes are gone but the GPUs are not freed: {gpu_held.detail}", hint=gpu_held.fix
+        )
+    yield Event(
+        "kill",
+        "done",
+        f"run {rid} killed: {len(pids)} process(es) gone [{time.monotonic() - t0:.2f} s]",
+        progress=1.0,
+        data={"run": rid, "pids": pids},
+    )
 
 
 # ------------------------------------------------------------------------------------ resume
-async def plan_resume(conn: Connection, settings: LifecycleSettings | None = None,
-                      backup: Any = None, run: dict[str, Any] | None = None) -> dict[str, Any]:
+async def plan_resume(
+    conn: Connection, settings: LifecycleSettings | None = None, backup: Any = None, run: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The run to resume and the checkpoint it would start from (for the confirm step). With a bucket
     configured (``backup``) and no complete checkpoint on the pod, the newest verified backup is planned
     to be restored first (``plan["restore"]``); nothing is changed here. ``run`` (a local run record)
@@ -343,12 +454,12 @@ async def plan_resume(conn: Connection, settings: LifecycleSettings | None = Non
         local = runs.latest_record(settings.runs_dir, conn.pod.name)
         records = [local] if local else []
     if not records:
-        raise LifecycleError(f"no run recorded on {conn.pod.name}",
-                             hint="launch one first")
+        raise LifecycleError(f"no run recorded on {conn.pod.name}", hint="launch one first")
     run = records[-1]
     if run.get("active"):
-        raise LifecycleError(f"run {run['id']} is still running on {conn.pod.name}",
-                             hint="kill it first, or let it finish")
+        raise LifecycleError(
+            f"run {run['id']} is still running on {conn.pod.name}", hint="kill it first, or let it finish"
+        )
     ckpt_dir, ckpts = await checkpoints(shell, run["run_dir"], settings)
     best = newest_complete(ckpts)
     restore: dict[str, Any] | None = None
@@ -360,22 +471,29 @@ async def plan_resume(conn: Connection, settings: LifecycleSettings | None = Non
         steps = await verified_steps(backup, run["run_dir"], source)
         if steps:
             step = max(steps)
-            restore = {"step": step, "where": where, "path": f"{ckpt_dir.rstrip('/')}/step_{step}",
-                       "source": source}
+            restore = {"step": step, "where": where, "path": f"{ckpt_dir.rstrip('/')}/step_{step}", "source": source}
             best = {"step": step, "path": restore["path"], "complete": False, "bytes": 0, "restore": True}
         else:
-            raise LifecycleError(f"no complete checkpoint in {ckpt_dir} and no verified backup in {where}",
-                                 hint="launch fresh")
+            raise LifecycleError(
+                f"no complete checkpoint in {ckpt_dir} and no verified backup in {where}", hint="launch fresh"
+            )
     if best is None:
-        raise LifecycleError(f"no complete checkpoint in {ckpt_dir}",
-                             hint="restore one from the backup first, or launch afresh")
+        raise LifecycleError(
+            f"no complete checkpoint in {ckpt_dir}", hint="restore one from the backup first, or launch afresh"
+        )
     skipped = [c for c in ckpts if not c["complete"] and c["step"] > best["step"]]
     return {"run": run, "ckpt_dir": ckpt_dir, "checkpoint": best, "skipped": skipped, "restore": restore}
 
 
-async def resume(conn: Connection, *, settings: LifecycleSettings | None = None, force: bool = False,
-                 environ: dict[str, str] | None = None, backup: Any = None,
-                 run: dict[str, Any] | None = None) -> AsyncIterator[Event]:
+async def resume(
+    conn: Connection,
+    *,
+    settings: LifecycleSettings | None = None,
+    force: bool = False,
+    environ: dict[str, str] | None = None,
+    backup: Any = None,
+    run: dict[str, Any] | None = None,
+) -> AsyncIterator[Event]:
     """Relaunch from the newest complete checkpoint; with a bucket configured and none on the pod,
     restore the newest verified backup first (checked against its manifest on the pod). ``run``: see
     :func:`plan_resume`."""
@@ -394,10 +512,16 @@ async def resume(conn: Connection, *, settings: LifecycleSettings | None = None,
     if not base.get("base_command"):
         base["base_command"] = base.get("command", "")
     if not plan.get("restore"):
-        yield Event("resume", "step", f"resuming run {plan['run']['id']} from step_{best['step']} "
-                                      f"(newest complete checkpoint)", progress=0.02, data={"step": best["step"]})
-        async for ev in launch(conn, Path(base.get("config") or "."), settings=settings, force=force,
-                               environ=environ, _resume=base):
+        yield Event(
+            "resume",
+            "step",
+            f"resuming run {plan['run']['id']} from step_{best['step']} (newest complete checkpoint)",
+            progress=0.02,
+            data={"step": best["step"]},
+        )
+        async for ev in launch(
+            conn, Path(base.get("config") or "."), settings=settings, force=force, environ=environ, _resume=base
+        ):
             yield ev
         return
     secrets = collect_secrets(settings.secrets, environ)
@@ -406,28 +530,51 @@ async def resume(conn: Connection, *, settings: LifecycleSettings | None = None,
             await guard.ready()
             async for ev in _restore(conn, settings, backup, plan):
                 yield ev
-            yield Event("resume", "step", f"resuming run {plan['run']['id']} from step_{best['step']} "
-                                          f"(restored from {plan['restore']['where']})", progress=0.5,
-                        data={"step": best["step"], "restored": True})
-            async for ev in _launch(conn, Path(base.get("config") or "."), settings, None, None, force, secrets,
-                                    "resume", base, guard):
+            yield Event(
+                "resume",
+                "step",
+                f"resuming run {plan['run']['id']} from step_{best['step']} (restored from {plan['restore']['where']})",
+                progress=0.5,
+                data={"step": best["step"], "restored": True},
+            )
+            async for ev in _launch(
+                conn, Path(base.get("config") or "."), settings, None, None, force, secrets, "resume", base, guard
+            ):
                 yield ev
     except PrimeTrainError as exc:
         yield Event("resume", "error", hide_values(with_hint(exc), secrets.values()))
 
 
-async def _restore(conn: Connection, settings: LifecycleSettings, backup: Any, plan: dict[str, Any],
-                   ) -> AsyncIterator[Event]:
+async def _restore(
+    conn: Connection,
+    settings: LifecycleSettings,
+    backup: Any,
+    plan: dict[str, Any],
+) -> AsyncIterator[Event]:
     """Restore ``plan["restore"]`` onto the pod, with progress events; then check it is complete there."""
     from services.backup.transfer import restore_checkpoint
 
     step, where = plan["restore"]["step"], plan["restore"]["where"]
     run_dir = plan["run"]["run_dir"]
-    yield Event("resume", "step", f"no complete checkpoint on {conn.pod.name}: restoring step_{step} from "
-                                  f"{where}", progress=0.03, data={"restore": step})
+    yield Event(
+        "resume",
+        "step",
+        f"no complete checkpoint on {conn.pod.name}: restoring step_{step} from {where}",
+        progress=0.03,
+        data={"restore": step},
+    )
     seen: list[Any] = []
-    task = asyncio.ensure_future(restore_checkpoint(conn, backup, run_dir, step, on_progress=seen.append,
-                                                    ckpt_root=plan["ckpt_dir"], source=plan["restore"].get("source")))
+    task = asyncio.ensure_future(
+        restore_checkpoint(
+            conn,
+            backup,
+            run_dir,
+            step,
+            on_progress=seen.append,
+            ckpt_root=plan["ckpt_dir"],
+            source=plan["restore"].get("source"),
+        )
+    )
     try:
         while True:
             done, _ = await asyncio.wait({task}, timeout=0.5)
@@ -435,8 +582,12 @@ async def _restore(conn: Connection, settings: LifecycleSettings, backup: Any, p
                 p = seen[-1]
                 seen.clear()
                 frac = p.done / p.total if p.total else 0.0
-                yield Event("resume", "progress", f"restoring step_{step}: {fmt_bytes(p.done)} of "
-                                                  f"{fmt_bytes(p.total)}", progress=0.03 + 0.4 * frac)
+                yield Event(
+                    "resume",
+                    "progress",
+                    f"restoring step_{step}: {fmt_bytes(p.done)} of {fmt_bytes(p.total)}",
+                    progress=0.03 + 0.4 * frac,
+                )
             if done:
                 break
         manifest = task.result()
@@ -449,15 +600,26 @@ async def _restore(conn: Connection, settings: LifecycleSettings, backup: Any, p
     _, ckpts = await checkpoints(shell, run_dir, settings)
     got = next((c for c in ckpts if c["step"] == step), None)
     if got is None or not got.get("complete"):
-        raise LifecycleError(f"step_{step} was restored from {where} but is not complete on the pod",
-                             hint="check the completeness rule in settings against the backed-up files")
+        raise LifecycleError(
+            f"step_{step} was restored from {where} but is not complete on the pod",
+            hint="check the completeness rule in settings against the backed-up files",
+        )
     if settings.runs_dir is not None:
-        runs.append_log(settings.runs_dir, f"resume {conn.pod.name} restored step_{step} from {where} "
-                                           f"({len(manifest.files)} files, {manifest.bytes} bytes, verified)")
-    yield Event("resume", "check", "checkpoint restored",
-                check=Check("checkpoint restored", pf.OK,
-                            f"step_{step}: {len(manifest.files)} files, {fmt_bytes(manifest.bytes)}, "
-                            f"sha256 verified against the manifest"),
-                progress=0.45, data={"restored": step, "files": len(manifest.files), "bytes": manifest.bytes})
-
-
+        runs.append_log(
+            settings.runs_dir,
+            f"resume {conn.pod.name} restored step_{step} from {where} "
+            f"({len(manifest.files)} files, {manifest.bytes} bytes, verified)",
+        )
+    yield Event(
+        "resume",
+        "check",
+        "checkpoint restored",
+        check=Check(
+            "checkpoint restored",
+            pf.OK,
+            f"step_{step}: {len(manifest.files)} files, {fmt_bytes(manifest.bytes)}, "
+            f"sha256 verified against the manifest",
+        ),
+        progress=0.45,
+        data={"restored": step, "files": len(manifest.files), "bytes": manifest.bytes},
+    )

@@ -102,23 +102,44 @@ class CleanupDaemon:
         conn = self.connect(self.pod)
         try:
             await conn.connect()
-            plan = await target_for(self.pod).plan_cleanup(conn, keep=None, settings=self.settings,
-                                                           backup=self.backup,
-                                                           threshold_pct=self.settings.disk_threshold_pct)
+            plan = await target_for(self.pod).plan_cleanup(
+                conn,
+                keep=None,
+                settings=self.settings,
+                backup=self.backup,
+                threshold_pct=self.settings.disk_threshold_pct,
+            )
             if plan.prunes and plan.delete:  # prime-rl prunes them itself: never fight it (its leftovers are ours)
-                self._emit(Event("cleanup", "progress", f"cleanup daemon on {self.pod.name}: prime-rl prunes this "
-                                                    f"run's checkpoints itself ({plan.prunes_text()}); the daemon "
-                                                    "leaves them to it"))
-                plan = replace(plan, delete=(), kept=tuple(sorted((*plan.kept, *plan.delete), key=lambda c: c["step"])),
-                               for_disk=(), superseded=())
+                self._emit(
+                    Event(
+                        "cleanup",
+                        "progress",
+                        f"cleanup daemon on {self.pod.name}: prime-rl prunes this "
+                        f"run's checkpoints itself ({plan.prunes_text()}); the daemon "
+                        "leaves them to it",
+                    )
+                )
+                plan = replace(
+                    plan,
+                    delete=(),
+                    kept=tuple(sorted((*plan.kept, *plan.delete), key=lambda c: c["step"])),
+                    for_disk=(),
+                    superseded=(),
+                )
             if plan.empty:
                 self.preview = None
                 return self._done(Round(self.clock(), reason, plan))
             if not self.approved:
                 self.preview = plan
-                self._emit(Event("cleanup", "warn", f"cleanup daemon on {self.pod.name}: waiting for the "
-                                                    f"preview to be approved before its first deletion",
-                                 data={"preview": plan.preview(), "plan": plan.to_json()}))
+                self._emit(
+                    Event(
+                        "cleanup",
+                        "warn",
+                        f"cleanup daemon on {self.pod.name}: waiting for the "
+                        f"preview to be approved before its first deletion",
+                        data={"preview": plan.preview(), "plan": plan.to_json()},
+                    )
+                )
                 return self._done(Round(self.clock(), reason, plan, waiting=True))
             self.preview = None
             deleted: tuple[dict[str, Any], ...] = ()

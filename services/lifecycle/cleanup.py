@@ -89,10 +89,12 @@ class CleanupPlan:
         lines += [f"  keep   step_{c['step']}" for c in self.kept]
         lines += [f"  keep   step_{c['step']} (incomplete / in progress)" for c in self.in_progress]
         lines += [f"  keep   step_{c['step']} ({self.reason(c)})" for c in self.unbacked]
-        lines += [f"  DELETE step_{c['step']}  {fmt(c['bytes'])}"
-                  + (f"  (volume over {self.threshold_pct:g}%)" if c["step"] in self.for_disk else "")
-                  + (f"  ({self.why_superseded()})" if c["step"] in self.superseded else "")
-                  for c in self.delete]
+        lines += [
+            f"  DELETE step_{c['step']}  {fmt(c['bytes'])}"
+            + (f"  (volume over {self.threshold_pct:g}%)" if c["step"] in self.for_disk else "")
+            + (f"  ({self.why_superseded()})" if c["step"] in self.superseded else "")
+            for c in self.delete
+        ]
         lines += [f"  DELETE {c['path']}  {fmt(c['bytes'])}  ({_LEFTOVER[c['kind']]})" for c in self.leftovers]
         lines.append(f"frees {fmt(self.bytes)}" if not self.empty else "nothing to delete")
         before, after = self.pct_before(), self.pct_after()
@@ -116,12 +118,25 @@ class CleanupPlan:
     def to_json(self) -> dict[str, Any]:
         def brief(cs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             return [{"step": c["step"], "path": c["path"], "bytes": c["bytes"]} for c in cs]
-        out = {"ckpt_dir": self.ckpt_dir, "keep": self.keep, "delete": brief(self.delete),
-               "kept": brief(self.kept), "in_progress": brief(self.in_progress), "bytes": self.bytes,
-               "leftovers": [dict(c) for c in self.leftovers], "prunes": self.prunes}
+
+        out = {
+            "ckpt_dir": self.ckpt_dir,
+            "keep": self.keep,
+            "delete": brief(self.delete),
+            "kept": brief(self.kept),
+            "in_progress": brief(self.in_progress),
+            "bytes": self.bytes,
+            "leftovers": [dict(c) for c in self.leftovers],
+            "prunes": self.prunes,
+        }
         if self.disk:
-            out["disk"] = {**self.disk, "pct_before": self.pct_before(), "pct_after": self.pct_after(),
-                           "threshold_pct": self.threshold_pct, "for_disk": list(self.for_disk)}
+            out["disk"] = {
+                **self.disk,
+                "pct_before": self.pct_before(),
+                "pct_after": self.pct_after(),
+                "threshold_pct": self.threshold_pct,
+                "for_disk": list(self.for_disk),
+            }
         if self.backup_where:
             out["backup"] = self.backup_where
             out["unbacked"] = [{**b, "reason": self.reason(c)} for b, c in zip(brief(self.unbacked), self.unbacked)]
@@ -135,9 +150,11 @@ def refuse_unreadable_backup(backup: Any) -> None:
     Never "no backup": that would let cleanup delete checkpoints that were never backed up."""
     if isinstance(backup, BaseException):
         reason = str(backup)
-        reason = reason[len("cannot read "):] if reason.startswith("cannot read ") else reason
-        raise LifecycleError(f"backup.toml cannot be read ({reason}): cleanup deletes nothing until it is fixed",
-                             hint=getattr(backup, "hint", "") or "fix or remove backup.toml")
+        reason = reason[len("cannot read ") :] if reason.startswith("cannot read ") else reason
+        raise LifecycleError(
+            f"backup.toml cannot be read ({reason}): cleanup deletes nothing until it is fixed",
+            hint=getattr(backup, "hint", "") or "fix or remove backup.toml",
+        )
 
 
 def deletable(step: int, verified: Iterable[int] | None, oldest: int | None = None) -> bool:
@@ -154,8 +171,15 @@ def deletable(step: int, verified: Iterable[int] | None, oldest: int | None = No
     return step in ok or (floor is not None and step < floor)
 
 
-def plan_keep_last(ckpt_dir: str, ckpts: list[dict[str, Any]], keep: int, verified: Iterable[int] | None = None,
-                   backup_where: str = "", run_dir: str = "", oldest: int | None = None) -> CleanupPlan:
+def plan_keep_last(
+    ckpt_dir: str,
+    ckpts: list[dict[str, Any]],
+    keep: int,
+    verified: Iterable[int] | None = None,
+    backup_where: str = "",
+    run_dir: str = "",
+    oldest: int | None = None,
+) -> CleanupPlan:
     """Delete complete checkpoints older than the ``keep`` newest complete ones; never the newest
     complete one, never an incomplete (in-progress) one. With ``verified`` (the steps whose backup is
     verified; backup on), a checkpoint outside it is never deleted either: it goes to ``unbacked``."""
@@ -173,13 +197,24 @@ def plan_keep_last(ckpt_dir: str, ckpts: list[dict[str, Any]], keep: int, verifi
         unbacked = [c for c in delete if not deletable(c["step"], ok, oldest)]
         delete = [c for c in delete if deletable(c["step"], ok, oldest)]
         superseded = tuple(c["step"] for c in delete if c["step"] not in ok)
-    return CleanupPlan(ckpt_dir, keep, tuple(delete), tuple(kept), tuple(in_progress), tuple(unbacked),
-                       backup_where if verified is not None else "", run_dir, superseded=superseded,
-                       oldest_verified=oldest if verified is not None else None)
+    return CleanupPlan(
+        ckpt_dir,
+        keep,
+        tuple(delete),
+        tuple(kept),
+        tuple(in_progress),
+        tuple(unbacked),
+        backup_where if verified is not None else "",
+        run_dir,
+        superseded=superseded,
+        oldest_verified=oldest if verified is not None else None,
+    )
 
 
-_LEFTOVER = {"orchestrator": "orchestrator state whose trainer checkpoint is gone",
-             "broadcast": "old broadcast weights, not needed to resume"}
+_LEFTOVER = {
+    "orchestrator": "orchestrator state whose trainer checkpoint is gone",
+    "broadcast": "old broadcast weights, not needed to resume",
+}
 
 
 def keep_what_prime_rl_keeps(plan: CleanupPlan, prunes: dict[str, Any]) -> CleanupPlan:
@@ -188,19 +223,28 @@ def keep_what_prime_rl_keeps(plan: CleanupPlan, prunes: dict[str, Any]) -> Clean
     every = prunes.get("keep_interval")
     if isinstance(every, int) and every > 0:
         kept = tuple(c for c in plan.delete if c["step"] % every == 0)
-        plan = replace(plan, delete=tuple(c for c in plan.delete if c["step"] % every),
-                       kept=tuple(sorted((*plan.kept, *kept), key=lambda c: c["step"])))
+        plan = replace(
+            plan,
+            delete=tuple(c for c in plan.delete if c["step"] % every),
+            kept=tuple(sorted((*plan.kept, *kept), key=lambda c: c["step"])),
+        )
     return replace(plan, prunes=dict(prunes))
 
 
-def plan_for_disk(plan: CleanupPlan, disk: dict[str, Any] | None, threshold_pct: float | None,
-                  leftovers: Iterable[dict[str, Any]] = (), keep_broadcasts: int = 2,
-                  verified: Iterable[int] | None = None) -> CleanupPlan:
+def plan_for_disk(
+    plan: CleanupPlan,
+    disk: dict[str, Any] | None,
+    threshold_pct: float | None,
+    leftovers: Iterable[dict[str, Any]] = (),
+    keep_broadcasts: int = 2,
+    verified: Iterable[int] | None = None,
+) -> CleanupPlan:
     """``plan`` plus the leftovers, then — while the volume would stay above ``threshold_pct`` — the
     oldest kept complete checkpoints too; never the newest complete one, never an unverified one when
     ``verified`` is given (backup on: those go to ``unbacked``)."""
-    plan = replace(plan, leftovers=tuple(leftovers), keep_broadcasts=keep_broadcasts, disk=disk,
-                   threshold_pct=threshold_pct)
+    plan = replace(
+        plan, leftovers=tuple(leftovers), keep_broadcasts=keep_broadcasts, disk=disk, threshold_pct=threshold_pct
+    )
     if threshold_pct is None or not disk or not disk.get("total"):
         return plan
     total, used = int(disk["total"]), int(disk["used"])
@@ -219,15 +263,27 @@ def plan_for_disk(plan: CleanupPlan, disk: dict[str, Any] | None, threshold_pct:
         if ok is not None and c["step"] not in ok:
             superseded.append(c["step"])
     delete.sort(key=lambda c: c["step"])
-    return replace(plan, kept=tuple(kept), delete=tuple(delete), unbacked=tuple(unbacked), for_disk=tuple(extra),
-                   superseded=tuple(sorted(superseded)),
-                   oldest_verified=plan.oldest_verified if ok is None or ok else None)
+    return replace(
+        plan,
+        kept=tuple(kept),
+        delete=tuple(delete),
+        unbacked=tuple(unbacked),
+        for_disk=tuple(extra),
+        superseded=tuple(sorted(superseded)),
+        oldest_verified=plan.oldest_verified if ok is None or ok else None,
+    )
 
 
-async def plan_cleanup(conn: Connection, *, keep: int | None = None, settings: LifecycleSettings | None = None,
-                       run_dir: str | None = None, backup: Any = None,
-                       threshold_pct: float | None = None,
-                       run_records: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None) -> CleanupPlan:
+async def plan_cleanup(
+    conn: Connection,
+    *,
+    keep: int | None = None,
+    settings: LifecycleSettings | None = None,
+    run_dir: str | None = None,
+    backup: Any = None,
+    threshold_pct: float | None = None,
+    run_records: Callable[[], Awaitable[list[dict[str, Any]]]] | None = None,
+) -> CleanupPlan:
     """``backup`` (``services.backup.s3.BackupSettings``) with a bucket set: only checkpoints whose backup is
     verified in the bucket may be deleted; an unreachable bucket is an error (nothing is planned).
     ``threshold_pct`` (the daemon's disk ceiling): delete older complete ones beyond ``keep`` as well
@@ -246,12 +302,15 @@ async def plan_cleanup(conn: Connection, *, keep: int | None = None, settings: L
         elif conn.pod.run_dir:
             run_dir = conn.pod.run_dir
         else:
-            raise LifecycleError(f"no run recorded on {conn.pod.name} and no run_dir for it",
-                                 hint="give --run-dir or set run_dir in pods.toml")
+            raise LifecycleError(
+                f"no run recorded on {conn.pod.name} and no run_dir for it",
+                hint="give --run-dir or set run_dir in pods.toml",
+            )
     run_abs = shell.abspath(run_dir)
     ckpt_dir = ckpt_dir_of(run_abs, settings)
-    survey = await shell.agent("survey", "--run-dir", run_abs, "--ckpt-dir", ckpt_dir,
-                               "--keep-broadcasts", str(settings.keep_broadcasts))
+    survey = await shell.agent(
+        "survey", "--run-dir", run_abs, "--ckpt-dir", ckpt_dir, "--keep-broadcasts", str(settings.keep_broadcasts)
+    )
     ckpts = list(survey.get("ckpts", []))
     keep_n = settings.keep_last if keep is None else keep
     verified, source = None, None
@@ -259,14 +318,22 @@ async def plan_cleanup(conn: Connection, *, keep: int | None = None, settings: L
         from services.backup.transfer import pod_backed_up
 
         verified, oldest, source = await pod_backed_up(conn, backup, run_abs)  # of THESE checkpoints
-    plan = plan_keep_last(ckpt_dir, ckpts, keep_n, verified, backup_where(backup, run_abs) if verified is not None
-                          else "", run_abs, oldest if verified is not None else None)
+    plan = plan_keep_last(
+        ckpt_dir,
+        ckpts,
+        keep_n,
+        verified,
+        backup_where(backup, run_abs) if verified is not None else "",
+        run_abs,
+        oldest if verified is not None else None,
+    )
     plan = replace(plan, source=source)
     prunes = survey.get("prunes") if isinstance(survey.get("prunes"), dict) else None
     if prunes:
         plan = keep_what_prime_rl_keeps(plan, prunes)
-    plan = plan_for_disk(plan, survey.get("disk"), threshold_pct, survey.get("leftovers", []),
-                         settings.keep_broadcasts, verified)
+    plan = plan_for_disk(
+        plan, survey.get("disk"), threshold_pct, survey.get("leftovers", []), settings.keep_broadcasts, verified
+    )
     # the orchestrator halves (separate ckpt output dir) of the steps deleted now become orphans too
     going = {c["step"] for c in plan.delete}
     planned = {c["path"] for c in plan.leftovers}
@@ -274,8 +341,9 @@ async def plan_cleanup(conn: Connection, *, keep: int | None = None, settings: L
     return replace(plan, leftovers=(*plan.leftovers, *extra)) if extra else plan
 
 
-async def cleanup(conn: Connection, plan: CleanupPlan, *, settings: LifecycleSettings | None = None,
-                  backup: Any = None) -> AsyncIterator[Event]:
+async def cleanup(
+    conn: Connection, plan: CleanupPlan, *, settings: LifecycleSettings | None = None, backup: Any = None
+) -> AsyncIterator[Event]:
     """Delete what ``plan`` lists, one step dir at a time; the pod re-checks each one first. With a
     bucket configured, the bucket is asked again just before deleting: a step whose backup is no longer
     verified is kept."""
@@ -307,42 +375,77 @@ async def cleanup(conn: Connection, plan: CleanupPlan, *, settings: LifecycleSet
                 todo = [c for c in todo if deletable(c["step"], verified, oldest)]
             freed, n = 0, len(todo) + len(plan.leftovers)
             if not n:
-                yield Event("cleanup", "done", f"nothing to delete (keeping {len(plan.kept)} complete"
-                                               + (f", {len(plan.unbacked)} not yet backed up" if plan.unbacked
-                                                  else "") + ")",
-                            progress=1.0, data={"deleted": [], "bytes": 0})
+                yield Event(
+                    "cleanup",
+                    "done",
+                    f"nothing to delete (keeping {len(plan.kept)} complete"
+                    + (f", {len(plan.unbacked)} not yet backed up" if plan.unbacked else "")
+                    + ")",
+                    progress=1.0,
+                    data={"deleted": [], "bytes": 0},
+                )
                 return
             deleted: list[dict[str, Any]] = []
             await guard.ready()
             for i, c in enumerate(todo):
                 run_dir_args = ["--run-dir", plan.run_dir] if plan.run_dir else []  # both halves judged, as planned
-                res = await shell.agent("delete", "--ckpt-dir", plan.ckpt_dir, *run_dir_args, "--keep",
-                                        str(max(1, min(plan.keep, len(plan.kept)))), str(c["step"]))
+                res = await shell.agent(
+                    "delete",
+                    "--ckpt-dir",
+                    plan.ckpt_dir,
+                    *run_dir_args,
+                    "--keep",
+                    str(max(1, min(plan.keep, len(plan.kept)))),
+                    str(c["step"]),
+                )
                 for d in res.get("deleted", []):
                     freed += int(d["bytes"])
                     deleted.append(d)
                     if settings.runs_dir is not None:
-                        runs.append_log(settings.runs_dir, f"cleanup {conn.pod.name} deleted {d['path']} "
-                                                           f"({d['bytes']} bytes)")
-                    yield Event("cleanup", "progress", f"deleted step_{d['step']} ({fmt_bytes(d['bytes'])})",
-                                progress=(i + 1) / n)
+                        runs.append_log(
+                            settings.runs_dir, f"cleanup {conn.pod.name} deleted {d['path']} ({d['bytes']} bytes)"
+                        )
+                    yield Event(
+                        "cleanup",
+                        "progress",
+                        f"deleted step_{d['step']} ({fmt_bytes(d['bytes'])})",
+                        progress=(i + 1) / n,
+                    )
                 for r in res.get("refused", []):
                     yield Event("cleanup", "warn", f"kept step_{r['step']}: {r['reason']}", progress=(i + 1) / n)
             if plan.leftovers:
-                res = await shell.agent("prune", "--run-dir", plan.run_dir or str(Path(plan.ckpt_dir).parent),
-                                        "--ckpt-dir", plan.ckpt_dir, "--keep-broadcasts", str(plan.keep_broadcasts),
-                                        *[c["path"] for c in plan.leftovers])
+                res = await shell.agent(
+                    "prune",
+                    "--run-dir",
+                    plan.run_dir or str(Path(plan.ckpt_dir).parent),
+                    "--ckpt-dir",
+                    plan.ckpt_dir,
+                    "--keep-broadcasts",
+                    str(plan.keep_broadcasts),
+                    *[c["path"] for c in plan.leftovers],
+                )
                 for d in res.get("deleted", []):
                     freed += int(d["bytes"])
                     deleted.append(d)
                     if settings.runs_dir is not None:
-                        runs.append_log(settings.runs_dir, f"cleanup {conn.pod.name} deleted {d['path']} "
-                                                           f"({d['bytes']} bytes, {d['kind']} leftover)")
-                    yield Event("cleanup", "progress", f"deleted {d['path']} ({fmt_bytes(d['bytes'])}, "
-                                                       f"{d['kind']} leftover)", progress=len(deleted) / n)
+                        runs.append_log(
+                            settings.runs_dir,
+                            f"cleanup {conn.pod.name} deleted {d['path']} ({d['bytes']} bytes, {d['kind']} leftover)",
+                        )
+                    yield Event(
+                        "cleanup",
+                        "progress",
+                        f"deleted {d['path']} ({fmt_bytes(d['bytes'])}, {d['kind']} leftover)",
+                        progress=len(deleted) / n,
+                    )
                 for r in res.get("refused", []):
                     yield Event("cleanup", "warn", f"kept {r['path']}: {r['reason']}")
-            yield Event("cleanup", "done", f"deleted {len(deleted)} dir(s), freed {fmt_bytes(freed)}",
-                        progress=1.0, data={"deleted": deleted, "bytes": freed})
+            yield Event(
+                "cleanup",
+                "done",
+                f"deleted {len(deleted)} dir(s), freed {fmt_bytes(freed)}",
+                progress=1.0,
+                data={"deleted": deleted, "bytes": freed},
+            )
     except PrimeTrainError as exc:
         yield Event("cleanup", "error", with_hint(exc))

@@ -99,8 +99,7 @@ def locate(errors: list[DryRunError], config_text: str) -> list[DryRunError]:
     return out
 
 
-def verdict(code: int | None, output: list[str], errors: list[DryRunError],
-            config_text: str | None) -> tuple[str, str]:
+def verdict(code: int | None, output: list[str], errors: list[DryRunError], config_text: str | None) -> tuple[str, str]:
     """(detail, fix) of a dry run that refused the config (``errors``: :func:`parse` of its output)."""
     if errors:
         if config_text is not None:
@@ -111,9 +110,13 @@ def verdict(code: int | None, output: list[str], errors: list[DryRunError],
             shown.append(f"{where}{e.loc + ': ' if e.loc else ''}{e.message}")
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
         n = len(errors)
-        return (f"prime-rl on the pod rejects {n} setting{'s' if n != 1 else ''}: " + "; ".join(shown) + more,
-                "correct the setting(s) prime-rl names in the config: the version installed on the pod decides")
+        return (
+            f"prime-rl on the pod rejects {n} setting{'s' if n != 1 else ''}: " + "; ".join(shown) + more,
+            "correct the setting(s) prime-rl names in the config: the version installed on the pod decides",
+        )
     last = next((ln.strip() for ln in reversed(output) if ln.strip()), "")
-    return (f"prime-rl's dry run exited with code {code}" + (f": {last[:300]}" if last else " and printed nothing"),
-            "read the dry run's output on the pod (the launch command with --dry-run), or turn the check off "
-            "with [lifecycle] dry_run = \"off\"")
+    return (
+        f"prime-rl's dry run exited with code {code}" + (f": {last[:300]}" if last else " and printed nothing"),
+        "read the dry run's output on the pod (the launch command with --dry-run), or turn the check off "
+        'with [lifecycle] dry_run = "off"',
+    )

@@ -49,4 +49,3 @@ def with_hint(exc: PrimeTrainError) -> str:
     """The error's sentence with its hint, on one line."""
     hint = getattr(exc, "hint", "")
     return f"{exc} (hint: {hint})" if hint else str(exc)
-

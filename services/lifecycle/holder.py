@@ -17,8 +17,10 @@ def holder_text(held: Any, pod: str) -> str:
     h = held if isinstance(held, dict) else {}
     pid = h.get("pid")
     if type(pid) is not int or not 0 < pid < 2**31 or h.get("known") is False:
-        return f"another action is already running on {pod} (unknown holder: the pod's lock record is missing " \
-               "or unreadable)"
+        return (
+            f"another action is already running on {pod} (unknown holder: the pod's lock record is missing "
+            "or unreadable)"
+        )
     parts = [f"pid {pid} on the pod"]
     owner = _clean(h.get("owner"))
     if owner:
@@ -36,7 +38,7 @@ def _clean(value: Any, limit: int = 80) -> str:
     """A string fit for a one-line message (printable, spaces collapsed, at most ``limit`` long), else ""."""
     if not isinstance(value, str):
         return ""
-    return " ".join("".join(c if c.isprintable() else " " for c in value[:4 * limit]).split())[:limit].strip()
+    return " ".join("".join(c if c.isprintable() else " " for c in value[: 4 * limit]).split())[:limit].strip()
 
 
 def _ago(seconds: float) -> str:

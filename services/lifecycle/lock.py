@@ -30,8 +30,9 @@ class _Busy:
     @contextlib.contextmanager
     def hold(self, pod: str, action: str):
         if pod in self._held:
-            raise LifecycleError(f"{self._held[pod]} is already running on {pod}",
-                                 hint="wait for it to finish or cancel it")
+            raise LifecycleError(
+                f"{self._held[pod]} is already running on {pod}", hint="wait for it to finish or cancel it"
+            )
         self._held[pod] = action
         try:
             yield
@@ -85,8 +86,9 @@ class PodLock:
                 continue
             break
         if not answer or answer.get(trusted.UNTRUSTED):
-            raise LifecycleError(f"the pod's action lock did not answer on {conn.pod.name}",
-                                 hint="is python3 installed on the pod?")
+            raise LifecycleError(
+                f"the pod's action lock did not answer on {conn.pod.name}", hint="is python3 installed on the pod?"
+            )
         if not answer.get("ok"):
             raise held_error(answer.get("held_by") or {}, conn.pod.name)
         return answer["lock"]

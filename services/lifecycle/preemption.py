@@ -41,8 +41,13 @@ class AutoResumePolicy:
 
     @classmethod
     def from_settings(cls, s: LifecycleSettings) -> AutoResumePolicy:
-        return cls(s.auto_resume, s.auto_resume_max_attempts, s.auto_resume_budget_usd,
-                   s.auto_resume_budget_hours, s.auto_resume_pod)
+        return cls(
+            s.auto_resume,
+            s.auto_resume_max_attempts,
+            s.auto_resume_budget_usd,
+            s.auto_resume_budget_hours,
+            s.auto_resume_pod,
+        )
 
 
 @dataclass(frozen=True)
@@ -112,10 +117,14 @@ class PreemptionTracker:
             rec = self._active_record(name)
             if rec is None or p.finished:
                 continue
-            why = "the provider reports it terminated" if gone else \
-                f"SSH down for {(now - (p.down_since or now)) / 60:.0f} min"
-            runs.update_record(self.runs_dir, rec["id"], state="interrupted", interrupted=now, ended=now,
-                               interrupted_reason=why)
+            why = (
+                "the provider reports it terminated"
+                if gone
+                else f"SSH down for {(now - (p.down_since or now)) / 60:.0f} min"
+            )
+            runs.update_record(
+                self.runs_dir, rec["id"], state="interrupted", interrupted=now, ended=now, interrupted_reason=why
+            )
             out.append(Decision("interrupted", name, rec["id"], f"{name} lost: {why}"))
             if self.policy.enabled:
                 self._waiting[rec["id"]] = name
@@ -151,8 +160,12 @@ class PreemptionTracker:
         on the next check while attempts and budget allow."""
         self._busy.discard(decision.run_id)
         rec = runs.load_record(self.runs_dir, decision.run_id) or {}
-        runs.update_record(self.runs_dir, decision.run_id, auto_attempts=int(rec.get("auto_attempts") or 0) + 1,
-                           auto_resume=f"resumed as {new_run_id}" if ok else f"failed: {error}")
+        runs.update_record(
+            self.runs_dir,
+            decision.run_id,
+            auto_attempts=int(rec.get("auto_attempts") or 0) + 1,
+            auto_resume=f"resumed as {new_run_id}" if ok else f"failed: {error}",
+        )
         if ok and new_run_id:
             runs.update_record(self.runs_dir, new_run_id, auto_resumed_from=decision.run_id)
         elif not ok:
@@ -219,8 +232,12 @@ class AutoResumer:
         target = self.tracker._pods.get(decision.target)
         rec = runs.load_record(self.tracker.runs_dir, decision.run_id)
         if target is None or rec is None:
-            ev = Event("resume", "error", f"cannot resume run {decision.run_id}: "
-                                          f"{'no pod ' + decision.target if target is None else 'no record'}")
+            ev = Event(
+                "resume",
+                "error",
+                f"cannot resume run {decision.run_id}: "
+                f"{'no pod ' + decision.target if target is None else 'no record'}",
+            )
             self.tracker.resumed(decision, False, error=ev.message)
             yield ev
             return

@@ -128,15 +128,19 @@ class LifecycleSettings:
         billing = [n for n in secrets if n.upper() in PROVIDER_KEYS]
         if billing:
             one = len(billing) == 1
-            raise ValueError(f"{' and '.join(billing)} {'rents and terminates' if one else 'rent and terminate'} pods "
-                             f"on your account: {'it never goes' if one else 'they never go'} to a pod (anyone with "
-                             f"root there can read the trainer's environment); remove {'it' if one else 'them'} "
-                             f"from secrets")
+            raise ValueError(
+                f"{' and '.join(billing)} {'rents and terminates' if one else 'rent and terminate'} pods "
+                f"on your account: {'it never goes' if one else 'they never go'} to a pod (anyone with "
+                f"root there can read the trainer's environment); remove {'it' if one else 'them'} "
+                f"from secrets"
+            )
         banned = [n for n in secrets if n.upper() in NEVER_TO_POD]
         if banned:
-            raise ValueError(f"secrets must not list {', '.join(banned)}: long-lived S3 credentials never go to a "
-                             f"pod (the backup signs its requests on this machine); if the trainer itself needs "
-                             f"them, set them in the pod's own environment")
+            raise ValueError(
+                f"secrets must not list {', '.join(banned)}: long-lived S3 credentials never go to a "
+                f"pod (the backup signs its requests on this machine); if the trainer itself needs "
+                f"them, set them in the pod's own environment"
+            )
         pods = self.cleanup_pods
         object.__setattr__(self, "cleanup_pods", (pods,) if isinstance(pods, str) else tuple(str(p) for p in pods))
         if not 1.0 <= float(self.disk_threshold_pct) <= 100.0:
@@ -170,8 +174,12 @@ def config_check(config: Path | None) -> Check:
     if errors:
         first = errors[0]
         where = f"line {first.line}: " if getattr(first, "line", 0) else ""
-        return Check(name, FAIL, f"{len(errors)} error(s); {where}{first.message}",
-                     first.fix or f"validate {Path(config).name} to see every finding")
+        return Check(
+            name,
+            FAIL,
+            f"{len(errors)} error(s); {where}{first.message}",
+            first.fix or f"validate {Path(config).name} to see every finding",
+        )
     return Check(name, OK, f"{report.kind} config, {report.warnings} warning(s)")
 
 
@@ -197,10 +205,23 @@ def login_args(config: Path | None, secrets: tuple[str, ...]) -> list[str]:
 
 def agent_args(settings: LifecycleSettings, run_dir: str, command: str, python: str | None = None) -> list[str]:
     """Arguments of the pod-side ``preflight`` (one exec: the checkpoint size estimate is done there)."""
-    args = ["preflight", "--run-dir", run_dir, "--min-nofile", str(settings.min_nofile),
-            "--need-bytes", str(settings.min_free_bytes), "--ckpt-dir", settings.ckpt_subdir,
-            "--expected-ckpts", str(settings.expected_ckpts), "--ckpt-bytes", str(settings.ckpt_bytes),
-            "--trainer", command]
+    args = [
+        "preflight",
+        "--run-dir",
+        run_dir,
+        "--min-nofile",
+        str(settings.min_nofile),
+        "--need-bytes",
+        str(settings.min_free_bytes),
+        "--ckpt-dir",
+        settings.ckpt_subdir,
+        "--expected-ckpts",
+        str(settings.expected_ckpts),
+        "--ckpt-bytes",
+        str(settings.ckpt_bytes),
+        "--trainer",
+        command,
+    ]
     if settings.cuda_check:
         args.append("--cuda")
     if python:
@@ -211,8 +232,10 @@ def agent_args(settings: LifecycleSettings, run_dir: str, command: str, python: 
 
 
 def parse_agent(result: dict[str, Any]) -> list[Check]:
-    return [Check(c["name"], c["status"], c.get("detail", ""), c.get("fix") or "", c.get("act") or "")
-            for c in result.get("checks", [])]
+    return [
+        Check(c["name"], c["status"], c.get("detail", ""), c.get("fix") or "", c.get("act") or "")
+        for c in result.get("checks", [])
+    ]
 
 
 def failed(checks: list[Check]) -> list[Check]:

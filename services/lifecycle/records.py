@@ -23,8 +23,11 @@ async def active_run(shell: PodShell) -> dict[str, Any] | None:
 
 
 def ckpt_dir_of(run_dir: str, settings: LifecycleSettings) -> str:
-    return settings.ckpt_subdir if settings.ckpt_subdir.startswith("/") else \
-        f"{run_dir.rstrip('/')}/{settings.ckpt_subdir}"
+    return (
+        settings.ckpt_subdir
+        if settings.ckpt_subdir.startswith("/")
+        else f"{run_dir.rstrip('/')}/{settings.ckpt_subdir}"
+    )
 
 
 async def checkpoints(shell: PodShell, run_dir: str, settings: LifecycleSettings) -> tuple[str, list[dict[str, Any]]]:

@@ -39,6 +39,7 @@ DEFAULT_STATE_DIR = ".cache/prime-train-tui"
 @dataclass
 class _Upload:
     """The helper's upload on one connection: its lock, and the directory it went to (None: not yet)."""
+
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     directory: str | None = None
 
@@ -103,16 +104,26 @@ class PodShell:
         async with upload.lock:
             if upload.directory == b.directory:
                 return  # another action on this connection just did it
-            await trusted.install_or_refuse(self.conn, b, LifecycleError,
-                                            f"cannot upload the lifecycle helper to {b.directory}")
+            await trusted.install_or_refuse(
+                self.conn, b, LifecycleError, f"cannot upload the lifecycle helper to {b.directory}"
+            )
             upload.directory = b.directory
 
     async def argv(self, *args: str) -> list[str]:
         """The helper's command line: through the guard on a pod (it answers UNTRUSTED, running nothing, when
         the helper's files are missing or not what we uploaded), as it is here."""
         if self.local:
-            return ["sh", "-c", _JOIN_STDERR, "sh", "env", f"PTT_STATE_DIR={self.state_dir}", self.python,
-                    await self.agent_path(), *args]
+            return [
+                "sh",
+                "-c",
+                _JOIN_STDERR,
+                "sh",
+                "env",
+                f"PTT_STATE_DIR={self.state_dir}",
+                self.python,
+                await self.agent_path(),
+                *args,
+            ]
         return ["sh", "-c", _JOIN_STDERR, "sh", *self._bundle().run_argv(*args)]
 
     async def agent(self, *args: str, input: bytes | None = None, timeout: float = 60.0) -> dict[str, Any]:
@@ -127,13 +138,18 @@ class PodShell:
                 raise LifecycleError(f"the pod's helper could not be verified ({args[0]}): {why}")
             if not lines:
                 tail = ([ln for ln in (out + err).strip().splitlines() if ln.strip()] or [f"exit status {rc}"])[-1]
-                raise LifecycleError(f"the pod's helper failed ({args[0]}): {tail}",
-                                     hint="is python3 installed on the pod?")
+                raise LifecycleError(
+                    f"the pod's helper failed ({args[0]}): {tail}", hint="is python3 installed on the pod?"
+                )
             return json.loads(lines[-1])
         raise AssertionError("unreachable")
 
-    async def stream(self, args: list[str], request: dict[str, Any], timeout: float = 180.0,
-                     ) -> AsyncIterator[dict[str, Any]]:
+    async def stream(
+        self,
+        args: list[str],
+        request: dict[str, Any],
+        timeout: float = 180.0,
+    ) -> AsyncIterator[dict[str, Any]]:
         """Run a streaming helper command (``launch``, ``kill``): one JSON request line on its stdin, which
         stays open until this generator ends (closing it early, e.g. on cancel, stops the helper before
         anything irreversible), and one JSON object per line out. ``timeout`` bounds each line."""
@@ -174,8 +190,10 @@ class PodShell:
             await _end(proc)
             if not missing:
                 if tail:
-                    raise LifecycleError(f"the pod's helper stopped ({args[0]}): {tail[-1]}",
-                                         hint="is python3 (3.6 or newer) installed on the pod?")
+                    raise LifecycleError(
+                        f"the pod's helper stopped ({args[0]}): {tail[-1]}",
+                        hint="is python3 (3.6 or newer) installed on the pod?",
+                    )
                 return
             await self.install_agent()
 

@@ -30,8 +30,13 @@ if TYPE_CHECKING:
 
 def _label(job: SlurmJob) -> str:
     nodes = ", ".join(job.nodes) or job.nodelist
-    return (f"job {job.id}" + (f" ({job.name})" if job.name else "") + f", {job.state.lower()}"
-            + (f" on {nodes}" if nodes else "") + (f": {pending_reason(job.reason)}" if job.pending else ""))
+    return (
+        f"job {job.id}"
+        + (f" ({job.name})" if job.name else "")
+        + f", {job.state.lower()}"
+        + (f" on {nodes}" if nodes else "")
+        + (f": {pending_reason(job.reason)}" if job.pending else "")
+    )
 
 
 # ------------------------------------------------------------------------------------ run records
@@ -50,8 +55,9 @@ async def slurm_runs(conn: Connection) -> list[dict[str, Any]]:
     unreadable records are skipped, none recorded is []."""
     d = shlex.quote(records_dir(conn))
     try:
-        rc, out, _err = await conn.run(f'for f in {d}/*.json; do [ -f "$f" ] && cat "$f"; echo; echo {_SEP}; done',
-                                       timeout=30.0)
+        rc, out, _err = await conn.run(
+            f'for f in {d}/*.json; do [ -f "$f" ] && cat "$f"; echo; echo {_SEP}; done', timeout=30.0
+        )
     except (asyncio.TimeoutError, PrimeTrainError):
         return []
     found = []
@@ -134,17 +140,24 @@ async def _cancel(conn: Connection, job_id: str, wait: float, poll: float, t0: f
         if last is None or (last.finished and last.state != "COMPLETING" and not await _still_completing(conn, job_id)):
             break
         if time.monotonic() > deadline:
-            raise LifecycleError(f"job {job_id} is still {last.state.lower()} {wait:g} s after scancel",
-                                 hint="Slurm may be waiting for a node that does not answer; check the nodes")
+            raise LifecycleError(
+                f"job {job_id} is still {last.state.lower()} {wait:g} s after scancel",
+                hint="Slurm may be waiting for a node that does not answer; check the nodes",
+            )
         yield Event("kill", "progress", f"job {job_id}: {last.state.lower()}", progress=0.5)
         await asyncio.sleep(poll)
     states = await cluster.job_states([job_id])
     final = states.get(job_id) or last
     state = final.state if final is not None else ""
     what = "cancelled" if state in ("CANCELLED", "") else f"ended ({state.lower().replace('_', ' ')})"
-    yield Event("kill", "done", f"job {job_id} {what}: it left the queue, no process of it is left on its "
-                                f"nodes [{time.monotonic() - t0:.2f} s]", progress=1.0,
-                data={"job": job_id, "state": final.state if final is not None else None})
+    yield Event(
+        "kill",
+        "done",
+        f"job {job_id} {what}: it left the queue, no process of it is left on its "
+        f"nodes [{time.monotonic() - t0:.2f} s]",
+        progress=1.0,
+        data={"job": job_id, "state": final.state if final is not None else None},
+    )
 
 
 async def _still_completing(conn: Connection, job_id: str) -> bool:

@@ -59,14 +59,16 @@ if command -v nvidia-smi >/dev/null 2>&1; then nvidia-smi -L 2>&1 | head -n 16; 
 """
 # Reads the environment (secrets included) as one JSON line on its stdin, then becomes the launcher in the run
 # dir, stderr joined to stdout and stdin closed: nothing of it is ever written to a file.
-_RUNNER = ("import json,os,sys\n"
-           "os.dup2(1,2)\n"
-           "r=json.loads(sys.stdin.readline())\n"
-           "os.environ.update(r['env'])\n"
-           "os.chdir(r['cwd'])\n"
-           "n=os.open(os.devnull,os.O_RDONLY)\n"
-           "os.dup2(n,0)\n"
-           "os.execv('/bin/sh',['/bin/sh','-c',r['cmd']])\n")
+_RUNNER = (
+    "import json,os,sys\n"
+    "os.dup2(1,2)\n"
+    "r=json.loads(sys.stdin.readline())\n"
+    "os.environ.update(r['env'])\n"
+    "os.chdir(r['cwd'])\n"
+    "n=os.open(os.devnull,os.O_RDONLY)\n"
+    "os.dup2(n,0)\n"
+    "os.execv('/bin/sh',['/bin/sh','-c',r['cmd']])\n"
+)
 
 
 def job_env(settings: LifecycleSettings, secrets: dict[str, str]) -> dict[str, str]:
@@ -80,10 +82,19 @@ def job_env(settings: LifecycleSettings, secrets: dict[str, str]) -> dict[str, s
 # ------------------------------------------------------------------------------------ launch
 
 
-async def launch(conn: Connection, config: Path | None, *, settings: LifecycleSettings | None = None,
-                 command: str | None = None, run_dir: str | None = None, force: bool = False,
-                 environ: dict[str, str] | None = None, timeout: float = LAUNCH_TIMEOUT, wait: float = JOB_WAIT,
-                 _resume: dict[str, Any] | None = None) -> AsyncIterator[Event]:
+async def launch(
+    conn: Connection,
+    config: Path | None,
+    *,
+    settings: LifecycleSettings | None = None,
+    command: str | None = None,
+    run_dir: str | None = None,
+    force: bool = False,
+    environ: dict[str, str] | None = None,
+    timeout: float = LAUNCH_TIMEOUT,
+    wait: float = JOB_WAIT,
+    _resume: dict[str, Any] | None = None,
+) -> AsyncIterator[Event]:
     """Pre-flight on the login node, upload the config, run the launcher, record the job; ends with done
     (the record in ``data``) or error."""
     settings = settings or LifecycleSettings()
@@ -91,16 +102,28 @@ async def launch(conn: Connection, config: Path | None, *, settings: LifecycleSe
     secrets = collect_secrets(settings.secrets, environ)
     try:
         async with hold(conn, action) as guard:
-            async for ev in _launch(conn, config, settings, command, run_dir, force, secrets, action, _resume,
-                                    guard, timeout, wait):
+            async for ev in _launch(
+                conn, config, settings, command, run_dir, force, secrets, action, _resume, guard, timeout, wait
+            ):
                 yield ev
     except PrimeTrainError as exc:
         yield Event(action, "error", hide_values(with_hint(exc), secrets.values()))
 
 
-async def _launch(conn: Connection, config: Path | None, settings: LifecycleSettings, command: str | None,
-                  run_dir: str | None, force: bool, secrets: dict[str, str], action: Action,
-                  resume: dict[str, Any] | None, guard: Any, timeout: float, wait: float) -> AsyncIterator[Event]:
+async def _launch(
+    conn: Connection,
+    config: Path | None,
+    settings: LifecycleSettings,
+    command: str | None,
+    run_dir: str | None,
+    force: bool,
+    secrets: dict[str, str],
+    action: Action,
+    resume: dict[str, Any] | None,
+    guard: Any,
+    timeout: float,
+    wait: float,
+) -> AsyncIterator[Event]:
     t0 = time.monotonic()
     shell = PodShell(conn)
     cluster = SlurmCluster(conn)
@@ -130,13 +153,18 @@ async def _launch(conn: Connection, config: Path | None, settings: LifecycleSett
     failures: list[Check] = []
     check = pf.config_check(checked)
     if resume is not None and check.status == pf.FAIL:  # the very config this run was launched with
-        check = Check(check.name, pf.WARN, check.detail + " — the config this run was launched with, so the "
-                      "resume goes on", check.fix)
+        check = Check(
+            check.name,
+            pf.WARN,
+            check.detail + " — the config this run was launched with, so the resume goes on",
+            check.fix,
+        )
     async for ev in _checks(conn, shell, cluster, settings, run_abs, full, action, check, failures):
         yield ev
     if failures and not force:
-        raise LifecycleError(f"pre-flight failed: {', '.join(c.name for c in failures)} — {failures[0].detail}",
-                             hint=failures[0].fix)
+        raise LifecycleError(
+            f"pre-flight failed: {', '.join(c.name for c in failures)} — {failures[0].detail}", hint=failures[0].fix
+        )
     if failures:
         yield Event(action, "warn", f"launching despite {len(failures)} failed check(s) (forced)")
     await guard.ready()  # the login node's action lock: nothing is changed before it is held
@@ -174,67 +202,111 @@ async def _launch(conn: Connection, config: Path | None, settings: LifecycleSett
         job_id = new[-1].id if new else ""
     if not job_id:
         last = hide_values(tail[-1], secrets.values()) if tail else "it printed nothing"
-        raise LifecycleError(f"the launcher submitted no job on {conn.pod.name}: {last}",
-                             hint="check the config's [deployment] type = \"multi_node\" and [slurm] sections")
+        raise LifecycleError(
+            f"the launcher submitted no job on {conn.pod.name}: {last}",
+            hint='check the config\'s [deployment] type = "multi_node" and [slurm] sections',
+        )
 
     now = time.time()
     record = {
-        "id": runs.new_run_id(now), "pod": conn.pod.name, "scheduler": "slurm", "job_id": job_id,
-        "submitted": now, "started": now, "run_dir": run_abs, "config": remote_config, "config_name": config_name,
-        "config_hash": config_hash, "local_config": local_config, "command_template": settings.command,
-        "base_command": base_command, "command": shown, "env": job_env(settings, {}),
-        "secret_names": sorted(secrets), "state": "submitted",
+        "id": runs.new_run_id(now),
+        "pod": conn.pod.name,
+        "scheduler": "slurm",
+        "job_id": job_id,
+        "submitted": now,
+        "started": now,
+        "run_dir": run_abs,
+        "config": remote_config,
+        "config_name": config_name,
+        "config_hash": config_hash,
+        "local_config": local_config,
+        "command_template": settings.command,
+        "base_command": base_command,
+        "command": shown,
+        "env": job_env(settings, {}),
+        "secret_names": sorted(secrets),
+        "state": "submitted",
         "resume_step": int(resume["step"]) if resume else None,
         "resumed_from": resume["run"].get("id") if resume else None,
     }
     body = (json.dumps(record, indent=1, sort_keys=True) + "\n").encode()
     try:
-        await conn.put_files([(body, f"{records_dir(conn)}/{record['id']}.json", 0o644),
-                              (body, f"{run_abs}/.ptt/slurm-run.json", 0o644)])
+        await conn.put_files(
+            [(body, f"{records_dir(conn)}/{record['id']}.json", 0o644), (body, f"{run_abs}/.ptt/slurm-run.json", 0o644)]
+        )
     except PrimeTrainError as exc:
-        raise LifecycleError(f"job {job_id} was submitted but the run could not be recorded on "
-                             f"{conn.pod.name}: {exc}", hint=f"cancel job {job_id} if it is not wanted") from None
+        raise LifecycleError(
+            f"job {job_id} was submitted but the run could not be recorded on {conn.pod.name}: {exc}",
+            hint=f"cancel job {job_id} if it is not wanted",
+        ) from None
     if settings.runs_dir is not None:
         runs.save_record(settings.runs_dir, record)
-        runs.append_log(settings.runs_dir, f"{action} {conn.pod.name} run {record['id']} submitted Slurm job "
-                                           f"{job_id} in {run_abs}")
-    yield Event(action, "step", f"job {job_id} submitted; run {record['id']} recorded", progress=0.8,
-                data={"job": job_id})
+        runs.append_log(
+            settings.runs_dir, f"{action} {conn.pod.name} run {record['id']} submitted Slurm job {job_id} in {run_abs}"
+        )
+    yield Event(
+        action, "step", f"job {job_id} submitted; run {record['id']} recorded", progress=0.8, data={"job": job_id}
+    )
     job = await _settled(conn, cluster, job_id, wait)
     if job.state == "RUNNING":
         where = f"running on {', '.join(job.nodes) or job.nodelist}"
     else:
         where = f"pending: {pending_reason(job.reason)}"
-    yield Event(action, "done", f"job {job_id} {where} — run {record['id']} in {run_abs} "
-                                f"[{time.monotonic() - t0:.2f} s]", progress=1.0,
-                data={**record, "job_state": job.state, "nodes": list(job.nodes), "reason": job.reason})
+    yield Event(
+        action,
+        "done",
+        f"job {job_id} {where} — run {record['id']} in {run_abs} [{time.monotonic() - t0:.2f} s]",
+        progress=1.0,
+        data={**record, "job_state": job.state, "nodes": list(job.nodes), "reason": job.reason},
+    )
 
 
-async def _checks(conn: Connection, shell: PodShell, cluster: SlurmCluster, settings: LifecycleSettings, run_abs: str,
-                  command: str, action: Action, config_check: Check, failures: list[Check]) -> AsyncIterator[Event]:
+async def _checks(
+    conn: Connection,
+    shell: PodShell,
+    cluster: SlurmCluster,
+    settings: LifecycleSettings,
+    run_abs: str,
+    command: str,
+    action: Action,
+    config_check: Check,
+    failures: list[Check],
+) -> AsyncIterator[Event]:
     """The config, the login node's (disk, command, the user's own checks) and the cluster's (no job of an
     earlier run still in this run dir); each failure is added to ``failures``."""
     checks = [config_check]
     timeout = max([60.0] + [float(c.timeout) + 30 for c in settings.checks])
     wanted = set(_LOGIN_CHECKS) | {c.name for c in settings.checks}
-    result = await shell.agent(*pf.agent_args(replace(settings, cuda_check=False), run_abs, command),
-                               timeout=timeout)
+    result = await shell.agent(*pf.agent_args(replace(settings, cuda_check=False), run_abs, command), timeout=timeout)
     checks += [c for c in pf.parse_agent(result) if c.name in wanted]
     try:
         active = {j.id: j for j in await cluster.jobs() if not j.finished}
     except SlurmError as exc:
         checks.append(Check("Slurm answers", pf.FAIL, str(exc), exc.hint))
     else:
-        busy = [(r, active[str(r["job_id"])]) for r in await slurm_runs(conn)
-                if r.get("run_dir") == run_abs and str(r["job_id"]) in active]
+        busy = [
+            (r, active[str(r["job_id"])])
+            for r in await slurm_runs(conn)
+            if r.get("run_dir") == run_abs and str(r["job_id"]) in active
+        ]
         if busy:
             rec, job = busy[-1]
-            checks.append(Check("no job in this run dir", pf.FAIL,
-                                f"job {job.id} of run {rec.get('id')} is still {job.state.lower()} in {run_abs}",
-                                "kill it first, or let it end"))
+            checks.append(
+                Check(
+                    "no job in this run dir",
+                    pf.FAIL,
+                    f"job {job.id} of run {rec.get('id')} is still {job.state.lower()} in {run_abs}",
+                    "kill it first, or let it end",
+                )
+            )
         else:
-            checks.append(Check("no job in this run dir", pf.OK, f"Slurm answers; {len(active)} job(s) of yours "
-                                                                 f"pending or running, none in this run dir"))
+            checks.append(
+                Check(
+                    "no job in this run dir",
+                    pf.OK,
+                    f"Slurm answers; {len(active)} job(s) of yours pending or running, none in this run dir",
+                )
+            )
     for c in checks:
         if c.status == pf.FAIL:
             failures.append(c)
@@ -248,13 +320,19 @@ async def _node_check(conn: Connection, run_abs: str, marker: str) -> Check:
     is a warning (the real job would only wait in the queue). The check's allocation is waited for until it
     has left the queue, so the job submitted next finds the node free."""
     name = f"ptt-preflight-{token_hex(4)}"
-    cmd = (f"srun --immediate={NODE_WAIT_S} --nodes=1 --ntasks=1 --time=2 --job-name={name} "
-           f"sh -c {shlex.quote(_NODE_SCRIPT)} sh {shlex.quote(marker)}")
+    cmd = (
+        f"srun --immediate={NODE_WAIT_S} --nodes=1 --ntasks=1 --time=2 --job-name={name} "
+        f"sh -c {shlex.quote(_NODE_SCRIPT)} sh {shlex.quote(marker)}"
+    )
     try:
         rc, out, err = await conn.run(cmd, timeout=NODE_WAIT_S + 40.0)
     except asyncio.TimeoutError:
-        return Check(NODE_CHECK, pf.WARN, f"srun on a compute node did not finish within {NODE_WAIT_S + 40} s",
-                     "the cluster may be slow to start tasks; the launch goes on")
+        return Check(
+            NODE_CHECK,
+            pf.WARN,
+            f"srun on a compute node did not finish within {NODE_WAIT_S + 40} s",
+            "the cluster may be slow to start tasks; the launch goes on",
+        )
     except PrimeTrainError as exc:
         return Check(NODE_CHECK, pf.WARN, f"srun could not be run: {exc}", "the launch goes on")
     finally:
@@ -280,7 +358,7 @@ def node_check_result(rc: int, out: str, err: str, run_abs: str) -> Check:
     node, shared, gpus, nosmi = "", None, [], False
     for line in out.splitlines():
         if line.startswith("@@ptt node "):
-            node = line[len("@@ptt node "):].strip()[:64]
+            node = line[len("@@ptt node ") :].strip()[:64]
         elif line.startswith("@@ptt shared "):
             shared = line.endswith("yes")
         elif line.strip() == "@@ptt nosmi":
@@ -290,26 +368,46 @@ def node_check_result(rc: int, out: str, err: str, run_abs: str) -> Check:
     if not node:
         text = " ".join(err.split())[:300] or f"srun exit status {rc}"
         if re.search(r"immediate execution impossible|--immediate", err, re.IGNORECASE):
-            return Check(NODE_CHECK, pf.WARN, f"no compute node was free within {NODE_WAIT_S} s to check on ({text})",
-                         "the job will wait in the queue for its nodes; the launch goes on")
-        return Check(NODE_CHECK, pf.FAIL, f"a task could not run on a compute node: {text}",
-                     "check the cluster's partition and your account's access (sinfo, sacctmgr)")
+            return Check(
+                NODE_CHECK,
+                pf.WARN,
+                f"no compute node was free within {NODE_WAIT_S} s to check on ({text})",
+                "the job will wait in the queue for its nodes; the launch goes on",
+            )
+        return Check(
+            NODE_CHECK,
+            pf.FAIL,
+            f"a task could not run on a compute node: {text}",
+            "check the cluster's partition and your account's access (sinfo, sacctmgr)",
+        )
     if shared is False:
-        return Check(NODE_CHECK, pf.FAIL, f"the run dir {run_abs} is not visible from compute node {node} (the "
-                     f"config uploaded there is not found)", "put the run dir on the cluster's shared filesystem "
-                     "(pods.toml run_dir)")
+        return Check(
+            NODE_CHECK,
+            pf.FAIL,
+            f"the run dir {run_abs} is not visible from compute node {node} (the config uploaded there is not found)",
+            "put the run dir on the cluster's shared filesystem (pods.toml run_dir)",
+        )
     if nosmi:
-        return Check(NODE_CHECK, pf.WARN, f"{node} runs tasks and sees the run dir, but has no nvidia-smi",
-                     "the job's GPUs cannot be checked or shown; is this a GPU partition?")
+        return Check(
+            NODE_CHECK,
+            pf.WARN,
+            f"{node} runs tasks and sees the run dir, but has no nvidia-smi",
+            "the job's GPUs cannot be checked or shown; is this a GPU partition?",
+        )
     if not gpus:
-        return Check(NODE_CHECK, pf.WARN, f"{node} runs tasks and sees the run dir; nvidia-smi listed no GPU",
-                     "is this a GPU partition?")
+        return Check(
+            NODE_CHECK,
+            pf.WARN,
+            f"{node} runs tasks and sees the run dir; nvidia-smi listed no GPU",
+            "is this a GPU partition?",
+        )
     model = gpus[0].split(":", 1)[1].split("(UUID", 1)[0].strip() if ":" in gpus[0] else "GPU"
     return Check(NODE_CHECK, pf.OK, f"{node} runs tasks, sees the run dir, {len(gpus)} x {model}")
 
 
-async def _run_launcher(conn: Connection, shell: PodShell, run_abs: str, command: str, env: dict[str, str],
-                        timeout: float, tail: list[str]) -> AsyncIterator[str]:
+async def _run_launcher(
+    conn: Connection, shell: PodShell, run_abs: str, command: str, env: dict[str, str], timeout: float, tail: list[str]
+) -> AsyncIterator[str]:
     """The launcher's output lines as they come (``tail`` keeps the last ones); LifecycleError when it
     exits non-zero or does not end within ``timeout`` seconds (it is stopped then)."""
     try:
@@ -324,9 +422,11 @@ async def _run_launcher(conn: Connection, shell: PodShell, run_abs: str, command
             try:
                 raw = await asyncio.wait_for(proc.readline(), max(0.1, deadline - time.monotonic()))
             except asyncio.TimeoutError:
-                raise LifecycleError(f"the launcher did not finish within {timeout:g} s on {conn.pod.name}"
-                                     + (f": {tail[-1]}" if tail else ""),
-                                     hint="it was stopped; a job it submitted meanwhile is still queued") from None
+                raise LifecycleError(
+                    f"the launcher did not finish within {timeout:g} s on {conn.pod.name}"
+                    + (f": {tail[-1]}" if tail else ""),
+                    hint="it was stopped; a job it submitted meanwhile is still queued",
+                ) from None
             except (OSError, PrimeTrainError) as exc:
                 raise LifecycleError(f"connection lost while the launcher ran: {exc}") from None
             if not raw:
@@ -343,9 +443,10 @@ async def _run_launcher(conn: Connection, shell: PodShell, run_abs: str, command
         await proc.kill()
         raise
     if code != 0:
-        raise LifecycleError(f"the launcher exited with status {code} on {conn.pod.name}: "
-                             f"{tail[-1] if tail else 'it printed nothing'}",
-                             hint="its output is above; fix the config or the command and launch again")
+        raise LifecycleError(
+            f"the launcher exited with status {code} on {conn.pod.name}: {tail[-1] if tail else 'it printed nothing'}",
+            hint="its output is above; fix the config or the command and launch again",
+        )
 
 
 async def _settled(conn: Connection, cluster: SlurmCluster, job_id: str, wait: float) -> SlurmJob:
@@ -363,8 +464,10 @@ async def _settled(conn: Connection, cluster: SlurmCluster, job_id: str, wait: f
         if job is not None and job.pending and (job.reason not in ("", "None") or time.monotonic() > settle):
             return job
         if job is not None and job.finished:
-            raise LifecycleError(f"job {job_id} ended at once ({job.state.lower().replace('_', ' ')}) on "
-                                 f"{conn.pod.name}", hint="see the job's output in the run dir")
+            raise LifecycleError(
+                f"job {job_id} ended at once ({job.state.lower().replace('_', ' ')}) on {conn.pod.name}",
+                hint="see the job's output in the run dir",
+            )
         if time.monotonic() > deadline:
             state = job.state.lower() if job is not None else "not listed by Slurm"
             raise LifecycleError(f"job {job_id} is still {state} {wait:g} s after it was submitted")
@@ -391,8 +494,9 @@ def _local_copy(record: dict[str, Any]) -> bytes | None:
 # ------------------------------------------------------------------------------------ resume
 
 
-async def plan_resume(conn: Connection, settings: LifecycleSettings | None = None,
-                      run_id: str | None = None) -> dict[str, Any]:
+async def plan_resume(
+    conn: Connection, settings: LifecycleSettings | None = None, run_id: str | None = None
+) -> dict[str, Any]:
     """The newest recorded run (``run_id``: that run), its job (ended: refused while it is queued or running)
     and the newest complete checkpoint in its run dir: {"run", "job", "ckpt_dir", "checkpoint", "skipped"}."""
     settings = settings or LifecycleSettings()
@@ -400,8 +504,10 @@ async def plan_resume(conn: Connection, settings: LifecycleSettings | None = Non
     if run_id is not None:
         records = [r for r in records if str(r.get("id")) == run_id]
         if not records:
-            raise LifecycleError(f"run {run_id} was not launched on the Slurm cluster {conn.pod.name} from here",
-                                 hint="launch it afresh there")
+            raise LifecycleError(
+                f"run {run_id} was not launched on the Slurm cluster {conn.pod.name} from here",
+                hint="launch it afresh there",
+            )
     if not records:
         raise LifecycleError(f"no run has been launched on {conn.pod.name} from here", hint="launch one first")
     run = records[-1]
@@ -411,8 +517,9 @@ async def plan_resume(conn: Connection, settings: LifecycleSettings | None = Non
     except SlurmError as exc:
         raise LifecycleError(str(exc), hint=exc.hint) from None
     if job is not None and not job.finished:
-        raise LifecycleError(f"job {job_id} of run {run.get('id')} is still {job.state.lower()}",
-                             hint="kill it first, or let it end")
+        raise LifecycleError(
+            f"job {job_id} of run {run.get('id')} is still {job.state.lower()}", hint="kill it first, or let it end"
+        )
     ckpt_dir, ckpts = await checkpoints(PodShell(conn), run["run_dir"], settings)
     best = newest_complete(ckpts)
     if best is None:
@@ -425,16 +532,25 @@ def describe_resume(plan: dict[str, Any], settings: LifecycleSettings) -> str:
     """The confirm step's text: the run, how its job ended, the checkpoint, what is submitted."""
     run, job, step = plan["run"], plan["job"], plan["checkpoint"]["step"]
     ended = job.state.lower().replace("_", " ") if job is not None else "ended"
-    lines = [f"Resume run {run.get('id')} (job {run['job_id']}, {ended}) from step_{step}",
-             f"newest complete checkpoint in {plan['ckpt_dir']}"]
+    lines = [
+        f"Resume run {run.get('id')} (job {run['job_id']}, {ended}) from step_{step}",
+        f"newest complete checkpoint in {plan['ckpt_dir']}",
+    ]
     lines += [f"  step_{c['step']} is incomplete — skipped" for c in plan["skipped"]]
     lines.append(f"A new job is submitted: {run['base_command']} {render(settings.resume_args, step=step)}")
     return "\n".join(lines)
 
 
-async def resume(conn: Connection, *, settings: LifecycleSettings | None = None, force: bool = False,
-                 environ: dict[str, str] | None = None, timeout: float = LAUNCH_TIMEOUT,
-                 wait: float = JOB_WAIT, run_id: str | None = None) -> AsyncIterator[Event]:
+async def resume(
+    conn: Connection,
+    *,
+    settings: LifecycleSettings | None = None,
+    force: bool = False,
+    environ: dict[str, str] | None = None,
+    timeout: float = LAUNCH_TIMEOUT,
+    wait: float = JOB_WAIT,
+    run_id: str | None = None,
+) -> AsyncIterator[Event]:
     """Submit the newest recorded run (``run_id``: that run) again from its newest complete checkpoint (see
     :func:`plan_resume`)."""
     settings = settings or LifecycleSettings()
@@ -446,8 +562,21 @@ async def resume(conn: Connection, *, settings: LifecycleSettings | None = None,
     step = plan["checkpoint"]["step"]
     for c in plan["skipped"]:
         yield Event("resume", "warn", f"step_{c['step']} is incomplete (half-written) — skipped")
-    yield Event("resume", "step", f"resuming run {plan['run'].get('id')} from step_{step} (newest complete "
-                                  f"checkpoint)", progress=0.02, data={"step": step})
-    async for ev in launch(conn, None, settings=settings, force=force, environ=environ, timeout=timeout, wait=wait,
-                           _resume={"run": plan["run"], "step": step}):
+    yield Event(
+        "resume",
+        "step",
+        f"resuming run {plan['run'].get('id')} from step_{step} (newest complete checkpoint)",
+        progress=0.02,
+        data={"step": step},
+    )
+    async for ev in launch(
+        conn,
+        None,
+        settings=settings,
+        force=force,
+        environ=environ,
+        timeout=timeout,
+        wait=wait,
+        _resume={"run": plan["run"], "step": step},
+    ):
         yield ev

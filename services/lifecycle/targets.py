@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 class LaunchPlan:
     """What a launch starts. ``doc``: the command line's JSON ``target``; ``lines``: its account before the
     events; ``text``: the dialog's (fields as :class:`KillPlan`'s)."""
+
     doc: dict[str, Any]
     lines: tuple[str, ...]
     text: str
@@ -43,6 +44,7 @@ class LaunchPlan:
 class KillPlan:
     """What a kill stops. ``doc``: the command line's JSON ``target``; ``lines``: its account before the
     question; ``text``: the dialog's; ``question``: the command line's confirm."""
+
     doc: dict[str, Any]
     lines: tuple[str, ...]
     text: str
@@ -53,6 +55,7 @@ class KillPlan:
 @dataclass(frozen=True)
 class ResumePlan:
     """What a resume starts from (fields as :class:`KillPlan`'s); ``backup``: the bucket it may restore from."""
+
     doc: dict[str, Any]
     lines: tuple[str, ...]
     text: str
@@ -66,17 +69,32 @@ class SingleHost:
     restores_from_bucket = True  # resume restores the newest verified backup when the pod has none
     kill_button = "Kill"  # the dialog's confirm label
 
-    def plan_launch(self, pod: Pod, config: Path, run_dir: str | None, settings: LifecycleSettings,
-                    command: str | None = None) -> LaunchPlan:
+    def plan_launch(
+        self, pod: Pod, config: Path, run_dir: str | None, settings: LifecycleSettings, command: str | None = None
+    ) -> LaunchPlan:
         """What a launch of ``config`` will do; ``run_dir`` None: the default one, ``command`` None: the
         settings' template."""
         run_dir = run_dir or default_run_dir(pod, config)
         command = command or settings.command
-        return _launch_plan(pod, config, run_dir, command, f"Launch {config.name} on {pod.name}",
-                            "Pre-flight checks run first; a failed one stops the launch.")
+        return _launch_plan(
+            pod,
+            config,
+            run_dir,
+            command,
+            f"Launch {config.name} on {pod.name}",
+            "Pre-flight checks run first; a failed one stops the launch.",
+        )
 
-    def launch(self, conn: Connection, config: Path, *, settings: LifecycleSettings, command: str | None = None,
-               run_dir: str | None = None, force: bool = False) -> AsyncIterator[Event]:
+    def launch(
+        self,
+        conn: Connection,
+        config: Path,
+        *,
+        settings: LifecycleSettings,
+        command: str | None = None,
+        run_dir: str | None = None,
+        force: bool = False,
+    ) -> AsyncIterator[Event]:
         from services.lifecycle import actions
 
         return actions.launch(conn, config, settings=settings, command=command, run_dir=run_dir, force=force)
@@ -95,10 +113,12 @@ class SingleHost:
             doc={k: target.get(k) for k in ("id", "run_dir", "pid", "pgid", "tmux_session", "pids")},
             lines=(head, *(f"  {p['pid']:>7}  {p['cmd'][:100]}" for p in procs[:12])),
             text=f"Kill {head}\n{listed}\nSIGTERM, {settings.grace_seconds:g} s grace, then SIGKILL.",
-            question=f"kill run {target['id']} on {conn.pod.name}?")
+            question=f"kill run {target['id']} on {conn.pod.name}?",
+        )
 
-    def kill(self, conn: Connection, plan: KillPlan, *, settings: LifecycleSettings,
-             grace: float | None = None) -> AsyncIterator[Event]:
+    def kill(
+        self, conn: Connection, plan: KillPlan, *, settings: LifecycleSettings, grace: float | None = None
+    ) -> AsyncIterator[Event]:
         from services.lifecycle import actions
 
         return actions.kill(conn, settings=settings, grace=grace)
@@ -108,30 +128,47 @@ class SingleHost:
 
         p = await actions.plan_resume(conn, settings, backup=backup)
         step, restore = p["checkpoint"]["step"], p.get("restore")
-        doc = {"run": p["run"]["id"], "step": step, "ckpt_dir": p["ckpt_dir"],
-               "skipped": [c["step"] for c in p["skipped"]]}
+        doc = {
+            "run": p["run"]["id"],
+            "step": step,
+            "ckpt_dir": p["ckpt_dir"],
+            "skipped": [c["step"] for c in p["skipped"]],
+        }
         if restore:
             doc["restore"] = restore
-            lines: tuple[str, ...] = ((f"run {p['run']['id']}: no complete checkpoint in {p['ckpt_dir']}; "
-                                       f"step_{step} will be restored from {restore['where']} first"),)
+            lines: tuple[str, ...] = (
+                (
+                    f"run {p['run']['id']}: no complete checkpoint in {p['ckpt_dir']}; "
+                    f"step_{step} will be restored from {restore['where']} first"
+                ),
+            )
         else:
-            lines = (f"run {p['run']['id']}: newest complete checkpoint step_{step} in {p['ckpt_dir']}",
-                     *(f"  ! step_{c['step']} is incomplete — skipped" for c in p["skipped"]))
+            lines = (
+                f"run {p['run']['id']}: newest complete checkpoint step_{step} in {p['ckpt_dir']}",
+                *(f"  ! step_{c['step']} is incomplete — skipped" for c in p["skipped"]),
+            )
         skipped = "".join(f"\n  step_{c['step']} is incomplete — skipped" for c in p["skipped"])
-        source = (f"restored first from {restore['where']}" if restore
-                  else f"newest complete checkpoint in {p['ckpt_dir']}")
-        return ResumePlan(doc=doc, lines=lines,
-                          text=f"Resume run {p['run']['id']} from step_{step} ({source}){skipped}",
-                          question=f"resume from step {step}?", backup=backup)
+        source = (
+            f"restored first from {restore['where']}" if restore else f"newest complete checkpoint in {p['ckpt_dir']}"
+        )
+        return ResumePlan(
+            doc=doc,
+            lines=lines,
+            text=f"Resume run {p['run']['id']} from step_{step} ({source}){skipped}",
+            question=f"resume from step {step}?",
+            backup=backup,
+        )
 
-    def resume(self, conn: Connection, plan: ResumePlan, *, settings: LifecycleSettings,
-               force: bool = False) -> AsyncIterator[Event]:
+    def resume(
+        self, conn: Connection, plan: ResumePlan, *, settings: LifecycleSettings, force: bool = False
+    ) -> AsyncIterator[Event]:
         from services.lifecycle import actions
 
         return actions.resume(conn, settings=settings, force=force, backup=plan.backup)
 
-    def resume_run(self, conn: Connection, run: dict[str, Any], *, settings: LifecycleSettings,
-                   backup: Any = None) -> AsyncIterator[Event]:
+    def resume_run(
+        self, conn: Connection, run: dict[str, Any], *, settings: LifecycleSettings, backup: Any = None
+    ) -> AsyncIterator[Event]:
         """Resume the recorded ``run`` (a run record of this machine's) here, unasked: the auto-resume of a
         preempted run, possibly on another pod than its own (its config is uploaded again)."""
         from services.lifecycle import actions
@@ -142,19 +179,34 @@ class SingleHost:
         """The runs recorded on the pod, oldest first (the lifecycle helper's records)."""
         return await pod_runs(PodShell(conn))
 
-    async def plan_cleanup(self, conn: Connection, *, keep: int | None, settings: LifecycleSettings,
-                           run_dir: str | None = None, backup: Any = None,
-                           threshold_pct: float | None = None) -> CleanupPlan:
+    async def plan_cleanup(
+        self,
+        conn: Connection,
+        *,
+        keep: int | None,
+        settings: LifecycleSettings,
+        run_dir: str | None = None,
+        backup: Any = None,
+        threshold_pct: float | None = None,
+    ) -> CleanupPlan:
         """The checkpoints older than the newest ``keep`` complete ones (a cluster's too: its run dirs are on
         the login node's filesystem), of the newest recorded run unless ``run_dir`` is given; the plan says
         itself (``preview``, ``to_json``). ``threshold_pct``: the cleanup daemon's disk ceiling."""
         from services.lifecycle.cleanup import plan_cleanup
 
-        return await plan_cleanup(conn, keep=keep, settings=settings, run_dir=run_dir, backup=backup,
-                                  threshold_pct=threshold_pct, run_records=lambda: self.run_records(conn))
+        return await plan_cleanup(
+            conn,
+            keep=keep,
+            settings=settings,
+            run_dir=run_dir,
+            backup=backup,
+            threshold_pct=threshold_pct,
+            run_records=lambda: self.run_records(conn),
+        )
 
-    def cleanup(self, conn: Connection, plan: CleanupPlan, *, settings: LifecycleSettings,
-                backup: Any = None) -> AsyncIterator[Event]:
+    def cleanup(
+        self, conn: Connection, plan: CleanupPlan, *, settings: LifecycleSettings, backup: Any = None
+    ) -> AsyncIterator[Event]:
         from services.lifecycle.cleanup import cleanup
 
         return cleanup(conn, plan, settings=settings, backup=backup)
@@ -167,16 +219,31 @@ class SlurmCluster(SingleHost):
     restores_from_bucket = False
     kill_button = "Kill job"
 
-    def plan_launch(self, pod: Pod, config: Path, run_dir: str | None, settings: LifecycleSettings,
-                    command: str | None = None) -> LaunchPlan:
+    def plan_launch(
+        self, pod: Pod, config: Path, run_dir: str | None, settings: LifecycleSettings, command: str | None = None
+    ) -> LaunchPlan:
         run_dir = run_dir or default_run_dir(pod, config)
         command = command or settings.command
-        return _launch_plan(pod, config, run_dir, command, f"Launch {config.name} on the Slurm cluster {pod.name}",
-                            "prime-rl's launcher runs on the login node and submits the job; checks run first, "
-                            "a failed one stops the launch.")
+        return _launch_plan(
+            pod,
+            config,
+            run_dir,
+            command,
+            f"Launch {config.name} on the Slurm cluster {pod.name}",
+            "prime-rl's launcher runs on the login node and submits the job; checks run first, "
+            "a failed one stops the launch.",
+        )
 
-    def launch(self, conn: Connection, config: Path, *, settings: LifecycleSettings, command: str | None = None,
-               run_dir: str | None = None, force: bool = False) -> AsyncIterator[Event]:
+    def launch(
+        self,
+        conn: Connection,
+        config: Path,
+        *,
+        settings: LifecycleSettings,
+        command: str | None = None,
+        run_dir: str | None = None,
+        force: bool = False,
+    ) -> AsyncIterator[Event]:
         from services.lifecycle import slurm_launch
 
         return slurm_launch.launch(conn, config, settings=settings, command=command, run_dir=run_dir, force=force)
@@ -187,12 +254,23 @@ class SlurmCluster(SingleHost):
 
         job, others, record = await slurm_jobs.plan_cancel_run(conn)
         text = slurm_jobs.describe(job, others, record)
-        return KillPlan(doc={"job": job.id, "state": job.state, "nodes": list(job.nodes),
-                             "run": (record or {}).get("id"), "others": [j.id for j in others]},
-                        lines=(text,), text=text, question=f"cancel job {job.id} on {conn.pod.name}?", job=job.id)
+        return KillPlan(
+            doc={
+                "job": job.id,
+                "state": job.state,
+                "nodes": list(job.nodes),
+                "run": (record or {}).get("id"),
+                "others": [j.id for j in others],
+            },
+            lines=(text,),
+            text=text,
+            question=f"cancel job {job.id} on {conn.pod.name}?",
+            job=job.id,
+        )
 
-    def kill(self, conn: Connection, plan: KillPlan, *, settings: LifecycleSettings,
-             grace: float | None = None) -> AsyncIterator[Event]:
+    def kill(
+        self, conn: Connection, plan: KillPlan, *, settings: LifecycleSettings, grace: float | None = None
+    ) -> AsyncIterator[Event]:
         from services.lifecycle import slurm_jobs
 
         assert plan.job is not None
@@ -205,12 +283,22 @@ class SlurmCluster(SingleHost):
         plan = await slurm_launch.plan_resume(conn, settings)
         step = plan["checkpoint"]["step"]
         text = slurm_launch.describe_resume(plan, settings)
-        return ResumePlan(doc={"run": plan["run"]["id"], "job": plan["run"]["job_id"], "step": step,
-                               "ckpt_dir": plan["ckpt_dir"], "skipped": [c["step"] for c in plan["skipped"]]},
-                          lines=(text,), text=text, question=f"submit a new job from step {step}?")
+        return ResumePlan(
+            doc={
+                "run": plan["run"]["id"],
+                "job": plan["run"]["job_id"],
+                "step": step,
+                "ckpt_dir": plan["ckpt_dir"],
+                "skipped": [c["step"] for c in plan["skipped"]],
+            },
+            lines=(text,),
+            text=text,
+            question=f"submit a new job from step {step}?",
+        )
 
-    def resume(self, conn: Connection, plan: ResumePlan, *, settings: LifecycleSettings,
-               force: bool = False) -> AsyncIterator[Event]:
+    def resume(
+        self, conn: Connection, plan: ResumePlan, *, settings: LifecycleSettings, force: bool = False
+    ) -> AsyncIterator[Event]:
         from services.lifecycle import slurm_launch
 
         return slurm_launch.resume(conn, settings=settings, force=force)
@@ -221,8 +309,9 @@ class SlurmCluster(SingleHost):
 
         return await super().run_records(conn) or await slurm_runs(conn)
 
-    def resume_run(self, conn: Connection, run: dict[str, Any], *, settings: LifecycleSettings,
-                   backup: Any = None) -> AsyncIterator[Event]:
+    def resume_run(
+        self, conn: Connection, run: dict[str, Any], *, settings: LifecycleSettings, backup: Any = None
+    ) -> AsyncIterator[Event]:
         """Submit ``run`` again (one launched on this cluster from here) from its newest complete checkpoint."""
         from services.lifecycle import slurm_launch
 
@@ -230,9 +319,11 @@ class SlurmCluster(SingleHost):
 
 
 def _launch_plan(pod: Pod, config: Path, run_dir: str, command: str, head: str, then: str) -> LaunchPlan:
-    return LaunchPlan(doc={"pod": pod.name, "config": config.name, "run_dir": run_dir, "command": command},
-                      lines=(head, f"run dir: {run_dir}", f"command: {command}"),
-                      text=f"{head}\nrun dir: {run_dir}\ncommand: {command}\n{then}")
+    return LaunchPlan(
+        doc={"pod": pod.name, "config": config.name, "run_dir": run_dir, "command": command},
+        lines=(head, f"run dir: {run_dir}", f"command: {command}"),
+        text=f"{head}\nrun dir: {run_dir}\ncommand: {command}\n{then}",
+    )
 
 
 RunTarget = SingleHost  # every target has SingleHost's interface

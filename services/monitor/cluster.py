@@ -86,11 +86,17 @@ async def cluster_once(conn: Connection, timeout: float) -> tuple[dict[str, Any]
         return {"jobs": [], "nodes": [], "gpus": [], "error": message}, [unreachable(message, time.time())]
     # the running jobs' GPUs node by node (one bounded srun per job; its failures are the job's or node's error)
     gpus = await GpuReader(conn, timeout=min(timeout, 20.0)).jobs(
-        jobs, time.time(), down=[n.name for n in nodes if not n.responding])
-    return ({"jobs": [asdict(j) | {"finished": j.finished} for j in jobs],
-             "nodes": [asdict(n) | {"responding": n.responding} for n in nodes],
-             "gpus": [asdict(g) for g in gpus], "error": None},
-            list(judge(jobs, nodes, time.time())))
+        jobs, time.time(), down=[n.name for n in nodes if not n.responding]
+    )
+    return (
+        {
+            "jobs": [asdict(j) | {"finished": j.finished} for j in jobs],
+            "nodes": [asdict(n) | {"responding": n.responding} for n in nodes],
+            "gpus": [asdict(g) for g in gpus],
+            "error": None,
+        },
+        list(judge(jobs, nodes, time.time())),
+    )
 
 
 async def look(cluster: SlurmCluster, state: ClusterState, now: Callable[[], float]) -> None:
@@ -121,14 +127,23 @@ async def look_gpus(reader: GpuReader, state: ClusterState, now: Callable[[], fl
         raise
     except Exception as exc:  # the reader reports its own failures; anything else must not end the view
         log.exception("reading the GPUs of %s's Slurm jobs failed", reader.conn.pod.name)
-        gpus = tuple(JobGpus(j.id, error=f"reading the GPUs failed: {exc or type(exc).__name__}", checked_at=now())
-                     for j in running)
+        gpus = tuple(
+            JobGpus(j.id, error=f"reading the GPUs failed: {exc or type(exc).__name__}", checked_at=now())
+            for j in running
+        )
     state.read_gpus(gpus, now())
     return True
 
 
-async def poll_cluster(conn: Connection, state: ClusterState, *, interval: float, timeout: float,
-                       now: Callable[[], float], changed: Callable[[], None]) -> None:
+async def poll_cluster(
+    conn: Connection,
+    state: ClusterState,
+    *,
+    interval: float,
+    timeout: float,
+    now: Callable[[], float],
+    changed: Callable[[], None],
+) -> None:
     """Look at the cluster now and every ``interval`` seconds until cancelled; ``changed()`` after each look.
     A look that raises something unexpected is logged and shown as the error: the loop goes on."""
     cluster = SlurmCluster(conn, timeout=timeout)

@@ -96,8 +96,15 @@ def stall_budget(step_time: float | None, s: HealthSettings) -> float:
     return min(s.stall_cap_s, max(s.stall_floor_s, s.stall_k * step_time))
 
 
-def no_progress_alert(run: RunProgress, progress_at: float | None, now: float, s: HealthSettings,
-                      wandb_note: str = "", started_at: float | None = None, paused: bool = False) -> Alert | None:
+def no_progress_alert(
+    run: RunProgress,
+    progress_at: float | None,
+    now: float,
+    s: HealthSettings,
+    wandb_note: str = "",
+    started_at: float | None = None,
+    paused: bool = False,
+) -> Alert | None:
     """``progress_at``: the later of the last new step and the end of the last checkpoint write or eval;
     ``started_at``: the first line of the run seen (judged against the start budget until a step);
     ``paused``: a checkpoint or an eval runs now (the run's life says so)."""
@@ -111,13 +118,18 @@ def no_progress_alert(run: RunProgress, progress_at: float | None, now: float, s
     idle = now - progress_at
     if idle <= budget:
         return None
-    basis = (f"{s.stall_k:g} x the recent step time of {dur(run.step_time_s)}" if run.step_time_s
-             else "the cap, no step time known yet")
-    msg = (f"No new step for {dur(idle)} (last: step {run.step}; budget {dur(budget)} = "
-           f"{basis}). "
-           "Look at the end of logs/latest/{trainer,orchestrator,inference}.log and at the GPUs: a dead "
-           "inference server or a hung collective stops the run without an error. If it is stuck, kill "
-           "it and resume from the last complete checkpoint.")
+    basis = (
+        f"{s.stall_k:g} x the recent step time of {dur(run.step_time_s)}"
+        if run.step_time_s
+        else "the cap, no step time known yet"
+    )
+    msg = (
+        f"No new step for {dur(idle)} (last: step {run.step}; budget {dur(budget)} = "
+        f"{basis}). "
+        "Look at the end of logs/latest/{trainer,orchestrator,inference}.log and at the GPUs: a dead "
+        "inference server or a hung collective stops the run without an error. If it is stuck, kill "
+        "it and resume from the last complete checkpoint."
+    )
     if wandb_note:
         msg += f" ({wandb_note}; shown for context only.)"
     return Alert("no-progress", Severity.CRITICAL, "No training progress", msg, since=progress_at + budget)
@@ -126,10 +138,12 @@ def no_progress_alert(run: RunProgress, progress_at: float | None, now: float, s
 def _no_first_step_alert(started_at: float | None, now: float, s: HealthSettings, wandb_note: str) -> Alert | None:
     if started_at is None or now - started_at <= s.stall_start_s:
         return None
-    msg = (f"No first step {dur(now - started_at)} after the run's logs started (start budget "
-           f"{dur(s.stall_start_s)}). A run that never reaches step 1 usually lost its inference server "
-           "while loading (OOM, a bad model name, a port in use) and the trainer is waiting for rollouts: read the end "
-           "of logs/latest/inference.log and orchestrator.log, fix the cause, kill and relaunch.")
+    msg = (
+        f"No first step {dur(now - started_at)} after the run's logs started (start budget "
+        f"{dur(s.stall_start_s)}). A run that never reaches step 1 usually lost its inference server "
+        "while loading (OOM, a bad model name, a port in use) and the trainer is waiting for rollouts: read the end "
+        "of logs/latest/inference.log and orchestrator.log, fix the cause, kill and relaunch."
+    )
     if wandb_note:
         msg += f" ({wandb_note}; shown for context only.)"
     return Alert("no-progress", Severity.CRITICAL, "No first step yet", msg, since=started_at + s.stall_start_s)
@@ -140,14 +154,22 @@ def crash_alert(life: RunLife, last_error: str | None) -> Alert | None:
     if life.phase is not Phase.CRASHED:
         return None
     seen = f" The last error in its logs: {last_error}" if last_error else ""
-    msg = (f"The run {life.reason}.{seen} Read the end of logs/latest/trainer.log (and orchestrator.log, "
-           "inference.log) for the cause, fix it, then resume from the newest complete checkpoint.")
+    msg = (
+        f"The run {life.reason}.{seen} Read the end of logs/latest/trainer.log (and orchestrator.log, "
+        "inference.log) for the cause, fix it, then resume from the newest complete checkpoint."
+    )
     title = f"Run crashed (exit code {life.exit_code})" if life.exit_code is not None else "Run crashed"
     return Alert("run-crashed", Severity.CRITICAL, title, msg, since=life.since or 0.0)
 
 
-def gpu_dead_alert(dead_since: dict[int, float], step_at_death: dict[int, int | None], run_active: bool,
-                   now: float, s: HealthSettings, survivors: int | None = None) -> Alert | None:
+def gpu_dead_alert(
+    dead_since: dict[int, float],
+    step_at_death: dict[int, int | None],
+    run_active: bool,
+    now: float,
+    s: HealthSettings,
+    survivors: int | None = None,
+) -> Alert | None:
     """GPUs the run used that sit at ~0 MiB / ~0 % (``dead_since``: index -> since when).
     ``survivors``: how many of the run's GPUs still hold memory (None: not known). When none does, the
     whole run went down together (a kill, a crash): that is not one dead component, and a stalled run is
@@ -162,35 +184,49 @@ def gpu_dead_alert(dead_since: dict[int, float], step_at_death: dict[int, int | 
     at = f"at step {step}" if step is not None else "before the first step we saw"
     names = ", ".join(f"GPU {i}" for i in dead)
     who = "inference server" if min(dead) == 0 else "process on " + names
-    msg = (f"{names} dropped to ~0 MiB / 0 % for {dur(now - first)} while the run is active: "
-           f"{who} likely died {at}. The trainer keeps waiting for rollouts. Check "
-           "logs/latest/inference.log for the error, then kill the run and resume from the last "
-           "complete checkpoint.")
+    msg = (
+        f"{names} dropped to ~0 MiB / 0 % for {dur(now - first)} while the run is active: "
+        f"{who} likely died {at}. The trainer keeps waiting for rollouts. Check "
+        "logs/latest/inference.log for the error, then kill the run and resume from the last "
+        "complete checkpoint."
+    )
     return Alert("gpu-dead", Severity.CRITICAL, f"{who.capitalize()} likely died {at}", msg, since=first)
 
 
-def nccl_hang_alert(hang_since: float | None, progress_at: float | None, gpus: int, now: float,
-                    s: HealthSettings) -> Alert | None:
+def nccl_hang_alert(
+    hang_since: float | None, progress_at: float | None, gpus: int, now: float, s: HealthSettings
+) -> Alert | None:
     """All busy GPUs at ~100 % util with near-idle power since ``hang_since`` and no step since then."""
     if hang_since is None or now - hang_since < s.nccl_after_s:
         return None
     if progress_at is not None and progress_at > hang_since:
         return None
-    msg = (f"{gpus} GPU(s) at ~100 % util but near-idle power (<= {s.nccl_power_w:g} W) for "
-           f"{dur(now - hang_since)} with no new step: the NCCL-hang signature (kernels busy-wait on a "
-           "collective a rank never joins). Find the rank that stopped (its log, a dead GPU, a traceback); "
-           "NCCL's own watchdog kills the job only after 10 min. Kill and resume from the last checkpoint.")
+    msg = (
+        f"{gpus} GPU(s) at ~100 % util but near-idle power (<= {s.nccl_power_w:g} W) for "
+        f"{dur(now - hang_since)} with no new step: the NCCL-hang signature (kernels busy-wait on a "
+        "collective a rank never joins). Find the rank that stopped (its log, a dead GPU, a traceback); "
+        "NCCL's own watchdog kills the job only after 10 min. Kill and resume from the last checkpoint."
+    )
     return Alert("nccl-hang", Severity.CRITICAL, "NCCL hang suspected", msg, since=hang_since)
 
 
-def disk_alert(host: HostSample, ckpts: Sequence[CheckpointInfo], rate_bytes_per_s: float | None,
-               now: float, s: HealthSettings, since: float | None = None) -> Alert | None:
+def disk_alert(
+    host: HostSample,
+    ckpts: Sequence[CheckpointInfo],
+    rate_bytes_per_s: float | None,
+    now: float,
+    s: HealthSettings,
+    since: float | None = None,
+) -> Alert | None:
     pct = host.disk_pct
     if pct is None or pct <= s.disk_pct or host.disk_used is None or host.disk_total is None:
         return None
     ckpt_bytes = sum(c.bytes or 0 for c in ckpts)
-    share = f"checkpoints {ckpt_bytes / GIB:.1f} GiB ({100.0 * ckpt_bytes / host.disk_used:.0f} % of used)" \
-        if ckpts else "no checkpoints under the run dir"
+    share = (
+        f"checkpoints {ckpt_bytes / GIB:.1f} GiB ({100.0 * ckpt_bytes / host.disk_used:.0f} % of used)"
+        if ckpts
+        else "no checkpoints under the run dir"
+    )
     free = host.disk_total - host.disk_used
     if rate_bytes_per_s and rate_bytes_per_s > 0:
         eta = free / rate_bytes_per_s
@@ -198,19 +234,28 @@ def disk_alert(host: HostSample, ckpts: Sequence[CheckpointInfo], rate_bytes_per
     else:
         eta, full = None, "not growing right now"
     critical = pct >= s.disk_critical_pct or (eta is not None and eta < 3600)
-    msg = (f"Run volume {pct:.0f} % full ({free / GIB:.1f} GiB free); {share}; {full}. Delete old "
-           "checkpoints (keep the last complete one) or set [ckpt] keep_last, and move finished ones to S3.")
-    return Alert("disk", Severity.CRITICAL if critical else Severity.WARNING, "Disk almost full", msg,
-                 since=now if since is None else since)
+    msg = (
+        f"Run volume {pct:.0f} % full ({free / GIB:.1f} GiB free); {share}; {full}. Delete old "
+        "checkpoints (keep the last complete one) or set [ckpt] keep_last, and move finished ones to S3."
+    )
+    return Alert(
+        "disk",
+        Severity.CRITICAL if critical else Severity.WARNING,
+        "Disk almost full",
+        msg,
+        since=now if since is None else since,
+    )
 
 
 def nofile_alert(host: HostSample, now: float, s: HealthSettings, since: float | None = None) -> Alert | None:
     limit = host.nofile_soft
     if limit is None or limit >= s.nofile_min:
         return None
-    msg = (f"Open-files limit is {limit} (ulimit -n), below {s.nofile_min}: a reported prime-rl run died "
-           f"with \"Too many open files\" at step 15. Run `ulimit -n {s.nofile_min}` in the shell that starts "
-           "prime-rl (or raise nofile in /etc/security/limits.conf) before the next launch.")
+    msg = (
+        f"Open-files limit is {limit} (ulimit -n), below {s.nofile_min}: a reported prime-rl run died "
+        f'with "Too many open files" at step 15. Run `ulimit -n {s.nofile_min}` in the shell that starts '
+        "prime-rl (or raise nofile in /etc/security/limits.conf) before the next launch."
+    )
     return Alert("nofile", Severity.WARNING, "Open-files limit too low", msg, since=now if since is None else since)
 
 
@@ -227,8 +272,13 @@ class LogPattern:
 def load_patterns(path: Path = PATTERNS_FILE) -> tuple[LogPattern, ...]:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     return tuple(
-        LogPattern(p["id"], Severity(p.get("severity", "warning")), p["title"], re.compile(p["regex"]),
-                   " ".join(p["advice"].split()))
+        LogPattern(
+            p["id"],
+            Severity(p.get("severity", "warning")),
+            p["title"],
+            re.compile(p["regex"]),
+            " ".join(p["advice"].split()),
+        )
         for p in data.get("pattern", [])
     )
 
@@ -349,13 +399,19 @@ class HealthTracker:
             self.feed_log(line, at)
         for name in ("metrics.jsonl", "training.csv"):
             part = tails.get(name)
-            if (self.run.step is not None or not isinstance(part, dict)
-                    or not isinstance(part.get("mtime"), (int, float))):
+            if (
+                self.run.step is not None
+                or not isinstance(part, dict)
+                or not isinstance(part.get("mtime"), (int, float))
+            ):
                 continue
             lines = [str(x) for x in part.get("lines") or []]
             mtime = float(part["mtime"])
-            times = time_records(lines, mtime) if name == "metrics.jsonl" else \
-                [mtime - (len(lines) - 1 - i) * 1e-3 for i in range(len(lines))]
+            times = (
+                time_records(lines, mtime)
+                if name == "metrics.jsonl"
+                else [mtime - (len(lines) - 1 - i) * 1e-3 for i in range(len(lines))]
+            )
             for line, at in zip(lines, times):
                 if name == "metrics.jsonl":
                     self.feed_metrics(line, at)
@@ -410,15 +466,23 @@ class HealthTracker:
             st = self._gpus.setdefault(g.index, _GpuState())
             if g.mem_used is not None and g.mem_used >= s.gpu_used_mem_bytes:
                 st.used = True
-            zero = (g.mem_used is not None and g.mem_used <= s.gpu_dead_mem_bytes
-                    and g.util is not None and g.util <= s.gpu_dead_util_pct)
+            zero = (
+                g.mem_used is not None
+                and g.mem_used <= s.gpu_dead_mem_bytes
+                and g.util is not None
+                and g.util <= s.gpu_dead_util_pct
+            )
             if zero and st.used:
                 if st.dead_since is None:
                     st.dead_since, st.step_at_death = now, self.run.progress().step
             else:
                 st.dead_since, st.step_at_death = None, None
-            if (g.util is not None and g.util >= s.nccl_util_pct and g.power_w is not None
-                    and g.power_w <= s.nccl_power_w):
+            if (
+                g.util is not None
+                and g.util >= s.nccl_util_pct
+                and g.power_w is not None
+                and g.power_w <= s.nccl_power_w
+            ):
                 busy_low_power += 1
         busy = [g for g in gpus if g.mem_used is not None and g.mem_used >= s.gpu_used_mem_bytes]
         hang = bool(busy) and busy_low_power >= len(busy)
@@ -456,8 +520,15 @@ class HealthTracker:
         return recent_step or recent_log
 
     # -- evaluation ------------------------------------------------------------------------------
-    def evaluate(self, now: float, *, host: HostSample | None = None, ckpts: Sequence[CheckpointInfo] = (),
-                 gpus: Sequence[GpuSample] = (), wandb_note: str = "") -> tuple[Alert, ...]:
+    def evaluate(
+        self,
+        now: float,
+        *,
+        host: HostSample | None = None,
+        ckpts: Sequence[CheckpointInfo] = (),
+        gpus: Sequence[GpuSample] = (),
+        wandb_note: str = "",
+    ) -> tuple[Alert, ...]:
         s = self.settings
         run = self.run.progress()
         life = self.life.update(run, now)
@@ -465,9 +536,14 @@ class HealthTracker:
         if not life.ended:  # a run that ended cannot stall, lose a GPU or hang: a crash is said once, below
             found += [
                 no_progress_alert(run, self.progress_at, now, s, wandb_note, self.started_at, life.phase.paused),
-                gpu_dead_alert({i: g.dead_since for i, g in self._gpus.items() if g.dead_since is not None},
-                               {i: g.step_at_death for i, g in self._gpus.items()}, self.run_active(now), now, s,
-                               survivors=sum(1 for g in self._gpus.values() if g.used and g.dead_since is None)),
+                gpu_dead_alert(
+                    {i: g.dead_since for i, g in self._gpus.items() if g.dead_since is not None},
+                    {i: g.step_at_death for i, g in self._gpus.items()},
+                    self.run_active(now),
+                    now,
+                    s,
+                    survivors=sum(1 for g in self._gpus.values() if g.used and g.dead_since is None),
+                ),
                 nccl_hang_alert(self._hang_since, self.progress_at, self._hang_gpus, now, s),
             ]
         found.append(crash_alert(life, self._last_error()))
@@ -486,8 +562,14 @@ class HealthTracker:
                 continue  # the crash alert quotes it
             found.append(log_alert(hit.pattern, hit.line, hit.since, hit.count))
         signal_alerts = self.signals.evaluate(
-            now, stopped=life.ended, checkpointing=life.phase.paused, trainer_step=self.run.trainer_step,
-            budget=stall_budget(run.step_time_s, s), progress_at=self.progress_at, run_active=self.run_active(now))
+            now,
+            stopped=life.ended,
+            checkpointing=life.phase.paused,
+            trainer_step=self.run.trainer_step,
+            budget=stall_budget(run.step_time_s, s),
+            progress_at=self.progress_at,
+            run_active=self.run_active(now),
+        )
         found.extend(signal_alerts)
         alerts = [a for a in found if a is not None]
         ids = {a.id for a in signal_alerts}

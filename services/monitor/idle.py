@@ -22,8 +22,12 @@ ACTIVE = (Phase.RUNNING, Phase.CHECKPOINTING, Phase.EVALUATING)
 def gpus_idle(sample: Sample, settings: HealthSettings) -> bool:
     gpus = sample.gpus
     return bool(gpus) and all(
-        g.util is not None and g.util <= settings.gpu_dead_util_pct
-        and g.mem_used is not None and g.mem_used <= settings.gpu_dead_mem_bytes for g in gpus)
+        g.util is not None
+        and g.util <= settings.gpu_dead_util_pct
+        and g.mem_used is not None
+        and g.mem_used <= settings.gpu_dead_mem_bytes
+        for g in gpus
+    )
 
 
 def run_active(phase: Phase | None, record: PodRunRecord | None, wrote: bool) -> bool:

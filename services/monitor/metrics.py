@@ -31,13 +31,24 @@ ORCH_PREFIXES = ("progress/", "off_policy/", "train/", "batch/", "eval/")
 # Current phases: setup, agent (= agent/model: generation + agent/harness: tools/environment), finalize,
 # scoring, total. Older generations: any other phase name, classed by its words (tool_ms, agent/tools...).
 _ROLLOUT_TIMING = re.compile(r"^train/([^/]+)/(all|effective)/(?:([^/]+(?:/[^/]+)*?)/)??timing/(.+)/mean$")
-_PHASES = {"agent/model": "generation", "agent/harness": "tools", "setup": "setup", "finalize": "finalize",
-           "scoring": "scoring", "agent": "agent", "total": "total"}
+_PHASES = {
+    "agent/model": "generation",
+    "agent/harness": "tools",
+    "setup": "setup",
+    "finalize": "finalize",
+    "scoring": "scoring",
+    "agent": "agent",
+    "total": "total",
+}
 _TOOL_WORDS = ("tool", "harness", "env", "sandbox", "exec", "scor", "reward", "judge")
 _GEN_WORDS = ("model", "generat", "infer", "llm", "completion", "sampl")
 # vLLM gauges the orchestrator scrapes: inference/{agg|<scope>}/<name>/{mean,min,max,...}
-_GAUGES = {"kv_cache_usage_perc": "kv_cache", "gpu_cache_usage_perc": "kv_cache",
-           "num_requests_running": "running", "num_requests_waiting": "waiting"}
+_GAUGES = {
+    "kv_cache_usage_perc": "kv_cache",
+    "gpu_cache_usage_perc": "kv_cache",
+    "num_requests_running": "running",
+    "num_requests_waiting": "waiting",
+}
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 STEP_NOW_RE = re.compile(r"\bStep (\d+) \|\s*([^|]+?)\s*(?:\||$)")
@@ -95,8 +106,11 @@ class ParsedRun:
         full breakdown with a bare step time would skew the averages."""
         steps = [self.steps[k] for k in sorted(self.steps)]
         if self.metrics_steps:
-            steps = [s for s in steps if s.trainer.keys() - {"time/step"} or s.rollout
-                     or s.orchestrator.keys() - {"time/step"}]
+            steps = [
+                s
+                for s in steps
+                if s.trainer.keys() - {"time/step"} or s.rollout or s.orchestrator.keys() - {"time/step"}
+            ]
         return steps
 
 
@@ -135,8 +149,12 @@ class MetricsParser:
             return
         values = {k: f for k, v in obj.items() if isinstance(k, str) and (f := _finite(v)) is not None}
         step = obj.get("step")
-        if step is not None and not isinstance(step, bool) and isinstance(step, (int, float)) \
-                and (_finite(step) is None or abs(step) > 2**53):  # NaN, 1e400, a 300-digit int: no step
+        if (
+            step is not None
+            and not isinstance(step, bool)
+            and isinstance(step, (int, float))
+            and (_finite(step) is None or abs(step) > 2**53)
+        ):  # NaN, 1e400, a 300-digit int: no step
             self.run.skipped += 1
             return
         if step is None or isinstance(step, bool) or not isinstance(step, (int, float)):
@@ -145,10 +163,10 @@ class MetricsParser:
                 return
             values.pop("_timestamp", None)
             self.run.periodic.append(values)
-            del self.run.periodic[:-self.PERIODIC_MAX]
-            if (gauges := inference_gauges(values)):
+            del self.run.periodic[: -self.PERIODIC_MAX]
+            if gauges := inference_gauges(values):
                 self.run.gauges.append(gauges)
-                del self.run.gauges[:-self.PERIODIC_MAX]
+                del self.run.gauges[: -self.PERIODIC_MAX]
             return
         n = int(step)
         keys = values.keys()
@@ -255,8 +273,13 @@ def _rollout_timing(values: dict[str, float]) -> tuple[dict[str, float], dict[st
         if kind is None:
             if phase.endswith(("total", "total_ms")):
                 continue
-            kind = ("tools" if any(w in phase for w in _TOOL_WORDS)
-                    else "generation" if any(w in phase for w in _GEN_WORDS) else None)
+            kind = (
+                "tools"
+                if any(w in phase for w in _TOOL_WORDS)
+                else "generation"
+                if any(w in phase for w in _GEN_WORDS)
+                else None
+            )
             if kind is None:
                 continue
         bucket = found.setdefault((env, subset), {}).setdefault(agent, {})
@@ -264,13 +287,14 @@ def _rollout_timing(values: dict[str, float]) -> tuple[dict[str, float], dict[st
 
     def over_agents(agents: dict[str, dict[str, float]]) -> dict[str, float]:
         kinds = {k for a in agents.values() for k in a}
-        return {k: sum(a[k] for a in agents.values() if k in a) / sum(1 for a in agents.values() if k in a)
-                for k in kinds}
+        return {
+            k: sum(a[k] for a in agents.values() if k in a) / sum(1 for a in agents.values() if k in a) for k in kinds
+        }
 
     per_env: dict[str, dict[str, float]] = {}
     for env in {e for e, _s in found}:
         agents = found.get((env, "all")) or found.get((env, "effective")) or {}
-        if (merged := over_agents(agents)):
+        if merged := over_agents(agents):
             per_env[env] = merged
     overall = per_env.pop("agg", None)
     if overall is None and per_env:
@@ -329,8 +353,13 @@ def episode_timings(raw: object) -> list[EpisodeTiming]:
             continue
         env = rec.get("env")
         secs = [_finite(rec.get(k)) for k in ("tool", "model", "total")]
-        out.append(EpisodeTiming(step, env[:100] if isinstance(env, str) else "",
-                                 *(v if v is not None and v >= 0 else None for v in secs)))
+        out.append(
+            EpisodeTiming(
+                step,
+                env[:100] if isinstance(env, str) else "",
+                *(v if v is not None and v >= 0 else None for v in secs),
+            )
+        )
     return out
 
 

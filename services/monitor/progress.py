@@ -307,15 +307,17 @@ class RunTracker:
                 return None
         if m is not None:
             step = int(m.group(1))
-            who = component if component in ("trainer", "orchestrator") else (
-                "orchestrator" if "Reward" in text else "trainer")
+            who = (
+                component
+                if component in ("trainer", "orchestrator")
+                else ("orchestrator" if "Reward" in text else "trainer")
+            )
             if self.source == "none":
                 self.source = "console"
             first = (who, step) not in self._timed
             self._time(who, step, seconds)
             if first:
-                for regex, attr in ((_LOSS, "loss"), (_REWARD, "reward"), (_THROUGHPUT, "tokens_per_s"),
-                                    (_MFU, "mfu")):
+                for regex, attr in ((_LOSS, "loss"), (_REWARD, "reward"), (_THROUGHPUT, "tokens_per_s"), (_MFU, "mfu")):
                     if (v := regex.search(text)) is not None:
                         setattr(self, attr, float(v.group(1)))
                         if attr == "loss" and who == "trainer":
@@ -474,10 +476,22 @@ class RunTracker:
                 if eta is not None:
                     cost_left = self.price_per_hr * eta / 3600.0
         self._view = RunProgress(
-            step=step, max_steps=self.max_steps, loss=self.loss, reward=self.reward,
-            tokens_per_s=self.tokens_per_s, mfu=self.mfu, step_time_s=step_time, steps_per_hr=per_hr,
-            eta_s=eta, cost_so_far=cost_so_far, cost_to_finish=cost_left, last_step_at=self.last_step_at,
-            finished=self.finished, checkpointing=self.checkpointing, loss_history=tuple(self.losses),
-            source=self.source, cost_basis=basis,
+            step=step,
+            max_steps=self.max_steps,
+            loss=self.loss,
+            reward=self.reward,
+            tokens_per_s=self.tokens_per_s,
+            mfu=self.mfu,
+            step_time_s=step_time,
+            steps_per_hr=per_hr,
+            eta_s=eta,
+            cost_so_far=cost_so_far,
+            cost_to_finish=cost_left,
+            last_step_at=self.last_step_at,
+            finished=self.finished,
+            checkpointing=self.checkpointing,
+            loss_history=tuple(self.losses),
+            source=self.source,
+            cost_basis=basis,
         )
         return self._view

@@ -49,13 +49,17 @@ _SECRETS = (
     re.compile(r"\bxox[abpr]-[A-Za-z0-9-]{10,}"),
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)"),
 )
-_SECRET_ASSIGN = re.compile(r"(?i)((?:api[_-]?key|token|secret|passw(?:or)?d|access[_-]?key)[\"']?\s*[=:]\s*[\"']?)"
-                            r"([A-Za-z0-9_\-./+]{12,})")
+_SECRET_ASSIGN = re.compile(
+    r"(?i)((?:api[_-]?key|token|secret|passw(?:or)?d|access[_-]?key)[\"']?\s*[=:]\s*[\"']?)"
+    r"([A-Za-z0-9_\-./+]{12,})"
+)
 _SIGNED = re.compile(r"(X-Amz-(?:Signature|Credential|Security-Token)=)[^&\s]+")
 # What every pattern above starts with: a text without any of these is left as it is, one search instead of nine
 # (a step's list has thousands of short strings).
-_MAYBE_SECRET = re.compile(r"hf_|AKIA|ASIA|sk-|pit_|gh[pousr]_|xox[abpr]-|-----BEGIN|X-Amz-"
-                           r"|(?i:api[_-]?key|token|secret|passw|access[_-]?key)")
+_MAYBE_SECRET = re.compile(
+    r"hf_|AKIA|ASIA|sk-|pit_|gh[pousr]_|xox[abpr]-|-----BEGIN|X-Amz-"
+    r"|(?i:api[_-]?key|token|secret|passw|access[_-]?key)"
+)
 
 
 def mask_secrets(text: str) -> str:
@@ -126,19 +130,32 @@ class EpisodeSummary:
         rewards = rewards if isinstance(rewards, dict) else {}
         tools = tools if isinstance(tools, dict) else {}
         return cls(
-            id=str(d.get("id") or ""), step=_count(d.get("step")), kind=str(d.get("kind") or "train"),
-            subset=str(d.get("subset") or "all"), env=str(d["env"]) if d.get("env") else None,
+            id=str(d.get("id") or ""),
+            step=_count(d.get("step")),
+            kind=str(d.get("kind") or "train"),
+            subset=str(d.get("subset") or "all"),
+            env=str(d["env"]) if d.get("env") else None,
             reward=_num(d.get("reward")),
             rewards={str(k): float(v) for k, v in rewards.items() if _num(v) is not None},
-            turns=_count(d.get("turns")), tokens_in=_count(d.get("tokens_in")), tokens_out=_count(d.get("tokens_out")),
-            truncated=bool(d.get("truncated")), ok=bool(d.get("ok", True)),
-            error=str(d["error"]) if d.get("error") else None, errors=_count(d.get("errors")),
-            tool_calls=_count(d.get("tool_calls")), tools={str(k): _count(v) for k, v in tools.items()},
-            tool_s=_num(d.get("tool_s")), model_s=_num(d.get("model_s")), total_s=_num(d.get("total_s")),
-            stop=str(d["stop"]) if d.get("stop") else None, offset=_count(d.get("offset")),
+            turns=_count(d.get("turns")),
+            tokens_in=_count(d.get("tokens_in")),
+            tokens_out=_count(d.get("tokens_out")),
+            truncated=bool(d.get("truncated")),
+            ok=bool(d.get("ok", True)),
+            error=str(d["error"]) if d.get("error") else None,
+            errors=_count(d.get("errors")),
+            tool_calls=_count(d.get("tool_calls")),
+            tools={str(k): _count(v) for k, v in tools.items()},
+            tool_s=_num(d.get("tool_s")),
+            model_s=_num(d.get("model_s")),
+            total_s=_num(d.get("total_s")),
+            stop=str(d["stop"]) if d.get("stop") else None,
+            offset=_count(d.get("offset")),
             bytes=_count(d.get("bytes")),
-            too_large=bool(d.get("too_large")), matches=_count(d.get("matches")),
-            snippet=str(d["snippet"]) if d.get("snippet") else None)
+            too_large=bool(d.get("too_large")),
+            matches=_count(d.get("matches")),
+            snippet=str(d["snippet"]) if d.get("snippet") else None,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -161,10 +178,20 @@ class StepListing:
     path: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "kind": self.kind, "subset": self.subset, "path": self.path,
-                "total": self.total, "matched": self.matched, "shown": len(self.episodes),
-                "partial": self.partial, "garbled": self.garbled, "cut": self.cut, "steps": list(self.steps),
-                "episodes": [e.to_json() for e in self.episodes]}
+        return {
+            "step": self.step,
+            "kind": self.kind,
+            "subset": self.subset,
+            "path": self.path,
+            "total": self.total,
+            "matched": self.matched,
+            "shown": len(self.episodes),
+            "partial": self.partial,
+            "garbled": self.garbled,
+            "cut": self.cut,
+            "steps": list(self.steps),
+            "episodes": [e.to_json() for e in self.episodes],
+        }
 
 
 @dataclass(frozen=True)
@@ -242,29 +269,56 @@ class EpisodeView:
         for t in d.get("traces") or []:
             if not isinstance(t, dict):
                 continue
-            turns = tuple(Turn(role=str(u.get("role") or "?"), content=str(u.get("content") or ""),
-                               sampled=bool(u.get("sampled")),
-                               reasoning=str(u["reasoning"]) if u.get("reasoning") else None,
-                               tool_calls=tuple({"id": str(c.get("id") or ""), "name": str(c.get("name") or "?"),
-                                                 "arguments": str(c.get("arguments") or "")}
-                                                for c in u.get("tool_calls") or [] if isinstance(c, dict)),
-                               tool_call_id=str(u["tool_call_id"]) if u.get("tool_call_id") else None,
-                               name=str(u["name"]) if u.get("name") else None)
-                          for u in t.get("turns") or [] if isinstance(u, dict))
-            rewards = tuple((str(r.get("name") or "?"), _num(r.get("score")), _num(r.get("weight")))
-                            for r in t.get("rewards") or [] if isinstance(r, dict))
+            turns = tuple(
+                Turn(
+                    role=str(u.get("role") or "?"),
+                    content=str(u.get("content") or ""),
+                    sampled=bool(u.get("sampled")),
+                    reasoning=str(u["reasoning"]) if u.get("reasoning") else None,
+                    tool_calls=tuple(
+                        {
+                            "id": str(c.get("id") or ""),
+                            "name": str(c.get("name") or "?"),
+                            "arguments": str(c.get("arguments") or ""),
+                        }
+                        for c in u.get("tool_calls") or []
+                        if isinstance(c, dict)
+                    ),
+                    tool_call_id=str(u["tool_call_id"]) if u.get("tool_call_id") else None,
+                    name=str(u["name"]) if u.get("name") else None,
+                )
+                for u in t.get("turns") or []
+                if isinstance(u, dict)
+            )
+            rewards = tuple(
+                (str(r.get("name") or "?"), _num(r.get("score")), _num(r.get("weight")))
+                for r in t.get("rewards") or []
+                if isinstance(r, dict)
+            )
             timing, metrics = t.get("timing"), t.get("metrics")
             timing = timing if isinstance(timing, dict) else {}
             metrics = metrics if isinstance(metrics, dict) else {}
-            traces.append(TraceView(
-                agent=str(t.get("agent") or "agent"), turns=turns, rewards=rewards,
-                metrics={str(k): _num(v) for k, v in metrics.items()},
-                timing={k: _num(timing.get(k)) for k in ("tool", "model", "total")},
-                stop=str(t["stop"]) if t.get("stop") else None, truncated=bool(t.get("truncated")),
-                errors=tuple(str(e) for e in t.get("errors") or []), info=str(t["info"]) if t.get("info") else None))
-        return cls(summary=EpisodeSummary.from_json(d), task=str(d["task"]) if d.get("task") else None,
-                   errors=tuple(str(e) for e in d.get("error_list") or []), traces=tuple(traces),
-                   cuts=_count(d.get("cuts")), raw=d)
+            traces.append(
+                TraceView(
+                    agent=str(t.get("agent") or "agent"),
+                    turns=turns,
+                    rewards=rewards,
+                    metrics={str(k): _num(v) for k, v in metrics.items()},
+                    timing={k: _num(timing.get(k)) for k in ("tool", "model", "total")},
+                    stop=str(t["stop"]) if t.get("stop") else None,
+                    truncated=bool(t.get("truncated")),
+                    errors=tuple(str(e) for e in t.get("errors") or []),
+                    info=str(t["info"]) if t.get("info") else None,
+                )
+            )
+        return cls(
+            summary=EpisodeSummary.from_json(d),
+            task=str(d["task"]) if d.get("task") else None,
+            errors=tuple(str(e) for e in d.get("error_list") or []),
+            traces=tuple(traces),
+            cuts=_count(d.get("cuts")),
+            raw=d,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return self.raw
@@ -377,8 +431,7 @@ class RolloutReader:
                     first = await asyncio.wait_for(proc.readline(), SERVE_START)
                     if not first or first.startswith(b"{"):
                         break
-            except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError,
-                    OSError):
+            except (asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, OSError):
                 first = b""
             if first.strip() == b'{"serving":1}':
                 return proc
@@ -433,8 +486,10 @@ class RolloutReader:
                 else:
                     rc, out, err = await self.conn.run(self._command(argv), timeout)
             except asyncio.TimeoutError:
-                raise RolloutsError(f"{self.conn.pod.name} did not answer within {timeout:g} s",
-                                    hint="the pod may be busy; try a smaller --limit or another step") from None
+                raise RolloutsError(
+                    f"{self.conn.pod.name} did not answer within {timeout:g} s",
+                    hint="the pod may be busy; try a smaller --limit or another step",
+                ) from None
             except PrimeTrainError as exc:
                 raise RolloutsError(f"cannot read episodes on {self.conn.pod.name}: {exc}") from None
             lines = []
@@ -458,9 +513,11 @@ class RolloutReader:
                 raise RolloutsError(plain(errors[0], oneline=True))
             if rc != 0 or not lines:
                 tail = [ln for ln in (err or out).strip().splitlines() if ln.strip()]
-                raise RolloutsError(f"the episode reader failed on {self.conn.pod.name}: "
-                                    + plain(tail[-1] if tail else f"exit status {rc}", oneline=True)[:200],
-                                    hint="is python3 installed on the pod?")
+                raise RolloutsError(
+                    f"the episode reader failed on {self.conn.pod.name}: "
+                    + plain(tail[-1] if tail else f"exit status {rc}", oneline=True)[:200],
+                    hint="is python3 installed on the pod?",
+                )
             return lines
         raise AssertionError("unreachable")
 
@@ -470,17 +527,38 @@ class RolloutReader:
         if done is None:
             raise RolloutsError(f"the episode reader on {self.conn.pod.name} stopped before its answer")
         eps = tuple(EpisodeSummary.from_json(o["ep"]) for o in lines if isinstance(o.get("ep"), dict))
-        steps = tuple(sorted(_count(s.get("step")) for s in done.get("steps") or [] if isinstance(s, dict)
-                             and isinstance(s.get("kinds"), dict) and filters.kind in s["kinds"]))
-        return StepListing(step=_count(done.get("step")), kind=str(done.get("kind") or filters.kind),
-                           subset=str(done.get("subset") or "all"), episodes=eps, total=_count(done.get("episodes")),
-                           matched=_count(done.get("matched")), partial=bool(done.get("partial")),
-                           garbled=_count(done.get("garbled")), cut=str(done["cut"]) if done.get("cut") else None,
-                           steps=steps, path=plain(str(done.get("path") or ""), oneline=True))
+        steps = tuple(
+            sorted(
+                _count(s.get("step"))
+                for s in done.get("steps") or []
+                if isinstance(s, dict) and isinstance(s.get("kinds"), dict) and filters.kind in s["kinds"]
+            )
+        )
+        return StepListing(
+            step=_count(done.get("step")),
+            kind=str(done.get("kind") or filters.kind),
+            subset=str(done.get("subset") or "all"),
+            episodes=eps,
+            total=_count(done.get("episodes")),
+            matched=_count(done.get("matched")),
+            partial=bool(done.get("partial")),
+            garbled=_count(done.get("garbled")),
+            cut=str(done["cut"]) if done.get("cut") else None,
+            steps=steps,
+            path=plain(str(done.get("path") or ""), oneline=True),
+        )
 
-    async def episode(self, episode_id: str, step: int | None = None, kind: str = "train", subset: str | None = None,
-                      offset: int | None = None, max_text: int = MAX_TEXT, max_bytes: int = MAX_BYTES,
-                      timeout: float = TIMEOUT) -> EpisodeView:
+    async def episode(
+        self,
+        episode_id: str,
+        step: int | None = None,
+        kind: str = "train",
+        subset: str | None = None,
+        offset: int | None = None,
+        max_text: int = MAX_TEXT,
+        max_bytes: int = MAX_BYTES,
+        timeout: float = TIMEOUT,
+    ) -> EpisodeView:
         args = ["--id", episode_id, "--kind", kind, "--max-text", str(max_text), "--max-bytes", str(max_bytes)]
         if step is not None:
             args += ["--step", str(step)]
@@ -494,9 +572,16 @@ class RolloutReader:
             raise RolloutsError(f"the episode reader on {self.conn.pod.name} sent no episode")
         return EpisodeView.from_json(found)
 
-    async def dump(self, step: int | None = None, kind: str = "train", subset: str | None = None,
-                   limit: int = LIST_LIMIT, max_text: int = MAX_TEXT, max_bytes: int = 8 * MAX_BYTES,
-                   timeout: float = 120.0) -> list[EpisodeView]:
+    async def dump(
+        self,
+        step: int | None = None,
+        kind: str = "train",
+        subset: str | None = None,
+        limit: int = LIST_LIMIT,
+        max_text: int = MAX_TEXT,
+        max_bytes: int = 8 * MAX_BYTES,
+        timeout: float = 120.0,
+    ) -> list[EpisodeView]:
         args = ["--kind", kind, "--limit", str(limit), "--max-text", str(max_text), "--max-bytes", str(max_bytes)]
         if step is not None:
             args += ["--step", str(step)]
@@ -509,13 +594,16 @@ class RolloutReader:
 # ------------------------------------------------------------------ export (only when the user asks)
 def episode_markdown(v: EpisodeView) -> str:
     s = v.summary
-    out = [f"## Episode {s.id}", "",
-           f"- step {s.step} ({s.kind}/{s.subset}), env {s.env or 'N/A'}",
-           f"- reward {fmt(s.reward)}" + (" (" + ", ".join(f"{k} {fmt(x)}" for k, x in s.rewards.items()) + ")"
-                                          if s.rewards else ""),
-           f"- turns {s.turns}, tokens {s.tokens_in} in / {s.tokens_out} out, tool calls {s.tool_calls}",
-           f"- time: tools {fmt(s.tool_s, 's')}, model {fmt(s.model_s, 's')}, total {fmt(s.total_s, 's')}",
-           f"- stop {s.stop or 'N/A'}" + (", truncated" if s.truncated else "")]
+    out = [
+        f"## Episode {s.id}",
+        "",
+        f"- step {s.step} ({s.kind}/{s.subset}), env {s.env or 'N/A'}",
+        f"- reward {fmt(s.reward)}"
+        + (" (" + ", ".join(f"{k} {fmt(x)}" for k, x in s.rewards.items()) + ")" if s.rewards else ""),
+        f"- turns {s.turns}, tokens {s.tokens_in} in / {s.tokens_out} out, tool calls {s.tool_calls}",
+        f"- time: tools {fmt(s.tool_s, 's')}, model {fmt(s.model_s, 's')}, total {fmt(s.total_s, 's')}",
+        f"- stop {s.stop or 'N/A'}" + (", truncated" if s.truncated else ""),
+    ]
     out += [f"- error: {e}" for e in v.errors]
     if v.task:
         out += ["", "### Task", "", "```", v.task, "```"]

@@ -64,8 +64,13 @@ class RunLife:
         return self.phase.ended
 
 
-def judge(progress: RunProgress, *, record: PodRunRecord | None = None, local_state: str | None = None,
-          evaluating: bool = False) -> tuple[Phase, str, int | None]:
+def judge(
+    progress: RunProgress,
+    *,
+    record: PodRunRecord | None = None,
+    local_state: str | None = None,
+    evaluating: bool = False,
+) -> tuple[Phase, str, int | None]:
     """(phase, reason, exit code) from the evidence; ``local_state``: this machine's record of the run ("running",
     "killed", "interrupted", "exited")."""
     code = record.exit_code if record is not None else None
@@ -77,16 +82,23 @@ def judge(progress: RunProgress, *, record: PodRunRecord | None = None, local_st
         if code == 0:
             return Phase.FINISHED, "exited with code 0", 0
         if code in (137, -9):
-            return Phase.CRASHED, f"exited with code {code}: killed by SIGKILL, not from the app (often the " \
-                                  "kernel's out-of-memory killer: see dmesg on the pod)", code
+            return (
+                Phase.CRASHED,
+                f"exited with code {code}: killed by SIGKILL, not from the app (often the "
+                "kernel's out-of-memory killer: see dmesg on the pod)",
+                code,
+            )
         return Phase.CRASHED, f"exited with code {code}", code
     if local_state == "interrupted":
         return Phase.INTERRUPTED, "marked interrupted (the pod was lost)", None
     if progress.finished:
         return Phase.FINISHED, "the trainer said it finished", None
     if record is not None and record.alive is False:
-        return Phase.INTERRUPTED, "its processes are gone without an exit code (the pod restarted, or they were " \
-                                  "killed outside the app)", None
+        return (
+            Phase.INTERRUPTED,
+            "its processes are gone without an exit code (the pod restarted, or they were killed outside the app)",
+            None,
+        )
     if progress.checkpointing:
         return Phase.CHECKPOINTING, "a checkpoint is being written", None
     if evaluating:
@@ -125,8 +137,9 @@ class LifeTracker:
         return bool(self._evals) and self.eval_since is not None and now - self.eval_since <= self.eval_max_s
 
     def update(self, progress: RunProgress, now: float) -> RunLife:
-        phase, reason, code = judge(progress, record=self.record, local_state=self.local_state,
-                                    evaluating=self.evaluating(now))
+        phase, reason, code = judge(
+            progress, record=self.record, local_state=self.local_state, evaluating=self.evaluating(now)
+        )
         resumed = self.record.resumed if self.record is not None else self.life.resumed
         if phase is not self.life.phase or reason != self.life.reason or resumed != self.life.resumed:
             since = self.life.since if phase is self.life.phase else now

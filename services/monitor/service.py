@@ -82,9 +82,7 @@ class MonitorService:
             raise ValueError(f"a pod named {pod.name!r} is already monitored")
         worker = PodMonitorState(pod, self.settings, self._clock)
         self._workers[pod.name] = worker
-        worker.task = asyncio.get_running_loop().create_task(
-            self._run(worker), name=f"monitor:{pod.name}"
-        )
+        worker.task = asyncio.get_running_loop().create_task(self._run(worker), name=f"monitor:{pod.name}")
         self._emit(worker)
 
     async def remove(self, name: str) -> None:
@@ -147,8 +145,11 @@ class MonitorService:
 
     def _default_connector(self, pod: Pod) -> Connection:
         """services.connect's connection with this monitor's keepalive and demo settings."""
-        return open_connection(pod, demo=self.settings.demo_options(),
-                               ssh_options=SSHOptions(keepalive_interval=self.settings.keepalive_interval))
+        return open_connection(
+            pod,
+            demo=self.settings.demo_options(),
+            ssh_options=SSHOptions(keepalive_interval=self.settings.keepalive_interval),
+        )
 
     def _probe_args(self, pod: Pod, run_dir: str | None = None) -> list[str]:
         args = ["--interval", f"{self.settings.interval:g}"]
@@ -175,8 +176,9 @@ class MonitorService:
         health = worker.health  # set_run_dir may start a new run meanwhile: this look is then not its
         python = "python3" if isinstance(conn, SSHConnection) else shlex.quote(sys.executable)
         try:
-            code, out, _ = await conn.run(f"{python} -c {shlex.quote(TAIL_SCRIPT)} {shlex.quote(run_dir)}",
-                                          timeout=30.0)
+            code, out, _ = await conn.run(
+                f"{python} -c {shlex.quote(TAIL_SCRIPT)} {shlex.quote(run_dir)}", timeout=30.0
+            )
             tails = json.loads(out) if code == 0 else None
         except (PrimeTrainError, OSError, ValueError, asyncio.TimeoutError) as exc:
             log.info("no first look at %s on %s: %s", run_dir, worker.pod.name, exc)
@@ -201,12 +203,20 @@ class MonitorService:
             log.exception("back-filling the health rules failed for %s", worker.pod.name)
         return not (isinstance(tails, dict) and not tails.get("logs"))
 
-    def _set(self, worker: PodMonitorState, state: PodState, reason: str = "", *,
-             next_retry: float | None = None, host_key: HostKeyPrompt | None = None) -> None:
+    def _set(
+        self,
+        worker: PodMonitorState,
+        state: PodState,
+        reason: str = "",
+        *,
+        next_retry: float | None = None,
+        host_key: HostKeyPrompt | None = None,
+    ) -> None:
         now = self._clock()
         since = worker.status.since if worker.status.state is state else now
-        worker.status = PodStatus(state, plain(reason, oneline=True), since=since, next_retry=next_retry,
-                                  host_key=host_key)
+        worker.status = PodStatus(
+            state, plain(reason, oneline=True), since=since, next_retry=next_retry, host_key=host_key
+        )
         self._emit(worker)
 
     def _emit(self, worker: PodMonitorState) -> None:
@@ -253,8 +263,11 @@ class MonitorService:
             except HostKeyError as exc:
                 wait_for_user = True
                 worker.pending_key = HostKeyPrompt(
-                    host=exc.host, port=exc.port, key_type=exc.key_type,
-                    fingerprint=exc.fingerprint, key_line=exc.key_line,
+                    host=exc.host,
+                    port=exc.port,
+                    key_type=exc.key_type,
+                    fingerprint=exc.fingerprint,
+                    key_line=exc.key_line,
                     known_hosts_file=exc.known_hosts_file,
                     changed=isinstance(exc, HostKeyChanged),
                 )
@@ -291,8 +304,12 @@ class MonitorService:
             else:
                 delay = backoff_delay(attempt, self.settings.backoff_max)
                 attempt += 1
-            self._set(worker, PodState.UNSUPPORTED if unsupported else PodState.OFFLINE, reason,
-                      next_retry=self._clock() + delay)
+            self._set(
+                worker,
+                PodState.UNSUPPORTED if unsupported else PodState.OFFLINE,
+                reason,
+                next_retry=self._clock() + delay,
+            )
             await _wait_event(worker.wake, delay)
 
     def _start_cluster(self, worker: PodMonitorState, conn: Connection) -> None:
@@ -300,9 +317,16 @@ class MonitorService:
         controller never holds up the samples), until the connection is closed."""
         if worker.cluster is None:
             return
-        worker.cluster_task = asyncio.ensure_future(poll_cluster(
-            conn, worker.cluster, interval=self.settings.slurm_interval, timeout=self.settings.slurm_timeout,
-            now=self._clock, changed=lambda: self._emit(worker)))
+        worker.cluster_task = asyncio.ensure_future(
+            poll_cluster(
+                conn,
+                worker.cluster,
+                interval=self.settings.slurm_interval,
+                timeout=self.settings.slurm_timeout,
+                now=self._clock,
+                changed=lambda: self._emit(worker),
+            )
+        )
 
     async def _stop_cluster(self, worker: PodMonitorState) -> None:
         task, worker.cluster_task = worker.cluster_task, None
@@ -327,8 +351,11 @@ class MonitorService:
                 silent = time.monotonic() - valid_at
                 online = worker.status.state is PodState.ONLINE
                 left = (settings.stale_after if online else settings.restart_after) - silent
-                done, _ = await asyncio.wait({read, restart}, timeout=max(0.05, min(settings.stale_after, left)),
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    {read, restart},
+                    timeout=max(0.05, min(settings.stale_after, left)),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
                 if restart in done:
                     return "the run dir changed"
                 if read in done:
@@ -343,8 +370,9 @@ class MonitorService:
                         continue
                 silent, garbage = time.monotonic() - valid_at, worker.malformed_total - malformed_at
                 state = worker.status.state
-                if silent >= settings.stale_after and (state is PodState.ONLINE
-                                                       or (garbage and state is PodState.CONNECTING)):
+                if silent >= settings.stale_after and (
+                    state is PodState.ONLINE or (garbage and state is PodState.CONNECTING)
+                ):
                     worker.open_gap()
                     self._set(worker, PodState.STALE, _stale_reason(settings.stale_after, garbage))
                 if silent > settings.restart_after:
@@ -396,8 +424,9 @@ class MonitorService:
         if not self._wandb_on or path is None or worker.wandb_task is not None:
             return
         if worker.wandb_poller is None or worker.wandb_poller.run_path != path:
-            worker.wandb_poller = WandbPoller(path, min_interval=self.settings.wandb_interval, clock=self._clock,
-                                              api_factory=self._wandb_api)
+            worker.wandb_poller = WandbPoller(
+                path, min_interval=self.settings.wandb_interval, clock=self._clock, api_factory=self._wandb_api
+            )
         poller = worker.wandb_poller
         if not poller.due():
             return

@@ -58,7 +58,6 @@ class SignalSettings(Protocol):
     def queue_after_s(self) -> float: ...
 
 
-
 def p90(values: Sequence[float]) -> float | None:
     if not values:
         return None
@@ -72,8 +71,9 @@ def broadcast_bound(history: Sequence[float], s: SignalSettings) -> float:
     return s.broadcast_floor_s if top is None else max(s.broadcast_floor_s, s.broadcast_k * top)
 
 
-def broadcast_stall_alert(sig: PodSignals | None, trainer_step: int | None, weights_times: Sequence[float],
-                          now: float, s: SignalSettings) -> Alert | None:
+def broadcast_stall_alert(
+    sig: PodSignals | None, trainer_step: int | None, weights_times: Sequence[float], now: float, s: SignalSettings
+) -> Alert | None:
     """``trainer_step``: the trainer's latest logged step (its "Step N" line comes after step N's transfer);
     None (not known yet) keeps the rule quiet: a fresh run's first broadcasts wait for vLLM to load."""
     b = sig.broadcast if sig is not None else None
@@ -84,30 +84,46 @@ def broadcast_stall_alert(sig: PodSignals | None, trainer_step: int | None, weig
         bound, waited = broadcast_bound(handshakes, s), now - b.stable
         if waited <= bound:
             return None
-        msg = (f"The trainer has waited {dur(waited)} for inference to get ready for step {b.step}'s weights "
-               f"(its STABLE marker has no NCCL_READY beside it; this run's handshakes took up to "
-               f"{dur(max(handshakes))}, bound {dur(bound)}). The orchestrator pauses the inference engines "
-               "before it answers: a dead or stuck inference server or orchestrator leaves the trainer waiting "
-               "until prime-rl's watchdog kills the job. Read the end of logs/latest/orchestrator.log and "
-               "inference.log; if they are stuck, kill the run and resume from the last complete checkpoint.")
-        return Alert("broadcast-stall", Severity.CRITICAL, f"Weight broadcast of step {b.step} stalled", msg,
-                     since=b.stable + bound)
+        msg = (
+            f"The trainer has waited {dur(waited)} for inference to get ready for step {b.step}'s weights "
+            f"(its STABLE marker has no NCCL_READY beside it; this run's handshakes took up to "
+            f"{dur(max(handshakes))}, bound {dur(bound)}). The orchestrator pauses the inference engines "
+            "before it answers: a dead or stuck inference server or orchestrator leaves the trainer waiting "
+            "until prime-rl's watchdog kills the job. Read the end of logs/latest/orchestrator.log and "
+            "inference.log; if they are stuck, kill the run and resume from the last complete checkpoint."
+        )
+        return Alert(
+            "broadcast-stall",
+            Severity.CRITICAL,
+            f"Weight broadcast of step {b.step} stalled",
+            msg,
+            since=b.stable + bound,
+        )
     history = list(weights_times) or handshakes
     bound, ran = broadcast_bound(history, s), now - b.ready
     if ran <= bound:
         return None
     basis = "weight broadcasts" if weights_times else "handshakes"
-    msg = (f"The weight transfer of step {b.step} has run {dur(ran)} (both sides met {dur(ran)} ago; this "
-           f"run's {basis} took up to {dur(max(history))}, bound {dur(bound)}). A rank that never joined the "
-           "NCCL transfer hangs every other one until NCCL's watchdog kills the job (about 10 min). Look for "
-           "the rank or inference worker that stopped (its log, a dead GPU); kill the run and resume from the "
-           "last complete checkpoint.")
-    return Alert("broadcast-stall", Severity.CRITICAL, f"Weight transfer of step {b.step} stalled", msg,
-                 since=b.ready + bound)
+    msg = (
+        f"The weight transfer of step {b.step} has run {dur(ran)} (both sides met {dur(ran)} ago; this "
+        f"run's {basis} took up to {dur(max(history))}, bound {dur(bound)}). A rank that never joined the "
+        "NCCL transfer hangs every other one until NCCL's watchdog kills the job (about 10 min). Look for "
+        "the rank or inference worker that stopped (its log, a dead GPU); kill the run and resume from the "
+        "last complete checkpoint."
+    )
+    return Alert(
+        "broadcast-stall", Severity.CRITICAL, f"Weight transfer of step {b.step} stalled", msg, since=b.ready + bound
+    )
 
 
-def inference_down_alert(gone_since: float | None, failed_since: float | None, failures: int, others_live: bool,
-                         now: float, s: SignalSettings) -> Alert | None:
+def inference_down_alert(
+    gone_since: float | None,
+    failed_since: float | None,
+    failures: int,
+    others_live: bool,
+    now: float,
+    s: SignalSettings,
+) -> Alert | None:
     """``gone_since``: since when no PRIME-RL::Inference process lives (after one did); ``failed_since`` and
     ``failures``: the engine's /health failing in a row after it had answered."""
     if not others_live:
@@ -122,46 +138,58 @@ def inference_down_alert(gone_since: float | None, failed_since: float | None, f
         evidence.append(f"its /health failed {failures} times in a row")
     if gone:
         evidence.append("its PRIME-RL::Inference process is gone")
-    msg = (f"The inference server is down ({' and '.join(evidence)}, for {dur(now - since)}) while the trainer "
-           "and orchestrator still run: they wait for rollouts and weights that never come. Read the end of "
-           "logs/latest/inference.log for why (CUDA OOM, an engine error), fix it, then kill the run and resume "
-           "from the last complete checkpoint.")
+    msg = (
+        f"The inference server is down ({' and '.join(evidence)}, for {dur(now - since)}) while the trainer "
+        "and orchestrator still run: they wait for rollouts and weights that never come. Read the end of "
+        "logs/latest/inference.log for why (CUDA OOM, an engine error), fix it, then kill the run and resume "
+        "from the last complete checkpoint."
+    )
     return Alert("inference-down", Severity.CRITICAL, "Inference server down", msg, since=since)
 
 
-def trainer_hung_alert(sig: PodSignals | None, progress_at: float | None, budget: float, now: float
-                       ) -> Alert | None:
+def trainer_hung_alert(sig: PodSignals | None, progress_at: float | None, budget: float, now: float) -> Alert | None:
     """The metrics server answers /health (a thread of the trainer) while its last step ages past the
     stall ``budget`` (no-progress's): the training loop is stuck in a live process."""
     t = sig.trainer if sig is not None else None
-    if (t is None or not t.health or not t.last_step_ts or sig is None or sig.http_at is None
-            or now - sig.http_at > HTTP_FRESH_S):
+    if (
+        t is None
+        or not t.health
+        or not t.last_step_ts
+        or sig is None
+        or sig.http_at is None
+        or now - sig.http_at > HTTP_FRESH_S
+    ):
         return None  # no server, no answer, or no step yet (the gauge is 0 until the first)
     last = max(t.last_step_ts, progress_at or 0.0)
     idle = now - last
     if idle <= budget:
         return None
     step = f"step {t.step}" if t.step is not None else "its last step"
-    msg = (f"The trainer is alive but hung: its metrics server answers, yet {step} was {dur(idle)} ago "
-           f"(budget {dur(budget)}). The process lives and does nothing useful: a collective waiting on a rank "
-           "that stopped, a deadlock, or a wait on data that never comes. Look at the end of "
-           "logs/latest/trainer.log (and py-spy dump of the trainer if you can), then kill the run and resume "
-           "from the last complete checkpoint.")
+    msg = (
+        f"The trainer is alive but hung: its metrics server answers, yet {step} was {dur(idle)} ago "
+        f"(budget {dur(budget)}). The process lives and does nothing useful: a collective waiting on a rank "
+        "that stopped, a deadlock, or a wait on data that never comes. Look at the end of "
+        "logs/latest/trainer.log (and py-spy dump of the trainer if you can), then kill the run and resume "
+        "from the last complete checkpoint."
+    )
     return Alert("trainer-hung", Severity.CRITICAL, "Trainer alive but hung", msg, since=last + budget)
 
 
 def loop_lag_alert(lag: float | None, since: float | None, s: SignalSettings) -> Alert | None:
     if lag is None or since is None or lag <= s.loop_lag_warn_s:
         return None
-    msg = (f"The orchestrator's event loop lagged {dur(lag)} in its latest report (event_loop_lag/max, warning "
-           f"above {dur(s.loop_lag_warn_s)}); a prime-rl run saw over 700 s right before it hung silently. "
-           "Something blocks the loop: a slow environment (reward or tool code that does not await), an env "
-           "server that stopped answering. Read logs/latest/orchestrator.log and the env servers' logs.")
+    msg = (
+        f"The orchestrator's event loop lagged {dur(lag)} in its latest report (event_loop_lag/max, warning "
+        f"above {dur(s.loop_lag_warn_s)}); a prime-rl run saw over 700 s right before it hung silently. "
+        "Something blocks the loop: a slow environment (reward or tool code that does not await), an env "
+        "server that stopped answering. Read logs/latest/orchestrator.log and the env servers' logs."
+    )
     return Alert("loop-lag", Severity.WARNING, "Orchestrator event loop lagging", msg, since=since)
 
 
-def stale_drops_alert(dropped: Sequence[tuple[float, float]], off_policy: float | None, s: SignalSettings
-                      ) -> Alert | None:
+def stale_drops_alert(
+    dropped: Sequence[tuple[float, float]], off_policy: float | None, s: SignalSettings
+) -> Alert | None:
     """``dropped``: (when, rollouts) of the latest steps' off_policy/dropped, oldest first."""
     steps = max(1, s.dropped_steps)
     if len(dropped) < steps or any(n <= 0 for _, n in dropped[-steps:]):
@@ -169,19 +197,24 @@ def stale_drops_alert(dropped: Sequence[tuple[float, float]], off_policy: float 
     recent = dropped[-steps:]
     total = int(sum(n for _, n in recent))
     lag = f"; the oldest rollout used was {off_policy:g} steps behind" if off_policy is not None else ""
-    msg = (f"{total} rollouts were dropped as too stale over the last {len(recent)} steps (off_policy/dropped){lag}: "
-           "inference falls behind the trainer and its work is thrown away. Give inference more GPUs or lower "
-           "the rollouts in flight, or allow more off-policy steps.")
+    msg = (
+        f"{total} rollouts were dropped as too stale over the last {len(recent)} steps (off_policy/dropped){lag}: "
+        "inference falls behind the trainer and its work is thrown away. Give inference more GPUs or lower "
+        "the rollouts in flight, or allow more off-policy steps."
+    )
     return Alert("stale-drops", Severity.WARNING, "Stale rollouts dropped", msg, since=recent[0][0])
 
 
-def queue_alert(waiting: float | None, running: float | None, since: float | None, now: float,
-                s: SignalSettings) -> Alert | None:
+def queue_alert(
+    waiting: float | None, running: float | None, since: float | None, now: float, s: SignalSettings
+) -> Alert | None:
     if since is None or waiting is None or running is None or now - since < s.queue_after_s:
         return None
-    msg = (f"The inference engines have {waiting:g} requests waiting for {running:g} running (over "
-           f"{s.queue_ratio:.0%} for {dur(now - since)}): prime-rl cuts its concurrency when this lasts, and it "
-           "still does. Inference is the bottleneck: lower the rollouts in flight or give inference more GPUs.")
+    msg = (
+        f"The inference engines have {waiting:g} requests waiting for {running:g} running (over "
+        f"{s.queue_ratio:.0%} for {dur(now - since)}): prime-rl cuts its concurrency when this lasts, and it "
+        "still does. Inference is the bottleneck: lower the rollouts in flight or give inference more GPUs."
+    )
     return Alert("queue", Severity.WARNING, "Inference queue backed up", msg, since=since)
 
 
@@ -265,9 +298,17 @@ class SignalTracker:
             else:
                 self._queue_since = None
 
-    def evaluate(self, now: float, *, stopped: bool, checkpointing: bool = False, trainer_step: int | None = None,
-                 budget: float = math.inf, progress_at: float | None = None,
-                 run_active: bool = True) -> list[Alert]:
+    def evaluate(
+        self,
+        now: float,
+        *,
+        stopped: bool,
+        checkpointing: bool = False,
+        trainer_step: int | None = None,
+        budget: float = math.inf,
+        progress_at: float | None = None,
+        run_active: bool = True,
+    ) -> list[Alert]:
         """The signal alerts now. ``stopped``: the run is not active (finished, killed, crashed, lost):
         every rule is silent; so while a checkpoint is written."""
         if stopped or checkpointing:
@@ -277,15 +318,30 @@ class SignalTracker:
             self._stepped = True
             # the run stepped, so its inference server was up even if no sample caught its process alive (one
             # that died within seconds of the probe's start): a configured local server now gone is gone
-            if (sig is not None and sig.inference is not None and self._titled and not self._inference_seen
-                    and sig.alive("Inference") is False):
+            if (
+                sig is not None
+                and sig.inference is not None
+                and self._titled
+                and not self._inference_seen
+                and sig.alive("Inference") is False
+            ):
                 self._inference_seen, self._gone_since = True, now
         t = sig.trainer if sig is not None else None
-        if t is not None and t.step is not None and sig is not None and sig.http_at is not None \
-                and now - sig.http_at <= HTTP_FRESH_S:
+        if (
+            t is not None
+            and t.step is not None
+            and sig is not None
+            and sig.http_at is not None
+            and now - sig.http_at <= HTTP_FRESH_S
+        ):
             trainer_step = max(trainer_step or t.step, t.step)
-        live = bool(t is not None and t.health and sig is not None and sig.http_at is not None
-                    and now - sig.http_at <= HTTP_FRESH_S)
+        live = bool(
+            t is not None
+            and t.health
+            and sig is not None
+            and sig.http_at is not None
+            and now - sig.http_at <= HTTP_FRESH_S
+        )
         if sig is not None and sig.roles is not None and (sig.roles or self._titled):
             # prime-rl titles its processes: they say who lives (none left: the whole run went, e.g. a kill)
             live = live or bool(sig.alive("Trainer") or sig.alive("Orchestrator"))
@@ -293,8 +349,7 @@ class SignalTracker:
             live = run_active
         found = [
             broadcast_stall_alert(sig, trainer_step, self.weights_times, now, s),
-            inference_down_alert(self._gone_since, self._failed_since, self._failures,
-                                 live, now, s),
+            inference_down_alert(self._gone_since, self._failed_since, self._failures, live, now, s),
             loop_lag_alert(self.lag, self._lag_since, s),
             stale_drops_alert(list(self.dropped), self.off_policy, s),
             queue_alert(self.waiting, self.running, self._queue_since, now, s),

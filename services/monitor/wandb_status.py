@@ -60,8 +60,14 @@ def default_api() -> Any:
 class WandbPoller:
     """One W&B run, polled at most once per ``min_interval`` seconds (doubling after errors, ≤ 15 min)."""
 
-    def __init__(self, run_path: str, *, min_interval: float = 60.0, clock: Callable[[], float] = time.time,
-                 api_factory: Callable[[], Any] = default_api) -> None:
+    def __init__(
+        self,
+        run_path: str,
+        *,
+        min_interval: float = 60.0,
+        clock: Callable[[], float] = time.time,
+        api_factory: Callable[[], Any] = default_api,
+    ) -> None:
         self.run_path, self.min_interval, self.clock = run_path, min_interval, clock
         self._api_factory = api_factory
         self._api: Any = None
@@ -81,9 +87,12 @@ class WandbPoller:
             if self._api is None:
                 self._api = self._api_factory()
             run = self._api.run(self.run_path)
-            status = WandbStatus(self.run_path, now, state=str(getattr(run, "state", "") or "") or None,
-                                 heartbeat_at=parse_time(getattr(run, "heartbeatAt", None)
-                                                         or getattr(run, "heartbeat_at", None)))
+            status = WandbStatus(
+                self.run_path,
+                now,
+                state=str(getattr(run, "state", "") or "") or None,
+                heartbeat_at=parse_time(getattr(run, "heartbeatAt", None) or getattr(run, "heartbeat_at", None)),
+            )
             self._failures = 0
         except Exception as exc:  # noqa: BLE001 - network, auth, 429, missing package: information only
             self._failures += 1

@@ -72,11 +72,17 @@ class MonitorSettings:
     def demo_options(self) -> DemoOptions:
         from services.demo.connection import DemoOptions
 
-        return DemoOptions(seed=self.demo_seed, gpus=self.demo_gpus, scenario=self.demo_scenario,
-                           max_ticks=self.demo_max_ticks, interval=self.interval, max_steps=self.demo_max_steps,
-                           runbook=self.demo_runbook, step_seconds=self.demo_step_seconds,
-                           ckpt_interval=self.demo_ckpt_interval)
-
+        return DemoOptions(
+            seed=self.demo_seed,
+            gpus=self.demo_gpus,
+            scenario=self.demo_scenario,
+            max_ticks=self.demo_max_ticks,
+            interval=self.interval,
+            max_steps=self.demo_max_steps,
+            runbook=self.demo_runbook,
+            step_seconds=self.demo_step_seconds,
+            ckpt_interval=self.demo_ckpt_interval,
+        )
 
 
 class PodMonitorState:
@@ -129,8 +135,12 @@ class PodMonitorState:
         """Fresh health rules and run progress (at start, and when the pod's run dir changes). They are
         evaluated per sample over that sample's new data only. The demo simulates GPUs and a run, not the
         host: its disk and open-files figures are this machine's."""
-        self.health = HealthTracker(self.settings.health, price_per_hr=self._price(),
-                                    tail_len=self.settings.log_tail_len, host_rules=self.pod.host_rules)
+        self.health = HealthTracker(
+            self.settings.health,
+            price_per_hr=self._price(),
+            tail_len=self.settings.log_tail_len,
+            host_rules=self.pod.host_rules,
+        )
         self.run = None
         self._tail_view = ()
         self.episodes.clear()  # another run's traces
@@ -188,8 +198,7 @@ class PodMonitorState:
             self._tail_view = tuple(self.health.tail)
         try:
             health = self.health
-            active = run_active(health.life.life.phase, health.life.record,
-                                health.started_at is not None)
+            active = run_active(health.life.life.phase, health.life.record, health.started_at is not None)
             self.idle = self.idle_tracker.observe(sample, active=active)
         except Exception:
             log.exception("idle check failed for %s", self.pod.name)

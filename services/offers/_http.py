@@ -36,16 +36,21 @@ class RetryPolicy:
         return random.uniform(0.5, 1.0) * min(self.cap, self.base * 2**attempt)
 
 
-async def request_json(client: httpx.AsyncClient, method: str, url: str, *, api_key: str,
-                       retry: RetryPolicy | None = None, **kwargs: Any) -> Any:
+async def request_json(
+    client: httpx.AsyncClient, method: str, url: str, *, api_key: str, retry: RetryPolicy | None = None, **kwargs: Any
+) -> Any:
     """The decoded JSON of a 2xx answer. The body is streamed and never held past :data:`MAX_BODY`
     (a Content-Length over it is refused unread); its nesting is measured before json parses it. Either
     garbage is :class:`UnexpectedAnswer` ("over 20 MB", "nested too deep"): one provider's error line."""
     import httpx
 
     retry = retry or RetryPolicy()
-    headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json", "User-Agent": user_agent(),
-               **kwargs.pop("headers", {})}
+    headers = {
+        "Authorization": f"Bearer {api_key}",
+        "Accept": "application/json",
+        "User-Agent": user_agent(),
+        **kwargs.pop("headers", {}),
+    }
     last = ""
     for attempt in range(retry.attempts):
         try:
@@ -113,9 +118,21 @@ def _decode(body: bytes | None, status: int) -> Any:
         raise ProviderFailure(f"HTTP {status}: invalid JSON in the answer", status, uncertain=True) from None
 
 
-_AUTH_WORDS = ("invalid user key", "invalid_user_key", "invalid api key", "invalid-api-key", "invalid_api_key",
-               "api key was invalid", "not authenticated", "unauthorized", "unauthorised", "authorization failed",
-               "authentication", "invalid token", "forbidden")
+_AUTH_WORDS = (
+    "invalid user key",
+    "invalid_user_key",
+    "invalid api key",
+    "invalid-api-key",
+    "invalid_api_key",
+    "api key was invalid",
+    "not authenticated",
+    "unauthorized",
+    "unauthorised",
+    "authorization failed",
+    "authentication",
+    "invalid token",
+    "forbidden",
+)
 
 
 def is_auth_error(status: int, body: str) -> bool:

@@ -23,8 +23,11 @@ def cache_path(base: Path, spot: bool) -> Path:
 
 
 def save(base: Path, spot: bool, result: FetchResult, now: float) -> None:
-    doc = {"version": VERSION, "fetched_at": now, "offers": [dict(asdict(o), params=dict(o.params))
-                                                             for o in result.offers]}
+    doc = {
+        "version": VERSION,
+        "fetched_at": now,
+        "offers": [dict(asdict(o), params=dict(o.params)) for o in result.offers],
+    }
     atomic_write_text(cache_path(base, spot), json.dumps(doc, separators=(",", ":"), default=str))
 
 
@@ -37,8 +40,11 @@ def load(base: Path, spot: bool, now: float, ttl: float = DEFAULT_TTL) -> tuple[
         age = now - float(doc["fetched_at"])
         if not 0 <= age <= ttl:
             return None
-        offers = tuple(o for o in (Offer(**{k: v for k, v in o.items() if k in _FIELDS}) for o in doc["offers"])
-                       if impossible(o) is None)
+        offers = tuple(
+            o
+            for o in (Offer(**{k: v for k, v in o.items() if k in _FIELDS}) for o in doc["offers"])
+            if impossible(o) is None
+        )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
     return FetchResult(offers), age

@@ -20,13 +20,19 @@ MIN_INTERVAL = 600.0
 MAX_LINES = 5000  # the file is rewritten with the newest half beyond this
 
 
-def observation(model: str | None, gpu_names: list[str], gpu_mem_gb: float | None, steps_per_hr: float | None,
-                tokens_per_step: int | None) -> Observed | None:
+def observation(
+    model: str | None,
+    gpu_names: list[str],
+    gpu_mem_gb: float | None,
+    steps_per_hr: float | None,
+    tokens_per_step: int | None,
+) -> Observed | None:
     """An observation from a pod's snapshot, or None when something needed is unknown."""
     if not model or not gpu_names or not steps_per_hr or steps_per_hr <= 0 or not tokens_per_step:
         return None
-    return Observed(model, canonical_gpu(gpu_names[0], gpu_mem_gb), len(gpu_names), round(steps_per_hr, 3),
-                    int(tokens_per_step))
+    return Observed(
+        model, canonical_gpu(gpu_names[0], gpu_mem_gb), len(gpu_names), round(steps_per_hr, 3), int(tokens_per_step)
+    )
 
 
 class ObservationLog:
@@ -48,7 +54,7 @@ class ObservationLog:
         return True
 
     def _trim(self) -> None:
-        lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()[-MAX_LINES // 2:]
+        lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()[-MAX_LINES // 2 :]
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
         os.replace(tmp, self.path)
@@ -62,8 +68,15 @@ class ObservationLog:
         for line in text.splitlines():
             try:
                 d = loads(line)  # a line nested 100k deep is skipped, never RecursionError
-                out.append(Observed(str(d["model"]), str(d["gpu_type"]), int(d["gpu_count"]),
-                                    float(d["steps_per_hr"]), int(d["tokens_per_step"])))
+                out.append(
+                    Observed(
+                        str(d["model"]),
+                        str(d["gpu_type"]),
+                        int(d["gpu_count"]),
+                        float(d["steps_per_hr"]),
+                        int(d["tokens_per_step"]),
+                    )
+                )
             except (ValueError, KeyError, TypeError):
                 continue
         return out

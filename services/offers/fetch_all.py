@@ -24,9 +24,16 @@ from services.offers.models import (
 from services.offers.providers import PROVIDERS, base_urls
 
 
-async def fetch_all(*, keys: Mapping[str, str], urls: Mapping[str, str] | None = None, spot: bool | None = False,
-                    providers: list[str] | None = None, client: httpx.AsyncClient | None = None,
-                    timeout: float = 30.0, retry: RetryPolicy | None = None) -> FetchResult:
+async def fetch_all(
+    *,
+    keys: Mapping[str, str],
+    urls: Mapping[str, str] | None = None,
+    spot: bool | None = False,
+    providers: list[str] | None = None,
+    client: httpx.AsyncClient | None = None,
+    timeout: float = 30.0,
+    retry: RetryPolicy | None = None,
+) -> FetchResult:
     names = [n for n in PROVIDERS if providers is None or n in providers]
     urls = {**base_urls({}), **(urls or {})}
     own = client is None
@@ -38,7 +45,8 @@ async def fetch_all(*, keys: Mapping[str, str], urls: Mapping[str, str] | None =
             return ProviderError(name, how_to_set(name))
         try:
             return await asyncio.wait_for(
-                PROVIDERS[name].module.fetch(client, key, base_url=urls[name], spot=spot, retry=retry), timeout)
+                PROVIDERS[name].module.fetch(client, key, base_url=urls[name], spot=spot, retry=retry), timeout
+            )
         except asyncio.TimeoutError:
             return ProviderError(name, f"timed out after {timeout:g} s")
         except UnexpectedAnswer as exc:  # the provider is named on the line already

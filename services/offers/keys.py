@@ -42,9 +42,6 @@ def masked_key(key: str) -> str:
     return "****" if len(key) < 12 else f"{key[:3]}…{key[-2:]}"
 
 
-
-
-
 def _read_key_file(path: Path) -> str | None:
     try:
         text = path.read_text(encoding="utf-8").strip()
@@ -71,8 +68,9 @@ def find_teams(env: Mapping[str, str] | None = None, home: Path | None = None) -
     return {"primeintellect": team} if team else {}
 
 
-def find_keys(env: Mapping[str, str] | None = None, home: Path | None = None,
-              settings: OfferSettings | None = None) -> dict[str, KeySource]:
+def find_keys(
+    env: Mapping[str, str] | None = None, home: Path | None = None, settings: OfferSettings | None = None
+) -> dict[str, KeySource]:
     env = os.environ if env is None else env
     home = Path(env.get("HOME") or "~").expanduser() if home is None else home
     table = settings.keys if settings is not None else {}

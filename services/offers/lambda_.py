@@ -104,9 +104,22 @@ def parse(payload: Any) -> Normalised:
         for region in regions or [None]:
             # positional, in Offer's field order: keyword calls cost twice as much over 10,000 offers
             offer = Offer(
-                NAME, name, gpu, gpu_name, n, vram, price, False, str(region.get("name") or "") if region else "",
-                region is not None, "Available" if region else "Sold out", None, disk, "",
-                {"instance_type_name": name})
+                NAME,
+                name,
+                gpu,
+                gpu_name,
+                n,
+                vram,
+                price,
+                False,
+                str(region.get("name") or "") if region else "",
+                region is not None,
+                "Available" if region else "Sold out",
+                None,
+                disk,
+                "",
+                {"instance_type_name": name},
+            )
             if ok:
                 append(offer)
             else:
@@ -114,12 +127,19 @@ def parse(payload: Any) -> Normalised:
     return out.done()
 
 
-async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL, spot: bool = False,
-                retry: RetryPolicy | None = None) -> list[Offer]:
+async def fetch(
+    client: httpx.AsyncClient,
+    api_key: str,
+    *,
+    base_url: str = DEFAULT_URL,
+    spot: bool = False,
+    retry: RetryPolicy | None = None,
+) -> list[Offer]:
     if spot:
         return []  # Lambda has no spot tier
-    return parse(await request_json(client, "GET", f"{base_url.rstrip('/')}/instance-types", api_key=api_key,
-                                    retry=retry))
+    return parse(
+        await request_json(client, "GET", f"{base_url.rstrip('/')}/instance-types", api_key=api_key, retry=retry)
+    )
 
 
 # ------------------------------------------------------------------------------------------ instances
@@ -140,16 +160,35 @@ async def ssh_key_name(client: httpx.AsyncClient, api_key: str, *, base_url: str
 def create_body(offer: Offer, *, name: str, key_name: str) -> dict[str, Any]:
     if not offer.region:
         raise ProviderFailure(f"{offer.gpu_name} has no region with capacity: it is sold out")
-    return {"region_name": offer.region, "instance_type_name": str(offer.params.get("instance_type_name") or offer.id),
-            "ssh_key_names": [key_name], "name": name[:64]}
+    return {
+        "region_name": offer.region,
+        "instance_type_name": str(offer.params.get("instance_type_name") or offer.id),
+        "ssh_key_names": [key_name],
+        "name": name[:64],
+    }
 
 
-async def create(client: httpx.AsyncClient, api_key: str, offer: Offer, *, name: str, max_price: float,
-                 disk_gb: int | None = None, image: str | None = None, base_url: str = DEFAULT_URL) -> str:
+async def create(
+    client: httpx.AsyncClient,
+    api_key: str,
+    offer: Offer,
+    *,
+    name: str,
+    max_price: float,
+    disk_gb: int | None = None,
+    image: str | None = None,
+    base_url: str = DEFAULT_URL,
+) -> str:
     """Lambda has no price cap in the API: the caller checks the fixed price against the cap first."""
     key = await ssh_key_name(client, api_key, base_url=base_url)
-    data = await request_json(client, "POST", f"{base_url.rstrip('/')}/instance-operations/launch",
-                              api_key=api_key, retry=NO_RETRY, json=create_body(offer, name=name, key_name=key))
+    data = await request_json(
+        client,
+        "POST",
+        f"{base_url.rstrip('/')}/instance-operations/launch",
+        api_key=api_key,
+        retry=NO_RETRY,
+        json=create_body(offer, name=name, key_name=key),
+    )
     ids = (data.get("data") or {}).get("instance_ids") if isinstance(data, dict) else None
     if not isinstance(ids, list) or not ids:  # a 2xx without an id: the instance may exist
         raise ProviderFailure("the launch answer has no instance id", uncertain=True)
@@ -172,19 +211,38 @@ def access(inst: Any, pod_id: str) -> PodAccess:
     return PodAccess(pod_id, "pending", price_hr=price, message=state or "booting")
 
 
-async def status(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
-                 retry: RetryPolicy | None = None) -> PodAccess:
-    data = await request_unless_gone(client, "GET", f"{base_url.rstrip('/')}/instances/{pod_id}", api_key=api_key,
-                                     retry=retry)
+async def status(
+    client: httpx.AsyncClient,
+    api_key: str,
+    pod_id: str,
+    *,
+    base_url: str = DEFAULT_URL,
+    retry: RetryPolicy | None = None,
+) -> PodAccess:
+    data = await request_unless_gone(
+        client, "GET", f"{base_url.rstrip('/')}/instances/{pod_id}", api_key=api_key, retry=retry
+    )
     if data is NOT_FOUND:
         return PodAccess(pod_id, "unknown", message="the provider answers 404 for this instance")
     return access(data.get("data") if isinstance(data, dict) else None, pod_id)
 
 
-async def terminate(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
-                    retry: RetryPolicy | None = None) -> str:
-    data = await request_unless_gone(client, "POST", f"{base_url.rstrip('/')}/instance-operations/terminate",
-                                     api_key=api_key, retry=retry, json={"instance_ids": [pod_id]})
+async def terminate(
+    client: httpx.AsyncClient,
+    api_key: str,
+    pod_id: str,
+    *,
+    base_url: str = DEFAULT_URL,
+    retry: RetryPolicy | None = None,
+) -> str:
+    data = await request_unless_gone(
+        client,
+        "POST",
+        f"{base_url.rstrip('/')}/instance-operations/terminate",
+        api_key=api_key,
+        retry=retry,
+        json={"instance_ids": [pod_id]},
+    )
     return "already gone" if data is NOT_FOUND else "terminated"
 
 
@@ -194,8 +252,11 @@ async def pods(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAU
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list):
         return None
-    return [Listed(str(i["id"]), str(i.get("name") or ""), str(i.get("status") or "").lower(), _listed_price(i))
-            for i in items if isinstance(i, dict) and i.get("id")]
+    return [
+        Listed(str(i["id"]), str(i.get("name") or ""), str(i.get("status") or "").lower(), _listed_price(i))
+        for i in items
+        if isinstance(i, dict) and i.get("id")
+    ]
 
 
 def _listed_price(item: dict[str, Any]) -> float | None:

@@ -74,9 +74,16 @@ def _module(provider: str) -> ModuleType:
 class Providers:
     """The providers' pod APIs behind one httpx client, keys and base URLs (keys never leave here)."""
 
-    def __init__(self, keys: Mapping[str, str], urls: Mapping[str, str] | None = None, *,
-                 client: httpx.AsyncClient | None = None, timeout: float = 30.0,
-                 retry: RetryPolicy | None = None, teams: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        keys: Mapping[str, str],
+        urls: Mapping[str, str] | None = None,
+        *,
+        client: httpx.AsyncClient | None = None,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        teams: Mapping[str, str] | None = None,
+    ) -> None:
         from services.offers.providers import base_urls
 
         self._keys = dict(keys)
@@ -92,8 +99,11 @@ class Providers:
         files, then settings.toml (services.offers.keys)."""
         from services.offers.keys import find_keys, find_teams, find_urls
 
-        return cls({n: k.key for n, k in find_keys(settings=settings).items()}, find_urls(settings=settings),
-                   teams=find_teams())
+        return cls(
+            {n: k.key for n, k in find_keys(settings=settings).items()},
+            find_urls(settings=settings),
+            teams=find_teams(),
+        )
 
     def has_key(self, provider: str) -> bool:
         return bool(self._keys.get(provider))
@@ -107,23 +117,35 @@ class Providers:
             raise ProviderFailure(f"no API key for {provider}: set {env}")
         return key
 
-    async def create(self, offer: Offer, *, name: str, max_price: float, disk_gb: int | None = None,
-                     image: str | None = None) -> str:
+    async def create(
+        self, offer: Offer, *, name: str, max_price: float, disk_gb: int | None = None, image: str | None = None
+    ) -> str:
         mod = _module(offer.provider)
         team = {"team_id": t} if (t := self.teams.get(offer.provider)) else {}
-        return await mod.create(self.client, self._key(offer.provider), offer, name=name, max_price=max_price,
-                                disk_gb=disk_gb, image=image, base_url=self.urls[offer.provider], **team)
+        return await mod.create(
+            self.client,
+            self._key(offer.provider),
+            offer,
+            name=name,
+            max_price=max_price,
+            disk_gb=disk_gb,
+            image=image,
+            base_url=self.urls[offer.provider],
+            **team,
+        )
 
     async def status(self, provider: str, pod_id: str) -> PodAccess:
         with _key_rejected(provider):
-            access = await _module(provider).status(self.client, self._key(provider), pod_id,
-                                                    base_url=self.urls[provider], retry=self.retry)
+            access = await _module(provider).status(
+                self.client, self._key(provider), pod_id, base_url=self.urls[provider], retry=self.retry
+            )
         return checked_access(access)
 
     async def terminate(self, provider: str, pod_id: str) -> str:
         with _key_rejected(provider):
-            return await _module(provider).terminate(self.client, self._key(provider), pod_id,
-                                                     base_url=self.urls[provider], retry=self.retry)
+            return await _module(provider).terminate(
+                self.client, self._key(provider), pod_id, base_url=self.urls[provider], retry=self.retry
+            )
 
     async def find(self, provider: str, name: str) -> str | None:
         with _key_rejected(provider):
@@ -176,8 +198,9 @@ def _key_rejected(provider: str) -> Iterator[None]:
         from services.offers.providers import PROVIDERS
 
         who = PROVIDERS[provider].key_env.split("_")[0] if provider in PROVIDERS else provider
-        raise ProviderFailure(f"{who} key rejected ({exc}) — the pod may still be billing: check the console",
-                              exc.status, auth=True) from None
+        raise ProviderFailure(
+            f"{who} key rejected ({exc}) — the pod may still be billing: check the console", exc.status, auth=True
+        ) from None
 
 
 # ----------------------------------------------------------------------------------------- gone or not
@@ -198,8 +221,9 @@ async def confirm_gone(providers: Providers, rental: Rental, now: float, *, grac
     return f"the provider's list of pods has no {rental.pod_id or rental.name}"
 
 
-async def resolve_provisional(providers: Providers, audit: AuditLog, now: float, *,
-                              grace: float = GONE_GRACE) -> list[tuple[Rental, str]]:
+async def resolve_provisional(
+    providers: Providers, audit: AuditLog, now: float, *, grace: float = GONE_GRACE
+) -> list[tuple[Rental, str]]:
     """Match each provisional rental ("creating?") to a pod by name: found → a ``create`` record opens the
     real rental (its deadline applies); the provider's list showing none ``grace`` seconds after the
     request → ``create-failed`` closes it; otherwise it stays. Returns (rental, "found" | "none" | "waiting"
@@ -214,12 +238,23 @@ async def resolve_provisional(providers: Providers, audit: AuditLog, now: float,
             continue
         if pod_id:
             rental = replace(r, pod_id=pod_id, provisional=False)
-            audit.append("create", now=now, provider=r.provider, pod_id=pod_id, rental=rental.to_json(),
-                         reason="found by name after the create answer was lost")
+            audit.append(
+                "create",
+                now=now,
+                provider=r.provider,
+                pod_id=pod_id,
+                rental=rental.to_json(),
+                reason="found by name after the create answer was lost",
+            )
             out.append((rental, "found"))
         elif gone:
-            audit.append("create-failed", now=now, provider=r.provider, name=r.name,
-                         reason=f"no pod named {r.name}: {gone} {(now - r.created_at) / 60:.0f} min after the request")
+            audit.append(
+                "create-failed",
+                now=now,
+                provider=r.provider,
+                name=r.name,
+                reason=f"no pod named {r.name}: {gone} {(now - r.created_at) / 60:.0f} min after the request",
+            )
             out.append((r, "none"))
         else:
             out.append((r, "waiting"))
@@ -249,12 +284,25 @@ def pod_name(offer: Offer, now: float) -> str:
     return f"{offer.provider[:6]}-{gpu}x{offer.gpu_count}-{stamp}"
 
 
-def plan_launch(offer: Offer, est_hours: float, *, now: float, cap_margin: float = CAP_MARGIN,
-                deadline_margin: float = 0.25, name: str | None = None) -> LaunchPlan:
+def plan_launch(
+    offer: Offer,
+    est_hours: float,
+    *,
+    now: float,
+    cap_margin: float = CAP_MARGIN,
+    deadline_margin: float = 0.25,
+    name: str | None = None,
+) -> LaunchPlan:
     """Defaults: cap = price + 10 % rounded up to the cent, deadline = estimate × 1.25 + 30 min setup."""
     cap = math.ceil(offer.price_hr * (1 + cap_margin) * 100) / 100
-    return LaunchPlan(offer, name or pod_name(offer, now), cap, default_deadline(now, est_hours,
-                      margin=deadline_margin), est_hours, est_hours * offer.price_hr)
+    return LaunchPlan(
+        offer,
+        name or pod_name(offer, now),
+        cap,
+        default_deadline(now, est_hours, margin=deadline_margin),
+        est_hours,
+        est_hours * offer.price_hr,
+    )
 
 
 # ----------------------------------------------------------------------------------------- events
@@ -293,10 +341,19 @@ async def ssh_banner(host: str, port: int, timeout: float = 5.0) -> bool:
             pass
 
 
-async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, *,
-                       clock: Callable[[], float] = time.time, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-                       poll: float = 5.0, ready_timeout: float = READY_TIMEOUT, ssh_timeout: float = SSH_TIMEOUT,
-                       ssh_ready: SshCheck = ssh_banner, also: Collection[str] = ()) -> AsyncIterator[LaunchEvent]:
+async def launch_offer(
+    providers: Providers,
+    plan: LaunchPlan,
+    audit: AuditLog,
+    *,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    poll: float = 5.0,
+    ready_timeout: float = READY_TIMEOUT,
+    ssh_timeout: float = SSH_TIMEOUT,
+    ssh_ready: SshCheck = ssh_banner,
+    also: Collection[str] = (),
+) -> AsyncIterator[LaunchEvent]:
     """``also``: the provisional rentals at this provider the user was shown and rents beside; any other
     one open at the moment of renting (read under the audit log's lock) stops the launch with a "pending"
     event before anything is sent (rentals.still_starting says why)."""
@@ -305,21 +362,32 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
         yield LaunchEvent("failed", why)
         return
     if offer.price_hr > plan.max_price:
-        yield LaunchEvent("failed",
-                          f"${offer.price_hr:.2f}/hr is above the cap ${plan.max_price:.2f}/hr: nothing created")
+        yield LaunchEvent(
+            "failed", f"${offer.price_hr:.2f}/hr is above the cap ${plan.max_price:.2f}/hr: nothing created"
+        )
         return
     requested = clock()
     open_ones = await asyncio.to_thread(  # a thread: the lock may be another process's for a moment
-        audit.claim, offer.provider, plan.name, also=frozenset(also), now=requested, offer=offer.id,
-        title=offer.title, price_hr=offer.price_hr, max_price=plan.max_price, deadline=plan.deadline,
-        est_cost=plan.est_cost)
+        audit.claim,
+        offer.provider,
+        plan.name,
+        also=frozenset(also),
+        now=requested,
+        offer=offer.id,
+        title=offer.title,
+        price_hr=offer.price_hr,
+        max_price=plan.max_price,
+        deadline=plan.deadline,
+        est_cost=plan.est_cost,
+    )
     if open_ones:
         yield LaunchEvent("pending", still_starting(open_ones, requested), pending=tuple(open_ones))
         return
     yield LaunchEvent("step", f"creating {offer.title} at ≤ ${plan.max_price:.2f}/hr…")
     try:
-        pod_id = await providers.create(offer, name=plan.name, max_price=plan.max_price, disk_gb=plan.disk_gb,
-                                        image=plan.image)
+        pod_id = await providers.create(
+            offer, name=plan.name, max_price=plan.max_price, disk_gb=plan.disk_gb, image=plan.image
+        )
     except ProviderFailure as exc:
         if not exc.uncertain:
             audit.append("create-failed", now=clock(), provider=offer.provider, name=plan.name, reason=str(exc))
@@ -328,14 +396,27 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
         yield LaunchEvent("step", f"no answer to the create ({exc}); looking for {plan.name} by name…")
         found = await _reconcile(providers, plan, sleep)
         if found is None:
-            yield LaunchEvent("failed", f"the create answer was lost ({exc}) and {offer.provider} does not list "
-                              f"{plan.name} yet: it may be billing. It stays in the rentals as 'creating?' and is "
-                              f"looked for by name until found or the provider's list shows none "
-                              f"({GONE_GRACE / 60:.0f} min) — check the {offer.provider} console")
+            yield LaunchEvent(
+                "failed",
+                f"the create answer was lost ({exc}) and {offer.provider} does not list "
+                f"{plan.name} yet: it may be billing. It stays in the rentals as 'creating?' and is "
+                f"looked for by name until found or the provider's list shows none "
+                f"({GONE_GRACE / 60:.0f} min) — check the {offer.provider} console",
+            )
             return
         pod_id = found
-    rental = Rental(plan.name, offer.provider, pod_id, offer.title, offer.price_hr, plan.max_price, requested,
-                    plan.deadline, plan.est_cost, spot=bool(offer.spot))
+    rental = Rental(
+        plan.name,
+        offer.provider,
+        pod_id,
+        offer.title,
+        offer.price_hr,
+        plan.max_price,
+        requested,
+        plan.deadline,
+        plan.est_cost,
+        spot=bool(offer.spot),
+    )
     audit.append("create", now=clock(), provider=offer.provider, pod_id=pod_id, rental=rental.to_json())
     yield LaunchEvent("created", f"{offer.provider} pod {pod_id} created; waiting for it to start", rental)
 
@@ -364,16 +445,27 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
             except ProviderFailure as exc:
                 gone, access = None, replace(access, message=f"{access.message}; listing pods failed: {exc}")
             if gone:
-                audit.append("gone", now=clock(), provider=offer.provider, pod_id=pod_id, name=rental.name,
-                             reason=f"{access.message}; {gone}")
+                audit.append(
+                    "gone",
+                    now=clock(),
+                    provider=offer.provider,
+                    pod_id=pod_id,
+                    name=rental.name,
+                    reason=f"{access.message}; {gone}",
+                )
                 yield LaunchEvent("failed", f"the pod is gone ({gone})", rental, access)
                 return
         if access.message != last:
             last = access.message
             yield LaunchEvent("status", access.message, rental, access)
         if clock() - started > ready_timeout:
-            yield LaunchEvent("failed", f"not ready after {ready_timeout / 60:.0f} min ({access.message}); the pod "
-                              "is kept and its deadline still applies — press T to terminate it", rental, access)
+            yield LaunchEvent(
+                "failed",
+                f"not ready after {ready_timeout / 60:.0f} min ({access.message}); the pod "
+                "is kept and its deadline still applies — press T to terminate it",
+                rental,
+                access,
+            )
             return
         await sleep(poll)
 
@@ -383,12 +475,18 @@ async def launch_offer(providers: Providers, plan: LaunchPlan, audit: AuditLog, 
     ssh_started = clock()
     while not await ssh_ready(access.host, access.port, 5.0):
         if clock() - ssh_started > ssh_timeout:
-            yield LaunchEvent("failed", f"{access.target} does not answer SSH after {ssh_timeout / 60:.0f} min; "
-                              "the pod is kept — press T to terminate it", rental, access)
+            yield LaunchEvent(
+                "failed",
+                f"{access.target} does not answer SSH after {ssh_timeout / 60:.0f} min; "
+                "the pod is kept — press T to terminate it",
+                rental,
+                access,
+            )
             return
         await sleep(poll)
-    audit.append("ready", now=clock(), provider=offer.provider, pod_id=pod_id, target=access.target,
-                 price_hr=rental.price_hr)
+    audit.append(
+        "ready", now=clock(), provider=offer.provider, pod_id=pod_id, target=access.target, price_hr=rental.price_hr
+    )
     yield LaunchEvent("ready", f"{plan.name} is up at {access.target}", rental, access)
 
 
@@ -407,13 +505,17 @@ async def _reconcile(providers: Providers, plan: LaunchPlan, sleep: Callable[[fl
     return None
 
 
-async def _give_up(providers: Providers, rental: Rental, audit: AuditLog, clock: Callable[[], float],
-                   reason: str) -> LaunchEvent:
+async def _give_up(
+    providers: Providers, rental: Rental, audit: AuditLog, clock: Callable[[], float], reason: str
+) -> LaunchEvent:
     try:
         outcome = await terminate_rental(providers, rental, audit, reason=reason, now=clock())
     except ProviderFailure as exc:
-        return LaunchEvent("failed", f"{reason}; terminating it FAILED ({exc}) — terminate pod {rental.pod_id} "
-                           f"in the {rental.provider} console", rental)
+        return LaunchEvent(
+            "failed",
+            f"{reason}; terminating it FAILED ({exc}) — terminate pod {rental.pod_id} in the {rental.provider} console",
+            rental,
+        )
     return LaunchEvent("failed", f"{reason}; pod terminated ({outcome})", rental)
 
 
@@ -422,8 +524,13 @@ class NotConfirmed(ProviderFailure):
     it may still be billing. ``str()`` carries the provider's own words (its state, its status message)."""
 
 
-async def verify_terminated(providers: Providers, rental: Rental, *, waits: Sequence[float] = VERIFY_WAITS,
-                            sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> tuple[bool, str]:
+async def verify_terminated(
+    providers: Providers,
+    rental: Rental,
+    *,
+    waits: Sequence[float] = VERIFY_WAITS,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+) -> tuple[bool, str]:
     """After an accepted terminate: list the account's pods again (now, then after each of ``waits``) until
     the pod is no longer billed — absent from the list or listed as ended, or (when the list cannot tell: a
     truncated one) its status says terminated. (True, how it shows) then; else (False, what the provider
@@ -440,8 +547,9 @@ async def verify_terminated(providers: Providers, rental: Rental, *, waits: Sequ
                 if not live:
                     return True, f"listed as {mine[0].state}" if mine else "no longer listed"
                 pod = live[0]
-                said = f"{rental.provider} still lists it as {pod.state or 'no state'!r}" + \
-                    (f": {pod.message}" if pod.message else "")
+                said = f"{rental.provider} still lists it as {pod.state or 'no state'!r}" + (
+                    f": {pod.message}" if pod.message else ""
+                )
                 continue
             access = await providers.status(rental.provider, rental.pod_id)
         except ProviderFailure as exc:
@@ -453,9 +561,16 @@ async def verify_terminated(providers: Providers, rental: Rental, *, waits: Sequ
     return False, plain(said, oneline=True)[:300]
 
 
-async def terminate_rental(providers: Providers, rental: Rental, audit: AuditLog, *, reason: str,
-                           now: float | None = None, waits: Sequence[float] = VERIFY_WAITS,
-                           sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> str:
+async def terminate_rental(
+    providers: Providers,
+    rental: Rental,
+    audit: AuditLog,
+    *,
+    reason: str,
+    now: float | None = None,
+    waits: Sequence[float] = VERIFY_WAITS,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+) -> str:
     """Terminate, verify (:func:`verify_terminated`: a destroy call that answers success while the instance
     keeps billing is a known failure of GPU clouds) and record it. A failure is recorded too and re-raised:
     the rental stays open, its deadline pass tries again. An accepted terminate the provider's list does not
@@ -466,26 +581,47 @@ async def terminate_rental(providers: Providers, rental: Rental, audit: AuditLog
         if outcome == "already gone":  # a 404 about the pod: closed only when the pod list agrees
             gone = await confirm_gone(providers, rental, time.time() if now is None else now)
             if gone is None:
-                raise ProviderFailure(f"{rental.provider} answers 404 for pod {rental.pod_id} but its pod list does "
-                                      "not confirm it is gone")
+                raise ProviderFailure(
+                    f"{rental.provider} answers 404 for pod {rental.pod_id} but its pod list does "
+                    "not confirm it is gone"
+                )
             outcome = f"already gone: {gone}"
         else:
             confirmed, said = await verify_terminated(providers, rental, waits=waits, sleep=sleep)
             if not confirmed:
-                audit.append("terminate-unconfirmed", now=now, provider=rental.provider, pod_id=rental.pod_id,
-                             name=rental.name, reason=reason, outcome=outcome, provider_says=said,
-                             note="terminate requested, not confirmed")
-                raise NotConfirmed(f"terminate requested ({outcome}) but not confirmed after {sum(waits):.0f} s: "
-                                   f"{said} — it may still be billing: check the {rental.provider} console")
+                audit.append(
+                    "terminate-unconfirmed",
+                    now=now,
+                    provider=rental.provider,
+                    pod_id=rental.pod_id,
+                    name=rental.name,
+                    reason=reason,
+                    outcome=outcome,
+                    provider_says=said,
+                    note="terminate requested, not confirmed",
+                )
+                raise NotConfirmed(
+                    f"terminate requested ({outcome}) but not confirmed after {sum(waits):.0f} s: "
+                    f"{said} — it may still be billing: check the {rental.provider} console"
+                )
             outcome = f"{outcome}, {said}"
     except NotConfirmed:
         raise
     except ProviderFailure as exc:
-        audit.append("terminate-failed", now=now, provider=rental.provider, pod_id=rental.pod_id, reason=reason,
-                     error=str(exc))
+        audit.append(
+            "terminate-failed", now=now, provider=rental.provider, pod_id=rental.pod_id, reason=reason, error=str(exc)
+        )
         raise
-    audit.append("terminate", now=now, provider=rental.provider, pod_id=rental.pod_id, name=rental.name,
-                 reason=reason, outcome=outcome, spent=round(rental.spent(time.time() if now is None else now), 2))
+    audit.append(
+        "terminate",
+        now=now,
+        provider=rental.provider,
+        pod_id=rental.pod_id,
+        name=rental.name,
+        reason=reason,
+        outcome=outcome,
+        spent=round(rental.spent(time.time() if now is None else now), 2),
+    )
     return outcome
 
 
@@ -501,8 +637,13 @@ class DeadlineWatch:
     """One pass per ``check``: warn 15 min before a deadline (once), terminate rentals past it. The
     providers' client is only opened when a rental is open."""
 
-    def __init__(self, audit: AuditLog, *, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        audit: AuditLog,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
         self.audit, self.clock, self.sleep = audit, clock, sleep
         self.warned: set[str] = set()
         self.failed: set[str] = set()  # reported once; retried silently on every pass
@@ -513,27 +654,47 @@ class DeadlineWatch:
         if any(r.provisional for r in self.audit.open_rentals()):
             await resolve_provisional(providers, self.audit, now)
         rentals = self.audit.open_rentals()
-        events = [DeadlineEvent("warn", r, f"{r.name} ({r.title}) will be terminated in "
-                                f"{max(1, round((r.deadline or now) - now) // 60)} min at its deadline")
-                  for r in due_warnings(rentals, now, self.warned)]
+        events = [
+            DeadlineEvent(
+                "warn",
+                r,
+                f"{r.name} ({r.title}) will be terminated in "
+                f"{max(1, round((r.deadline or now) - now) // 60)} min at its deadline",
+            )
+            for r in due_warnings(rentals, now, self.warned)
+        ]
         for r in overdue(rentals, now):
             try:
-                outcome = await terminate_rental(providers, r, self.audit, reason="deadline", now=now,
-                                                 sleep=self.sleep)
+                outcome = await terminate_rental(providers, r, self.audit, reason="deadline", now=now, sleep=self.sleep)
             except ProviderFailure as exc:
                 if r.pod_id not in self.failed:
                     self.failed.add(r.pod_id)
-                    what = "terminated at the deadline, NOT confirmed" if isinstance(exc, NotConfirmed) else \
-                        "terminating at the deadline failed"
-                    events.append(DeadlineEvent("failed", r, f"{r.name}: {what} ({exc}); retrying every pass — "
-                                                "check the provider's console"))
+                    what = (
+                        "terminated at the deadline, NOT confirmed"
+                        if isinstance(exc, NotConfirmed)
+                        else "terminating at the deadline failed"
+                    )
+                    events.append(
+                        DeadlineEvent(
+                            "failed", r, f"{r.name}: {what} ({exc}); retrying every pass — check the provider's console"
+                        )
+                    )
             else:
-                events.append(DeadlineEvent("terminated", r, f"{r.name} terminated at its deadline ({outcome}); "
-                                            f"spent ≈ ${r.spent(now):.2f}"))
+                events.append(
+                    DeadlineEvent(
+                        "terminated", r, f"{r.name} terminated at its deadline ({outcome}); spent ≈ ${r.spent(now):.2f}"
+                    )
+                )
         return events
 
-    async def run(self, providers: Callable[[], Providers], on_event: Callable[[DeadlineEvent], None], *,
-                  interval: float = 30.0, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+    async def run(
+        self,
+        providers: Callable[[], Providers],
+        on_event: Callable[[DeadlineEvent], None],
+        *,
+        interval: float = 30.0,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
         while True:
             if self.audit.open_rentals():
                 async with providers() as p:

@@ -124,7 +124,7 @@ def parse_ssh(value: Any, default_user: str = "root") -> tuple[str, str, int] | 
     text, port = value.strip(), 22
     m = re.search(r"\s-p\s*(\d+)", text)
     if m:
-        port, text = int(m.group(1)), (text[:m.start()] + text[m.end():]).strip()
+        port, text = int(m.group(1)), (text[: m.start()] + text[m.end() :]).strip()
     user, _, host = text.rpartition("@")
     m = re.fullmatch(r"([^:\s]+):(\d+)", host) or re.fullmatch(r"\[([^\]\s]+)\](?::(\d+))?", host)  # [v6]:port
     if m:
@@ -163,8 +163,7 @@ class ProviderFailure(Exception):
     about any pod. ``uncertain``: the request may have taken effect (no answer, a 5xx, an unreadable 2xx):
     a create that fails this way may still have started a billed pod."""
 
-    def __init__(self, message: str, status: int | None = None, *, auth: bool = False,
-                 uncertain: bool = False) -> None:
+    def __init__(self, message: str, status: int | None = None, *, auth: bool = False, uncertain: bool = False) -> None:
         super().__init__(message)
         self.status, self.auth, self.uncertain = status, auth, uncertain
 
@@ -176,8 +175,11 @@ class UnexpectedAnswer(ProviderFailure):
 
     def __init__(self, provider: str, what: str, status: int | None = None, *, uncertain: bool = False) -> None:
         self.provider, self.what = provider, what
-        super().__init__(f"unexpected answer from {provider}: {what}" if provider else self.line_for(what), status,
-                         uncertain=uncertain)
+        super().__init__(
+            f"unexpected answer from {provider}: {what}" if provider else self.line_for(what),
+            status,
+            uncertain=uncertain,
+        )
 
     @staticmethod
     def line_for(what: str) -> str:
@@ -257,8 +259,12 @@ class Normalised(list):  # list[Offer]
 
     def add(self, offer: Offer) -> None:
         n = offer.gpu_count  # impossible(), inlined (Prime's, Vast's and Lambda's parsers inline this very check)
-        if type(n) is int and 1 <= n <= MAX_GPUS and MIN_GPU_HOUR * n <= offer.price_hr <= MAX_GPU_HOUR * n \
-                and 0 <= offer.vram_gb <= MAX_VRAM_GB:
+        if (
+            type(n) is int
+            and 1 <= n <= MAX_GPUS
+            and MIN_GPU_HOUR * n <= offer.price_hr <= MAX_GPU_HOUR * n
+            and 0 <= offer.vram_gb <= MAX_VRAM_GB
+        ):
             self.append(offer)
         else:
             self.skip(impossible(offer) or "impossible")
@@ -280,12 +286,28 @@ class Normalised(list):  # list[Offer]
 # ------------------------------------------------------------------------------------------ GPU names
 
 _CANON = (  # (needle in the squashed upper-case name, canonical type); first match wins
-    ("GH200", "GH200"), ("B300", "B300"), ("B200", "B200"), ("H200", "H200"),
-    ("H100PCIE", "H100-PCIE"), ("H100NVL", "H100-PCIE"), ("H100", "H100"),
-    ("A10080", "A100"), ("A10040", "A100-40GB"), ("A100", "A100"),
-    ("L40S", "L40S"), ("L40", "L40"), ("RTXPRO6000", "RTX-PRO-6000"), ("RTX6000ADA", "RTX6000-ADA"),
-    ("A6000", "A6000"), ("RTX5090", "RTX5090"), ("RTX4090", "RTX4090"), ("RTX3090", "RTX3090"),
-    ("A40", "A40"), ("A10", "A10"), ("L4", "L4"), ("V100", "V100"),
+    ("GH200", "GH200"),
+    ("B300", "B300"),
+    ("B200", "B200"),
+    ("H200", "H200"),
+    ("H100PCIE", "H100-PCIE"),
+    ("H100NVL", "H100-PCIE"),
+    ("H100", "H100"),
+    ("A10080", "A100"),
+    ("A10040", "A100-40GB"),
+    ("A100", "A100"),
+    ("L40S", "L40S"),
+    ("L40", "L40"),
+    ("RTXPRO6000", "RTX-PRO-6000"),
+    ("RTX6000ADA", "RTX6000-ADA"),
+    ("A6000", "A6000"),
+    ("RTX5090", "RTX5090"),
+    ("RTX4090", "RTX4090"),
+    ("RTX3090", "RTX3090"),
+    ("A40", "A40"),
+    ("A10", "A10"),
+    ("L4", "L4"),
+    ("V100", "V100"),
 )
 
 
@@ -310,6 +332,7 @@ def nominal_gb(name: str) -> float | None:
 
 # ------------------------------------------------------------------------------------------ errors
 
+
 def error_message(status: int, body: str) -> str:
     """One line from any of the four error shapes: FastAPI ``detail`` (str or list), Prime's
     ``errors[]`` (or GraphQL's ``errors[{message}]``), Vast's ``{error, msg}``, Lambda's
@@ -327,14 +350,25 @@ def error_message(status: int, body: str) -> str:
             if err.get("suggestion"):
                 msg += f" ({err['suggestion']})"
         elif isinstance(data.get("detail"), list):
-            msg = "; ".join(f"{'.'.join(str(x) for x in d.get('loc', [])[1:])}: {d.get('msg', '')}"
-                            if isinstance(d, dict) else str(d) for d in data["detail"])
+            msg = "; ".join(
+                f"{'.'.join(str(x) for x in d.get('loc', [])[1:])}: {d.get('msg', '')}"
+                if isinstance(d, dict)
+                else str(d)
+                for d in data["detail"]
+            )
         elif data.get("detail"):
             msg = str(data["detail"])
         elif isinstance(data.get("errors"), list):
-            msg = "; ".join((f"{e.get('param', '')}: {e.get('details', '')}" if "message" not in e or "details" in e
-                             else str(e["message"])) if isinstance(e, dict) else str(e)  # GraphQL: {message}
-                            for e in data["errors"])
+            msg = "; ".join(
+                (
+                    f"{e.get('param', '')}: {e.get('details', '')}"
+                    if "message" not in e or "details" in e
+                    else str(e["message"])
+                )
+                if isinstance(e, dict)
+                else str(e)  # GraphQL: {message}
+                for e in data["errors"]
+            )
         elif data.get("msg") or data.get("message"):
             msg = str(data.get("msg") or data.get("message"))
         elif isinstance(err, str):

@@ -47,9 +47,22 @@ MAX_PAGES = 20
 MAX_PER_GPU_GB = 300  # no single GPU has more; a larger gpuMemory on a multi-GPU offer is a box total
 
 
-_FIELD_NAMES = ("gpuType", "gpuCount", "security", "prices", "gpuMemory", "stockStatus", "provider", "cloudId",
-                "socket",
-                "dataCenter", "country", "isSpot", "region", "disk")
+_FIELD_NAMES = (
+    "gpuType",
+    "gpuCount",
+    "security",
+    "prices",
+    "gpuMemory",
+    "stockStatus",
+    "provider",
+    "cloudId",
+    "socket",
+    "dataCenter",
+    "country",
+    "isSpot",
+    "region",
+    "disk",
+)
 _FIELDS = itemgetter(*_FIELD_NAMES)
 
 
@@ -90,11 +103,39 @@ def parse(payload: Any) -> Normalised:
             skip(f"an offer is {shape(item)}")
             continue
         try:  # every field in one call (Prime lists them all); one at a time when some are missing
-            gpu_type, raw_count, security, prices, memory, stock, provider, cloud, socket, centre, country, spot, \
-                region, disk = _FIELDS(item)
+            (
+                gpu_type,
+                raw_count,
+                security,
+                prices,
+                memory,
+                stock,
+                provider,
+                cloud,
+                socket,
+                centre,
+                country,
+                spot,
+                region,
+                disk,
+            ) = _FIELDS(item)
         except KeyError:
-            gpu_type, raw_count, security, prices, memory, stock, provider, cloud, socket, centre, country, spot, \
-                region, disk = map(item.get, _FIELD_NAMES)
+            (
+                gpu_type,
+                raw_count,
+                security,
+                prices,
+                memory,
+                stock,
+                provider,
+                cloud,
+                socket,
+                centre,
+                country,
+                spot,
+                region,
+                disk,
+            ) = map(item.get, _FIELD_NAMES)
         if gpu_type == "CPU_NODE":
             continue
         count = raw_count if type(raw_count) is int else int(number(raw_count) or 0)
@@ -135,20 +176,40 @@ def parse(payload: Any) -> Normalised:
             disk = float(disk) if type(disk) is int and -1e308 < disk < 1e308 else number(disk)
         else:
             disk = None
-        params = {"cloudId": cloud, "socket": socket, "dataCenter": centre, "security": security,
-                  "provider": provider, "country": country}
-        if cloud is None or socket is None or centre is None or security is None or provider is None \
-                or country is None:
+        params = {
+            "cloudId": cloud,
+            "socket": socket,
+            "dataCenter": centre,
+            "security": security,
+            "provider": provider,
+            "country": country,
+        }
+        if cloud is None or socket is None or centre is None or security is None or provider is None or country is None:
             params = {k: v for k, v in params.items() if v is not None}
         # Prime offers carry no id: a stable 8-hex digest of what identifies one (CRC-32: cheap, and only needs
         # to tell a listing's offers apart)
-        ident = "%08x" % crc32(f"{provider or ''}|{cloud or ''}|{gpu_type}|{socket or ''}|{raw_count or ''}|"
-                               f"{centre or ''}|{security or ''}|{spot or ''}".encode())
+        ident = "%08x" % crc32(
+            f"{provider or ''}|{cloud or ''}|{gpu_type}|{socket or ''}|{raw_count or ''}|"
+            f"{centre or ''}|{security or ''}|{spot or ''}".encode()
+        )
         # positional, in Offer's field order: keyword calls cost twice as much over 10,000 offers
         offer = Offer(
-            NAME, ident, canon, gpu_type, count, vram, price, bool(spot),
-            region if type(region) is str and region else str(region or country or ""), status[0], status[1], None,
-            disk, provider if type(provider) is str else str(provider or ""), params)
+            NAME,
+            ident,
+            canon,
+            gpu_type,
+            count,
+            vram,
+            price,
+            bool(spot),
+            region if type(region) is str and region else str(region or country or ""),
+            status[0],
+            status[1],
+            None,
+            disk,
+            provider if type(provider) is str else str(provider or ""),
+            params,
+        )
         if vram_ok and MIN_GPU_HOUR * count <= price <= MAX_GPU_HOUR * count:
             append(offer)
         else:
@@ -156,13 +217,20 @@ def parse(payload: Any) -> Normalised:
     return out.done()
 
 
-async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL, spot: bool | None = None,
-                retry: RetryPolicy | None = None) -> list[Offer]:
+async def fetch(
+    client: httpx.AsyncClient,
+    api_key: str,
+    *,
+    base_url: str = DEFAULT_URL,
+    spot: bool | None = None,
+    retry: RetryPolicy | None = None,
+) -> list[Offer]:
     url = f"{base_url.rstrip('/')}/availability/gpus"
     items: list[Any] = []
     for page in range(1, MAX_PAGES + 1):
-        data = await request_json(client, "GET", url, api_key=api_key, retry=retry,
-                                  params={"page": page, "page_size": PAGE_SIZE})
+        data = await request_json(
+            client, "GET", url, api_key=api_key, retry=retry, params={"page": page, "page_size": PAGE_SIZE}
+        )
         batch = data.get("items") if isinstance(data, dict) else None
         if not isinstance(batch, list):
             return parse(data)  # legacy shape: one object
@@ -179,17 +247,31 @@ NO_RETRY = RetryPolicy(attempts=1)
 DEFAULT_IMAGE = "ubuntu_22_cuda_12"
 
 
-def create_body(offer: Offer, *, name: str, max_price: float, disk_gb: int | None = None,
-                image: str | None = None, team_id: str | None = None) -> dict[str, Any]:
+def create_body(
+    offer: Offer,
+    *,
+    name: str,
+    max_price: float,
+    disk_gb: int | None = None,
+    image: str | None = None,
+    team_id: str | None = None,
+) -> dict[str, Any]:
     """``POST /pods/`` body. ``PodRequestConfig`` rejects unknown keys, so only documented ones are sent;
     ``maxPrice`` is the user's cap: the provider refuses to start the pod above it. ``team_id`` (PRIME_TEAM_ID
     or ~/.prime/config.json): the body's top-level ``team: {teamId}``, as Prime's CLI sends it."""
     p = offer.params
     if not p.get("cloudId") or not p.get("socket") or not p.get("provider"):
         raise ProviderFailure("this offer lacks cloudId/socket/provider: refresh the offers")
-    pod: dict[str, Any] = {"name": name, "cloudId": p["cloudId"], "gpuType": offer.gpu_name, "socket": p["socket"],
-                           "gpuCount": offer.gpu_count, "maxPrice": round(max_price, 4),
-                           "image": image or DEFAULT_IMAGE, "autoRestart": False}
+    pod: dict[str, Any] = {
+        "name": name,
+        "cloudId": p["cloudId"],
+        "gpuType": offer.gpu_name,
+        "socket": p["socket"],
+        "gpuCount": offer.gpu_count,
+        "maxPrice": round(max_price, 4),
+        "image": image or DEFAULT_IMAGE,
+        "autoRestart": False,
+    }
     if disk_gb or offer.disk_gb:
         pod["diskSize"] = int(disk_gb or offer.disk_gb or 0)
     for key, src in (("dataCenterId", "dataCenter"), ("country", "country"), ("security", "security")):
@@ -201,13 +283,23 @@ def create_body(offer: Offer, *, name: str, max_price: float, disk_gb: int | Non
     return body
 
 
-async def create(client: httpx.AsyncClient, api_key: str, offer: Offer, *, name: str, max_price: float,
-                 disk_gb: int | None = None, image: str | None = None, base_url: str = DEFAULT_URL,
-                 team_id: str | None = None) -> str:
+async def create(
+    client: httpx.AsyncClient,
+    api_key: str,
+    offer: Offer,
+    *,
+    name: str,
+    max_price: float,
+    disk_gb: int | None = None,
+    image: str | None = None,
+    base_url: str = DEFAULT_URL,
+    team_id: str | None = None,
+) -> str:
     """Create once (a retried create could start a second billed pod); returns the pod id."""
     body = create_body(offer, name=name, max_price=max_price, disk_gb=disk_gb, image=image, team_id=team_id)
-    data = await request_json(client, "POST", f"{base_url.rstrip('/')}/pods/", api_key=api_key, retry=NO_RETRY,
-                              json=body)
+    data = await request_json(
+        client, "POST", f"{base_url.rstrip('/')}/pods/", api_key=api_key, retry=NO_RETRY, json=body
+    )
     pod_id = data.get("id") if isinstance(data, dict) else None
     if not pod_id:  # a 2xx without an id: the pod may exist
         raise ProviderFailure("the create answer has no pod id", uncertain=True)
@@ -225,8 +317,12 @@ def access(item: Any, pod_id: str) -> PodAccess:
     if status in ("TERMINATED", "DELETING"):
         return PodAccess(pod_id, "terminated", price_hr=price, message=status.lower())
     if status == "ERROR" or install == "ERROR":
-        return PodAccess(pod_id, "failed", price_hr=price,
-                         message=str(item.get("installationFailure") or "the provider reports ERROR"))
+        return PodAccess(
+            pod_id,
+            "failed",
+            price_hr=price,
+            message=str(item.get("installationFailure") or "the provider reports ERROR"),
+        )
     if status == "ACTIVE" and install == "FINISHED" and ssh:
         return PodAccess(pod_id, "ready", ssh[0], ssh[1], ssh[2], price_hr=price)
     progress = item.get("installationProgress")
@@ -234,19 +330,33 @@ def access(item: Any, pod_id: str) -> PodAccess:
     return PodAccess(pod_id, "pending", price_hr=price, message=detail)
 
 
-async def status(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
-                 retry: RetryPolicy | None = None) -> PodAccess:
-    data = await request_json(client, "GET", f"{base_url.rstrip('/')}/pods/status", api_key=api_key, retry=retry,
-                              params={"pod_ids": [pod_id]})
+async def status(
+    client: httpx.AsyncClient,
+    api_key: str,
+    pod_id: str,
+    *,
+    base_url: str = DEFAULT_URL,
+    retry: RetryPolicy | None = None,
+) -> PodAccess:
+    data = await request_json(
+        client, "GET", f"{base_url.rstrip('/')}/pods/status", api_key=api_key, retry=retry, params={"pod_ids": [pod_id]}
+    )
     items = data.get("data") if isinstance(data, dict) else None
     item = next((i for i in items or [] if isinstance(i, dict) and str(i.get("podId")) == pod_id), None)
     return access(item, pod_id)
 
 
-async def terminate(client: httpx.AsyncClient, api_key: str, pod_id: str, *, base_url: str = DEFAULT_URL,
-                    retry: RetryPolicy | None = None) -> str:
-    data = await request_unless_gone(client, "DELETE", f"{base_url.rstrip('/')}/pods/{pod_id}", api_key=api_key,
-                                     retry=retry)
+async def terminate(
+    client: httpx.AsyncClient,
+    api_key: str,
+    pod_id: str,
+    *,
+    base_url: str = DEFAULT_URL,
+    retry: RetryPolicy | None = None,
+) -> str:
+    data = await request_unless_gone(
+        client, "DELETE", f"{base_url.rstrip('/')}/pods/{pod_id}", api_key=api_key, retry=retry
+    )
     if data is NOT_FOUND:
         return "already gone"
     return str(data.get("status") or "terminated").lower() if isinstance(data, dict) else "terminated"
@@ -258,15 +368,24 @@ LIST_LIMIT = 100
 async def pods(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL) -> list[Listed] | None:
     """The account's pods as (id, name, status); None when the answer is not a list or is a full page
     (a pod missing from a truncated list proves nothing)."""
-    data = await request_json(client, "GET", f"{base_url.rstrip('/')}/pods/", api_key=api_key,
-                              params={"offset": 0, "limit": LIST_LIMIT})
+    data = await request_json(
+        client, "GET", f"{base_url.rstrip('/')}/pods/", api_key=api_key, params={"offset": 0, "limit": LIST_LIMIT}
+    )
     items = data.get("data") if isinstance(data, dict) else None
     if not isinstance(items, list) or len(items) >= LIST_LIMIT:
         return None
-    return [Listed(str(i["id"]), str(i.get("name") or ""), str(i.get("status") or "").lower(),
-                   listed_price(i.get("priceHr")), epoch(i.get("createdAt")),
-                   str(i.get("installationFailure") or ""))
-            for i in items if isinstance(i, dict) and i.get("id")]
+    return [
+        Listed(
+            str(i["id"]),
+            str(i.get("name") or ""),
+            str(i.get("status") or "").lower(),
+            listed_price(i.get("priceHr")),
+            epoch(i.get("createdAt")),
+            str(i.get("installationFailure") or ""),
+        )
+        for i in items
+        if isinstance(i, dict) and i.get("id")
+    ]
 
 
 async def find(client: httpx.AsyncClient, api_key: str, name: str, *, base_url: str = DEFAULT_URL) -> str | None:

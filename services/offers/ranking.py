@@ -81,7 +81,7 @@ class RunSpec:
         return self.train_gpus + self.infer_gpus
 
     def gpu_need(self) -> str:
-        """"2 GPUs (1 train + 1 inference)", "1 GPU (1 train)"."""
+        """ "2 GPUs (1 train + 1 inference)", "1 GPU (1 train)"."""
         n = self.gpus_needed
         split = f"{self.train_gpus} train" + (f" + {self.infer_gpus} inference" if self.infer_gpus else "")
         return f"{n} GPU{'s' if n != 1 else ''} ({split})"
@@ -143,21 +143,39 @@ def run_spec_from_config(data: dict[str, Any], *, default_steps: int = 500) -> t
     train_gpus, infer_gpus = gpu_split(data, rl, notes)
     ckpt = ckpt_interval(data)
     if rl:
-        seq = _int(data.get("seq_len"), _get(data, "trainer", "model", "seq_len"),
-                   _get(data, "orchestrator", "seq_len")) or 2048
+        seq = (
+            _int(data.get("seq_len"), _get(data, "trainer", "model", "seq_len"), _get(data, "orchestrator", "seq_len"))
+            or 2048
+        )
         batch = _int(_get(data, "orchestrator", "batch_size")) or 128
         share = _get(data, "inference", "vllm", "gpu_memory_utilization")
-        return RunSpec(model=model, steps=steps, train_tokens_per_step=batch * seq,
-                       gen_tokens_per_step=batch * seq // 2, seq_len=seq, train_gpus=train_gpus,
-                       infer_gpus=infer_gpus,
-                       infer_tp=_int(_get(data, "inference", "vllm", "tensor_parallel_size")) or 1,
-                       infer_bytes_per_param=1.0 if _get(data, "inference", "vllm", "quantization") == "fp8" else 2.0,
-                       infer_memory_share=float(share) if isinstance(share, (int, float)) and
-                       not isinstance(share, bool) and 0 < share <= 1 else 0.9, ckpt_interval=ckpt), notes
+        return RunSpec(
+            model=model,
+            steps=steps,
+            train_tokens_per_step=batch * seq,
+            gen_tokens_per_step=batch * seq // 2,
+            seq_len=seq,
+            train_gpus=train_gpus,
+            infer_gpus=infer_gpus,
+            infer_tp=_int(_get(data, "inference", "vllm", "tensor_parallel_size")) or 1,
+            infer_bytes_per_param=1.0 if _get(data, "inference", "vllm", "quantization") == "fp8" else 2.0,
+            infer_memory_share=float(share)
+            if isinstance(share, (int, float)) and not isinstance(share, bool) and 0 < share <= 1
+            else 0.9,
+            ckpt_interval=ckpt,
+        ), notes
     seq = _int(_get(data, "data", "seq_len"), data.get("seq_len")) or 128
     batch = _int(_get(data, "data", "batch_size")) or 128
-    return RunSpec(model=model, steps=steps, train_tokens_per_step=batch * seq, gen_tokens_per_step=0,
-                   seq_len=seq, train_gpus=train_gpus, infer_gpus=infer_gpus, ckpt_interval=ckpt), notes
+    return RunSpec(
+        model=model,
+        steps=steps,
+        train_tokens_per_step=batch * seq,
+        gen_tokens_per_step=0,
+        seq_len=seq,
+        train_gpus=train_gpus,
+        infer_gpus=infer_gpus,
+        ckpt_interval=ckpt,
+    ), notes
 
 
 def ckpt_interval(data: dict[str, Any]) -> int | None:
@@ -215,25 +233,45 @@ class Ranked:
 
     def to_json(self) -> dict[str, Any]:
         o = self.offer
-        return {"provider": o.provider, "id": o.id, "gpu_type": o.gpu_type, "gpu_count": o.gpu_count,
-                "vram_gb": round(o.vram_gb, 1), "price_hr": round(o.price_hr, 4), "spot": o.spot,
-                "region": o.region, "fits": self.fits, "reason": self.reason,
-                "est_hours": round(self.est_hours, 3), "est_cost": round(self.est_cost, 2),
-                "measured": self.measured, **risk_json(self)}
+        return {
+            "provider": o.provider,
+            "id": o.id,
+            "gpu_type": o.gpu_type,
+            "gpu_count": o.gpu_count,
+            "vram_gb": round(o.vram_gb, 1),
+            "price_hr": round(o.price_hr, 4),
+            "spot": o.spot,
+            "region": o.region,
+            "fits": self.fits,
+            "reason": self.reason,
+            "est_hours": round(self.est_hours, 3),
+            "est_cost": round(self.est_cost, 2),
+            "measured": self.measured,
+            **risk_json(self),
+        }
 
 
-RISK_KEYS = ("est_cost_no_preemption", "est_hours_no_preemption", "interruptions_per_hr", "expected_preemptions",
-             "hours_lost_per_preemption", "spot_note")
+RISK_KEYS = (
+    "est_cost_no_preemption",
+    "est_hours_no_preemption",
+    "interruptions_per_hr",
+    "expected_preemptions",
+    "hours_lost_per_preemption",
+    "spot_note",
+)
 
 
 def risk_json(r: Ranked) -> dict[str, Any]:
     """The spot-risk fields of ``--json`` (on-demand rows: the same estimate, no preemption)."""
     risk = r.risk
-    return {"est_cost_no_preemption": round(r.base_cost, 2), "est_hours_no_preemption": round(r.base_hours, 3),
-            "interruptions_per_hr": risk.rate if risk else 0.0,
-            "expected_preemptions": round(risk.preemptions, 3) if risk else 0.0,
-            "hours_lost_per_preemption": round(risk.hours_lost, 3) if risk else 0.0,
-            "spot_note": risk.note if risk else ""}
+    return {
+        "est_cost_no_preemption": round(r.base_cost, 2),
+        "est_hours_no_preemption": round(r.base_hours, 3),
+        "interruptions_per_hr": risk.rate if risk else 0.0,
+        "expected_preemptions": round(risk.preemptions, 3) if risk else 0.0,
+        "hours_lost_per_preemption": round(risk.hours_lost, 3) if risk else 0.0,
+        "spot_note": risk.note if risk else "",
+    }
 
 
 @dataclass(frozen=True)
@@ -267,8 +305,9 @@ def throughput(offer: Offer) -> float:
 def _throughput(gpu_type: str, count: int) -> float:
     c, s = constants(), speeds()
     n = max(1, count)
-    return (c["h100_peak_flops"] * c["mfu"] * s.get(gpu_type, s["unknown"]) * n
-            * c["parallel_efficiency"] ** math.log2(n))
+    return (
+        c["h100_peak_flops"] * c["mfu"] * s.get(gpu_type, s["unknown"]) * n * c["parallel_efficiency"] ** math.log2(n)
+    )
 
 
 def _seconds(gpu_type: str, run: RunSpec, train: float, gen: float) -> float:
@@ -280,13 +319,23 @@ def est_hours(offer: Offer, run: RunSpec, rates: Mapping[str, float] | None = No
     """Hours of the run on this offer: the run's own GPU split, never the offer's spare GPUs; on spot the
     expected hours with preemptions (services/offers/spot_risk.py)."""
     hours = run.seconds_on(offer.gpu_type) / 3600
-    return _risk(offer.provider, hours, run, rates or interruption_rates(), Assumptions()).expected_hours \
-        if offer.spot else hours
+    return (
+        _risk(offer.provider, hours, run, rates or interruption_rates(), Assumptions()).expected_hours
+        if offer.spot
+        else hours
+    )
 
 
 def _risk(provider: str, hours: float, run: RunSpec, rates: Mapping[str, float], a: Assumptions) -> SpotRisk:
-    return spot_risk(hours, steps=run.steps, ckpt_interval=run.ckpt_interval, ckpt_bytes=run.ckpt_bytes(),
-                     rate=rates.get(provider, UNKNOWN_RATE), provider=provider, assumptions=a)
+    return spot_risk(
+        hours,
+        steps=run.steps,
+        ckpt_interval=run.ckpt_interval,
+        ckpt_bytes=run.ckpt_bytes(),
+        rate=rates.get(provider, UNKNOWN_RATE),
+        provider=provider,
+        assumptions=a,
+    )
 
 
 def fit(offer: Offer, run: RunSpec) -> tuple[bool, str]:
@@ -295,11 +344,14 @@ def fit(offer: Offer, run: RunSpec) -> tuple[bool, str]:
     vram = round(offer.vram_gb, 2)
     ok, reason = _fit(run.model, run.params, run.seq_len, run.train_gpus, vram)
     if ok and run.infer_gpus and (run.infer_tp > run.infer_gpus or run.infer_gpus % run.infer_tp):
-        return False, (f"inference: tensor_parallel_size={run.infer_tp} needs a multiple of {run.infer_tp} inference "
-                       f"GPUs, the run has {run.infer_gpus}")
+        return False, (
+            f"inference: tensor_parallel_size={run.infer_tp} needs a multiple of {run.infer_tp} inference "
+            f"GPUs, the run has {run.infer_gpus}"
+        )
     if ok and run.infer_gpus:
-        ok, reason = _infer_fit(run.model, run.params, run.infer_tp, run.infer_bytes_per_param,
-                                run.infer_memory_share, vram)
+        ok, reason = _infer_fit(
+            run.model, run.params, run.infer_tp, run.infer_bytes_per_param, run.infer_memory_share, vram
+        )
     return ok, reason
 
 
@@ -311,8 +363,9 @@ def _infer_weights(model: str, params: float | None, tp: int, bytes_per_param: f
     return None if p is None else p * bytes_per_param / max(1, tp)
 
 
-def _infer_fit(model: str, params: float | None, tp: int, bytes_per_param: float, share: float,
-               vram_gb: float) -> tuple[bool, str]:
+def _infer_fit(
+    model: str, params: float | None, tp: int, bytes_per_param: float, share: float, vram_gb: float
+) -> tuple[bool, str]:
     """vLLM on the inference GPUs must hold the weights (split over ``tp`` GPUs) inside its memory share,
     with room left for a KV cache (5 %): the same rule as the Config pane's memory check. The weights do not
     depend on the GPU's memory: they are worked out once per run, so every memory size costs one comparison."""
@@ -321,8 +374,10 @@ def _infer_fit(model: str, params: float | None, tp: int, bytes_per_param: float
         return True, ""
     room = share * vram_gb * GIB * 0.95
     if weights > room:
-        return False, (f"inference: weights {human(weights)}/GPU at tensor_parallel_size={tp} exceed vLLM's "
-                       f"{share:.0%} of {vram_gb:g} GB")
+        return False, (
+            f"inference: weights {human(weights)}/GPU at tensor_parallel_size={tp} exceed vLLM's "
+            f"{share:.0%} of {vram_gb:g} GB"
+        )
     return True, ""
 
 
@@ -333,8 +388,9 @@ def _train_need(model: str, params: float | None, seq_len: int, gpus: int) -> fl
     shape = sizing_model(model)
     if shape is None and params is None:
         return None
-    return estimate(shape=shape, params=params, gpus=max(1, gpus), sharding="full", seq_len=seq_len,
-                    optim_cpu_offload=True).total
+    return estimate(
+        shape=shape, params=params, gpus=max(1, gpus), sharding="full", seq_len=seq_len, optim_cpu_offload=True
+    ).total
 
 
 def _fit(model: str, params: float | None, seq_len: int, gpus: int, vram_gb: float) -> tuple[bool, str]:
@@ -355,11 +411,20 @@ _OFFER_PRICE = operator.attrgetter("price_hr")
 
 
 @gc_paused
-def rank(offers: Iterable[Offer], run: RunSpec | None = None, *, max_price: float | None = None,
-         spot: bool | None = None, gpus: int | None = None, providers: Iterable[str] | None = None,
-         include_misfits: bool = False, include_unavailable: bool = False,
-         observed: Iterable[Observed] = (), spot_rates: Mapping[str, float] | None = None,
-         assumptions: Assumptions = Assumptions()) -> list[Ranked]:
+def rank(
+    offers: Iterable[Offer],
+    run: RunSpec | None = None,
+    *,
+    max_price: float | None = None,
+    spot: bool | None = None,
+    gpus: int | None = None,
+    providers: Iterable[str] | None = None,
+    include_misfits: bool = False,
+    include_unavailable: bool = False,
+    observed: Iterable[Observed] = (),
+    spot_rates: Mapping[str, float] | None = None,
+    assumptions: Assumptions = Assumptions(),
+) -> list[Ranked]:
     """Filter, judge the fit, price the run; fits first by Est. $ (then $/hr), misfits after. ``spot``:
     None lists both kinds in one ranking, a spot offer by its expected $ with preemptions priced in
     (``spot_rates``: provider → interruptions/hr, default :func:`spot_risk.interruption_rates`).
@@ -381,22 +446,41 @@ def rank(offers: Iterable[Offer], run: RunSpec | None = None, *, max_price: floa
             full = _rank(offers, run, None, None, None, None, True, True, key[1], spot_rates, assumptions)
             cached = _remember(offers, key, full)
         return _filtered(cached[2], max_price, spot, gpus, providers, include_misfits, include_unavailable)
-    return _rank(offers, run, max_price, spot, gpus, providers, include_misfits, include_unavailable, observed,
-                 spot_rates, assumptions)
+    return _rank(
+        offers,
+        run,
+        max_price,
+        spot,
+        gpus,
+        providers,
+        include_misfits,
+        include_unavailable,
+        observed,
+        spot_rates,
+        assumptions,
+    )
 
 
 _last_full: tuple[tuple[Offer, ...], tuple[Any, ...], list[Ranked]] | None = None  # the last tuple's full ranking
 
 
-def _remember(offers: tuple[Offer, ...], key: tuple[Any, ...],
-              full: list[Ranked]) -> tuple[tuple[Offer, ...], tuple[Any, ...], list[Ranked]]:
+def _remember(
+    offers: tuple[Offer, ...], key: tuple[Any, ...], full: list[Ranked]
+) -> tuple[tuple[Offer, ...], tuple[Any, ...], list[Ranked]]:
     global _last_full
     _last_full = (offers, key, full)
     return _last_full
 
 
-def _filtered(full: list[Ranked], max_price: float | None, spot: bool | None, gpus: int | None,
-              providers: Iterable[str] | None, include_misfits: bool, include_unavailable: bool) -> list[Ranked]:
+def _filtered(
+    full: list[Ranked],
+    max_price: float | None,
+    spot: bool | None,
+    gpus: int | None,
+    providers: Iterable[str] | None,
+    include_misfits: bool,
+    include_unavailable: bool,
+) -> list[Ranked]:
     rows = full
     if not include_misfits:
         rows = [r for r in rows if r.fits]
@@ -414,10 +498,19 @@ def _filtered(full: list[Ranked], max_price: float | None, spot: bool | None, gp
     return rows if rows is not full else list(full)
 
 
-def _rank(offers: Iterable[Offer], run: RunSpec, max_price: float | None, spot: bool | None, gpus: int | None,
-          providers: Iterable[str] | None, include_misfits: bool, include_unavailable: bool,
-          observed: Iterable[Observed], spot_rates: Mapping[str, float] | None,
-          assumptions: Assumptions) -> list[Ranked]:
+def _rank(
+    offers: Iterable[Offer],
+    run: RunSpec,
+    max_price: float | None,
+    spot: bool | None,
+    gpus: int | None,
+    providers: Iterable[str] | None,
+    include_misfits: bool,
+    include_unavailable: bool,
+    observed: Iterable[Observed],
+    spot_rates: Mapping[str, float] | None,
+    assumptions: Assumptions,
+) -> list[Ranked]:
     rows = offers
     if not include_unavailable:
         rows = [o for o in rows if o.available]
@@ -433,8 +526,9 @@ def _rank(offers: Iterable[Offer], run: RunSpec, max_price: float | None, spot: 
     # by $/hr first, then (stable) by Est. $ below: the order of the key (Est. $, $/hr), ties kept in the
     # given order, with both sorts on plain float keys (a tuple key costs 5x more at 10,000 rows)
     rows = sorted(rows, key=_OFFER_PRICE)
-    judge = _Judge(run, calibrated_rates(observed, run), interruption_rates() if spot_rates is None else spot_rates,
-                   assumptions)
+    judge = _Judge(
+        run, calibrated_rates(observed, run), interruption_rates() if spot_rates is None else spot_rates, assumptions
+    )
     shapes = judge.shapes
     good: list[Ranked] = []
     bad: list[Ranked] | None = [] if include_misfits else None
@@ -456,8 +550,13 @@ class _Judge:
     """One ranking's caches: an offer shape → (the list its rows go to, fits, reason, hours, measured, risk,
     restore traffic $): ``est_cost = hours × $/hr + traffic`` (on demand: traffic 0, hours without risk)."""
 
-    def __init__(self, run: RunSpec, rates: Mapping[tuple[str, int], float], spot_rates: Mapping[str, float],
-                 assumptions: Assumptions) -> None:
+    def __init__(
+        self,
+        run: RunSpec,
+        rates: Mapping[tuple[str, int], float],
+        spot_rates: Mapping[str, float],
+        assumptions: Assumptions,
+    ) -> None:
         self.run, self.rates, self.spot_rates, self.assumptions = run, rates, spot_rates, assumptions
         self.train, self.gen = run.train_flops(), run.gen_flops()
         self.shapes: dict[tuple[str, int, float, bool, str], tuple[Any, ...]] = {}

@@ -74,8 +74,9 @@ class Rental:
             kw = {f.name: data[f.name] for f in fields(cls) if f.name in data}
             rental = cls(**kw)
             float(rental.price_hr), float(rental.created_at)
-            if rental.budget_usd is not None and not (isinstance(rental.budget_usd, (int, float)) and
-                                                      0 < rental.budget_usd < 1e9):
+            if rental.budget_usd is not None and not (
+                isinstance(rental.budget_usd, (int, float)) and 0 < rental.budget_usd < 1e9
+            ):
                 rental = replace(rental, budget_usd=None)  # a garbled budget is no budget, never a crash
             if rental.run is not None and not isinstance(rental.run, str):
                 rental = replace(rental, run=None)
@@ -113,8 +114,9 @@ class AuditLog:
                 data = b"\n" + data
             written = os.write(fd, data)
             if written != len(data):
-                raise OSError(errno.ENOSPC,
-                              f"{os.strerror(errno.ENOSPC)} (only {written} of {len(data)} bytes written)")
+                raise OSError(
+                    errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (only {written} of {len(data)} bytes written)"
+                )
             os.fsync(fd)
         except OSError as exc:
             raise self._not_recorded(action, exc) from exc
@@ -124,8 +126,10 @@ class AuditLog:
 
     def _not_recorded(self, action: str, exc: OSError) -> AuditWriteError:
         why = exc.strerror or str(exc) or type(exc).__name__
-        return AuditWriteError(f"the audit log {self.path} did not record '{action}': {why}",
-                               hint=f"free space in {self.path.parent} (or make it writable) and do it again")
+        return AuditWriteError(
+            f"the audit log {self.path} did not record '{action}': {why}",
+            hint=f"free space in {self.path.parent} (or make it writable) and do it again",
+        )
 
     def records(self) -> list[dict[str, Any]]:
         try:
@@ -162,14 +166,16 @@ class AuditLog:
         finally:
             os.close(fd)
 
-    def claim(self, provider: str, name: str, *, also: Collection[str] = (), now: float | None = None,
-              **fields_: Any) -> list[Rental]:
+    def claim(
+        self, provider: str, name: str, *, also: Collection[str] = (), now: float | None = None, **fields_: Any
+    ) -> list[Rental]:
         """Open a provisional rental (a ``create-request``) for a create about to be sent — unless a
         provisional rental at ``provider`` other than those named in ``also`` is open: then nothing is
         written and those are returned (empty: claimed). Read fresh under :meth:`locked`."""
         with self.locked():
-            open_ones = [r for r in self.open_rentals() if r.provisional and r.provider == provider
-                         and r.name not in also]
+            open_ones = [
+                r for r in self.open_rentals() if r.provisional and r.provider == provider and r.name not in also
+            ]
             if not open_ones:
                 self.append(REQUEST, now=now, provider=provider, name=name, **fields_)
             return open_ones
@@ -177,10 +183,18 @@ class AuditLog:
 
 def _provisional(rec: dict[str, Any]) -> Rental | None:
     try:
-        return Rental(str(rec["name"]), str(rec["provider"]), "", str(rec.get("title") or
-                      f"{rec['provider']} offer {rec.get('offer') or '?'}"), float(rec.get("price_hr") or 0),
-                      float(rec.get("max_price") or 0), float(rec["ts"]), rec.get("deadline"), rec.get("est_cost"),
-                      provisional=True)
+        return Rental(
+            str(rec["name"]),
+            str(rec["provider"]),
+            "",
+            str(rec.get("title") or f"{rec['provider']} offer {rec.get('offer') or '?'}"),
+            float(rec.get("price_hr") or 0),
+            float(rec.get("max_price") or 0),
+            float(rec["ts"]),
+            rec.get("deadline"),
+            rec.get("est_cost"),
+            provisional=True,
+        )
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -226,10 +240,12 @@ def still_starting(open_ones: Iterable[Rental], now: float) -> str:
     provider = rentals[0].provider if rentals else "?"
     which = ", ".join(f"{r.name} (asked {_ago(now - r.created_at)} ago, no answer)" for r in rentals)
     one = len(rentals) == 1
-    return (f"{'a rental' if one else 'rentals'} on {provider} may still be starting: {which}. Rent ANOTHER pod "
-            f"anyway?\n\nIts create answer was lost or has not come yet: {'that pod' if one else 'those pods'} may "
-            f"be billing. Both would bill. It is looked for by name (the Spend view lists it); check the "
-            f"{provider} console first.")
+    return (
+        f"{'a rental' if one else 'rentals'} on {provider} may still be starting: {which}. Rent ANOTHER pod "
+        f"anyway?\n\nIts create answer was lost or has not come yet: {'that pod' if one else 'those pods'} may "
+        f"be billing. Both would bill. It is looked for by name (the Spend view lists it); check the "
+        f"{provider} console first."
+    )
 
 
 def _ago(seconds: float) -> str:
@@ -247,8 +263,7 @@ def overdue(rentals: Iterable[Rental], now: float) -> list[Rental]:
     return [r for r in rentals if r.deadline is not None and r.deadline <= now and not r.provisional]
 
 
-def due_warnings(rentals: Iterable[Rental], now: float, warned: set[str],
-                 before: float = WARN_BEFORE) -> list[Rental]:
+def due_warnings(rentals: Iterable[Rental], now: float, warned: set[str], before: float = WARN_BEFORE) -> list[Rental]:
     """Rentals entering the last ``before`` seconds before their deadline, each once (``warned`` holds
     the pod ids already warned about and is updated)."""
     out = []

@@ -46,17 +46,22 @@ NAME = "runpod"
 DEFAULT_URL = "https://api.runpod.io/graphql"
 GPU_COUNTS = (1, 2, 4, 8)
 RENTABLE = False
-NOT_RENTABLE = ("renting RunPod pods from here is not supported yet: rent it in RunPod's console, then add the pod "
-                "with `a`")
+NOT_RENTABLE = (
+    "renting RunPod pods from here is not supported yet: rent it in RunPod's console, then add the pod with `a`"
+)
 
 # only fields runpod-python's generate_gpu_query selects; lowestPrice is left out: its
 # gpuCount input is per query, and the per-tier prices already say what each count costs
-QUERY = ("query GpuTypes { gpuTypes { id displayName manufacturer memoryInGb maxGpuCount secureCloud "
-         "communityCloud securePrice communityPrice secureSpotPrice communitySpotPrice } }")
+QUERY = (
+    "query GpuTypes { gpuTypes { id displayName manufacturer memoryInGb maxGpuCount secureCloud "
+    "communityCloud securePrice communityPrice secureSpotPrice communitySpotPrice } }"
+)
 
 # (tier, its flag, on-demand price field, spot price field)
-TIERS = (("secure", "secureCloud", "securePrice", "secureSpotPrice"),
-         ("community", "communityCloud", "communityPrice", "communitySpotPrice"))
+TIERS = (
+    ("secure", "secureCloud", "securePrice", "secureSpotPrice"),
+    ("community", "communityCloud", "communityPrice", "communitySpotPrice"),
+)
 
 
 def gpu_types(payload: Any) -> list[Any]:
@@ -118,19 +123,40 @@ def parse(payload: Any) -> Normalised:
                 kind = "spot" if spot else "on-demand"
                 for n in sizes:
                     # positional, in Offer's field order (the others' convention on the refresh path)
-                    out.add(Offer(
-                        NAME, f"{type_id}|{tier}|{kind}|{n}", gpu, name, n, vram, round(per_gpu * n, 6), spot, "",
-                        offered, f"{tier.capitalize()} Cloud" if offered else f"not in {tier.capitalize()} Cloud",
-                        None, None, tier,
-                        {"gpu_type_id": type_id, "cloud": tier.upper(), "per_gpu_price": per_gpu}))
+                    out.add(
+                        Offer(
+                            NAME,
+                            f"{type_id}|{tier}|{kind}|{n}",
+                            gpu,
+                            name,
+                            n,
+                            vram,
+                            round(per_gpu * n, 6),
+                            spot,
+                            "",
+                            offered,
+                            f"{tier.capitalize()} Cloud" if offered else f"not in {tier.capitalize()} Cloud",
+                            None,
+                            None,
+                            tier,
+                            {"gpu_type_id": type_id, "cloud": tier.upper(), "per_gpu_price": per_gpu},
+                        )
+                    )
     return out.done()
 
 
-async def fetch(client: httpx.AsyncClient, api_key: str, *, base_url: str = DEFAULT_URL, spot: bool | None = None,
-                retry: RetryPolicy | None = None) -> list[Offer]:
+async def fetch(
+    client: httpx.AsyncClient,
+    api_key: str,
+    *,
+    base_url: str = DEFAULT_URL,
+    spot: bool | None = None,
+    retry: RetryPolicy | None = None,
+) -> list[Offer]:
     try:
-        data = await request_json(client, "POST", base_url.rstrip("/"), api_key=api_key, retry=retry,
-                                  json={"query": QUERY})
+        data = await request_json(
+            client, "POST", base_url.rstrip("/"), api_key=api_key, retry=retry, json={"query": QUERY}
+        )
     except ProviderFailure as exc:
         if exc.auth:
             raise ProviderFailure(f"RUNPOD key rejected: {exc}", exc.status, auth=True) from None

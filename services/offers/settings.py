@@ -30,6 +30,7 @@ class OfferSettings:
     def from_table(cls, table: Mapping[str, Any]) -> OfferSettings:
         """From the checked ``[offers]`` table; a value of the wrong shape is left at its default (the loader
         has said so already)."""
+
         def num(key: str, default: float | None) -> float | None:
             v = table.get(key)
             return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else default
@@ -41,14 +42,17 @@ class OfferSettings:
         disk = table.get("disk_gb")
         image = table.get("image")
         return cls(
-            cache_ttl=num("cache_ttl", 600.0) or 600.0, cap_margin=num("cap_margin", 0.10) or 0.0,
+            cache_ttl=num("cache_ttl", 600.0) or 600.0,
+            cap_margin=num("cap_margin", 0.10) or 0.0,
             deadline_margin=num("deadline_margin", 0.25) or 0.0,
             image=image if isinstance(image, str) and image else None,
             disk_gb=disk if isinstance(disk, int) and not isinstance(disk, bool) else None,
             warn_minutes=num("warn_minutes", None),
             urls={p: str(table[k]) for p, k in URL_KEYS.items() if isinstance(table.get(k), str) and table.get(k)},
             keys={p: k for p, k in text_map(table.get("keys")).items() if p in PROVIDERS},
-            spot_interruptions_per_hour={p: float(r) for p, r in rates.items()
-                                         if isinstance(r, (int, float)) and not isinstance(r, bool)}
-            if isinstance(rates, Mapping) else {},
+            spot_interruptions_per_hour={
+                p: float(r) for p, r in rates.items() if isinstance(r, (int, float)) and not isinstance(r, bool)
+            }
+            if isinstance(rates, Mapping)
+            else {},
         )

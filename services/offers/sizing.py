@@ -9,8 +9,10 @@ import re
 
 from services.config.memory import ModelShape, lookup_model, registry
 
-SIZE_HINT = ("size it as a registry model of about its size, e.g. add --model {example} "
-             "(the registry: services/config/models.toml)")
+SIZE_HINT = (
+    "size it as a registry model of about its size, e.g. add --model {example} "
+    "(the registry: services/config/models.toml)"
+)
 
 
 def size_hint(name: str) -> str:
@@ -34,14 +36,14 @@ def _name_parts(name: str) -> tuple[str, float, float | None] | None:
     for i, tok in enumerate(tokens):
         m = _SIZE.fullmatch(tok)
         if m and i:
-            active = next((float(a.group(1)) for t in tokens[i + 1:] if (a := _ACTIVE.fullmatch(t))), None)
+            active = next((float(a.group(1)) for t in tokens[i + 1 :] if (a := _ACTIVE.fullmatch(t))), None)
             return "-".join(tokens[:i]), float(m.group(1)), active
     return None
 
 
 def _letters(word: str) -> str:
     """The letters ``word`` starts with ("qwen" of "qwen3")."""
-    return word[:len(word) - len(word.lstrip("abcdefghijklmnopqrstuvwxyz"))]
+    return word[: len(word) - len(word.lstrip("abcdefghijklmnopqrstuvwxyz"))]
 
 
 @functools.lru_cache(maxsize=256)
@@ -73,9 +75,12 @@ def sizing_model(name: str) -> ModelShape | None:
 
 
 def size_note(model: str) -> str:
-    """"sized as Qwen/Qwen3-4B" when a fine-tune is sized by its registry base, else ""."""
+    """ "sized as Qwen/Qwen3-4B" when a fine-tune is sized by its registry base, else ""."""
     shape = sizing_model(model)
-    if shape is None or shape.name.lower() == model.lower() \
-            or shape.name.split("/")[-1].lower() == model.split("/")[-1].lower():
+    if (
+        shape is None
+        or shape.name.lower() == model.lower()
+        or shape.name.split("/")[-1].lower() == model.split("/")[-1].lower()
+    ):
         return ""
     return f"{model} sized as {shape.name}"

@@ -55,12 +55,22 @@ class Spend:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Spend | None:
         try:
-            spend = cls(str(data["name"]), str(data["provider"]), str(data["pod_id"]), str(data.get("run") or
-                        data["name"]), str(data.get("title") or ""), _money(data["price_hr"]), _time(data["start"]),
-                        None if data.get("end") is None else _time(data["end"]), _money(data["cost"]),
-                        str(data.get("basis") or ESTIMATED), _opt_money(data.get("budget_usd")),
-                        str(data.get("reason") or ""), data.get("spot") is True,
-                        _count(data.get("preemptions")))
+            spend = cls(
+                str(data["name"]),
+                str(data["provider"]),
+                str(data["pod_id"]),
+                str(data.get("run") or data["name"]),
+                str(data.get("title") or ""),
+                _money(data["price_hr"]),
+                _time(data["start"]),
+                None if data.get("end") is None else _time(data["end"]),
+                _money(data["cost"]),
+                str(data.get("basis") or ESTIMATED),
+                _opt_money(data.get("budget_usd")),
+                str(data.get("reason") or ""),
+                data.get("spot") is True,
+                _count(data.get("preemptions")),
+            )
         except (KeyError, TypeError, ValueError):
             return None
         return spend if spend.provider and spend.pod_id else None
@@ -73,8 +83,9 @@ class Spend:
         out: dict[str, float] = {}
         t = self.start
         while t < end:
-            midnight = (datetime.fromtimestamp(t).replace(hour=0, minute=0, second=0, microsecond=0)
-                        + timedelta(days=1)).timestamp()
+            midnight = (
+                datetime.fromtimestamp(t).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+            ).timestamp()
             upto = min(end, midnight)
             out[_day(t)] = out.get(_day(t), 0.0) + self.cost * (upto - t) / (end - self.start)
             t = upto
@@ -108,8 +119,21 @@ def _day(t: float) -> str:
 
 
 def open_spend(r: Rental, now: float, preemptions: int = 0) -> Spend:
-    return Spend(r.name, r.provider, r.pod_id, r.run or r.name, r.title, r.price_hr, r.created_at, None,
-                 round(r.spent(now), 4), ESTIMATED, r.budget_usd, spot=bool(r.spot), preemptions=preemptions)
+    return Spend(
+        r.name,
+        r.provider,
+        r.pod_id,
+        r.run or r.name,
+        r.title,
+        r.price_hr,
+        r.created_at,
+        None,
+        round(r.spent(now), 4),
+        ESTIMATED,
+        r.budget_usd,
+        spot=bool(r.spot),
+        preemptions=preemptions,
+    )
 
 
 def preemption_counts(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], int]:
@@ -123,8 +147,11 @@ def preemption_counts(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str]
 
 def spot_history(spends: Iterable[Spend], now: float) -> list[tuple[str, float, int]]:
     """(provider, spot hours rented, preemptions seen) per spot rental: spot_risk.observed_rates' input."""
-    return [(s.provider, max(0.0, (s.end if s.end is not None else now) - s.start) / 3600, s.preemptions)
-            for s in spends if s.spot]
+    return [
+        (s.provider, max(0.0, (s.end if s.end is not None else now) - s.start) / 3600, s.preemptions)
+        for s in spends
+        if s.spot
+    ]
 
 
 def closed_spends(records: Iterable[dict[str, Any]]) -> list[Spend]:
@@ -152,13 +179,31 @@ def closed_spends(records: Iterable[dict[str, Any]]) -> list[Spend]:
                 continue
             billed = rec.get("billed_usd")
             try:
-                cost, basis = (_money(billed), BILLED) if billed is not None else \
-                    (round(max(0.0, end - r.created_at) / 3600 * r.price_hr, 4), ESTIMATED)
+                cost, basis = (
+                    (_money(billed), BILLED)
+                    if billed is not None
+                    else (round(max(0.0, end - r.created_at) / 3600 * r.price_hr, 4), ESTIMATED)
+                )
             except (TypeError, ValueError):
                 cost, basis = round(max(0.0, end - r.created_at) / 3600 * r.price_hr, 4), ESTIMATED
-            out.append(Spend(r.name, r.provider, r.pod_id, r.run or r.name, r.title, r.price_hr, r.created_at, end,
-                             cost, basis, r.budget_usd, str(rec.get("reason") or rec["action"])[:200], bool(r.spot),
-                             seen))
+            out.append(
+                Spend(
+                    r.name,
+                    r.provider,
+                    r.pod_id,
+                    r.run or r.name,
+                    r.title,
+                    r.price_hr,
+                    r.created_at,
+                    end,
+                    cost,
+                    basis,
+                    r.budget_usd,
+                    str(rec.get("reason") or rec["action"])[:200],
+                    bool(r.spot),
+                    seen,
+                )
+            )
     return out
 
 
@@ -196,8 +241,11 @@ class SpendLedger:
             closed = self.closed()
         shut = {(s.provider, s.pod_id) for s in closed}
         counts = preemption_counts(records)
-        live = [open_spend(r, now, counts.get((r.provider, r.pod_id), 0)) for r in open_rentals(records)
-                if not r.provisional and (r.provider, r.pod_id) not in shut]
+        live = [
+            open_spend(r, now, counts.get((r.provider, r.pod_id), 0))
+            for r in open_rentals(records)
+            if not r.provisional and (r.provider, r.pod_id) not in shut
+        ]
         return sorted(closed + live, key=lambda s: s.start)
 
 
@@ -224,7 +272,9 @@ def totals(spends: Iterable[Spend], now: float) -> dict[str, Any]:
         runs[s.run] += s.cost
         for day, amount in s.per_day(now).items():
             days[day] += amount
-    return {"total": round(sum(s.cost for s in spends), 2),
-            "per_hour_now": round(sum(s.price_hr for s in spends if s.end is None), 4),
-            "runs": {k: round(v, 2) for k, v in sorted(runs.items())},
-            "days": {k: round(v, 2) for k, v in sorted(days.items())}}
+    return {
+        "total": round(sum(s.cost for s in spends), 2),
+        "per_hour_now": round(sum(s.price_hr for s in spends if s.end is None), 4),
+        "runs": {k: round(v, 2) for k, v in sorted(runs.items())},
+        "days": {k: round(v, 2) for k, v in sorted(days.items())},
+    }

@@ -90,8 +90,9 @@ def observed_rates(history: Iterable[tuple[str, float, int]]) -> dict[str, float
     return {p: min(MAX_RATE, seen[p] / h) for p, h in hours.items() if h >= MIN_OBSERVED_HOURS}
 
 
-def interruption_rates(configured: Mapping[str, object] | None = None,
-                       observed: Mapping[str, float] | None = None) -> dict[str, float]:
+def interruption_rates(
+    configured: Mapping[str, object] | None = None, observed: Mapping[str, float] | None = None
+) -> dict[str, float]:
     """provider → interruptions/hr: the documented defaults, then settings.toml's, then this user's measured
     rates (:func:`observed_rates`) — the later wins. Unusable values are skipped (settings.py refuses them)."""
     rates = dict(DEFAULT_RATES)
@@ -102,8 +103,16 @@ def interruption_rates(configured: Mapping[str, object] | None = None,
     return rates
 
 
-def spot_risk(base_hours: float, *, steps: int, ckpt_interval: int | None, ckpt_bytes: float, rate: float,
-              provider: str = "", assumptions: Assumptions = Assumptions()) -> SpotRisk:
+def spot_risk(
+    base_hours: float,
+    *,
+    steps: int,
+    ckpt_interval: int | None,
+    ckpt_bytes: float,
+    rate: float,
+    provider: str = "",
+    assumptions: Assumptions = Assumptions(),
+) -> SpotRisk:
     """The expected preemptions and their cost for a run of ``base_hours`` on a spot pod (module docstring).
     Always finite and never below the no-preemption figure (garbage inputs count as no risk); the hours are
     capped at :data:`MAX_HOURS`, so ``expected_cost`` stays finite for any sane price (a run of 4e303 hours

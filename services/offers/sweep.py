@@ -55,8 +55,13 @@ class Sweep:
         return [r for r in self.rows if r.kind == BILLING]
 
     def to_json(self) -> dict[str, Any]:
-        return {"time": round(self.at, 3), "swept": list(self.swept), "errors": dict(self.errors),
-                "billing": len(self.billing), "pods": [r.to_json() for r in self.rows]}
+        return {
+            "time": round(self.at, 3),
+            "swept": list(self.swept),
+            "errors": dict(self.errors),
+            "billing": len(self.billing),
+            "pods": [r.to_json() for r in self.rows],
+        }
 
 
 def _ago(seconds: float) -> str:
@@ -125,16 +130,35 @@ async def sweep(providers: Providers, audit: AuditLog, now: float, which: Iterab
                 rec = closed[key]
                 when = now - float(rec.get("ts") or now)
                 why = plain(str(rec.get("reason") or rec["action"]), oneline=True)[:80]
-                rows.append(SweepRow(BILLING, provider, pod.id, rental.name if rental else name, state, price, age,
-                                     f"terminated here {_ago(when)} ago ({why}) but {provider} still lists it as "
-                                     f"{state or 'no state'!r}: it may be billing"))
+                rows.append(
+                    SweepRow(
+                        BILLING,
+                        provider,
+                        pod.id,
+                        rental.name if rental else name,
+                        state,
+                        price,
+                        age,
+                        f"terminated here {_ago(when)} ago ({why}) but {provider} still lists it as "
+                        f"{state or 'no state'!r}: it may be billing",
+                    )
+                )
             else:
-                rows.append(SweepRow(FOREIGN, provider, pod.id, name, state, price, age,
-                                     "not rented here: left alone"))
+                rows.append(SweepRow(FOREIGN, provider, pod.id, name, state, price, age, "not rented here: left alone"))
         for r in live:
             if r.provider == provider and not r.provisional and r.pod_id not in seen:
-                rows.append(SweepRow(GONE, provider, r.pod_id, r.name, "", r.price_hr, now - r.created_at,
-                                     f"{provider} no longer lists it: closed at the next deadline pass"))
+                rows.append(
+                    SweepRow(
+                        GONE,
+                        provider,
+                        r.pod_id,
+                        r.name,
+                        "",
+                        r.price_hr,
+                        now - r.created_at,
+                        f"{provider} no longer lists it: closed at the next deadline pass",
+                    )
+                )
     rows.sort(key=lambda row: (KINDS.index(row.kind), row.provider, row.name))
     return Sweep(now, tuple(rows), tuple(swept), errors)
 

@@ -67,7 +67,7 @@ class ProbeStream(ABC):
 
 
 def exit_text(status: int | None, sig: int | str | None = None) -> str:
-    """"killed by signal 9" / "exited with status 3" ("" when neither is known); ``sig``: a number or
+    """ "killed by signal 9" / "exited with status 3" ("" when neither is known); ``sig``: a number or
     a name as SSH reports it ("KILL")."""
     if sig:
         if isinstance(sig, str):
@@ -123,8 +123,7 @@ class Connection(ABC):
     async def close(self) -> None: ...
 
     @abstractmethod
-    async def run(self, command: str, timeout: float = 30.0,
-                  input: bytes | None = None) -> tuple[int, str, str]:
+    async def run(self, command: str, timeout: float = 30.0, input: bytes | None = None) -> tuple[int, str, str]:
         """Run one short shell command on the pod: (exit status, stdout, stderr); ``input`` goes to
         its stdin (how secrets and presigned URLs reach the pod without touching its disk)."""
 

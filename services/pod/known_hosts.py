@@ -43,14 +43,13 @@ def host_key_error(known_hosts: list[Any], host: str, addr: str, port: int, key:
     readable = [f for f in files if os.path.isfile(f)]
     if readable:
         with contextlib.suppress(Exception):
-            trusted = asyncssh.match_known_hosts(
-                readable, host, addr, None if port == 22 else port
-            )[0]
+            trusted = asyncssh.match_known_hosts(readable, host, addr, None if port == 22 else port)[0]
             on_record = list(trusted)
     if any(k == key for _, k in revoked_on_record(known_hosts, host, addr, port)):
         return revoked_error(known_hosts, host, port, key, addr)
-    common = dict(host=host, port=port, fingerprint=fingerprint, key_type=key_type,
-                  key_line=key_line, known_hosts_file=target)
+    common = dict(
+        host=host, port=port, fingerprint=fingerprint, key_type=key_type, key_line=key_line, known_hosts_file=target
+    )
     if on_record:
         return HostKeyChanged(
             f"HOST KEY CHANGED for {host_field}: the pod now presents {key_type} {fingerprint}, "
@@ -92,16 +91,19 @@ def revoked_error(known_hosts: list[Any], host: str, port: int, key: Any, addr: 
         keys = list({k.get_fingerprint("sha256"): k for _, k in on_record}.values())
         key = keys[0] if len(keys) == 1 else None
     files = _files(known_hosts)
-    where = next((f for f, k in on_record if key is None or k == key), None) or \
-        (files[0] if files else str(default_known_hosts()))
+    where = next((f for f, k in on_record if key is None or k == key), None) or (
+        files[0] if files else str(default_known_hosts())
+    )
     host_field = host if port in (22, 0, None) else f"[{host}]:{port}"
     what = f"{key.get_algorithm()} {key.get_fingerprint('sha256')}" if key is not None else "its key"
     return HostKeyRevoked(
         f"the host key of {host_field} is REVOKED: {what} is marked @revoked in {where}; refusing to connect",
-        host=host, port=port, fingerprint=key.get_fingerprint("sha256") if key is not None else "",
+        host=host,
+        port=port,
+        fingerprint=key.get_fingerprint("sha256") if key is not None else "",
         known_hosts_file=where,
         hint="a revoked key was retired or stolen: never delete the @revoked line to get in; ask whoever "
-             "runs the pod for its new host key",
+        "runs the pod for its new host key",
     )
 
 

@@ -60,8 +60,14 @@ class _ProcessStream(ProbeStream):
 class LocalConnection(Connection):
     """This machine: the same probe as a subprocess of this interpreter."""
 
-    def __init__(self, pod: Pod, *, env: dict[str, str] | None = None,
-                 extra_args: list[str] | None = None, probe_path: Path = PROBE_PATH) -> None:
+    def __init__(
+        self,
+        pod: Pod,
+        *,
+        env: dict[str, str] | None = None,
+        extra_args: list[str] | None = None,
+        probe_path: Path = PROBE_PATH,
+    ) -> None:
         super().__init__(pod)
         self._probe_path = probe_path
         self._env = env
@@ -78,7 +84,11 @@ class LocalConnection(Connection):
             env.update(self._env)
         try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-u", str(self._probe_path), *args, *self._extra_args,
+                sys.executable,
+                "-u",
+                str(self._probe_path),
+                *args,
+                *self._extra_args,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -97,15 +107,19 @@ class LocalConnection(Connection):
             env.update(self._env)
         return env
 
-    async def run(self, command: str, timeout: float = 30.0,
-                  input: bytes | None = None) -> tuple[int, str, str]:
+    async def run(self, command: str, timeout: float = 30.0, input: bytes | None = None) -> tuple[int, str, str]:
         """Run one short command with ``sh -c`` here (same contract as SSHConnection.run)."""
         try:
             proc = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", command,
+                "/bin/sh",
+                "-c",
+                command,
                 stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                env=self._shell_env(), cwd=str(Path.home()))
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self._shell_env(),
+                cwd=str(Path.home()),
+            )
         except OSError as exc:
             raise ConnectError(f"cannot run a command: {exc}") from None
         try:
@@ -120,9 +134,16 @@ class LocalConnection(Connection):
     async def start(self, command: str) -> RemoteProcess:
         try:
             proc = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.DEVNULL, env=self._shell_env(), cwd=str(Path.home()),
-                limit=4 * 1024 * 1024)
+                "/bin/sh",
+                "-c",
+                command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                env=self._shell_env(),
+                cwd=str(Path.home()),
+                limit=4 * 1024 * 1024,
+            )
         except OSError as exc:
             raise ConnectError(f"cannot run a command: {exc}") from None
 

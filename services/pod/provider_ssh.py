@@ -29,7 +29,8 @@ MIN_PYTHON = (3, 8)
 
 CANARY = f"echo {EXEC_OK}"
 
-_UPLOAD = r"""tok=$1; shift
+_UPLOAD = (
+    r"""tok=$1; shift
 ok() {
   if command -v sha256sum >/dev/null 2>&1; then set -- "$(sha256sum < "$1")" "$2"; [ "${1%% *}" = "$2" ]
   elif command -v python3 >/dev/null 2>&1; then
@@ -47,17 +48,21 @@ while [ $# -ge 4 ]; do
   ok "$t" "$h" "$n" || { rm -f -- "$t"; echo "$p arrived damaged (its checksum differs)" >&2; exit 4; }
   chmod "$m" "$t" && mv -f -- "$t" "$p" || { rm -f -- "$t"; exit 3; }
 done
-echo """ + UPLOAD_OK
+echo """
+    + UPLOAD_OK
+)
 
 _EXISTS = 'if test -e "$1"; then echo ptt-yes; else echo ptt-no; fi'
 
-_PROBE = (f"if ! command -v python3 >/dev/null 2>&1; then\n"
-          f"  echo {NO_PYTHON.decode()}; cat /etc/os-release 2>/dev/null; exit 86\n"
-          "fi\n"
-          f"if ! python3 -c 'import sys; sys.exit(sys.version_info < {MIN_PYTHON})' 2>/dev/null; then\n"
-          f'  echo "{NO_PYTHON.decode()} $(python3 -V 2>&1 | head -n 1)"; cat /etc/os-release 2>/dev/null; exit 86\n'
-          "fi\n"
-          'exec "$@"')
+_PROBE = (
+    f"if ! command -v python3 >/dev/null 2>&1; then\n"
+    f"  echo {NO_PYTHON.decode()}; cat /etc/os-release 2>/dev/null; exit 86\n"
+    "fi\n"
+    f"if ! python3 -c 'import sys; sys.exit(sys.version_info < {MIN_PYTHON})' 2>/dev/null; then\n"
+    f'  echo "{NO_PYTHON.decode()} $(python3 -V 2>&1 | head -n 1)"; cat /etc/os-release 2>/dev/null; exit 86\n'
+    "fi\n"
+    'exec "$@"'
+)
 
 # the shells' and env's words for it: "sh: 1: python3: not found", "bash: line 1: python3: command not found",
 # "env: 'python3': No such file or directory"
@@ -98,8 +103,10 @@ def python_not_found(command: str, status: int, output: str) -> bool:
 
 
 def exec_refused() -> ExecRefused:
-    return ExecRefused("this SSH endpoint only offers an interactive shell; monitoring needs to run commands. "
-                       "Use the pod's public IP and TCP port instead (RunPod → Connect → SSH over exposed TCP)")
+    return ExecRefused(
+        "this SSH endpoint only offers an interactive shell; monitoring needs to run commands. "
+        "Use the pod's public IP and TCP port instead (RunPod → Connect → SSH over exposed TCP)"
+    )
 
 
 _INSTALL = (  # (ids in ID / ID_LIKE, the distribution family, its one-line install)
@@ -129,14 +136,18 @@ def python_missing(found: str, os_release: str) -> PythonMissing:
     need = ".".join(map(str, MIN_PYTHON))
     install = install_line(os_release)
     if not found.strip():
-        return PythonMissing(f"the pod has no python3, which monitoring and the pod's helpers need ({need} or newer). "
-                             f"Install it on the pod ({install}), then reconnect")
-    return PythonMissing(f"the pod's python3 is too old or does not run ({found.strip()[:80]}); monitoring needs "
-                         f"Python {need} or newer. Install it on the pod ({install}), then reconnect")
+        return PythonMissing(
+            f"the pod has no python3, which monitoring and the pod's helpers need ({need} or newer). "
+            f"Install it on the pod ({install}), then reconnect"
+        )
+    return PythonMissing(
+        f"the pod's python3 is too old or does not run ({found.strip()[:80]}); monitoring needs "
+        f"Python {need} or newer. Install it on the pod ({install}), then reconnect"
+    )
 
 
 def python_answer(lines: list[bytes]) -> PythonMissing:
     """The NO_PYTHON answer of :func:`probe_command` (its first line, then /etc/os-release) as the error."""
     first = lines[0].decode("utf-8", "replace") if lines else ""
-    found = first[len(NO_PYTHON):].strip() if first.startswith(NO_PYTHON.decode()) else ""
+    found = first[len(NO_PYTHON) :].strip() if first.startswith(NO_PYTHON.decode()) else ""
     return python_missing(found, b"".join(lines[1:]).decode("utf-8", "replace"))

@@ -20,8 +20,10 @@ _SPEC = re.compile(
     r"(?::(?P<port>\d{1,5}))?$"
 )
 # a DNS name (labels of letters, digits, '-' and '_', not starting or ending with '-') or an IPv4 address
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*"
-                       r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?$")
+_HOSTNAME = re.compile(
+    r"^(?=.{1,253}$)(?:[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.)*"
+    r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?\.?$"
+)
 _USER = re.compile(r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$")
 
 
@@ -44,8 +46,10 @@ def ssh_host(host: object) -> str:
         return _v6(text, text)
     if _HOSTNAME.match(text):
         return text
-    raise PodSpecError(f"not a usable SSH host: {text[:60]!r}{'…' if len(text) > 60 else ''}",
-                       hint="a DNS name, an IPv4 or an IPv6 address")
+    raise PodSpecError(
+        f"not a usable SSH host: {text[:60]!r}{'…' if len(text) > 60 else ''}",
+        hint="a DNS name, an IPv4 or an IPv6 address",
+    )
 
 
 def ssh_user(user: object) -> str:
@@ -76,9 +80,7 @@ def parse_pod_spec(spec: str, *, name: str | None = None) -> Pod:
         return Pod(name=name or "demo", kind=PodKind.DEMO)
     m = _SPEC.match(text)
     if not m:
-        raise PodSpecError(
-            f"not a pod: {text!r}", hint="expected user@host[:port], an ssh alias, or 'local'"
-        )
+        raise PodSpecError(f"not a pod: {text!r}", hint="expected user@host[:port], an ssh alias, or 'local'")
     port = None
     if m["port"] is not None:
         port = int(m["port"])
@@ -86,8 +88,7 @@ def parse_pod_spec(spec: str, *, name: str | None = None) -> Pod:
             raise PodSpecError(f"port out of range in {text!r}", hint="ports are 1-65535")
     if m["bare6"] is not None:
         if port is not None:  # "::1:22" is itself an address: a port needs the brackets
-            return Pod(name=name or text, kind=PodKind.SSH, host=_v6(f"{m['bare6']}:{m['port']}", text),
-                       user=m["user"])
+            return Pod(name=name or text, kind=PodKind.SSH, host=_v6(f"{m['bare6']}:{m['port']}", text), user=m["user"])
         host = _v6(m["bare6"], text)
     else:
         host = _v6(m["v6"], text) if m["v6"] else m["host"]
@@ -95,8 +96,19 @@ def parse_pod_spec(spec: str, *, name: str | None = None) -> Pod:
 
 
 # the keys of one [pods.NAME] table of pods.toml
-POD_KEYS = ("target", "host", "user", "port", "run_dir", "price_per_hr", "probe_dir", "provider", "provider_id",
-            "deadline", "kind")
+POD_KEYS = (
+    "target",
+    "host",
+    "user",
+    "port",
+    "run_dir",
+    "price_per_hr",
+    "probe_dir",
+    "provider",
+    "provider_id",
+    "deadline",
+    "kind",
+)
 # pods.toml's kind: what the host is. "pod" (the default) a machine that trains; "slurm" a Slurm cluster's
 # login node, whose jobs and nodes are read through it (services/slurm)
 POD_KINDS = ("pod", "slurm")
@@ -109,8 +121,9 @@ def pod_from_table(name: str, table: dict[str, Any]) -> Pod:
     known = set(POD_KEYS)
     unknown = sorted(set(table) - known)
     if unknown:
-        raise PodSpecError(f"pods.{name}: unknown key(s) {', '.join(unknown)}",
-                           hint=f"known keys: {', '.join(sorted(known))}")
+        raise PodSpecError(
+            f"pods.{name}: unknown key(s) {', '.join(unknown)}", hint=f"known keys: {', '.join(sorted(known))}"
+        )
     if "target" in table:
         base = parse_pod_spec(str(table["target"]), name=name)
     else:
@@ -121,8 +134,10 @@ def pod_from_table(name: str, table: dict[str, Any]) -> Pod:
         raise PodSpecError(f"pods.{name}.port must be an integer 1-65535, got {port!r}")
     kind = table.get("kind", "pod")
     if kind not in POD_KINDS:
-        raise PodSpecError(f"pods.{name}.kind must be one of {', '.join(map(repr, POD_KINDS))}, got {kind!r}",
-                           hint='"slurm" when the host is a Slurm cluster\'s login node')
+        raise PodSpecError(
+            f"pods.{name}.kind must be one of {', '.join(map(repr, POD_KINDS))}, got {kind!r}",
+            hint='"slurm" when the host is a Slurm cluster\'s login node',
+        )
     if kind == "slurm" and base.kind is PodKind.DEMO:
         raise PodSpecError(f"pods.{name}: the simulated pod is not a Slurm cluster", hint='remove kind = "slurm"')
     price = table.get("price_per_hr")

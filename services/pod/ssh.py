@@ -62,7 +62,6 @@ class SSHOptions:
     login_timeout: float = 30.0
 
 
-
 # ---------------------------------------------------------------- SSH
 
 
@@ -133,7 +132,7 @@ class _SSHStream(ProbeStream):
                     # asyncssh returns b"" at once while the channel is paused: do not spin on it
                     await asyncio.sleep(0.1)
                     continue
-                self._stderr.append(raw[:STDERR_LINE * 4].decode("utf-8", "replace").rstrip()[:STDERR_LINE])
+                self._stderr.append(raw[: STDERR_LINE * 4].decode("utf-8", "replace").rstrip()[:STDERR_LINE])
 
     @property
     def buffered(self) -> int:
@@ -225,8 +224,9 @@ class SSHConnection(Connection):
         try:
             # connect_timeout and login_timeout (in conn_opts) bound this; no outer wait_for, whose
             # Python 3.11 cancellation race leaves "exception was never retrieved" behind.
-            self._conn = await asyncssh.connect(pod.host, options=conn_opts, client_factory=_KeyRecorder,
-                                                **self._connect_kwargs, **tunnel)
+            self._conn = await asyncssh.connect(
+                pod.host, options=conn_opts, client_factory=_KeyRecorder, **self._connect_kwargs, **tunnel
+            )
         except asyncssh.HostKeyNotVerifiable as exc:
             self._close_jump()
             if recorder:
@@ -263,16 +263,24 @@ class SSHConnection(Connection):
                 if tail.isdigit() and head:
                     host, port = head.strip("[]"), int(tail)
             try:
-                nxt = await asyncssh.connect(host, port or (), username=user or (), tunnel=conn or (),
-                                             connect_timeout=opts.connect_timeout, login_timeout=opts.login_timeout,
-                                             keepalive_interval=opts.keepalive_interval,
-                                             keepalive_count_max=opts.keepalive_count_max)
+                nxt = await asyncssh.connect(
+                    host,
+                    port or (),
+                    username=user or (),
+                    tunnel=conn or (),
+                    connect_timeout=opts.connect_timeout,
+                    login_timeout=opts.login_timeout,
+                    keepalive_interval=opts.keepalive_interval,
+                    keepalive_count_max=opts.keepalive_count_max,
+                )
             except (OSError, asyncssh.Error, asyncio.TimeoutError, ValueError) as exc:
                 if conn is not None:
                     conn.close()
                 reason = "timed out" if isinstance(exc, asyncio.TimeoutError) else _describe(exc)
-                raise ConnectError(f"cannot reach the jump host {hop} (ProxyJump for {self.pod.name}): {reason}",
-                                   hint="check that host's entry in ~/.ssh/config, or try: ssh " + hop) from None
+                raise ConnectError(
+                    f"cannot reach the jump host {hop} (ProxyJump for {self.pod.name}): {reason}",
+                    hint="check that host's entry in ~/.ssh/config, or try: ssh " + hop,
+                ) from None
             nxt.set_tunnel(conn)  # closing a hop closes the hops it goes through
             conn = nxt
         self._jump = conn
@@ -301,8 +309,10 @@ class SSHConnection(Connection):
         jump = config.get("ProxyJump") if config is not None else None
         self._jump_spec = jump if isinstance(jump, str) else ""  # opened by _open_jump, hop by hop
         if config is not None:  # the name and port known_hosts files the key under (for a refusal's message)
-            self._key_host = (str(config.get("HostKeyAlias") or config.get("Hostname") or pod.host),
-                              int(pod.port or config.get("Port") or 22))
+            self._key_host = (
+                str(config.get("HostKeyAlias") or config.get("Hostname") or pod.host),
+                int(pod.port or config.get("Port") or 22),
+            )
         if missing_ok is not None:
             # OpenSSH skips an IdentityFile that does not exist and tries the others; asyncssh
             # aborts. Configs often list keys that exist on only some machines: behave like ssh.
@@ -312,9 +322,7 @@ class SSHConnection(Connection):
         conn_opts = asyncssh.SSHClientConnectionOptions(host=pod.host, **kwargs)
         if conn_opts.known_hosts is None:
             # "UserKnownHostsFile none" in the ssh config would switch checking off: never.
-            conn_opts = asyncssh.SSHClientConnectionOptions(
-                conn_opts, known_hosts=[str(default_known_hosts())]
-            )
+            conn_opts = asyncssh.SSHClientConnectionOptions(conn_opts, known_hosts=[str(default_known_hosts())])
         elif not conn_opts.known_hosts:
             conn_opts = asyncssh.SSHClientConnectionOptions(
                 conn_opts, known_hosts=existing_or_empty(default_known_hosts())
@@ -352,8 +360,11 @@ class SSHConnection(Connection):
             first = b""
             for _ in range(100):  # the pod's shell start-up files may print lines before ours
                 first = await asyncio.wait_for(process.stdout.readline(), self.options.login_timeout)
-                if not first or first.startswith((provider_ssh.PROBE_GO, provider_ssh.NO_PYTHON)) \
-                        or trusted.untrusted(first) is not None:
+                if (
+                    not first
+                    or first.startswith((provider_ssh.PROBE_GO, provider_ssh.NO_PYTHON))
+                    or trusted.untrusted(first) is not None
+                ):
                     break
             if first.startswith(provider_ssh.NO_PYTHON):
                 rest = await asyncio.wait_for(process.stdout.read(), 10.0)  # /etc/os-release, then it exits
@@ -366,8 +377,10 @@ class SSHConnection(Connection):
                 await self._check_exec()
                 how = await stream.exit_reason(wait=2.0)
                 tail = stream.stderr_tail().strip().splitlines()
-                raise ProbeError(f"the pod's shell did not start the probe ({how or 'no answer'})"
-                                 + (f": {tail[-1][:200]}" if tail else ""))
+                raise ProbeError(
+                    f"the pod's shell did not start the probe ({how or 'no answer'})"
+                    + (f": {tail[-1][:200]}" if tail else "")
+                )
         except (OSError, asyncssh.Error) as exc:
             await stream.close()
             raise ConnectError(f"connection lost: {_describe(exc)}") from None
@@ -419,14 +432,12 @@ class SSHConnection(Connection):
 
     uploads = 0  # how many times this connection uploaded the probe (tests check the hash cache)
 
-    async def run(self, command: str, timeout: float = 30.0,
-                  input: bytes | None = None) -> tuple[int, str, str]:
+    async def run(self, command: str, timeout: float = 30.0, input: bytes | None = None) -> tuple[int, str, str]:
         """Run one short command (not for sampling: that is what the probe channel is for)."""
         asyncssh = _asyncssh()
         conn = self._connected()
         try:
-            result = await asyncio.wait_for(
-                conn.run(command, input=input, check=False, encoding=None), timeout)
+            result = await asyncio.wait_for(conn.run(command, input=input, check=False, encoding=None), timeout)
         except asyncssh.ChannelOpenError as exc:
             await self._check_exec()
             raise ConnectError(f"the pod refused to run a command: {_describe(exc)}") from None

@@ -18,8 +18,17 @@ def pod_ssh_config(pod: Pod, kwargs: dict[str, Any]) -> Any:
     paths = [p for p in (Path("~/.ssh/config").expanduser(),) if os.access(p, os.R_OK)]
     if not paths:
         return None
-    return SSHClientConfig.load(None, paths, False, False, False, getpass.getuser(),
-                                kwargs.get("username", ()), pod.host, kwargs.get("port", ()))
+    return SSHClientConfig.load(
+        None,
+        paths,
+        False,
+        False,
+        False,
+        getpass.getuser(),
+        kwargs.get("username", ()),
+        pod.host,
+        kwargs.get("port", ()),
+    )
 
 
 def identity_files(config: Any) -> list[str] | None:

@@ -37,8 +37,13 @@ def _guard_source() -> str:
     tree = ast.parse(GUARD_PATH.read_text())
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             body.pop(0)
     return ast.unparse(tree)
 
@@ -69,8 +74,19 @@ class Bundle:
 
     def run_argv(self, *args: str, go: str = "", python: str = "python3", unbuffered: bool = False) -> list[str]:
         """The command line that runs the script through the guard (``go``: a line printed once verified)."""
-        return [python, *(["-u"] if unbuffered else []), "-c", _guard_source(), "run", go, self.state,
-                self.directory, self.manifest, self.script, *args]
+        return [
+            python,
+            *(["-u"] if unbuffered else []),
+            "-c",
+            _guard_source(),
+            "run",
+            go,
+            self.state,
+            self.directory,
+            self.manifest,
+            self.script,
+            *args,
+        ]
 
     def prepare_command(self) -> str:
         return shlex.join(["python3", "-c", _guard_source(), "prepare", self.state, self.directory, self.manifest])
@@ -106,7 +122,8 @@ def unsafe_dir(pod: Pod, why: str) -> UnsafeProbeDir:
         f"nothing is run from probe_dir {state_dir(pod)} on {pod.name}: {why}, so another "
         "user of the pod could make a script there run as you. Set this pod's probe_dir (pods.toml) to a "
         f"directory only you can write, such as ~/{DEFAULT_PROBE_DIR} (the default)",
-        hint="or make that directory yours alone (mode 700)")
+        hint="or make that directory yours alone (mode 700)",
+    )
 
 
 async def install(conn: Connection, b: Bundle) -> bool:

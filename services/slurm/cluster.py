@@ -21,10 +21,14 @@ from services.slurm.models import SlurmError, SlurmJob, SlurmNode, SlurmOutputEr
 # times in UTC and ISO form whatever the login node's locale and the user's SLURM_TIME_FORMAT
 _ENV = "TZ=UTC SLURM_TIME_FORMAT=standard"
 _ME = '-u "$(id -un)"'
-_NO_JSON = re.compile(r"unrecognized option|invalid option|unknown option|json|serializ|data_parser|plugin",
-                      re.IGNORECASE)
-_NO_ACCOUNTING = re.compile(r"accounting storage is disabled|slurmdbd|accounting_storage|"
-                            r"unable to (?:contact|connect)", re.IGNORECASE)
+_NO_JSON = re.compile(
+    r"unrecognized option|invalid option|unknown option|json|serializ|data_parser|plugin", re.IGNORECASE
+)
+_NO_ACCOUNTING = re.compile(
+    r"accounting storage is disabled|slurmdbd|accounting_storage|"
+    r"unable to (?:contact|connect)",
+    re.IGNORECASE,
+)
 _MARK = "@@ptt "
 
 
@@ -46,12 +50,15 @@ class SlurmCluster:
         try:
             rc, out, err = await self.conn.run(command, timeout=self.timeout)
         except asyncio.TimeoutError:
-            raise SlurmError(f"{what} on {self._where} did not answer within {self.timeout:g} s",
-                             hint="The Slurm controller may be busy or down; it is tried again on the next refresh."
-                             ) from None
+            raise SlurmError(
+                f"{what} on {self._where} did not answer within {self.timeout:g} s",
+                hint="The Slurm controller may be busy or down; it is tried again on the next refresh.",
+            ) from None
         if rc == 127:
-            raise SlurmError(f"{what} is not installed on {self._where}",
-                             hint="Give the cluster's login node as the host: it has Slurm's commands.")
+            raise SlurmError(
+                f"{what} is not installed on {self._where}",
+                hint="Give the cluster's login node as the host: it has Slurm's commands.",
+            )
         return rc, out, err
 
     def _failed(self, what: str, rc: int, err: str, otherwise: str = "") -> SlurmError:
@@ -131,7 +138,8 @@ class SlurmCluster:
             else:
                 raise self._failed("sacct", rc, err)
         rc, out, err = await self._run(
-            f"{_ENV} sacct --parsable2 --noheader {sel} --format={parse.SACCT_FIELDS}", "sacct")
+            f"{_ENV} sacct --parsable2 --noheader {sel} --format={parse.SACCT_FIELDS}", "sacct"
+        )
         if _NO_ACCOUNTING.search(err) and not out.strip():
             self.accounting = False
             return None
@@ -156,11 +164,12 @@ class SlurmCluster:
         if ranges:
             loop = " ".join(shlex.quote(r) for r in ranges)
             rc, out, err = await self._run(
-                f'for l in {loop}; do echo "{_MARK}$l"; scontrol show hostnames "$l"; done', "scontrol")
+                f'for l in {loop}; do echo "{_MARK}$l"; scontrol show hostnames "$l"; done', "scontrol"
+            )
             current: list[str] | None = None
             for line in out.splitlines():
                 if line.startswith(_MARK):
-                    current = names[line[len(_MARK):]] = []
+                    current = names[line[len(_MARK) :]] = []
                 elif current is not None:
                     current.extend(parse.hostnames(line))
             missing = [r for r in ranges if not names.get(r)]
@@ -178,4 +187,3 @@ class SlurmCluster:
         if rc != 0:
             raise self._failed("scontrol show node", rc, err)
         return parse.scontrol_nodes(out)
-

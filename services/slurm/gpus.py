@@ -39,8 +39,9 @@ _TASK = re.compile(r"^\s*(\d{1,6}):\s?(.*)$")
 _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _LAUNCH_FAILED = re.compile(r"on node ([A-Za-z0-9][A-Za-z0-9._-]{0,63}):\s*(.+)$")
 _NO_OVERLAP = re.compile(r"(unrecognized|invalid|unknown) option.*overlap", re.IGNORECASE)
-_NO_DRIVER = re.compile(r"couldn't communicate with the NVIDIA driver|NVIDIA driver|No devices were found",
-                        re.IGNORECASE)
+_NO_DRIVER = re.compile(
+    r"couldn't communicate with the NVIDIA driver|NVIDIA driver|No devices were found", re.IGNORECASE
+)
 
 # Runs on each node (POSIX sh); $1 is nvidia-smi's own bound in seconds.
 SCRIPT = r"""
@@ -84,11 +85,15 @@ def gpu_line(line: str) -> GpuSample | None:
     if len(fields) != 7 or not fields[0].isdigit() or len(fields[0]) > 4:
         return None
     util, used, total, temp, power = (_value(f) for f in fields[2:])
-    return GpuSample(index=int(fields[0]), name=parse.text(fields[1], 80),
-                     util=None if util is None or not 0 <= util <= 100 else util,
-                     mem_used=None if used is None or used < 0 else int(used * MIB),
-                     mem_total=None if total is None or total <= 0 else int(total * MIB),
-                     temp_c=temp, power_w=None if power is None or power < 0 else power)
+    return GpuSample(
+        index=int(fields[0]),
+        name=parse.text(fields[1], 80),
+        util=None if util is None or not 0 <= util <= 100 else util,
+        mem_used=None if used is None or used < 0 else int(used * MIB),
+        mem_total=None if total is None or total <= 0 else int(total * MIB),
+        temp_c=temp,
+        power_w=None if power is None or power < 0 else power,
+    )
 
 
 TITLES = {"Inference": "inference", "Orchestrator": "orchestrator", "Trainer": "trainer"}  # PRIME-RL::<Title>
@@ -102,12 +107,16 @@ def roles(command_lines: Iterable[str]) -> tuple[str, ...]:
     for line in command_lines:
         args = line.split()
         if args and args[0].startswith("PRIME-RL::"):
-            if (role := TITLES.get(args[0][len("PRIME-RL::"):])) is not None:
+            if (role := TITLES.get(args[0][len("PRIME-RL::") :])) is not None:
                 found.add(role)
             continue  # the launcher and the env servers: no GPU role
         program = args[0].rsplit("/", 1)[-1] if args else ""
-        if (not args or program in LAUNCHERS or "slurm_script" in line
-                or (program.lstrip("-") in SHELLS and "-c" in args[1:3])):
+        if (
+            not args
+            or program in LAUNCHERS
+            or "slurm_script" in line
+            or (program.lstrip("-") in SHELLS and "-c" in args[1:3])
+        ):
             continue
         words = set(re.split(r"[^a-z0-9]+", line.lower()))
         found.update(role for role, names in ROLES if words & names)
@@ -127,7 +136,7 @@ class _Task:
 
     def feed(self, line: str) -> None:
         if line.startswith(MARK + " "):
-            word, _, rest = line[len(MARK) + 1:].partition(" ")
+            word, _, rest = line[len(MARK) + 1 :].partition(" ")
             if word == "node" and not self.node and _NODE.fullmatch(rest.strip()):
                 self.node = rest.strip()
             elif word == "smi":
@@ -158,8 +167,11 @@ class _Task:
         elif self.smi_rc is None and not self.gpus:
             error = f"{node} stopped answering before its GPUs were read"
         elif self.smi_rc not in (None, 0) or (not self.gpus and why):
-            error = (f"no NVIDIA driver on {node}: {why}" if _NO_DRIVER.search(why)
-                     else f"nvidia-smi failed on {node}: {why or f'exit status {self.smi_rc}'}")
+            error = (
+                f"no NVIDIA driver on {node}: {why}"
+                if _NO_DRIVER.search(why)
+                else f"nvidia-smi failed on {node}: {why or f'exit status {self.smi_rc}'}"
+            )
         elif not self.gpus:
             error = f"nvidia-smi lists no GPU on {node}"
         else:
@@ -167,8 +179,9 @@ class _Task:
         return NodeGpus(node, gpus=tuple(self.gpus[:64]) if not error else (), roles=found, error=error)
 
 
-def node_gpus(out: str, err: str, nodes: Iterable[str], *, timed_out: float | None = None,
-              smi_timeout: float = 10.0) -> tuple[NodeGpus, ...]:
+def node_gpus(
+    out: str, err: str, nodes: Iterable[str], *, timed_out: float | None = None, smi_timeout: float = 10.0
+) -> tuple[NodeGpus, ...]:
     """What ``srun --label`` printed (tasks' lines prefixed ``N: ``) → one record per node: every node in
     ``nodes`` (the job's, in order) and any other that answered. A node that printed nothing gets srun's
     reason from ``err`` when it names the node, else "did not answer". Never raises."""
@@ -231,9 +244,11 @@ class GpuReader:
     def command(self, job_id: str, nodes: list[str]) -> str:
         n = len(nodes)
         overlap = "--overlap " if self.overlap is not False else ""
-        return (f"timeout -k 2 {self.timeout:g} srun {overlap}--jobid={shlex.quote(job_id)} --nodes={n} "
-                f"--ntasks={n} --ntasks-per-node=1 --nodelist={shlex.quote(','.join(nodes))} --label --quiet "
-                f"--chdir=/tmp sh -c {shlex.quote(SCRIPT)} ptt-gpus {self.smi_timeout:g}")
+        return (
+            f"timeout -k 2 {self.timeout:g} srun {overlap}--jobid={shlex.quote(job_id)} --nodes={n} "
+            f"--ntasks={n} --ntasks-per-node=1 --nodelist={shlex.quote(','.join(nodes))} --label --quiet "
+            f"--chdir=/tmp sh -c {shlex.quote(SCRIPT)} ptt-gpus {self.smi_timeout:g}"
+        )
 
     async def job(self, job: SlurmJob, now: float | None = None, down: Iterable[str] = ()) -> JobGpus:
         """One running job's GPUs node by node; every failure is the record's (or a node's) error. Nodes in
@@ -243,26 +258,34 @@ class GpuReader:
             return JobGpus(job.id, error=f"not a Slurm job id: {job.id!r}", checked_at=now)
         lost = set(down)
         ask = [n for n in job.nodes if n not in lost and _NODE.fullmatch(n)][:MAX_NODES]
-        skipped = tuple(NodeGpus(n, error=f"{n} is not responding to Slurm" if n in lost else f"not a node name: {n!r}")
-                        for n in job.nodes if n not in ask)
+        skipped = tuple(
+            NodeGpus(n, error=f"{n} is not responding to Slurm" if n in lost else f"not a node name: {n!r}")
+            for n in job.nodes
+            if n not in ask
+        )
         if not ask:
             error = f"Slurm names no node for job {job.id} yet" if not job.nodes else ""
             return JobGpus(job.id, nodes=skipped, error=error, checked_at=now)
         try:
             rc, out, err = await self._srun(job.id, ask)
         except asyncio.TimeoutError:
-            return JobGpus(job.id, error=f"srun into job {job.id} on {where} did not answer within "
-                                         f"{self.timeout + 5:g} s", checked_at=now)
+            return JobGpus(
+                job.id,
+                error=f"srun into job {job.id} on {where} did not answer within {self.timeout + 5:g} s",
+                checked_at=now,
+            )
         except (PrimeTrainError, OSError) as exc:
-            return JobGpus(job.id, error=f"asking job {job.id}'s nodes failed: {exc or type(exc).__name__}",
-                           checked_at=now)
+            return JobGpus(
+                job.id, error=f"asking job {job.id}'s nodes failed: {exc or type(exc).__name__}", checked_at=now
+            )
         if rc == 127 and MARK not in out:
             return JobGpus(job.id, error=f"srun is not installed on {where}", checked_at=now)
         err_lines = [ln.strip() for ln in err.splitlines() if ln.strip()]
         if MARK not in out and rc not in (0, 124, 137) and not any(_LAUNCH_FAILED.search(ln) for ln in err_lines):
             reason = re.sub(r"^srun: (?:error: )?", "", err_lines[-1]) if err_lines else f"exit status {rc}"
-            return JobGpus(job.id, error=f"srun into job {job.id} failed on {where}: {parse.text(reason, 300)}",
-                           checked_at=now)
+            return JobGpus(
+                job.id, error=f"srun into job {job.id} failed on {where}: {parse.text(reason, 300)}", checked_at=now
+            )
         timed_out = self.timeout if rc in (124, 137) else None
         read = {n.node: n for n in node_gpus(out, err, ask, timed_out=timed_out, smi_timeout=self.smi_timeout)}
         by_node = {**read, **{n.node: n for n in skipped}}
@@ -279,8 +302,9 @@ class GpuReader:
                 self.overlap = True
         return rc, out, err
 
-    async def jobs(self, jobs: Iterable[SlurmJob], now: float | None = None,
-                   down: Iterable[str] = ()) -> tuple[JobGpus, ...]:
+    async def jobs(
+        self, jobs: Iterable[SlurmJob], now: float | None = None, down: Iterable[str] = ()
+    ) -> tuple[JobGpus, ...]:
         """The GPUs of every running job with nodes among ``jobs`` (asked side by side)."""
         running = [j for j in jobs if j.state == "RUNNING" and j.nodes]
         if not running:

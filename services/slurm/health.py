@@ -65,8 +65,9 @@ def pending_reason(reason: str) -> str:
     return PENDING_REASONS.get(reason, f"Slurm's reason: {reason}")
 
 
-def judge(jobs: Iterable[SlurmJob], nodes: Iterable[SlurmNode], now: float, *,
-          pending_alert_s: float = PENDING_ALERT_S) -> list[Alert]:
+def judge(
+    jobs: Iterable[SlurmJob], nodes: Iterable[SlurmNode], now: float, *, pending_alert_s: float = PENDING_ALERT_S
+) -> list[Alert]:
     """The alerts a look at these jobs (the user's, recently ended ones included) and nodes decides, worst
     first."""
     by_name = {n.name: n for n in nodes}
@@ -77,27 +78,45 @@ def judge(jobs: Iterable[SlurmJob], nodes: Iterable[SlurmNode], now: float, *,
             for host in job.nodes:
                 node = by_name.get(host)
                 if node is not None and not node.responding:
-                    alerts.append(Alert(
-                        f"slurm-node-down:{job.id}:{host}", Severity.CRITICAL, f"Node {host} is not responding",
-                        f"Slurm lost contact with {host} ({node.state.lower().replace('_', ' ')}) while {label} "
-                        f"runs there: its ranks on {host} have stopped, and the job will hang or end with a node "
-                        f"failure. Resume from the newest complete checkpoint once it ends."
-                        + (f" Slurm says: {node.reason}" if node.reason else ""),
-                        since=now, line=f"{host} State={node.state}"))
+                    alerts.append(
+                        Alert(
+                            f"slurm-node-down:{job.id}:{host}",
+                            Severity.CRITICAL,
+                            f"Node {host} is not responding",
+                            f"Slurm lost contact with {host} ({node.state.lower().replace('_', ' ')}) while {label} "
+                            f"runs there: its ranks on {host} have stopped, and the job will hang or end with a node "
+                            f"failure. Resume from the newest complete checkpoint once it ends."
+                            + (f" Slurm says: {node.reason}" if node.reason else ""),
+                            since=now,
+                            line=f"{host} State={node.state}",
+                        )
+                    )
         elif job.pending and job.submit_time is not None and now - job.submit_time >= pending_alert_s:
             waited = fmt_duration(now - job.submit_time)
-            alerts.append(Alert(
-                f"slurm-pending:{job.id}", Severity.WARNING, f"Job {job.id} has waited {waited}",
-                f"{label[0].upper()}{label[1:]} is still pending after {waited}: {pending_reason(job.reason)}.",
-                since=job.submit_time, line=f"JobId={job.id} Reason={job.reason or 'None'}"))
+            alerts.append(
+                Alert(
+                    f"slurm-pending:{job.id}",
+                    Severity.WARNING,
+                    f"Job {job.id} has waited {waited}",
+                    f"{label[0].upper()}{label[1:]} is still pending after {waited}: {pending_reason(job.reason)}.",
+                    since=job.submit_time,
+                    line=f"JobId={job.id} Reason={job.reason or 'None'}",
+                )
+            )
         elif job.state in ENDED:
             severity, why = ENDED[job.state]
-            alerts.append(Alert(
-                f"slurm-ended:{job.id}", severity, f"Job {job.id} ended: {job.state.lower().replace('_', ' ')}",
-                f"{label[0].upper()}{label[1:]} ended because {why}"
-                + (f" (on {', '.join(job.nodes)})" if job.nodes else "")
-                + ". Resume from the newest complete checkpoint.",
-                since=job.end_time or now, line=f"JobId={job.id} JobState={job.state}"))
+            alerts.append(
+                Alert(
+                    f"slurm-ended:{job.id}",
+                    severity,
+                    f"Job {job.id} ended: {job.state.lower().replace('_', ' ')}",
+                    f"{label[0].upper()}{label[1:]} ended because {why}"
+                    + (f" (on {', '.join(job.nodes)})" if job.nodes else "")
+                    + ". Resume from the newest complete checkpoint.",
+                    since=job.end_time or now,
+                    line=f"JobId={job.id} JobState={job.state}",
+                )
+            )
     return sorted(alerts, key=lambda a: -a.severity.rank)
 
 
@@ -112,8 +131,9 @@ def node_util(node: NodeGpus) -> float | None:
     return sum(utils) / len(utils) if utils and not node.error else None
 
 
-def track_idle(idle_since: dict[tuple[str, str], float], gpus: Iterable[JobGpus], now: float
-               ) -> dict[tuple[str, str], float]:
+def track_idle(
+    idle_since: dict[tuple[str, str], float], gpus: Iterable[JobGpus], now: float
+) -> dict[tuple[str, str], float]:
     """(job, node) -> since when the node's GPUs have been idle, after one more read: an idle node keeps its
     first idle time, a busy or unread node leaves the map (a stall is only judged from reads, never guessed)."""
     out: dict[tuple[str, str], float] = {}
@@ -126,8 +146,9 @@ def track_idle(idle_since: dict[tuple[str, str], float], gpus: Iterable[JobGpus]
     return out
 
 
-def stalled_ranks(gpus: Iterable[JobGpus], idle_since: dict[tuple[str, str], float], now: float, *,
-                  stall_s: float = STALL_S) -> list[Alert]:
+def stalled_ranks(
+    gpus: Iterable[JobGpus], idle_since: dict[tuple[str, str], float], now: float, *, stall_s: float = STALL_S
+) -> list[Alert]:
     """A warning per node idle for ``stall_s`` or more while another node of the same job is busy now."""
     alerts: list[Alert] = []
     for job in gpus:
@@ -140,11 +161,17 @@ def stalled_ranks(gpus: Iterable[JobGpus], idle_since: dict[tuple[str, str], flo
                 continue
             other, util = max(busy, key=lambda nu: nu[1])
             roles = f" ({', '.join(node.roles)})" if node.roles else ""
-            alerts.append(Alert(
-                f"slurm-stalled:{job.job_id}:{node.node}", Severity.WARNING, f"{node.node} looks stalled",
-                f"The GPUs of job {job.job_id} on {node.node}{roles} have been idle ({node_util(node):.0f} %) for "
-                f"{fmt_duration(now - since)} while {other.node} works ({util:.0f} %): a rank there may be stuck "
-                f"(a hung collective, a dead inference server) and the job still shows as running. Read its "
-                f"output; if it does not recover, kill the job and resume from the newest complete checkpoint.",
-                since=since, line=f"JobId={job.job_id} node={node.node} util={node_util(node):.0f}%"))
+            alerts.append(
+                Alert(
+                    f"slurm-stalled:{job.job_id}:{node.node}",
+                    Severity.WARNING,
+                    f"{node.node} looks stalled",
+                    f"The GPUs of job {job.job_id} on {node.node}{roles} have been idle ({node_util(node):.0f} %) for "
+                    f"{fmt_duration(now - since)} while {other.node} works ({util:.0f} %): a rank there may be stuck "
+                    f"(a hung collective, a dead inference server) and the job still shows as running. Read its "
+                    f"output; if it does not recover, kill the job and resume from the newest complete checkpoint.",
+                    since=since,
+                    line=f"JobId={job.job_id} node={node.node} util={node_util(node):.0f}%",
+                )
+            )
     return alerts

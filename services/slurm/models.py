@@ -8,17 +8,54 @@ from services.errors import PrimeTrainError
 from services.models import GpuSample
 
 # Slurm's job states (base states and the flag states squeue shows in their place)
-JOB_STATES = frozenset({
-    "PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT",
-    "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "REQUEUED", "REQUEUE_HOLD",
-    "REQUEUE_FED", "RESIZING", "CONFIGURING", "STOPPED", "SIGNALING", "STAGE_OUT", "SPECIAL_EXIT",
-    "REVOKED", "RESV_DEL_HOLD", "LAUNCH_FAILED", "UPDATE_DB", "POWER_UP_NODE", "RECONFIG_FAIL",
-})
+JOB_STATES = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "SUSPENDED",
+        "COMPLETING",
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+        "REQUEUED",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "RESIZING",
+        "CONFIGURING",
+        "STOPPED",
+        "SIGNALING",
+        "STAGE_OUT",
+        "SPECIAL_EXIT",
+        "REVOKED",
+        "RESV_DEL_HOLD",
+        "LAUNCH_FAILED",
+        "UPDATE_DB",
+        "POWER_UP_NODE",
+        "RECONFIG_FAIL",
+    }
+)
 # states in which a job holds no node any more and will not run again by itself
-FINISHED_STATES = frozenset({
-    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE",
-    "OUT_OF_MEMORY", "SPECIAL_EXIT", "REVOKED",
-})
+FINISHED_STATES = frozenset(
+    {
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+        "SPECIAL_EXIT",
+        "REVOKED",
+    }
+)
 UNKNOWN = "UNKNOWN"
 
 

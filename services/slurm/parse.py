@@ -22,7 +22,7 @@ SQUEUE_FORMAT = "%i|%T|%r|%M|%l|%V|%S|%N|%u|%j"
 SACCT_FIELDS = "JobID,State,Reason,NodeList,ElapsedRaw,TimelimitRaw,Submit,Start,End,User,JobName"
 
 _MAX_EPOCH = 253402300799.0  # 9999-12-31: anything later is garbage, not a time
-_MAX_SECONDS = 10 ** 10
+_MAX_SECONDS = 10**10
 _STATE_WORD = re.compile(r"[A-Z][A-Z_]*")
 # every number read from text is bounded in digits: Python's int() refuses a string of more than 4,300, and
 # no real figure needs more than these; a longer one reads as unknown
@@ -180,12 +180,21 @@ def squeue_json(out: str, now: float | None = None) -> list[SlurmJob]:
             jid = f"{array_job}_{int(array_task)}"
         st = state(raw.get("job_state"))
         start, end = epoch(raw.get("start_time")), epoch(raw.get("end_time"))
-        jobs.append(SlurmJob(
-            id=jid, name=text(raw.get("name")), state=st, reason=text(raw.get("state_reason")),
-            nodelist=text(raw.get("nodes")), elapsed_s=_elapsed(st, start, end, now),
-            time_limit_s=seconds(raw.get("time_limit"), 60), submit_time=epoch(raw.get("submit_time")),
-            start_time=start if st != "PENDING" else None, end_time=end if st not in ("PENDING", "RUNNING") else None,
-            user=text(raw.get("user_name"), 64)))
+        jobs.append(
+            SlurmJob(
+                id=jid,
+                name=text(raw.get("name")),
+                state=st,
+                reason=text(raw.get("state_reason")),
+                nodelist=text(raw.get("nodes")),
+                elapsed_s=_elapsed(st, start, end, now),
+                time_limit_s=seconds(raw.get("time_limit"), 60),
+                submit_time=epoch(raw.get("submit_time")),
+                start_time=start if st != "PENDING" else None,
+                end_time=end if st not in ("PENDING", "RUNNING") else None,
+                user=text(raw.get("user_name"), 64),
+            )
+        )
     return jobs
 
 
@@ -198,11 +207,20 @@ def squeue_format(out: str) -> list[SlurmJob]:
             continue
         _, st, reason, used, limit, submit, start, nodes, user, name = parts
         st = state(st)
-        jobs.append(SlurmJob(
-            id=jid, name=text(name), state=st, reason=text(reason), nodelist=text(nodes),
-            elapsed_s=duration(used) if st != "PENDING" else None, time_limit_s=duration(limit),
-            submit_time=timestamp(submit), start_time=timestamp(start) if st != "PENDING" else None,
-            user=text(user, 64)))
+        jobs.append(
+            SlurmJob(
+                id=jid,
+                name=text(name),
+                state=st,
+                reason=text(reason),
+                nodelist=text(nodes),
+                elapsed_s=duration(used) if st != "PENDING" else None,
+                time_limit_s=duration(limit),
+                submit_time=timestamp(submit),
+                start_time=timestamp(start) if st != "PENDING" else None,
+                user=text(user, 64),
+            )
+        )
     return jobs
 
 
@@ -223,12 +241,21 @@ def sacct_json(out: str) -> list[SlurmJob]:
             jid = f"{job_id(array.get('job_id'))}_{int(array_task)}"
         nodes = raw.get("nodes")
         user = raw.get("user")
-        jobs.append(SlurmJob(
-            id=jid, name=text(raw.get("name")), state=state(st_raw.get("current")),
-            reason=text(st_raw.get("reason")), nodelist=text(nodes if isinstance(nodes, str) else ""),
-            elapsed_s=seconds(times.get("elapsed")), time_limit_s=seconds(times.get("limit"), 60),
-            submit_time=epoch(times.get("submission")), start_time=epoch(times.get("start")),
-            end_time=epoch(times.get("end")), user=text(user if isinstance(user, str) else "", 64)))
+        jobs.append(
+            SlurmJob(
+                id=jid,
+                name=text(raw.get("name")),
+                state=state(st_raw.get("current")),
+                reason=text(st_raw.get("reason")),
+                nodelist=text(nodes if isinstance(nodes, str) else ""),
+                elapsed_s=seconds(times.get("elapsed")),
+                time_limit_s=seconds(times.get("limit"), 60),
+                submit_time=epoch(times.get("submission")),
+                start_time=epoch(times.get("start")),
+                end_time=epoch(times.get("end")),
+                user=text(user if isinstance(user, str) else "", 64),
+            )
+        )
     return jobs
 
 
@@ -241,10 +268,21 @@ def sacct_parsable(out: str) -> list[SlurmJob]:
         if len(parts) != 11 or not (jid := job_id(parts[0])):
             continue
         _, st, reason, nodes, elapsed, limit, submit, start, end, user, name = parts
-        jobs.append(SlurmJob(
-            id=jid, name=text(name), state=state(st), reason=text(reason), nodelist=text(nodes),
-            elapsed_s=seconds(elapsed), time_limit_s=seconds(limit, 60), submit_time=timestamp(submit),
-            start_time=timestamp(start), end_time=timestamp(end), user=text(user, 64)))
+        jobs.append(
+            SlurmJob(
+                id=jid,
+                name=text(name),
+                state=state(st),
+                reason=text(reason),
+                nodelist=text(nodes),
+                elapsed_s=seconds(elapsed),
+                time_limit_s=seconds(limit, 60),
+                submit_time=timestamp(submit),
+                start_time=timestamp(start),
+                end_time=timestamp(end),
+                user=text(user, 64),
+            )
+        )
     return jobs
 
 
@@ -253,8 +291,9 @@ def sacct_parsable(out: str) -> list[SlurmJob]:
 _KEY = re.compile(r"([A-Za-z][A-Za-z0-9_/:]*)=(.*)")
 
 
-def scontrol_records(out: str, first_key: str, name_key: str | None = None, name_ends: str = "",
-                     head_keys: tuple[str, ...] = ()) -> list[dict[str, str]]:
+def scontrol_records(
+    out: str, first_key: str, name_key: str | None = None, name_ends: str = "", head_keys: tuple[str, ...] = ()
+) -> list[dict[str, str]]:
     """``scontrol show job|node`` (``-o`` or not) as one dict per record; a record starts at a line whose
     first word is ``first_key=``. A value with spaces (a reason) runs until the next ``Key=``.
 
@@ -278,8 +317,7 @@ def scontrol_records(out: str, first_key: str, name_key: str | None = None, name
             m = _KEY.fullmatch(word)
             if in_name and not (m and m.group(1) == name_ends):
                 m = None
-            elif m and ((m.group(1) == first_key and first_key in current)
-                        or (past_name and m.group(1) in head_keys)):
+            elif m and ((m.group(1) == first_key and first_key in current) or (past_name and m.group(1) in head_keys)):
                 m = None
             if m:
                 key = m.group(1)
@@ -295,8 +333,9 @@ def scontrol_jobs(out: str) -> list[SlurmJob]:
     """``scontrol show job -o`` (times printed in UTC): what the controller still remembers of recent jobs,
     when there is no accounting database."""
     jobs = []
-    for rec in scontrol_records(out, "JobId", "JobName", "UserId",
-                                ("ArrayJobId", "ArrayTaskId", "HetJobId", "HetJobOffset")):
+    for rec in scontrol_records(
+        out, "JobId", "JobName", "UserId", ("ArrayJobId", "ArrayTaskId", "HetJobId", "HetJobOffset")
+    ):
         if not (jid := job_id(rec.get("JobId"))):
             continue
         array_job, array_task = job_id(rec.get("ArrayJobId")), job_id(rec.get("ArrayTaskId"))
@@ -304,13 +343,21 @@ def scontrol_jobs(out: str) -> list[SlurmJob]:
             jid = f"{array_job}_{array_task}"
         st = state(rec.get("JobState"))
         user = text(rec.get("UserId")).split("(", 1)[0]
-        jobs.append(SlurmJob(
-            id=jid, name=text(rec.get("JobName")), state=st, reason=text(rec.get("Reason")),
-            nodelist=text(rec.get("NodeList")), elapsed_s=duration(rec.get("RunTime", "")) if st != "PENDING" else None,
-            time_limit_s=duration(rec.get("TimeLimit", "")), submit_time=timestamp(rec.get("SubmitTime", "")),
-            start_time=timestamp(rec.get("StartTime", "")) if st != "PENDING" else None,
-            end_time=timestamp(rec.get("EndTime", "")) if st not in ("PENDING", "RUNNING") else None,
-            user=user[:64]))
+        jobs.append(
+            SlurmJob(
+                id=jid,
+                name=text(rec.get("JobName")),
+                state=st,
+                reason=text(rec.get("Reason")),
+                nodelist=text(rec.get("NodeList")),
+                elapsed_s=duration(rec.get("RunTime", "")) if st != "PENDING" else None,
+                time_limit_s=duration(rec.get("TimeLimit", "")),
+                submit_time=timestamp(rec.get("SubmitTime", "")),
+                start_time=timestamp(rec.get("StartTime", "")) if st != "PENDING" else None,
+                end_time=timestamp(rec.get("EndTime", "")) if st not in ("PENDING", "RUNNING") else None,
+                user=user[:64],
+            )
+        )
     return jobs
 
 

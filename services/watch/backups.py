@@ -27,8 +27,14 @@ OnEvent = Callable[[str, int, dict[str, Any]], None]
 
 
 class WatchBackups:
-    def __init__(self, settings: Any, on_event: OnEvent, *, connect: Callable[[Pod], Connection] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        settings: Any,
+        on_event: OnEvent,
+        *,
+        connect: Callable[[Pod], Connection] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings, self.on_event, self.connect, self.clock = settings, on_event, connect, clock
         self.planner = AutoBackupPlanner()
         self.newest: dict[str, float] = {}
@@ -36,8 +42,11 @@ class WatchBackups:
 
     @property
     def enabled(self) -> bool:
-        return bool(self.settings is not None and getattr(self.settings, "auto_backup", False)
-                    and getattr(self.settings, "bucket", ""))
+        return bool(
+            self.settings is not None
+            and getattr(self.settings, "auto_backup", False)
+            and getattr(self.settings, "bucket", "")
+        )
 
     def observe(self, snapshot: PodSnapshot) -> None:
         """Every snapshot (cheap: no I/O unless a backup starts)."""
@@ -72,16 +81,18 @@ class WatchBackups:
             await conn.connect()
             if job.list_first:
                 steps, _oldest, source = await pod_backed_up(conn, self.settings, job.run_dir)
-                made = [c.created for c in ours(await list_bucket(self.settings, job.run_dir), source)
-                        if c.verified and c.created]
+                made = [
+                    c.created
+                    for c in ours(await list_bucket(self.settings, job.run_dir), source)
+                    if c.verified and c.created
+                ]
                 if made:
                     self.newest[name] = max(made)
                 if self.planner.listed(name, steps):
                     return
             result = await backup_checkpoint(conn, self.settings, job.run_dir, step)
             if not result.verified:
-                raise PrimeTrainError(f"step {step} does not match its manifest: "
-                                      f"{(result.problems or ['?'])[0]}"[:300])
+                raise PrimeTrainError(f"step {step} does not match its manifest: {(result.problems or ['?'])[0]}"[:300])
         except asyncio.CancelledError:
             self.planner.cancelled(name, step)
             raise
@@ -89,15 +100,31 @@ class WatchBackups:
             err = exc if isinstance(exc, PrimeTrainError) else transport_error(exc, f"auto-backup of step {step}")
             reason = str(err) if err is not None else f"{type(exc).__name__}: {exc}"
             if self.planner.failed(name, step, reason[:300]):
-                self.on_event("backup failed", logging.ERROR, {"pod": name, "step": step, "error": reason[:300],
-                                                               "message": f"{name}: auto-backup of step {step} "
-                                                               f"failed ({reason[:200]}); retrying"})
+                self.on_event(
+                    "backup failed",
+                    logging.ERROR,
+                    {
+                        "pod": name,
+                        "step": step,
+                        "error": reason[:300],
+                        "message": f"{name}: auto-backup of step {step} failed ({reason[:200]}); retrying",
+                    },
+                )
         else:
             recovered = self.planner.succeeded(name, step, job.mtime, job.run_dir)
             self.newest[name] = result.manifest.created or self.clock()
-            self.on_event("backup done", logging.INFO, {
-                "pod": name, "step": step, "sent_parts": result.uploaded_parts, "recovered": recovered,
-                "message": f"{name}: step {step} backed up and verified" + (" (working again)" if recovered else "")})
+            self.on_event(
+                "backup done",
+                logging.INFO,
+                {
+                    "pod": name,
+                    "step": step,
+                    "sent_parts": result.uploaded_parts,
+                    "recovered": recovered,
+                    "message": f"{name}: step {step} backed up and verified"
+                    + (" (working again)" if recovered else ""),
+                },
+            )
         finally:
             self._tasks.pop(name, None)
             if conn is not None:

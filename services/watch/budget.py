@@ -37,10 +37,18 @@ class BudgetEvent:
 
 
 class BudgetWatch:
-    def __init__(self, audit: AuditLog, *, terminate: bool = False, backup: Any = None,
-                 pod_for: Callable[[Rental], Pod | None] = lambda r: None,
-                 connect: Callable[[Pod], Connection] | None = None, clock: Callable[[], float] = time.time,
-                 warn_at: float = WARN_AT, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        audit: AuditLog,
+        *,
+        terminate: bool = False,
+        backup: Any = None,
+        pod_for: Callable[[Rental], Pod | None] = lambda r: None,
+        connect: Callable[[Pod], Connection] | None = None,
+        clock: Callable[[], float] = time.time,
+        warn_at: float = WARN_AT,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
         self.audit, self.terminate, self.backup, self.pod_for = audit, terminate, backup, pod_for
         self.connect, self.clock, self.warn_at, self.sleep = connect, clock, warn_at, sleep
         self.warned: set[str] = set()  # pod ids warned about at 80 %
@@ -60,18 +68,29 @@ class BudgetWatch:
             if share < 1.0:
                 if r.pod_id not in self.warned:
                     self.warned.add(r.pod_id)
-                    events.append(BudgetEvent("warn", r, f"{r.name} has spent ≈ ${spent:.2f} of its "
-                                              f"${r.budget_usd:.2f} budget ({share:.0%})" + (
-                                                  "; it will be terminated at 100 % after a final backup"
-                                                  if self.terminate else "")))
+                    events.append(
+                        BudgetEvent(
+                            "warn",
+                            r,
+                            f"{r.name} has spent ≈ ${spent:.2f} of its "
+                            f"${r.budget_usd:.2f} budget ({share:.0%})"
+                            + ("; it will be terminated at 100 % after a final backup" if self.terminate else ""),
+                        )
+                    )
                 continue
             if not self.terminate:
                 if r.pod_id not in self.over:
                     self.over.add(r.pod_id)
-                    events.append(BudgetEvent("over", r, f"{r.name} is over its budget: ≈ ${spent:.2f} of "
-                                              f"${r.budget_usd:.2f}; still running and billing ${r.price_hr:.2f}/hr "
-                                              f"(terminate it: prime-train-tui rentals --terminate {r.name}; or set "
-                                              "[watch] terminate_over_budget = true)"))
+                    events.append(
+                        BudgetEvent(
+                            "over",
+                            r,
+                            f"{r.name} is over its budget: ≈ ${spent:.2f} of "
+                            f"${r.budget_usd:.2f}; still running and billing ${r.price_hr:.2f}/hr "
+                            f"(terminate it: prime-train-tui rentals --terminate {r.name}; or set "
+                            "[watch] terminate_over_budget = true)",
+                        )
+                    )
                 continue
             events.extend(await self._end(providers, r, spent))
         return events
@@ -84,22 +103,46 @@ class BudgetWatch:
         try:
             step = await self._final_backup(r)
         except Exception as exc:  # noqa: BLE001 - every failure keeps the pod, says why
-            return self._failed(r, f"over its budget (≈ ${spent:.2f} of ${r.budget_usd:.2f}) but NOT terminated: the "
-                                   f"final backup failed ({_short(exc)}). It keeps billing ${r.price_hr:.2f}/hr: "
-                                   "back it up and terminate it by hand "
-                                   f"(prime-train-tui rentals --terminate {r.name})")
-        events.append(BudgetEvent("backed-up", r, f"{r.name}: final backup before the budget termination: " +
-                                  (f"step {step} verified in the bucket" if step is not None else
-                                   "no complete checkpoint on the pod, nothing to back up"), step))
+            return self._failed(
+                r,
+                f"over its budget (≈ ${spent:.2f} of ${r.budget_usd:.2f}) but NOT terminated: the "
+                f"final backup failed ({_short(exc)}). It keeps billing ${r.price_hr:.2f}/hr: "
+                "back it up and terminate it by hand "
+                f"(prime-train-tui rentals --terminate {r.name})",
+            )
+        events.append(
+            BudgetEvent(
+                "backed-up",
+                r,
+                f"{r.name}: final backup before the budget termination: "
+                + (
+                    f"step {step} verified in the bucket"
+                    if step is not None
+                    else "no complete checkpoint on the pod, nothing to back up"
+                ),
+                step,
+            )
+        )
         try:
-            outcome = await terminate_rental(providers, r, self.audit, reason="budget", now=self.clock(),
-                                             sleep=self.sleep)
+            outcome = await terminate_rental(
+                providers, r, self.audit, reason="budget", now=self.clock(), sleep=self.sleep
+            )
         except Exception as exc:  # noqa: BLE001 - ProviderFailure and any transport error
-            return events + self._failed(r, f"over its budget, backed up, but terminating it failed ({_short(exc)}); "
-                                            "retrying every pass — check the provider's console")
-        events.append(BudgetEvent("terminated", r, f"{r.name} terminated over its budget ({outcome}); spent ≈ "
-                                  f"${r.spent(self.clock()):.2f} of ${r.budget_usd:.2f}" +
-                                  (f"; step {step} is in the bucket" if step is not None else ""), step))
+            return events + self._failed(
+                r,
+                f"over its budget, backed up, but terminating it failed ({_short(exc)}); "
+                "retrying every pass — check the provider's console",
+            )
+        events.append(
+            BudgetEvent(
+                "terminated",
+                r,
+                f"{r.name} terminated over its budget ({outcome}); spent ≈ "
+                f"${r.spent(self.clock()):.2f} of ${r.budget_usd:.2f}"
+                + (f"; step {step} is in the bucket" if step is not None else ""),
+                step,
+            )
+        )
         return events
 
     def _failed(self, r: Rental, why: str) -> list[BudgetEvent]:
@@ -113,8 +156,9 @@ class BudgetWatch:
         return await final_backup(r, self.backup, self.pod_for(r), self.connect)
 
 
-async def final_backup(r: Rental, backup: Any, pod: Pod | None, connect: Callable[[Pod], Connection] | None
-                       ) -> int | None:
+async def final_backup(
+    r: Rental, backup: Any, pod: Pod | None, connect: Callable[[Pod], Connection] | None
+) -> int | None:
     """The pod's newest complete checkpoint, backed up and verified (its step), or None when it has none; raises
     (the pod must then be kept) when there is no bucket, no watched pod with a run dir, or it does not verify."""
     from services.backup.transfer import backup_checkpoint, pod_checkpoints

@@ -33,8 +33,16 @@ APPROVE = "approve it in the TUI (its cleanup preview) or set [watch] cleanup = 
 
 
 class WatchCleanup:
-    def __init__(self, settings: Any, backup: Any, on_event: OnEvent, *, approved: bool = False,
-                 connect: Callable[[Pod], Connection], clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        settings: Any,
+        backup: Any,
+        on_event: OnEvent,
+        *,
+        approved: bool = False,
+        connect: Callable[[Pod], Connection],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.settings, self.backup, self.on_event = settings, backup, on_event
         self.approved, self.connect, self.clock = approved, connect, clock
         self.daemons: dict[str, CleanupDaemon] = {}
@@ -49,8 +57,15 @@ class WatchCleanup:
         """Start the pod's daemon (its first round now) when settings enable cleanup for it."""
         if pod.name in self.daemons or not self.wanted(pod):
             return
-        daemon = CleanupDaemon(pod, self.settings, connect=self.connect, backup=self.backup, clock=self.clock,
-                               approved=self.approved, on_event=functools.partial(self._event, pod.name))
+        daemon = CleanupDaemon(
+            pod,
+            self.settings,
+            connect=self.connect,
+            backup=self.backup,
+            clock=self.clock,
+            approved=self.approved,
+            on_event=functools.partial(self._event, pod.name),
+        )
         self.daemons[pod.name] = daemon
         self._tasks[pod.name] = asyncio.ensure_future(self._run(pod.name, daemon))
 
@@ -76,9 +91,15 @@ class WatchCleanup:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - one pod's daemon dying never stops the watcher
-            self.on_event("cleanup failed", logging.ERROR, {
-                "pod": name, "error": f"{type(exc).__name__}: {exc}"[:300],
-                "message": f"{name}: the cleanup daemon stopped ({type(exc).__name__}: {exc})"[:300]})
+            self.on_event(
+                "cleanup failed",
+                logging.ERROR,
+                {
+                    "pod": name,
+                    "error": f"{type(exc).__name__}: {exc}"[:300],
+                    "message": f"{name}: the cleanup daemon stopped ({type(exc).__name__}: {exc})"[:300],
+                },
+            )
 
     def _event(self, pod: str, ev: Event) -> None:
         data = ev.data or {}
@@ -95,23 +116,45 @@ class WatchCleanup:
             lines = list(data["preview"])
             if len(lines) > PREVIEW_LINES:
                 lines = lines[:PREVIEW_LINES] + [f"... and {len(lines) - PREVIEW_LINES} more line(s)"]
-            self.on_event("cleanup waiting", logging.WARNING, {
-                "pod": pod, "delete": steps, "leftovers": leftovers, "bytes": int(plan.get("bytes") or 0),
-                "message": f"{pod}: cleanup would delete {what} ({fmt_bytes(int(plan.get('bytes') or 0))}); "
-                           f"{APPROVE}",
-                "preview": lines})
+            self.on_event(
+                "cleanup waiting",
+                logging.WARNING,
+                {
+                    "pod": pod,
+                    "delete": steps,
+                    "leftovers": leftovers,
+                    "bytes": int(plan.get("bytes") or 0),
+                    "message": f"{pod}: cleanup would delete {what} ({fmt_bytes(int(plan.get('bytes') or 0))}); "
+                    f"{APPROVE}",
+                    "preview": lines,
+                },
+            )
         elif ev.kind == "done":
             deleted = list(data.get("deleted") or [])
             if deleted:
                 freed = int(data.get("bytes") or 0)
-                self.on_event("cleanup done", logging.INFO, {
-                    "pod": pod, "deleted": len(deleted), "bytes": freed, "paths": [str(d.get("path")) for d in deleted],
-                    "message": f"{pod}: cleanup deleted {len(deleted)} dir(s), freed {fmt_bytes(freed)}"})
+                self.on_event(
+                    "cleanup done",
+                    logging.INFO,
+                    {
+                        "pod": pod,
+                        "deleted": len(deleted),
+                        "bytes": freed,
+                        "paths": [str(d.get("path")) for d in deleted],
+                        "message": f"{pod}: cleanup deleted {len(deleted)} dir(s), freed {fmt_bytes(freed)}",
+                    },
+                )
         elif ev.kind == "error" and self._new_streak(pod):
             reason = ev.message.removeprefix(f"cleanup daemon on {pod}: ")
-            self.on_event("cleanup failed", logging.WARNING, {
-                "pod": pod, "error": reason[:300],
-                "message": f"{pod}: cleanup failed ({reason[:200]}); tried again at its next round"})
+            self.on_event(
+                "cleanup failed",
+                logging.WARNING,
+                {
+                    "pod": pod,
+                    "error": reason[:300],
+                    "message": f"{pod}: cleanup failed ({reason[:200]}); tried again at its next round",
+                },
+            )
 
     def _new_streak(self, pod: str) -> bool:
         """An error now (the round in progress): said when the pod's previous round went well (or was the first)."""

@@ -55,8 +55,10 @@ def _prom() -> Any:
     try:
         from prometheus_client import core
     except ImportError:
-        raise PrimeTrainError("the metrics exporter needs prometheus-client, which is not installed",
-                              hint="pip install 'prime-train-tui[watch]', or leave out --metrics-port") from None
+        raise PrimeTrainError(
+            "the metrics exporter needs prometheus-client, which is not installed",
+            hint="pip install 'prime-train-tui[watch]', or leave out --metrics-port",
+        ) from None
     return core
 
 
@@ -98,14 +100,20 @@ class WatchCollector:
             "opened": c("ptt_alerts_opened", "alert threads opened since the watcher started", labels=["pod", "rule"]),
             "price": g("ptt_price_per_hour_dollars", "the pod's price, $/hour", labels=pod_l),
             "spent": g("ptt_spent_dollars", "the run's cost so far, $", labels=["pod", "basis"]),
-            "rprice": g("ptt_rental_price_per_hour_dollars", "a rented pod's price, $/hour",
-                        labels=["pod", "provider"]),
-            "rspent": g("ptt_rental_spent_dollars", "a rented pod's cost since it was created, $",
-                        labels=["pod", "provider"]),
-            "rleft": g("ptt_rental_deadline_seconds", "seconds to a rented pod's auto-terminate deadline",
-                       labels=["pod", "provider"]),
-            "rbudget": g("ptt_rental_budget_dollars", "a rented pod's budget (rentals --budget), $",
-                          labels=["pod", "provider"]),
+            "rprice": g(
+                "ptt_rental_price_per_hour_dollars", "a rented pod's price, $/hour", labels=["pod", "provider"]
+            ),
+            "rspent": g(
+                "ptt_rental_spent_dollars", "a rented pod's cost since it was created, $", labels=["pod", "provider"]
+            ),
+            "rleft": g(
+                "ptt_rental_deadline_seconds",
+                "seconds to a rented pod's auto-terminate deadline",
+                labels=["pod", "provider"],
+            ),
+            "rbudget": g(
+                "ptt_rental_budget_dollars", "a rented pod's budget (rentals --budget), $", labels=["pod", "provider"]
+            ),
             "total": g("ptt_spend_dollars", "every rented pod's cost (the spend ledger), $"),
             "perhr": g("ptt_spend_per_hour_dollars", "what the open rentals bill per hour, $"),
             "runspend": g("ptt_run_spend_dollars", "the spend ledger per run, $", labels=["run"]),
@@ -163,14 +171,26 @@ class WatchCollector:
                 put("power", labels, gpu.power_w)
                 put("temp", labels, gpu.temp_c)
             h = latest.host
-            for key, value in (("cpu", h.cpu_pct), ("hmem", h.mem_used), ("hmemt", h.mem_total),
-                               ("disk", h.disk_used), ("diskt", h.disk_total), ("nofile", h.nofile_soft)):
+            for key, value in (
+                ("cpu", h.cpu_pct),
+                ("hmem", h.mem_used),
+                ("hmemt", h.mem_total),
+                ("disk", h.disk_used),
+                ("diskt", h.disk_total),
+                ("nofile", h.nofile_soft),
+            ):
                 put(key, [name], value)
         run = snap.run
         if run is not None:
-            for key, value in (("step", run.step), ("max", run.max_steps), ("loss", run.loss),
-                               ("reward", run.reward), ("tps", run.tokens_per_s), ("sph", run.steps_per_hr),
-                               ("eta", run.eta_s)):
+            for key, value in (
+                ("step", run.step),
+                ("max", run.max_steps),
+                ("loss", run.loss),
+                ("reward", run.reward),
+                ("tps", run.tokens_per_s),
+                ("sph", run.steps_per_hr),
+                ("eta", run.eta_s),
+            ):
                 put(key, [name], value)
             if run.last_step_at is not None:
                 put("age", [name], max(0.0, (latest.t if latest is not None else v.now) - run.last_step_at))
@@ -211,8 +231,10 @@ class Exporter:
         try:
             self._server, _thread = start_http_server(self.port, addr=self.addr, registry=registry)
         except OSError as exc:
-            raise PrimeTrainError(f"cannot serve metrics on {self.addr}:{self.port}: {exc.strerror or exc}",
-                                  hint="pick another --metrics-port (or stop what uses that one)") from None
+            raise PrimeTrainError(
+                f"cannot serve metrics on {self.addr}:{self.port}: {exc.strerror or exc}",
+                hint="pick another --metrics-port (or stop what uses that one)",
+            ) from None
         self.port = int(self._server.server_address[1])
         return self.port
 

@@ -35,16 +35,28 @@ class IdleEvent:
 
 
 class IdleWatch:
-    def __init__(self, audit: AuditLog, *, terminate: bool = False, backup: Any = None,
-                 connect: Callable[[Pod], Connection] | None = None, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        audit: AuditLog,
+        *,
+        terminate: bool = False,
+        backup: Any = None,
+        connect: Callable[[Pod], Connection] | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
         self.audit, self.terminate, self.backup, self.connect = audit, terminate, backup, connect
         self.clock, self.sleep = clock, sleep
         self.pushed: dict[str, float] = {}  # pod id -> the idle streak (its start) already pushed
         self.failed: set[str] = set()  # pod ids whose idle termination failed: said once, retried silently
 
-    async def check(self, providers: Any, snapshots: Mapping[str, PodSnapshot], rentals: list[Rental],
-                    pod_for: Callable[[Rental], Pod | None]) -> list[IdleEvent]:
+    async def check(
+        self,
+        providers: Any,
+        snapshots: Mapping[str, PodSnapshot],
+        rentals: list[Rental],
+        pod_for: Callable[[Rental], Pod | None],
+    ) -> list[IdleEvent]:
         events: list[IdleEvent] = []
         for r in rentals:
             if r.provisional:
@@ -60,11 +72,21 @@ class IdleWatch:
             figure = IdleFigure(idle.since, idle.seconds, wasted)
             if self.pushed.get(r.pod_id) != idle.since:
                 self.pushed[r.pod_id] = idle.since
-                events.append(IdleEvent("idle", r, f"{r.name}: GPUs idle with no run — {figure.label}; it keeps "
-                                        f"billing ${r.price_hr:.2f}/hr" + (
-                                            ". It is terminated after a final backup" if self.terminate else
-                                            f" (terminate it: prime-train-tui rentals --terminate {r.name}; or set "
-                                            "[watch] terminate_idle = true)"), figure))
+                events.append(
+                    IdleEvent(
+                        "idle",
+                        r,
+                        f"{r.name}: GPUs idle with no run — {figure.label}; it keeps "
+                        f"billing ${r.price_hr:.2f}/hr"
+                        + (
+                            ". It is terminated after a final backup"
+                            if self.terminate
+                            else f" (terminate it: prime-train-tui rentals --terminate {r.name}; or set "
+                            "[watch] terminate_idle = true)"
+                        ),
+                        figure,
+                    )
+                )
             if self.terminate and providers is not None:
                 events.extend(await self._end(providers, r, pod, figure))
         return events
@@ -78,20 +100,48 @@ class IdleWatch:
             try:
                 step = await final_backup(r, self.backup, pod, self.connect)
             except Exception as exc:  # noqa: BLE001 - every failure keeps the pod, says why
-                return self._failed(r, idle, f"is idle ({idle.label}) but NOT terminated: the final backup failed "
-                                             f"({_short(exc)}). It keeps billing ${r.price_hr:.2f}/hr: back it up and "
-                                             f"terminate it by hand (prime-train-tui rentals --terminate {r.name})")
-            events.append(IdleEvent("backed-up", r, f"{r.name}: final backup before the idle termination: " +
-                                     (f"step {step} verified in the bucket" if step is not None else
-                                      "no complete checkpoint on the pod, nothing to back up"), idle, step))
+                return self._failed(
+                    r,
+                    idle,
+                    f"is idle ({idle.label}) but NOT terminated: the final backup failed "
+                    f"({_short(exc)}). It keeps billing ${r.price_hr:.2f}/hr: back it up and "
+                    f"terminate it by hand (prime-train-tui rentals --terminate {r.name})",
+                )
+            events.append(
+                IdleEvent(
+                    "backed-up",
+                    r,
+                    f"{r.name}: final backup before the idle termination: "
+                    + (
+                        f"step {step} verified in the bucket"
+                        if step is not None
+                        else "no complete checkpoint on the pod, nothing to back up"
+                    ),
+                    idle,
+                    step,
+                )
+            )
         try:
-            outcome = await terminate_rental(providers, r, self.audit, reason="idle", now=self.clock(),
-                                             sleep=self.sleep)
+            outcome = await terminate_rental(
+                providers, r, self.audit, reason="idle", now=self.clock(), sleep=self.sleep
+            )
         except Exception as exc:  # noqa: BLE001 - ProviderFailure, NotConfirmed and any transport error
-            return events + self._failed(r, idle, f"is idle ({idle.label}); terminating it failed ({_short(exc)}); "
-                                                  "retrying every pass — check the provider's console")
-        events.append(IdleEvent("terminated", r, f"{r.name} terminated after {idle.label} ({outcome})" +
-                                (f"; step {step} is in the bucket" if step is not None else ""), idle, step))
+            return events + self._failed(
+                r,
+                idle,
+                f"is idle ({idle.label}); terminating it failed ({_short(exc)}); "
+                "retrying every pass — check the provider's console",
+            )
+        events.append(
+            IdleEvent(
+                "terminated",
+                r,
+                f"{r.name} terminated after {idle.label} ({outcome})"
+                + (f"; step {step} is in the bucket" if step is not None else ""),
+                idle,
+                step,
+            )
+        )
         return events
 
     def _failed(self, r: Rental, idle: IdleFigure, why: str) -> list[IdleEvent]:

@@ -45,8 +45,11 @@ def read_holder(path: Path) -> dict[str, Any] | None:
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return None
     owner = raw_owner if isinstance(raw_owner := data.get("owner"), str) else "?"
-    since = float(since) if isinstance(since, (int, float)) and not isinstance(since, bool) and since == since \
-        and abs(since) < 1e11 else None
+    since = (
+        float(since)
+        if isinstance(since, (int, float)) and not isinstance(since, bool) and since == since and abs(since) < 1e11
+        else None
+    )
     return {"pid": pid, "owner": "".join(c for c in owner[:80] if c.isprintable()), "since": since}
 
 
@@ -94,8 +97,8 @@ class WatchLock:
                 holder = read_holder(self.path)
             raise WatcherRunning(
                 f"another watcher is running on this data dir ({self.path.parent}): {describe(holder, clock())}",
-                hint="one watcher per data dir: stop that one first, or give this one its own "
-                     "PRIME_TRAIN_TUI_DATA_DIR") from None
+                hint="one watcher per data dir: stop that one first, or give this one its own PRIME_TRAIN_TUI_DATA_DIR",
+            ) from None
         record = json.dumps({"pid": os.getpid(), "owner": owner_id(), "since": round(clock(), 3)})
         os.ftruncate(fd, 0)
         os.pwrite(fd, record.encode(), 0)

@@ -36,9 +36,15 @@ from services.tomlfile import TomlFile, show_value
 from services.watch.threads import Message, Policy, QuietHours
 
 ENV_URLS = "PRIME_TRAIN_TUI_NOTIFY"
-NOTIFY_KEYS: dict[str, Any] = {"urls": None, "min_severity": str, "quiet_hours": str, "min_interval_s": float,
-                               "resolve_after_s": float, "timeout_s": float,
-                               "retry_for_s": float}  # urls: checked here, never echoed
+NOTIFY_KEYS: dict[str, Any] = {
+    "urls": None,
+    "min_severity": str,
+    "quiet_hours": str,
+    "min_interval_s": float,
+    "resolve_after_s": float,
+    "timeout_s": float,
+    "retry_for_s": float,
+}  # urls: checked here, never echoed
 TIMEOUT_S = 20.0
 RETRY_FOR_S = 6 * 3600.0
 STUCK_MAX = 2  # sends abandoned at their deadline but still running, per target: no more are started
@@ -78,10 +84,12 @@ class NotifySettings:
     retry_for_s: float = RETRY_FOR_S
 
     def __repr__(self) -> str:  # never the URLs
-        return (f"NotifySettings(urls={[mask_url(u) for u in self.urls]}, min_severity={self.min_severity.value}, "
-                f"quiet_hours={self.quiet_hours}, min_interval_s={self.min_interval_s:g}, "
-                f"resolve_after_s={self.resolve_after_s:g}, timeout_s={self.timeout_s:g}, "
-                f"retry_for_s={self.retry_for_s:g})")
+        return (
+            f"NotifySettings(urls={[mask_url(u) for u in self.urls]}, min_severity={self.min_severity.value}, "
+            f"quiet_hours={self.quiet_hours}, min_interval_s={self.min_interval_s:g}, "
+            f"resolve_after_s={self.resolve_after_s:g}, timeout_s={self.timeout_s:g}, "
+            f"retry_for_s={self.retry_for_s:g})"
+        )
 
     def policy(self) -> Policy:
         return Policy(self.min_severity, self.min_interval_s, self.resolve_after_s, self.quiet_hours)
@@ -107,19 +115,27 @@ def notify_settings(doc: TomlFile, env: Mapping[str, str] = os.environ) -> Notif
     table = doc.table("notify", kinds=NOTIFY_KEYS)
     urls = table.get("urls", [])
     if not isinstance(urls, list):
-        raise doc.fail("notify.urls must be an array of URL strings (its value is not shown: URLs are secrets)",
-                       "notify", "urls")
+        raise doc.fail(
+            "notify.urls must be an array of URL strings (its value is not shown: URLs are secrets)", "notify", "urls"
+        )
     for i, url in enumerate(urls):
         if not isinstance(url, str) or "://" not in url:
-            raise doc.fail(f"notify.urls[{i}] is not a notification URL like \"ntfy://topic\" (not shown: "
-                           "URLs are secrets)", "notify", "urls", hint=f"each service's URL: {WIKI}")
+            raise doc.fail(
+                f'notify.urls[{i}] is not a notification URL like "ntfy://topic" (not shown: URLs are secrets)',
+                "notify",
+                "urls",
+                hint=f"each service's URL: {WIKI}",
+            )
     kw: dict[str, Any] = {"urls": tuple(urls)}
     if "min_severity" in table:
         try:
             kw["min_severity"] = Severity(table["min_severity"])
         except ValueError:
-            raise doc.fail(f"notify.min_severity must be info, warning or critical, not "
-                           f"{show_value(table['min_severity'])}", "notify", "min_severity") from None
+            raise doc.fail(
+                f"notify.min_severity must be info, warning or critical, not {show_value(table['min_severity'])}",
+                "notify",
+                "min_severity",
+            ) from None
     if "quiet_hours" in table:
         try:
             kw["quiet_hours"] = QuietHours.parse(table["quiet_hours"])
@@ -133,8 +149,11 @@ def notify_settings(doc: TomlFile, env: Mapping[str, str] = os.environ) -> Notif
     for key in ("timeout_s", "retry_for_s"):
         if key in table:
             if not table[key] > 0 or table[key] > 7 * 86400:
-                raise doc.fail(f"notify.{key} must be a number of seconds > 0 (at most a week), got "
-                               f"{show_value(table[key])}", "notify", key)
+                raise doc.fail(
+                    f"notify.{key} must be a number of seconds > 0 (at most a week), got {show_value(table[key])}",
+                    "notify",
+                    key,
+                )
             kw[key] = float(table[key])
     return NotifySettings(**kw).with_urls(env_urls(env))
 
@@ -143,8 +162,9 @@ def _apprise() -> Any:
     try:
         import apprise
     except ImportError:
-        raise PrimeTrainError("push notifications need apprise, which is not installed",
-                              hint="pip install 'prime-train-tui[watch]'") from None
+        raise PrimeTrainError(
+            "push notifications need apprise, which is not installed", hint="pip install 'prime-train-tui[watch]'"
+        ) from None
     quiet = logging.getLogger("apprise")  # it may name a URL's host or token: never in our logs
     quiet.setLevel(logging.CRITICAL + 1)
     quiet.propagate = False
@@ -174,7 +194,7 @@ class Target:
 
     @property
     def name(self) -> str:
-        """"#2 json://***": its position in the settings and its service, nothing of its address."""
+        """ "#2 json://***": its position in the settings and its service, nothing of its address."""
         return f"#{self.number} {self.shown}"
 
     def send(self, message: Message) -> tuple[bool, str]:
@@ -227,8 +247,10 @@ class Notifier:
             except Exception:  # noqa: BLE001 - a URL apprise chokes on is a bad URL, whatever it raised
                 ok = False
             if not ok:
-                raise SettingsError(f"notification URL #{i} ({mask_url(url)}) is not one apprise understands",
-                                    hint=f"check it against {WIKI} (the URL itself is not shown: it is a secret)")
+                raise SettingsError(
+                    f"notification URL #{i} ({mask_url(url)}) is not one apprise understands",
+                    hint=f"check it against {WIKI} (the URL itself is not shown: it is a secret)",
+                )
             # the service itself, not the Apprise wrapper: that one runs the push in a process-wide thread pool
             # whose threads Python joins at exit, so a push stuck there held the watcher's exit
             self.targets.append(Target(i, url, sender[0]))
@@ -247,6 +269,7 @@ class Notifier:
                 with finished:
                     results[i] = ok
                     finished.notify_all()
+
             return done
 
         started = [t.start(message, done_for(i)) for i, t in enumerate(self.targets)]
@@ -258,7 +281,10 @@ class Notifier:
 
 
 def hello_message(now_text: str) -> Message:
-    return Message("test", "[TEST] prime-train-tui notifications work",
-                   f"A test message from prime-train-tui ({now_text}). Alerts will arrive like this one: "
-                   "opened, escalated, resolved, with the pod, run, step, the evidence and the fix.",
-                   Severity.INFO)
+    return Message(
+        "test",
+        "[TEST] prime-train-tui notifications work",
+        f"A test message from prime-train-tui ({now_text}). Alerts will arrive like this one: "
+        "opened, escalated, resolved, with the pod, run, step, the evidence and the fix.",
+        Severity.INFO,
+    )

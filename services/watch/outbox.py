@@ -60,19 +60,48 @@ class Entry:
 
     def to_json(self) -> dict[str, Any]:
         m = self.message
-        return {"id": self.id, "target": self.target, "shown": self.shown, "created": round(self.created, 3),
-                "attempts": self.attempts, "next_at": round(self.next_at, 3), "error": self.error,
-                "message": {"kind": m.kind, "title": m.title, "body": m.body, "severity": m.severity.value,
-                            "tid": m.tid, "pod": m.pod, "rule": m.rule}}
+        return {
+            "id": self.id,
+            "target": self.target,
+            "shown": self.shown,
+            "created": round(self.created, 3),
+            "attempts": self.attempts,
+            "next_at": round(self.next_at, 3),
+            "error": self.error,
+            "message": {
+                "kind": m.kind,
+                "title": m.title,
+                "body": m.body,
+                "severity": m.severity.value,
+                "tid": m.tid,
+                "pod": m.pod,
+                "rule": m.rule,
+            },
+        }
 
     @classmethod
     def from_json(cls, d: Any) -> Entry | None:
         try:
             m = d["message"]
-            msg = Message(str(m["kind"]), str(m["title"]), str(m["body"])[:MAX_BODY], Severity(m["severity"]),
-                          str(m.get("tid") or ""), str(m.get("pod") or ""), str(m.get("rule") or ""))
-            return cls(str(d["id"]), str(d["target"]), str(d["shown"]), msg, _num(d["created"]),
-                       int(d.get("attempts") or 0), _num(d.get("next_at") or 0), str(d.get("error") or "")[:300])
+            msg = Message(
+                str(m["kind"]),
+                str(m["title"]),
+                str(m["body"])[:MAX_BODY],
+                Severity(m["severity"]),
+                str(m.get("tid") or ""),
+                str(m.get("pod") or ""),
+                str(m.get("rule") or ""),
+            )
+            return cls(
+                str(d["id"]),
+                str(d["target"]),
+                str(d["shown"]),
+                msg,
+                _num(d["created"]),
+                int(d.get("attempts") or 0),
+                _num(d.get("next_at") or 0),
+                str(d.get("error") or "")[:300],
+            )
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -115,14 +144,15 @@ class Outbox:
     def add(self, target: Target, message: Message) -> tuple[Entry, list[Entry]]:
         """Queue ``message`` for ``target``: (the entry, the oldest entries dropped to make room)."""
         if len(message.body) > MAX_BODY:
-            message = replace(message, body=message.body[:MAX_BODY - 1] + "…")
+            message = replace(message, body=message.body[: MAX_BODY - 1] + "…")
         self._n += 1
         now = self.clock()
-        entry = Entry(f"{int(now * 1000):x}-{os.getpid():x}-{self._n}", target.key, target.name, message, now,
-                      next_at=now)
+        entry = Entry(
+            f"{int(now * 1000):x}-{os.getpid():x}-{self._n}", target.key, target.name, message, now, next_at=now
+        )
         self.entries.append(entry)
         dropped = self.entries[:-MAX_ENTRIES] if len(self.entries) > MAX_ENTRIES else []
-        del self.entries[:len(dropped)]
+        del self.entries[: len(dropped)]
         return entry, dropped
 
     def head(self, key: str) -> Entry | None:
@@ -136,8 +166,17 @@ class Outbox:
         """For the state file: what waits, per target (masked)."""
         per: dict[str, dict[str, Any]] = {}
         for e in self.entries:
-            t = per.setdefault(e.target, {"target": e.shown, "pending": 0, "oldest": round(e.created, 3),
-                                          "attempts": e.attempts, "next_at": round(e.next_at, 3), "error": e.error})
+            t = per.setdefault(
+                e.target,
+                {
+                    "target": e.shown,
+                    "pending": 0,
+                    "oldest": round(e.created, 3),
+                    "attempts": e.attempts,
+                    "next_at": round(e.next_at, 3),
+                    "error": e.error,
+                },
+            )
             t["pending"] += 1
         return {"pending": len(self.entries), "targets": list(per.values())}
 
@@ -149,8 +188,16 @@ class Outbox:
 class Dispatcher:
     """One sender task per target over the outbox (see the module's docstring). Runs in the watcher's loop."""
 
-    def __init__(self, notifier: Notifier, outbox: Outbox, report: Report, *, retry_for_s: float,
-                 retry_base_s: float = RETRY_BASE_S, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        notifier: Notifier,
+        outbox: Outbox,
+        report: Report,
+        *,
+        retry_for_s: float,
+        retry_base_s: float = RETRY_BASE_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.notifier, self.outbox, self.report, self.clock = notifier, outbox, report, clock
         self.retry_for_s, self.retry_base_s = retry_for_s, retry_base_s
         self._wake: dict[str, asyncio.Event] = {}
@@ -164,8 +211,11 @@ class Dispatcher:
         for entry in kept:  # a new watcher tries at once (a restart is rare: systemd spaces them)
             entry.next_at = min(entry.next_at, now)
         if dropped:
-            self.report("notification dropped", logging.WARNING,
-                        {"dropped": dropped, "why": "their target is no longer in the notification URLs"})
+            self.report(
+                "notification dropped",
+                logging.WARNING,
+                {"dropped": dropped, "why": "their target is no longer in the notification URLs"},
+            )
             self._save()
         for target in self.notifier.targets:
             self._wake[target.key] = asyncio.Event()
@@ -176,8 +226,11 @@ class Dispatcher:
         for target in self.notifier.targets:
             _, dropped = self.outbox.add(target, message)
             for old in dropped:
-                self.report("notification dropped", logging.WARNING,
-                            {**old.fields(), "why": f"more than {MAX_ENTRIES} pushes were waiting"})
+                self.report(
+                    "notification dropped",
+                    logging.WARNING,
+                    {**old.fields(), "why": f"more than {MAX_ENTRIES} pushes were waiting"},
+                )
             self._wake[target.key].set()
         self._save()
 
@@ -213,9 +266,16 @@ class Dispatcher:
             if now - entry.created > self.retry_for_s:
                 self.outbox.remove(entry)
                 self._save()
-                self.report("notification expired", logging.ERROR,
-                            {**entry.fields(), "attempts": entry.attempts, "error": entry.error,
-                             "why": f"not delivered within {self.retry_for_s:g} s"})
+                self.report(
+                    "notification expired",
+                    logging.ERROR,
+                    {
+                        **entry.fields(),
+                        "attempts": entry.attempts,
+                        "error": entry.error,
+                        "why": f"not delivered within {self.retry_for_s:g} s",
+                    },
+                )
                 continue
             if entry.next_at > now:
                 wake.clear()
@@ -237,10 +297,20 @@ class Dispatcher:
             entry.next_at, entry.error = self.clock() + delay, why
             self._save()
             expires = entry.created + self.retry_for_s
-            self.report("notification failed", logging.WARNING,
-                        {**entry.fields(), "attempts": entry.attempts, "error": why,
-                         **({"retry_in_s": round(delay, 1)} if entry.next_at <= expires else
-                            {"retry_in_s": None, "why": "it expires before another try"})})
+            self.report(
+                "notification failed",
+                logging.WARNING,
+                {
+                    **entry.fields(),
+                    "attempts": entry.attempts,
+                    "error": why,
+                    **(
+                        {"retry_in_s": round(delay, 1)}
+                        if entry.next_at <= expires
+                        else {"retry_in_s": None, "why": "it expires before another try"}
+                    ),
+                },
+            )
 
     async def _attempt(self, target: Target, message: Message) -> tuple[bool, str]:
         loop = asyncio.get_running_loop()
@@ -264,5 +334,8 @@ class Dispatcher:
         try:
             self.outbox.save()
         except OSError as exc:
-            self.report("cannot write the notification outbox", logging.ERROR,
-                        {"path": str(self.outbox.path), "error": exc.strerror or str(exc)})
+            self.report(
+                "cannot write the notification outbox",
+                logging.ERROR,
+                {"path": str(self.outbox.path), "error": exc.strerror or str(exc)},
+            )

@@ -65,9 +65,18 @@ class WatchState:
 
     def save(self, book: AlertBook) -> None:
         now = self.clock()
-        doc = {"version": VERSION, "pid": os.getpid(), "owner": owner_id(), "started": round(self.started, 3),
-               "updated": round(now, 3), "stopped": self.stopped, "pods": self.pods,
-               "threads": [th.to_json() for th in book.threads()], "actions": list(self.actions), "outbox": self.outbox}
+        doc = {
+            "version": VERSION,
+            "pid": os.getpid(),
+            "owner": owner_id(),
+            "started": round(self.started, 3),
+            "updated": round(now, 3),
+            "stopped": self.stopped,
+            "pods": self.pods,
+            "threads": [th.to_json() for th in book.threads()],
+            "actions": list(self.actions),
+            "outbox": self.outbox,
+        }
         atomic_write_text(self.path, json.dumps(doc, indent=1, default=str), mode=0o600)
         self.saved_at = now
 
@@ -84,8 +93,11 @@ def read_state(path: Path) -> dict[str, Any] | None:
 
 
 def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
-        and abs(value) < 1e11 else None
+    return (
+        float(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) < 1e11
+        else None
+    )
 
 
 def _clock(t: float) -> str:
@@ -116,8 +128,11 @@ def watch_notice(data_dir: Path, now: float | None = None, *, mark: bool = True)
         head = f"A watcher is running (pid {holder['pid']}" + (f", since {_clock(since)})" if since else ")")
     else:
         stopped = _num((state or {}).get("stopped")) or _num((state or {}).get("updated"))
-        head = "No watcher is running" + (f" (the last one stopped at {_clock(stopped)})" if stopped else "") + \
-               ": alerts are pushed only while one runs (a watcher keeps watching with this app closed: docs/watch.md)"
+        head = (
+            "No watcher is running"
+            + (f" (the last one stopped at {_clock(stopped)})" if stopped else "")
+            + ": alerts are pushed only while one runs (a watcher keeps watching with this app closed: docs/watch.md)"
+        )
     did = _did(state, seen) + _waiting(state)
     threads = [th for th in (Thread.from_json(t) for t in (state or {}).get("threads") or []) if th is not None]
     new = [th for th in threads if seen is None or th.opened > seen]
@@ -137,32 +152,49 @@ NAMED = ("deadline ", "budget ", "backup ", "preempted", "auto-resume ", "cleanu
 
 
 def _did(state: dict[str, Any] | None, seen: float | None) -> str:
-    """" While the TUI was closed it did: 21:40 p1 terminated over its budget; ..." (the last 4), or ""."""
+    """ " While the TUI was closed it did: 21:40 p1 terminated over its budget; ..." (the last 4), or ""."""
     if seen is None:
         return ""
-    done = [a for a in (state or {}).get("actions") or [] if isinstance(a, dict) and isinstance(a.get("what"), str)
-            and a["what"].startswith(NAMED) and (_num(a.get("t")) or 0) > seen]
+    done = [
+        a
+        for a in (state or {}).get("actions") or []
+        if isinstance(a, dict)
+        and isinstance(a.get("what"), str)
+        and a["what"].startswith(NAMED)
+        and (_num(a.get("t")) or 0) > seen
+    ]
     if not done:
         return ""
-    said = [f"{_clock(_num(a['t']) or 0)} " + str(a.get("message") or f"{a['what']} {a.get('pod') or ''}")[:160]
-            for a in done[-4:]]
+    said = [
+        f"{_clock(_num(a['t']) or 0)} " + str(a.get("message") or f"{a['what']} {a.get('pod') or ''}")[:160]
+        for a in done[-4:]
+    ]
     more = f" (and {len(done) - 4} more)" if len(done) > 4 else ""
     return " While the TUI was closed it did: " + "; ".join(said) + more + "."
 
 
 def _waiting(state: dict[str, Any] | None) -> str:
-    """" 3 push(es) not delivered yet: #2 json://*** fails (no complete answer within 20 s)." or ""."""
+    """ " 3 push(es) not delivered yet: #2 json://*** fails (no complete answer within 20 s)." or ""."""
     box = (state or {}).get("outbox")
     targets = box.get("targets") if isinstance(box, dict) else None
     if not isinstance(targets, list):
         return ""
-    failing = [t for t in targets if isinstance(t, dict) and isinstance(t.get("pending"), int) and t["pending"] > 0
-               and isinstance(t.get("attempts"), int) and t["attempts"] > 0]
+    failing = [
+        t
+        for t in targets
+        if isinstance(t, dict)
+        and isinstance(t.get("pending"), int)
+        and t["pending"] > 0
+        and isinstance(t.get("attempts"), int)
+        and t["attempts"] > 0
+    ]
     if not failing:
         return ""
     total = sum(t["pending"] for t in failing)
-    said = [f"{str(t.get('target'))[:40]} fails" + (f" ({str(t['error'])[:80]})" if t.get("error") else "")
-            for t in failing[:3]]
+    said = [
+        f"{str(t.get('target'))[:40]} fails" + (f" ({str(t['error'])[:80]})" if t.get("error") else "")
+        for t in failing[:3]
+    ]
     return f" {total} push(es) not delivered yet, retried while a watcher runs: " + "; ".join(said) + "."
 
 
@@ -171,7 +203,12 @@ def watcher_status(data_dir: Path) -> str:
     holder = read_holder(Path(data_dir) / LOCK_NAME)
     if holder_alive(holder):
         since = _num(holder.get("since"))
-        return (f"A watcher is running (pid {holder['pid']}" + (f", since {_clock(since)}" if since else "") +
-                "): it warns at 80 % of a budget and enforces deadlines with the TUI closed.")
-    return ("No watcher is running: budgets are not enforced, and deadlines only while this app is open (a "
-            "watcher keeps them with the app closed: docs/watch.md).")
+        return (
+            f"A watcher is running (pid {holder['pid']}"
+            + (f", since {_clock(since)}" if since else "")
+            + "): it warns at 80 % of a budget and enforces deadlines with the TUI closed."
+        )
+    return (
+        "No watcher is running: budgets are not enforced, and deadlines only while this app is open (a "
+        "watcher keeps them with the app closed: docs/watch.md)."
+    )

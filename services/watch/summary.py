@@ -21,13 +21,19 @@ def unreachable_alert(snap: PodSnapshot, down_since: float, now: float) -> Alert
     state = snap.status.state
     why = f"{state.value}" + (f": {snap.status.reason}" if snap.status.reason else "")
     if state in (PodState.HOSTKEY_UNKNOWN, PodState.HOSTKEY_CHANGED, PodState.AUTH_FAILED):
-        fix = ("Open the TUI on this pod (the watcher never trusts a host key nor changes keys), or fix "
-               "~/.ssh/known_hosts and the key by hand.")
+        fix = (
+            "Open the TUI on this pod (the watcher never trusts a host key nor changes keys), or fix "
+            "~/.ssh/known_hosts and the key by hand."
+        )
     else:
-        fix = ("Check the pod with ssh and in the provider's console; if it is gone, restore the run from the "
-               "bucket and resume elsewhere.")
-    msg = (f"No sample from {snap.pod.name} for {_dur(now - down_since)} ({why[:300]}). A spot pod taken back, a "
-           f"crashed machine or a network cut looks like this, and its run may be stopped. {fix}")
+        fix = (
+            "Check the pod with ssh and in the provider's console; if it is gone, restore the run from the "
+            "bucket and resume elsewhere."
+        )
+    msg = (
+        f"No sample from {snap.pod.name} for {_dur(now - down_since)} ({why[:300]}). A spot pod taken back, a "
+        f"crashed machine or a network cut looks like this, and its run may be stopped. {fix}"
+    )
     return Alert(UNREACHABLE, Severity.WARNING, "Pod unreachable", msg, since=down_since)
 
 
@@ -36,17 +42,32 @@ def run_json(snap: PodSnapshot, now: float) -> dict[str, Any] | None:
     if run is None:
         return None
     t = snap.latest.t if snap.latest is not None else now
-    return {"step": run.step, "max_steps": run.max_steps, "loss": run.loss, "reward": run.reward,
-            "tokens_per_s": run.tokens_per_s, "steps_per_hr": run.steps_per_hr, "eta_s": run.eta_s,
-            "step_age_s": None if run.last_step_at is None else round(max(0.0, t - run.last_step_at), 1),
-            "cost_so_far": run.cost_so_far, "cost_basis": run.cost_basis, "finished": run.finished,
-            "phase": run.phase}
+    return {
+        "step": run.step,
+        "max_steps": run.max_steps,
+        "loss": run.loss,
+        "reward": run.reward,
+        "tokens_per_s": run.tokens_per_s,
+        "steps_per_hr": run.steps_per_hr,
+        "eta_s": run.eta_s,
+        "step_age_s": None if run.last_step_at is None else round(max(0.0, t - run.last_step_at), 1),
+        "cost_so_far": run.cost_so_far,
+        "cost_basis": run.cost_basis,
+        "finished": run.finished,
+        "phase": run.phase,
+    }
 
 
 def alert_json(a: Alert) -> dict[str, Any]:
     evidence, fix = split_fix(a.message)
-    return {"id": a.id, "severity": a.severity.value, "title": a.title, "message": a.message, "fix": fix,
-            "line": a.line}
+    return {
+        "id": a.id,
+        "severity": a.severity.value,
+        "title": a.title,
+        "message": a.message,
+        "fix": fix,
+        "line": a.line,
+    }
 
 
 def pod_json(snap: PodSnapshot, now: float, extra: tuple[Alert, ...] = ()) -> dict[str, Any]:
@@ -66,5 +87,8 @@ def pod_json(snap: PodSnapshot, now: float, extra: tuple[Alert, ...] = ()) -> di
 
 def brief_json(snap: PodSnapshot) -> dict[str, Any]:
     """The state file's line per pod (what changes rarely: the file is rewritten when it does)."""
-    return {"state": snap.status.state.value, "step": snap.run.step if snap.run is not None else None,
-            "alerts": [a.id for a in snap.alerts]}
+    return {
+        "state": snap.status.state.value,
+        "step": snap.run.step if snap.run is not None else None,
+        "alerts": [a.id for a in snap.alerts],
+    }

@@ -41,7 +41,7 @@ class QuietHours:
     def parse(cls, text: str) -> QuietHours:
         m = re.fullmatch(r"\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*", text or "")
         if m is None:
-            raise ValueError(f"quiet_hours must look like \"22:00-07:00\", not {text!r}")
+            raise ValueError(f'quiet_hours must look like "22:00-07:00", not {text!r}')
         h1, m1, h2, m2 = map(int, m.groups())
         if h1 > 23 or h2 > 23 or m1 > 59 or m2 > 59:
             raise ValueError(f"quiet_hours has a time that does not exist: {text!r}")
@@ -102,6 +102,7 @@ class Thread:
         """A thread from the state file; anything malformed is None (the state file is only our memory)."""
         if not isinstance(data, dict):
             return None
+
         def number(v: Any) -> bool:
             return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) < 1e11
 
@@ -111,8 +112,11 @@ class Thread:
         except (TypeError, ValueError, KeyError):
             return None
         texts = (th.tid, th.pod, th.rule, th.title, th.message, th.held)
-        if not all(isinstance(t, str) for t in texts) or not number(th.opened) or not all(
-                v is None or number(v) for v in (th.clear_since, th.resolved)):
+        if (
+            not all(isinstance(t, str) for t in texts)
+            or not number(th.opened)
+            or not all(v is None or number(v) for v in (th.clear_since, th.resolved))
+        ):
             return None
         if not (th.step is None or (isinstance(th.step, int) and not isinstance(th.step, bool))):
             th.step = None
@@ -152,7 +156,7 @@ def split_fix(message: str) -> tuple[str, str]:
     note = ""
     m = re.search(r"(?<=\.)\s*(\([^()]*\))$", text)
     if m:
-        text, note = text[:m.start()].rstrip(), m.group(1)
+        text, note = text[: m.start()].rstrip(), m.group(1)
     if " — " in text:
         evidence, fix = text.rsplit(" — ", 1)
     else:
@@ -183,8 +187,11 @@ def compose(kind: str, th: Thread, now: float) -> Message:
     where = f"pod {th.pod} · run {th.run_dir or 'unknown'} · step {step}"
     if kind == "resolved":
         cleared = th.resolved if th.resolved is not None else now
-        body = [f"Resolved: {th.title} ({th.rule}) on {th.pod} — clear since {_clock(cleared)}, "
-                f"{_dur(cleared - th.opened)} after it opened.", where]
+        body = [
+            f"Resolved: {th.title} ({th.rule}) on {th.pod} — clear since {_clock(cleared)}, "
+            f"{_dur(cleared - th.opened)} after it opened.",
+            where,
+        ]
         sev = Severity.INFO
     else:
         evidence, fix = split_fix(th.message)
@@ -225,8 +232,16 @@ class AlertBook:
             else:
                 self.history.append(th)
 
-    def update(self, pod: str, alerts: Sequence[Alert], now: float, *, step: int | None = None,
-               run_dir: str | None = None, keep_absent: bool = False) -> list[Event]:
+    def update(
+        self,
+        pod: str,
+        alerts: Sequence[Alert],
+        now: float,
+        *,
+        step: int | None = None,
+        run_dir: str | None = None,
+        keep_absent: bool = False,
+    ) -> list[Event]:
         """One evaluation of ``pod``: ``alerts`` are its alerts now. ``keep_absent``: the pod's state is not
         known (unreachable), so a rule missing from ``alerts`` is not taken as clear."""
         events: list[Event] = []
@@ -238,8 +253,17 @@ class AlertBook:
             seen.add(key)
             th = self.open.get(key)
             if th is None:
-                th = Thread(thread_id(pod, a.id, now), pod, a.id, a.title, a.severity.value, now, a.message,
-                            step=step, run_dir=run_dir)
+                th = Thread(
+                    thread_id(pod, a.id, now),
+                    pod,
+                    a.id,
+                    a.title,
+                    a.severity.value,
+                    now,
+                    a.message,
+                    step=step,
+                    run_dir=run_dir,
+                )
                 self.open[key] = th
                 self.opened_total[key] += 1
                 events.append(self._open(th, now, "opened", first=True))
@@ -270,8 +294,11 @@ class AlertBook:
                 del self.open[key]
                 th.resolved = th.clear_since
                 self.history.append(th)
-                events.append(self._event("resolved", th, now, push=th.notified,
-                                          held="" if th.notified else "its opening was never sent"))
+                events.append(
+                    self._event(
+                        "resolved", th, now, push=th.notified, held="" if th.notified else "its opening was never sent"
+                    )
+                )
         return events
 
     def _open(self, th: Thread, now: float, kind: str, *, first: bool) -> Event:

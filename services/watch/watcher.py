@@ -74,10 +74,18 @@ class WatchOptions:
 
 
 class Watcher:
-    def __init__(self, pods: list[Pod], options: WatchOptions, *, monitor_settings: MonitorSettings = MonitorSettings(),
-                 providers: Callable[[], Any] | None = None, clock: Callable[[], float] = time.time,
-                 connector: ConnectionFactory | None = None, out: Out | None = None,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        pods: list[Pod],
+        options: WatchOptions,
+        *,
+        monitor_settings: MonitorSettings = MonitorSettings(),
+        providers: Callable[[], Any] | None = None,
+        clock: Callable[[], float] = time.time,
+        connector: ConnectionFactory | None = None,
+        out: Out | None = None,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
         self.pods, self.options, self.clock, self.out = list(pods), options, clock, out
         self.sleep = sleep  # the waits of a terminate's verification (tests: none)
         self.monitor_settings, self.providers, self.connector = monitor_settings, providers, connector
@@ -91,25 +99,49 @@ class Watcher:
         self.rentals: tuple[Rental, ...] = ()
         self.ledger = SpendLedger(Path(options.data_dir) / LEDGER_NAME)
         self.spends: tuple[Spend, ...] = ()
-        self.budget = BudgetWatch(self.audit, terminate=options.terminate_over_budget, backup=options.backup,
-                                  pod_for=self._pod_for, connect=connector, clock=clock, sleep=sleep)
-        self.idle = IdleWatch(self.audit, terminate=options.terminate_idle, backup=options.backup, connect=connector,
-                              clock=clock, sleep=sleep)
+        self.budget = BudgetWatch(
+            self.audit,
+            terminate=options.terminate_over_budget,
+            backup=options.backup,
+            pod_for=self._pod_for,
+            connect=connector,
+            clock=clock,
+            sleep=sleep,
+        )
+        self.idle = IdleWatch(
+            self.audit,
+            terminate=options.terminate_idle,
+            backup=options.backup,
+            connect=connector,
+            clock=clock,
+            sleep=sleep,
+        )
         self._deadline_watch: Any = None
         self.backups = WatchBackups(options.backup, self._backup_event, connect=connector, clock=clock)
         from services.lifecycle.preemption import AutoResumePolicy, AutoResumer, PreemptionTracker
 
-        policy = AutoResumePolicy.from_settings(options.lifecycle) if options.lifecycle is not None \
-            else AutoResumePolicy()
-        self.preemption = PreemptionTracker(Path(options.data_dir) / "runs", down_after=options.preempt_after_s,
-                                            policy=policy, clock=clock)
+        policy = (
+            AutoResumePolicy.from_settings(options.lifecycle) if options.lifecycle is not None else AutoResumePolicy()
+        )
+        self.preemption = PreemptionTracker(
+            Path(options.data_dir) / "runs", down_after=options.preempt_after_s, policy=policy, clock=clock
+        )
         # auto-resume, opt-in as in the TUI ([lifecycle] auto_resume): the ordinary resume path, newest complete
         # checkpoint or the verified backup; one at a time per run (the tracker never decides a run twice)
-        self.resumer = AutoResumer(self.preemption, options.lifecycle, connect=connector or open_connection,
-                                   backup=options.backup) if policy.enabled else None
+        self.resumer = (
+            AutoResumer(self.preemption, options.lifecycle, connect=connector or open_connection, backup=options.backup)
+            if policy.enabled
+            else None
+        )
         self._resumes: dict[str, asyncio.Future] = {}
-        self.cleanup = WatchCleanup(options.lifecycle, options.backup, self._cleanup_event, approved=options.cleanup,
-                                    connect=connector or open_connection, clock=clock)
+        self.cleanup = WatchCleanup(
+            options.lifecycle,
+            options.backup,
+            self._cleanup_event,
+            approved=options.cleanup,
+            connect=connector or open_connection,
+            clock=clock,
+        )
         self._acting = False  # run(): backups and preemption act; once(): they only look
         self._said_no_keys = False
         self.last_sweep: Any = None  # services.offers.sweep.Sweep
@@ -135,23 +167,34 @@ class Watcher:
             self.cleanup.add(pod)
         waiting = 0
         if self.notifier:
-            self.dispatch = Dispatcher(self.notifier, Outbox(self.options.data_dir, clock=self.clock),
-                                       self._notified, retry_for_s=self.options.notify.retry_for_s,
-                                       retry_base_s=self.options.retry_base_s, clock=self.clock)
+            self.dispatch = Dispatcher(
+                self.notifier,
+                Outbox(self.options.data_dir, clock=self.clock),
+                self._notified,
+                retry_for_s=self.options.notify.retry_for_s,
+                retry_base_s=self.options.retry_base_s,
+                clock=self.clock,
+            )
             waiting = self.dispatch.start()
             self.state.outbox = self.dispatch.outbox.summary()
         deadlines = asyncio.ensure_future(self._deadlines())
         sweeps = asyncio.ensure_future(self._sweeps()) if self.options.sweep_minutes > 0 else None
         try:
-            self._say("watch started", pods=[p.name for p in self.pods], notify=self.options.notify.masked,
-                      metrics=None if self.exporter is None else
-                      f"http://{self.exporter.addr}:{self.exporter.port}/metrics",
-                      **({"notifications_waiting": waiting} if waiting else {}))
+            self._say(
+                "watch started",
+                pods=[p.name for p in self.pods],
+                notify=self.options.notify.masked,
+                metrics=None if self.exporter is None else f"http://{self.exporter.addr}:{self.exporter.port}/metrics",
+                **({"notifications_waiting": waiting} if waiting else {}),
+            )
             if self.exporter is not None and not is_loopback(self.exporter.addr):
-                self._say("metrics served with no login", logging.WARNING,
-                          message=f"serving metrics on {self.exporter.addr}:{self.exporter.port} with no login: "
-                                  "anyone on the network who can reach it can read your pods' names, runs, "
-                                  "GPUs and spend")
+                self._say(
+                    "metrics served with no login",
+                    logging.WARNING,
+                    message=f"serving metrics on {self.exporter.addr}:{self.exporter.port} with no login: "
+                    "anyone on the network who can reach it can read your pods' names, runs, "
+                    "GPUs and spend",
+                )
             for notice in self.options.notices:
                 self._say("settings notice", logging.WARNING, message=notice)
             self.state.record("started", pods=[p.name for p in self.pods])
@@ -204,8 +247,14 @@ class Watcher:
         if old is None or old.status.state is not snap.status.state:
             self._dirty = True
             level = logging.INFO if snap.status.state in (PodState.ONLINE, PodState.CONNECTING) else logging.WARNING
-            event(log, "pod state", level, pod=snap.pod.name, state=snap.status.state.value,
-                  reason=snap.status.reason[:300])
+            event(
+                log,
+                "pod state",
+                level,
+                pod=snap.pod.name,
+                state=snap.status.state.value,
+                reason=snap.status.reason[:300],
+            )
 
     def _rented_at(self, pod: Pod) -> float | None:
         for r in self.rentals:
@@ -215,8 +264,10 @@ class Watcher:
 
     def _pod_for(self, r: Rental) -> Pod | None:
         """The watched pod a rental is (by provider id, else by name)."""
-        return next((p for p in self.pods if p.provider_id and (p.provider, p.provider_id) == (r.provider, r.pod_id)),
-                    next((p for p in self.pods if p.name == r.name), None))
+        return next(
+            (p for p in self.pods if p.provider_id and (p.provider, p.provider_id) == (r.provider, r.pod_id)),
+            next((p for p in self.pods if p.name == r.name), None),
+        )
 
     # ------------------------------------------------------------------ alerts
     def evaluate(self, now: float | None = None) -> list[Event]:
@@ -251,8 +302,15 @@ class Watcher:
         held = ev.held if ev.message is None else ""
         if ev.message is not None and not self.notifier:
             held = "no notification URLs ([notify] urls or --notify)"
-        fields = {"pod": th.pod, "rule": th.rule, "severity": th.severity, "tid": th.tid, "title": th.title,
-                  "step": th.step, "pushed": ev.message is not None and bool(self.notifier)}
+        fields = {
+            "pod": th.pod,
+            "rule": th.rule,
+            "severity": th.severity,
+            "tid": th.tid,
+            "title": th.title,
+            "step": th.step,
+            "pushed": ev.message is not None and bool(self.notifier),
+        }
         if held:
             fields["held"] = held
         level = logging.WARNING if ev.kind != "resolved" and Severity(th.severity).rank >= 1 else logging.INFO
@@ -307,8 +365,12 @@ class Watcher:
             if self.rentals and self.providers is None:
                 if not self._said_no_keys:
                     self._said_no_keys = True
-                    event(log, "rentals are open but no provider client: deadlines and budgets are not enforced",
-                          logging.WARNING, rentals=[r.name for r in self.rentals])
+                    event(
+                        log,
+                        "rentals are open but no provider client: deadlines and budgets are not enforced",
+                        logging.WARNING,
+                        rentals=[r.name for r in self.rentals],
+                    )
             elif self.rentals and self.providers is not None:
                 async with self.providers() as providers:
                     for ev in await self._deadline_watch.check(providers):
@@ -327,8 +389,13 @@ class Watcher:
         try:
             self.spends = tuple(await asyncio.to_thread(self.ledger.sync, self.audit, self.clock()))
         except OSError as exc:
-            event(log, "cannot write the spend ledger", logging.ERROR, path=str(self.ledger.path),
-                  error=exc.strerror or str(exc))
+            event(
+                log,
+                "cannot write the spend ledger",
+                logging.ERROR,
+                path=str(self.ledger.path),
+                error=exc.strerror or str(exc),
+            )
 
     async def _sweeps(self) -> None:
         while True:
@@ -359,40 +426,74 @@ class Watcher:
             if (row.provider, row.pod_id) in self.orphans_pushed:
                 continue
             self.orphans_pushed.add((row.provider, row.pod_id))
-            fields = {"pod": row.name, "provider": row.provider, "pod_id": row.pod_id, "state": row.state,
-                      "price_hr": row.price_hr}
+            fields = {
+                "pod": row.name,
+                "provider": row.provider,
+                "pod_id": row.pod_id,
+                "state": row.state,
+                "price_hr": row.price_hr,
+            }
             self._say("billing orphan", logging.ERROR, message=row.message, **fields)
             self.state.record("billing orphan", message=row.message, **fields)
             self._dirty = True
-            self.push(Message("sweep", f"[BILLING] {row.provider} pod {row.name}: still listed after its terminate",
-                              describe(row) + ". Terminate it in the provider's console (or again from here).",
-                              Severity.CRITICAL, pod=row.name))
+            self.push(
+                Message(
+                    "sweep",
+                    f"[BILLING] {row.provider} pod {row.name}: still listed after its terminate",
+                    describe(row) + ". Terminate it in the provider's console (or again from here).",
+                    Severity.CRITICAL,
+                    pod=row.name,
+                )
+            )
         return result
 
     async def _budget_event(self, ev: BudgetEvent) -> None:
         r = ev.rental
-        fields = {"pod": r.name, "provider": r.provider, "pod_id": r.pod_id, "kind": ev.kind,
-                  "budget_usd": r.budget_usd, "step": ev.step}
+        fields = {
+            "pod": r.name,
+            "provider": r.provider,
+            "pod_id": r.pod_id,
+            "kind": ev.kind,
+            "budget_usd": r.budget_usd,
+            "step": ev.step,
+        }
         level = logging.ERROR if ev.kind in ("failed", "over") else logging.WARNING
         self._say(f"budget {ev.kind}", level, message=ev.message, **fields)
         self.state.record(f"budget {ev.kind}", message=ev.message, **fields)
         self._dirty = True
-        sev = Severity.CRITICAL if ev.kind in ("failed", "over") else \
-            Severity.WARNING if ev.kind in ("warn", "terminated") else Severity.INFO
+        sev = (
+            Severity.CRITICAL
+            if ev.kind in ("failed", "over")
+            else Severity.WARNING
+            if ev.kind in ("warn", "terminated")
+            else Severity.INFO
+        )
         self.push(Message("budget", f"[BUDGET] {r.name}: {ev.kind}", ev.message, sev, pod=r.name))
         if ev.kind == "terminated":
             await self._forget_pod(r.name)
 
     async def _idle_event(self, ev: IdleEvent) -> None:
         r = ev.rental
-        fields = {"pod": r.name, "provider": r.provider, "pod_id": r.pod_id, "kind": ev.kind,
-                  "idle_s": round(ev.idle.seconds), "wasted_usd": ev.idle.wasted_usd, "step": ev.step}
+        fields = {
+            "pod": r.name,
+            "provider": r.provider,
+            "pod_id": r.pod_id,
+            "kind": ev.kind,
+            "idle_s": round(ev.idle.seconds),
+            "wasted_usd": ev.idle.wasted_usd,
+            "step": ev.step,
+        }
         level = logging.ERROR if ev.kind == "failed" else logging.WARNING
         self._say(f"idle {ev.kind}", level, message=ev.message, **fields)
         self.state.record(f"idle {ev.kind}", message=ev.message, **fields)
         self._dirty = True
-        sev = Severity.CRITICAL if ev.kind == "failed" else \
-            Severity.WARNING if ev.kind in ("idle", "terminated") else Severity.INFO
+        sev = (
+            Severity.CRITICAL
+            if ev.kind == "failed"
+            else Severity.WARNING
+            if ev.kind in ("idle", "terminated")
+            else Severity.INFO
+        )
         title = f"[IDLE] {r.name}: {ev.idle.label}" if ev.kind == "idle" else f"[IDLE] {r.name}: {ev.kind}"
         self.push(Message("idle", title, ev.message, sev, pod=r.name))
         if ev.kind == "terminated":
@@ -403,8 +504,15 @@ class Watcher:
         self.state.record(what, **fields)
         self._dirty = True
         if what == "backup failed":
-            self.push(Message("backup", f"[BACKUP] {fields.get('pod')}: failed", str(fields.get("message")),
-                              Severity.WARNING, pod=str(fields.get("pod") or "")))
+            self.push(
+                Message(
+                    "backup",
+                    f"[BACKUP] {fields.get('pod')}: failed",
+                    str(fields.get("message")),
+                    Severity.WARNING,
+                    pod=str(fields.get("pod") or ""),
+                )
+            )
 
     def _cleanup_event(self, what: str, level: int, fields: dict[str, Any]) -> None:
         """A cleanup daemon's outcome (services/watch/cleanup.py): logged and recorded; the preview waiting for an
@@ -419,8 +527,9 @@ class Watcher:
             body = str(fields.get("message")) + ".\n\n" + "\n".join(preview or ())
             self.push(Message("cleanup", f"[CLEANUP] {pod}: waiting for your approval", body, Severity.INFO, pod=pod))
         elif what == "cleanup failed":
-            self.push(Message("cleanup", f"[CLEANUP] {pod}: failed", str(fields.get("message")), Severity.WARNING,
-                              pod=pod))
+            self.push(
+                Message("cleanup", f"[CLEANUP] {pod}: failed", str(fields.get("message")), Severity.WARNING, pod=pod)
+            )
 
     def _preempted(self, decisions: list[Any]) -> None:
         """The preemption tracker's decisions: a run marked interrupted (its pod lost) is said and pushed; with
@@ -439,19 +548,35 @@ class Watcher:
                 self._say("auto-resume gave up", logging.WARNING, **fields)
                 self.state.record("auto-resume gave up", **fields)
                 self._dirty = True
-                self.push(Message("auto-resume", f"[AUTO-RESUME] {d.pod}: run {d.run_id} not resumed", d.reason +
-                                  ". Resume it by hand from its newest checkpoint or its verified backup.",
-                                  Severity.WARNING, pod=d.pod))
+                self.push(
+                    Message(
+                        "auto-resume",
+                        f"[AUTO-RESUME] {d.pod}: run {d.run_id} not resumed",
+                        d.reason + ". Resume it by hand from its newest checkpoint or its verified backup.",
+                        Severity.WARNING,
+                        pod=d.pod,
+                    )
+                )
                 continue
             self._say(f"preempted {d.kind}", logging.WARNING, **fields)
             self.state.record(f"preempted {d.kind}", **fields)
             self._record_preemption(d)
             self._dirty = True
-            then = (" Auto-resume is on: the watcher resumes it when "
-                    f"{self.preemption.policy.target_pod or d.pod} answers again." if self.resumer is not None else
-                    " Resume it from its newest checkpoint or its verified backup (prime-train-tui resume).")
-            self.push(Message("preempted", f"[PREEMPTED] {d.pod}: run {d.run_id} interrupted", d.reason + "." + then,
-                              Severity.CRITICAL, pod=d.pod))
+            then = (
+                " Auto-resume is on: the watcher resumes it when "
+                f"{self.preemption.policy.target_pod or d.pod} answers again."
+                if self.resumer is not None
+                else " Resume it from its newest checkpoint or its verified backup (prime-train-tui resume)."
+            )
+            self.push(
+                Message(
+                    "preempted",
+                    f"[PREEMPTED] {d.pod}: run {d.run_id} interrupted",
+                    d.reason + "." + then,
+                    Severity.CRITICAL,
+                    pod=d.pod,
+                )
+            )
 
     def _record_preemption(self, d: Any) -> None:
         """A rental's pod lost with its run: one "preempted" record in the audit log, which the spend ledger counts
@@ -462,8 +587,9 @@ class Watcher:
         if r is None:
             return
         try:
-            self.audit.append(PREEMPTED, now=self.clock(), provider=r.provider, pod_id=r.pod_id, name=r.name,
-                              run_id=d.run_id)
+            self.audit.append(
+                PREEMPTED, now=self.clock(), provider=r.provider, pod_id=r.pod_id, name=r.name, run_id=d.run_id
+            )
         except OSError as exc:
             event(log, "cannot write the rentals' audit log", logging.WARNING, error=str(exc)[:200])
 
@@ -480,14 +606,27 @@ class Watcher:
                 self.state.record("auto-resume done", new_run=data.get("id"), **fields)
                 if self.monitor is not None and isinstance(data.get("run_dir"), str) and data["run_dir"]:
                     self.monitor.set_run_dir(d.target, data["run_dir"])  # progress and run alerts follow the new run
-                self.push(Message("auto-resume", f"[RESUMED] {d.target}: run {d.run_id} resumed", last.message,
-                                  Severity.WARNING, pod=d.target))
+                self.push(
+                    Message(
+                        "auto-resume",
+                        f"[RESUMED] {d.target}: run {d.run_id} resumed",
+                        last.message,
+                        Severity.WARNING,
+                        pod=d.target,
+                    )
+                )
             else:
                 self._say("auto-resume failed", logging.ERROR, **fields)
                 self.state.record("auto-resume failed", **fields)
-                self.push(Message("auto-resume", f"[AUTO-RESUME FAILED] {d.target}: run {d.run_id}", last.message +
-                                  ". Tried again at a later check while its attempts and budget allow.",
-                                  Severity.CRITICAL, pod=d.target))
+                self.push(
+                    Message(
+                        "auto-resume",
+                        f"[AUTO-RESUME FAILED] {d.target}: run {d.run_id}",
+                        last.message + ". Tried again at a later check while its attempts and budget allow.",
+                        Severity.CRITICAL,
+                        pod=d.target,
+                    )
+                )
         except Exception:  # never stops the watcher
             log.exception("auto-resume of %s failed", d.run_id)
         finally:
@@ -507,8 +646,12 @@ class Watcher:
     async def _deadline_event(self, ev: Any) -> None:
         r = ev.rental
         fields = {"pod": r.name, "provider": r.provider, "pod_id": r.pod_id, "kind": ev.kind}
-        self._say(f"deadline {ev.kind}", logging.ERROR if ev.kind == "failed" else logging.WARNING,
-                  message=ev.message, **fields)
+        self._say(
+            f"deadline {ev.kind}",
+            logging.ERROR if ev.kind == "failed" else logging.WARNING,
+            message=ev.message,
+            **fields,
+        )
         self.state.record(f"deadline {ev.kind}", message=ev.message, **fields)
         self._dirty = True
         sev = {"failed": Severity.CRITICAL, "warn": Severity.WARNING}.get(ev.kind, Severity.INFO)
@@ -519,19 +662,37 @@ class Watcher:
     # ------------------------------------------------------------------ views
     def view(self) -> WatchView:
         """For a scrape (any thread): immutable copies."""
-        return WatchView(tuple(self.snapshots.values()), dict(self.book.opened_total), self.rentals,
-                         dict(self.sent), self.monitor_settings.demo_price_per_hr, self.clock(), self.spends,
-                         self.backups.ages(self.clock()))
+        return WatchView(
+            tuple(self.snapshots.values()),
+            dict(self.book.opened_total),
+            self.rentals,
+            dict(self.sent),
+            self.monitor_settings.demo_price_per_hr,
+            self.clock(),
+            self.spends,
+            self.backups.ages(self.clock()),
+        )
 
     def summary(self, now: float | None = None) -> dict[str, Any]:
         now = self.clock() if now is None else now
         pods = [pod_json(s, now) for s in self.snapshots.values()]
-        return {"time": round(now, 3), "pods": pods, "reached": sum(1 for p in pods if p["reached"]),
-                "alerts": sum(len(p["alerts"]) for p in pods),
-                "rentals": [{"name": r.name, "provider": r.provider, "price_hr": r.price_hr,
-                             "spent": round(r.spent(now), 2), "budget_usd": r.budget_usd,
-                             "deadline_in_s": None if r.deadline is None else round(r.deadline - now)}
-                            for r in self.rentals]}
+        return {
+            "time": round(now, 3),
+            "pods": pods,
+            "reached": sum(1 for p in pods if p["reached"]),
+            "alerts": sum(len(p["alerts"]) for p in pods),
+            "rentals": [
+                {
+                    "name": r.name,
+                    "provider": r.provider,
+                    "price_hr": r.price_hr,
+                    "spent": round(r.spent(now), 2),
+                    "budget_usd": r.budget_usd,
+                    "deadline_in_s": None if r.deadline is None else round(r.deadline - now),
+                }
+                for r in self.rentals
+            ],
+        }
 
     async def once(self, timeout: float = 60.0) -> dict[str, Any]:
         """One sample of every pod (or its failure), evaluated by the same rules; no message, no state file."""
@@ -548,8 +709,9 @@ class Watcher:
 
     def _settled(self, name: str) -> bool:
         snap = self.snapshots.get(name)
-        return snap is not None and (snap.samples_total > 0 or snap.status.state not in
-                                     (PodState.CONNECTING, PodState.ONLINE))
+        return snap is not None and (
+            snap.samples_total > 0 or snap.status.state not in (PodState.CONNECTING, PodState.ONLINE)
+        )
 
     # ------------------------------------------------------------------ output
     def _say(self, what: str, level: int = logging.INFO, **fields: Any) -> None:
@@ -565,6 +727,10 @@ class Watcher:
             self.state.save(self.book)
             self._dirty = False
         except OSError as exc:
-            event(log, "cannot write the state file", logging.ERROR, path=str(self.state.path),
-                  error=exc.strerror or str(exc))
-
+            event(
+                log,
+                "cannot write the state file",
+                logging.ERROR,
+                path=str(self.state.path),
+                error=exc.strerror or str(exc),
+            )

@@ -66,8 +66,12 @@ def rentals_app(pods: list, tmp_path, audit, api, *, parked: bool = True, **rent
     from services.monitor.service import MonitorService
 
     kw = {"monitor_factory": lambda cb: MonitorService(cb, connector=lambda p: Parked(p))} if parked else {}
-    return PrimeTrainApp(pods, pods_path=tmp_path / "pods.toml",
-                         rentals=lambda a: Rentals(a, audit, providers=api.providers, **rentals_kw), **kw)
+    return PrimeTrainApp(
+        pods,
+        pods_path=tmp_path / "pods.toml",
+        rentals=lambda a: Rentals(a, audit, providers=api.providers, **rentals_kw),
+        **kw,
+    )
 
 
 async def panes_mounted(pilot: Pilot) -> None:
@@ -76,6 +80,13 @@ async def panes_mounted(pilot: Pilot) -> None:
     from app.pane_registry import PANE_IDS
 
     app = pilot.app
-    await wait_for(pilot, lambda: bool(app.screen_stack) and all(
-        app.screen_stack[0].query(selector) and app.screen_stack[0].query_one(selector).is_mounted
-        for selector in PANE_IDS.values()))
+    await wait_for(
+        pilot,
+        lambda: (
+            bool(app.screen_stack)
+            and all(
+                app.screen_stack[0].query(selector) and app.screen_stack[0].query_one(selector).is_mounted
+                for selector in PANE_IDS.values()
+            )
+        ),
+    )

@@ -27,8 +27,17 @@ NOW = 1_700_000_000.0
 GIB = 1024**3
 REPO = Path(__file__).resolve().parents[2]
 RUN_DIR = "/workspace/rl-qwen3-8b"
-KEY_ENVS = ("PRIME_API_KEY", "VAST_API_KEY", "LAMBDA_API_KEY", "RUNPOD_API_KEY", "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "PRIME_TRAIN_TUI_BUCKET", "PRIME_TRAIN_TUI_S3_ENDPOINT")
+KEY_ENVS = (
+    "PRIME_API_KEY",
+    "VAST_API_KEY",
+    "LAMBDA_API_KEY",
+    "RUNPOD_API_KEY",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_PROFILE",
+    "PRIME_TRAIN_TUI_BUCKET",
+    "PRIME_TRAIN_TUI_S3_ENDPOINT",
+)
 CONFIG = """\
 max_steps = 200
 
@@ -74,9 +83,12 @@ def isolate(tmp_path: Path, monkeypatch) -> None:
 
 def layout_app(pods: list[Pod] | None = None, *, config: bool = True) -> PrimeTrainApp:
     pods = [TRAINING, OFFLINE] if pods is None else pods
-    app = PrimeTrainApp(pods, clock=lambda: NOW, config_path=Path("rl.toml") if config else None,
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p),
-                                                                  clock=lambda: NOW))
+    app = PrimeTrainApp(
+        pods,
+        clock=lambda: NOW,
+        config_path=Path("rl.toml") if config else None,
+        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW),
+    )
     app.animation_level = "none"
     return app
 
@@ -84,16 +96,19 @@ def layout_app(pods: list[Pod] | None = None, *, config: bool = True) -> PrimeTr
 def training_snapshot(pod: Pod = TRAINING, steps: int = 12) -> PodSnapshot:
     """Four H100s, a run at step ``steps`` with its log tail, checkpoints (two complete, one writing)."""
     snap = pod_snapshot(pod, steps)
-    ckpts = (CheckpointInfo(5, f"{RUN_DIR}/checkpoints/step_5", 16 * GIB, NOW - 210, True),
-             CheckpointInfo(10, f"{RUN_DIR}/checkpoints/step_10", 16 * GIB, NOW - 60, True),
-             CheckpointInfo(12, f"{RUN_DIR}/checkpoints/step_12", 3 * GIB, NOW - 5, False))
+    ckpts = (
+        CheckpointInfo(5, f"{RUN_DIR}/checkpoints/step_5", 16 * GIB, NOW - 210, True),
+        CheckpointInfo(10, f"{RUN_DIR}/checkpoints/step_10", 16 * GIB, NOW - 60, True),
+        CheckpointInfo(12, f"{RUN_DIR}/checkpoints/step_12", 3 * GIB, NOW - 5, False),
+    )
     last = replace(snap.history[-1], ckpts=ckpts)
     return replace(snap, history=(*snap.history[:-1], last))
 
 
 def offline_snapshot(pod: Pod = OFFLINE) -> PodSnapshot:
-    return PodSnapshot(pod=pod, status=PodStatus(PodState.OFFLINE, "connection refused", since=NOW - 95,
-                                                 next_retry=NOW + 25))
+    return PodSnapshot(
+        pod=pod, status=PodStatus(PodState.OFFLINE, "connection refused", since=NOW - 95, next_retry=NOW + 25)
+    )
 
 
 def bucket_listing(app: PrimeTrainApp, pod: Pod = TRAINING) -> None:
@@ -105,20 +120,40 @@ def bucket_listing(app: PrimeTrainApp, pod: Pod = TRAINING) -> None:
     mine = RunSource(pod.name, RUN_DIR, "r7")
     pane._bucket_at[pod.name] = NOW
     pane.sources[pod.name] = mine
-    pane.on_pod[pod.name] = {5: PodCheckpoint(5, f"{RUN_DIR}/checkpoints/step_5", 16 * GIB, NOW - 210, True,
-                                              fingerprint="f5")}
+    pane.on_pod[pod.name] = {
+        5: PodCheckpoint(5, f"{RUN_DIR}/checkpoints/step_5", 16 * GIB, NOW - 210, True, fingerprint="f5")
+    }
     never = ("no manifest: the backup never finished",)
-    pane.bucket[pod.name] = (BucketCheckpoint(5, 16 * GIB, 13 * GIB, True, (), NOW - 150, mine, "f5"),
-                             BucketCheckpoint(10, 16 * GIB, 6 * GIB, False, never))
+    pane.bucket[pod.name] = (
+        BucketCheckpoint(5, 16 * GIB, 13 * GIB, True, (), NOW - 150, mine, "f5"),
+        BucketCheckpoint(10, 16 * GIB, 6 * GIB, False, never),
+    )
 
 
 def metrics_snapshot(tmp_path: Path, pod: Pod = TRAINING) -> PodSnapshot:
     """The training snapshot plus 20 steps of metrics.jsonl from the simulated trainer (seed 0): the
     Bottleneck pane's breakdown."""
     run = tmp_path / "metrics-run"
-    subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run), "--step-seconds", "0.001",
-                    "--max-steps", "20", "--profile", "latency-bound", "--seed", "0"], cwd=REPO, check=True,
-                   timeout=30)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run),
+            "--step-seconds",
+            "0.001",
+            "--max-steps",
+            "20",
+            "--profile",
+            "latency-bound",
+            "--seed",
+            "0",
+        ],
+        cwd=REPO,
+        check=True,
+        timeout=30,
+    )
     lines = tuple((run / "metrics.jsonl").read_text().splitlines())
     return replace(training_snapshot(pod), metrics=lines, metrics_total=len(lines))
 
@@ -149,8 +184,10 @@ async def prepare(pilot: Pilot, *, metrics, key: str | None, pod: str = "h100-a"
     app.on_snapshot(offline_snapshot())
     app.pod_list.select(pod)
     config = app.screen_stack[0].query_one(ConfigPane)
-    await wait_for(pilot, lambda: bool(offers.ranked) and config.report is not None and pod in app.snapshots
-                   and not app.frame_pending)  # the snapshots fed above on screen (not only the first, connecting)
+    await wait_for(
+        pilot,
+        lambda: bool(offers.ranked) and config.report is not None and pod in app.snapshots and not app.frame_pending,
+    )  # the snapshots fed above on screen (not only the first, connecting)
     if key is not None:
         await pilot.press(key)
     app.clear_notifications()  # (the screenshot's own pauses follow)

@@ -16,8 +16,9 @@ from tests.app.layout_app import TRAINING, isolate, layout_app, screen_text, tra
 def _with_gpus(snapshot: PodSnapshot, n: int) -> PodSnapshot:
     def widen(sample):
         first = sample.gpus[0]
-        return replace(sample, gpus=tuple(replace(first, index=i) if isinstance(first, GpuSample) else first
-                                          for i in range(n)))
+        return replace(
+            sample, gpus=tuple(replace(first, index=i) if isinstance(first, GpuSample) else first for i in range(n))
+        )
 
     return replace(snapshot, history=tuple(widen(s) for s in snapshot.history))
 

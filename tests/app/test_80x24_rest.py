@@ -136,7 +136,7 @@ async def test_the_offers_keep_spot_at_80x24_with_and_without_misfits(tmp_path: 
             header = next(row for row in rows if "Provider" in row and "GPU" in row)
             for column in ("Spot", "Est. $", "$/hr", "Fit"):
                 assert column in header, (key, header)
-            assert any("spot" in row for row in rows[rows.index(header) + 1:]), "\n".join(rows)
+            assert any("spot" in row for row in rows[rows.index(header) + 1 :]), "\n".join(rows)
 
 
 async def test_the_stale_line_agrees_with_the_line_below_it(tmp_path: Path, monkeypatch) -> None:
@@ -145,10 +145,15 @@ async def test_the_stale_line_agrees_with_the_line_below_it(tmp_path: Path, monk
 
     isolate(tmp_path, monkeypatch)
     app = layout_app()
-    for reason, said in (("no sample for 5 s", "no sample for 58 s"),
-                         ("no valid sample for 5 s (3 malformed lines)", "no valid sample for 58 s (3 malformed")):
-        snapshot = replace(training_snapshot(TRAINING), last_received=NOW - 58,
-                           status=PodStatus(PodState.STALE, reason, since=NOW - 53))
+    for reason, said in (
+        ("no sample for 5 s", "no sample for 58 s"),
+        ("no valid sample for 5 s (3 malformed lines)", "no valid sample for 58 s (3 malformed"),
+    ):
+        snapshot = replace(
+            training_snapshot(TRAINING),
+            last_received=NOW - 58,
+            status=PodStatus(PodState.STALE, reason, since=NOW - 53),
+        )
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.pause()
             app.on_snapshot(snapshot)

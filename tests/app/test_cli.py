@@ -86,23 +86,26 @@ def test_tui_pod_list_merges_sources_and_survives_a_broken_pods_file(tmp_path, m
 
 
 def test_console_entry_point_runs():
-    out = subprocess.run([sys.executable, "-m", "app.cli", "--help"], capture_output=True, text=True,
-                         env={**os.environ}, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "--help"], capture_output=True, text=True, env={**os.environ}, check=True
+    ).stdout
     assert "probe" in out and "--demo" in out
     assert "start a training run on a pod (pre-flight first)" in out  # every command's summary, not only names
 
 
 def test_the_parser_imports_only_the_command_it_runs():
     """Starting the TUI imports no command module; a command imports its own alone, and still parses."""
-    script = ("import sys\n"
-              "from app.cli import build_parser\n"
-              "def loaded(): return sorted(m.rsplit('.', 1)[1] for m in sys.modules\n"
-              "                            if m.startswith('app.commands.') and m != 'app.commands._support')\n"
-              "a = build_parser(['--demo']).parse_args(['--demo'])\n"
-              "print(a.demo, a.command, loaded())\n"
-              "argv = ['--pod', 'x', 'estimate', '--model', 'Qwen/Qwen3-4B', '--gpus', '2']\n"
-              "a = build_parser(argv).parse_args(argv)\n"
-              "print(a.command, a.gpus, a.pod, loaded())\n")
+    script = (
+        "import sys\n"
+        "from app.cli import build_parser\n"
+        "def loaded(): return sorted(m.rsplit('.', 1)[1] for m in sys.modules\n"
+        "                            if m.startswith('app.commands.') and m != 'app.commands._support')\n"
+        "a = build_parser(['--demo']).parse_args(['--demo'])\n"
+        "print(a.demo, a.command, loaded())\n"
+        "argv = ['--pod', 'x', 'estimate', '--model', 'Qwen/Qwen3-4B', '--gpus', '2']\n"
+        "a = build_parser(argv).parse_args(argv)\n"
+        "print(a.command, a.gpus, a.pod, loaded())\n"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["True None []", "estimate 2 ['x'] ['estimate']"]
     bad = subprocess.run([sys.executable, "-m", "app.cli", "bogus"], capture_output=True, text=True)
@@ -120,10 +123,12 @@ def test_a_closed_pipe_ends_quietly() -> None:
     from tests.shared_data import CONFIG_FIXTURES
 
     fixture = CONFIG_FIXTURES / "configs__basic__alphabet-sort__rl.toml"
-    script = ("import os, sys\n"
-              "r, w = os.pipe(); os.close(r); os.dup2(w, 1)\n"
-              "from app.cli import main\n"
-              f"rc = main(['validate', '--json', {str(fixture)!r}])\n"
-              "sys.stderr.write(f'rc={rc}')\n")
+    script = (
+        "import os, sys\n"
+        "r, w = os.pipe(); os.close(r); os.dup2(w, 1)\n"
+        "from app.cli import main\n"
+        f"rc = main(['validate', '--json', {str(fixture)!r}])\n"
+        "sys.stderr.write(f'rc={rc}')\n"
+    )
     proc = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60)
     assert proc.stderr == "rc=1", proc.stderr

@@ -18,8 +18,9 @@ from services.monitor.service import MonitorSettings
 from tests.app.helpers import wait_for
 from tests.app.layout_app import screen_text
 
-SETTINGS = MonitorSettings(interval=0.2, demo_step_seconds=0.2, demo_ckpt_interval=2, demo_max_steps=0,
-                           stale_after=30.0)
+SETTINGS = MonitorSettings(
+    interval=0.2, demo_step_seconds=0.2, demo_ckpt_interval=2, demo_max_steps=0, stale_after=30.0
+)
 
 
 def step(app: PrimeTrainApp) -> int:
@@ -33,8 +34,11 @@ def seen(pilot) -> str:
 
 def complete_steps(run: Path) -> list[int]:
     ckpts = run / "checkpoints"
-    return sorted(int(p.name[5:]) for p in ckpts.iterdir()
-                  if (p / "trainer" / ".metadata").is_file() and (p / "orchestrator" / "progress.pt").is_file())
+    return sorted(
+        int(p.name[5:])
+        for p in ckpts.iterdir()
+        if (p / "trainer" / ".metadata").is_file() and (p / "orchestrator" / "progress.pt").is_file()
+    )
 
 
 def inside(path: str, root: Path) -> bool:
@@ -67,8 +71,9 @@ async def test_demo_kill_resume_cleanup_through_the_lifecycle_in_its_sandbox(tmp
         pod = app.pods["demo"]
         assert pod.run_dir == str(root / "run") and pod.probe_dir == str(root / "state")
         # the run is launched through the lifecycle, as the task "launch on demo"
-        await wait_for(pilot, lambda: any(t.pod == "demo" and t.action == "launch" and t.state == "done"
-                                          for t in app.tasks.items))
+        await wait_for(
+            pilot, lambda: any(t.pod == "demo" and t.action == "launch" and t.state == "done" for t in app.tasks.items)
+        )
         await wait_for(pilot, lambda: step(app) >= 5)
         # it runs in the sandbox only: its cwd, its run dir, its config, the helper's records
         pids = sandbox.trainer_pids()
@@ -88,18 +93,21 @@ async def test_demo_kill_resume_cleanup_through_the_lifecycle_in_its_sandbox(tmp
 
         # k y: the run is killed, no trainer is left, the Monitor shows it stopped
         screen = await dialog(pilot, "k")
-        assert "Kill run" in str(screen.query_one("#lc-plan").render()) and str(root / "run") in \
-            str(screen.query_one("#lc-plan").render())
+        assert "Kill run" in str(screen.query_one("#lc-plan").render()) and str(root / "run") in str(
+            screen.query_one("#lc-plan").render()
+        )
         await answer_yes(pilot, screen)
         assert sandbox.trainer_pids() == []
         await wait_for(pilot, lambda: "Received SIGTERM: the run stops after step" in seen(pilot))
         killed_at = int(re.search(r"Received SIGTERM: the run stops after step (\d+)", seen(pilot)).group(1))
-        await wait_for(pilot, lambda: (s := app.snapshots["demo"].latest) is not None
-                       and all(g.util == 0 for g in s.gpus))  # the killed run's GPUs are free
+        await wait_for(
+            pilot, lambda: (s := app.snapshots["demo"].latest) is not None and all(g.util == 0 for g in s.gpus)
+        )  # the killed run's GPUs are free
         newest = max(complete_steps(root / "run"))
         # the save the kill cut short is seen, and not taken for one being written: "last step … ago"
-        await wait_for(pilot, lambda: any(c.step == killed_at + 1 and not c.complete
-                                          for c in app.snapshots["demo"].latest.ckpts))
+        await wait_for(
+            pilot, lambda: any(c.step == killed_at + 1 and not c.complete for c in app.snapshots["demo"].latest.ckpts)
+        )
         await wait_for(pilot, lambda: "last step" in seen(pilot))
         assert "writing checkpoint" not in seen(pilot)
         assert (root / "run" / "checkpoints" / f"step_{killed_at + 1}" / "trainer").is_dir()  # cut short mid-save
@@ -115,8 +123,9 @@ async def test_demo_kill_resume_cleanup_through_the_lifecycle_in_its_sandbox(tmp
         resumed = f"Resuming from checkpoint step_{newest}: starting from step {newest + 1}"
         await wait_for(pilot, lambda: any(resumed in line for line in app.snapshots["demo"].log_tail))
         await wait_for(pilot, lambda: step(app) >= killed_at + 3)  # steps advance again, past the kill
-        await wait_for(pilot, lambda: (s := app.snapshots["demo"].latest) is not None
-                       and all(g.util > 0 for g in s.gpus))
+        await wait_for(
+            pilot, lambda: (s := app.snapshots["demo"].latest) is not None and all(g.util > 0 for g in s.gpus)
+        )
 
         # c: a cleanup preview of the sandbox's checkpoints (nothing deleted unless confirmed)
         before = sorted(p.name for p in (root / "run" / "checkpoints").iterdir())
@@ -130,8 +139,12 @@ async def test_demo_kill_resume_cleanup_through_the_lifecycle_in_its_sandbox(tmp
 
         # the Checkpoints pane names the sandbox's run dir, lists its steps, never asks for pods.toml
         await pilot.press("5")
-        await wait_for(pilot, lambda: f"run {root / 'run'}" in seen(pilot)
-                       and re.search(rf"│ +{newest} │ .* │ yes ", seen(pilot)) is not None)
+        await wait_for(
+            pilot,
+            lambda: (
+                f"run {root / 'run'}" in seen(pilot) and re.search(rf"│ +{newest} │ .* │ yes ", seen(pilot)) is not None
+            ),
+        )
         assert "pods.toml" not in seen(pilot)
 
         # L (after k y): a launch with the Config pane's config, into the same run dir the pane names
@@ -166,8 +179,16 @@ async def test_a_headless_kill_reaches_the_run_the_tui_owns(tmp_path) -> None:
         await wait_for(pilot, lambda: step(app) >= 2)
         assert len(sandbox.trainer_pids()) == 1
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "app.cli", "kill", "demo", "--yes", cwd=str(Path(__file__).resolve().parents[2]),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "app.cli",
+            "kill",
+            "demo",
+            "--yes",
+            cwd=str(Path(__file__).resolve().parents[2]),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         out, err = await asyncio.wait_for(proc.communicate(), 60)
         assert proc.returncode == 0, err.decode()
         assert "killed" in out.decode() and sandbox.trainer_pids() == []

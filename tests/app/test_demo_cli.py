@@ -67,8 +67,9 @@ def test_status_starts_a_demo_run_then_kill_and_resume_act_on_it(sandbox: DemoPo
     code, out, err = cli(capsys, "kill", "demo", "--yes")
     assert code == 0, err
     assert "killed" in out and sandbox.trainer_pids() == []
-    stopped = int(re.search(r"the run stops after step (\d+)", (sandbox.run_dir / "logs" / "trainer.log")
-                            .read_text()).group(1))
+    stopped = int(
+        re.search(r"the run stops after step (\d+)", (sandbox.run_dir / "logs" / "trainer.log").read_text()).group(1)
+    )
     code, _, err = cli(capsys, "kill", "demo", "--yes")
     assert code == 1 and "no active run on demo" in err
 

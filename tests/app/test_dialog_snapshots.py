@@ -64,18 +64,28 @@ def lifecycle(action: str, confirm: str, plan: Callable[[Any], Awaitable[str]]) 
         raise AssertionError("the action ran")
         yield
 
-    return LifecycleScreen(action, TRAINING, plan=plan, run=never, confirm=confirm,
-                           connect=FixedPlan, settings=LifecycleSettings())  # type: ignore[arg-type]
+    return LifecycleScreen(
+        action, TRAINING, plan=plan, run=never, confirm=confirm, connect=FixedPlan, settings=LifecycleSettings()
+    )  # type: ignore[arg-type]
 
 
 async def fixed_run(conn: Any) -> dict[str, Any]:
     """What the pod's helper reports for its active run (services/lifecycle/actions.plan_kill)."""
-    procs = [{"pid": 4242, "cmd": "uv run rl @ rl.toml"},
-             {"pid": 4250, "cmd": "python -m prime_rl.orchestrator --config /workspace/rl-qwen3-8b/orch.toml"},
-             {"pid": 4251, "cmd": "python -m prime_rl.trainer --config /workspace/rl-qwen3-8b/trainer.toml"},
-             {"pid": 4252, "cmd": "vllm serve Qwen/Qwen3-8B --port 8000 --tensor-parallel-size 2"}]
-    return {"id": "r7", "run_dir": RUN_DIR, "pid": 4242, "pgid": 4242, "tmux_session": None,
-            "pids": [p["pid"] for p in procs], "procs": procs}
+    procs = [
+        {"pid": 4242, "cmd": "uv run rl @ rl.toml"},
+        {"pid": 4250, "cmd": "python -m prime_rl.orchestrator --config /workspace/rl-qwen3-8b/orch.toml"},
+        {"pid": 4251, "cmd": "python -m prime_rl.trainer --config /workspace/rl-qwen3-8b/trainer.toml"},
+        {"pid": 4252, "cmd": "vllm serve Qwen/Qwen3-8B --port 8000 --tensor-parallel-size 2"},
+    ]
+    return {
+        "id": "r7",
+        "run_dir": RUN_DIR,
+        "pid": 4242,
+        "pgid": 4242,
+        "tmux_session": None,
+        "pids": [p["pid"] for p in procs],
+        "procs": procs,
+    }
 
 
 def kill_dialog(app: PrimeTrainApp, monkeypatch: pytest.MonkeyPatch) -> ModalScreen:
@@ -93,15 +103,26 @@ def kill_dialog(app: PrimeTrainApp, monkeypatch: pytest.MonkeyPatch) -> ModalScr
 
 def cleanup_plan(threshold: float | None = None) -> CleanupPlan:
     """Twelve old checkpoints and prime-rl's leftovers: more lines than a dialog holds at 80x24."""
+
     def ckpt(step: int, size: float) -> dict[str, Any]:
         return {"step": step, "path": f"{CKPTS}/step_{step}", "bytes": int(size * GIB)}
 
     delete = tuple(ckpt(step, 16) for step in range(10, 130, 10))
-    leftovers = tuple({"kind": "broadcast", "step": s, "path": f"{RUN_DIR}/broadcasts/step_{s}", "bytes": 8 * GIB}
-                      for s in (100, 110))
-    return CleanupPlan(CKPTS, 2, delete, kept=(ckpt(130, 16), ckpt(140, 16)), in_progress=(ckpt(150, 3),),
-                       run_dir=RUN_DIR, leftovers=leftovers, disk={"used": 700 * GIB, "total": 1000 * GIB},
-                       threshold_pct=threshold, for_disk=(120,) if threshold else ())
+    leftovers = tuple(
+        {"kind": "broadcast", "step": s, "path": f"{RUN_DIR}/broadcasts/step_{s}", "bytes": 8 * GIB} for s in (100, 110)
+    )
+    return CleanupPlan(
+        CKPTS,
+        2,
+        delete,
+        kept=(ckpt(130, 16), ckpt(140, 16)),
+        in_progress=(ckpt(150, 3),),
+        run_dir=RUN_DIR,
+        leftovers=leftovers,
+        disk={"used": 700 * GIB, "total": 1000 * GIB},
+        threshold_pct=threshold,
+        for_disk=(120,) if threshold else (),
+    )
 
 
 def cleanup_dialog(app: PrimeTrainApp, monkeypatch: pytest.MonkeyPatch) -> ModalScreen:
@@ -133,10 +154,15 @@ def help_dialog(app: PrimeTrainApp, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def prompt(changed: bool) -> HostKeyPrompt:
-    return HostKeyPrompt(host="203.0.113.7", port=2222, key_type="ssh-ed25519",
-                         fingerprint="SHA256:Qm9vdHN0cmFwLWZpeGVkLWZpbmdlcnByaW50LWZvci10ZXN0cw",
-                         key_line="[203.0.113.7]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFixedKeyForTheSnapshot",
-                         known_hosts_file=KNOWN_HOSTS, changed=changed)
+    return HostKeyPrompt(
+        host="203.0.113.7",
+        port=2222,
+        key_type="ssh-ed25519",
+        fingerprint="SHA256:Qm9vdHN0cmFwLWZpeGVkLWZpbmdlcnByaW50LWZvci10ZXN0cw",
+        key_line="[203.0.113.7]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFixedKeyForTheSnapshot",
+        known_hosts_file=KNOWN_HOSTS,
+        changed=changed,
+    )
 
 
 def host_key_unknown(app: PrimeTrainApp, monkeypatch: pytest.MonkeyPatch) -> ModalScreen:
@@ -162,10 +188,27 @@ def tasks_dialog(app: PrimeTrainApp, monkeypatch: pytest.MonkeyPatch) -> ModalSc
     from app.screens.tasks import TasksScreen
     from app.tasks import Task
 
-    done = Task(1, TRAINING.name, "launch", 100.0, state="done", progress=1.0, status="started run r7",
-                lines=["✓ GPUs visible", "✓ config valid", "✓ started run r7"], finished=112.0)
-    failed = Task(2, OFFLINE.name, "cleanup", 200.0, state="failed", progress=0.4,
-                  status="pre-flight failed: the pod is offline", finished=203.0)
+    done = Task(
+        1,
+        TRAINING.name,
+        "launch",
+        100.0,
+        state="done",
+        progress=1.0,
+        status="started run r7",
+        lines=["✓ GPUs visible", "✓ config valid", "✓ started run r7"],
+        finished=112.0,
+    )
+    failed = Task(
+        2,
+        OFFLINE.name,
+        "cleanup",
+        200.0,
+        state="failed",
+        progress=0.4,
+        status="pre-flight failed: the pod is offline",
+        finished=203.0,
+    )
     cancelled = Task(3, TRAINING.name, "kill", 300.0, state="cancelled", status="cancelled", finished=301.5)
     app.tasks.items[:] = [done, failed, cancelled]
     return TasksScreen(app.tasks)
@@ -179,8 +222,10 @@ def spend_dialog(app: PrimeTrainApp, monkeypatch: pytest.MonkeyPatch) -> ModalSc
     from services.offers.rentals import AUDIT_NAME, AuditLog, Rental
 
     audit = AuditLog(Path(os.environ["PRIME_TRAIN_TUI_DATA_DIR"]) / AUDIT_NAME)
-    for pod_id, name, run, start, hours in (("1", "vast-h100x8-a1", "grpo-1", NOW - 86400, 5),
-                                            ("2", "vast-h100x1-b2", "sft-2", NOW - 7200, 1.5)):
+    for pod_id, name, run, start, hours in (
+        ("1", "vast-h100x8-a1", "grpo-1", NOW - 86400, 5),
+        ("2", "vast-h100x1-b2", "sft-2", NOW - 7200, 1.5),
+    ):
         r = Rental(name, "vast", pod_id, f"vast 8x H100 ({name})", 2.0, 2.2, start, None, run=run, budget_usd=50.0)
         audit.append("create", provider="vast", pod_id=pod_id, rental=r.to_json())
         audit.append("terminate", provider="vast", pod_id=pod_id, reason="deadline", now=start + hours * 3600)
@@ -269,5 +314,8 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("name", list(DIALOGS))
 def test_dialog(snap_compare, monkeypatch: pytest.MonkeyPatch, name: str, size: str) -> None:
-    assert snap_compare(layout_app(config=False), terminal_size=SIZES[size],
-                        run_before=partial(show, dialog=DIALOGS[name], monkeypatch=monkeypatch))
+    assert snap_compare(
+        layout_app(config=False),
+        terminal_size=SIZES[size],
+        run_before=partial(show, dialog=DIALOGS[name], monkeypatch=monkeypatch),
+    )

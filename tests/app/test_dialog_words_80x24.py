@@ -95,8 +95,13 @@ async def test_a_failed_preflight_names_the_key_and_says_its_failure_once(tmp_pa
     cfg = tmp_path / "rl.toml"
     cfg.write_text('max_steps = 10\n[model]\nname = "Qwen/Qwen3-0.6B"\n')
     trainer = REPO / "services" / "demo" / "trainer.py"
-    s = LifecycleSettings(command=f"python3 {trainer} --run-dir {{run_dir}} --max-steps 2", min_nofile=1024,
-                          min_free_bytes=10**18, cuda_check=False, tmux="setsid")
+    s = LifecycleSettings(
+        command=f"python3 {trainer} --run-dir {{run_dir}} --max-steps 2",
+        min_nofile=1024,
+        min_free_bytes=10**18,
+        cuda_check=False,
+        tmux="setsid",
+    )
     pod = Pod(name="local", kind=PodKind.LOCAL, probe_dir=str(tmp_path / "state"))
     screen = launch_screen(pod, cfg, run_dir=str(tmp_path / "run"), settings=s)
     app = Asker(screen)
@@ -123,9 +128,14 @@ def _tui_strings() -> list[tuple[str, int, str]]:
     found = []
     for path in files:
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        docs = {id(n.body[0].value) for n in ast.walk(tree)
-                if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body
-                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        docs = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+            and isinstance(n.body[0].value, ast.Constant)
+        }
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
                 found.append((str(path.relative_to(REPO)), node.lineno, node.value))

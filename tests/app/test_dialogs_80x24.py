@@ -183,8 +183,9 @@ async def test_bottleneck_without_a_run_at_80x24_names_the_keys_and_offers_no_fi
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         for pod in (TRAINING, OFFLINE):
-            app.on_snapshot(PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "via nvml", since=NOW - 60),
-                                        last_received=NOW))
+            app.on_snapshot(
+                PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "via nvml", since=NOW - 60), last_received=NOW)
+            )
         await shown(pilot)
         await pilot.press("4")
         await pilot.pause(0.1)
@@ -205,9 +206,15 @@ async def test_a_pod_without_nvidia_smi_says_what_was_not_found_at_80x24(tmp_pat
     host = HostSample(3.0, 8 * GIB, 16 * GIB, 40 * GIB, 200 * GIB, 1048576)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        app.on_snapshot(PodSnapshot(pod=TRAINING, status=PodStatus(PodState.ONLINE, "", since=NOW - 60),
-                                    history=(Sample(t=NOW, gpus=(), host=host, source="none"),), samples_total=1,
-                                    last_received=NOW))
+        app.on_snapshot(
+            PodSnapshot(
+                pod=TRAINING,
+                status=PodStatus(PodState.ONLINE, "", since=NOW - 60),
+                history=(Sample(t=NOW, gpus=(), host=host, source="none"),),
+                samples_total=1,
+                last_received=NOW,
+            )
+        )
         await shown(pilot)
         await pilot.press("3")
         await pilot.pause(0.1)

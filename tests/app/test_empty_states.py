@@ -62,7 +62,7 @@ async def shown(pilot: Pilot, pane: str, pod: str) -> str:
 
 
 def first_lines(text: str, n: int) -> str:
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())[:n * 60]
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())[: n * 60]
 
 
 async def test_checkpoints_without_a_bucket_say_so_first_and_how_to_set_one() -> None:
@@ -108,7 +108,7 @@ async def test_bottleneck_follows_the_pods_state_at_once() -> None:
         await pilot.press("4")
         await settle(pilot)
         left = lambda: app.pod_list.region.right + 1  # noqa: E731
-        text = lambda: " ".join(row[left():].strip() for row in screen_text(pilot)[3:-1])  # noqa: E731
+        text = lambda: " ".join(row[left() :].strip() for row in screen_text(pilot)[3:-1])  # noqa: E731
         assert "h100-b is connecting" in text(), text()
         app.on_snapshot(offline_snapshot())
         await settle(pilot)
@@ -128,8 +128,11 @@ async def test_monitor_of_an_offline_pod_says_why_and_what_to_do_first() -> None
 
 async def test_monitor_of_an_offline_pod_keeps_its_last_figures_and_says_how_old() -> None:
     last = training_snapshot(OFFLINE)
-    went = replace(last, status=PodStatus(PodState.OFFLINE, "connection reset", since=NOW - 40, next_retry=NOW + 5),
-                   last_received=NOW - 40)
+    went = replace(
+        last,
+        status=PodStatus(PodState.OFFLINE, "connection reset", since=NOW - 40, next_retry=NOW + 5),
+        last_received=NOW - 40,
+    )
     async with layout_app([OFFLINE]).run_test(size=(100, 30)) as pilot:
         app = pilot.app
         assert isinstance(app, PrimeTrainApp)

@@ -97,7 +97,7 @@ async def offers_table_fits(pilot: Pilot) -> None:
     for label in ("Provider", "GPU", "$/hr", "Est. $", "Fit"):  # region and spot go before price and cost
         assert label in header, header
     assert "Region" not in header and "…" not in header, header
-    table_rows = rows[rows.index(header):]
+    table_rows = rows[rows.index(header) :]
     # the provider's name is the one cell shortened (to 12 cells, "primeintell…") so Spot and the column the
     # rows rank by stay at 80 columns (docs/architecture.md "At 80 columns"); nothing else is cut
     provider_width = header.index("GPU")
@@ -191,9 +191,13 @@ async def test_toasts_leave_most_of_the_pane_readable_at_80x24(metrics) -> None:
     async with layout_app().run_test(size=(80, 24), notifications=True) as pilot:
         app = await fed(pilot, metrics, "3")
         for _ in range(3):
-            app.notify("Open-files limit is 1024 (ulimit -n), below 65536: a reported prime-rl run died with "
-                       "\"Too many open files\" at step 15. Raise it before the next launch.",
-                       title="h100-a: Open-files limit too low", severity="warning", timeout=60)
+            app.notify(
+                "Open-files limit is 1024 (ulimit -n), below 65536: a reported prime-rl run died with "
+                '"Too many open files" at step 15. Raise it before the next launch.',
+                title="h100-a: Open-files limit too low",
+                severity="warning",
+                timeout=60,
+            )
         await settle(pilot)
         toasts = [t for t in app.screen.query(Toast) if t.region.height]
         assert len(toasts) >= 3

@@ -37,10 +37,20 @@ GIB = 1024**3
 def snapshot(name: str, step: int, util: float = 90.0, alerts: tuple[Alert, ...] = ()) -> PodSnapshot:
     pod = Pod(name=name, kind=PodKind.SSH, host="10.0.0.1", price_per_hr=23.92)
     gpus = tuple(GpuSample(i, "NVIDIA H100 80GB HBM3", util, 60 * GIB, 80 * GIB, 600.0, 60.0) for i in range(8))
-    run = RunProgress(step=step, max_steps=100, loss=0.5 / step, tokens_per_s=20_000.0 + step,
-                      loss_history=tuple(0.5 / s for s in range(1, step + 1)))
-    return PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "via nvml", since=0.0),
-                       history=(Sample(t=1.0, gpus=gpus, host=HostSample()),), run=run, alerts=alerts)
+    run = RunProgress(
+        step=step,
+        max_steps=100,
+        loss=0.5 / step,
+        tokens_per_s=20_000.0 + step,
+        loss_history=tuple(0.5 / s for s in range(1, step + 1)),
+    )
+    return PodSnapshot(
+        pod=pod,
+        status=PodStatus(PodState.ONLINE, "via nvml", since=0.0),
+        history=(Sample(t=1.0, gpus=gpus, host=HostSample()),),
+        run=run,
+        alerts=alerts,
+    )
 
 
 class Pair(App[None]):

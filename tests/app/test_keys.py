@@ -23,8 +23,10 @@ SIZE = (120, 36)
 
 
 def parked_app(**kw) -> PrimeTrainApp:
-    pods = [Pod(name="p1", kind=PodKind.SSH, host="127.0.0.1", user="root", port=1),
-            Pod(name="p2", kind=PodKind.SSH, host="127.0.0.1", user="root", port=1)]
+    pods = [
+        Pod(name="p1", kind=PodKind.SSH, host="127.0.0.1", user="root", port=1),
+        Pod(name="p2", kind=PodKind.SSH, host="127.0.0.1", user="root", port=1),
+    ]
     app = PrimeTrainApp(pods, monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)), **kw)
     app.animation_level = "none"
     return app
@@ -151,9 +153,15 @@ async def test_palette_holds_every_action_with_its_context():
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         titles = [t for t, _, _ in app.palette_commands()]
-        for wanted in ("Config: open the wizard", f"{app.selected}: kill run", f"{app.selected}: launch run",
-                       f"{app.selected}: resume run", "Offers: refresh offers", "Checkpoints: back up",
-                       "Bottleneck: profile steps"):
+        for wanted in (
+            "Config: open the wizard",
+            f"{app.selected}: kill run",
+            f"{app.selected}: launch run",
+            f"{app.selected}: resume run",
+            "Offers: refresh offers",
+            "Checkpoints: back up",
+            "Bottleneck: profile steps",
+        ):
             assert wanted in titles, (wanted, titles)
 
 
@@ -219,7 +227,8 @@ async def test_the_first_screen_is_the_monitor_pane_alone_and_a_key_for_another_
         await pilot.press("1")  # before the Config pane is mounted
         await wait_for(pilot, lambda: bool(app.screen_stack[0].query(ConfigPane)))
         pane = app.screen_stack[0].query_one(ConfigPane)
-        await wait_for(pilot, lambda: pane.path == cfg and app.focused is not None
-                       and pane in app.focused.ancestors_with_self)
+        await wait_for(
+            pilot, lambda: pane.path == cfg and app.focused is not None and pane in app.focused.ancestors_with_self
+        )
         assert painted == [["monitor"]]
         assert app.tabs.active == "config"

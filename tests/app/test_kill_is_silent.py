@@ -14,9 +14,14 @@ from services.monitor.service import MonitorSettings
 from tests.app.helpers import wait_for
 from tests.app.test_demo_actions import answer_yes, dialog, seen, step
 
-SETTINGS = MonitorSettings(interval=0.2, demo_step_seconds=0.2, demo_ckpt_interval=2, demo_max_steps=400,
-                           stale_after=30.0,
-                           health=HealthSettings(stall_floor_s=1.0, stall_k=1.0, stall_cap_s=2.0, stall_start_s=2.0))
+SETTINGS = MonitorSettings(
+    interval=0.2,
+    demo_step_seconds=0.2,
+    demo_ckpt_interval=2,
+    demo_max_steps=400,
+    stale_after=30.0,
+    health=HealthSettings(stall_floor_s=1.0, stall_k=1.0, stall_cap_s=2.0, stall_start_s=2.0),
+)
 
 
 async def test_k_on_the_demo_run_raises_nothing_and_stops_the_eta(tmp_path) -> None:

@@ -32,5 +32,6 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("size", list(SIZES))
 @pytest.mark.parametrize("pane", list(PANES))
 def test_pane(snap_compare, metrics, pane: str, size: str) -> None:
-    assert snap_compare(layout_app(), terminal_size=SIZES[size],
-                        run_before=partial(prepare, metrics=metrics, key=PANES[pane]))
+    assert snap_compare(
+        layout_app(), terminal_size=SIZES[size], run_before=partial(prepare, metrics=metrics, key=PANES[pane])
+    )

@@ -26,9 +26,14 @@ def test_fleet_at_80x24(snap_compare, metrics) -> None:
     assert snap_compare(layout_app(), terminal_size=(80, 24), run_before=partial(prepare, metrics=metrics, key="o"))
 
 
-@pytest.mark.parametrize("pane,pod,bucket", [("checkpoints", "h100-a", False), ("monitor", "h100-b", True),
-                                             ("bottleneck", "h100-b", True)],
-                         ids=["checkpoints-no-bucket", "monitor-offline", "bottleneck-offline"])
+@pytest.mark.parametrize(
+    "pane,pod,bucket",
+    [("checkpoints", "h100-a", False), ("monitor", "h100-b", True), ("bottleneck", "h100-b", True)],
+    ids=["checkpoints-no-bucket", "monitor-offline", "bottleneck-offline"],
+)
 def test_empty_state_at_80x24(snap_compare, metrics, pane: str, pod: str, bucket: bool) -> None:
-    assert snap_compare(layout_app(), terminal_size=(80, 24),
-                        run_before=partial(prepare, metrics=metrics, key=PANES[pane], pod=pod, bucket=bucket))
+    assert snap_compare(
+        layout_app(),
+        terminal_size=(80, 24),
+        run_before=partial(prepare, metrics=metrics, key=PANES[pane], pod=pod, bucket=bucket),
+    )

@@ -35,12 +35,17 @@ def saved(path: Path) -> dict[str, Pod]:
 
 async def test_the_controllers_messages_change_the_pod_its_row_and_pods_toml_together(tmp_path: Path) -> None:
     pods_path = tmp_path / "pods.toml"
-    app = PrimeTrainApp([ssh_pod("gpu1")], pods_path=pods_path,
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)))
+    app = PrimeTrainApp(
+        [ssh_pod("gpu1")],
+        pods_path=pods_path,
+        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
+    )
     async with app.run_test(size=(140, 45)) as pilot:
         app.post_message(DeadlineMoved("gpu1", 2_000_000_000.0))
-        await wait_for(pilot, lambda: saved(pods_path).get("gpu1") is not None
-                       and saved(pods_path)["gpu1"].deadline == 2_000_000_000.0)
+        await wait_for(
+            pilot,
+            lambda: saved(pods_path).get("gpu1") is not None and saved(pods_path)["gpu1"].deadline == 2_000_000_000.0,
+        )
         assert app.pods["gpu1"].deadline == 2_000_000_000.0
         assert app.pod_list.row("gpu1").pod is app.pods["gpu1"]
 
@@ -61,8 +66,11 @@ async def test_the_controllers_messages_change_the_pod_its_row_and_pods_toml_tog
 
 async def test_a_run_started_for_a_pod_no_longer_listed_changes_nothing(tmp_path: Path) -> None:
     pods_path = tmp_path / "pods.toml"
-    app = PrimeTrainApp([ssh_pod("gpu1")], pods_path=pods_path,
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)))
+    app = PrimeTrainApp(
+        [ssh_pod("gpu1")],
+        pods_path=pods_path,
+        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
+    )
     async with app.run_test(size=(140, 45)) as pilot:
         app.post_message(RunStarted("gone", "/runs/x"))
         app.post_message(DeadlineMoved("gone", 1.0))

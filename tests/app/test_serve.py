@@ -86,8 +86,8 @@ def png_colours(data: bytes) -> Counter[bytes]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat, width = 8, b"", 0
     while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, colour_type = struct.unpack(">IIBB", body[:10])
             assert depth == 8 and colour_type in (2, 6), (depth, colour_type)
@@ -98,7 +98,7 @@ def png_colours(data: bytes) -> Counter[bytes]:
     raw, stride = zlib.decompress(idat), width * bpp
     prev, colours = bytearray(stride), Counter()
     for y in range(height):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
         for i in range(stride):
             a = line[i - bpp] if i >= bpp else 0
             b, c = prev[i], (prev[i - bpp] if i >= bpp else 0)
@@ -112,16 +112,16 @@ def png_colours(data: bytes) -> Counter[bytes]:
                 p = a + b - c
                 pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
                 line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        colours.update(bytes(line[i:i + 3]) for i in range(0, stride, bpp * 4))
+        colours.update(bytes(line[i : i + 3]) for i in range(0, stride, bpp * 4))
         prev = line
     return colours
 
 
 @dataclass
 class Served:
-    screen_text: str      # what the app sent the browser, escape sequences stripped
+    screen_text: str  # what the app sent the browser, escape sequences stripped
     screenshot: Path
-    page_classes: str     # the page's <body> classes ("-first-byte" once the app's bytes arrived)
+    page_classes: str  # the page's <body> classes ("-first-byte" once the app's bytes arrived)
     server_log: str
     stopped: Stopped
     foreign_origin_status: int  # the websocket handshake's answer to a page from another site
@@ -132,22 +132,23 @@ class Served:
 class Guarded:
     """What the server answered to requests under a name that is not its own, and past its session cap
     (``--max-sessions 2``, the browser's tab holding one)."""
-    rebound_page: int        # GET / with Host: attacker.example:PORT (DNS rebinding)
-    rebound_socket: int      # its websocket handshake, Origin: http://attacker.example:PORT
+
+    rebound_page: int  # GET / with Host: attacker.example:PORT (DNS rebinding)
+    rebound_socket: int  # its websocket handshake, Origin: http://attacker.example:PORT
     apps_after_rebound: int  # the apps running then: only the browser's
-    localhost_page: int      # GET / under localhost:PORT
-    localhost_socket: int    # the handshake from http://localhost:PORT (the second session)
-    apps_at_cap: int         # the apps running with two sessions open
-    full_page: tuple[int, str]    # GET / with both places taken
+    localhost_page: int  # GET / under localhost:PORT
+    localhost_socket: int  # the handshake from http://localhost:PORT (the second session)
+    apps_at_cap: int  # the apps running with two sessions open
+    full_page: tuple[int, str]  # GET / with both places taken
     full_socket: tuple[int, str]  # a third tab's handshake and the first bytes it got
-    apps_after_full: int     # no app started for it
-    reopened: bool           # a tab after one closed gets an app again
+    apps_after_full: int  # no app started for it
+    reopened: bool  # a tab after one closed gets an app again
 
 
 @dataclass
 class Stopped:
     processes: list[str]  # the server's descendants (the app, its demo pod) before SIGTERM
-    left: list[str]       # those still running 15 s after it
+    left: list[str]  # those still running 15 s after it
     exit_code: int | None
 
 
@@ -208,8 +209,9 @@ async def websocket_status(port: int, origin: str) -> int:
 
     async with aiohttp.ClientSession() as http:
         try:
-            async with http.ws_connect(f"http://127.0.0.1:{port}/ws?width=80&height=24",
-                                       headers={"Origin": origin}) as ws:
+            async with http.ws_connect(
+                f"http://127.0.0.1:{port}/ws?width=80&height=24", headers={"Origin": origin}
+            ) as ws:
                 await ws.close()
                 return 101
         except aiohttp.WSServerHandshakeError as exc:
@@ -238,8 +240,9 @@ async def guard_checks(port: int, server_pid: int, deadline: float) -> Guarded:
 
     async def handshake(http, host: str, origin: str) -> int:
         try:
-            async with http.ws_connect(f"http://127.0.0.1:{port}/ws?width=80&height=24",
-                                       headers={"Host": host, "Origin": origin}):
+            async with http.ws_connect(
+                f"http://127.0.0.1:{port}/ws?width=80&height=24", headers={"Host": host, "Origin": origin}
+            ):
                 return 101
         except aiohttp.WSServerHandshakeError as exc:
             return exc.status
@@ -273,8 +276,18 @@ async def guard_checks(port: int, server_pid: int, deadline: float) -> Guarded:
             reopened = b"prime-train-tui:" not in await first_bytes(again)
             await until(lambda: served_apps(server_pid) == 2, "no app for the tab after one closed")
         await until(lambda: served_apps(server_pid) == 1, "the reopened session's app did not end")
-    return Guarded(rebound_page, rebound_socket, apps_after_rebound, localhost_page, 101, apps_at_cap,
-                   full_page, full_socket, apps_after_full, reopened)
+    return Guarded(
+        rebound_page,
+        rebound_socket,
+        apps_after_rebound,
+        localhost_page,
+        101,
+        apps_at_cap,
+        full_page,
+        full_socket,
+        apps_after_full,
+        reopened,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -282,26 +295,49 @@ def served(tmp_path_factory) -> Served:
     if CHROMIUM is None:
         pytest.fail("chromium is not installed: run scripts/test.sh (it installs chromium)")
     root = tmp_path_factory.mktemp("serve")
-    env = {**os.environ, "PRIME_TRAIN_TUI_CONFIG_DIR": str(root / "config"),
-           "PRIME_TRAIN_TUI_DATA_DIR": str(root / "data"), "PRIME_TRAIN_TUI_CACHE_DIR": str(root / "cache")}
+    env = {
+        **os.environ,
+        "PRIME_TRAIN_TUI_CONFIG_DIR": str(root / "config"),
+        "PRIME_TRAIN_TUI_DATA_DIR": str(root / "data"),
+        "PRIME_TRAIN_TUI_CACHE_DIR": str(root / "cache"),
+    }
     port, log_path = free_port(), root / "server.log"
     with log_path.open("wb") as log_file:  # a file, not a pipe: nobody reads a pipe while the page loads
-        server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--demo", "--port", str(port),
-                                   "--max-sessions", "2"],
-                                  cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log_file,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--demo", "--port", str(port), "--max-sessions", "2"],
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     browser, failure = None, None
     try:
         deadline = time.monotonic() + 25
         wait_for_port(port, server, deadline)
         profile = root / "chromium"
         browser = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,800",
-             "--remote-debugging-port=0", f"--user-data-dir={profile}", "--no-first-run",
-             "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
-             "--disable-dev-shm-usage", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--window-size=1280,800",
+                "--remote-debugging-port=0",
+                f"--user-data-dir={profile}",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--disable-background-networking",
+                "--disable-dev-shm-usage",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         active = profile / "DevToolsActivePort"
         while not (active.exists() and active.read_text().strip()):
             assert browser.poll() is None, f"chromium exited ({browser.returncode})"
@@ -309,7 +345,8 @@ def served(tmp_path_factory) -> Served:
             time.sleep(0.1)
         shot = root / "monitor.png"
         screen_text, classes = asyncio.run(
-            browse(int(active.read_text().split()[0]), f"http://127.0.0.1:{port}/", shot, deadline))
+            browse(int(active.read_text().split()[0]), f"http://127.0.0.1:{port}/", shot, deadline)
+        )
         refused = asyncio.run(websocket_status(port, origin="http://evil.example"))
         guarded = asyncio.run(guard_checks(port, server.pid, time.monotonic() + 30))
         # stopping the server (Ctrl+C, SIGTERM) with the tab still open ends the apps it started, and theirs
@@ -383,11 +420,11 @@ def test_the_served_command_is_this_app_with_the_tuis_flags(tmp_path):
     from app.commands.serve import app_command
 
     cfg = tmp_path / "rl.toml"
-    args = build_parser().parse_args(["--pod", "a", "serve", "--demo", "--pod", "u@b:2222", "--no-local",
-                                      "--config", str(cfg)])
+    args = build_parser().parse_args(
+        ["--pod", "a", "serve", "--demo", "--pod", "u@b:2222", "--no-local", "--config", str(cfg)]
+    )
     command = app_command(args)
-    assert command == (f"exec {sys.executable} -m app.cli --demo --pod a --pod u@b:2222 --no-local "
-                       f"--config {cfg}")
+    assert command == (f"exec {sys.executable} -m app.cli --demo --pod a --pod u@b:2222 --no-local --config {cfg}")
     assert app_command(build_parser().parse_args(["--demo", "serve"])).endswith("-m app.cli --demo")
 
 
@@ -395,8 +432,10 @@ def test_the_served_command_is_this_app_with_the_tuis_flags(tmp_path):
 def test_serve_refuses_an_address_others_can_reach_without_public(host, capsys):
     assert main(["serve", "--host", host]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == (f"prime-train-tui: refusing to serve on {host}: anyone who can reach it could drive "
-                      "the app (rent pods, kill runs)")
+    assert err[0] == (
+        f"prime-train-tui: refusing to serve on {host}: anyone who can reach it could drive "
+        "the app (rent pods, kill runs)"
+    )
     assert "--public" in err[1]
 
 
@@ -407,9 +446,13 @@ def test_serve_on_every_address_needs_the_url_browsers_use(capsys):
 
 def test_public_serving_warns_and_a_bad_address_fails_in_one_line(tmp_path):
     # 192.0.2.7 (TEST-NET) is no address of this machine: the warning, then the bind fails cleanly
-    proc = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--host", "192.0.2.7", "--public",
-                           "--port", str(free_port())], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", "--host", "192.0.2.7", "--public", "--port", str(free_port())],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1, proc.stderr
     assert lines[0].startswith("prime-train-tui: warning: serving on 192.0.2.7:")
@@ -423,8 +466,13 @@ def test_a_taken_port_is_one_line(tmp_path):
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        proc = subprocess.run([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"prime-train-tui: cannot serve on 127.0.0.1:{port}:" in proc.stderr
     assert "pick another --port" in proc.stderr
@@ -440,7 +488,8 @@ def test_without_the_extra_serve_says_how_to_install_it(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "textual_serve", None)
     assert main(["serve", "--demo"]) == 2
     assert capsys.readouterr().err.splitlines()[0] == (
-        "prime-train-tui: the browser view needs the 'serve' extra: pip install 'prime-train-tui[serve]'")
+        "prime-train-tui: the browser view needs the 'serve' extra: pip install 'prime-train-tui[serve]'"
+    )
 
 
 def test_the_server_answers_only_to_its_own_names():

@@ -149,9 +149,7 @@ class TestAddRemove:
             assert app.query_one(PodList).names == ["root@127.0.0.1:1"]
             await app.workers.wait_for_complete()
             saved = load_pods(pods_path)
-            assert [(p.name, p.host, p.user, p.port) for p in saved] == [
-                ("root@127.0.0.1:1", "127.0.0.1", "root", 1)
-            ]
+            assert [(p.name, p.host, p.user, p.port) for p in saved] == [("root@127.0.0.1:1", "127.0.0.1", "root", 1)]
             await wait_for(pilot, lambda: "offline" in row_text(app, "root@127.0.0.1:1"))
             assert app.selected == "root@127.0.0.1:1"
 
@@ -281,8 +279,12 @@ class TestHelpAndPalette:
 
 def hostkey_snapshot(pod: Pod, *, changed: bool, fingerprint: str = "SHA256:abcDEF123") -> PodSnapshot:
     prompt = HostKeyPrompt(
-        host="127.0.0.1", port=2222, key_type="ssh-ed25519", fingerprint=fingerprint,
-        key_line="[127.0.0.1]:2222 ssh-ed25519 AAAA...", known_hosts_file="/home/u/.ssh/known_hosts",
+        host="127.0.0.1",
+        port=2222,
+        key_type="ssh-ed25519",
+        fingerprint=fingerprint,
+        key_line="[127.0.0.1]:2222 ssh-ed25519 AAAA...",
+        known_hosts_file="/home/u/.ssh/known_hosts",
         changed=changed,
     )
     state = PodState.HOSTKEY_CHANGED if changed else PodState.HOSTKEY_UNKNOWN
@@ -299,8 +301,7 @@ class TestHostKeyModals:
             app.monitor.trust_host_key = trusted.append  # type: ignore[union-attr,method-assign]
             snap = hostkey_snapshot(pod, changed=False)
             app.on_snapshot(snap)
-            await wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen)
-                           and isinstance(app.focused, Button))
+            await wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen) and isinstance(app.focused, Button))
             screen = app.screen
             shown = str(screen.query_one(".dialog-question").render())
             assert "127.0.0.1:2222" in shown and "ssh-ed25519" in shown
@@ -313,8 +314,14 @@ class TestHostKeyModals:
             await pilot.pause()
             assert not isinstance(app.screen, HostKeyScreen)
             app.on_snapshot(hostkey_snapshot(pod, changed=False, fingerprint="SHA256:other"))
-            await wait_for(pilot, lambda: isinstance(app.screen, HostKeyScreen) and app.screen.query("#trust")
-                           and app.screen.query_one("#trust").region.area > 0)  # laid out, so clickable
+            await wait_for(
+                pilot,
+                lambda: (
+                    isinstance(app.screen, HostKeyScreen)
+                    and app.screen.query("#trust")
+                    and app.screen.query_one("#trust").region.area > 0
+                ),
+            )  # laid out, so clickable
             await pilot.click("#trust")
             await wait_for(pilot, lambda: trusted)
             assert trusted == ["gpu1"]
@@ -326,8 +333,9 @@ class TestHostKeyModals:
         async with app.run_test(size=SIZE) as pilot:
             await app.monitor.remove(pod.name)  # only the injected snapshot speaks for this pod now
             app.on_snapshot(hostkey_snapshot(pod, changed=True))
-            await wait_for(pilot, lambda: isinstance(app.screen, HostKeyChangedScreen)
-                           and app.screen.query(".dialog-question"))
+            await wait_for(
+                pilot, lambda: isinstance(app.screen, HostKeyChangedScreen) and app.screen.query(".dialog-question")
+            )
             screen = app.screen
             assert not screen.query("#trust")
             text = " ".join(str(s.render()) for s in screen.query(".dialog-question"))
@@ -359,8 +367,13 @@ class TestDemoPod:
             latest = app.snapshots["demo"].latest
             assert latest is not None
             gpu0 = latest.gpus[0]
-            await wait_for(pilot, lambda: rows[0].figures["util"] == (
-                "N/A" if (gpu := app.snapshots["demo"].latest.gpus[0]).util is None else f"{gpu.util:.0f} %"))
+            await wait_for(
+                pilot,
+                lambda: (
+                    rows[0].figures["util"]
+                    == ("N/A" if (gpu := app.snapshots["demo"].latest.gpus[0]).util is None else f"{gpu.util:.0f} %")
+                ),
+            )
             assert gpu0.name and rows[0].figures["util"] in painted(table)
             assert "source nvidia-smi" in str(app.query_one("#monitor-stats").render())
             # Selecting the other pod re-renders the pane for it; going back shows the GPUs again.
@@ -392,8 +405,12 @@ class TestMonitorPaneRendering:
             self.sample(120.0, power=None, temp=90.0),  # 17 missing seconds
         )
         snap = PodSnapshot(
-            pod=refused(), status=PodStatus(PodState.ONLINE, "via nvml"), history=history,
-            gaps=(Gap(start=1_000.0, end=1_012.0),), samples_total=4, malformed_total=2,
+            pod=refused(),
+            status=PodStatus(PodState.ONLINE, "via nvml"),
+            history=history,
+            gaps=(Gap(start=1_000.0, end=1_012.0),),
+            samples_total=4,
+            malformed_total=2,
             last_received=1_030.0,
         )
         async with PaneApp().run_test(size=SIZE) as pilot:
@@ -421,7 +438,7 @@ class TestMonitorPaneRendering:
             assert row.high("power") == 320.0
             graph = table.column("graph", "power")
             assert graph is not None and graph.width >= 21, table.columns()
-            drawn = painted(table)[graph.x:graph.x + graph.width]
+            drawn = painted(table)[graph.x : graph.x + graph.width]
             assert drawn.strip() == "███" and drawn.endswith(" " * 18)  # the gap and N/A stay blank
 
     def test_series_keeps_the_last_samples(self) -> None:
@@ -438,4 +455,3 @@ def test_trend_uses_a_fixed_scale_and_blanks_for_missing_values():
     assert bar_cells([0.0, 50.0, 100.0, None, 120.0, -5.0], 0, 100, 6) == "▁▅█ █▁"
     assert bar_cells([10.0], 0, 100, 4) == "   ▁"  # right-aligned: newest at the right edge
     assert bar_cells([1.0, 2.0, 3.0], 0, 0, 3) == "   "  # no scale yet: nothing drawn, no crash
-

@@ -26,7 +26,6 @@ TICKS = 3
 FIXED_NOW = 1_700_000_000.0
 
 
-
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -58,9 +57,7 @@ def demo_app() -> PrimeTrainApp:
     def monitor(on_snapshot: Callable[[PodSnapshot], None]) -> MonitorService:
         return MonitorService(as_seen_by_ci(on_snapshot), settings=settings, clock=clock)
 
-    return PrimeTrainApp(
-        [Pod(name="demo", kind=PodKind.DEMO)], settings=settings, clock=clock, monitor_factory=monitor
-    )
+    return PrimeTrainApp([Pod(name="demo", kind=PodKind.DEMO)], settings=settings, clock=clock, monitor_factory=monitor)
 
 
 async def rendered_all_ticks(pilot: Pilot) -> None:

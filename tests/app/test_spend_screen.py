@@ -28,8 +28,11 @@ async def test_the_spend_view_shows_the_ledger_and_the_watcher(tmp_path: Path) -
     _rent(audit, "1", "alpha", 3, run="grpo-1")
     audit.append("terminate", provider="vast", pod_id="1", reason="deadline", now=time.time() - 3600)
     _rent(audit, "2", "beta", 1, budget_usd=10.0)
-    app = PrimeTrainApp([Pod("p1", PodKind.SSH, host="h")], pods_path=tmp_path / "pods.toml",
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)))
+    app = PrimeTrainApp(
+        [Pod("p1", PodKind.SSH, host="h")],
+        pods_path=tmp_path / "pods.toml",
+        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
+    )
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("dollar_sign")
         await wait_for(pilot, lambda: isinstance(app.screen, SpendScreen), timeout=10)
@@ -50,8 +53,11 @@ async def test_the_spend_view_shows_the_ledger_and_the_watcher(tmp_path: Path) -
 async def test_the_spend_view_with_nothing_rented(tmp_path: Path) -> None:
     from app.screens.spend import SpendScreen
 
-    app = PrimeTrainApp([Pod("p1", PodKind.SSH, host="h")], pods_path=tmp_path / "pods.toml",
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)))
+    app = PrimeTrainApp(
+        [Pod("p1", PodKind.SSH, host="h")],
+        pods_path=tmp_path / "pods.toml",
+        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("dollar_sign")
         await wait_for(pilot, lambda: isinstance(app.screen, SpendScreen), timeout=10)

@@ -24,8 +24,11 @@ async def test_the_spend_view_shows_a_billing_orphan_and_a_pod_made_elsewhere(tm
         monkeypatch.setenv("PRIME_TRAIN_TUI_PRIME_URL", urls(base)["primeintellect"])
         populate(Path(os.environ["PRIME_TRAIN_TUI_DATA_DIR"]), c)
         c.prime[2]["name"] = "[b]made-in-console[/b]"  # a provider's text is never read as markup
-        app = PrimeTrainApp([Pod("p1", PodKind.SSH, host="h")], pods_path=tmp_path / "pods.toml",
-                            monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)))
+        app = PrimeTrainApp(
+            [Pod("p1", PodKind.SSH, host="h")],
+            pods_path=tmp_path / "pods.toml",
+            monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
+        )
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("dollar_sign")
             await wait_for(pilot, lambda: isinstance(app.screen, SpendScreen), timeout=10)

@@ -27,22 +27,30 @@ async def test_the_first_frame_lists_the_pods_and_their_watching_starts_just_aft
         if isinstance(self, PrimeTrainApp) and renderable is not None and not at_first_frame:
             sidebar = [name for name in self.pods if self.pod_list.row(name) is not None]
             pane = self.monitor_pane
-            at_first_frame.append((self.watching, sidebar, self.monitor.names(), self.sub_title,
-                                   pane.query_one("#monitor-empty").display,
-                                   f"{pane.query_one('#monitor-title').render()} / "
-                                   f"{pane.query_one('#monitor-state').render()}"))
+            at_first_frame.append(
+                (
+                    self.watching,
+                    sidebar,
+                    self.monitor.names(),
+                    self.sub_title,
+                    pane.query_one("#monitor-empty").display,
+                    f"{pane.query_one('#monitor-title').render()} / {pane.query_one('#monitor-state').render()}",
+                )
+            )
         display(self, screen, renderable)
 
     monkeypatch.setattr(App, "_display", first)
     app = parked_app()
     async with app.run_test(size=(120, 40)) as pilot:  # hands over once the app watches (tests/conftest.py)
         # the selected pod's state, not "No pod selected": it is connecting (from a frame later, for real)
-        assert at_first_frame == [(False, ["gpu1", "gpu2"], [],
-                                   "", False, "gpu1 (10.0.0.1) — connecting / Connecting…")]
+        assert at_first_frame == [
+            (False, ["gpu1", "gpu2"], [], "", False, "gpu1 (10.0.0.1) — connecting / Connecting…")
+        ]
         assert app.watching and sorted(app.monitor.names()) == ["gpu1", "gpu2"]
         assert app.lifecycle_bg is app.lifecycle_bg and app.auto_backup.running("gpu1") is None
-        await wait_for(pilot, lambda: (s := app.snapshots.get("gpu1")) is not None
-                       and s.status.state is PodState.CONNECTING)  # the monitor's own first word on screen
+        await wait_for(
+            pilot, lambda: (s := app.snapshots.get("gpu1")) is not None and s.status.state is PodState.CONNECTING
+        )  # the monitor's own first word on screen
 
 
 async def test_a_pod_removed_before_its_watching_starts_is_never_watched() -> None:

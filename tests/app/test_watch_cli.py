@@ -29,13 +29,21 @@ from tests.services.watch.receiver import receiver
 from tests.services.watch.test_watcher import start_trainer
 
 REPO = Path(__file__).resolve().parents[2]
-FAST_HEALTH = ("[health]\nstall_k = 3\nstall_floor_s = 2.5\nstall_cap_s = 10\nstall_start_s = 60\nnofile_min = 0\n"
-               "disk_pct = 100\ndisk_critical_pct = 100\n")
+FAST_HEALTH = (
+    "[health]\nstall_k = 3\nstall_floor_s = 2.5\nstall_cap_s = 10\nstall_start_s = 60\nnofile_min = 0\n"
+    "disk_pct = 100\ndisk_critical_pct = 100\n"
+)
 
 
 def cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
 
 
 def write_config(pod, run: Path, tmp_path: Path, notify: str = "") -> Path:
@@ -43,7 +51,8 @@ def write_config(pod, run: Path, tmp_path: Path, notify: str = "") -> Path:
     config.mkdir(parents=True, exist_ok=True)
     (config / "pods.toml").write_text(
         f'[pods.testpod]\nhost = "127.0.0.1"\nuser = "{pod.user}"\nport = {pod.port}\nrun_dir = "{run}"\n'
-        f'probe_dir = "{pod.probe_dir}"\n')
+        f'probe_dir = "{pod.probe_dir}"\n'
+    )
     (config / "settings.toml").write_text(FAST_HEALTH + notify)
     return config
 
@@ -63,7 +72,7 @@ def scrape(port: int) -> dict[str, list] | None:
 def wait(test, timeout: float = 30.0, what: str = ""):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if (value := test()):
+        if value := test():
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
@@ -82,11 +91,19 @@ def test_the_watcher_over_real_sshd_pushes_one_opened_and_one_resolved(pod, tmp_
     watcher = None
     try:
         with receiver() as rx:
-            write_config(pod, run, tmp_path, f'[notify]\nurls = ["{rx.url("T0KEN-hook")}"]\nresolve_after_s = 1\n'
-                                             "min_interval_s = 600\n")
-            watcher = subprocess.Popen([sys.executable, "-m", "app.cli", "watch", "--metrics-port", str(port),
-                                        "--interval", "0.2", "--json"], cwd=REPO, stdout=out, stderr=err,
-                                       env=dict(os.environ))
+            write_config(
+                pod,
+                run,
+                tmp_path,
+                f'[notify]\nurls = ["{rx.url("T0KEN-hook")}"]\nresolve_after_s = 1\nmin_interval_s = 600\n',
+            )
+            watcher = subprocess.Popen(
+                [sys.executable, "-m", "app.cli", "watch", "--metrics-port", str(port), "--interval", "0.2", "--json"],
+                cwd=REPO,
+                stdout=out,
+                stderr=err,
+                env=dict(os.environ),
+            )
 
             def running_steps() -> bool:
                 if watcher.poll() is not None:
@@ -117,8 +134,10 @@ def test_the_watcher_over_real_sshd_pushes_one_opened_and_one_resolved(pod, tmp_
             os.kill(trainer.pid, signal.SIGCONT)  # it moves again
             rx.wait_for(lambda b: len(b) >= 2, 30, "the resolved message")
             time.sleep(1.5)  # longer than resolve_after_s: nothing more comes
-            assert [b["title"] for b in rx.bodies] == ["[OPENED] testpod: No training progress",
-                                                       "[RESOLVED] testpod: No training progress"], rx.bodies
+            assert [b["title"] for b in rx.bodies] == [
+                "[OPENED] testpod: No training progress",
+                "[RESOLVED] testpod: No training progress",
+            ], rx.bodies
             watcher.send_signal(signal.SIGTERM)
             assert watcher.wait(30) == 0
     finally:
@@ -132,8 +151,9 @@ def test_the_watcher_over_real_sshd_pushes_one_opened_and_one_resolved(pod, tmp_
     err.seek(0)
     stdout, stderr = out.read(), err.read()
     logs = [json.loads(line) for line in stderr.splitlines() if line.strip()]  # every line is JSON
-    assert {"watch started", "alert opened", "notification sent", "alert resolved", "watch stopped"} <= \
-        {entry["msg"] for entry in logs}
+    assert {"watch started", "alert opened", "notification sent", "alert resolved", "watch stopped"} <= {
+        entry["msg"] for entry in logs
+    }
     assert "T0KEN" not in stdout + stderr  # the URL is a secret
     started = next(e for e in logs if e["msg"] == "watch started")
     assert started["notify"] == ["json://***"] and started["metrics"] == f"http://127.0.0.1:{port}/metrics"
@@ -217,18 +237,24 @@ async def test_the_tui_says_at_start_what_the_watcher_saw_while_it_was_closed(tm
     state = WatchState(data)
     state.stopped = time.time()
     state.save(book)
-    app = PrimeTrainApp([Pod("p1", PodKind.SSH, host="h")], pods_path=tmp_path / "pods.toml",
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)))
+    app = PrimeTrainApp(
+        [Pod("p1", PodKind.SSH, host="h")],
+        pods_path=tmp_path / "pods.toml",
+        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
+    )
     async with app.run_test(size=(160, 50), notifications=True) as pilot:
         await wait_for(pilot, lambda: any("watcher" in n.message for n in app._notifications), timeout=10)
         (note,) = [n.message for n in app._notifications if "watcher" in n.message]
         assert note.startswith("No watcher is running") and "gpu-dead on p1" in note
 
 
-@pytest.mark.parametrize("text, says", [
-    ('[notfy]\nurls = ["ntfy://T0KEN-topic"]\n', ("line 1", "unknown table [notfy]", "did you mean [notify]?")),
-    ('[notify]\nurl = ["ntfy://T0KEN-topic"]\n', ("line 2", "unknown key url in [notify]", "did you mean urls?")),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ('[notfy]\nurls = ["ntfy://T0KEN-topic"]\n', ("line 1", "unknown table [notfy]", "did you mean [notify]?")),
+        ('[notify]\nurl = ["ntfy://T0KEN-topic"]\n', ("line 2", "unknown key url in [notify]", "did you mean urls?")),
+    ],
+)
 def test_a_typo_in_the_notify_table_is_named_with_its_line(tmp_path: Path, monkeypatch, text: str, says) -> None:
     from app.commands.watch import load_notify
     from services.errors import SettingsError
@@ -254,7 +280,7 @@ def test_the_watch_table_allows_budget_terminations_and_names_its_typos(tmp_path
     (config / "backup.toml").write_text('[backup]\nbucket = "my-ckpts"\n')
     opts = load_watch_options()
     assert opts["terminate_over_budget"] is True and opts["backup"].bucket == "my-ckpts"
-    (config / "settings.toml").write_text('[watch]\nterminate_over_budgt = true\n')
+    (config / "settings.toml").write_text("[watch]\nterminate_over_budgt = true\n")
     with pytest.raises(SettingsError, match="unknown key terminate_over_budgt in \\[watch\\]"):
         load_watch_options()
     (config / "settings.toml").write_text('[watch]\nterminate_over_budget = "yes"\n')

@@ -51,8 +51,11 @@ def trainer_start(tmp: Path, n: int = 5) -> list[float]:
         run = tmp / f"solo{i}"
         log = run / "logs" / "trainer.log"
         t0 = time.perf_counter()
-        p = subprocess.Popen([sys.executable, str(TRAINER), "--run-dir", str(run), "--step-seconds", "0.5"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(
+            [sys.executable, str(TRAINER), "--run-dir", str(run), "--step-seconds", "0.5"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         while not (log.exists() and FIRST in log.read_text(errors="replace")):
             if time.perf_counter() - t0 > 30:
                 raise TimeoutError(f"the trainer wrote no {FIRST!r} line in {log}")
@@ -96,8 +99,7 @@ async def one_round(server, tmp: Path, cfg: Path, i: int) -> dict[str, float]:
     app = PrimeTrainApp([pod], settings=MonitorSettings(interval=0.5), config_path=cfg)
     r: dict[str, float] = {}
     async with app.run_test(size=(160, 50)) as pilot:
-        await until(pilot, lambda: (s := app.snapshots.get("bench")) is not None
-                    and s.status.state is PodState.ONLINE)
+        await until(pilot, lambda: (s := app.snapshots.get("bench")) is not None and s.status.state is PodState.ONLINE)
         app.pod_list.select("bench")
         await pilot.pause()
 
@@ -118,8 +120,13 @@ async def one_round(server, tmp: Path, cfg: Path, i: int) -> dict[str, float]:
         t_log = await until(pilot, first_line)
         t_done = await until(pilot, lambda: screen.result is not None)
         assert screen.result.kind == "done", screen.result.message
-        r.update(launch_plan=t_plan - t_key, launch_action=t_done - t_go, launch_first_line=t_log - t_key,
-                 launch_confirm_to_line=t_log - t_go, line_to_done=t_done - t_log)
+        r.update(
+            launch_plan=t_plan - t_key,
+            launch_action=t_done - t_go,
+            launch_first_line=t_log - t_key,
+            launch_confirm_to_line=t_log - t_go,
+            line_to_done=t_done - t_log,
+        )
         await pilot.press("escape")
         await pilot.pause()
 
@@ -154,8 +161,12 @@ async def one_round(server, tmp: Path, cfg: Path, i: int) -> dict[str, float]:
         stop.set()
         watcher.join(5)
         assert screen.result.kind == "done", screen.result.message
-        r.update(kill_plan=t_plan - t_key, kill_gone=(gone_at[0] if gone_at else t_done) - t_key,
-                 kill_confirm_to_gone=(gone_at[0] if gone_at else t_done) - t_go, kill_action=t_done - t_go)
+        r.update(
+            kill_plan=t_plan - t_key,
+            kill_gone=(gone_at[0] if gone_at else t_done) - t_key,
+            kill_confirm_to_gone=(gone_at[0] if gone_at else t_done) - t_go,
+            kill_action=t_done - t_go,
+        )
         await pilot.press("escape")
         await pilot.pause()
     return r
@@ -180,9 +191,11 @@ async def main() -> None:
     (cfg_dir / "settings.toml").write_text(
         "[lifecycle]\n"
         f'command = "{sys.executable} {TRAINER} --run-dir {{run_dir}} --step-seconds 0.5 --ckpt-interval 0"\n'
-        'min_nofile = 1024\nmin_free_bytes = 1\ncuda_check = false\ntmux = "setsid"\ngrace_seconds = 10\n')
-    os.environ.update(HOME=str(home_dir), PRIME_TRAIN_TUI_CONFIG_DIR=str(cfg_dir),
-                      PRIME_TRAIN_TUI_DATA_DIR=str(tmp / "data"))
+        'min_nofile = 1024\nmin_free_bytes = 1\ncuda_check = false\ntmux = "setsid"\ngrace_seconds = 10\n'
+    )
+    os.environ.update(
+        HOME=str(home_dir), PRIME_TRAIN_TUI_CONFIG_DIR=str(cfg_dir), PRIME_TRAIN_TUI_DATA_DIR=str(tmp / "data")
+    )
     os.environ.pop("SSH_AUTH_SOCK", None)
     home = ClientHome(home=home_dir, server=server)
     home.write_ssh_config()
@@ -197,8 +210,10 @@ async def main() -> None:
     med = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
     worst = {k: max(r[k] for r in rounds) for k in rounds[0]}
     start = statistics.median(solo)
-    print(f"action_latency: {args.rounds} rounds over a loopback sshd, headless app, probe at 0.5 s; "
-          f"{os.cpu_count()} cores")
+    print(
+        f"action_latency: {args.rounds} rounds over a loopback sshd, headless app, probe at 0.5 s; "
+        f"{os.cpu_count()} cores"
+    )
     print(f"{'figure':<52} {'median s':>9} {'max s':>8}")
     rows = [
         ("L → launch plan shown (SSH connect)", "launch_plan"),
@@ -215,10 +230,14 @@ async def main() -> None:
         print(f"{label:<52} {med[key]:>9.3f} {worst[key]:>8.3f}")
     print(f"{'trainer own start (exec → first line, no app)':<52} {start:>9.3f} {max(solo):>8.3f}")
     overhead = med["launch_confirm_to_line"] - start
-    print(f"launch overhead excluding the trainer's start: {overhead:.3f} s (target < 1 s: "
-          f"{'met' if overhead < 1 else 'MISSED'}); includes up to one probe interval (0.5 s) of log tailing")
-    print(f"kill, click → processes gone: {med['kill_confirm_to_gone']:.3f} s (target < 2 s + grace: "
-          f"{'met' if med['kill_confirm_to_gone'] < 2 else 'MISSED'})")
+    print(
+        f"launch overhead excluding the trainer's start: {overhead:.3f} s (target < 1 s: "
+        f"{'met' if overhead < 1 else 'MISSED'}); includes up to one probe interval (0.5 s) of log tailing"
+    )
+    print(
+        f"kill, click → processes gone: {med['kill_confirm_to_gone']:.3f} s (target < 2 s + grace: "
+        f"{'met' if med['kill_confirm_to_gone'] < 2 else 'MISSED'})"
+    )
 
 
 if __name__ == "__main__":

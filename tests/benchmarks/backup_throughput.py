@@ -62,6 +62,7 @@ def bf16_like(n_bytes: int, seed: int = 0) -> bytes:
     rng = random.Random(seed)
     out = bytearray(n_bytes + (n_bytes & 1))
     half = len(out) // 2
+
     def noise(n: int) -> bytes:  # randbytes takes at most 2**31 - 1 bits at once (256 MiB)
         return b"".join(rng.randbytes(min(1 << 26, n - i)) for i in range(0, n, 1 << 26))
 
@@ -78,8 +79,11 @@ def free_port() -> int:
 
 def start_moto() -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -92,8 +96,11 @@ def start_moto() -> tuple[subprocess.Popen, str]:
 
 def codec_figures(data: bytes) -> list[tuple[str, float, float]]:
     res = []
-    for name, cmd in (("zstd -1", ["zstd", "-1", "-T0", "-q", "-c"]), ("zstd -3", ["zstd", "-3", "-T0", "-q", "-c"]),
-                      ("gzip -6", ["gzip", "-6", "-c"])):
+    for name, cmd in (
+        ("zstd -1", ["zstd", "-1", "-T0", "-q", "-c"]),
+        ("zstd -3", ["zstd", "-3", "-T0", "-q", "-c"]),
+        ("gzip -6", ["gzip", "-6", "-c"]),
+    ):
         if not shutil.which(cmd[0]):
             continue
         t0 = time.perf_counter()
@@ -103,8 +110,9 @@ def codec_figures(data: bytes) -> list[tuple[str, float, float]]:
     return res
 
 
-async def our_backup(endpoint: str, bucket: str, run: Path, compression: str,
-                     part_mib: int | None = None) -> tuple[float, object]:
+async def our_backup(
+    endpoint: str, bucket: str, run: Path, compression: str, part_mib: int | None = None
+) -> tuple[float, object]:
     from services.backup import s3 as s3mod
     from services.backup.s3 import BackupSettings
     from services.backup.transfer import backup_checkpoint
@@ -112,8 +120,15 @@ async def our_backup(endpoint: str, bucket: str, run: Path, compression: str,
     from services.pod.local import LocalConnection
 
     kw = {"part_size": part_mib * MIB} if part_mib else {}
-    settings = BackupSettings(bucket=bucket, endpoint=endpoint, region="us-east-1", compression=compression,
-                              prefix=f"bench-{compression}-{part_mib}/", jobs=8, **kw)
+    settings = BackupSettings(
+        bucket=bucket,
+        endpoint=endpoint,
+        region="us-east-1",
+        compression=compression,
+        prefix=f"bench-{compression}-{part_mib}/",
+        jobs=8,
+        **kw,
+    )
     events: list[tuple[str, float]] = []
     completes: list[float] = []
     original = s3mod.S3.call
@@ -130,16 +145,21 @@ async def our_backup(endpoint: str, bucket: str, run: Path, compression: str,
     try:
         async with LocalConnection(Pod(name="local", kind=PodKind.LOCAL)) as conn:
             t0 = time.perf_counter()
-            result = await backup_checkpoint(conn, settings, str(run), 1,
-                                             on_progress=lambda p: events.append((p.phase, time.perf_counter() - t0)))
+            result = await backup_checkpoint(
+                conn, settings, str(run), 1, on_progress=lambda p: events.append((p.phase, time.perf_counter() - t0))
+            )
             total = time.perf_counter() - t0
     finally:
         s3mod.S3.call = original
     ups = [t for ph, t in events if ph == "upload"]
     verify = next(t for ph, t in events if ph == "verify")
-    result.phases = {"plan": ups[0] if ups else 0.0, "parts": (ups[-1] - ups[0]) if ups else 0.0,
-                     "after": verify - (ups[-1] if ups else 0.0), "complete": sum(completes),
-                     "verify": total - verify}
+    result.phases = {
+        "plan": ups[0] if ups else 0.0,
+        "parts": (ups[-1] - ups[0]) if ups else 0.0,
+        "after": verify - (ups[-1] if ups else 0.0),
+        "complete": sum(completes),
+        "verify": total - verify,
+    }
     return total, result
 
 
@@ -151,10 +171,12 @@ def boto3_upload(endpoint: str, shard: Path, checksums: str | None = None) -> tu
     b3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", config=cfg)
     b3.create_bucket(Bucket="bench-bucket")
     marks: dict[str, float] = {}
-    b3.meta.events.register("before-call.s3.CompleteMultipartUpload",
-                            lambda **kw: marks.__setitem__("c0", time.perf_counter()))
-    b3.meta.events.register("after-call.s3.CompleteMultipartUpload",
-                            lambda **kw: marks.__setitem__("c1", time.perf_counter()))
+    b3.meta.events.register(
+        "before-call.s3.CompleteMultipartUpload", lambda **kw: marks.__setitem__("c0", time.perf_counter())
+    )
+    b3.meta.events.register(
+        "after-call.s3.CompleteMultipartUpload", lambda **kw: marks.__setitem__("c1", time.perf_counter())
+    )
     t0 = time.perf_counter()
     b3.upload_file(str(shard), "bench-bucket", "boto3/shard")
     return time.perf_counter() - t0, marks.get("c1", 0.0) - marks.get("c0", 0.0)
@@ -176,6 +198,7 @@ def bucket_then(coro_fn):
 
         boto_client(endpoint).create_bucket(Bucket="bench-bucket")
         return asyncio.run(coro_fn(endpoint))
+
     return run
 
 
@@ -219,15 +242,16 @@ def main() -> None:
         contenders = {
             "boto3": lambda: fresh_server(lambda ep: boto3_upload(ep, shard)),
             "ours": lambda: fresh_server(bucket_then(lambda ep: our_backup(ep, "bench-bucket", run, "none"))),
-            "ours parts": lambda: fresh_server(bucket_then(
-                lambda ep: our_backup(ep, "bench-bucket", run, "none", part_mib=args.part_mib))),
+            "ours parts": lambda: fresh_server(
+                bucket_then(lambda ep: our_backup(ep, "bench-bucket", run, "none", part_mib=args.part_mib))
+            ),
             "ours zstd": lambda: fresh_server(bucket_then(lambda ep: our_backup(ep, "bench-bucket", run, "zstd"))),
             "boto3 when_required": lambda: fresh_server(lambda ep: boto3_upload(ep, shard, "when_required")),
         }
         got: dict[str, list] = {name: [] for name in contenders}
         names = list(contenders)
         for k in range(max(1, args.rounds)):
-            for name in names[k % len(names):] + names[:k % len(names)]:
+            for name in names[k % len(names) :] + names[: k % len(names)]:
                 got[name].append(contenders[name]())
                 print(f"  round {k + 1}: {name} {got[name][-1][0]:.1f} s", flush=True)
 
@@ -240,30 +264,45 @@ def main() -> None:
         mb = size / 1e6
         boto_secs = med_secs("boto3")
         boto_complete = med_of("boto3", lambda r: r[1])
-        print(f"\nupload of {args.size_mib} MiB to moto's S3 server on 127.0.0.1, a fresh server per run "
-              f"(one Python process: the likely bound); medians of {args.rounds} interleaved rounds; "
-              f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}:")
-        print(f"  boto3 upload_file, default TransferConfig (8 MiB x 10 threads): {boto_secs:6.1f} s "
-              f"{mb / boto_secs:7.1f} MB/s   <- anchor (of which the server's complete {boto_complete:.1f} s)")
-        for name, label in (("ours", "ours, default parts x 8 jobs"),
-                            ("ours parts", f"ours, {args.part_mib} MiB parts x 8 jobs")):
+        print(
+            f"\nupload of {args.size_mib} MiB to moto's S3 server on 127.0.0.1, a fresh server per run "
+            f"(one Python process: the likely bound); medians of {args.rounds} interleaved rounds; "
+            f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}:"
+        )
+        print(
+            f"  boto3 upload_file, default TransferConfig (8 MiB x 10 threads): {boto_secs:6.1f} s "
+            f"{mb / boto_secs:7.1f} MB/s   <- anchor (of which the server's complete {boto_complete:.1f} s)"
+        )
+        for name, label in (
+            ("ours", "ours, default parts x 8 jobs"),
+            ("ours parts", f"ours, {args.part_mib} MiB parts x 8 jobs"),
+        ):
             secs = med_secs(name)
             res = got[name][0][1]
             ph = {key: med_of(name, lambda r, key=key: r[1].phases[key]) for key in res.phases}
-            print(f"  {label:62}: {secs:6.1f} s {mb / secs:7.1f} MB/s = {boto_secs / secs:.2f}x boto3's "
-                  f"throughput (target >= 1.0x)   ({len(res.manifest.files[-1].parts)} parts, "
-                  f"verified={all(r[1].verified for r in got[name])})")
-            print(f"    phases: plan {ph['plan']:.1f} s · parts (one read: sha256+md5+PUT) {ph['parts']:.1f} s "
-                  f"({mb / max(ph['parts'], 1e-9):.0f} MB/s) · last part -> verify {ph['after']:.1f} s, of which the "
-                  f"server's CompleteMultipartUpload {ph['complete']:.1f} s · verify+manifest {ph['verify']:.1f} s")
+            print(
+                f"  {label:62}: {secs:6.1f} s {mb / secs:7.1f} MB/s = {boto_secs / secs:.2f}x boto3's "
+                f"throughput (target >= 1.0x)   ({len(res.manifest.files[-1].parts)} parts, "
+                f"verified={all(r[1].verified for r in got[name])})"
+            )
+            print(
+                f"    phases: plan {ph['plan']:.1f} s · parts (one read: sha256+md5+PUT) {ph['parts']:.1f} s "
+                f"({mb / max(ph['parts'], 1e-9):.0f} MB/s) · last part -> verify {ph['after']:.1f} s, of which the "
+                f"server's CompleteMultipartUpload {ph['complete']:.1f} s · verify+manifest {ph['verify']:.1f} s"
+            )
         again_secs = med_secs("boto3 when_required")
         again_complete = med_of("boto3 when_required", lambda r: r[1])
-        print(f"  boto3 upload_file, checksums when_required (as ours){'':12}: {again_secs:6.1f} s "
-              f"{mb / again_secs:7.1f} MB/s   (server's complete {again_complete:.1f} s)")
+        print(
+            f"  boto3 upload_file, checksums when_required (as ours){'':12}: {again_secs:6.1f} s "
+            f"{mb / again_secs:7.1f} MB/s   (server's complete {again_complete:.1f} s)"
+        )
         z_secs, z_result = med_secs("ours zstd"), got["ours zstd"][0][1]
-        print(f"  ours with zstd (per file if it pays off): {z_secs:6.1f} s "
-              f"{mb / z_secs:7.1f} MB/s = {boto_secs / z_secs:.2f}x boto3's   stored "
-              f"{z_result.manifest.stored_bytes / size:.3f} of raw")
+        print(
+            f"  ours with zstd (per file if it pays off): {z_secs:6.1f} s "
+            f"{mb / z_secs:7.1f} MB/s = {boto_secs / z_secs:.2f}x boto3's   stored "
+            f"{z_result.manifest.stored_bytes / size:.3f} of raw"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -85,20 +85,27 @@ def main() -> None:
         for name in ("CONFIG", "DATA", "CACHE"):  # the app's own directories, empty: this machine's stay out
             os.environ[f"PRIME_TRAIN_TUI_{name}_DIR"] = f"{tmp}/{name.lower()}"
         results = {}
-        for label, lines in (("first 60 lines (baseline)", text.splitlines()[:60]),
-                             (f"{text.count(chr(10)):,} lines", text.splitlines())):
+        for label, lines in (
+            ("first 60 lines (baseline)", text.splitlines()[:60]),
+            (f"{text.count(chr(10)):,} lines", text.splitlines()),
+        ):
             path = Path(tmp) / "rl.toml"
             path.write_text("\n".join(lines) + "\n")
             results[label] = asyncio.run(run(path, args.n))
     print(f"keystroke -> next frame in the Config pane, {args.n} keys typed mid-file (ms)")
     print(f"{'config':<28} {'p50':>7} {'p95':>7} {'cpu p50':>8} {'frames':>7}")
     for label, (wall, cpu) in results.items():
-        print(f"{label:<28} {statistics.median(wall) * 1e3:7.1f} {pct(wall, 0.95) * 1e3:7.1f} "
-              f"{statistics.median(cpu) * 1e3:8.1f} {len(wall):7d}")
+        print(
+            f"{label:<28} {statistics.median(wall) * 1e3:7.1f} {pct(wall, 0.95) * 1e3:7.1f} "
+            f"{statistics.median(cpu) * 1e3:8.1f} {len(wall):7d}"
+        )
     (base, base_cpu), (ours, our_cpu) = results.values()
-    print(f"{'ratio long/short':<28} {statistics.median(ours) / statistics.median(base):7.2f} "
-          f"{pct(ours, 0.95) / pct(base, 0.95):7.2f} {statistics.median(our_cpu) / statistics.median(base_cpu):8.2f}")
+    print(
+        f"{'ratio long/short':<28} {statistics.median(ours) / statistics.median(base):7.2f} "
+        f"{pct(ours, 0.95) / pct(base, 0.95):7.2f} {statistics.median(our_cpu) / statistics.median(base_cpu):8.2f}"
+    )
     print("target: p50 < 33 ms")
+
 
 if __name__ == "__main__":
     main()

@@ -33,8 +33,13 @@ from services.monitor.worker import MonitorSettings, PodMonitorState  # noqa: E4
 
 def probe_line() -> dict:
     env = {**os.environ, "PTT_FAKE_GPUS": "8", "PATH": f"{REPO / 'services' / 'demo' / 'bin'}:{os.environ['PATH']}"}
-    out = subprocess.run([sys.executable, str(REPO / "services" / "pod" / "agent" / "probe.py"), "--once"],
-                         env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(REPO / "services" / "pod" / "agent" / "probe.py"), "--once"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return json.loads(out.splitlines()[-1])
 
 
@@ -43,9 +48,16 @@ def lines(base: dict, n: int, seed: int) -> list[str]:
     out = []
     for k in range(n):
         doc = dict(base, t=1_000_000.0 + k)
-        doc["gpus"] = [dict(g, util=float(rng.randint(0, 100)), power_w=round(rng.uniform(100, 700), 2),
-                            temp_c=float(rng.randint(40, 90)), mem_used=rng.randint(10, 80) << 30)
-                       for g in base["gpus"]]
+        doc["gpus"] = [
+            dict(
+                g,
+                util=float(rng.randint(0, 100)),
+                power_w=round(rng.uniform(100, 700), 2),
+                temp_c=float(rng.randint(40, 90)),
+                mem_used=rng.randint(10, 80) << 30,
+            )
+            for g in base["gpus"]
+        ]
         out.append(json.dumps(doc))
     return out
 
@@ -83,16 +95,20 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=60.0)
     args = ap.parse_args()
     base = probe_line()
-    print(f"history_memory: {args.pods} pods x {args.minutes:g} min of 1 Hz samples, 8 GPUs; {os.cpu_count()} "
-          f"cores, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"history_memory: {args.pods} pods x {args.minutes:g} min of 1 Hz samples, 8 GPUs; {os.cpu_count()} "
+        f"cores, load {os.getloadavg()[0]:.1f}"
+    )
     anchor = measure(args.pods, args.minutes, base, before)
     mine = measure(args.pods, args.minutes, base, ours)
     settings = MonitorSettings()
     print(f"  anchor, the last 600 parsed samples whole (10 min of graphs): {anchor / (1 << 20):.2f} MiB per pod")
-    print(f"  ours, {settings.history_len} samples whole + {settings.trend_s / 60:g} min in buckets "
-          f"({min(args.minutes * 60, settings.trend_s) / 60:g} min of graphs): {mine / (1 << 20):.2f} MiB per pod "
-          f"= {mine / anchor:.2f}x the anchor; {args.pods} pods: {mine * args.pods / (1 << 20):.0f} MiB   "
-          "target <= 1 MiB per pod")
+    print(
+        f"  ours, {settings.history_len} samples whole + {settings.trend_s / 60:g} min in buckets "
+        f"({min(args.minutes * 60, settings.trend_s) / 60:g} min of graphs): {mine / (1 << 20):.2f} MiB per pod "
+        f"= {mine / anchor:.2f}x the anchor; {args.pods} pods: {mine * args.pods / (1 << 20):.0f} MiB   "
+        "target <= 1 MiB per pod"
+    )
 
 
 if __name__ == "__main__":

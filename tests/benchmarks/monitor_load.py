@@ -37,8 +37,10 @@ from services.models import PodSnapshot  # noqa: E402
 from services.monitor.service import MonitorService, MonitorSettings  # noqa: E402
 from tests.conftest import ClientHome, _make_server  # noqa: E402
 
-QUERY = ("nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total,power.draw,"
-         "temperature.gpu --format=csv,noheader,nounits")
+QUERY = (
+    "nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,memory.total,power.draw,"
+    "temperature.gpu --format=csv,noheader,nounits"
+)
 
 
 def cpu_self() -> float:
@@ -91,12 +93,16 @@ async def run_monitor(server, n: int, seconds: float, with_app: bool, probe_dir:
         await settle()
         samples = sum(s.samples_total for s in mon.snapshots()) - start_samples
         nbytes = sum(s.bytes_total for s in mon.snapshots()) - start_bytes
-        return {"pods": n, "samples": samples, "cpu_s": c1 - c0, "wall_s": t1 - t0,
-                "bytes_per_sample": nbytes / max(samples, 1)}
+        return {
+            "pods": n,
+            "samples": samples,
+            "cpu_s": c1 - c0,
+            "wall_s": t1 - t0,
+            "bytes_per_sample": nbytes / max(samples, 1),
+        }
 
     if not with_app:
-        mon = MonitorService(lambda s: observe(s, lambda t: latencies.append(time.time() - t)),
-                             settings=settings)
+        mon = MonitorService(lambda s: observe(s, lambda t: latencies.append(time.time() - t)), settings=settings)
         for pod in pods:
             mon.add(pod)
         try:
@@ -161,8 +167,7 @@ async def _noop() -> None:
 
 async def run_baseline(server, home: ClientHome, n: int, seconds: float) -> dict:
     """One `ssh host nvidia-smi ...` per pod per second, as a script would do it."""
-    base = ["ssh", "-F", str(home.home / ".ssh" / "config"), "-o", "BatchMode=yes",
-            "testpod", QUERY]
+    base = ["ssh", "-F", str(home.home / ".ssh" / "config"), "-o", "BatchMode=yes", "testpod", QUERY]
     latencies: list[float] = []
     nbytes = 0
     samples = 0
@@ -174,8 +179,9 @@ async def run_baseline(server, home: ClientHome, n: int, seconds: float) -> dict
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             t0 = time.monotonic()
-            proc = await asyncio.create_subprocess_exec(*base, stdout=asyncio.subprocess.PIPE,
-                                                        stderr=asyncio.subprocess.DEVNULL)
+            proc = await asyncio.create_subprocess_exec(
+                *base, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+            )
             out, _ = await proc.communicate()
             if proc.returncode == 0 and out:
                 latencies.append(time.monotonic() - t0)
@@ -187,9 +193,16 @@ async def run_baseline(server, home: ClientHome, n: int, seconds: float) -> dict
     c0, k0, t0 = cpu_self(), cpu_children(), time.monotonic()
     await asyncio.gather(*(one_pod(i / n) for i in range(n)))
     c1, k1, t1 = cpu_self(), cpu_children(), time.monotonic()
-    return {"pods": n, "samples": samples, "cpu_s": (c1 - c0) + (k1 - k0), "wall_s": t1 - t0,
-            "bytes_per_sample": nbytes / max(samples, 1), "lat_p50_ms": 1000 * pct(latencies, 0.5),
-            "lat_p95_ms": 1000 * pct(latencies, 0.95), "lat_n": len(latencies)}
+    return {
+        "pods": n,
+        "samples": samples,
+        "cpu_s": (c1 - c0) + (k1 - k0),
+        "wall_s": t1 - t0,
+        "bytes_per_sample": nbytes / max(samples, 1),
+        "lat_p50_ms": 1000 * pct(latencies, 0.5),
+        "lat_p95_ms": 1000 * pct(latencies, 0.95),
+        "lat_n": len(latencies),
+    }
 
 
 def med_of(rs: list[dict]) -> dict:
@@ -210,8 +223,10 @@ def med_of(rs: list[dict]) -> dict:
 def row(label: str, r: dict) -> str:
     per_sample_ms = 1000 * r["cpu_s"] / max(r["samples"], 1)
     core_pct = 100 * r["cpu_s"] / r["wall_s"]
-    return (f"{label:<12} {r['pods']:>4} {r['samples']:>8} {per_sample_ms:>12.3f} {core_pct:>10.1f} "
-            f"{r['lat_p50_ms']:>9.1f} {r['lat_p95_ms']:>9.1f} {r['bytes_per_sample']:>10.0f}")
+    return (
+        f"{label:<12} {r['pods']:>4} {r['samples']:>8} {per_sample_ms:>12.3f} {core_pct:>10.1f} "
+        f"{r['lat_p50_ms']:>9.1f} {r['lat_p95_ms']:>9.1f} {r['bytes_per_sample']:>10.0f}"
+    )
 
 
 async def main() -> None:
@@ -220,11 +235,18 @@ async def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--baseline-seconds", type=float, default=15.0)
     ap.add_argument("--baseline-pods", default="1,8")
-    ap.add_argument("--rounds", type=int, default=3, help="each pod count's runs (baseline included) this many "
-                    "times in turn; the medians are printed last")
-    ap.add_argument("--modes", default="monitor,app",
-                    help="monitor = the monitor service alone (what acquisition costs, compared with "
-                         "the baseline); app = the headless app too (sample → screen, the whole app's CPU)")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="each pod count's runs (baseline included) this many times in turn; the medians are printed last",
+    )
+    ap.add_argument(
+        "--modes",
+        default="monitor,app",
+        help="monitor = the monitor service alone (what acquisition costs, compared with "
+        "the baseline); app = the headless app too (sample → screen, the whole app's CPU)",
+    )
     ap.add_argument("--views", default="monitor,fleet", help="the app's view in the app mode: monitor and/or fleet")
     args = ap.parse_args()
     modes = [m for m in args.modes.split(",") if m]
@@ -247,20 +269,26 @@ async def main() -> None:
     home.write_ssh_config()
     home.trust()
     try:
-        print(f"monitor_load: {args.seconds:g} s per run ({args.baseline_seconds:g} s the baseline), {args.rounds} "
-              f"rounds interleaved, 8 fake GPUs per pod, 1 Hz; {os.cpu_count()} cores, load "
-              f"{os.getloadavg()[0]:.1f}. CPU is this process (+ its ssh children for the baseline); latency is "
-              "sample → callback (monitor) or sample → screen (app)")
-        print("targets: acquisition ≥ 10x below ssh-exec per sample; sample → screen p95 < 300 ms (monitor and "
-              "fleet, 64 pods); fleet all in < 10 % of a core at 64 pods")
-        header = (f"{'mode':<16} {'pods':>4} {'samples':>8} {'ms CPU/smp':>12} {'% 1 core':>10} "
-                  f"{'p50 ms':>9} {'p95 ms':>9} {'B/sample':>10}")
+        print(
+            f"monitor_load: {args.seconds:g} s per run ({args.baseline_seconds:g} s the baseline), {args.rounds} "
+            f"rounds interleaved, 8 fake GPUs per pod, 1 Hz; {os.cpu_count()} cores, load "
+            f"{os.getloadavg()[0]:.1f}. CPU is this process (+ its ssh children for the baseline); latency is "
+            "sample → callback (monitor) or sample → screen (app)"
+        )
+        print(
+            "targets: acquisition ≥ 10x below ssh-exec per sample; sample → screen p95 < 300 ms (monitor and "
+            "fleet, 64 pods); fleet all in < 10 % of a core at 64 pods"
+        )
+        header = (
+            f"{'mode':<16} {'pods':>4} {'samples':>8} {'ms CPU/smp':>12} {'% 1 core':>10} "
+            f"{'p50 ms':>9} {'p95 ms':>9} {'B/sample':>10}"
+        )
         print(header)
         for n in [int(x) for x in args.pods.split(",")]:
             runs: dict[str, list[dict]] = {}
             for _ in range(max(1, args.rounds)):
                 for mode in modes:
-                    for view in (views if mode == "app" else ["-"]):
+                    for view in views if mode == "app" else ["-"]:
                         label = "probe+monitor" if mode == "monitor" else f"app {view}"
                         r = await run_monitor(server, n, args.seconds, mode == "app", str(tmp / "probe"), view)
                         runs.setdefault(label, []).append(r)
@@ -277,8 +305,10 @@ async def main() -> None:
                 mine = med_of(runs["probe+monitor"])
                 theirs = med_of(runs["ssh-exec"])
                 ratio = (theirs["cpu_s"] / max(theirs["samples"], 1)) / (mine["cpu_s"] / max(mine["samples"], 1))
-                print(f"  → {n} pods: acquiring a sample through the probe costs {ratio:.0f}× less client CPU "
-                      "than one ssh exec (anchor, same run)")
+                print(
+                    f"  → {n} pods: acquiring a sample through the probe costs {ratio:.0f}× less client CPU "
+                    "than one ssh exec (anchor, same run)"
+                )
     finally:
         server.kill()
 

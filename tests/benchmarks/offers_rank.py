@@ -70,8 +70,11 @@ def grown_payloads(n: int) -> dict[str, str]:
         val["instance_type"]["name"] = f"{key}_{i}"
         val["regions_with_capacity_available"] = [{"name": f"r{i % 7}", "description": "x"}]
         data[f"{key}_{i}"] = val
-    return {"prime": json.dumps({"items": items, "totalCount": len(items)}),
-            "vast": json.dumps({"offers": offers}), "lambda": json.dumps({"data": data})}
+    return {
+        "prime": json.dumps({"items": items, "totalCount": len(items)}),
+        "vast": json.dumps({"offers": offers}),
+        "lambda": json.dumps({"data": data}),
+    }
 
 
 def normalise(docs: dict[str, object]) -> list:
@@ -105,8 +108,13 @@ def bench_cold(n: int, runs: int) -> tuple[list[float], list[float]]:
     """First normalise + rank and a plain sort in each of ``runs`` fresh interpreters (ms, ms)."""
     ours, anchor = [], []
     for _ in range(runs):
-        out = subprocess.run([sys.executable, "-c", COLD.format(root=str(ROOT), n=n)], capture_output=True,
-                             text=True, check=True, cwd=ROOT).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", COLD.format(root=str(ROOT), n=n)],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout.split()
         ours.append(float(out[0]))
         anchor.append(float(out[1]))
     return ours, anchor
@@ -148,14 +156,20 @@ def bench_rank(n: int, repeat: int, cold: int) -> None:
     both = [a + b for a, b in zip(norm, ranked)]
     med = statistics.median
     if cold_ours:
-        print(f"{len(offers)} offers, cold (first call, {cold} fresh interpreters): normalise + rank {fmt(cold_ours)}; "
-              f"anchor plain sort by $/hr {fmt(cold_sort)}; ratio {med(cold_ours) / med(cold_sort):.1f}x "
-              "(target < 10x)")
+        print(
+            f"{len(offers)} offers, cold (first call, {cold} fresh interpreters): normalise + rank {fmt(cold_ours)}; "
+            f"anchor plain sort by $/hr {fmt(cold_sort)}; ratio {med(cold_ours) / med(cold_sort):.1f}x "
+            "(target < 10x)"
+        )
     print(f"{len(offers)} offers, warm: normalise {fmt(norm)}  rank (all, misfits too): {fmt(ranked)}")
-    print(f"  normalise + rank: {fmt(both)}; anchor plain sort by $/hr {fmt(sort)}; ratio "
-          f"{med(both) / med(sort):.1f}x  ({med(both) * 1000 / len(offers):.1f} µs per offer)")
-    print(f"  re-rank on a filter change: {fmt(rerank)} = {med(rerank) / med(sort):.1f}x the plain sort   "
-          f"(json.loads of the payloads, the HTTP client's share: {fmt(decode)})")
+    print(
+        f"  normalise + rank: {fmt(both)}; anchor plain sort by $/hr {fmt(sort)}; ratio "
+        f"{med(both) / med(sort):.1f}x  ({med(both) * 1000 / len(offers):.1f} µs per offer)"
+    )
+    print(
+        f"  re-rank on a filter change: {fmt(rerank)} = {med(rerank) / med(sort):.1f}x the plain sort   "
+        f"(json.loads of the payloads, the HTTP client's share: {fmt(decode)})"
+    )
 
 
 # the most the fetchers ask for: Prime's 20 pages of 100, Vast's limit 200 per tier (on-demand and spot),
@@ -164,24 +178,32 @@ LARGEST_LISTING = primeintellect.MAX_PAGES * primeintellect.PAGE_SIZE + 2 * 200 
 
 
 async def bench_refresh(delay: float = 0.3) -> None:
-    bodies = {"pi.test": (FIX / "primeintellect-availability-gpus.json").read_bytes(),
-              "vast.test": (FIX / "vast-bundles-ondemand.json").read_bytes(),
-              "lambda.test": (FIX / "lambda-instance-types.json").read_bytes(),
-              "runpod.test": (FIX / "runpod-graphql-gpuTypes.json").read_bytes()}
+    bodies = {
+        "pi.test": (FIX / "primeintellect-availability-gpus.json").read_bytes(),
+        "vast.test": (FIX / "vast-bundles-ondemand.json").read_bytes(),
+        "lambda.test": (FIX / "lambda-instance-types.json").read_bytes(),
+        "runpod.test": (FIX / "runpod-graphql-gpuTypes.json").read_bytes(),
+    }
 
     async def handler(request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(delay)
         return httpx.Response(200, content=bodies[request.url.host])
 
-    urls = {"primeintellect": "http://pi.test/api/v1", "vast": "http://vast.test/api/v0",
-            "lambda": "http://lambda.test/api/v1", "runpod": "http://runpod.test/graphql"}
+    urls = {
+        "primeintellect": "http://pi.test/api/v1",
+        "vast": "http://vast.test/api/v0",
+        "lambda": "http://lambda.test/api/v1",
+        "runpod": "http://runpod.test/graphql",
+    }
     keys = {name: "k" for name in urls}
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         t0 = time.perf_counter()
         result = await fetch_all(keys=keys, urls=urls, client=client)
         took = time.perf_counter() - t0
-    print(f"refresh, {len(urls)} providers × {delay * 1000:.0f} ms each: {took * 1000:.0f} ms total for "
-          f"{len(result.offers)} offers, {len(result.errors)} errors (sum would be {len(urls) * delay * 1000:.0f} ms)")
+    print(
+        f"refresh, {len(urls)} providers × {delay * 1000:.0f} ms each: {took * 1000:.0f} ms total for "
+        f"{len(result.offers)} offers, {len(result.errors)} errors (sum would be {len(urls) * delay * 1000:.0f} ms)"
+    )
 
 
 def main() -> None:

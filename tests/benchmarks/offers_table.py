@@ -149,22 +149,34 @@ def main() -> None:
     med = statistics.median
     results = {}
     for name, rs in runs.items():
-        r = results[name] = {"rows": rs[0]["rows"], "matching": rs[0]["matching"],
-                             "filtered_rows": rs[0]["filtered_rows"], "last": med(x["last"] for x in rs),
-                             "sort": med(x["sort"] for x in rs), "key": [k for x in rs for k in x["key"]],
-                             "fill": [f for x in rs for f in x["fill"]]}
+        r = results[name] = {
+            "rows": rs[0]["rows"],
+            "matching": rs[0]["matching"],
+            "filtered_rows": rs[0]["filtered_rows"],
+            "last": med(x["last"] for x in rs),
+            "sort": med(x["sort"] for x in rs),
+            "key": [k for x in rs for k in x["key"]],
+            "fill": [f for x in rs for f in x["fill"]],
+        }
         print(f"{name}: {args.n:,} offers, {r['rows']:,} rows in the table")
-        print(f"  LAST KEYSTROKE -> FILTERED TABLE ON SCREEN: {r['last']:.0f} ms   target < 100 ms; anchor, the "
-              f"echo of a key: {med(r['key']):.0f} ms; ratio {r['last'] / med(r['key']):.1f}x   "
-              f"({r['matching']:,} match, {r['filtered_rows']:,} rows)")
+        print(
+            f"  LAST KEYSTROKE -> FILTERED TABLE ON SCREEN: {r['last']:.0f} ms   target < 100 ms; anchor, the "
+            f"echo of a key: {med(r['key']):.0f} ms; ratio {r['last'] / med(r['key']):.1f}x   "
+            f"({r['matching']:,} match, {r['filtered_rows']:,} rows)"
+        )
         print(f"  keystroke -> frame (the echo, {len(args.keys)} keys): {fmt(r['key'])}")
         print(f"  one re-rank + table fill + frame:       {fmt(r['fill'])}")
         print(f"  header click (sort by $/hr) + frame:    {r['sort']:.0f} ms")
     base, ours = results.values()
-    print("ratios baseline/ours: keystroke -> frame (max) x{:.0f}, filtered table x{:.1f}, re-rank + fill x{:.1f}, "
-          "sort x{:.1f}".format(max(base["key"]) / max(ours["key"]),
-                                base["last"] / ours["last"], statistics.median(base["fill"]) /
-                                statistics.median(ours["fill"]), base["sort"] / ours["sort"]))
+    print(
+        "ratios baseline/ours: keystroke -> frame (max) x{:.0f}, filtered table x{:.1f}, re-rank + fill x{:.1f}, "
+        "sort x{:.1f}".format(
+            max(base["key"]) / max(ours["key"]),
+            base["last"] / ours["last"],
+            statistics.median(base["fill"]) / statistics.median(ours["fill"]),
+            base["sort"] / ours["sort"],
+        )
+    )
 
 
 if __name__ == "__main__":

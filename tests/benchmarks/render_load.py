@@ -54,8 +54,6 @@ from tests.app.helpers import Parked  # noqa: E402
 GIB = 1024**3
 
 
-
-
 def cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
@@ -86,14 +84,26 @@ class FakePod:
 
     def tick(self, now: float) -> PodSnapshot:
         r, self.n = self.rng, self.n + 1
-        gpus = tuple(GpuSample(i, "NVIDIA H100 80GB HBM3", float(r.randint(85, 100)), int(r.uniform(55, 70) * GIB),
-                               80 * GIB, round(r.uniform(550, 690), 1), float(r.randint(60, 75))) for i in range(8))
+        gpus = tuple(
+            GpuSample(
+                i,
+                "NVIDIA H100 80GB HBM3",
+                float(r.randint(85, 100)),
+                int(r.uniform(55, 70) * GIB),
+                80 * GIB,
+                round(r.uniform(550, 690), 1),
+                float(r.randint(60, 75)),
+            )
+            for i in range(8)
+        )
         log: tuple[str, ...] = ()
         if self.n % 3 == 0:
             self.step += 1
-            log = (f"trainer: 14:00:00 SUCCESS Step {self.step} |    3.0s | Loss {0.5 / (1 + self.step / 50):.4f} | "
-                   f"Entropy 0.4 | Mismatch KL 0.001 | Grad. Norm 0.2 | LR 3.00e-06 | Throughput "
-                   f"{r.randint(24000, 26000)} tokens/s | MFU 31.2% | Peak Mem. 41.3 GiB",)
+            log = (
+                f"trainer: 14:00:00 SUCCESS Step {self.step} |    3.0s | Loss {0.5 / (1 + self.step / 50):.4f} | "
+                f"Entropy 0.4 | Mismatch KL 0.001 | Grad. Norm 0.2 | LR 3.00e-06 | Throughput "
+                f"{r.randint(24000, 26000)} tokens/s | MFU 31.2% | Peak Mem. 41.3 GiB",
+            )
         host = HostSample(r.uniform(5, 30), 300 * GIB, 2000 * GIB, 400 * GIB, 1000 * GIB, 1048576)
         sample = Sample(t=now, gpus=gpus, host=host, log=log, source="nvml")
         self.history.append(sample)
@@ -103,17 +113,26 @@ class FakePod:
         alerts = self.tracker.observe(sample)
         self.health_cpu += time.process_time() - h0
         extra = {} if self.trend is None else {"trend": self.trend.view}
-        return PodSnapshot(pod=self.pod, status=self.status, history=tuple(self.history), **extra,
-                           samples_total=self.n, last_received=now, alerts=alerts, run=self.tracker.progress,
-                           log_tail=tuple(self.tracker.tail))
+        return PodSnapshot(
+            pod=self.pod,
+            status=self.status,
+            history=tuple(self.history),
+            **extra,
+            samples_total=self.n,
+            last_received=now,
+            alerts=alerts,
+            run=self.tracker.progress,
+            log_tail=tuple(self.tracker.tail),
+        )
 
 
-async def run(n: int, seconds: float, view: str, spread: bool = False, history: int = 600,
-              feed: bool = True) -> dict:
+async def run(n: int, seconds: float, view: str, spread: bool = False, history: int = 600, feed: bool = True) -> dict:
     from app.tui import PrimeTrainApp
 
-    pods = [Pod(name=f"pod{i:02d}", kind=PodKind.SSH, host=f"10.0.{i // 250}.{i % 250 + 1}", price_per_hr=23.92)
-            for i in range(n)]
+    pods = [
+        Pod(name=f"pod{i:02d}", kind=PodKind.SSH, host=f"10.0.{i // 250}.{i % 250 + 1}", price_per_hr=23.92)
+        for i in range(n)
+    ]
     fakes = [FakePod(p, i) for i, p in enumerate(pods)]
     for f in fakes:
         f.prefill(time.time() - 5, max(0, history - 5))
@@ -154,9 +173,18 @@ async def run(n: int, seconds: float, view: str, spread: bool = False, history: 
         if not feed:  # the baseline: the same app, nothing arriving
             await asyncio.sleep(seconds)
             c1, t1 = cpu(), time.monotonic()
-            return {"pods": n, "view": view + " idle", "ticks": 0, "p50": float("nan"), "p95": float("nan"),
-                    "max": float("nan"), "cpu_pct": 100 * (c1 - c0) / (t1 - t0),
-                    "app_cpu_pct": 100 * (c1 - c0) / (t1 - t0), "gen_cpu_pct": 0.0, "ms_per_snapshot": float("nan")}
+            return {
+                "pods": n,
+                "view": view + " idle",
+                "ticks": 0,
+                "p50": float("nan"),
+                "p95": float("nan"),
+                "max": float("nan"),
+                "cpu_pct": 100 * (c1 - c0) / (t1 - t0),
+                "app_cpu_pct": 100 * (c1 - c0) / (t1 - t0),
+                "gen_cpu_pct": 0.0,
+                "ms_per_snapshot": float("nan"),
+            }
         while spread and time.monotonic() - t0 < seconds:  # each pod at its own moment of the second
             tick0 = time.monotonic()
             for i, f in enumerate(fakes):
@@ -166,8 +194,11 @@ async def run(n: int, seconds: float, view: str, spread: bool = False, history: 
                 gen_cpu += time.process_time() - g0 - (f.health_cpu - h0)
                 start = time.perf_counter()
                 app.on_snapshot(snap)
-                app.call_later(lambda start=start: app.call_after_refresh(
-                    lambda: refresh_ms.append(1000 * (time.perf_counter() - start))))
+                app.call_later(
+                    lambda start=start: app.call_after_refresh(
+                        lambda: refresh_ms.append(1000 * (time.perf_counter() - start))
+                    )
+                )
             await asyncio.sleep(max(0.0, tick0 + 1.0 - time.monotonic()))
         while not spread and time.monotonic() - t0 < seconds:
             g0, h0 = time.process_time(), sum(f.health_cpu for f in fakes)
@@ -190,12 +221,18 @@ async def run(n: int, seconds: float, view: str, spread: bool = False, history: 
         refresh_ms, fed_n = shown_ms, len(refresh_ms)
     else:
         fed_n = len(refresh_ms) * n
-    return {"ms_per_snapshot": 1000 * (c1 - c0 - gen_cpu) / max(1, fed_n), "pods": n,
-            "view": view + (" spread" if spread else ""), "ticks": fed_n,
-            "p50": pct(refresh_ms, 0.5),
-            "p95": pct(refresh_ms, 0.95), "max": max(refresh_ms, default=float("nan")),
-            "cpu_pct": 100 * (c1 - c0) / wall,
-            "app_cpu_pct": 100 * (c1 - c0 - gen_cpu) / wall, "gen_cpu_pct": 100 * gen_cpu / wall}
+    return {
+        "ms_per_snapshot": 1000 * (c1 - c0 - gen_cpu) / max(1, fed_n),
+        "pods": n,
+        "view": view + (" spread" if spread else ""),
+        "ticks": fed_n,
+        "p50": pct(refresh_ms, 0.5),
+        "p95": pct(refresh_ms, 0.95),
+        "max": max(refresh_ms, default=float("nan")),
+        "cpu_pct": 100 * (c1 - c0) / wall,
+        "app_cpu_pct": 100 * (c1 - c0 - gen_cpu) / wall,
+        "gen_cpu_pct": 100 * gen_cpu / wall,
+    }
 
 
 async def acquisition_ms(pods: int, seconds: float) -> float:
@@ -216,8 +253,9 @@ async def acquisition_ms(pods: int, seconds: float) -> float:
     (home / ".ssh" / "known_hosts").write_text(server.known_hosts_line + "\n")
     old_home = os.environ.get("HOME")
     os.environ["HOME"] = str(home)
-    (home / ".ssh" / "config").write_text(f"Host 127.0.0.1\n  IdentityFile {server.client_key}\n"
-                                          f"  UserKnownHostsFile {home / '.ssh' / 'known_hosts'}\n")
+    (home / ".ssh" / "config").write_text(
+        f"Host 127.0.0.1\n  IdentityFile {server.client_key}\n  UserKnownHostsFile {home / '.ssh' / 'known_hosts'}\n"
+    )
     mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=1.0))
     try:
         for i in range(pods):
@@ -243,12 +281,19 @@ async def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--view", default="fleet,monitor", help="fleet and/or monitor (comma-separated)")
     ap.add_argument("--history", type=int, default=600, help="samples already in each pod's history (default 600)")
-    ap.add_argument("--batched", action="store_true",
-                    help="every pod's snapshot at the same moment (under-reports: one frame draws them all) instead "
-                         "of each at its own moment of the second, as real pods send them")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="idle anchor then fed run, this many times in turn (the machine's speed drifts: each "
-                         "round's 'over idle' uses its own anchor); the medians are printed last")
+    ap.add_argument(
+        "--batched",
+        action="store_true",
+        help="every pod's snapshot at the same moment (under-reports: one frame draws them all) instead "
+        "of each at its own moment of the second, as real pods send them",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="idle anchor then fed run, this many times in turn (the machine's speed drifts: each "
+        "round's 'over idle' uses its own anchor); the medians are printed last",
+    )
     ap.add_argument("--acquire-pods", type=int, default=8, help="pods over a real sshd for the acquisition figure")
     ap.add_argument("--acquire-seconds", type=float, default=10.0, help="0: leave acquisition out")
     args = ap.parse_args()
@@ -256,13 +301,17 @@ async def main() -> None:
 
     spread = not args.batched
     acq = await acquisition_ms(args.acquire_pods, args.acquire_seconds) if args.acquire_seconds > 0 else 0.0
-    print(f"render_load: 8 GPUs per pod, 1 Hz, {args.seconds:g} s per run, {'spread' if spread else 'batched'}; "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; refresh = snapshot fed -> screen refreshed; app = "
-          "this process's CPU less building the synthetic samples (health rules counted in); acquisition measured "
-          f"now over a real sshd: {acq:.2f} ms CPU per pod-sample ({args.acquire_pods} pods)")
+    print(
+        f"render_load: 8 GPUs per pod, 1 Hz, {args.seconds:g} s per run, {'spread' if spread else 'batched'}; "
+        f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; refresh = snapshot fed -> screen refreshed; app = "
+        "this process's CPU less building the synthetic samples (health rules counted in); acquisition measured "
+        f"now over a real sshd: {acq:.2f} ms CPU per pod-sample ({args.acquire_pods} pods)"
+    )
     print("targets: fleet all in < 10 % of one core at 64 pods; monitor < 5 ms of the whole app's CPU per snapshot")
-    print(f"{'view':<16} {'pods':>5} {'ticks':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'app %':>7} "
-          f"{'all in %':>8} {'ms/snap':>8} {'all in':>7} {'over idle':>9} {'gen %':>7}")
+    print(
+        f"{'view':<16} {'pods':>5} {'ticks':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'app %':>7} "
+        f"{'all in %':>8} {'ms/snap':>8} {'all in':>7} {'over idle':>9} {'gen %':>7}"
+    )
     for view in [v for v in args.view.split(",") if v]:
         counts = args.pods or ("64" if view == "fleet" else "1")
         for n in [int(x) for x in counts.split(",")]:
@@ -278,16 +327,27 @@ async def main() -> None:
                     # acquisition: n pod-samples a second of acq ms each
                     all_pct = row["app_cpu_pct"] + (n * acq / 10 if fed else 0.0)
                     all_ms = row["ms_per_snapshot"] + acq
-                    print(f"{row['view']:<16} {row['pods']:>5} {row['ticks']:>6} {row['p50']:>8.1f} "
-                          f"{row['p95']:>8.1f} {row['max']:>8.1f} {row['app_cpu_pct']:>7.1f} {all_pct:>8.1f} "
-                          f"{row['ms_per_snapshot']:>8.1f} {all_ms:>7.1f} {over:>9.1f} {row['gen_cpu_pct']:>7.1f}",
-                          flush=True)
-                rounds.append((r["app_cpu_pct"], r["app_cpu_pct"] + n * acq / 10, r["ms_per_snapshot"],
-                               r["ms_per_snapshot"] + acq, over))
+                    print(
+                        f"{row['view']:<16} {row['pods']:>5} {row['ticks']:>6} {row['p50']:>8.1f} "
+                        f"{row['p95']:>8.1f} {row['max']:>8.1f} {row['app_cpu_pct']:>7.1f} {all_pct:>8.1f} "
+                        f"{row['ms_per_snapshot']:>8.1f} {all_ms:>7.1f} {over:>9.1f} {row['gen_cpu_pct']:>7.1f}",
+                        flush=True,
+                    )
+                rounds.append(
+                    (
+                        r["app_cpu_pct"],
+                        r["app_cpu_pct"] + n * acq / 10,
+                        r["ms_per_snapshot"],
+                        r["ms_per_snapshot"] + acq,
+                        over,
+                    )
+                )
             med = [statistics.median(x[i] for x in rounds) for i in range(5)]
-            print(f"{r['view']:<16} {n:>5} median of {len(rounds)} rounds: app {med[0]:.1f} %, all in {med[1]:.1f} % "
-                  f"of a core; {med[2]:.2f} ms per snapshot, all in {med[3]:.2f} ms ({med[4]:.2f} over idle)",
-                  flush=True)
+            print(
+                f"{r['view']:<16} {n:>5} median of {len(rounds)} rounds: app {med[0]:.1f} %, all in {med[1]:.1f} % "
+                f"of a core; {med[2]:.2f} ms per snapshot, all in {med[3]:.2f} ms ({med[4]:.2f} over idle)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -61,8 +61,9 @@ def make_run(root: Path, steps: int, episodes: int, kb: int) -> Path:
     return root
 
 
-async def timed(fn: Callable[[int], Awaitable[Any]], rounds: int,
-                before: Callable[[int], Awaitable[Any]] | None = None) -> tuple[float, Any]:
+async def timed(
+    fn: Callable[[int], Awaitable[Any]], rounds: int, before: Callable[[int], Awaitable[Any]] | None = None
+) -> tuple[float, Any]:
     times, out = [], None
     for i in range(rounds):
         if before is not None:
@@ -130,9 +131,11 @@ async def main() -> None:
             t_base, (raw, _parsed) = await timed(baseline, args.rounds)
             lines = await reader.call("list", ["--kind", "train"])
         sent = sum(len(json.dumps(x)) for x in lines)
-        print(f"rollouts_list: {args.episodes} episodes × {path.stat().st_size / args.episodes / 1024:.1f} KB "
-              f"({path.stat().st_size / 2**20:.1f} MB per step), loopback sshd, {os.cpu_count()} cores, "
-              f"median of {args.rounds}")
+        print(
+            f"rollouts_list: {args.episodes} episodes × {path.stat().st_size / args.episodes / 1024:.1f} KB "
+            f"({path.stat().st_size / 2**20:.1f} MB per step), loopback sshd, {os.cpu_count()} cores, "
+            f"median of {args.rounds}"
+        )
         print(f"{'':<40} {'seconds':>8} {'bytes back':>12}")
         print(f"{'ours: open (reader started, step cold)':<40} {t_open:>8.3f} {sent:>12,}")
         print(f"{'ours: refresh the newest step':<40} {t_refresh:>8.3f}")
@@ -141,8 +144,10 @@ async def main() -> None:
         print(f"{'ours: list, one exec per request':<40} {t_each:>8.3f}")
         print(f"{'ours: first list (uploads reader)':<40} {first:>8.3f}")
         print(f"{'baseline: cat | parse every line':<40} {t_base:>8.3f} {len(raw):>12,}")
-        print(f"open vs baseline: {t_base / t_open:.1f}x faster, {len(raw) / max(1, sent):.0f}x fewer bytes; "
-              f"{len(listing.episodes)} summaries")
+        print(
+            f"open vs baseline: {t_base / t_open:.1f}x faster, {len(raw) / max(1, sent):.0f}x fewer bytes; "
+            f"{len(listing.episodes)} summaries"
+        )
     finally:
         server.kill()
 

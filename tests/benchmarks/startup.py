@@ -118,9 +118,16 @@ def spawn_tty(code: str, env: dict[str, str], want: str) -> float:
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 48, 160, 0, 0))
     r, w = os.pipe()
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdin=slave, stdout=slave, stderr=slave,
-                            env={**env, "PTT_MARK_FD": str(w), "PTT_WANT": want, "TERM": "xterm-256color"},
-                            pass_fds=(w,), start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**env, "PTT_MARK_FD": str(w), "PTT_WANT": want, "TERM": "xterm-256color"},
+        pass_fds=(w,),
+        start_new_session=True,
+    )
     os.close(slave)
     os.close(w)
 
@@ -146,22 +153,35 @@ def spawn_tty(code: str, env: dict[str, str], want: str) -> float:
     return elapsed
 
 
-HEAVY = ("asyncssh", "httpx", "boto3", "botocore", "wandb", "services.backup.transfer", "services.backup.manifest",
-         "services.backup.s3")
+HEAVY = (
+    "asyncssh",
+    "httpx",
+    "boto3",
+    "botocore",
+    "wandb",
+    "services.backup.transfer",
+    "services.backup.manifest",
+    "services.backup.s3",
+)
 
 
 def _env(home: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(PRIME_TRAIN_TUI_CONFIG_DIR=f"{home}/config", PRIME_TRAIN_TUI_DATA_DIR=f"{home}/data",
-               PRIME_TRAIN_TUI_CACHE_DIR=f"{home}/cache", HOME=home)
+    env.update(
+        PRIME_TRAIN_TUI_CONFIG_DIR=f"{home}/config",
+        PRIME_TRAIN_TUI_DATA_DIR=f"{home}/data",
+        PRIME_TRAIN_TUI_CACHE_DIR=f"{home}/cache",
+        HOME=home,
+    )
     return env
 
 
 def spawn(code: str, env: dict[str, str]) -> float:
     """Seconds from spawn to the child's first line on stdout (or its exit)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     elapsed = time.perf_counter() - t0
@@ -177,14 +197,22 @@ def main() -> None:
     runs = ap.parse_args().runs
     with tempfile.TemporaryDirectory() as home:
         env = _env(home)
-        subprocess.run([sys.executable, "-m", "compileall", "-q", "app", "services", "widgets"], cwd=REPO, env=env,
-                       check=False)
-        cases = {"python alone": "pass\n", "import textual.app": "import textual.app\n",
-                 "import app.tui": IMPORT_ONLY, "first paint, minimal app": MINIMAL + FIRST_PAINT,
-                 "first paint, --demo": OURS + FIRST_PAINT, "ready, minimal app": MINIMAL + FIRST_FRAME,
-                 "ready, --demo": OURS + FIRST_FRAME}
-        tty_cases = {"terminal: minimal app's first frame": (MINIMAL_ON_TTY, "any"),
-                     "terminal: --demo GPU rows on screen": (ON_TTY, "gpus")}
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "app", "services", "widgets"], cwd=REPO, env=env, check=False
+        )
+        cases = {
+            "python alone": "pass\n",
+            "import textual.app": "import textual.app\n",
+            "import app.tui": IMPORT_ONLY,
+            "first paint, minimal app": MINIMAL + FIRST_PAINT,
+            "first paint, --demo": OURS + FIRST_PAINT,
+            "ready, minimal app": MINIMAL + FIRST_FRAME,
+            "ready, --demo": OURS + FIRST_FRAME,
+        }
+        tty_cases = {
+            "terminal: minimal app's first frame": (MINIMAL_ON_TTY, "any"),
+            "terminal: --demo GPU rows on screen": (ON_TTY, "gpus"),
+        }
         for code in cases.values():  # warm the page cache and the bytecode
             spawn(code, env)
         for code, want in tty_cases.values():
@@ -195,9 +223,13 @@ def main() -> None:
                 times[name].append(spawn(code, env))
             for name, (code, want) in tty_cases.items():
                 times[name].append(spawn_tty(code, env, want))
-        loaded = subprocess.run([sys.executable, "-c", "import sys, app.tui; print(' '.join(m for m in "
-                                 f"{HEAVY!r} if m in sys.modules))"], cwd=REPO, env=env, capture_output=True,
-                                text=True).stdout.split()
+        loaded = subprocess.run(
+            [sys.executable, "-c", f"import sys, app.tui; print(' '.join(m for m in {HEAVY!r} if m in sys.modules))"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
     print(f"startup: {runs} runs of each, interleaved; {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     med = {name: statistics.median(ts) for name, ts in times.items()}
     for name, ts in times.items():
@@ -205,11 +237,15 @@ def main() -> None:
     print(f"import app.tui / import textual.app: {med['import app.tui'] / med['import textual.app']:.2f}x")
     ratio = med["first paint, --demo"] / med["first paint, minimal app"]
     print(f"first paint (first frame), --demo / minimal app: {ratio:.2f}x (target < 1.5x)")
-    print(f"ready (first screen up, the app idle), --demo / minimal app: "
-          f"{med['ready, --demo'] / med['ready, minimal app']:.2f}x")
+    print(
+        f"ready (first screen up, the app idle), --demo / minimal app: "
+        f"{med['ready, --demo'] / med['ready, minimal app']:.2f}x"
+    )
     gpus = med["terminal: --demo GPU rows on screen"] / med["terminal: minimal app's first frame"]
-    print(f"SPAWN -> GPU ROWS ON SCREEN (prime-train-tui --demo, real entry point and driver) / the minimal app's "
-          f"first frame (anchor, same way): {gpus:.2f}x (target <= 2x)")
+    print(
+        f"SPAWN -> GPU ROWS ON SCREEN (prime-train-tui --demo, real entry point and driver) / the minimal app's "
+        f"first frame (anchor, same way): {gpus:.2f}x (target <= 2x)"
+    )
     print("heavy modules imported by app.tui: " + (", ".join(loaded) or "none"))
 
 

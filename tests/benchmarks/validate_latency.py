@@ -32,10 +32,23 @@ def thousand_lines() -> str:
     lines = head.splitlines()
     i = 0
     while len(lines) < 1000:
-        lines += ["", f"# source {i}: generated for the benchmark", "[[orchestrator.train.source]]",
-                  f'name = "env-{i}"', "ratio = 1.0", "", "[orchestrator.train.source.env.taskset]",
-                  f'id = "taskset-{i}"', "max_turns = 8", "", "[orchestrator.train.source.env.agent.harness]",
-                  'id = "bash"', "", "[orchestrator.train.source.env.agent.runtime]", 'type = "subprocess"']
+        lines += [
+            "",
+            f"# source {i}: generated for the benchmark",
+            "[[orchestrator.train.source]]",
+            f'name = "env-{i}"',
+            "ratio = 1.0",
+            "",
+            "[orchestrator.train.source.env.taskset]",
+            f'id = "taskset-{i}"',
+            "max_turns = 8",
+            "",
+            "[orchestrator.train.source.env.agent.harness]",
+            'id = "bash"',
+            "",
+            "[orchestrator.train.source.env.agent.runtime]",
+            'type = "subprocess"',
+        ]
         i += 1
     return "\n".join(lines[:1000]) + "\n"
 
@@ -73,8 +86,10 @@ def main() -> None:
     import tomllib
 
     largest = max(FIXTURES.glob("*.toml"), key=lambda p: len(p.read_text().splitlines()))
-    cases = [(f"largest fixture ({largest.name}, {len(largest.read_text().splitlines())} lines)",
-              largest.read_text()), ("generated 1,000-line config", thousand_lines())]
+    cases = [
+        (f"largest fixture ({largest.name}, {len(largest.read_text().splitlines())} lines)", largest.read_text()),
+        ("generated 1,000-line config", thousand_lines()),
+    ]
 
     def parse_ok(fn):
         def run(t):
@@ -82,6 +97,7 @@ def main() -> None:
                 fn(t)
             except Exception:  # noqa: BLE001 - timed, not checked: a parse error costs its time too
                 pass
+
         return run
 
     print(f"re-validate after one keystroke, {args.n} keystrokes each (ms)")
@@ -91,17 +107,22 @@ def main() -> None:
         validate_text(text)  # warm the schema and rule caches
         parser = IncrementalParser()  # what the Config pane keeps per open file
         parser.loads(text)
-        rows = [("validate (pane)", timed(lambda t, parser=parser: validate_text(t, kind="rl", parser=parser), inputs)),
-                ("validate (CLI)", timed(lambda t: validate_text(t, kind="rl"), inputs)),
-                ("tomlkit parse only", timed(parse_ok(tomlkit.parse), inputs)),
-                ("tomllib parse only", timed(parse_ok(tomllib.loads), inputs))]
+        rows = [
+            ("validate (pane)", timed(lambda t, parser=parser: validate_text(t, kind="rl", parser=parser), inputs)),
+            ("validate (CLI)", timed(lambda t: validate_text(t, kind="rl"), inputs)),
+            ("tomlkit parse only", timed(parse_ok(tomlkit.parse), inputs)),
+            ("tomllib parse only", timed(parse_ok(tomllib.loads), inputs)),
+        ]
         for name, values in rows:
-            print(f"{label:<58} {name:>14} {statistics.median(values):7.2f} {pct(values, 0.95):7.2f} "
-                  f"{max(values):7.2f}")
+            print(
+                f"{label:<58} {name:>14} {statistics.median(values):7.2f} {pct(values, 0.95):7.2f} {max(values):7.2f}"
+            )
             label = ""
         pane, base = rows[0][1], rows[3][1]
-        print(f"{'':<58} {'ratio pane/tomllib':>14} {statistics.median(pane) / statistics.median(base):7.2f} "
-              f"{pct(pane, 0.95) / pct(base, 0.95):7.2f}")
+        print(
+            f"{'':<58} {'ratio pane/tomllib':>14} {statistics.median(pane) / statistics.median(base):7.2f} "
+            f"{pct(pane, 0.95) / pct(base, 0.95):7.2f}"
+        )
     print("target: validate p95 < 5 ms")
 
 

@@ -46,16 +46,28 @@ def place(tmp_path):
 
 
 def entry(store_url: str, path: str, body: bytes = PAYLOAD, sha256: str | None = None, **extra) -> dict:
-    return {"path": path, "size": len(body), "sha256": sha256 or hashlib.sha256(body).hexdigest(),
-            "encoding": "none", "mtime_ns": 0, "url": f"{store_url}/bucket/obj",
-            "parts": [{"n": 1, "offset": 0, "raw": len(body), "size": len(body), "md5": hashlib.md5(body).hexdigest()}],
-            **extra}
+    return {
+        "path": path,
+        "size": len(body),
+        "sha256": sha256 or hashlib.sha256(body).hexdigest(),
+        "encoding": "none",
+        "mtime_ns": 0,
+        "url": f"{store_url}/bucket/obj",
+        "parts": [{"n": 1, "offset": 0, "raw": len(body), "size": len(body), "md5": hashlib.md5(body).hexdigest()}],
+        **extra,
+    }
 
 
 def agent(plan: dict | str, cwd: Path) -> tuple[int, list[dict]]:
     line = plan if isinstance(plan, str) else json.dumps(plan)
-    res = subprocess.run([sys.executable, str(BACKUP), "download", "--jobs", "2", "--timeout", "10"],
-                         input=line + "\n", capture_output=True, text=True, timeout=60, cwd=cwd)
+    res = subprocess.run(
+        [sys.executable, str(BACKUP), "download", "--jobs", "2", "--timeout", "10"],
+        input=line + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
     assert res.stderr == "", res.stderr  # no traceback: every failure is an event
     return res.returncode, [json.loads(x) for x in res.stdout.splitlines()]
 
@@ -67,13 +79,22 @@ def _files(root: Path) -> list[str]:
 def test_an_honest_plan_is_restored(store, place):
     """The control: the guard does not refuse what the app sends for a real manifest."""
     run, outside = place
-    plan = {"run_dir": str(run), "step": 3, "tag": "t1",
-            "files": [entry(store.url, "trainer/.metadata"), entry(store.url, "orchestrator/progress.pt")]}
+    plan = {
+        "run_dir": str(run),
+        "step": 3,
+        "tag": "t1",
+        "files": [entry(store.url, "trainer/.metadata"), entry(store.url, "orchestrator/progress.pt")],
+    }
     rc, events = agent(plan, outside.parent)
     assert rc == 0 and events[-1]["event"] == "done", events
     assert (run / "checkpoints/step_3/trainer/.metadata").read_bytes() == PAYLOAD
-    assert _files(run / "checkpoints") == ["step_3", "step_3/orchestrator", "step_3/orchestrator/progress.pt",
-                                          "step_3/trainer", "step_3/trainer/.metadata"]
+    assert _files(run / "checkpoints") == [
+        "step_3",
+        "step_3/orchestrator",
+        "step_3/orchestrator/progress.pt",
+        "step_3/trainer",
+        "step_3/trainer/.metadata",
+    ]
 
 
 HOSTILE = {
@@ -87,8 +108,12 @@ HOSTILE = {
     "not a string": (lambda o, u: [entry(u, ["a", "b"])], "not a string"),
     "duplicate": (lambda o, u: [entry(u, "trainer/x"), entry(u, "trainer/x")], "the same file"),
     "file and dir": (lambda o, u: [entry(u, "trainer/x"), entry(u, "trainer/x/y")], "under a file"),
-    "sparse bomb": (lambda o, u: [entry(u, "trainer/x", parts=[{"n": 1, "offset": 10 ** 15, "raw": len(PAYLOAD),
-                                                                  "size": len(PAYLOAD)}])], "do not cover"),
+    "sparse bomb": (
+        lambda o, u: [
+            entry(u, "trainer/x", parts=[{"n": 1, "offset": 10**15, "raw": len(PAYLOAD), "size": len(PAYLOAD)}])
+        ],
+        "do not cover",
+    ),
     "bad sha256": (lambda o, u: [entry(u, "trainer/x", sha256="../../x")], "size or sha256"),
     "no URL": (lambda o, u: [entry(u, "trainer/x", url="file:///etc/shadow")], "no http(s) URL"),
 }
@@ -112,13 +137,17 @@ def test_a_hostile_plan_is_refused_whole_before_anything_is_written(store, place
     assert len(store.hits) == before  # nothing downloaded
 
 
-@pytest.mark.parametrize("plan, why", [
-    ("{not json", "not JSON"),
-    ("[" * 100_000, "not JSON"),
-    ('{"run_dir": "RUN", "step": "3", "files": []}', "step"),
-    ('{"run_dir": "RUN", "step": 3, "tag": "../../../outside", "files": []}', "tag"),
-    ('{"run_dir": "RUN", "step": 3, "files": {"path": "x"}}', "list of files"),
-], ids=["not JSON", "100k deep", "step a string", "tag climbs out", "files an object"])
+@pytest.mark.parametrize(
+    "plan, why",
+    [
+        ("{not json", "not JSON"),
+        ("[" * 100_000, "not JSON"),
+        ('{"run_dir": "RUN", "step": "3", "files": []}', "step"),
+        ('{"run_dir": "RUN", "step": 3, "tag": "../../../outside", "files": []}', "tag"),
+        ('{"run_dir": "RUN", "step": 3, "files": {"path": "x"}}', "list of files"),
+    ],
+    ids=["not JSON", "100k deep", "step a string", "tag climbs out", "files an object"],
+)
 def test_a_plan_of_the_wrong_shape_is_refused(store, place, plan, why):
     run, outside = place
     rc, events = agent(plan.replace("RUN", str(run)), outside.parent)
@@ -130,8 +159,12 @@ def test_a_sub_dir_named_in_the_plan_is_ignored(store, place):
     """``sub`` (where under the staging dir an orchestrator half goes) is the agent's to decide: one in the
     plan pointing outside is not followed."""
     run, outside = place
-    plan = {"run_dir": str(run), "step": 3, "tag": "t1",
-            "files": [entry(store.url, "trainer/.metadata", sub=str(outside))]}
+    plan = {
+        "run_dir": str(run),
+        "step": 3,
+        "tag": "t1",
+        "files": [entry(store.url, "trainer/.metadata", sub=str(outside))],
+    }
     rc, events = agent(plan, outside.parent)
     assert rc == 0, events
     assert (run / "checkpoints/step_3/trainer/.metadata").read_bytes() == PAYLOAD

@@ -68,10 +68,16 @@ def _audit_near_a_page_end(path: Path) -> AuditLog:
 
 
 def _cli(tmp_path: Path, data: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path / "cfg"),
-           "XDG_DATA_HOME": str(data), "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=60, env=env)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path / "cfg"),
+        "XDG_DATA_HOME": str(data),
+        "PYTHONPATH": str(REPO),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=60, env=env
+    )
 
 
 def test_rentals_budget_on_a_full_disk_fails_and_loses_nothing_once_space_is_back(tmp_path, small_disk):

@@ -44,8 +44,9 @@ def setup(pod, tmp_path):
     run = tmp_path / "run"
     for step in (10, 20, 30):
         write_checkpoint(str(run), step, 0)
-    (cfg / "pods.toml").write_text(f'[pods.gpu]\ntarget = "testpod"\nrun_dir = "{run}"\n'
-                                   f'probe_dir = "{pod.probe_dir}"\n')
+    (cfg / "pods.toml").write_text(
+        f'[pods.gpu]\ntarget = "testpod"\nrun_dir = "{run}"\nprobe_dir = "{pod.probe_dir}"\n'
+    )
     return cfg, run, replace(pod, run_dir=str(run))
 
 
@@ -78,8 +79,9 @@ async def test_the_cleanup_daemon_refuses_too(setup, tmp_path):
     settings = LifecycleSettings(keep_last=1, disk_threshold_pct=100.0, runs_dir=tmp_path / "records")
     (cfg / "backup.toml").write_text('[bakup]\nbucket = "ckpts"\n')
     events = []
-    daemon = CleanupDaemon(pod, settings, connect=SSHConnection, backup=backup_settings(None),
-                           on_event=events.append, approved=True)
+    daemon = CleanupDaemon(
+        pod, settings, connect=SSHConnection, backup=backup_settings(None), on_event=events.append, approved=True
+    )
     rnd = await daemon.run_once()
     assert "backup.toml cannot be read" in rnd.error and REFUSAL in rnd.error and "[backup]" in rnd.error
     assert any(ev.kind == "error" and REFUSAL in ev.message for ev in events)

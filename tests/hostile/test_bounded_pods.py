@@ -39,6 +39,7 @@ def _script(tmp_path: Path, body: str) -> Path:
 
 def _over_ssh(script: Path):
     """The sshd pod, its probe replaced by ``script`` (uploaded, verified and started by the real start_probe)."""
+
     class FakeProbe(SSHConnection):
         def probe_bundle(self) -> trusted.Bundle:
             return trusted.pod_bundle(self.pod, (script,), "probe")
@@ -59,12 +60,15 @@ async def _watch(mon: MonitorService, name: str, seconds: float) -> list[tuple[f
 
 @pytest.mark.ssh
 async def test_a_pod_flooding_samples_is_rate_capped_and_bounded(pod, tmp_path):
-    script = _script(tmp_path, f"""
+    script = _script(
+        tmp_path,
+        f"""
         import sys, time
         w = sys.stdout.write
         while True:
             w({SAMPLE!r} % (time.time(), "x" * 300) + "\\n")
-    """)
+    """,
+    )
     settings = MonitorSettings(interval=0.5, stale_after=5.0, backoff_max=2.0)
     mon = MonitorService(lambda s: None, settings=settings, connector=_over_ssh(script))
     mon.add(pod)
@@ -83,13 +87,16 @@ async def test_a_pod_flooding_samples_is_rate_capped_and_bounded(pod, tmp_path):
 
 @pytest.mark.ssh
 async def test_an_endless_line_is_skipped_without_holding_it(pod, tmp_path):
-    script = _script(tmp_path, f"""
+    script = _script(
+        tmp_path,
+        f"""
         import sys, time
         sys.stdout.write({SAMPLE!r} % (time.time(), "first") + "\\n")
         chunk = "y" * 65536
         while True:
             sys.stdout.write(chunk)
-    """)
+    """,
+    )
     settings = MonitorSettings(interval=0.5, stale_after=30.0, restart_after=60.0, backoff_max=2.0)
     mon = MonitorService(lambda s: None, settings=settings, connector=_over_ssh(script))
     mon.add(pod)
@@ -104,7 +111,9 @@ async def test_an_endless_line_is_skipped_without_holding_it(pod, tmp_path):
 
 async def test_a_sample_with_6000_gpus_keeps_64_and_says_so(tmp_path):
     gpu = '{"index":%d,"name":"H100","util":50,"mem_used":1,"mem_total":80,"power_w":300,"temp_c":60}'
-    script = _script(tmp_path, f"""
+    script = _script(
+        tmp_path,
+        f"""
         import sys, threading, os, time
         threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
         gpus = ",".join({gpu!r} % i for i in range(6000))
@@ -112,10 +121,12 @@ async def test_a_sample_with_6000_gpus_keeps_64_and_says_so(tmp_path):
         while True:
             print('{{"v":1,"t":%f,"gpus":[%s],"procs":[%s],"host":{{}}}}' % (time.time(), gpus, procs), flush=True)
             time.sleep(0.05)
-    """)
+    """,
+    )
     settings = MonitorSettings(interval=0.2, stale_after=5.0, backoff_max=2.0, history_len=200)
-    mon = MonitorService(lambda s: None, settings=settings,
-                         connector=lambda pod: LocalConnection(pod, probe_path=script))
+    mon = MonitorService(
+        lambda s: None, settings=settings, connector=lambda pod: LocalConnection(pod, probe_path=script)
+    )
     mon.add(Pod(name="p", kind=PodKind.LOCAL))
     before = rss_mb()
     try:
@@ -138,7 +149,9 @@ async def test_huge_samples_keep_the_history_within_its_byte_budget(tmp_path):
     MAX_TEXT characters."""
     from services.models import MAX_TEXT
 
-    script = _script(tmp_path, """
+    script = _script(
+        tmp_path,
+        """
         import sys, threading, os, time, json
         threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
         log = json.dumps(["x" * 8000] * 400)
@@ -147,11 +160,12 @@ async def test_huge_samples_keep_the_history_within_its_byte_budget(tmp_path):
             print('{"v":1,"t":%f,"gpus":[{"index":0,"name":%s,"util":1,"mem_used":1,"mem_total":2}],"host":{},'
                   '"log":%s}' % (time.time(), name, log), flush=True)
             time.sleep(0.1)
-    """)
-    settings = MonitorSettings(interval=0.2, stale_after=5.0, backoff_max=2.0, history_len=600,
-                               history_bytes=8 << 20)
-    mon = MonitorService(lambda s: None, settings=settings,
-                         connector=lambda pod: LocalConnection(pod, probe_path=script))
+    """,
+    )
+    settings = MonitorSettings(interval=0.2, stale_after=5.0, backoff_max=2.0, history_len=600, history_bytes=8 << 20)
+    mon = MonitorService(
+        lambda s: None, settings=settings, connector=lambda pod: LocalConnection(pod, probe_path=script)
+    )
     mon.add(Pod(name="p", kind=PodKind.LOCAL))
     try:
         deadline = time.monotonic() + 20

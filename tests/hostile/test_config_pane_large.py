@@ -41,8 +41,12 @@ async def test_a_200_kb_config_opens_without_freezing_the_app(tmp_path: Path, mo
         await pilot.press("down")  # a key press is handled: the cursor moves a line down
         await wait_for(pilot, lambda: pane.editor.cursor_location == (1, 0))
         await pilot.press("x")  # and typing: the edit is in, plain text stays plain
-        await wait_for(pilot, lambda: pane.editor.text == text[:len(text.split("\n")[0]) + 1] + "x"
-                       + text[len(text.split("\n")[0]) + 1:])
+        await wait_for(
+            pilot,
+            lambda: (
+                pane.editor.text == text[: len(text.split("\n")[0]) + 1] + "x" + text[len(text.split("\n")[0]) + 1 :]
+            ),
+        )
         assert app.is_running and pane.editor.language is None
 
 

@@ -36,16 +36,25 @@ def _special(kind: str, tmp_path: Path) -> Path:
     return path
 
 
-WHY = {"fifo": "is not a regular file (a named pipe)", "dev-zero": "is not a regular file (a character device)",
-       "big": "is larger than 4 MiB"}
+WHY = {
+    "fifo": "is not a regular file (a named pipe)",
+    "dev-zero": "is not a regular file (a character device)",
+    "big": "is larger than 4 MiB",
+}
 
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path / "cfg"),
-           "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path / "cfg"),
+        "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data"),
+        "PYTHONPATH": str(REPO),
+    }
     # a timeout well under what a hang or the 10 GB read took; subprocess.run kills the child on expiry
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=20, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=20, env=env
+    )
 
 
 @pytest.mark.parametrize("kind", list(WHY))

@@ -43,9 +43,19 @@ def test_every_settings_loader_refuses_deep_toml_with_the_file_and_line(tmp_path
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=60, env={"PATH": "/usr/bin:/bin", "PRIME_TRAIN_TUI_CONFIG_DIR": str(cwd / "cfg"),
-                                           "PRIME_TRAIN_TUI_DATA_DIR": str(cwd / "data"), "HOME": str(cwd)})
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "PRIME_TRAIN_TUI_CONFIG_DIR": str(cwd / "cfg"),
+            "PRIME_TRAIN_TUI_DATA_DIR": str(cwd / "data"),
+            "HOME": str(cwd),
+        },
+    )
 
 
 @pytest.mark.parametrize("text", [DEEP, DEEP_INLINE, DEEP_TABLES], ids=["arrays", "inline tables", "tables"])

@@ -38,15 +38,28 @@ GPUS_JSON = "primeintellect-availability-gpus.json"  # the Prime Intellect offer
 
 def _lost_answer(audit: AuditLog, name: str = OPEN, age: float = 240.0) -> None:
     """What launch_offer leaves behind when the create answer is lost: a create-request and nothing after."""
-    audit.append("create-request", now=time.time() - age, provider="primeintellect", name=name, offer="o1",
-                 title="primeintellect 8× H100", price_hr=17.92, max_price=19.72, deadline=time.time() + 3600,
-                 est_cost=5.0)
+    audit.append(
+        "create-request",
+        now=time.time() - age,
+        provider="primeintellect",
+        name=name,
+        offer="o1",
+        title="primeintellect 8× H100",
+        price_hr=17.92,
+        max_price=19.72,
+        deadline=time.time() + 3600,
+        est_cost=5.0,
+    )
 
 
 def _api() -> Api:
-    return Api({"POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
-                "GET /api/v1/pods/": [(200, {"data": []})],  # the lost one is not listed yet (younger than the grace)
-                "GET /api/v1/pods/status": [(200, load("primeintellect-pods-status.json"))]})
+    return Api(
+        {
+            "POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
+            "GET /api/v1/pods/": [(200, {"data": []})],  # the lost one is not listed yet (younger than the grace)
+            "GET /api/v1/pods/status": [(200, load("primeintellect-pods-status.json"))],
+        }
+    )
 
 
 def _creates(api: Api) -> int:
@@ -72,8 +85,10 @@ async def test_enter_with_a_creating_rental_warns_and_only_an_explicit_yes_rents
             await _enter_on_the_best_offer(app, pilot)
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             question = app.screen.question
-            assert question.startswith(f"a rental on primeintellect may still be starting: {OPEN} (asked 4 min ago, "
-                                       "no answer). Rent ANOTHER pod anyway?"), question
+            assert question.startswith(
+                f"a rental on primeintellect may still be starting: {OPEN} (asked 4 min ago, "
+                "no answer). Rent ANOTHER pod anyway?"
+            ), question
             await laid_out(pilot, "#no")
             await pilot.press(refuse)
             await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
@@ -127,8 +142,9 @@ async def test_a_rental_started_elsewhere_while_the_dialog_is_open_is_caught_at_
 
 # ------------------------------------------------------------------ two renters
 def _offer():
-    return next(o for o in primeintellect.parse(load(GPUS_JSON))
-                if o.gpu_type == "H100" and o.gpu_count == 8 and not o.spot)
+    return next(
+        o for o in primeintellect.parse(load(GPUS_JSON)) if o.gpu_type == "H100" and o.gpu_count == 8 and not o.spot
+    )
 
 
 @pytest.fixture
@@ -154,8 +170,9 @@ async def _rent(url: str, audit: AuditLog, name: str, also: tuple[str, ...] = ()
     """One renter: launch_offer until the pod is created, or it stops (pending, failed)."""
     plan = plan_launch(_offer(), 2.0, now=time.time(), name=name)
     kinds = []
-    async with Providers({"primeintellect": "pk-test"}, {"primeintellect": url},
-                         client=httpx.AsyncClient(timeout=10)) as providers:
+    async with Providers(
+        {"primeintellect": "pk-test"}, {"primeintellect": url}, client=httpx.AsyncClient(timeout=10)
+    ) as providers:
         async for ev in launch_offer(providers, plan, audit, poll=0.01, also=also):
             kinds.append(ev.kind)
             if ev.kind in ("created", "pending", "failed"):
@@ -202,10 +219,15 @@ print(json.dumps(asyncio.run(rent(sys.argv[1]))), flush=True)
 
 
 def _renter(tmp_path: Path, url: str, name: str) -> subprocess.Popen:
-    code = RENTER.format(repo=str(REPO), url=url, audit=str(tmp_path / "audit.jsonl"),
-                         fixture=str(OFFER_FIXTURES / "primeintellect-availability-gpus.json"))
-    proc = subprocess.Popen([sys.executable, "-c", code, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, cwd=REPO)
+    code = RENTER.format(
+        repo=str(REPO),
+        url=url,
+        audit=str(tmp_path / "audit.jsonl"),
+        fixture=str(OFFER_FIXTURES / "primeintellect-availability-gpus.json"),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
     assert proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -229,8 +251,9 @@ def test_two_processes_renting_at_once_send_one_create(tmp_path: Path, prime_api
 def _blocked_on(lock: Path, pid: int) -> bool:
     """/proc/locks lists ``pid`` as waiting ("->") for a flock on ``lock``."""
     inode = f":{os.stat(lock).st_ino} "
-    return any("->" in line and f" {pid} " in line and inode in line
-               for line in Path("/proc/locks").read_text().splitlines())
+    return any(
+        "->" in line and f" {pid} " in line and inode in line for line in Path("/proc/locks").read_text().splitlines()
+    )
 
 
 def test_the_check_waits_for_the_lock_and_reads_the_log_after_it(tmp_path: Path, prime_api):

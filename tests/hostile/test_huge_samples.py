@@ -64,8 +64,21 @@ class RawProbe:
 
     def __init__(self, run: Path) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", str(AGENT / "probe.py"), "--backend", "none", "--interval", "0.2",
-             "--run-dir", str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            [
+                sys.executable,
+                "-u",
+                str(AGENT / "probe.py"),
+                "--backend",
+                "none",
+                "--interval",
+                "0.2",
+                "--run-dir",
+                str(run),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
     def line(self) -> bytes:
         raw = self.proc.stdout.readline()
@@ -125,8 +138,14 @@ def test_the_line_is_utf8_and_a_sample_over_the_last_guard_loses_its_lines_not_i
 
     line = encode({"log": ["\ufffd" * 10, "odd name \udcff"]})  # what decode("utf-8", "replace") makes
     assert len(line) < 80 and json.loads(line)["log"] == ["\ufffd" * 10, "odd name \udcff"]
-    sample = {"v": 1, "t": 1.0, "log": ["x" * 600_000, "y" * 600_000], "metrics": ["{}"], "errors": ["e"] * 20,
-              "cut": {"log_bytes": 5, "lines": 1, "metrics_bytes": 0, "metrics_lines": 0}}
+    sample = {
+        "v": 1,
+        "t": 1.0,
+        "log": ["x" * 600_000, "y" * 600_000],
+        "metrics": ["{}"],
+        "errors": ["e"] * 20,
+        "cut": {"log_bytes": 5, "lines": 1, "metrics_bytes": 0, "metrics_lines": 0},
+    }
     out = fit(sample, encode(sample), 20)
     assert len(out) <= MAX_SAMPLE_BYTES
     got = json.loads(out)
@@ -148,8 +167,9 @@ async def test_a_flooded_log_never_blinds_the_monitor_over_ssh(pod, run_dir: Pat
             before = mon.snapshot(pod.name).samples_total
             await asyncio.to_thread(flood, run_dir / "logs" / "trainer.log", 5 * MB, 60_000)
             await asyncio.to_thread(flood, run_dir / "logs" / "latest" / "orchestrator.log", 5 * MB, 60_000)
-            await wait_for(lambda before=before: mon.snapshot(pod.name).samples_total >= before + 3,
-                           what="samples go on")
+            await wait_for(
+                lambda before=before: mon.snapshot(pod.name).samples_total >= before + 3, what="samples go on"
+            )
         snap = mon.snapshot(pod.name)
     finally:
         await mon.aclose()
@@ -168,7 +188,9 @@ def _fake_probe(tmp_path: Path, body: str) -> Path:
 
 @pytest.mark.parametrize("first", ["", SAMPLE % 1])
 async def test_garbage_without_a_valid_sample_is_stale_with_the_reason(tmp_path, first):
-    script = _fake_probe(tmp_path, f"""
+    script = _fake_probe(
+        tmp_path,
+        f"""
         import os, sys, threading, time
         threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
         if {first!r}:
@@ -176,13 +198,18 @@ async def test_garbage_without_a_valid_sample_is_stale_with_the_reason(tmp_path,
         while True:
             print("garbage " * 20, flush=True)
             time.sleep(0.1)
-    """)
-    mon = MonitorService(Recorder(), settings=MonitorSettings(interval=0.2, stale_after=1.0, backoff_max=2.0),
-                         connector=lambda pod: LocalConnection(pod, probe_path=script))
+    """,
+    )
+    mon = MonitorService(
+        Recorder(),
+        settings=MonitorSettings(interval=0.2, stale_after=1.0, backoff_max=2.0),
+        connector=lambda pod: LocalConnection(pod, probe_path=script),
+    )
     mon.add(Pod(name="p", kind=PodKind.LOCAL))
     try:
-        snap = await wait_for(lambda: mon.snapshot("p").status.state is PodState.STALE and mon.snapshot("p"),
-                              what="stale")
+        snap = await wait_for(
+            lambda: mon.snapshot("p").status.state is PodState.STALE and mon.snapshot("p"), what="stale"
+        )
     finally:
         await mon.aclose()
     assert "no valid sample for 1 s" in snap.status.reason and "malformed" in snap.status.reason
@@ -190,7 +217,9 @@ async def test_garbage_without_a_valid_sample_is_stale_with_the_reason(tmp_path,
 
 
 async def test_a_line_over_the_hard_limit_is_malformed_and_skipped(tmp_path):
-    script = _fake_probe(tmp_path, f"""
+    script = _fake_probe(
+        tmp_path,
+        f"""
         import sys
         print({SAMPLE % 1!r}, flush=True)
         sys.stdout.write("x" * {MAX_LINE + 3 * 1024 * 1024} + "\\n")
@@ -198,10 +227,14 @@ async def test_a_line_over_the_hard_limit_is_malformed_and_skipped(tmp_path):
         sys.stdout.write({SAMPLE % 2!r} + "\\n")
         sys.stdout.flush()
         sys.stdin.read()
-    """)
+    """,
+    )
     rec = Recorder()
-    mon = MonitorService(rec, settings=MonitorSettings(interval=0.2, stale_after=5.0, backoff_max=2.0),
-                         connector=lambda pod: LocalConnection(pod, probe_path=script))
+    mon = MonitorService(
+        rec,
+        settings=MonitorSettings(interval=0.2, stale_after=5.0, backoff_max=2.0),
+        connector=lambda pod: LocalConnection(pod, probe_path=script),
+    )
     mon.add(Pod(name="p", kind=PodKind.LOCAL))
     try:
         snap = await wait_for(lambda: mon.snapshot("p").samples_total == 2 and mon.snapshot("p"), what="2 samples")
@@ -216,11 +249,13 @@ async def test_the_line_reader_over_ssh_joins_long_lines_and_skips_overlong_ones
     """asyncssh hands a line past its window (2 MiB) in pieces: a 3 MiB line is joined, a line over the
     hard limit is skipped, the lines around it are whole."""
     script = tmp_path / "lines.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import sys
         w = sys.stdout.write
         w("first\\n"); w("a" * (3 * 1024 * 1024) + "\\n"); w("b" * {MAX_LINE + 1024 * 1024} + "\\n"); w("last")
-    """))
+    """)
+    )
     conn = SSHConnection(pod)
     await conn.connect()
     try:
@@ -249,8 +284,15 @@ async def test_the_cut_is_shown_in_the_pod_list_and_the_monitor_pane():
 
     pod = Pod(name="p1", host="10.0.0.1")
     sample = Sample(t=1.0, gpus=(), host=HostSample(), cut_bytes=3_100_000, cut_lines=12)
-    snap = PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "via nvml"), history=(sample,),
-                       samples_total=1, last_received=1.0, cut_bytes=3_100_000, cut_lines=12)
+    snap = PodSnapshot(
+        pod=pod,
+        status=PodStatus(PodState.ONLINE, "via nvml"),
+        history=(sample,),
+        samples_total=1,
+        last_received=1.0,
+        cut_bytes=3_100_000,
+        cut_lines=12,
+    )
     assert cut_text(snap) == "log cut: 3.1 MB skipped"
     assert cut_text(replace(snap, cut_bytes=0, cut_lines=0)) == ""
     async with Panes().run_test(size=(140, 40)) as pilot:

@@ -33,13 +33,16 @@ from services.pod.ssh import SSHConnection
 from tests.services.lifecycle.test_actions import make_settings
 
 FAST = settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
-                    st.text(max_size=30))
-json_values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=5)), max_leaves=20)
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=30)
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=5)),
+    max_leaves=20,
+)
 # a record's own keys, each given any JSON value
-records = st.dictionaries(st.sampled_from(["pid", "action", "owner", "since", "age", "known"]), json_values,
-                          max_size=6)
+records = st.dictionaries(st.sampled_from(["pid", "action", "owner", "since", "age", "known"]), json_values, max_size=6)
 PLACEHOLDER = "?"
 
 
@@ -68,13 +71,30 @@ def test_the_refusal_names_the_action_pid_owner_and_since_when():
     since = time.time() - 190
     err = held_error({"pid": 4242, "action": "kill", "owner": "alice@laptop", "since": since, "age": 190.0}, "p1")
     assert isinstance(err, LifecycleError)
-    assert str(err) == f"kill is already running on p1: pid 4242 on the pod, from alice@laptop, " \
-                       f"since {clock(since)} (3 min ago)"
+    assert (
+        str(err) == f"kill is already running on p1: pid 4242 on the pod, from alice@laptop, "
+        f"since {clock(since)} (3 min ago)"
+    )
     assert err.hint
 
 
-@pytest.mark.parametrize("held", [{}, None, [], "x", 3, {"pid": "?"}, {"known": False}, {"pid": True},
-                                  {"since": "yesterday"}, {"since": 1e308}, {"since": float("nan")}, {"pid": -1}])
+@pytest.mark.parametrize(
+    "held",
+    [
+        {},
+        None,
+        [],
+        "x",
+        3,
+        {"pid": "?"},
+        {"known": False},
+        {"pid": True},
+        {"since": "yesterday"},
+        {"since": 1e308},
+        {"since": float("nan")},
+        {"pid": -1},
+    ],
+)
 def test_an_unreadable_record_reads_unknown_holder_never_question_marks(held):
     message = str(held_error(held, "p1"))
     assert message.startswith("another action is already running on p1")
@@ -105,8 +125,9 @@ def check_holder(holder) -> None:
     assert isinstance(holder, dict) and isinstance(holder.get("known"), bool)
     assert holder.get("pid") is None or (type(holder["pid"]) is int and holder["pid"] > 0)
     for key in ("action", "owner"):
-        assert holder.get(key) is None or (isinstance(holder[key], str) and one_line(holder[key])
-                                           and len(holder[key]) <= 80)
+        assert holder.get(key) is None or (
+            isinstance(holder[key], str) and one_line(holder[key]) and len(holder[key]) <= 80
+        )
     for key in ("since", "age"):
         assert holder.get(key) is None or (isinstance(holder[key], float) and math.isfinite(holder[key]))
     json.dumps(holder, allow_nan=False)  # it goes over the wire as JSON
@@ -172,8 +193,12 @@ sys.stdin.read()
 def test_a_taker_in_the_window_before_the_record_still_names_the_holder(tmp_path):
     state = tmp_path / "state"
     state.mkdir()
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(state / "action.lock"), "0.3"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(state / "action.lock"), "0.3"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout.readline().strip() == "locked"
         fd, holder = podlock.take_lock(str(state), "launch", "me@here")
@@ -196,24 +221,33 @@ async def test_two_takers_over_ssh_the_second_is_told_who_holds_it(pod, tmp_path
                 async with pod_lock(conn2, "launch"):
                     pass
             message = str(err.value)
-            assert message.startswith(f"kill is already running on {pod.name}: pid {info['pid']} on the pod, "
-                                      f"from {owner_id()}, since {clock(info['since'])} (")
+            assert message.startswith(
+                f"kill is already running on {pod.name}: pid {info['pid']} on the pod, "
+                f"from {owner_id()}, since {clock(info['since'])} ("
+            )
             assert message.endswith(" s ago)") and PLACEHOLDER not in message and one_line(message)
             # the one-exec kill takes the lock inside its own helper: the same refusal, as an event
             events = [e async for e in kill(conn2, settings=make_settings(tmp_path))]
             assert events[-1].kind == "error"
-            assert f"kill is already running on {pod.name}: pid {info['pid']} on the pod, from {owner_id()}" \
-                   in events[-1].message
+            assert (
+                f"kill is already running on {pod.name}: pid {info['pid']} on the pod, from {owner_id()}"
+                in events[-1].message
+            )
 
 
 @pytest.mark.ssh
-@pytest.mark.parametrize("garbage", [b"", b'{"pid": "me", "owner": {"x": 1}}', b"\xff\x00" * 300],
-                         ids=["empty", "wrong-types", "binary"])
+@pytest.mark.parametrize(
+    "garbage", [b"", b'{"pid": "me", "owner": {"x": 1}}', b"\xff\x00" * 300], ids=["empty", "wrong-types", "binary"]
+)
 async def test_a_garbage_record_under_a_live_lock_reads_unknown_holder(pod, garbage):
     state = Path(pod.probe_dir)
     env = {**os.environ, "PTT_STATE_DIR": str(state)}
-    holder = subprocess.Popen([sys.executable, str(AGENT_PATH), "lock", "--action", "cleanup", "--owner", "x"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    holder = subprocess.Popen(
+        [sys.executable, str(AGENT_PATH), "lock", "--action", "cleanup", "--owner", "x"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
     try:
         assert json.loads(holder.stdout.readline())["ok"]
         (state / "action.lock").write_bytes(garbage)  # same inode: the flock still holds

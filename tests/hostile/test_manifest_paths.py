@@ -36,9 +36,17 @@ CANARY = b"ssh-ed25519 AAAA the-owner@laptop\n"
 
 def _one_part(path: str, body: bytes, sha256: str | None = None) -> dict:
     md5 = hashlib.md5(body).hexdigest()
-    return {"path": path, "size": len(body), "sha256": sha256 or hashlib.sha256(body).hexdigest(),
-            "encoding": "none", "level": 0, "stored_size": len(body), "store_etag": "", "mtime_ns": 0,
-            "parts": [{"n": 1, "offset": 0, "raw": len(body), "size": len(body), "md5": md5}]}
+    return {
+        "path": path,
+        "size": len(body),
+        "sha256": sha256 or hashlib.sha256(body).hexdigest(),
+        "encoding": "none",
+        "level": 0,
+        "stored_size": len(body),
+        "store_etag": "",
+        "mtime_ns": 0,
+        "parts": [{"n": 1, "offset": 0, "raw": len(body), "size": len(body), "md5": md5}],
+    }
 
 
 def _tamper(s3env, honest: dict, entry: dict, body: bytes) -> None:

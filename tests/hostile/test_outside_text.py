@@ -40,20 +40,29 @@ PAYLOADS = ("ZWNobyBwd25lZA", "pwned-title", "evil.example")
 
 GPU_NAME = f"NVIDIA [/x] H100{OSC52}{CLEAR}"
 PROC = f"python [link=https://markup.example]train[/link]{TITLE}"
-LOG_LINE = (f"trainer: [rank0]: {LINK}torch.OutOfMemoryError: CUDA out of memory while loading "
-            f"[/workspace/ckpt/step_10] [@click=app.quit]go[/]")
+LOG_LINE = (
+    f"trainer: [rank0]: {LINK}torch.OutOfMemoryError: CUDA out of memory while loading "
+    f"[/workspace/ckpt/step_10] [@click=app.quit]go[/]"
+)
 STDERR = f"Traceback: [/x] broken {CLEAR}[bold]not bold{OSC52}"
 
 
 def sample_line() -> bytes:
-    return json.dumps({
-        "v": 1, "t": time.time(), "source": "nvidia-smi",
-        "gpus": [{"index": 0, "name": GPU_NAME, "util": 50, "mem_used": 1 << 30, "mem_total": 80 << 30}],
-        "host": {"cpu_pct": 5.0},
-        "procs": [{"pid": 42, "gpu": 0, "mem": 1 << 30, "cmd": PROC}],
-        "log": [LOG_LINE],
-        "errors": [f"nvml: [/x] {TITLE}"],
-    }).encode() + b"\n"
+    return (
+        json.dumps(
+            {
+                "v": 1,
+                "t": time.time(),
+                "source": "nvidia-smi",
+                "gpus": [{"index": 0, "name": GPU_NAME, "util": 50, "mem_used": 1 << 30, "mem_total": 80 << 30}],
+                "host": {"cpu_pct": 5.0},
+                "procs": [{"pid": 42, "gpu": 0, "mem": 1 << 30, "cmd": PROC}],
+                "log": [LOG_LINE],
+                "errors": [f"nvml: [/x] {TITLE}"],
+            }
+        ).encode()
+        + b"\n"
+    )
 
 
 class HostileStream(ProbeStream):
@@ -111,8 +120,15 @@ async def test_the_app_shows_hostile_pod_text_literally_and_keeps_running(tmp_pa
     app = PrimeTrainApp([pod], monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: HostilePod(p)))
     async with app.run_test(size=SIZE, notifications=True) as pilot:  # toasts drawn, as in a terminal
         snap = lambda: app.snapshots.get("gpu1")  # noqa: E731
-        await wait_for(pilot, lambda: snap() is not None and snap().latest is not None
-                       and snap().status.state is PodState.OFFLINE and snap().alerts)
+        await wait_for(
+            pilot,
+            lambda: (
+                snap() is not None
+                and snap().latest is not None
+                and snap().status.state is PodState.OFFLINE
+                and snap().alerts
+            ),
+        )
         await shown(pilot)
         await wait_for(pilot, lambda: any("CUDA out of memory" in t for t in toast_texts(app)))
         await pilot.pause(0.2)
@@ -153,8 +169,17 @@ async def test_the_app_shows_hostile_pod_text_literally_and_keeps_running(tmp_pa
 
 
 def test_push_messages_carry_no_escape_sequence():
-    th = Thread("t1", "gpu1", "log:oom", f"CUDA out of memory{TITLE}", "critical", 1.0,
-                f"CUDA out of memory in the logs: {LOG_LINE} — lower the batch", run_dir="/r", step=3)
+    th = Thread(
+        "t1",
+        "gpu1",
+        "log:oom",
+        f"CUDA out of memory{TITLE}",
+        "critical",
+        1.0,
+        f"CUDA out of memory in the logs: {LOG_LINE} — lower the batch",
+        run_dir="/r",
+        step=3,
+    )
     for kind in ("opened", "resolved"):
         msg = compose(kind, th, 5.0)
         clean(msg.title)
@@ -192,8 +217,14 @@ def cli_pod(tmp_path_factory):
         mode.write_text(how)
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, env=env, capture_output=True,
-                              timeout=90, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli", *args],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            timeout=90,
+            stdin=subprocess.DEVNULL,
+        )
 
     yield plant, run
     server.kill()

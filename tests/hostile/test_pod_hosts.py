@@ -30,10 +30,16 @@ from tests.conftest import SshServer
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("spec, host, user, port", [
-    ("root@[::1]:22", "::1", "root", 22), ("::1", "::1", None, None),
-    ("ubuntu@2001:DB8:0::1", "2001:db8::1", "ubuntu", None),
-    ("[fe80::1%eth0]:2222", "fe80::1%eth0", None, 2222), ("root@203.0.113.7:22", "203.0.113.7", "root", 22)])
+@pytest.mark.parametrize(
+    "spec, host, user, port",
+    [
+        ("root@[::1]:22", "::1", "root", 22),
+        ("::1", "::1", None, None),
+        ("ubuntu@2001:DB8:0::1", "2001:db8::1", "ubuntu", None),
+        ("[fe80::1%eth0]:2222", "fe80::1%eth0", None, 2222),
+        ("root@203.0.113.7:22", "203.0.113.7", "root", 22),
+    ],
+)
 def test_ipv6_pod_specs_parse_in_one_spelling(spec, host, user, port):
     pod = parse_pod_spec(spec)
     assert (pod.kind, pod.host, pod.user, pod.port) == (PodKind.SSH, host, user, port)
@@ -54,8 +60,15 @@ def test_a_garbage_host_from_a_provider_is_never_ready_nor_saved(host):
     assert len(access.message) < 200 and "\n" not in access.message
 
 
-@pytest.mark.parametrize("host, want", [("[2001:DB8::0:1]", "2001:db8::1"), ("::1", "::1"),
-                                        ("gpu-1.example.com", "gpu-1.example.com"), ("198.51.100.7", "198.51.100.7")])
+@pytest.mark.parametrize(
+    "host, want",
+    [
+        ("[2001:DB8::0:1]", "2001:db8::1"),
+        ("::1", "::1"),
+        ("gpu-1.example.com", "gpu-1.example.com"),
+        ("198.51.100.7", "198.51.100.7"),
+    ],
+)
 def test_a_good_host_from_a_provider_is_normalised(host, want):
     access = checked_access(PodAccess("p1", "ready", "root", host, 2200))
     assert (access.state, access.host) == ("ready", want)
@@ -72,8 +85,16 @@ def test_a_garbage_user_or_port_from_a_provider_is_refused():
 
 def test_a_rented_ipv6_pod_is_saved_and_read_back(tmp_path):
     path = tmp_path / "pods.toml"
-    pod = Pod(name="rented-v6", kind=PodKind.SSH, host="2001:db8::1", user="root", port=2222, provider="vast",
-              provider_id="31", saved=True)
+    pod = Pod(
+        name="rented-v6",
+        kind=PodKind.SSH,
+        host="2001:db8::1",
+        user="root",
+        port=2222,
+        provider="vast",
+        provider_id="31",
+        saved=True,
+    )
     add_saved_pod(pod, path)
     [back] = load_pods(path)
     assert (back.host, back.user, back.port, back.provider_id) == ("2001:db8::1", "root", 2222, "31")
@@ -104,10 +125,16 @@ def test_one_bad_entry_disables_only_that_pod_and_survives_a_rewrite(tmp_path):
 
 
 def _cli(home: Path, cfg: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PRIME_TRAIN_TUI_CONFIG_DIR": str(cfg),
-           "PRIME_TRAIN_TUI_DATA_DIR": str(home / "data"), "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=60, env=env)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "PRIME_TRAIN_TUI_CONFIG_DIR": str(cfg),
+        "PRIME_TRAIN_TUI_DATA_DIR": str(home / "data"),
+        "PYTHONPATH": str(REPO),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=60, env=env
+    )
 
 
 def test_commands_work_on_the_good_pod_and_say_what_is_wrong_with_the_bad_one(sshd, client_home, tmp_path):
@@ -153,8 +180,9 @@ def test_a_pod_at_ipv6_loopback_is_saved_read_back_and_reached(sshd, client_home
     try:
         pub = (sshd.root / "host_ed25519.pub").read_text().split()
         client_home.known_hosts.write_text(f"[::1]:{sshd.port} {pub[0]} {pub[1]}\n")
-        (client_home.home / ".ssh" / "config").write_text(f"Host ::1\n  IdentityFile {sshd.client_key}\n"
-                                                          f"  UserKnownHostsFile {client_home.known_hosts}\n")
+        (client_home.home / ".ssh" / "config").write_text(
+            f"Host ::1\n  IdentityFile {sshd.client_key}\n  UserKnownHostsFile {client_home.known_hosts}\n"
+        )
         path = tmp_path / "pods.toml"
         add_saved_pod(parse_pod_spec(f"{sshd.user}@[::1]:{sshd.port}", name="v6"), path)
         [pod] = load_pods(path)

@@ -59,8 +59,9 @@ class CliPod:
 
     def start(self, *args: str) -> subprocess.Popen:
         command = [sys.executable, "-c", WITH_PROBE, str(self.fake or ""), *args]
-        return subprocess.Popen(command, cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL)
+        return subprocess.Popen(
+            command, cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+        )
 
     def probes(self) -> list[psutil.Process]:
         """This pod's probe processes (their command line names the probe-<hash> dir under our probe_dir)."""

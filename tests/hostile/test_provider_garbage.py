@@ -28,8 +28,12 @@ from tests.shared_data import OFFER_FIXTURES as FIX
 
 DEEP_LIST = b"[" * 100_000 + b"]" * 100_000
 DEEP_OBJECT = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
-GOOD = {"/prime": (200, "primeintellect-availability-gpus.json"), "/vast": (200, "vast-bundles-ondemand.json"),
-        "/lambda": (200, "lambda-instance-types.json"), "/runpod": (200, "runpod-graphql-gpuTypes.json")}
+GOOD = {
+    "/prime": (200, "primeintellect-availability-gpus.json"),
+    "/vast": (200, "vast-bundles-ondemand.json"),
+    "/lambda": (200, "lambda-instance-types.json"),
+    "/runpod": (200, "runpod-graphql-gpuTypes.json"),
+}
 
 
 def fixture(name: str):
@@ -58,8 +62,10 @@ def served(monkeypatch):
 
 def strict_json(text: str):
     """json.loads that refuses NaN/Infinity (what other JSON readers do)."""
+
     def refuse(token: str):
         raise ValueError(f"{token} is not JSON")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -131,8 +137,10 @@ def endless_body(total: int) -> Iterator[tuple[str, dict]]:
         conn, _ = srv.accept()
         try:
             conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
-                         b'{"offers": [], "padding": "')
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+                b'{"offers": [], "padding": "'
+            )
             chunk = b"y" * (1024 * 1024)
             while sent["bytes"] < total:
                 conn.sendall(chunk)
@@ -202,43 +210,66 @@ def _runpod_type(**kw) -> dict:
 
 
 SHAPES = {
-    "vast": (vast.parse, [
-        ([fixture("vast-bundles-ondemand.json")], "a JSON list, not an object"),
-        ({"results": []}, "no offers list"),
-        ({"offers": {"0": _vast_offer()}}, "offers is an object, not a list"),
-        ({"offers": [[1, 2], [3]]}, "an offer is a list"),
-        ({"offers": [_vast_offer(num_gpus="eight", gpu_ram="lots")]}, "num_gpus"),
-        ({"offers": [_vast_offer(dph_total="cheap")]}, "price"),
-        ({"offers": [{"id": 1}]}, "num_gpus"),
-    ]),
-    "primeintellect": (primeintellect.parse, [
-        ("[]", "a JSON string, not an object"),
-        ({"items": "none"}, "items is a string, not a list"),
-        ({"detail": "Not authenticated"}, "no items list"),
-        ({"items": [[_prime_item()]]}, "an offer is a list"),
-        ({"items": [_prime_item(gpuCount="eight")]}, "gpuCount"),
-        ({"items": [_prime_item(prices={"onDemand": "abc", "currency": "USD"})]}, "price"),
-        ({"items": [_prime_item(gpuType=None)]}, "gpuType"),
-    ]),
-    "lambda": (lambda_.parse, [
-        ([], "a JSON list, not an object"),
-        ({"data": []}, "data is a list, not an object"),
-        ({"error": {"code": "x"}}, "no data object"),
-        ({"data": {"gpu_1x_h100": ["not", "an", "object"]}}, "an offer is a list"),
-        ({"data": _lambda_type(price_cents_per_hour="abc")}, "price"),
-        ({"data": _lambda_type(specs={"gpus": "one"})}, "gpus"),
-    ]),
-    "runpod": (runpod.parse, [
-        ({"data": {"gpuTypes": [[1], "x"]}}, "an offer is a list"),
-        ({"data": {"gpuTypes": [_runpod_type(memoryInGb="lots")]}}, "memoryInGb"),
-        ({"data": {"gpuTypes": [_runpod_type(securePrice="abc", communityPrice="abc", secureSpotPrice=None,
-                                             communitySpotPrice=None)]}}, "price"),
-    ]),
+    "vast": (
+        vast.parse,
+        [
+            ([fixture("vast-bundles-ondemand.json")], "a JSON list, not an object"),
+            ({"results": []}, "no offers list"),
+            ({"offers": {"0": _vast_offer()}}, "offers is an object, not a list"),
+            ({"offers": [[1, 2], [3]]}, "an offer is a list"),
+            ({"offers": [_vast_offer(num_gpus="eight", gpu_ram="lots")]}, "num_gpus"),
+            ({"offers": [_vast_offer(dph_total="cheap")]}, "price"),
+            ({"offers": [{"id": 1}]}, "num_gpus"),
+        ],
+    ),
+    "primeintellect": (
+        primeintellect.parse,
+        [
+            ("[]", "a JSON string, not an object"),
+            ({"items": "none"}, "items is a string, not a list"),
+            ({"detail": "Not authenticated"}, "no items list"),
+            ({"items": [[_prime_item()]]}, "an offer is a list"),
+            ({"items": [_prime_item(gpuCount="eight")]}, "gpuCount"),
+            ({"items": [_prime_item(prices={"onDemand": "abc", "currency": "USD"})]}, "price"),
+            ({"items": [_prime_item(gpuType=None)]}, "gpuType"),
+        ],
+    ),
+    "lambda": (
+        lambda_.parse,
+        [
+            ([], "a JSON list, not an object"),
+            ({"data": []}, "data is a list, not an object"),
+            ({"error": {"code": "x"}}, "no data object"),
+            ({"data": {"gpu_1x_h100": ["not", "an", "object"]}}, "an offer is a list"),
+            ({"data": _lambda_type(price_cents_per_hour="abc")}, "price"),
+            ({"data": _lambda_type(specs={"gpus": "one"})}, "gpus"),
+        ],
+    ),
+    "runpod": (
+        runpod.parse,
+        [
+            ({"data": {"gpuTypes": [[1], "x"]}}, "an offer is a list"),
+            ({"data": {"gpuTypes": [_runpod_type(memoryInGb="lots")]}}, "memoryInGb"),
+            (
+                {
+                    "data": {
+                        "gpuTypes": [
+                            _runpod_type(
+                                securePrice="abc", communityPrice="abc", secureSpotPrice=None, communitySpotPrice=None
+                            )
+                        ]
+                    }
+                },
+                "price",
+            ),
+        ],
+    ),
 }
 
 
-@pytest.mark.parametrize("provider,payload,what", [(p, payload, what) for p, (_, cases) in SHAPES.items()
-                                                    for payload, what in cases])
+@pytest.mark.parametrize(
+    "provider,payload,what", [(p, payload, what) for p, (_, cases) in SHAPES.items() for payload, what in cases]
+)
 def test_a_wrongly_shaped_answer_is_an_unexpected_answer_naming_the_provider(provider, payload, what):
     parse = SHAPES[provider][0]
     with pytest.raises(ProviderFailure) as err:
@@ -248,10 +279,15 @@ def test_a_wrongly_shaped_answer_is_an_unexpected_answer_naming_the_provider(pro
     assert what in message and "\n" not in message and len(message) < 300, message
 
 
-@pytest.mark.parametrize("provider,payload", [
-    ("vast", {"offers": []}), ("primeintellect", {"items": [], "totalCount": 0}), ("lambda", {"data": {}}),
-    ("runpod", {"data": {"gpuTypes": []}}),
-])
+@pytest.mark.parametrize(
+    "provider,payload",
+    [
+        ("vast", {"offers": []}),
+        ("primeintellect", {"items": [], "totalCount": 0}),
+        ("lambda", {"data": {}}),
+        ("runpod", {"data": {"gpuTypes": []}}),
+    ],
+)
 def test_an_empty_listing_is_no_error(provider, payload):
     assert SHAPES[provider][0](payload) == []
 
@@ -269,24 +305,50 @@ def _one_good_one_priced(provider: str, price: float) -> tuple:
         return primeintellect.parse, {"items": [_prime_item(), bad]}
     if provider == "lambda":
         good = fixture("lambda-instance-types.json")["data"][LAMBDA_KEY]
-        bad = {"instance_type": {**good["instance_type"], "name": "gpu_1x_bad", "specs": {"gpus": 1},
-                                 "price_cents_per_hour": price * 100}, "regions_with_capacity_available": []}
+        bad = {
+            "instance_type": {
+                **good["instance_type"],
+                "name": "gpu_1x_bad",
+                "specs": {"gpus": 1},
+                "price_cents_per_hour": price * 100,
+            },
+            "regions_with_capacity_available": [],
+        }
         return lambda_.parse, {"data": {LAMBDA_KEY: good, "gpu_1x_bad": bad}}
-    bad = _runpod_type(id="BAD GPU 80GB", maxGpuCount=1, securePrice=price, communityPrice=None,
-                       secureSpotPrice=None, communitySpotPrice=None)
+    bad = _runpod_type(
+        id="BAD GPU 80GB",
+        maxGpuCount=1,
+        securePrice=price,
+        communityPrice=None,
+        secureSpotPrice=None,
+        communitySpotPrice=None,
+    )
     return runpod.parse, {"data": {"gpuTypes": [_runpod_type(), bad]}}
 
 
-@pytest.mark.parametrize("price", IMPOSSIBLE, ids=["1e308", "nan", "inf", "negative", "5000", "1e-300",
-                                                   "under-a-tenth-of-a-cent"])
+@pytest.mark.parametrize(
+    "price", IMPOSSIBLE, ids=["1e308", "nan", "inf", "negative", "5000", "1e-300", "under-a-tenth-of-a-cent"]
+)
 @pytest.mark.parametrize("provider", ["vast", "primeintellect", "lambda", "runpod"])
 def test_an_impossible_price_skips_that_offer_and_is_counted(provider, price):
     parse, payload = _one_good_one_priced(provider, price)
     offers = parse(json.loads(json.dumps(payload)))
     listed = next(v for v in payload.values())
-    good_only = parse({**payload, **{k: ({LAMBDA_KEY: v[LAMBDA_KEY]} if provider == "lambda" else
-                                         {"gpuTypes": v["gpuTypes"][:1]} if provider == "runpod" else v[:1])
-                                     for k, v in payload.items()}})
+    good_only = parse(
+        {
+            **payload,
+            **{
+                k: (
+                    {LAMBDA_KEY: v[LAMBDA_KEY]}
+                    if provider == "lambda"
+                    else {"gpuTypes": v["gpuTypes"][:1]}
+                    if provider == "runpod"
+                    else v[:1]
+                )
+                for k, v in payload.items()
+            },
+        }
+    )
     assert listed and offers == good_only and len(offers) > 0
     assert all(0.001 * o.gpu_count <= o.price_hr <= 1000 * o.gpu_count for o in offers)
     assert offers.skipped == 1 and "price" in offers.why, (offers.skipped, offers.why)
@@ -334,6 +396,8 @@ def test_a_wrongly_shaped_answer_reaches_the_cli_as_that_providers_error(served,
     routes["/lambda"] = (200, {"data": [1, 2]})
     code, out, err = offers_json(capsys, "--provider", "vast", "lambda", "primeintellect")
     assert code == 0, err
-    assert out["errors"] == [{"provider": "vast", "message": "unexpected answer: a JSON list, not an object"},
-                             {"provider": "lambda", "message": "unexpected answer: data is a list, not an object"}]
+    assert out["errors"] == [
+        {"provider": "vast", "message": "unexpected answer: a JSON list, not an object"},
+        {"provider": "lambda", "message": "unexpected answer: data is a list, not an object"},
+    ]
     assert {o["provider"] for o in out["offers"]} == {"primeintellect"}

@@ -26,17 +26,36 @@ from tests.services.lifecycle.test_actions import TRAINER, trainer_pids, wait_fo
 
 REPO = Path(__file__).resolve().parents[2]
 # what a developer's shell typically holds: every one of them used to reach the trainer by default
-LOCAL_KEYS = {name: f"{name.lower()}-value-{os.urandom(4).hex()}" for name in
-              ("PRIME_API_KEY", "VAST_API_KEY", "LAMBDA_API_KEY", "RUNPOD_API_KEY", "OPENAI_API_KEY",
-               "ANTHROPIC_API_KEY", "VLLM_API_KEY", "WANDB_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
+LOCAL_KEYS = {
+    name: f"{name.lower()}-value-{os.urandom(4).hex()}"
+    for name in (
+        "PRIME_API_KEY",
+        "VAST_API_KEY",
+        "LAMBDA_API_KEY",
+        "RUNPOD_API_KEY",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "VLLM_API_KEY",
+        "WANDB_API_KEY",
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+    )
+}
 
 
 def settings_for(tmp_path: Path, **kw) -> LifecycleSettings:
     """The simulated trainer with the [lifecycle] defaults for everything about secrets."""
     return LifecycleSettings(
         command=f"python3 {TRAINER} --run-dir {{run_dir}} --max-steps 0 --step-seconds 0.2 --ckpt-interval 2",
-        min_nofile=1024, min_free_bytes=1, cuda_check=False, tmux="setsid", grace_seconds=3.0,
-        runs_dir=tmp_path / "records", start_watch_seconds=0.3, **kw)
+        min_nofile=1024,
+        min_free_bytes=1,
+        cuda_check=False,
+        tmux="setsid",
+        grace_seconds=3.0,
+        runs_dir=tmp_path / "records",
+        start_watch_seconds=0.3,
+        **kw,
+    )
 
 
 @pytest.fixture
@@ -59,8 +78,7 @@ def test_by_default_no_secret_at_all_goes_to_a_pod():
     assert DEFAULT_SECRETS == () and LifecycleSettings().secrets == ()
 
 
-@pytest.mark.parametrize("name", ["PRIME_API_KEY", "VAST_API_KEY", "LAMBDA_API_KEY", "RUNPOD_API_KEY",
-                                  "prime_api_key"])
+@pytest.mark.parametrize("name", ["PRIME_API_KEY", "VAST_API_KEY", "LAMBDA_API_KEY", "RUNPOD_API_KEY", "prime_api_key"])
 def test_listing_a_provider_key_is_refused_with_the_reason(name):
     with pytest.raises(ValueError) as info:
         LifecycleSettings(secrets=("WANDB_API_KEY", name))
@@ -122,16 +140,29 @@ async def test_a_listed_secret_goes_and_the_prime_key_beside_it_does_not(pod, tm
 def test_the_cli_refuses_a_listed_prime_key_before_anything_reaches_the_pod(pod, client_home, tmp_path, run_dir):
     cfg_dir = client_home.home / ".config" / "prime-train-tui"
     cfg_dir.mkdir(parents=True, exist_ok=True)
-    (cfg_dir / "pods.toml").write_text(f'[pods.gpu]\ntarget = "testpod"\nrun_dir = "{run_dir}"\n'
-                                       f'probe_dir = "{pod.probe_dir}"\n')
+    (cfg_dir / "pods.toml").write_text(
+        f'[pods.gpu]\ntarget = "testpod"\nrun_dir = "{run_dir}"\nprobe_dir = "{pod.probe_dir}"\n'
+    )
     (cfg_dir / "settings.toml").write_text(
         f'[lifecycle]\ncommand = "python3 {TRAINER} --run-dir {{run_dir}} --max-steps 0"\n'
-        'cuda_check = false\nmin_nofile = 1024\nsecrets = ["WANDB_API_KEY", "PRIME_API_KEY"]\n')
-    env = {**os.environ, **LOCAL_KEYS, "HOME": str(client_home.home), "PRIME_TRAIN_TUI_CONFIG_DIR": str(cfg_dir),
-           "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data")}
+        'cuda_check = false\nmin_nofile = 1024\nsecrets = ["WANDB_API_KEY", "PRIME_API_KEY"]\n'
+    )
+    env = {
+        **os.environ,
+        **LOCAL_KEYS,
+        "HOME": str(client_home.home),
+        "PRIME_TRAIN_TUI_CONFIG_DIR": str(cfg_dir),
+        "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data"),
+    }
     env.pop("SSH_AUTH_SOCK", None)
-    r = subprocess.run([sys.executable, "-m", "app.cli", "launch", "gpu", str(write_config(tmp_path))], cwd=REPO,
-                       env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "app.cli", "launch", "gpu", str(write_config(tmp_path))],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "PRIME_API_KEY rents and terminates pods on your account: it never goes to a pod" in r.stderr
     assert "Traceback" not in r.stderr

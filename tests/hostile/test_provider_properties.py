@@ -18,16 +18,24 @@ from services.offers.payload import TooDeep, depth, loads
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-SCALARS = (st.none() | st.booleans() | st.integers() | st.integers(min_value=-10**400, max_value=10**400)
-           | st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([1e308, -1e308, 5e-324, 0.0, -0.0])
-           | st.text(max_size=12) | st.sampled_from(["8", "1e308", "nan", "inf", "-1", "H100_80GB", "9" * 400 + "GB"]))
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=-(10**400), max_value=10**400)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([1e308, -1e308, 5e-324, 0.0, -0.0])
+    | st.text(max_size=12)
+    | st.sampled_from(["8", "1e308", "nan", "inf", "-1", "H100_80GB", "9" * 400 + "GB"])
+)
 
 
 def json_like(keys: list[str]) -> st.SearchStrategy:
     """Arbitrary JSON-like data whose object keys are mostly the provider's own field names."""
     names = st.sampled_from(keys) | st.text(max_size=6)
-    return st.recursive(SCALARS, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(names, kids, max_size=6),
-                        max_leaves=25)
+    return st.recursive(
+        SCALARS, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(names, kids, max_size=6), max_leaves=25
+    )
 
 
 def record(keys: list[str], values: st.SearchStrategy) -> st.SearchStrategy:
@@ -35,43 +43,112 @@ def record(keys: list[str], values: st.SearchStrategy) -> st.SearchStrategy:
     return st.fixed_dictionaries({}, optional={k: values for k in keys})
 
 
-VAST_KEYS = ["id", "num_gpus", "gpu_ram", "gpu_name", "dph_total", "search", "totalHour", "rentable", "reliability",
-             "geolocation", "disk_space", "min_bid", "machine_id", "is_bid", "offers"]
-PRIME_KEYS = ["items", "totalCount", "gpuType", "gpuCount", "gpuMemory", "prices", "onDemand", "communityPrice",
-              "currency", "security", "isSpot", "stockStatus", "disk", "defaultCount", "region", "country", "provider",
-              "cloudId", "socket", "dataCenter"]
-LAMBDA_KEYS = ["data", "instance_type", "name", "price_cents_per_hour", "specs", "gpus", "storage_gib",
-               "gpu_description", "regions_with_capacity_available", "description"]
-RUNPOD_KEYS = ["data", "gpuTypes", "errors", "message", "id", "displayName", "memoryInGb", "maxGpuCount", "secureCloud",
-               "communityCloud", "securePrice", "communityPrice", "secureSpotPrice", "communitySpotPrice"]
+VAST_KEYS = [
+    "id",
+    "num_gpus",
+    "gpu_ram",
+    "gpu_name",
+    "dph_total",
+    "search",
+    "totalHour",
+    "rentable",
+    "reliability",
+    "geolocation",
+    "disk_space",
+    "min_bid",
+    "machine_id",
+    "is_bid",
+    "offers",
+]
+PRIME_KEYS = [
+    "items",
+    "totalCount",
+    "gpuType",
+    "gpuCount",
+    "gpuMemory",
+    "prices",
+    "onDemand",
+    "communityPrice",
+    "currency",
+    "security",
+    "isSpot",
+    "stockStatus",
+    "disk",
+    "defaultCount",
+    "region",
+    "country",
+    "provider",
+    "cloudId",
+    "socket",
+    "dataCenter",
+]
+LAMBDA_KEYS = [
+    "data",
+    "instance_type",
+    "name",
+    "price_cents_per_hour",
+    "specs",
+    "gpus",
+    "storage_gib",
+    "gpu_description",
+    "regions_with_capacity_available",
+    "description",
+]
+RUNPOD_KEYS = [
+    "data",
+    "gpuTypes",
+    "errors",
+    "message",
+    "id",
+    "displayName",
+    "memoryInGb",
+    "maxGpuCount",
+    "secureCloud",
+    "communityCloud",
+    "securePrice",
+    "communityPrice",
+    "secureSpotPrice",
+    "communitySpotPrice",
+]
 
 
 def shaped() -> dict[str, st.SearchStrategy]:
     """Per provider: answers shaped like its listing, every field any value."""
     any_value = json_like(VAST_KEYS + PRIME_KEYS)
     vast_offer = record(VAST_KEYS[:-1], any_value)
-    prime_item = st.fixed_dictionaries({}, optional={
-        **{k: any_value for k in PRIME_KEYS[2:]},
-        "prices": record(["onDemand", "communityPrice", "currency"], SCALARS)})
-    lambda_type = st.fixed_dictionaries({}, optional={
-        "instance_type": record(["name", "price_cents_per_hour", "gpu_description"], SCALARS).flatmap(
-            lambda it: st.fixed_dictionaries({"specs": record(["gpus", "storage_gib"], SCALARS)}).map(
-                lambda s: {**it, **s})),
-        "regions_with_capacity_available": any_value})
+    prime_item = st.fixed_dictionaries(
+        {},
+        optional={
+            **{k: any_value for k in PRIME_KEYS[2:]},
+            "prices": record(["onDemand", "communityPrice", "currency"], SCALARS),
+        },
+    )
+    lambda_type = st.fixed_dictionaries(
+        {},
+        optional={
+            "instance_type": record(["name", "price_cents_per_hour", "gpu_description"], SCALARS).flatmap(
+                lambda it: st.fixed_dictionaries({"specs": record(["gpus", "storage_gib"], SCALARS)}).map(
+                    lambda s: {**it, **s}
+                )
+            ),
+            "regions_with_capacity_available": any_value,
+        },
+    )
     runpod_type = record(RUNPOD_KEYS[4:], SCALARS)
     return {
         "vast": st.fixed_dictionaries({"offers": st.lists(vast_offer | any_value, max_size=6)}),
         "primeintellect": st.fixed_dictionaries({"items": st.lists(prime_item | any_value, max_size=6)}),
-        "lambda": st.fixed_dictionaries({"data": st.dictionaries(st.text(max_size=10), lambda_type | any_value,
-                                                                 max_size=5)}),
-        "runpod": st.fixed_dictionaries({"data": st.fixed_dictionaries(
-            {"gpuTypes": st.lists(runpod_type | any_value, max_size=5)})}),
+        "lambda": st.fixed_dictionaries(
+            {"data": st.dictionaries(st.text(max_size=10), lambda_type | any_value, max_size=5)}
+        ),
+        "runpod": st.fixed_dictionaries(
+            {"data": st.fixed_dictionaries({"gpuTypes": st.lists(runpod_type | any_value, max_size=5)})}
+        ),
     }
 
 
 SHAPED = shaped()
-PARSERS = {"vast": vast.parse, "primeintellect": primeintellect.parse, "lambda": lambda_.parse,
-           "runpod": runpod.parse}
+PARSERS = {"vast": vast.parse, "primeintellect": primeintellect.parse, "lambda": lambda_.parse, "runpod": runpod.parse}
 ARBITRARY = json_like(sorted(set(VAST_KEYS + PRIME_KEYS + LAMBDA_KEYS + RUNPOD_KEYS)))
 
 
@@ -130,8 +207,10 @@ def _depth(value) -> int:
 
 
 @SETTINGS
-@given(body=st.binary(max_size=300) | st.text(alphabet='[]{}":,\\ax1', max_size=300).map(str.encode),
-       status=st.integers(100, 599))
+@given(
+    body=st.binary(max_size=300) | st.text(alphabet='[]{}":,\\ax1', max_size=300).map(str.encode),
+    status=st.integers(100, 599),
+)
 def test_error_bodies_of_any_bytes_are_one_line(body, status):
     line = error_message(status, body.decode("utf-8", "replace"))
     assert line.startswith(f"HTTP {status}") and "\n" not in line

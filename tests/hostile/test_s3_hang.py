@@ -83,8 +83,9 @@ def test_the_defaults_bound_every_wait_and_backup_toml_sets_them(tmp_path):
     config = S3(s).client.meta.config  # what boto3 will use
     assert (config.connect_timeout, config.read_timeout) == (s.connect_timeout, s.read_timeout)
     assert config.retries["total_max_attempts"] == s.attempts  # botocore's "max_attempts" excludes the first
-    (tmp_path / "backup.toml").write_text('[backup]\nbucket = "ckpts"\nread_timeout = 4\nconnect_timeout = 2.5\n'
-                                          "attempts = 1\n")
+    (tmp_path / "backup.toml").write_text(
+        '[backup]\nbucket = "ckpts"\nread_timeout = 4\nconnect_timeout = 2.5\nattempts = 1\n'
+    )
     loaded = load_backup_settings(tmp_path / "backup.toml", env={})
     assert (loaded.read_timeout, loaded.connect_timeout, loaded.attempts) == (4, 2.5, 1)
     with pytest.raises(BackupError, match="backup.read_timeout must be a number of seconds above 0"):
@@ -93,8 +94,9 @@ def test_the_defaults_bound_every_wait_and_backup_toml_sets_them(tmp_path):
 
 async def test_the_app_gives_up_on_a_store_that_never_answers(creds):
     with silent_store() as (url, accepted):
-        settings = BackupSettings(bucket="ckpts", endpoint=url, region="us-east-1", connect_timeout=1,
-                                  read_timeout=0.5, attempts=2)
+        settings = BackupSettings(
+            bucket="ckpts", endpoint=url, region="us-east-1", connect_timeout=1, read_timeout=0.5, attempts=2
+        )
         started = time.monotonic()
         with pytest.raises(BackupError) as err:
             await S3(settings).call("head_bucket", Bucket="ckpts")
@@ -109,15 +111,15 @@ async def test_the_app_gives_up_on_a_store_that_never_answers(creds):
 
 def _agent(args: list[str], stdin: str, cwd) -> tuple[int, list[dict], float]:
     started = time.monotonic()
-    res = subprocess.run([sys.executable, str(BACKUP), *args], input=stdin, capture_output=True, text=True,
-                         timeout=BOUND, cwd=cwd)
+    res = subprocess.run(
+        [sys.executable, str(BACKUP), *args], input=stdin, capture_output=True, text=True, timeout=BOUND, cwd=cwd
+    )
     assert res.stderr == "", res.stderr
     return res.returncode, [json.loads(x) for x in res.stdout.splitlines()], time.monotonic() - started
 
 
 def _part(url: str, body: bytes) -> dict:
-    return {"n": 1, "offset": 0, "raw": len(body), "size": len(body), "md5": hashlib.md5(body).hexdigest(),
-            "url": url}
+    return {"n": 1, "offset": 0, "raw": len(body), "size": len(body), "md5": hashlib.md5(body).hexdigest(), "url": url}
 
 
 def test_the_pod_gives_up_on_a_silent_store_and_stops_asking_it(tmp_path):
@@ -125,9 +127,22 @@ def test_the_pod_gives_up_on_a_silent_store_and_stops_asking_it(tmp_path):
     body = b"x" * 1000
     with silent_store() as (url, accepted):
         signed = f"{url}/ckpts/step_3/f?X-Amz-Signature=deadbeef"
-        plan = {"run_dir": str(tmp_path / "run"), "step": 3, "tag": "t1",
-                "files": [{"path": f"trainer/f{i}", "size": len(body), "sha256": hashlib.sha256(body).hexdigest(),
-                           "encoding": "none", "url": signed, "parts": [_part(signed, body)]} for i in range(5)]}
+        plan = {
+            "run_dir": str(tmp_path / "run"),
+            "step": 3,
+            "tag": "t1",
+            "files": [
+                {
+                    "path": f"trainer/f{i}",
+                    "size": len(body),
+                    "sha256": hashlib.sha256(body).hexdigest(),
+                    "encoding": "none",
+                    "url": signed,
+                    "parts": [_part(signed, body)],
+                }
+                for i in range(5)
+            ],
+        }
         rc, events, took = _agent(["download", "--jobs", "1", "--timeout", "0.5"], json.dumps(plan) + "\n", tmp_path)
         assert rc == 1 and took < BOUND
         assert events[-1] == {"event": "error", "message": f"cannot reach the S3 endpoint {url}: no answer in 0.5 s"}
@@ -138,9 +153,19 @@ def test_the_pod_gives_up_on_a_silent_store_and_stops_asking_it(tmp_path):
         files = []
         for i in range(3):
             (tmp_path / f"f{i}").write_bytes(body)
-            files.append(json.dumps({"path": f"trainer/f{i}", "full": str(tmp_path / f"f{i}"), "key": f"k{i}",
-                                     "size": len(body), "encoding": "none", "level": 0,
-                                     "parts": [_part(signed, body)]}))
+            files.append(
+                json.dumps(
+                    {
+                        "path": f"trainer/f{i}",
+                        "full": str(tmp_path / f"f{i}"),
+                        "key": f"k{i}",
+                        "size": len(body),
+                        "encoding": "none",
+                        "level": 0,
+                        "parts": [_part(signed, body)],
+                    }
+                )
+            )
         rc, events, took = _agent(["send", "--jobs", "1", "--timeout", "0.5"], "\n".join(files) + "\n", tmp_path)
         assert rc == 1 and took < BOUND
         errors = [e["message"] for e in events if e["event"] == "error"]
@@ -156,8 +181,13 @@ def test_a_part_bigger_than_a_send_piece_arrives_whole(s3env):
 
     data = bytes(range(256)) * (CHUNK * 5 // 2 // 256) + b"tail"
     url = S3(s3env.settings()).presign("put_object", Key="big")  # as the app signs the pod's URLs
-    status, headers, _ = http("PUT", url, data=data, timeout=5, headers={
-        "Content-Length": str(len(data)), "Content-Type": "application/octet-stream"})  # as cmd_send does
+    status, headers, _ = http(
+        "PUT",
+        url,
+        data=data,
+        timeout=5,
+        headers={"Content-Length": str(len(data)), "Content-Type": "application/octet-stream"},
+    )  # as cmd_send does
     assert status == 200 and headers["ETag"].strip('"') == hashlib.md5(data).hexdigest()
     assert s3env.get("big") == data
 
@@ -186,8 +216,9 @@ def swallowing_proxy(upstream: str) -> Iterator[str]:
             for key, value in resp.getheaders():
                 if key.lower() not in ("transfer-encoding", "connection", "content-length", "date", "server"):
                     self.send_header(key, value)
-            self.send_header("Content-Length", resp.getheader("Content-Length") if self.command == "HEAD"
-                             else str(len(data)))
+            self.send_header(
+                "Content-Length", resp.getheader("Content-Length") if self.command == "HEAD" else str(len(data))
+            )
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)

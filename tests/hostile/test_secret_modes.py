@@ -19,10 +19,16 @@ URLS = '[notify]\nurls = ["ntfy://example.invalid/topic"]\n'
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PRIME_TRAIN_TUI_CONFIG_DIR": str(home / "cfg"),
-           "PRIME_TRAIN_TUI_DATA_DIR": str(home / "data"), "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=60, env=env)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "PRIME_TRAIN_TUI_CONFIG_DIR": str(home / "cfg"),
+        "PRIME_TRAIN_TUI_DATA_DIR": str(home / "data"),
+        "PYTHONPATH": str(REPO),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True, timeout=60, env=env
+    )
 
 
 @pytest.mark.parametrize("text", [KEYS, URLS], ids=["api keys", "notify urls"])
@@ -89,14 +95,21 @@ def test_the_watcher_says_what_it_left_out_and_which_secrets_others_can_read(tmp
     settings = cfg / "settings.toml"
     settings.write_text(URLS)
     settings.chmod(0o644)
-    (cfg / "pods.toml").write_text(f'[pods.good]\nhost = "127.0.0.1"\nuser = "nobody"\nport = {free_port()}\n'
-                                   '[pods.bad]\nhost = "a b"\n')
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PRIME_TRAIN_TUI_CONFIG_DIR": str(cfg),
-           "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(REPO)}
+    (cfg / "pods.toml").write_text(
+        f'[pods.good]\nhost = "127.0.0.1"\nuser = "nobody"\nport = {free_port()}\n[pods.bad]\nhost = "a b"\n'
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PRIME_TRAIN_TUI_CONFIG_DIR": str(cfg),
+        "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data"),
+        "PYTHONPATH": str(REPO),
+    }
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with open(out, "w") as o, open(err, "w") as e:
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "watch", "--json"], cwd=REPO, stdout=o, stderr=e,
-                                env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "watch", "--json"], cwd=REPO, stdout=o, stderr=e, env=env
+        )
         try:
             end = time.monotonic() + 60
             while "watch started" not in out.read_text() and proc.poll() is None and time.monotonic() < end:

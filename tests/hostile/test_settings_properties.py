@@ -19,11 +19,32 @@ from services.monitor.health import HealthSettings
 from services.pod.specs import POD_KEYS
 from services.tomlfile import MAX_DEPTH, too_deep
 
-LOADERS = (load_pods, load_lifecycle_settings, load_offer_settings, load_health_settings,
-           lambda path: load_backup_settings(path, env={}))
-KEYS = sorted({*LifecycleSettings.__dataclass_fields__, *HealthSettings.__dataclass_fields__,
-               *BackupSettings.__dataclass_fields__, *POD_KEYS, "cache_ttl", "keys", "env", "checks", "name", "run",
-               "timeout", "lambda", "vast", "cache_tll", "bukcet"})
+LOADERS = (
+    load_pods,
+    load_lifecycle_settings,
+    load_offer_settings,
+    load_health_settings,
+    lambda path: load_backup_settings(path, env={}),
+)
+KEYS = sorted(
+    {
+        *LifecycleSettings.__dataclass_fields__,
+        *HealthSettings.__dataclass_fields__,
+        *BackupSettings.__dataclass_fields__,
+        *POD_KEYS,
+        "cache_ttl",
+        "keys",
+        "env",
+        "checks",
+        "name",
+        "run",
+        "timeout",
+        "lambda",
+        "vast",
+        "cache_tll",
+        "bukcet",
+    }
+)
 TABLES = [*SETTINGS_TABLES, "backup", "pods", "bakup", "ofers"]
 CHECKS = HealthCheck.too_slow, HealthCheck.function_scoped_fixture
 
@@ -35,15 +56,27 @@ def text(**kw):
 
 
 scalars = st.one_of(
-    st.integers(min_value=-(2**63), max_value=2**63 - 1), st.floats(), st.booleans(), text(max_size=20),
-    st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30)), st.dates())
-values = st.recursive(scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(KEYS) | text(min_size=1, max_size=8), inner,
-                                                 max_size=4)), max_leaves=12)
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(),
+    st.booleans(),
+    text(max_size=20),
+    st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30)),
+    st.dates(),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.sampled_from(KEYS) | text(min_size=1, max_size=8), inner, max_size=4),
+    ),
+    max_leaves=12,
+)
 tables = st.dictionaries(st.sampled_from(KEYS) | text(min_size=1, max_size=8), values, max_size=6)
-documents = st.dictionaries(st.sampled_from(TABLES) | text(min_size=1, max_size=8),
-                            tables | st.dictionaries(text(min_size=1, max_size=8), tables, max_size=3) | values,
-                            max_size=4)
+documents = st.dictionaries(
+    st.sampled_from(TABLES) | text(min_size=1, max_size=8),
+    tables | st.dictionaries(text(min_size=1, max_size=8), tables, max_size=3) | values,
+    max_size=4,
+)
 
 
 def check_all(path: Path) -> None:
@@ -55,7 +88,7 @@ def check_all(path: Path) -> None:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=CHECKS)
-@given(text=st.text(alphabet=st.sampled_from('[]{}"\'=.#\n \\abcdlo,1ef') | CHARS, max_size=400))
+@given(text=st.text(alphabet=st.sampled_from("[]{}\"'=.#\n \\abcdlo,1ef") | CHARS, max_size=400))
 def test_any_text(tmp_path, text):
     path = tmp_path / "settings.toml"
     path.write_text(text, encoding="utf-8")
@@ -86,7 +119,7 @@ def test_any_well_formed_toml(tmp_path, doc):
 
 
 @settings(max_examples=200, deadline=None)
-@given(depth=st.integers(min_value=0, max_value=200), junk=st.text(alphabet='"\'#[]{}\n ab\\', max_size=30))
+@given(depth=st.integers(min_value=0, max_value=200), junk=st.text(alphabet="\"'#[]{}\n ab\\", max_size=30))
 def test_the_depth_scan_counts_brackets_outside_strings_and_comments(depth, junk):
     """too_deep sees real nesting and ignores brackets inside strings and comments."""
     quoted = tomlkit.string(junk).as_string()  # every kind of bracket and quote, inside a string
@@ -103,8 +136,9 @@ KNOWN = {  # loader index → (table, its keys)
     3: ("health", sorted(HealthSettings.__dataclass_fields__)),
     4: ("backup", sorted(BackupSettings.__dataclass_fields__)),
 }
-check_tables = st.lists(st.fixed_dictionaries({"name": scalars, "run": scalars},
-                                              optional={"fix": scalars, "timeout": scalars}), max_size=3)
+check_tables = st.lists(
+    st.fixed_dictionaries({"name": scalars, "run": scalars}, optional={"fix": scalars, "timeout": scalars}), max_size=3
+)
 
 
 @st.composite

@@ -27,25 +27,57 @@ def _entry_error(pods):
 
 
 TYPOS = [  # file, loader, text, what the message must say (the line is always the typo's)
-    ("pods.toml", load_pods, '# pods\n[pod.a]\nhost = "10.0.0.1"\n', ("line 2", "unknown table [pod]",
-                                                                      "did you mean [pods]?")),
-    ("pods.toml", lambda path: _entry_error(load_pods(path)), '[pods.a]\nhost = "10.0.0.1"\nprot = 22\n',
-     ("line 3", "unknown key prot in [pods.a]", "did you mean port?")),
-    ("settings.toml", load_offer_settings, "[offers]\ncache_tll = 60\n", ("line 2", "unknown key cache_tll",
-                                                                         "did you mean cache_ttl?")),
-    ("settings.toml", load_offer_settings, "[ofers]\ncache_ttl = 60\n", ("line 1", "unknown table [ofers]",
-                                                                        "did you mean [offers]?")),
-    ("settings.toml", load_offer_settings, '[offers.keys]\nlamda = "k"\n', ("line 2", "unknown key lamda",
-                                                                           "did you mean lambda?")),
-    ("settings.toml", load_lifecycle_settings, "[lifecycle]\nkeep_lats = 2\n", ("line 2", "keep_lats",
-                                                                               "did you mean keep_last?")),
-    ("settings.toml", load_lifecycle_settings, '[[lifecycle.checks]]\nnmae = "x"\nrun = "true"\n',
-     ("line 2", "unknown key nmae", "did you mean name?")),
+    (
+        "pods.toml",
+        load_pods,
+        '# pods\n[pod.a]\nhost = "10.0.0.1"\n',
+        ("line 2", "unknown table [pod]", "did you mean [pods]?"),
+    ),
+    (
+        "pods.toml",
+        lambda path: _entry_error(load_pods(path)),
+        '[pods.a]\nhost = "10.0.0.1"\nprot = 22\n',
+        ("line 3", "unknown key prot in [pods.a]", "did you mean port?"),
+    ),
+    (
+        "settings.toml",
+        load_offer_settings,
+        "[offers]\ncache_tll = 60\n",
+        ("line 2", "unknown key cache_tll", "did you mean cache_ttl?"),
+    ),
+    (
+        "settings.toml",
+        load_offer_settings,
+        "[ofers]\ncache_ttl = 60\n",
+        ("line 1", "unknown table [ofers]", "did you mean [offers]?"),
+    ),
+    (
+        "settings.toml",
+        load_offer_settings,
+        '[offers.keys]\nlamda = "k"\n',
+        ("line 2", "unknown key lamda", "did you mean lambda?"),
+    ),
+    (
+        "settings.toml",
+        load_lifecycle_settings,
+        "[lifecycle]\nkeep_lats = 2\n",
+        ("line 2", "keep_lats", "did you mean keep_last?"),
+    ),
+    (
+        "settings.toml",
+        load_lifecycle_settings,
+        '[[lifecycle.checks]]\nnmae = "x"\nrun = "true"\n',
+        ("line 2", "unknown key nmae", "did you mean name?"),
+    ),
     ("settings.toml", load_health_settings, "[helth]\ndisk_pct = 90\n", ("line 1", "did you mean [health]?")),
     ("settings.toml", load_health_settings, "[health]\n\nnofile_mni = 1\n", ("line 3", "did you mean nofile_min?")),
     ("settings.toml", load_lifecycle_settings, '[backup]\nbucket = "b"\n', ("line 1", "belongs in backup.toml")),
-    ("backup.toml", backup, '[bakup]\nbucket = "ckpts"\n',
-     ("line 1", "unknown table [bakup]", "did you mean [backup]?")),
+    (
+        "backup.toml",
+        backup,
+        '[bakup]\nbucket = "ckpts"\n',
+        ("line 1", "unknown table [bakup]", "did you mean [backup]?"),
+    ),
     ("backup.toml", backup, '[backup]\nbukcet = "ckpts"\n', ("line 2", "did you mean bucket?")),
     ("backup.toml", backup, '[backup]\nkeep_last = "3"\n', ("line 2", "backup.keep_last must be an integer")),
     ("backup.toml", backup, '[backup]\ncompression = "gzip"\n', ("line 2", "'zstd', 'none'")),
@@ -88,9 +120,16 @@ UNREADABLE = {
 
 
 @pytest.mark.parametrize("case", list(UNREADABLE))
-@pytest.mark.parametrize("name, load", [("pods.toml", load_pods), ("settings.toml", load_offer_settings),
-                                        ("settings.toml", load_lifecycle_settings),
-                                        ("settings.toml", load_health_settings), ("backup.toml", backup)])
+@pytest.mark.parametrize(
+    "name, load",
+    [
+        ("pods.toml", load_pods),
+        ("settings.toml", load_offer_settings),
+        ("settings.toml", load_lifecycle_settings),
+        ("settings.toml", load_health_settings),
+        ("backup.toml", backup),
+    ],
+)
 def test_a_settings_file_that_cannot_be_read_is_never_the_defaults(tmp_path, case, name, load):
     make, why = UNREADABLE[case]
     path = tmp_path / name
@@ -109,11 +148,13 @@ def test_missing_files_are_the_defaults(tmp_path):
 
 def test_good_files_still_load(tmp_path):
     path = tmp_path / "settings.toml"
-    path.write_text('[lifecycle]\nkeep_last = 2\nsecrets = ["HF_TOKEN"]\ncleanup_pods = ["*"]\n'
-                    '[lifecycle.env]\nNCCL_DEBUG = "INFO"\nOMP_NUM_THREADS = 4\n'
-                    '[[lifecycle.checks]]\nname = "data"\nrun = "test -d /data"\ntimeout = 5\n'
-                    '[offers]\ncache_ttl = 60\ndisk_gb = 200\n[offers.keys]\nlambda = "k"\n'
-                    "[health]\nnofile_min = 1024\nlog_alert_ttl_s = inf\n")
+    path.write_text(
+        '[lifecycle]\nkeep_last = 2\nsecrets = ["HF_TOKEN"]\ncleanup_pods = ["*"]\n'
+        '[lifecycle.env]\nNCCL_DEBUG = "INFO"\nOMP_NUM_THREADS = 4\n'
+        '[[lifecycle.checks]]\nname = "data"\nrun = "test -d /data"\ntimeout = 5\n'
+        '[offers]\ncache_ttl = 60\ndisk_gb = 200\n[offers.keys]\nlambda = "k"\n'
+        "[health]\nnofile_min = 1024\nlog_alert_ttl_s = inf\n"
+    )
     life = load_lifecycle_settings(path)
     assert (life.keep_last, life.secrets, life.cleanup_pods) == (2, ("HF_TOKEN",), ("*",))
     assert life.env["NCCL_DEBUG"] == "INFO" and life.env["OMP_NUM_THREADS"] == "4"

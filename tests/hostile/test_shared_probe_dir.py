@@ -41,8 +41,9 @@ if not shutil.which("setpriv") or os.geteuid() != 0:
 
 def as_other(script: str) -> None:
     """Run ``script`` (sh) as the pod's other user."""
-    subprocess.run(["setpriv", f"--reuid={OTHER}", f"--regid={OTHER}", "--clear-groups", "sh", "-c", script],
-                   check=True, cwd="/")
+    subprocess.run(
+        ["setpriv", f"--reuid={OTHER}", f"--regid={OTHER}", "--clear-groups", "sh", "-c", script], check=True, cwd="/"
+    )
 
 
 @pytest.fixture
@@ -116,8 +117,7 @@ async def test_a_planted_backup_agent_is_never_run(sshd, client_home, shared, tm
     assert "belongs to nobody" in str(info.value)
 
 
-async def test_a_symlink_at_probe_dir_is_refused_and_nothing_is_written_through_it(sshd, client_home, shared,
-                                                                                   tmp_path):
+async def test_a_symlink_at_probe_dir_is_refused_and_nothing_is_written_through_it(sshd, client_home, shared, tmp_path):
     client_home.trust()
     victim = tmp_path / "victim"  # somewhere only the SSH user may write
     victim.mkdir(mode=0o700)
@@ -157,8 +157,11 @@ async def test_a_changed_file_in_our_own_dir_is_uploaded_again_not_run(pod, tmp_
     assert (where / "common.py").read_bytes() == dict(bundle(PROBE_FILES)[0])["common.py"]
 
 
-@pytest.mark.parametrize("mode, works", [(0o755, True), (0o777, False), (0o775, False)],
-                         ids=["readable-by-others: narrowed", "world-writable: refused", "group-writable: refused"])
+@pytest.mark.parametrize(
+    "mode, works",
+    [(0o755, True), (0o777, False), (0o775, False)],
+    ids=["readable-by-others: narrowed", "world-writable: refused", "group-writable: refused"],
+)
 async def test_our_own_probe_dir_is_narrowed_or_refused_by_its_mode(pod, mode, works):
     """A 0755 directory an older version made is narrowed to 0700; one others may write to may already hold
     their files, so it is refused."""

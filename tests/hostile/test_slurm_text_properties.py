@@ -23,16 +23,60 @@ FAST = settings(max_examples=300, deadline=None, database=None, suppress_health_
 LONG = "9" * 5000
 # the pieces Slurm's output is made of, and runs of digits past any limit: where the parsers read numbers
 PIECES = st.one_of(
-    st.sampled_from(["JobId=", " JobName=", " UserId=u(1)", " JobState=", "RUNNING", "PENDING", " RunTime=",
-                     " TimeLimit=", " SubmitTime=", " StartTime=", " EndTime=", " ArrayJobId=", " ArrayTaskId=",
-                     " NodeName=", " State=", " Reason=", "NodeList=", "|", "-", ":", ".", "T", "\n", " ",
-                     "2024-01-02T03:04:05", "UNLIMITED", '{"jobs":[', "]}", '{"job_id":', ',"time_limit":',
-                     '{"set":true,"infinite":false,"number":', "}", ",", '"', "1e308", "-1", "NaN"]),
+    st.sampled_from(
+        [
+            "JobId=",
+            " JobName=",
+            " UserId=u(1)",
+            " JobState=",
+            "RUNNING",
+            "PENDING",
+            " RunTime=",
+            " TimeLimit=",
+            " SubmitTime=",
+            " StartTime=",
+            " EndTime=",
+            " ArrayJobId=",
+            " ArrayTaskId=",
+            " NodeName=",
+            " State=",
+            " Reason=",
+            "NodeList=",
+            "|",
+            "-",
+            ":",
+            ".",
+            "T",
+            "\n",
+            " ",
+            "2024-01-02T03:04:05",
+            "UNLIMITED",
+            '{"jobs":[',
+            "]}",
+            '{"job_id":',
+            ',"time_limit":',
+            '{"set":true,"infinite":false,"number":',
+            "}",
+            ",",
+            '"',
+            "1e308",
+            "-1",
+            "NaN",
+        ]
+    ),
     st.integers(min_value=1, max_value=6000).map(lambda n: "9" * n),
-    st.text(max_size=8))
+    st.text(max_size=8),
+)
 SLURMISH = st.lists(PIECES, max_size=40).map("".join)
-PARSERS = (parse.squeue_format, parse.sacct_parsable, parse.scontrol_jobs, parse.scontrol_nodes,
-           parse.hostnames, parse.squeue_json, parse.sacct_json)
+PARSERS = (
+    parse.squeue_format,
+    parse.sacct_parsable,
+    parse.scontrol_jobs,
+    parse.scontrol_nodes,
+    parse.hostnames,
+    parse.squeue_json,
+    parse.sacct_json,
+)
 
 
 @FAST
@@ -49,12 +93,11 @@ def test_no_slurm_parser_raises_on_any_text(out):
             continue
         for job in jobs:
             for d in (getattr(job, "elapsed_s", None), getattr(job, "time_limit_s", None)):
-                assert d is None or 0 <= d <= 10 ** 10
+                assert d is None or 0 <= d <= 10**10
 
 
 def test_a_duration_past_the_digit_limit_is_unknown():
-    (job,) = parse.scontrol_jobs(f"JobId=1 JobName=x UserId=u(1) JobState=RUNNING RunTime={LONG}:00 "
-                                  "TimeLimit=1:00:00")
+    (job,) = parse.scontrol_jobs(f"JobId=1 JobName=x UserId=u(1) JobState=RUNNING RunTime={LONG}:00 TimeLimit=1:00:00")
     assert job.elapsed_s is None and job.time_limit_s == 3600
     assert parse.duration("9" * 13 + ":00") is None and parse.duration("1-00:00:00") == 86400
     assert parse.seconds(LONG) is None and parse.number("1" * 100) is None

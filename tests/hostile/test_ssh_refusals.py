@@ -28,8 +28,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def fingerprint(sshd) -> str:
-    return subprocess.run(["ssh-keygen", "-lf", str(sshd.root / "host_ed25519.pub"), "-E", "sha256"],
-                          capture_output=True, text=True, check=True).stdout.split()[1]
+    return subprocess.run(
+        ["ssh-keygen", "-lf", str(sshd.root / "host_ed25519.pub"), "-E", "sha256"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[1]
 
 
 def pub(sshd) -> str:
@@ -50,11 +54,15 @@ def assert_revoked(err: BaseException, sshd, client_home) -> None:
 # ------------------------------------------------------------------ @revoked
 
 
-@pytest.mark.parametrize("lines", [
-    lambda s: [f"@revoked {s.known_hosts_line}"],  # only the revocation
-    lambda s: [s.known_hosts_line, f"@revoked {s.known_hosts_line}"],  # trusted, and revoked since
-    lambda s: [f"@revoked * {pub(s)}"],  # revoked for every host
-], ids=["revoked-only", "trusted-and-revoked", "revoked-everywhere"])
+@pytest.mark.parametrize(
+    "lines",
+    [
+        lambda s: [f"@revoked {s.known_hosts_line}"],  # only the revocation
+        lambda s: [s.known_hosts_line, f"@revoked {s.known_hosts_line}"],  # trusted, and revoked since
+        lambda s: [f"@revoked * {pub(s)}"],  # revoked for every host
+    ],
+    ids=["revoked-only", "trusted-and-revoked", "revoked-everywhere"],
+)
 async def test_a_revoked_host_key_is_refused_as_revoked(sshd, client_home, lines):
     text = "\n".join(lines(sshd)) + "\n"
     client_home.known_hosts.write_text(text)
@@ -83,11 +91,21 @@ async def test_another_hosts_revoked_key_does_not_make_this_one_revoked(sshd, cl
 
 def test_status_says_revoked_and_offers_no_trust(sshd, client_home, tmp_path):
     client_home.known_hosts.write_text(f"@revoked {sshd.known_hosts_line}\n")
-    env = {**os.environ, "HOME": str(client_home.home), "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data"),
-           "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path / "cfg")}
+    env = {
+        **os.environ,
+        "HOME": str(client_home.home),
+        "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data"),
+        "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path / "cfg"),
+    }
     env.pop("SSH_AUTH_SOCK", None)
-    r = subprocess.run([sys.executable, "-m", "app.cli", "status", "testpod", "--json", "--timeout", "20"],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "app.cli", "status", "testpod", "--json", "--timeout", "20"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1, r.stdout + r.stderr
     (pod,) = json.loads(r.stdout)["pods"]
     assert "revoked" in pod["reason"] and pod["state"] != "hostkey_unknown", pod
@@ -101,7 +119,8 @@ def jump_config(client_home, sshd, jump: str, bastion_port: int, pod_port: int =
         f"Host bastion\n  HostName 127.0.0.1\n  Port {bastion_port}\n  User {sshd.user}\n"
         f"  IdentityFile {sshd.client_key}\n  UserKnownHostsFile {client_home.known_hosts}\n"
         f"Host p1\n  HostName 127.0.0.1\n  Port {pod_port or sshd.port}\n  User {sshd.user}\n  ProxyJump {jump}\n"
-        f"  IdentityFile {sshd.client_key}\n  UserKnownHostsFile {client_home.known_hosts}\n")
+        f"  IdentityFile {sshd.client_key}\n  UserKnownHostsFile {client_home.known_hosts}\n"
+    )
 
 
 async def test_a_proxyjump_to_a_closed_port_names_the_jump_host(sshd, client_home):
@@ -118,8 +137,7 @@ async def test_a_literal_proxyjump_is_named_as_written(sshd, client_home):
     jump_config(client_home, sshd, f"{sshd.user}@127.0.0.1:{closed}", closed)
     with pytest.raises(ConnectError) as info:
         await SSHConnection(parse_pod_spec("p1")).connect()
-    assert str(info.value).startswith(f"cannot reach the jump host {sshd.user}@127.0.0.1:{closed} (ProxyJump "
-                                      f"for p1): ")
+    assert str(info.value).startswith(f"cannot reach the jump host {sshd.user}@127.0.0.1:{closed} (ProxyJump for p1): ")
 
 
 async def test_a_working_proxyjump_still_connects_and_closes_both_hops(sshd, client_home):

@@ -42,10 +42,19 @@ def run(tmp_path_factory) -> Path:
     return make_run(tmp_path_factory.mktemp("odd-steps"))
 
 
-@pytest.mark.parametrize("name, step", [
-    ("step_10", 10), ("step_0", 0), ("step_1234567", 1234567), ("step_007", None),
-    *[(n, None) for n in ODD], ("step_" + "9" * 40, None), ("STEP_1", None), ("xstep_1", None),
-])
+@pytest.mark.parametrize(
+    "name, step",
+    [
+        ("step_10", 10),
+        ("step_0", 0),
+        ("step_1234567", 1234567),
+        ("step_007", None),
+        *[(n, None) for n in ODD],
+        ("step_" + "9" * 40, None),
+        ("STEP_1", None),
+        ("xstep_1", None),
+    ],
+)
 def test_parse_step_accepts_ascii_digits_only(name, step):
     assert parse_step(name) == step
 
@@ -64,8 +73,16 @@ def test_probe_lists_only_step_10(run):
 def test_lifecycle_helper_ckpts_and_survey_list_only_step_10(run):
     [ans] = run_script("lifecycle.py", "ckpts", "--ckpt-dir", str(run / "checkpoints"), "--run-dir", str(run))
     assert ans["ok"] and [c["step"] for c in ans["ckpts"]] == [10]
-    [ans] = run_script("lifecycle.py", "survey", "--ckpt-dir", str(run / "checkpoints"), "--run-dir", str(run),
-                       "--keep-broadcasts", "0")
+    [ans] = run_script(
+        "lifecycle.py",
+        "survey",
+        "--ckpt-dir",
+        str(run / "checkpoints"),
+        "--run-dir",
+        str(run),
+        "--keep-broadcasts",
+        "0",
+    )
     assert ans["ok"] and [c["step"] for c in ans["ckpts"]] == [10]
     # the broadcasts' odd names are not leftovers either: only step_10 is ever a candidate for pruning
     assert {c["path"] for c in ans["leftovers"]} <= {str(run / "broadcasts" / "step_10")}

@@ -91,7 +91,7 @@ def message(n: int) -> Message:
 async def until(test, timeout: float, what: str):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if (value := test()):
+        if value := test():
             return value
         await asyncio.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
@@ -105,8 +105,9 @@ async def test_a_trickling_target_does_not_hold_a_healthy_ones_pushes(tmp_path: 
     stop = asyncio.Event()
     with trickle() as slow, receiver() as rx:
         # the slow target first: sent in order, it held the healthy one for as long as it trickled
-        watcher = Watcher([], WatchOptions(tmp_path / "data", notify=NotifySettings((slow.url(), rx.url())),
-                                           tick_s=0.1))
+        watcher = Watcher(
+            [], WatchOptions(tmp_path / "data", notify=NotifySettings((slow.url(), rx.url())), tick_s=0.1)
+        )
         task = asyncio.ensure_future(watcher.run(stop))
         try:
             await started(watcher)
@@ -128,8 +129,10 @@ async def test_a_trickling_target_does_not_hold_a_healthy_ones_pushes(tmp_path: 
     # both of the slow target's pushes wait in the outbox for the next watcher, named without their URL
     box = (tmp_path / "data" / OUTBOX).read_text()
     entries = json.loads(box)["entries"]
-    assert [(e["shown"], e["message"]["title"]) for e in entries] == \
-        [("#1 json://***", "[DEADLINE] p1: warn"), ("#1 json://***", "[DEADLINE] p2: warn")]
+    assert [(e["shown"], e["message"]["title"]) for e in entries] == [
+        ("#1 json://***", "[DEADLINE] p1: warn"),
+        ("#1 json://***", "[DEADLINE] p2: warn"),
+    ]
     assert "T0KEN" not in box and str(slow.port) not in box
     assert oct((tmp_path / "data" / OUTBOX).stat().st_mode & 0o777) == "0o600"
 
@@ -155,8 +158,9 @@ async def test_a_push_refused_then_delivered_after_a_restart(tmp_path: Path) -> 
         task = asyncio.ensure_future(watcher.run(stop))
         await started(watcher)
         watcher.push(message(1))
-        await until(lambda: any(a["what"] == "notified" and a["failed"] for a in watcher.state.actions), 10,
-                    "the refused push")
+        await until(
+            lambda: any(a["what"] == "notified" and a["failed"] for a in watcher.state.actions), 10, "the refused push"
+        )
         stop.set()
         await asyncio.wait_for(task, 30)
         assert len(rx.bodies) == 1
@@ -189,8 +193,11 @@ async def test_a_short_outage_is_retried_with_backoff_and_expired_pushes_are_sai
     said: list[dict] = []
     with receiver(status=500) as rx:
         stop = asyncio.Event()
-        watcher = Watcher([], WatchOptions(data, notify=NotifySettings((rx.url(),), retry_for_s=60.0),
-                                           tick_s=0.1, retry_base_s=0.3), out=said.append)
+        watcher = Watcher(
+            [],
+            WatchOptions(data, notify=NotifySettings((rx.url(),), retry_for_s=60.0), tick_s=0.1, retry_base_s=0.3),
+            out=said.append,
+        )
         task = asyncio.ensure_future(watcher.run(stop))
         try:
             await started(watcher)
@@ -210,8 +217,11 @@ async def test_a_short_outage_is_retried_with_backoff_and_expired_pushes_are_sai
     with receiver(status=500) as rx:
         stop = asyncio.Event()
         said.clear()
-        watcher = Watcher([], WatchOptions(data, notify=NotifySettings((rx.url(),), retry_for_s=0.5), tick_s=0.1,
-                                           retry_base_s=0.2), out=said.append)
+        watcher = Watcher(
+            [],
+            WatchOptions(data, notify=NotifySettings((rx.url(),), retry_for_s=0.5), tick_s=0.1, retry_base_s=0.2),
+            out=said.append,
+        )
         task = asyncio.ensure_future(watcher.run(stop))
         try:
             await started(watcher)
@@ -223,15 +233,31 @@ async def test_a_short_outage_is_retried_with_backoff_and_expired_pushes_are_sai
     assert json.loads((data / OUTBOX).read_text())["entries"] == []
 
 
-def test_sigterm_stops_a_real_watcher_within_seconds_while_a_target_trickles(tmp_path: Path,
-                                                                              monkeypatch) -> None:
+def test_sigterm_stops_a_real_watcher_within_seconds_while_a_target_trickles(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh of the developer's
     out, err = open(tmp_path / "stdout", "w+"), open(tmp_path / "stderr", "w+")
     with trickle() as slow:
         # a pod nobody answers for: its "unreachable" alert is pushed at once, to the trickling target
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "watch", f"nobody@127.0.0.1:{free_port()}",
-                                 "--offline-after", "0", "--interval", "0.2", "--notify", slow.url(), "--json"],
-                                cwd=REPO, stdout=out, stderr=err, env=dict(os.environ))
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "app.cli",
+                "watch",
+                f"nobody@127.0.0.1:{free_port()}",
+                "--offline-after",
+                "0",
+                "--interval",
+                "0.2",
+                "--notify",
+                slow.url(),
+                "--json",
+            ],
+            cwd=REPO,
+            stdout=out,
+            stderr=err,
+            env=dict(os.environ),
+        )
         try:
             end = time.monotonic() + 60
             while slow.posts == 0 and proc.poll() is None and time.monotonic() < end:
@@ -255,20 +281,37 @@ def test_sigterm_stops_a_real_watcher_within_seconds_while_a_target_trickles(tmp
     assert "watch stopped" in {e["msg"] for e in logs}
     data = Path(os.environ["PRIME_TRAIN_TUI_DATA_DIR"])
     (entry,) = json.loads((data / OUTBOX).read_text())["entries"]  # for the next watcher
-    assert entry["message"]["title"].startswith("[OPENED] 127.0.0.1") or "unreachable" in \
-        entry["message"]["title"].lower()
+    assert (
+        entry["message"]["title"].startswith("[OPENED] 127.0.0.1") or "unreachable" in entry["message"]["title"].lower()
+    )
 
 
 def test_metrics_on_a_public_address_are_served_with_a_warning(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     out, err = open(tmp_path / "stdout", "w+"), open(tmp_path / "stderr", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "watch", f"nobody@127.0.0.1:{free_port()}",
-                             "--metrics-port", "0", "--metrics-addr", "0.0.0.0", "--json"],
-                            cwd=REPO, stdout=out, stderr=err, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "watch",
+            f"nobody@127.0.0.1:{free_port()}",
+            "--metrics-port",
+            "0",
+            "--metrics-addr",
+            "0.0.0.0",
+            "--json",
+        ],
+        cwd=REPO,
+        stdout=out,
+        stderr=err,
+        env=dict(os.environ),
+    )
     try:
         end = time.monotonic() + 60
-        while "watch started" not in (tmp_path / "stdout").read_text() and proc.poll() is None \
-                and time.monotonic() < end:
+        while (
+            "watch started" not in (tmp_path / "stdout").read_text() and proc.poll() is None and time.monotonic() < end
+        ):
             time.sleep(0.05)
         time.sleep(0.2)
     finally:
@@ -279,6 +322,5 @@ def test_metrics_on_a_public_address_are_served_with_a_warning(tmp_path: Path, m
     events = [json.loads(line) for line in out.read().splitlines() if line.strip()]
     logs = [json.loads(line) for line in err.read().splitlines() if line.strip()]  # still JSON lines only
     (warned,) = [e for e in events if e["event"] == "metrics served with no login"]
-    assert warned["message"].startswith("serving metrics on 0.0.0.0:") and "anyone on the network" in \
-        warned["message"]
+    assert warned["message"].startswith("serving metrics on 0.0.0.0:") and "anyone on the network" in warned["message"]
     assert any(e["msg"] == "metrics served with no login" and e["level"] == "warning" for e in logs)

@@ -43,8 +43,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 # HealthSettings scaled for a ~1 s step (see the module docstring); names not (yet) in HealthSettings are
 # skipped, so a rule's own settings can be added here before it exists.
-SCALED: dict[str, float] = {"stall_floor_s": 8.0, "stall_start_s": 24.0, "stall_cap_s": 72.0, "nofile_min": 1024,
-                             "broadcast_floor_s": 8.0}
+SCALED: dict[str, float] = {
+    "stall_floor_s": 8.0,
+    "stall_start_s": 24.0,
+    "stall_cap_s": 72.0,
+    "nofile_min": 1024,
+    "broadcast_floor_s": 8.0,
+}
 STEP_S = 1.0
 ANY = "*"  # must_not: no alert at all
 
@@ -83,36 +88,117 @@ def _budget() -> float:
 
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("kill", True, "the user kills the run (launch, 3 steps, kill)", action="kill",
-             watch_s=_budget() * 2, cli=True),
-    Scenario("finish", True, "the run reaches max_steps and exits 0", max_steps=5, action="finish",
-             watch_s=_budget() * 2, cli=True),
-    Scenario("resume", True, "kill at step 4, resume from checkpoint step_4", action="resume",
-             watch_s=_budget() * 2, cli=True),
-    Scenario("long-save", True, "a checkpoint save takes 3 x the stall budget", incident="long-save", at_step=4,
-             hold=_budget() * 3, watch_s=_budget() * 3 + 4),
-    Scenario("eval", True, "an eval holds training for 2 x the stall budget", incident="eval", at_step=3,
-             hold=_budget() * 2, watch_s=_budget() * 2 + 4),
-    Scenario("slow-start", True, "inference loads for 1.5 x the stall budget before step 1",
-             incident="slow-start", hold=_budget() * 1.5, watch_s=_budget() * 1.5 + 6),
-    Scenario("inference-died", False, "the inference server is killed (SIGKILL) at step 3",
-             incident="inference-dies", must={"inference-down": 60.0}, must_not=frozenset({"run-crashed"}),
-             watch_s=65.0),
-    Scenario("broadcast-stall", False, "NCCL_READY never comes for step 3's weights", incident="broadcast-stall",
-             must={"broadcast-stall": 90.0}, must_not=frozenset({"run-crashed"}), watch_s=95.0),
-    Scenario("trainer-hung", False, "the trainer stops after step 3; its metrics server still answers",
-             incident="trainer-hung", metrics_server=True, must={"trainer-hung": _budget() + 20.0},
-             must_not=frozenset({"run-crashed"}), watch_s=_budget() + 15.0),
-    Scenario("env-lag", False, "the event-loop lag grows ~60 s per second from step 3", incident="env-lag",
-             must={"loop-lag": 30.0}, must_not=frozenset({"run-crashed", "no-progress"}), watch_s=35.0),
-    Scenario("trainer-oom", False, "the trainer dies at step 3 with torch.OutOfMemoryError",
-             incident="oom", must={"log:cuda-oom": 20.0, "run-crashed": 20.0},
-             must_not=frozenset({"no-progress"}), watch_s=_budget() * 2),
-    Scenario("disk-fill", False, "checkpoints fill a 40 MiB run volume (a real tmpfs)", action="disk",
-             ckpt_interval=1, ckpt_kib=3072, must={"disk": 10.0}, must_not=frozenset({"run-crashed"}),
-             watch_s=15.0),
-    Scenario("pod-lost", False, "the pod's sshd and its sessions die at step 3 (the run goes on, unseen)",
-             action="pod-lost", must_not=frozenset({ANY}), watch_s=_budget() * 2),
+    Scenario(
+        "kill", True, "the user kills the run (launch, 3 steps, kill)", action="kill", watch_s=_budget() * 2, cli=True
+    ),
+    Scenario(
+        "finish",
+        True,
+        "the run reaches max_steps and exits 0",
+        max_steps=5,
+        action="finish",
+        watch_s=_budget() * 2,
+        cli=True,
+    ),
+    Scenario(
+        "resume",
+        True,
+        "kill at step 4, resume from checkpoint step_4",
+        action="resume",
+        watch_s=_budget() * 2,
+        cli=True,
+    ),
+    Scenario(
+        "long-save",
+        True,
+        "a checkpoint save takes 3 x the stall budget",
+        incident="long-save",
+        at_step=4,
+        hold=_budget() * 3,
+        watch_s=_budget() * 3 + 4,
+    ),
+    Scenario(
+        "eval",
+        True,
+        "an eval holds training for 2 x the stall budget",
+        incident="eval",
+        at_step=3,
+        hold=_budget() * 2,
+        watch_s=_budget() * 2 + 4,
+    ),
+    Scenario(
+        "slow-start",
+        True,
+        "inference loads for 1.5 x the stall budget before step 1",
+        incident="slow-start",
+        hold=_budget() * 1.5,
+        watch_s=_budget() * 1.5 + 6,
+    ),
+    Scenario(
+        "inference-died",
+        False,
+        "the inference server is killed (SIGKILL) at step 3",
+        incident="inference-dies",
+        must={"inference-down": 60.0},
+        must_not=frozenset({"run-crashed"}),
+        watch_s=65.0,
+    ),
+    Scenario(
+        "broadcast-stall",
+        False,
+        "NCCL_READY never comes for step 3's weights",
+        incident="broadcast-stall",
+        must={"broadcast-stall": 90.0},
+        must_not=frozenset({"run-crashed"}),
+        watch_s=95.0,
+    ),
+    Scenario(
+        "trainer-hung",
+        False,
+        "the trainer stops after step 3; its metrics server still answers",
+        incident="trainer-hung",
+        metrics_server=True,
+        must={"trainer-hung": _budget() + 20.0},
+        must_not=frozenset({"run-crashed"}),
+        watch_s=_budget() + 15.0,
+    ),
+    Scenario(
+        "env-lag",
+        False,
+        "the event-loop lag grows ~60 s per second from step 3",
+        incident="env-lag",
+        must={"loop-lag": 30.0},
+        must_not=frozenset({"run-crashed", "no-progress"}),
+        watch_s=35.0,
+    ),
+    Scenario(
+        "trainer-oom",
+        False,
+        "the trainer dies at step 3 with torch.OutOfMemoryError",
+        incident="oom",
+        must={"log:cuda-oom": 20.0, "run-crashed": 20.0},
+        must_not=frozenset({"no-progress"}),
+        watch_s=_budget() * 2,
+    ),
+    Scenario(
+        "disk-fill",
+        False,
+        "checkpoints fill a 40 MiB run volume (a real tmpfs)",
+        action="disk",
+        ckpt_interval=1,
+        ckpt_kib=3072,
+        must={"disk": 10.0},
+        must_not=frozenset({"run-crashed"}),
+        watch_s=15.0,
+    ),
+    Scenario(
+        "pod-lost",
+        False,
+        "the pod's sshd and its sessions die at step 3 (the run goes on, unseen)",
+        action="pod-lost",
+        must_not=frozenset({ANY}),
+        watch_s=_budget() * 2,
+    ),
 )
 BY_NAME = {s.name: s for s in SCENARIOS}
 # Times to detect: the issue's absolute targets as they are (inference down 60 s, a broadcast stall 90 s); the
@@ -168,8 +254,9 @@ class Env:
     config_dir: Path
 
     def pod(self, name: str, run_dir: Path, server: SshServer | None = None) -> Pod:
-        return (server or self.server).pod(f"inc-{name}", run_dir=str(run_dir),
-                                           probe_dir=str(self.root / name / "podstate"))
+        return (server or self.server).pod(
+            f"inc-{name}", run_dir=str(run_dir), probe_dir=str(self.root / name / "podstate")
+        )
 
 
 @contextlib.contextmanager
@@ -185,10 +272,15 @@ def environment(root: Path) -> Iterator[Env]:
     config_dir, data = home / ".config" / "prime-train-tui", root / "data"
     config_dir.mkdir(parents=True)
     (config_dir / "settings.toml").write_text(
-        "[health]\n" + "".join(f"{k} = {v}\n" for k, v in dataclasses.asdict(scaled_health()).items()
-                               if k in SCALED))
-    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "PRIME_TRAIN_TUI_CONFIG_DIR": str(config_dir),
-           "PRIME_TRAIN_TUI_DATA_DIR": str(data), "PRIME_TRAIN_TUI_CACHE_DIR": str(root / "cache")}
+        "[health]\n" + "".join(f"{k} = {v}\n" for k, v in dataclasses.asdict(scaled_health()).items() if k in SCALED)
+    )
+    env = {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "PRIME_TRAIN_TUI_CONFIG_DIR": str(config_dir),
+        "PRIME_TRAIN_TUI_DATA_DIR": str(data),
+        "PRIME_TRAIN_TUI_CACHE_DIR": str(root / "cache"),
+    }
     saved = {k: os.environ.get(k) for k in [*env, "SSH_AUTH_SOCK"]}
     os.environ.update(env)
     os.environ.pop("SSH_AUTH_SOCK", None)
@@ -210,17 +302,26 @@ def _settings(env: Env, s: Scenario) -> Any:
     knobs += f" --at-step {s.at_step} --hold {s.hold:g} --step-seconds {STEP_S:g} --ckpt-kib {s.ckpt_kib}"
     return LifecycleSettings(
         command=f"python3 {STANDIN} @ {{config}} --output-dir {{run_dir}}{knobs}",
-        min_nofile=1024, min_free_bytes=1, cuda_check=False, tmux="setsid", grace_seconds=3.0, dry_run="off",
-        runs_dir=env.data / "runs", start_watch_seconds=0.3)
+        min_nofile=1024,
+        min_free_bytes=1,
+        cuda_check=False,
+        tmux="setsid",
+        grace_seconds=3.0,
+        dry_run="off",
+        runs_dir=env.data / "runs",
+        start_watch_seconds=0.3,
+    )
 
 
 def _config(env: Env, s: Scenario, inference_port: int, metrics_port: int) -> Path:
     path = env.root / s.name / "rl.toml"
-    text = (f"max_steps = {s.max_steps}\n\n[model]\nname = \"Qwen/Qwen3-0.6B\"\n\n"
-            f"[ckpt]\ninterval = {s.ckpt_interval}\n\n[trainer]\n\n"
-            "[orchestrator]\nbatch_size = 16\ngroup_size = 8\n\n[[orchestrator.train.source]]\n"
-            "name = \"reverse-text\"\n\n[orchestrator.train.source.env.taskset]\nid = \"reverse-text\"\n\n"
-            f"[inference.server]\nport = {inference_port}\n")
+    text = (
+        f'max_steps = {s.max_steps}\n\n[model]\nname = "Qwen/Qwen3-0.6B"\n\n'
+        f"[ckpt]\ninterval = {s.ckpt_interval}\n\n[trainer]\n\n"
+        "[orchestrator]\nbatch_size = 16\ngroup_size = 8\n\n[[orchestrator.train.source]]\n"
+        'name = "reverse-text"\n\n[orchestrator.train.source.env.taskset]\nid = "reverse-text"\n\n'
+        f"[inference.server]\nport = {inference_port}\n"
+    )
     if s.metrics_server:
         text += f"\n[trainer.metrics_server]\nport = {metrics_port}\n"
     path.write_text(text)
@@ -347,8 +448,11 @@ async def _scenario(env: Env, monitor: MonitorService, s: Scenario, result: Resu
                     await asyncio.sleep(2.0)
                     await _resume(pod, settings)
         elif s.action == "finish":
-            await _until(lambda: "RL trainer finished!" in _read(run_dir / "logs" / "latest" / "trainer.log"),
-                         60, "the run to finish")
+            await _until(
+                lambda: "RL trainer finished!" in _read(run_dir / "logs" / "latest" / "trainer.log"),
+                60,
+                "the run to finish",
+            )
             result.onset = time.time()
         elif s.action == "disk":
             await _until(lambda: _disk_pct(run_dir) > scaled_health().disk_pct, 60, "the disk to fill")
@@ -394,15 +498,21 @@ def _cli_alerts(env: Env, pod: Pod) -> dict[str, list[str]]:
     """Alert ids ``status POD --json`` and ``watch --once`` report for the pod (pods.toml names it)."""
     pods_toml = env.config_dir / "pods.toml"
     with pods_toml.open("a") as f:
-        f.write(f'\n[pods.{pod.name}]\nhost = "127.0.0.1"\nuser = "{pod.user}"\nport = {pod.port}\n'
-                f'run_dir = "{pod.run_dir}"\nprobe_dir = "{pod.probe_dir}"\n')
+        f.write(
+            f'\n[pods.{pod.name}]\nhost = "127.0.0.1"\nuser = "{pod.user}"\nport = {pod.port}\n'
+            f'run_dir = "{pod.run_dir}"\nprobe_dir = "{pod.probe_dir}"\n'
+        )
     penv = {**os.environ, "PYTHONPATH": str(REPO)}
     out: dict[str, list[str]] = {}
     for front, args in (("status", ["status", pod.name, "--json"]), ("watch --once", ["watch", pod.name, "--once"])):
-        res = subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=penv,
-                             cwd=REPO, timeout=90)
-        out[front] = _ids(res.stdout, pod.name) if res.stdout.strip() else [f"<exit {res.returncode}: "
-                                                                               f"{res.stderr.strip()[-200:]}>"]
+        res = subprocess.run(
+            [sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=penv, cwd=REPO, timeout=90
+        )
+        out[front] = (
+            _ids(res.stdout, pod.name)
+            if res.stdout.strip()
+            else [f"<exit {res.returncode}: {res.stderr.strip()[-200:]}>"]
+        )
     return out
 
 

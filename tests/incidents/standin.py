@@ -55,8 +55,12 @@ import urllib.request
 
 import tomllib
 
-TITLES = {"launcher": "PRIME-RL::Launcher", "trainer": "PRIME-RL::Trainer",
-          "orchestrator": "PRIME-RL::Orchestrator", "inference": "PRIME-RL::Inference"}
+TITLES = {
+    "launcher": "PRIME-RL::Launcher",
+    "trainer": "PRIME-RL::Trainer",
+    "orchestrator": "PRIME-RL::Orchestrator",
+    "inference": "PRIME-RL::Inference",
+}
 PY_ENV = "PTT_STANDIN_PYTHON"  # the interpreter: argv[0] is the title, so sys.executable is not known
 
 
@@ -101,6 +105,7 @@ def http_ok(port, path="/health"):
 
 def serve(port, routes):
     """A small HTTP server on 127.0.0.1 in a thread: ``routes`` maps a path to a function giving (code, body)."""
+
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             code, body = routes.get(self.path, lambda: (404, b""))()
@@ -134,10 +139,14 @@ def trainer(a, cfg, run, logs):
     max_steps, interval = cfg["max_steps"], cfg["ckpt_interval"]
     state = {"step": 0, "at": time.time()}
     if cfg.get("metrics_port"):
+
         def prom():
-            body = ("# TYPE trainer_step gauge\ntrainer_step %d\n# TYPE trainer_last_step_timestamp_seconds gauge\n"
-                    "trainer_last_step_timestamp_seconds %.3f\n" % (state["step"], state["at"]))
+            body = (
+                "# TYPE trainer_step gauge\ntrainer_step %d\n# TYPE trainer_last_step_timestamp_seconds gauge\n"
+                "trainer_last_step_timestamp_seconds %.3f\n" % (state["step"], state["at"])
+            )
             return 200, body.encode()
+
         serve(cfg["metrics_port"], {"/metrics": prom, "/health": lambda: (200, b"ok\n")})
         log(out, "INFO", "Health server started at http://127.0.0.1:%d/health" % cfg["metrics_port"])
     first = (a.resume_step or 0) + 1
@@ -152,10 +161,12 @@ def trainer(a, cfg, run, logs):
         wait_for(lambda: _hold_over(hold), 0.2)  # an eval holds the train batches back
         if a.incident == "oom" and step == a.at_step:
             onset(run, a.incident, step)
-            out.write("Traceback (most recent call last):\n"
-                      "  File \"prime_rl/trainer/rl/train.py\", line 412, in train\n"
-                      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total "
-                      "capacity of 79.19 GiB of which 1.12 GiB is free.\n")
+            out.write(
+                "Traceback (most recent call last):\n"
+                '  File "prime_rl/trainer/rl/train.py", line 412, in train\n'
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total "
+                "capacity of 79.19 GiB of which 1.12 GiB is free.\n"
+            )
             out.flush()
             return 1
         time.sleep(a.step_seconds)  # forward/backward
@@ -166,11 +177,25 @@ def trainer(a, cfg, run, logs):
         wait_for(lambda: os.path.exists(ready_marker), 0.1)  # noqa: B023 - called at once; logged at debug only
         dt = time.time() - t0
         state["step"], state["at"] = step, time.time()
-        log(out, "SUCCESS", "Step %d | %7s | Loss 0.%04d | Entropy 0.5123 | Mismatch KL 0.0011 | Grad. Norm 0.2100 | "
+        log(
+            out,
+            "SUCCESS",
+            "Step %d | %7s | Loss 0.%04d | Entropy 0.5123 | Mismatch KL 0.0011 | Grad. Norm 0.2100 | "
             "LR 3.00e-06 | Throughput 25000 tokens/s | MFU 31.0%% | Peak Mem. 41.3 GiB"
-            % (step, fmt_time(dt), 5000 - step))
-        metrics.write(json.dumps({"step": step, "time/step": round(dt, 4), "loss/mean": 0.5 - step * 1e-4,
-                                  "perf/throughput": 25000.0, "_timestamp": round(time.time(), 3)}) + "\n")
+            % (step, fmt_time(dt), 5000 - step),
+        )
+        metrics.write(
+            json.dumps(
+                {
+                    "step": step,
+                    "time/step": round(dt, 4),
+                    "loss/mean": 0.5 - step * 1e-4,
+                    "perf/throughput": 25000.0,
+                    "_timestamp": round(time.time(), 3),
+                }
+            )
+            + "\n"
+        )
         metrics.flush()
         if interval and (step % interval == 0 or step == max_steps):
             save = a.hold if a.incident == "long-save" and step == a.at_step else 0.0
@@ -227,9 +252,18 @@ def orchestrator(a, cfg, run, logs):
         if now - last_periodic >= 1.0:  # PeriodicLogger: the pipeline view with the event-loop lag
             last_periodic = now
             lag = 0.002 if lag_from is None else 0.002 + 60.0 * (now - lag_from)
-            metrics.write(json.dumps({"event_loop_lag/mean": round(lag * 0.6, 4), "event_loop_lag/p99": round(lag, 4),
-                                      "event_loop_lag/max": round(lag, 4), "event_loop_lag/n": 10.0,
-                                      "_timestamp": round(now, 3)}) + "\n")
+            metrics.write(
+                json.dumps(
+                    {
+                        "event_loop_lag/mean": round(lag * 0.6, 4),
+                        "event_loop_lag/p99": round(lag, 4),
+                        "event_loop_lag/max": round(lag, 4),
+                        "event_loop_lag/n": 10.0,
+                        "_timestamp": round(now, 3),
+                    }
+                )
+                + "\n"
+            )
             metrics.flush()
             log(out, "INFO", "Pipeline: train batch 0/128; 64 inflight episodes (train=64, eval=0)")
         for step in step_dirs(os.path.join(run, "broadcasts")):
@@ -243,8 +277,12 @@ def orchestrator(a, cfg, run, logs):
                 continue  # inference is gone: the update cannot happen, retried
             open(os.path.join(bdir, "NCCL_READY"), "w").close()
             done.add(step)
-            log(out, "SUCCESS", "Step %d | %7s | Reward 0.6000 | Trainable 120/128 (93.8%%) | Turns 1.0 | "
-                "Max Off-Policy 1 | Error 0.0%% | Truncation 0.0%%" % (step, fmt_time(a.step_seconds)))
+            log(
+                out,
+                "SUCCESS",
+                "Step %d | %7s | Reward 0.6000 | Trainable 120/128 (93.8%%) | Turns 1.0 | "
+                "Max Off-Policy 1 | Error 0.0%% | Truncation 0.0%%" % (step, fmt_time(a.step_seconds)),
+            )
             if a.incident == "env-lag" and step >= a.at_step and lag_from is None:
                 lag_from = time.time()
                 onset(run, a.incident, step)
@@ -255,8 +293,12 @@ def orchestrator(a, cfg, run, logs):
                     f.write(str(time.time() + a.hold))
                 time.sleep(a.hold)
                 # prime-rl's orchestrator.finalize_eval_batch
-                log(out, "SUCCESS", "Evaluated gsm8k (Step %d) | Policy v%d | %7s | Reward 0.6100 | Turns 1.0 | "
-                    "Branches 1.0 | Error 0.0%% | Truncation 0.0%%" % (step, step, fmt_time(a.hold)))
+                log(
+                    out,
+                    "SUCCESS",
+                    "Evaluated gsm8k (Step %d) | Policy v%d | %7s | Reward 0.6100 | Turns 1.0 | "
+                    "Branches 1.0 | Error 0.0%% | Truncation 0.0%%" % (step, step, fmt_time(a.hold)),
+                )
                 metrics.write(json.dumps({"eval/gsm8k/avg@1": 0.61, "step": step}) + "\n")
                 metrics.flush()
             if step >= cfg["max_steps"]:
@@ -272,8 +314,10 @@ def inference(a, cfg, run, logs):
     if a.incident == "slow-start":
         onset(run, a.incident, 0)
         time.sleep(a.hold)
-    serve(cfg["inference_port"], {"/health": lambda: (200, b""), "/liveness": lambda: (200, b""),
-                                  "/update_weights": lambda: (200, b"")})
+    serve(
+        cfg["inference_port"],
+        {"/health": lambda: (200, b""), "/liveness": lambda: (200, b""), "/update_weights": lambda: (200, b"")},
+    )
     out.write("INFO:     Application startup complete.\n")
     out.flush()
     while True:
@@ -290,9 +334,13 @@ def resolved(config_path, run):
     trainer_cfg = cfg.get("trainer", {})
     ms = trainer_cfg.get("metrics_server")
     inf = cfg.get("inference", {}).get("server", {})
-    return {"max_steps": int(cfg.get("max_steps", 10)), "ckpt_interval": int(cfg.get("ckpt", {}).get("interval", 0)),
-            "metrics_port": int(ms.get("port", 8000)) if isinstance(ms, dict) else None,
-            "inference_port": int(inf.get("port", 8000)), "output_dir": run}
+    return {
+        "max_steps": int(cfg.get("max_steps", 10)),
+        "ckpt_interval": int(cfg.get("ckpt", {}).get("interval", 0)),
+        "metrics_port": int(ms.get("port", 8000)) if isinstance(ms, dict) else None,
+        "inference_port": int(inf.get("port", 8000)),
+        "output_dir": run,
+    }
 
 
 def attempt_dir(run):
@@ -334,8 +382,12 @@ def launcher(a, argv):
     procs = {}
     for role in ("inference", "orchestrator", "trainer"):
         log(out, "INFO", "Starting %s process" % role)
-        procs[role] = subprocess.Popen([TITLES[role], os.path.abspath(__file__), *argv, "--role", role],
-                                       executable=py, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs[role] = subprocess.Popen(
+            [TITLES[role], os.path.abspath(__file__), *argv, "--role", role],
+            executable=py,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     watched = ("orchestrator", "trainer") if a.incident == "inference-dies" else tuple(procs)
 
     def stop_all():

@@ -12,20 +12,26 @@ from tests.incidents.harness import SCENARIOS, Result, run_corpus, stall_budget_
 
 
 def table(results: dict[str, Result]) -> str:
-    rows = ["| scenario | what happens | expected | raised (s after the onset) | verdict |",
-            "|---|---|---|---|---|"]
+    rows = ["| scenario | what happens | expected | raised (s after the onset) | verdict |", "|---|---|---|---|---|"]
     for s in SCENARIOS:
         r = results.get(s.name)
         if r is None:
             continue
         expected = ", ".join(f"`{a}` ≤ {t:g} s" for a, t in s.must.items()) or "no alert"
-        raised = ", ".join(f"`{a}` {r.detect_s(a):.1f}" if r.detect_s(a) is not None else f"`{a}`"
-                           for a in sorted(r.first_seen, key=lambda a: r.first_seen[a])) or "none"
+        raised = (
+            ", ".join(
+                f"`{a}` {r.detect_s(a):.1f}" if r.detect_s(a) is not None else f"`{a}`"
+                for a in sorted(r.first_seen, key=lambda a: r.first_seen[a])
+            )
+            or "none"
+        )
         if s.action == "pod-lost" and r.offline_at is not None and r.onset is not None:
             raised += f"; offline after {r.offline_at - r.onset:.1f}"
         problems = r.problems()
-        rows.append(f"| {s.name} | {s.what} | {expected} | {raised} | "
-                    f"{'pass' if not problems else 'FAIL: ' + '; '.join(problems)} |")
+        rows.append(
+            f"| {s.name} | {s.what} | {expected} | {raised} | "
+            f"{'pass' if not problems else 'FAIL: ' + '; '.join(problems)} |"
+        )
     return "\n".join(rows)
 
 

@@ -10,13 +10,30 @@ from services.errors import ProbeFormatError
 from services.models import Sample
 
 GOOD = {
-    "v": 1, "t": 1700000000.5, "source": "nvidia-smi",
-    "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "util": 87.0, "mem_used": 64209190912,
-              "mem_total": 85520809984, "power_w": 612.34, "temp_c": 64.0},
-             {"index": 1, "name": "NVIDIA H100 80GB HBM3", "util": None, "mem_used": None,
-              "mem_total": 85520809984, "power_w": None, "temp_c": None}],
-    "host": {"cpu_pct": 12.5, "mem_used": 10, "mem_total": 40, "disk_used": 1, "disk_total": 4,
-             "nofile_soft": 1024},
+    "v": 1,
+    "t": 1700000000.5,
+    "source": "nvidia-smi",
+    "gpus": [
+        {
+            "index": 0,
+            "name": "NVIDIA H100 80GB HBM3",
+            "util": 87.0,
+            "mem_used": 64209190912,
+            "mem_total": 85520809984,
+            "power_w": 612.34,
+            "temp_c": 64.0,
+        },
+        {
+            "index": 1,
+            "name": "NVIDIA H100 80GB HBM3",
+            "util": None,
+            "mem_used": None,
+            "mem_total": 85520809984,
+            "power_w": None,
+            "temp_c": None,
+        },
+    ],
+    "host": {"cpu_pct": 12.5, "mem_used": 10, "mem_total": 40, "disk_used": 1, "disk_total": 4, "nofile_soft": 1024},
     "procs": [{"pid": 42, "gpu": 0, "mem": 1024, "cmd": "python train.py"}],
     "log": ["trainer: Step 3"],
     "ckpts": [{"step": 10, "path": "/r/checkpoints/step_10", "bytes": 5, "mtime": 1.0, "complete": True}],

@@ -19,8 +19,36 @@ FAST = settings(max_examples=400, deadline=None, database=None)
 ACTIVE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 # text built from the pieces that attacks are made of, so the property meets them often
-pieces = st.sampled_from(["\x1b", "[", "]", "\x07", "\\", "\x9b", "\x9d", "\x9c", "52;c;", "0;", "8;;", "2J",
-                          "P", "_", "^", "X", "\r", "\n", "\t", "\x00", "\x7f", "\u202e", "a", "é", "🙂", " "])
+pieces = st.sampled_from(
+    [
+        "\x1b",
+        "[",
+        "]",
+        "\x07",
+        "\\",
+        "\x9b",
+        "\x9d",
+        "\x9c",
+        "52;c;",
+        "0;",
+        "8;;",
+        "2J",
+        "P",
+        "_",
+        "^",
+        "X",
+        "\r",
+        "\n",
+        "\t",
+        "\x00",
+        "\x7f",
+        "\u202e",
+        "a",
+        "é",
+        "🙂",
+        " ",
+    ]
+)
 hostile = st.lists(st.one_of(pieces, st.text(max_size=5)), max_size=30).map("".join)
 
 
@@ -41,20 +69,26 @@ def test_printable_text_is_shown_as_written(text):
     assert plain(text) == text
 
 
-@pytest.mark.parametrize("raw, shown", [
-    ("\x1b]52;c;ZWNobyBwd25lZA==\x07GPU", "GPU"),  # OSC 52: a clipboard write
-    ("\x1b]0;pwned\x1b\\H100", "H100"),  # OSC 0: the window title, ended by ST
-    ("\x1b[2J\x1b[HNVIDIA H100", "NVIDIA H100"),  # clear the screen, cursor home
-    ("\x1b]8;;https://evil.example\x07click\x1b]8;;\x07", "click"),  # OSC 8 link: the text stays, the link goes
-    ("\x1b[31mERROR\x1b[0m disk full", "ERROR disk full"),  # a coloured log line reads as its words
-    ("\x9b2J\x9d0;t\x9cx", "x"),  # the same in C1 form
-    ("loss\rHACK", "loss\nHACK"),  # a carriage return never overwrites what was shown
-    ("a\x00b\x07c\x7fd", "abcd"),
-    ("evil\u202egnp.exe", "evilgnp.exe"),  # a right-to-left override cannot reorder what is shown
-    ("[rank0]: CUDA out of memory [/workspace/ckpt/step_10]", "[rank0]: CUDA out of memory [/workspace/ckpt/step_10]"),
-    ("\x1bP+q544e\x1b\\after", "after"),  # DCS
-    ("unterminated \x1b]0;title", "unterminated "),
-])
+@pytest.mark.parametrize(
+    "raw, shown",
+    [
+        ("\x1b]52;c;ZWNobyBwd25lZA==\x07GPU", "GPU"),  # OSC 52: a clipboard write
+        ("\x1b]0;pwned\x1b\\H100", "H100"),  # OSC 0: the window title, ended by ST
+        ("\x1b[2J\x1b[HNVIDIA H100", "NVIDIA H100"),  # clear the screen, cursor home
+        ("\x1b]8;;https://evil.example\x07click\x1b]8;;\x07", "click"),  # OSC 8 link: the text stays, the link goes
+        ("\x1b[31mERROR\x1b[0m disk full", "ERROR disk full"),  # a coloured log line reads as its words
+        ("\x9b2J\x9d0;t\x9cx", "x"),  # the same in C1 form
+        ("loss\rHACK", "loss\nHACK"),  # a carriage return never overwrites what was shown
+        ("a\x00b\x07c\x7fd", "abcd"),
+        ("evil\u202egnp.exe", "evilgnp.exe"),  # a right-to-left override cannot reorder what is shown
+        (
+            "[rank0]: CUDA out of memory [/workspace/ckpt/step_10]",
+            "[rank0]: CUDA out of memory [/workspace/ckpt/step_10]",
+        ),
+        ("\x1bP+q544e\x1b\\after", "after"),  # DCS
+        ("unterminated \x1b]0;title", "unterminated "),
+    ],
+)
 def test_known_sequences(raw, shown):
     assert plain(raw) == shown
 

@@ -26,8 +26,11 @@ values = st.one_of(
 )
 
 
-@given(limit=st.integers(1, 40), points=st.lists(values, max_size=160), widths=st.lists(st.integers(0, 50), min_size=1,
-                                                                                        max_size=6))
+@given(
+    limit=st.integers(1, 40),
+    points=st.lists(values, max_size=160),
+    widths=st.lists(st.integers(0, 50), min_size=1, max_size=6),
+)
 def test_history_equals_downsampling_the_points(limit: int, points: list[float | None], widths: list[int]) -> None:
     history, kept = History(limit), deque(maxlen=limit)
     for i, point in enumerate(points):
@@ -76,10 +79,14 @@ steps = st.one_of(
 )
 
 
-@given(limit=st.integers(2, 30), keep=st.integers(2, 40), moves=st.lists(
-    st.tuples(st.integers(0, 4), steps, st.one_of(st.none(), st.floats(0, 100))), max_size=120))
-def test_timeline_equals_series_over_the_whole_history(limit: int, keep: int,
-                                                       moves: list[tuple[int, float, float | None]]) -> None:
+@given(
+    limit=st.integers(2, 30),
+    keep=st.integers(2, 40),
+    moves=st.lists(st.tuples(st.integers(0, 4), steps, st.one_of(st.none(), st.floats(0, 100))), max_size=120),
+)
+def test_timeline_equals_series_over_the_whole_history(
+    limit: int, keep: int, moves: list[tuple[int, float, float | None]]
+) -> None:
     """Snapshots as the monitor sends them: its bounded history, 0-4 new samples each; now and then a history
     that does not continue (another pod shown)."""
     timeline = Timeline(limit)
@@ -102,7 +109,7 @@ def test_timeline_equals_series_over_the_whole_history(limit: int, keep: int,
         assert drawn == want
         every, since = timeline.since(generation, appended)  # a reader that skipped snapshots catches up
         if not every:
-            assert since == list(timeline.entries)[len(timeline.entries) - len(since):]
+            assert since == list(timeline.entries)[len(timeline.entries) - len(since) :]
         generation, appended = timeline.generation, timeline.appended
 
 

@@ -27,8 +27,13 @@ class LayoutApp(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Horizontal(id="probe")
-        yield Grid(Label("CPU 12 %"), Label("RAM 200.0/2000.0 GiB"), Label("disk 900.0/1000.0 GiB"),
-                   Label("open files ≤ 1024"), id="grid")
+        yield Grid(
+            Label("CPU 12 %"),
+            Label("RAM 200.0/2000.0 GiB"),
+            Label("disk 900.0/1000.0 GiB"),
+            Label("open files ≤ 1024"),
+            id="grid",
+        )
 
 
 def labels(tight: bool, graphs: frozenset[str]) -> list[Label]:
@@ -79,8 +84,15 @@ async def test_figures_read_as_the_labels_showed_them() -> None:
     """Right-aligned with one cell of padding; a text too long wraps at a space and its first line is seen."""
     app = LayoutApp()
     async with app.run_test(size=(240, 10)) as pilot:
-        for text, width in (("90 %", 8), ("690.5 W", 8), ("1234.5 W", 8), ("12345.6 W", 7), ("40.0/80.0 GiB", 14),
-                            ("1000.0/1000.0 GiB", 14), ("N/A", 7)):
+        for text, width in (
+            ("90 %", 8),
+            ("690.5 W", 8),
+            ("1234.5 W", 8),
+            ("12345.6 W", 7),
+            ("40.0/80.0 GiB", 14),
+            ("1000.0/1000.0 GiB", 14),
+            ("N/A", 7),
+        ):
             label = Label(text)
             label.styles.width, label.styles.height = width, 1
             label.styles.text_align, label.styles.padding = "right", (0, 1, 0, 0)

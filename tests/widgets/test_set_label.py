@@ -47,11 +47,19 @@ async def test_a_layout_pass_only_when_the_label_may_change_size() -> None:
             set_label(label, "12 %")
             await pilot.pause()
             original = label.update
-            label.update = lambda content, *, layout=True, _o=original, _n=name: (asked.append((_n, layout)),
-                                                                                  _o(content, layout=layout))[1]
+            label.update = lambda content, *, layout=True, _o=original, _n=name: (
+                asked.append((_n, layout)),
+                _o(content, layout=layout),
+            )[1]
             set_label(label, "100 %")  # longer, still fits
             set_label(label, "x" * 30)  # wider than the 12 cells, fits the 40-cell screen
             await pilot.pause()
             assert str(label.render()) == "x" * 30
-        assert asked == [("wide", False), ("wide", False), ("cells", False), ("cells", True),
-                         ("auto", True), ("auto", True)]
+        assert asked == [
+            ("wide", False),
+            ("wide", False),
+            ("cells", False),
+            ("cells", True),
+            ("auto", True),
+            ("auto", True),
+        ]

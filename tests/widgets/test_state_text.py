@@ -23,8 +23,9 @@ def test_the_run_line_says_why_there_is_no_eta() -> None:
     from widgets.alerts import run_line
 
     open_ended = RunProgress(step=14, loss=0.47, steps_per_hr=3600.0, cost_so_far=0.25)
-    assert run_line(open_ended, None) == ("run: step 14 · loss 0.47 · 3,600 steps/hr · no ETA: the run names no "
-                                          "max_steps · $0.25 spent")
+    assert run_line(open_ended, None) == (
+        "run: step 14 · loss 0.47 · 3,600 steps/hr · no ETA: the run names no max_steps · $0.25 spent"
+    )
     early = RunProgress(step=1, max_steps=100)
     assert run_line(early, None) == "run: step 1/100 · ETA N/A"  # no rate yet
     known = RunProgress(step=50, max_steps=100, steps_per_hr=100.0, eta_s=1800.0, cost_so_far=1.0, cost_to_finish=1.0)

@@ -11,6 +11,7 @@ its SSH session died) stops the action before anything irreversible. Every outpu
 object with an ``event`` key. Secrets stay in memory: the run's leader is forked from here with them in
 its environment (setsid), or gets them through a FIFO (tmux).
 """
+
 import base64
 import errno
 import json
@@ -96,8 +97,10 @@ def start_run(agent, rec, secrets, mode):
     """Start the run detached; returns {"ok": True, "record": rec} or {"ok": False, "error": ...}."""
     for other in agent._records():
         if other.get("id") != rec["id"] and agent._alive(other):
-            return {"ok": False, "error": "another run is active on this pod: %s (%s)"
-                    % (other.get("id"), other.get("run_dir"))}
+            return {
+                "ok": False,
+                "error": "another run is active on this pod: %s (%s)" % (other.get("id"), other.get("run_dir")),
+            }
     ptt = os.path.join(rec["run_dir"], ".ptt")
     os.makedirs(ptt, exist_ok=True)
     rec["log"] = rec.get("log") or os.path.join(ptt, "console.log")
@@ -192,10 +195,13 @@ def _start_tmux(agent, rec, record_path, secrets):
     fifo = os.path.join(tmp, "env")
     os.mkfifo(fifo, 0o600)
     try:
-        inner = " ".join(shlex.quote(a) for a in [sys.executable, me, "child", "--record", record_path,
-                                                  "--fifo", fifo])
-        p = subprocess.run(["tmux", "new-session", "-d", "-s", rec["tmux_session"], "-x", "200", "-y", "50",
-                            inner], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        inner = " ".join(shlex.quote(a) for a in [sys.executable, me, "child", "--record", record_path, "--fifo", fifo])
+        p = subprocess.run(
+            ["tmux", "new-session", "-d", "-s", rec["tmux_session"], "-x", "200", "-y", "50", inner],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         if p.returncode != 0:
             return {"error": "tmux failed: " + p.stderr.decode("utf-8", "replace").strip()}
         deadline = time.time() + 10
@@ -226,6 +232,7 @@ def _start_tmux(agent, rec, record_path, secrets):
 def cmd_launch(agent):
     """Lock, pre-flight (streamed), config, start: one exec. See the module docstring."""
     import preflight as pre
+
     req = read_request()
     ok, lock = _locked(agent, req)
     if not ok:
@@ -244,14 +251,19 @@ def _launch(agent, pre, req):
     remote = req.get("remote_config") or "%s/.ptt/config/%s/%s" % (run_dir, cfg.get("hash"), cfg.get("name"))
     base = req.get("base_command") or render(req.get("template") or "", config=remote, run_dir=run_dir)
     command = (base + " " + req["suffix"]) if req.get("suffix") else base
-    args = agent.parser().parse_args(["preflight"] + list(req.get("preflight") or [])
-                                     + ["--run-dir", run_dir, "--trainer", base])  # the last ones win
+    args = agent.parser().parse_args(
+        ["preflight"] + list(req.get("preflight") or []) + ["--run-dir", run_dir, "--trainer", base]
+    )  # the last ones win
     checks, info = pre.run_checks(args, agent, lambda c: out({"event": "check", "check": c}))
     data = base64.b64decode(cfg["data"]) if cfg.get("data") is not None else None
     if req.get("dry_run"):
         if any(c["name"] == "trainer command" and c["status"] == "fail" for c in checks):
-            check = {"name": DRY_RUN, "status": "skip", "detail": "not run: the launch command was not found",
-                     "fix": ""}
+            check = {
+                "name": DRY_RUN,
+                "status": "skip",
+                "detail": "not run: the launch command was not found",
+                "fix": "",
+            }
         else:
             if data is not None and _read_bytes(remote) != data:
                 write_file(remote, data)  # the dry run reads it where the run will
@@ -262,8 +274,17 @@ def _launch(agent, pre, req):
         checks.append(check)
         out({"event": "check", "check": check})
     failed = [c["name"] for c in checks if c["status"] == "fail"]
-    out({"event": "checked", "failed": failed, "run_dir": run_dir, "home": info["home"], "config": remote,
-         "command": command, "base_command": base})
+    out(
+        {
+            "event": "checked",
+            "failed": failed,
+            "run_dir": run_dir,
+            "home": info["home"],
+            "config": remote,
+            "command": command,
+            "base_command": base,
+        }
+    )
     if failed and not req.get("force"):
         out({"event": "stopped"})
         return 0
@@ -274,11 +295,22 @@ def _launch(agent, pre, req):
             write_file(remote, data)
         out({"event": "config", "path": remote})
     if not os.path.isfile(remote):  # never start a run on a config that is not there
-        out({"event": "error", "missing_config": remote,
-             "error": "the run's config %s is not on the pod and none was sent" % remote})
+        out(
+            {
+                "event": "error",
+                "missing_config": remote,
+                "error": "the run's config %s is not on the pod and none was sent" % remote,
+            }
+        )
         return 4
-    rec.update(run_dir=run_dir, config=remote, command=command, base_command=base, cwd=info["home"],
-               log=rec.get("log") or os.path.join(run_dir, ".ptt", "console.log"))
+    rec.update(
+        run_dir=run_dir,
+        config=remote,
+        command=command,
+        base_command=base,
+        cwd=info["home"],
+        log=rec.get("log") or os.path.join(run_dir, ".ptt", "console.log"),
+    )
     result = start_run(agent, rec, req.get("secrets") or {}, req.get("mode") or "auto")
     out(dict(result, event="started" if result.get("ok") else "error"))
     if not result.get("ok"):
@@ -295,9 +327,15 @@ def dry_run(command, env, cwd, timeout):
     and dumps resolved configs"), in its own process group (uv starts children), killed after ``timeout``.
     A check; a refusal carries the end of the output (``output``: at most 80 lines of 500 characters)."""
     try:
-        proc = subprocess.Popen(["/bin/sh", "-c", command + " --dry-run"], cwd=cwd, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            ["/bin/sh", "-c", command + " --dry-run"],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     except OSError as exc:
         return {"name": DRY_RUN, "status": "warn", "detail": "the dry run did not start: %s" % exc, "fix": ""}
     try:
@@ -308,14 +346,28 @@ def dry_run(command, env, cwd, timeout):
         except OSError:
             pass
         proc.communicate()
-        return {"name": DRY_RUN, "status": "warn", "fix": "raise [lifecycle] dry_run_timeout if it needs longer",
-                "detail": "prime-rl's dry run did not finish within %g s (not judged)" % timeout}
+        return {
+            "name": DRY_RUN,
+            "status": "warn",
+            "fix": "raise [lifecycle] dry_run_timeout if it needs longer",
+            "detail": "prime-rl's dry run did not finish within %g s (not judged)" % timeout,
+        }
     if proc.returncode == 0:
-        return {"name": DRY_RUN, "status": "ok", "fix": "",
-                "detail": "the dry run of prime-rl installed on the pod validates it"}
+        return {
+            "name": DRY_RUN,
+            "status": "ok",
+            "fix": "",
+            "detail": "the dry run of prime-rl installed on the pod validates it",
+        }
     lines = [ln[:DRY_RUN_LINE_CHARS] for ln in raw.decode("utf-8", "replace").splitlines()][-DRY_RUN_LINES:]
-    return {"name": DRY_RUN, "status": "fail", "code": proc.returncode, "output": lines,
-            "detail": "prime-rl's dry run exited with code %d" % proc.returncode, "fix": ""}
+    return {
+        "name": DRY_RUN,
+        "status": "fail",
+        "code": proc.returncode,
+        "output": lines,
+        "detail": "prime-rl's dry run exited with code %d" % proc.returncode,
+        "fix": "",
+    }
 
 
 def _read_bytes(path):
@@ -345,8 +397,14 @@ def _watch(agent, rec, seconds):
         agent.out({"event": "settled", "running": code is None, "code": code, "after": time.time() - t0})
         return 0
     tail = (_read_bytes(rec["log"]) or b"")[-8192:].decode("utf-8", "replace").splitlines()
-    agent.out({"event": "exited", "code": code, "after": time.time() - t0,
-               "tail": [line[-300:] for line in tail if line.strip()][-12:]})
+    agent.out(
+        {
+            "event": "exited",
+            "code": code,
+            "after": time.time() - t0,
+            "tail": [line[-300:] for line in tail if line.strip()][-12:],
+        }
+    )
     return 4
 
 
@@ -370,8 +428,10 @@ def _record_state(agent, rec, state, **more):
     """The run's state in both of the pod's copies of its record (the registry and <run>/.ptt/run.json), so the
     probe -- whichever machine watches, the headless watcher too -- knows a kill was ours, not a crash."""
     rec.update(state=state, **{k: v for k, v in more.items() if v is not None})
-    for path in (os.path.join(agent.STATE, "runs", str(rec.get("id")) + ".json"),
-                 os.path.join(str(rec.get("run_dir") or ""), ".ptt", "run.json")):
+    for path in (
+        os.path.join(agent.STATE, "runs", str(rec.get("id")) + ".json"),
+        os.path.join(str(rec.get("run_dir") or ""), ".ptt", "run.json"),
+    ):
         if os.path.isdir(os.path.dirname(path)):
             try:
                 agent._write_json(path, rec)
@@ -381,8 +441,9 @@ def _record_state(agent, rec, state, **more):
 
 def _tmux_gone(rec):
     if rec.get("tmux_session") and shutil.which("tmux"):
-        subprocess.run(["tmux", "kill-session", "-t", rec["tmux_session"]], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ["tmux", "kill-session", "-t", rec["tmux_session"]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
 
 
 def cmd_kill(agent):
@@ -399,8 +460,9 @@ def cmd_kill(agent):
 
 def _kill(agent, req):
     out = agent.out
-    active = [r for r in agent._records() if agent._alive(r)
-              and (not req.get("run_id") or r.get("id") == req["run_id"])]
+    active = [
+        r for r in agent._records() if agent._alive(r) and (not req.get("run_id") or r.get("id") == req["run_id"])
+    ]
     if not active:
         out({"event": "none"})
         return 3
@@ -449,8 +511,12 @@ GPU_SETTLE_S = 3.0
 
 def gpu_pids():
     try:
-        p = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        p = subprocess.run(
+            ["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=20,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"ok": False, "error": str(exc)}
     if p.returncode != 0:

@@ -36,6 +36,7 @@ on stdin, one JSON object per line, and the agent answers with one JSON object p
 send and download take --timeout S: a store that gives no answer in S seconds (twice) is given up on,
 "cannot reach the S3 endpoint <url>: no answer in S s" (transfer.http).
 """
+
 from __future__ import annotations
 
 import base64
@@ -124,10 +125,17 @@ def step_status(troot, oroot, step, files=None):
         run_dir = os.path.dirname(oroot)
         rl = has_orchestrator(run_dir, (oroot,))
         complete = checkpoint_complete(tdir, odir if rl else None)
-    return {"step": step, "path": tdir if os.path.isdir(tdir) else odir, "orch_path": odir,
-            "bytes": sum(n for _o, n in sizes), "orch_bytes": sum(n for o, n in sizes if o),
-            "trainer_bytes": sum(n for o, n in sizes if not o), "mtime": max(mtimes) if mtimes else None,
-            "complete": complete, "fingerprint": fingerprint((rel, st.st_size, st.st_mtime_ns) for rel, st in stats)}
+    return {
+        "step": step,
+        "path": tdir if os.path.isdir(tdir) else odir,
+        "orch_path": odir,
+        "bytes": sum(n for _o, n in sizes),
+        "orch_bytes": sum(n for o, n in sizes if o),
+        "trainer_bytes": sum(n for o, n in sizes if not o),
+        "mtime": max(mtimes) if mtimes else None,
+        "complete": complete,
+        "fingerprint": fingerprint((rel, st.st_size, st.st_mtime_ns) for rel, st in stats),
+    }
 
 
 def cmd_list(run_dir):
@@ -210,18 +218,38 @@ def cmd_plan(run_dir, step, encoding, level, trainer_root=None, state_dir=None):
     files = step_files(troot, oroot, step)
     if not step_status(troot, oroot, step, files)["complete"]:
         where = tdir if oroot is None else "trainer half %s, orchestrator half %s" % (tdir, odir)
-        emit({"event": "error", "message": "step_%d is incomplete (trainer/.metadata or orchestrator/progress.pt "
-                                           "missing; %s): refusing to back it up" % (step, where)})
+        emit(
+            {
+                "event": "error",
+                "message": "step_%d is incomplete (trainer/.metadata or orchestrator/progress.pt "
+                "missing; %s): refusing to back it up" % (step, where),
+            }
+        )
         return 1
     codec = zstd_codec() if encoding == "zstd" else None
     out = []
     for rel, full in files:
         st = os.stat(full)
         size = st.st_size
-        out.append({"path": rel.replace(os.sep, "/"), "full": full, "size": size, "mtime_ns": st.st_mtime_ns,
-                    "encoding": "zstd" if pays_off(full, size, codec, level) else "none"})
-    emit({"event": "plan", "files": out, "zstd": codec is not None, "trainer_dir": tdir, "orch_dir": odir,
-          "source": run_source(run_dir, state_dir)})
+        out.append(
+            {
+                "path": rel.replace(os.sep, "/"),
+                "full": full,
+                "size": size,
+                "mtime_ns": st.st_mtime_ns,
+                "encoding": "zstd" if pays_off(full, size, codec, level) else "none",
+            }
+        )
+    emit(
+        {
+            "event": "plan",
+            "files": out,
+            "zstd": codec is not None,
+            "trainer_dir": tdir,
+            "orch_dir": odir,
+            "source": run_source(run_dir, state_dir),
+        }
+    )
     return 0
 
 
@@ -258,22 +286,51 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
                 chunk = fh.read(p["raw"])
                 sha.update(chunk)
                 data = stored(task, chunk, i == len(task["parts"]) - 1)
-                parts.append({"n": p["n"], "offset": p["offset"], "raw": len(chunk), "size": len(data),
-                              "md5": hashlib.md5(data).hexdigest()})
+                parts.append(
+                    {
+                        "n": p["n"],
+                        "offset": p["offset"],
+                        "raw": len(chunk),
+                        "size": len(data),
+                        "md5": hashlib.md5(data).hexdigest(),
+                    }
+                )
             if fh.read(1):
                 return False
         md5s = [p["md5"] for p in parts]
-        etag = md5s[0] if len(md5s) == 1 else "%s-%d" % (
-            hashlib.md5(b"".join(bytes.fromhex(m) for m in md5s)).hexdigest(), len(md5s))
+        etag = (
+            md5s[0]
+            if len(md5s) == 1
+            else "%s-%d" % (hashlib.md5(b"".join(bytes.fromhex(m) for m in md5s)).hexdigest(), len(md5s))
+        )
         if etag != want.get("etag") or sum(p["size"] for p in parts) != int(want.get("size", -1)):
             return False
         for p in parts:
             p["etag"] = p["md5"]
-            emit({"event": "part", "key": task["key"], "n": p["n"], "bytes": p["raw"], "stored": p["size"],
-                  "skipped": True})
-        emit({"event": "file", "path": task["path"], "key": task["key"], "size": task["size"],
-              "sha256": sha.hexdigest(), "encoding": task["encoding"], "level": task["level"],
-              "stored_size": sum(p["size"] for p in parts), "parts": parts, "existing": True})
+            emit(
+                {
+                    "event": "part",
+                    "key": task["key"],
+                    "n": p["n"],
+                    "bytes": p["raw"],
+                    "stored": p["size"],
+                    "skipped": True,
+                }
+            )
+        emit(
+            {
+                "event": "file",
+                "path": task["path"],
+                "key": task["key"],
+                "size": task["size"],
+                "sha256": sha.hexdigest(),
+                "encoding": task["encoding"],
+                "level": task["level"],
+                "stored_size": sum(p["size"] for p in parts),
+                "parts": parts,
+                "existing": True,
+            }
+        )
         return True
 
     def put(task, p, chunk, last):
@@ -284,8 +341,7 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
             digest = hashlib.md5(data).digest()
             md5 = digest.hex()
             crc = base64.b64encode((zlib.crc32(data) & 0xFFFFFFFF).to_bytes(4, "big")).decode()
-            info = {"n": p["n"], "offset": p["offset"], "raw": len(chunk), "size": len(data), "md5": md5,
-                    "crc32": crc}
+            info = {"n": p["n"], "offset": p["offset"], "raw": len(chunk), "size": len(data), "md5": md5, "crc32": crc}
             if p.get("have") == md5:
                 info["etag"], skipped = p.get("have_etag") or md5, True
             else:
@@ -294,15 +350,26 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
                     raise OSError("stopped")
                 # Content-MD5: the store refuses a part whose bytes changed on the way (presigned URLs may
                 # carry it unsigned); x-amz-checksum-crc32 when the upload was created with CRC32.
-                sent = {"Content-Length": str(len(data)), "Content-Type": "application/octet-stream",
-                        "Content-MD5": base64.b64encode(digest).decode()}
+                sent = {
+                    "Content-Length": str(len(data)),
+                    "Content-Type": "application/octet-stream",
+                    "Content-MD5": base64.b64encode(digest).decode(),
+                }
                 if task.get("crc32"):
                     sent["x-amz-checksum-crc32"] = crc
                 _, headers, _ = http("PUT", p["url"], data=data, timeout=timeout, headers=sent)
                 info["etag"] = {k.lower(): v for k, v in headers.items()}.get("etag", "").strip('"')
                 skipped = False
-            emit({"event": "part", "key": task["key"], "n": p["n"], "bytes": len(chunk), "stored": len(data),
-                  "skipped": skipped})
+            emit(
+                {
+                    "event": "part",
+                    "key": task["key"],
+                    "n": p["n"],
+                    "bytes": len(chunk),
+                    "stored": len(data),
+                    "skipped": skipped,
+                }
+            )
             return info
         finally:
             gate.release()
@@ -332,9 +399,19 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
             if fh.read(1):
                 raise OSError("%s grew while it was being backed up" % task["path"])
         parts = [f.result() for f in futures]
-        emit({"event": "file", "path": task["path"], "key": task["key"], "size": task["size"],
-              "sha256": sha.hexdigest(), "encoding": task["encoding"], "level": task["level"],
-              "stored_size": sum(p["size"] for p in parts), "parts": parts})
+        emit(
+            {
+                "event": "file",
+                "path": task["path"],
+                "key": task["key"],
+                "size": task["size"],
+                "sha256": sha.hexdigest(),
+                "encoding": task["encoding"],
+                "level": task["level"],
+                "stored_size": sum(p["size"] for p in parts),
+                "parts": parts,
+            }
+        )
 
     def guarded(task, pool):
         try:
@@ -374,8 +451,12 @@ def main(argv):
         rest = argv[2:]
         return cmd_source(argv[1], rest[rest.index("--state-dir") + 1] if "--state-dir" in rest else None)
     if cmd == "send":
-        return cmd_send(int(opts.get("--jobs", 8)), int(opts.get("--limit", 0)),
-                        int(opts.get("--min-part", 5 * 1024 * 1024)), float(opts.get("--timeout", TIMEOUT)))
+        return cmd_send(
+            int(opts.get("--jobs", 8)),
+            int(opts.get("--limit", 0)),
+            int(opts.get("--min-part", 5 * 1024 * 1024)),
+            float(opts.get("--timeout", TIMEOUT)),
+        )
     if cmd == "download":
         return cmd_download(int(opts.get("--jobs", 8)), float(opts.get("--timeout", TIMEOUT)))
     sys.stderr.write(__doc__)

@@ -9,6 +9,7 @@ first on sys.path; imported from the repo, the scripts import ``services.pod.age
 One answer, everywhere: resume, cleanup, backup and the UI must agree on where the trainer's half of a
 checkpoint lives and on whether a step_N is complete.
 """
+
 import json
 import os
 import re
@@ -36,8 +37,9 @@ def checkpoint_complete(path, orch=None):
     be whole, and a trainer-only dir counts (an SFT run; the trainer's side of a separate dir)."""
     trainer, stable = os.path.join(path, "trainer"), os.path.isfile(os.path.join(path, "STABLE"))
     if orch is not None:
-        return ((stable or os.path.isfile(os.path.join(trainer, ".metadata")))
-                and os.path.isfile(os.path.join(orch, "orchestrator", "progress.pt")))
+        return (stable or os.path.isfile(os.path.join(trainer, ".metadata"))) and os.path.isfile(
+            os.path.join(orch, "orchestrator", "progress.pt")
+        )
     if stable:
         return True
     orch = os.path.join(path, "orchestrator")
@@ -75,7 +77,7 @@ def trainer_ckpt_dir(run_dir):
                 own = node.get("output_dir") if isinstance(node.get("output_dir"), str) else ""
                 own = os.path.normpath(own) if own and not os.path.isabs(own) else ""
                 if own and run_dir.endswith(os.sep + own):
-                    launch = run_dir[:-len(own) - 1]
+                    launch = run_dir[: -len(own) - 1]
                 else:
                     launch = os.path.dirname(os.path.dirname(run_dir))
                 out = os.path.join(launch, out)

@@ -42,6 +42,7 @@ def absolute(path):
 def owner(uid):
     try:
         import pwd
+
         return "%s (uid %d)" % (pwd.getpwuid(uid).pw_name, uid)
     except (ImportError, KeyError):
         return "uid %d" % uid
@@ -170,8 +171,18 @@ def run(go, state, bundle, manifest, script, args):
     main = sys.modules["__main__"].__dict__
     builtins = main["__builtins__"]
     main.clear()
-    main.update({"__name__": "__main__", "__file__": path, "__builtins__": builtins, "__doc__": None,
-                 "__package__": None, "__spec__": None, "__loader__": None, "__cached__": None})
+    main.update(
+        {
+            "__name__": "__main__",
+            "__file__": path,
+            "__builtins__": builtins,
+            "__doc__": None,
+            "__package__": None,
+            "__spec__": None,
+            "__loader__": None,
+            "__cached__": None,
+        }
+    )
     exec(code, main)
     return 0
 

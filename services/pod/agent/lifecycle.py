@@ -13,6 +13,7 @@ Run records: ``<state>/runs/<id>.json`` (the pod-wide registry behind "no other 
 ``<run_dir>/.ptt/run.json``. A run's processes are every process of the leader's session (the leader
 calls setsid, or is a tmux pane, which is a session leader); torchrun/vLLM children stay in it.
 """
+
 import json
 import os
 import shutil
@@ -45,7 +46,7 @@ def _stat(pid):
             data = fh.read().decode("utf-8", "replace")
     except (OSError, ValueError):
         return None
-    rest = data[data.rfind(")") + 2:].split()
+    rest = data[data.rfind(")") + 2 :].split()
     # rest[0] = state (field 3); pgid field 5, sid field 6, starttime field 22
     return {"state": rest[0], "pgid": int(rest[2]), "sid": int(rest[3]), "start": int(rest[19])}
 
@@ -141,6 +142,7 @@ def cmd_status(args):
 def _raise_nofile(want):
     try:
         import resource
+
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         target = want if hard == resource.RLIM_INFINITY else min(want, hard)
         if soft != resource.RLIM_INFINITY and soft < target:
@@ -174,8 +176,10 @@ def cmd_child(args):
     except OSError:
         pass
     st = _stat(os.getpid())
-    _write_json(os.path.join(ptt, "leader.json"),
-                {"pid": os.getpid(), "sid": st["sid"], "pgid": st["pgid"], "start": st["start"]})
+    _write_json(
+        os.path.join(ptt, "leader.json"),
+        {"pid": os.getpid(), "sid": st["sid"], "pgid": st["pgid"], "start": st["start"]},
+    )
     os.chdir(rec.get("cwd") or os.path.expanduser("~"))
     q = "'" + exit_file.replace("'", "'\\''") + "'"
     script = "%s\nrc=$?\necho $rc > %s\nexit $rc\n" % (rec["command"], q)
@@ -183,6 +187,7 @@ def cmd_child(args):
         lq = "'" + rec["log"].replace("'", "'\\''") + "'"
         script = "( %s\n) 2>&1 | tee -a %s\n" % (script, lq)
     import actions
+
     actions.default_signals()  # python's ignored SIGPIPE would outlive the exec
     os.execvpe("/bin/sh", ["/bin/sh", "-c", script], env)
 
@@ -196,6 +201,7 @@ def cmd_lock(args):
     import select
 
     import podlock
+
     fd, info = podlock.take_lock(STATE, args.action, args.owner)
     if fd is None:
         out({"ok": False, "held_by": info})
@@ -235,8 +241,9 @@ def list_ckpts(ckpt_dir, run_dir=None):
         except OSError:
             continue
         half = None if orch is None else os.path.join(orch, "step_%d" % step)
-        found.append({"step": step, "path": p, "complete": checkpoint_complete(p, half), "bytes": du(p),
-                      "mtime": mtime})
+        found.append(
+            {"step": step, "path": p, "complete": checkpoint_complete(p, half), "bytes": du(p), "mtime": mtime}
+        )
     found.sort(key=lambda c: c["step"])
     return found
 
@@ -250,7 +257,7 @@ def cmd_delete(args):
     """Delete step dirs, re-checking here that each is complete and older than the N newest complete."""
     ckpts = list_ckpts(args.ckpt_dir, args.run_dir)
     complete = [c["step"] for c in ckpts if c["complete"]]
-    keep = set(complete[-max(1, args.keep):])
+    keep = set(complete[-max(1, args.keep) :])
     by_step = {c["step"]: c for c in ckpts}
     deleted, refused = [], []
     for step in args.steps:
@@ -296,14 +303,17 @@ def leftovers(run_dir, ckpt_dir, keep_broadcasts):
     found = []
     trainer = _steps(ckpt_dir)
     orch = orchestrator_root(run_dir, ckpt_dir)
-    done = [s for s, p in trainer.items()
-            if checkpoint_complete(p, None if orch is None else os.path.join(orch, "step_%d" % s))]
+    done = [
+        s
+        for s, p in trainer.items()
+        if checkpoint_complete(p, None if orch is None else os.path.join(orch, "step_%d" % s))
+    ]
     newest = max(done) if done else None
     for c in orchestrator_dirs(run_dir, ckpt_dir):
         if newest is not None and c["step"] < newest and c["step"] not in trainer:
             found.append(c)
     bc = sorted(_steps(os.path.join(run_dir, "broadcasts")).items())
-    for step, path in bc[:max(0, len(bc) - max(1, keep_broadcasts))]:
+    for step, path in bc[: max(0, len(bc) - max(1, keep_broadcasts))]:
         found.append({"kind": "broadcast", "step": step, "path": path, "bytes": du(path)})
     return found
 
@@ -345,10 +355,17 @@ def cmd_survey(args):
         disk = {"used": total - st.f_bfree * st.f_frsize, "total": total, "path": path}
     except OSError:
         pass
-    out({"ok": True, "ckpt_dir": args.ckpt_dir, "ckpts": list_ckpts(args.ckpt_dir, args.run_dir), "disk": disk,
-         "leftovers": leftovers(args.run_dir, args.ckpt_dir, args.keep_broadcasts),
-         "orchestrator_dirs": orchestrator_dirs(args.run_dir, args.ckpt_dir),
-         "prunes": run_prunes(args.run_dir)})
+    out(
+        {
+            "ok": True,
+            "ckpt_dir": args.ckpt_dir,
+            "ckpts": list_ckpts(args.ckpt_dir, args.run_dir),
+            "disk": disk,
+            "leftovers": leftovers(args.run_dir, args.ckpt_dir, args.keep_broadcasts),
+            "orchestrator_dirs": orchestrator_dirs(args.run_dir, args.ckpt_dir),
+            "prunes": run_prunes(args.run_dir),
+        }
+    )
     return 0
 
 
@@ -373,6 +390,7 @@ def cmd_prune(args):
 
 def parser():
     import argparse
+
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd")
     p = sub.add_parser("status")
@@ -432,12 +450,21 @@ def main(argv=None):
         follow_configs(a)
     if a.cmd == "preflight":  # in a sibling file (uploaded with this one): this one stays readable
         import preflight
+
         return preflight.cmd_preflight(a, sys.modules[__name__]) or 0
     if a.cmd in ("launch", "kill"):  # in a sibling file, like the pre-flight
         import actions
+
         return getattr(actions, "cmd_" + a.cmd)(sys.modules[__name__]) or 0
-    fn = {"status": cmd_status, "child": cmd_child, "ckpts": cmd_ckpts, "delete": cmd_delete,
-          "lock": cmd_lock, "survey": cmd_survey, "prune": cmd_prune}.get(a.cmd)
+    fn = {
+        "status": cmd_status,
+        "child": cmd_child,
+        "ckpts": cmd_ckpts,
+        "delete": cmd_delete,
+        "lock": cmd_lock,
+        "survey": cmd_survey,
+        "prune": cmd_prune,
+    }.get(a.cmd)
     if fn is None:
         ap.print_usage(sys.stderr)
         return 2

@@ -6,6 +6,7 @@ the way. The file's content only says who holds it, for a refused taker's messag
 pod, action, owner = user@host of the machine that took it, since). That record is outside data when read
 (half-written, or written by anyone with root on the pod): :func:`parse_holder` takes any bytes.
 """
+
 import json
 import os
 import time
@@ -20,6 +21,7 @@ def take_lock(state, action, owner, wait=LOCK_WAIT):
     truncates it just before it lets go: a taker that finds the flock held but no live holder's record
     looks again (and tries the flock again) for up to ``wait`` seconds, then says "unknown"."""
     import fcntl
+
     os.makedirs(state, exist_ok=True)
     path = os.path.join(state, "action.lock")
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # not inherited across exec (PEP 446)
@@ -62,8 +64,7 @@ def parse_holder(data, now):
     """Who holds the lock, from the record's bytes (anything: written by us, half-written, or garbage).
     Always the same keys: ``known`` (a valid pid was recorded), ``pid``, ``action``, ``owner`` (printable,
     one line, at most 80 characters), ``since`` and ``age`` (seconds, finite); None where unknown."""
-    holder = {"known": False, "pid": None, "action": None, "owner": None,
-              "since": None, "age": None}  # type: dict
+    holder = {"known": False, "pid": None, "action": None, "owner": None, "since": None, "age": None}  # type: dict
     try:
         record = json.loads(bytes(data[:LOCK_RECORD_MAX]).decode("utf-8"))
     except (ValueError, TypeError, RecursionError):
@@ -71,7 +72,7 @@ def parse_holder(data, now):
     if not isinstance(record, dict):
         return holder
     pid = record.get("pid")
-    if type(pid) is int and 0 < pid < 2 ** 31:
+    if type(pid) is int and 0 < pid < 2**31:
         holder.update(known=True, pid=pid)
     holder.update(action=clean_text(record.get("action")), owner=clean_text(record.get("owner")))
     since = record.get("since")
@@ -85,7 +86,7 @@ def clean_text(value, limit=80):
     """A string fit for a one-line message (printable, spaces collapsed, at most ``limit`` long), or None."""
     if not isinstance(value, str):
         return None
-    text = " ".join("".join(c if c.isprintable() else " " for c in value[:4 * limit]).split())[:limit].strip()
+    text = " ".join("".join(c if c.isprintable() else " " for c in value[: 4 * limit]).split())[:limit].strip()
     return text or None
 
 

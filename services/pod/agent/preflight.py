@@ -3,6 +3,7 @@
 Uploaded next to ``lifecycle.py`` (same directory, one content hash for both) and imported by it
 for ``preflight``; ``agent`` is the helper module (records, checkpoint listing, output).
 """
+
 import json
 import os
 import shutil
@@ -20,8 +21,9 @@ def _spawn(argv, **kw):
     """A check's process, started now and collected later: the slow ones (nvidia-smi, the CUDA
     context) run side by side instead of one after the other."""
     try:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                **kw), None
+        return subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw
+        ), None
     except OSError as exc:
         return None, exc
 
@@ -44,6 +46,7 @@ def run_checks(args, agent, on_check=None):
     """The checks in order, each passed to ``on_check`` as soon as it is decided (``launch`` streams
     them); returns (checks, {"run_dir", "home", "nofile"})."""
     import resource
+
     list_ckpts, _records, _alive = agent.list_ckpts, agent._records, agent._alive
     checks = []
 
@@ -54,15 +57,18 @@ def run_checks(args, agent, on_check=None):
 
     smi = shutil.which("nvidia-smi")
     smi_run = _spawn([smi, "-L"]) if smi else None
-    apps_run = _spawn([smi, "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader"]) \
-        if smi else None
+    apps_run = (
+        _spawn([smi, "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader"]) if smi else None
+    )
     cuda_run = None
     if args.cuda:
-        code = ("import importlib.util,sys\n"
-                "if importlib.util.find_spec('torch') is None: print('NOTORCH'); sys.exit(0)\n"
-                "import torch\n"
-                "print('OK %d' % torch.cuda.device_count() if torch.cuda.is_available() and "
-                "torch.zeros(1).cuda() is not None else 'NOCUDA')\n")
+        code = (
+            "import importlib.util,sys\n"
+            "if importlib.util.find_spec('torch') is None: print('NOTORCH'); sys.exit(0)\n"
+            "import torch\n"
+            "print('OK %d' % torch.cuda.device_count() if torch.cuda.is_available() and "
+            "torch.zeros(1).cuda() is not None else 'NOCUDA')\n"
+        )
         cuda_run = _spawn([args.python or sys.executable, "-c", code])
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -71,16 +77,28 @@ def run_checks(args, agent, on_check=None):
     if soft == inf or soft >= want:
         add("ulimit -n", "ok", "open files %s" % ("unlimited" if soft == inf else soft))
     elif hard == inf or hard >= want:
-        add("ulimit -n", "ok", "open files %d, raised to %d for the run (hard limit %s)"
-            % (soft, want, "unlimited" if hard == inf else hard))
+        add(
+            "ulimit -n",
+            "ok",
+            "open files %d, raised to %d for the run (hard limit %s)"
+            % (soft, want, "unlimited" if hard == inf else hard),
+        )
     else:
-        add("ulimit -n", "fail", "open files %d, hard limit %d < %d" % (soft, hard, want),
+        add(
+            "ulimit -n",
+            "fail",
+            "open files %d, hard limit %d < %d" % (soft, hard, want),
             "raise the hard limit: add '* hard nofile %d' to /etc/security/limits.conf (or the container's "
-            "--ulimit nofile=%d:%d) and reconnect" % (want, want, want))
+            "--ulimit nofile=%d:%d) and reconnect" % (want, want, want),
+        )
 
     if not smi:
-        add("GPUs visible", "fail", "nvidia-smi not found",
-            "install the NVIDIA driver / use a GPU image; check `nvidia-smi` works on the pod")
+        add(
+            "GPUs visible",
+            "fail",
+            "nvidia-smi not found",
+            "install the NVIDIA driver / use a GPU image; check `nvidia-smi` works on the pod",
+        )
     else:
         try:
             rc, sout, serr = _collect(smi_run, 30)
@@ -89,8 +107,12 @@ def run_checks(args, agent, on_check=None):
                 add("GPUs visible", "ok", "%d GPU(s): %s" % (len(gpus), gpus[0].split("(")[0].strip()))
             else:
                 err = (serr or sout).decode("utf-8", "replace").strip().splitlines()
-                add("GPUs visible", "fail", "nvidia-smi -L: %s" % (err[0] if err else "no GPUs"),
-                    "check the driver (`nvidia-smi`), CUDA_VISIBLE_DEVICES and the container's --gpus")
+                add(
+                    "GPUs visible",
+                    "fail",
+                    "nvidia-smi -L: %s" % (err[0] if err else "no GPUs"),
+                    "check the driver (`nvidia-smi`), CUDA_VISIBLE_DEVICES and the container's --gpus",
+                )
         except (OSError, subprocess.TimeoutExpired) as exc:
             add("GPUs visible", "fail", "nvidia-smi: %s" % exc, "check the driver with `nvidia-smi`")
 
@@ -99,15 +121,23 @@ def run_checks(args, agent, on_check=None):
             rc, sout, serr = _collect(cuda_run, 120)
             res = sout.decode("utf-8", "replace").strip()
             if res.startswith("NOTORCH"):
-                add("CUDA context", "skip", "torch is not importable by %s" % (args.python or "python3"),
-                    "activate the training venv (e.g. `uv sync`) to have this checked")
+                add(
+                    "CUDA context",
+                    "skip",
+                    "torch is not importable by %s" % (args.python or "python3"),
+                    "activate the training venv (e.g. `uv sync`) to have this checked",
+                )
             elif res.startswith("OK"):
                 add("CUDA context", "ok", "torch sees %s GPU(s)" % res.split()[1])
             else:
                 tail = serr.decode("utf-8", "replace").strip().splitlines()
-                add("CUDA context", "fail", "torch cannot create a CUDA context: %s" % (tail[-1] if tail else res),
+                add(
+                    "CUDA context",
+                    "fail",
+                    "torch cannot create a CUDA context: %s" % (tail[-1] if tail else res),
                     "check the driver/CUDA versions match torch's build (`python -c 'import torch; "
-                    "print(torch.version.cuda)'`)")
+                    "print(torch.version.cuda)'`)",
+                )
         except (OSError, subprocess.TimeoutExpired) as exc:
             add("CUDA context", "fail", str(exc), "check that python3 and torch start on the pod")
 
@@ -127,13 +157,17 @@ def run_checks(args, agent, on_check=None):
         total = st.f_blocks * st.f_frsize
         need = args.need_bytes
         if free >= need:
-            add("free disk", "ok", "%s free on %s, %s needed" % (_gib(free), path, _gib(need)),
-                free=free, total=total)
+            add("free disk", "ok", "%s free on %s, %s needed" % (_gib(free), path, _gib(need)), free=free, total=total)
         else:
-            add("free disk", "fail", "%s free on %s, %s needed for the expected checkpoints"
-                % (_gib(free), path, _gib(need)),
+            add(
+                "free disk",
+                "fail",
+                "%s free on %s, %s needed for the expected checkpoints" % (_gib(free), path, _gib(need)),
                 "free space (delete old checkpoints), pick a bigger volume, or lower [lifecycle] expected_ckpts",
-                act="cleanup", free=free, total=total)
+                act="cleanup",
+                free=free,
+                total=total,
+            )
     except OSError as exc:
         add("free disk", "fail", str(exc), "check the run directory's volume")
 
@@ -149,29 +183,44 @@ def run_checks(args, agent, on_check=None):
         else:
             add("trainer command", "ok", detail)
     else:
-        fix = ("install uv: curl -LsSf https://astral.sh/uv/install.sh | sh, then `uv sync` in prime-rl"
-               if exe == "uv" else "install %s on the pod or fix [lifecycle] command" % exe)
+        fix = (
+            "install uv: curl -LsSf https://astral.sh/uv/install.sh | sh, then `uv sync` in prime-rl"
+            if exe == "uv"
+            else "install %s on the pod or fix [lifecycle] command" % exe
+        )
         add("trainer command", "fail", "%s not found on PATH" % exe, fix)
 
     active = [r for r in _records() if _alive(r)]
     if active:
         r = active[0]
-        add("no other run active", "fail", "run %s is active in %s (pid %s)" % (r.get("id"), r.get("run_dir"),
-                                                                              r.get("pid")),
-            "kill it first", act="kill")
+        add(
+            "no other run active",
+            "fail",
+            "run %s is active in %s (pid %s)" % (r.get("id"), r.get("run_dir"), r.get("pid")),
+            "kill it first",
+            act="kill",
+        )
     else:
         procs = _gpu_apps(apps_run)  # a run started by hand (or by another tool) holds the GPUs too
         ours = cuda_run[0].pid if cuda_run is not None and cuda_run[0] is not None else None
         if procs and ours is not None:  # the CUDA check runs side by side: its own context is not a run
             procs = [p for p in procs if p[0] != str(ours)]
         if procs:
-            add("no other run active", "fail", "%d process(es) on the GPUs not started by prime-train-tui: %s"
+            add(
+                "no other run active",
+                "fail",
+                "%d process(es) on the GPUs not started by prime-train-tui: %s"
                 % (len(procs), ", ".join("pid %s (%s)" % (pid, what) for pid, what in procs[:8])),
                 "stop them first (`kill %s` on the pod; see `nvidia-smi`), or start anyway"
-                % " ".join(pid for pid, _ in procs[:8]), act="force")
+                % " ".join(pid for pid, _ in procs[:8]),
+                act="force",
+            )
         else:
-            add("no other run active", "ok", "no run of ours is active" + (", no process on the GPUs"
-                                                                           if procs is not None else ""))
+            add(
+                "no other run active",
+                "ok",
+                "no run of ours is active" + (", no process on the GPUs" if procs is not None else ""),
+            )
 
     for spec in getattr(args, "login", None) or []:
         name, _, why = spec.partition("=")
@@ -179,28 +228,42 @@ def run_checks(args, agent, on_check=None):
         if where:
             add("%s on the pod" % name, "ok", where)
         else:
-            add("%s on the pod" % name, "warn", "%s, and the pod has no %s: the run fails at its first use"
-                % (why or "the config needs it", name),
+            add(
+                "%s on the pod" % name,
+                "warn",
+                "%s, and the pod has no %s: the run fails at its first use" % (why or "the config needs it", name),
                 "list %s in [lifecycle] secrets in settings (it is sent from this machine), or log in on "
-                "the pod (%s)" % (name, "wandb login" if name == "WANDB_API_KEY" else "huggingface-cli login"))
+                "the pod (%s)" % (name, "wandb login" if name == "WANDB_API_KEY" else "huggingface-cli login"),
+            )
 
     for spec in args.check or []:
         c = json.loads(spec)
         try:
-            p = subprocess.run(["/bin/sh", "-c", c["run"]], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT,
-                               timeout=float(c.get("timeout") or 30), cwd=args.run_dir if os.path.isdir(args.run_dir)
-                               else None)
+            p = subprocess.run(
+                ["/bin/sh", "-c", c["run"]],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=float(c.get("timeout") or 30),
+                cwd=args.run_dir if os.path.isdir(args.run_dir) else None,
+            )
             text = p.stdout.decode("utf-8", "replace").strip().splitlines()
             if p.returncode == 0:
                 add(c["name"], "ok", text[-1][:200] if text else "passed")
             else:
-                add(c["name"], "fail", (text[-1][:200] if text else "exit %d" % p.returncode),
-                    c.get("fix") or "see `%s`" % c["run"])
+                add(
+                    c["name"],
+                    "fail",
+                    (text[-1][:200] if text else "exit %d" % p.returncode),
+                    c.get("fix") or "see `%s`" % c["run"],
+                )
         except subprocess.TimeoutExpired:
             add(c["name"], "fail", "timed out", c.get("fix") or "")
-    return checks, {"run_dir": args.run_dir, "home": os.path.expanduser("~"),
-                    "nofile": [None if soft == inf else soft, None if hard == inf else hard]}
+    return checks, {
+        "run_dir": args.run_dir,
+        "home": os.path.expanduser("~"),
+        "nofile": [None if soft == inf else soft, None if hard == inf else hard],
+    }
 
 
 def _logged_in(name):
@@ -249,4 +312,4 @@ def _gpu_apps(started):
 
 
 def _gib(n):
-    return "%.1f GiB" % (n / 2.0 ** 30)
+    return "%.1f GiB" % (n / 2.0**30)

@@ -66,6 +66,7 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
   says what each holds. Older probes send no "signals" key; an older app ignores it.
 - --once: emit one sample and exit 0 (stdin is not watched in this mode).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -213,23 +214,32 @@ class NvmlGpus:
         nv, quiet, v2 = self.nv, ("NVMLError_NotSupported",), self.mem_v2
         gpus, procs = [], []
         for i, h in enumerate(self.handles):
+
             def get(what, fn):
                 return _try(errors, "gpu%d %s" % (i, what), fn, quiet)
 
-            mem = get("mem", lambda: nv.nvmlDeviceGetMemoryInfo(h, version=v2) if v2
-                      else nv.nvmlDeviceGetMemoryInfo(h))
-            gpus.append({
-                "index": i, "name": self.names[i],
-                "util": get("util", lambda: float(nv.nvmlDeviceGetUtilizationRates(h).gpu)),
-                "mem_used": int(mem.used) if mem is not None else None,
-                "mem_total": int(mem.total) if mem is not None else None,
-                "power_w": get("power", lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
-                "temp_c": get("temp", lambda: float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))),
-            })
+            mem = get("mem", lambda: nv.nvmlDeviceGetMemoryInfo(h, version=v2) if v2 else nv.nvmlDeviceGetMemoryInfo(h))
+            gpus.append(
+                {
+                    "index": i,
+                    "name": self.names[i],
+                    "util": get("util", lambda: float(nv.nvmlDeviceGetUtilizationRates(h).gpu)),
+                    "mem_used": int(mem.used) if mem is not None else None,
+                    "mem_total": int(mem.total) if mem is not None else None,
+                    "power_w": get("power", lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0),
+                    "temp_c": get("temp", lambda: float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU))),
+                }
+            )
             for p in get("procs", lambda: nv.nvmlDeviceGetComputeRunningProcesses(h)) or []:
                 used = getattr(p, "usedGpuMemory", None)
-                procs.append({"pid": int(p.pid), "gpu": i, "mem": int(used) if used is not None else None,
-                              "cmd": self._cmd(p.pid)})
+                procs.append(
+                    {
+                        "pid": int(p.pid),
+                        "gpu": i,
+                        "mem": int(used) if used is not None else None,
+                        "cmd": self._cmd(p.pid),
+                    }
+                )
         return gpus, procs
 
 
@@ -239,8 +249,12 @@ class SmiGpus:
     source = "nvidia-smi"
 
     def __init__(self, cmd, interval):
-        self.argv = list(cmd) + ["--query-gpu=" + SMI_FIELDS, "--format=csv,noheader,nounits",
-                                 "-lms", str(int(round(interval * 1000)))]
+        self.argv = list(cmd) + [
+            "--query-gpu=" + SMI_FIELDS,
+            "--format=csv,noheader,nounits",
+            "-lms",
+            str(int(round(interval * 1000))),
+        ]
         self.gap = max(0.05, min(0.25, interval / 2.0))  # silence that ends a batch of unknown size
         self.ngpu = self.pending = None
         self.q: queue.Queue = queue.Queue()
@@ -255,8 +269,13 @@ class SmiGpus:
                 if _STOPPING.is_set():
                     return
                 try:
-                    proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                            stderr=subprocess.STDOUT, preexec_fn=self.preexec)
+                    proc = subprocess.Popen(
+                        self.argv,
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        preexec_fn=self.preexec,
+                    )
                 except OSError as e:
                     proc = None
                     self.q.put(("exit", "nvidia-smi: cannot start: %s; retry in %.0fs" % (_short(e), backoff)))
@@ -396,9 +415,14 @@ class Host:
         mem = _try(errors, "mem", self._mem) or (None, None)
         disk = _try(errors, "disk", self._disk) or (None, None)
         soft = _try(errors, "nofile", lambda: resource.getrlimit(resource.RLIMIT_NOFILE)[0]) if resource else None
-        return {"cpu_pct": _try(errors, "cpu", self._cpu), "mem_used": mem[0], "mem_total": mem[1],
-                "disk_used": disk[0], "disk_total": disk[1],
-                "nofile_soft": None if soft is None or soft == resource.RLIM_INFINITY else int(soft)}
+        return {
+            "cpu_pct": _try(errors, "cpu", self._cpu),
+            "mem_used": mem[0],
+            "mem_total": mem[1],
+            "disk_used": disk[0],
+            "disk_total": disk[1],
+            "nofile_soft": None if soft is None or soft == resource.RLIM_INFINITY else int(soft),
+        }
 
 
 # ----------------------------------------------------------------------------------------- main
@@ -412,8 +436,11 @@ def parse_args(argv):
     ap.add_argument("--proc-root", default=None, help="read /proc files here (disables psutil)")
     ap.add_argument("--ckpt-scan", type=float, default=10.0, help="min seconds between checkpoint scans")
     ap.add_argument("--once", action="store_true", help="emit one sample and exit")
-    ap.add_argument("--logs-from-start", action="store_true",
-                    help="read the run's logs present at start from their start (the app's first look saw none)")
+    ap.add_argument(
+        "--logs-from-start",
+        action="store_true",
+        help="read the run's logs present at start from their start (the app's first look saw none)",
+    )
     args = ap.parse_args(argv)
     args.interval = max(0.2, args.interval)
     if args.disk_path is None:
@@ -498,8 +525,17 @@ def main(argv=None):
                     next_t = time.monotonic()
             gpus, procs = gpus_backend.read(errors)
         first = False
-        sample = {"v": PROTOCOL, "t": time.time(), "source": gpus_backend.source, "gpus": gpus,
-                  "host": host.sample(errors), "procs": procs, "log": [], "metrics": [], "ckpts": []}
+        sample = {
+            "v": PROTOCOL,
+            "t": time.time(),
+            "source": gpus_backend.source,
+            "gpus": gpus,
+            "host": host.sample(errors),
+            "procs": procs,
+            "log": [],
+            "metrics": [],
+            "ckpts": [],
+        }
         if run is not None:
             sample["log"], sample["ckpts"] = run.new_lines(errors), run.checkpoints(errors)
             sample["metrics"] = run.new_metrics(errors) + run.new_csv_rows(errors)

@@ -8,6 +8,7 @@ refused whole with one line naming it. Then every file is created in a staging d
 restore (never an existing file, never through a symlink, nothing outside it), ranged GETs fill them, every
 sha256 is checked against the manifest, and only then does one rename per half make step_N appear.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -86,8 +87,11 @@ def check_plan(plan):
             raise PlanError("%s: no parts" % what)
         offset = 0
         for p in parts_:
-            if not isinstance(p, dict) or not all(_count(p.get(k)) for k in ("n", "offset", "raw", "size")) \
-                    or p["offset"] != offset:
+            if (
+                not isinstance(p, dict)
+                or not all(_count(p.get(k)) for k in ("n", "offset", "raw", "size"))
+                or p["offset"] != offset
+            ):
                 raise PlanError("%s: its parts do not cover the file in order" % what)
             offset += p["raw"]
         if offset != f["size"]:
@@ -105,12 +109,15 @@ def restore_halves(plan):
 
     def half(root, files):
         return (os.path.join(root, name), os.path.join(root, ".%s.restoring-%s" % (name, tag)), files)
+
     if oroot is None:
         return [half(troot, [dict(f, sub="") for f in plan["files"]])], None
     orch = [f for f in plan["files"] if f["path"].startswith("orchestrator/")]
     rest = [dict(f, sub="") for f in plan["files"] if not f["path"].startswith("orchestrator/")]
-    halves = [half(oroot, [dict(f, path=f["path"][len("orchestrator/"):], sub="orchestrator") for f in orch]),
-              half(troot, rest)]
+    halves = [
+        half(oroot, [dict(f, path=f["path"][len("orchestrator/") :], sub="orchestrator") for f in orch]),
+        half(troot, rest),
+    ]
     return [h for h in halves if h[2]], (halves[1][0], halves[0][0] if orch else None)
 
 
@@ -129,8 +136,10 @@ def make_staging(dest):
     try:
         os.mkdir(dest)
     except FileExistsError:
-        raise OSError("the staging dir %s already exists (another restore, or put there by someone): "
-                      "refusing to write into it" % dest) from None
+        raise OSError(
+            "the staging dir %s already exists (another restore, or put there by someone): "
+            "refusing to write into it" % dest
+        ) from None
 
 
 def stage_file(dest, f):
@@ -221,8 +230,15 @@ def cmd_download(jobs, timeout=TIMEOUT):
             shutil.rmtree(dest, ignore_errors=True)
         emit({"event": "error", "message": str(exc)})
         return 1
-    emit({"event": "done", "failed": 0, "path": halves[-1][0], "paths": [h[0] for h in halves],
-          "moved_aside": aside[0] if len(aside) == 1 else (aside or None)})
+    emit(
+        {
+            "event": "done",
+            "failed": 0,
+            "path": halves[-1][0],
+            "paths": [h[0] for h in halves],
+            "moved_aside": aside[0] if len(aside) == 1 else (aside or None),
+        }
+    )
     return 0
 
 

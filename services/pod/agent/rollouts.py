@@ -24,6 +24,7 @@ command would have printed. It keeps each file's summaries (by device, inode, si
 again, or grown by appended episodes, is parsed only where it is new. It ends at the end of its stdin (the
 connection closed) or after ``--idle`` seconds without a request.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -182,7 +183,7 @@ def lean(raw):
     out, pos = [], 0
     for m in _NUMERIC_ARRAY.finditer(raw):
         a = m.end()
-        if a < pos or (m.start() and raw[m.start() - 1:m.start()] == b"\\"):
+        if a < pos or (m.start() and raw[m.start() - 1 : m.start()] == b"\\"):
             continue
         b = raw.find(b"]", a)
         if b - a < 64 or raw[a:b].translate(None, _NUMERIC_CHARS):
@@ -315,17 +316,30 @@ def summary(obj, step, kind, subset, off, size):
             total = (total or 0.0) + split["total"]
     ok = obj.get("ok")
     errors = list(collections.OrderedDict.fromkeys(errors))  # the episode repeats its traces' last error
-    return {"id": str(obj.get("id") or "")[:200], "step": step, "kind": kind, "subset": subset,
-            "env": str(env_name)[:100] if env_name else None,
-            "reward": round(sum(totals) / len(totals), 6) if totals else None, "rewards": parts,
-            "turns": turns, "tokens_in": tin, "tokens_out": tout,
-            "truncated": any(truncated(t) for t in traces),
-            "ok": bool(ok) if ok is not None else not errors, "error": errors[0] if errors else None,
-            "errors": len(errors), "tool_calls": calls, "tools": dict(names.most_common(8)),
-            "tool_s": None if tool is None else round(tool, 3), "model_s": None if model is None else round(model, 3),
-            "total_s": None if total is None else round(total, 3),
-            "stop": str(traces[-1].get("stop_condition"))[:40] if traces and traces[-1].get("stop_condition") else None,
-            "offset": off, "bytes": size}
+    return {
+        "id": str(obj.get("id") or "")[:200],
+        "step": step,
+        "kind": kind,
+        "subset": subset,
+        "env": str(env_name)[:100] if env_name else None,
+        "reward": round(sum(totals) / len(totals), 6) if totals else None,
+        "rewards": parts,
+        "turns": turns,
+        "tokens_in": tin,
+        "tokens_out": tout,
+        "truncated": any(truncated(t) for t in traces),
+        "ok": bool(ok) if ok is not None else not errors,
+        "error": errors[0] if errors else None,
+        "errors": len(errors),
+        "tool_calls": calls,
+        "tools": dict(names.most_common(8)),
+        "tool_s": None if tool is None else round(tool, 3),
+        "model_s": None if model is None else round(model, 3),
+        "total_s": None if total is None else round(total, 3),
+        "stop": str(traces[-1].get("stop_condition"))[:40] if traces and traces[-1].get("stop_condition") else None,
+        "offset": off,
+        "bytes": size,
+    }
 
 
 def texts(obj):
@@ -401,8 +415,18 @@ def scan(path, step, kind, subset, deadline):
                 got.seen += 1
                 if size < 0:  # oversized: its id and env only
                     eid, env = head_of(raw)
-                    got.items.append({"id": eid or "", "step": step, "kind": kind, "subset": subset, "env": env,
-                                      "too_large": True, "offset": off, "bytes": -size})
+                    got.items.append(
+                        {
+                            "id": eid or "",
+                            "step": step,
+                            "kind": kind,
+                            "subset": subset,
+                            "env": env,
+                            "too_large": True,
+                            "offset": off,
+                            "bytes": -size,
+                        }
+                    )
                 else:
                     obj = parse(lean(raw))
                     if obj is None:
@@ -426,8 +450,11 @@ def scan(path, step, kind, subset, deadline):
 
 
 def _passes(a, s):
-    return not ((a.env and s.get("env") != a.env) or (a.errors and not (s.get("error") or s.get("ok") is False))
-                or (a.truncated and not s.get("truncated")))
+    return not (
+        (a.env and s.get("env") != a.env)
+        or (a.errors and not (s.get("error") or s.get("ok") is False))
+        or (a.truncated and not s.get("truncated"))
+    )
 
 
 def list_episodes(a):
@@ -478,9 +505,23 @@ def list_episodes(a):
         _out({"ep": s})
     found = steps(a.run_dir)
     listed = sorted(found)[-STEPS_LISTED:]
-    _out({"done": {"step": step, "kind": a.kind, "subset": subset, "path": path, "episodes": seen,
-                   "matched": matched, "shown": len(kept), "garbled": garbled, "partial": STATE["partial"],
-                   "cut": cut, "steps": [{"step": n, "kinds": found[n]} for n in listed]}})
+    _out(
+        {
+            "done": {
+                "step": step,
+                "kind": a.kind,
+                "subset": subset,
+                "path": path,
+                "episodes": seen,
+                "matched": matched,
+                "shown": len(kept),
+                "garbled": garbled,
+                "partial": STATE["partial"],
+                "cut": cut,
+                "steps": [{"step": n, "kinds": found[n]} for n in listed],
+            }
+        }
+    )
 
 
 # ------------------------------------------------------------------ one episode's text, bounded
@@ -518,35 +559,55 @@ def view(obj, step, kind, subset, off, size, budget):
         nodes = _dicts(t.get("nodes"))
         for n in nodes:
             msg = n.get("message") if isinstance(n.get("message"), dict) else {}
-            turn = {"role": str(msg.get("role") or "?")[:20], "sampled": bool(n.get("sampled")),
-                    "content": budget.text(content_text(msg.get("content")))}
+            turn = {
+                "role": str(msg.get("role") or "?")[:20],
+                "sampled": bool(n.get("sampled")),
+                "content": budget.text(content_text(msg.get("content"))),
+            }
             if isinstance(msg.get("reasoning_content"), str) and msg["reasoning_content"]:
                 turn["reasoning"] = budget.text(msg["reasoning_content"])
             tcs = _dicts(msg.get("tool_calls"))
             if tcs:
-                turn["tool_calls"] = [{"id": str(tc.get("id") or "")[:80], "name": str(tc.get("name") or "?")[:80],
-                                       "arguments": budget.text(tc.get("arguments") if isinstance(
-                                           tc.get("arguments"), str) else json.dumps(tc.get("arguments")))}
-                                      for tc in tcs]
+                turn["tool_calls"] = [
+                    {
+                        "id": str(tc.get("id") or "")[:80],
+                        "name": str(tc.get("name") or "?")[:80],
+                        "arguments": budget.text(
+                            tc.get("arguments")
+                            if isinstance(tc.get("arguments"), str)
+                            else json.dumps(tc.get("arguments"))
+                        ),
+                    }
+                    for tc in tcs
+                ]
             if msg.get("tool_call_id"):
                 turn["tool_call_id"] = str(msg["tool_call_id"])[:80]
             if msg.get("name"):
                 turn["name"] = str(msg["name"])[:80]
             turns.append(turn)
         rewards = t.get("rewards") if isinstance(t.get("rewards"), dict) else {}
-        parts = [{"name": str(k)[:60], "score": _num(r.get("score")), "weight": _num(r.get("weight", 1.0))}
-                 for k, r in rewards.items() if isinstance(r, dict)]
+        parts = [
+            {"name": str(k)[:60], "score": _num(r.get("score")), "weight": _num(r.get("weight", 1.0))}
+            for k, r in rewards.items()
+            if isinstance(r, dict)
+        ]
         metrics = t.get("metrics") if isinstance(t.get("metrics"), dict) else {}
-        traces.append({"agent": str((t.get("agent") or {}).get("name") or "agent")[:60] if isinstance(
-                           t.get("agent"), dict) else "agent",
-                       "turns": turns, "rewards": parts,
-                       "metrics": {str(k)[:60]: _num(v) for k, v in list(metrics.items())[:50]},
-                       "timing": trace_timing(t), "stop": t.get("stop_condition") if isinstance(
-                           t.get("stop_condition"), str) else None,
-                       "truncated": truncated(t),
-                       "errors": [budget.text(_error_text(e)) for e in t.get("errors") or [] if e]
-                       + [budget.text(_error_text(c["error"])) for c in _dicts(t.get("calls")) if c.get("error")],
-                       "info": budget.json(t.get("info"))})
+        traces.append(
+            {
+                "agent": str((t.get("agent") or {}).get("name") or "agent")[:60]
+                if isinstance(t.get("agent"), dict)
+                else "agent",
+                "turns": turns,
+                "rewards": parts,
+                "metrics": {str(k)[:60]: _num(v) for k, v in list(metrics.items())[:50]},
+                "timing": trace_timing(t),
+                "stop": t.get("stop_condition") if isinstance(t.get("stop_condition"), str) else None,
+                "truncated": truncated(t),
+                "errors": [budget.text(_error_text(e)) for e in t.get("errors") or [] if e]
+                + [budget.text(_error_text(c["error"])) for c in _dicts(t.get("calls")) if c.get("error")],
+                "info": budget.json(t.get("info")),
+            }
+        )
     out["traces"] = traces
     out["cuts"] = budget.cuts
     return out
@@ -575,8 +636,9 @@ def episode(a):
         raise Refused("no episode %s in step %d (%s/%s)" % (a.id[:80], step, a.kind, subset))
     off, raw, size = found
     if size < 0:
-        raise Refused("episode %s is %d MB, more than this viewer reads (%d MB)"
-                      % (a.id[:80], -size // 2 ** 20, MAX_LINE // 2 ** 20))
+        raise Refused(
+            "episode %s is %d MB, more than this viewer reads (%d MB)" % (a.id[:80], -size // 2**20, MAX_LINE // 2**20)
+        )
     obj = parse(raw)
     if obj is None:
         raise Refused("episode %s is not a whole JSON record" % a.id[:80])
@@ -597,8 +659,18 @@ def dump(a):
             n += 1
             if n >= a.limit or budget.left <= 0:
                 break
-    _out({"done": {"step": step, "kind": a.kind, "subset": subset, "episodes": n, "cuts": budget.cuts,
-                   "partial": STATE["partial"]}})
+    _out(
+        {
+            "done": {
+                "step": step,
+                "kind": a.kind,
+                "subset": subset,
+                "episodes": n,
+                "cuts": budget.cuts,
+                "partial": STATE["partial"],
+            }
+        }
+    )
 
 
 def parser(cls=argparse.ArgumentParser):
@@ -683,8 +755,12 @@ def serve(idle):
         answered = OUT[0] = io.StringIO()
         try:
             argv = json.loads(line)
-            if not isinstance(argv, list) or not argv or argv[0] not in ("list", "episode", "dump") \
-                    or not all(isinstance(x, str) for x in argv):
+            if (
+                not isinstance(argv, list)
+                or not argv
+                or argv[0] not in ("list", "episode", "dump")
+                or not all(isinstance(x, str) for x in argv)
+            ):
                 raise _Usage("not a request")
             rc = answer(ap.parse_args(argv))
         except (_Usage, ValueError) as exc:

@@ -5,6 +5,7 @@ step once, both halves) and what the resolved configs say.
 Uploaded beside ``probe.py`` (one directory named by the hash of every file uploaded together) and
 imported by it; its sample fields are documented in probe.py's docstring.
 """
+
 from __future__ import annotations
 
 import glob
@@ -54,8 +55,11 @@ METRICS_LINE_BYTES = 64 * 1024  # a longer metrics.jsonl / training.csv line is 
 METRICS_BYTES_PER_SAMPLE = 256 * 1024  # metrics.jsonl lines together
 CSV_BYTES_PER_SAMPLE = 64 * 1024  # training.csv rows together
 # the sample's "cut" counters, per kind of file: (bytes, lines)
-CUT_KEYS = {"log": ("log_bytes", "lines"), "metrics": ("metrics_bytes", "metrics_lines"),
-            "traces": ("trace_bytes", "trace_records")}
+CUT_KEYS = {
+    "log": ("log_bytes", "lines"),
+    "metrics": ("metrics_bytes", "metrics_lines"),
+    "traces": ("trace_bytes", "trace_records"),
+}
 CUT_FIELDS = ("log_bytes", "lines", "metrics_bytes", "metrics_lines", "trace_bytes", "trace_records")
 MAX_SAMPLE_BYTES = 1024 * 1024  # one sample line at most (the client skips lines over 8 MiB; SSH windows are 2 MiB)
 
@@ -135,15 +139,19 @@ def fit(sample, line, max_errors):
     if len(line) <= MAX_SAMPLE_BYTES:
         return line
     cut = sample.setdefault("cut", {})
-    for key, nb, nl in (("log", "log_bytes", "lines"), ("metrics", "metrics_bytes", "metrics_lines"),
-                        ("traces", "trace_bytes", "trace_records")):
+    for key, nb, nl in (
+        ("log", "log_bytes", "lines"),
+        ("metrics", "metrics_bytes", "metrics_lines"),
+        ("traces", "trace_bytes", "trace_records"),
+    ):
         if key not in sample:
             continue
         lines, sample[key] = sample.get(key) or [], []
         cut[nb] = cut.get(nb, 0) + sum(len(encode(x)) for x in lines)
         cut[nl] = cut.get(nl, 0) + len(lines)
-    sample["errors"] = (sample.get("errors") or [])[:max_errors - 1] + [
-        "sample: %d bytes, over %d: its log, metrics and trace lines were left out" % (len(line), MAX_SAMPLE_BYTES)]
+    sample["errors"] = (sample.get("errors") or [])[: max_errors - 1] + [
+        "sample: %d bytes, over %d: its log, metrics and trace lines were left out" % (len(line), MAX_SAMPLE_BYTES)
+    ]
     return encode(sample)
 
 
@@ -195,8 +203,13 @@ class RunDir:
         if ent is None:  # files present at start: from their end; files appearing later: from the start
             off = max(0, st.st_size - backfill) if first_scan else 0
             # skip: the line in progress lost its start (dropped when it ends; "backfill": not counted)
-            ent = files[rp] = {"ino": st.st_ino, "off": off, "buf": b"", "over": 0,
-                               "skip": "backfill" if 0 < off < st.st_size and not _line_start(rp, off) else False}
+            ent = files[rp] = {
+                "ino": st.st_ino,
+                "off": off,
+                "buf": b"",
+                "over": 0,
+                "skip": "backfill" if 0 < off < st.st_size and not _line_start(rp, off) else False,
+            }
         elif ent["ino"] != st.st_ino or st.st_size < ent["off"]:  # rotated or truncated
             ent.update(ino=st.st_ino, off=0, buf=b"", over=0, skip=False)
         if st.st_size == ent["off"]:
@@ -237,8 +250,10 @@ class RunDir:
         """The newest LOG_LINES_PER_TICK lines of ``out`` that fit ``budget`` bytes together; the
         others are counted as cut."""
         if len(out) > LOG_LINES_PER_TICK:
-            errors.append("%s: %d %s skipped" % (what, len(out) - LOG_LINES_PER_TICK,
-                                                 "rows" if what == "training.csv" else "lines"))
+            errors.append(
+                "%s: %d %s skipped"
+                % (what, len(out) - LOG_LINES_PER_TICK, "rows" if what == "training.csv" else "lines")
+            )
             self._cut(kind, sum(_jsize(x) for x in out[:-LOG_LINES_PER_TICK]), len(out) - LOG_LINES_PER_TICK)
             out = out[-LOG_LINES_PER_TICK:]
         total, keep = 0, 0
@@ -248,10 +263,10 @@ class RunDir:
                 break
             keep += 1
         if keep < len(out):
-            dropped = out[:len(out) - keep]
+            dropped = out[: len(out) - keep]
             errors.append("%s: %d lines over the sample's %d KiB skipped" % (what, len(dropped), budget // 1024))
             self._cut(kind, sum(_jsize(x) for x in dropped), len(dropped))
-            out = out[len(out) - keep:]
+            out = out[len(out) - keep :]
         return out
 
     def new_lines(self, errors):
@@ -272,8 +287,14 @@ class RunDir:
             self.metrics_file = {}
             return []
         rp = os.path.realpath(path)
-        lines = _try(errors, "metrics.jsonl", lambda: self._read_new(
-            rp, errors, self.metrics_file, first, METRICS_BACKFILL_BYTES, "metrics")) or []
+        lines = (
+            _try(
+                errors,
+                "metrics.jsonl",
+                lambda: self._read_new(rp, errors, self.metrics_file, first, METRICS_BACKFILL_BYTES, "metrics"),
+            )
+            or []
+        )
         out = [ln.decode("utf-8", "replace").rstrip("\r") for ln in lines if ln.strip()]
         return self._bounded(out, errors, "metrics", "metrics", METRICS_BYTES_PER_SAMPLE)
 
@@ -288,8 +309,14 @@ class RunDir:
         ent = self.csv_file.get(rp)
         if ent is None or self.csv_header is None or ent["ino"] != os.stat(rp).st_ino:
             self.csv_header = _try(errors, "training.csv", lambda: _csv_header(rp))
-        lines = _try(errors, "training.csv", lambda: self._read_new(
-            rp, errors, self.csv_file, first, METRICS_BACKFILL_BYTES, "metrics")) or []
+        lines = (
+            _try(
+                errors,
+                "training.csv",
+                lambda: self._read_new(rp, errors, self.csv_file, first, METRICS_BACKFILL_BYTES, "metrics"),
+            )
+            or []
+        )
         out = []
         for ln in lines:
             row = csv_row(ln.decode("utf-8", "replace").strip(), self.csv_header)
@@ -308,8 +335,11 @@ class RunDir:
             _try(errors, "traces step_%d" % step, lambda: self._read_traces(path, step, first, out))
         self.trace_files = dict((p, t) for p, t in self.trace_files.items() if p in paths)
         if len(out) > TRACE_RECORDS_PER_SAMPLE:
-            self._cut("traces", sum(len(json.dumps(r)) for r in out[:-TRACE_RECORDS_PER_SAMPLE]),
-                      len(out) - TRACE_RECORDS_PER_SAMPLE)
+            self._cut(
+                "traces",
+                sum(len(json.dumps(r)) for r in out[:-TRACE_RECORDS_PER_SAMPLE]),
+                len(out) - TRACE_RECORDS_PER_SAMPLE,
+            )
             out = out[-TRACE_RECORDS_PER_SAMPLE:]
         return out
 
@@ -349,8 +379,15 @@ class RunDir:
                     sizes[bool(orch)] += st.st_size
                     newest = max(newest, st.st_mtime)
         complete = checkpoint_complete(tdir) if odir is None else checkpoint_complete(tdir, odir if rl else None)
-        ent = {"step": step, "path": tdir if os.path.isdir(tdir) else odir, "bytes": sum(sizes),
-               "trainer_bytes": sizes[0], "orch_bytes": sizes[1], "mtime": newest, "complete": complete}
+        ent = {
+            "step": step,
+            "path": tdir if os.path.isdir(tdir) else odir,
+            "bytes": sum(sizes),
+            "trainer_bytes": sizes[0],
+            "orch_bytes": sizes[1],
+            "mtime": newest,
+            "complete": complete,
+        }
         if odir is not None:
             ent["orch_path"] = odir
         if complete:
@@ -363,8 +400,10 @@ class RunDir:
         if self.ckpt_at is not None and now - self.ckpt_at < self.ckpt_scan:
             return self.ckpts
         self.ckpt_at = now
-        troot, oroot = (_try(errors, "configs", lambda: ckpt_roots(self.run_dir))
-                        or (os.path.join(self.run_dir, "checkpoints"), None))
+        troot, oroot = _try(errors, "configs", lambda: ckpt_roots(self.run_dir)) or (
+            os.path.join(self.run_dir, "checkpoints"),
+            None,
+        )
         steps: dict[int, str] = {}
         for base in (troot, oroot) if oroot else (troot,):
             found = _try(errors, "ckpts", lambda: step_dirs(base))
@@ -433,9 +472,15 @@ class RunDir:
             v = rec.get(key)
             return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
-        return {"id": str(rec.get("id") or "")[:80], "state": str(rec.get("state") or "")[:20],
-                "started": num("started"), "ended": num("ended"), "alive": alive, "exit": code,
-                "resumed": bool(rec.get("resume_step") or rec.get("resumed_from"))}
+        return {
+            "id": str(rec.get("id") or "")[:80],
+            "state": str(rec.get("state") or "")[:20],
+            "started": num("started"),
+            "ended": num("ended"),
+            "alive": alive,
+            "exit": code,
+            "resumed": bool(rec.get("resume_step") or rec.get("resumed_from")),
+        }
 
     def run_info(self, errors):
         """What the run's resolved configs say (prime-rl writes <run>/configs/*.json at start):
@@ -470,7 +515,7 @@ def _same_process(pid, start):
             data = fh.read().decode("utf-8", "replace")
     except (OSError, ValueError, OverflowError):
         return False
-    rest = data[data.rfind(")") + 2:].split()
+    rest = data[data.rfind(")") + 2 :].split()
     if len(rest) < 20 or rest[0] == "Z":
         return False
     return not isinstance(start, int) or not start or int(rest[19]) == start
@@ -478,6 +523,7 @@ def _same_process(pid, start):
 
 def _config_facts(cfg, name, info):
     """Fill max_steps, model, batch_size, seq_len from one resolved config (first found wins)."""
+
     def get(*path):
         node = cfg
         for key in path:

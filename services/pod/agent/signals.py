@@ -29,6 +29,7 @@ Uploaded beside ``probe.py`` and imported by it. One sample's ``"signals"`` fiel
   bound to another address than all/loopback is left out (null), as is everything when no config names
   one. ``health`` is true for a 2xx answer, false for anything else (refused, timeout, 5xx).
 """
+
 from __future__ import annotations
 
 import json
@@ -100,7 +101,7 @@ class Broadcasts:
         newest = self.steps[-1]
         stable, ready = self._markers(newest)
         hist: list = []
-        for step in reversed(self.steps[-3 * HANDSHAKES - 1:-1]):  # a few gaps allowed, never the whole list
+        for step in reversed(self.steps[-3 * HANDSHAKES - 1 : -1]):  # a few gaps allowed, never the whole list
             if len(hist) >= HANDSHAKES:
                 break
             if step not in self.done:
@@ -135,13 +136,13 @@ class Roles:
             return None
         if not head.startswith(PREFIX):
             return None
-        name = head[len(PREFIX):].split(b"\0", 1)[0].split(b" ", 1)[0]
+        name = head[len(PREFIX) :].split(b"\0", 1)[0].split(b" ", 1)[0]
         if not name:
             return None
         try:
             with open(os.path.join(self.proc_root, pid, "stat"), "rb") as f:
                 stat = f.read(1024).decode("utf-8", "replace")
-            sid = int(stat[stat.rfind(")") + 2:].split()[3])
+            sid = int(stat[stat.rfind(")") + 2 :].split()[3])
         except (OSError, ValueError, IndexError):
             sid = None
         return name[:40].decode("ascii", "replace"), sid
@@ -306,6 +307,8 @@ class Signals:
     def sample(self, errors, attempt, sid=None):
         self.roles.sid = sid if isinstance(sid, int) and sid > 0 else None
         """The sample's "signals" field; ``attempt(errors, label, fn)`` is the probe's _try."""
-        return {"broadcast": attempt(errors, "broadcasts", self.broadcasts.read),
-                "roles": attempt(errors, "roles", self.roles.read),
-                "http": attempt(errors, "endpoints", self.http.read)}
+        return {
+            "broadcast": attempt(errors, "broadcasts", self.broadcasts.read),
+            "roles": attempt(errors, "roles", self.roles.read),
+            "http": attempt(errors, "endpoints", self.http.read),
+        }

@@ -3,6 +3,7 @@ trace's timing, scanned for as the bytes of ``rollouts/step_N/train/*/traces.jso
 
 Uploaded beside ``probe.py`` and ``rundir.py`` (which imports it), like them.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,7 @@ _DECODER = json.JSONDecoder()
 
 
 def _seconds(v):
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 \
-        else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0 else None
 
 
 def _span(timing, name):
@@ -57,16 +57,22 @@ def timing_record(timing):
     if not isinstance(timing, dict):
         return None
     agent = timing.get("agent")
-    if not isinstance(agent, dict) or not isinstance(agent.get("model"), dict) \
-            or not isinstance(agent.get("harness"), dict):
+    if (
+        not isinstance(agent, dict)
+        or not isinstance(agent.get("model"), dict)
+        or not isinstance(agent.get("harness"), dict)
+    ):
         return None
     phases = [_span(timing, p) for p in ("setup", "agent", "finalize", "scoring")]
     ended = _seconds(agent.get("end", 0.0))
     if phases[1] is None or not ended:
         return {"tool": None, "model": None, "total": None}
     tool, model = _seconds(agent["harness"].get("duration")), _seconds(agent["model"].get("duration"))
-    return {"tool": None if tool is None else round(tool, 3), "model": None if model is None else round(model, 3),
-            "total": round(sum(p or 0.0 for p in phases), 3)}
+    return {
+        "tool": None if tool is None else round(tool, 3),
+        "model": None if model is None else round(model, 3),
+        "total": round(sum(p or 0.0 for p in phases), 3),
+    }
 
 
 def episode_env(head):
@@ -75,7 +81,7 @@ def episode_env(head):
     m = _ENV_AT_START.match(head)
     if m is None:
         return None
-    text = head[m.end():].decode("utf-8", "replace")
+    text = head[m.end() :].decode("utf-8", "replace")
     try:
         env, _end = _DECODER.raw_decode(text, len(text) - len(text.lstrip()))
     except (ValueError, RecursionError):
@@ -121,7 +127,7 @@ class TraceTail:
         for i, piece in enumerate(pieces):
             ended = i < len(pieces) - 1
             if not self.skip and len(self.head) < TRACE_HEAD_BYTES:
-                self.head += piece[:TRACE_HEAD_BYTES - len(self.head)]
+                self.head += piece[: TRACE_HEAD_BYTES - len(self.head)]
             self._scan(piece, ended)
             if not ended:
                 break
@@ -141,7 +147,7 @@ class TraceTail:
             if at < 0:
                 break
             start = at + len(_TIMING_KEY)
-            chunk = text[start:start + TRACE_TIMING_BYTES]
+            chunk = text[start : start + TRACE_TIMING_BYTES]
             s = chunk.decode("utf-8", "replace")
             try:
                 obj, _end = _DECODER.raw_decode(s, len(s) - len(s.lstrip()))
@@ -156,4 +162,4 @@ class TraceTail:
                 self.found.append(rec)
             pos = start
         if not ended:
-            self.carry = text[max(pos, len(text) - len(_TIMING_KEY) + 1):]
+            self.carry = text[max(pos, len(text) - len(_TIMING_KEY) + 1) :]

@@ -2,6 +2,7 @@
 line on stdout, a bandwidth throttle, zstd through the module or the binary, ranged reads, HTTP with
 retries and timeouts, the rule for a path a manifest may name. Uploaded beside backup.py
 (services/backup/transfer.py AGENT_FILES); nothing here knows checkpoints."""
+
 from __future__ import annotations
 
 import json
@@ -64,8 +65,7 @@ def compress(data, level, codec):
     kind, impl = codec
     if kind == "module":
         return impl.ZstdCompressor(level=level).compress(data)
-    return subprocess.run([impl, "-q", "-c", "-%d" % level], input=data, stdout=subprocess.PIPE,
-                          check=True).stdout
+    return subprocess.run([impl, "-q", "-c", "-%d" % level], input=data, stdout=subprocess.PIPE, check=True).stdout
 
 
 def decompress(data, codec):
@@ -123,7 +123,7 @@ def http(method, url, data=None, headers=None, attempts=4, timeout=TIMEOUT):
         body = data
         if data is not None and len(data) > CHUNK:  # http.client sends each piece with its own timeout
             view = memoryview(data)
-            body = tuple(view[i:i + CHUNK] for i in range(0, len(data), CHUNK))
+            body = tuple(view[i : i + CHUNK] for i in range(0, len(data), CHUNK))
         req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
@@ -140,7 +140,7 @@ def http(method, url, data=None, headers=None, attempts=4, timeout=TIMEOUT):
                     _silent.add(where)
                     raise Unreachable(silent) from None
             last = str(getattr(exc, "reason", exc))
-        time.sleep(min(8.0, 0.5 * 2 ** attempt))
+        time.sleep(min(8.0, 0.5 * 2**attempt))
     raise OSError(last)
 
 

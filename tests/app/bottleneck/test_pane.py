@@ -41,7 +41,7 @@ class PaneApp(App):
     def _show(self, snapshot: PodSnapshot) -> None:
         pane = self.query_one(BottleneckPane)
         if not pane.query("#bn-empty"):  # the app is closing: the pane's parts are gone, the monitor not yet (as
-            return                       # PrimeTrainApp, which shows nothing once its widgets go)
+            return  # PrimeTrainApp, which shows nothing once its widgets go)
         pane.show(snapshot, snapshot.last_received or 0.0)
         self.shown += 1
 
@@ -56,9 +56,21 @@ class PaneApp(App):
 async def trainer(tmp_path: Path):
     run = tmp_path / "run"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run), "--step-seconds", "0.1",
-        "--max-steps", "0", "--profile", "latency-bound", cwd=REPO,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        sys.executable,
+        "-m",
+        "services.demo.trainer",
+        "--run-dir",
+        str(run),
+        "--step-seconds",
+        "0.1",
+        "--max-steps",
+        "0",
+        "--profile",
+        "latency-bound",
+        cwd=REPO,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     yield run
     proc.kill()
     await proc.wait()
@@ -99,8 +111,9 @@ async def test_live_breakdown_profile_and_export(trainer: Path, tmp_path: Path) 
         await pilot.press("p")
         profiling = pane._profile  # None already when the 3 steps arrived in one batch (a loaded machine)
         status = pane.query_one("#bn-profile-status")
-        assert (profiling is not None and f"/3 steps after step {profiling[1]}…" in text_of(status)) \
-            or pane.report is not None
+        assert (
+            profiling is not None and f"/3 steps after step {profiling[1]}…" in text_of(status)
+        ) or pane.report is not None
         await wait_for(pilot, lambda: pane.report is not None)
         report = pane.report
         start = profiling[1] if profiling is not None else report.first_step - 1
@@ -125,11 +138,33 @@ def test_bar_widths() -> None:
 # ---------------------------------------------------------------------------------------- snapshot
 def finished_snapshot(tmp_path: Path) -> PodSnapshot:
     run = tmp_path / "snap-run"
-    subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run), "--step-seconds", "0.001",
-                    "--max-steps", "20", "--profile", "latency-bound", "--seed", "0"], cwd=REPO, check=True, timeout=30)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run),
+            "--step-seconds",
+            "0.001",
+            "--max-steps",
+            "20",
+            "--profile",
+            "latency-bound",
+            "--seed",
+            "0",
+        ],
+        cwd=REPO,
+        check=True,
+        timeout=30,
+    )
     lines = tuple((run / "metrics.jsonl").read_text().splitlines())
-    return PodSnapshot(pod=Pod(name="pod-a", kind=PodKind.SSH, host="pod-a"),
-                       status=PodStatus(PodState.ONLINE, since=0.0), metrics=lines, metrics_total=len(lines))
+    return PodSnapshot(
+        pod=Pod(name="pod-a", kind=PodKind.SSH, host="pod-a"),
+        status=PodStatus(PodState.ONLINE, since=0.0),
+        metrics=lines,
+        metrics_total=len(lines),
+    )
 
 
 class SnapApp(App):

@@ -16,14 +16,36 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
 
 
 def write_run(run_dir: Path, profile: str, steps: int = 12, *extra: str) -> Path:
-    subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run_dir), "--step-seconds",
-                    "0.001", "--max-steps", str(steps), "--profile", profile, *extra], cwd=REPO, check=True,
-                   timeout=30)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run_dir),
+            "--step-seconds",
+            "0.001",
+            "--max-steps",
+            str(steps),
+            "--profile",
+            profile,
+            *extra,
+        ],
+        cwd=REPO,
+        check=True,
+        timeout=30,
+    )
     return run_dir
 
 
@@ -66,7 +88,7 @@ def test_console_only_run_and_errors(tmp_path: Path) -> None:
     assert missing.returncode == 1 and "no such run dir" in missing.stderr
     empty = tmp_path / "empty"
     (empty / "logs").mkdir(parents=True)
-    (empty / "metrics.jsonl").write_text("garbage\n{\"step\": 1, \"time/st")
+    (empty / "metrics.jsonl").write_text('garbage\n{"step": 1, "time/st')
     none = cli("profile", "local", "--run-dir", str(empty), "--json")
     assert none.returncode == 1 and json.loads(none.stdout)["steps"] == 0
     assert json.loads(none.stdout)["skipped_lines"] == 2  # the prose and the cut-off record
@@ -76,9 +98,24 @@ def test_console_only_run_and_errors(tmp_path: Path) -> None:
 
 def test_follow_waits_for_new_steps(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    trainer = subprocess.Popen([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run),
-                                "--step-seconds", "0.1", "--max-steps", "0", "--profile", "latency-bound"],
-                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    trainer = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run),
+            "--step-seconds",
+            "0.1",
+            "--max-steps",
+            "0",
+            "--profile",
+            "latency-bound",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(100):  # let it log a few steps first: --follow must report only newer ones
             metrics = run / "metrics.jsonl"
@@ -116,7 +153,15 @@ def test_json_documents_the_evidence_and_the_config_change(tmp_path: Path) -> No
     assert doc["inference"]["samples"] >= 5
     assert doc["rollout"]["tools_s"] > doc["rollout"]["generation_s"] > 0 and doc["rollout"]["total_s"]
     (change,) = doc["changes"]
-    assert change == {"id": "more-in-flight", "key": "orchestrator.concurrency.max_inflight", "value": None,
-                      "factor": change["factor"]} and 2.0 <= change["factor"] <= 8.0
+    assert (
+        change
+        == {
+            "id": "more-in-flight",
+            "key": "orchestrator.concurrency.max_inflight",
+            "value": None,
+            "factor": change["factor"],
+        }
+        and 2.0 <= change["factor"] <= 8.0
+    )
     human = cli("profile", "local", "--run-dir", str(run), "--steps", "5")
     assert "config: orchestrator.concurrency.max_inflight x" in human.stdout

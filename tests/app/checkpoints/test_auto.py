@@ -29,7 +29,8 @@ def backup_toml(cfg: Path, s3env, bucket: str, auto: bool) -> None:
     cfg.mkdir(exist_ok=True)
     (cfg / "backup.toml").write_text(
         f'[backup]\nbucket = "{bucket}"\nendpoint = "{s3env.endpoint}"\nregion = "us-east-1"\n'
-        f"part_size = 65536\nmin_part = 65536\njobs = 4\nkeep_last = 0\nauto_backup = {str(auto).lower()}\n")
+        f"part_size = 65536\nmin_part = 65536\njobs = 4\nkeep_last = 0\nauto_backup = {str(auto).lower()}\n"
+    )
 
 
 def parked_app(pod: Pod) -> PrimeTrainApp:
@@ -52,7 +53,8 @@ def notes_of(app: PrimeTrainApp) -> list[tuple[str, str, str]]:
 
 @pytest.mark.ssh
 async def test_auto_backup_runs_with_the_monitor_tab_showing_and_a_failure_is_reported_once(
-        sshd, client_home, s3env, tmp_path, monkeypatch):
+    sshd, client_home, s3env, tmp_path, monkeypatch
+):
     client_home.trust()
     monkeypatch.setattr(auto_backup, "RETRY_BASE", 0.3)
     monkeypatch.setattr(auto_backup, "RETRY_MAX", 0.6)
@@ -125,9 +127,11 @@ class SnapApp(App):
         pane = self.query_one(CheckpointsPane)
         pod = Pod(name="pod-a", kind=PodKind.SSH, host="pod-a", run_dir="/workspace/rl-7b")
         now = 1_700_000_000.0
-        ckpts = (CheckpointInfo(100, "/workspace/rl-7b/checkpoints/step_100", 47 * GIB, now - 3600, True),
-                 CheckpointInfo(200, "/workspace/rl-7b/checkpoints/step_200", 47 * GIB, now - 1200, True),
-                 CheckpointInfo(300, "/workspace/rl-7b/checkpoints/step_300", 12 * GIB, now - 30, False))
+        ckpts = (
+            CheckpointInfo(100, "/workspace/rl-7b/checkpoints/step_100", 47 * GIB, now - 3600, True),
+            CheckpointInfo(200, "/workspace/rl-7b/checkpoints/step_200", 47 * GIB, now - 1200, True),
+            CheckpointInfo(300, "/workspace/rl-7b/checkpoints/step_300", 12 * GIB, now - 30, False),
+        )
         sample = Sample(t=now, gpus=(), host=HostSample(disk_used=180 * GIB, disk_total=400 * GIB), ckpts=ckpts)
         pane._bucket_at["pod-a"] = now  # listed just now: no worker goes to the network
         never = ("no manifest: the backup never finished",)
@@ -135,9 +139,11 @@ class SnapApp(App):
         other = RunSource("pod-b", "/workspace/rl-7b", "r9", ("r7",), (100,))  # a resume of it elsewhere
         pane.sources["pod-a"] = mine
         pane.on_pod["pod-a"] = {100: PodCheckpoint(100, ckpts[0].path, 47 * GIB, now - 3600, True, fingerprint="f100")}
-        pane.bucket["pod-a"] = (BucketCheckpoint(50, 47 * GIB, 37 * GIB, False, never),
-                                BucketCheckpoint(100, 47 * GIB, 37 * GIB, True, (), now - 3000, mine, "f100"),
-                                BucketCheckpoint(200, 47 * GIB, 37 * GIB, True, (), now - 900, other))
+        pane.bucket["pod-a"] = (
+            BucketCheckpoint(50, 47 * GIB, 37 * GIB, False, never),
+            BucketCheckpoint(100, 47 * GIB, 37 * GIB, True, (), now - 3000, mine, "f100"),
+            BucketCheckpoint(200, 47 * GIB, 37 * GIB, True, (), now - 900, other),
+        )
         pane._busy = "pod-a"
         pane.transfer = TransferProgress("backup", 200, "upload", 20 * GIB, 47 * GIB, 100.0)
         pane.last_message = "step 100 backed up and verified (752 parts sent, 0 already there)"

@@ -74,8 +74,9 @@ async def test_a_b_backup_is_not_sent_again_by_the_auto_backup(sshd, client_home
 
 
 @pytest.mark.ssh
-async def test_removing_a_pod_during_its_auto_backup_leaves_nothing_behind(sshd, client_home, s3env, tmp_path,
-                                                                          monkeypatch):
+async def test_removing_a_pod_during_its_auto_backup_leaves_nothing_behind(
+    sshd, client_home, s3env, tmp_path, monkeypatch
+):
     client_home.trust()
     cfg = tmp_path / "cfg"
     backup_toml(cfg, s3env, s3env.bucket, auto=True)
@@ -98,4 +99,3 @@ async def test_removing_a_pod_during_its_auto_backup_leaves_nothing_behind(sshd,
         assert pod.name not in auto.planner._pods and pod.name not in auto.progress  # nothing recreated
         assert not [n for n in notes if "cancelled" in n[2] or n[1].startswith("Auto-backup")], notes
     assert not [k for k in s3env.keys() if k.endswith("manifest.json")]
-

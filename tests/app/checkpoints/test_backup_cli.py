@@ -37,7 +37,10 @@ def test_backup_newest_then_restore_json(target, s3env, tmp_path, capsys, monkey
     doc = json.loads(out)
     assert doc["step"] == 4 and doc["verified"] is True and doc["bucket"] == s3env.bucket
     assert doc["prefix"] == "prime-train/run1/" and {f["path"] for f in doc["files"]} == {
-        "trainer/__0_0.distcp", "trainer/.metadata", "orchestrator/progress.pt"}
+        "trainer/__0_0.distcp",
+        "trainer/.metadata",
+        "orchestrator/progress.pt",
+    }
     assert SECRET_KEY not in out + err
 
     fresh = tmp_path / "elsewhere" / "run1"  # another run dir, same prefix: another run
@@ -47,29 +50,66 @@ def test_backup_newest_then_restore_json(target, s3env, tmp_path, capsys, monkey
     code, out, err = cli(capsys, "restore", target, "--run-dir", str(fresh), "--step", "4", "--json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["step"] == 4 and doc["notes"] == [f"step 4 was backed up by another run: {target}:{run} "
-                                                 f"(this is {target}:{fresh})"]
+    assert doc["step"] == 4 and doc["notes"] == [
+        f"step 4 was backed up by another run: {target}:{run} (this is {target}:{fresh})"
+    ]
     # that other run backing up its own step 4 under the same prefix: refused, nothing overwritten
     code, out, err = cli(capsys, "backup", target, "--run-dir", str(fresh), "--step", "4")
     assert code == 1 and "backed up by another run" in err and "set prefix in backup.toml" in err
-    assert (fresh / "checkpoints/step_4/trainer/__0_0.distcp").read_bytes() == \
-        (run / "checkpoints/step_4/trainer/__0_0.distcp").read_bytes()
+    assert (fresh / "checkpoints/step_4/trainer/__0_0.distcp").read_bytes() == (
+        run / "checkpoints/step_4/trainer/__0_0.distcp"
+    ).read_bytes()
 
 
 def test_backup_flags_override_and_failures_are_one_line(target, s3env, tmp_path, capsys):
     run = tmp_path / "run2"
     write_checkpoint(run, 3, shard_bytes=4096)
-    code, out, err = cli(capsys, "backup", target, "--run-dir", str(run), "--step", "3", "--bucket", s3env.bucket,
-                         "--endpoint", s3env.endpoint, "--prefix", "custom/p", "--compress", "none")
+    code, out, err = cli(
+        capsys,
+        "backup",
+        target,
+        "--run-dir",
+        str(run),
+        "--step",
+        "3",
+        "--bucket",
+        s3env.bucket,
+        "--endpoint",
+        s3env.endpoint,
+        "--prefix",
+        "custom/p",
+        "--compress",
+        "none",
+    )
     assert code == 0, err
     assert "VERIFIED" in out and s3env.keys("custom/p/step_3/")
 
-    code, _, err = cli(capsys, "backup", target, "--run-dir", str(run), "--step", "3", "--bucket", "missing-bkt",
-                       "--endpoint", s3env.endpoint)
+    code, _, err = cli(
+        capsys,
+        "backup",
+        target,
+        "--run-dir",
+        str(run),
+        "--step",
+        "3",
+        "--bucket",
+        "missing-bkt",
+        "--endpoint",
+        s3env.endpoint,
+    )
     assert code == 1 and "bucket 'missing-bkt' does not exist" in err.splitlines()[0]
 
-    code, _, err = cli(capsys, "restore", target, "--run-dir", str(tmp_path / "x" / "run2"), "--bucket",
-                       s3env.bucket, "--endpoint", s3env.endpoint)
+    code, _, err = cli(
+        capsys,
+        "restore",
+        target,
+        "--run-dir",
+        str(tmp_path / "x" / "run2"),
+        "--bucket",
+        s3env.bucket,
+        "--endpoint",
+        s3env.endpoint,
+    )
     assert code == 1 and "no verified backup" in err  # nothing under prime-train/run2/
 
     code, _, err = cli(capsys, "backup", target, "--bucket", s3env.bucket)
@@ -79,11 +119,25 @@ def test_backup_flags_override_and_failures_are_one_line(target, s3env, tmp_path
 def test_backup_refuses_an_incomplete_step(target, s3env, tmp_path, capsys):
     run = tmp_path / "run3"
     write_checkpoint(run, 8, complete=False)
-    code, _, err = cli(capsys, "backup", target, "--run-dir", str(run), "--step", "8", "--bucket", s3env.bucket,
-                       "--endpoint", s3env.endpoint)
+    code, _, err = cli(
+        capsys,
+        "backup",
+        target,
+        "--run-dir",
+        str(run),
+        "--step",
+        "8",
+        "--bucket",
+        s3env.bucket,
+        "--endpoint",
+        s3env.endpoint,
+    )
     assert code == 1 and "incomplete" in err
-    code, _, err = cli(capsys, "backup", target, "--run-dir", str(run), "--bucket", s3env.bucket,
-                       "--endpoint", s3env.endpoint)  # no --step: the newest complete one, and there is none
-    assert code == 1 and err.splitlines()[0] == \
-        f"prime-train-tui: no complete checkpoint under {run}/checkpoints on {target}"
+    code, _, err = cli(
+        capsys, "backup", target, "--run-dir", str(run), "--bucket", s3env.bucket, "--endpoint", s3env.endpoint
+    )  # no --step: the newest complete one, and there is none
+    assert (
+        code == 1
+        and err.splitlines()[0] == f"prime-train-tui: no complete checkpoint under {run}/checkpoints on {target}"
+    )
     assert s3env.keys() == []

@@ -66,8 +66,9 @@ def test_an_agent_that_hangs_is_a_one_line_timeout(step, agent_script, short_run
     run = tmp_path / "run"
     write_checkpoint(run, 2, shard_bytes=4096)
     agent_script("import time\ntime.sleep(30)\n")
-    code, out, err = cli(capsys, "backup", "local", "--run-dir", str(run), "--bucket", s3env.bucket,
-                         "--endpoint", s3env.endpoint, *step)
+    code, out, err = cli(
+        capsys, "backup", "local", "--run-dir", str(run), "--bucket", s3env.bucket, "--endpoint", s3env.endpoint, *step
+    )
     assert code == 1, (out, err)
     line = one_line(err)
     assert line.startswith("prime-train-tui: ") and "did not answer" in line, line
@@ -78,8 +79,19 @@ def test_an_agent_that_prints_no_plan_is_a_one_line_error(agent_script, s3env, t
     run = tmp_path / "run"
     write_checkpoint(run, 2, shard_bytes=4096)
     agent_script("import sys\nsys.exit(0)\n")  # no plan, no error event, no stderr
-    code, out, err = cli(capsys, "backup", "local", "--run-dir", str(run), "--step", "2",
-                         "--bucket", s3env.bucket, "--endpoint", s3env.endpoint)
+    code, out, err = cli(
+        capsys,
+        "backup",
+        "local",
+        "--run-dir",
+        str(run),
+        "--step",
+        "2",
+        "--bucket",
+        s3env.bucket,
+        "--endpoint",
+        s3env.endpoint,
+    )
     assert code == 1, (out, err)
     line = one_line(err)
     assert "no plan" in line and "step 2" in line, line
@@ -104,8 +116,9 @@ time.sleep(5)
 
 @pytest.mark.ssh
 @pytest.mark.parametrize("command", ["backup", "restore"])
-def test_the_ssh_connection_dropping_under_the_agent_is_one_line(command, sshd, client_home, agent_script, s3env,
-                                                                  tmp_path, capsys):
+def test_the_ssh_connection_dropping_under_the_agent_is_one_line(
+    command, sshd, client_home, agent_script, s3env, tmp_path, capsys
+):
     client_home.trust()
     target = f"{sshd.user}@127.0.0.1:{sshd.port}"
     run = tmp_path / "run"

@@ -85,7 +85,8 @@ async def test_x_stops_a_backup_the_agent_exits_and_the_next_backup_resumes(sshd
 
 @pytest.mark.ssh
 async def test_x_in_the_pane_stops_the_selected_pods_auto_backup_which_is_not_retried(
-        sshd, client_home, s3env, tmp_path, monkeypatch):
+    sshd, client_home, s3env, tmp_path, monkeypatch
+):
     from tests.app.checkpoints.test_auto import backup_toml, notes_of, parked_app
 
     client_home.trust()
@@ -103,8 +104,9 @@ async def test_x_in_the_pane_stops_the_selected_pods_auto_backup_which_is_not_re
         await pilot.press("5")  # the Checkpoints tab
         app.on_snapshot(snapshot(pod, run, time.time()))
         pane = app.query_one(CheckpointsPane)
-        await wait_for(pilot, lambda: (p := app.auto_backup.progress.get(pod.name)) is not None
-                       and p.done >= 4 * PART, 30)
+        await wait_for(
+            pilot, lambda: (p := app.auto_backup.progress.get(pod.name)) is not None and p.done >= 4 * PART, 30
+        )
         await wait_for(pilot, lambda: pane._transfer_of(pod.name) is not None)  # its progress is in the pane
         pane.focus()
         await pilot.press("x")
@@ -122,7 +124,8 @@ async def test_x_in_the_pane_stops_the_selected_pods_auto_backup_which_is_not_re
 
 @pytest.mark.ssh
 async def test_a_pane_backup_is_a_task_in_the_transfer_lane_stopped_from_the_task_list(
-        sshd, client_home, s3env, tmp_path):
+    sshd, client_home, s3env, tmp_path
+):
     """In the App a backup is a task (t lists it with its progress), a lifecycle action on the same pod is not
     held up by it, and stopping it from the task list stops the agent like x does."""
     from app.tasks import Tasks

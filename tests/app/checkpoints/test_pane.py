@@ -34,10 +34,12 @@ def snapshot(pod, run_dir, now: float) -> PodSnapshot:
     ckpts = []
     for d in sorted((run_dir / "checkpoints").glob("step_*")):
         size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
-        ckpts.append(CheckpointInfo(int(d.name[5:]), str(d), size, d.stat().st_mtime,
-                                    (d / "trainer" / ".metadata").exists()))
-    sample = Sample(t=now, gpus=(), host=HostSample(disk_used=40 * 1024**3, disk_total=100 * 1024**3),
-                    ckpts=tuple(ckpts))
+        ckpts.append(
+            CheckpointInfo(int(d.name[5:]), str(d), size, d.stat().st_mtime, (d / "trainer" / ".metadata").exists())
+        )
+    sample = Sample(
+        t=now, gpus=(), host=HostSample(disk_used=40 * 1024**3, disk_total=100 * 1024**3), ckpts=tuple(ckpts)
+    )
     return PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE), history=(sample,))
 
 
@@ -45,7 +47,8 @@ def text_of(app) -> str:
     from textual.widgets import Label, Static
 
     return "\n".join(str(w.render()) for w in app.query(Label)) + "\n".join(
-        str(getattr(w, "renderable", "")) for w in app.query(Static))
+        str(getattr(w, "renderable", "")) for w in app.query(Static)
+    )
 
 
 @pytest.mark.ssh
@@ -95,19 +98,26 @@ async def test_backup_and_restore_from_the_pane(sshd, client_home, s3env, tmp_pa
         await pilot.press("y")
         await wait_for(pilot, lambda: len(app.finished) == 2, 30)
         assert app.finished[1].ok and app.finished[1].action == "restore", app.finished[1].message
-    assert (lost / "checkpoints/step_4/trainer/__0_0.distcp").read_bytes() == \
-        (run / "checkpoints/step_4/trainer/__0_0.distcp").read_bytes()
+    assert (lost / "checkpoints/step_4/trainer/__0_0.distcp").read_bytes() == (
+        run / "checkpoints/step_4/trainer/__0_0.distcp"
+    ).read_bytes()
 
 
 def test_view_lines_show_bytes_rate_eta_and_disk_share():
     p = TransferProgress("backup", 40, "upload", 512 * 1024**2, 2 * 1024**3, 4.0)
     line = transfer_line(p)
     assert "512.0 MiB / 2.0 GiB" in line and "134.2 MB/s" in line and "ETA 12 s" in line and "25%" in line
-    m = CheckpointsModel(title="t", pod_ckpts=(CheckpointInfo(1, "/x", 10 * 1024**3, 0.0, True),),
-                         disk_used=40 * 1024**3, disk_total=100 * 1024**3)
+    m = CheckpointsModel(
+        title="t",
+        pod_ckpts=(CheckpointInfo(1, "/x", 10 * 1024**3, 0.0, True),),
+        disk_used=40 * 1024**3,
+        disk_total=100 * 1024**3,
+    )
     assert "checkpoints 10.0 GiB (10%)" in disk_line(m) and "40.0 GiB / 100.0 GiB" in disk_line(m)
-    assert credential_source({"AWS_ACCESS_KEY_ID": "AKIAVERYSECRETID", "AWS_SECRET_ACCESS_KEY": "s"}) == \
-        "credentials: environment (AKIA…****)"
+    assert (
+        credential_source({"AWS_ACCESS_KEY_ID": "AKIAVERYSECRETID", "AWS_SECRET_ACCESS_KEY": "s"})
+        == "credentials: environment (AKIA…****)"
+    )
 
 
 async def test_pane_reads_settings_from_the_config_dir_and_environment(tmp_path, monkeypatch):

@@ -40,8 +40,10 @@ def test_validate_clean_file_exits_0(tmp_path, capsys):
 
 
 def test_validate_json_contract_and_exit_1(tmp_path, capsys):
-    path = write(tmp_path, RL_BASE.replace("[trainer]\n", "[trainer]\nmax_step = 3\n")
-                 + '[inference.env_vars]\nVLLM_USE_V1 = "0"\n')
+    path = write(
+        tmp_path,
+        RL_BASE.replace("[trainer]\n", "[trainer]\nmax_step = 3\n") + '[inference.env_vars]\nVLLM_USE_V1 = "0"\n',
+    )
     code, out, _ = run(capsys, "validate", str(path), "--json")
     assert code == 1
     doc = json.loads(out)
@@ -94,8 +96,9 @@ def test_estimate_json_zero_paper(capsys):
 
 
 def test_estimate_model_lora_and_unknown(capsys):
-    code, out, _ = run(capsys, "estimate", "--model", "Qwen/Qwen3-8B", "--gpus", "2", "--lora", "--json",
-                       "--preset", "h100-80gb")
+    code, out, _ = run(
+        capsys, "estimate", "--model", "Qwen/Qwen3-8B", "--gpus", "2", "--lora", "--json", "--preset", "h100-80gb"
+    )
     doc = json.loads(out)
     assert code == 0 and doc["lora"] and doc["preset"]["fits"] and doc["per_gpu"]["activations"] > 0
     code, _, err = run(capsys, "estimate", "--model", "nobody/unknown")
@@ -110,21 +113,24 @@ def test_init_output_is_clean_for_every_preset(preset, tmp_path, capsys):
     for model in MODELS:
         for gpus in (1, 2, 8):
             out_file = tmp_path / f"{model.replace('/', '_')}-{gpus}.toml"
-            code, _, err = run(capsys, "init", "--model", model, "--preset", preset, "--gpus", str(gpus),
-                               "-o", str(out_file))
+            code, _, err = run(
+                capsys, "init", "--model", model, "--preset", preset, "--gpus", str(gpus), "-o", str(out_file)
+            )
             assert code == 0, err
             report = validate_text(out_file.read_text(), preset=preset, gpus=gpus)
             assert report.kind == "rl" and report.errors == 0, (model, gpus, report.findings)
 
 
 def test_init_tool_env_and_refusals(tmp_path, capsys):
-    code, out, _ = run(capsys, "init", "--model", "Qwen/Qwen3-4B", "--preset", "h100-80gb", "--gpus", "4",
-                       "--env", "wiki-search")
+    code, out, _ = run(
+        capsys, "init", "--model", "Qwen/Qwen3-4B", "--preset", "h100-80gb", "--gpus", "4", "--env", "wiki-search"
+    )
     assert code == 0 and 'type = "subprocess"' in out and "# " in out
     assert validate_text(out).findings == ()
     target = write(tmp_path, "# mine\n")
-    code, _, err = run(capsys, "init", "--model", "Qwen/Qwen3-0.6B", "--preset", "h100-80gb", "--gpus", "2",
-                       "-o", str(target))
+    code, _, err = run(
+        capsys, "init", "--model", "Qwen/Qwen3-0.6B", "--preset", "h100-80gb", "--gpus", "2", "-o", str(target)
+    )
     assert code == 2 and "exists" in err and target.read_text() == "# mine\n"
     code, _, err = run(capsys, "init", "--model", "Qwen/Qwen3-32B", "--preset", "rtx4090", "--gpus", "1")
     assert code == 2 and "does not fit" in err

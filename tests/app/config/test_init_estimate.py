@@ -47,8 +47,9 @@ def gib(text: str, label: str) -> float:
 
 def test_init_and_estimate_give_the_same_figure_for_the_same_assumptions(capsys, tmp_path) -> None:
     out_file = tmp_path / "rl.toml"
-    code, _, err = run(capsys, "init", "--model", "Qwen/Qwen3-4B", "--preset", "h100-80gb", "--gpus", "2",
-                       "-o", str(out_file))
+    code, _, err = run(
+        capsys, "init", "--model", "Qwen/Qwen3-4B", "--preset", "h100-80gb", "--gpus", "2", "-o", str(out_file)
+    )
     assert code == 0, err
     # init says what it assumed: FSDP over the trainer GPU(s), optimizer states in host RAM (prime-rl's default)
     assert "optimizer states in host RAM" in err and "FSDP over 1 GPU" in err and "seq_len 2048" in err, err
@@ -56,8 +57,9 @@ def test_init_and_estimate_give_the_same_figure_for_the_same_assumptions(capsys,
     # and how to get the same figure from estimate
     assert "estimate --model Qwen/Qwen3-4B --gpus 1 --optim-cpu-offload --seq-len 2048" in err, err
 
-    code, out, _ = run(capsys, "estimate", "--model", "Qwen/Qwen3-4B", "--gpus", "1", "--optim-cpu-offload",
-                       "--seq-len", "2048")
+    code, out, _ = run(
+        capsys, "estimate", "--model", "Qwen/Qwen3-4B", "--gpus", "1", "--optim-cpu-offload", "--seq-len", "2048"
+    )
     assert code == 0 and "optimizer states in host RAM" in out, out
     assert gib(out, "total") == pytest.approx(init_gib, abs=0.05)
 

@@ -19,8 +19,9 @@ def steps(d: Path) -> list[int]:
 async def test_daemon_preview_then_deletions_after_approval(tmp_path, monkeypatch):
     cfg = tmp_path / "cfg"
     cfg.mkdir()
-    (cfg / "settings.toml").write_text('[lifecycle]\ncleanup_pods = ["local"]\nkeep_last = 2\n'
-                                       "disk_threshold_pct = 100\ncleanup_interval = 3600\n")
+    (cfg / "settings.toml").write_text(
+        '[lifecycle]\ncleanup_pods = ["local"]\nkeep_last = 2\ndisk_threshold_pct = 100\ncleanup_interval = 3600\n'
+    )
     monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(cfg))
     run = tmp_path / "run"
     for step in (1, 2, 3, 4):

@@ -14,8 +14,9 @@ async def test_nothing_to_delete_offers_no_delete_button(tmp_path):
     run = tmp_path / "run"
     for step in (1, 2):
         write_checkpoint(str(run), step, 0)
-    screen = cleanup_screen(local_pod(tmp_path), keep=2, run_dir=str(run), settings=LifecycleSettings(
-        runs_dir=tmp_path / "records"))
+    screen = cleanup_screen(
+        local_pod(tmp_path), keep=2, run_dir=str(run), settings=LifecycleSettings(runs_dir=tmp_path / "records")
+    )
     app = Host(screen)
     async with app.run_test(size=(120, 40)) as pilot:
         plan = screen.query_one("#lc-plan")

@@ -23,22 +23,36 @@ def cli(sshd, client_home, tmp_path):
     cfg_dir = client_home.home / ".config" / "prime-train-tui"
     cfg_dir.mkdir(parents=True, exist_ok=True)
     (cfg_dir / "pods.toml").write_text(
-        f'[pods.gpu]\ntarget = "testpod"\nrun_dir = "{tmp_path / "run"}"\nprobe_dir = "{tmp_path / "state"}"\n')
+        f'[pods.gpu]\ntarget = "testpod"\nrun_dir = "{tmp_path / "run"}"\nprobe_dir = "{tmp_path / "state"}"\n'
+    )
     (cfg_dir / "settings.toml").write_text(
         "[lifecycle]\n"
         f'command = "python3 {TRAINER} --run-dir {{run_dir}} --max-steps 0 --step-seconds 0.2 --ckpt-interval 2"\n'
         'resume_args = "--seed {step}"\n'
-        "min_nofile = 1024\nmin_free_bytes = 1\ncuda_check = false\ntmux = \"setsid\"\ngrace_seconds = 3\n"
-        'secrets = ["WANDB_API_KEY"]\n')
-    env = {**os.environ, "HOME": str(client_home.home), "PRIME_TRAIN_TUI_CONFIG_DIR": str(cfg_dir),
-           "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data"), "WANDB_API_KEY": "cli-secret-value-123"}
+        'min_nofile = 1024\nmin_free_bytes = 1\ncuda_check = false\ntmux = "setsid"\ngrace_seconds = 3\n'
+        'secrets = ["WANDB_API_KEY"]\n'
+    )
+    env = {
+        **os.environ,
+        "HOME": str(client_home.home),
+        "PRIME_TRAIN_TUI_CONFIG_DIR": str(cfg_dir),
+        "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data"),
+        "WANDB_API_KEY": "cli-secret-value-123",
+    }
     env.pop("SSH_AUTH_SOCK", None)
     config = tmp_path / "rl.toml"
     config.write_text('max_steps = 10\n[model]\nname = "Qwen/Qwen3-0.6B"\n')
 
     def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, env=env, input=stdin or "",
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli", *args],
+            cwd=REPO,
+            env=env,
+            input=stdin or "",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     run.config = config  # type: ignore[attr-defined]
     run.run_dir = tmp_path / "run"  # type: ignore[attr-defined]
@@ -106,8 +120,11 @@ def test_launch_kill_resume_cleanup_from_the_command_line(cli):
 
 
 def test_failed_preflight_names_the_check_and_its_fix(cli):
-    text = (cli.cfg_dir / "settings.toml").read_text().replace("min_free_bytes = 1\n",
-                                                             "min_free_bytes = 1000000000000000000\n")
+    text = (
+        (cli.cfg_dir / "settings.toml")
+        .read_text()
+        .replace("min_free_bytes = 1\n", "min_free_bytes = 1000000000000000000\n")
+    )
     (cli.cfg_dir / "settings.toml").write_text(text)
     r = cli("launch", "gpu", str(cli.config))
     assert r.returncode == 1

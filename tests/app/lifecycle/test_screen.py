@@ -63,8 +63,13 @@ async def test_launch_shows_failed_checks_with_fixes_and_can_force(tmp_path, mon
     monkeypatch.setenv("PATH", f"{REPO / 'services' / 'demo' / 'bin'}:/usr/local/bin:/usr/bin:/bin")
     cfg = tmp_path / "rl.toml"
     cfg.write_text('max_steps = 10\n[model]\nname = "Qwen/Qwen3-0.6B"\n')
-    s = LifecycleSettings(command=f"python3 {TRAINER} --run-dir {{run_dir}} --max-steps 2 --step-seconds 0.05",
-                          min_nofile=1024, min_free_bytes=10**18, cuda_check=False, tmux="setsid")
+    s = LifecycleSettings(
+        command=f"python3 {TRAINER} --run-dir {{run_dir}} --max-steps 2 --step-seconds 0.05",
+        min_nofile=1024,
+        min_free_bytes=10**18,
+        cuda_check=False,
+        tmux="setsid",
+    )
     screen = launch_screen(local_pod(tmp_path), cfg, run_dir=str(tmp_path / "run"), settings=s)
     app = Host(screen)
     async with app.run_test(size=(120, 40)) as pilot:

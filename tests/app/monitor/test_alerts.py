@@ -62,15 +62,29 @@ def logged_steps(log: Path) -> set[int]:
 async def test_inference_dead_then_oom_over_real_sshd(sshd, client_home, tmp_path: Path) -> None:
     client_home.trust()
     run = tmp_path / "run"
-    trainer = subprocess.Popen([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run),
-                                "--step-seconds", "0.2", "--max-steps", "0", "--ckpt-interval", "0"], cwd=REPO)
+    trainer = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run),
+            "--step-seconds",
+            "0.2",
+            "--max-steps",
+            "0",
+            "--ckpt-interval",
+            "0",
+        ],
+        cwd=REPO,
+    )
     try:
-        settings = MonitorSettings(interval=0.3, stale_after=5.0,
-                                   health=HealthSettings(gpu_dead_after_s=2.0))
+        settings = MonitorSettings(interval=0.3, stale_after=5.0, health=HealthSettings(gpu_dead_after_s=2.0))
         pod = sshd.pod(run_dir=str(run), probe_dir=str(tmp_path / "pc"))
         app = PrimeTrainApp([pod], settings=settings)
         app.animation_level = "none"
         async with app.run_test(size=SIZE) as pilot:
+
             def dead_alert() -> Alert | None:
                 snap = app.snapshots.get(pod.name)
                 return next((a for a in snap.alerts if a.id == "gpu-dead"), None) if snap else None

@@ -26,22 +26,48 @@ CLUSTER = Pod(name="mycluster", kind=PodKind.SSH, host="login.example.org", sche
 
 
 def h100(i: int, util: float, used_mib: int, temp: float, power: float) -> GpuSample:
-    return GpuSample(index=i, name="NVIDIA H100 80GB HBM3", util=util, mem_used=used_mib * MIB,
-                     mem_total=81559 * MIB, power_w=power, temp_c=temp)
+    return GpuSample(
+        index=i,
+        name="NVIDIA H100 80GB HBM3",
+        util=util,
+        mem_used=used_mib * MIB,
+        mem_total=81559 * MIB,
+        power_w=power,
+        temp_c=temp,
+    )
 
 
-RUNNING = SlurmJob("4711", name="rl multi", state="RUNNING", nodelist="n[1-3]", nodes=("n1", "n2", "n3"),
-                   elapsed_s=754, time_limit_s=4 * 3600, start_time=NOW - 754)
+RUNNING = SlurmJob(
+    "4711",
+    name="rl multi",
+    state="RUNNING",
+    nodelist="n[1-3]",
+    nodes=("n1", "n2", "n3"),
+    elapsed_s=754,
+    time_limit_s=4 * 3600,
+    start_time=NOW - 754,
+)
 OTHER = SlurmJob("4713", name="sft", state="RUNNING", nodelist="n4", nodes=("n4",), elapsed_s=30, time_limit_s=600)
 PENDING = SlurmJob("4712", name="sft next", state="PENDING", reason="Resources", time_limit_s=3600)
 NODES = tuple(SlurmNode(f"n{i}", "MIXED") for i in range(1, 5))
-GPUS = JobGpus("4711", checked_at=NOW, nodes=(
-    NodeGpus("n1", roles=("inference",), gpus=(h100(0, 90, 62000, 71, 600), h100(1, 84, 63000, 75, 610))),
-    NodeGpus("n2", roles=("orchestrator", "trainer"), gpus=tuple(h100(i, 95 if i else 10, 70000, 60, 500)
-                                                               for i in range(4))),
-    NodeGpus("n3", roles=("trainer",), error="no NVIDIA driver on n3: NVIDIA-SMI has failed because it couldn't "
-                                             "communicate with the NVIDIA driver"),
-))
+GPUS = JobGpus(
+    "4711",
+    checked_at=NOW,
+    nodes=(
+        NodeGpus("n1", roles=("inference",), gpus=(h100(0, 90, 62000, 71, 600), h100(1, 84, 63000, 75, 610))),
+        NodeGpus(
+            "n2",
+            roles=("orchestrator", "trainer"),
+            gpus=tuple(h100(i, 95 if i else 10, 70000, 60, 500) for i in range(4)),
+        ),
+        NodeGpus(
+            "n3",
+            roles=("trainer",),
+            error="no NVIDIA driver on n3: NVIDIA-SMI has failed because it couldn't "
+            "communicate with the NVIDIA driver",
+        ),
+    ),
+)
 
 
 @pytest.fixture(autouse=True)
@@ -51,13 +77,20 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def snapshot(view: ClusterView) -> PodSnapshot:
-    return PodSnapshot(pod=CLUSTER, status=PodStatus(PodState.ONLINE, "via nvidia-smi", since=NOW - 60),
-                       last_received=NOW, cluster=view)
+    return PodSnapshot(
+        pod=CLUSTER,
+        status=PodStatus(PodState.ONLINE, "via nvidia-smi", since=NOW - 60),
+        last_received=NOW,
+        cluster=view,
+    )
 
 
 async def test_monitor_pane_shows_each_nodes_gpus_at_80_columns() -> None:
-    app = PrimeTrainApp([CLUSTER], clock=lambda: NOW,
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW))
+    app = PrimeTrainApp(
+        [CLUSTER],
+        clock=lambda: NOW,
+        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW),
+    )
     app.animation_level = "none"
     async with app.run_test(size=SIZE) as pilot:
         view = ClusterView(jobs=(RUNNING, OTHER, PENDING), nodes=NODES, checked_at=NOW, gpus=(GPUS,))
@@ -87,16 +120,20 @@ async def test_monitor_pane_shows_each_nodes_gpus_at_80_columns() -> None:
         # a wider terminal: the full roles and the lagging GPU
         await pilot.resize_terminal(150, 50)
         await pilot.pause()
-        assert str(box.render()).splitlines()[2] == \
-            "  n2: orchestrator, trainer · 4 GPUs 74% (min 10%) 273/319 GiB 60°C 2000 W"
+        assert (
+            str(box.render()).splitlines()[2]
+            == "  n2: orchestrator, trainer · 4 GPUs 74% (min 10%) 273/319 GiB 60°C 2000 W"
+        )
 
         # the job's nodes could not be asked at all: the reason, for that job
-        failed = JobGpus("4713", error="srun into job 4713 failed on mycluster: Job/step already completing",
-                         checked_at=NOW)
+        failed = JobGpus(
+            "4713", error="srun into job 4713 failed on mycluster: Job/step already completing", checked_at=NOW
+        )
         app.on_snapshot(snapshot(replace(view, gpus=(GPUS, failed))))
         await shown(pilot)
         assert str(box.render()).splitlines()[-1] == (
-            "Job 4713: GPUs not read: srun into job 4713 failed on mycluster: Job/step already completing")
+            "Job 4713: GPUs not read: srun into job 4713 failed on mycluster: Job/step already completing"
+        )
 
         # no running job: no GPU lines
         app.on_snapshot(snapshot(ClusterView(jobs=(PENDING,), nodes=NODES, checked_at=NOW)))

@@ -29,10 +29,18 @@ CLUSTER = Pod(name="mycluster", kind=PodKind.SSH, host="login.example.org", sche
 PLAIN = Pod(name="h100", kind=PodKind.SSH, host="10.0.0.9")
 
 JOBS = (
-    SlurmJob("4711", name="rl multi", state="RUNNING", nodelist="n[1-2]", nodes=("n1", "n2"), elapsed_s=754,
-             time_limit_s=4 * 3600, submit_time=NOW - 800, start_time=NOW - 754),
-    SlurmJob("4712", name="sft next", state="PENDING", reason="Resources", time_limit_s=3600,
-             submit_time=NOW - 60),
+    SlurmJob(
+        "4711",
+        name="rl multi",
+        state="RUNNING",
+        nodelist="n[1-2]",
+        nodes=("n1", "n2"),
+        elapsed_s=754,
+        time_limit_s=4 * 3600,
+        submit_time=NOW - 800,
+        start_time=NOW - 754,
+    ),
+    SlurmJob("4712", name="sft next", state="PENDING", reason="Resources", time_limit_s=3600, submit_time=NOW - 60),
 )
 NODES = (SlurmNode("n1", "MIXED"), SlurmNode("n2", "MIXED+NOT_RESPONDING"))
 
@@ -45,8 +53,13 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def cluster_snapshot(view: ClusterView) -> PodSnapshot:
     alerts = tuple(judge(view.jobs, view.nodes, NOW)) if not view.error else ()
-    return PodSnapshot(pod=CLUSTER, status=PodStatus(PodState.ONLINE, "via nvidia-smi", since=NOW - 60),
-                       last_received=NOW, alerts=alerts, cluster=view)
+    return PodSnapshot(
+        pod=CLUSTER,
+        status=PodStatus(PodState.ONLINE, "via nvidia-smi", since=NOW - 60),
+        last_received=NOW,
+        alerts=alerts,
+        cluster=view,
+    )
 
 
 def plain_text(widget) -> str:
@@ -54,8 +67,11 @@ def plain_text(widget) -> str:
 
 
 async def test_monitor_pane_shows_the_clusters_jobs_and_nodes() -> None:
-    app = PrimeTrainApp([CLUSTER, PLAIN], clock=lambda: NOW,
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW))
+    app = PrimeTrainApp(
+        [CLUSTER, PLAIN],
+        clock=lambda: NOW,
+        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW),
+    )
     app.animation_level = "none"
     async with app.run_test(size=SIZE) as pilot:
         view = ClusterView(jobs=JOBS, nodes=NODES, checked_at=NOW)
@@ -83,15 +99,17 @@ async def test_monitor_pane_shows_the_clusters_jobs_and_nodes() -> None:
         note = panel.query_one("#cluster-note")
         assert note.display
         assert plain_text(note).startswith("Slurm did not answer (since ")
-        assert "squeue on mycluster did not answer within 20 s. Jobs and nodes below are from 0 s ago." in \
-            plain_text(note)
+        assert "squeue on mycluster did not answer within 20 s. Jobs and nodes below are from 0 s ago." in plain_text(
+            note
+        )
         assert len(panel.rows) == 2
 
         # no jobs at all: the real reason
         app.on_snapshot(cluster_snapshot(ClusterView(nodes=NODES[:1], checked_at=NOW)))
         await shown(pilot)
-        assert plain_text(note) == ("No Slurm jobs of yours on this cluster (none pending, running or ended in the "
-                                    "last minutes).")
+        assert plain_text(note) == (
+            "No Slurm jobs of yours on this cluster (none pending, running or ended in the last minutes)."
+        )
         assert not panel.query_one("#cluster-jobs").display
         assert plain_text(panel.query_one("#cluster-nodes")) == "Nodes: n1 ok"
 

@@ -50,19 +50,22 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     time.tzset()
 
 
-
-
 def parked_app(pods: list[Pod]) -> PrimeTrainApp:
-    app = PrimeTrainApp(pods, clock=lambda: NOW,
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW))
+    app = PrimeTrainApp(
+        pods,
+        clock=lambda: NOW,
+        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW),
+    )
     app.animation_level = "none"
     return app
 
 
 def step_line(n: int) -> str:
-    return (f"trainer: 14:00:{n:02d} SUCCESS Step {n} |   30.0s | Loss 0.{50 - n:04d} | Entropy 0.4 | Mismatch KL "
-            f"0.001 | Grad. Norm 0.2 | LR 3.00e-06 | Throughput {20000 + 100 * n} tokens/s | MFU 31.2% "
-            "| Peak Mem. 41.3 GiB")
+    return (
+        f"trainer: 14:00:{n:02d} SUCCESS Step {n} |   30.0s | Loss 0.{50 - n:04d} | Entropy 0.4 | Mismatch KL "
+        f"0.001 | Grad. Norm 0.2 | LR 3.00e-06 | Throughput {20000 + 100 * n} tokens/s | MFU 31.2% "
+        "| Peak Mem. 41.3 GiB"
+    )
 
 
 def pod_snapshot(pod: Pod, steps: int, *, util: float = 90.0, oom: bool = False, dead: bool = False) -> PodSnapshot:
@@ -71,10 +74,21 @@ def pod_snapshot(pod: Pod, steps: int, *, util: float = 90.0, oom: bool = False,
     host = HostSample(12.0, 200 * GIB, 2000 * GIB, 900 * GIB, 1000 * GIB, 1024)
     history = []
     for i in range(1, steps + 1):
-        gpus = tuple(GpuSample(g, "NVIDIA H100 80GB HBM3", 0.0 if dead and g == 0 and i > 2 else util,
-                               0 if dead and g == 0 and i > 2 else 60 * GIB, 80 * GIB, 600.0, 60.0) for g in range(4))
-        log = [step_line(i)] + (["trainer: " + "torch.OutOfMemoryError: CUDA out of memory."] if oom and i == steps
-                                else [])
+        gpus = tuple(
+            GpuSample(
+                g,
+                "NVIDIA H100 80GB HBM3",
+                0.0 if dead and g == 0 and i > 2 else util,
+                0 if dead and g == 0 and i > 2 else 60 * GIB,
+                80 * GIB,
+                600.0,
+                60.0,
+            )
+            for g in range(4)
+        )
+        log = [step_line(i)] + (
+            ["trainer: " + "torch.OutOfMemoryError: CUDA out of memory."] if oom and i == steps else []
+        )
         s = Sample(t=NOW - 30 * (steps - i), gpus=gpus, host=host, log=tuple(log), source="nvml")
         tracker.observe(s)
         history.append(s)
@@ -82,9 +96,16 @@ def pod_snapshot(pod: Pod, steps: int, *, util: float = 90.0, oom: bool = False,
         s = replace(history[-1], t=NOW + 90, log=())
         tracker.observe(s)
         history.append(s)
-    return PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "via nvml", since=NOW - 600),
-                       history=tuple(history), samples_total=len(history), last_received=NOW,
-                       alerts=tracker.alerts, run=tracker.progress, log_tail=tuple(tracker.tail))
+    return PodSnapshot(
+        pod=pod,
+        status=PodStatus(PodState.ONLINE, "via nvml", since=NOW - 600),
+        history=tuple(history),
+        samples_total=len(history),
+        last_received=NOW,
+        alerts=tracker.alerts,
+        run=tracker.progress,
+        log_tail=tuple(tracker.tail),
+    )
 
 
 async def settle(pilot: Pilot) -> None:
@@ -92,8 +113,7 @@ async def settle(pilot: Pilot) -> None:
     await pilot.wait_for_scheduled_animations()
 
 
-PODS = [Pod(name=f"h100-{c}", kind=PodKind.SSH, host=f"10.0.0.{i}", price_per_hr=23.92)
-        for i, c in enumerate("abc", 1)]
+PODS = [Pod(name=f"h100-{c}", kind=PodKind.SSH, host=f"10.0.0.{i}", price_per_hr=23.92) for i, c in enumerate("abc", 1)]
 
 
 def feed_all(app: PrimeTrainApp) -> None:
@@ -175,8 +195,9 @@ async def test_live_demo_pod_in_the_fleet_view() -> None:
         await pilot.press("o")
         table = app.screen.query_one(FleetView)
 
-        await wait_for(pilot, lambda: table.cells("demo") is not None
-                              and "online" in str(table.get_cell("demo", "state")))
+        await wait_for(
+            pilot, lambda: table.cells("demo") is not None and "online" in str(table.get_cell("demo", "state"))
+        )
         await wait_for(pilot, lambda: table.get_cell("demo", "step") not in ("N/A",), timeout=20)
         assert "%" in table.get_cell("demo", "util")
 

@@ -29,7 +29,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "[lifecycle]\n"
         f'command = "{sys.executable} {TRAINER} --run-dir {{run_dir}} --step-seconds 0.2 --max-steps 0 '
         '--ckpt-interval 0"\n'
-        'min_nofile = 1024\nmin_free_bytes = 1\ncuda_check = false\ntmux = "setsid"\ngrace_seconds = 5\n')
+        'min_nofile = 1024\nmin_free_bytes = 1\ncuda_check = false\ntmux = "setsid"\ngrace_seconds = 5\n'
+    )
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(cfg))
     monkeypatch.setenv("PRIME_TRAIN_TUI_DATA_DIR", str(tmp_path / "data"))
@@ -45,8 +46,9 @@ async def test_a_launch_on_a_pod_without_run_dir_shows_its_progress(env: Path) -
     run_dir = None
     try:
         async with app.run_test(size=(160, 50)) as pilot:
-            await wait_for(pilot, lambda: (s := app.snapshots.get("local")) is not None
-                           and s.status.state is PodState.ONLINE)
+            await wait_for(
+                pilot, lambda: (s := app.snapshots.get("local")) is not None and s.status.state is PodState.ONLINE
+            )
             assert app.snapshots["local"].run is None  # no run dir, no recorded launch: nothing to show
             app.pod_list.select("local")
             await pilot.pause()
@@ -62,8 +64,11 @@ async def test_a_launch_on_a_pod_without_run_dir_shows_its_progress(env: Path) -
             run_dir = screen.result.data["run_dir"]
             assert run_dir.endswith("prime-train-tui/runs/rl") and Path(run_dir).is_absolute()
             await pilot.press("escape")
-            await wait_for(pilot, lambda: (s := app.snapshots.get("local")) is not None and s.run is not None
-                           and (s.run.step or 0) >= 2, timeout=30)
+            await wait_for(
+                pilot,
+                lambda: (s := app.snapshots.get("local")) is not None and s.run is not None and (s.run.step or 0) >= 2,
+                timeout=30,
+            )
             assert app.pods["local"].run_dir == run_dir and app.snapshots["local"].pod.run_dir == run_dir
             pane = app.monitor_pane
             await wait_for(pilot, lambda: "step " in str(pane.query_one("#run-progress").render()), timeout=10)
@@ -72,8 +77,11 @@ async def test_a_launch_on_a_pod_without_run_dir_shows_its_progress(env: Path) -
     # the next start: the pod still has no run_dir, its recorded launch leads the monitor to the run
     app = PrimeTrainApp([pod], settings=MonitorSettings(interval=0.3), config_path=config)
     async with app.run_test(size=(160, 50)) as pilot:
-        await wait_for(pilot, lambda: (s := app.snapshots.get("local")) is not None and s.run is not None
-                       and (s.run.step or 0) >= 2, timeout=30)
+        await wait_for(
+            pilot,
+            lambda: (s := app.snapshots.get("local")) is not None and s.run is not None and (s.run.step or 0) >= 2,
+            timeout=30,
+        )
 
 
 def _kill(run_dir: str | None) -> None:

@@ -22,8 +22,14 @@ async def test_new_pod_key_is_trusted_only_after_yes_then_streams(sshd, client_h
     pod = sshd.pod(probe_dir=str(tmp_path / "pc"))
     app = PrimeTrainApp([pod], settings=FAST)
     async with app.run_test(size=(140, 40)) as pilot:
-        await wait_until(pilot, lambda: isinstance(app.screen, HostKeyScreen)
-                         and app.screen.query(".dialog-question") and app.screen.query("#trust"))
+        await wait_until(
+            pilot,
+            lambda: (
+                isinstance(app.screen, HostKeyScreen)
+                and app.screen.query(".dialog-question")
+                and app.screen.query("#trust")
+            ),
+        )
         text = str(app.screen.query_one(".dialog-question").render())
         fingerprint = app.snapshots[pod.name].status.host_key.fingerprint
         assert fingerprint in text and f"127.0.0.1:{sshd.port}" in text
@@ -42,8 +48,7 @@ async def test_cancel_leaves_the_pod_untrusted(sshd, client_home, tmp_path):
     pod = sshd.pod(probe_dir=str(tmp_path / "pc"))
     app = PrimeTrainApp([pod], settings=FAST)
     async with app.run_test(size=(140, 40)) as pilot:
-        await wait_until(pilot, lambda: isinstance(app.screen, HostKeyScreen)
-                         and app.screen.query("#cancel"))
+        await wait_until(pilot, lambda: isinstance(app.screen, HostKeyScreen) and app.screen.query("#cancel"))
         await pilot.press("escape")
         await pilot.pause(0.5)
         assert app.snapshots[pod.name].status.state is PodState.HOSTKEY_UNKNOWN
@@ -53,14 +58,13 @@ async def test_cancel_leaves_the_pod_untrusted(sshd, client_home, tmp_path):
 
 async def test_changed_key_shows_the_warning_and_never_connects(sshd, client_home, tmp_path):
     client_home.known_hosts.write_text(
-        f"[127.0.0.1]:{sshd.port} ssh-ed25519 "
-        "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
+        f"[127.0.0.1]:{sshd.port} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
+    )
     before = client_home.known_hosts.read_text()
     pod = sshd.pod()
     app = PrimeTrainApp([pod], settings=FAST)
     async with app.run_test(size=(140, 40)) as pilot:
-        await wait_until(pilot, lambda: isinstance(app.screen, HostKeyChangedScreen)
-                         and app.screen.query("Button"))
+        await wait_until(pilot, lambda: isinstance(app.screen, HostKeyChangedScreen) and app.screen.query("Button"))
         assert not app.screen.query("#trust")
         assert app.snapshots[pod.name].status.state is PodState.HOSTKEY_CHANGED
     assert client_home.known_hosts.read_text() == before

@@ -18,8 +18,13 @@ async def test_the_monitor_and_the_fleet_show_an_idle_pods_waste() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         idle = IdleFigure(NOW - 42 * 60, 42 * 60.0, round(23.92 * 0.7, 2))
-        plain = replace(pod_snapshot(PODS[0], 0), alerts=(), run=None, log_tail=(),
-                        history=(Sample(t=NOW, gpus=(), host=HostSample()),))
+        plain = replace(
+            pod_snapshot(PODS[0], 0),
+            alerts=(),
+            run=None,
+            log_tail=(),
+            history=(Sample(t=NOW, gpus=(), host=HostSample()),),
+        )
         app.on_snapshot(replace(plain, idle=idle))
         app.on_snapshot(pod_snapshot(PODS[1], 3))
         await settle(pilot)

@@ -39,10 +39,19 @@ class FakeMonitor:
         r = self.rng
         gap = r.random() < 0.02  # now and then a stretch without samples
         self.t += r.uniform(5, 30) if gap else r.choice([1.0, 1.0, 1.0, 0.998, 1.003])
-        gpus = tuple(GpuSample(i, "H100", None if r.random() < 0.05 else float(r.randint(0, 100)),
-                               int(r.uniform(10, 80) * GIB), 80 * GIB,
-                               None if r.random() < 0.05 else round(r.uniform(100, 700), 1), float(r.randint(40, 90)))
-                     for i in range(self.gpus) if r.random() > 0.02)  # a GPU missing from a sample: blank
+        gpus = tuple(
+            GpuSample(
+                i,
+                "H100",
+                None if r.random() < 0.05 else float(r.randint(0, 100)),
+                int(r.uniform(10, 80) * GIB),
+                80 * GIB,
+                None if r.random() < 0.05 else round(r.uniform(100, 700), 1),
+                float(r.randint(40, 90)),
+            )
+            for i in range(self.gpus)
+            if r.random() > 0.02
+        )  # a GPU missing from a sample: blank
         sample = Sample(t=self.t, gpus=gpus, host=HostSample(20.0, GIB, 2 * GIB, GIB, 2 * GIB, 65536), source="nvml")
         self.history.append(sample)
         return sample
@@ -50,15 +59,22 @@ class FakeMonitor:
     def snapshot(self, new: int) -> PodSnapshot:
         for _ in range(new):
             self.sample()
-        return PodSnapshot(pod=self.pod, status=PodStatus(PodState.ONLINE, "via nvml"), history=tuple(self.history),
-                           samples_total=len(self.history), last_received=self.t)
+        return PodSnapshot(
+            pod=self.pod,
+            status=PodStatus(PodState.ONLINE, "via nvml"),
+            history=tuple(self.history),
+            samples_total=len(self.history),
+            last_received=self.t,
+        )
 
 
 def expected(history: tuple[Sample, ...], index: int, metric: str) -> list[float | None]:
     """The graph recomputed from the whole history, as the pane did before it kept its own buffers."""
+
     def value(sample: Sample) -> float | None:
         gpu = {g.index: g for g in sample.gpus}.get(index)
         return None if gpu is None else PICKS[metric](gpu)
+
     return series(history, value, limit=HISTORY_POINTS)
 
 
@@ -75,15 +91,17 @@ def check(pane: MonitorPane, snapshot: PodSnapshot) -> int:
             # the graph keeps an hour of points as they came (GRAPH_POINTS); its newest are the history's
             data = list(row.data(metric))
             assert len(want) <= len(data) <= GRAPH_POINTS, (row.index, metric)
-            assert data[len(data) - len(want):] == want, (row.index, metric)
+            assert data[len(data) - len(want) :] == want, (row.index, metric)
             high = (max([v for v in data if v is not None], default=0.0) or 1.0) if metric == "power" else 100.0
             assert row.high(metric) == high, (row.index, metric)
             column = table.column("graph", metric)
             if column is not None and column.width:
                 drawn += 1
-                on_screen = painted[column.x:column.x + column.width]
-                assert on_screen == bar_cells(downsample(data, column.width), 0.0, high, column.width), (row.index,
-                                                                                                          metric)
+                on_screen = painted[column.x : column.x + column.width]
+                assert on_screen == bar_cells(downsample(data, column.width), 0.0, high, column.width), (
+                    row.index,
+                    metric,
+                )
     return drawn
 
 
@@ -107,8 +125,14 @@ async def test_graphs_equal_the_full_recomputation_through_wrap_resize_and_pod_s
             pane.show(snapshot, now=snapshot.last_received)
             indices = sorted({g.index for g in snapshot.latest.gpus})  # a GPU missing from the latest: no row
             table = pane.query_one(GpuRows)
-            await wait_for(pilot, lambda table=table, indices=indices: [row.index for row in table.lines] == indices
-                           and table.size.width and table.size.height == len(indices))
+            await wait_for(
+                pilot,
+                lambda table=table, indices=indices: (
+                    [row.index for row in table.lines] == indices
+                    and table.size.width
+                    and table.size.height == len(indices)
+                ),
+            )
             await pilot.pause()
             drawn += check(pane, snapshot)
         assert drawn > 24 * 12 // 2  # the cells were compared, not only the points
@@ -124,10 +148,13 @@ async def test_an_hour_of_graphs_from_the_monitors_buckets_then_its_samples() ->
     pod = Pod(name="long", kind=PodKind.SSH, host="long.example")
     state = PodMonitorState(pod, MonitorSettings(), clock=lambda: 0.0)
     for k in range(3700):
-        gpus = tuple(GpuSample(i, "H100", float(20 + 60 * (k < 1800)), 40 * GIB, 80 * GIB, 300.0 + k % 7, 60.0)
-                     for i in range(2))
-        state.keep(Sample(t=50_000.0 + k, gpus=gpus,
-                          host=HostSample(20.0, GIB, 2 * GIB, GIB, 2 * GIB, 65536), source="nvml"), 1300)
+        gpus = tuple(
+            GpuSample(i, "H100", float(20 + 60 * (k < 1800)), 40 * GIB, 80 * GIB, 300.0 + k % 7, 60.0) for i in range(2)
+        )
+        state.keep(
+            Sample(t=50_000.0 + k, gpus=gpus, host=HostSample(20.0, GIB, 2 * GIB, GIB, 2 * GIB, 65536), source="nvml"),
+            1300,
+        )
     state.status = PodStatus(PodState.ONLINE, "via nvml")
     snapshot = state._build()
     history = snapshot.history
@@ -147,7 +174,7 @@ async def test_an_hour_of_graphs_from_the_monitors_buckets_then_its_samples() ->
                 assert len(data) >= GRAPH_POINTS - 2 * int(BUCKET_S)  # the hour, less the bucket the samples start in
         util = table.column("graph", "util")
         assert util is not None and util.width
-        painted = table.render_lines(Region(0, 0, table.size.width, 1))[0].text[util.x:util.x + util.width]
+        painted = table.render_lines(Region(0, 0, table.size.width, 1))[0].text[util.x : util.x + util.width]
         # 80 % for the hour's first half, 20 % since: both show, the first half from the buckets alone
         assert painted[0] == bar_cells([80.0], 0.0, 100.0, 1) and painted[-1] == bar_cells([20.0], 0.0, 100.0, 1)
 
@@ -163,8 +190,15 @@ async def test_a_full_history_sliding_on_appends_to_the_graphs() -> None:
     state.status = PodStatus(PodState.ONLINE, "via nvml")
 
     def feed(k: int) -> PodSnapshot:
-        state.keep(Sample(t=90_000.0 + k, gpus=(GpuSample(0, "H100", float(k % 100), 40 * GIB, 80 * GIB, 300.0, 60.0),),
-                          host=HostSample(20.0, GIB, 2 * GIB, GIB, 2 * GIB, 65536), source="nvml"), 1300)
+        state.keep(
+            Sample(
+                t=90_000.0 + k,
+                gpus=(GpuSample(0, "H100", float(k % 100), 40 * GIB, 80 * GIB, 300.0, 60.0),),
+                host=HostSample(20.0, GIB, 2 * GIB, GIB, 2 * GIB, 65536),
+                source="nvml",
+            ),
+            1300,
+        )
         return state._build()
 
     for k in range(MonitorSettings().history_len + 50):

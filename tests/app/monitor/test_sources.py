@@ -33,12 +33,18 @@ def text(app: PrimeTrainApp, wid: str) -> str:
 
 
 async def test_runbook_training_csv_in_the_monitor_pane() -> None:
-    settings = MonitorSettings(interval=0.2, demo_gpus=2, demo_runbook=True, demo_step_seconds=0.2,
-                               demo_max_steps=500)
+    settings = MonitorSettings(interval=0.2, demo_gpus=2, demo_runbook=True, demo_step_seconds=0.2, demo_max_steps=500)
     app = PrimeTrainApp([Pod(name="demo", kind=PodKind.DEMO)], settings=settings)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: (r := app.snapshots.get("demo") and app.snapshots["demo"].run) is not None
-                       and r.step is not None and r.step >= 3 and r.step_time_s is not None)
+        await wait_for(
+            pilot,
+            lambda: (
+                (r := app.snapshots.get("demo") and app.snapshots["demo"].run) is not None
+                and r.step is not None
+                and r.step >= 3
+                and r.step_time_s is not None
+            ),
+        )
         await pilot.pause(0.1)
         line = text(app, "#run-progress")
         assert line.startswith("run: step ") and "/500" in line, line
@@ -57,8 +63,11 @@ async def test_alert_log_and_wandb_on_the_main_screen() -> None:
     disk = Alert("disk", Severity.WARNING, "Disk almost full", "Run volume 90 % full.", since=1.0)
     wandb = WandbStatus("acme/rl/k3x9", checked_at=0.0, state="running", heartbeat_at=time.time() - 45)
     async with app.run_test(size=SIZE) as pilot:
-        base = PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "", since=0.0),
-                                 run=RunProgress(step=3, loss=1.5, source="training.csv"))
+        base = PodSnapshot(
+            pod=pod,
+            status=PodStatus(PodState.ONLINE, "", since=0.0),
+            run=RunProgress(step=3, loss=1.5, source="training.csv"),
+        )
         app.on_snapshot(replace(base, alerts=(disk,)))
         await shown(pilot)
         assert "Disk almost full" in text(app, "#monitor-alerts")

@@ -17,13 +17,35 @@ OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 
 
 def cli(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
 
 
 def write_run(run: Path, steps: int = 8) -> Path:
-    subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run), "--step-seconds", "0.001",
-                    "--max-steps", str(steps), "--ckpt-interval", "0"], cwd=REPO, check=True, timeout=30)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run),
+            "--step-seconds",
+            "0.001",
+            "--max-steps",
+            str(steps),
+            "--ckpt-interval",
+            "0",
+        ],
+        cwd=REPO,
+        check=True,
+        timeout=30,
+    )
     log = run / "logs" / "trainer.log"
     lines = log.read_text().splitlines()
     assert lines[-1].endswith("RL trainer finished!")
@@ -55,7 +77,8 @@ def test_stale_run_dir_over_real_sshd(sshd, client_home, tmp_path: Path) -> None
         age(p, 2 * 3600)
     (config / "pods.toml").write_text(
         f'[pods.h100]\nhost = "127.0.0.1"\nuser = "{sshd.user}"\nport = {sshd.port}\n'
-        f'run_dir = "{run}"\nprice_per_hr = 20.0\nprobe_dir = "{tmp_path / "pc"}"\n')
+        f'run_dir = "{run}"\nprice_per_hr = 20.0\nprobe_dir = "{tmp_path / "pc"}"\n'
+    )
     out = cli("status", "--json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
@@ -90,8 +113,10 @@ def test_a_hung_trainer_is_seen_while_the_orchestrator_keeps_logging(tmp_path: P
         f.write("12:00:05 SUCCESS Step 9 |    9.8s | Reward 0.4123 | Trainable 96/128 (75.0%) | Turns 1.0\n")
         for k in range(60):
             m = 2 + 2 * k
-            f.write(f"{12 + m // 60:02d}:{m % 60:02d}:00    INFO Holding batch 10 until the trainer publishes "
-                    "policy v9 (currently v8)\n")
+            f.write(
+                f"{12 + m // 60:02d}:{m % 60:02d}:00    INFO Holding batch 10 until the trainer publishes "
+                "policy v9 (currently v8)\n"
+            )
     out = cli("status", "local", "--run-dir", str(run), "--json")
     assert out.returncode == 0, out.stderr
     [pod] = json.loads(out.stdout)["pods"]

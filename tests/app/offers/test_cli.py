@@ -11,8 +11,12 @@ from tests.http_stub import first_segment, serve
 from tests.shared_data import OFFER_FIXTURES
 
 FIXTURES = OFFER_FIXTURES
-SERVED = {"/prime": "primeintellect-availability-gpus.json", "/vast": "vast-bundles-ondemand.json",
-          "/lambda": "lambda-instance-types.json", "/runpod": "runpod-graphql-gpuTypes.json"}
+SERVED = {
+    "/prime": "primeintellect-availability-gpus.json",
+    "/vast": "vast-bundles-ondemand.json",
+    "/lambda": "lambda-instance-types.json",
+    "/runpod": "runpod-graphql-gpuTypes.json",
+}
 
 
 @pytest.fixture

@@ -18,8 +18,12 @@ from tests.shared_data import CONFIG_FIXTURES, OFFER_FIXTURES
 
 FIXTURES = OFFER_FIXTURES
 CONFIGS = CONFIG_FIXTURES
-GOOD = {"/prime": (200, "primeintellect-availability-gpus.json"), "/vast": (200, "vast-bundles-ondemand.json"),
-        "/lambda": (200, "lambda-instance-types.json"), "/runpod": (200, "runpod-graphql-gpuTypes.json")}
+GOOD = {
+    "/prime": (200, "primeintellect-availability-gpus.json"),
+    "/vast": (200, "vast-bundles-ondemand.json"),
+    "/lambda": (200, "lambda-instance-types.json"),
+    "/runpod": (200, "runpod-graphql-gpuTypes.json"),
+}
 
 
 @pytest.fixture
@@ -97,20 +101,33 @@ def test_the_cli_uses_the_steps_per_hour_this_user_measured_like_the_pane(served
     h100 = next(o for o in before["offers"] if o["gpu_type"] == "H100")
     tokens = RunSpec().train_tokens_per_step
     data_dir().mkdir(parents=True, exist_ok=True)
-    (data_dir() / "throughput.jsonl").write_text(json.dumps(
-        {"ts": 1, "model": "Qwen/Qwen3-0.6B", "gpu_type": "H100", "gpu_count": 8, "steps_per_hr": 50.0,
-         "tokens_per_step": tokens}) + "\n")
+    (data_dir() / "throughput.jsonl").write_text(
+        json.dumps(
+            {
+                "ts": 1,
+                "model": "Qwen/Qwen3-0.6B",
+                "gpu_type": "H100",
+                "gpu_count": 8,
+                "steps_per_hr": 50.0,
+                "tokens_per_step": tokens,
+            }
+        )
+        + "\n"
+    )
     code, after, _ = _offers(capsys, "--provider", "vast", "--gpus", "8")
     measured = next(o for o in after["offers"] if o["id"] == h100["id"])
     assert code == 0 and measured["est_hours"] == pytest.approx(500 / 50.0) != pytest.approx(h100["est_hours"])
 
 
-@pytest.mark.parametrize("status,what,expect", [
-    (500, "lambda-edge-provider-unavailable.json", "Provider unavailable"),
-    (429, "vast-edge-http429-plaintext.txt", "HTTP 429: API requests too frequent"),
-    (200, b"<html>this is not json", "invalid JSON"),
-    (200, b"", "invalid JSON"),
-])
+@pytest.mark.parametrize(
+    "status,what,expect",
+    [
+        (500, "lambda-edge-provider-unavailable.json", "Provider unavailable"),
+        (429, "vast-edge-http429-plaintext.txt", "HTTP 429: API requests too frequent"),
+        (200, b"<html>this is not json", "invalid JSON"),
+        (200, b"", "invalid JSON"),
+    ],
+)
 def test_edge_answers_reach_the_cli_as_that_providers_error(served, capsys, monkeypatch, status, what, expect):
     from services.offers._http import RetryPolicy
 
@@ -128,8 +145,13 @@ def test_edge_answers_reach_the_cli_as_that_providers_error(served, capsys, monk
 
 def test_empty_answers_list_nothing_and_exit_one(served, capsys):
     routes, _ = served
-    routes.update({"/vast": (200, "vast-edge-empty-offers.json"), "/lambda": (200, "lambda-edge-empty-data.json"),
-                   "/prime": (200, "primeintellect-edge-availability-empty.json"),
-                   "/runpod": (200, b'{"data": {"gpuTypes": []}}')})
+    routes.update(
+        {
+            "/vast": (200, "vast-edge-empty-offers.json"),
+            "/lambda": (200, "lambda-edge-empty-data.json"),
+            "/prime": (200, "primeintellect-edge-availability-empty.json"),
+            "/runpod": (200, b'{"data": {"gpuTypes": []}}'),
+        }
+    )
     code, doc, _ = _offers(capsys)
     assert code == 1 and doc == {"offers": [], "errors": []}

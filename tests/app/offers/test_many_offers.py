@@ -30,8 +30,19 @@ def many_offers(n: int = N) -> tuple[Offer, ...]:
         provider = PROVIDERS[(i // 20) % 4]
         per_gpu = {"H100": 2.0, "A100": 1.1, "RTX4090": 0.35, "L40S": 0.8, "H200": 3.2}[gpu]
         price = round(per_gpu * count * (0.7 + (i * 7919 % 1000) / 1000), 4)
-        out.append(Offer(provider, f"o{i}", gpu, gpu, count, vram - (i % 7) * 0.01 if provider == "vast" else vram,
-                         price, spot=i % 3 == 0, region=f"r{i % 11}"))
+        out.append(
+            Offer(
+                provider,
+                f"o{i}",
+                gpu,
+                gpu,
+                count,
+                vram - (i % 7) * 0.01 if provider == "vast" else vram,
+                price,
+                spot=i % 3 == 0,
+                region=f"r{i % 11}",
+            )
+        )
     return tuple(out)
 
 
@@ -82,8 +93,9 @@ async def test_the_table_holds_the_first_rows_and_says_how_many_more_there_are()
         assert costs == sorted(costs) and table.ordered()[:MAX_ROWS] == pane.ranked[:MAX_ROWS]
         first = table.ordered()[0]
         assert str(table.get_row_at(0)[0]).startswith(first.offer.provider)
-        assert table.ranked_for(table.coordinate_to_cell_key((MAX_ROWS - 1, 0)).row_key.value) \
-            == pane.ranked[MAX_ROWS - 1]
+        assert (
+            table.ranked_for(table.coordinate_to_cell_key((MAX_ROWS - 1, 0)).row_key.value) == pane.ranked[MAX_ROWS - 1]
+        )
 
 
 async def test_a_header_click_sorts_every_offer_then_shows_the_first():

@@ -21,14 +21,17 @@ async def _nosleep(_: float) -> None:
 
 
 async def fetcher(spot: bool):
-    routes = {"pi.test": (200, body("primeintellect-availability-gpus.json")),
-              "vast.test": (429, body("vast-edge-http429-plaintext.txt")),
-              "lambda.test": (200, body("lambda-instance-types.json")),
-              "runpod.test": (200, body("runpod-edge-graphql-errors.json"))}
+    routes = {
+        "pi.test": (200, body("primeintellect-availability-gpus.json")),
+        "vast.test": (429, body("vast-edge-http429-plaintext.txt")),
+        "lambda.test": (200, body("lambda-instance-types.json")),
+        "runpod.test": (200, body("runpod-edge-graphql-errors.json")),
+    }
     transport = httpx.MockTransport(lambda r: httpx.Response(routes[r.url.host][0], content=routes[r.url.host][1]))
     async with httpx.AsyncClient(transport=transport) as client:
-        return await fetch_all(keys=KEYS, urls=URLS, client=client, spot=spot,
-                               retry=RetryPolicy(attempts=2, base=0, sleep=_nosleep))
+        return await fetch_all(
+            keys=KEYS, urls=URLS, client=client, spot=spot, retry=RetryPolicy(attempts=2, base=0, sleep=_nosleep)
+        )
 
 
 class PaneApp(App):
@@ -83,23 +86,31 @@ class CachedApp(App):
         self.cache_root, self.rent = cache_root, rent
 
     def compose(self) -> ComposeResult:
-        yield OffersPane(run=RunSpec(model="Qwen/Qwen3-8B"), fetcher=fetcher, cache_dir=self.cache_root,
-                         clock=lambda: FIXED)
+        yield OffersPane(
+            run=RunSpec(model="Qwen/Qwen3-8B"), fetcher=fetcher, cache_dir=self.cache_root, clock=lambda: FIXED
+        )
 
     def on_offers_pane_rent_requested(self, message: OffersPane.RentRequested) -> None:
         from app.screens.rent import RentScreen
         from services.offers.launch import plan_launch
 
-        self.push_screen(RentScreen(plan_launch(message.ranked.offer, message.ranked.est_hours, now=FIXED,
-                                                name="primei-h100x1-demo"), clock=lambda: FIXED))
+        self.push_screen(
+            RentScreen(
+                plan_launch(message.ranked.offer, message.ranked.est_hours, now=FIXED, name="primei-h100x1-demo"),
+                clock=lambda: FIXED,
+            )
+        )
 
 
 def _cache(root) -> None:
     from services.offers import cache, lambda_, primeintellect, vast
     from tests.services.offers.test_fetch import load
 
-    offers = (primeintellect.parse(load("primeintellect-availability-gpus.json"))
-              + vast.parse(load("vast-bundles-ondemand.json")) + lambda_.parse(load("lambda-instance-types.json")))
+    offers = (
+        primeintellect.parse(load("primeintellect-availability-gpus.json"))
+        + vast.parse(load("vast-bundles-ondemand.json"))
+        + lambda_.parse(load("lambda-instance-types.json"))
+    )
     cache.save(root, False, FetchResult(tuple(offers)), FIXED - 180)
 
 

@@ -32,8 +32,9 @@ def _offers_cached(now: float) -> None:
 
 def _status(sshd, pod_id: str, price: float) -> dict:
     item = load("primeintellect-pods-status.json")["data"][0]
-    return {"data": [{**item, "podId": pod_id, "priceHr": price,
-                      "sshConnection": f"{sshd.user}@127.0.0.1 -p {sshd.port}"}]}
+    return {
+        "data": [{**item, "podId": pod_id, "priceHr": price, "sshConnection": f"{sshd.user}@127.0.0.1 -p {sshd.port}"}]
+    }
 
 
 async def test_rent_an_offer_then_terminate_it(tmp_path: Path, sshd, client_home):
@@ -42,10 +43,14 @@ async def test_rent_an_offer_then_terminate_it(tmp_path: Path, sshd, client_home
     _offers_cached(now)
     # the default run is prime-rl's 1 train + 1 inference GPU: 1-GPU offers are misfits, a 2× L40S wins
     cheapest = 2.05
-    api = Api({"POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
-               "GET /api/v1/pods/status": [(200, _status(sshd, "pod-synthetic-0001", cheapest))],
-               "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})],
-               "GET /api/v1/pods/": [(200, {"data": []})]})  # the terminate is verified there
+    api = Api(
+        {
+            "POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
+            "GET /api/v1/pods/status": [(200, _status(sshd, "pod-synthetic-0001", cheapest))],
+            "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})],
+            "GET /api/v1/pods/": [(200, {"data": []})],
+        }
+    )  # the terminate is verified there
     audit = AuditLog(tmp_path / "audit.jsonl")
     pods_path = tmp_path / "pods.toml"
     app = rentals_app([], tmp_path, audit, api, parked=False, poll=0.05)
@@ -108,12 +113,20 @@ def _overdue_audit(path: Path, now: float) -> AuditLog:
 async def test_overdue_rentals_are_offered_for_termination_at_start(tmp_path: Path, answer: str):
     now = time.time()
     audit = _overdue_audit(tmp_path / "audit.jsonl", now)
-    api = Api({"DELETE /api/v1/pods/pod-old-1": [(200, {"status": "TERMINATED"})],
-               "GET /api/v1/pods/": [(200, {"data": []})]})
+    api = Api(
+        {"DELETE /api/v1/pods/pod-old-1": [(200, {"status": "TERMINATED"})], "GET /api/v1/pods/": [(200, {"data": []})]}
+    )
     from services.models import Pod, PodKind
 
-    pod = Pod("old-pod", PodKind.SSH, host="10.0.0.7", provider="primeintellect", provider_id="pod-old-1",
-              deadline=now - 60, saved=True)
+    pod = Pod(
+        "old-pod",
+        PodKind.SSH,
+        host="10.0.0.7",
+        provider="primeintellect",
+        provider_id="pod-old-1",
+        deadline=now - 60,
+        saved=True,
+    )
     app = rentals_app([pod], tmp_path, audit, api)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
@@ -136,8 +149,11 @@ async def test_overdue_rentals_are_offered_for_termination_at_start(tmp_path: Pa
 async def test_T_on_a_pod_that_was_not_rented_explains(tmp_path: Path):
     from services.models import Pod, PodKind
 
-    app = PrimeTrainApp([Pod("mine", PodKind.SSH, host="127.0.0.1", port=1)], pods_path=tmp_path / "pods.toml",
-                        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
+    app = PrimeTrainApp(
+        [Pod("mine", PodKind.SSH, host="127.0.0.1", port=1)],
+        pods_path=tmp_path / "pods.toml",
+        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers),
+    )
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause()
         await pilot.press("T")
@@ -149,8 +165,12 @@ async def test_T_on_a_pod_that_was_not_rented_explains(tmp_path: Path):
 async def test_config_pane_model_is_what_the_offers_pane_prices(tmp_path: Path):
     cfg = tmp_path / "rl.toml"
     cfg.write_text('max_steps = 40\n[model]\nname = "Qwen/Qwen3-8B"\n[orchestrator]\nbatch_size = 64\n')
-    app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml", config_path=cfg,
-                        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
+    app = PrimeTrainApp(
+        [],
+        pods_path=tmp_path / "pods.toml",
+        config_path=cfg,
+        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers),
+    )
     async with app.run_test(size=(140, 40)) as pilot:
         await panes_mounted(pilot)  # the panes besides Monitor mount after the first screen
         pane = app.offers_pane
@@ -164,8 +184,11 @@ async def test_the_pane_says_which_keys_are_set_masked(tmp_path: Path, monkeypat
 
     monkeypatch.setenv("PRIME_API_KEY", "pk-live-abcdefghijklmnop")
     monkeypatch.setenv("HOME", str(tmp_path))
-    app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
-                        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
+    app = PrimeTrainApp(
+        [],
+        pods_path=tmp_path / "pods.toml",
+        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers),
+    )
     async with app.run_test(size=(160, 40)) as pilot:
         await panes_mounted(pilot)  # the panes besides Monitor mount after the first screen
         label = app.offers_pane.query_one("#of-keys", Label)
@@ -184,20 +207,48 @@ async def test_a_real_runs_rate_calibrates_the_offers_pane(tmp_path: Path):
     from services.monitor.service import MonitorService
     from tests.app.helpers import Parked
 
-    gpu = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "util": 90, "mem_used": 1, "mem_total": 80 * 2**30,
-           "power_w": 600, "temp_c": 60}
-    sample = Sample.from_dict({"v": 1, "t": 1.0, "gpus": [gpu] * 8, "host": {},
-                               "run": {"model": "Qwen/Qwen3-0.6B", "tokens_per_step": 256 * 2048}})
+    gpu = {
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "util": 90,
+        "mem_used": 1,
+        "mem_total": 80 * 2**30,
+        "power_w": 600,
+        "temp_c": 60,
+    }
+    sample = Sample.from_dict(
+        {
+            "v": 1,
+            "t": 1.0,
+            "gpus": [gpu] * 8,
+            "host": {},
+            "run": {"model": "Qwen/Qwen3-0.6B", "tokens_per_step": 256 * 2048},
+        }
+    )
     pod = Pod(name="gpu1", kind=PodKind.SSH, host="10.0.0.1")
-    snap = PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "", since=0.0), history=(sample,),
-                       run=RunProgress(step=10, steps_per_hr=100.0))
+    snap = PodSnapshot(
+        pod=pod,
+        status=PodStatus(PodState.ONLINE, "", since=0.0),
+        history=(sample,),
+        run=RunProgress(step=10, steps_per_hr=100.0),
+    )
     _offers_cached(time.time())
     demo = Pod(name="demo", kind=PodKind.DEMO)
-    a100 = Sample.from_dict({"v": 1, "t": 1.0, "gpus": [{**gpu, "name": "NVIDIA A100-SXM4-80GB"}] * 8, "host": {},
-                             "run": {"model": "Qwen/Qwen3-0.6B", "tokens_per_step": 256 * 2048}})
-    app = PrimeTrainApp([pod, demo], pods_path=tmp_path / "pods.toml",
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
-                        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
+    a100 = Sample.from_dict(
+        {
+            "v": 1,
+            "t": 1.0,
+            "gpus": [{**gpu, "name": "NVIDIA A100-SXM4-80GB"}] * 8,
+            "host": {},
+            "run": {"model": "Qwen/Qwen3-0.6B", "tokens_per_step": 256 * 2048},
+        }
+    )
+    app = PrimeTrainApp(
+        [pod, demo],
+        pods_path=tmp_path / "pods.toml",
+        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
+        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers),
+    )
     async with app.run_test(size=(160, 40)) as pilot:
         app.on_snapshot(snap)
         app.on_snapshot(replace(snap, pod=demo, history=(a100,)))  # simulated GPUs: never a calibration point
@@ -205,8 +256,11 @@ async def test_a_real_runs_rate_calibrates_the_offers_pane(tmp_path: Path):
     lines = app.rentals.observations.path.read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["gpu_type"] == "H100" and json.loads(lines[0])["gpu_count"] == 8
 
-    app = PrimeTrainApp([], pods_path=tmp_path / "pods.toml",
-                        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers))
+    app = PrimeTrainApp(
+        [],
+        pods_path=tmp_path / "pods.toml",
+        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=Api({}).providers),
+    )
     async with app.run_test(size=(160, 40)) as pilot:
         await panes_mounted(pilot)  # the panes besides Monitor mount after the first screen
         pane = app.offers_pane
@@ -227,9 +281,12 @@ async def test_demo_shows_simulated_offers_without_keys_and_rents_nothing(tmp_pa
 
     monkeypatch.setenv("HOME", str(tmp_path))  # no provider CLI files either
     api = Api({})
-    app = PrimeTrainApp([Pod("demo", PodKind.DEMO)], pods_path=tmp_path / "pods.toml",
-                        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
-                        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=api.providers))
+    app = PrimeTrainApp(
+        [Pod("demo", PodKind.DEMO)],
+        pods_path=tmp_path / "pods.toml",
+        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)),
+        rentals=lambda a: Rentals(a, AuditLog(tmp_path / "audit.jsonl"), providers=api.providers),
+    )
     async with app.run_test(size=(160, 40)) as pilot:
         await panes_mounted(pilot)  # the panes besides Monitor mount after the first screen
         pane = app.offers_pane

@@ -41,8 +41,16 @@ def prime(monkeypatch):
 
 
 def _open(pod_id: str, deadline: float | None, name: str | None = None) -> None:
-    r = Rental(name or f"p-{pod_id}", "primeintellect", pod_id, "primeintellect 1× H100", 2.0, 2.2,
-               time.time() - 3600, deadline)
+    r = Rental(
+        name or f"p-{pod_id}",
+        "primeintellect",
+        pod_id,
+        "primeintellect 1× H100",
+        2.0,
+        2.2,
+        time.time() - 3600,
+        deadline,
+    )
     AuditLog(data_dir() / AUDIT_NAME).append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
 
 
@@ -73,8 +81,14 @@ def test_terminate_without_a_terminal_needs_yes(prime, capsys, monkeypatch):
 def test_watch_terminates_an_overdue_rental(prime, tmp_path):
     _open("pod-1", time.time() - 5, name="late")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "rentals", "--watch", "--interval", "0.2"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "rentals", "--watch", "--interval", "0.2"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = []
         deadline = time.time() + 20

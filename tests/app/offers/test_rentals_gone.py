@@ -38,12 +38,26 @@ async def test_a_create_request_without_an_answer_is_found_by_name_at_start(tmp_
     now = time.time()
     audit = AuditLog(tmp_path / "audit.jsonl")
     for name in ("lost", "young"):
-        audit.append("create-request", now=now - 120, provider="primeintellect", name=name, offer="o1",
-                     title="primeintellect 1× H100", price_hr=2.0, max_price=2.2, deadline=now + 7200, est_cost=3.0)
+        audit.append(
+            "create-request",
+            now=now - 120,
+            provider="primeintellect",
+            name=name,
+            offer="o1",
+            title="primeintellect 1× H100",
+            price_hr=2.0,
+            max_price=2.2,
+            deadline=now + 7200,
+            est_cost=3.0,
+        )
     item = load("primeintellect-pods-status.json")["data"][0]
     ready = {**item, "podId": "pod-lost", "priceHr": 2.0, "sshConnection": f"{sshd.user}@127.0.0.1 -p {sshd.port}"}
-    api = Api({"GET /api/v1/pods/": [(200, {"data": [{"id": "pod-lost", "name": "lost", "status": "ACTIVE"}]})],
-               "GET /api/v1/pods/status": [(200, {"data": [ready]})]})
+    api = Api(
+        {
+            "GET /api/v1/pods/": [(200, {"data": [{"id": "pod-lost", "name": "lost", "status": "ACTIVE"}]})],
+            "GET /api/v1/pods/status": [(200, {"data": [ready]})],
+        }
+    )
     app = rentals_app([], tmp_path, audit, api, parked=False)
     async with app.run_test(size=(140, 40)) as pilot:
         await wait_for(pilot, lambda: "lost" in app.pods)

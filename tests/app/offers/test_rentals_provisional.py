@@ -32,8 +32,17 @@ def prime_pods(monkeypatch):
 
 def _requested(name: str, age: float) -> None:
     AuditLog(data_dir() / AUDIT_NAME).append(
-        "create-request", now=time.time() - age, provider="primeintellect", name=name, offer="o1",
-        title="primeintellect 8× H100", price_hr=17.92, max_price=19.72, deadline=time.time() + 3600, est_cost=5.0)
+        "create-request",
+        now=time.time() - age,
+        provider="primeintellect",
+        name=name,
+        offer="o1",
+        title="primeintellect 8× H100",
+        price_hr=17.92,
+        max_price=19.72,
+        deadline=time.time() + 3600,
+        est_cost=5.0,
+    )
 
 
 def test_creating_rentals_are_listed_found_by_name_or_closed_after_the_grace(prime_pods, capsys):

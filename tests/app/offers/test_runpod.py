@@ -70,10 +70,13 @@ def test_spot_and_gpu_filters_apply_to_runpod(served, capsys):
     assert community["price_hr"] == pytest.approx(1.49 * 4)
 
 
-@pytest.mark.parametrize("status,what,expect", [
-    (200, "runpod-edge-graphql-errors.json", "GraphQL error: Something went wrong (synthetic)"),
-    (401, b'{"error": "Unauthorized"}', "RUNPOD key rejected"),
-])
+@pytest.mark.parametrize(
+    "status,what,expect",
+    [
+        (200, "runpod-edge-graphql-errors.json", "GraphQL error: Something went wrong (synthetic)"),
+        (401, b'{"error": "Unauthorized"}', "RUNPOD key rejected"),
+    ],
+)
 def test_runpod_errors_reach_the_cli_while_vast_still_shows(served, capsys, status, what, expect):
     routes, _ = served
     routes["/runpod"] = (status, what)
@@ -89,8 +92,9 @@ def test_without_a_key_runpod_says_how_to_set_one(served, capsys, monkeypatch):
     monkeypatch.delenv("RUNPOD_API_KEY")
     code, doc, _ = _offers(capsys, "--provider", "runpod")
     assert code == 1 and doc["offers"] == []
-    assert doc["errors"] == [{"provider": "runpod",
-                              "message": "no API key: set RUNPOD_API_KEY, or keys.runpod in [offers] of settings.toml"}]
+    assert doc["errors"] == [
+        {"provider": "runpod", "message": "no API key: set RUNPOD_API_KEY, or keys.runpod in [offers] of settings.toml"}
+    ]
     assert seen == []
 
 
@@ -124,6 +128,9 @@ async def test_enter_on_a_runpod_offer_refuses_to_rent_before_any_request(tmp_pa
         await pilot.pause(0.2)
         assert not isinstance(app.screen, RentScreen)
         notes = [str(n.message) for n in app._notifications]
-        assert any("renting RunPod pods from here is not supported yet: rent it in RunPod's console, then add "
-                   "the pod with `a`" in n for n in notes), notes
+        assert any(
+            "renting RunPod pods from here is not supported yet: rent it in RunPod's console, then add "
+            "the pod with `a`" in n
+            for n in notes
+        ), notes
     assert api.seen == [] and audit.records() == []

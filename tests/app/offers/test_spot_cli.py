@@ -15,8 +15,11 @@ import pytest
 from app.cli import main
 from tests.shared_data import OFFER_FIXTURES
 
-FILES = {"/prime": "primeintellect-availability-gpus.json", "/lambda": "lambda-instance-types.json",
-         "/runpod": "runpod-graphql-gpuTypes.json"}
+FILES = {
+    "/prime": "primeintellect-availability-gpus.json",
+    "/lambda": "lambda-instance-types.json",
+    "/runpod": "runpod-graphql-gpuTypes.json",
+}
 
 
 @pytest.fixture
@@ -74,7 +77,7 @@ def test_both_kinds_in_one_list_sorted_by_cost_with_the_risk_included(providers,
     assert {o["provider"] for o in on_demand} >= {"primeintellect", "vast", "lambda", "runpod"}
     fits = [o for o in offers if o["fits"]]
     assert [o["est_cost"] for o in fits] == sorted(o["est_cost"] for o in fits)  # one ranking, the risk in
-    assert fits and not all(o["fits"] for o in offers) and not any(o["fits"] for o in offers[len(fits):])
+    assert fits and not all(o["fits"] for o in offers) and not any(o["fits"] for o in offers[len(fits) :])
     for o in offers:
         if o["spot"]:  # the range: no preemption – expected; the expected is what ranks
             assert o["est_cost"] > o["est_cost_no_preemption"] > 0 and o["expected_preemptions"] > 0
@@ -84,8 +87,10 @@ def test_both_kinds_in_one_list_sorted_by_cost_with_the_risk_included(providers,
             assert (o["est_cost"], o["expected_preemptions"], o["spot_note"]) == (o["est_cost_no_preemption"], 0, "")
     assert {o["provider"] for o in spot if "interruptible-pod API" in o["spot_note"]} == {"runpod"}
     # the documented defaults: Prime 0.05/hr, Vast 0.1/hr
-    assert {(o["provider"], o["interruptions_per_hr"]) for o in spot if o["provider"] != "runpod"} == \
-        {("primeintellect", 0.05), ("vast", 0.1)}
+    assert {(o["provider"], o["interruptions_per_hr"]) for o in spot if o["provider"] != "runpod"} == {
+        ("primeintellect", 0.05),
+        ("vast", 0.1),
+    }
 
 
 def test_spot_and_no_spot_narrow_the_list(providers, capsys):
@@ -104,8 +109,9 @@ def test_spot_and_no_spot_narrow_the_list(providers, capsys):
 def _config(tmp_path, interval: int | None):
     cfg = tmp_path / f"rl-{interval}.toml"
     ckpt = f"\n[ckpt]\ninterval = {interval}\n" if interval else ""
-    cfg.write_text(f'max_steps = 1000\n[model]\nname = "Qwen/Qwen3-8B"\n[orchestrator]\nbatch_size = 128\n'
-                   f'[trainer]\n{ckpt}')
+    cfg.write_text(
+        f'max_steps = 1000\n[model]\nname = "Qwen/Qwen3-8B"\n[orchestrator]\nbatch_size = 128\n[trainer]\n{ckpt}'
+    )
     return cfg
 
 
@@ -132,8 +138,9 @@ def test_settings_rates_override_the_defaults_and_bad_ones_are_one_line(provider
     settings.write_text("[offers]\nspot_interruptions_per_hour = {vast = 0.0}\n")
     code, offers, err = _offers(capsys, "--provider", "vast", "--spot", "--model", "Qwen/Qwen3-8B")
     assert code == 0, err
-    assert offers and all(o["interruptions_per_hr"] == 0 and o["est_cost"] == o["est_cost_no_preemption"]
-                          for o in offers)  # never preempted: nothing to price
+    assert offers and all(
+        o["interruptions_per_hr"] == 0 and o["est_cost"] == o["est_cost_no_preemption"] for o in offers
+    )  # never preempted: nothing to price
     settings.write_text("[offers]\nspot_interruptions_per_hour = {vast = -1}\n")
     code, offers, err = _offers(capsys, "--provider", "vast")
     assert code == 1 and offers == []
@@ -147,5 +154,9 @@ def test_text_output_shows_the_spot_range(providers, capsys):
     assert main(["offers", "--provider", "runpod", "--gpus", "8", "--timeout", "5"]) == 0
     out = capsys.readouterr().out
     spot_lines = [line for line in out.splitlines() if " · spot " in line]
-    assert spot_lines and all(re.search(r"spot \d+\.\d\d–\d+\.\d\d,", line) and "preemptions expected" in line
-                              and "interruptible-pod API" in line for line in spot_lines)
+    assert spot_lines and all(
+        re.search(r"spot \d+\.\d\d–\d+\.\d\d,", line)
+        and "preemptions expected" in line
+        and "interruptible-pod API" in line
+        for line in spot_lines
+    )

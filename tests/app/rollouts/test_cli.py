@@ -39,8 +39,24 @@ def test_list_json_over_sshd(pod, run, capsys) -> None:
     assert [e["id"] for e in doc["episodes"]] == [f"e7-{i}" for i in range(5)]
     e = doc["episodes"][4]
     assert e["error"] == "ToolError: search timed out" and e["ok"] is False
-    assert set(e) >= {"id", "step", "env", "reward", "rewards", "turns", "tokens_in", "tokens_out", "truncated",
-                      "tool_calls", "tools", "tool_s", "model_s", "total_s", "offset", "bytes"}
+    assert set(e) >= {
+        "id",
+        "step",
+        "env",
+        "reward",
+        "rewards",
+        "turns",
+        "tokens_in",
+        "tokens_out",
+        "truncated",
+        "tool_calls",
+        "tools",
+        "tool_s",
+        "model_s",
+        "total_s",
+        "offset",
+        "bytes",
+    }
     assert SECRET_PROMPT not in out
     code, out, _ = cli(capsys, "rollouts", spec, "--run-dir", str(run), "--errors", "--json")
     assert [x["id"] for x in json.loads(out)["episodes"]] == ["e7-4"]
@@ -63,8 +79,9 @@ def test_bad_input_is_one_line(run, capsys, tmp_path) -> None:
 
 def test_export_writes_only_the_file_asked_for(run, capsys, tmp_path) -> None:
     target = tmp_path / "exports" / "e7-1.md"
-    code, out, err = cli(capsys, "rollouts", "local", "--run-dir", str(run), "--episode", "e7-1",
-                         "--export", str(target))
+    code, out, err = cli(
+        capsys, "rollouts", "local", "--run-dir", str(run), "--episode", "e7-1", "--export", str(target)
+    )
     assert code == 0, err
     assert f"wrote episode e7-1 to {target}" in out
     assert "## Episode e7-1" in target.read_text()

@@ -42,9 +42,12 @@ def boto_client(endpoint: str):
     import boto3
     from botocore.config import Config
 
-    return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                        config=Config(request_checksum_calculation="when_required",
-                                      response_checksum_validation="when_required"))
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        config=Config(request_checksum_calculation="when_required", response_checksum_validation="when_required"),
+    )
 
 
 @dataclass
@@ -54,8 +57,15 @@ class S3Env:
     client: object
 
     def settings(self, **kw) -> BackupSettings:
-        base = dict(bucket=self.bucket, endpoint=self.endpoint, region="us-east-1", part_size=64 * 1024,
-                    min_part=64 * 1024, jobs=4, keep_last=0)
+        base = dict(
+            bucket=self.bucket,
+            endpoint=self.endpoint,
+            region="us-east-1",
+            part_size=64 * 1024,
+            min_part=64 * 1024,
+            jobs=4,
+            keep_last=0,
+        )
         base.update(kw)
         return BackupSettings(**base)
 
@@ -75,9 +85,16 @@ def s3env(moto_server, monkeypatch, tmp_path) -> S3Env:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
-                "AWS_REQUEST_CHECKSUM_CALCULATION", "AWS_RESPONSE_CHECKSUM_VALIDATION",
-                "PRIME_TRAIN_TUI_BUCKET", "PRIME_TRAIN_TUI_S3_ENDPOINT"):
+    for var in (
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_REQUEST_CHECKSUM_CALCULATION",
+        "AWS_RESPONSE_CHECKSUM_VALIDATION",
+        "PRIME_TRAIN_TUI_BUCKET",
+        "PRIME_TRAIN_TUI_S3_ENDPOINT",
+    ):
         monkeypatch.delenv(var, raising=False)
     with urllib.request.urlopen(urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST")):
         pass
@@ -87,8 +104,9 @@ def s3env(moto_server, monkeypatch, tmp_path) -> S3Env:
     return S3Env(endpoint=moto_server, bucket=bucket, client=client)
 
 
-def write_checkpoint(run_dir: Path, step: int, *, shard_bytes: int = 300 * 1024, complete: bool = True,
-                     data: bytes | None = None) -> Path:
+def write_checkpoint(
+    run_dir: Path, step: int, *, shard_bytes: int = 300 * 1024, complete: bool = True, data: bytes | None = None
+) -> Path:
     """A prime-rl-like step_N: a DCP shard, .metadata (last), orchestrator/progress.pt."""
     d = run_dir / "checkpoints" / f"step_{step}"
     (d / "trainer").mkdir(parents=True, exist_ok=True)

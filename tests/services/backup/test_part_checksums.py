@@ -40,7 +40,7 @@ async def test_parts_carry_their_crc32_and_the_store_keeps_the_composite(pod, s3
     shard = next(f for f in result.manifest.files if f.path.endswith("__0_0.distcp"))
     assert len(shard.parts) > 1
     data = (step_dir / "trainer" / "__0_0.distcp").read_bytes()
-    want = composite_crc32([crc(data[p.offset:p.offset + p.raw]) for p in shard.parts])
+    want = composite_crc32([crc(data[p.offset : p.offset + p.raw]) for p in shard.parts])
     key = f"{settings.prefix_for(str(run))}step_3/{shard.key}"
     head = s3env.client.head_object(Bucket=s3env.bucket, Key=key, ChecksumMode="ENABLED")
     assert head["ChecksumCRC32"].split("-")[0] == want
@@ -66,8 +66,10 @@ async def test_part_checksums_none_names_no_algorithm(pod, s3env, tmp_path, monk
 def test_a_store_that_refuses_unsigned_part_checksums_gets_none(s3env, monkeypatch):
     """The probe's own PUT: a URL whose signature does not cover the request (as AWS judges an unsigned
     x-amz-checksum-crc32: HeadersNotSigned) is a refusal, not a crash."""
-    assert store_caps._put_probe(f"{s3env.endpoint}/{s3env.bucket}/no-such-upload?uploadId=nope&partNumber=1",
-                               5.0) is False
+    assert (
+        store_caps._put_probe(f"{s3env.endpoint}/{s3env.bucket}/no-such-upload?uploadId=nope&partNumber=1", 5.0)
+        is False
+    )
 
 
 def test_composite_crc32_is_the_crc_of_the_parts_crcs():

@@ -21,8 +21,9 @@ POD = Pod(name="p", kind=PodKind.SSH, host="h", run_dir="/w/run")
 
 def snap(*steps: tuple[int, bool], pod: Pod = POD, state: PodState = PodState.ONLINE) -> PodSnapshot:
     ckpts = tuple(CheckpointInfo(s, f"/w/run/checkpoints/step_{s}", 100, 0.0, complete) for s, complete in steps)
-    return PodSnapshot(pod=pod, status=PodStatus(state), history=(Sample(t=0.0, gpus=(), host=HostSample(),
-                                                                          ckpts=ckpts),))
+    return PodSnapshot(
+        pod=pod, status=PodStatus(state), history=(Sample(t=0.0, gpus=(), host=HostSample(), ckpts=ckpts),)
+    )
 
 
 def test_the_newest_complete_step_once_never_a_half_written_one_and_one_at_a_time():
@@ -86,8 +87,9 @@ def snap_at(*steps: tuple[int, float], run_dir: str = "/w/run") -> PodSnapshot:
     """Complete checkpoints (step, mtime) of the pod's run in ``run_dir``."""
     pod = replace(POD, run_dir=run_dir)
     ckpts = tuple(CheckpointInfo(s, f"{run_dir}/checkpoints/step_{s}", 100, m, True) for s, m in steps)
-    return PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE), history=(Sample(t=0.0, gpus=(), host=HostSample(),
-                                                                                   ckpts=ckpts),))
+    return PodSnapshot(
+        pod=pod, status=PodStatus(PodState.ONLINE), history=(Sample(t=0.0, gpus=(), host=HostSample(), ckpts=ckpts),)
+    )
 
 
 def test_steps_below_the_highest_one_in_the_bucket_or_sent_are_still_backed_up():

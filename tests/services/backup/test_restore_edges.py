@@ -37,8 +37,9 @@ async def test_restore_moves_an_incomplete_step_aside_and_never_replaces_a_compl
         with pytest.raises(BackupError, match="already exists on the pod and is complete"):
             await restore_checkpoint(conn, settings, str(target), 8)
     restored = target / "checkpoints" / "step_8"
-    assert (restored / "trainer" / "__0_0.distcp").read_bytes() == \
-        (src / "checkpoints/step_8/trainer/__0_0.distcp").read_bytes()
+    assert (restored / "trainer" / "__0_0.distcp").read_bytes() == (
+        src / "checkpoints/step_8/trainer/__0_0.distcp"
+    ).read_bytes()
     assert (restored / "trainer" / ".metadata").is_file()
     aside = [p for p in (target / "checkpoints").iterdir() if p.name != "step_8"]
     assert len(aside) == 1 and aside[0].name.startswith(".step_8.incomplete-")  # hidden from step_N globs
@@ -85,7 +86,8 @@ def test_an_object_matches_by_size_and_md5_etag_or_the_stores_own_etag():
 
 
 async def test_opaque_etags_are_recorded_and_verified_and_md5_stores_catch_a_changed_part(
-        pod, s3env, tmp_path, monkeypatch):
+    pod, s3env, tmp_path, monkeypatch
+):
     """moto's ETags are md5s: the probe says so. A store with opaque ETags is simulated by rewriting the
     ETags the pod's PUTs return (what SSE-KMS does): on an md5 store that is a corruption and fails; when
     the probe says the store's ETags are opaque the backup records the store's ETag and verifies."""
@@ -105,6 +107,7 @@ async def test_opaque_etags_are_recorded_and_verified_and_md5_stores_catch_a_cha
                 for p in ev["parts"]:
                     p["etag"] = "e" * 32  # not the md5 of what was sent
             on_event(ev)
+
         return await original_stream(self, args, lines, rewrite)
 
     monkeypatch.setattr(backup.PodAgent, "stream", lying_stream)

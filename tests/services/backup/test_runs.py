@@ -32,8 +32,9 @@ pytestmark = pytest.mark.ssh
 
 def record(run_dir: Path, run_id: str, resumed_from: str | None = None, resume_step: int | None = None) -> None:
     (run_dir / ".ptt").mkdir(parents=True, exist_ok=True)
-    (run_dir / ".ptt" / "run.json").write_text(json.dumps({"id": run_id, "resumed_from": resumed_from,
-                                                           "resume_step": resume_step}))
+    (run_dir / ".ptt" / "run.json").write_text(
+        json.dumps({"id": run_id, "resumed_from": resumed_from, "resume_step": resume_step})
+    )
 
 
 def test_a_run_owns_its_own_backups_and_its_ancestors_up_to_the_resume_step_only():
@@ -81,8 +82,11 @@ async def test_two_resumes_of_one_run_never_count_prune_or_overwrite_each_others
         assert [c["step"] for c in plan.delete] == [100] and [c["step"] for c in plan.unbacked] == [200]
     listing = await list_bucket(backup, str(run_a))
     # B's keep-last-1 pruned nothing of A's (its own 300 is its only backup after A's 100)
-    assert [(c.step, c.verified, c.source.run_id) for c in listing] == \
-        [(100, True, "A"), (200, True, "A"), (300, True, "B")]
+    assert [(c.step, c.verified, c.source.run_id) for c in listing] == [
+        (100, True, "A"),
+        (200, True, "A"),
+        (300, True, "B"),
+    ]
     async with SSHConnection(pod_a) as conn:
         write_checkpoint(run_a, 300, shard_bytes=100 * 1024)
         plan = await plan_cleanup(conn, keep=1, settings=make_settings(tmp_path), run_dir=str(run_a), backup=backup)
@@ -154,15 +158,18 @@ async def test_two_runs_backing_up_the_same_step_at_once_never_corrupt_each_othe
     assert result.verified and result.manifest.source.run_id == "A"
     checked = await verify_backup(s3env.settings(), str(run_a), 500)
     assert checked.verified and checked.source.run_id == "A", checked.problems
-    assert s3env.get("prime-train/run/step_500/trainer/__0_0.distcp") == \
-        (run_a / "checkpoints/step_500/trainer/__0_0.distcp").read_bytes()
+    assert (
+        s3env.get("prime-train/run/step_500/trainer/__0_0.distcp")
+        == (run_a / "checkpoints/step_500/trainer/__0_0.distcp").read_bytes()
+    )
     # the claims are what decides: A's claim is older than B's
     claims = s3env.keys("prime-train/run/step_500/claims/")
     assert len(claims) == 2 and all(k.endswith(".json") for k in claims)
 
 
-async def test_a_stale_claim_is_ignored_and_another_runs_unfinished_upload_never_resumed(pods, s3env, tmp_path,
-                                                                                           monkeypatch):
+async def test_a_stale_claim_is_ignored_and_another_runs_unfinished_upload_never_resumed(
+    pods, s3env, tmp_path, monkeypatch
+):
     pod_a, _ = pods
     run = tmp_path / "a" / "run"
     write_checkpoint(run, 9, shard_bytes=200 * 1024)
@@ -171,8 +178,11 @@ async def test_a_stale_claim_is_ignored_and_another_runs_unfinished_upload_never
     key = base + "trainer/__0_0.distcp"
     # another run's claim, never finished (no manifest), and its unfinished upload
     other = RunSource("pod-x", "/workspace/run", "X")
-    s3env.client.put_object(Bucket=s3env.bucket, Key=base + "claims/" + run_key(other) + ".json",
-                            Body=json.dumps({"source": other.to_dict(), "time": 0}).encode())
+    s3env.client.put_object(
+        Bucket=s3env.bucket,
+        Key=base + "claims/" + run_key(other) + ".json",
+        Body=json.dumps({"source": other.to_dict(), "time": 0}).encode(),
+    )
     theirs = s3env.client.create_multipart_upload(Bucket=s3env.bucket, Key=key)["UploadId"]
     s3env.client.upload_part(Bucket=s3env.bucket, Key=key, UploadId=theirs, PartNumber=1, Body=b"x" * 64 * 1024)
     async with SSHConnection(pod_a) as conn:

@@ -28,8 +28,9 @@ def eu_bucket(s3env):
     return name
 
 
-async def test_without_a_region_the_client_and_presigned_urls_follow_the_bucket(s3env, eu_bucket, tmp_path,
-                                                                                monkeypatch):
+async def test_without_a_region_the_client_and_presigned_urls_follow_the_bucket(
+    s3env, eu_bucket, tmp_path, monkeypatch
+):
     s3 = S3(s3env.settings(bucket=eu_bucket, region=None))  # AWS_DEFAULT_REGION is us-east-1 (s3env)
     await s3.call("list_objects_v2", Bucket=eu_bucket)
     assert s3.client.meta.region_name == "eu-west-1"
@@ -64,8 +65,9 @@ async def test_a_configured_region_is_kept_and_a_us_east_1_bucket_stays_there(s3
 
 async def test_a_missing_bucket_is_still_named_when_the_region_is_looked_up(s3env):
     with pytest.raises(BackupError, match="does not exist"):
-        await S3(s3env.settings(bucket="no-such-bucket-here", region=None)).call("list_objects_v2",
-                                                                                Bucket="no-such-bucket-here")
+        await S3(s3env.settings(bucket="no-such-bucket-here", region=None)).call(
+            "list_objects_v2", Bucket="no-such-bucket-here"
+        )
 
 
 async def test_endpoint_down_from_aws_endpoint_url_names_that_endpoint(s3env, monkeypatch):

@@ -39,8 +39,10 @@ def etags(s3env, prefix: str) -> dict[str, str]:
 @pytest.fixture
 def pods(sshd, client_home, tmp_path):
     client_home.trust()
-    return (sshd.pod(name="pod-a", probe_dir=str(tmp_path / "state-a")),
-            sshd.pod(name="pod-b", probe_dir=str(tmp_path / "state-b")))
+    return (
+        sshd.pod(name="pod-a", probe_dir=str(tmp_path / "state-a")),
+        sshd.pod(name="pod-b", probe_dir=str(tmp_path / "state-b")),
+    )
 
 
 def test_same_run_by_record_ids_and_lineage_else_pod_and_dir_and_unknown_never():
@@ -60,8 +62,7 @@ def test_same_run_by_record_ids_and_lineage_else_pod_and_dir_and_unknown_never()
     assert Manifest.from_json(new.to_json()).source == new.source
 
 
-async def test_cleanup_never_deletes_a_checkpoint_another_run_backed_up_under_the_same_prefix(pods, s3env,
-                                                                                           tmp_path):
+async def test_cleanup_never_deletes_a_checkpoint_another_run_backed_up_under_the_same_prefix(pods, s3env, tmp_path):
     pod_a, pod_b = pods
     run_a, run_b = tmp_path / "a" / "run", tmp_path / "b" / "run"  # both: prime-train/run/
     settings = make_settings(tmp_path)
@@ -115,8 +116,7 @@ async def test_a_backup_never_overwrites_another_runs_step_and_says_how_to_fix_i
         assert (await backup_checkpoint(conn, s3env.settings(prefix="runs/b/"), str(run_b), 500)).verified
 
 
-async def test_keep_last_prunes_only_this_runs_backups_and_an_old_manifest_counts_for_no_run(pods, s3env,
-                                                                                            tmp_path):
+async def test_keep_last_prunes_only_this_runs_backups_and_an_old_manifest_counts_for_no_run(pods, s3env, tmp_path):
     pod_a, pod_b = pods
     run_a, run_b = tmp_path / "a" / "run", tmp_path / "b" / "run"
     for step in (2, 3, 4, 5, 6):
@@ -139,14 +139,18 @@ async def test_keep_last_prunes_only_this_runs_backups_and_an_old_manifest_count
         mine = await run_source(conn, str(run_b))
         assert mine == RunSource("pod-b", str(run_b))
     listing = await list_bucket(s3env.settings(), str(run_b))
-    assert [(c.step, c.verified, c.source.pod if c.source else None) for c in listing] == \
-        [(2, True, "pod-a"), (4, True, None), (10, True, "pod-b")]
+    assert [(c.step, c.verified, c.source.pod if c.source else None) for c in listing] == [
+        (2, True, "pod-a"),
+        (4, True, None),
+        (10, True, "pod-b"),
+    ]
     async with SSHConnection(pod_a) as conn:
         # the unknown-source step 4 is not "already backed up" for A, never overwritten, never a reason to delete
         with pytest.raises(BackupError, match="an unknown run"):
             await backup_checkpoint(conn, s3env.settings(), str(run_a), 4)
-        plan = await plan_cleanup(conn, keep=1, settings=make_settings(tmp_path), run_dir=str(run_a),
-                                  backup=s3env.settings())
+        plan = await plan_cleanup(
+            conn, keep=1, settings=make_settings(tmp_path), run_dir=str(run_a), backup=s3env.settings()
+        )
         # A's own verified 2 may go; the unknown-source 4 counts neither as verified nor as superseding 3
         assert [c["step"] for c in plan.delete] == [2] and [c["step"] for c in plan.unbacked] == [3, 4, 5]
     async with SSHConnection(pod_a) as conn:
@@ -171,8 +175,10 @@ async def test_an_object_already_complete_in_the_bucket_is_not_sent_again(pods, 
         before = etags(s3env, "prime-train/run/step_7/")
         again = await backup_checkpoint(conn, backup, str(run), 7)
         assert again.verified and again.uploaded_parts == 0 and again.skipped_parts == first.uploaded_parts
-        assert etags(s3env, "prime-train/run/step_7/") == {**before, **{
-            k: v for k, v in etags(s3env, "prime-train/run/step_7/").items() if k.endswith("manifest.json")}}
+        assert etags(s3env, "prime-train/run/step_7/") == {
+            **before,
+            **{k: v for k, v in etags(s3env, "prime-train/run/step_7/").items() if k.endswith("manifest.json")},
+        }
         assert s3env.client.list_multipart_uploads(Bucket=s3env.bucket).get("Uploads", []) == []
         # the pod's file changed (same size): the object no longer matches and is sent again, verified
         shard = run / "checkpoints/step_7/trainer/__0_0.distcp"

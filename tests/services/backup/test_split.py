@@ -69,8 +69,11 @@ async def test_split_layout_backup_holds_both_halves_and_restore_puts_each_back(
 
         result = await backup_checkpoint(conn, settings, str(run), 4)
         assert result.verified and not result.problems
-        assert sorted(f.path for f in result.manifest.files) == \
-            ["orchestrator/progress.pt", "trainer/.metadata", "trainer/__0_0.distcp"]
+        assert sorted(f.path for f in result.manifest.files) == [
+            "orchestrator/progress.pt",
+            "trainer/.metadata",
+            "trainer/__0_0.distcp",
+        ]
         base = "prime-train/myrun/step_4/"
         assert s3env.get(base + "trainer/__0_0.distcp") == trainer_before["trainer/__0_0.distcp"]
         assert s3env.get(base + "orchestrator/progress.pt") == b"progress 4"
@@ -131,8 +134,10 @@ def test_the_trainer_half_dir_comes_from_the_resolved_configs(tmp_path, script):
     launch = tmp_path / "proj"
     run = launch / "outputs" / "r1"
     assert find(str(run)) == str(run / "checkpoints")  # no configs: the run dir's own
-    put(run / "configs/rl.json", json.dumps({"trainer": {"output_dir": "outputs/r1",
-                                                         "ckpt": {"output_dir": "/vol/ckpt"}}}).encode())
+    put(
+        run / "configs/rl.json",
+        json.dumps({"trainer": {"output_dir": "outputs/r1", "ckpt": {"output_dir": "/vol/ckpt"}}}).encode(),
+    )
     assert find(str(run)) == "/vol/ckpt/checkpoints"
     put(run / "configs/rl.json", json.dumps({"ckpt": {"output_dir": "big"}, "trainer": {"ckpt": {}}}).encode())
     assert find(str(run)) == str(launch / "big" / "checkpoints")  # relative: from the launch dir
@@ -145,8 +150,10 @@ def test_the_trainer_half_dir_comes_from_the_resolved_configs(tmp_path, script):
 def test_both_pod_scripts_carry_the_same_trainer_half_rule():
     import inspect
 
-    sources = {inspect.getsource(_load(s).trainer_ckpt_dir) for s in ("pod/agent/backup.py", "pod/agent/probe.py",
-                                                                     "pod/agent/lifecycle.py")}
+    sources = {
+        inspect.getsource(_load(s).trainer_ckpt_dir)
+        for s in ("pod/agent/backup.py", "pod/agent/probe.py", "pod/agent/lifecycle.py")
+    }
     assert len(sources) == 1
 
 
@@ -155,12 +162,19 @@ def test_the_probe_shows_each_split_step_once_with_both_halves(tmp_path):
     import sys
 
     run, vol = split_run(tmp_path)
-    res = subprocess.run([sys.executable, str(SERVICES / "pod/agent/probe.py"), "--once", "--backend", "none",
-                          "--run-dir", str(run)], capture_output=True, text=True, timeout=30)
+    res = subprocess.run(
+        [sys.executable, str(SERVICES / "pod/agent/probe.py"), "--once", "--backend", "none", "--run-dir", str(run)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     ckpts = {c["step"]: c for c in json.loads(res.stdout.splitlines()[-1])["ckpts"]}
     assert sorted(ckpts) == [4, 6]
     assert ckpts[4]["complete"] and ckpts[4]["path"] == str(vol / "step_4")
-    assert (ckpts[4]["trainer_bytes"], ckpts[4]["orch_bytes"], ckpts[4]["bytes"]) \
-        == (200 * 1024 + 14, 10, 200 * 1024 + 24)
+    assert (ckpts[4]["trainer_bytes"], ckpts[4]["orch_bytes"], ckpts[4]["bytes"]) == (
+        200 * 1024 + 14,
+        10,
+        200 * 1024 + 24,
+    )
     assert ckpts[4]["orch_path"] == str(run / "checkpoints/step_4")
     assert not ckpts[6]["complete"] and ckpts[6]["trainer_bytes"] == 0 and ckpts[6]["orch_bytes"] == 10

@@ -64,8 +64,10 @@ async def test_backup_goes_from_the_pod_to_the_bucket_and_is_verified(pod, s3env
     base = "prime-train/pod-run/step_10/"
     # the run's claim on the step stays (services.backup.claims)
     claim = f"claims/{run_key(result.manifest.source)}.json"
-    assert s3env.keys(base) == [base + k for k in (claim, "manifest.json", "orchestrator/progress.pt",
-                                                    "trainer/.metadata", "trainer/__0_0.distcp")]
+    assert s3env.keys(base) == [
+        base + k
+        for k in (claim, "manifest.json", "orchestrator/progress.pt", "trainer/.metadata", "trainer/__0_0.distcp")
+    ]
     manifest = Manifest.from_json(s3env.get(base + "manifest.json"))
     for f in manifest.files:
         local = ckpt / f.path
@@ -105,22 +107,28 @@ async def test_interrupted_backup_resumes_without_resending_finished_parts(pod, 
             await task
         # wait until the agent on the pod is gone, so the bucket no longer changes
         for _ in range(100):
-            if not [p for p in psutil.process_iter(["cmdline"])
-                    if "backup-agent-" in " ".join(p.info["cmdline"] or [])
-                    and str(tmp_path) in " ".join(p.info["cmdline"] or [])]:
+            if not [
+                p
+                for p in psutil.process_iter(["cmdline"])
+                if "backup-agent-" in " ".join(p.info["cmdline"] or [])
+                and str(tmp_path) in " ".join(p.info["cmdline"] or [])
+            ]:
                 break
             await asyncio.sleep(0.1)
         uploads = s3env.client.list_multipart_uploads(Bucket=s3env.bucket)["Uploads"]
         assert len(uploads) == 1
-        there = s3env.client.list_parts(Bucket=s3env.bucket, Key=uploads[0]["Key"],
-                                        UploadId=uploads[0]["UploadId"]).get("Parts", [])
+        there = s3env.client.list_parts(
+            Bucket=s3env.bucket, Key=uploads[0]["Key"], UploadId=uploads[0]["UploadId"]
+        ).get("Parts", [])
         assert 3 <= len(there) < 16
         result = await backup_checkpoint(conn, settings, str(run), 5)
     assert result.verified
     assert result.uploaded_parts == 16 - len(there)  # only the shard's missing parts were sent again
     assert result.skipped_parts == len(there) + 2  # + the two small files, sent first, found complete
-    assert s3env.get("prime-train/run/step_5/trainer/__0_0.distcp") == \
-        (run / "checkpoints/step_5/trainer/__0_0.distcp").read_bytes()
+    assert (
+        s3env.get("prime-train/run/step_5/trainer/__0_0.distcp")
+        == (run / "checkpoints/step_5/trainer/__0_0.distcp").read_bytes()
+    )
 
 
 async def test_restore_into_an_empty_run_dir_is_verified_first_and_byte_identical(pod, s3env, tmp_path):
@@ -152,8 +160,7 @@ async def test_a_corrupted_object_fails_verification_and_restore_refuses(pod, s3
     settings = s3env.settings()
     async with SSHConnection(pod) as conn:
         await backup_checkpoint(conn, settings, str(run), 7)
-        s3env.client.put_object(Bucket=s3env.bucket, Key="prime-train/run/step_7/trainer/.metadata",
-                                Body=b"tampered")
+        s3env.client.put_object(Bucket=s3env.bucket, Key="prime-train/run/step_7/trainer/.metadata", Body=b"tampered")
         checked = await verify_backup(settings, str(run), 7)
         assert not checked.verified and "trainer/.metadata" in checked.problems[0]
         listing = await list_bucket(settings, str(run))
@@ -166,9 +173,24 @@ async def test_a_corrupted_object_fails_verification_and_restore_refuses(pod, s3
 
 async def test_keep_last_n_in_the_bucket_with_the_simulated_trainer(pod, s3env, tmp_path):
     run = tmp_path / "sim"
-    subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run), "--max-steps", "6",
-                    "--ckpt-interval", "2", "--step-seconds", "0"], check=True, timeout=30,
-                   cwd=Path(__file__).resolve().parents[3])
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run),
+            "--max-steps",
+            "6",
+            "--ckpt-interval",
+            "2",
+            "--step-seconds",
+            "0",
+        ],
+        check=True,
+        timeout=30,
+        cwd=Path(__file__).resolve().parents[3],
+    )
     settings = s3env.settings(keep_last=2)
     async with SSHConnection(pod) as conn:
         ckpts, _ = await pod_checkpoints(conn, str(run))

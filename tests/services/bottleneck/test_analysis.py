@@ -23,9 +23,26 @@ PROBE = REPO / "services" / "pod" / "agent" / "probe.py"
 
 
 def run_trainer(run_dir: Path, profile: str, *extra: str, steps: int = 20) -> Path:
-    out = subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run_dir),
-                          "--step-seconds", "0.001", "--max-steps", str(steps), "--profile", profile, *extra],
-                         cwd=REPO, capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run_dir),
+            "--step-seconds",
+            "0.001",
+            "--max-steps",
+            str(steps),
+            "--profile",
+            profile,
+            *extra,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 0, out.stderr
     return run_dir
 
@@ -40,8 +57,10 @@ def read(run_dir: Path) -> tuple[list[str], list[str]]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("runs")
-    return {p: run_trainer(root / p, p) for p in
-            ("latency-bound", "generation-bound", "trainer-bound", "checkpoint-heavy", "default")}
+    return {
+        p: run_trainer(root / p, p)
+        for p in ("latency-bound", "generation-bound", "trainer-bound", "checkpoint-heavy", "default")
+    }
 
 
 EXPECTED = {
@@ -148,8 +167,10 @@ def test_rules_file_loads_and_every_rule_formats():
 def test_gpu_evidence_splits_inference_and_trainer_gpus():
     def sample(t, utils):
         gpus = tuple(GpuSample(i, "H100", u, None, None, None, None) for i, u in enumerate(utils))
-        procs = (GpuProcess(10, 0, None, "python -m vllm.entrypoints.openai.api_server"),
-                 GpuProcess(11, 1, None, "torchrun --role=trainer -m prime_rl.trainer.rl.train"))
+        procs = (
+            GpuProcess(10, 0, None, "python -m vllm.entrypoints.openai.api_server"),
+            GpuProcess(11, 1, None, "torchrun --role=trainer -m prime_rl.trainer.rl.train"),
+        )
         return Sample(t, gpus, HostSample(), procs)
 
     ev = gpu_evidence([sample(0, (10.0, 90.0, None)), sample(1, (20.0, 100.0, 50.0))])
@@ -167,8 +188,12 @@ def test_markdown_export(runs, tmp_path):
 
 # ---------------------------------------------------------------------------------------- live plumbing
 def probe_lines(args: list[str], stdin_open: bool, count: int, timeout: float = 15.0) -> list[dict]:
-    proc = subprocess.Popen([sys.executable, "-u", str(PROBE), "--backend", "none", *args],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-u", str(PROBE), "--backend", "none", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     out = []
     try:
         for line in proc.stdout:
@@ -186,8 +211,11 @@ def test_probe_backfills_then_tails_metrics(runs, tmp_path):
     (run / "logs").mkdir(parents=True)
     big = read(runs["latency-bound"])[0] * 40  # ~140 KiB: more than the 64 KiB backfill
     (run / "metrics.jsonl").write_text("\n".join(big) + "\n" + '{"step": 99, "time/st')  # partial last line
-    proc = subprocess.Popen([sys.executable, "-u", str(PROBE), "--backend", "none", "--interval", "0.2",
-                             "--run-dir", str(run)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-u", str(PROBE), "--backend", "none", "--interval", "0.2", "--run-dir", str(run)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     try:
         first = json.loads(proc.stdout.readline())
         lines = first["metrics"]
@@ -201,8 +229,10 @@ def test_probe_backfills_then_tails_metrics(runs, tmp_path):
             seen += json.loads(proc.stdout.readline())["metrics"]
             if len(seen) >= 2:
                 break
-        assert seen == ['{"step": 99, "time/step_ckpt": 1.0}',
-                        '{"step": 100, "time/step": 2.0, "time/forward_backward": 1.0}']
+        assert seen == [
+            '{"step": 99, "time/step_ckpt": 1.0}',
+            '{"step": 100, "time/step": 2.0, "time/forward_backward": 1.0}',
+        ]
     finally:
         proc.kill()
         proc.wait()
@@ -219,9 +249,21 @@ async def test_monitor_keeps_a_bounded_metrics_history_that_the_breakdown_reads(
 
     run = tmp_path / "run"
     trainer = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run), "--step-seconds", "0.05",
-        "--max-steps", "0", "--profile", "latency-bound", cwd=REPO,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        sys.executable,
+        "-m",
+        "services.demo.trainer",
+        "--run-dir",
+        str(run),
+        "--step-seconds",
+        "0.05",
+        "--max-steps",
+        "0",
+        "--profile",
+        "latency-bound",
+        cwd=REPO,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     snaps = []
     settings = MonitorSettings(interval=0.2, metrics_len=30)
     monitor = MonitorService(snaps.append, settings=settings)

@@ -13,42 +13,88 @@ from services.bottleneck.analysis import analyze_lines
 from services.monitor.metrics import parse_run
 
 
-def rollout_keys(env: str, subset: str, agent: str, *, model: float, harness: float, setup: float = 0.2,
-                 scoring: float = 0.1, finalize: float = 0.05) -> dict[str, float]:
+def rollout_keys(
+    env: str,
+    subset: str,
+    agent: str,
+    *,
+    model: float,
+    harness: float,
+    setup: float = 0.2,
+    scoring: float = 0.1,
+    finalize: float = 0.05,
+) -> dict[str, float]:
     agent_s = model + harness
-    phases = {"setup": setup, "agent": agent_s, "agent/model": model, "agent/harness": harness,
-              "finalize": finalize, "scoring": scoring, "total": setup + agent_s + finalize + scoring}
+    phases = {
+        "setup": setup,
+        "agent": agent_s,
+        "agent/model": model,
+        "agent/harness": harness,
+        "finalize": finalize,
+        "scoring": scoring,
+        "total": setup + agent_s + finalize + scoring,
+    }
     out: dict[str, float] = {}
     for phase, v in phases.items():
         base = f"train/{env}/{subset}/{agent}/timing/{phase}"
-        out |= {f"{base}/mean": v, f"{base}/min": v * 0.5, f"{base}/max": v * 2, f"{base}/p10": v * 0.6,
-                f"{base}/p90": v * 1.6}
+        out |= {
+            f"{base}/mean": v,
+            f"{base}/min": v * 0.5,
+            f"{base}/max": v * 2,
+            f"{base}/p10": v * 0.6,
+            f"{base}/p90": v * 1.6,
+        }
     out[f"train/{env}/{subset}/{agent}/reward/mean"] = 0.4
     return out
 
 
 def gauges(scope: str, *, kv: float, running: float, waiting: float) -> dict[str, float]:
     out: dict[str, float] = {}
-    for name, v in (("kv_cache_usage_perc", kv), ("num_requests_running", running),
-                    ("num_requests_waiting", waiting)):
-        out |= {f"inference/{scope}/{name}/mean": v, f"inference/{scope}/{name}/min": v * 0.5,
-                f"inference/{scope}/{name}/max": min(1.0, v * 1.5) if "kv" in name else v * 1.5}
+    for name, v in (("kv_cache_usage_perc", kv), ("num_requests_running", running), ("num_requests_waiting", waiting)):
+        out |= {
+            f"inference/{scope}/{name}/mean": v,
+            f"inference/{scope}/{name}/min": v * 0.5,
+            f"inference/{scope}/{name}/max": min(1.0, v * 1.5) if "kv" in name else v * 1.5,
+        }
     return out
 
 
-def run_lines(*, wait: float, fb: float, model: float, harness: float, kv: float | None, running: float,
-              waiting: float, hold: float = 0.3, env: str = "wiki-search", agent: str = "searcher",
-              steps: int = 20, gauges_in: str = "periodic", seed: int = 0) -> list[str]:
+def run_lines(
+    *,
+    wait: float,
+    fb: float,
+    model: float,
+    harness: float,
+    kv: float | None,
+    running: float,
+    waiting: float,
+    hold: float = 0.3,
+    env: str = "wiki-search",
+    agent: str = "searcher",
+    steps: int = 20,
+    gauges_in: str = "periodic",
+    seed: int = 0,
+) -> list[str]:
     r = random.Random(seed)
     j = lambda x: x * r.uniform(0.95, 1.05)  # noqa: E731
     lines = []
     for step in range(1, steps + 1):
-        tr = {"time/wait_for_batch": j(wait), "time/load_data": j(0.3), "time/forward_backward": j(fb),
-              "time/broadcast_weights": j(1.0), "time/save_ckpt": 0.0}
+        tr = {
+            "time/wait_for_batch": j(wait),
+            "time/load_data": j(0.3),
+            "time/forward_backward": j(fb),
+            "time/broadcast_weights": j(1.0),
+            "time/save_ckpt": 0.0,
+        }
         tr["time/step"] = sum(tr.values()) + 0.2
         tr |= {"loss/mean": 0.1, "perf/mfu": 30.0}
-        orch = {"time/step": tr["time/step"], "time/pack": 0.05, "time/save_ckpt": 0.0,
-                "time/wait_for_policy": j(hold), "progress/rollouts": 128}
+        orch = {
+            "time/step": tr["time/step"],
+            "time/pack": 0.05,
+            "time/save_ckpt": 0.0,
+            "time/wait_for_policy": j(hold),
+            "progress/rollouts": 128,
+        }
         for e in ("agg", env):
             for subset in ("all", "effective"):
                 orch |= rollout_keys(e, subset, agent, model=j(model), harness=j(harness))
@@ -57,9 +103,15 @@ def run_lines(*, wait: float, fb: float, model: float, harness: float, kv: float
         lines.append(json.dumps({"step": step, "time": 100.0 + step, **orch}))
         lines.append(json.dumps({"step": step, "time": 100.5 + step, **tr}))
         if kv is not None and gauges_in == "periodic":
-            lines.append(json.dumps({"_timestamp": 100.7 + step, **gauges("agg", kv=kv, running=running,
-                                                                          waiting=waiting),
-                                     **gauges("server0.0", kv=kv, running=running, waiting=waiting)}))
+            lines.append(
+                json.dumps(
+                    {
+                        "_timestamp": 100.7 + step,
+                        **gauges("agg", kv=kv, running=running, waiting=waiting),
+                        **gauges("server0.0", kv=kv, running=running, waiting=waiting),
+                    }
+                )
+            )
     return lines
 
 
@@ -92,9 +144,10 @@ def test_only_effective_subset_and_several_agents_are_averaged():
 
 
 def test_missing_phases_and_gauges_are_not_measured_never_zero():
-    lines = [json.dumps({"step": 1, "time/wait_for_policy": 0.1,
-                         "train/agg/all/a/timing/agent/model/mean": 2.0}),
-             json.dumps({"step": 1, "time/step": 10.0, "time/wait_for_batch": 8.0, "time/forward_backward": 1.5})]
+    lines = [
+        json.dumps({"step": 1, "time/wait_for_policy": 0.1, "train/agg/all/a/timing/agent/model/mean": 2.0}),
+        json.dumps({"step": 1, "time/step": 10.0, "time/wait_for_batch": 8.0, "time/forward_backward": 1.5}),
+    ]
     run = parse_run(lines)
     assert run.steps[1].rollout == {"generation": 2.0} and run.gauges == [] and run.steps[1].inference == {}
     doc = analyze_lines(lines).to_json()
@@ -103,8 +156,13 @@ def test_missing_phases_and_gauges_are_not_measured_never_zero():
 
 
 def test_older_generations_still_work():
-    old = {"step": 1, "time/wait_for_policy": 0.1, "train/agg/all/timing/agent/model/mean": 2.0,
-           "train/agg/all/solver/timing/tool_ms/mean": 13000, "inference/gpu_cache_usage_perc": 55.0}
+    old = {
+        "step": 1,
+        "time/wait_for_policy": 0.1,
+        "train/agg/all/timing/agent/model/mean": 2.0,
+        "train/agg/all/solver/timing/tool_ms/mean": 13000,
+        "inference/gpu_cache_usage_perc": 55.0,
+    }
     run = parse_run([json.dumps(old)])
     assert run.steps[1].rollout == {"generation": 2.0, "tools": 13.0}
     assert run.steps[1].inference == {"kv_cache": 0.55}

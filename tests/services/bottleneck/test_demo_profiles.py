@@ -18,15 +18,32 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def trainer(run_dir: Path, *extra: str, env: dict | None = None, steps: int = 12) -> list[str]:
-    out = subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run_dir),
-                          "--step-seconds", "0.001", "--max-steps", str(steps), *extra], cwd=REPO,
-                         capture_output=True, text=True, timeout=30, env={**os.environ, **(env or {})})
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run_dir),
+            "--step-seconds",
+            "0.001",
+            "--max-steps",
+            str(steps),
+            *extra,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **(env or {})},
+    )
     assert out.returncode == 0, out.stderr
     return (run_dir / "metrics.jsonl").read_text().splitlines()
 
 
-@pytest.mark.parametrize("name, diagnosis", [("latency", "latency-bound"), ("throughput", "throughput-bound"),
-                                             ("trainer", "trainer-bound")])
+@pytest.mark.parametrize(
+    "name, diagnosis", [("latency", "latency-bound"), ("throughput", "throughput-bound"), ("trainer", "trainer-bound")]
+)
 def test_env_var_picks_the_profile_and_keys_are_the_current_layout(tmp_path, name, diagnosis):
     lines = trainer(tmp_path / name, env={"PTT_DEMO_PROFILE": name})
     keys = {k for line in lines for k in json.loads(line)}
@@ -51,7 +68,12 @@ def test_a_file_in_the_run_dir_switches_a_run(tmp_path):
 
 
 def test_a_bad_env_profile_is_a_one_line_usage_error(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(tmp_path / "r"),
-                          "--max-steps", "1"], cwd=REPO, capture_output=True, text=True, timeout=30,
-                         env={**os.environ, "PTT_DEMO_PROFILE": "fast"})
+    out = subprocess.run(
+        [sys.executable, "-m", "services.demo.trainer", "--run-dir", str(tmp_path / "r"), "--max-steps", "1"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "PTT_DEMO_PROFILE": "fast"},
+    )
     assert out.returncode == 2 and "PTT_DEMO_PROFILE='fast' is not a profile" in out.stderr

@@ -23,8 +23,9 @@ REPO = Path(__file__).resolve().parents[3]
 PROBE = REPO / "services" / "pod" / "agent" / "probe.py"
 
 
-def generated(env: str, n: int, seed: int, *, slow_share: float = 0.0, slow_x: float = 10.0,
-              base: float = 4.0, steps: int = 5) -> list[EpisodeTiming]:
+def generated(
+    env: str, n: int, seed: int, *, slow_share: float = 0.0, slow_x: float = 10.0, base: float = 4.0, steps: int = 5
+) -> list[EpisodeTiming]:
     """``n`` episodes of one env spread over ``steps`` steps: tool seconds log-normal around ``base``
     (a normal spread), and ``slow_share`` of them (at random) ``slow_x`` times longer (a slow tail)."""
     r = random.Random(seed)
@@ -88,20 +89,47 @@ def test_thresholds_are_data_in_rules_toml(tmp_path: Path) -> None:
 
 
 def test_the_monitor_side_parser_skips_garbage() -> None:
-    raw = [{"step": 3, "env": "math", "tool": 1.5, "model": 2.0, "total": 4.0}, "x", None, [1],
-           {"step": True, "env": "a", "tool": 1}, {"step": -1, "tool": 1}, {"step": 2**60, "tool": 1},
-           {"step": 4, "env": 7, "tool": "slow", "model": float("nan"), "total": -3},
-           {"step": 5, "env": "e" * 500, "tool": 1e400}]
-    assert episode_timings(raw) == [EpisodeTiming(3, "math", 1.5, 2.0, 4.0), EpisodeTiming(4, "", None, None, None),
-                                    EpisodeTiming(5, "e" * 100, None, None, None)]
+    raw = [
+        {"step": 3, "env": "math", "tool": 1.5, "model": 2.0, "total": 4.0},
+        "x",
+        None,
+        [1],
+        {"step": True, "env": "a", "tool": 1},
+        {"step": -1, "tool": 1},
+        {"step": 2**60, "tool": 1},
+        {"step": 4, "env": 7, "tool": "slow", "model": float("nan"), "total": -3},
+        {"step": 5, "env": "e" * 500, "tool": 1e400},
+    ]
+    assert episode_timings(raw) == [
+        EpisodeTiming(3, "math", 1.5, 2.0, 4.0),
+        EpisodeTiming(4, "", None, None, None),
+        EpisodeTiming(5, "e" * 100, None, None, None),
+    ]
     assert episode_timings({"step": 1}) == [] and episode_timings(None) == []
 
 
 # ------------------------------------------------------------------------------------ end to end
 def demo_run(run_dir: Path, profile: str, steps: int = 8) -> list[str]:
-    subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run_dir), "--step-seconds",
-                    "0.001", "--max-steps", str(steps), "--profile", profile, "--seed", "0"], cwd=REPO, check=True,
-                   timeout=30)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run_dir),
+            "--step-seconds",
+            "0.001",
+            "--max-steps",
+            str(steps),
+            "--profile",
+            profile,
+            "--seed",
+            "0",
+        ],
+        cwd=REPO,
+        check=True,
+        timeout=30,
+    )
     return (run_dir / "metrics.jsonl").read_text().splitlines()
 
 
@@ -112,8 +140,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, list
 
 
 def probe_traces(run_dir: Path) -> list[EpisodeTiming]:
-    out = subprocess.run([sys.executable, "-u", str(PROBE), "--once", "--backend", "none", "--run-dir", str(run_dir)],
-                         capture_output=True, timeout=30, env={**os.environ, "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-u", str(PROBE), "--once", "--backend", "none", "--run-dir", str(run_dir)],
+        capture_output=True,
+        timeout=30,
+        env={**os.environ, "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr.decode()
     sample = json.loads(out.stdout)
     assert "Reverse the text" not in out.stdout.decode()  # the demo's prompts stay on the pod
@@ -143,17 +175,27 @@ def test_a_normal_demo_run_has_percentiles_but_no_finding(runs) -> None:
 
 def test_profile_json_has_tool_tail(runs, tmp_path: Path) -> None:
     run, _ = runs["latency-bound"]
-    out = subprocess.run([sys.executable, "-m", "app.cli", "profile", "local", "--run-dir", str(run), "--steps", "5",
-                          "--json"], cwd=REPO, capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path / "config")})
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "profile", "local", "--run-dir", str(run), "--steps", "5", "--json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path / "config")},
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     (tail,) = doc["tool_tail"]
     assert set(tail) == {"env", "episodes", "p50_s", "p95_s", "max_s", "slow"}
     assert tail["env"] == "reverse-text" and tail["slow"] is True and tail["p95_s"] > 3 * tail["p50_s"]
     assert "slow-tool-tail" in doc["recommendation_ids"]
-    human = subprocess.run([sys.executable, "-m", "app.cli", "profile", "local", "--run-dir", str(run)], cwd=REPO,
-                           capture_output=True, text=True, timeout=60,
-                           env={**os.environ, "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path / "config")})
+    human = subprocess.run(
+        [sys.executable, "-m", "app.cli", "profile", "local", "--run-dir", str(run)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path / "config")},
+    )
     assert human.returncode == 0, human.stderr
     assert "Tool time per episode" in human.stdout and "SLOW TAIL" in human.stdout

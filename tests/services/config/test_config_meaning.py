@@ -16,8 +16,10 @@ from tests.services.config.test_rules import RL_BASE
 
 
 def findings(text: str) -> dict[str, tuple]:
-    return {f.path: (f.id, f.severity.value, f.message, f.fix, f.edit)
-            for f in validate_text(text, filename="rl.toml").findings}
+    return {
+        f.path: (f.id, f.severity.value, f.message, f.fix, f.edit)
+        for f in validate_text(text, filename="rl.toml").findings
+    }
 
 
 def test_replaced_settings_say_with_what_and_are_not_deleted() -> None:
@@ -58,10 +60,12 @@ def test_conflicts_ask_which_value_to_keep() -> None:
 
 
 def test_shared_conflicts_prime_rl_rejects() -> None:
-    cases = {"trainer.log.level": RL_BASE + '[log]\nlevel = "debug"\n\n[trainer.log]\nlevel = "info"\n',
-             "orchestrator.monitors.wandb.project": RL_BASE + '[monitors.wandb]\nproject = "a"\n\n'
-             '[orchestrator.monitors.wandb]\nproject = "b"\n',
-             "trainer.ckpt.keep_last": RL_BASE + "[ckpt]\nkeep_last = 2\n\n[trainer.ckpt]\nkeep_last = 3\n"}
+    cases = {
+        "trainer.log.level": RL_BASE + '[log]\nlevel = "debug"\n\n[trainer.log]\nlevel = "info"\n',
+        "orchestrator.monitors.wandb.project": RL_BASE + '[monitors.wandb]\nproject = "a"\n\n'
+        '[orchestrator.monitors.wandb]\nproject = "b"\n',
+        "trainer.ckpt.keep_last": RL_BASE + "[ckpt]\nkeep_last = 2\n\n[trainer.ckpt]\nkeep_last = 3\n",
+    }
     for path, text in cases.items():
         got = findings(text)
         assert got[path][0] == "xc-shared-conflict" and got[path][1] == "error", (path, got)
@@ -71,8 +75,10 @@ def test_shared_conflicts_prime_rl_rejects() -> None:
 
 def test_the_older_inference_model_table_names_the_model() -> None:
     """Item 6: the inference model under [inference.model] was compared as if left out (the default)."""
-    text = (RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "Qwen/Qwen3-4B"')
-            + '[inference.model]\nname = "Qwen/Qwen3-4B"\n')
+    text = (
+        RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "Qwen/Qwen3-4B"')
+        + '[inference.model]\nname = "Qwen/Qwen3-4B"\n'
+    )
     assert [v[0] for v in findings(text).values()] == ["mig-inference-model"]
     other = text.replace('[inference.model]\nname = "Qwen/Qwen3-4B"', '[inference.model]\nname = "Qwen/Qwen3-8B"')
     assert "xc-model-name" in {v[0] for v in findings(other).values()}

@@ -17,32 +17,72 @@ ENV_RULES = {"plugin-typo", "env-key-typo", "env-harness", "extra-key-typo"}
 
 # (name, failing snippet, the id it must give, the same snippet made right: no finding at all)
 CASES = [
-    ("runtime-type-typo", f'{SRC}.agent.runtime]\ntype = "subproces"\n', "wrong-type",
-     f'{SRC}.agent.runtime]\ntype = "subprocess"\n'),
-    ("harness-table-typo", f'{SRC}.agent.harnes]\nid = "bash"\n', "unknown-key",
-     f'{SRC}.agent.harness]\nid = "bash"\n'),
-    ("agent-key-typo", f'{SRC}.agent]\nmax_turn = 8\n', "unknown-key", f'{SRC}.agent]\nmax_turns = 8\n'),
-    ("runtime-key-of-another-type", f'{SRC}.agent.runtime]\ntype = "subprocess"\nimage = "python:3.12"\n',
-     "variant-key", f'{SRC}.agent.runtime]\ntype = "docker"\nimage = "python:3.12"\n'),
-    ("runtime-key-of-none", f'{SRC}.agent.runtime]\nlabelz = ["x"]\n', "unknown-key",
-     f'{SRC}.agent.runtime]\nlabels = ["x"]\n'),
-    ("builtin-harness-unknown-key", f'{SRC}.agent.harness]\nid = "bash"\nsummarize_at_tokens = 4096\n', "variant-key",
-     f'{SRC}.agent.harness]\nid = "rlm"\nsummarize_at_tokens = 4096\n'),
-    ("harness-id-typo", f'{SRC}.agent.harness]\nid = "mini-swe-agnet"\n', "plugin-typo",
-     f'{SRC}.agent.harness]\nid = "mini-swe-agent"\n'),
-    ("harness-env-not-string", f'{SRC}.agent.harness.env]\nDEBUG = 1\n', "wrong-type",
-     f'{SRC}.agent.harness.env]\nDEBUG = "1"\n'),
+    (
+        "runtime-type-typo",
+        f'{SRC}.agent.runtime]\ntype = "subproces"\n',
+        "wrong-type",
+        f'{SRC}.agent.runtime]\ntype = "subprocess"\n',
+    ),
+    (
+        "harness-table-typo",
+        f'{SRC}.agent.harnes]\nid = "bash"\n',
+        "unknown-key",
+        f'{SRC}.agent.harness]\nid = "bash"\n',
+    ),
+    ("agent-key-typo", f"{SRC}.agent]\nmax_turn = 8\n", "unknown-key", f"{SRC}.agent]\nmax_turns = 8\n"),
+    (
+        "runtime-key-of-another-type",
+        f'{SRC}.agent.runtime]\ntype = "subprocess"\nimage = "python:3.12"\n',
+        "variant-key",
+        f'{SRC}.agent.runtime]\ntype = "docker"\nimage = "python:3.12"\n',
+    ),
+    (
+        "runtime-key-of-none",
+        f'{SRC}.agent.runtime]\nlabelz = ["x"]\n',
+        "unknown-key",
+        f'{SRC}.agent.runtime]\nlabels = ["x"]\n',
+    ),
+    (
+        "builtin-harness-unknown-key",
+        f'{SRC}.agent.harness]\nid = "bash"\nsummarize_at_tokens = 4096\n',
+        "variant-key",
+        f'{SRC}.agent.harness]\nid = "rlm"\nsummarize_at_tokens = 4096\n',
+    ),
+    (
+        "harness-id-typo",
+        f'{SRC}.agent.harness]\nid = "mini-swe-agnet"\n',
+        "plugin-typo",
+        f'{SRC}.agent.harness]\nid = "mini-swe-agent"\n',
+    ),
+    (
+        "harness-env-not-string",
+        f"{SRC}.agent.harness.env]\nDEBUG = 1\n",
+        "wrong-type",
+        f'{SRC}.agent.harness.env]\nDEBUG = "1"\n',
+    ),
     ("seat-typo", f'{SRC}.agnet.harness]\nid = "bash"\n', "env-key-typo", f'{SRC}.agent.harness]\nid = "bash"\n'),
     ("harness-on-the-env", f'{SRC}.harness]\nid = "bash"\n', "env-harness", f'{SRC}.agent.harness]\nid = "bash"\n'),
-    ("seat-of-a-taskset-env-checked", f'{SRC}.player0.runtime]\ntype = "dockr"\n', "wrong-type",
-     f'{SRC}.player0.runtime]\ntype = "docker"\n'),
-    ("serve-pool-type", "[orchestrator.train.source.serve.pool]\ntype = \"statik\"\n", "wrong-type",
-     "[orchestrator.train.source.serve.pool]\ntype = \"static\"\nnum_workers = 2\n"),
-    ("serve-pool-key", "[orchestrator.train.source.serve.pool]\ntype = \"static\"\nmultiplex = 4\n", "variant-key",
-     "[orchestrator.train.source.serve.pool]\nmultiplex = 4\n"),
-    ("env-range", f'{SRC}]\nmax_concurrent_agents = 0\n', "out-of-range", f'{SRC}]\nmax_concurrent_agents = "None"\n'),
-    ("env-vars-int", '[env_vars]\nNCCL_DEBUG = 1\n', "wrong-type", '[env_vars]\nNCCL_DEBUG = "1"\n'),
-    ("env-vars-bool", '[inference.env_vars]\nVLLM_X = true\n', "wrong-type", '[inference.env_vars]\nVLLM_X = "true"\n'),
+    (
+        "seat-of-a-taskset-env-checked",
+        f'{SRC}.player0.runtime]\ntype = "dockr"\n',
+        "wrong-type",
+        f'{SRC}.player0.runtime]\ntype = "docker"\n',
+    ),
+    (
+        "serve-pool-type",
+        '[orchestrator.train.source.serve.pool]\ntype = "statik"\n',
+        "wrong-type",
+        '[orchestrator.train.source.serve.pool]\ntype = "static"\nnum_workers = 2\n',
+    ),
+    (
+        "serve-pool-key",
+        '[orchestrator.train.source.serve.pool]\ntype = "static"\nmultiplex = 4\n',
+        "variant-key",
+        "[orchestrator.train.source.serve.pool]\nmultiplex = 4\n",
+    ),
+    ("env-range", f"{SRC}]\nmax_concurrent_agents = 0\n", "out-of-range", f'{SRC}]\nmax_concurrent_agents = "None"\n'),
+    ("env-vars-int", "[env_vars]\nNCCL_DEBUG = 1\n", "wrong-type", '[env_vars]\nNCCL_DEBUG = "1"\n'),
+    ("env-vars-bool", "[inference.env_vars]\nVLLM_X = true\n", "wrong-type", '[inference.env_vars]\nVLLM_X = "true"\n'),
     ("env-vars-table", '[trainer.env_vars.NESTED]\nA = "1"\n', "wrong-type", '[trainer.env_vars]\nNESTED_A = "1"\n'),
 ]
 
@@ -56,8 +96,9 @@ def place(snippet: str) -> str:
 
 
 @pytest.mark.parametrize("name,bad,rule,good", CASES, ids=[c[0] for c in CASES])
-def test_each_env_block_check_fails_the_mistake_and_passes_the_right_config(name: str, bad: str, rule: str,
-                                                                            good: str) -> None:
+def test_each_env_block_check_fails_the_mistake_and_passes_the_right_config(
+    name: str, bad: str, rule: str, good: str
+) -> None:
     text = place(bad)
     findings = validate_text(text, kind="rl").findings
     assert [f.id for f in findings] == [rule], name
@@ -75,7 +116,7 @@ def test_typos_that_did_not_matter_before_are_named_with_the_fix() -> None:
     (f,) = validate_text(text, kind="rl").findings
     assert f.severity is Severity.ERROR and 'did you mean "subprocess"' in f.message
     assert 'type = "subprocess"' in apply_fix(text, f)
-    text = place('[env_vars]\nNCCL_DEBUG = 1\n')
+    text = place("[env_vars]\nNCCL_DEBUG = 1\n")
     (f,) = validate_text(text, kind="rl").findings
     assert "must be a string" in f.message and 'NCCL_DEBUG = "1"' in apply_fix(text, f)
 
@@ -91,11 +132,17 @@ def test_a_harness_package_that_is_not_built_in_keeps_its_own_keys() -> None:
 
 
 def test_a_taskset_keeps_its_own_settings_and_a_seat_without_seat_keys_passes() -> None:
-    text = (RL_BASE + f'{SRC}.taskset]\ndataset_name = "x"\nmax_turns = 3\n'
-            '[orchestrator.train.source.env.taskset.task]\npower_per_turn = 2\n'
-            '[orchestrator.train.source.env.board]\nsize = 3\n')
-    assert validate_text(text.replace('[orchestrator.train.source.env.taskset]\nid = "reverse-text"\n', ""),
-                         kind="rl").findings == ()
+    text = (
+        RL_BASE + f'{SRC}.taskset]\ndataset_name = "x"\nmax_turns = 3\n'
+        "[orchestrator.train.source.env.taskset.task]\npower_per_turn = 2\n"
+        "[orchestrator.train.source.env.board]\nsize = 3\n"
+    )
+    assert (
+        validate_text(
+            text.replace('[orchestrator.train.source.env.taskset]\nid = "reverse-text"\n', ""), kind="rl"
+        ).findings
+        == ()
+    )
 
 
 def test_a_fix_tomlkit_cannot_apply_is_refused_with_the_reason() -> None:
@@ -108,8 +155,10 @@ def test_a_fix_tomlkit_cannot_apply_is_refused_with_the_reason() -> None:
 
 
 def test_eval_sources_are_checked_too() -> None:
-    text = RL_BASE + ('[orchestrator.eval]\n[[orchestrator.eval.source]]\nname = "e"\n'
-                      '[orchestrator.eval.source.env.agent.runtime]\ntype = "modl"\n')
+    text = RL_BASE + (
+        '[orchestrator.eval]\n[[orchestrator.eval.source]]\nname = "e"\n'
+        '[orchestrator.eval.source.env.agent.runtime]\ntype = "modl"\n'
+    )
     (f,) = validate_text(text, kind="rl").findings
     assert f.id == "wrong-type" and f.path == "orchestrator.eval.source[0].env.agent.runtime.type"
 

@@ -32,78 +32,157 @@ DISAGG = '[vllm]\nmodel = "Qwen/Qwen3-0.6B"\n\n[deployment]\ntype = "disaggregat
 # mistakes, several of them the ones issue 16 measured
 PLANTED: list[tuple[str, str, str]] = [
     ("lora-in-trainer", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer]\nlora_alpha = 16\n")),
-    ("lora-in-trainer-set", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer]\nlora_alpha = 16\n"
-                                                       "[trainer.model.lora]\nalpha = 32\n")),
+    (
+        "lora-in-trainer-set",
+        "rl.toml",
+        RL_BASE.replace("[trainer]\n", "[trainer]\nlora_alpha = 16\n[trainer.model.lora]\nalpha = 32\n"),
+    ),
     ("typo-into-existing-key", "orch.toml", ORCH_BASE.replace("group_size = 8", "group_size = 8\nbatch_sise = 64")),
     ("typo-free-target", "orch.toml", ORCH_BASE.replace("batch_size = 16", "batch_sise = 16")),
     ("typo-trainer", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer.model]\nseqlen = 4096\n")),
     ("typo-then-conflict", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer]\nmax_step = 3\n")),
-    ("micro-batch-in-orchestrator", "orch.toml", ORCH_BASE.replace("group_size = 8", "group_size = 8\nmicro_batch_size = 4")),
+    (
+        "micro-batch-in-orchestrator",
+        "orch.toml",
+        ORCH_BASE.replace("group_size = 8", "group_size = 8\nmicro_batch_size = 4"),
+    ),
     ("enum-typo", "rl.toml", RL_BASE.replace("[trainer]\n", '[trainer.model]\nattn = "flash_attention2"\n')),
     ("vllm-passthrough-typo", "rl.toml", RL_BASE + "[inference.vllm]\ngpu_memory_utilisation = 0.8\n"),
-    ("vllm-passthrough-typo-set", "rl.toml",
-     RL_BASE + "[inference.vllm]\ngpu_memory_utilization = 0.7\ngpu_memory_utilisation = 0.8\n"),
+    (
+        "vllm-passthrough-typo-set",
+        "rl.toml",
+        RL_BASE + "[inference.vllm]\ngpu_memory_utilization = 0.7\ngpu_memory_utilisation = 0.8\n",
+    ),
     ("batch-group", "rl.toml", RL_BASE.replace("batch_size = 16", "batch_size = 20")),
     ("inflight-group", "rl.toml", RL_BASE + "[orchestrator.concurrency]\nmax_inflight = 4\ninitial_inflight = 2\n"),
-    ("seq-len", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer.model]\nseq_len = 1024\n")
-     .replace("group_size = 8", "group_size = 8\nseq_len = 4096")),
+    (
+        "seq-len",
+        "rl.toml",
+        RL_BASE.replace("[trainer]\n", "[trainer.model]\nseq_len = 1024\n").replace(
+            "group_size = 8", "group_size = 8\nseq_len = 4096"
+        ),
+    ),
     ("shared-conflict", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer]\nmax_steps = 30\n")),
-    ("lora-broadcast", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer.model.lora]\nrank = 8\n")
-     + '[weight_broadcast]\ntype = "nccl"\n'),
-    ("offload", "sft.toml", SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nfsdp_cpu_offload = true\n')),
-    ("full-offload-optim", "sft.toml", SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n',
-                                                        'name = "Qwen/Qwen3-0.6B"\nfull_offload = true\noptim_cpu_offload = false\n')
-     + '[optim]\ntype = "muon"\n'),
+    (
+        "lora-broadcast",
+        "rl.toml",
+        RL_BASE.replace("[trainer]\n", "[trainer.model.lora]\nrank = 8\n") + '[weight_broadcast]\ntype = "nccl"\n',
+    ),
+    (
+        "offload",
+        "sft.toml",
+        SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nfsdp_cpu_offload = true\n'),
+    ),
+    (
+        "full-offload-optim",
+        "sft.toml",
+        SFT_BASE.replace(
+            'name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nfull_offload = true\noptim_cpu_offload = false\n'
+        )
+        + '[optim]\ntype = "muon"\n',
+    ),
     ("env-vars", "rl.toml", RL_BASE + '[env_vars]\nCUDA_VISIBLE_DEVICES = "0"\nVLLM_USE_V1 = "1"\nOTHER = "x"\n'),
     ("ckpt-keep", "rl.toml", RL_BASE + "[ckpt]\ninterval = 10\n"),
     ("single-gpu", "rl.toml", RL_BASE + "[deployment]\ngpus_per_node = 1\nnum_train_gpus = 1\nnum_infer_gpus = 0\n"),
     ("wandb-offline", "rl.toml", RL_BASE + '[monitors.wandb]\nproject = "p"\noffline = true\n'),
-    ("context-overflow-fixable", "rl.toml", RL_BASE + "[orchestrator.train.sampling]\nmax_completion_tokens = 8192\n"
-     "[inference.vllm]\nmax_model_len = 4096\n"),
-    ("context-overflow-small", "rl.toml", RL_BASE + "[orchestrator.train.sampling]\nmax_completion_tokens = 128\n"
-     "[inference.vllm]\nmax_model_len = 2048\n"),
-    ("mig-experimental-lora", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer.model.experimental.lora]  # adapters\nrank = 8\n")),
+    (
+        "context-overflow-fixable",
+        "rl.toml",
+        RL_BASE + "[orchestrator.train.sampling]\nmax_completion_tokens = 8192\n"
+        "[inference.vllm]\nmax_model_len = 4096\n",
+    ),
+    (
+        "context-overflow-small",
+        "rl.toml",
+        RL_BASE + "[orchestrator.train.sampling]\nmax_completion_tokens = 128\n"
+        "[inference.vllm]\nmax_model_len = 2048\n",
+    ),
+    (
+        "mig-experimental-lora",
+        "rl.toml",
+        RL_BASE.replace("[trainer]\n", "[trainer.model.experimental.lora]  # adapters\nrank = 8\n"),
+    ),
     ("mig-ckpt-keep", "rl.toml", RL_BASE + "[ckpt]\ninterval = 10\nkeep = 2\n"),
     ("mig-resume-latest", "rl.toml", RL_BASE + "[ckpt]\nresume_step = -1\n"),
     ("mig-resume-into-existing", "rl.toml", RL_BASE + "[ckpt]\nresume_step = 5\n\n[resume]\nstep = 3\n"),
-    ("mig-sampling-with-max-tokens", "rl.toml", RL_BASE + "[orchestrator.sampling]\nmax_tokens = 512\ntemperature = 0.7\n"),
-    ("mig-max-tokens-both-set", "rl.toml",
-     RL_BASE + "[orchestrator.train.sampling]\nmax_tokens = 512\nmax_completion_tokens = 256\n"),
+    (
+        "mig-sampling-with-max-tokens",
+        "rl.toml",
+        RL_BASE + "[orchestrator.sampling]\nmax_tokens = 512\ntemperature = 0.7\n",
+    ),
+    (
+        "mig-max-tokens-both-set",
+        "rl.toml",
+        RL_BASE + "[orchestrator.train.sampling]\nmax_tokens = 512\nmax_completion_tokens = 256\n",
+    ),
     ("mig-async-level", "rl.toml", "async_level = 2\n" + RL_BASE),
     ("mig-wandb-section", "rl.toml", RL_BASE + '[wandb]\nproject = "p"  # mine\n'),
     ("mig-eval-rollouts-list", "orch.toml", ORCH_EVAL.replace("[eval]\n", "[eval]\nrollouts_per_example = [4, 8]\n")),
     ("mig-eval-rollouts-int", "orch.toml", ORCH_EVAL.replace("[eval]\n", "[eval]\nrollouts_per_example = 4\n")),
     ("mig-rollouts-per-prompt", "orch.toml", ORCH_BASE.replace("group_size = 8", "rollouts_per_prompt = 8")),
-    ("mig-rollouts-per-prompt-both", "orch.toml", ORCH_BASE.replace("group_size = 8", "group_size = 8\nrollouts_per_prompt = 4")),
+    (
+        "mig-rollouts-per-prompt-both",
+        "orch.toml",
+        ORCH_BASE.replace("group_size = 8", "group_size = 8\nrollouts_per_prompt = 4"),
+    ),
     ("mig-environment", "orch.toml", ORCH_BASE + '\n[environment]\nid = "reverse-text"\n'),
     ("mig-eval-environment-ids", "orch.toml", ORCH_EVAL.replace("[eval]\n", '[eval]\nenvironment_ids = ["gsm8k"]\n')),
     ("mig-eval-benchmarks", "orch.toml", ORCH_EVAL.replace("[eval]\n", '[eval]\nbenchmarks = ["math500"]\n')),
-    ("mig-inference-flat", "infer.toml", 'enable_eplb = true\nenable_expert_parallel = true  # EP\napi_server_count = 4\n\n'
-     '[vllm]\nmodel = "Qwen/Qwen3-0.6B"\n'),
+    (
+        "mig-inference-flat",
+        "infer.toml",
+        "enable_eplb = true\nenable_expert_parallel = true  # EP\napi_server_count = 4\n\n"
+        '[vllm]\nmodel = "Qwen/Qwen3-0.6B"\n',
+    ),
     # EPLB as prime-rl accepts it: NCCL transfer, quantized, with the custom trainer model (issue 16, item 4)
-    ("mig-inference-flat-in-rl", "rl.toml", RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "custom"\n')
-     + "enable_eplb = true\nenable_expert_parallel = true\n"
-     + '[weight_broadcast]\ntype = "nccl"\nquantize_in_weight_transfer = true\n'),
+    (
+        "mig-inference-flat-in-rl",
+        "rl.toml",
+        RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "custom"\n')
+        + "enable_eplb = true\nenable_expert_parallel = true\n"
+        + '[weight_broadcast]\ntype = "nccl"\nquantize_in_weight_transfer = true\n',
+    ),
     ("mig-flat-into-existing", "infer.toml", "api_server_count = 4\n\n[vllm]\napi_server_count = 2\n"),
-    ("mig-prefill-nodes", "infer.toml", DISAGG + "num_prefill_nodes = 4\nnum_prefill_replicas = 2\n"
-     "num_decode_nodes = 3\nnum_decode_replicas = 2\n"),
+    (
+        "mig-prefill-nodes",
+        "infer.toml",
+        DISAGG + "num_prefill_nodes = 4\nnum_prefill_replicas = 2\nnum_decode_nodes = 3\nnum_decode_replicas = 2\n",
+    ),
     ("mig-prefill-nodes-single", "infer.toml", DISAGG + "num_prefill_nodes = 2\nnum_decode_nodes = 2\n"),
     ("mig-prefill-nodes-wrong-variant", "infer.toml", "[deployment]\nnum_prefill_nodes = 2\n"),
     ("sft-micro-batch", "sft.toml", SFT_BASE + "micro_batch_size = 5\n"),
     # issue 32: fixes that changed what the config means
     ("ckpt-keep-in-trainer", "rl.toml", RL_BASE + "[ckpt]\ninterval = 10\n\n[trainer.ckpt]\nkeep_last = 3\n"),
     ("ckpt-keep-old-key", "rl.toml", RL_BASE + "[ckpt]\ninterval = 10\nkeep = 3\n"),
-    ("ckpt-keep-orchestrator-set", "rl.toml", RL_BASE + "[ckpt]\ninterval = 10\n\n[orchestrator.ckpt]\nkeep_last = 5\n"),
-    ("shared-seq-len-conflict", "rl.toml", "seq_len = 4096\n" + RL_BASE.replace("[trainer]\n", "[trainer.model]\nseq_len = 16384\n")),
+    (
+        "ckpt-keep-orchestrator-set",
+        "rl.toml",
+        RL_BASE + "[ckpt]\ninterval = 10\n\n[orchestrator.ckpt]\nkeep_last = 5\n",
+    ),
+    (
+        "shared-seq-len-conflict",
+        "rl.toml",
+        "seq_len = 4096\n" + RL_BASE.replace("[trainer]\n", "[trainer.model]\nseq_len = 16384\n"),
+    ),
     ("shared-log-level-conflict", "rl.toml", RL_BASE + '[log]\nlevel = "debug"\n\n[trainer.log]\nlevel = "info"\n'),
-    ("lora-rank-conflict", "rl.toml", RL_BASE.replace("[trainer]\n", "[trainer.model.lora]\nrank = 8\n")
-     + "[orchestrator.model.lora]\nrank = 16\n"),
+    (
+        "lora-rank-conflict",
+        "rl.toml",
+        RL_BASE.replace("[trainer]\n", "[trainer.model.lora]\nrank = 8\n") + "[orchestrator.model.lora]\nrank = 16\n",
+    ),
     ("max-async-level", "rl.toml", RL_BASE.replace("group_size = 8", "group_size = 8\nmax_async_level = 2")),
-    ("pre-batch-filters", "rl.toml", RL_BASE + '[[orchestrator.pre_batch_filters]]\ntype = "zero_advantage"\nenforce = true\n'),
+    (
+        "pre-batch-filters",
+        "rl.toml",
+        RL_BASE + '[[orchestrator.pre_batch_filters]]\ntype = "zero_advantage"\nenforce = true\n',
+    ),
     ("difficulty-buffer", "rl.toml", RL_BASE + "[orchestrator.buffer]\neasy_threshold = 0.9\nhard_threshold = 0.1\n"),
     ("toml-files", "rl.toml", 'toml_files = ["base.toml"]\n\n[orchestrator]\nbatch_size = 64\n'),
     ("lax-number", "rl.toml", RL_BASE.replace("batch_size = 16", 'batch_size = "16"')),
-    ("seed-style", "rl.toml", """\
+    (
+        "seed-style",
+        "rl.toml",
+        """\
 # my old run
 [trainer.model.experimental.lora]  # adapters
 rank = 8  # small
@@ -120,7 +199,8 @@ max_tokens = 512  # per turn
 name = "x"
 [orchestrator.train.source.env.taskset]
 id = "x"
-"""),
+""",
+    ),
 ]
 
 
@@ -130,6 +210,7 @@ def corpus() -> list[Any]:
 
 
 # ------------------------------------------------------------------ independent checks on the text
+
 
 def leaves(data: Any, prefix: tuple = ()) -> dict[tuple, Any]:
     if isinstance(data, dict):
@@ -158,7 +239,7 @@ def moved(path: str, edit: Edit) -> str:
     if edit.op == "rename" and edit.new_path is not None:
         old, new = dotted(edit.path), dotted(edit.new_path)
         if path == old or path.startswith((old + ".", old + "[")):
-            return new + path[len(old):]
+            return new + path[len(old) :]
     return path
 
 
@@ -168,17 +249,27 @@ def errors(findings: tuple[Finding, ...]) -> Counter:
 
 # what RLConfig fills from its shared tables (utils/validation.py propagate_shared_fields), enough of it
 # for the fixes here: a shared value fills a sub-config key left out; both set and different is rejected
-SHARED = {"max_steps": ("trainer.max_steps", "orchestrator.max_steps"),
-          "seq_len": ("trainer.model.seq_len", "orchestrator.seq_len"),
-          "model.name": ("trainer.model.name", "orchestrator.model.name", "inference.vllm.model"),
-          "log.level": ("trainer.log.level", "orchestrator.log.level", "inference.log.level"),
-          "ckpt.interval": ("trainer.ckpt.interval", "orchestrator.ckpt.interval"),
-          "ckpt.keep_last": ("trainer.ckpt.keep_last", "orchestrator.ckpt.keep_last"),
-          "ckpt.keep_interval": ("trainer.ckpt.keep_interval", "orchestrator.ckpt.keep_interval"),
-          "monitors.wandb.project": ("trainer.monitors.wandb.project", "orchestrator.monitors.wandb.project")}
+SHARED = {
+    "max_steps": ("trainer.max_steps", "orchestrator.max_steps"),
+    "seq_len": ("trainer.model.seq_len", "orchestrator.seq_len"),
+    "model.name": ("trainer.model.name", "orchestrator.model.name", "inference.vllm.model"),
+    "log.level": ("trainer.log.level", "orchestrator.log.level", "inference.log.level"),
+    "ckpt.interval": ("trainer.ckpt.interval", "orchestrator.ckpt.interval"),
+    "ckpt.keep_last": ("trainer.ckpt.keep_last", "orchestrator.ckpt.keep_last"),
+    "ckpt.keep_interval": ("trainer.ckpt.keep_interval", "orchestrator.ckpt.keep_interval"),
+    "monitors.wandb.project": ("trainer.monitors.wandb.project", "orchestrator.monitors.wandb.project"),
+}
 # settings prime-rl replaced by others (issue 32): deleting one silently drops what it asked for
-REPLACED = {"filters", "pre_batch_filters", "post_batch_filters", "buffer", "toml_files", "async_level",
-            "max_async_level", "strict_async_level"}
+REPLACED = {
+    "filters",
+    "pre_batch_filters",
+    "post_batch_filters",
+    "buffer",
+    "toml_files",
+    "async_level",
+    "max_async_level",
+    "strict_async_level",
+}
 
 
 def meaning(data: dict, kind: str) -> tuple[dict[tuple, Any], bool]:
@@ -219,7 +310,10 @@ def assert_meaning_kept(before: dict, after: dict, finding: Finding, kind: str) 
             elif edit.op == "set" and at(before, path) is not KeyError and now.get(path) != value:
                 shown = str(edit.value).lower() if isinstance(edit.value, bool) else str(edit.value)
                 assert shown in finding.fix or shown in finding.message or lax_equal(value, edit.value), (
-                    finding.id, "changes the user's value without saying to what", path)
+                    finding.id,
+                    "changes the user's value without saying to what",
+                    path,
+                )
             continue
         target = tuple(dotted_tuple(moved(dotted(path), edit))) if edit.op == "rename" else path
         if value == {} and isinstance(at(after, target), dict):
@@ -258,10 +352,10 @@ def assert_fix_is_safe(text: str, finding: Finding, kind: str) -> str:
                 assert at(after, edit.new_path + path[n:]) == value, (finding.id, path)
             continue
         got = at(after, path)
-        assert (isinstance(got, dict) if value == {} else got == value and type(got) is type(value)), (finding.id, path)
+        assert isinstance(got, dict) if value == {} else got == value and type(got) is type(value), (finding.id, path)
     for path, value in leaves(after).items():  # nothing appeared but the fixed key
         targets = [edit.path] + ([edit.new_path] if edit.new_path else [])
-        if any(path[:len(t)] == t for t in targets) or value == {}:
+        if any(path[: len(t)] == t for t in targets) or value == {}:
             continue
         assert at(before, path) == value, (finding.id, "added", path)
     again = validate_text(fixed, kind=kind)
@@ -303,6 +397,7 @@ def test_fixes_applied_one_after_another_converge_without_damage() -> None:
 
 
 # ------------------------------------------------------------------ the refusals issue 16 names
+
 
 def findings_of(text: str, name: str) -> dict[str, Finding]:
     return {f.path: f for f in validate_text(text, filename=name).findings}
@@ -348,11 +443,14 @@ def test_the_lost_value_guard_sees_a_dropped_or_changed_value() -> None:
     assert lost_values(before, {"a": {"x": 1, "on": {}}, "b": [{"n": 1}, {"n": 2}]}, rename) == ["a.y"]
 
 
-@pytest.mark.parametrize("planted,path,wrong", [
-    ("micro-batch-in-orchestrator", "micro_batch_size", "batch_size"),
-    ("mig-inference-flat", "enable_eplb", "enable_fp32_lm_head"),
-    ("mig-prefill-nodes-single", "deployment.num_prefill_nodes", "num_prefill_replicas"),
-])
+@pytest.mark.parametrize(
+    "planted,path,wrong",
+    [
+        ("micro-batch-in-orchestrator", "micro_batch_size", "batch_size"),
+        ("mig-inference-flat", "enable_eplb", "enable_fp32_lm_head"),
+        ("mig-prefill-nodes-single", "deployment.num_prefill_nodes", "num_prefill_replicas"),
+    ],
+)
 def test_wrong_suggestions_are_not_offered(planted: str, path: str, wrong: str) -> None:
     name, text = case(planted)
     f = findings_of(text, name)[path]
@@ -421,7 +519,8 @@ def test_fixtures_validate_clean_without_kind_whatever_their_name(path: Path) ->
     neutral = validate_text(text, filename="config.toml")
     if path.name == STALE_K8S_INFER:  # prime-rl's own InferenceConfig rejects its [model] table
         assert named.kind == "inference" and [f.id for f in named.findings if f.severity is Severity.ERROR] == [
-            "mig-inference-model"]
+            "mig-inference-model"
+        ]
         return
     assert named.kind == expected_kinds()[path.name] and named.errors == 0
     assert neutral.errors == 0
@@ -439,17 +538,22 @@ def test_content_beats_the_file_name_both_ways() -> None:
 
 # ------------------------------------------------------------------ older renames
 
-@pytest.mark.parametrize("planted,path,target,value", [
-    ("mig-inference-flat", "enable_eplb", "vllm.enable_eplb", True),
-    ("mig-inference-flat", "enable_expert_parallel", "vllm.enable_expert_parallel", True),
-    ("mig-inference-flat", "api_server_count", "vllm.api_server_count", 4),
-    ("mig-inference-flat-in-rl", "inference.enable_eplb", "inference.vllm.enable_eplb", True),
-    ("mig-rollouts-per-prompt", "rollouts_per_prompt", "group_size", 8),
-    ("mig-prefill-nodes", "deployment.num_prefill_nodes", "deployment.prefill_nodes_per_replica", 2),
-    ("mig-prefill-nodes-single", "deployment.num_decode_nodes", "deployment.decode_nodes_per_replica", 2),
-])
-def test_renamed_settings_say_where_they_went_and_the_fix_moves_the_value(planted: str, path: str, target: str,
-                                                                         value: Any) -> None:
+
+@pytest.mark.parametrize(
+    "planted,path,target,value",
+    [
+        ("mig-inference-flat", "enable_eplb", "vllm.enable_eplb", True),
+        ("mig-inference-flat", "enable_expert_parallel", "vllm.enable_expert_parallel", True),
+        ("mig-inference-flat", "api_server_count", "vllm.api_server_count", 4),
+        ("mig-inference-flat-in-rl", "inference.enable_eplb", "inference.vllm.enable_eplb", True),
+        ("mig-rollouts-per-prompt", "rollouts_per_prompt", "group_size", 8),
+        ("mig-prefill-nodes", "deployment.num_prefill_nodes", "deployment.prefill_nodes_per_replica", 2),
+        ("mig-prefill-nodes-single", "deployment.num_decode_nodes", "deployment.decode_nodes_per_replica", 2),
+    ],
+)
+def test_renamed_settings_say_where_they_went_and_the_fix_moves_the_value(
+    planted: str, path: str, target: str, value: Any
+) -> None:
     name, text = case(planted)
     f = findings_of(text, name)[path]
     assert f.severity is Severity.ERROR and "renamed" in f.message and f"now '{target}'" in f.message
@@ -458,12 +562,15 @@ def test_renamed_settings_say_where_they_went_and_the_fix_moves_the_value(plante
     assert at(fixed, tuple(target.split("."))) == value and at(fixed, tuple(path.split("."))) is KeyError
 
 
-@pytest.mark.parametrize("planted,path,target", [
-    ("mig-environment", "environment", "train.source"),
-    ("mig-eval-environment-ids", "eval.environment_ids", "eval.source"),
-    ("mig-eval-benchmarks", "eval.benchmarks", "eval.source"),
-    ("mig-prefill-nodes", "deployment.num_decode_nodes", "deployment.decode_nodes_per_replica"),
-])
+@pytest.mark.parametrize(
+    "planted,path,target",
+    [
+        ("mig-environment", "environment", "train.source"),
+        ("mig-eval-environment-ids", "eval.environment_ids", "eval.source"),
+        ("mig-eval-benchmarks", "eval.benchmarks", "eval.source"),
+        ("mig-prefill-nodes", "deployment.num_decode_nodes", "deployment.decode_nodes_per_replica"),
+    ],
+)
 def test_renames_whose_shape_changed_say_where_to_move_by_hand(planted: str, path: str, target: str) -> None:
     name, text = case(planted)
     f = findings_of(text, name)[path]
@@ -483,12 +590,15 @@ def test_a_setting_without_replacement_says_so() -> None:
 HEX = "0123456789abcdef0123456789abcdef01234567"
 
 
-@pytest.mark.parametrize("comment,what", [
-    (f"# wandb key: {HEX}", "W&B"),
-    (f"# WANDB_API_KEY = \"{HEX}\"", "W&B"),
-    ("# openai sk-proj-abcdefghijklmnopqrstuvwx", "API key"),
-    ("# api_key: Zx81kQ2mPq7rTt5vWw3yA", "secret"),
-])
+@pytest.mark.parametrize(
+    "comment,what",
+    [
+        (f"# wandb key: {HEX}", "W&B"),
+        (f'# WANDB_API_KEY = "{HEX}"', "W&B"),
+        ("# openai sk-proj-abcdefghijklmnopqrstuvwx", "API key"),
+        ("# api_key: Zx81kQ2mPq7rTt5vWw3yA", "secret"),
+    ],
+)
 def test_a_secret_in_a_comment_is_found_and_not_echoed(comment: str, what: str) -> None:
     text = RL_BASE.replace("[trainer]\n", f"[trainer]\n{comment}\n")
     secrets = [f for f in validate_text(text, kind="rl").findings if f.id == "secret"]
@@ -497,14 +607,19 @@ def test_a_secret_in_a_comment_is_found_and_not_echoed(comment: str, what: str) 
     assert value not in secrets[0].message and value not in secrets[0].fix
 
 
-@pytest.mark.parametrize("line", [
-    f"# prime-rl commit {HEX}",
-    "# the token budget: see max_completion_tokens",
-    "# auth: uses PRIME_API_KEY from the environment",
-    f'name = "run #1 wandb key: {HEX[:20]}"',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"# prime-rl commit {HEX}",
+        "# the token budget: see max_completion_tokens",
+        "# auth: uses PRIME_API_KEY from the environment",
+        f'name = "run #1 wandb key: {HEX[:20]}"',
+    ],
+)
 def test_comments_without_a_secret_are_quiet(line: str) -> None:
-    text = RL_BASE.replace("[trainer]\n", f"[trainer]\n{line}\n") if line.startswith("#") else RL_BASE + f"[run]\n{line}\n"
+    text = (
+        RL_BASE.replace("[trainer]\n", f"[trainer]\n{line}\n") if line.startswith("#") else RL_BASE + f"[run]\n{line}\n"
+    )
     assert [f for f in validate_text(text, kind="rl").findings if f.id == "secret"] == []
 
 
@@ -513,8 +628,9 @@ def test_no_fixture_has_a_secret() -> None:
         assert not [f for f in validate_file(path).findings if f.id == "secret"], path.name
 
 
-@pytest.mark.parametrize("typed,meant", [("seq_lne", "seq_len"), ("max_setps", "max_steps"),
-                                         ("seq_lem", None), ("top_q", None)])
+@pytest.mark.parametrize(
+    "typed,meant", [("seq_lne", "seq_len"), ("max_setps", "max_steps"), ("seq_lem", None), ("top_q", None)]
+)
 def test_short_keys_get_a_did_you_mean_for_swapped_letters_only(typed: str, meant: str | None) -> None:
     """seq_lne got "remove 'seq_lne'" (dropping the setting): a short word with two letters swapped is a typo
     too. A letter changed in a short word is another setting (top_k / top_p): never suggested."""

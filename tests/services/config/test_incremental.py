@@ -21,9 +21,11 @@ from tests.services.config.test_rules import FIXTURES
 def big_config() -> str:
     text = (FIXTURES / "examples__advanced__glm-4.5-air__terminal.toml").read_text()
     for i in range(30):
-        text += (f'\n[[orchestrator.train.source]]\nname = "e{i}"\n[orchestrator.train.source.env.taskset]\n'
-                 f'id = "t{i}"\n[orchestrator.train.source.env.agent.harness]\nid = "bash"\n'
-                 'summarize_at_tokens = [\n  1024,\n  2048,\n]\n')
+        text += (
+            f'\n[[orchestrator.train.source]]\nname = "e{i}"\n[orchestrator.train.source.env.taskset]\n'
+            f'id = "t{i}"\n[orchestrator.train.source.env.agent.harness]\nid = "bash"\n'
+            "summarize_at_tokens = [\n  1024,\n  2048,\n]\n"
+        )
     return text
 
 
@@ -60,7 +62,7 @@ def test_one_character_edits_match_tomllib_and_the_full_scan() -> None:
     incremental = 0
     for _ in range(300):
         pos = rng.randrange(len(base))
-        text = base[:pos] + rng.choice("a1 [=\"\n#") + base[pos:]
+        text = base[:pos] + rng.choice('a1 [="\n#') + base[pos:]
         assert outcome(parser.loads, text) == outcome(tomllib.loads, text)
         if parser.last_incremental:
             incremental += 1
@@ -69,13 +71,16 @@ def test_one_character_edits_match_tomllib_and_the_full_scan() -> None:
     assert incremental > 50  # most valid edits did not need a full parse
 
 
-@pytest.mark.parametrize("text", [
-    "[a]\nx = 1\n[a]\ny = 2\n",  # a table defined twice
-    "[a]\nx = 1\n[b]\n[a.x]\n",  # a key turned into a table
-    "a = [\n[1, 2],\n]\n[b]\nc = 1\n",  # a cut inside an array
-    's = """\n[x]\n"""\n[y]\nz = 1\n',  # a cut inside a multi-line string
-    "[[a]]\nx = 1\n[a.b]\ny = 1\n[[a]]\nx = 2\n[a.b]\ny = 2\n",  # sub-tables per element
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[a]\nx = 1\n[a]\ny = 2\n",  # a table defined twice
+        "[a]\nx = 1\n[b]\n[a.x]\n",  # a key turned into a table
+        "a = [\n[1, 2],\n]\n[b]\nc = 1\n",  # a cut inside an array
+        's = """\n[x]\n"""\n[y]\nz = 1\n',  # a cut inside a multi-line string
+        "[[a]]\nx = 1\n[a.b]\ny = 1\n[[a]]\nx = 2\n[a.b]\ny = 2\n",  # sub-tables per element
+    ],
+)
 def test_tricky_documents(text: str) -> None:
     assert outcome(IncrementalParser().loads, text) == outcome(tomllib.loads, text)
 

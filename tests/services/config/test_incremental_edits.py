@@ -12,14 +12,22 @@ from services.config.validate import validate_text
 from tests.shared_data import CONFIG_FIXTURES
 
 TEXTS = {p.name: p.read_text() for p in sorted(CONFIG_FIXTURES.glob("*.toml"))}
-TABLES = ['[[orchestrator.train.source]]\nname = "extra"\n[orchestrator.train.source.env.taskset]\nid = "t"\n',
-          "[trainer.model]\nbogus_key = 1\n", "[inference]\n", '[model]\nname = "Qwen/Qwen3-0.6B"\n',
-          "[trainer]\n[trainer.model.lora]\nrank = 8\n", 's = """\n[x]\n"""\n', "[a]\nx = 1\n[a]\ny = 2\n",
-          '[weight_broadcast]\ntype = "nccl"\nquantize_in_weight_transfer = true\n',
-          "[deployment]\nnum_train_gpus = 7\nnum_infer_gpus = 4\n", "[ckpt]\ninterval = 5\n",
-          "[monitors.wandb]\noffline = true\n", "[orchestrator.concurrency]\nmax_inflight = 1\n",
-          "[trainer.env_vars]\nCUDA_VISIBLE_DEVICES = \"0\"\n",
-          '# wandb key: 0123456789abcdef0123456789abcdef01234567\napi_key = "sk-abcdefghijklmnopqrstuvwx"\n']
+TABLES = [
+    '[[orchestrator.train.source]]\nname = "extra"\n[orchestrator.train.source.env.taskset]\nid = "t"\n',
+    "[trainer.model]\nbogus_key = 1\n",
+    "[inference]\n",
+    '[model]\nname = "Qwen/Qwen3-0.6B"\n',
+    "[trainer]\n[trainer.model.lora]\nrank = 8\n",
+    's = """\n[x]\n"""\n',
+    "[a]\nx = 1\n[a]\ny = 2\n",
+    '[weight_broadcast]\ntype = "nccl"\nquantize_in_weight_transfer = true\n',
+    "[deployment]\nnum_train_gpus = 7\nnum_infer_gpus = 4\n",
+    "[ckpt]\ninterval = 5\n",
+    "[monitors.wandb]\noffline = true\n",
+    "[orchestrator.concurrency]\nmax_inflight = 1\n",
+    '[trainer.env_vars]\nCUDA_VISIBLE_DEVICES = "0"\n',
+    '# wandb key: 0123456789abcdef0123456789abcdef01234567\napi_key = "sk-abcdefghijklmnopqrstuvwx"\n',
+]
 
 edit = st.one_of(
     st.tuples(st.just("insert"), st.floats(0, 1), st.sampled_from(list('ab1 [=]."\n#{}'))),
@@ -40,13 +48,13 @@ def apply(history: list[str], op: tuple) -> str:
     if kind == "digit":  # a number changed: the cross-table rules read many of them
         digits = [i for i, c in enumerate(text) if c.isdigit()]
         i = digits[int(where * len(digits)) % len(digits)] if digits else 0
-        return text[:i] + arg + text[i + 1:] if digits else text
+        return text[:i] + arg + text[i + 1 :] if digits else text
     if kind == "delete":
-        return text[:at] + text[at + arg:]
+        return text[:at] + text[at + arg :]
     lines = text.splitlines(keepends=True)
     n = min(int(where * len(lines)), max(len(lines) - 1, 0))
     if kind == "delete line":
-        return "".join(lines[:n] + lines[n + 1:])
+        return "".join(lines[:n] + lines[n + 1 :])
     if kind == "table":
         return "".join(lines[:n] + [arg] + lines[n:])
     return history[-2] if len(history) > 1 else text  # undo: back to the text before (a break repaired)
@@ -76,7 +84,7 @@ def test_a_keystroke_that_breaks_the_toml_keeps_the_rest_of_the_file() -> None:
     parser = IncrementalParser()
     same(text, parser)
     at = text.index("[orchestrator")
-    broken = text[:at + 5] + "\n= x" + text[at + 5:]
+    broken = text[: at + 5] + "\n= x" + text[at + 5 :]
     same(broken, parser)
     assert not validate_text(broken, parser=parser).parsed
     full_parses = parser.full_parses
@@ -93,8 +101,9 @@ def test_secrets_keep_their_lines_when_lines_above_change() -> None:
     for extra in ("# a comment\n", "# a comment\n\n\n", ""):
         edited = extra + text
         same(edited, parser)
-        assert [f.line for f in validate_text(edited, parser=parser).findings if f.id == "secret"] == \
-            [text[:at].count("\n") + 1 + extra.count("\n")]
+        assert [f.line for f in validate_text(edited, parser=parser).findings if f.id == "secret"] == [
+            text[:at].count("\n") + 1 + extra.count("\n")
+        ]
 
 
 @pytest.mark.parametrize("preset,gpus", [("h100-80gb", 2), ("rtx4090", 1), (None, 8)])

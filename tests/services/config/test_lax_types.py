@@ -55,8 +55,13 @@ def test_a_coerced_value_is_range_checked() -> None:
 
 
 NUMBERISH = st.text(alphabet=st.sampled_from(list("0123456789+-._eE \tinfatyo") + ["١", "\u00a0", "\n"]), max_size=8)
-VALUES = st.one_of(NUMBERISH, st.floats(allow_nan=False), st.integers(-3, 3), st.booleans(),
-                   st.sampled_from(["true", "Yes", "off", "nan", "Infinity", "1_0", "1__0", "_1", "1.", ".5"]))
+VALUES = st.one_of(
+    NUMBERISH,
+    st.floats(allow_nan=False),
+    st.integers(-3, 3),
+    st.booleans(),
+    st.sampled_from(["true", "Yes", "off", "nan", "Infinity", "1_0", "1__0", "_1", "1.", ".5"]),
+)
 
 
 @settings(deadline=None)  # pydantic builds a validator per call: slow on a loaded machine

@@ -62,8 +62,15 @@ def test_registry_and_presets() -> None:
     assert {"h100-80gb", "h200-141gb", "a100-80gb", "a100-40gb", "l40s-48gb", "rtx4090", "rtx5090"} == set(presets())
     reg = registry()
     assert len(reg) >= 25
-    families = ("Qwen/Qwen2.5", "Qwen/Qwen3", "meta-llama/Llama-3", "mistralai/", "openai/gpt-oss",
-                "google/gemma", "zai-org/GLM")
+    families = (
+        "Qwen/Qwen2.5",
+        "Qwen/Qwen3",
+        "meta-llama/Llama-3",
+        "mistralai/",
+        "openai/gpt-oss",
+        "google/gemma",
+        "zai-org/GLM",
+    )
     for fam in families:
         assert any(name.startswith(fam) for name in reg), fam
     assert reg["Qwen/Qwen3-30B-A3B"].experts == 128 and reg["Qwen/Qwen2.5-VL-7B-Instruct"].vl
@@ -76,8 +83,15 @@ def test_unknown_model_is_a_clear_error_not_a_guess() -> None:
 
 
 def test_online_lookup_uses_the_hub_config_and_caches(tmp_path) -> None:
-    cfg = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
-           "vocab_size": 1000, "intermediate_size": 512, "tie_word_embeddings": True}
+    cfg = {
+        "num_hidden_layers": 4,
+        "hidden_size": 256,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 1000,
+        "intermediate_size": 512,
+        "tie_word_embeddings": True,
+    }
     calls = []
 
     def handler(request: httpx.Request) -> httpx.Response:

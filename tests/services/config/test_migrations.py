@@ -33,13 +33,26 @@ WHERE = {
     "Log": ("trainer", "", "log"),
     "Loss": ("trainer", "", "loss"),
     # a disaggregated deployment runs under [slurm] (prime-rl InferenceConfig.validate_multi_node_requires_slurm)
-    "InferenceDeployment": ("inference", '[slurm]\njob_name = "j"\n\n[deployment]\ntype = "disaggregated"\n',
-                            "deployment"),
+    "InferenceDeployment": (
+        "inference",
+        '[slurm]\njob_name = "j"\n\n[deployment]\ntype = "disaggregated"\n',
+        "deployment",
+    ),
     "*": ("rl", RL_BASE, ""),
 }
-TABLE_VALUED = {"mig-orchestrator-sampling", "mig-inference-model", "mig-wandb-section", "mig-file-monitor",
-                "mig-prime-monitor", "mig-vllm-extra", "mig-ckpt-weights", "mig-teacher-inference",
-                "mig-orchestrator-removed", "mig-algo", "mig-trainer-batch"}
+TABLE_VALUED = {
+    "mig-orchestrator-sampling",
+    "mig-inference-model",
+    "mig-wandb-section",
+    "mig-file-monitor",
+    "mig-prime-monitor",
+    "mig-vllm-extra",
+    "mig-ckpt-weights",
+    "mig-teacher-inference",
+    "mig-orchestrator-removed",
+    "mig-algo",
+    "mig-trainer-batch",
+}
 AOT_VALUED = {"mig-orchestrator-env", "mig-train-env", "mig-eval-env"}
 
 
@@ -56,8 +69,7 @@ def build(mig: dict, cls: str, old: str) -> tuple[str, str]:
     kind, base, prefix = WHERE[cls]
     parts = old.split(".")
     if cls == "TrainSource":  # append to the existing array element
-        return kind, base.replace(
-            'name = "reverse-text"\n', f'name = "reverse-text"\n{parts[0]} = 8  # <-\n', 1)
+        return kind, base.replace('name = "reverse-text"\n', f'name = "reverse-text"\n{parts[0]} = 8  # <-\n', 1)
     if cls == "EvalSource":
         return kind, base.replace('name = "e"\n', f'name = "e"\n{parts[0]} = 8  # <-\n')
     if len(parts) > 1:

@@ -70,14 +70,15 @@ def test_every_rule_named_exists() -> None:
 
 def test_every_ported_validator_has_a_test_that_cites_it() -> None:
     cited = _citations()
-    uncited = sorted("::".join((f, f"{c}.{fn}")) for (f, c, fn), e in TABLE.items() if "rules" in e
-                     and (f, c, fn) not in cited)
+    uncited = sorted(
+        "::".join((f, f"{c}.{fn}")) for (f, c, fn), e in TABLE.items() if "rules" in e and (f, c, fn) not in cited
+    )
     assert uncited == []
     # and no test cites a validator the table does not know (a typo or one prime-rl removed)
     assert sorted(k for k in cited if k not in TABLE) == []
 
 
-PACKAGE = '''
+PACKAGE = """
 from pydantic import model_validator, field_validator
 
 class ModelConfig(BaseConfig):
@@ -99,14 +100,14 @@ class ModelConfig(BaseConfig):
 
 def propagate(data):
     raise ValueError("conflict: " + "shared")
-'''
+"""
 
-ENTRY = '''
+ENTRY = """
 def rl_local(config):
     assert config.slurm is None
     if config.port != 8000:
         raise ValueError(f"port ({config.port}) does not match")
-'''
+"""
 
 
 @pytest.fixture
@@ -123,8 +124,10 @@ def checkout(tmp_path: Path) -> Path:
 def test_the_script_finds_validators_helpers_and_pre_start_checks_with_their_messages(checkout: Path) -> None:
     found = {v.cite: (v.kind, v.messages) for v in pv.scan_checkout(checkout)}
     assert found == {
-        "configs/trainer.py::ModelConfig.vlm_only_with_custom_impl":
-            ("model_validator", ["VLM training requires model.impl='custom'"]),
+        "configs/trainer.py::ModelConfig.vlm_only_with_custom_impl": (
+            "model_validator",
+            ["VLM training requires model.impl='custom'"],
+        ),
         "configs/trainer.py::ModelConfig.name_not_empty": ("field_validator", ["name must not be empty, got {v}"]),
         "configs/trainer.py::(module).propagate": ("raises", ["conflict: shared"]),
         "entrypoints/rl.py::(module).rl_local": ("pre-start", ["port ({config.port}) does not match"]),
@@ -133,20 +136,24 @@ def test_the_script_finds_validators_helpers_and_pre_start_checks_with_their_mes
 
 def test_the_script_exits_non_zero_on_a_validator_missing_from_the_table(checkout: Path, tmp_path: Path) -> None:
     table = tmp_path / "validators.toml"
-    table.write_text('[validators."configs/trainer.py".ModelConfig]\n'
-                     'vlm_only_with_custom_impl = { rules = ["xc-vlm-impl"] }\n'
-                     'name_not_empty = { todo = "port it" }\n'
-                     '[validators."configs/trainer.py"."(module)"]\npropagate = { na = "fills" }\n'
-                     '[validators."entrypoints/rl.py"."(module)"]\nrl_local = { na = "the pod" }\n', encoding="utf-8")
-    run = subprocess.run([sys.executable, str(SCRIPT), str(checkout), "--table", str(table)],
-                         capture_output=True, text=True, timeout=60)
+    table.write_text(
+        '[validators."configs/trainer.py".ModelConfig]\n'
+        'vlm_only_with_custom_impl = { rules = ["xc-vlm-impl"] }\n'
+        'name_not_empty = { todo = "port it" }\n'
+        '[validators."configs/trainer.py"."(module)"]\npropagate = { na = "fills" }\n'
+        '[validators."entrypoints/rl.py"."(module)"]\nrl_local = { na = "the pod" }\n',
+        encoding="utf-8",
+    )
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), str(checkout), "--table", str(table)], capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 0, run.stderr
     assert "4 validators: 1 ported, 0 partly ported (rules and todo), 1 todo, 2 need no port, 0 new" in run.stdout
     assert "configs/trainer.py::ModelConfig.name_not_empty: port it" in run.stdout
 
-    table.write_text(table.read_text(encoding="utf-8").replace('rl_local = { na = "the pod" }\n', ""),
-                     encoding="utf-8")
-    run = subprocess.run([sys.executable, str(SCRIPT), str(checkout), "--table", str(table)],
-                         capture_output=True, text=True, timeout=60)
+    table.write_text(table.read_text(encoding="utf-8").replace('rl_local = { na = "the pod" }\n', ""), encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), str(checkout), "--table", str(table)], capture_output=True, text=True, timeout=60
+    )
     assert run.returncode == 1
     assert "new in prime-rl" in run.stdout and "entrypoints/rl.py::(module).rl_local" in run.stdout

@@ -69,21 +69,47 @@ CASES: list[tuple[str, str, str]] = [
     ("out-of-range", "rl", RL_BASE + "[orchestrator.train.sampling]\ntemperature = 3.5  # <-\n"),
     ("not-nullable", "rl", RL_BASE.replace("[trainer]\n", '[trainer]\nenable_router_replay = "None"  # <-\n')),
     ("variant-key", "rl", RL_BASE.replace("[trainer]\n", '[trainer.optim]\ntype = "sgd"\nbetas1 = 0.9  # <-\n')),
-    ("missing-required", "rl", RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "custom"\n' + BF16)  # a VLM trains with the custom impl
-        + "[model.vlm]  # <-\nvision_encoder_attr = \"model.visual\"\n"),
+    (
+        "missing-required",
+        "rl",
+        RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "custom"\n' + BF16)  # a VLM trains with the custom impl
+        + '[model.vlm]  # <-\nvision_encoder_attr = "model.visual"\n',
+    ),
     ("vllm-passthrough", "rl", RL_BASE + "[inference.vllm]\ngpu_memory_utilisation = 0.8  # <-\n"),
     # validator: utils/validation.py::(module).validate_shared_seq_len
-    ("xc-seq-len", "rl", RL_BASE.replace("[trainer]\n", "[trainer.model]\nseq_len = 1024  # <-\n")
-        .replace("group_size = 8", "group_size = 8\nseq_len = 4096")),
+    (
+        "xc-seq-len",
+        "rl",
+        RL_BASE.replace("[trainer]\n", "[trainer.model]\nseq_len = 1024  # <-\n").replace(
+            "group_size = 8", "group_size = 8\nseq_len = 4096"
+        ),
+    ),
     # validator: utils/validation.py::(module).validate_shared_max_steps
-    ("xc-max-steps", "rl", RL_BASE.replace("max_steps = 20\n", "").replace("[trainer]\n", "[trainer]\nmax_steps = 5\n")
-        .replace("group_size = 8", "group_size = 8\nmax_steps = 6  # <-")),
+    (
+        "xc-max-steps",
+        "rl",
+        RL_BASE.replace("max_steps = 20\n", "")
+        .replace("[trainer]\n", "[trainer]\nmax_steps = 5\n")
+        .replace("group_size = 8", "group_size = 8\nmax_steps = 6  # <-"),
+    ),
     # validator: utils/validation.py::(module).validate_shared_ckpt_config
-    ("xc-ckpt-both", "rl", RL_BASE.replace("[trainer]\n", "[trainer]\n\n[trainer.ckpt]  # <-\ninterval = 5\nkeep_last = 2\n")),
-    ("xc-ckpt-interval", "rl", RL_BASE + "[trainer.ckpt]\ninterval = 5\nkeep_last = 1\n[orchestrator.ckpt]\ninterval = 10  # <-\n"),
+    (
+        "xc-ckpt-both",
+        "rl",
+        RL_BASE.replace("[trainer]\n", "[trainer]\n\n[trainer.ckpt]  # <-\ninterval = 5\nkeep_last = 2\n"),
+    ),
+    (
+        "xc-ckpt-interval",
+        "rl",
+        RL_BASE + "[trainer.ckpt]\ninterval = 5\nkeep_last = 1\n[orchestrator.ckpt]\ninterval = 10  # <-\n",
+    ),
     # validator: utils/validation.py::(module).validate_shared_model_name
-    ("xc-model-name", "rl", RL_BASE.replace('[model]\nname = "Qwen/Qwen3-0.6B"\n', "")
-        + '[inference.vllm]\nmodel = "Qwen/Qwen3-1.7B"  # <-\n'),
+    (
+        "xc-model-name",
+        "rl",
+        RL_BASE.replace('[model]\nname = "Qwen/Qwen3-0.6B"\n', "")
+        + '[inference.vllm]\nmodel = "Qwen/Qwen3-1.7B"  # <-\n',
+    ),
     # validator: configs/rl.py::RLConfig.auto_setup_shared_configs
     # validator: utils/validation.py::(module).propagate_shared_fields
     ("xc-shared-conflict", "rl", RL_BASE.replace("[trainer]\n", "[trainer]\nmax_steps = 30  # <-\n")),
@@ -95,20 +121,38 @@ CASES: list[tuple[str, str, str]] = [
     ("xc-offload", "rl", RL_BASE.replace("[trainer]\n", "[trainer.model]\nfull_offload = true  # <-\n")),
     # validator: configs/sft.py::SFTConfig.full_optimizer_offload_requires_supported_optimizer
     # validator: configs/trainer.py::TrainerConfig.full_optimizer_offload_requires_supported_optimizer
-    ("xc-full-offload-optim", "rl", RL_BASE.replace(
-        "[trainer]\n", '[trainer.model]\nfull_offload = true\noptim_cpu_offload = false\n[trainer.optim]\ntype = "muon"  # <-\n')),
+    (
+        "xc-full-offload-optim",
+        "rl",
+        RL_BASE.replace(
+            "[trainer]\n",
+            '[trainer.model]\nfull_offload = true\noptim_cpu_offload = false\n[trainer.optim]\ntype = "muon"  # <-\n',
+        ),
+    ),
     # validator: configs/shared.py::(module).reject_protected_env_vars
     ("xc-env-vars", "rl", RL_BASE + '[env_vars]\nCUDA_VISIBLE_DEVICES = "0,1"  # <-\n'),
     # validator: configs/shared.py::ResumeConfig.validate_step_xor_dir
     ("xc-resume-exclusive", "rl", RL_BASE + '[resume]\nstep = 10\ndir = "outputs/x/checkpoints/step_10"  # <-\n'),
     # validator: configs/rl.py::RLConfig.auto_setup_weight_broadcast
     # validator: configs/trainer.py::TrainerConfig.validate_lora_broadcast
-    ("xc-lora-broadcast", "rl", RL_BASE.replace("[trainer]\n", "[trainer.model.lora]\nrank = 8\n")
-        + '[weight_broadcast]\ntype = "nccl"  # <-\n'),
+    (
+        "xc-lora-broadcast",
+        "rl",
+        RL_BASE.replace("[trainer]\n", "[trainer.model.lora]\nrank = 8\n")
+        + '[weight_broadcast]\ntype = "nccl"  # <-\n',
+    ),
     # validator: configs/rl.py::SingleNodeDeploymentConfig.validate_gpu_count
-    ("xc-gpus-per-node", "rl", RL_BASE + "[deployment]  # <-\ngpus_per_node = 2\nnum_train_gpus = 2\nnum_infer_gpus = 1\n"),
+    (
+        "xc-gpus-per-node",
+        "rl",
+        RL_BASE + "[deployment]  # <-\ngpus_per_node = 2\nnum_train_gpus = 2\nnum_infer_gpus = 1\n",
+    ),
     # validator: configs/rl.py::RLConfig.auto_setup_deployment
-    ("xc-infer-tp", "rl", RL_BASE + "[deployment]\nnum_infer_gpus = 3\n[inference.vllm]\ntensor_parallel_size = 2  # <-\n"),
+    (
+        "xc-infer-tp",
+        "rl",
+        RL_BASE + "[deployment]\nnum_infer_gpus = 3\n[inference.vllm]\ntensor_parallel_size = 2  # <-\n",
+    ),
     # validator: configs/orchestrator.py::EvalConfig.validate_non_empty_sources
     ("xc-eval-sources", "rl", RL_BASE + "[orchestrator.eval]  # <-\ninterval = 10\n"),
     # validator: configs/rl.py::SharedWandbConfig.validate_not_offline
@@ -116,68 +160,154 @@ CASES: list[tuple[str, str, str]] = [
     ("xc-no-train-source", "orchestrator", "batch_size = 16\ngroup_size = 8\n[train]  # <-\n"),
     # validator: configs/sft.py::BaseDataConfig.validate_batch_size
     ("xc-sft-micro-batch", "sft", SFT_BASE.replace("batch_size = 32", "batch_size = 32  # <-\nmicro_batch_size = 3")),
-    ("gotcha-lora-fsdp", "rl", RL_BASE.replace("[trainer]\n", "[trainer.model.lora]  # <-\nrank = 8\n")
-        + "[deployment]\nnum_train_gpus = 2\nnum_infer_gpus = 2\n"),
-    ("gotcha-vl-model", "rl", RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "Qwen/Qwen2.5-VL-7B-Instruct"  # <-')),
-    ("gotcha-context-overflow", "rl", RL_BASE + "[orchestrator.train.sampling]\nmax_completion_tokens = 4000  # <-\n"
-        "[inference.vllm]\nmax_model_len = 4096\n"),
-    ("gotcha-remote-executor", "rl", RL_BASE + '[orchestrator.train.source.env.agent.harness]\nid = "bash"\n'
-        '[orchestrator.train.source.env.agent.runtime]\ntype = "prime"  # <-\n'),
-    ("gotcha-single-gpu", "rl", RL_BASE + "[deployment]\ngpus_per_node = 1\nnum_train_gpus = 1\nnum_infer_gpus = 0\n"
-        "[inference.vllm]\ngpu_memory_utilization = 0.9  # <-\n"),
+    (
+        "gotcha-lora-fsdp",
+        "rl",
+        RL_BASE.replace("[trainer]\n", "[trainer.model.lora]  # <-\nrank = 8\n")
+        + "[deployment]\nnum_train_gpus = 2\nnum_infer_gpus = 2\n",
+    ),
+    (
+        "gotcha-vl-model",
+        "rl",
+        RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "Qwen/Qwen2.5-VL-7B-Instruct"  # <-'),
+    ),
+    (
+        "gotcha-context-overflow",
+        "rl",
+        RL_BASE + "[orchestrator.train.sampling]\nmax_completion_tokens = 4000  # <-\n"
+        "[inference.vllm]\nmax_model_len = 4096\n",
+    ),
+    (
+        "gotcha-remote-executor",
+        "rl",
+        RL_BASE + '[orchestrator.train.source.env.agent.harness]\nid = "bash"\n'
+        '[orchestrator.train.source.env.agent.runtime]\ntype = "prime"  # <-\n',
+    ),
+    (
+        "gotcha-single-gpu",
+        "rl",
+        RL_BASE + "[deployment]\ngpus_per_node = 1\nnum_train_gpus = 1\nnum_infer_gpus = 0\n"
+        "[inference.vllm]\ngpu_memory_utilization = 0.9  # <-\n",
+    ),
     ("gotcha-ckpt-keep", "rl", RL_BASE + "[ckpt]\ninterval = 10  # <-\n"),
     ("gotcha-vllm-v1", "rl", RL_BASE + '[inference.env_vars]\nVLLM_USE_V1 = "0"  # <-\n'),
     ("gotcha-orch-keep", "rl", RL_BASE + "[ckpt]\n[orchestrator.ckpt]\nkeep_last = 2  # <-\n"),
-    ("gotcha-known-model-issue", "rl", RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "openai/gpt-oss-20b"  # <-')),
+    (
+        "gotcha-known-model-issue",
+        "rl",
+        RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "openai/gpt-oss-20b"  # <-'),
+    ),
     # issue 16 item 3: the environment block (verifiers' env, seats, harness and runtime)
-    ("extra-key-typo", "rl", RL_BASE.replace('id = "reverse-text"\n', 'id = "reverse-text"\nsystem_promt = "x"  # <-\n', 1)),
+    (
+        "extra-key-typo",
+        "rl",
+        RL_BASE.replace('id = "reverse-text"\n', 'id = "reverse-text"\nsystem_promt = "x"  # <-\n', 1),
+    ),
     ("plugin-typo", "rl", RL_BASE + '[orchestrator.train.source.env.agent.harness]\nid = "mini-swe-agnet"  # <-\n'),
     # validator: configs/orchestrator.py::EnvConfig.validate_env
     ("env-key-typo", "rl", RL_BASE + '[orchestrator.train.source.env.agnet.harness]  # <-\nid = "bash"\n'),
     ("env-harness", "rl", RL_BASE + '[orchestrator.train.source.env.harness]  # <-\nid = "bash"\n'),
     # issue 16 item 4: more of prime-rl's start-up checks
     # validator: configs/rl.py::RLConfig.auto_setup_lora
-    ("xc-lora-mismatch", "rl", RL_BASE.replace("[trainer]\n", "[trainer.model.lora]\nrank = 8\n")
-        + "[orchestrator.model.lora]\nrank = 16  # <-\n"),
+    (
+        "xc-lora-mismatch",
+        "rl",
+        RL_BASE.replace("[trainer]\n", "[trainer.model.lora]\nrank = 8\n")
+        + "[orchestrator.model.lora]\nrank = 16  # <-\n",
+    ),
     # validator: configs/trainer.py::ModelConfig.vlm_only_with_custom_impl
-    ("xc-vlm-impl", "sft", SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "hf"  # <-\n'
-        'attn = "flash_attention_2"\n' + BF16) + '[model.vlm]\nvision_encoder_attr = "model.visual"\nlanguage_model_attr = "model.language_model"\n'),
-    ("xc-vlm-bf16", "sft", SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "custom"\n'
-        'optimization_dtype = "bfloat16"\nreduce_dtype = "float32"  # <-\n') + VLM_TABLE),
-    ("xc-vlm-micro-batch", "sft", SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "custom"\n'
-        + BF16).replace("batch_size = 32\n", "batch_size = 32\nmicro_batch_size = 2  # <-\n") + VLM_TABLE),
-    ("xc-vlm-lora-freeze", "rl", RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "custom"\n' + BF16
-        + "[trainer.model.lora]\nrank = 8\n") + VLM_TABLE + "freeze_vision_encoder = false  # <-\n"),
+    (
+        "xc-vlm-impl",
+        "sft",
+        SFT_BASE.replace(
+            'name = "Qwen/Qwen3-0.6B"\n',
+            'name = "Qwen/Qwen3-0.6B"\nimpl = "hf"  # <-\nattn = "flash_attention_2"\n' + BF16,
+        )
+        + '[model.vlm]\nvision_encoder_attr = "model.visual"\nlanguage_model_attr = "model.language_model"\n',
+    ),
+    (
+        "xc-vlm-bf16",
+        "sft",
+        SFT_BASE.replace(
+            'name = "Qwen/Qwen3-0.6B"\n',
+            'name = "Qwen/Qwen3-0.6B"\nimpl = "custom"\n'
+            'optimization_dtype = "bfloat16"\nreduce_dtype = "float32"  # <-\n',
+        )
+        + VLM_TABLE,
+    ),
+    (
+        "xc-vlm-micro-batch",
+        "sft",
+        SFT_BASE.replace('name = "Qwen/Qwen3-0.6B"\n', 'name = "Qwen/Qwen3-0.6B"\nimpl = "custom"\n' + BF16).replace(
+            "batch_size = 32\n", "batch_size = 32\nmicro_batch_size = 2  # <-\n"
+        )
+        + VLM_TABLE,
+    ),
+    (
+        "xc-vlm-lora-freeze",
+        "rl",
+        RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "custom"\n' + BF16 + "[trainer.model.lora]\nrank = 8\n")
+        + VLM_TABLE
+        + "freeze_vision_encoder = false  # <-\n",
+    ),
     ("xc-vlm-cp", "trainer", '[model]\nimpl = "custom"\ncp = 2  # <-\n' + BF16 + VLM_TABLE),
     ("xc-sub-mismatch", "rl", RL_BASE.replace("[trainer]\n", '[trainer.rollout_transport]\ntype = "zmq"  # <-\n')),
     ("xc-wandb-one-side", "rl", RL_BASE.replace("[trainer]\n", '[trainer.monitors.wandb]  # <-\nproject = "p"\n')),
     # validator: configs/trainer.py::ModelConfig.trust_remote_code_only_with_hf
-    ("xc-trust-remote-custom", "rl", RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "custom"\ntrust_remote_code = true  # <-\n')),
+    (
+        "xc-trust-remote-custom",
+        "rl",
+        RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "custom"\ntrust_remote_code = true  # <-\n'),
+    ),
     # validator: configs/trainer.py::ModelConfig.flash_attention_4_only_with_custom_impl
     ("xc-attn-impl", "rl", RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "hf"  # <-\n')),
     # validator: configs/rl.py::RLConfig.validate_deployment
     # validator: configs/sft.py::SFTConfig.validate_deployment
-    ("xc-multinode-slurm", "rl", RL_BASE + '[deployment]\ntype = "multi_node"  # <-\nnum_train_nodes = 2\nnum_infer_nodes = 1\n'),
+    (
+        "xc-multinode-slurm",
+        "rl",
+        RL_BASE + '[deployment]\ntype = "multi_node"  # <-\nnum_train_nodes = 2\nnum_infer_nodes = 1\n',
+    ),
     # validator: configs/inference.py::InferenceConfig.validate_router_deployment
     # validator: configs/rl.py::RLConfig.validate_multi_node_requires_router
-    ("xc-multinode-router", "rl", RL_BASE.replace("[inference]\n", '[inference]\nrouter = "None"  # <-\n')
-        + '[deployment]\ntype = "multi_node"\nnum_train_nodes = 2\nnum_infer_nodes = 1\n[slurm]\njob_name = "j"\n'),
+    (
+        "xc-multinode-router",
+        "rl",
+        RL_BASE.replace("[inference]\n", '[inference]\nrouter = "None"  # <-\n')
+        + '[deployment]\ntype = "multi_node"\nnum_train_nodes = 2\nnum_infer_nodes = 1\n[slurm]\njob_name = "j"\n',
+    ),
     # validator: configs/inference.py::InferenceConfig.validate_multi_node_requires_slurm
     ("xc-inference-slurm", "rl", RL_BASE + '[inference.deployment]\ntype = "multi_node"  # <-\nnum_nodes = 2\n'),
     # validator: configs/sft.py::SFTConfig.auto_setup_deployment
-    ("xc-fsdp-group", "rl", RL_BASE + '[deployment]\ntype = "multi_node"\nnum_train_nodes = 2\nnum_infer_nodes = 1\n'
-        'nodes_per_fsdp_group = 3  # <-\n[slurm]\njob_name = "j"\n'),
+    (
+        "xc-fsdp-group",
+        "rl",
+        RL_BASE + '[deployment]\ntype = "multi_node"\nnum_train_nodes = 2\nnum_infer_nodes = 1\n'
+        'nodes_per_fsdp_group = 3  # <-\n[slurm]\njob_name = "j"\n',
+    ),
     # validator: configs/rl.py::RLConfig.validate_eplb_requires_quantized_weight_transfer
-    ("xc-eplb-transfer", "rl", RL_BASE + '[inference.vllm]\nenable_eplb = true  # <-\n'),
+    ("xc-eplb-transfer", "rl", RL_BASE + "[inference.vllm]\nenable_eplb = true  # <-\n"),
     # validator: configs/rl.py::RLConfig.validate_quantize_in_weight_transfer
-    ("xc-quantized-transfer", "rl", RL_BASE + '[deployment]\nnum_train_gpus = 1\nnum_infer_gpus = 1\n[weight_broadcast]\n'
-        'type = "nccl"\nquantize_in_weight_transfer = true  # <-\n'),
+    (
+        "xc-quantized-transfer",
+        "rl",
+        RL_BASE + "[deployment]\nnum_train_gpus = 1\nnum_infer_gpus = 1\n[weight_broadcast]\n"
+        'type = "nccl"\nquantize_in_weight_transfer = true  # <-\n',
+    ),
     # validator: configs/rl.py::RLConfig.validate_mooncake_offload_requires_slurm
-    ("xc-mooncake-slurm", "rl", RL_BASE + '[inference.kv_cache_offload]\ntype = "mooncake"  # <-\ndevice_name = "mlx5_0"\n'
-        '[inference.kv_cache_offload.cpu]\nnum_bytes = 1000000\n'),
+    (
+        "xc-mooncake-slurm",
+        "rl",
+        RL_BASE + '[inference.kv_cache_offload]\ntype = "mooncake"  # <-\ndevice_name = "mlx5_0"\n'
+        "[inference.kv_cache_offload.cpu]\nnum_bytes = 1000000\n",
+    ),
     # validator: configs/rl.py::RLConfig.validate_router_replay_without_kv_offload
-    ("xc-router-replay-offload", "rl", RL_BASE.replace("[trainer]\n", "[trainer]\nenable_router_replay = true  # <-\n")
-        + '[inference.kv_cache_offload.cpu]\nnum_bytes = 1000000\n'),
+    (
+        "xc-router-replay-offload",
+        "rl",
+        RL_BASE.replace("[trainer]\n", "[trainer]\nenable_router_replay = true  # <-\n")
+        + "[inference.kv_cache_offload.cpu]\nnum_bytes = 1000000\n",
+    ),
     ("xc-max-steps-range", "rl", RL_BASE.replace("max_steps = 20", "max_steps = -5  # <-")),
     ("secret", "rl", RL_BASE + '[env_vars]\nHF_TOKEN = "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH"  # <-\n'),
     ("secret", "rl", RL_BASE + '[orchestrator.model.client.headers]\nAuthorization = "Bearer abcdefgh12345"  # <-\n'),
@@ -185,12 +315,22 @@ CASES: list[tuple[str, str, str]] = [
 ]
 
 MEMORY_CASES = [
-    ("memory-fit", dict(preset="rtx4090", gpus=2),
-     RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "Qwen/Qwen3-8B"  # <-')
-     + "[trainer.model]\noptim_cpu_offload = false\n"),
-    ("memory-ok", dict(preset="h100-80gb", gpus=2), RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "Qwen/Qwen3-0.6B"  # <-')),
-    ("memory-unknown-model", dict(preset="h100-80gb", gpus=2),
-     RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "someone/unknown-7B"  # <-')),
+    (
+        "memory-fit",
+        dict(preset="rtx4090", gpus=2),
+        RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "Qwen/Qwen3-8B"  # <-')
+        + "[trainer.model]\noptim_cpu_offload = false\n",
+    ),
+    (
+        "memory-ok",
+        dict(preset="h100-80gb", gpus=2),
+        RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "Qwen/Qwen3-0.6B"  # <-'),
+    ),
+    (
+        "memory-unknown-model",
+        dict(preset="h100-80gb", gpus=2),
+        RL_BASE.replace('name = "Qwen/Qwen3-0.6B"', 'name = "someone/unknown-7B"  # <-'),
+    ),
     ("preset-unknown", dict(preset="h100", gpus=2), "# <-\n" + RL_BASE),
 ]
 
@@ -281,7 +421,10 @@ def test_enum_typo_suggests_the_literal() -> None:
 
 
 def test_none_and_empty_table_conventions() -> None:
-    text = RL_BASE + '[ckpt]\n[orchestrator.eval]\n[[orchestrator.eval.source]]\nname = "e"\n[inference.vllm]\nmax_model_len = "None"\n'
+    text = (
+        RL_BASE
+        + '[ckpt]\n[orchestrator.eval]\n[[orchestrator.eval.source]]\nname = "e"\n[inference.vllm]\nmax_model_len = "None"\n'
+    )
     assert validate_text(text, kind="rl").findings == ()
 
 
@@ -296,6 +439,7 @@ def test_inference_vllm_passes_unknown_keys_through() -> None:
 
 
 # ------------------------------------------------------------------------------ the real fixtures
+
 
 def fixture_files() -> list[Path]:
     return sorted(FIXTURES.glob("*.toml"))

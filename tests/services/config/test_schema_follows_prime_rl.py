@@ -149,8 +149,11 @@ def unknown_to_us(theirs: dict[str, Any], ours: dict[str, Any]) -> list[tuple[st
 
 def absent_from_prime_rl(theirs: dict[str, Any], ours: dict[str, Any]) -> list[tuple[str, str]]:
     migrations = load_migrations()
-    return [(p, "") for p, (cls, key, _) in sorted(ours.items())
-            if p not in theirs and not _allowed(p) and (cls.name, key) not in migrations]
+    return [
+        (p, "")
+        for p, (cls, key, _) in sorted(ours.items())
+        if p not in theirs and not _allowed(p) and (cls.name, key) not in migrations
+    ]
 
 
 def type_problems(theirs: dict[str, Any], ours: dict[str, Any]) -> list[tuple[str, str]]:
@@ -195,8 +198,13 @@ def union_problems(theirs: dict[str, Any], ours: dict[str, Any]) -> list[tuple[s
         real = (entry["union"]["tag"], set(entry["union"]["variants"]))
         match = next((c for c in unions if (c.union, set(c.variants)) == real), None)
         if match is None:
-            wrong.append((path, f"ours {[(c.union, sorted(c.variants)) for c in unions] or 'no union'}, "
-                                f"prime-rl {real[0]!r} {sorted(real[1])}"))
+            wrong.append(
+                (
+                    path,
+                    f"ours {[(c.union, sorted(c.variants)) for c in unions] or 'no union'}, "
+                    f"prime-rl {real[0]!r} {sorted(real[1])}",
+                )
+            )
             continue
         for key in match.keys:
             sub = theirs.get(f"{path}.{key}")

@@ -24,14 +24,14 @@ WRAPPER = REPO / "services" / "demo" / "bin" / "nvidia-smi"
 def smi(*args: str, **fake_env: object) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PTT_FAKE_")}
     env.update({f"PTT_FAKE_{k.upper()}": str(v) for k, v in fake_env.items()})
-    return subprocess.run([sys.executable, str(WRAPPER), *args], env=env, capture_output=True,
-                          text=True, timeout=10)
+    return subprocess.run([sys.executable, str(WRAPPER), *args], env=env, capture_output=True, text=True, timeout=10)
 
 
 def test_wrapper_is_executable_and_lists_gpus() -> None:
     assert os.access(WRAPPER, os.X_OK)
-    out = subprocess.run([str(WRAPPER), "-L"], capture_output=True, text=True, timeout=10,
-                         env={**os.environ, "PTT_FAKE_GPUS": "3"})
+    out = subprocess.run(
+        [str(WRAPPER), "-L"], capture_output=True, text=True, timeout=10, env={**os.environ, "PTT_FAKE_GPUS": "3"}
+    )
     assert out.returncode == 0
     lines = out.stdout.splitlines()
     assert len(lines) == 3
@@ -46,13 +46,17 @@ def test_csv_with_header_and_units() -> None:
     out = smi(q, "--format=csv", gpus=2, seed=1)
     assert out.returncode == 0, out.stdout
     lines = out.stdout.splitlines()
-    assert lines[0] == ("index, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB], "
-                        "power.draw [W], temperature.gpu, pstate, clocks.current.sm [MHz]")
+    assert lines[0] == (
+        "index, name, utilization.gpu [%], memory.used [MiB], memory.total [MiB], "
+        "power.draw [W], temperature.gpu, pstate, clocks.current.sm [MHz]"
+    )
     cfg = fake.Config({"PTT_FAKE_GPUS": "2", "PTT_FAKE_SEED": "1"})
     for g, line in enumerate(lines[1:]):
         v = fake.gpu_values(cfg, 0, g)
-        assert line == (f"{g}, NVIDIA H100 80GB HBM3, {v['utilization.gpu']} %, {v['memory.used']} MiB, "
-                        f"81559 MiB, {v['power.draw']:.2f} W, {v['temperature.gpu']}, P0, {v['clocks.sm']} MHz")
+        assert line == (
+            f"{g}, NVIDIA H100 80GB HBM3, {v['utilization.gpu']} %, {v['memory.used']} MiB, "
+            f"81559 MiB, {v['power.draw']:.2f} W, {v['temperature.gpu']}, P0, {v['clocks.sm']} MHz"
+        )
     assert len(lines) == 3
 
 
@@ -74,10 +78,21 @@ def test_bad_arguments_exit_2() -> None:
 
 
 def test_loop_max_ticks_then_silent_and_deterministic(tmp_path: Path) -> None:
-    env = {**os.environ, "PTT_FAKE_GPUS": "2", "PTT_FAKE_MAX_TICKS": "3", "PTT_FAKE_SEED": "4",
-           "PTT_FAKE_PROC_ROOT": str(tmp_path)}
-    args = [sys.executable, str(WRAPPER), "--query-gpu=index,utilization.gpu,power.draw",
-            "--format=csv,noheader,nounits", "-lms", "50"]
+    env = {
+        **os.environ,
+        "PTT_FAKE_GPUS": "2",
+        "PTT_FAKE_MAX_TICKS": "3",
+        "PTT_FAKE_SEED": "4",
+        "PTT_FAKE_PROC_ROOT": str(tmp_path),
+    }
+    args = [
+        sys.executable,
+        str(WRAPPER),
+        "--query-gpu=index,utilization.gpu,power.draw",
+        "--format=csv,noheader,nounits",
+        "-lms",
+        "50",
+    ]
     p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, text=True)
     try:
         lines = [p.stdout.readline() for _ in range(6)]
@@ -89,8 +104,11 @@ def test_loop_max_ticks_then_silent_and_deterministic(tmp_path: Path) -> None:
         rest = p.communicate()[0]
     assert rest == ""
     cfg = fake.Config(env)
-    expect = [f"{g}, {fake.gpu_values(cfg, t, g)['utilization.gpu']}, {fake.gpu_values(cfg, t, g)['power.draw']:.2f}\n"
-              for t in range(3) for g in range(2)]
+    expect = [
+        f"{g}, {fake.gpu_values(cfg, t, g)['utilization.gpu']}, {fake.gpu_values(cfg, t, g)['power.draw']:.2f}\n"
+        for t in range(3)
+        for g in range(2)
+    ]
     assert lines == expect
     assert len(set(lines)) > 2  # values change per tick
 
@@ -126,15 +144,34 @@ def test_fake_proc_matches_probe_parsers(tmp_path: Path) -> None:
         assert (used, total) == ((t_kb - a_kb) * 1024, t_kb * 1024)
         assert 0.2 < used / total < 0.3
     for tick in (1, 2, 3):
-        assert probe_mod.cpu_pct(snaps[tick - 1], snaps[tick]) == pytest.approx(fake.expected_cpu_pct(cfg, tick),
-                                                                                abs=0.01)
+        assert probe_mod.cpu_pct(snaps[tick - 1], snaps[tick]) == pytest.approx(
+            fake.expected_cpu_pct(cfg, tick), abs=0.01
+        )
     assert list(tmp_path.iterdir()) and not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
 
 
 def run_trainer(run_dir: Path, seed: int) -> None:
-    out = subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run_dir),
-                          "--seed", str(seed), "--step-seconds", "0.01", "--max-steps", "7",
-                          "--ckpt-interval", "3"], cwd=REPO, capture_output=True, text=True, timeout=20)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run_dir),
+            "--seed",
+            str(seed),
+            "--step-seconds",
+            "0.01",
+            "--max-steps",
+            "7",
+            "--ckpt-interval",
+            "3",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert out.returncode == 0, out.stderr
 
 
@@ -146,9 +183,12 @@ def test_trainer_writes_logs_metrics_and_checkpoints(tmp_path: Path) -> None:
     tr = (a / "logs" / "trainer.log").read_text().splitlines()
     steps = [ln for ln in tr if " SUCCESS Step " in ln]
     assert len(steps) == 7
-    assert re.fullmatch(r"\d\d:\d\d:\d\d SUCCESS Step 1 \| +\S+ \| Loss \d\.\d{4} \| Entropy \d\.\d{4} \| "
-                        r"Mismatch KL \d\.\d{4} \| Grad\. Norm \d\.\d{4} \| LR 3\.00e-06 \| Throughput \d+ tokens/s "
-                        r"\| MFU \d+\.\d% \| Peak Mem\. \d+\.\d GiB", steps[0]), steps[0]
+    assert re.fullmatch(
+        r"\d\d:\d\d:\d\d SUCCESS Step 1 \| +\S+ \| Loss \d\.\d{4} \| Entropy \d\.\d{4} \| "
+        r"Mismatch KL \d\.\d{4} \| Grad\. Norm \d\.\d{4} \| LR 3\.00e-06 \| Throughput \d+ tokens/s "
+        r"\| MFU \d+\.\d% \| Peak Mem\. \d+\.\d GiB",
+        steps[0],
+    ), steps[0]
     assert "Saving checkpoint at step 3" in "\n".join(tr) and "Writing final checkpoint" in tr[-2]
     assert tr[-1].endswith("RL trainer finished!")
     orch = [ln for ln in (a / "logs" / "orchestrator.log").read_text().splitlines() if "SUCCESS Step" in ln]
@@ -174,8 +214,13 @@ async def test_demo_pod_end_to_end() -> None:
         assert pod.probe_args()[:4] == ["--backend", "nvidia-smi", "--proc-root", str(pod.proc_root)]
         trainer = await pod.start_trainer()
         proc = await asyncio.create_subprocess_exec(
-            *pod.probe_command(), "--ckpt-scan", "0.2", env=env,
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+            *pod.probe_command(),
+            "--ckpt-scan",
+            "0.2",
+            env=env,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
         logs: list[str] = []
         ckpts: list = []
         samples = []

@@ -26,8 +26,13 @@ TRAINER = REPO / "services" / "demo" / "trainer.py"
 
 
 def trainer(run: Path, *args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(TRAINER), "--run-dir", str(run), "--step-seconds", "0.01",
-                           "--ckpt-interval", "2", *args], capture_output=True, text=True, timeout=30, **kw)
+    return subprocess.run(
+        [sys.executable, str(TRAINER), "--run-dir", str(run), "--step-seconds", "0.01", "--ckpt-interval", "2", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        **kw,
+    )
 
 
 def step_lines(run: Path) -> list[int]:
@@ -35,8 +40,11 @@ def step_lines(run: Path) -> list[int]:
 
 
 def complete(run: Path) -> list[int]:
-    return sorted(int(p.name[5:]) for p in (run / "checkpoints").iterdir()
-                  if (p / "trainer" / ".metadata").is_file() and (p / "orchestrator" / "progress.pt").is_file())
+    return sorted(
+        int(p.name[5:])
+        for p in (run / "checkpoints").iterdir()
+        if (p / "trainer" / ".metadata").is_file() and (p / "orchestrator" / "progress.pt").is_file()
+    )
 
 
 def wait(cond, timeout: float = 10.0) -> None:
@@ -58,7 +66,7 @@ def test_resume_step_continues_after_the_checkpoint_appending(tmp_path: Path) ->
     assert step_lines(run) == [1, 2, 3, 4, 5, 6, 5, 6, 7, 8, 9]  # appended, from step_4 + 1
     assert "Resuming from checkpoint step_4: starting from step 5" in (run / "logs" / "trainer.log").read_text()
     rows = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
-    assert rows[:len(metrics_before)] == list(range(1, 7)) and rows[len(metrics_before):] == [5, 6, 7, 8, 9]
+    assert rows[: len(metrics_before)] == list(range(1, 7)) and rows[len(metrics_before) :] == [5, 6, 7, 8, 9]
     # the simulated clock goes on from the checkpoint's step, never back to 14:00:00
     slow = tmp_path / "slow"
     assert trainer(slow, "--step-seconds", "30", "--head-start", "6", "--max-steps", "6").returncode == 0
@@ -80,9 +88,21 @@ def test_resume_step_refuses_a_missing_or_half_written_checkpoint(tmp_path: Path
 
 def test_sigterm_with_torn_save_leaves_the_next_checkpoint_half_written(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, str(TRAINER), "--run-dir", str(run), "--step-seconds", "0.05",
-                             "--ckpt-interval", "2", "--torn-save"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(TRAINER),
+            "--run-dir",
+            str(run),
+            "--step-seconds",
+            "0.05",
+            "--ckpt-interval",
+            "2",
+            "--torn-save",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait(lambda: (run / "logs" / "trainer.log").exists() and len(step_lines(run)) >= 5)
     finally:
@@ -97,8 +117,11 @@ def test_sigterm_with_torn_save_leaves_the_next_checkpoint_half_written(tmp_path
     assert last + 1 not in complete(run) and complete(run)[-1] == last - last % 2
     # without --torn-save a kill leaves no half-written checkpoint
     other = tmp_path / "plain"
-    proc = subprocess.Popen([sys.executable, str(TRAINER), "--run-dir", str(other), "--step-seconds", "0.05",
-                             "--ckpt-interval", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(TRAINER), "--run-dir", str(other), "--step-seconds", "0.05", "--ckpt-interval", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait(lambda: (other / "logs" / "trainer.log").exists() and len(step_lines(other)) >= 3)
     finally:
@@ -109,9 +132,22 @@ def test_sigterm_with_torn_save_leaves_the_next_checkpoint_half_written(tmp_path
 
 def test_head_start_writes_the_first_steps_at_once(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, str(TRAINER), "--run-dir", str(run), "--step-seconds", "60",
-                             "--ckpt-interval", "5", "--head-start", "12"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(TRAINER),
+            "--run-dir",
+            str(run),
+            "--step-seconds",
+            "60",
+            "--ckpt-interval",
+            "5",
+            "--head-start",
+            "12",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait(lambda: (run / "logs" / "trainer.log").exists() and len(step_lines(run)) >= 12)
         assert step_lines(run) == list(range(1, 13)) and complete(run) == [5, 10]
@@ -138,9 +174,24 @@ def test_an_owned_run_stops_when_its_owner_file_goes_away(tmp_path: Path) -> Non
     stops within a step instead of going on for hours; a run that had no owner file at start has no owner."""
     run, owner = tmp_path / "run", tmp_path / "owner.json"
     owner.write_text(json.dumps({"pid": os.getpid()}))
-    proc = subprocess.Popen([sys.executable, str(TRAINER), "--run-dir", str(run), "--step-seconds", "0.05",
-                             "--ckpt-interval", "0", "--max-steps", "0", "--owner-file", str(owner)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(TRAINER),
+            "--run-dir",
+            str(run),
+            "--step-seconds",
+            "0.05",
+            "--ckpt-interval",
+            "0",
+            "--max-steps",
+            "0",
+            "--owner-file",
+            str(owner),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait(lambda: (run / "logs" / "trainer.log").exists() and len(step_lines(run)) >= 3)
         owner.unlink()
@@ -191,9 +242,15 @@ def test_a_fresh_start_kills_a_leftover_trainer_and_clears_run_and_state(tmp_pat
     (root / "state" / "runs").mkdir()
     (root / "state" / "runs" / "old.json").write_text("{}")
     elsewhere = tmp_path / "other-run"  # a trainer on another run dir is not the demo's
-    procs = [subprocess.Popen([sys.executable, str(TRAINER), "--run-dir", str(d), "--step-seconds", "0.05"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-             for d in (demo.run_dir, elsewhere)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(TRAINER), "--run-dir", str(d), "--step-seconds", "0.05"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        for d in (demo.run_dir, elsewhere)
+    ]
     try:
         wait(lambda: (demo.run_dir / "logs" / "trainer.log").exists())
         assert demo.trainer_pids() == [procs[0].pid]
@@ -220,8 +277,10 @@ async def test_a_sandbox_connection_runs_everything_inside_it(tmp_path: Path, mo
     conn = DemoConnection(pod, DemoOptions(gpus=2))
     await conn.connect()
     try:
-        code, out, _ = await conn.run('pwd; echo "$HOME"; echo "${WANDB_API_KEY:-none}"; echo "$TMPDIR"; '
-                                      'command -v nvidia-smi; nvidia-smi -L | wc -l; touch made-here; touch ~/in-home')
+        code, out, _ = await conn.run(
+            'pwd; echo "$HOME"; echo "${WANDB_API_KEY:-none}"; echo "$TMPDIR"; '
+            "command -v nvidia-smi; nvidia-smi -L | wc -l; touch made-here; touch ~/in-home"
+        )
         assert code == 0
         lines = out.split()
         assert lines[:4] == [str(root), str(root / "home"), "none", str(root / "tmp")]
@@ -254,9 +313,18 @@ def test_the_fake_gpus_follow_the_run_leader_and_list_its_processes(tmp_path: Pa
     leader = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
     try:
         (run / ".ptt" / "leader.json").write_text(json.dumps({"pid": leader.pid, "sid": leader.pid}))
-        out = subprocess.run([sys.executable, str(REPO / "services" / "demo" / "bin" / "nvidia-smi"),
-                              "--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader"],
-                             env=env, capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "services" / "demo" / "bin" / "nvidia-smi"),
+                "--query-compute-apps=pid,process_name,used_memory",
+                "--format=csv,noheader",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         assert out.returncode == 0 and out.stdout.split(",")[0] == str(leader.pid)
         assert fake.effective(cfg).scenario == "training"
     finally:
@@ -264,7 +332,16 @@ def test_the_fake_gpus_follow_the_run_leader_and_list_its_processes(tmp_path: Pa
         leader.wait()
     stopped = fake.effective(cfg)
     assert stopped.scenario == "idle" and fake.gpu_values(stopped, 1, 0)["utilization.gpu"] == 0
-    out = subprocess.run([sys.executable, str(REPO / "services" / "demo" / "bin" / "nvidia-smi"),
-                          "--query-compute-apps=pid", "--format=csv,noheader"], env=env, capture_output=True,
-                         text=True, timeout=10)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "services" / "demo" / "bin" / "nvidia-smi"),
+            "--query-compute-apps=pid",
+            "--format=csv,noheader",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     assert out.returncode == 0 and out.stdout == ""

@@ -31,8 +31,13 @@ def make_settings(tmp_path: Path, **kw) -> LifecycleSettings:
     base = dict(
         command=f"python3 {TRAINER} --run-dir {{run_dir}} --max-steps 0 --step-seconds 0.2 --ckpt-interval 2",
         resume_args="--seed {step}",  # the simulated trainer has no --resume.step: the seed shows the step
-        min_nofile=1024, min_free_bytes=1, cuda_check=False, tmux="setsid", grace_seconds=3.0,
-        runs_dir=tmp_path / "records", secrets=("WANDB_API_KEY",),  # listed: nothing goes to a pod by default
+        min_nofile=1024,
+        min_free_bytes=1,
+        cuda_check=False,
+        tmux="setsid",
+        grace_seconds=3.0,
+        runs_dir=tmp_path / "records",
+        secrets=("WANDB_API_KEY",),  # listed: nothing goes to a pod by default
         start_watch_seconds=0.3,  # the helper's watch after the start (default 2 s): short, tests launch a lot
     )
     base.update(kw)
@@ -75,8 +80,9 @@ def wait_for(pred, timeout=10.0):
 
 async def _launch(pod, tmp_path, settings, **kw):
     async with SSHConnection(pod) as conn:
-        events = await collect(launch(conn, write_config(tmp_path), settings=settings,
-                                      run_dir=str(tmp_path / "run"), **kw))
+        events = await collect(
+            launch(conn, write_config(tmp_path), settings=settings, run_dir=str(tmp_path / "run"), **kw)
+        )
     assert events[-1].kind == "done", [e.message for e in events]
     return events
 
@@ -86,8 +92,13 @@ async def _kill(pod, settings):
         return await collect(kill(conn, settings=settings))
 
 
-@pytest.mark.parametrize("mode", ["setsid", pytest.param("tmux", marks=pytest.mark.skipif(
-    not shutil.which("tmux"), reason="no tmux on this machine"))])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "setsid",
+        pytest.param("tmux", marks=pytest.mark.skipif(not shutil.which("tmux"), reason="no tmux on this machine")),
+    ],
+)
 async def test_launch_detached_survives_ssh_then_kill_removes_the_group(pod, tmp_path, mode):
     settings = make_settings(tmp_path, tmux=mode)
     marker = tmp_path / "marker"
@@ -99,8 +110,12 @@ async def test_launch_detached_survives_ssh_then_kill_removes_the_group(pod, tmp
     assert record["secret_names"] == ["WANDB_API_KEY"]
     run_dir = tmp_path / "run"
     # the SSH connection is closed now: the run lives on, writing its log
-    assert wait_for(lambda: (run_dir / "logs" / "trainer.log").exists()
-                    and "Step 2" in (run_dir / "logs" / "trainer.log").read_text(), 15)
+    assert wait_for(
+        lambda: (
+            (run_dir / "logs" / "trainer.log").exists() and "Step 2" in (run_dir / "logs" / "trainer.log").read_text()
+        ),
+        15,
+    )
     pids = trainer_pids(run_dir)
     assert len(pids) == 1
     # the secret is in the trainer's environment ...
@@ -108,8 +123,11 @@ async def test_launch_detached_survives_ssh_then_kill_removes_the_group(pod, tmp
     assert b"PYTHONUNBUFFERED=1" in Path(f"/proc/{pids[0]}/environ").read_bytes()
     # ... but in no file on the pod: the run dir, the helper's state, anything new in $HOME or /tmp
     suspects = [p for p in (run_dir, tmp_path / "podstate") for p in p.rglob("*") if p.is_file()]
-    found = subprocess.run(["find", "/root", "/tmp", str(Path.home()), "-xdev", "-type", "f", "-newer", str(marker)],
-                           capture_output=True, text=True).stdout.split("\n")
+    found = subprocess.run(
+        ["find", "/root", "/tmp", str(Path.home()), "-xdev", "-type", "f", "-newer", str(marker)],
+        capture_output=True,
+        text=True,
+    ).stdout.split("\n")
     suspects += [Path(f) for f in found if f]
     assert len(suspects) > 3
     for p in suspects:
@@ -122,8 +140,7 @@ async def test_launch_detached_survives_ssh_then_kill_removes_the_group(pod, tmp
     # the pod-side record exists (names only) and a second launch is refused
     assert (run_dir / ".ptt" / "run.json").exists()
     async with SSHConnection(pod) as conn:
-        again = await collect(launch(conn, write_config(tmp_path), settings=settings,
-                                     run_dir=str(tmp_path / "run2")))
+        again = await collect(launch(conn, write_config(tmp_path), settings=settings, run_dir=str(tmp_path / "run2")))
     assert again[-1].kind == "error"
     assert "no other run active" in again[-1].message
     # kill: every process of the group gone
@@ -145,8 +162,9 @@ async def test_launch_detached_survives_ssh_then_kill_removes_the_group(pod, tmp
     checks = {e.check.name: e.check.status for e in kevents if e.check}
     assert checks["processes gone"] == "ok"
     if mode == "tmux":
-        assert subprocess.run(["tmux", "has-session", "-t", record["tmux_session"]],
-                              capture_output=True).returncode != 0
+        assert (
+            subprocess.run(["tmux", "has-session", "-t", record["tmux_session"]], capture_output=True).returncode != 0
+        )
 
 
 async def test_resume_skips_a_half_written_newest_checkpoint(pod, tmp_path):
@@ -209,8 +227,10 @@ async def test_cleanup_keeps_the_newest_complete_and_in_progress(pod, tmp_path):
 
 
 def test_keep_last_never_deletes_the_newest_complete():
-    ckpts = [{"step": 1, "complete": True, "bytes": 1, "path": "a"},
-             {"step": 2, "complete": False, "bytes": 1, "path": "b"}]
+    ckpts = [
+        {"step": 1, "complete": True, "bytes": 1, "path": "a"},
+        {"step": 2, "complete": False, "bytes": 1, "path": "b"},
+    ]
     plan = plan_keep_last("d", ckpts, 0)  # keep 0 is treated as 1
     assert plan.delete == ()
     assert [c["step"] for c in plan.kept] == [1]

@@ -68,8 +68,7 @@ def steps(d: Path) -> list[int]:
 
 async def test_daemon_waits_for_approval_then_keeps_n_and_prunes_leftovers(pod, layout, tmp_path):
     run, out = layout
-    settings = make_settings(tmp_path, ckpt_subdir=str(out), keep_last=2, keep_broadcasts=2,
-                             disk_threshold_pct=100.0)
+    settings = make_settings(tmp_path, ckpt_subdir=str(out), keep_last=2, keep_broadcasts=2, disk_threshold_pct=100.0)
     events = []
     daemon = CleanupDaemon(pod, settings, connect=SSHConnection, on_event=events.append)
     first = await daemon.run_once()
@@ -81,8 +80,14 @@ async def test_daemon_waits_for_approval_then_keeps_n_and_prunes_leftovers(pod, 
     assert "DELETE step_10" in text and "DELETE step_20" in text and "DELETE step_30" not in text
     assert [c["step"] for c in daemon.preview.delete] == [10, 20]
     kinds = sorted((c["kind"], c["step"]) for c in daemon.preview.leftovers)
-    assert kinds == [("broadcast", 10), ("broadcast", 20), ("broadcast", 30),
-                     ("orchestrator", 5), ("orchestrator", 10), ("orchestrator", 20)]
+    assert kinds == [
+        ("broadcast", 10),
+        ("broadcast", 20),
+        ("broadcast", 30),
+        ("orchestrator", 5),
+        ("orchestrator", 10),
+        ("orchestrator", 20),
+    ]
     assert f"{run}/broadcasts/step_10" in text and "old broadcast weights" in text
     assert events and events[-1].data["preview"] == daemon.preview.preview()
 
@@ -145,8 +150,9 @@ def test_observe_triggers_on_a_new_checkpoint_or_a_full_volume_with_a_gap(tmp_pa
 
     now = [1000.0]
     pod = Pod("p", run_dir="/r")
-    daemon = CleanupDaemon(pod, make_settings(tmp_path, disk_threshold_pct=85.0), connect=SSHConnection,
-                           clock=lambda: now[0], min_gap=60.0)
+    daemon = CleanupDaemon(
+        pod, make_settings(tmp_path, disk_threshold_pct=85.0), connect=SSHConnection, clock=lambda: now[0], min_gap=60.0
+    )
     assert daemon.observe(snap(pod, 10, 50.0)) is None  # the first one is the baseline
     assert daemon.observe(snap(pod, 10, 50.0)) is None
     assert daemon.observe(snap(pod, 20, 50.0)) == "new checkpoint step_20"
@@ -162,8 +168,7 @@ def test_observe_triggers_on_a_new_checkpoint_or_a_full_volume_with_a_gap(tmp_pa
 async def test_run_loop_rounds_on_a_nudge_and_stops_on_cancel(pod, layout, tmp_path):
     run, out = layout
     settings = make_settings(tmp_path, ckpt_subdir=str(out), keep_last=3, disk_threshold_pct=100.0)
-    daemon = CleanupDaemon(pod, settings, connect=SSHConnection, approved=True, interval=3600.0,
-                           min_gap=0.0)
+    daemon = CleanupDaemon(pod, settings, connect=SSHConnection, approved=True, interval=3600.0, min_gap=0.0)
     task = asyncio.ensure_future(daemon.run())
     try:
         for _ in range(200):
@@ -194,16 +199,16 @@ async def test_the_daemon_leaves_checkpoints_to_prime_rls_own_keep_last(pod, lay
     run, out = layout
     (run / "configs").mkdir()
     (run / "configs" / "trainer.json").write_text('{"ckpt": {"keep_last": 3, "keep_interval": 20}}')
-    settings = make_settings(tmp_path, ckpt_subdir=str(out), keep_last=1, keep_broadcasts=2,
-                             disk_threshold_pct=100.0)
+    settings = make_settings(tmp_path, ckpt_subdir=str(out), keep_last=1, keep_broadcasts=2, disk_threshold_pct=100.0)
     events = []
     daemon = CleanupDaemon(pod, settings, connect=SSHConnection, on_event=events.append, approved=True)
     rnd = await daemon.run_once()
     assert not rnd.error, rnd.error
     assert steps(out) == [10, 20, 30, 40, 50]  # every checkpoint left to prime-rl
     assert steps(run / "broadcasts") == [40, 50]  # leftovers still pruned
-    assert any("prime-rl prunes this run's checkpoints itself (keep_last = 3, keep_interval = 20)" in e.message
-               for e in events)
+    assert any(
+        "prime-rl prunes this run's checkpoints itself (keep_last = 3, keep_interval = 20)" in e.message for e in events
+    )
 
 
 async def test_a_manual_cleanup_says_prime_rl_prunes_and_keeps_its_keep_interval_steps(pod, layout, tmp_path):

@@ -53,11 +53,13 @@ open(os.path.join(os.path.dirname(os.path.abspath(args[args.index("@") + 1])), "
      "w").write("yes")
 '''
 
-CONFIG = ('max_steps = {steps}\n\n[model]\nname = "Qwen/Qwen3-0.6B"\n\n'
-          '[orchestrator.train.sampling]\ntemperature = {t}\n\n'
-          # the rest of a whole rl config (prime-rl requires [trainer] and [orchestrator]), after line 7
-          '[trainer]\n\n[orchestrator]\nbatch_size = 16\ngroup_size = 8\n\n[[orchestrator.train.source]]\n'
-          'name = "reverse-text"\n\n[orchestrator.train.source.env.taskset]\nid = "reverse-text"\n')
+CONFIG = (
+    'max_steps = {steps}\n\n[model]\nname = "Qwen/Qwen3-0.6B"\n\n'
+    "[orchestrator.train.sampling]\ntemperature = {t}\n\n"
+    # the rest of a whole rl config (prime-rl requires [trainer] and [orchestrator]), after line 7
+    "[trainer]\n\n[orchestrator]\nbatch_size = 16\ngroup_size = 8\n\n[[orchestrator.train.source]]\n"
+    'name = "reverse-text"\n\n[orchestrator.train.source.env.taskset]\nid = "reverse-text"\n'
+)
 
 
 @pytest.fixture
@@ -70,9 +72,17 @@ def stand_in(tmp_path: Path) -> Path:
 
 
 def settings(stand_in: Path, **kw) -> LifecycleSettings:
-    base = dict(command=f"{stand_in} @ {{config}}", min_nofile=1024, min_free_bytes=1, cuda_check=False,
-                tmux="setsid", grace_seconds=2.0, start_watch_seconds=0.3, secrets=("HF_TOKEN",),
-                dry_run_timeout=30.0)
+    base = dict(
+        command=f"{stand_in} @ {{config}}",
+        min_nofile=1024,
+        min_free_bytes=1,
+        cuda_check=False,
+        tmux="setsid",
+        grace_seconds=2.0,
+        start_watch_seconds=0.3,
+        secrets=("HF_TOKEN",),
+        dry_run_timeout=30.0,
+    )
     return LifecycleSettings(**(base | kw))
 
 
@@ -80,8 +90,12 @@ async def launch_events(pod, tmp_path: Path, s: LifecycleSettings, steps: int = 
     cfg = tmp_path / "rl.toml"
     cfg.write_text(CONFIG.format(steps=steps, t=t))
     async with SSHConnection(pod) as conn:
-        events = [ev async for ev in launch(conn, cfg, settings=s, run_dir=str(tmp_path / "run"),
-                                            environ={"HF_TOKEN": SECRET}, **kw)]
+        events = [
+            ev
+            async for ev in launch(
+                conn, cfg, settings=s, run_dir=str(tmp_path / "run"), environ={"HF_TOKEN": SECRET}, **kw
+            )
+        ]
     checks = {ev.check.name: ev.check for ev in events if ev.check is not None}
     return events, checks
 

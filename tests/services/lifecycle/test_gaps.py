@@ -21,9 +21,11 @@ from tests.services.lifecycle.test_actions import _kill, _launch, collect, make_
 
 pytestmark = pytest.mark.ssh
 
-AWS = {"AWS_ACCESS_KEY_ID": "AKIA" + os.urandom(8).hex().upper(),
-       "AWS_SECRET_ACCESS_KEY": "aws-secret-" + os.urandom(12).hex(),
-       "AWS_SESSION_TOKEN": "aws-token-" + os.urandom(12).hex()}
+AWS = {
+    "AWS_ACCESS_KEY_ID": "AKIA" + os.urandom(8).hex().upper(),
+    "AWS_SECRET_ACCESS_KEY": "aws-secret-" + os.urandom(12).hex(),
+    "AWS_SESSION_TOKEN": "aws-token-" + os.urandom(12).hex(),
+}
 BAD_CONFIG = 'max_steps = "ten"\n[model]\nname = "Qwen/Qwen3-0.6B"\n'
 
 
@@ -47,9 +49,13 @@ async def test_an_invalid_config_alone_stops_the_launch_unless_forced(pod, tmp_p
     checks = {e.check.name: e.check.status for e in events if e.check}
     assert checks["config validates"] == "fail"
     # the pod's own checks are still shown, and they all pass: the config alone refuses the launch
-    assert {n: s for n, s in checks.items() if n not in ("config validates", "CUDA context")} == \
-        {"ulimit -n": "ok", "GPUs visible": "ok", "free disk": "ok", "trainer command": "ok",
-         "no other run active": "ok"}
+    assert {n: s for n, s in checks.items() if n not in ("config validates", "CUDA context")} == {
+        "ulimit -n": "ok",
+        "GPUs visible": "ok",
+        "free disk": "ok",
+        "trainer command": "ok",
+        "no other run active": "ok",
+    }
     assert events[-1].kind == "error" and "pre-flight failed: config validates" in events[-1].message
     assert not any(e.kind == "done" for e in events)
     assert not (tmp_path / "run" / ".ptt" / "run.json").exists() and not trainer_pids(tmp_path / "run")

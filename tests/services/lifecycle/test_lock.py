@@ -30,8 +30,12 @@ def cli_env(client_home, tmp_path, pod, settings_toml: str) -> dict[str, str]:
     cfg_dir.mkdir(parents=True, exist_ok=True)
     (cfg_dir / "pods.toml").write_text(f'[pods.testpod]\ntarget = "testpod"\nprobe_dir = "{pod.probe_dir}"\n')
     (cfg_dir / "settings.toml").write_text(settings_toml)
-    env = {**os.environ, "HOME": str(client_home.home), "PRIME_TRAIN_TUI_CONFIG_DIR": str(cfg_dir),
-           "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data")}
+    env = {
+        **os.environ,
+        "HOME": str(client_home.home),
+        "PRIME_TRAIN_TUI_CONFIG_DIR": str(cfg_dir),
+        "PRIME_TRAIN_TUI_DATA_DIR": str(tmp_path / "data"),
+    }
     env.pop("SSH_AUTH_SOCK", None)
     return env
 
@@ -40,14 +44,21 @@ async def test_cli_kill_is_refused_while_the_app_kills_then_runs(pod, tmp_path, 
     # a run that ignores SIGTERM: the app's kill sits in its grace period for seconds
     settings = make_settings(tmp_path, command="sh -c \"trap '' TERM; sleep 600\"", grace_seconds=4.0)
     async with SSHConnection(pod) as conn:
-        events = [e async for e in launch(conn, write_config(tmp_path), settings=settings,
-                                          run_dir=str(tmp_path / "run"))]
+        events = [
+            e async for e in launch(conn, write_config(tmp_path), settings=settings, run_dir=str(tmp_path / "run"))
+        ]
     assert events[-1].kind == "done", [e.message for e in events]
     env = cli_env(client_home, tmp_path, pod, "[lifecycle]\ngrace_seconds = 1\n")
 
     def cli_kill() -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "app.cli", "kill", "testpod", "--yes"], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "app.cli", "kill", "testpod", "--yes"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     async with SSHConnection(pod) as conn:
         app_kill = asyncio.ensure_future(_collect(kill(conn, settings=settings)))
@@ -71,8 +82,12 @@ async def _collect(gen):
 async def test_lock_held_in_one_process_refuses_another_and_a_dead_holder_is_stale(pod, tmp_path):
     state = tmp_path / "podstate"
     env = {**os.environ, "PTT_STATE_DIR": str(state)}
-    holder = subprocess.Popen([sys.executable, str(AGENT_PATH), "lock", "--action", "cleanup", "--owner", "other"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    holder = subprocess.Popen(
+        [sys.executable, str(AGENT_PATH), "lock", "--action", "cleanup", "--owner", "other"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+    )
     first = json.loads(holder.stdout.readline())
     assert first["ok"] and first["lock"]["pid"] == holder.pid
     assert json.loads((state / "action.lock").read_text())["action"] == "cleanup"
@@ -94,8 +109,13 @@ async def test_lock_held_in_one_process_refuses_another_and_a_dead_holder_is_sta
                     async with pod_lock(conn2, "launch"):
                         pass
         # released at the end of the block: the holder process exited
-        assert wait_for(lambda: not Path(f"/proc/{info['pid']}").exists()
-                        or Path(f"/proc/{info['pid']}/stat").read_text().split()[2] == "Z", 5)
+        assert wait_for(
+            lambda: (
+                not Path(f"/proc/{info['pid']}").exists()
+                or Path(f"/proc/{info['pid']}/stat").read_text().split()[2] == "Z"
+            ),
+            5,
+        )
         async with pod_lock(conn, "launch"):
             pass
     holder.stdout.close()
@@ -110,8 +130,9 @@ async def test_lock_holder_exits_when_the_ssh_session_dies(pod, sshd, tmp_path):
     pid = info["pid"]
     assert Path(f"/proc/{pid}").exists()
     sshd.kill()  # the pod's sshd and every session die: the holder sees its stdin close
-    assert wait_for(lambda: not Path(f"/proc/{pid}").exists()
-                    or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z", 10)
+    assert wait_for(
+        lambda: not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z", 10
+    )
     # the connection is gone: releasing must neither hang nor raise
     assert await asyncio.wait_for(cm.__aexit__(None, None, None), 10) in (None, False)
     await conn.close()

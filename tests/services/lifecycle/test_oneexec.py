@@ -68,8 +68,15 @@ async def test_launch_and_kill_are_one_exec_each_once_the_helper_is_there(pod, t
     # another connection (another process, the app's next modal) finds the helper: nothing uploaded
     async with Counting(pod) as conn:
         # {config} and {run_dir} are rendered on the pod, with the paths the helper made absolute there
-        events = await collect(launch(conn, write_config(tmp_path), settings=settings, run_dir=str(run_dir),
-                                      command="cp {config} {run_dir}/seen.toml && exec sleep 60"))
+        events = await collect(
+            launch(
+                conn,
+                write_config(tmp_path),
+                settings=settings,
+                run_dir=str(run_dir),
+                command="cp {config} {run_dir}/seen.toml && exec sleep 60",
+            )
+        )
         assert events[-1].kind == "done", [e.message for e in events]
         assert conn.calls == ["start"]
         checks = [e.check.name for e in events if e.check]
@@ -103,8 +110,9 @@ async def test_cancelled_during_the_pre_flight_never_starts_the_run(pod, tmp_pat
     assert not trainer_pids(run_dir)
     # and the lock went with the helper: the next launch runs
     async with SSHConnection(pod) as conn:
-        events = await collect(launch(conn, write_config(tmp_path), settings=make_settings(tmp_path),
-                                      run_dir=str(run_dir)))
+        events = await collect(
+            launch(conn, write_config(tmp_path), settings=make_settings(tmp_path), run_dir=str(run_dir))
+        )
         assert events[-1].kind == "done", [e.message for e in events]
         assert (await collect(kill(conn, settings=settings)))[-1].kind == "done"
 
@@ -113,8 +121,9 @@ async def test_a_launch_is_refused_while_another_action_holds_the_pods_lock(pod,
     settings = make_settings(tmp_path)
     async with SSHConnection(pod) as conn, SSHConnection(pod) as other:
         async with pod_lock(other, "cleanup"):
-            events = await collect(launch(conn, write_config(tmp_path), settings=settings,
-                                          run_dir=str(tmp_path / "run")))
+            events = await collect(
+                launch(conn, write_config(tmp_path), settings=settings, run_dir=str(tmp_path / "run"))
+            )
             kevents = await collect(kill(conn, settings=settings))
     assert events[-1].kind == "error"
     assert "cleanup is already running on testpod" in events[-1].message
@@ -152,16 +161,28 @@ async def test_a_streamed_helper_that_dies_is_reported_not_hung(pod, tmp_path):
                 pass
 
 
-@pytest.mark.parametrize("mode", ["setsid", pytest.param("tmux", marks=pytest.mark.skipif(
-    not shutil.which("tmux"), reason="no tmux on this machine"))])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "setsid",
+        pytest.param("tmux", marks=pytest.mark.skipif(not shutil.which("tmux"), reason="no tmux on this machine")),
+    ],
+)
 async def test_the_run_gets_default_signal_dispositions_except_sighup(pod, tmp_path, mode):
     """python ignores SIGPIPE, and an ignored signal survives exec: the run must not inherit that
     (a `cmd | head` in the user's script would then never end); SIGHUP stays ignored (nohup)."""
     settings = make_settings(tmp_path, tmux=mode)
     run_dir = tmp_path / "run"
     async with SSHConnection(pod) as conn:
-        events = await collect(launch(conn, write_config(tmp_path), settings=settings, run_dir=str(run_dir),
-                                      command="grep SigIgn /proc/self/status > {run_dir}/sig.txt"))
+        events = await collect(
+            launch(
+                conn,
+                write_config(tmp_path),
+                settings=settings,
+                run_dir=str(run_dir),
+                command="grep SigIgn /proc/self/status > {run_dir}/sig.txt",
+            )
+        )
     assert events[-1].kind == "done", [e.message for e in events]
     out = run_dir / "sig.txt"
     assert wait_for(lambda: out.exists() and out.read_text().strip(), 10)

@@ -24,12 +24,22 @@ def test_the_pods_helper_refuses_to_start_without_its_config(tmp_path):
     """The pod side on its own (an old client, or the copy gone between the check and the start)."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    req = {"run_dir": str(run_dir), "remote_config": str(run_dir / ".ptt" / "config" / "abc" / "rl.toml"),
-           "base_command": f"{sys.executable} -c pass", "force": True, "mode": "setsid",
-           "preflight": ["--min-nofile", "64", "--need-bytes", "1"], "record": {"id": "r1"}}
-    p = subprocess.Popen([sys.executable, str(AGENT_PATH), "launch"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True,
-                         env={"PATH": os.environ["PATH"], "PTT_STATE_DIR": str(tmp_path / "state")})
+    req = {
+        "run_dir": str(run_dir),
+        "remote_config": str(run_dir / ".ptt" / "config" / "abc" / "rl.toml"),
+        "base_command": f"{sys.executable} -c pass",
+        "force": True,
+        "mode": "setsid",
+        "preflight": ["--min-nofile", "64", "--need-bytes", "1"],
+        "record": {"id": "r1"},
+    }
+    p = subprocess.Popen(
+        [sys.executable, str(AGENT_PATH), "launch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={"PATH": os.environ["PATH"], "PTT_STATE_DIR": str(tmp_path / "state")},
+    )
     p.stdin.write(json.dumps(req) + "\n")
     p.stdin.flush()  # stdin stays open, as the client's does: closing it would cancel the launch
     try:
@@ -47,8 +57,11 @@ def test_the_pods_helper_refuses_to_start_without_its_config(tmp_path):
 
 @pytest.mark.ssh
 async def test_a_run_that_ends_at_once_is_an_error_with_its_log_tail(pod, tmp_path):
-    settings = make_settings(tmp_path, command="sh -c 'echo loading {config}; echo no such option: --foo >&2; "
-                                               "exit 3'", start_watch_seconds=2.0)
+    settings = make_settings(
+        tmp_path,
+        command="sh -c 'echo loading {config}; echo no such option: --foo >&2; exit 3'",
+        start_watch_seconds=2.0,
+    )
     async with SSHConnection(pod) as conn:
         events = await collect(launch(conn, config(tmp_path), settings=settings, run_dir=str(tmp_path / "run")))
     assert events[-1].kind == "error", [e.message for e in events]

@@ -132,8 +132,10 @@ async def test_auto_resume_goes_through_the_pods_run_target(tmp_path):
     tracker.observe(snap(cluster, PodState.ONLINE))
     resumer = AutoResumer(tracker, make_settings(tmp_path), connect=LocalConnection)
     last = await resumer.execute(Decision("resume", "cluster", "r1", "lost", target="cluster"))
-    assert (last.kind, last.message) == ("error", "run r1 was not launched on the Slurm cluster cluster from here "
-                                                  "(hint: launch it afresh there)")
+    assert (last.kind, last.message) == (
+        "error",
+        "run r1 was not launched on the Slurm cluster cluster from here (hint: launch it afresh there)",
+    )
 
 
 @pytest.mark.ssh
@@ -163,6 +165,7 @@ async def test_end_to_end_sshd_stopped_marks_interrupted_restart_resumes(sshd, c
     resumer = AutoResumer(tracker, settings, connect=SSHConnection)
     monitor.add(pod)
     try:
+
         async def until(pred, timeout=20.0):
             end = asyncio.get_running_loop().time() + timeout
             while not pred() and asyncio.get_running_loop().time() < end:
@@ -179,8 +182,11 @@ async def test_end_to_end_sshd_stopped_marks_interrupted_restart_resumes(sshd, c
         assert await until(lambda: any(d.kind == "interrupted" for d in decisions))
         assert runs.load_record(settings.runs_dir, first)["state"] == "interrupted"
         assert not any(d.kind == "resume" for d in decisions)  # the pod does not answer yet
-        steps_done = sorted(int(p.name[5:]) for p in ck.iterdir()
-                            if (p / "trainer" / ".metadata").exists() and (p / "orchestrator" / "progress.pt").exists())
+        steps_done = sorted(
+            int(p.name[5:])
+            for p in ck.iterdir()
+            if (p / "trainer" / ".metadata").exists() and (p / "orchestrator" / "progress.pt").exists()
+        )
         sshd.start()  # the pod is back
         assert await until(lambda: any(d.kind == "resume" for d in decisions))
         [decision] = [d for d in decisions if d.kind == "resume"]

@@ -24,8 +24,14 @@ TRAINER = REPO / "services" / "demo" / "trainer.py"
 
 
 def settings(**kw) -> LifecycleSettings:
-    base = dict(command=f"python3 {TRAINER} --run-dir {{run_dir}} --max-steps 3 --step-seconds 0.05",
-                min_nofile=1024, min_free_bytes=1, cuda_check=False, tmux="setsid", grace_seconds=2.0)
+    base = dict(
+        command=f"python3 {TRAINER} --run-dir {{run_dir}} --max-steps 3 --step-seconds 0.05",
+        min_nofile=1024,
+        min_free_bytes=1,
+        cuda_check=False,
+        tmux="setsid",
+        grace_seconds=2.0,
+    )
     base.update(kw)
     return LifecycleSettings(**base)
 
@@ -50,14 +56,26 @@ async def test_each_failure_is_reported_with_its_fix(tmp_path, monkeypatch):
     bad = tmp_path / "bad.toml"
     bad.write_text('max_steps = "ten"\n[model\n')
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    s = settings(command="no-such-trainer-xyz @ {config}", min_nofile=(hard + 1 if hard > 0 else 10**9),
-                 min_free_bytes=10**18,
-                 checks=(UserCheck("dataset has 2 files", "test $(ls data 2>/dev/null | wc -l) -eq 2",
-                                   "download the dataset into data/"),))
+    s = settings(
+        command="no-such-trainer-xyz @ {config}",
+        min_nofile=(hard + 1 if hard > 0 else 10**9),
+        min_free_bytes=10**18,
+        checks=(
+            UserCheck(
+                "dataset has 2 files", "test $(ls data 2>/dev/null | wc -l) -eq 2", "download the dataset into data/"
+            ),
+        ),
+    )
     events, checks = await checks_of(tmp_path, bad, s)
     failed = {name for name, c in checks.items() if c.status == "fail"}
-    assert failed == {"config validates", "ulimit -n", "GPUs visible", "free disk", "trainer command",
-                      "dataset has 2 files"}
+    assert failed == {
+        "config validates",
+        "ulimit -n",
+        "GPUs visible",
+        "free disk",
+        "trainer command",
+        "dataset has 2 files",
+    }
     for name in failed:
         assert checks[name].fix, name
     assert "limits.conf" in checks["ulimit -n"].fix
@@ -102,18 +120,36 @@ def test_nofile_is_raised_for_the_run_when_the_hard_limit_allows(tmp_path):
     def lower():
         resource.setrlimit(resource.RLIMIT_NOFILE, (512, hard))
 
-    out = subprocess.run([sys.executable, str(AGENT_PATH), "preflight", "--run-dir", str(tmp_path),
-                          "--min-nofile", str(want)], capture_output=True, text=True, preexec_fn=lower,
-                         env={"PATH": "/usr/bin:/bin", "PTT_STATE_DIR": str(tmp_path / "state")})
+    out = subprocess.run(
+        [sys.executable, str(AGENT_PATH), "preflight", "--run-dir", str(tmp_path), "--min-nofile", str(want)],
+        capture_output=True,
+        text=True,
+        preexec_fn=lower,
+        env={"PATH": "/usr/bin:/bin", "PTT_STATE_DIR": str(tmp_path / "state")},
+    )
     check = next(c for c in json.loads(out.stdout)["checks"] if c["name"] == "ulimit -n")
     assert check["status"] == "ok" and "raised to 2048" in check["detail"]
     # the run's leader really raises it before exec'ing the command
     (tmp_path / ".ptt").mkdir()
     record = tmp_path / ".ptt" / "run.json"
-    record.write_text(json.dumps({"run_dir": str(tmp_path), "command": f"ulimit -n > {tmp_path / 'n'}",
-                                  "nofile": want, "env": {}, "cwd": str(tmp_path)}))
-    subprocess.run([sys.executable, str(AGENT_PATH), "child", "--record", str(record)], input=b"{}",
-                   preexec_fn=lower, check=True, timeout=20)
+    record.write_text(
+        json.dumps(
+            {
+                "run_dir": str(tmp_path),
+                "command": f"ulimit -n > {tmp_path / 'n'}",
+                "nofile": want,
+                "env": {},
+                "cwd": str(tmp_path),
+            }
+        )
+    )
+    subprocess.run(
+        [sys.executable, str(AGENT_PATH), "child", "--record", str(record)],
+        input=b"{}",
+        preexec_fn=lower,
+        check=True,
+        timeout=20,
+    )
     assert (tmp_path / "n").read_text().strip() == "2048"
 
 
@@ -192,7 +228,7 @@ def test_what_needs_a_login_is_known_from_the_file_alone() -> None:
     from services.config.validate import tomllib
 
     assert set(needed(tomllib.loads(WANDB_CONFIG))) == {"WANDB_API_KEY"}
-    assert needed(tomllib.loads('[monitors.wandb]\noffline = true\n')) == {}
+    assert needed(tomllib.loads("[monitors.wandb]\noffline = true\n")) == {}
     assert set(needed(tomllib.loads('[orchestrator.wandb]\nproject = "p"\n'))) == {"WANDB_API_KEY"}  # the older table
     assert needed(tomllib.loads('[model]\nname = "Qwen/Qwen3-8B"\n')) == {}
     # a mirror under another account is not known to be gated: nothing is claimed

@@ -43,11 +43,13 @@ async def collect(gen):
 @pytest.mark.ssh
 async def test_resume_never_picks_a_step_with_only_the_trainer_half(pod, tmp_path):
     run_dir = tmp_path / "run"
-    settings = make_settings(tmp_path, command='sh -c "sleep 60" {run_dir}',
-                             ckpt_subdir=str(tmp_path / "ckpt-volume" / "checkpoints"))
+    settings = make_settings(
+        tmp_path, command='sh -c "sleep 60" {run_dir}', ckpt_subdir=str(tmp_path / "ckpt-volume" / "checkpoints")
+    )
     async with SSHConnection(pod) as conn:  # a run recorded on the pod, then stopped
-        assert (await collect(launch(conn, write_config(tmp_path), settings=settings,
-                                     run_dir=str(run_dir))))[-1].kind == "done"
+        assert (await collect(launch(conn, write_config(tmp_path), settings=settings, run_dir=str(run_dir))))[
+            -1
+        ].kind == "done"
         assert (await collect(kill(conn, settings=settings)))[-1].kind == "done"
     split_layout(tmp_path)
     async with SSHConnection(pod) as conn:
@@ -87,15 +89,40 @@ def test_the_pre_flight_sizes_the_newest_whole_checkpoint(tmp_path):
 
     run_dir, out = split_layout(tmp_path)
     put(out, "step_6/trainer/huge.distcp", size=10**6)  # the half-written newest one is the big one
-    res = subprocess.run([sys.executable, str(SERVICES / "pod/agent/lifecycle.py"), "preflight", "--run-dir",
-                          str(run_dir), "--ckpt-dir", str(out), "--expected-ckpts", "10", "--min-nofile", "1"],
-                         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin",
-                                                              "PTT_STATE_DIR": str(tmp_path / "state")})
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(SERVICES / "pod/agent/lifecycle.py"),
+            "preflight",
+            "--run-dir",
+            str(run_dir),
+            "--ckpt-dir",
+            str(out),
+            "--expected-ckpts",
+            "10",
+            "--min-nofile",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PTT_STATE_DIR": str(tmp_path / "state")},
+    )
     disk = next(c for c in json.loads(res.stdout)["checks"] if c["name"] == "free disk")
     assert "0.0 GiB needed" in disk["detail"]  # 10 x step_4's ~4 KiB, not 10 x step_6's 1 MB
-    res = subprocess.run([sys.executable, str(SERVICES / "pod/agent/lifecycle.py"), "ckpts", "--ckpt-dir", str(out),
-                          "--run-dir", str(run_dir)], capture_output=True, text=True,
-                         env={"PTT_STATE_DIR": str(tmp_path / "state")})
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(SERVICES / "pod/agent/lifecycle.py"),
+            "ckpts",
+            "--ckpt-dir",
+            str(out),
+            "--run-dir",
+            str(run_dir),
+        ],
+        capture_output=True,
+        text=True,
+        env={"PTT_STATE_DIR": str(tmp_path / "state")},
+    )
     assert {c["step"]: c["complete"] for c in json.loads(res.stdout)["ckpts"]} == {2: True, 4: True, 6: False}
 
 
@@ -107,8 +134,9 @@ def test_a_split_step_is_complete_only_with_both_halves(tmp_path):
     verdicts = []
     for n in range(len(trainer_parts) + 1):
         for m in range(len(orch_parts) + 1):
-            for tp, op in itertools.product(itertools.combinations(trainer_parts, n),
-                                            itertools.combinations(orch_parts, m)):
+            for tp, op in itertools.product(
+                itertools.combinations(trainer_parts, n), itertools.combinations(orch_parts, m)
+            ):
                 case = tmp_path / str(len(verdicts))
                 put(case / "out" / "step_1", *tp)
                 put(case / "run" / "step_1", *op)

@@ -17,8 +17,10 @@ from tests.services.lifecycle.test_actions import make_settings
 
 
 def ckpts(*steps: int, incomplete: tuple[int, ...] = ()) -> list[dict]:
-    return [{"step": s, "path": f"/r/checkpoints/step_{s}", "bytes": 100, "complete": s not in incomplete}
-            for s in sorted({*steps, *incomplete})]
+    return [
+        {"step": s, "path": f"/r/checkpoints/step_{s}", "bytes": 100, "complete": s not in incomplete}
+        for s in sorted({*steps, *incomplete})
+    ]
 
 
 def steps(cs) -> list[int]:
@@ -26,14 +28,16 @@ def steps(cs) -> list[int]:
 
 
 def test_steps_older_than_the_oldest_verified_backup_are_superseded():
-    plan = plan_keep_last("/r/checkpoints", ckpts(2, 4, 6, 8, 10, 12), 3, verified={8, 10, 12},
-                          backup_where="s3://b/p/")
+    plan = plan_keep_last(
+        "/r/checkpoints", ckpts(2, 4, 6, 8, 10, 12), 3, verified={8, 10, 12}, backup_where="s3://b/p/"
+    )
     assert steps(plan.delete) == [2, 4, 6] and plan.unbacked == () and steps(plan.kept) == [8, 10, 12]
     assert plan.superseded == (2, 4, 6)
     text = "\n".join(plan.preview())
     assert "DELETE step_2" in text and "superseded by verified backup step_8" in text
-    assert plan.to_json()["superseded"] == [{"step": s, "reason": "superseded by verified backup step_8"}
-                                            for s in (2, 4, 6)]
+    assert plan.to_json()["superseded"] == [
+        {"step": s, "reason": "superseded by verified backup step_8"} for s in (2, 4, 6)
+    ]
 
 
 def test_a_step_newer_than_the_oldest_verified_one_needs_its_own_backup():
@@ -65,8 +69,7 @@ def test_the_disk_ceiling_also_takes_superseded_steps_but_never_unverified_newer
 
 
 @pytest.mark.ssh
-async def test_the_daemon_deletes_superseded_steps_after_the_bucket_pruned_them(sshd, client_home, s3env,
-                                                                                tmp_path):
+async def test_the_daemon_deletes_superseded_steps_after_the_bucket_pruned_them(sshd, client_home, s3env, tmp_path):
     client_home.trust()
     run_dir = tmp_path / "run"
     pod = sshd.pod(probe_dir=str(tmp_path / "podstate"), run_dir=str(run_dir))
@@ -79,8 +82,7 @@ async def test_the_daemon_deletes_superseded_steps_after_the_bucket_pruned_them(
     assert sorted({int(k.split("/")[2][5:]) for k in s3env.keys("prime-train/run/")}) == [8]
     settings = make_settings(tmp_path, keep_last=2, disk_threshold_pct=100.0)
     events = []
-    daemon = CleanupDaemon(pod, settings, connect=SSHConnection, backup=backup, on_event=events.append,
-                           approved=True)
+    daemon = CleanupDaemon(pod, settings, connect=SSHConnection, backup=backup, on_event=events.append, approved=True)
     rnd = await daemon.run_once()
     # 2 was never backed up, 6 was pruned from the bucket: both older than step_8, verified there
     assert not rnd.error and sorted(d["step"] for d in rnd.deleted) == [2, 4], [e.message for e in events]

@@ -35,8 +35,14 @@ async def test_cleanup_keeps_what_the_bucket_has_not_verified(pod, s3env, tmp_pa
         plain = await plan_cleanup(conn, keep=1, settings=settings, run_dir=str(run_dir))
         assert [c["step"] for c in plain.delete] == [2, 4] and plain.unbacked == ()
         assert "backup" not in plain.to_json()
-        assert [c["step"] for c in (await plan_cleanup(conn, keep=1, settings=settings, run_dir=str(run_dir),
-                                                       backup=s3env.settings(bucket=""))).delete] == [2, 4]
+        assert [
+            c["step"]
+            for c in (
+                await plan_cleanup(
+                    conn, keep=1, settings=settings, run_dir=str(run_dir), backup=s3env.settings(bucket="")
+                )
+            ).delete
+        ] == [2, 4]
         plan = await plan_cleanup(conn, keep=1, settings=settings, run_dir=str(run_dir), backup=backup)
         assert [c["step"] for c in plan.delete] == [2]
         assert [c["step"] for c in plan.unbacked] == [4]

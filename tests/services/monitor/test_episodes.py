@@ -24,9 +24,26 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def demo_run(run_dir: Path, profile: str = "latency-bound", steps: int = 8) -> Path:
-    subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run_dir), "--step-seconds",
-                    "0.001", "--max-steps", str(steps), "--profile", profile, "--seed", "0"], cwd=REPO, check=True,
-                   timeout=30)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run_dir),
+            "--step-seconds",
+            "0.001",
+            "--max-steps",
+            str(steps),
+            "--profile",
+            profile,
+            "--seed",
+            "0",
+        ],
+        cwd=REPO,
+        check=True,
+        timeout=30,
+    )
     return run_dir
 
 
@@ -56,8 +73,10 @@ async def test_monitor_keeps_episode_timings_and_the_view_shows_the_tail(tmp_pat
     mon = MonitorService(lambda snap: None, settings=settings)
     mon.add(Pod(name="local", kind=PodKind.LOCAL, run_dir=str(run)))
     try:
-        snap = await wait_for(lambda: (s := mon.snapshot("local")) is not None and s.metrics and s.episodes and s,
-                              what="a sample with traces")
+        snap = await wait_for(
+            lambda: (s := mon.snapshot("local")) is not None and s.metrics and s.episodes and s,
+            what="a sample with traces",
+        )
     finally:
         await mon.aclose()
     # 32 traces in the newest 2 step dirs; the window keeps the newest episodes_len of them

@@ -29,14 +29,17 @@ from services.monitor.health import (
 GIB = 1024**3
 S = HealthSettings()
 T0 = 1_700_000_000.0
-HOST = HostSample(cpu_pct=10, mem_used=10 * GIB, mem_total=100 * GIB, disk_used=50 * GIB,
-                  disk_total=100 * GIB, nofile_soft=1048576)
+HOST = HostSample(
+    cpu_pct=10, mem_used=10 * GIB, mem_total=100 * GIB, disk_used=50 * GIB, disk_total=100 * GIB, nofile_soft=1048576
+)
 
 
 def step_line(n: int, seconds: str = "10.0s") -> str:
-    return (f"trainer: 14:03:12 SUCCESS Step {n} | {seconds:>7} | Loss 0.{n:04d} | Entropy 0.4567 | "
-            "Mismatch KL 0.0012 | Grad. Norm 0.2345 | LR 3.00e-06 | Throughput 25341 tokens/s | MFU 31.2% | "
-            "Peak Mem. 41.3 GiB")
+    return (
+        f"trainer: 14:03:12 SUCCESS Step {n} | {seconds:>7} | Loss 0.{n:04d} | Entropy 0.4567 | "
+        "Mismatch KL 0.0012 | Grad. Norm 0.2345 | LR 3.00e-06 | Throughput 25341 tokens/s | MFU 31.2% | "
+        "Peak Mem. 41.3 GiB"
+    )
 
 
 def gpu(i: int, util: float = 95, mem_gib: float = 60, power: float = 600) -> GpuSample:
@@ -117,7 +120,6 @@ class TestNoProgress:
         assert h.progress.finished
         assert "no-progress" not in ids(h.observe(sample(T0 + 10_000)))
 
-
     def test_a_run_that_never_reaches_step_one_is_caught_by_the_start_budget(self) -> None:
         """Inference died while loading, the trainer waits: 15 min (settings), not the 45-min cap."""
         assert S.stall_start_s == 900.0
@@ -138,8 +140,13 @@ class TestNoProgress:
         h.observe(sample(T0, log=["inference: INFO Loading model weights"]))  # both GPUs loaded
         alerts = ()
         for k in range(1, 62):  # GPU 0 empties while the trainer still logs its waiting
-            alerts = h.observe(sample(T0 + k, log=["trainer: INFO Waiting for rollouts"] if k % 10 == 0 else [],
-                                      gpus=[gpu(0, util=0, mem_gib=0, power=70), gpu(1)]))
+            alerts = h.observe(
+                sample(
+                    T0 + k,
+                    log=["trainer: INFO Waiting for rollouts"] if k % 10 == 0 else [],
+                    gpus=[gpu(0, util=0, mem_gib=0, power=70), gpu(1)],
+                )
+            )
         alert = next(a for a in alerts if a.id == "gpu-dead")
         assert "before the first step" in alert.message
 
@@ -165,8 +172,9 @@ class TestGpuAliveButBroken:
             h.observe(sample(t, log=[f"trainer: INFO Step {step} | Time: 1.00s | Loss: 0.1"], gpus=[gpu(0), gpu(1)]))
         alerts: tuple = ()
         for k in range(1, 90):
-            alerts = h.observe(sample(t + k, gpus=[gpu(0, util=0, mem_gib=0, power=70),
-                                                   gpu(1, util=0, mem_gib=0, power=70)]))
+            alerts = h.observe(
+                sample(t + k, gpus=[gpu(0, util=0, mem_gib=0, power=70), gpu(1, util=0, mem_gib=0, power=70)])
+            )
             assert not any(a.id == "gpu-dead" for a in alerts), (k, alerts)
 
     def test_inference_gpu_drops_while_trainer_keeps_logging(self) -> None:
@@ -181,8 +189,13 @@ class TestGpuAliveButBroken:
             t += 1
             if k % 2:
                 step += 1
-            alerts = h.observe(sample(t, log=[step_line(step, "1.0s")] if k % 2 else [],
-                                      gpus=[gpu(0, util=0, mem_gib=0, power=70), gpu(1)]))
+            alerts = h.observe(
+                sample(
+                    t,
+                    log=[step_line(step, "1.0s")] if k % 2 else [],
+                    gpus=[gpu(0, util=0, mem_gib=0, power=70), gpu(1)],
+                )
+            )
             if k < 59:
                 assert "gpu-dead" not in ids(alerts), k
         alert = next(a for a in alerts if a.id == "gpu-dead")
@@ -193,8 +206,9 @@ class TestGpuAliveButBroken:
     def test_a_gpu_the_run_never_used_is_not_dead(self) -> None:
         h = HealthTracker()
         for i in range(100):
-            alerts = h.observe(sample(T0 + i, log=[step_line(i + 1, "1.0s")],
-                                      gpus=[gpu(0), gpu(1, util=0, mem_gib=0, power=60)]))
+            alerts = h.observe(
+                sample(T0 + i, log=[step_line(i + 1, "1.0s")], gpus=[gpu(0), gpu(1, util=0, mem_gib=0, power=60)])
+            )
         assert "gpu-dead" not in ids(alerts)
 
     def test_nccl_hang_signature(self) -> None:
@@ -266,10 +280,10 @@ LOG_CASES = {
     "cuda-oom": "trainer: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     "too-many-open-files": "orchestrator: OSError: [Errno 24] Too many open files: '/tmp/x'",
     "nccl-timeout": "trainer: [rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
-                    "operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 milliseconds",
+    "operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 600000 milliseconds",
     "vllm-engine-dead": "inference: vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
     "vllm-rejected": "inference: ERROR 10-01 This model's maximum context length is 4096 tokens. However, you "
-                     "requested 5000 tokens",
+    "requested 5000 tokens",
     "traceback": "\x1b[31mtrainer: Traceback (most recent call last):\x1b[0m",
 }
 
@@ -333,8 +347,9 @@ class TestLogPatterns:
 
     def test_custom_pattern_file(self, tmp_path: Path) -> None:
         f = tmp_path / "p.toml"
-        f.write_text('[[pattern]]\nid = "boom"\nseverity = "warning"\ntitle = "Boom"\nregex = "BOOM"\n'
-                     'advice = "duck"\n')
+        f.write_text(
+            '[[pattern]]\nid = "boom"\nseverity = "warning"\ntitle = "Boom"\nregex = "BOOM"\nadvice = "duck"\n'
+        )
         h = HealthTracker(patterns=load_patterns(f))
         alert = next(a for a in h.observe(sample(T0, log=["trainer: BOOM"])) if a.id == "log:boom")
         assert alert.message.endswith("duck")
@@ -368,8 +383,10 @@ class TestWandbStatus:
         import subprocess
         import sys
 
-        code = ("import sys, services.monitor.wandb_status as w; assert 'wandb' not in sys.modules; "
-                "assert not w.enabled({}); assert w.enabled({'WANDB_API_KEY': 'x'})")
+        code = (
+            "import sys, services.monitor.wandb_status as w; assert 'wandb' not in sys.modules; "
+            "assert not w.enabled({}); assert w.enabled({'WANDB_API_KEY': 'x'})"
+        )
         subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3], check=True)
 
     def test_poller_is_rate_limited_and_backs_off_on_errors(self) -> None:

@@ -14,14 +14,22 @@ from services.models import CheckpointInfo
 from services.monitor.progress import RunTracker, split_line
 
 REPO = Path(__file__).resolve().parents[3]
-TRAINER = ("14:03:12 SUCCESS Step 5 |   12.3s | Loss 0.0123 | Entropy 0.4567 | Mismatch KL 0.0012 | Grad. Norm "
-           "0.2345 | LR 3.00e-06 | Throughput 25341 tokens/s | MFU 31.2% | Peak Mem. 41.3 GiB")
-ORCH = ("14:03:10 SUCCESS Step 5 |    9.8s | Reward 0.4123 | Trainable 96/128 (75.0%) | Turns 1.0 | Branches 1.0 "
-        "| Max Off-Policy 1 | Error 0.0% | Cancelled 0.0% | Truncation 2.3%")
-HISTORIC = ("Step 0 | Time: 42.77s | Reward: 0.2938 | Throughput: 3966.9 tokens/s | Seq. Length: 328.5 "
-            "tokens/sample | Async Level: 0 | Max. Off-Policy Level: 0")
-SFT = ("Step 7 |    3.1s | Loss 1.2345 | Grad. Norm 0.8 | LR 2.00e-05 | Throughput 51234 tokens/s | MFU 40.1% | "
-       "Peak Mem. 30.2/79.6 GiB (37.9%)")
+TRAINER = (
+    "14:03:12 SUCCESS Step 5 |   12.3s | Loss 0.0123 | Entropy 0.4567 | Mismatch KL 0.0012 | Grad. Norm "
+    "0.2345 | LR 3.00e-06 | Throughput 25341 tokens/s | MFU 31.2% | Peak Mem. 41.3 GiB"
+)
+ORCH = (
+    "14:03:10 SUCCESS Step 5 |    9.8s | Reward 0.4123 | Trainable 96/128 (75.0%) | Turns 1.0 | Branches 1.0 "
+    "| Max Off-Policy 1 | Error 0.0% | Cancelled 0.0% | Truncation 2.3%"
+)
+HISTORIC = (
+    "Step 0 | Time: 42.77s | Reward: 0.2938 | Throughput: 3966.9 tokens/s | Seq. Length: 328.5 "
+    "tokens/sample | Async Level: 0 | Max. Off-Policy Level: 0"
+)
+SFT = (
+    "Step 7 |    3.1s | Loss 1.2345 | Grad. Norm 0.8 | LR 2.00e-05 | Throughput 51234 tokens/s | MFU 40.1% | "
+    "Peak Mem. 30.2/79.6 GiB (37.9%)"
+)
 
 
 def test_current_trainer_and_orchestrator_lines() -> None:
@@ -49,8 +57,10 @@ def test_historic_sft_and_json_mode_lines() -> None:
     assert (p.step, p.reward, p.tokens_per_s, p.step_time_s) == (0, 0.2938, 3966.9, 42.77)
     r.feed_log("trainer: " + SFT, 2.0)
     assert (r.progress().step, r.progress().loss, r.progress().mfu) == (7, 1.2345, 40.1)
-    r.feed_log("trainer: " + json.dumps({"timestamp": "x", "level": "SUCCESS",
-                                         "message": SFT.replace("Step 7", "Step 8")}), 3.0)
+    r.feed_log(
+        "trainer: " + json.dumps({"timestamp": "x", "level": "SUCCESS", "message": SFT.replace("Step 7", "Step 8")}),
+        3.0,
+    )
     assert r.progress().step == 8
 
 
@@ -63,25 +73,39 @@ def test_durations_in_every_format_time_unit() -> None:
 
 def test_garbled_and_partial_lines_are_skipped() -> None:
     r = RunTracker()
-    for line in ("", "trainer: ", "trainer: Step 3 |   xx.s | Loss 0.1", "trainer: {not json",
-                 "trainer: \x00\xff\xfe", "Step | 1.0s", b"\xff\xfeStep"):
+    for line in (
+        "",
+        "trainer: ",
+        "trainer: Step 3 |   xx.s | Loss 0.1",
+        "trainer: {not json",
+        "trainer: \x00\xff\xfe",
+        "Step | 1.0s",
+        b"\xff\xfeStep",
+    ):
         r.feed_log(line, 1.0)
-    for line in ("{\"step\": 1, \"loss/me", "[1,2]", "null", "{\"step\": \"x\"}"):
+    for line in ('{"step": 1, "loss/me', "[1,2]", "null", '{"step": "x"}'):
         r.feed_metrics(line, 1.0)
     assert r.progress().step is None and r.skipped >= 2
 
 
 def test_metrics_jsonl_records() -> None:
     r = RunTracker(max_steps=100, price_per_hr=20.0)
-    r.feed_metrics(json.dumps({"step": 9, "time": 1.0, "time/step": 36.0, "loss/mean": 0.25, "perf/throughput": 9000,
-                               "perf/mfu": 30.5}), 50.0)
-    r.feed_metrics(json.dumps({"step": 10, "time/step": 30.0, "time/wait_for_policy": 1.0,
-                               "train/agg/all/agent/reward/mean": 0.75}), 51.0)
+    r.feed_metrics(
+        json.dumps(
+            {"step": 9, "time": 1.0, "time/step": 36.0, "loss/mean": 0.25, "perf/throughput": 9000, "perf/mfu": 30.5}
+        ),
+        50.0,
+    )
+    r.feed_metrics(
+        json.dumps(
+            {"step": 10, "time/step": 30.0, "time/wait_for_policy": 1.0, "train/agg/all/agent/reward/mean": 0.75}
+        ),
+        51.0,
+    )
     r.feed_metrics(json.dumps({"_timestamp": 3.0, "inference/agg/num_requests_running/mean": 5}), 52.0)
     p = r.progress()
     # the orchestrator runs a step ahead; the run's step is the trainer's
-    assert (p.step, p.loss, p.reward, p.tokens_per_s, p.mfu, p.source) == (9, 0.25, 0.75, 9000.0, 30.5,
-                                                                           "metrics.jsonl")
+    assert (p.step, p.loss, p.reward, p.tokens_per_s, p.mfu, p.source) == (9, 0.25, 0.75, 9000.0, 30.5, "metrics.jsonl")
     assert p.step_time_s == 36.0  # only the trainer's record times the step
     assert p.eta_s == pytest.approx(91 * 36.0)
     assert p.cost_to_finish == pytest.approx(20.0 * 91 * 36.0 / 3600)
@@ -90,8 +114,9 @@ def test_metrics_jsonl_records() -> None:
 
 def test_training_csv() -> None:
     r = RunTracker()
-    for t, line in enumerate(("step,loss,lr,toks_per_s", "1,2.5,1e-5,1000", "2,2.4,1e-5,1100", "garbage,,",
-                              "3,2.3,1e-5,", "4,2.2"), 1):
+    for t, line in enumerate(
+        ("step,loss,lr,toks_per_s", "1,2.5,1e-5,1000", "2,2.4,1e-5,1100", "garbage,,", "3,2.3,1e-5,", "4,2.2"), 1
+    ):
         r.feed_csv(line, 10.0 * t)
     p = r.progress()
     assert (p.step, p.loss, p.tokens_per_s, p.source) == (4, 2.2, 1100.0, "training.csv")
@@ -131,8 +156,24 @@ def test_checkpoint_and_finish_lines() -> None:
 
 def test_the_simulated_trainers_real_output(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run), "--step-seconds", "0.001",
-                    "--max-steps", "12", "--step-seconds", "0.001"], cwd=REPO, check=True, timeout=30)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run),
+            "--step-seconds",
+            "0.001",
+            "--max-steps",
+            "12",
+            "--step-seconds",
+            "0.001",
+        ],
+        cwd=REPO,
+        check=True,
+        timeout=30,
+    )
     r = RunTracker()
     for name in ("orchestrator", "trainer"):
         for line in (run / "logs" / f"{name}.log").read_text().splitlines():

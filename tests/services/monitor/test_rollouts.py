@@ -36,8 +36,9 @@ def record(step: int, i: int, **changes) -> dict:
     return rec
 
 
-def write_step(run: Path, step: int, recs: list[dict], kind: str = "train", subset: str = "all",
-               tail: bytes = b"") -> Path:
+def write_step(
+    run: Path, step: int, recs: list[dict], kind: str = "train", subset: str = "all", tail: bytes = b""
+) -> Path:
     d = run / "rollouts" / f"step_{step}" / kind / subset
     d.mkdir(parents=True, exist_ok=True)
     path = d / "traces.jsonl"
@@ -209,7 +210,7 @@ async def test_over_sshd_the_reader_runs_through_the_guard(pod, run, tmp_path):
     dirs = [p for p in (tmp_path / "podstate").iterdir() if p.name.startswith("rollouts-")]
     assert len(dirs) == 1 and sorted(p.name for p in dirs[0].iterdir()) == ["common.py", "rollouts.py"]
     # a file changed on the pod is not run: the guard refuses it, the reader uploads it again and runs that
-    (dirs[0] / "rollouts.py").write_text("print('{\"error\": \"planted\"}')\n")
+    (dirs[0] / "rollouts.py").write_text('print(\'{"error": "planted"}\')\n')
     async with SSHConnection(pod) as conn:
         again = await RolloutReader(conn, str(run)).list_step(Filters(limit=1))
     assert [e.id for e in again.episodes] == ["e2-11"]
@@ -331,5 +332,7 @@ def test_a_summary_from_the_lean_parse_is_the_summary_of_the_whole_record():
         assert len(lean) * 4 < len(raw)
         args = (1, "train", "all", 0, len(raw))
         assert agent.summary(json.loads(lean), *args) == agent.summary(json.loads(raw), *args)
-    assert '"token_ids":[' + "1," * 80 in json.loads(agent.lean(
-        json.dumps(recs[0]).encode()))["traces"][0]["nodes"][1]["message"]["content"]
+    assert (
+        '"token_ids":[' + "1," * 80
+        in json.loads(agent.lean(json.dumps(recs[0]).encode()))["traces"][0]["nodes"][1]["message"]["content"]
+    )

@@ -40,19 +40,23 @@ def test_without_the_life_record_a_silent_run_is_a_stall() -> None:
     assert "no-progress" in ids(alerts)
 
 
-@pytest.mark.parametrize(("record", "phase"), [
-    (PodRunRecord(id="r1", state="killing", alive=True), "killed"),
-    (PodRunRecord(id="r1", state="killed", ended=T0 + 55, alive=False), "killed"),
-    (PodRunRecord(id="r1", state="running", alive=False, exit_code=0), "finished"),
-    (PodRunRecord(id="r1", state="running", alive=False), "interrupted"),
-])
+@pytest.mark.parametrize(
+    ("record", "phase"),
+    [
+        (PodRunRecord(id="r1", state="killing", alive=True), "killed"),
+        (PodRunRecord(id="r1", state="killed", ended=T0 + 55, alive=False), "killed"),
+        (PodRunRecord(id="r1", state="running", alive=False, exit_code=0), "finished"),
+        (PodRunRecord(id="r1", state="running", alive=False), "interrupted"),
+    ],
+)
 def test_a_run_that_ended_never_stalls_and_has_no_eta(record: PodRunRecord, phase: str) -> None:
     tracker = HealthTracker(S, max_steps=100, price_per_hr=10.0)
     last = steps(tracker, 5)
     assert tracker.progress.eta_s is not None and tracker.progress.cost_to_finish is not None
     for later in (1, 120, 3600, 86400):  # however long it is watched after its end
-        alerts = tracker.observe(look(last + later, life=record, gpus=(gpu(0, util=0, mem_gib=0),
-                                                                       gpu(1, util=0, mem_gib=0))))
+        alerts = tracker.observe(
+            look(last + later, life=record, gpus=(gpu(0, util=0, mem_gib=0), gpu(1, util=0, mem_gib=0)))
+        )
         assert alerts == (), (later, alerts)
     progress = tracker.progress
     assert progress.phase == phase
@@ -93,8 +97,9 @@ def test_a_crash_is_one_alert_quoting_its_last_error() -> None:
 
 
 def test_sigkill_from_outside_is_a_crash_that_names_the_oom_killer() -> None:
-    phase, reason, code = judge(HealthTracker(S).progress,
-                                record=PodRunRecord(id="r1", state="running", alive=False, exit_code=137))
+    phase, reason, code = judge(
+        HealthTracker(S).progress, record=PodRunRecord(id="r1", state="running", alive=False, exit_code=137)
+    )
     assert phase is Phase.CRASHED and code == 137 and "out-of-memory" in reason
 
 
@@ -105,8 +110,13 @@ def test_an_eval_pauses_the_stall_budget_and_it_restarts_after() -> None:
     tracker.observe(look(last + 5, log=[start], life=RUNNING))
     assert tracker.progress.phase == "evaluating"
     assert tracker.observe(look(last + 500, life=RUNNING)) == ()  # a long eval: no stall
-    tracker.observe(look(last + 510, log=["orchestrator: 14:12:30 SUCCESS Evaluated gsm8k (Step 5) | Policy v5 | "
-                                          "  8m 25s | Reward 0.51"], life=RUNNING))
+    tracker.observe(
+        look(
+            last + 510,
+            log=["orchestrator: 14:12:30 SUCCESS Evaluated gsm8k (Step 5) | Policy v5 |   8m 25s | Reward 0.51"],
+            life=RUNNING,
+        )
+    )
     assert tracker.progress.phase == "evaluating"  # math still runs
     done = "orchestrator: 14:12:40 SUCCESS Evaluated math (Step 5) | Policy v5 |   8m 35s | Reward 0.33"
     assert tracker.observe(look(last + 520, log=[done], life=RUNNING)) == ()
@@ -126,8 +136,7 @@ def test_a_checkpoint_being_written_is_a_phase() -> None:
 def test_starting_then_running_then_resumed() -> None:
     tracker = HealthTracker(S)
     resumed = PodRunRecord(id="r2", state="running", alive=True, resumed=True)
-    tracker.observe(look(T0, log=["trainer: 14:00:00    INFO Resuming training from checkpoint step 10"],
-                         life=resumed))
+    tracker.observe(look(T0, log=["trainer: 14:00:00    INFO Resuming training from checkpoint step 10"], life=resumed))
     assert tracker.progress.phase == "starting" and tracker.life.life.resumed
     tracker.observe(look(T0 + 30, log=[step_line(11)], life=resumed))
     assert tracker.progress.phase == "running"
@@ -144,8 +153,9 @@ def test_the_trainers_own_finish_line_ends_a_run_not_launched_by_the_app() -> No
 def test_the_step_in_flight_does_not_end_an_eval_but_an_eval_that_never_reports_stops_pausing() -> None:
     tracker = HealthTracker(S)
     last = steps(tracker, 5)
-    tracker.observe(look(last + 1, log=["orchestrator: 14:04:00    INFO Starting evals in gsm8k (64 total rollouts)"],
-                         life=RUNNING))
+    tracker.observe(
+        look(last + 1, log=["orchestrator: 14:04:00    INFO Starting evals in gsm8k (64 total rollouts)"], life=RUNNING)
+    )
     tracker.observe(look(last + 8, log=[step_line(6)], life=RUNNING))  # the batch already shipped: step 6 ends
     assert tracker.progress.phase == "evaluating"
     assert tracker.observe(look(last + 8 + S.stall_cap_s - 10, life=RUNNING)) == ()
@@ -163,8 +173,9 @@ def test_a_resumed_run_in_the_same_dir_is_judged_as_starting_from_its_own_start(
     tracker.observe(look(last + 5, life=PodRunRecord(id="r1", state="killed", alive=False)))
     resumed = PodRunRecord(id="r2", state="running", alive=True, resumed=True)
     start = last + 20
-    tracker.observe(look(start, log=["trainer: 14:05:00    INFO Resuming training from checkpoint step 4"],
-                         life=resumed))
+    tracker.observe(
+        look(start, log=["trainer: 14:05:00    INFO Resuming training from checkpoint step 4"], life=resumed)
+    )
     assert tracker.progress.phase == "starting"
     assert tracker.observe(look(start + 600, life=resumed)) == ()  # loading, within the start budget
     late = tracker.observe(look(start + 901, life=resumed))

@@ -53,8 +53,9 @@ async def test_streams_samples_over_ssh(sshd, client_home, tmp_path):
     mon = MonitorService(rec, settings=FAST)
     mon.add(sshd.pod(probe_dir=str(tmp_path / "pc")))
     try:
-        snap = await wait_for(lambda: mon.snapshot("testpod").samples_total >= 3 and
-                              mon.snapshot("testpod"), what="3 samples")
+        snap = await wait_for(
+            lambda: mon.snapshot("testpod").samples_total >= 3 and mon.snapshot("testpod"), what="3 samples"
+        )
     finally:
         await mon.aclose()
     assert rec.states("testpod")[:2] == [PodState.CONNECTING, PodState.ONLINE]
@@ -72,8 +73,8 @@ async def test_sshd_killed_mid_stream_goes_offline_then_recovers(sshd, client_ho
         await wait_for(lambda: mon.snapshot("testpod").samples_total >= 2, what="streaming")
         sshd.kill()
         offline = await wait_for(
-            lambda: mon.snapshot("testpod").status.state is PodState.OFFLINE and mon.snapshot("testpod"),
-            what="offline")
+            lambda: mon.snapshot("testpod").status.state is PodState.OFFLINE and mon.snapshot("testpod"), what="offline"
+        )
         assert offline.status.reason and offline.status.next_retry is not None
         assert offline.gaps and offline.gaps[-1].end is None  # the gap is open while it lasts
         before = offline.samples_total
@@ -82,7 +83,9 @@ async def test_sshd_killed_mid_stream_goes_offline_then_recovers(sshd, client_ho
         sshd.start()
         back = await wait_for(
             lambda: mon.snapshot("testpod").samples_total > before + 1 and mon.snapshot("testpod"),
-            timeout=20, what="back online")
+            timeout=20,
+            what="back online",
+        )
     finally:
         await mon.aclose()
     assert back.status.state is PodState.ONLINE
@@ -96,8 +99,10 @@ async def test_unknown_host_key_waits_for_the_user_then_trusts(sshd, client_home
     mon = MonitorService(Recorder(), settings=FAST)
     mon.add(sshd.pod(probe_dir=str(tmp_path / "pc")))
     try:
-        snap = await wait_for(lambda: mon.snapshot("testpod").status.state is PodState.HOSTKEY_UNKNOWN
-                              and mon.snapshot("testpod"), what="host key prompt")
+        snap = await wait_for(
+            lambda: mon.snapshot("testpod").status.state is PodState.HOSTKEY_UNKNOWN and mon.snapshot("testpod"),
+            what="host key prompt",
+        )
         prompt = snap.status.host_key
         assert prompt.fingerprint.startswith("SHA256:") and not prompt.changed
         await asyncio.sleep(1.0)  # no silent retry, no silent trust
@@ -112,13 +117,15 @@ async def test_unknown_host_key_waits_for_the_user_then_trusts(sshd, client_home
 
 async def test_changed_host_key_cannot_be_trusted_from_the_app(sshd, client_home, tmp_path):
     client_home.known_hosts.write_text(
-        f"[127.0.0.1]:{sshd.port} ssh-ed25519 "
-        "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
+        f"[127.0.0.1]:{sshd.port} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
+    )
     mon = MonitorService(Recorder(), settings=FAST)
     mon.add(sshd.pod())
     try:
-        snap = await wait_for(lambda: mon.snapshot("testpod").status.state is PodState.HOSTKEY_CHANGED
-                              and mon.snapshot("testpod"), what="changed key")
+        snap = await wait_for(
+            lambda: mon.snapshot("testpod").status.state is PodState.HOSTKEY_CHANGED and mon.snapshot("testpod"),
+            what="changed key",
+        )
         assert snap.status.host_key.changed and "man-in-the-middle" in snap.status.reason
         with pytest.raises(Exception, match="no new host key"):
             mon.trust_host_key("testpod")
@@ -133,8 +140,7 @@ async def test_auth_failure_is_reported_and_not_retried_in_a_loop(sshd, client_h
     mon = MonitorService(rec, settings=FAST)
     mon.add(sshd.pod())
     try:
-        await wait_for(lambda: mon.snapshot("testpod").status.state is PodState.AUTH_FAILED,
-                       what="auth failed")
+        await wait_for(lambda: mon.snapshot("testpod").status.state is PodState.AUTH_FAILED, what="auth failed")
         count = len(rec.snaps)
         await asyncio.sleep(1.0)
         assert len(rec.snaps) == count  # waits for the user instead of hammering the pod
@@ -148,8 +154,11 @@ async def test_refused_pod_backs_off_1_2_then_cap():
     mon = MonitorService(rec, settings=FAST, clock=lambda: now[0])
 
     def delays() -> list[float]:
-        return [s.status.next_retry - now[0] for s in rec.snaps
-                if s.status.state is PodState.OFFLINE and s.status.next_retry is not None]
+        return [
+            s.status.next_retry - now[0]
+            for s in rec.snaps
+            if s.status.state is PodState.OFFLINE and s.status.next_retry is not None
+        ]
 
     mon.add(Pod(name="dead", host="127.0.0.1", port=1))
     try:
@@ -171,20 +180,25 @@ SAMPLE = '{"v":1,"t":%d,"gpus":[],"host":{"cpu_pct":1.0}}'
 
 
 async def test_malformed_probe_lines_are_counted_and_skipped(tmp_path):
-    script = _fake_probe(tmp_path, f"""
+    script = _fake_probe(
+        tmp_path,
+        f"""
         import sys, time
         lines = ['{SAMPLE % 1}', 'garbage', '{{"v":1}}', '{{"v":9,"t":2}}', '\\x00\\xff', '{SAMPLE % 3}']
         for line in lines:
             print(line, flush=True)
         sys.stdin.read()
-    """)
-    mon = MonitorService(Recorder(), settings=FAST,
-                         connector=lambda pod: LocalConnection(pod, probe_path=script))
+    """,
+    )
+    mon = MonitorService(Recorder(), settings=FAST, connector=lambda pod: LocalConnection(pod, probe_path=script))
     mon.add(Pod(name="p", kind=PodKind.LOCAL))
     try:
-        snap = await wait_for(lambda: mon.snapshot("p").samples_total == 2 and
-                              mon.snapshot("p").malformed_total == 4 and mon.snapshot("p"),
-                              what="2 good, 4 bad")
+        snap = await wait_for(
+            lambda: (
+                mon.snapshot("p").samples_total == 2 and mon.snapshot("p").malformed_total == 4 and mon.snapshot("p")
+            ),
+            what="2 good, 4 bad",
+        )
     finally:
         await mon.aclose()
     assert [s.t for s in snap.history] == [1, 3]
@@ -192,13 +206,16 @@ async def test_malformed_probe_lines_are_counted_and_skipped(tmp_path):
 
 
 async def test_silent_probe_turns_stale_and_the_gap_closes_when_samples_resume(tmp_path):
-    script = _fake_probe(tmp_path, f"""
+    script = _fake_probe(
+        tmp_path,
+        f"""
         import time
         print('{SAMPLE % 1}', flush=True)
         time.sleep(1.6)
         print('{SAMPLE % 2}', flush=True)
         time.sleep(60)
-    """)
+    """,
+    )
     rec = Recorder()
     mon = MonitorService(rec, settings=FAST, connector=lambda pod: LocalConnection(pod, probe_path=script))
     mon.add(Pod(name="p", kind=PodKind.LOCAL))
@@ -212,15 +229,19 @@ async def test_silent_probe_turns_stale_and_the_gap_closes_when_samples_resume(t
 
 
 async def test_probe_that_dies_reports_its_stderr(tmp_path):
-    script = _fake_probe(tmp_path, """
+    script = _fake_probe(
+        tmp_path,
+        """
         import sys
         sys.exit("python3: cannot import name 'x' (a broken pod)")
-    """)
+    """,
+    )
     mon = MonitorService(Recorder(), settings=FAST, connector=lambda pod: LocalConnection(pod, probe_path=script))
     mon.add(Pod(name="p", kind=PodKind.LOCAL))
     try:
-        snap = await wait_for(lambda: mon.snapshot("p").status.state is PodState.OFFLINE and
-                              mon.snapshot("p"), what="offline")
+        snap = await wait_for(
+            lambda: mon.snapshot("p").status.state is PodState.OFFLINE and mon.snapshot("p"), what="offline"
+        )
     finally:
         await mon.aclose()
     assert "a broken pod" in snap.status.reason and snap.status.next_retry is not None

@@ -34,8 +34,9 @@ def step_line(n: int) -> str:
 
 
 def sample(t: float, *, log=(), metrics=(), ckpts=(), signals: PodSignals | None = None) -> Sample:
-    return Sample(t=t, gpus=(), host=HostSample(), log=tuple(log), metrics=tuple(metrics), ckpts=tuple(ckpts),
-                  signals=signals)
+    return Sample(
+        t=t, gpus=(), host=HostSample(), log=tuple(log), metrics=tuple(metrics), ckpts=tuple(ckpts), signals=signals
+    )
 
 
 def ids(alerts) -> set[str]:
@@ -169,8 +170,13 @@ class TestInferenceDown:
         h.observe(sample(t, signals=PodSignals(None, (), t, None, EndpointCheck(True))))
         h.observe(sample(t + 10, signals=PodSignals(None, (), t + 10, None, EndpointCheck(False))))
         assert "inference-down" not in ids(h.alerts)  # one failure is not a death
-        h.observe(sample(t + 12, log=["orchestrator: INFO still dispatching"],
-                         signals=PodSignals(None, (), t + 10, None, EndpointCheck(False))))
+        h.observe(
+            sample(
+                t + 12,
+                log=["orchestrator: INFO still dispatching"],
+                signals=PodSignals(None, (), t + 10, None, EndpointCheck(False)),
+            )
+        )
         assert "inference-down" not in ids(h.alerts)  # the same answer twice is still one failure
         alerts = h.observe(sample(t + 20, signals=PodSignals(None, (), t + 20, None, EndpointCheck(False))))
         assert "inference-down" in ids(alerts)
@@ -192,8 +198,14 @@ class TestInferenceDown:
         # the run's life says finished while the launcher stops inference first
         h.life.record = PodRunRecord(id="r1", state="running", alive=False, exit_code=0)
         for dt in range(0, 120, 10):
-            assert signal_ids(h.observe(sample(last + dt, signals=PodSignals(None, NO_INFERENCE, last + dt, None,
-                                                                             EndpointCheck(False))))) == set()
+            assert (
+                signal_ids(
+                    h.observe(
+                        sample(last + dt, signals=PodSignals(None, NO_INFERENCE, last + dt, None, EndpointCheck(False)))
+                    )
+                )
+                == set()
+            )
 
 
 # ------------------------------------------------------------------------------------ trainer hung
@@ -203,8 +215,9 @@ class TestTrainerHung:
         last = normal_run(h, 8, trainer=True)  # 60-s steps: budget 360 s
         budget = 6 * 60.0
         for dt in range(10, 700, 10):
-            sig = PodSignals(markers(8, ready=True), ROLES, last + dt, EndpointCheck(True, 8, last),
-                             EndpointCheck(True))
+            sig = PodSignals(
+                markers(8, ready=True), ROLES, last + dt, EndpointCheck(True, 8, last), EndpointCheck(True)
+            )
             alerts = h.observe(sample(last + dt, signals=sig))
             if alerts:
                 break
@@ -274,8 +287,11 @@ class TestOrchestratorWarnings:
         last = normal_run(h, 3)
 
         def poll(t: float, waiting: float, running: float):
-            rec = {"inference/agg/num_requests_waiting/mean": waiting,
-                   "inference/agg/num_requests_running/mean": running, "_timestamp": t}
+            rec = {
+                "inference/agg/num_requests_waiting/mean": waiting,
+                "inference/agg/num_requests_running/mean": running,
+                "_timestamp": t,
+            }
             return h.observe(sample(t, log=[step_line(4)] if t == last + 1 else (), metrics=[json.dumps(rec)]))
 
         assert "queue" not in ids(poll(last + 1, 10, 100))  # 10 % waiting: prime-rl's normal

@@ -11,13 +11,16 @@ from services.models import Pod, PodKind, PodSnapshot
 from services.monitor.service import MonitorService, MonitorSettings
 from tests.services.monitor.test_service import wait_for
 
-WANDB_LINE = ("wandb: \U0001f680 View run quiet-sun-7 at: \x1b[34m\x1b[4mhttps://wandb.ai/acme/rl-runs/runs/"
-              "k3x9q2\x1b[0m")
+WANDB_LINE = (
+    "wandb: \U0001f680 View run quiet-sun-7 at: \x1b[34m\x1b[4mhttps://wandb.ai/acme/rl-runs/runs/k3x9q2\x1b[0m"
+)
 
 
 def step_line(n: int) -> str:
-    return (f"14:00:{n:02d} SUCCESS Step {n} |    1.0s | Loss 0.{n:04d} | Entropy 0.4 | Mismatch KL 0.001 | "
-            "Grad. Norm 0.2 | LR 3.00e-06 | Throughput 25000 tokens/s | MFU 31.0% | Peak Mem. 41.0 GiB\n")
+    return (
+        f"14:00:{n:02d} SUCCESS Step {n} |    1.0s | Loss 0.{n:04d} | Entropy 0.4 | Mismatch KL 0.001 | "
+        "Grad. Norm 0.2 | LR 3.00e-06 | Throughput 25000 tokens/s | MFU 31.0% | Peak Mem. 41.0 GiB\n"
+    )
 
 
 class FakeWandb:
@@ -54,8 +57,9 @@ async def test_wandb_is_polled_for_the_run_the_logs_name_and_never_raises_an_ale
         with log.open("a") as f:
             f.write(WANDB_LINE + "\n")
             f.write(step_line(1))
-        snap = await wait_for(lambda: getattr(mon.snapshot("p"), "wandb", None) is not None and mon.snapshot("p"),
-                              what="a W&B status")
+        snap = await wait_for(
+            lambda: getattr(mon.snapshot("p"), "wandb", None) is not None and mon.snapshot("p"), what="a W&B status"
+        )
         for n in range(2, 5):  # the pod keeps stepping; W&B keeps saying "crashed"
             with log.open("a") as f:
                 f.write(step_line(n))
@@ -90,14 +94,20 @@ async def test_wandb_is_off_without_a_key(tmp_path: Path, monkeypatch) -> None:
 
 
 async def test_runbook_training_csv_gives_step_loss_tokens_and_eta_end_to_end() -> None:
-    settings = MonitorSettings(interval=0.2, demo_gpus=2, demo_runbook=True, demo_step_seconds=0.2,
-                               demo_max_steps=500)
+    settings = MonitorSettings(interval=0.2, demo_gpus=2, demo_runbook=True, demo_step_seconds=0.2, demo_max_steps=500)
     mon = MonitorService(lambda s: None, settings=settings)
     mon.add(Pod(name="demo", kind=PodKind.DEMO))
     try:
-        snap = await wait_for(lambda: (r := mon.snapshot("demo").run) is not None and r.step is not None
-                              and r.step >= 4 and r.step_time_s is not None and mon.snapshot("demo"),
-                              what="four training.csv steps")
+        snap = await wait_for(
+            lambda: (
+                (r := mon.snapshot("demo").run) is not None
+                and r.step is not None
+                and r.step >= 4
+                and r.step_time_s is not None
+                and mon.snapshot("demo")
+            ),
+            what="four training.csv steps",
+        )
     finally:
         await mon.aclose()
     run = snap.run

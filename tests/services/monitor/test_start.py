@@ -20,8 +20,25 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def write_run(run: Path, steps: int, *extra: str) -> Path:
-    subprocess.run([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run), "--step-seconds", "0.001",
-                    "--max-steps", str(steps), "--ckpt-interval", "0", *extra], cwd=REPO, check=True, timeout=30)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run),
+            "--step-seconds",
+            "0.001",
+            "--max-steps",
+            str(steps),
+            "--ckpt-interval",
+            "0",
+            *extra,
+        ],
+        cwd=REPO,
+        check=True,
+        timeout=30,
+    )
     log = run / "logs" / "trainer.log"
     log.write_text("".join(log.read_text().splitlines(keepends=True)[:-1]))  # it did not finish
     return run
@@ -38,8 +55,9 @@ async def first_look(pod: Pod, **kw) -> tuple[MonitorService, PodSnapshot]:
     for k, v in kw.items():
         setattr(mon, k, v)
     mon.add(pod)
-    snap = await wait_for(lambda: mon.snapshot(pod.name).samples_total >= 1 and mon.snapshot(pod.name),
-                          what="first sample")
+    snap = await wait_for(
+        lambda: mon.snapshot(pod.name).samples_total >= 1 and mon.snapshot(pod.name), what="first sample"
+    )
     return mon, snap
 
 
@@ -74,8 +92,9 @@ async def test_a_pod_without_run_dir_follows_its_recorded_launch_and_a_new_one(t
         pod = mon.set_run_dir("p", str(new))
         assert pod is not None and pod.run_dir == str(new) and mon.snapshot("p").pod.run_dir == str(new)
         assert mon.set_run_dir("p", str(new)) is None  # nothing changed
-        snap = await wait_for(lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 6 and s,
-                              what="the new run's progress")
+        snap = await wait_for(
+            lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 6 and s, what="the new run's progress"
+        )
         assert snap.status.state.value == "online" and not any(g.end is None for g in snap.gaps)
     finally:
         await mon.aclose()
@@ -130,8 +149,9 @@ async def test_a_first_look_that_ends_after_the_run_dir_changed_is_not_the_new_r
         await asyncio.sleep(0.3)  # the old run's first look is waiting
         assert mon.set_run_dir("p", str(new)) is not None
         gate.set()
-        snap = await wait_for(lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 4 and s,
-                              what="the new run's progress")
+        snap = await wait_for(
+            lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 4 and s, what="the new run's progress"
+        )
         assert "no-progress" not in {a.id for a in snap.alerts}
         assert not any("Step 8" in line for line in snap.log_tail)
     finally:
@@ -154,16 +174,17 @@ async def test_following_a_newer_recorded_launch_after_a_reconnect_starts_a_new_
             probes.append(stream)
             return stream
 
-    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2, backoff_max=0.5),
-                         connector=Tracked)
+    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2, backoff_max=0.5), connector=Tracked)
     mon.runs_dir = records
     mon.add(Pod(name="p", kind=PodKind.LOCAL))
     try:
         await wait_for(lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 8, what="the old run")
         runs.save_record(records, {"id": "r2", "pod": "p", "started": 2.0, "run_dir": str(new)})
         probes[-1]._proc.kill()  # the connection drops; the monitor reconnects and looks again
-        snap = await wait_for(lambda: (s := mon.snapshot("p")).pod.run_dir == str(new) and s.run is not None
-                              and s.samples_total and s, what="the new run followed")
+        snap = await wait_for(
+            lambda: (s := mon.snapshot("p")).pod.run_dir == str(new) and s.run is not None and s.samples_total and s,
+            what="the new run followed",
+        )
         assert snap.run.step == 2, snap.run
     finally:
         await mon.aclose()
@@ -177,8 +198,11 @@ async def test_a_run_that_wrote_and_crashed_between_the_first_look_and_the_probe
     from services.connect import open_connection
 
     run = tmp_path / "run"
-    lines = ["14:00:01 SUCCESS Step 1 |    1.0s | Loss 0.5000", "Traceback (most recent call last):",
-             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    lines = [
+        "14:00:01 SUCCESS Step 1 |    1.0s | Loss 0.5000",
+        "Traceback (most recent call last):",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    ]
 
     def connector(pod: Pod):
         conn = open_connection(pod)
@@ -196,8 +220,11 @@ async def test_a_run_that_wrote_and_crashed_between_the_first_look_and_the_probe
     pod = Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run))
     mon.add(pod)
     try:
-        snap = await wait_for(lambda: "log:cuda-oom" in {a.id for a in mon.snapshot("p").alerts}
-                              and mon.snapshot("p"), what="the OOM alert", timeout=20)
+        snap = await wait_for(
+            lambda: "log:cuda-oom" in {a.id for a in mon.snapshot("p").alerts} and mon.snapshot("p"),
+            what="the OOM alert",
+            timeout=20,
+        )
     finally:
         await mon.aclose()
     assert any("CUDA out of memory" in line for line in snap.log_tail)

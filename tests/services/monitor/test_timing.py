@@ -32,9 +32,12 @@ def holding(stamp: str) -> str:
 
 
 def tails(now: float, logs: dict[str, tuple[float, list[str]]], **extra) -> dict:
-    return {"now": now, "exists": True,
-            "logs": [{"stem": stem, "mtime": mtime, "lines": lines} for stem, (mtime, lines) in logs.items()],
-            **extra}
+    return {
+        "now": now,
+        "exists": True,
+        "logs": [{"stem": stem, "mtime": mtime, "lines": lines} for stem, (mtime, lines) in logs.items()],
+        **extra,
+    }
 
 
 ONE_LOOK = HealthSettings(log_alert_ttl_s=math.inf)  # as `status` judges: whatever the tails hold
@@ -49,8 +52,13 @@ def look(t: dict, now: float, **kw) -> HealthTracker:
 
 # ------------------------------------------------------------------------------------ line timing
 def test_lines_are_timed_by_their_stamps_anchored_to_the_mtime() -> None:
-    lines = [trainer(1, "14:00:00"), trainer(2, "14:10:00"), "Traceback (most recent call last):",
-             "  File x.py, line 3", trainer(3, "14:20:00")]
+    lines = [
+        trainer(1, "14:00:00"),
+        trainer(2, "14:10:00"),
+        "Traceback (most recent call last):",
+        "  File x.py, line 3",
+        trainer(3, "14:20:00"),
+    ]
     t = time_lines(lines, T0)
     assert t[4] == T0 and t[1] == pytest.approx(T0 - 600, abs=1e-2) and t[0] == pytest.approx(T0 - 1200, abs=1e-2)
     assert t[1] < t[2] < t[3] < t[4]  # the traceback belongs to step 2's time, in file order
@@ -67,8 +75,10 @@ def test_midnight_and_json_mode_and_lines_without_stamps() -> None:
     assert t[0] == pytest.approx(T0, abs=1e-3) and t[1] == T0
     t = time_lines([trainer(1, "13:00:00"), trainer(2, "12:00:00")], T0)
     assert t[0] == pytest.approx(T0, abs=1e-3)
-    js = [json.dumps({"timestamp": "2023-11-14T22:03:20+00:00", "level": "SUCCESS", "message": "Step 3 | 1.0s"}),
-          json.dumps({"timestamp": "2023-11-14T22:13:20+00:00", "level": "INFO", "message": "x"})]
+    js = [
+        json.dumps({"timestamp": "2023-11-14T22:03:20+00:00", "level": "SUCCESS", "message": "Step 3 | 1.0s"}),
+        json.dumps({"timestamp": "2023-11-14T22:13:20+00:00", "level": "INFO", "message": "x"}),
+    ]
     assert time_lines(js, T0 + 3600) == [T0 - 600, T0]  # absolute: their own time (T0 is 22:13:20 UTC)
     assert time_lines(js, T0 - 60)[1] == T0 - 60  # never later than the file's mtime
     plain = time_lines(["step 1 loss 0.5", "step 2 loss 0.4"], T0)  # a runbook script: no stamps
@@ -86,11 +96,16 @@ def test_metrics_records_by_their_own_time_field() -> None:
 # ------------------------------------------------------------------------------------ one look
 def test_a_hung_trainer_behind_a_busy_orchestrator() -> None:
     now = T0 + 7200
-    t = tails(now, {
-        "trainer": (T0, [trainer(7, "12:00:00"), trainer(8, "12:00:10"), OOM]),
-        "orchestrator": (now, [orch(9, "12:00:12")] + [holding(f"{12 + m // 60:02d}:{m % 60:02d}:00")
-                                                        for m in range(2, 122, 2)]),
-    })
+    t = tails(
+        now,
+        {
+            "trainer": (T0, [trainer(7, "12:00:00"), trainer(8, "12:00:10"), OOM]),
+            "orchestrator": (
+                now,
+                [orch(9, "12:00:12")] + [holding(f"{12 + m // 60:02d}:{m % 60:02d}:00") for m in range(2, 122, 2)],
+            ),
+        },
+    )
     h = look(t, now)
     assert h.progress.step == 8 and h.progress.last_step_at == pytest.approx(T0, abs=1e-2)
     assert {"no-progress", "log:cuda-oom"} <= {a.id for a in h.alerts}
@@ -99,12 +114,28 @@ def test_a_hung_trainer_behind_a_busy_orchestrator() -> None:
 def test_an_error_is_cleared_by_a_later_step_of_its_own_component_or_the_trainer() -> None:
     now = T0 + 60
     # an orchestrator error, then the trainer moved on: cleared
-    h = look(tails(now, {"orchestrator": (T0, [orch(1, "12:00:00"), "Traceback (most recent call last):"]),
-                         "trainer": (T0 + 30, [trainer(1, "12:00:05"), trainer(2, "12:00:30")])}), now)
+    h = look(
+        tails(
+            now,
+            {
+                "orchestrator": (T0, [orch(1, "12:00:00"), "Traceback (most recent call last):"]),
+                "trainer": (T0 + 30, [trainer(1, "12:00:05"), trainer(2, "12:00:30")]),
+            },
+        ),
+        now,
+    )
     assert "log:traceback" not in {a.id for a in h.alerts}
     # a trainer OOM, then orchestrator steps: still there
-    h = look(tails(now, {"trainer": (T0, [trainer(1, "12:00:00"), OOM]),
-                         "orchestrator": (T0 + 30, [orch(2, "12:00:10"), orch(3, "12:00:30")])}), now)
+    h = look(
+        tails(
+            now,
+            {
+                "trainer": (T0, [trainer(1, "12:00:00"), OOM]),
+                "orchestrator": (T0 + 30, [orch(2, "12:00:10"), orch(3, "12:00:30")]),
+            },
+        ),
+        now,
+    )
     assert "log:cuda-oom" in {a.id for a in h.alerts}
     # a trainer OOM, then more trainer steps: the run got past it
     h = look(tails(now, {"trainer": (T0, [trainer(1, "12:00:00"), OOM, trainer(2, "12:00:20")])}), now)
@@ -134,8 +165,7 @@ def test_a_console_only_run_gone_silent_before_its_first_step_in_view() -> None:
 
 def test_metrics_fill_in_when_no_log_has_steps() -> None:
     recs = [json.dumps({"step": n, "time": 100.0 * n, "loss/mean": 0.5, "time/step": 100.0}) for n in range(1, 6)]
-    h = look({"now": T0 + 7200, "exists": True, "logs": [], "metrics.jsonl": {"mtime": T0, "lines": recs}},
-             T0 + 7200)
+    h = look({"now": T0 + 7200, "exists": True, "logs": [], "metrics.jsonl": {"mtime": T0, "lines": recs}}, T0 + 7200)
     assert h.progress.step == 5 and h.progress.last_step_at == T0
     assert "no-progress" in {a.id for a in h.alerts}
 

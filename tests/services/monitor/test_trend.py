@@ -26,11 +26,23 @@ def sample(t: float, rng: random.Random, gpus: int = 8, na: float = 0.0) -> Samp
     def maybe(v: float) -> float | None:
         return None if rng.random() < na else v
 
-    return Sample(t=t, gpus=tuple(GpuSample(i, "NVIDIA H100 80GB HBM3", maybe(float(rng.randint(0, 100))),
-                                            int(rng.uniform(10, 80) * GIB), 80 * GIB,
-                                            maybe(round(rng.uniform(100, 700), 2)), maybe(float(rng.randint(40, 90))))
-                                  for i in range(gpus)),
-                  host=HostSample(20.0, GIB, 2 * GIB, GIB, 2 * GIB, 65536), source="nvml")
+    return Sample(
+        t=t,
+        gpus=tuple(
+            GpuSample(
+                i,
+                "NVIDIA H100 80GB HBM3",
+                maybe(float(rng.randint(0, 100))),
+                int(rng.uniform(10, 80) * GIB),
+                80 * GIB,
+                maybe(round(rng.uniform(100, 700), 2)),
+                maybe(float(rng.randint(40, 90))),
+            )
+            for i in range(gpus)
+        ),
+        host=HostSample(20.0, GIB, 2 * GIB, GIB, 2 * GIB, 65536),
+        source="nvml",
+    )
 
 
 def test_a_bucket_holds_the_min_max_and_mean_of_its_samples() -> None:

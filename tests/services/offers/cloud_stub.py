@@ -20,18 +20,33 @@ def load(name: str) -> Any:
     return json.loads((OFFER_FIXTURES / name).read_text())
 
 
-def prime_pod(pod_id: str, name: str, *, status: str = "ACTIVE", price: float = 17.92,
-              created: str = "2026-01-15T10:00:00Z") -> dict[str, Any]:
+def prime_pod(
+    pod_id: str, name: str, *, status: str = "ACTIVE", price: float = 17.92, created: str = "2026-01-15T10:00:00Z"
+) -> dict[str, Any]:
     pod = copy.deepcopy(load("primeintellect-pods-list.json")["data"][0])
     pod.update(id=pod_id, name=name, status=status, priceHr=price, createdAt=created)
     return pod
 
 
-def vast_instance(pod_id: int, label: str, *, status: str = "running", msg: str = "success, running",
-                  price: float = 15.2, started: float = 1767225600.0) -> dict[str, Any]:
+def vast_instance(
+    pod_id: int,
+    label: str,
+    *,
+    status: str = "running",
+    msg: str = "success, running",
+    price: float = 15.2,
+    started: float = 1767225600.0,
+) -> dict[str, Any]:
     inst = copy.deepcopy(load("vast-instances-list.json")["instances"][0])
-    inst.update(id=pod_id, label=label, actual_status=status, cur_state=status, status_msg=msg, dph_total=price,
-                start_date=started)
+    inst.update(
+        id=pod_id,
+        label=label,
+        actual_status=status,
+        cur_state=status,
+        status_msg=msg,
+        dph_total=price,
+        start_date=started,
+    )
     return inst
 
 

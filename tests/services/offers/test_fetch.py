@@ -16,8 +16,12 @@ from services.offers.ranking import RunSpec, best, rank
 from tests.shared_data import OFFER_FIXTURES
 
 FIX = OFFER_FIXTURES
-URLS = {"primeintellect": "http://pi.test/api/v1", "vast": "http://vast.test/api/v0",
-        "lambda": "http://lambda.test/api/v1", "runpod": "http://runpod.test/graphql"}
+URLS = {
+    "primeintellect": "http://pi.test/api/v1",
+    "vast": "http://vast.test/api/v0",
+    "lambda": "http://lambda.test/api/v1",
+    "runpod": "http://runpod.test/graphql",
+}
 KEYS = {"primeintellect": "pk", "vast": "vk", "lambda": "lk", "runpod": "rk"}
 
 
@@ -38,19 +42,23 @@ def body(name: str) -> bytes:
 
 def serve(routes: dict[str, list[tuple[int, bytes]]], seen: list | None = None) -> httpx.AsyncClient:
     """host → responses in order (the last repeats)."""
+
     def handler(request: httpx.Request) -> httpx.Response:
         if seen is not None:
             seen.append(request)
         queue = routes[request.url.host]
         status, content = queue.pop(0) if len(queue) > 1 else queue[0]
         return httpx.Response(status, content=content)
+
     return httpx.AsyncClient(transport=httpx.MockTransport(handler))
 
 
-OK = {"pi.test": [(200, body("primeintellect-availability-gpus.json"))],
-      "vast.test": [(200, body("vast-bundles-ondemand.json"))],
-      "lambda.test": [(200, body("lambda-instance-types.json"))],
-      "runpod.test": [(200, body("runpod-graphql-gpuTypes.json"))]}
+OK = {
+    "pi.test": [(200, body("primeintellect-availability-gpus.json"))],
+    "vast.test": [(200, body("vast-bundles-ondemand.json"))],
+    "lambda.test": [(200, body("lambda-instance-types.json"))],
+    "runpod.test": [(200, body("runpod-graphql-gpuTypes.json"))],
+}
 
 
 # ------------------------------------------------------------------ normalisation
@@ -67,22 +75,73 @@ def test_prime_parse_prices_spot_and_memory():
 def test_every_field_of_one_offer_per_provider():
     """Every field, params included: the parsers build offers positionally on the refresh path."""
     prime = primeintellect.parse(load("primeintellect-availability-gpus.json"))[0]
-    assert (prime, dict(prime.params)) == (Offer(
-        "primeintellect", prime.id, "H100", "H100_80GB", 8, 80.0, 17.92, spot=False, region="united_states",
-        available=True, availability="Available", reliability=None, disk_gb=1000.0, host="primecompute"),
-        {"cloudId": "synthetic-h100-sxm5-8x", "socket": "SXM5", "dataCenter": "us-east-synth-1",
-         "security": "secure_cloud", "provider": "primecompute", "country": "US"})
+    assert (prime, dict(prime.params)) == (
+        Offer(
+            "primeintellect",
+            prime.id,
+            "H100",
+            "H100_80GB",
+            8,
+            80.0,
+            17.92,
+            spot=False,
+            region="united_states",
+            available=True,
+            availability="Available",
+            reliability=None,
+            disk_gb=1000.0,
+            host="primecompute",
+        ),
+        {
+            "cloudId": "synthetic-h100-sxm5-8x",
+            "socket": "SXM5",
+            "dataCenter": "us-east-synth-1",
+            "security": "secure_cloud",
+            "provider": "primecompute",
+            "country": "US",
+        },
+    )
     assert len(prime.id) == 8 and int(prime.id, 16) >= 0
     bid = vast.parse(load("vast-bundles-bid.json"), spot=True)[0]
-    assert (bid, dict(bid.params)) == (Offer(
-        "vast", "90000101", "H100", "H100 SXM", 8, 81559 / 1024, 9.601042, spot=True, region="Texas, US",
-        available=True, availability="99.8%", reliability=0.9975, disk_gb=500.0, host=""),
-        {"min_bid": 9.6, "machine_id": 41001})
+    assert (bid, dict(bid.params)) == (
+        Offer(
+            "vast",
+            "90000101",
+            "H100",
+            "H100 SXM",
+            8,
+            81559 / 1024,
+            9.601042,
+            spot=True,
+            region="Texas, US",
+            available=True,
+            availability="99.8%",
+            reliability=0.9975,
+            disk_gb=500.0,
+            host="",
+        ),
+        {"min_bid": 9.6, "machine_id": 41001},
+    )
     lam = lambda_.parse(load("lambda-instance-types.json"))[0]
-    assert (lam, dict(lam.params)) == (Offer(
-        "lambda", "gpu_1x_h100_pcie", "H100", "H100 (80 GB PCIe)", 1, 80.0, 2.49, spot=False, region="us-east-1",
-        available=True, availability="Available", reliability=None, disk_gb=1024.0, host=""),
-        {"instance_type_name": "gpu_1x_h100_pcie"})
+    assert (lam, dict(lam.params)) == (
+        Offer(
+            "lambda",
+            "gpu_1x_h100_pcie",
+            "H100",
+            "H100 (80 GB PCIe)",
+            1,
+            80.0,
+            2.49,
+            spot=False,
+            region="us-east-1",
+            available=True,
+            availability="Available",
+            reliability=None,
+            disk_gb=1024.0,
+            host="",
+        ),
+        {"instance_type_name": "gpu_1x_h100_pcie"},
+    )
 
 
 def test_prime_gpu_memory_per_box_guard():
@@ -179,13 +238,15 @@ async def test_fetch_all_three_providers_ranked():
 
 async def test_requests_carry_key_and_spot_search():
     seen: list[httpx.Request] = []
-    routes = {"pi.test": [(200, body("primeintellect-availability-gpus.json"))],
-              "vast.test": [(200, body("vast-bundles-bid.json"))], "lambda.test": [(200, b"{}")],
-              "runpod.test": [(200, body("runpod-graphql-gpuTypes.json"))]}
+    routes = {
+        "pi.test": [(200, body("primeintellect-availability-gpus.json"))],
+        "vast.test": [(200, body("vast-bundles-bid.json"))],
+        "lambda.test": [(200, b"{}")],
+        "runpod.test": [(200, body("runpod-graphql-gpuTypes.json"))],
+    }
     async with serve(routes, seen) as client:
         res = await fetch_all(keys=KEYS, urls=URLS, client=client, retry=FAST, spot=True)
-    assert all(o.spot for o in res.offers) and {o.provider for o in res.offers} == {"primeintellect", "vast",
-                                                                                    "runpod"}
+    assert all(o.spot for o in res.offers) and {o.provider for o in res.offers} == {"primeintellect", "vast", "runpod"}
     vreq = next(r for r in seen if r.url.host == "vast.test")
     assert vreq.method == "POST" and vreq.url.path == "/api/v0/bundles/"
     assert json.loads(vreq.content)["type"] == "bid" and vreq.headers["authorization"] == "Bearer vk"
@@ -194,18 +255,25 @@ async def test_requests_carry_key_and_spot_search():
     assert not any(r.url.host == "lambda.test" for r in seen)  # Lambda has no spot
 
 
-@pytest.mark.parametrize("host,status,fixture,expect", [
-    ("pi.test", 401, "primeintellect-edge-http401.json", "HTTP 401: Not authenticated — check the API key"),
-    ("pi.test", 402, "primeintellect-edge-http402.json", "HTTP 402: Insufficient balance — add funds"),
-    ("pi.test", 422, "primeintellect-edge-http422-detail-list.json", "pod.socket: Field required"),
-    ("pi.test", 422, "primeintellect-edge-http422-errors.json", "gpu_type: Input should be"),
-    ("vast.test", 404, "vast-edge-http404-invalid-user-key.json", "Invalid user key — check the API key"),
-    ("vast.test", 400, "vast-edge-http400-invalid-request.json", "HTTP 400: Invalid json body"),
-    ("lambda.test", 401, "lambda-edge-http401-invalid-api-key.json", "API key was invalid"),
-    ("lambda.test", 500, "lambda-edge-provider-unavailable.json",
-     "Provider unavailable (Try again shortly) (after 3 tries)"),
-    ("vast.test", 429, "vast-edge-http429-plaintext.txt", "HTTP 429: API requests too frequent (after 3 tries)"),
-])
+@pytest.mark.parametrize(
+    "host,status,fixture,expect",
+    [
+        ("pi.test", 401, "primeintellect-edge-http401.json", "HTTP 401: Not authenticated — check the API key"),
+        ("pi.test", 402, "primeintellect-edge-http402.json", "HTTP 402: Insufficient balance — add funds"),
+        ("pi.test", 422, "primeintellect-edge-http422-detail-list.json", "pod.socket: Field required"),
+        ("pi.test", 422, "primeintellect-edge-http422-errors.json", "gpu_type: Input should be"),
+        ("vast.test", 404, "vast-edge-http404-invalid-user-key.json", "Invalid user key — check the API key"),
+        ("vast.test", 400, "vast-edge-http400-invalid-request.json", "HTTP 400: Invalid json body"),
+        ("lambda.test", 401, "lambda-edge-http401-invalid-api-key.json", "API key was invalid"),
+        (
+            "lambda.test",
+            500,
+            "lambda-edge-provider-unavailable.json",
+            "Provider unavailable (Try again shortly) (after 3 tries)",
+        ),
+        ("vast.test", 429, "vast-edge-http429-plaintext.txt", "HTTP 429: API requests too frequent (after 3 tries)"),
+    ],
+)
 async def test_one_provider_failing_others_still_show(host, status, fixture, expect):
     routes = {k: list(v) for k, v in OK.items()} | {host: [(status, body(fixture))]}
     async with serve(routes) as client:
@@ -222,8 +290,11 @@ async def test_429_plaintext_then_success_is_retried_with_backoff():
         waits.append(s)
 
     routes = {k: list(v) for k, v in OK.items()}
-    routes["vast.test"] = [(429, body("vast-edge-http429-plaintext.txt")), (503, b"busy"),
-                           (200, body("vast-bundles-ondemand.json"))]
+    routes["vast.test"] = [
+        (429, body("vast-edge-http429-plaintext.txt")),
+        (503, b"busy"),
+        (200, body("vast-bundles-ondemand.json")),
+    ]
     async with serve(routes) as client:
         res = await fetch_all(keys=KEYS, urls=URLS, client=client, retry=RetryPolicy(attempts=4, base=1.0, sleep=sleep))
     assert res.errors == () and sum(o.provider == "vast" for o in res.offers) == 7
@@ -242,11 +313,15 @@ async def test_invalid_json_missing_key_and_timeout():
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(slow)) as client:
         res = await fetch_all(keys=KEYS, urls=URLS, client=client, retry=FAST, timeout=0.3)
-        missing = await fetch_all(keys={"vast": "vk"}, urls=URLS, client=client, retry=FAST,
-                                  providers=["primeintellect"])
+        missing = await fetch_all(
+            keys={"vast": "vk"}, urls=URLS, client=client, retry=FAST, providers=["primeintellect"]
+        )
     errs = {e.provider: e.message for e in res.errors}
-    assert errs == {"vast": "HTTP 200: invalid JSON in the answer", "lambda": "timed out after 0.3 s",
-                    "runpod": "unexpected answer: no data.gpuTypes"}  # served Prime's answer
+    assert errs == {
+        "vast": "HTTP 200: invalid JSON in the answer",
+        "lambda": "timed out after 0.3 s",
+        "runpod": "unexpected answer: no data.gpuTypes",
+    }  # served Prime's answer
     assert len(res.offers) == 8  # 10 Prime items, 2 of them spot
     assert missing.errors[0].message.startswith("no API key: set PRIME_API_KEY") and missing.offers == ()
     assert "prime login" in missing.errors[0].message  # and the provider's own CLI way

@@ -51,12 +51,20 @@ async def test_a_rejected_vast_key_at_the_deadline_keeps_the_rental_open_and_say
 async def test_a_rejected_key_while_polling_a_new_pod_closes_nothing(tmp_path: Path):
     clock = Clock()
     offer = vast.parse(load("vast-bundles-ondemand.json"))[0]
-    api = Api({f"PUT /api/v0/asks/{offer.id}/": [(200, load("vast-asks-create.json"))],
-               "GET /api/v0/instances/31000001/": [(404, KEY_404)]})
+    api = Api(
+        {
+            f"PUT /api/v0/asks/{offer.id}/": [(200, load("vast-asks-create.json"))],
+            "GET /api/v0/instances/31000001/": [(404, KEY_404)],
+        }
+    )
     audit = AuditLog(tmp_path / "audit.jsonl")
     async with api.providers() as p:
-        events = [e async for e in launch_offer(p, plan_launch(offer, 1.0, now=clock()), audit, clock=clock,
-                                                sleep=clock.sleep, ready_timeout=60)]
+        events = [
+            e
+            async for e in launch_offer(
+                p, plan_launch(offer, 1.0, now=clock()), audit, clock=clock, sleep=clock.sleep, ready_timeout=60
+            )
+        ]
     assert any("VAST key rejected" in e.message for e in events if e.kind == "status")
     assert events[-1].kind == "failed" and "deadline still applies" in events[-1].message
     assert [r.pod_id for r in audit.open_rentals()] == ["31000001"]
@@ -68,20 +76,36 @@ async def test_an_empty_prime_status_answer_is_unknown_and_the_pod_list_decides(
     a list without it while the pod is young → still kept; after the grace period → closed as gone."""
     clock = Clock()
     plan = plan_launch(prime_offer(), 1.0, now=clock())
-    ready = {"data": [{**load("primeintellect-pods-status.json")["data"][0], "podId": "pod-synthetic-0001",
-                       "sshConnection": f"root@127.0.0.1 -p {sshd.port}"}]}
+    ready = {
+        "data": [
+            {
+                **load("primeintellect-pods-status.json")["data"][0],
+                "podId": "pod-synthetic-0001",
+                "sshConnection": f"root@127.0.0.1 -p {sshd.port}",
+            }
+        ]
+    }
     listed = {"data": [{"id": "pod-synthetic-0001", "name": plan.name, "status": "PROVISIONING"}]}
-    api = Api({"POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
-               "GET /api/v1/pods/status": [(200, {"data": []}), (200, {}), (200, ready)],
-               "GET /api/v1/pods/": [(200, listed)]})
+    api = Api(
+        {
+            "POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
+            "GET /api/v1/pods/status": [(200, {"data": []}), (200, {}), (200, ready)],
+            "GET /api/v1/pods/": [(200, listed)],
+        }
+    )
     audit = AuditLog(tmp_path / "audit.jsonl")
     async with api.providers() as p:
         events = [e async for e in launch_offer(p, plan, audit, clock=clock, sleep=clock.sleep)]
     assert events[-1].kind == "ready" and "gone" not in _actions(audit)
 
     clock, audit = Clock(), AuditLog(tmp_path / "audit2.jsonl")
-    api = Api({"POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
-               "GET /api/v1/pods/status": [(200, {"data": []})], "GET /api/v1/pods/": [(200, {"data": []})]})
+    api = Api(
+        {
+            "POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
+            "GET /api/v1/pods/status": [(200, {"data": []})],
+            "GET /api/v1/pods/": [(200, {"data": []})],
+        }
+    )
     async with api.providers() as p:
         events = [e async for e in launch_offer(p, plan, audit, clock=clock, sleep=clock.sleep, poll=60)]
     assert events[-1].kind == "failed" and "gone" in events[-1].message
@@ -95,8 +119,12 @@ async def test_terminate_answered_404_closes_only_when_the_pod_list_agrees(tmp_p
     rental = _vast_rental()
     _open(audit, rental)
     still = {"instances": [{"id": 31000001, "label": rental.name, "actual_status": "running"}]}
-    api = Api({"DELETE /api/v0/instances/31000001/": [(404, {"msg": "no such instance"})],
-               "GET /api/v0/instances": [(200, still), (200, {"instances": []})]})
+    api = Api(
+        {
+            "DELETE /api/v0/instances/31000001/": [(404, {"msg": "no such instance"})],
+            "GET /api/v0/instances": [(200, still), (200, {"instances": []})],
+        }
+    )
     async with api.providers() as p:
         try:
             await terminate_rental(p, rental, audit, reason="user", now=5_000.0)
@@ -112,8 +140,9 @@ async def test_terminate_answered_404_closes_only_when_the_pod_list_agrees(tmp_p
 async def test_a_lost_create_answer_leaves_a_provisional_rental_matched_by_name_later(tmp_path: Path):
     clock = Clock()
     plan = plan_launch(prime_offer(), 1.0, now=clock())
-    api = Api({"POST /api/v1/pods/": [(504, {"detail": "gateway timeout"})],
-               "GET /api/v1/pods/": [(200, {"data": []})]})
+    api = Api(
+        {"POST /api/v1/pods/": [(504, {"detail": "gateway timeout"})], "GET /api/v1/pods/": [(200, {"data": []})]}
+    )
     audit = AuditLog(tmp_path / "audit.jsonl")
     async with api.providers() as p:
         events = [e async for e in launch_offer(p, plan, audit, clock=clock, sleep=clock.sleep)]
@@ -126,8 +155,12 @@ async def test_a_lost_create_answer_leaves_a_provisional_rental_matched_by_name_
 
     # the next deadline pass finds it by name: a real rental whose deadline is enforced
     found = {"data": [{"id": "pod-late-9", "name": plan.name, "status": "ACTIVE"}]}
-    api = Api({"GET /api/v1/pods/": [(200, found), (200, {"data": []})],  # found; then gone after the terminate
-               "DELETE /api/v1/pods/pod-late-9": [(200, {"status": "TERMINATED"})]})
+    api = Api(
+        {
+            "GET /api/v1/pods/": [(200, found), (200, {"data": []})],  # found; then gone after the terminate
+            "DELETE /api/v1/pods/pod-late-9": [(200, {"status": "TERMINATED"})],
+        }
+    )
     watch = DeadlineWatch(audit, clock=Clock(plan.deadline + 1))
     async with api.providers() as p:
         events = await watch.check(p)
@@ -137,8 +170,17 @@ async def test_a_lost_create_answer_leaves_a_provisional_rental_matched_by_name_
 
 async def test_a_provisional_rental_closes_only_after_the_grace_period_with_the_list_empty(tmp_path: Path):
     audit = AuditLog(tmp_path / "audit.jsonl")  # the app died mid-create: only the request was written
-    audit.append("create-request", now=1_000.0, provider="primeintellect", name="prime-h100x8-zz", offer="o1",
-                 price_hr=17.92, max_price=19.72, deadline=50_000.0, est_cost=10.0)
+    audit.append(
+        "create-request",
+        now=1_000.0,
+        provider="primeintellect",
+        name="prime-h100x8-zz",
+        offer="o1",
+        price_hr=17.92,
+        max_price=19.72,
+        deadline=50_000.0,
+        est_cost=10.0,
+    )
     (prov,) = audit.open_rentals()
     assert prov.provisional and prov.title.startswith("primeintellect")
     api = Api({"GET /api/v1/pods/": [(200, {"data": []})]})
@@ -151,8 +193,9 @@ async def test_a_provisional_rental_closes_only_after_the_grace_period_with_the_
 
 async def test_a_rejected_key_never_closes_a_provisional_rental(tmp_path: Path):
     audit = AuditLog(tmp_path / "audit.jsonl")
-    audit.append("create-request", now=0.0, provider="vast", name="vast-x", offer="1", price_hr=1.0, max_price=1.1,
-                 deadline=None)
+    audit.append(
+        "create-request", now=0.0, provider="vast", name="vast-x", offer="1", price_hr=1.0, max_price=1.1, deadline=None
+    )
     api = Api({"GET /api/v0/instances": [(404, KEY_404)]})
     async with api.providers() as p:
         ((_, outcome),) = await resolve_provisional(p, audit, 10 * GONE_GRACE)
@@ -163,9 +206,13 @@ async def test_a_2xx_create_answer_without_an_id_is_reconciled_not_refused(tmp_p
     clock = Clock()
     plan = plan_launch(prime_offer(), 1.0, now=clock())
     pods = {"data": [{"id": "pod-found-8", "name": plan.name, "status": "PROVISIONING"}]}
-    api = Api({"POST /api/v1/pods/": [(200, {"status": "PROVISIONING"})],
-               "GET /api/v1/pods/": [(200, {"data": []}), (200, pods)],
-               "GET /api/v1/pods/status": [(200, {"data": [{"podId": "pod-found-8", "status": "TERMINATED"}]})]})
+    api = Api(
+        {
+            "POST /api/v1/pods/": [(200, {"status": "PROVISIONING"})],
+            "GET /api/v1/pods/": [(200, {"data": []}), (200, pods)],
+            "GET /api/v1/pods/status": [(200, {"data": [{"podId": "pod-found-8", "status": "TERMINATED"}]})],
+        }
+    )
     audit = AuditLog(tmp_path / "audit.jsonl")
     async with api.providers() as p:
         events = [e async for e in launch_offer(p, plan, audit, clock=clock, sleep=clock.sleep)]

@@ -22,7 +22,8 @@ def test_keys_come_from_env_then_cli_files_then_settings(tmp_path: Path):
     assert {n: (k.key, k.source) for n, k in keys.items()} == {
         "primeintellect": ("prime-env-key-000", "PRIME_API_KEY"),
         "vast": ("vast-file-key-4567", "~/.config/vastai/vast_api_key"),
-        "lambda": ("lambda-settings-key-89", "settings.toml")}
+        "lambda": ("lambda-settings-key-89", "settings.toml"),
+    }
     keys = find_keys(env={}, home=home, settings=None)
     assert keys["primeintellect"].source == "~/.prime/config.json" and "lambda" not in keys
     assert "prime-file-key-123" not in repr(keys) and "prime-file-key-123" not in keys["primeintellect"].masked
@@ -36,8 +37,10 @@ def test_broken_cli_files_are_ignored(tmp_path: Path):
 
 
 def test_urls_env_over_settings_over_defaults():
-    urls = find_urls(env={"PRIME_TRAIN_TUI_VAST_URL": "http://proxy/vast/"},
-                     settings=OfferSettings.from_table({"prime_url": "http://s/prime", "vast_url": "http://ignored"}))
+    urls = find_urls(
+        env={"PRIME_TRAIN_TUI_VAST_URL": "http://proxy/vast/"},
+        settings=OfferSettings.from_table({"prime_url": "http://s/prime", "vast_url": "http://ignored"}),
+    )
     assert urls["vast"] == "http://proxy/vast" and urls["primeintellect"] == "http://s/prime"
     assert urls["lambda"] == "https://cloud.lambdalabs.com/api/v1"
 
@@ -48,8 +51,9 @@ def test_messages_say_how_to_set_a_key_and_mask():
 
 
 def test_cache_round_trip_ttl_and_corruption(tmp_path: Path):
-    offer = Offer("primeintellect", "x1", "H100", "H100_80GB", 8, 80.0, 17.92,
-                  params={"cloudId": "c", "socket": "SXM5"})
+    offer = Offer(
+        "primeintellect", "x1", "H100", "H100_80GB", 8, 80.0, 17.92, params={"cloudId": "c", "socket": "SXM5"}
+    )
     cache.save(tmp_path, False, FetchResult((offer,)), now=1000.0)
     got = cache.load(tmp_path, False, now=1100.0, ttl=600)
     assert got is not None and got[1] == 100.0 and got[0].offers == (offer,)

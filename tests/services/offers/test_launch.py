@@ -65,8 +65,11 @@ class Clock:
 
 
 def prime_offer() -> Offer:
-    return next(o for o in primeintellect.parse(load("primeintellect-availability-gpus.json"))
-                if o.gpu_type == "H100" and o.gpu_count == 8 and not o.spot)
+    return next(
+        o
+        for o in primeintellect.parse(load("primeintellect-availability-gpus.json"))
+        if o.gpu_type == "H100" and o.gpu_count == 8 and not o.spot
+    )
 
 
 # ------------------------------------------------------------------ request bodies and status parsing
@@ -75,8 +78,9 @@ def test_prime_create_body_has_the_cap_and_only_documented_keys():
     ref = load("primeintellect-pods-create-request.json")
     assert body["pod"]["maxPrice"] == 19.72
     assert set(body["pod"]) <= set(ref["pod"]), "PodRequestConfig rejects unknown keys"
-    assert {k: body["pod"][k] for k in ("cloudId", "gpuType", "socket", "gpuCount", "dataCenterId")} == \
-        {k: ref["pod"][k] for k in ("cloudId", "gpuType", "socket", "gpuCount", "dataCenterId")}
+    assert {k: body["pod"][k] for k in ("cloudId", "gpuType", "socket", "gpuCount", "dataCenterId")} == {
+        k: ref["pod"][k] for k in ("cloudId", "gpuType", "socket", "gpuCount", "dataCenterId")
+    }
     assert body["provider"] == ref["provider"]
 
 
@@ -113,10 +117,14 @@ def test_status_parsing_per_provider():
 
 
 async def test_terminate_per_provider_and_404_is_already_gone():
-    api = Api({"DELETE /api/v1/pods/p1": [(200, load("primeintellect-pods-delete.json"))],
-               "DELETE /api/v0/instances/31/": [(200, load("vast-instances-destroy.json"))],
-               "POST /api/v1/instance-operations/terminate": [(200, load("lambda-instance-operations-terminate.json"))],
-               "DELETE /api/v1/pods/gone": [(404, {"detail": "Pod not found"})]})
+    api = Api(
+        {
+            "DELETE /api/v1/pods/p1": [(200, load("primeintellect-pods-delete.json"))],
+            "DELETE /api/v0/instances/31/": [(200, load("vast-instances-destroy.json"))],
+            "POST /api/v1/instance-operations/terminate": [(200, load("lambda-instance-operations-terminate.json"))],
+            "DELETE /api/v1/pods/gone": [(404, {"detail": "Pod not found"})],
+        }
+    )
     async with api.providers() as p:
         assert await p.terminate("primeintellect", "p1") == "terminated"
         assert await p.terminate("vast", "31") == "destroyed"
@@ -132,10 +140,17 @@ async def test_a_404_about_the_instance_is_unknown_not_terminated_and_a_key_erro
     provider module (launch.terminate_rental then asks the pod list) and "unknown" as a status; a 404 about
     the key, 401 and 403 raise as key errors."""
     key_404 = load("vast-edge-http404-invalid-user-key.json")
-    api = Api({"DELETE /api/v0/instances/gone/": [(404, {"msg": "no such instance"})],
-               "DELETE /api/v0/instances/31/": [(404, key_404)], "GET /api/v0/instances/31/": [(404, key_404)],
-               "POST /api/v1/instance-operations/terminate": [(404, {"error": {"message": "not found"}}),
-                                                              (403, {"error": {"message": "forbidden"}})]})
+    api = Api(
+        {
+            "DELETE /api/v0/instances/gone/": [(404, {"msg": "no such instance"})],
+            "DELETE /api/v0/instances/31/": [(404, key_404)],
+            "GET /api/v0/instances/31/": [(404, key_404)],
+            "POST /api/v1/instance-operations/terminate": [
+                (404, {"error": {"message": "not found"}}),
+                (403, {"error": {"message": "forbidden"}}),
+            ],
+        }
+    )
     async with api.providers() as p:  # unrouted paths answer 404 too
         assert await vast.terminate(p.client, "k", "gone", base_url=URLS["vast"]) == "already gone"
         assert await lambda_.terminate(p.client, "k", "gone", base_url=URLS["lambda"]) == "already gone"
@@ -161,9 +176,17 @@ async def test_launch_creates_with_cap_polls_and_waits_for_real_ssh(tmp_path: Pa
     clock = Clock()
     created = load("primeintellect-pods-create.json")
     provisioning = {"data": [{**load("primeintellect-pods-status.json")["data"][2], "podId": "pod-synthetic-0001"}]}
-    api = Api({"POST /api/v1/pods/": [(200, created)],
-               "GET /api/v1/pods/status": [(200, provisioning), (500, {"detail": "flaky"}), (200, provisioning),
-                                           (200, _ready_status(sshd.port))]})
+    api = Api(
+        {
+            "POST /api/v1/pods/": [(200, created)],
+            "GET /api/v1/pods/status": [
+                (200, provisioning),
+                (500, {"detail": "flaky"}),
+                (200, provisioning),
+                (200, _ready_status(sshd.port)),
+            ],
+        }
+    )
     audit = AuditLog(tmp_path / "audit.jsonl")
     offer = prime_offer()
     plan = plan_launch(offer, est_hours=2.0, now=clock())
@@ -186,14 +209,22 @@ async def test_a_pod_charging_above_the_cap_is_terminated_at_once(tmp_path: Path
     clock = Clock()
     pricey = {"data": [{**load("primeintellect-pods-status.json")["data"][0], "priceHr": 30.0}]}
     pricey["data"][0]["podId"] = "pod-synthetic-0001"
-    api = Api({"POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
-               "GET /api/v1/pods/status": [(200, pricey)],
-               "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})],
-               "GET /api/v1/pods/": [(200, {"data": []})]})  # the terminate verified: no longer listed
+    api = Api(
+        {
+            "POST /api/v1/pods/": [(200, load("primeintellect-pods-create.json"))],
+            "GET /api/v1/pods/status": [(200, pricey)],
+            "DELETE /api/v1/pods/pod-synthetic-0001": [(200, {"status": "TERMINATED"})],
+            "GET /api/v1/pods/": [(200, {"data": []})],
+        }
+    )  # the terminate verified: no longer listed
     audit = AuditLog(tmp_path / "audit.jsonl")
     async with api.providers() as p:
-        events = [e async for e in launch_offer(p, plan_launch(prime_offer(), 1.0, now=clock()), audit,
-                                                clock=clock, sleep=clock.sleep)]
+        events = [
+            e
+            async for e in launch_offer(
+                p, plan_launch(prime_offer(), 1.0, now=clock()), audit, clock=clock, sleep=clock.sleep
+            )
+        ]
     assert events[-1].kind == "failed" and "above the cap" in events[-1].message and "terminated" in events[-1].message
     assert audit.open_rentals() == []
     assert [r["action"] for r in audit.records()][-1] == "terminate"
@@ -213,8 +244,13 @@ async def test_a_lost_create_answer_is_reconciled_by_name_not_retried(tmp_path: 
     clock = Clock()
     plan = plan_launch(prime_offer(), 1.0, now=clock())
     pods = {"total_count": 1, "offset": 0, "limit": 100, "data": [{"id": "pod-found-7", "name": plan.name}]}
-    api = Api({"POST /api/v1/pods/": [(503, {"detail": "upstream"})], "GET /api/v1/pods/": [(200, pods)],
-               "GET /api/v1/pods/status": [(200, {"data": [{"podId": "pod-found-7", "status": "TERMINATED"}]})]})
+    api = Api(
+        {
+            "POST /api/v1/pods/": [(503, {"detail": "upstream"})],
+            "GET /api/v1/pods/": [(200, pods)],
+            "GET /api/v1/pods/status": [(200, {"data": [{"podId": "pod-found-7", "status": "TERMINATED"}]})],
+        }
+    )
     audit = AuditLog(tmp_path / "audit.jsonl")
     async with api.providers() as p:
         events = [e async for e in launch_offer(p, plan, audit, clock=clock, sleep=clock.sleep)]
@@ -237,15 +273,23 @@ async def test_vast_and_lambda_launch_bodies(tmp_path: Path):
     lam_offer = next(o for o in lambda_.parse(load("lambda-instance-types.json")) if o.available)
     v_offer = vast.parse(load("vast-bundles-ondemand.json"))[0]
     key = {"id": "k1", "name": "laptop", "public_key": "ssh-ed25519 A"}
-    api = Api({"GET /api/v1/ssh-keys": [(200, {"data": [key]})],
-               "POST /api/v1/instance-operations/launch": [(200, load("lambda-instance-operations-launch.json"))],
-               f"PUT /api/v0/asks/{v_offer.id}/": [(200, load("vast-asks-create.json"))]})
+    api = Api(
+        {
+            "GET /api/v1/ssh-keys": [(200, {"data": [key]})],
+            "POST /api/v1/instance-operations/launch": [(200, load("lambda-instance-operations-launch.json"))],
+            f"PUT /api/v0/asks/{v_offer.id}/": [(200, load("vast-asks-create.json"))],
+        }
+    )
     async with api.providers() as p:
         assert await p.create(lam_offer, name="l1", max_price=100) == "0000000000000000000000000000f1x1"
         assert await p.create(v_offer, name="v1", max_price=100) == "31000001"
     body = api.bodies("POST /api/v1/instance-operations/launch")[0]
-    assert body == {"region_name": lam_offer.region, "instance_type_name": lam_offer.id, "ssh_key_names": ["laptop"],
-                    "name": "l1"}
+    assert body == {
+        "region_name": lam_offer.region,
+        "instance_type_name": lam_offer.id,
+        "ssh_key_names": ["laptop"],
+        "name": "l1",
+    }
     assert api.bodies(f"PUT /api/v0/asks/{v_offer.id}/")[0]["label"] == "v1"
 
 
@@ -290,10 +334,14 @@ async def test_deadline_watch_warns_once_terminates_when_due_and_reports_a_failu
     audit = AuditLog(tmp_path / "audit.jsonl")
     for r in (_rental("soon", 10_000 + 600), _rental("late", 9_000), _rental("stuck", 9_500), _rental("free", None)):
         audit.append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
-    api = Api({"DELETE /api/v1/pods/late": [(200, {"status": "TERMINATED"})],
-               "DELETE /api/v1/pods/stuck": [(500, {"detail": "down"})],
-               "DELETE /api/v1/pods/soon": [(200, {"status": "TERMINATED"})],
-               "GET /api/v1/pods/": [(200, {"data": [{"id": "stuck", "status": "ACTIVE"}]})]})
+    api = Api(
+        {
+            "DELETE /api/v1/pods/late": [(200, {"status": "TERMINATED"})],
+            "DELETE /api/v1/pods/stuck": [(500, {"detail": "down"})],
+            "DELETE /api/v1/pods/soon": [(200, {"status": "TERMINATED"})],
+            "GET /api/v1/pods/": [(200, {"data": [{"id": "stuck", "status": "ACTIVE"}]})],
+        }
+    )
     async with api.providers() as p:
         watch = DeadlineWatch(audit, clock=clock)
         first = {(e.kind, e.rental.pod_id) for e in await watch.check(p)}
@@ -308,8 +356,12 @@ async def test_deadline_watch_warns_once_terminates_when_due_and_reports_a_failu
 
 async def test_terminate_rental_records_the_spend(tmp_path: Path):
     audit = AuditLog(tmp_path / "audit.jsonl")
-    api = Api({"DELETE /api/v1/pods/x": [(200, {"status": "TERMINATED"})],
-               "GET /api/v1/pods/": [(200, {"data": [{"id": "x", "status": "TERMINATED"}]})]})
+    api = Api(
+        {
+            "DELETE /api/v1/pods/x": [(200, {"status": "TERMINATED"})],
+            "GET /api/v1/pods/": [(200, {"data": [{"id": "x", "status": "TERMINATED"}]})],
+        }
+    )
     async with api.providers() as p:
         await terminate_rental(p, _rental("x", None, created=0.0), audit, reason="user", now=3600.0)
     rec = audit.records()[-1]

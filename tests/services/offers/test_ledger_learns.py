@@ -18,8 +18,17 @@ NOW = 1_800_000_000.0
 
 
 def rent(audit: AuditLog, name: str, pod_id: str, *, hours_ago: float, spot: bool, provider: str = "vast") -> Rental:
-    r = Rental(name, provider, pod_id, f"{provider} 1x H100{' spot' if spot else ''}", 2.0, 2.2,
-               NOW - hours_ago * 3600, None, spot=spot)
+    r = Rental(
+        name,
+        provider,
+        pod_id,
+        f"{provider} 1x H100{' spot' if spot else ''}",
+        2.0,
+        2.2,
+        NOW - hours_ago * 3600,
+        None,
+        spot=spot,
+    )
     audit.append("create", now=r.created_at, provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
     return r
 

@@ -29,22 +29,42 @@ from tests.shared_data import OFFER_FIXTURES as FIX
 
 GOLDEN = Path(__file__).with_name("golden_offers.json.gz")
 
-PARSERS = {"prime": primeintellect.parse, "vast": vast.parse, "vast-bid": lambda p: vast.parse(p, spot=True),
-           "lambda": lambda_.parse, "runpod": runpod.parse}
-FIXTURES = (("prime", "primeintellect-availability-gpus.json"), ("prime", "primeintellect-availability-legacy.json"),
-            ("prime", "primeintellect-edge-availability-null-prices.json"),
-            ("prime", "primeintellect-edge-availability-empty.json"),
-            ("vast", "vast-bundles-ondemand.json"), ("vast-bid", "vast-bundles-bid.json"),
-            ("vast", "vast-edge-null-prices.json"), ("vast", "vast-edge-empty-offers.json"),
-            ("lambda", "lambda-instance-types.json"), ("lambda", "lambda-edge-missing-price.json"),
-            ("lambda", "lambda-edge-empty-data.json"), ("runpod", "runpod-graphql-gpuTypes.json"),
-            ("runpod", "runpod-edge-null-prices.json"))
+PARSERS = {
+    "prime": primeintellect.parse,
+    "vast": vast.parse,
+    "vast-bid": lambda p: vast.parse(p, spot=True),
+    "lambda": lambda_.parse,
+    "runpod": runpod.parse,
+}
+FIXTURES = (
+    ("prime", "primeintellect-availability-gpus.json"),
+    ("prime", "primeintellect-availability-legacy.json"),
+    ("prime", "primeintellect-edge-availability-null-prices.json"),
+    ("prime", "primeintellect-edge-availability-empty.json"),
+    ("vast", "vast-bundles-ondemand.json"),
+    ("vast-bid", "vast-bundles-bid.json"),
+    ("vast", "vast-edge-null-prices.json"),
+    ("vast", "vast-edge-empty-offers.json"),
+    ("lambda", "lambda-instance-types.json"),
+    ("lambda", "lambda-edge-missing-price.json"),
+    ("lambda", "lambda-edge-empty-data.json"),
+    ("runpod", "runpod-graphql-gpuTypes.json"),
+    ("runpod", "runpod-edge-null-prices.json"),
+)
 
-RUNS = (RunSpec(model="Qwen/Qwen3-8B"), RunSpec(model="Qwen/Qwen3-32B", train_gpus=2, infer_gpus=2, infer_tp=2),
-        RunSpec(model="Qwen/Qwen3-0.6B", infer_gpus=0, ckpt_interval=None),
-        RunSpec(model="Qwen/Qwen3-30B-A3B", train_gpus=4, infer_gpus=4, infer_tp=4, infer_bytes_per_param=1.0))
-FILTERS = ({"include_misfits": True, "include_unavailable": True}, {}, {"max_price": 10.0, "gpus": 8},
-           {"spot": True, "include_misfits": True}, {"providers": ["vast", "lambda"], "max_price": 3.0})
+RUNS = (
+    RunSpec(model="Qwen/Qwen3-8B"),
+    RunSpec(model="Qwen/Qwen3-32B", train_gpus=2, infer_gpus=2, infer_tp=2),
+    RunSpec(model="Qwen/Qwen3-0.6B", infer_gpus=0, ckpt_interval=None),
+    RunSpec(model="Qwen/Qwen3-30B-A3B", train_gpus=4, infer_gpus=4, infer_tp=4, infer_bytes_per_param=1.0),
+)
+FILTERS = (
+    {"include_misfits": True, "include_unavailable": True},
+    {},
+    {"max_price": 10.0, "gpus": 8},
+    {"spot": True, "include_misfits": True},
+    {"providers": ["vast", "lambda"], "max_price": 3.0},
+)
 OBSERVED = (Observed("Qwen/Qwen3-8B", "H100", 2, 120.0, 256 * 2048),)
 
 # odd values a provider may send in place of a number or a string
@@ -82,8 +102,22 @@ def synthetic(seed: int = 17, per: int = 900) -> dict[str, Any]:
                 prices["onDemand"] = rnd.choice(ODD)
         item["gpuMemory"] = [80, 80 * item["gpuCount"], 640, 24.5, None, "80"][i % 6]
         item["stockStatus"] = ["Available", "Low", "unavailable", None, 3][i % 5]
-        odd(item, ("gpuType", "gpuCount", "gpuMemory", "region", "disk", "country", "dataCenter", "socket",
-                   "provider", "stockStatus", "isSpot"))
+        odd(
+            item,
+            (
+                "gpuType",
+                "gpuCount",
+                "gpuMemory",
+                "region",
+                "disk",
+                "country",
+                "dataCenter",
+                "socket",
+                "provider",
+                "stockStatus",
+                "isSpot",
+            ),
+        )
         items.append(item)
     if items:
         items[3] = "not an offer"
@@ -99,8 +133,20 @@ def synthetic(seed: int = 17, per: int = 900) -> dict[str, Any]:
         o["reliability"] = [0.998, 0.9, None, "0.95", 0.0, -0.0][i % 6]
         o["is_bid"] = i % 9 == 0
         o["rentable"] = i % 23 != 0
-        odd(o, ("dph_total", "num_gpus", "gpu_ram", "gpu_name", "reliability", "geolocation", "disk_space",
-                "min_bid", "id"))
+        odd(
+            o,
+            (
+                "dph_total",
+                "num_gpus",
+                "gpu_ram",
+                "gpu_name",
+                "reliability",
+                "geolocation",
+                "disk_space",
+                "min_bid",
+                "id",
+            ),
+        )
         if i % 31 == 0:
             o.pop("dph_total", None)
             o["search"] = {"totalHour": rnd.choice([1.5, "2", None])}
@@ -122,20 +168,50 @@ def synthetic(seed: int = 17, per: int = 900) -> dict[str, Any]:
         data[f"{key}_{i}"] = val
     data["junk"] = "not a type"
     data["no_type"] = {"regions_with_capacity_available": []}
-    return {"prime": {"items": items, "totalCount": len(items)}, "vast": {"offers": offers},
-            "lambda": {"data": data}}
+    return {"prime": {"items": items, "totalCount": len(items)}, "vast": {"offers": offers}, "lambda": {"data": data}}
 
 
 def offer_row(o: Any) -> list[Any]:
-    return [o.provider, o.id, o.gpu_type, o.gpu_name, o.gpu_count, o.vram_gb, o.price_hr, o.spot, o.region,
-            o.available, o.availability, o.reliability, o.disk_gb, o.host, dict(o.params)]
+    return [
+        o.provider,
+        o.id,
+        o.gpu_type,
+        o.gpu_name,
+        o.gpu_count,
+        o.vram_gb,
+        o.price_hr,
+        o.spot,
+        o.region,
+        o.available,
+        o.availability,
+        o.reliability,
+        o.disk_gb,
+        o.host,
+        dict(o.params),
+    ]
 
 
 def ranked_row(r: Any, index: dict[int, int]) -> list[Any]:
     risk = r.risk
-    return [index[id(r.offer)], r.fits, r.reason, r.est_hours, r.est_cost, r.measured,
-            None if risk is None else [risk.rate, risk.preemptions, risk.hours_lost, risk.expected_hours,
-                                       risk.base_hours, risk.traffic_cost, risk.note]]
+    return [
+        index[id(r.offer)],
+        r.fits,
+        r.reason,
+        r.est_hours,
+        r.est_cost,
+        r.measured,
+        None
+        if risk is None
+        else [
+            risk.rate,
+            risk.preemptions,
+            risk.hours_lost,
+            risk.expected_hours,
+            risk.base_hours,
+            risk.traffic_cost,
+            risk.note,
+        ],
+    ]
 
 
 def snapshot() -> dict[str, list[str]]:
@@ -144,8 +220,12 @@ def snapshot() -> dict[str, list[str]]:
     every = []
     sources = [(kind, f"fixture {name}", json.loads((FIX / name).read_text())) for kind, name in FIXTURES]
     grown = synthetic()
-    sources += [("prime", "synthetic prime", grown["prime"]), ("vast", "synthetic vast", grown["vast"]),
-                ("vast-bid", "synthetic vast bids", grown["vast"]), ("lambda", "synthetic lambda", grown["lambda"])]
+    sources += [
+        ("prime", "synthetic prime", grown["prime"]),
+        ("vast", "synthetic vast", grown["vast"]),
+        ("vast-bid", "synthetic vast bids", grown["vast"]),
+        ("lambda", "synthetic lambda", grown["lambda"]),
+    ]
     for kind, label, payload in sources:
         try:
             offers = PARSERS[kind](payload)
@@ -161,8 +241,9 @@ def snapshot() -> dict[str, list[str]]:
         for f, filters in enumerate(FILTERS):
             for observed in ((), OBSERVED) if r == f == 0 else ((),):
                 got = rank(every, run, observed=observed, **filters)
-                out[f"rank run {r} filters {f} observed {len(observed)}"] = [json.dumps(ranked_row(x, index))
-                                                                              for x in got]
+                out[f"rank run {r} filters {f} observed {len(observed)}"] = [
+                    json.dumps(ranked_row(x, index)) for x in got
+                ]
     return out
 
 
@@ -221,8 +302,14 @@ def test_rank_is_the_plain_computation_at_10000():
             want = plain_rank(offers, run, **filters)
             assert len(got) == len(want) and got
             for a, b in zip(got, want):
-                assert (a.offer is b.offer, a.fits, a.reason, a.est_hours, a.est_cost, a.risk) \
-                    == (True, b.fits, b.reason, b.est_hours, b.est_cost, b.risk)
+                assert (a.offer is b.offer, a.fits, a.reason, a.est_hours, a.est_cost, a.risk) == (
+                    True,
+                    b.fits,
+                    b.reason,
+                    b.est_hours,
+                    b.est_cost,
+                    b.risk,
+                )
 
 
 if __name__ == "__main__" and "--write" in sys.argv:

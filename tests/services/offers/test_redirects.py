@@ -50,8 +50,9 @@ async def test_a_prime_create_keeps_its_method_and_price_cap_through_the_redirec
     seen: list[httpx.Request] = []
     canonical = {"/api/v1/pods": load("primeintellect-pods-create.json")}  # here the slash is the wrong one
     async with httpx.AsyncClient(transport=_redirecting(canonical, status, seen)) as client:
-        pod_id = await primeintellect.create(client, "pk", prime_offer(), name="p1", max_price=19.72,
-                                             base_url=URLS["primeintellect"])
+        pod_id = await primeintellect.create(
+            client, "pk", prime_offer(), name="p1", max_price=19.72, base_url=URLS["primeintellect"]
+        )
     assert pod_id == load("primeintellect-pods-create.json")["id"]
     assert [(r.method, r.url.path) for r in seen] == [("POST", "/api/v1/pods/"), ("POST", "/api/v1/pods")]
     assert json.loads(seen[1].content)["pod"]["maxPrice"] == 19.72

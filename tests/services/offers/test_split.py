@@ -43,8 +43,9 @@ def test_the_split_comes_from_the_configs_deployment():
     assert (spec.train_gpus, spec.infer_gpus) == (1, 1)
     spec, notes = run_spec_from_config(_config("examples__advanced__qwen3-30b-a3b__math.toml"))  # multi_node 2 + 2
     assert (spec.train_gpus, spec.infer_gpus) == (16, 16) and any("multi-node" in n for n in notes)
-    spec, _ = run_spec_from_config({"trainer": {}, "orchestrator": {}, "deployment": {"num_train_gpus": 3,
-                                                                                       "num_infer_gpus": 0}})
+    spec, _ = run_spec_from_config(
+        {"trainer": {}, "orchestrator": {}, "deployment": {"num_train_gpus": 3, "num_infer_gpus": 0}}
+    )
     assert spec.gpus_needed == 3 and spec.gpu_need() == "3 GPUs (3 train)"
     too_few = rank([_offer(gpu_count=2)], spec, include_misfits=True)[0]
     assert not too_few.fits and too_few.reason == "needs 3 GPUs (3 train), has 2"
@@ -64,8 +65,12 @@ def test_the_inference_gpus_must_hold_the_weights_split_by_tensor_parallel():
     """A 72B model trains sharded over 4 × 80 GB, but vLLM on one GPU cannot hold its 135 GiB of bf16
     weights: a misfit that says so; tensor_parallel_size = 2 (or fp8) fits, as the Config pane judges."""
     box = _offer(gpu_count=8, price_hr=20.0)
-    base = {"model": {"name": "Qwen/Qwen2.5-72B-Instruct"}, "trainer": {}, "orchestrator": {},
-            "deployment": {"num_train_gpus": 4, "num_infer_gpus": 4}}
+    base = {
+        "model": {"name": "Qwen/Qwen2.5-72B-Instruct"},
+        "trainer": {},
+        "orchestrator": {},
+        "deployment": {"num_train_gpus": 4, "num_infer_gpus": 4},
+    }
     spec, _ = run_spec_from_config(base)
     assert (spec.infer_tp, spec.infer_bytes_per_param, spec.infer_memory_share) == (1, 2.0, 0.9)
     ranked = rank([box], spec, include_misfits=True)[0]
@@ -76,12 +81,13 @@ def test_the_inference_gpus_must_hold_the_weights_split_by_tensor_parallel():
     assert rank([box], run_spec_from_config(fp8)[0], include_misfits=True)[0].fits
     stingy = split | {"inference": {"vllm": {"tensor_parallel_size": 2, "gpu_memory_utilization": 0.5}}}
     assert not rank([box], run_spec_from_config(stingy)[0], include_misfits=True)[0].fits
-    lonely = base | {"deployment": {"num_train_gpus": 7, "num_infer_gpus": 1},
-                     "inference": {"vllm": {"tensor_parallel_size": 4}}}  # tp 4 cannot start on 1 GPU
+    lonely = base | {
+        "deployment": {"num_train_gpus": 7, "num_infer_gpus": 1},
+        "inference": {"vllm": {"tensor_parallel_size": 4}},
+    }  # tp 4 cannot start on 1 GPU
     misfit = rank([box], run_spec_from_config(lonely)[0], include_misfits=True)[0]
     assert not misfit.fits and "tensor_parallel_size=4 needs a multiple of 4 inference GPUs" in misfit.reason
-    sft = run_spec_from_config({"model": {"name": "Qwen/Qwen2.5-72B-Instruct"},
-                                "deployment": {"num_train_gpus": 8}})[0]
+    sft = run_spec_from_config({"model": {"name": "Qwen/Qwen2.5-72B-Instruct"}, "deployment": {"num_train_gpus": 8}})[0]
     assert sft.infer_gpus == 0 and rank([box], sft, include_misfits=True)[0].fits  # no inference server
 
 
@@ -104,12 +110,14 @@ def test_hours_put_training_on_the_training_gpus_and_generation_on_the_inference
 
 
 def test_fine_tunes_are_sized_by_their_registry_base():
-    cases = {"Qwen/Qwen3-4B-Instruct-2507": "Qwen/Qwen3-4B",
-             "PrimeIntellect/Qwen3-0.6B-Reverse-Text-SFT": "Qwen/Qwen3-0.6B",
-             "Qwen/Qwen3-30B-A3B-Thinking-2507": "Qwen/Qwen3-30B-A3B",
-             "Qwen/Qwen3-8B-Base": "Qwen/Qwen3-8B",
-             "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": "Qwen/Qwen2.5-1.5B-Instruct",
-             "Qwen/Qwen3-8B": "Qwen/Qwen3-8B"}
+    cases = {
+        "Qwen/Qwen3-4B-Instruct-2507": "Qwen/Qwen3-4B",
+        "PrimeIntellect/Qwen3-0.6B-Reverse-Text-SFT": "Qwen/Qwen3-0.6B",
+        "Qwen/Qwen3-30B-A3B-Thinking-2507": "Qwen/Qwen3-30B-A3B",
+        "Qwen/Qwen3-8B-Base": "Qwen/Qwen3-8B",
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B": "Qwen/Qwen2.5-1.5B-Instruct",
+        "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
+    }
     assert {name: sizing_model(name).name for name in cases} == cases
     for unknown in ("Qwen/Qwen3.6-35B-A3B", "samsja/mini-glm-moe", "zai-org/GLM-5.1", "someone/Unknown-7B-Custom"):
         assert sizing_model(unknown) is None, unknown

@@ -31,15 +31,28 @@ RUN = RunSpec(model="Qwen/Qwen3-8B", steps=1000)
 
 
 @settings(max_examples=300, deadline=None)
-@given(hours=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(0, 1e6)),
-       steps=st.integers(-5, 10**9), interval=st.one_of(st.none(), st.integers(-5, 10**9)),
-       size=st.floats(allow_nan=True, allow_infinity=True), rate=st.floats(allow_nan=True, allow_infinity=True),
-       price=st.floats(0.01, 1e6), restart=st.floats(-1, 1e3), bandwidth=st.floats(-1, 1e12),
-       egress=st.floats(-1, 10))
-def test_expected_cost_is_finite_and_never_below_no_preemption(hours, steps, interval, size, rate, price,
-                                                              restart, bandwidth, egress):
-    risk = spot_risk(hours, steps=steps, ckpt_interval=interval, ckpt_bytes=size, rate=rate,
-                     assumptions=Assumptions(restart, bandwidth, egress))
+@given(
+    hours=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(0, 1e6)),
+    steps=st.integers(-5, 10**9),
+    interval=st.one_of(st.none(), st.integers(-5, 10**9)),
+    size=st.floats(allow_nan=True, allow_infinity=True),
+    rate=st.floats(allow_nan=True, allow_infinity=True),
+    price=st.floats(0.01, 1e6),
+    restart=st.floats(-1, 1e3),
+    bandwidth=st.floats(-1, 1e12),
+    egress=st.floats(-1, 10),
+)
+def test_expected_cost_is_finite_and_never_below_no_preemption(
+    hours, steps, interval, size, rate, price, restart, bandwidth, egress
+):
+    risk = spot_risk(
+        hours,
+        steps=steps,
+        ckpt_interval=interval,
+        ckpt_bytes=size,
+        rate=rate,
+        assumptions=Assumptions(restart, bandwidth, egress),
+    )
     cost, floor = risk.expected_cost(price), risk.base_hours * price
     assert math.isfinite(cost) and math.isfinite(risk.expected_hours) and math.isfinite(risk.preemptions)
     assert cost >= floor and risk.expected_hours >= risk.base_hours >= 0
@@ -49,17 +62,22 @@ def test_expected_cost_is_finite_and_never_below_no_preemption(hours, steps, int
 
 def test_a_garbage_run_length_cannot_overflow_the_cost():
     # found by the property above on CI: 4.3e303 hours × $41,464/hr overflowed to inf
-    risk = spot_risk(4.3355516468799823e+303, steps=0, ckpt_interval=None, ckpt_bytes=0.0, rate=0.0)
+    risk = spot_risk(4.3355516468799823e303, steps=0, ckpt_interval=None, ckpt_bytes=0.0, rate=0.0)
     assert risk.base_hours == MAX_HOURS and math.isfinite(risk.expected_cost(41464.0))
-    huge = spot_risk(1e6, steps=10, ckpt_interval=2, ckpt_bytes=1e300, rate=60.0,
-                     assumptions=Assumptions(0.0, 1.0, 10.0))
+    huge = spot_risk(
+        1e6, steps=10, ckpt_interval=2, ckpt_bytes=1e300, rate=60.0, assumptions=Assumptions(0.0, 1.0, 10.0)
+    )
     assert math.isfinite(huge.expected_cost(1e6)) and huge.expected_hours >= huge.base_hours == 1e6
 
 
 @settings(max_examples=100, deadline=None)
-@given(price=st.floats(0.05, 100), hours_model=st.sampled_from(["Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B"]),
-       steps=st.integers(1, 100_000), interval=st.one_of(st.none(), st.integers(1, 100_000)),
-       rate=st.floats(0, 60))
+@given(
+    price=st.floats(0.05, 100),
+    hours_model=st.sampled_from(["Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B"]),
+    steps=st.integers(1, 100_000),
+    interval=st.one_of(st.none(), st.integers(1, 100_000)),
+    rate=st.floats(0, 60),
+)
 def test_ranked_spot_is_never_cheaper_than_its_no_preemption_figure(price, hours_model, steps, interval, rate):
     run = replace(RUN, model=hours_model, steps=steps, ckpt_interval=interval)
     (r,) = rank([_offer(spot=True, price_hr=price)], run, spot_rates={"vast": rate})
@@ -104,13 +122,15 @@ def test_the_config_sets_the_interval():
 
 def test_rates_defaults_settings_then_measured():
     assert interruption_rates() == DEFAULT_RATES
-    rates = interruption_rates({"vast": 0.3, "primeintellect": -1, "runpod": float("nan"), "lambda": True},
-                               {"primeintellect": 0.02})
+    rates = interruption_rates(
+        {"vast": 0.3, "primeintellect": -1, "runpod": float("nan"), "lambda": True}, {"primeintellect": 0.02}
+    )
     assert rates["vast"] == 0.3 and rates["primeintellect"] == 0.02  # measured wins; garbage is skipped
     assert rates["runpod"] == DEFAULT_RATES["runpod"] and rates["lambda"] == DEFAULT_RATES["lambda"]
     # the seam for the rentals ledger: (provider, spot hours, preemptions) per rental
-    measured = observed_rates([("vast", 20.0, 1), ("vast", 20.0, 3), ("primeintellect", 5.0, 0),
-                               ("vast", float("nan"), 9), ("vast", -3.0, 9)])
+    measured = observed_rates(
+        [("vast", 20.0, 1), ("vast", 20.0, 3), ("primeintellect", 5.0, 0), ("vast", float("nan"), 9), ("vast", -3.0, 9)]
+    )
     assert measured == {"vast": pytest.approx(4 / 40)}  # Prime: too few hours to trust yet
     assert MIN_OBSERVED_HOURS > 5.0
     r = rank([_offer(spot=True)], RUN, spot_rates=interruption_rates(None, measured))[0]

@@ -27,8 +27,9 @@ def rent(audit: AuditLog, pod_id: str, name: str, provider: str = "primeintellec
     r = Rental(name, provider, pod_id, f"{provider} 8x H100", 17.92, 19.72, NOW - 7200, None)
     audit.append("create", now=r.created_at, provider=provider, pod_id=pod_id, rental=r.to_json())
     if closed:
-        audit.append(closed, now=NOW - 3600, provider=provider, pod_id=pod_id, name=name, reason="deadline",
-                     outcome="terminated")
+        audit.append(
+            closed, now=NOW - 3600, provider=provider, pod_id=pod_id, name=name, reason="deadline", outcome="terminated"
+        )
 
 
 def populate(tmp: Path, c) -> AuditLog:
@@ -38,9 +39,12 @@ def populate(tmp: Path, c) -> AuditLog:
     rent(audit, "pod-done", "ours-done", closed="terminate")  # terminated and gone: nothing to say
     rent(audit, "pod-vanished", "ours-vanished")  # open here, no longer listed
     rent(audit, "31000009", "ours-vast", "vast", closed="gone")
-    c.prime = [prime_pod("pod-open", "ours-open"), prime_pod("pod-orphan", "ours-orphan"),
-               prime_pod("pod-console", "made-in-console", price=2.5, created="2026-01-15T16:00:00Z"),
-               prime_pod("pod-ended", "old", status="TERMINATED")]
+    c.prime = [
+        prime_pod("pod-open", "ours-open"),
+        prime_pod("pod-orphan", "ours-orphan"),
+        prime_pod("pod-console", "made-in-console", price=2.5, created="2026-01-15T16:00:00Z"),
+        prime_pod("pod-ended", "old", status="TERMINATED"),
+    ]
     c.vast = [vast_instance(31000009, "ours-vast", msg="running \x1b]0;pwned\x07fine")]
     return audit
 
@@ -51,9 +55,13 @@ async def test_the_sweep_sorts_every_listed_pod_against_the_audit_log(tmp_path: 
         async with providers(base, {**KEYS, "runpod": "rk-123456789012"}) as p:
             result = await sweep(p, audit, NOW)
     rows = {(r.kind, r.provider, r.pod_id) for r in result.rows}
-    assert rows == {("billing", "primeintellect", "pod-orphan"), ("billing", "vast", "31000009"),
-                    ("foreign", "primeintellect", "pod-console"), ("open", "primeintellect", "pod-open"),
-                    ("gone", "primeintellect", "pod-vanished")}
+    assert rows == {
+        ("billing", "primeintellect", "pod-orphan"),
+        ("billing", "vast", "31000009"),
+        ("foreign", "primeintellect", "pod-console"),
+        ("open", "primeintellect", "pod-open"),
+        ("gone", "primeintellect", "pod-vanished"),
+    }
     assert [r.kind for r in result.rows][:2] == ["billing", "billing"], "what needs the user first"
     foreign = next(r for r in result.rows if r.kind == "foreign")
     assert foreign.price_hr == 2.5 and foreign.age_s == pytest.approx(2 * 3600) and foreign.name == "made-in-console"
@@ -78,8 +86,9 @@ async def test_the_watcher_pushes_a_billing_orphan_once(tmp_path: Path):
     with cloud() as (c, base), receiver() as rx:
         populate(data, c)
         c.vast = []
-        options = WatchOptions(data, notify=NotifySettings((rx.url(),), min_interval_s=0.0), tick_s=0.05,
-                               sweep_minutes=0.2 / 60)
+        options = WatchOptions(
+            data, notify=NotifySettings((rx.url(),), min_interval_s=0.0), tick_s=0.05, sweep_minutes=0.2 / 60
+        )
         watcher = Watcher([], options, providers=lambda: providers(base))
         task = asyncio.ensure_future(watcher.run(stop))
         try:

@@ -24,8 +24,9 @@ class Sleeps:
         self.waits.append(seconds)
 
 
-def rental(pod_id: str, provider: str = "primeintellect", name: str = "ours-1",
-           deadline: float | None = None) -> Rental:
+def rental(
+    pod_id: str, provider: str = "primeintellect", name: str = "ours-1", deadline: float | None = None
+) -> Rental:
     return Rental(name, provider, pod_id, f"{provider} 8x H100", 17.92, 19.72, 1_000.0, deadline)
 
 

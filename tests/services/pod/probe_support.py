@@ -31,8 +31,11 @@ class Probe:
 
     def __init__(self, args: list[str], env: dict[str, str]):
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", str(PROBE), *args], env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [sys.executable, "-u", str(PROBE), *args],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
         self.q: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -60,8 +63,7 @@ class Probe:
 
 
 def run_once(args: list[str], env: dict[str, str]) -> dict:
-    out = subprocess.run([sys.executable, "-u", str(PROBE), "--once", *args], env=env,
-                         capture_output=True, timeout=15)
+    out = subprocess.run([sys.executable, "-u", str(PROBE), "--once", *args], env=env, capture_output=True, timeout=15)
     assert out.returncode == 0, out.stderr.decode()
     lines = out.stdout.decode().splitlines()
     assert len(lines) == 1

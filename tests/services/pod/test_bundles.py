@@ -78,8 +78,9 @@ def split_run(root: Path) -> Path:
     half cut short mid-save."""
     run = root / "outputs" / "r1"
     (run / "configs").mkdir(parents=True)
-    (run / "configs" / "rl.json").write_text(json.dumps({"trainer": {"output_dir": "outputs/r1",
-                                                                     "ckpt": {"output_dir": "vol"}}}))
+    (run / "configs" / "rl.json").write_text(
+        json.dumps({"trainer": {"output_dir": "outputs/r1", "ckpt": {"output_dir": "vol"}}})
+    )
     for step in (2, 4):
         t = root / "vol" / "checkpoints" / f"step_{step}" / "trainer"
         t.mkdir(parents=True)
@@ -99,19 +100,29 @@ def copy_bundle(files, dest: Path) -> Path:
 
 def answers(where: dict[str, Path], run: Path, root: Path) -> dict[str, dict[int, bool]]:
     """Each script's verdicts, run from ``where[name]`` as a pod runs it (python3 <dir>/<script>)."""
+
     def run_json(script: Path, *args: str) -> list[dict]:
-        res = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=30,
-                             cwd=root, env={"PATH": "/usr/bin:/bin", "PTT_STATE_DIR": str(root / "state")})
+        res = subprocess.run(
+            [sys.executable, str(script), *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=root,
+            env={"PATH": "/usr/bin:/bin", "PTT_STATE_DIR": str(root / "state")},
+        )
         assert res.returncode == 0, res.stdout + res.stderr
         return [json.loads(ln) for ln in res.stdout.splitlines() if ln.strip()]
 
     probe = run_json(where["probe"] / "probe.py", "--once", "--backend", "none", "--run-dir", str(run))[0]
     listed = run_json(where["backup"] / "backup.py", "list", str(run))[0]
-    helper = run_json(where["lifecycle"] / "lifecycle.py", "ckpts", "--run-dir", str(run),
-                      "--ckpt-dir", str(run / "checkpoints"))[0]
+    helper = run_json(
+        where["lifecycle"] / "lifecycle.py", "ckpts", "--run-dir", str(run), "--ckpt-dir", str(run / "checkpoints")
+    )[0]
     assert helper["ckpt_dir"] == str(root / "vol" / "checkpoints") == listed["trainer_dir"]
-    return {name: {c["step"]: c["complete"] for c in out["ckpts"]}
-            for name, out in (("probe", probe), ("backup", listed), ("lifecycle", helper))}
+    return {
+        name: {c["step"]: c["complete"] for c in out["ckpts"]}
+        for name, out in (("probe", probe), ("backup", listed), ("lifecycle", helper))
+    }
 
 
 def test_each_script_runs_from_its_bundle_alone_and_all_three_agree(tmp_path):
@@ -127,10 +138,15 @@ def test_each_script_runs_from_its_bundle_alone_and_all_three_agree(tmp_path):
 def test_a_script_without_pod_common_beside_it_fails_loudly(tmp_path, name):
     files = BUNDLES[name]
     where = copy_bundle([f for f in files if f != POD_COMMON], tmp_path / name)
-    args = {"probe": ["--once", "--backend", "none"], "backup": ["list", str(tmp_path)],
-            "lifecycle": ["status"]}[name]
-    res = subprocess.run([sys.executable, str(where / SCRIPTS[name].name), *args], capture_output=True, text=True,
-                         timeout=30, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PTT_STATE_DIR": str(tmp_path)})
+    args = {"probe": ["--once", "--backend", "none"], "backup": ["list", str(tmp_path)], "lifecycle": ["status"]}[name]
+    res = subprocess.run(
+        [sys.executable, str(where / SCRIPTS[name].name), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PTT_STATE_DIR": str(tmp_path)},
+    )
     assert res.returncode != 0 and "No module named 'common'" in res.stderr
 
 
@@ -150,8 +166,7 @@ def test_a_changed_pod_common_names_a_new_directory(tmp_path, name):
 
 
 @pytest.mark.ssh
-async def test_every_upload_puts_its_bundle_in_one_hashed_dir_and_runs_there(sshd, client_home, tmp_path,
-                                                                            monkeypatch):
+async def test_every_upload_puts_its_bundle_in_one_hashed_dir_and_runs_there(sshd, client_home, tmp_path, monkeypatch):
     client_home.trust()
     pod = sshd.pod(probe_dir=str(tmp_path / "podstate"))
     run = split_run(tmp_path)

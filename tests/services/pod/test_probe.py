@@ -35,8 +35,9 @@ def bin_dir(tmp_path: Path) -> Path:
 
 
 def fake_printed_tick0(env: dict[str, str]) -> list[list[str]]:
-    out = subprocess.run(["nvidia-smi", QUERY, "--format=csv,noheader,nounits"], env=env,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["nvidia-smi", QUERY, "--format=csv,noheader,nounits"], env=env, capture_output=True, text=True, check=True
+    )
     return [[f.strip() for f in line.split(",")] for line in out.stdout.splitlines()]
 
 
@@ -130,8 +131,7 @@ def test_signals_leave_no_orphan(bin_dir: Path, start_probe, sig: int) -> None:
 
 
 def test_nvidia_smi_exit_is_reported_not_fatal(bin_dir: Path, start_probe) -> None:
-    p = start_probe(["--backend", "nvidia-smi", "--nvidia-smi", "false", "--interval", "0.2"],
-                    make_env(bin_dir))
+    p = start_probe(["--backend", "nvidia-smi", "--nvidia-smi", "false", "--interval", "0.2"], make_env(bin_dir))
     s = p.sample()
     assert s["gpus"] == [] and s["source"] == "nvidia-smi"
     assert any("exited (rc=1)" in e for e in s["errors"]), s["errors"]
@@ -167,8 +167,14 @@ def test_proc_parsers() -> None:
     no_avail = "MemTotal: 100 kB\nMemFree: 10 kB\nBuffers: 5 kB\nCached: 20 kB\n"
     assert probe_mod.parse_meminfo(no_avail) == (65 * 1024, 100 * 1024)
     assert probe_mod.parse_smi_line("0, NVIDIA H100 80GB HBM3, 87, 61234, 81559, 612.34, 64") == {
-        "index": 0, "name": "NVIDIA H100 80GB HBM3", "util": 87.0, "mem_used": 61234 * MIB,
-        "mem_total": 81559 * MIB, "power_w": 612.34, "temp_c": 64.0}
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "util": 87.0,
+        "mem_used": 61234 * MIB,
+        "mem_total": 81559 * MIB,
+        "power_w": 612.34,
+        "temp_c": 64.0,
+    }
     g = probe_mod.parse_smi_line("1, X, [N/A], 1, 2, [GPU requires reset], N/A")
     assert (g["util"], g["power_w"], g["temp_c"]) == (None, None, None)
     for bad in ("garbage", "x, NAME, 1, 2, 3, 4, 5", "0, NAME, 1, 2, 3, 4, hot"):
@@ -181,8 +187,7 @@ def test_proc_root_fixture_once(tmp_path: Path) -> None:
     proc.mkdir()
     (proc / "stat").write_text(STAT_A)
     (proc / "meminfo").write_text(MEMINFO)
-    s = run_once(["--backend", "none", "--proc-root", str(proc), "--disk-path", str(tmp_path)],
-                 make_env(None))
+    s = run_once(["--backend", "none", "--proc-root", str(proc), "--disk-path", str(tmp_path)], make_env(None))
     h = s["host"]
     assert h["mem_used"] == 10000000 * 1024 and h["mem_total"] == 16000000 * 1024
     assert h["cpu_pct"] is None  # a static stat file gives no delta: unmeasurable, not 0
@@ -191,8 +196,10 @@ def test_proc_root_fixture_once(tmp_path: Path) -> None:
 
 
 def test_proc_root_missing_files_are_null_with_errors(tmp_path: Path) -> None:
-    s = run_once(["--backend", "none", "--proc-root", str(tmp_path / "nope"),
-                  "--disk-path", str(tmp_path / "nope")], make_env(None))
+    s = run_once(
+        ["--backend", "none", "--proc-root", str(tmp_path / "nope"), "--disk-path", str(tmp_path / "nope")],
+        make_env(None),
+    )
     h = s["host"]
     assert (h["cpu_pct"], h["mem_used"], h["mem_total"], h["disk_used"], h["disk_total"]) == (None,) * 5
     assert any(e.startswith("cpu:") for e in s["errors"]) and any(e.startswith("mem:") for e in s["errors"])
@@ -217,7 +224,7 @@ def test_proc_root_streaming_cpu_from_deltas(bin_dir: Path, tmp_path: Path, star
         assert 35 <= h["cpu_pct"] <= 55
 
 
-FAKE_PYNVML = '''
+FAKE_PYNVML = """
 import os
 class NVMLError(Exception): pass
 class NVMLError_NotSupported(NVMLError): pass
@@ -248,7 +255,7 @@ def nvmlDeviceGetTemperature(h, sensor):
     return 61
 def nvmlDeviceGetComputeRunningProcesses(h):
     return [_O(pid=4242, usedGpuMemory=123), _O(pid=99, usedGpuMemory=None)] if h == 0 else []
-'''
+"""
 
 
 def test_nvml_backend_with_fake_pynvml(tmp_path: Path, start_probe) -> None:
@@ -258,7 +265,9 @@ def test_nvml_backend_with_fake_pynvml(tmp_path: Path, start_probe) -> None:
     (proc / "4242" / "cmdline").write_bytes(b"python\0train.py\0--x\0")
     (proc / "stat").write_text(STAT_A)
     (proc / "meminfo").write_text(MEMINFO)
-    env = make_env(None, )
+    env = make_env(
+        None,
+    )
     env["PYTHONPATH"] = str(tmp_path)
     env["FAKE_NVML_LOG"] = str(tmp_path / "calls.log")
     p = start_probe(["--backend", "auto", "--interval", "0.2", "--proc-root", str(proc)], env)
@@ -266,13 +275,29 @@ def test_nvml_backend_with_fake_pynvml(tmp_path: Path, start_probe) -> None:
     s = samples[-1]
     assert s["source"] == "nvml"
     assert s["gpus"] == [
-        {"index": 0, "name": "Fake GPU 0", "util": 55.0, "mem_used": 1000, "mem_total": 8000,
-         "power_w": 250.5, "temp_c": 61.0},
-        {"index": 1, "name": "Fake GPU 1", "util": 56.0, "mem_used": 2000, "mem_total": 8000,
-         "power_w": None, "temp_c": None},
+        {
+            "index": 0,
+            "name": "Fake GPU 0",
+            "util": 55.0,
+            "mem_used": 1000,
+            "mem_total": 8000,
+            "power_w": 250.5,
+            "temp_c": 61.0,
+        },
+        {
+            "index": 1,
+            "name": "Fake GPU 1",
+            "util": 56.0,
+            "mem_used": 2000,
+            "mem_total": 8000,
+            "power_w": None,
+            "temp_c": None,
+        },
     ]
-    assert s["procs"] == [{"pid": 4242, "gpu": 0, "mem": 123, "cmd": "python train.py --x"},
-                          {"pid": 99, "gpu": 0, "mem": None, "cmd": None}]
+    assert s["procs"] == [
+        {"pid": 4242, "gpu": 0, "mem": 123, "cmd": "python train.py --x"},
+        {"pid": 99, "gpu": 0, "mem": None, "cmd": None},
+    ]
     assert s["errors"] == ["gpu1 power: NVMLError: Unknown Error"]  # NotSupported is not an error
     assert (tmp_path / "calls.log").read_text().split() == ["init", "handle", "handle"]  # handles once
 

@@ -30,8 +30,9 @@ def test_run_dir_logs_and_checkpoints(tmp_path: Path, start_probe) -> None:
     (ck / "step_10" / "b.bin").write_bytes(b"y" * 300)
     (ck / "step_x").mkdir()
     (ck / "notes.txt").write_text("not a checkpoint")
-    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run),
-                     "--ckpt-scan", "0.2"], make_env(None))
+    p = start_probe(
+        ["--backend", "none", "--interval", "0.2", "--run-dir", str(run), "--ckpt-scan", "0.2"], make_env(None)
+    )
     s = p.sample()
     assert s["log"] == []  # existing content is not replayed
     assert [(c["step"], c["bytes"], c["complete"]) for c in s["ckpts"]] == [(5, 1000, True), (10, 300, False)]
@@ -44,8 +45,11 @@ def test_run_dir_logs_and_checkpoints(tmp_path: Path, start_probe) -> None:
     with orch.open("a") as f:
         f.write("Step 12 | Reward 0.5\n")
     lines, _ = wait_samples(p, lambda ls, s: len(ls) >= 3)
-    assert sorted(lines) == ["orchestrator: Step 12 | Reward 0.5", "trainer: Step 12 | loss 0.41",
-                             "trainer: Step 13 | loss 0.40"]
+    assert sorted(lines) == [
+        "orchestrator: Step 12 | Reward 0.5",
+        "trainer: Step 12 | loss 0.41",
+        "trainer: Step 13 | loss 0.40",
+    ]
     with trainer.open("a") as f:
         f.write("al line\n")
     lines, _ = wait_samples(p, lambda ls, s: len(ls) >= 1)
@@ -63,8 +67,7 @@ def test_run_dir_logs_and_checkpoints(tmp_path: Path, start_probe) -> None:
 def test_log_burst_is_bounded(tmp_path: Path, start_probe) -> None:
     logs = tmp_path / "run" / "logs"
     logs.mkdir(parents=True)
-    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(tmp_path / "run")],
-                    make_env(None))
+    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(tmp_path / "run")], make_env(None))
     p.sample()
     (logs / "burst.log").write_text("".join(f"line {i}\n" for i in range(500)))
     lines, s = wait_samples(p, lambda ls, s: len(ls) > 0)
@@ -75,6 +78,7 @@ def test_log_burst_is_bounded(tmp_path: Path, start_probe) -> None:
 def test_checkpoint_completeness_follows_prime_rl_markers(tmp_path: Path) -> None:
     """Real prime-rl checkpoints carry no STABLE file: DCP's trainer/.metadata (written last) and the
     orchestrator's atomically renamed progress.pt say a step_N is whole."""
+
     def step(name: str, *files: str) -> str:
         d = tmp_path / name
         d.mkdir()
@@ -83,12 +87,13 @@ def test_checkpoint_completeness_follows_prime_rl_markers(tmp_path: Path) -> Non
             (d / f).write_bytes(b"x")
         return str(d)
 
-    assert probe_mod.checkpoint_complete(step("full", "trainer/__0_0.distcp", "trainer/.metadata",
-                                          "orchestrator/progress.pt"))
-    assert not probe_mod.checkpoint_complete(step("mid_write", "trainer/__0_0.distcp",
-                                              "orchestrator/progress.pt"))
-    assert not probe_mod.checkpoint_complete(step("no_orch_yet", "trainer/__0_0.distcp", "trainer/.metadata",
-                                              "orchestrator/progress.pt.tmp"))
+    assert probe_mod.checkpoint_complete(
+        step("full", "trainer/__0_0.distcp", "trainer/.metadata", "orchestrator/progress.pt")
+    )
+    assert not probe_mod.checkpoint_complete(step("mid_write", "trainer/__0_0.distcp", "orchestrator/progress.pt"))
+    assert not probe_mod.checkpoint_complete(
+        step("no_orch_yet", "trainer/__0_0.distcp", "trainer/.metadata", "orchestrator/progress.pt.tmp")
+    )
     assert probe_mod.checkpoint_complete(step("trainer_only", "trainer/.metadata"))  # ckpt.output_dir split
     assert probe_mod.checkpoint_complete(step("legacy", "model.safetensors", "STABLE"))
     assert not probe_mod.checkpoint_complete(step("empty"))
@@ -99,8 +104,9 @@ def test_run_info_reads_max_steps_from_the_resolved_configs(tmp_path: Path, star
     (run / "configs").mkdir(parents=True)
     (run / "configs" / "orchestrator.json").write_text("{not json")  # garbage is reported, not fatal
     (run / "configs" / "rl.json").write_text(json.dumps({"trainer": {"max_steps": 400}}))
-    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run), "--ckpt-scan", "0.2"],
-                    make_env(None))
+    p = start_probe(
+        ["--backend", "none", "--interval", "0.2", "--run-dir", str(run), "--ckpt-scan", "0.2"], make_env(None)
+    )
     s = p.sample()
     assert s["run"] == {"max_steps": 400}
     assert any("orchestrator.json" in e for e in s["errors"])
@@ -111,8 +117,9 @@ def test_a_run_launched_after_the_probe_is_known_at_the_next_sample(tmp_path: Pa
     in the next samples, not --ckpt-scan (here 60) seconds later; found once, it is re-read at that cadence."""
     run = tmp_path / "run"
     run.mkdir()
-    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run), "--ckpt-scan", "60"],
-                    make_env(None))
+    p = start_probe(
+        ["--backend", "none", "--interval", "0.2", "--run-dir", str(run), "--ckpt-scan", "60"], make_env(None)
+    )
     assert p.sample()["run"] == {}
     (run / "configs").mkdir()
     (run / "configs" / "trainer.json").write_text(json.dumps({"max_steps": 300}))
@@ -129,10 +136,12 @@ def test_run_info_names_the_model_and_tokens_per_step(tmp_path: Path, start_prob
     run = tmp_path / "run"
     (run / "configs").mkdir(parents=True)
     (run / "configs" / "trainer.json").write_text(json.dumps({"max_steps": 200, "model": {"name": "Qwen/Qwen3-4B"}}))
-    (run / "configs" / "orchestrator.json").write_text(json.dumps({"max_steps": 200, "batch_size": 64,
-                                                                  "seq_len": 2048, "model": {"name": "x"}}))
-    p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run), "--ckpt-scan", "0.2"],
-                    make_env(None))
+    (run / "configs" / "orchestrator.json").write_text(
+        json.dumps({"max_steps": 200, "batch_size": 64, "seq_len": 2048, "model": {"name": "x"}})
+    )
+    p = start_probe(
+        ["--backend", "none", "--interval", "0.2", "--run-dir", str(run), "--ckpt-scan", "0.2"], make_env(None)
+    )
     s = p.sample()
     assert s["run"] == {"max_steps": 200, "model": "Qwen/Qwen3-4B", "tokens_per_step": 64 * 2048}
     parsed = Sample.from_dict(s)
@@ -146,8 +155,10 @@ def test_training_csv_rows_follow_the_header_and_skip_partial_lines(tmp_path: Pa
     csv.write_text("step,toks_per_s,loss,lr\n1,900,2.5,1e-5\n2,950,2.4,1e-5\n")  # columns in the file's order
     p = start_probe(["--backend", "none", "--interval", "0.2", "--run-dir", str(run)], make_env(None))
     first = [json.loads(m) for m in p.sample()["metrics"]]
-    assert first == [{"source": "training.csv", "step": 1, "toks_per_s": 900.0, "loss": 2.5, "lr": 1e-5},
-                     {"source": "training.csv", "step": 2, "toks_per_s": 950.0, "loss": 2.4, "lr": 1e-5}]
+    assert first == [
+        {"source": "training.csv", "step": 1, "toks_per_s": 900.0, "loss": 2.5, "lr": 1e-5},
+        {"source": "training.csv", "step": 2, "toks_per_s": 950.0, "loss": 2.4, "lr": 1e-5},
+    ]
     with csv.open("a") as f:
         f.write("3,1000,2.3,1e-5\ngarbage\n4,10")  # a garbled row, then half a row still being written
         f.flush()
@@ -156,8 +167,10 @@ def test_training_csv_rows_follow_the_header_and_skip_partial_lines(tmp_path: Pa
         rows += [json.loads(m) for m in p.sample()["metrics"]]
         if len(rows) >= 2:
             break
-    assert rows == [{"source": "training.csv", "step": 3, "toks_per_s": 1000.0, "loss": 2.3, "lr": 1e-5},
-                    {"source": "training.csv", "raw": "garbage"}]
+    assert rows == [
+        {"source": "training.csv", "step": 3, "toks_per_s": 1000.0, "loss": 2.3, "lr": 1e-5},
+        {"source": "training.csv", "raw": "garbage"},
+    ]
     with csv.open("a") as f:
         f.write("50,2.2,1e-5\n")
     for _ in range(10):

@@ -81,8 +81,13 @@ async def test_files_over_exec_keep_bytes_and_modes_and_replace_atomically(provi
     binary = bytes(range(256)) * 300 + b"\n\n no final newline"
     target = tmp_path / "a dir with 'quotes' and spaces" / "run.sh"
     async with SSHConnection(server.pod()) as conn:
-        await conn.put_files([(binary, str(tmp_path / "deep" / "x" / "blob.bin"), 0o600),
-                              (b"#!/bin/sh\necho hi\n", str(target), 0o755), (b"", str(tmp_path / "empty"), 0o644)])
+        await conn.put_files(
+            [
+                (binary, str(tmp_path / "deep" / "x" / "blob.bin"), 0o600),
+                (b"#!/bin/sh\necho hi\n", str(target), 0o755),
+                (b"", str(tmp_path / "empty"), 0o644),
+            ]
+        )
         assert await conn.exists(str(target)) and not await conn.exists(str(tmp_path / "nothing here"))
         await conn.put_file(b"#!/bin/sh\necho replaced\n", str(target), 0o755)  # over an existing file
         assert (await conn.run(shlex.quote(str(target))))[1] == "replaced\n"
@@ -138,8 +143,9 @@ async def test_interactive_only_endpoint_is_named_with_the_fix(provider_sshd, pr
         with pytest.raises(LifecycleError) as helper:  # the lifecycle helper says the same
             await PodShell(conn).agent("status")
     for message in (str(info.value), str(helper.value)):
-        assert message.startswith("this SSH endpoint only offers an interactive shell; monitoring needs to run "
-                                  "commands")
+        assert message.startswith(
+            "this SSH endpoint only offers an interactive shell; monitoring needs to run commands"
+        )
         assert "public IP and TCP port" in message and RUNPOD_FIX in message
     assert not (tmp_path / "x").exists()
 
@@ -177,8 +183,9 @@ async def watch_unsupported(server, tmp_path: Path, needle: str) -> None:
     mon = MonitorService(lambda snap: None, settings=FAST, connector=connector)
     mon.add(server.pod(probe_dir=str(tmp_path / "podstate")))
     try:
-        snap = await wait_for(lambda: (s := mon.snapshot("testpod")).status.state is PodState.UNSUPPORTED and s,
-                              what="offline")
+        snap = await wait_for(
+            lambda: (s := mon.snapshot("testpod")).status.state is PodState.UNSUPPORTED and s, what="offline"
+        )
         assert needle in snap.status.reason
         assert snap.status.next_retry is not None and snap.status.next_retry - time.time() > 600
         await asyncio.sleep(3.0)
@@ -192,7 +199,8 @@ async def watch_unsupported(server, tmp_path: Path, needle: str) -> None:
 
 
 async def test_monitor_shows_the_interactive_only_endpoint_and_does_not_retry_in_a_loop(
-        provider_sshd, provider_home, tmp_path):
+    provider_sshd, provider_home, tmp_path
+):
     server = provider_sshd("pty-only")
     provider_home(server)
     await watch_unsupported(server, tmp_path, RUNPOD_FIX)
@@ -239,8 +247,9 @@ async def test_monitor_shows_missing_python3_and_does_not_retry_in_a_loop(provid
 
 
 @pytest.mark.parametrize(("variant", "needle"), [("pty-only", RUNPOD_FIX), ("no-python", "the pod has no python3")])
-async def test_status_and_the_monitor_pane_say_unsupported_with_the_reason(provider_sshd, provider_home, tmp_path,
-                                                                           variant, needle):
+async def test_status_and_the_monitor_pane_say_unsupported_with_the_reason(
+    provider_sshd, provider_home, tmp_path, variant, needle
+):
     """`status` (headless) reports the state "unsupported" with what is missing, and the Monitor pane's text for
     such a pod says the reason first and that r retries."""
     from dataclasses import replace
@@ -254,8 +263,10 @@ async def test_status_and_the_monitor_pane_say_unsupported_with_the_reason(provi
     pod = server.pod(probe_dir=str(tmp_path / "podstate"))
     result = await _one(pod, 20.0)
     assert result["state"] == "unsupported" and needle in result["reason"], result
-    snap = PodSnapshot(pod=replace(pod, name="p1"), status=PodStatus(PodState.UNSUPPORTED, result["reason"], since=0.0,
-                                                                     next_retry=1800.0))
+    snap = PodSnapshot(
+        pod=replace(pod, name="p1"),
+        status=PodStatus(PodState.UNSUPPORTED, result["reason"], since=0.0, next_retry=1800.0),
+    )
     text = state_text(snap, 0.0)
     assert text.startswith("p1 cannot be monitored as it is: ") and needle in text and "r retries now" in text
 
@@ -263,14 +274,21 @@ async def test_status_and_the_monitor_pane_say_unsupported_with_the_reason(provi
 # ------------------------------------------------------------------ the messages
 
 
-@pytest.mark.parametrize(("os_release", "install"), [
-    ('NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nPRETTY_NAME="Ubuntu 22.04.4 LTS"\n',
-     "on Ubuntu 22.04.4 LTS: apt-get install -y python3"),
-    ('ID="rocky"\nID_LIKE="rhel centos fedora"\nPRETTY_NAME="Rocky Linux 9.3"\n',
-     "on Rocky Linux 9.3: dnf install -y python3"),
-    ("ID=alpine\nNAME=\"Alpine Linux\"\n", "on Alpine Linux: apk add python3"),
-    ("", "Debian/Ubuntu: apt-get install -y python3; RHEL/Fedora: dnf install -y python3; Alpine: apk add python3"),
-])
+@pytest.mark.parametrize(
+    ("os_release", "install"),
+    [
+        (
+            'NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nPRETTY_NAME="Ubuntu 22.04.4 LTS"\n',
+            "on Ubuntu 22.04.4 LTS: apt-get install -y python3",
+        ),
+        (
+            'ID="rocky"\nID_LIKE="rhel centos fedora"\nPRETTY_NAME="Rocky Linux 9.3"\n',
+            "on Rocky Linux 9.3: dnf install -y python3",
+        ),
+        ('ID=alpine\nNAME="Alpine Linux"\n', "on Alpine Linux: apk add python3"),
+        ("", "Debian/Ubuntu: apt-get install -y python3; RHEL/Fedora: dnf install -y python3; Alpine: apk add python3"),
+    ],
+)
 def test_install_line_follows_os_release(os_release, install):
     assert provider_ssh.install_line(os_release) == install
 
@@ -281,12 +299,15 @@ def test_an_old_python3_is_named_with_its_version():
     assert "apt-get install -y python3" in str(err)
 
 
-@pytest.mark.parametrize(("output", "found"), [
-    ("sh: 1: python3: not found\n", True),
-    ("bash: line 1: python3: command not found\n", True),
-    ("env: 'python3': No such file or directory\n", True),
-    ("Traceback ...\nFileNotFoundError: [Errno 2] No such file or directory: 'x'\n", False),
-])
+@pytest.mark.parametrize(
+    ("output", "found"),
+    [
+        ("sh: 1: python3: not found\n", True),
+        ("bash: line 1: python3: command not found\n", True),
+        ("env: 'python3': No such file or directory\n", True),
+        ("Traceback ...\nFileNotFoundError: [Errno 2] No such file or directory: 'x'\n", False),
+    ],
+)
 def test_python3_not_found_is_recognised_only_as_such(output, found):
     assert provider_ssh.python_not_found("python3 agent.py list", 127, output) is found
     assert provider_ssh.python_not_found("python3 agent.py list", 1, output) is False

@@ -22,10 +22,12 @@ from services.pod.agent import signals as sig
 from services.pod.ssh import SSHConnection
 from tests.services.pod.probe_support import make_env
 
-METRICS = (b"# HELP trainer_step Current training step\n# TYPE trainer_step gauge\ntrainer_step 12.0\n"
-           b"# HELP trainer_last_step_timestamp_seconds Unix timestamp of last step\n"
-           b"# TYPE trainer_last_step_timestamp_seconds gauge\ntrainer_last_step_timestamp_seconds 1.7e+09\n"
-           b"trainer_loss 0.41\n")
+METRICS = (
+    b"# HELP trainer_step Current training step\n# TYPE trainer_step gauge\ntrainer_step 12.0\n"
+    b"# HELP trainer_last_step_timestamp_seconds Unix timestamp of last step\n"
+    b"# TYPE trainer_last_step_timestamp_seconds gauge\ntrainer_last_step_timestamp_seconds 1.7e+09\n"
+    b"trainer_loss 0.41\n"
+)
 
 
 def marker(d: Path, name: str, at: float) -> None:
@@ -81,8 +83,13 @@ def titled(title: str) -> subprocess.Popen:
 
 
 def test_roles_from_process_titles(tmp_path: Path) -> None:
-    procs = [titled("PRIME-RL::Trainer"), titled("PRIME-RL::Inference"), titled("PRIME-RL::EnvServer"),
-             titled("PRIME-RL::EnvServer"), titled("not-PRIME-RL::Trainer")]
+    procs = [
+        titled("PRIME-RL::Trainer"),
+        titled("PRIME-RL::Inference"),
+        titled("PRIME-RL::EnvServer"),
+        titled("PRIME-RL::EnvServer"),
+        titled("not-PRIME-RL::Trainer"),
+    ]
     try:
         roles = sig.Roles("/proc")
         deadline = time.monotonic() + 5
@@ -151,15 +158,19 @@ def free_port() -> int:
 def test_endpoints_from_the_resolved_configs(tmp_path: Path) -> None:
     run = tmp_path / "run"
     assert sig.endpoints(str(run)) == {}  # no configs: no port is guessed
-    configs(run, 8001, {"server": {"host": None, "port": 8000}, "router": {"type": "vllm-router"},
-                        "backend_port": 8100})
+    configs(
+        run, 8001, {"server": {"host": None, "port": 8000}, "router": {"type": "vllm-router"}, "backend_port": 8100}
+    )
     assert sig.endpoints(str(run)) == {"trainer": 8001, "inference": 8100}  # the engine behind the router
     configs(run, 8001, {"server": {"host": None, "port": 9000}, "router": None}, host="10.0.0.5")
     assert sig.endpoints(str(run)) == {"inference": 9000}  # bound elsewhere than loopback: left out
     (run / "configs" / "trainer.json").unlink()
     (run / "configs" / "inference.json").unlink()
-    (run / "configs" / "rl.json").write_text(json.dumps({"trainer": {"metrics_server": {"port": 8002}},
-                                                         "inference": {"server": {"port": 8000}, "router": {}}}))
+    (run / "configs" / "rl.json").write_text(
+        json.dumps(
+            {"trainer": {"metrics_server": {"port": 8002}}, "inference": {"server": {"port": 8000}, "router": {}}}
+        )
+    )
     assert sig.endpoints(str(run)) == {"trainer": 8002, "inference": 8100}
 
 
@@ -199,8 +210,10 @@ def test_http_is_bounded_in_time_and_size(tmp_path: Path, servers: list) -> None
 
 
 def test_parse_gauges_skips_labels_comments_and_garbage() -> None:
-    text = ("# trainer_step 5\ntrainer_step{rank=\"0\"} 7\ntrainer_step nan\ntrainer_step 8\n"
-            "trainer_last_step_timestamp_seconds x\ntrainer_last_step_timestamp_seconds 1e9\n")
+    text = (
+        '# trainer_step 5\ntrainer_step{rank="0"} 7\ntrainer_step nan\ntrainer_step 8\n'
+        "trainer_last_step_timestamp_seconds x\ntrainer_last_step_timestamp_seconds 1e9\n"
+    )
     assert sig.parse_gauges(text) == {"trainer_step": 8.0, "trainer_last_step_timestamp_seconds": 1e9}
 
 

@@ -58,7 +58,9 @@ def test_save_and_load_round_trip_keeps_comments_and_backup(tmp_path):
     assert (tmp_path / "pods.toml.bak").read_text().startswith("# my pods")
     again = load_pods(path)
     assert [(p.name, p.host, p.user, p.port) for p in again] == [
-        ("a", "10.0.0.1", "root", None), ("b", "box", "ubuntu", 2200)]  # local is never saved
+        ("a", "10.0.0.1", "root", None),
+        ("b", "box", "ubuntu", 2200),
+    ]  # local is never saved
     save_pods(again[1:], path)
     assert [p.name for p in load_pods(path)] == ["b"]
 
@@ -99,8 +101,10 @@ def test_merge_keeps_first_of_each_name():
 
 def test_a_slurm_login_node_is_a_pod_of_kind_slurm_and_round_trips(tmp_path):
     path = tmp_path / "pods.toml"
-    path.write_text('[pods.cluster]\nhost = "login.example.org"\nuser = "ana"\nkind = "slurm"\n\n'
-                    '[pods.box]\nhost = "10.0.0.2"\nkind = "pod"\n')
+    path.write_text(
+        '[pods.cluster]\nhost = "login.example.org"\nuser = "ana"\nkind = "slurm"\n\n'
+        '[pods.box]\nhost = "10.0.0.2"\nkind = "pod"\n'
+    )
     cluster, box = load_pods(path)
     assert (cluster.kind, cluster.host, cluster.scheduler) == (PodKind.SSH, "login.example.org", "slurm")
     assert box.scheduler is None
@@ -110,10 +114,13 @@ def test_a_slurm_login_node_is_a_pod_of_kind_slurm_and_round_trips(tmp_path):
     assert path.read_text().count("kind") == 1  # the default is not written
 
 
-@pytest.mark.parametrize("table, why", [
-    ('host = "h"\nkind = "slurn"', "kind must be one of 'pod', 'slurm'"),
-    ('target = "demo"\nkind = "slurm"', "the simulated pod is not a Slurm cluster"),
-])
+@pytest.mark.parametrize(
+    "table, why",
+    [
+        ('host = "h"\nkind = "slurn"', "kind must be one of 'pod', 'slurm'"),
+        ('target = "demo"\nkind = "slurm"', "the simulated pod is not a Slurm cluster"),
+    ],
+)
 def test_a_bad_kind_is_a_clear_error(tmp_path, table, why):
     path = tmp_path / "pods.toml"
     path.write_text(f"[pods.c]\n{table}\n")

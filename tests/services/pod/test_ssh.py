@@ -25,7 +25,10 @@ async def test_unknown_host_key_is_refused_until_trusted(sshd, client_home):
     err = info.value
     expected_fp = subprocess.run(
         ["ssh-keygen", "-lf", str(sshd.root / "host_ed25519.pub"), "-E", "sha256"],
-        capture_output=True, text=True, check=True).stdout.split()[1]
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()[1]
     assert err.fingerprint == expected_fp
     assert err.key_line == sshd.known_hosts_line
     assert err.known_hosts_file == str(client_home.known_hosts)
@@ -39,8 +42,7 @@ async def test_unknown_host_key_is_refused_until_trusted(sshd, client_home):
 
 
 async def test_changed_host_key_is_refused_with_a_warning(sshd, client_home, tmp_path):
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "imposter")],
-                   check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "imposter")], check=True)
     other = (tmp_path / "imposter.pub").read_text().split()
     client_home.known_hosts.write_text(f"[127.0.0.1]:{sshd.port} {other[0]} {other[1]}\n")
     with pytest.raises(HostKeyChanged) as info:
@@ -53,8 +55,7 @@ async def test_changed_host_key_is_refused_with_a_warning(sshd, client_home, tmp
 
 async def test_wrong_client_key_is_auth_failed(sshd, client_home, tmp_path):
     client_home.trust()
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "stranger")],
-                   check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "stranger")], check=True)
     client_home.write_ssh_config(identity=tmp_path / "stranger")
     with pytest.raises(AuthError, match="authentication failed"):
         await SSHConnection(sshd.pod()).connect()
@@ -74,8 +75,8 @@ async def test_refused_port_is_a_connect_error(client_home):
 
 async def test_ssh_config_cannot_switch_host_key_checking_off(sshd, client_home):
     (client_home.home / ".ssh" / "config").write_text(
-        f"Host 127.0.0.1\n  IdentityFile {sshd.client_key}\n  UserKnownHostsFile none\n"
-        "  StrictHostKeyChecking no\n")
+        f"Host 127.0.0.1\n  IdentityFile {sshd.client_key}\n  UserKnownHostsFile none\n  StrictHostKeyChecking no\n"
+    )
     with pytest.raises(HostKeyUnknown):
         await SSHConnection(sshd.pod()).connect()
 
@@ -114,9 +115,13 @@ async def test_probe_leaves_no_process_on_the_pod_when_the_channel_closes(sshd, 
     await conn.connect()
     stream = await conn.start_probe(["--interval", "0.2"])
     assert await asyncio.wait_for(stream.readline(), 10)
-    running = [p for p in psutil.process_iter(["cmdline"])
-               if f"probe-{digest}" in " ".join(p.info["cmdline"] or []) and "probe.py" in (p.info["cmdline"] or [])
-               and str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+    running = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if f"probe-{digest}" in " ".join(p.info["cmdline"] or [])
+        and "probe.py" in (p.info["cmdline"] or [])
+        and str(tmp_path) in " ".join(p.info["cmdline"] or [])
+    ]
     assert len(running) == 1, "exactly one probe runs on the pod while streaming"
     family = [running[0], *running[0].children(recursive=True)]
     assert any("nvidia-smi" in " ".join(p.cmdline()) for p in family[1:])  # ONE long-lived child

@@ -26,30 +26,61 @@ SECRET = "the private prompt: never leaves the pod"
 def timing(tool: float, model: float, t0: float = 1000.0, *, ended: bool = True) -> dict:
     """A serialized verifiers Timing: spans are {start, end}; the agent's model/harness split has durations."""
     agent = tool + model
-    return {"start": t0, "boot": {"start": t0, "end": t0 + 0.5}, "setup": {"start": t0, "end": t0 + 0.2},
-            "agent": {"start": t0 + 0.2, "end": t0 + 0.2 + agent if ended else 0.0,
-                      "model": {"duration": model if ended else 0.0}, "harness": {"duration": tool if ended else 0.0}},
-            "finalize": {"start": t0 + 0.2 + agent, "end": t0 + 0.3 + agent},
-            "scoring": {"start": t0 + 0.3 + agent, "end": t0 + 0.4 + agent}}
+    return {
+        "start": t0,
+        "boot": {"start": t0, "end": t0 + 0.5},
+        "setup": {"start": t0, "end": t0 + 0.2},
+        "agent": {
+            "start": t0 + 0.2,
+            "end": t0 + 0.2 + agent if ended else 0.0,
+            "model": {"duration": model if ended else 0.0},
+            "harness": {"duration": tool if ended else 0.0},
+        },
+        "finalize": {"start": t0 + 0.2 + agent, "end": t0 + 0.3 + agent},
+        "scoring": {"start": t0 + 0.3 + agent, "end": t0 + 0.4 + agent},
+    }
 
 
 def trace(tool: float, model: float, filler: int = 200, **kw) -> dict:
     """One trace in its serialized field order: timing last, after the bulky messages and token ids."""
-    return {"version": 1, "id": "t", "verifiers": {"version": "0.2"}, "task": {"type": "Task", "data": {"q": SECRET}},
-            "agent": {"config": {}, "name": "solver", "trainable": True}, "tools": [],
-            "nodes": [{"messages": [{"role": "user", "content": SECRET + ' "timing": {"agent": 1} ' * 3}],
-                       "completion_ids": list(range(filler))}],
-            "calls": [], "rewards": {"r": {"score": 1.0, "weight": 1.0}}, "metrics": {},
-            # a user's own "timing" key, not a verifiers Timing: must not be taken for one
-            "info": {"timing": {"agent": "fast"}}, "extra_usage": [], "is_completed": True, "ok": True,
-            "stop_condition": "done", "errors": [], "timing": timing(tool, model, **kw)}
+    return {
+        "version": 1,
+        "id": "t",
+        "verifiers": {"version": "0.2"},
+        "task": {"type": "Task", "data": {"q": SECRET}},
+        "agent": {"config": {}, "name": "solver", "trainable": True},
+        "tools": [],
+        "nodes": [
+            {
+                "messages": [{"role": "user", "content": SECRET + ' "timing": {"agent": 1} ' * 3}],
+                "completion_ids": list(range(filler)),
+            }
+        ],
+        "calls": [],
+        "rewards": {"r": {"score": 1.0, "weight": 1.0}},
+        "metrics": {},
+        # a user's own "timing" key, not a verifiers Timing: must not be taken for one
+        "info": {"timing": {"agent": "fast"}},
+        "extra_usage": [],
+        "is_completed": True,
+        "ok": True,
+        "stop_condition": "done",
+        "errors": [],
+        "timing": timing(tool, model, **kw),
+    }
 
 
 def episode(env: str | None, *traces: dict, name: bool = True) -> dict:
-    rec: dict = {"id": "e0a1", "env": {"id": f"{env}-id"} if env else {},
-                 "task": {"type": "Task", "data": {"q": SECRET}}, "group": {"id": "g"},
-                 "run": {"type": "train", "id": "r", "work": {"type": "train", "step": 3}}, "ok": True, "errors": [],
-                 "traces": list(traces)}
+    rec: dict = {
+        "id": "e0a1",
+        "env": {"id": f"{env}-id"} if env else {},
+        "task": {"type": "Task", "data": {"q": SECRET}},
+        "group": {"id": "g"},
+        "run": {"type": "train", "id": "r", "work": {"type": "train", "step": 3}},
+        "ok": True,
+        "errors": [],
+        "traces": list(traces),
+    }
     if env and name:
         rec["env"]["name"] = env
     return rec
@@ -95,17 +126,33 @@ def feed_in_chunks(data: bytes, cuts: list[int]) -> tuple[list[dict], int]:
     return out, dropped
 
 
-GARBAGE = [b"", b"not json", b'{"timing":', b'{"timing":{"agent":{"model":{},"harness":{}}', b"\xff\xfe\x00garbage",
-           b'{"id":"x","env":{"name":"e"},"traces":[{"timing":{"agent":"oops"}}]}', b"[1,2,3]", b'"timing":' * 50,
-           b'{"id":"x","env":{"name":"deep"},"traces":[{"timing":' + b"[" * 5000 + b"]" * 5000 + b"}]}"]
+GARBAGE = [
+    b"",
+    b"not json",
+    b'{"timing":',
+    b'{"timing":{"agent":{"model":{},"harness":{}}',
+    b"\xff\xfe\x00garbage",
+    b'{"id":"x","env":{"name":"e"},"traces":[{"timing":{"agent":"oops"}}]}',
+    b"[1,2,3]",
+    b'"timing":' * 50,
+    b'{"id":"x","env":{"name":"deep"},"traces":[{"timing":' + b"[" * 5000 + b"]" * 5000 + b"}]}",
+]
 
 
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(
-    st.tuples(st.sampled_from(["math", "code", None]),
-              st.lists(st.tuples(st.floats(0, 500), st.floats(0, 100)), min_size=1, max_size=3)),
-    st.sampled_from(GARBAGE)), max_size=12),
-    st.lists(st.integers(0, 200_000), max_size=30))
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(
+                st.sampled_from(["math", "code", None]),
+                st.lists(st.tuples(st.floats(0, 500), st.floats(0, 100)), min_size=1, max_size=3),
+            ),
+            st.sampled_from(GARBAGE),
+        ),
+        max_size=12,
+    ),
+    st.lists(st.integers(0, 200_000), max_size=30),
+)
 @example(items=[("math", [(0.0, 0.0625)])], cuts=[])  # CI found it: a half-way total rounds either way
 def test_extraction_survives_garbage_and_any_chunking(items, cuts) -> None:
     data, want = b"", []
@@ -131,7 +178,7 @@ def test_a_line_larger_than_a_read_is_never_held_whole() -> None:
     assert len(big) > 3 * rundir.TRACE_READ_BYTES / 4
     tail, out = TraceTail(1, 0, 0, False), []
     for at in range(0, len(big), 4096):
-        tail.feed(big[at:at + 4096], out)
+        tail.feed(big[at : at + 4096], out)
         assert len(tail.head) <= rundir.TRACE_HEAD_BYTES and len(tail.carry) <= rundir.TRACE_TIMING_BYTES + 16
     assert strip_step(out) == [expected("long", 9.0, 2.0), expected("long", 1.0, 1.0)]
 
@@ -139,7 +186,7 @@ def test_a_line_larger_than_a_read_is_never_held_whole() -> None:
 def test_a_line_whose_start_was_skipped_is_dropped_and_counted() -> None:
     data = line(episode("a", trace(5, 1)))
     tail, out = TraceTail(1, 0, 0, True), []
-    assert tail.feed(data[len(data) // 2:] + line(episode("b", trace(2, 1))), out) == 1
+    assert tail.feed(data[len(data) // 2 :] + line(episode("b", trace(2, 1))), out) == 1
     assert strip_step(out) == [expected("b", 2, 1)]
 
 
@@ -170,8 +217,10 @@ def test_rundir_tails_the_newest_two_step_dirs_train_all_first(tmp_path: Path) -
     write_step(tmp_path, 4, [episode("math", trace(6.0, 1.0))], subset="effective")  # no all/: effective
     got = run.new_traces(errors)
     assert [(r["step"], r["tool"]) for r in got] == [(3, 4.5), (4, 6.0)]  # step_4 read from its start
-    assert set(run.trace_files) == {str(tmp_path / "rollouts/step_3/train/all/traces.jsonl"),
-                                    str(tmp_path / "rollouts/step_4/train/effective/traces.jsonl")}
+    assert set(run.trace_files) == {
+        str(tmp_path / "rollouts/step_3/train/all/traces.jsonl"),
+        str(tmp_path / "rollouts/step_4/train/effective/traces.jsonl"),
+    }
 
 
 def test_rundir_bounds_records_and_lag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,7 +239,7 @@ def test_rundir_bounds_records_and_lag(tmp_path: Path, monkeypatch: pytest.Monke
     got = run.new_traces([])  # far behind: on from the newest bytes, the first (partial) line dropped
     assert got and got[-1]["tool"] <= 1039.0 and all(r["tool"] >= 1000.0 for r in got)
     assert run.take_cut()["trace_bytes"] > 0
-    while (more := run.new_traces([])):
+    while more := run.new_traces([]):
         got += more
     assert got[-1]["tool"] == 1039.0
 
@@ -198,13 +247,20 @@ def test_rundir_bounds_records_and_lag(tmp_path: Path, monkeypatch: pytest.Monke
 # ------------------------------------------------------------------------------------------ the real probe
 def test_the_probe_sends_only_timings_and_stays_a_valid_sample(tmp_path: Path) -> None:
     write_step(tmp_path, 5, [episode("math", trace(2.0, 1.0), trace(30.0, 1.0)), episode("code", trace(0.5, 4.0))])
-    out = subprocess.run([sys.executable, "-u", str(PROBE), "--once", "--backend", "none", "--run-dir", str(tmp_path)],
-                         capture_output=True, timeout=15, env={**os.environ, "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-u", str(PROBE), "--once", "--backend", "none", "--run-dir", str(tmp_path)],
+        capture_output=True,
+        timeout=15,
+        env={**os.environ, "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr.decode()
     text = out.stdout.decode()
     obj = json.loads(text)
-    assert obj["traces"] == [{"step": 5, **expected("math", 2.0, 1.0)}, {"step": 5, **expected("math", 30.0, 1.0)},
-                             {"step": 5, **expected("code", 0.5, 4.0)}]
+    assert obj["traces"] == [
+        {"step": 5, **expected("math", 2.0, 1.0)},
+        {"step": 5, **expected("math", 30.0, 1.0)},
+        {"step": 5, **expected("code", 0.5, 4.0)},
+    ]
     assert SECRET not in text and "completion_ids" not in text
     assert obj["cut"]["trace_bytes"] == 0 and obj["cut"]["trace_records"] == 0
     Sample.from_line(text)  # the key is optional: the v1 parser takes the line as it did

@@ -65,8 +65,15 @@ class LocalSlurm:
         return LocalConnection(Pod(name=name, kind=PodKind.LOCAL), env=self.env)
 
     def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(list(args), env={**os.environ, **self.env}, capture_output=True, text=True,
-                              timeout=30, check=check, cwd=self.jobs_dir)
+        return subprocess.run(
+            list(args),
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=check,
+            cwd=self.jobs_dir,
+        )
 
     def sbatch(self, *args: str) -> str:
         """Submit a job (its output under jobs/); its id."""
@@ -106,8 +113,10 @@ class LocalSlurm:
             "SlurmdTimeout=5",
             "ReturnToService=2",
             "MinJobAge=300",
-            *(f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={p} CPUs=2 RealMemory=500 State=UNKNOWN"
-              for n, p in zip(NODES, node_ports)),
+            *(
+                f"NodeName={n} NodeHostname=localhost NodeAddr=127.0.0.1 Port={p} CPUs=2 RealMemory=500 State=UNKNOWN"
+                for n, p in zip(NODES, node_ports)
+            ),
             f"PartitionName=debug Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP",
             "",
         ]
@@ -117,8 +126,9 @@ class LocalSlurm:
 
     def _spawn(self, key: str, argv: list[str]) -> None:
         log = open(self.root / "log" / f"{key}.out", "ab")
-        self.procs[key] = subprocess.Popen(argv, stdout=log, stderr=log, env={**os.environ, **self.env},
-                                           cwd=self.root, start_new_session=True)
+        self.procs[key] = subprocess.Popen(
+            argv, stdout=log, stderr=log, env={**os.environ, **self.env}, cwd=self.root, start_new_session=True
+        )
         log.close()
 
     def start_munge(self) -> None:
@@ -127,9 +137,18 @@ class LocalSlurm:
         key = m / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
-        self._spawn("munged", [DAEMONS["munged"], "-F", f"--socket={m}/munge.sock", f"--key-file={key}",
-                               f"--pid-file={m}/munged.pid", f"--seed-file={m}/munged.seed",
-                               f"--log-file={m}/munged.log"])
+        self._spawn(
+            "munged",
+            [
+                DAEMONS["munged"],
+                "-F",
+                f"--socket={m}/munge.sock",
+                f"--key-file={key}",
+                f"--pid-file={m}/munged.pid",
+                f"--seed-file={m}/munged.seed",
+                f"--log-file={m}/munged.log",
+            ],
+        )
         self._wait(lambda: (m / "munge.sock").exists(), "munged did not create its socket", ["munged"])
 
     def start_node(self, node: str) -> None:
@@ -154,8 +173,11 @@ class LocalSlurm:
         return dict(line.split(None, 1) for line in res.stdout.splitlines() if len(line.split()) == 2)
 
     def wait_idle(self, nodes: tuple[str, ...] | list[str]) -> None:
-        self._wait(lambda: all(self.node_states().get(n) == "idle" for n in nodes),
-                   f"nodes {', '.join(nodes)} did not become idle", list(self.procs))
+        self._wait(
+            lambda: all(self.node_states().get(n) == "idle" for n in nodes),
+            f"nodes {', '.join(nodes)} did not become idle",
+            list(self.procs),
+        )
 
     def _wait(self, ready, what: str, keys: list[str]) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -167,8 +189,9 @@ class LocalSlurm:
             if ready():
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"local Slurm: {what} within {START_TIMEOUT_S} s; states {self.node_states()}\n"
-                           f"{self.logs()}")
+        raise RuntimeError(
+            f"local Slurm: {what} within {START_TIMEOUT_S} s; states {self.node_states()}\n{self.logs()}"
+        )
 
     def logs(self) -> str:
         out = []
@@ -221,8 +244,10 @@ def slurm():
     """The local Slurm cluster (2 nodes, n1 and n2), started once per session."""
     missing = [name for name, path in DAEMONS.items() if not os.path.exists(path)]
     if missing or not shutil.which("sbatch"):
-        pytest.fail(f"Slurm is not installed ({', '.join(missing) or 'sbatch'} missing): run the README's test "
-                    "command (it installs slurmctld, slurmd and munge)")
+        pytest.fail(
+            f"Slurm is not installed ({', '.join(missing) or 'sbatch'} missing): run the README's test "
+            "command (it installs slurmctld, slurmd and munge)"
+        )
     cluster = LocalSlurm(Path(tempfile.mkdtemp(prefix="ptt-slurm-")))
     cluster.root.chmod(0o755)  # munged checks every directory above its socket
     try:

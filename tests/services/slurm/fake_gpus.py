@@ -21,15 +21,19 @@ FAKE = REPO / "services" / "demo" / "nvidia_smi.py"
 GPUS = {"n1": (2, "NVIDIA H100 80GB HBM3", 81559), "n2": (4, "NVIDIA H200", 143771)}
 MIB = 1024 * 1024
 # what nvidia-smi prints when the driver is not loaded
-NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
-             "latest NVIDIA driver is installed and running.")
+NO_DRIVER = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+    "latest NVIDIA driver is installed and running."
+)
 
 
 def fake_bin(d: Path) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     smi = d / "nvidia-smi"
-    cases = "\n".join(f'  {node}) export PTT_FAKE_GPUS={n} PTT_FAKE_GPU_NAME="{name}" PTT_FAKE_SEED={i} ;;'
-                      for i, (node, (n, name, _)) in enumerate(GPUS.items()))
+    cases = "\n".join(
+        f'  {node}) export PTT_FAKE_GPUS={n} PTT_FAKE_GPU_NAME="{name}" PTT_FAKE_SEED={i} ;;'
+        for i, (node, (n, name, _)) in enumerate(GPUS.items())
+    )
     smi.write_text(f"""#!/bin/sh
 for n in $PTT_TEST_NO_DRIVER; do
   if [ "$n" = "$SLURMD_NODENAME" ]; then

@@ -111,9 +111,20 @@ async def test_another_users_job_named_like_mine_cannot_stand_in_for_it(slurm, c
     mine = slurm.sbatch("--job-name=mine", "--wrap", "sleep 120")
     cancel_after(mine)
     await wait_for_job(cluster, mine, "RUNNING")
-    spoof = slurm.run("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sbatch", "--parsable",
-                      "--hold", f"--job-name=x JobId={mine} UserId=root(0) JobState=COMPLETED",
-                      "--chdir=/tmp", "--output=/dev/null", "--wrap", "sleep 1").stdout.strip()
+    spoof = slurm.run(
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "sbatch",
+        "--parsable",
+        "--hold",
+        f"--job-name=x JobId={mine} UserId=root(0) JobState=COMPLETED",
+        "--chdir=/tmp",
+        "--output=/dev/null",
+        "--wrap",
+        "sleep 1",
+    ).stdout.strip()
     cancel_after(spoof)
     listed = slurm.run("scontrol", "show", "job", "-o").stdout
     assert f"JobId={spoof} JobName=x JobId={mine} " in listed  # the shape the parser meets

@@ -64,8 +64,9 @@ async def read_until(r: GpuReader, job: SlurmJob, ready, what: str) -> JobGpus:
 
 async def test_both_nodes_gpus_and_roles_told_apart(slurm, running_job, bin_dir):
     r = reader(env_with(slurm.env, bin_dir))
-    got = await read_until(r, running_job, lambda g: all(n.roles for n in g.nodes) and len(g.nodes) == 2,
-                           "roles on both nodes")
+    got = await read_until(
+        r, running_job, lambda g: all(n.roles for n in g.nodes) and len(g.nodes) == 2, "roles on both nodes"
+    )
     assert got.job_id == running_job.id and got.error == "" and got.checked_at is not None
     assert [n.node for n in got.nodes] == ["n1", "n2"]
     for node in got.nodes:
@@ -84,7 +85,9 @@ async def test_both_nodes_gpus_and_roles_told_apart(slurm, running_job, bin_dir)
     # a node the controller lost is not asked (srun would wait for it in vain); the others are read
     part = await r.job(running_job, down={"n2"})
     assert [(n.node, len(n.gpus), n.error) for n in part.nodes] == [
-        ("n1", 2, ""), ("n2", 0, "n2 is not responding to Slurm")]
+        ("n1", 2, ""),
+        ("n2", 0, "n2 is not responding to Slurm"),
+    ]
 
 
 async def test_a_node_without_a_driver_and_nodes_without_nvidia_smi(slurm, running_job, bin_dir):
@@ -92,8 +95,9 @@ async def test_a_node_without_a_driver_and_nodes_without_nvidia_smi(slurm, runni
     broken = await reader(env_with(slurm.env, bin_dir, PTT_TEST_NO_DRIVER="n2")).job(running_job)
     n1, n2 = broken.nodes
     assert n1.error == "" and len(n1.gpus) == 2
-    assert n2.gpus == () and n2.error == ("no NVIDIA driver on n2: NVIDIA-SMI has failed because it couldn't "
-                                          "communicate with the NVIDIA driver")
+    assert n2.gpus == () and n2.error == (
+        "no NVIDIA driver on n2: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
+    )
 
     # no nvidia-smi anywhere on the nodes' PATH
     env = env_with(slurm.env, None)
@@ -110,8 +114,9 @@ async def test_a_job_that_is_not_running_is_the_jobs_error(slurm, bin_dir):
     r = reader(env_with(slurm.env, bin_dir))
     gone = await r.job(SlurmJob("999999", state="RUNNING", nodes=("n1",)))
     assert gone.nodes == ()
-    assert gone.error == ("srun into job 999999 failed on cluster: Unable to confirm allocation for job 999999: "
-                          "Invalid job id specified")
+    assert gone.error == (
+        "srun into job 999999 failed on cluster: Unable to confirm allocation for job 999999: Invalid job id specified"
+    )
     bad = await r.job(SlurmJob("1; rm -rf /", state="RUNNING", nodes=("n1",)))
     assert bad.error == "not a Slurm job id: '1; rm -rf /'" and bad.nodes == ()
     assert await r.jobs([SlurmJob("5", state="PENDING")]) == ()
@@ -121,10 +126,14 @@ async def test_a_job_that_is_not_running_is_the_jobs_error(slurm, bin_dir):
 
 
 def test_srun_failures_are_told_per_node():
-    err = ("srun: error: Task launch for StepId=2.2 failed on node n2: Communication connection failure\n"
-           "srun: error: Application launch failed: Communication connection failure\nsrun: Job step aborted\n")
-    out = f"0: {MARK} node n1\n0: {MARK} gpus\n0: 0, NVIDIA H100 80GB HBM3, 50, 1024, 81559, 60, 300.5\n" \
-          f"0: {MARK} smi 0\n0: {MARK} procs\n0: {MARK} end\n"
+    err = (
+        "srun: error: Task launch for StepId=2.2 failed on node n2: Communication connection failure\n"
+        "srun: error: Application launch failed: Communication connection failure\nsrun: Job step aborted\n"
+    )
+    out = (
+        f"0: {MARK} node n1\n0: {MARK} gpus\n0: 0, NVIDIA H100 80GB HBM3, 50, 1024, 81559, 60, 300.5\n"
+        f"0: {MARK} smi 0\n0: {MARK} procs\n0: {MARK} end\n"
+    )
     n1, n2, n3 = node_gpus(out, err, ["n1", "n2", "n3"], timed_out=20)
     assert n1 == NodeGpus("n1", gpus=(gpu_line("0, NVIDIA H100 80GB HBM3, 50, 1024, 81559, 60, 300.5"),))
     assert n1.gpus[0].mem_used == 1024 * MIB and n1.gpus[0].util == 50 and n1.gpus[0].power_w == 300.5
@@ -132,47 +141,74 @@ def test_srun_failures_are_told_per_node():
     assert n3.error == "n3 did not answer within 20 s"
     (only,) = node_gpus("", err, ["n1"])
     assert only.error == "n1 not read: srun could not start on n2"
-    hung = node_gpus(f"0: {MARK} node n1\n0: {MARK} gpus\n0: {MARK} smi 124\n0: {MARK} end\n", "", ["n1"],
-                     smi_timeout=10)
+    hung = node_gpus(
+        f"0: {MARK} node n1\n0: {MARK} gpus\n0: {MARK} smi 124\n0: {MARK} end\n", "", ["n1"], smi_timeout=10
+    )
     assert hung[0].error == "nvidia-smi on n1 did not answer within 10 s"
     cut = node_gpus(f"0: {MARK} node n1\n0: {MARK} gpus\n", "", ["n1"], timed_out=5)
     assert cut[0].error == "n1 stopped answering before its GPUs were read"
 
 
 def test_roles_from_command_lines():
-    assert roles(["python -m vllm.entrypoints.openai.api_server --model x",
-                  "/usr/bin/srun uv run trainer @ t.toml"]) == ("inference",)  # the launcher is not a role
+    assert roles(
+        ["python -m vllm.entrypoints.openai.api_server --model x", "/usr/bin/srun uv run trainer @ t.toml"]
+    ) == ("inference",)  # the launcher is not a role
     assert roles(["uv run sft @ sft.toml", "uv run orchestrator @ o.toml"]) == ("orchestrator", "trainer")
     assert roles(["/bin/sh /var/spool/slurmd/job01/slurm_script trainer", "sleep 300", ""]) == ()
     # a shell wrapping every role's branch is not a role; what it starts is
-    assert roles(["bash -c if [ $SLURM_NODEID = 0 ]; then uv run inference; else uv run trainer; fi",
-                  "uv run trainer @ t.toml"]) == ("trainer",)
+    assert roles(
+        ["bash -c if [ $SLURM_NODEID = 0 ]; then uv run inference; else uv run trainer; fi", "uv run trainer @ t.toml"]
+    ) == ("trainer",)
     # prime-rl's process titles say the role, whatever the arguments name: an env server whose arguments
     # mention the trainer's config is no trainer, the launcher and the env servers hold no GPU role
-    assert roles(["PRIME-RL::EnvServer @ /run/configs/envs/train/trainer-math.json",
-                  "PRIME-RL::Launcher rl @ rl.toml --trainer.model.name x", "PRIME-RL::Inference"]) == ("inference",)
+    assert roles(
+        [
+            "PRIME-RL::EnvServer @ /run/configs/envs/train/trainer-math.json",
+            "PRIME-RL::Launcher rl @ rl.toml --trainer.model.name x",
+            "PRIME-RL::Inference",
+        ]
+    ) == ("inference",)
     assert roles(["PRIME-RL::Trainer", "PRIME-RL::Orchestrator"]) == ("orchestrator", "trainer")
     assert gpu_line("0, H100, [N/A], [N/A], 81559, [Not Supported], [N/A]") == gpu_line(
-        "0, H100, nan, -5, 81559, x, -1")
+        "0, H100, nan, -5, 81559, x, -1"
+    )
 
 
 LINE = st.one_of(
     st.text(max_size=60),
-    st.sampled_from([f"{MARK} node n1", f"{MARK} node ", f"{MARK} gpus", f"{MARK} smi 0", f"{MARK} smi x",
-                     f"{MARK} smi 99999999", f"{MARK} nosmi", f"{MARK} procs", f"{MARK} end",
-                     "0, NVIDIA H100, 87, 100, 81559, 70, 600", "1,,,,,,", "99999, a, 1e400, -1, 0, inf, nan",
-                     "uv run trainer", "srun vllm"]),
+    st.sampled_from(
+        [
+            f"{MARK} node n1",
+            f"{MARK} node ",
+            f"{MARK} gpus",
+            f"{MARK} smi 0",
+            f"{MARK} smi x",
+            f"{MARK} smi 99999999",
+            f"{MARK} nosmi",
+            f"{MARK} procs",
+            f"{MARK} end",
+            "0, NVIDIA H100, 87, 100, 81559, 70, 600",
+            "1,,,,,,",
+            "99999, a, 1e400, -1, 0, inf, nan",
+            "uv run trainer",
+            "srun vllm",
+        ]
+    ),
 )
-TASK_LINE = st.tuples(st.integers(min_value=0, max_value=3) | st.just(10 ** 7), LINE).map(lambda t: f"{t[0]}: {t[1]}")
+TASK_LINE = st.tuples(st.integers(min_value=0, max_value=3) | st.just(10**7), LINE).map(lambda t: f"{t[0]}: {t[1]}")
 
 
 @settings(max_examples=300, deadline=None)
-@given(lines=st.lists(TASK_LINE | st.text(max_size=40), max_size=40), err=st.text(max_size=200),
-       nodes=st.lists(st.text(max_size=8), max_size=4), timed_out=st.none() | st.floats(allow_nan=False))
+@given(
+    lines=st.lists(TASK_LINE | st.text(max_size=40), max_size=40),
+    err=st.text(max_size=200),
+    nodes=st.lists(st.text(max_size=8), max_size=4),
+    timed_out=st.none() | st.floats(allow_nan=False),
+)
 def test_garbage_never_raises_and_every_node_is_reported(lines, err, nodes, timed_out):
     got = node_gpus("\n".join(lines), err, nodes, timed_out=timed_out)
     wanted = [n for n in dict.fromkeys(nodes) if n]
-    assert [n.node for n in got[:len(wanted)]] == wanted
+    assert [n.node for n in got[: len(wanted)]] == wanted
     for node in got:
         assert isinstance(node, NodeGpus) and node.node
         assert bool(node.error) != bool(node.gpus)  # GPUs, or why there are none

@@ -44,17 +44,23 @@ def cluster_pod(slurm, tmp_path: Path):
 
 
 def settings_for(tmp_path: Path, **kw) -> LifecycleSettings:
-    base = dict(command=f"{sys.executable} {STANDIN} @ {{config}}", min_free_bytes=1, runs_dir=tmp_path / "records",
-                secrets=("WANDB_API_KEY",))
+    base = dict(
+        command=f"{sys.executable} {STANDIN} @ {{config}}",
+        min_free_bytes=1,
+        runs_dir=tmp_path / "records",
+        secrets=("WANDB_API_KEY",),
+    )
     base.update(kw)
     return LifecycleSettings(**base)
 
 
 def write_config(tmp_path: Path, job_name: str = "rl-multi") -> Path:
     cfg = tmp_path / "rl.toml"
-    cfg.write_text('output_dir = "."\nmax_steps = 1000\n[model]\nname = "Qwen/Qwen3-0.6B"\n'
-                   '[deployment]\ntype = "multi_node"\nnum_train_nodes = 1\nnum_infer_nodes = 1\n'
-                   f'[slurm]\njob_name = "{job_name}"\n')
+    cfg.write_text(
+        'output_dir = "."\nmax_steps = 1000\n[model]\nname = "Qwen/Qwen3-0.6B"\n'
+        '[deployment]\ntype = "multi_node"\nnum_train_nodes = 1\nnum_infer_nodes = 1\n'
+        f'[slurm]\njob_name = "{job_name}"\n'
+    )
     return cfg
 
 
@@ -89,8 +95,11 @@ def trainer_pids(run_dir: Path) -> list[int]:
 
 def complete_steps(run_dir: Path) -> list[int]:
     d = run_dir / "checkpoints"
-    return sorted(int(p.name[5:]) for p in d.glob("step_*")
-                  if (p / "trainer" / ".metadata").is_file() and (p / "orchestrator" / "progress.pt").is_file())
+    return sorted(
+        int(p.name[5:])
+        for p in d.glob("step_*")
+        if (p / "trainer" / ".metadata").is_file() and (p / "orchestrator" / "progress.pt").is_file()
+    )
 
 
 def until(pred, timeout: float = 30.0) -> bool:
@@ -110,9 +119,16 @@ def idle_nodes(slurm) -> None:
 
 async def launched(slurm, pod, tmp_path: Path, settings: LifecycleSettings, **kw) -> list:
     async with LocalConnection(pod, env=slurm.env) as conn:
-        return [ev async for ev in slurm_launch.launch(conn, write_config(tmp_path, **kw), settings=settings,
-                                                       run_dir=str(tmp_path / "run"),
-                                                       environ={"WANDB_API_KEY": SECRET})]
+        return [
+            ev
+            async for ev in slurm_launch.launch(
+                conn,
+                write_config(tmp_path, **kw),
+                settings=settings,
+                run_dir=str(tmp_path / "run"),
+                environ={"WANDB_API_KEY": SECRET},
+            )
+        ]
 
 
 async def test_launch_records_the_running_job_and_k_cancels_that_job(slurm, tmp_path):
@@ -130,8 +146,13 @@ async def test_launch_records_the_running_job_and_k_cancels_that_job(slurm, tmp_
         assert any(e.message == f"launcher: Submitted batch job {job}" for e in events)
         checks = {e.check.name: e.check.status for e in events if e.check is not None}
         # the test nodes have no nvidia-smi on the job's PATH: the compute-node check warns and says so
-        assert checks == {"config validates": "ok", "free disk": "ok", "trainer command": "ok",
-                          "no job in this run dir": "ok", "a compute node": "warn"}
+        assert checks == {
+            "config validates": "ok",
+            "free disk": "ok",
+            "trainer command": "ok",
+            "no job in this run dir": "ok",
+            "a compute node": "warn",
+        }
         node = next(e.check for e in events if e.check is not None and e.check.name == "a compute node")
         assert node.detail.endswith("runs tasks and sees the run dir, but has no nvidia-smi"), node.detail
         assert node.detail.split()[0] in ("n1", "n2")
@@ -185,8 +206,9 @@ async def test_a_failing_launcher_is_an_error_with_its_output(slurm, tmp_path):
     pod = cluster_pod(slurm, tmp_path)
     events = await launched(slurm, pod, tmp_path, settings_for(tmp_path), job_name="broken")
     assert events[-1].kind == "error"
-    assert events[-1].message.startswith("the launcher exited with status 1 on mycluster: ValueError: "
-                                         "num_train_nodes must be >= 1")
+    assert events[-1].message.startswith(
+        "the launcher exited with status 1 on mycluster: ValueError: num_train_nodes must be >= 1"
+    )
     assert "launcher: Traceback (most recent call last):" in [e.message for e in events]
     async with LocalConnection(pod, env=slurm.env) as conn:
         assert await slurm_jobs.slurm_runs(conn) == []  # nothing submitted, nothing recorded
@@ -227,8 +249,14 @@ async def test_the_launch_dialog_on_a_cluster_submits_through_the_launcher(slurm
     """L's dialog on a cluster (the real dialog, Pilot): its plan names the cluster and the launcher, y submits."""
     pod, settings = cluster_pod(slurm, tmp_path), settings_for(tmp_path)
     idle_nodes(slurm)
-    screen = lifecycle_screen("launch", pod, config=write_config(tmp_path), run_dir=str(tmp_path / "run"),
-                              settings=settings, connect=lambda p: LocalConnection(p, env=slurm.env))
+    screen = lifecycle_screen(
+        "launch",
+        pod,
+        config=write_config(tmp_path),
+        run_dir=str(tmp_path / "run"),
+        settings=settings,
+        connect=lambda p: LocalConnection(p, env=slurm.env),
+    )
     try:
         async with Host(screen).run_test(size=(110, 32)) as pilot:
             go = screen.query_one("#lc-go")

@@ -38,8 +38,9 @@ async def wait_until(snaps: Snapshots, name: str, predicate, timeout: float, wha
         if snap is not None and predicate(snap):
             return snap
         await asyncio.sleep(0.2)
-    raise AssertionError(f"{what} within {timeout:g} s; last snapshot's cluster: "
-                         f"{snaps.latest.get(name) and snaps.latest[name].cluster}")
+    raise AssertionError(
+        f"{what} within {timeout:g} s; last snapshot's cluster: {snaps.latest.get(name) and snaps.latest[name].cluster}"
+    )
 
 
 def cluster_pod(name: str = "cluster") -> Pod:
@@ -68,22 +69,33 @@ async def test_two_node_job_and_a_lost_node_show_in_the_snapshot(slurm, monitore
         first = snaps.latest["cluster"]  # before any look: an empty view, not yet checked
         assert isinstance(first.cluster, ClusterView) and first.cluster.checked_at is None
 
-        snap = await wait_until(snaps, "cluster", lambda s: getattr(job(s, job_id), "state", "") == "RUNNING",
-                                30, f"job {job_id} running in the snapshot")
+        snap = await wait_until(
+            snaps,
+            "cluster",
+            lambda s: getattr(job(s, job_id), "state", "") == "RUNNING",
+            30,
+            f"job {job_id} running in the snapshot",
+        )
         seen = job(snap, job_id)
         assert seen.name == "rl multi" and seen.nodes == ("n1", "n2") and seen.time_limit_s == 1800
         assert {n.name for n in snap.cluster.nodes} == {"n1", "n2"}
         assert all(n.responding for n in snap.cluster.nodes) and snap.cluster.error == ""
         assert not [a for a in snap.alerts if a.id.startswith("slurm-")]
         # the pod's own samples go on beside the cluster
-        await wait_until(snaps, "cluster", lambda s: s.status.state is PodState.ONLINE and s.samples_total >= 2,
-                         15, "samples from the login node")
+        await wait_until(
+            snaps,
+            "cluster",
+            lambda s: s.status.state is PodState.ONLINE and s.samples_total >= 2,
+            15,
+            "samples from the login node",
+        )
 
         slurm.kill_node("n2")
         try:
             down = f"slurm-node-down:{job_id}:n2"
-            snap = await wait_until(snaps, "cluster", lambda s: any(a.id == down for a in s.alerts), 60,
-                                    "a node-down alert")
+            snap = await wait_until(
+                snaps, "cluster", lambda s: any(a.id == down for a in s.alerts), 60, "a node-down alert"
+            )
             alert = next(a for a in snap.alerts if a.id == down)
             assert alert.severity is Severity.CRITICAL and alert.title == "Node n2 is not responding"
             assert snap.alerts[0].severity is Severity.CRITICAL  # worst first, merged with the pod's own
@@ -101,18 +113,25 @@ async def test_unreachable_controller_is_the_clusters_error_not_the_pods(slurm, 
     conf = tmp_path / "slurm.conf"
     conf.write_text(slurm.conf.read_text().replace("SlurmctldHost=localhost", "SlurmctldHost=ptt-no-such-host"))
     snaps = Snapshots()
-    service = MonitorService(snaps, settings=SETTINGS,
-                             connector=lambda pod: LocalConnection(pod, env={"SLURM_CONF": str(conf)}))
+    service = MonitorService(
+        snaps, settings=SETTINGS, connector=lambda pod: LocalConnection(pod, env={"SLURM_CONF": str(conf)})
+    )
     try:
         service.add(cluster_pod("lost"))
         service.add(Pod(name="plain", kind=PodKind.LOCAL))
-        snap = await wait_until(snaps, "lost", lambda s: s.cluster is not None and s.cluster.error, 30,
-                                "the cluster's error")
+        snap = await wait_until(
+            snaps, "lost", lambda s: s.cluster is not None and s.cluster.error, 30, "the cluster's error"
+        )
         assert snap.cluster.error.startswith("squeue failed on lost: ") and snap.cluster.jobs == ()
         warning = next(a for a in snap.alerts if a.id == "slurm-unreachable")
         assert warning.severity is Severity.WARNING and warning.message == snap.cluster.error
-        await wait_until(snaps, "lost", lambda s: s.status.state is PodState.ONLINE and s.samples_total >= 2, 15,
-                         "samples from the login node despite Slurm's error")
+        await wait_until(
+            snaps,
+            "lost",
+            lambda s: s.status.state is PodState.ONLINE and s.samples_total >= 2,
+            15,
+            "samples from the login node despite Slurm's error",
+        )
         plain = await wait_until(snaps, "plain", lambda s: s.samples_total >= 1, 15, "samples from a plain pod")
         assert plain.cluster is None and not [a for a in plain.alerts if a.id.startswith("slurm-")]
     finally:

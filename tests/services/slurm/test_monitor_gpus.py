@@ -38,8 +38,11 @@ async def test_snapshot_carries_each_nodes_gpus_and_roles(slurm, tmp_path: Path)
     bin_dir = fake_bin(tmp_path / "bin")
     envs = {"gpus": env_with(slurm.env, bin_dir), "bare": env_with(slurm.env, None)}
     latest: dict[str, PodSnapshot] = {}
-    service = MonitorService(lambda snap: latest.__setitem__(snap.pod.name, snap), settings=SETTINGS,
-                             connector=lambda pod: LocalConnection(pod, env=envs[pod.name]))
+    service = MonitorService(
+        lambda snap: latest.__setitem__(snap.pod.name, snap),
+        settings=SETTINGS,
+        connector=lambda pod: LocalConnection(pod, env=envs[pod.name]),
+    )
     job_id = role_job(slurm, tmp_path / "job")
     try:
         service.add(Pod(name="gpus", kind=PodKind.LOCAL, scheduler="slurm"))
@@ -60,8 +63,7 @@ async def test_snapshot_carries_each_nodes_gpus_and_roles(slurm, tmp_path: Path)
         }
 
         # no nvidia-smi on the nodes: each node says so; the jobs and nodes are there as always
-        bare = await wait_until(latest, "bare", lambda v: v.gpus_of(job_id) is not None,
-                                f"job {job_id}'s GPU errors")
+        bare = await wait_until(latest, "bare", lambda v: v.gpus_of(job_id) is not None, f"job {job_id}'s GPU errors")
         view = bare.cluster
         assert view.error == "" and any(j.id == job_id and j.state == "RUNNING" for j in view.jobs)
         assert {n.name for n in view.nodes} == {"n1", "n2"}
@@ -73,7 +75,6 @@ async def test_snapshot_carries_each_nodes_gpus_and_roles(slurm, tmp_path: Path)
         await service.aclose()
         slurm.run("scancel", job_id, check=False)
         slurm.wait_idle(["n1", "n2"])
-
 
 
 def test_a_jobs_gpus_stay_until_read_again_and_leave_with_the_job():

@@ -8,7 +8,7 @@ from services.lifecycle import preflight as pf
 from services.lifecycle.slurm_launch import node_check_result
 
 RUN = "/shared/runs/rl"
-GPUS = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1b2c)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-3d4e)\n")
+GPUS = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1b2c)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-3d4e)\n"
 
 
 def test_a_node_with_gpus_that_sees_the_run_dir_passes():

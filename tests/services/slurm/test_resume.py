@@ -98,8 +98,14 @@ async def test_resume_refused_while_running_then_resubmits_from_the_newest_compl
 
 def cli(slurm, config_dir: Path, *args: str) -> tuple[int, dict]:
     env = {**os.environ, **slurm.env, "PRIME_TRAIN_TUI_CONFIG_DIR": str(config_dir)}
-    out = subprocess.run([sys.executable, "-m", "app.cli", *args, "--json"], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=150)
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", *args, "--json"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
     return out.returncode, json.loads(out.stdout) if out.stdout.strip() else {"stderr": out.stderr}
 
 
@@ -107,10 +113,12 @@ def test_cli_launch_kill_and_resume_dispatch_to_the_cluster(slurm, tmp_path):
     """`launch mycluster CONFIG`, `kill mycluster --yes` and `resume mycluster --yes` on a pods.toml cluster,
     as real processes."""
     run_dir, state = tmp_path / "run", tmp_path / "state"
-    (tmp_path / "pods.toml").write_text(f'[pods.mycluster]\ntarget = "local"\nkind = "slurm"\n'
-                                        f'run_dir = "{run_dir}"\nprobe_dir = "{state}"\n')
-    (tmp_path / "settings.toml").write_text(f'[lifecycle]\ncommand = "{sys.executable} {STANDIN} @ {{config}}"\n'
-                                            f'min_free_bytes = 1\n')
+    (tmp_path / "pods.toml").write_text(
+        f'[pods.mycluster]\ntarget = "local"\nkind = "slurm"\nrun_dir = "{run_dir}"\nprobe_dir = "{state}"\n'
+    )
+    (tmp_path / "settings.toml").write_text(
+        f'[lifecycle]\ncommand = "{sys.executable} {STANDIN} @ {{config}}"\nmin_free_bytes = 1\n'
+    )
     idle_nodes(slurm)
     try:
         code, doc = cli(slurm, tmp_path, "launch", "mycluster", str(write_config(tmp_path)))

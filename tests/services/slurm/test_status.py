@@ -21,8 +21,14 @@ REPO = Path(__file__).resolve().parents[3]
 
 def status(slurm, config: Path, *args: str) -> tuple[int, dict | str]:
     env = {**os.environ, **slurm.env, "PRIME_TRAIN_TUI_CONFIG_DIR": str(config)}
-    out = subprocess.run([sys.executable, "-m", "app.cli", "status", "mycluster", *args], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=90)
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "status", "mycluster", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert not out.stderr.strip() or out.returncode != 0, out.stderr
     return out.returncode, (json.loads(out.stdout)["pods"][0] if "--json" in args else out.stdout)
 
@@ -76,9 +82,14 @@ def test_a_login_node_without_slurm_says_so(slurm, config, tmp_path):
     for tool in ("date", "id", "sh", "cat"):
         (bin_dir / tool).symlink_to(f"/usr/bin/{tool}" if Path(f"/usr/bin/{tool}").exists() else f"/bin/{tool}")
     env_path = {"PATH": str(bin_dir)}
-    out = subprocess.run([sys.executable, "-m", "app.cli", "status", "mycluster", "--json"], cwd=REPO,
-                         env={**os.environ, **env_path, "PRIME_TRAIN_TUI_CONFIG_DIR": str(config)},
-                         capture_output=True, text=True, timeout=90)
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "status", "mycluster", "--json"],
+        cwd=REPO,
+        env={**os.environ, **env_path, "PRIME_TRAIN_TUI_CONFIG_DIR": str(config)},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     pod = json.loads(out.stdout)["pods"][0]
     assert pod["slurm"]["error"].startswith("squeue is not installed on mycluster")
     assert pod["alerts"][0]["id"] == "slurm-unreachable" and "login node" in pod["alerts"][0]["message"]

@@ -21,14 +21,19 @@ REPO = Path(__file__).resolve().parents[3]
 
 def test_status_json_lists_each_nodes_gpus(slurm, tmp_path: Path):
     (tmp_path / "pods.toml").write_text('[pods.mycluster]\ntarget = "local"\nkind = "slurm"\n')
-    env = {**os.environ, **env_with(slurm.env, fake_bin(tmp_path / "bin")),
-           "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path)}
+    env = {**os.environ, **env_with(slurm.env, fake_bin(tmp_path / "bin")), "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path)}
     job_id = role_job(slurm, tmp_path / "job")
     try:
         deadline = time.monotonic() + 40
         while True:
-            out = subprocess.run([sys.executable, "-m", "app.cli", "status", "mycluster", "--json"], cwd=REPO,
-                                 env=env, capture_output=True, text=True, timeout=90)
+            out = subprocess.run(
+                [sys.executable, "-m", "app.cli", "status", "mycluster", "--json"],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=90,
+            )
             pod = json.loads(out.stdout)["pods"][0]
             got = next((g for g in (pod["slurm"] or {}).get("gpus", []) if g["job_id"] == job_id), None)
             if (got and all(n["roles"] for n in got["nodes"])) or time.monotonic() > deadline:

@@ -45,15 +45,27 @@ class Provider:
 
 
 def rent(data: Path, name: str, *, spent_hours: float, price: float = 2.0, budget: float | None = 3.0) -> Rental:
-    r = Rental(name, "primeintellect", "pod-1", "primeintellect 1x H100", price, price * 1.1,
-               time.time() - spent_hours * 3600, None, budget_usd=budget)
+    r = Rental(
+        name,
+        "primeintellect",
+        "pod-1",
+        "primeintellect 1x H100",
+        price,
+        price * 1.1,
+        time.time() - spent_hours * 3600,
+        None,
+        budget_usd=budget,
+    )
     AuditLog(data / AUDIT_NAME).append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
     return r
 
 
 def watcher(data: Path, base: str, pods: list[Pod], **kw) -> Watcher:
-    return Watcher(pods, WatchOptions(data, **kw),
-                   providers=lambda: Providers({"primeintellect": KEY}, {"primeintellect": f"{base}/api/v1"}))
+    return Watcher(
+        pods,
+        WatchOptions(data, **kw),
+        providers=lambda: Providers({"primeintellect": KEY}, {"primeintellect": f"{base}/api/v1"}),
+    )
 
 
 @pytest.mark.ssh
@@ -66,8 +78,15 @@ async def test_over_budget_is_terminated_after_a_final_backup(pod, s3env, tmp_pa
     rent(data, "testpod", spent_hours=2.0)  # $4 of a $3 budget
     manifest = "prime-train/run/step_4/manifest.json"
     provider = Provider(look=lambda: s3env.keys("prime-train/run/"))
-    the_pod = Pod("testpod", PodKind.SSH, host="127.0.0.1", user=pod.user, port=pod.port, probe_dir=pod.probe_dir,
-                  run_dir=str(run_dir))
+    the_pod = Pod(
+        "testpod",
+        PodKind.SSH,
+        host="127.0.0.1",
+        user=pod.user,
+        port=pod.port,
+        probe_dir=pod.probe_dir,
+        run_dir=str(run_dir),
+    )
     with serve(provider.answer) as base:
         w = watcher(data, base, [the_pod], terminate_over_budget=True, backup=s3env.settings())
         await w.rentals_pass()
@@ -126,7 +145,8 @@ async def test_warn_at_80_percent_then_over_without_permission(tmp_path):
         await w.rentals_pass()
     assert [a["what"] for a in w.state.actions if a["what"].startswith("budget")] == ["budget warn", "budget over"]
     assert "still running" in w.state.actions[-1]["message"] or any(
-        "still running" in a.get("message", "") for a in w.state.actions)
+        "still running" in a.get("message", "") for a in w.state.actions
+    )
     assert provider.calls == []  # never terminated without terminate_over_budget
     assert [r.name for r in AuditLog(data / AUDIT_NAME).open_rentals()] == ["p"]
 

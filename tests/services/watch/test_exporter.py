@@ -40,14 +40,31 @@ def scrape(port: int) -> dict[str, list]:
 
 
 def view() -> WatchView:
-    gpus = (GpuSample(0, "NVIDIA H100", 97.0, 60 * 2**30, 80 * 2**30, 650.0, 71.0),
-            GpuSample(1, "NVIDIA H100", None, 1 * 2**30, 80 * 2**30, None, None))
+    gpus = (
+        GpuSample(0, "NVIDIA H100", 97.0, 60 * 2**30, 80 * 2**30, 650.0, 71.0),
+        GpuSample(1, "NVIDIA H100", None, 1 * 2**30, 80 * 2**30, None, None),
+    )
     sample = Sample(T0, gpus, HostSample(cpu_pct=12.5, mem_used=10, mem_total=20, disk_used=5, disk_total=10))
-    run = RunProgress(step=812, max_steps=1000, loss=0.25, tokens_per_s=25000.0, steps_per_hr=1800.0,
-                      last_step_at=T0 - 42, eta_s=360.0, cost_so_far=12.5, cost_basis="since rented")
+    run = RunProgress(
+        step=812,
+        max_steps=1000,
+        loss=0.25,
+        tokens_per_s=25000.0,
+        steps_per_hr=1800.0,
+        last_step_at=T0 - 42,
+        eta_s=360.0,
+        cost_so_far=12.5,
+        cost_basis="since rented",
+    )
     alert = Alert("no-progress", Severity.CRITICAL, "No training progress", "m", T0)
-    snap = PodSnapshot(Pod("p1", PodKind.SSH, host="h", price_per_hr=23.92), PodStatus(PodState.ONLINE),
-                       history=(sample,), samples_total=7, alerts=(alert,), run=run)
+    snap = PodSnapshot(
+        Pod("p1", PodKind.SSH, host="h", price_per_hr=23.92),
+        PodStatus(PodState.ONLINE),
+        history=(sample,),
+        samples_total=7,
+        alerts=(alert,),
+        run=run,
+    )
     down = PodSnapshot(Pod("p2", PodKind.SSH, host="h2"), PodStatus(PodState.OFFLINE, "refused"))
     rental = Rental("p1", "vast", "42", "vast 1x H100", 2.0, 2.2, T0 - 3600, T0 + 600)
     return WatchView((snap, down), {("p1", "no-progress"): 2}, (rental,), {("opened", "sent"): 1}, None, T0)
@@ -111,8 +128,11 @@ def test_spend_metrics_come_from_the_ledger():
 
     closed = Spend("old", "vast", "7", "grpo-1", "vast 1x A100", 1.5, T0 - 86400, T0 - 86400 + 7200, 3.25, "billed")
     live = Spend("p1", "vast", "42", "grpo-2", "vast 1x H100", 2.0, T0 - 3600, None, 2.0, "price x time", 4.0)
-    v = WatchView(rentals=(Rental("p1", "vast", "42", "vast 1x H100", 2.0, 2.2, T0 - 3600, None, budget_usd=4.0),),
-                  now=T0, spends=(closed, live))
+    v = WatchView(
+        rentals=(Rental("p1", "vast", "42", "vast 1x H100", 2.0, 2.2, T0 - 3600, None, budget_usd=4.0),),
+        now=T0,
+        spends=(closed, live),
+    )
     ex = Exporter(lambda: v, 0)
     ex.start()
     try:

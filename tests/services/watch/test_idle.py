@@ -65,8 +65,13 @@ def idle_pod(sshd, client_home, tmp_path):
     sshd.env["PTT_FAKE_SCENARIO"] = "idle"
     sshd.start()
     client_home.trust()
-    return sshd.pod(probe_dir=str(tmp_path / "podstate"), run_dir=str(tmp_path / "run"), price_per_hr=6.0,
-                    provider="primeintellect", provider_id="pod-1")
+    return sshd.pod(
+        probe_dir=str(tmp_path / "podstate"),
+        run_dir=str(tmp_path / "run"),
+        price_per_hr=6.0,
+        provider="primeintellect",
+        provider_id="pod-1",
+    )
 
 
 def rent(data: Path) -> Rental:
@@ -84,13 +89,23 @@ async def test_an_idle_rental_is_pushed_once_and_kept_without_terminate_idle(idl
     cloud.prime.append(prime_pod("pod-1", "testpod"))
     stop = asyncio.Event()
     with serve(cloud.answer) as base, receiver() as rx:
-        w = Watcher([idle_pod], WatchOptions(data, notify=NotifySettings((rx.url(),), min_interval_s=0.0), tick_s=0.1,
-                                             deadline_interval_s=0.2, sweep_minutes=0),
-                    monitor_settings=FAST, providers=lambda: providers(base))
+        w = Watcher(
+            [idle_pod],
+            WatchOptions(
+                data,
+                notify=NotifySettings((rx.url(),), min_interval_s=0.0),
+                tick_s=0.1,
+                deadline_interval_s=0.2,
+                sweep_minutes=0,
+            ),
+            monitor_settings=FAST,
+            providers=lambda: providers(base),
+        )
         task = asyncio.ensure_future(w.run(stop))
         try:
-            await asyncio.to_thread(rx.wait_for, lambda b: any("[IDLE]" in str(x.get("title")) for x in b), 30.0,
-                                    "the idle push")
+            await asyncio.to_thread(
+                rx.wait_for, lambda b: any("[IDLE]" in str(x.get("title")) for x in b), 30.0, "the idle push"
+            )
             snap = w.snapshots["testpod"]
             assert snap.idle is not None and snap.idle.label.startswith("idle 0 min · $0.00 wasted")
             passes = len([a for a in w.state.actions if a["what"].startswith("idle")])
@@ -107,8 +122,9 @@ async def test_an_idle_rental_is_pushed_once_and_kept_without_terminate_idle(idl
 
 
 @pytest.mark.ssh
-async def test_with_terminate_idle_an_idle_rental_is_terminated_after_a_verified_final_backup(idle_pod, s3env,
-                                                                                            tmp_path):
+async def test_with_terminate_idle_an_idle_rental_is_terminated_after_a_verified_final_backup(
+    idle_pod, s3env, tmp_path
+):
     run_dir = tmp_path / "run"
     write_checkpoint(run_dir, 2, shard_bytes=8 * 1024)
     write_checkpoint(run_dir, 4, shard_bytes=16 * 1024)
@@ -124,8 +140,12 @@ async def test_with_terminate_idle_an_idle_rental_is_terminated_after_a_verified
         return cloud.answer(method, path)
 
     with serve(answer) as base:
-        w = Watcher([idle_pod], WatchOptions(data, terminate_idle=True, backup=s3env.settings(), sweep_minutes=0),
-                    monitor_settings=FAST, providers=lambda: providers(base))
+        w = Watcher(
+            [idle_pod],
+            WatchOptions(data, terminate_idle=True, backup=s3env.settings(), sweep_minutes=0),
+            monitor_settings=FAST,
+            providers=lambda: providers(base),
+        )
         w._start_monitor()
         assert w.monitor is not None
         try:
@@ -148,8 +168,12 @@ async def test_terminate_idle_without_a_bucket_keeps_the_pod(idle_pod, tmp_path)
     cloud = Cloud()
     cloud.prime.append(prime_pod("pod-1", "testpod"))
     with serve(cloud.answer) as base:
-        w = Watcher([idle_pod], WatchOptions(data, terminate_idle=True, sweep_minutes=0), monitor_settings=FAST,
-                    providers=lambda: providers(base))
+        w = Watcher(
+            [idle_pod],
+            WatchOptions(data, terminate_idle=True, sweep_minutes=0),
+            monitor_settings=FAST,
+            providers=lambda: providers(base),
+        )
         w._start_monitor()
         assert w.monitor is not None
         try:

@@ -36,8 +36,10 @@ def test_a_second_watcher_is_refused_naming_the_holder_and_may_start_once_it_is_
 
 
 def test_a_dead_holder_is_never_in_the_way(tmp_path: Path):
-    code = ("import sys, os; sys.path.insert(0, %r); from services.watch.lock import WatchLock; "
-            "WatchLock(%r).acquire(); os._exit(0)") % (str(REPO), str(tmp_path))
+    code = (
+        "import sys, os; sys.path.insert(0, %r); from services.watch.lock import WatchLock; "
+        "WatchLock(%r).acquire(); os._exit(0)"
+    ) % (str(REPO), str(tmp_path))
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)
     assert json.loads((tmp_path / LOCK_NAME).read_text())["pid"] > 0  # its record is left behind
     with WatchLock(tmp_path):  # ... but the kernel dropped its flock
@@ -69,8 +71,17 @@ def test_the_state_file_round_trips_threads_and_actions(tmp_path: Path):
     assert list(again.actions)[-1]["what"] == "notified"
 
 
-@pytest.mark.parametrize("text", ["", "nope", "[]", '{"version": 9}', '{"version": 1, "threads": "x"}',
-                                  '{"version": 1, "threads": [1, {"pod": 2}]}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "nope",
+        "[]",
+        '{"version": 9}',
+        '{"version": 1, "threads": "x"}',
+        '{"version": 1, "threads": [1, {"pod": 2}]}',
+    ],
+)
 def test_a_broken_state_file_costs_only_the_memory(tmp_path: Path, text: str):
     (tmp_path / STATE_NAME).write_text(text)
     assert WatchState(tmp_path).restore() == []

@@ -33,11 +33,18 @@ def test_a_message_reaches_a_json_webhook_and_a_dead_one_is_reported_masked():
     with receiver() as rx:
         dead = f"json://127.0.0.1:{free_port()}/nobody-listens-here"
         notifier = Notifier([rx.url("alerts"), dead])
-        msg = Message("opened", "[OPENED] p1: No training progress", "step 12\nFix: resume", Severity.CRITICAL,
-                      "#abc123", "p1", "no-progress")
+        msg = Message(
+            "opened",
+            "[OPENED] p1: No training progress",
+            "step 12\nFix: resume",
+            Severity.CRITICAL,
+            "#abc123",
+            "p1",
+            "no-progress",
+        )
         results = notifier.send(msg)
         assert results == [("json://***", True), ("json://***", False)]
-        (path, body), = rx.posts
+        ((path, body),) = rx.posts
         assert path == "/alerts"
         assert body["title"] == msg.title and body["message"] == msg.body and body["type"] == "failure"
 
@@ -85,9 +92,12 @@ def test_json_logs_redact_the_urls_whatever_logs_them_and_apprise_is_silenced():
 
 
 def test_notify_settings_are_read_with_the_policy(tmp_path: Path):
-    s = read(tmp_path, '[notify]\nurls = ["ntfy://topic-1"]\nmin_severity = "critical"\nquiet_hours = "22:00-07:00"\n'
-             'min_interval_s = 60\nresolve_after_s = 5\ntimeout_s = 7\nretry_for_s = 3600\n',
-             env={"PRIME_TRAIN_TUI_NOTIFY": "json://a/b, ntfy://topic-1"})
+    s = read(
+        tmp_path,
+        '[notify]\nurls = ["ntfy://topic-1"]\nmin_severity = "critical"\nquiet_hours = "22:00-07:00"\n'
+        "min_interval_s = 60\nresolve_after_s = 5\ntimeout_s = 7\nretry_for_s = 3600\n",
+        env={"PRIME_TRAIN_TUI_NOTIFY": "json://a/b, ntfy://topic-1"},
+    )
     assert s.urls == ("ntfy://topic-1", "json://a/b")
     assert s.min_severity is Severity.CRITICAL and s.quiet_hours == QuietHours(22 * 60, 7 * 60)
     p = s.policy()
@@ -103,10 +113,10 @@ BAD = [
     ('[notify]\nurls = ["ntfy://ok", "T0KEN-s3cr3t"]\n', ("line 2", "urls[1] is not a notification URL")),
     ('[notify]\nmin_severity = "loud"\n', ("line 2", "info, warning or critical")),
     ('[notify]\n\nquiet_hours = "10pm-7am"\n', ("line 3", "22:00-07:00")),
-    ('[notify]\nresolve_after_s = -1\n', ("line 2", "≥ 0")),
+    ("[notify]\nresolve_after_s = -1\n", ("line 2", "≥ 0")),
     ('[notify]\nmin_interval_s = "often"\n', ("line 2", "must be a number")),
-    ('[notify]\ntimeout_s = 0\n', ("line 2", "timeout_s must be a number of seconds > 0")),
-    ('[notify]\nretry_for_s = 1e9\n', ("line 2", "at most a week")),
+    ("[notify]\ntimeout_s = 0\n", ("line 2", "timeout_s must be a number of seconds > 0")),
+    ("[notify]\nretry_for_s = 1e9\n", ("line 2", "at most a week")),
 ]
 
 

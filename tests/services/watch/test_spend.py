@@ -54,10 +54,25 @@ def test_a_closed_line_survives_the_audit_log_and_garbage_is_skipped(tmp_path):
     ledger.sync(audit, T0 + 7200)
     (tmp_path / AUDIT_NAME).unlink()  # the audit log is lost: what was paid is still known
     with open(tmp_path / LEDGER_NAME, "a") as fh:
-        fh.write('{"action": "closed", "name": "x", "provider": "p", "pod_id": "z", "price_hr": "NaN", "cost": 1e99,'
-                 ' "start": 1}\n{torn\n[1, 2]\n')
-        fh.write(json.dumps({"action": "closed", "name": "dup", "provider": "primeintellect", "pod_id": "a",
-                             "price_hr": 9, "start": T0, "end": T0 + 1, "cost": 999}) + "\n")
+        fh.write(
+            '{"action": "closed", "name": "x", "provider": "p", "pod_id": "z", "price_hr": "NaN", "cost": 1e99,'
+            ' "start": 1}\n{torn\n[1, 2]\n'
+        )
+        fh.write(
+            json.dumps(
+                {
+                    "action": "closed",
+                    "name": "dup",
+                    "provider": "primeintellect",
+                    "pod_id": "a",
+                    "price_hr": 9,
+                    "start": T0,
+                    "end": T0 + 1,
+                    "cost": 999,
+                }
+            )
+            + "\n"
+        )
     spends = ledger.sync(audit, T0 + 7200)
     assert [(s.name, s.cost) for s in spends] == [("alpha", 2.0)]
 
@@ -80,8 +95,9 @@ def test_rentals_history_prints_the_ledger_and_json(capsys):
     audit.append("terminate", now=T0 + 3600, provider="primeintellect", pod_id="a", reason="user (CLI)")
     assert main(["rentals", "--history", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert [(s["name"], s["cost"], s["basis"], s["run"]) for s in doc["spend"]] == \
-        [("alpha", 2.0, "price x time", "grpo-1")]
+    assert [(s["name"], s["cost"], s["basis"], s["run"]) for s in doc["spend"]] == [
+        ("alpha", 2.0, "price x time", "grpo-1")
+    ]
     assert doc["totals"]["runs"] == {"grpo-1": 2.0} and doc["totals"]["days"] == {"2025-03-01": 2.0}
     assert (data_dir() / LEDGER_NAME).is_file()
     assert main(["rentals", "--history"]) == 0

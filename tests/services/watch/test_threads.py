@@ -22,8 +22,14 @@ T0 = 1_700_000_000.0
 
 
 def alert(rule: str = "no-progress", severity: Severity = Severity.CRITICAL) -> Alert:
-    return Alert(rule, severity, "No training progress", "No new step for 5 min (last: step 12). Look at the logs. "
-                 "If it is stuck, kill it and resume from the last complete checkpoint.", since=T0)
+    return Alert(
+        rule,
+        severity,
+        "No training progress",
+        "No new step for 5 min (last: step 12). Look at the logs. "
+        "If it is stuck, kill it and resume from the last complete checkpoint.",
+        since=T0,
+    )
 
 
 def pushed(events, kind=None):
@@ -65,8 +71,10 @@ def test_an_unknown_state_keeps_the_threads_open():
 
 
 @settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.booleans(), st.integers(1, 400)), min_size=1, max_size=120),
-       st.sampled_from([0.0, 30.0, 120.0]))
+@given(
+    st.lists(st.tuples(st.booleans(), st.integers(1, 400)), min_size=1, max_size=120),
+    st.sampled_from([0.0, 30.0, 120.0]),
+)
 def test_a_flapping_rule_is_rate_limited(pattern, resolve_after):
     """Whatever the rule does (present/absent, any gaps), per pod and rule: at most one opening per
     min_interval_s, every "resolved" follows an "opened" of its thread, and messages never pile up."""
@@ -172,8 +180,9 @@ def test_split_fix_for_log_alerts_and_context_notes():
     assert p is not None
     evidence, fix = split_fix(log_alert(p, line, T0, 1).message)
     assert "CUDA out of memory" in evidence and fix and fix in p.advice
-    evidence, fix = split_fix("No new step. If stuck, resume. (W&B: running, heartbeat 5 s ago; shown for "
-                              "context only.)")
+    evidence, fix = split_fix(
+        "No new step. If stuck, resume. (W&B: running, heartbeat 5 s ago; shown for context only.)"
+    )
     assert fix == "If stuck, resume." and "W&B" in evidence
 
 
@@ -184,10 +193,35 @@ def test_resolved_message_says_when_it_cleared():
 
 
 @settings(max_examples=300, deadline=None, database=None)
-@given(st.dictionaries(st.sampled_from(["tid", "pod", "rule", "title", "severity", "opened", "message", "step",
-                                        "resolved", "notified", "messages", "flaps", "x"]),
-                       st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8),
-                                 st.lists(st.integers(), max_size=2))))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "tid",
+                "pod",
+                "rule",
+                "title",
+                "severity",
+                "opened",
+                "message",
+                "step",
+                "resolved",
+                "notified",
+                "messages",
+                "flaps",
+                "x",
+            ]
+        ),
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(),
+            st.floats(),
+            st.text(max_size=8),
+            st.lists(st.integers(), max_size=2),
+        ),
+    )
+)
 def test_a_garbled_thread_in_the_state_file_is_skipped_or_sane(data):
     th = Thread.from_json(data)
     if th is not None:

@@ -22,10 +22,18 @@ async def test_the_watcher_backs_up_the_newest_checkpoint_and_exports_its_age(po
     run_dir = tmp_path / "run"
     write_checkpoint(run_dir, 2, shard_bytes=8 * 1024)
     write_checkpoint(run_dir, 4, shard_bytes=8 * 1024)
-    the_pod = Pod("testpod", PodKind.SSH, host="127.0.0.1", user=pod.user, port=pod.port, probe_dir=pod.probe_dir,
-                  run_dir=str(run_dir))
-    w = Watcher([the_pod], WatchOptions(tmp_path / "data", metrics_port=0, tick_s=0.1,
-                                        backup=s3env.settings(auto_backup=True)))
+    the_pod = Pod(
+        "testpod",
+        PodKind.SSH,
+        host="127.0.0.1",
+        user=pod.user,
+        port=pod.port,
+        probe_dir=pod.probe_dir,
+        run_dir=str(run_dir),
+    )
+    w = Watcher(
+        [the_pod], WatchOptions(tmp_path / "data", metrics_port=0, tick_s=0.1, backup=s3env.settings(auto_backup=True))
+    )
     stop = asyncio.Event()
     task = asyncio.ensure_future(w.run(stop))
     try:
@@ -48,8 +56,9 @@ async def test_without_auto_backup_nothing_is_sent_and_no_age_is_made_up(tmp_pat
 async def test_a_pod_down_too_long_marks_its_run_interrupted_once(tmp_path):
     data = tmp_path / "data"
     now = [1_700_000_000.0]
-    runs.save_record(data / "runs", {"id": "r1", "pod": "p", "state": "running", "started": now[0] - 60,
-                                     "run_dir": "/r"})
+    runs.save_record(
+        data / "runs", {"id": "r1", "pod": "p", "state": "running", "started": now[0] - 60, "run_dir": "/r"}
+    )
     pod = Pod("p", PodKind.SSH, host="127.0.0.1", run_dir="/r")
     w = Watcher([pod], WatchOptions(data, preempt_after_s=600), clock=lambda: now[0])
     w._acting = True  # as in run(), without its monitor: the snapshots are handed in

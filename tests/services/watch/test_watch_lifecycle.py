@@ -29,8 +29,9 @@ from tests.services.watch.receiver import receiver
 from tests.services.watch.test_watcher import until
 
 # no host alerts from this machine's disk or ulimit: the only messages are the watcher's own
-QUIET = MonitorSettings(interval=0.5, backoff_max=0.5, health=HealthSettings(nofile_min=0, disk_pct=100.0,
-                                                                                disk_critical_pct=100.0))
+QUIET = MonitorSettings(
+    interval=0.5, backoff_max=0.5, health=HealthSettings(nofile_min=0, disk_pct=100.0, disk_critical_pct=100.0)
+)
 BEFORE = ([10, 20, 30, 40, 50], [5, 10, 20, 30, 40], [10, 20, 30, 40, 50])  # trainer, orchestrator, broadcasts
 
 
@@ -53,14 +54,30 @@ async def test_with_watch_cleanup_on_the_daemon_deletes_by_itself(sshd, client_h
     assert on_disk(run, out) == BEFORE
     pod = cleanup_pod(sshd, client_home, tmp_path)
     data = tmp_path / "data"
-    settings = make_settings(tmp_path, ckpt_subdir=str(out), keep_last=2, keep_broadcasts=2,
-                             disk_threshold_pct=100.0, cleanup_pods=(pod.name,), runs_dir=data / "runs")
+    settings = make_settings(
+        tmp_path,
+        ckpt_subdir=str(out),
+        keep_last=2,
+        keep_broadcasts=2,
+        disk_threshold_pct=100.0,
+        cleanup_pods=(pod.name,),
+        runs_dir=data / "runs",
+    )
     said: list[dict] = []
     stop = asyncio.Event()
     with receiver() as rx:
-        watcher = Watcher([pod], WatchOptions(data, notify=NotifySettings((rx.url(),), min_interval_s=0.0),
-                                              tick_s=0.1, lifecycle=settings, cleanup=True),
-                          monitor_settings=QUIET, out=said.append)
+        watcher = Watcher(
+            [pod],
+            WatchOptions(
+                data,
+                notify=NotifySettings((rx.url(),), min_interval_s=0.0),
+                tick_s=0.1,
+                lifecycle=settings,
+                cleanup=True,
+            ),
+            monitor_settings=QUIET,
+            out=said.append,
+        )
         task = asyncio.ensure_future(watcher.run(stop))
         try:
             await until(lambda: any(e["event"] == "cleanup done" for e in said), 30, "the daemon's deletions")
@@ -80,22 +97,33 @@ async def test_with_watch_cleanup_on_the_daemon_deletes_by_itself(sshd, client_h
 
 
 @pytest.mark.ssh
-async def test_with_watch_cleanup_off_the_preview_is_pushed_once_and_nothing_deleted(sshd, client_home, tmp_path,
-                                                                                     layout):
+async def test_with_watch_cleanup_off_the_preview_is_pushed_once_and_nothing_deleted(
+    sshd, client_home, tmp_path, layout
+):
     run, out = layout
     pod = cleanup_pod(sshd, client_home, tmp_path)
     data = tmp_path / "data"
-    settings = make_settings(tmp_path, ckpt_subdir=str(out), keep_last=2, keep_broadcasts=2,
-                             disk_threshold_pct=100.0, cleanup_pods=("*",), runs_dir=data / "runs")
+    settings = make_settings(
+        tmp_path,
+        ckpt_subdir=str(out),
+        keep_last=2,
+        keep_broadcasts=2,
+        disk_threshold_pct=100.0,
+        cleanup_pods=("*",),
+        runs_dir=data / "runs",
+    )
     stop = asyncio.Event()
     with receiver() as rx:
-        watcher = Watcher([pod], WatchOptions(data, notify=NotifySettings((rx.url(),), min_interval_s=0.0),
-                                              tick_s=0.1, lifecycle=settings),
-                          monitor_settings=QUIET)
+        watcher = Watcher(
+            [pod],
+            WatchOptions(data, notify=NotifySettings((rx.url(),), min_interval_s=0.0), tick_s=0.1, lifecycle=settings),
+            monitor_settings=QUIET,
+        )
         task = asyncio.ensure_future(watcher.run(stop))
         try:
-            await asyncio.to_thread(rx.wait_for, lambda b: any("[CLEANUP]" in str(x.get("title")) for x in b),
-                                    30.0, "the cleanup preview")
+            await asyncio.to_thread(
+                rx.wait_for, lambda b: any("[CLEANUP]" in str(x.get("title")) for x in b), 30.0, "the cleanup preview"
+            )
             daemon = watcher.cleanup.daemons[pod.name]
             daemon.nudge("a second round")  # plans the same deletions again: not pushed again
             await until(lambda: len(daemon.rounds) >= 2, 30, "the second round")
@@ -109,8 +137,10 @@ async def test_with_watch_cleanup_off_the_preview_is_pushed_once_and_nothing_del
     assert "approve it in the TUI (its cleanup preview) or set [watch] cleanup = true in settings.toml" in body
     assert "DELETE step_10" in body and f"{run}/broadcasts/step_10" in body and "DELETE step_30" not in body
     assert on_disk(run, out) == BEFORE
-    assert not (settings.runs_dir / "lifecycle.log").exists() or "deleted" not in \
-        (settings.runs_dir / "lifecycle.log").read_text()
+    assert (
+        not (settings.runs_dir / "lifecycle.log").exists()
+        or "deleted" not in (settings.runs_dir / "lifecycle.log").read_text()
+    )
     actions = read_state(data / STATE_NAME)["actions"]
     assert [a["what"] for a in actions].count("cleanup waiting") == 1
 
@@ -124,8 +154,17 @@ async def test_a_failing_daemon_is_pushed_once_per_streak(sshd, client_home, tmp
     settings = make_settings(tmp_path, cleanup_pods=("*",), runs_dir=data / "runs")
     stop = asyncio.Event()
     with receiver() as rx:
-        watcher = Watcher([pod], WatchOptions(data, notify=NotifySettings((rx.url(),), min_interval_s=0.0),
-                                              tick_s=0.1, lifecycle=settings, cleanup=True), monitor_settings=QUIET)
+        watcher = Watcher(
+            [pod],
+            WatchOptions(
+                data,
+                notify=NotifySettings((rx.url(),), min_interval_s=0.0),
+                tick_s=0.1,
+                lifecycle=settings,
+                cleanup=True,
+            ),
+            monitor_settings=QUIET,
+        )
         task = asyncio.ensure_future(watcher.run(stop))
         try:
             await until(lambda: (d := watcher.cleanup.daemons.get(pod.name)) and d.rounds, 30, "the first round")
@@ -145,8 +184,15 @@ async def test_once_acts_on_nothing(sshd, client_home, tmp_path, layout):
     run, out = layout
     pod = cleanup_pod(sshd, client_home, tmp_path)
     data = tmp_path / "data"
-    settings = make_settings(tmp_path, ckpt_subdir=str(out), keep_last=1, disk_threshold_pct=100.0,
-                             cleanup_pods=("*",), runs_dir=data / "runs", auto_resume=True)
+    settings = make_settings(
+        tmp_path,
+        ckpt_subdir=str(out),
+        keep_last=1,
+        disk_threshold_pct=100.0,
+        cleanup_pods=("*",),
+        runs_dir=data / "runs",
+        auto_resume=True,
+    )
     watcher = Watcher([pod], WatchOptions(data, lifecycle=settings, cleanup=True), monitor_settings=QUIET)
     summary = await watcher.once(timeout=30)
     assert summary["reached"] == 1
@@ -161,11 +207,19 @@ def test_watch_table_reads_cleanup_and_refuses_what_it_does_not_know(tmp_path, m
     conf = tmp_path / "conf"
     conf.mkdir()
     monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(conf))
-    assert load_watch_table() == {"terminate_over_budget": False, "terminate_idle": False, "cleanup": False,
-                                  "sweep_minutes": 30.0}
+    assert load_watch_table() == {
+        "terminate_over_budget": False,
+        "terminate_idle": False,
+        "cleanup": False,
+        "sweep_minutes": 30.0,
+    }
     (conf / "settings.toml").write_text("[watch]\ncleanup = true\nterminate_idle = true\n")
-    assert load_watch_table() == {"terminate_over_budget": False, "terminate_idle": True, "cleanup": True,
-                                  "sweep_minutes": 30.0}
+    assert load_watch_table() == {
+        "terminate_over_budget": False,
+        "terminate_idle": True,
+        "cleanup": True,
+        "sweep_minutes": 30.0,
+    }
     options = load_watch_options()
     assert options["cleanup"] is True and options["terminate_over_budget"] is False
     assert WatchOptions(tmp_path, **options).cleanup is True and WatchOptions(tmp_path, **options).terminate_idle
@@ -192,24 +246,36 @@ async def test_the_watcher_resumes_onto_the_pod_the_policy_names(sshd, client_ho
     assert wait_for(lambda: (ck / "step_4" / "orchestrator" / "progress.pt").exists(), 15)
     for pid in trainer_pids(run):  # the run dies with its pod
         os.kill(pid, signal.SIGKILL)
-    done_steps = sorted(int(d.name[5:]) for d in ck.iterdir() if (d / "trainer" / ".metadata").exists()
-                        and (d / "orchestrator" / "progress.pt").exists())
+    done_steps = sorted(
+        int(d.name[5:])
+        for d in ck.iterdir()
+        if (d / "trainer" / ".metadata").exists() and (d / "orchestrator" / "progress.pt").exists()
+    )
     gone = Pod("a", PodKind.SSH, host="127.0.0.1", port=free_port(), user=a.user, run_dir=str(run))  # never answers
     stop = asyncio.Event()
     try:
         with receiver() as rx:
-            options = WatchOptions(data, notify=NotifySettings((rx.url(),), min_interval_s=0.0), tick_s=0.1,
-                                   offline_after_s=3600.0, preempt_after_s=1.0, lifecycle=settings)
+            options = WatchOptions(
+                data,
+                notify=NotifySettings((rx.url(),), min_interval_s=0.0),
+                tick_s=0.1,
+                offline_after_s=3600.0,
+                preempt_after_s=1.0,
+                lifecycle=settings,
+            )
             watcher = Watcher([gone, b], options, monitor_settings=QUIET)
             task = asyncio.ensure_future(watcher.run(stop))
-            await asyncio.to_thread(rx.wait_for, lambda bs: any("[RESUMED]" in str(x.get("title")) for x in bs),
-                                    60.0, "the resumed message")
-            await until(lambda: (s := watcher.snapshots.get("b")) and s.pod.run_dir == str(run), 30,
-                        "the watcher following the run on b")
+            await asyncio.to_thread(
+                rx.wait_for, lambda bs: any("[RESUMED]" in str(x.get("title")) for x in bs), 60.0, "the resumed message"
+            )
+            await until(
+                lambda: (s := watcher.snapshots.get("b")) and s.pod.run_dir == str(run),
+                30,
+                "the watcher following the run on b",
+            )
             stop.set()
             await asyncio.wait_for(task, 30)
-        assert titles(rx) == [f"[PREEMPTED] a: run {first} interrupted", f"[RESUMED] b: run {first} resumed"], \
-            rx.bodies
+        assert titles(rx) == [f"[PREEMPTED] a: run {first} interrupted", f"[RESUMED] b: run {first} resumed"], rx.bodies
         assert "the watcher resumes it when b answers again" in rx.bodies[0]["message"]
         (new,) = [r for r in runs.list_records(settings.runs_dir) if r.get("auto_resumed_from") == first]
         assert new["pod"] == "b" and new["run_dir"] == str(run) and new["resume_step"] == done_steps[-1]

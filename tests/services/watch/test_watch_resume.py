@@ -40,26 +40,40 @@ async def test_the_watcher_resumes_a_preempted_run_from_its_newest_complete_chec
     try:
         with receiver() as rx:
             # SSH down 5 s = preempted (long enough that a slow first connect is not taken for one)
-            options = WatchOptions(data, notify=NotifySettings((rx.url(),), min_interval_s=0.0), tick_s=0.1,
-                                   preempt_after_s=5.0, lifecycle=settings)
-            watcher = Watcher([pod], options, monitor_settings=MonitorSettings(interval=0.5, backoff_max=0.5,
-                                                                               stale_after=3.0))
+            options = WatchOptions(
+                data,
+                notify=NotifySettings((rx.url(),), min_interval_s=0.0),
+                tick_s=0.1,
+                preempt_after_s=5.0,
+                lifecycle=settings,
+            )
+            watcher = Watcher(
+                [pod], options, monitor_settings=MonitorSettings(interval=0.5, backoff_max=0.5, stale_after=3.0)
+            )
             task = asyncio.ensure_future(watcher.run(stop))
-            await until(lambda: (s := watcher.snapshots.get(pod.name)) and s.status.state.value == "online",
-                        30, "the pod online")
+            await until(
+                lambda: (s := watcher.snapshots.get(pod.name)) and s.status.state.value == "online",
+                30,
+                "the pod online",
+            )
             for pid in trainer_pids(tmp_path / "run"):  # the pod is taken back: its run and its sshd die together
                 os.kill(pid, signal.SIGKILL)
             sshd.kill()
-            await asyncio.to_thread(rx.wait_for, lambda b: any("[PREEMPTED]" in t for t in titles(b)), 30.0,
-                                    "the preempted message")
+            await asyncio.to_thread(
+                rx.wait_for, lambda b: any("[PREEMPTED]" in t for t in titles(b)), 30.0, "the preempted message"
+            )
             preempted = next(b for b in rx.bodies if "[PREEMPTED]" in str(b.get("title")))
             assert "Auto-resume is on: the watcher resumes it when" in preempted["message"], preempted
             assert runs.load_record(settings.runs_dir, first)["state"] == "interrupted"
-            steps_done = sorted(int(p.name[5:]) for p in ck.iterdir() if (p / "trainer" / ".metadata").exists()
-                                and (p / "orchestrator" / "progress.pt").exists())
+            steps_done = sorted(
+                int(p.name[5:])
+                for p in ck.iterdir()
+                if (p / "trainer" / ".metadata").exists() and (p / "orchestrator" / "progress.pt").exists()
+            )
             sshd.start()  # the pod is back
-            await asyncio.to_thread(rx.wait_for, lambda b: any("[RESUMED]" in t for t in titles(b)), 60.0,
-                                    "the resumed message")
+            await asyncio.to_thread(
+                rx.wait_for, lambda b: any("[RESUMED]" in t for t in titles(b)), 60.0, "the resumed message"
+            )
             assert not any("FAILED" in t for t in titles(rx.bodies)), rx.bodies
             resumed = [r for r in runs.list_records(settings.runs_dir) if r.get("auto_resumed_from") == first]
             assert len(resumed) == 1 and resumed[0]["resume_step"] == steps_done[-1], resumed
@@ -82,10 +96,15 @@ async def test_with_auto_resume_off_the_watcher_resumes_nothing_and_says_so(tmp_
     watcher._acting = True
     sent: list = []
     watcher.push = sent.append  # what would be pushed
-    runs.save_record(settings.runs_dir, {"id": "r1", "pod": "p", "started": 1.0,
-                                         "state": "interrupted", "run_dir": "/r"})
-    watcher._preempted([Decision("interrupted", "p", "r1", "p lost: SSH down for 10 min"),
-                        Decision("resume", "p", "r1", "resuming run r1 on p", "p")])
+    runs.save_record(
+        settings.runs_dir, {"id": "r1", "pod": "p", "started": 1.0, "state": "interrupted", "run_dir": "/r"}
+    )
+    watcher._preempted(
+        [
+            Decision("interrupted", "p", "r1", "p lost: SSH down for 10 min"),
+            Decision("resume", "p", "r1", "resuming run r1 on p", "p"),
+        ]
+    )
     assert [m.title for m in sent] == ["[PREEMPTED] p: run r1 interrupted"]
     assert "Resume it from its newest checkpoint" in sent[0].body and not watcher._resumes
     on = Watcher([], WatchOptions(data, lifecycle=replace(settings, auto_resume=True)))
@@ -107,8 +126,9 @@ def test_the_tui_hands_a_resume_over_while_a_watcher_holds_the_data_dir(tmp_path
     assert not watcher_running()  # released: no stale record counts
 
     now = [1000.0]
-    tracker = PreemptionTracker(tmp_path / "runs", down_after=10.0, policy=AutoResumePolicy(enabled=True),
-                                clock=lambda: now[0])
+    tracker = PreemptionTracker(
+        tmp_path / "runs", down_after=10.0, policy=AutoResumePolicy(enabled=True), clock=lambda: now[0]
+    )
     runs.save_record(tmp_path / "runs", {"id": "r1", "pod": "p", "started": 1.0, "state": "running", "run_dir": "/r"})
     pod = Pod("p")
     tracker.observe(PodSnapshot(pod, PodStatus(PodState.ONLINE)))

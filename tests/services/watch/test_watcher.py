@@ -29,20 +29,42 @@ from tests.services.watch.receiver import receiver
 
 REPO = Path(__file__).resolve().parents[3]
 # no-progress after 2.5 s without a step (steps every 0.2 s); the host rules off (this machine's disk/ulimit)
-FAST = HealthSettings(stall_k=3.0, stall_floor_s=2.5, stall_cap_s=10.0, stall_start_s=60.0, nofile_min=0,
-                      disk_pct=100.0, disk_critical_pct=100.0)
+FAST = HealthSettings(
+    stall_k=3.0,
+    stall_floor_s=2.5,
+    stall_cap_s=10.0,
+    stall_start_s=60.0,
+    nofile_min=0,
+    disk_pct=100.0,
+    disk_critical_pct=100.0,
+)
 
 
 def start_trainer(run: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "services.demo.trainer", "--run-dir", str(run), "--step-seconds",
-                             "0.2", "--max-steps", "0", "--ckpt-interval", "0"], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "services.demo.trainer",
+            "--run-dir",
+            str(run),
+            "--step-seconds",
+            "0.2",
+            "--max-steps",
+            "0",
+            "--ckpt-interval",
+            "0",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 async def until(test, timeout: float = 20.0, what: str = ""):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if (value := test()):
+        if value := test():
             return value
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
@@ -71,14 +93,21 @@ async def test_a_stalled_run_is_one_opened_and_one_resolved_message(tmp_path: Pa
     stop = asyncio.Event()
     try:
         with receiver() as rx:
-            options = WatchOptions(tmp_path / "data", notify=NotifySettings((rx.url(),), resolve_after_s=1.0,
-                                                                            min_interval_s=600.0),
-                                   metrics_port=0, tick_s=0.1)
-            watcher = Watcher([Pod("p", PodKind.LOCAL, run_dir=str(run))], options,
-                              monitor_settings=MonitorSettings(interval=0.2, health=FAST))
+            options = WatchOptions(
+                tmp_path / "data",
+                notify=NotifySettings((rx.url(),), resolve_after_s=1.0, min_interval_s=600.0),
+                metrics_port=0,
+                tick_s=0.1,
+            )
+            watcher = Watcher(
+                [Pod("p", PodKind.LOCAL, run_dir=str(run))],
+                options,
+                monitor_settings=MonitorSettings(interval=0.2, health=FAST),
+            )
             task = asyncio.ensure_future(watcher.run(stop))
-            await until(lambda: (s := watcher.snapshots.get("p")) and s.run and (s.run.step or 0) >= 3,
-                        what="the run's steps")
+            await until(
+                lambda: (s := watcher.snapshots.get("p")) and s.run and (s.run.step or 0) >= 3, what="the run's steps"
+            )
             assert rx.bodies == []
             os.kill(trainer.pid, signal.SIGSTOP)  # the run stalls
             await asyncio.to_thread(rx.wait_for, lambda b: len(b) >= 1, 20.0, "the opened message")
@@ -98,8 +127,10 @@ async def test_a_stalled_run_is_one_opened_and_one_resolved_message(tmp_path: Pa
             await asyncio.sleep(1.5)  # longer than resolve_after_s: nothing else comes
             kinds = [b["title"].split("]")[0] + "]" for b in rx.bodies]
             assert kinds == ["[OPENED]", "[RESOLVED]"], rx.bodies
-            assert rx.bodies[1]["type"] == "success" and opened["message"].splitlines()[-1].split(" · ")[0] in \
-                rx.bodies[1]["message"]  # the same thread id
+            assert (
+                rx.bodies[1]["type"] == "success"
+                and opened["message"].splitlines()[-1].split(" · ")[0] in rx.bodies[1]["message"]
+            )  # the same thread id
             stop.set()
             await asyncio.wait_for(task, 30)
     finally:
@@ -139,8 +170,11 @@ async def test_once_summarises_one_sample_per_pod(tmp_path: Path, fake_gpus) -> 
     trainer = start_trainer(run)
     try:
         await until(lambda: (run / "logs" / "trainer.log").exists(), what="the trainer's log")
-        watcher = Watcher([Pod("p", PodKind.LOCAL, run_dir=str(run))], WatchOptions(tmp_path / "data"),
-                          monitor_settings=MonitorSettings(interval=0.2, health=FAST))
+        watcher = Watcher(
+            [Pod("p", PodKind.LOCAL, run_dir=str(run))],
+            WatchOptions(tmp_path / "data"),
+            monitor_settings=MonitorSettings(interval=0.2, health=FAST),
+        )
         summary = await watcher.once(timeout=30)
     finally:
         trainer.kill()
