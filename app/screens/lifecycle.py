@@ -234,7 +234,10 @@ class LifecycleScreen(ModalScreen["Any | None"]):
     def _show_log(self) -> None:
         self.query_one("#lc-log").display = True
         self.query_one("#lc-lines", Static).update(self._render_lines())
-        self.query_one("#lc-log", VerticalScroll).scroll_end(animate=False)
+        log = self.query_one("#lc-log", VerticalScroll)
+        # after the refresh that lays the new lines out: scrolled now, it stopped at the old end, and a long
+        # pre-flight at 80x24 hid its outcome line below the fold
+        self.call_after_refresh(log.scroll_end, animate=False)
 
     def _render_lines(self) -> Content:
         """The lines as text (the pod's and the provider's words), never markup; coloured by their mark."""
