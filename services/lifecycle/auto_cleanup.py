@@ -169,10 +169,13 @@ class CleanupDaemon:
         reason = "start"
         while True:
             await self.run_once(reason)
+            # asyncio.wait, not wait_for: on Python 3.11 a cancel that lands as the wait ends can be lost in
+            # wait_for, and the daemon then never stops (a test's `await task` hung past its timeout under load)
+            waiter = asyncio.ensure_future(self._wake.wait())
             try:
-                await asyncio.wait_for(self._wake.wait(), interval)
-            except asyncio.TimeoutError:
-                pass
+                await asyncio.wait({waiter}, timeout=interval)
+            finally:
+                waiter.cancel()
             self._wake.clear()
             reason = ", ".join(dict.fromkeys(self._reasons)) or "periodic"
             self._reasons.clear()

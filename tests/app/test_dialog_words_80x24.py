@@ -13,6 +13,7 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
 from textual.app import App
 
 from app.screens.host_key import HostKeyScreen
@@ -87,50 +88,23 @@ async def test_config_help_lists_f_enter_and_escape(tmp_path, monkeypatch) -> No
         assert wanted <= rows, app.screen.text
 
 
-async def test_a_failed_preflight_names_the_key_and_says_its_failure_once(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize(
+    "config",
+    [
+        pytest.param(RL_BASE, id="one-failure"),  # a whole rl config: the disk is the one check that fails
+        # no [trainer]: a second failing check, the log outgrows its box and must still end on its outcome (it
+        # scrolled to its old end before the new lines were laid out, leaving the outcome below the fold)
+        pytest.param('max_steps = 10\n[model]\nname = "Qwen/Qwen3-0.6B"\n', id="two-failures"),
+    ],
+)
+async def test_a_failed_preflight_names_the_key_and_says_its_failure_once(tmp_path, monkeypatch, config) -> None:
     from app.screens.lifecycle import launch_screen
     from services.lifecycle.preflight import LifecycleSettings
     from services.models import Pod, PodKind
 
     monkeypatch.setenv("PATH", f"{REPO / 'services' / 'demo' / 'bin'}:/usr/local/bin:/usr/bin:/bin")
     cfg = tmp_path / "rl.toml"
-    cfg.write_text(RL_BASE)  # a whole rl config: the disk is the one check that fails
-    trainer = REPO / "services" / "demo" / "trainer.py"
-    s = LifecycleSettings(
-        command=f"python3 {trainer} --run-dir {{run_dir}} --max-steps 2",
-        min_nofile=1024,
-        min_free_bytes=10**18,
-        cuda_check=False,
-        tmux="setsid",
-    )
-    pod = Pod(name="local", kind=PodKind.LOCAL, probe_dir=str(tmp_path / "state"))
-    screen = launch_screen(pod, cfg, run_dir=str(tmp_path / "run"), settings=s)
-    app = Asker(screen)
-    async with app.run_test(size=(80, 24)) as pilot:
-        go = screen.query_one("#lc-go")
-        await wait_for(pilot, lambda: not go.disabled)
-        await pilot.press("y")
-        await wait_for(pilot, lambda: screen.result is not None)
-        await pilot.pause()
-        assert screen.result.kind == "error"
-        fix = next(line for line in screen.lines if line.strip().startswith("fix: free space"))
-        assert "(press c)" in fix and "prime-train-tui" not in fix, fix
-        failure = f"✗ {screen.result.message}"
-        rows = [row.strip(" █▌│") for row in screen_text(pilot)]
-        assert sum(failure[:40] in row for row in rows) == 1, "\n".join(rows)
-        assert screen.lines.count(failure) == 1, screen.lines
-
-
-async def test_a_long_failed_preflight_still_shows_its_outcome_at_80x24(tmp_path, monkeypatch) -> None:
-    """Two checks fail, the log outgrows its box: the outcome line is on screen at the end (the log scrolled to
-    its old end before the new lines were laid out, and the outcome sat below the fold)."""
-    from app.screens.lifecycle import launch_screen
-    from services.lifecycle.preflight import LifecycleSettings
-    from services.models import Pod, PodKind
-
-    monkeypatch.setenv("PATH", f"{REPO / 'services' / 'demo' / 'bin'}:/usr/local/bin:/usr/bin:/bin")
-    cfg = tmp_path / "rl.toml"
-    cfg.write_text('max_steps = 10\n[model]\nname = "Qwen/Qwen3-0.6B"\n')  # no [trainer]: a second failure
+    cfg.write_text(config)
     trainer = REPO / "services" / "demo" / "trainer.py"
     s = LifecycleSettings(
         command=f"python3 {trainer} --run-dir {{run_dir}} --max-steps 2",
