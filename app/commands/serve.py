@@ -174,7 +174,7 @@ def _server_class() -> type:
             finally:
                 self.sockets.discard(websocket)
 
-        async def on_shutdown(self, app: Any) -> None:
+        async def on_shutdown(self, app: web.Application) -> None:  # aiohttp's application, not ours
             await asyncio.gather(
                 *(ws.close(code=WSCloseCode.GOING_AWAY, message=b"server stopped") for ws in list(self.sockets)),
                 return_exceptions=True,
