@@ -226,10 +226,13 @@ def served_apps(server_pid: int) -> int:
         return 0
 
 
-async def guard_checks(port: int, server_pid: int, deadline: float) -> Guarded:
+async def guard_checks(port: int, server_pid: int, step_s: float) -> Guarded:
+    """Each wait below has its own ``step_s`` bound: an app starts or ends several times here, and on a loaded
+    machine their sum, not any one of them, outgrew a single shared deadline (CI's failure)."""
     import aiohttp
 
     async def until(ok, what: str) -> None:
+        deadline = time.monotonic() + step_s
         while not ok():
             assert time.monotonic() < deadline, what
             await asyncio.sleep(0.1)
@@ -249,7 +252,7 @@ async def guard_checks(port: int, server_pid: int, deadline: float) -> Guarded:
 
     async def first_bytes(ws) -> bytes:
         while True:
-            msg = await ws.receive(timeout=max(0.1, deadline - time.monotonic()))
+            msg = await ws.receive(timeout=step_s)
             if msg.type == aiohttp.WSMsgType.BINARY:
                 return msg.data
             assert msg.type == aiohttp.WSMsgType.TEXT, msg
@@ -314,8 +317,9 @@ def served(tmp_path_factory) -> Served:
         )
     browser, failure = None, None
     try:
+        # each step has its own bound (server, browser, page): under a loaded suite their sum varies the most
+        wait_for_port(port, server, time.monotonic() + 25)
         deadline = time.monotonic() + 25
-        wait_for_port(port, server, deadline)
         profile = root / "chromium"
         browser = subprocess.Popen(
             [
@@ -344,11 +348,12 @@ def served(tmp_path_factory) -> Served:
             assert time.monotonic() < deadline, "chromium never opened its DevTools port"
             time.sleep(0.1)
         shot = root / "monitor.png"
+        deadline = time.monotonic() + 40
         screen_text, classes = asyncio.run(
             browse(int(active.read_text().split()[0]), f"http://127.0.0.1:{port}/", shot, deadline)
         )
         refused = asyncio.run(websocket_status(port, origin="http://evil.example"))
-        guarded = asyncio.run(guard_checks(port, server.pid, time.monotonic() + 30))
+        guarded = asyncio.run(guard_checks(port, server.pid, step_s=30))
         # stopping the server (Ctrl+C, SIGTERM) with the tab still open ends the apps it started, and theirs
         family = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
         apps = [" ".join(p.cmdline()) for p in family[1:]]
