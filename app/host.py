@@ -87,6 +87,14 @@ class ConfigOffered(Message):
         self.path = path
 
 
+class RunInterrupted(Message):
+    """The preemption tracker marked a run interrupted (its pod lost): a rented pod's rental records it."""
+
+    def __init__(self, pod: str, run_id: str) -> None:
+        super().__init__()
+        self.pod, self.run_id = pod, run_id
+
+
 class AppHost(Protocol):
     """What a controller may use of the App. State changes go through the messages above."""
 

@@ -8,7 +8,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from app.host import AppHost, RunStarted
+from app.host import AppHost, RunInterrupted, RunStarted
 from app.screens.lifecycle import CleanupPreviewScreen, backup_settings, default_connect, lifecycle_settings
 
 
@@ -103,6 +103,7 @@ class BackgroundLifecycle:
         for d in decisions:
             if d.kind == "interrupted":
                 self.app.notify(f"run {d.run_id} marked interrupted", title=d.reason, severity="warning", timeout=15)
+                self.app.post_message(RunInterrupted(d.pod, d.run_id))  # a rented pod's rental counts it
             elif d.kind == "give_up":
                 self.app.notify(d.reason, title="Auto-resume", severity="error", timeout=15)
             elif d.kind == "resume" and self.resumer is not None and self.tracker is not None:

@@ -13,6 +13,7 @@ one that another app or process opened meanwhile is asked about too, and nothing
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Callable
@@ -162,8 +163,6 @@ class Rentals:
         )
 
     async def _check_deadlines(self) -> None:
-        import asyncio
-
         if not await asyncio.to_thread(self.audit.open_rentals):
             return
         if self.watch is None:
@@ -218,6 +217,18 @@ class Rentals:
                 title="Pod gone",
                 timeout=30,
             )
+
+    def record_preemption(self, pod: str, run_id: str) -> None:
+        """A run marked interrupted: its rental (if the pod is one) gets its ``preempted`` record, which the spend
+        ledger counts and the spot risk learns from (the watcher's record of the same outage is not doubled)."""
+
+        async def record() -> None:
+            try:
+                await asyncio.to_thread(self.audit.record_preemption, pod, run_id, now=self.clock())
+            except OSError as exc:  # AuditWriteError: the log did not take it; the run's own record says interrupted
+                self.app.notify(str(exc), severity="warning", title="Preemption not recorded", markup=False)
+
+        self.app.run_worker(record(), name=f"record preemption {pod}", group="rentals", exit_on_error=False)
 
     def _key_problem(self, r: Rental, exc: Exception) -> None:
         """A rejected key is said once per rental: the pod may be billing and nothing here can stop it."""

@@ -27,7 +27,7 @@ from textual.widget import Widget
 from textual.widgets import Header, TabbedContent, TabPane
 
 from app.frames import FRAME_S, MainWidgets, PodUpdated, SnapshotFrames
-from app.host import ConfigOffered, DeadlineMoved, PodLost, PodRented, PodTerminated, RunStarted
+from app.host import ConfigOffered, DeadlineMoved, PodLost, PodRented, PodTerminated, RunInterrupted, RunStarted
 from app.palette import PodCommands
 from app.pane_keys import PaneKeys, app_action_keys
 from app.pane_registry import CONFIG, FIRST_PANE, MONITOR, OFFERS, PANE_REGISTRY, PANES, Pane, PaneInputs
@@ -544,6 +544,9 @@ class PrimeTrainApp(App[None]):
     def on_pod_lost(self, message: PodLost) -> None:
         if self._lifecycle_bg is not None and self._lifecycle_bg.tracker is not None:
             self._lifecycle_bg.tracker.mark_terminated(message.name)
+
+    def on_run_interrupted(self, message: RunInterrupted) -> None:
+        self.rentals.record_preemption(message.pod, message.run_id)
 
     def on_config_offered(self, message: ConfigOffered) -> None:
         """The Config pane opens the offered file when it has none; a pane not mounted yet (it mounts just after

@@ -8,6 +8,7 @@ the /proc fallbacks are exercised too.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import inspect
 import os
@@ -124,12 +125,26 @@ class SshServer:
 
         if self.proc is None:
             return
+        # stop before killing: a connection the listener accepts while we kill (the monitor reconnecting) would
+        # otherwise fork a session after the list was taken and outlive the "dead" pod, answering as if online
+        stopped: dict[int, psutil.Process] = {}
         try:
             parent = psutil.Process(self.proc.pid)
-            victims = [parent, *parent.children(recursive=True)]
         except psutil.NoSuchProcess:
-            victims = []
-        sshd_like = [v for v in victims if _is_sshd(v)]
+            parent = None
+        while parent is not None:
+            try:
+                found = [parent, *parent.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                break
+            fresh = [v for v in found if v.pid not in stopped and _is_sshd(v)]
+            if not fresh:
+                break
+            for v in fresh:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    v.suspend()
+                stopped[v.pid] = v
+        sshd_like = list(stopped.values())
         for v in sshd_like:
             try:
                 v.kill()

@@ -27,8 +27,10 @@ from services.models import Pod, PodSnapshot, PodState
 if TYPE_CHECKING:
     from services.pod.connection import Connection
 
-UP = (PodState.ONLINE, PodState.STALE)
+UP = (PodState.ONLINE,)
 DOWN = (PodState.OFFLINE, PodState.CONNECTING)  # auth / host-key trouble is the user's, not a preemption
+# STALE (no valid sample for a while: connected and silent, or answering garbage while connecting) changes
+# neither: it does not end an outage (a pod spewing garbage is no pod to resume on) nor start one
 
 
 @dataclass(frozen=True)

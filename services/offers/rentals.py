@@ -45,6 +45,7 @@ REFUSED = "create-failed"  # closes it
 CLOSING = ("terminate", "gone")
 CHANGES = ("deadline", "budget")  # records that change an open rental's deadline / budget
 PREEMPTED = "preempted"  # a run on the rental's pod was lost with its pod (services.lifecycle.preemption)
+SAME_OUTAGE_S = 3600.0  # a run's preemption recorded again within this long is the same outage (App + watcher)
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,54 @@ class AuditLog:
             if not open_ones:
                 self.append(REQUEST, now=now, provider=provider, name=name, **fields_)
             return open_ones
+
+    def record_preemption(self, pod_name: str, run_id: str, *, now: float | None = None) -> dict[str, Any] | None:
+        """One ``preempted`` record for a run lost with its rented pod (the spend ledger counts them per rental;
+        spot_risk.observed_rates learns this user's interruption rates from them). The App and the watcher both
+        track preemptions and see the same outage minutes apart at most: the log is read under :meth:`locked`
+        and the same run on the same rental recorded within :data:`SAME_OUTAGE_S` is that outage, not another.
+        None when the pod is no open rental (a pod added by hand) or the outage is recorded already."""
+        now = time.time() if now is None else now
+        with self.locked():
+            records = self.records()
+            rental = _lost_rental(records, pod_name, now)
+            if rental is None or any(
+                rec.get("action") == PREEMPTED
+                and (rec.get("provider"), rec.get("pod_id"), rec.get("run_id"))
+                == (rental.provider, rental.pod_id, run_id)
+                and abs(now - _ts(rec)) < SAME_OUTAGE_S
+                for rec in records
+            ):
+                return None
+            return self.append(
+                PREEMPTED, now=now, provider=rental.provider, pod_id=rental.pod_id, name=rental.name, run_id=run_id
+            )
+
+
+def _lost_rental(records: list[dict[str, Any]], name: str, now: float) -> Rental | None:
+    """The rental a pod named ``name`` is: open, or closed as ``gone`` within :data:`SAME_OUTAGE_S` (its provider
+    said the pod was taken back: the preemption itself, recorded just before the run is marked lost)."""
+    rental, closed = None, None
+    for rec in records:
+        if rec["action"] == OPENING and isinstance(rec.get("rental"), dict):
+            r = Rental.from_json(rec["rental"])
+            if r is not None and r.name == name:
+                rental, closed = r, None
+        elif (
+            rental is not None
+            and rec["action"] in CLOSING
+            and (rec.get("provider"), rec.get("pod_id")) == (rental.provider, rental.pod_id)
+        ):
+            closed = rec
+    if rental is None or closed is None:
+        return rental
+    return rental if closed["action"] == "gone" and abs(now - _ts(closed)) < SAME_OUTAGE_S else None
+
+
+def _ts(rec: dict[str, Any]) -> float:
+    """A record's time; 0 for a garbled one (it then counts as long ago)."""
+    ts = rec.get("ts")
+    return float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else 0.0
 
 
 def _provisional(rec: dict[str, Any]) -> Rental | None:

@@ -158,10 +158,12 @@ def closed_spends(records: Iterable[dict[str, Any]]) -> list[Spend]:
     """The rentals the audit records show closed, each with its cost (a rental closed twice: the first)."""
     live: dict[tuple[str, str], Rental] = {}
     out: list[Spend] = []
-    preempted: dict[tuple[str, str], int] = defaultdict(int)
+    records = list(records)
+    # all of a rental's preemptions, also those recorded after it closed: a pod its provider reports gone is
+    # closed first, and its run is marked lost (and its preemption recorded) just after
+    preempted = preemption_counts(records)
     for rec in records:
         if rec.get("action") == PREEMPTED:
-            preempted[(str(rec.get("provider") or ""), str(rec.get("pod_id") or ""))] += 1
             continue
         key = (str(rec.get("provider") or ""), str(rec.get("pod_id") or ""))
         action = rec.get("action")

@@ -579,18 +579,11 @@ class Watcher:
             )
 
     def _record_preemption(self, d: Any) -> None:
-        """A rental's pod lost with its run: one "preempted" record in the audit log, which the spend ledger counts
-        per rental (spot_risk.observed_rates learns this user's interruption rates from it)."""
-        from services.offers.rentals import PREEMPTED
-
-        r = next((r for r in self.rentals if r.name == d.pod and not r.provisional), None)
-        if r is None:
-            return
+        """A rental's pod lost with its run: one "preempted" record in the audit log (the App records the same
+        run at most once more: AuditLog.record_preemption skips a run already recorded)."""
         try:
-            self.audit.append(
-                PREEMPTED, now=self.clock(), provider=r.provider, pod_id=r.pod_id, name=r.name, run_id=d.run_id
-            )
-        except OSError as exc:
+            self.audit.record_preemption(d.pod, d.run_id, now=self.clock())
+        except OSError as exc:  # AuditWriteError included
             event(log, "cannot write the rentals' audit log", logging.WARNING, error=str(exc)[:200])
 
     async def _auto_resume(self, d: Any) -> None:

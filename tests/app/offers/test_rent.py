@@ -324,6 +324,35 @@ async def test_a_rented_pod_its_provider_reports_terminated_closes_and_tells_the
         assert tracked is not None and tracked.terminated
 
 
+async def test_a_run_lost_with_its_rented_pod_is_counted_once_as_a_preemption(tmp_path: Path):
+    """The App's preemption tracker marks the run on a spot pod its provider took back interrupted: the rental
+    gets one ``preempted`` record (the spend ledger's count, from which spot risk learns this user's rate).
+    Before, only the headless watcher wrote it: with the app alone open, preemptions were never counted. The
+    watcher seeing the same outage does not count it twice."""
+    from services import runs
+    from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
+    from services.offers.spend import preemption_counts
+
+    now = time.time()
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    r = Rental("spot1", "primeintellect", "pod-spot-1", "primeintellect 8× H100 spot", 9.6, 10.6, now - 600, None)
+    audit.append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
+    api = Api({"GET /api/v1/pods/status": [(200, {"data": [{"podId": "pod-spot-1", "status": "TERMINATED"}]})]})
+    pod = Pod(name="spot1", kind=PodKind.SSH, host="10.0.0.9", provider="primeintellect", provider_id="pod-spot-1")
+    app = rentals_app([pod], tmp_path, audit, api, watch_interval=0.2)
+    async with app.run_test(size=(140, 40)) as pilot:
+        runs_dir = app.lifecycle_bg.settings.runs_dir
+        assert runs_dir is not None
+        runs.save_record(runs_dir, {"id": "run-7", "pod": "spot1", "state": "running", "started": now - 300})
+        app.on_snapshot(PodSnapshot(pod=pod, status=PodStatus(PodState.OFFLINE, "connection refused", since=now)))
+        await wait_for(pilot, lambda: any(x["action"] == "preempted" for x in audit.records()))
+        assert runs.load_record(runs_dir, "run-7")["state"] == "interrupted"
+    preempted = [x for x in audit.records() if x["action"] == "preempted"]
+    assert [(x["provider"], x["pod_id"], x["run_id"]) for x in preempted] == [("primeintellect", "pod-spot-1", "run-7")]
+    assert audit.record_preemption("spot1", "run-7") is None  # the watcher, minutes later: the same outage
+    assert preemption_counts(audit.records()) == {("primeintellect", "pod-spot-1"): 1}
+
+
 async def test_a_rental_missing_from_the_sidebar_is_brought_back_or_closed(tmp_path: Path, sshd):
     """The app was closed while a pod was being created: at the next start the provider is asked."""
     now = time.time()

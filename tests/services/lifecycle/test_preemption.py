@@ -55,6 +55,29 @@ def test_ssh_down_longer_than_n_marks_interrupted_then_same_pod_resumes(tmp_path
     assert [x["id"] for x in t.lineage("r2")] == ["r2", "r1"]
 
 
+def test_a_stale_pod_neither_ends_an_outage_nor_is_resumed_on(tmp_path):
+    """STALE means no valid sample for a while. It once counted as "up": a stale snapshot inside an outage reset
+    its clock (the preemption could go unnoticed) and a waiting resume could start on a pod that was not
+    answering. A pod that goes silent while connected is not marked down either."""
+    now = [10_000.0]
+    pod = Pod("gpu")
+    record(tmp_path, "r1", "gpu", 9_000.0)
+    t = PreemptionTracker(tmp_path, down_after=300.0, policy=AutoResumePolicy(enabled=True), clock=lambda: now[0])
+    t.observe(snap(pod, PodState.ONLINE))
+    now[0] += 1_000
+    assert t.observe(snap(pod, PodState.STALE)) == []  # silent while connected: no outage
+    assert t.check() == []
+    t.observe(snap(pod, PodState.OFFLINE))
+    now[0] += 200
+    assert t.observe(snap(pod, PodState.STALE)) == []  # garbage while reconnecting: still the same outage
+    now[0] += 101
+    [d] = t.check()
+    assert d.kind == "interrupted"
+    assert t.observe(snap(pod, PodState.STALE)) == []  # not answering properly: no resume on it
+    [r] = t.observe(snap(pod, PodState.ONLINE))
+    assert r.kind == "resume"
+
+
 def test_a_pod_unreachable_since_start_up_counts_as_down(tmp_path):
     """The spot pod that vanished while the laptop was closed: never answering after the App starts is down."""
     now = [10_000.0]

@@ -74,7 +74,7 @@ async def test_the_watcher_resumes_a_preempted_run_from_its_newest_complete_chec
             await asyncio.to_thread(
                 rx.wait_for, lambda b: any("[RESUMED]" in t for t in titles(b)), 60.0, "the resumed message"
             )
-            assert not any("FAILED" in t for t in titles(rx.bodies)), rx.bodies
+            assert not any("FAILED" in t for t in titles(rx.bodies)), "\n".join(b["message"][:300] for b in rx.bodies)
             resumed = [r for r in runs.list_records(settings.runs_dir) if r.get("auto_resumed_from") == first]
             assert len(resumed) == 1 and resumed[0]["resume_step"] == steps_done[-1], resumed
             assert runs.load_record(settings.runs_dir, first)["auto_attempts"] == 1
