@@ -267,6 +267,7 @@ def _rl_deployment(ctx: Any) -> None:
     if dep_type != "multi_node":
         return
     # auto_setup_infer_nodes: left out, the inference nodes per replica follow [inference.deployment]
+    inferred: int | None
     if inf is None:
         inferred = 0
     elif infer_type == "multi_node":
@@ -298,7 +299,9 @@ def _rl_deployment(ctx: Any) -> None:
         return
     # validate_deployment: inference nodes need [inference]; none need no [inference], and fake data
     if nodes > 0 and inf is None:
-        ctx.add("xc-deployment-inference", at, problem=f"asks for {nodes} inference node(s) but there is no [inference]")
+        ctx.add(
+            "xc-deployment-inference", at, problem=f"asks for {nodes} inference node(s) but there is no [inference]"
+        )
     if nodes == 0 and inf is not None:
         ctx.add(
             "xc-deployment-inference",
@@ -318,7 +321,12 @@ def _rl_deployment(ctx: Any) -> None:
 def _disaggregated_nodes(infer_dep: dict) -> int | None:
     counts = [
         _value(infer_dep.get(key, 1), "int")
-        for key in ("prefill_nodes_per_replica", "num_prefill_replicas", "decode_nodes_per_replica", "num_decode_replicas")
+        for key in (
+            "prefill_nodes_per_replica",
+            "num_prefill_replicas",
+            "decode_nodes_per_replica",
+            "num_decode_replicas",
+        )
     ]
     if None in counts:
         return None

@@ -18,7 +18,7 @@ MULTI = '[deployment]\ntype = "multi_node"\nnum_train_nodes = 2\n'
 LLMD = '[inference.router]\ntype = "llm-d"\n'
 SECOND_SOURCE = '[[orchestrator.train.source]]\n{name}\n[orchestrator.train.source.env.taskset]\nid = "{id}"\n'
 TEACHER = 'name = "Qwen/Qwen3-8B"\nbase_url = "http://localhost:8001/v1"\n'
-CURRICULUM = "[orchestrator.train.source.curriculum.sampler]\ntype = \"difficulty_pool\"\n"
+CURRICULUM = '[orchestrator.train.source.curriculum.sampler]\ntype = "difficulty_pool"\n'
 
 
 def orch(snippet: str) -> str:
@@ -32,7 +32,8 @@ CASES = [
     (
         "frozen-source-no-base-url",
         "rl",
-        RL_BASE + '[orchestrator.algo]\ntype = "sft"\n[orchestrator.algo.sampling.source]  # <-\nname = "Qwen/Qwen3-8B"\n',
+        RL_BASE
+        + '[orchestrator.algo]\ntype = "sft"\n[orchestrator.algo.sampling.source]  # <-\nname = "Qwen/Qwen3-8B"\n',
         "missing-required",
         RL_BASE + '[orchestrator.algo]\ntype = "sft"\n[orchestrator.algo.sampling.source]\n' + TEACHER,
     ),
@@ -70,7 +71,9 @@ CASES = [
         + "[orchestrator.train.source.algo.sampling.source]  # <-\n"
         + TEACHER,
         "xc-algo-frozen-source",
-        RL_BASE + '[orchestrator.train.source.algo]\ntype = "opd"\n[orchestrator.train.source.algo.teacher]\n' + TEACHER,
+        RL_BASE
+        + '[orchestrator.train.source.algo]\ntype = "opd"\n[orchestrator.train.source.algo.teacher]\n'
+        + TEACHER,
     ),
     # validator: configs/algorithm.py::SFTAlgoConfig.require_frozen_source
     (
@@ -101,7 +104,8 @@ CASES = [
     (
         "kv-offload-disk-only",
         "rl",
-        RL_BASE + '[inference.kv_cache_offload]  # <-\ntype = "native"\n[inference.kv_cache_offload.disk]\npath = "/d"\n',
+        RL_BASE
+        + '[inference.kv_cache_offload]  # <-\ntype = "native"\n[inference.kv_cache_offload.disk]\npath = "/d"\n',
         "missing-required",
         RL_BASE + '[inference.kv_cache_offload]\ntype = "native"\n[inference.kv_cache_offload.cpu]\nnum_bytes = 1000\n'
         '[inference.kv_cache_offload.disk]\npath = "/d"\n',
@@ -145,7 +149,7 @@ CASES = [
         + '[router]\ntype = "llm-d"\n[deployment]\ntype = "multi_node"\n'
         + SLURM,
         "xc-llmd-routed-experts",
-        INFER_BASE + "enable_return_routed_experts = true\n[deployment]\ntype = \"multi_node\"\n" + SLURM,
+        INFER_BASE + 'enable_return_routed_experts = true\n[deployment]\ntype = "multi_node"\n' + SLURM,
     ),
     # validator: configs/rl.py::RLConfig.validate_llmd_no_routed_experts (router replay turns routed experts on)
     (
@@ -193,7 +197,9 @@ CASES = [
         "orchestrator",
         ORCH_BASE + '[train.source.curriculum.sampler]\ntype = "difficulty_pool"\npools = {}  # <-\n',
         "xc-difficulty-pools",
-        ORCH_BASE + '[train.source.curriculum.sampler]\ntype = "difficulty_pool"\npools = { a = { threshold = 1, weight = 1 } }\n',
+        ORCH_BASE
+        + '[train.source.curriculum.sampler]\ntype = "difficulty_pool"\n'
+        + "pools = { a = { threshold = 1, weight = 1 } }\n",
     ),
     # validator: configs/orchestrator.py::AdvRangeGateConfig.validate_range
     (
@@ -247,7 +253,9 @@ CASES = [
     (
         "train-source-agg-taskset",
         "orchestrator",
-        ORCH_BASE.replace('name = "reverse-text"\n', "").replace("]]\n", "]]  # <-\n").replace('"reverse-text"', '"agg"'),
+        ORCH_BASE.replace('name = "reverse-text"\n', "")
+        .replace("]]\n", "]]  # <-\n")
+        .replace('"reverse-text"', '"agg"'),
         "xc-env-agg",
         ORCH_BASE.replace('"reverse-text"\n\n', '"agg-2"\n\n').replace('id = "reverse-text"', 'id = "agg"'),
     ),
@@ -385,9 +393,10 @@ CASES = [
     (
         "sft-inference-prefix-caching",
         "sft",
-        SFT_BASE + '[inference.vllm]\nenable_prefix_caching = false  # <-\n[inference.kv_cache_offload.cpu]\nnum_bytes = 1\n',
+        SFT_BASE
+        + "[inference.vllm]\nenable_prefix_caching = false  # <-\n[inference.kv_cache_offload.cpu]\nnum_bytes = 1\n",
         "xc-kv-offload-prefix-caching",
-        SFT_BASE + '[inference.vllm]\nenable_prefix_caching = true\n[inference.kv_cache_offload.cpu]\nnum_bytes = 1\n',
+        SFT_BASE + "[inference.vllm]\nenable_prefix_caching = true\n[inference.kv_cache_offload.cpu]\nnum_bytes = 1\n",
     ),
 ]
 
@@ -408,7 +417,9 @@ def test_each_validator_rejects_the_mistake_and_accepts_the_near_miss(
 
 def test_the_messages_say_what_prime_rl_would_read() -> None:
     """The finding names the values prime-rl compares, defaults included."""
-    (f,) = validate_text(CASES[[c[0] for c in CASES].index("concurrency-initial-above-default")][2], kind="orchestrator").findings
+    (f,) = validate_text(
+        CASES[[c[0] for c in CASES].index("concurrency-initial-above-default")][2], kind="orchestrator"
+    ).findings
     assert "2048" in f.message and "1024" in f.message
     text = RL_BASE + SECOND_SOURCE.format(name="", id="reverse-text")
     (f,) = validate_text(text, kind="rl").findings
@@ -420,9 +431,11 @@ def test_the_messages_say_what_prime_rl_would_read() -> None:
 def test_a_paired_env_id_is_part_of_the_name() -> None:
     """verifiers names a source by "env+taskset" when both ids are given: the same taskset under two envs
     is two names."""
-    env = "[orchestrator.train.source.env]\nid = \"best-of-n\"\n"
+    env = '[orchestrator.train.source.env]\nid = "best-of-n"\n'
     second = SECOND_SOURCE.format(name="", id="reverse-text")
-    text = RL_BASE + second.replace("[orchestrator.train.source.env.taskset]", env + "[orchestrator.train.source.env.taskset]")
+    text = RL_BASE + second.replace(
+        "[orchestrator.train.source.env.taskset]", env + "[orchestrator.train.source.env.taskset]"
+    )
     assert validate_text(text, kind="rl").findings == ()
 
 
