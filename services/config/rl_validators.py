@@ -315,7 +315,8 @@ def _rl_deployment(ctx: Any) -> None:
             where,
             problem="is 0 (no inference, no orchestrator), so the trainer needs fake data: add [trainer.data.fake]",
         )
-    _expert_parallel(ctx, dep, inf, infer_type, nodes)
+    if nodes > 0:  # no inference nodes beside [inference] is the finding above; the sizes follow from it
+        _expert_parallel(ctx, dep, inf, infer_type, nodes)
 
 
 def _disaggregated_nodes(infer_dep: dict) -> int | None:
