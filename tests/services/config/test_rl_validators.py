@@ -18,6 +18,8 @@ MULTI = '[deployment]\ntype = "multi_node"\nnum_train_nodes = 2\n'
 LLMD = '[inference.router]\ntype = "llm-d"\n'
 SECOND_SOURCE = '[[orchestrator.train.source]]\n{name}\n[orchestrator.train.source.env.taskset]\nid = "{id}"\n'
 TEACHER = 'name = "Qwen/Qwen3-8B"\nbase_url = "http://localhost:8001/v1"\n'
+# an offload table names its backend: prime-rl's union has no default variant (the field defaults to None)
+NATIVE_OFFLOAD = '[kv_cache_offload]\ntype = "native"\n[kv_cache_offload.cpu]\nnum_bytes = 1000\n'
 CURRICULUM = '[orchestrator.train.source.curriculum.sampler]\ntype = "difficulty_pool"\n'
 
 
@@ -114,9 +116,9 @@ CASES = [
     (
         "kv-offload-no-prefix-caching",
         "inference",
-        INFER_BASE + "enable_prefix_caching = false  # <-\n[kv_cache_offload.cpu]\nnum_bytes = 1000\n",
+        INFER_BASE + "enable_prefix_caching = false  # <-\n" + NATIVE_OFFLOAD,
         "xc-kv-offload-prefix-caching",
-        INFER_BASE + "[kv_cache_offload.cpu]\nnum_bytes = 1000\n",
+        INFER_BASE + NATIVE_OFFLOAD,
     ),
     # validator: configs/inference.py::LlmdRouterConfig.validate_scorers
     (
@@ -215,7 +217,7 @@ CASES = [
         "rl",
         RL_BASE + SECOND_SOURCE.format(name="", id="reverse-text").replace("]]\n", "]]  # <-\n"),
         "xc-env-names-unique",
-        RL_BASE + SECOND_SOURCE.format(name="", id="wordle"),
+        RL_BASE + SECOND_SOURCE.format(name="", id="gsm8k"),
     ),
     # validator: configs/orchestrator.py::TrainConfig.validate_unique_env_names
     (
@@ -239,7 +241,8 @@ CASES = [
         "rl",
         RL_BASE + '[[orchestrator.train.source]]  # <-\nname = "b"\n',
         "xc-env-none",
-        RL_BASE + '[[orchestrator.train.source]]\nname = "b"\n[orchestrator.train.source.env]\nid = "b"\n',
+        RL_BASE
+        + '[[orchestrator.train.source]]\nname = "b"\n[orchestrator.train.source.env.taskset]\nid = "reverse-text"\n',
     ),
     # validator: configs/orchestrator.py::EnvConfig.validate_env
     (
@@ -394,9 +397,14 @@ CASES = [
         "sft-inference-prefix-caching",
         "sft",
         SFT_BASE
-        + "[inference.vllm]\nenable_prefix_caching = false  # <-\n[inference.kv_cache_offload.cpu]\nnum_bytes = 1\n",
+        + "[inference.vllm]\nenable_prefix_caching = false  # <-\n"
+        + NATIVE_OFFLOAD.replace("[kv", "[inference.kv")
+        + EVALS_BASE,
         "xc-kv-offload-prefix-caching",
-        SFT_BASE + "[inference.vllm]\nenable_prefix_caching = true\n[inference.kv_cache_offload.cpu]\nnum_bytes = 1\n",
+        SFT_BASE
+        + "[inference.vllm]\nenable_prefix_caching = true\n"
+        + NATIVE_OFFLOAD.replace("[kv", "[inference.kv")
+        + EVALS_BASE,  # sft starts an inference server only for online evals
     ),
 ]
 
