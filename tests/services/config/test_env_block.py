@@ -133,7 +133,7 @@ def test_a_harness_package_that_is_not_built_in_keeps_its_own_keys() -> None:
 
 def test_a_taskset_keeps_its_own_settings_and_a_seat_without_seat_keys_passes() -> None:
     text = (
-        RL_BASE + f'{SRC}.taskset]\ndataset_name = "x"\nmax_turns = 3\n'
+        RL_BASE + f'{SRC}.taskset]\nid = "my-taskset"\ndataset_name = "x"\nmax_turns = 3\n'
         "[orchestrator.train.source.env.taskset.task]\npower_per_turn = 2\n"
         "[orchestrator.train.source.env.board]\nsize = 3\n"
     )
@@ -157,6 +157,7 @@ def test_a_fix_tomlkit_cannot_apply_is_refused_with_the_reason() -> None:
 def test_eval_sources_are_checked_too() -> None:
     text = RL_BASE + (
         '[orchestrator.eval]\n[[orchestrator.eval.source]]\nname = "e"\n'
+        '[orchestrator.eval.source.env.taskset]\nid = "e"\n'
         '[orchestrator.eval.source.env.agent.runtime]\ntype = "modl"\n'
     )
     (f,) = validate_text(text, kind="rl").findings

@@ -10,6 +10,9 @@ from services.config.fixes import apply_fix
 from services.config.validate import validate_text
 from tests.services.config.test_rules import ORCH_BASE, RL_BASE, SFT_BASE
 
+# an eval source names its environment (prime-rl EnvConfig.validate_env)
+EVAL_BASE = ORCH_BASE + '[[eval.source]]\nname = "e"\n[eval.source.env.taskset]\nid = "e"\n'
+
 # where each config class lives: (kind, base text, table path of the class in that kind)
 WHERE = {
     "RL": ("rl", RL_BASE, ""),
@@ -23,11 +26,11 @@ WHERE = {
     "OrchestratorCheckpoint": ("orchestrator", ORCH_BASE, "ckpt"),
     "Wandb": ("rl", RL_BASE, "monitors.wandb"),
     "TrainSampling": ("rl", RL_BASE, "orchestrator.train.sampling"),
-    "EvalSampling": ("orchestrator", ORCH_BASE + '[[eval.source]]\nname = "e"\n', "eval.sampling"),
-    "Eval": ("orchestrator", ORCH_BASE + '[[eval.source]]\nname = "e"\n', "eval"),
+    "EvalSampling": ("orchestrator", EVAL_BASE, "eval.sampling"),
+    "Eval": ("orchestrator", EVAL_BASE, "eval"),
     "Train": ("orchestrator", ORCH_BASE, "train"),
     "TrainSource": ("rl", RL_BASE, "orchestrator.train.source"),
-    "EvalSource": ("orchestrator", ORCH_BASE + '[[eval.source]]\nname = "e"\n', "eval.source"),
+    "EvalSource": ("orchestrator", EVAL_BASE, "eval.source"),
     "RLDeployment": ("rl", RL_BASE, "deployment"),
     "KvCacheOffload": ("inference", "[kv_cache_offload.cpu]\nnum_bytes = 1000\n", "kv_cache_offload"),
     "Log": ("trainer", "", "log"),

@@ -204,7 +204,6 @@ CASES: list[tuple[str, str, str]] = [
         RL_BASE.replace('id = "reverse-text"\n', 'id = "reverse-text"\nsystem_promt = "x"  # <-\n', 1),
     ),
     ("plugin-typo", "rl", RL_BASE + '[orchestrator.train.source.env.agent.harness]\nid = "mini-swe-agnet"  # <-\n'),
-    # validator: configs/orchestrator.py::EnvConfig.validate_env
     ("env-key-typo", "rl", RL_BASE + '[orchestrator.train.source.env.agnet.harness]  # <-\nid = "bash"\n'),
     ("env-harness", "rl", RL_BASE + '[orchestrator.train.source.env.harness]  # <-\nid = "bash"\n'),
     # issue 16 item 4: more of prime-rl's start-up checks
@@ -365,6 +364,9 @@ def test_memory_rules(rule_id: str, kw: dict, text: str) -> None:
 
 def test_every_rule_in_the_database_has_a_case() -> None:
     covered = {c[0] for c in CASES} | {c[0] for c in MEMORY_CASES} | {"kind-unknown"}
+    from tests.services.config.test_rl_validators import CASES as RL_VALIDATOR_CASES  # its own pairs
+
+    covered |= {c[3] for c in RL_VALIDATOR_CASES}
     covered |= {"override-file"}  # always with mig-toml-files: test_config_meaning.py
     assert set(rule_db()["rules"]) - covered == set()
     for rid, spec in rule_db()["rules"].items():
@@ -423,7 +425,9 @@ def test_enum_typo_suggests_the_literal() -> None:
 def test_none_and_empty_table_conventions() -> None:
     text = (
         RL_BASE
-        + '[ckpt]\n[orchestrator.eval]\n[[orchestrator.eval.source]]\nname = "e"\n[inference.vllm]\nmax_model_len = "None"\n'
+        + '[ckpt]\n[orchestrator.eval]\n[[orchestrator.eval.source]]\nname = "e"\n'
+        + '[orchestrator.eval.source.env.taskset]\nid = "e"\n'  # a source without an env is rejected
+        + '[inference.vllm]\nmax_model_len = "None"\n'
     )
     assert validate_text(text, kind="rl").findings == ()
 
