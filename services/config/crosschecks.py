@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.config.findings import Edit, as_table as _table, dotted, is_set as _set
+from services.config.trainer_validators import trainer_checks
 
 # prime-rl's defaults for what these checks read (configs/trainer.py: ModelConfig, LoRAConfig)
 DEFAULT_IMPL = "auto"
@@ -44,6 +45,7 @@ def startup_checks(ctx: Any) -> None:
         value = ctx.get(path)
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             ctx.add("xc-max-steps-range", path, path=dotted(path), value=value)
+    trainer_checks(ctx)
 
 
 def _model_checks(ctx: Any, base: tuple, shared_vlm: tuple | None) -> None:

@@ -366,6 +366,9 @@ def test_memory_rules(rule_id: str, kw: dict, text: str) -> None:
 def test_every_rule_in_the_database_has_a_case() -> None:
     covered = {c[0] for c in CASES} | {c[0] for c in MEMORY_CASES} | {"kind-unknown"}
     covered |= {"override-file"}  # always with mig-toml-files: test_config_meaning.py
+    from tests.services.config.test_trainer_validators import CASES as TRAINER_CASES  # (imports this module)
+
+    covered |= {c[3] for c in TRAINER_CASES}  # each at its marked line, with its near miss
     assert set(rule_db()["rules"]) - covered == set()
     for rid, spec in rule_db()["rules"].items():
         assert spec["severity"] in ("error", "warning", "info") and spec["source"], rid
