@@ -24,6 +24,7 @@ DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
 DEFAULT_SFT_SEQ_LEN = 128  # BaseDataConfig.seq_len
 DEFAULT_SCHEDULER = {"constant": {}, "linear": {"warmup_steps": 10, "decay_steps": 10}, "cosine": {"warmup_steps": 10}}
 DEFAULT_SERVER_PORT = 8000  # inference.server.port
+DEFAULT_CLIENT_URL = "http://localhost:8000/v1"  # ClientConfig.base_url (configs/shared.py)
 TRACE_MAX_STEPS = 10  # dont_do_massive_traces: max_steps must stay below it
 STEP_DIR = re.compile(r"step_\d+")
 
@@ -307,12 +308,31 @@ def _url_port(url: str) -> int | None:
 
 def _rl_client_port(ctx: Any) -> None:
     """entrypoints/rl.py's rl_local: the orchestrator's base_url reaches the inference server it starts.
-    Only a base_url the file sets is judged: left out, prime-rl's choice depends on the algorithms."""
+    Left out, the base_url is the server's own when no train env samples from the policy
+    (RLConfig.auto_setup_inference_client), else the client's default on port 8000."""
     inf = _table(ctx.get(("inference",)))
     if inf is None or _table(ctx.get(("slurm",))) is not None:
         return
     at = ("orchestrator", "model", "client", "base_url")
     url = ctx.get(at)
-    port = _int((_table(inf.get("server")) or {}).get("port", DEFAULT_SERVER_PORT))
-    if isinstance(url, str) and port is not None and _url_port(url) != port:
+    port_at = ("inference", "server", "port")
+    port = _int(ctx.get(port_at, DEFAULT_SERVER_PORT))
+    if port is None:
+        return
+    if isinstance(url, str) and _url_port(url) != port:
         ctx.add("xc-client-port", at, path=dotted(at), url=url, port=port)
+    elif url is None and port != DEFAULT_SERVER_PORT and _policy_sourced(ctx):
+        ctx.add("xc-client-port", port_at, path=dotted(at), url=f"{DEFAULT_CLIENT_URL}, the default", port=port)
+
+
+def _policy_sourced(ctx: Any) -> bool:
+    """OrchestratorConfig.any_policy_sourced: a train env whose algorithm (its own, else [orchestrator.algo])
+    samples from the live policy, as sampling.source does unless it names a frozen model."""
+    top = _table(ctx.get(("orchestrator", "algo"))) or {}
+    sources = ctx.get(("orchestrator", "train", "source"))
+    for src in sources if isinstance(sources, list) else ():
+        if isinstance(src, dict):
+            algo = _table(src.get("algo")) or top
+            if (_table(algo.get("sampling")) or {}).get("source", "policy") == "policy":
+                return True
+    return False

@@ -324,6 +324,25 @@ def test_the_trainer_s_own_max_steps_beats_the_shared_one() -> None:
     assert f.id == "xc-trace-steps" and "trainer.max_steps = 12" in f.message
 
 
+FROZEN = '[orchestrator.algo]\ntype = "sft"\n[orchestrator.algo.sampling.source]\nname = "t"\nbase_url = "http://t:8001/v1"\n'
+
+
+def test_a_left_out_client_url_is_the_default_when_an_env_samples_from_the_policy() -> None:
+    """Left out, base_url is the client's default (port 8000) while a train env samples from the policy
+    (every algorithm does by default), and the server's own URL when none does."""
+    moved = RL_BASE + "[inference.server]\nport = 8001  # <-\n"
+    (f,) = validate_text(moved, kind="rl").findings
+    assert (f.id, f.line) == ("xc-client-port", marked_line(moved)) and "the default" in f.message
+    frozen = RL_BASE.replace("[inference]\n", FROZEN + "[inference]\n") + "[inference.server]\nport = 8001\n"
+    assert validate_text(frozen, kind="rl").findings == ()
+    # an env's own algorithm beats [orchestrator.algo]
+    own = frozen.replace(
+        "[orchestrator.train.source.env.taskset]",
+        '[orchestrator.train.source.algo]\ntype = "grpo"\n[orchestrator.train.source.env.taskset]',
+    )
+    assert [f.id for f in validate_text(own, kind="rl").findings] == ["xc-client-port"]
+
+
 def test_only_a_local_rl_run_checks_the_client_port() -> None:
     """rl_local checks the port; under SLURM the sbatch script wires the client instead."""
     text = RL_BASE.replace("[inference]\n", '[orchestrator.model.client]\nbase_url = "http://host:9/v1"\n[inference]\n')
