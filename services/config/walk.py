@@ -48,8 +48,8 @@ def _walk_table(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tup
             if variant not in cls.variants:
                 plugin = True
                 _unknown_plugin(ctx, cls, variant, path + (cls.union,), table)
-        if variant not in cls.variants:
-            variant = None  # a wrong type value is reported by the type check below
+        if isinstance(variant, (list, dict)) or variant not in cls.variants:
+            variant = None  # a wrong type value (an array or table too) is reported by the type check below
     only = cls.variant_only
     for key in cls.required:
         if key not in table:

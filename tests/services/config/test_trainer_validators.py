@@ -356,3 +356,12 @@ def test_a_resume_dir_names_one_step() -> None:
     for bad in ("step_", "step_5x", "ckpt/step_5/weights", ""):
         found = [f.id for f in validate_text(SFT_BASE + f'[resume]\ndir = "{bad}"\n', kind="sft").findings]
         assert found == ["xc-resume-dir"], bad
+
+
+@pytest.mark.parametrize("value", ["[]", '["fp8"]', "{ a = 1 }"])
+def test_a_union_tag_given_an_array_or_table_is_a_type_error_not_a_crash(value: str) -> None:
+    """validate raised TypeError (unhashable) on `type = []` in a tagged table such as [model.quantization]:
+    an array or table where the tag's name belongs is the user's mistake to be told about."""
+    for text in (f"[model.quantization]\ntype = {value}\n", f"[scheduler]\ntype = {value}\n"):
+        findings = validate_text(text, kind="trainer").findings
+        assert [f.id for f in findings] == ["wrong-type"], text
