@@ -212,7 +212,7 @@ def lax(value: Any, kind: str) -> Any:
         if isinstance(value, float) and value in (0.0, 1.0):
             return bool(value)
         if isinstance(value, str):
-            low = value.strip().lower()
+            low = value.lower()  # unlike a number's, a bool's text is not stripped: " true" is refused
             if low in _LAX_TRUE or low in _LAX_FALSE:
                 return low in _LAX_TRUE
         return _NO
