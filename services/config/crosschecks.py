@@ -12,6 +12,7 @@ from typing import Any
 
 from services.config.findings import Edit, as_table as _table, dotted, is_set as _set
 from services.config.rl_validators import rl_validator_checks
+from services.config.trainer_validators import trainer_checks
 
 # prime-rl's defaults for what these checks read (configs/trainer.py: ModelConfig, LoRAConfig)
 DEFAULT_IMPL = "auto"
@@ -46,6 +47,7 @@ def startup_checks(ctx: Any) -> None:
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             ctx.add("xc-max-steps-range", path, path=dotted(path), value=value)
     rl_validator_checks(ctx)
+    trainer_checks(ctx)
 
 
 def _model_checks(ctx: Any, base: tuple, shared_vlm: tuple | None) -> None:

@@ -48,8 +48,8 @@ def _walk_table(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tup
             if variant not in cls.variants:
                 plugin = True
                 _unknown_plugin(ctx, cls, variant, path + (cls.union,), table)
-        if variant not in cls.variants:
-            variant = None  # a wrong type value is reported by the type check below
+        if isinstance(variant, (list, dict)) or variant not in cls.variants:
+            variant = None  # a wrong type value (an array or table too) is reported by the type check below
     only = cls.variant_only
     for key in cls.required:
         if key not in table:
@@ -212,7 +212,7 @@ def lax(value: Any, kind: str) -> Any:
         if isinstance(value, float) and value in (0.0, 1.0):
             return bool(value)
         if isinstance(value, str):
-            low = value.strip().lower()
+            low = value.lower()  # unlike a number's, a bool's text is not stripped: " true" is refused
             if low in _LAX_TRUE or low in _LAX_FALSE:
                 return low in _LAX_TRUE
         return _NO

@@ -368,6 +368,9 @@ def test_every_rule_in_the_database_has_a_case() -> None:
 
     covered |= {c[3] for c in RL_VALIDATOR_CASES}
     covered |= {"override-file"}  # always with mig-toml-files: test_config_meaning.py
+    from tests.services.config.test_trainer_validators import CASES as TRAINER_CASES  # (imports this module)
+
+    covered |= {c[3] for c in TRAINER_CASES}  # each at its marked line, with its near miss
     assert set(rule_db()["rules"]) - covered == set()
     for rid, spec in rule_db()["rules"].items():
         assert spec["severity"] in ("error", "warning", "info") and spec["source"], rid
