@@ -117,6 +117,12 @@ class WatchCollector:
             "total": g("ptt_spend_dollars", "every rented pod's cost (the spend ledger), $"),
             "perhr": g("ptt_spend_per_hour_dollars", "what the open rentals bill per hour, $"),
             "runspend": g("ptt_run_spend_dollars", "the spend ledger per run, $", labels=["run"]),
+            "idle": g(
+                "ptt_pod_idle_seconds",
+                "how long the pod's GPUs have sat idle with no run (only past [health] idle_minutes)",
+                labels=pod_l,
+            ),
+            "idlecost": g("ptt_pod_idle_wasted_dollars", "what the idle time cost at the pod's price, $", labels=pod_l),
             "bage": g("ptt_backup_age_seconds", "seconds since the pod's newest verified backup", labels=pod_l),
             "notes": c("ptt_notifications", "messages pushed, by kind and outcome", labels=["kind", "outcome"]),
         }
@@ -200,6 +206,9 @@ class WatchCollector:
         if price is None and snap.pod.kind is PodKind.DEMO:
             price = v.demo_price_per_hr
         put("price", [name], price)
+        if snap.idle is not None:
+            put("idle", [name], snap.idle.seconds)
+            put("idlecost", [name], snap.idle.wasted_usd)
         for a in snap.alerts:
             put("alert", [name, a.id, a.severity.value], 1.0)
 

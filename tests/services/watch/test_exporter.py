@@ -144,3 +144,27 @@ def test_spend_metrics_come_from_the_ledger():
     assert sorted((lb["run"], v) for lb, v in m["ptt_run_spend_dollars"]) == [("grpo-1", 3.25), ("grpo-2", 2.0)]
     assert m["ptt_rental_spent_dollars"] == [({"pod": "p1", "provider": "vast"}, 2.0)]
     assert m["ptt_rental_budget_dollars"] == [({"pod": "p1", "provider": "vast"}, 4.0)]
+
+
+def test_an_idle_pod_and_what_it_wasted_are_exported():
+    """A pod idle past [health] idle_minutes (the snapshot's IdleFigure): its idle time and cost are series of
+    their own, for a Grafana alert on billed-but-idle GPUs; a pod not idle has none (no zero series)."""
+    from dataclasses import replace
+
+    from services.models import IdleFigure
+
+    base = view()
+    idle = replace(base.snapshots[0], idle=IdleFigure(since=T0 - 2520, seconds=2520.0, wasted_usd=3.1))
+    ex = Exporter(lambda: replace(base, snapshots=(idle, base.snapshots[1])), 0)
+    ex.start()
+    try:
+        m = scrape(ex.port)
+    finally:
+        ex.stop()
+    assert m["ptt_pod_idle_seconds"] == [({"pod": "p1"}, 2520.0)]
+    assert m["ptt_pod_idle_wasted_dollars"] == [({"pod": "p1"}, 3.1)]
+
+
+def test_no_idle_series_for_a_busy_pod(exporter: Exporter):
+    m = scrape(exporter.port)
+    assert "ptt_pod_idle_seconds" not in m and "ptt_pod_idle_wasted_dollars" not in m
