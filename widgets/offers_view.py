@@ -93,11 +93,23 @@ def cells(r: Ranked) -> list[Any]:
     ]
 
 
-def _text(cell: Any) -> Any:
+class _Cell(Text):
+    """A cell's text with no ``__rich_measure__``: the view gives every column its width (:meth:`OffersView.
+    _render_rows` measures the plain text once), so DataTable's measuring of each new cell through a Rich
+    console (~45 µs a cell, 2,000 cells a refill: the largest share of a filter keystroke's time in
+    tests/benchmarks/offers_table.py) is left out; without the method it takes a default it never uses
+    (a column given a width keeps it)."""
+
+    __rich_measure__ = None  # type: ignore[assignment]
+
+
+def _text(cell: Any) -> Text:
     """A cell as the table gets it: text as Rich Text, never read as markup. DataTable parses a str cell as
     markup each time it measures or draws it (~40 % of a refill's time, tests/benchmarks/offers_table.py), and
     a provider's "[beta] eu-1" region showed as " eu-1"."""
-    return Text(cell, no_wrap=True, end="") if isinstance(cell, str) else cell
+    if isinstance(cell, str):
+        return _Cell(cell, no_wrap=True, end="")
+    return _Cell(cell.plain, style=cell.style, no_wrap=True, end="", spans=cell.spans)
 
 
 class OffersView(DataTable):
@@ -189,15 +201,18 @@ class OffersView(DataTable):
             for row in rows:
                 if cell_len(row[0]) > PROVIDER_NARROW:
                     row[0] = set_cell_size(row[0], PROVIDER_NARROW - 1) + "…"
+        index = [COLUMN_KEYS.index(k) for k in kept]
+        widths = [content_width(LABELS[key], [row[i] for row in rows]) for key, i in zip(kept, index)]
         if kept != self.shown_columns or narrow != self._narrow:  # a column keeps its widest cell until cleared
             self._narrow = narrow
             self.clear(columns=True)
             self.shown_columns = kept
-            for key in kept:
-                self.add_column(LABELS[key], key=key)
+            for key, width in zip(kept, widths):
+                self.add_column(LABELS[key], key=key, width=width)
         else:
             self.clear()
-        index = [COLUMN_KEYS.index(k) for k in kept]
+            for column, width in zip(self.ordered_columns, widths):
+                column.width = max(column.width, width)
         for i, (r, row) in enumerate(zip(self._shown(), rows)):
             self.add_row(*(_text(row[j]) for j in index), key=f"{i}:{r.offer.provider}:{r.offer.id}:{r.offer.region}")
 

@@ -11,8 +11,9 @@ line while the other providers' offers
 still show. The run being priced follows the Config pane (``use_config``). ``enter`` on an offer posts
 :class:`OffersPane.RentRequested`; the App confirms and rents.
 
-Scale (issue 17): with more than :data:`DEBOUNCE_OVER` offers fetched, typing in a filter field re-ranks
-once the typing pauses (:data:`DEBOUNCE_S`), not on every keystroke; the table holds the first few hundred
+Scale (issue 17): with more than :data:`DEBOUNCE_OVER` offers fetched, typing in a filter field filters
+once the frame that shows the typed key is drawn, once for all the keys typed meanwhile (:data:`DEBOUNCE_S`),
+not on every keystroke; the table holds the first few hundred
 rows (widgets/offers_view.py ``MAX_ROWS``) and the status line says how many are left out."""
 
 from __future__ import annotations
@@ -39,9 +40,12 @@ from widgets.offers_view import OffersView
 Fetcher = Callable[[bool | None], Awaitable[FetchResult]]  # (spot; None: both kinds) -> result
 KINDS = (("both", "both"), ("spot", "spot"), ("on-demand", "on-demand"))  # the kind filter: label, value
 KIND_SPOT = {"both": None, "spot": True, "on-demand": False}
-# a filter field's typing pause before the offers are filtered again: a burst of keys (a paste) is one filtering;
-# a filtering keeps the rows of the fetch's one ranking (services.offers.ranking.rank: a few ms at 10,000 offers)
-DEBOUNCE_S = 0.03
+# When a filter field's keys filter the offers again (a filtering keeps the rows of the fetch's one ranking:
+# services.offers.ranking.rank, a few ms at 10,000 offers; the table's refill and frame cost more). None: right
+# after the frame that echoes the key, once for every key typed until then (a burst, a paste: one filtering), so
+# the typist sees the character at once and the table one filtering later, with no fixed pause (a 30-ms pause
+# was a third of the 100-ms budget: tests/benchmarks/offers_table.py); seconds: after the typing pauses that long
+DEBOUNCE_S: float | None = None
 DEBOUNCE_OVER = 500  # offers fetched: below this a keystroke re-ranks at once (a few ms), above it after the pause
 
 
@@ -105,12 +109,12 @@ class OffersPane(Widget, can_focus=True):
         cache_ttl: float = 600.0,
         clock: Callable[[], float] = time.time,
         observed_path: Path | None = None,
-        debounce: float = DEBOUNCE_S,
+        debounce: float | None = DEBOUNCE_S,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         self.debounce = debounce  # 0: every keystroke re-ranks at once (the benchmark's baseline)
-        self._pending: Any = None  # the Timer of a debounced re-rank
+        self._pending: Any = None  # a re-rank waiting: its Timer, or True until the next frame is drawn
         self.run = run or RunSpec()
         self.run_source = "default run (open a config to price yours)"
         self.fetcher = fetcher or default_fetcher
@@ -291,15 +295,25 @@ class OffersPane(Widget, can_focus=True):
 
     # ------------------------------------------------------------------ filters
     def on_input_changed(self, event: Input.Changed) -> None:
-        if self._pending is not None:
-            self._pending.stop()
-            self._pending = None
-        if self.debounce > 0 and len(self.result.offers) > DEBOUNCE_OVER:
+        if self.debounce is None and len(self.result.offers) > DEBOUNCE_OVER:
+            if self._pending is None:
+                self._pending = True
+                self.call_after_refresh(self._apply_pending)
+            return
+        self._stop_pending()
+        if self.debounce and len(self.result.offers) > DEBOUNCE_OVER:
             self._pending = self.set_timer(self.debounce, self._apply_pending)
         else:
             self.apply_filters()
 
+    def _stop_pending(self) -> None:
+        if self._pending is not None and self._pending is not True:
+            self._pending.stop()
+        self._pending = None
+
     def _apply_pending(self) -> None:
+        if self._pending is None:  # filtered since, for another reason
+            return
         self._pending = None
         self.apply_filters()
 
@@ -336,9 +350,7 @@ class OffersPane(Widget, can_focus=True):
             return None
 
     def apply_filters(self) -> None:
-        if self._pending is not None:  # a re-rank for another reason includes the typed value
-            self._pending.stop()
-            self._pending = None
+        self._stop_pending()  # a re-rank for another reason includes the typed value
         note = self.note
         price = self._float("#of-max-price")
         count = self._float("#of-gpus")

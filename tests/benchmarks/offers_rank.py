@@ -90,23 +90,33 @@ COLD = """
 import json, sys, time
 sys.path.insert(0, {root!r})
 from tests.benchmarks.offers_rank import grown_payloads, normalise, plain_sort
+from services.offers import lambda_, primeintellect, vast
 from services.offers.ranking import RunSpec, rank
 docs = {{k: json.loads(t) for k, t in grown_payloads({n}).items()}}
 run = RunSpec(model="Qwen/Qwen3-8B")
 t0 = time.perf_counter()
-offers = normalise(docs)
+offers = primeintellect.parse(docs["prime"])  # normalise(), one provider at a time
+tp = time.perf_counter()
+offers += vast.parse(docs["vast"])
+tv = time.perf_counter()
+offers += lambda_.parse(docs["lambda"])
+tl = time.perf_counter()
 rank(offers, run, include_misfits=True, include_unavailable=True)
+tr = time.perf_counter()
 _ = [[] for _ in range(2000)]  # the collection the paused collector owes now runs: ours, not the anchor's
 t1 = time.perf_counter()
 plain_sort(offers)
 t2 = time.perf_counter()
-print((t1 - t0) * 1000, (t2 - t1) * 1000)
+marks = (t0, tp, tv, tl, tr, t1)
+print((t1 - t0) * 1000, (t2 - t1) * 1000, *((b - a) * 1000 for a, b in zip(marks, marks[1:])))
 """
+PHASES = ("Prime parse", "Vast parse", "Lambda parse", "rank", "the collection owed")
 
 
-def bench_cold(n: int, runs: int) -> tuple[list[float], list[float]]:
-    """First normalise + rank and a plain sort in each of ``runs`` fresh interpreters (ms, ms)."""
-    ours, anchor = [], []
+def bench_cold(n: int, runs: int) -> tuple[list[float], list[float], list[list[float]]]:
+    """First normalise + rank and a plain sort in each of ``runs`` fresh interpreters (ms, ms), and the first's
+    phases (:data:`PHASES`, ms each)."""
+    ours, anchor, phases = [], [], []
     for _ in range(runs):
         out = subprocess.run(
             [sys.executable, "-c", COLD.format(root=str(ROOT), n=n)],
@@ -117,7 +127,8 @@ def bench_cold(n: int, runs: int) -> tuple[list[float], list[float]]:
         ).stdout.split()
         ours.append(float(out[0]))
         anchor.append(float(out[1]))
-    return ours, anchor
+        phases.append([float(x) for x in out[2:]])
+    return ours, anchor, phases
 
 
 def bench_rank(n: int, repeat: int, cold: int) -> None:
@@ -126,7 +137,7 @@ def bench_rank(n: int, repeat: int, cold: int) -> None:
     texts = grown_payloads(n)
     docs = {k: json.loads(t) for k, t in texts.items()}
     run = RunSpec(model="Qwen/Qwen3-8B")
-    cold_ours, cold_sort = bench_cold(n, cold) if cold else ([], [])
+    cold_ours, cold_sort, cold_phases = bench_cold(n, cold) if cold else ([], [], [])
     offers = normalise(docs)
     rank(offers, run, include_misfits=True, include_unavailable=True)  # warm the fit cache and the speed table
     norm, ranked, decode, rerank, sort = [], [], [], [], []
@@ -161,6 +172,8 @@ def bench_rank(n: int, repeat: int, cold: int) -> None:
             f"anchor plain sort by $/hr {fmt(cold_sort)}; ratio {med(cold_ours) / med(cold_sort):.1f}x "
             "(target < 10x)"
         )
+        parts = ", ".join(f"{name} {med(p[i] for p in cold_phases):.1f}" for i, name in enumerate(PHASES))
+        print(f"  cold, where it goes (medians, ms): {parts}")
     print(f"{len(offers)} offers, warm: normalise {fmt(norm)}  rank (all, misfits too): {fmt(ranked)}")
     print(
         f"  normalise + rank: {fmt(both)}; anchor plain sort by $/hr {fmt(sort)}; ratio "
