@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from services.lifecycle.preflight import LifecycleSettings
     from services.monitor.worker import MonitorSettings
 
+LAUNCH_WAIT = 5.0  # the TUI launches the demo run at the latest this many seconds after the demo pod is watched
 HEAD_START = 20  # a run a headless command starts has this many steps at once (status and profile read them)
 
 
@@ -163,9 +164,8 @@ class DemoInApp:
 
         self.app.post_message(ConfigOffered(demo.config))  # the Config pane shows it when it has no config
         self.workers[pod.name] = self.app.run_worker(
-            self._hold(demo), name=f"demo pod {pod.name}", group="demo-pod", exit_on_error=False
+            self._hold(pod, demo), name=f"demo pod {pod.name}", group="demo-pod", exit_on_error=False
         )
-        self.app.call_after_refresh(self._launch, pod, demo)  # its pre-flight (~30 ms) after the first paint
         return pod
 
     def stop(self, name: str) -> None:
@@ -173,16 +173,35 @@ class DemoInApp:
         if worker is not None:
             worker.cancel()
 
-    @staticmethod
-    async def _hold(demo: DemoPod) -> None:
-        """Lives as long as the demo pod: its end (the pod removed, the App quitting) stops the run."""
+    async def _hold(self, pod: Pod, demo: DemoPod) -> None:
+        """Lives as long as the demo pod: launches its run once the pod's first sample is on screen; its end (the
+        pod removed, the App quitting) stops the run."""
         import signal
 
         try:
+            await self._first_sample_shown(pod.name)
+            self.app.call_after_refresh(self._launch, pod, demo)  # after the frame that shows it
             await asyncio.Event().wait()
         finally:
             demo.stop_runs(signal.SIGTERM)
             demo.release()
+
+    async def _first_sample_shown(self, name: str) -> None:
+        """Until the demo pod's first sample is on screen (its GPUs: what the user waits for at start), the
+        monitor gave up on it for now, or LAUNCH_WAIT passed. The launch's processes (pre-flight, the helper,
+        the trainer's start) would otherwise share the CPU with the probe's and the fake nvidia-smi's first
+        start: launched at the first paint, the GPUs reached the screen ~0.4 s later on two cores at load ~13."""
+        from services.models import PodState
+
+        loop = asyncio.get_running_loop()
+        end = loop.time() + LAUNCH_WAIT
+        while loop.time() < end:
+            snap = self.app.snapshots.get(name)
+            if snap is not None and (
+                snap.latest is not None or snap.status.state not in (PodState.CONNECTING, PodState.ONLINE)
+            ):
+                return
+            await asyncio.sleep(0.05)
 
     def _launch(self, pod: Pod, demo: DemoPod) -> None:
         from app.host import RunStarted

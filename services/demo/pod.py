@@ -3,7 +3,7 @@ lifecycle helper's state, the run dir and a demo config).
 
 Layout of the root::
 
-    bin/nvidia-smi      the fake (exec's this interpreter on services/demo/nvidia_smi.py), first on PATH
+    bin/nvidia-smi      the fake (runs services/demo/nvidia_smi.py in this interpreter), first on PATH
     proc/               the simulated /proc (stat, meminfo; rewritten by the fake nvidia-smi each tick)
     home/               HOME of everything run there (the lifecycle helper starts the run in ~)
     state/              the lifecycle helper's state dir (the demo Pod's probe_dir): run registry, action lock
@@ -55,7 +55,12 @@ if TYPE_CHECKING:
 
 DEMO_DIR = Path(__file__).resolve().parent
 PROBE_PATH = agent.PROBE
-FAKE_SMI_PATH = DEMO_DIR / "nvidia_smi.py"
+# the fake nvidia-smi imported (its bytecode cached) rather than run as a script (compiled on every call); isolated
+# (-I: no cwd, PYTHON* or user site on its path) and without site (-S): it needs the standard library only
+FAKE_SMI_RUN = (
+    f"import sys; sys.argv[0] = 'nvidia-smi'; sys.path.insert(0, {str(DEMO_DIR)!r}); "
+    "import nvidia_smi; nvidia_smi.run()"
+)
 TRAINER_PATH = DEMO_DIR / "trainer.py"
 MARK = ".ptt-demo-sandbox"
 OPTIONS_FILE = "demo.json"
@@ -156,7 +161,7 @@ class DemoPod:
             ):
                 d.mkdir(parents=True, exist_ok=True)
             smi = self.bin_dir / "nvidia-smi"
-            text = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_SMI_PATH))} "$@"\n'
+            text = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -I -S -c {shlex.quote(FAKE_SMI_RUN)} "$@"\n'
             if not smi.is_file() or smi.read_text() != text:
                 smi.write_text(text)
             smi.chmod(0o755)
@@ -440,13 +445,16 @@ def _trainers(run_dir: str) -> list[tuple[int, int]]:
         try:
             with open(f"/proc/{name}/cmdline", "rb") as fh:
                 argv = [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
+            # the stat only of a match: every TUI start scans all of /proc, and two reads per process doubled it
+            if not any(a.endswith(TRAINER_PATH.name) for a in argv[:4]) or not any(
+                a == "--run-dir" and b == run_dir for a, b in zip(argv, argv[1:])
+            ):
+                continue
             with open(f"/proc/{name}/stat", "rb") as fh:
                 stat = fh.read().decode("utf-8", "replace")
         except OSError:
             continue
         rest = stat[stat.rfind(")") + 2 :].split()
-        if not rest or rest[0] == "Z" or not any(a.endswith(TRAINER_PATH.name) for a in argv[:4]):
-            continue
-        if any(a == "--run-dir" and b == run_dir for a, b in zip(argv, argv[1:])):
+        if rest and rest[0] != "Z":
             found.append((int(name), int(rest[2])))
     return found

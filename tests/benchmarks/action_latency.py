@@ -12,7 +12,11 @@ command names this interpreter by its absolute path, as the solo start does: a b
 resolve through the pod's login PATH, which can be a shim (pyenv on this machine: ~0.15 s more per start)
 — the trainer's cost, not the launch's.
 
-    python tests/benchmarks/action_latency.py [--rounds 5]
+The pod's shell rc is empty (its HOME an empty directory, as monitor_load.py's pod): this machine's own rc runs
+``pyenv init`` on every SSH exec (0.3-0.8 s each on two loaded cores, twice per launch: the plan and the helper),
+a cost of this machine's shell that would otherwise be the largest part of the figure; ``--login-rc`` keeps it.
+
+    python tests/benchmarks/action_latency.py [--rounds 5] [--login-rc]
 
 The confirm is ``Button.press()`` (what a click posts), timed from the call: ``pilot.click`` first waits for
 every widget's message queue to drain, which with the live monitor redrawing took up to ~3 s here and was
@@ -180,9 +184,21 @@ async def _modal(pilot, kind):
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument(
+        "--login-rc",
+        action="store_true",
+        help="the pod's shell reads this machine's own rc files (here: pyenv init on every exec) instead of empty ones",
+    )
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="ptt-bench-"))
-    server = _make_server(tmp / "sshd", env={"PTT_FAKE_GPUS": "8"})
+    pod_env = {"PTT_FAKE_GPUS": "8"}
+    if not args.login_rc:  # as monitor_load.py: no per-exec start-up of this machine's shell in the figure
+        pod_home = tmp / "pod-home"
+        pod_home.mkdir()
+        (pod_home / ".bashrc").write_text("")
+        (pod_home / ".profile").write_text("")
+        pod_env["HOME"] = str(pod_home)
+    server = _make_server(tmp / "sshd", env=pod_env)
     server.start()
     home_dir = tmp / "home"
     (home_dir / ".ssh").mkdir(parents=True, mode=0o700)
@@ -211,8 +227,9 @@ async def main() -> None:
     worst = {k: max(r[k] for r in rounds) for k in rounds[0]}
     start = statistics.median(solo)
     print(
-        f"action_latency: {args.rounds} rounds over a loopback sshd, headless app, probe at 0.5 s; "
-        f"{os.cpu_count()} cores"
+        f"action_latency: {args.rounds} rounds over a loopback sshd, headless app, probe at 0.5 s; the pod's shell "
+        f"rc {'this machine’s own' if args.login_rc else 'empty'}; {os.cpu_count()} cores, "
+        f"load {os.getloadavg()[0]:.1f}"
     )
     print(f"{'figure':<52} {'median s':>9} {'max s':>8}")
     rows = [

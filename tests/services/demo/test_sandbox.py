@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -265,6 +266,39 @@ def test_a_fresh_start_kills_a_leftover_trainer_and_clears_run_and_state(tmp_pat
             p.wait()
 
 
+def test_the_trainer_scan_reads_the_stat_of_its_trainers_only(tmp_path: Path, monkeypatch) -> None:
+    """Every TUI start with the demo scans all of /proc for a leftover trainer, on the event loop before the demo's
+    first sample: it read each process's cmdline and stat, twice the reads it needs (~57 ms against ~27 ms for
+    ~200 processes on two loaded cores). The stat is read only for a trainer on this run dir (its group, its
+    state), and that trainer is still found."""
+    import services.demo.pod as pod_module
+
+    demo = DemoPod(root=tmp_path / "demo-pod")
+    demo.prepare(fresh=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(TRAINER), "--run-dir", str(demo.run_dir), "--step-seconds", "0.05"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    stats: list[str] = []
+    real_open = open
+
+    def counting_open(path, *args, **kwargs):  # the real open; counts the /proc/<pid>/stat reads
+        if str(path).startswith("/proc/") and str(path).endswith("/stat"):
+            stats.append(str(path))
+        return real_open(path, *args, **kwargs)
+
+    try:
+        wait(lambda: (demo.run_dir / "logs" / "trainer.log").exists())
+        monkeypatch.setattr(pod_module, "open", counting_open, raising=False)
+        assert demo.trainer_pids() == [proc.pid]
+        assert stats == [f"/proc/{proc.pid}/stat"]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 # ------------------------------------------------------------------------------------ the connection
 
 
@@ -345,3 +379,37 @@ def test_the_fake_gpus_follow_the_run_leader_and_list_its_processes(tmp_path: Pa
         timeout=10,
     )
     assert out.returncode == 0 and out.stdout == ""
+
+
+def _imports(argv: list[str], env: dict[str, str]) -> tuple[str, set[str]]:
+    """What a python command prints, and the modules it imports (-X importtime, on stderr)."""
+    out = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True, env=env, timeout=60, check=True
+    )
+    return out.stdout, {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+
+
+def test_the_fake_nvidia_smi_is_imported_from_its_bytecode_not_compiled_on_every_call(tmp_path: Path) -> None:
+    """Each fake ``nvidia-smi`` ran services/demo/nvidia_smi.py as a script: compiled on every call, and (the
+    tests' wrapper, through runpy) with typing imported for itself — ~30-75 ms of every call on two loaded cores,
+    paid by the demo pod's first sample and every pre-flight's GPU check. Both wrappers now import the module,
+    and answer as before."""
+    demo = DemoPod(root=tmp_path / "demo-pod", gpus=2)
+    demo.prepare(fresh=True)
+    env = {**os.environ, "PTT_FAKE_GPUS": "2"}
+    line = (demo.bin_dir / "nvidia-smi").read_text().splitlines()[-1]
+    words = shlex.split(line)
+    assert words[0] == "exec" and words[-1] == "$@"
+    wrappers = {
+        "the sandbox's": [*words[1:-1], "-L"],
+        "the tests' (services/demo/bin)": [
+            sys.executable,
+            str(REPO / "services" / "demo" / "bin" / "nvidia-smi"),
+            "-L",
+        ],
+    }
+    for name, argv in wrappers.items():
+        out, modules = _imports(argv, env)
+        assert out.startswith("GPU 0: ") and out.count("\n") == 2, (name, out)
+        assert "nvidia_smi" in modules, f"{name} wrapper ran the fake as a script (compiled on every call)"
+        assert not modules & {"runpy", "pkgutil", "typing"}, (name, modules & {"runpy", "pkgutil", "typing"})
