@@ -232,7 +232,9 @@ async def test_demo_pod_end_to_end() -> None:
             if ckpts and any(ln.startswith("trainer: ") for ln in logs) and len(samples) >= 3:
                 break
         assert all(len(s["gpus"]) == 3 and s["source"] == "nvidia-smi" for s in samples)
-        assert samples[1]["host"]["cpu_pct"] is not None and samples[1]["host"]["mem_total"] == fake.MEM_TOTAL_KB * 1024
+        # CPU % needs two reads of the fake /proc/stat a tick apart: under load two samples can read the same tick
+        assert any(s["host"]["cpu_pct"] is not None for s in samples[1:])
+        assert samples[1]["host"]["mem_total"] == fake.MEM_TOTAL_KB * 1024
         assert any(ln.startswith("orchestrator: ") for ln in logs)
         assert ckpts[0]["step"] % 2 == 0 and ckpts[0]["complete"] is True
         proc.stdin.close()
