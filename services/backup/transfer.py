@@ -236,26 +236,38 @@ async def backup_checkpoint(
     uploads are resumed. An object already complete in the bucket is hashed on the pod and not sent
     again when it matches."""
     s3 = S3(settings)
-    await s3.call("head_bucket", Bucket=s3.bucket)  # clear errors before touching the pod
     started = time.monotonic()
     report = on_progress or (lambda _p: None)
     agent = PodAgent(conn)
-    await agent.install()
-    report(TransferProgress("backup", step, "scan", 0, 0, time.monotonic() - started))
-    plan = await agent.run_json(
-        [
-            "plan",
-            run_dir,
-            "--step",
-            str(step),
-            "--compress",
-            settings.compression,
-            "--level",
-            str(settings.level),
-            "--state-dir",
-            _state_dir(conn),
-        ]
-    )  # both halves
+
+    async def scan() -> list[dict]:  # both halves; the agent only reads on the pod
+        await agent.install()
+        report(TransferProgress("backup", step, "scan", 0, 0, time.monotonic() - started))
+        return await agent.run_json(
+            [
+                "plan",
+                run_dir,
+                "--step",
+                str(step),
+                "--compress",
+                settings.compression,
+                "--level",
+                str(settings.level),
+                "--state-dir",
+                _state_dir(conn),
+            ]
+        )
+
+    # The store and the pod are asked at once (the first client, HEAD bucket and the agent's start each
+    # cost a few hundred ms on a busy machine); the store's error is the clearer one and wins.
+    scanning = asyncio.ensure_future(scan())
+    try:
+        await s3.call("head_bucket", Bucket=s3.bucket)
+    except BaseException:
+        scanning.cancel()
+        await asyncio.gather(scanning, return_exceptions=True)
+        raise
+    plan = await scanning
     found = next((e for e in plan if e.get("event") == "plan"), None)
     if found is None:
         raise BackupError(f"the backup agent on the pod gave no plan for step {step} (and no error)")
@@ -304,7 +316,7 @@ async def backup_checkpoint(
                 if head is not None:  # complete already (a backup stopped before its manifest, a re-run)
                     existing[key] = str(head.get("ETag", "")).strip('"')
                     exists = {"exists": {"etag": existing[key], "size": int(head.get("ContentLength", -1))}}
-                crc = "CRC32" if await parts_take_crc32(s3, base) else None
+                crc = "CRC32" if probe is not None and await probe else None
                 uploads[key], have = await mine.resume_or_create(key, crc)  # used only when it does not match
                 if mine.checksums.get(key) == "CRC32":
                     exists["crc32"] = True  # (spread into the line beside "exists")
@@ -395,6 +407,13 @@ async def backup_checkpoint(
         elif kind == "error":
             errors.append(hide_credentials(str(ev.get("message"))))
 
+    # Whether the store takes per-part CRC32s (asked once per store) is asked while the agent starts,
+    # not when the first large file comes up.
+    multipart = any(
+        part_size_for(int(f["size"]), settings.part_size, settings.min_part, settings.jobs) < int(f["size"])
+        for f in planned
+    )
+    probe = asyncio.ensure_future(parts_take_crc32(s3, base)) if multipart else None
     try:
         await agent.stream(
             [
@@ -419,6 +438,9 @@ async def backup_checkpoint(
     finally:
         for task in completing:
             task.cancel()
+        if probe is not None:  # its probe upload is aborted before we go on
+            probe.cancel()
+            await asyncio.gather(probe, return_exceptions=True)
     if errors or len(entries) != len(planned):
         raise BackupError(
             f"{len(errors) or 1} file(s) failed to upload: {errors[0] if errors else 'the agent stopped early'}",
@@ -446,7 +468,7 @@ async def backup_checkpoint(
         )
         await mine.done()  # every upload of this run is complete: its record goes (its claim stays)
         result.verified = True
-        result.pruned = await prune_bucket(settings, run_dir, settings.keep_last, source)
+        result.pruned = await prune_bucket(settings, run_dir, settings.keep_last, source, s3)
     report(TransferProgress("backup", step, "done", done_bytes, total, time.monotonic() - started))
     return result
 
@@ -481,7 +503,7 @@ async def restore_checkpoint(
     if source is None:
         source = await run_source(conn, run_dir)
     if step is None:
-        listing = [c for c in await list_bucket(settings, run_dir) if c.verified]
+        listing = [c for c in await list_bucket(settings, run_dir, s3) if c.verified]
         verified = [c.step for c in ours(listing, source)]
         if not verified:
             others = sorted(c.step for c in listing)

@@ -1,0 +1,156 @@
+"""What a backup costs besides its bytes (moto's S3 server, the real sshd "pod").
+
+Measured on 256 MiB (tests/benchmarks/backup_throughput.py): each S3 client took ~200-250 ms to make on a
+busy machine (botocore parsed the S3 model anew every time) and one backup made 2 + one per step in the
+bucket (its own, the prune's listing, one per step that listing verified); every object of a step was
+checked with one HEAD after the other; the store was asked (HEAD bucket) before the pod's plan started and
+whether it takes per-part CRC32s only when the first large file came up. Now: one client per backup, a new
+client reuses the parsed model (still reading the credential chain anew), the HEADs go out together, and
+the store, the pod and the CRC32 question are asked at once. The tests hold each of these without timing
+anything: a step that must run beside another waits for it, and fails when it never comes.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import urllib.parse
+
+import pytest
+
+from services.backup import store_caps
+from services.backup.bucket import verify_backup
+from services.backup.s3 import S3
+from services.backup.transfer import PodAgent, backup_checkpoint
+from services.pod.ssh import SSHConnection
+from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
+from tests.services.backup.fixtures import write_checkpoint
+
+pytestmark = pytest.mark.ssh
+
+WAIT = 5.0  # s a call waits for the one that must be in flight beside it (sequential code: it never comes)
+
+_OPENED: list[str] = []
+_RECORD = [False]
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _RECORD[0] and event == "open" and args and isinstance(args[0], (str, bytes)):
+        _OPENED.append(str(args[0]))
+
+
+sys.addaudithook(_audit)
+
+
+def on_call(monkeypatch, hook) -> None:
+    """Run ``hook(name, params)`` in the S3 worker thread before every S3 call goes to the store."""
+    real = S3._sync
+
+    def wrapped(self, name, kw):
+        hook(name, kw)
+        return real(self, name, kw)
+
+    monkeypatch.setattr(S3, "_sync", wrapped)
+
+
+async def test_one_backup_makes_one_client_for_itself_its_listing_and_its_prune(pod, s3env, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    settings = s3env.settings(keep_last=2)
+    made = []
+    real = S3._new_client
+    async with SSHConnection(pod) as conn:
+        for step in (1, 2, 3):
+            write_checkpoint(run, step, shard_bytes=200 * 1024)
+            if step == 3:
+                monkeypatch.setattr(S3, "_new_client", lambda self, region: made.append(region) or real(self, region))
+            result = await backup_checkpoint(conn, settings, str(run), step)
+    assert result.verified and result.pruned == [1]  # its prune listed and verified every step of the run
+    assert len(made) == 1, f"{len(made)} S3 clients for one backup"
+
+
+async def test_a_new_client_reuses_the_parsed_model_and_reads_the_credentials_anew(s3env, monkeypatch):
+    def key_id(s3: S3) -> str:
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(s3.presign("get_object", Key="k")).query)
+        return query["X-Amz-Credential"][0].split("/")[0]
+
+    assert key_id(S3(s3env.settings())) == "AKIAPTTTESTKEY000001"  # the model is loaded once here at the latest
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAPTTTESTKEY000002")  # the user switched keys meanwhile
+    _OPENED.clear()
+    _RECORD[0] = True
+    try:
+        again = S3(s3env.settings())
+        assert key_id(again) == "AKIAPTTTESTKEY000002"
+    finally:
+        _RECORD[0] = False
+    models = [p for p in _OPENED if "botocore" in p and "data" in p]
+    assert models == [], f"a new client read botocore's data again: {models}"
+
+
+async def test_the_objects_of_a_step_are_checked_together(pod, s3env, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    write_checkpoint(run, 4)
+    settings = s3env.settings()
+    async with SSHConnection(pod) as conn:
+        assert (await backup_checkpoint(conn, settings, str(run), 4)).verified
+    both = threading.Barrier(2, timeout=WAIT)  # the first two HEADs meet: one after the other, they never do
+    heads = []
+    lock = threading.Lock()
+
+    def hook(name, kw):
+        if name == "head_object":
+            with lock:
+                heads.append(kw["Key"])
+                first_two = len(heads) <= 2
+            if first_two:
+                both.wait()
+
+    on_call(monkeypatch, hook)
+    checked = await verify_backup(settings, str(run), 4)
+    assert checked.verified and len(heads) == 3
+
+
+async def test_the_store_and_the_pod_are_asked_at_once(pod, s3env, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    write_checkpoint(run, 5)
+    planning = threading.Event()
+    seen = []
+    real_run_json = PodAgent.run_json
+
+    async def run_json(self, args, timeout=3600):
+        if args[0] == "plan":
+            planning.set()
+        return await real_run_json(self, args, timeout)
+
+    def hook(name, kw):
+        if name == "head_bucket":
+            seen.append(planning.wait(WAIT))  # the pod's plan starts while the store answers
+
+    monkeypatch.setattr(PodAgent, "run_json", run_json)
+    on_call(monkeypatch, hook)
+    async with SSHConnection(pod) as conn:
+        result = await backup_checkpoint(conn, s3env.settings(), str(run), 5)
+    assert result.verified and seen == [True]
+
+
+async def test_the_part_checksum_question_goes_out_while_the_agent_starts(pod, s3env, tmp_path, monkeypatch):
+    monkeypatch.setattr(store_caps, "_PART_CRC32", {})
+    run = tmp_path / "run"
+    write_checkpoint(run, 6, shard_bytes=300 * 1024)
+    probing = threading.Event()
+    seen = []
+
+    def hook(name, kw):
+        if name == "create_multipart_upload" and kw["Key"].endswith(".checksum-probe"):
+            probing.set()
+        elif name == "head_object" and kw["Key"].endswith("__0_0.distcp") and not seen:  # the large file's turn
+            seen.append(probing.wait(WAIT))
+
+    on_call(monkeypatch, hook)
+    async with SSHConnection(pod) as conn:
+        result = await backup_checkpoint(conn, s3env.settings(), str(run), 6)
+    assert result.verified and seen == [True]
+    shard = next(f for f in result.manifest.files if f.path.endswith("__0_0.distcp"))
+    assert len(shard.parts) == 5  # multipart, with the parts' CRC32s (the store takes them)
+    assert store_caps._PART_CRC32 == {(s3env.endpoint, s3env.bucket): True}
+    uploads = s3env.client.list_multipart_uploads(Bucket=s3env.bucket).get("Uploads", [])
+    assert uploads == [], "the probe's upload (or another) was left open"
