@@ -12,16 +12,21 @@ anything: a step that must run beside another waits for it, and fails when it ne
 
 from __future__ import annotations
 
+import base64
+import json
+import os
+import subprocess
 import sys
 import threading
 import urllib.parse
+import zlib
 
 import pytest
 
 from services.backup import store_caps
 from services.backup.bucket import verify_backup
 from services.backup.s3 import S3
-from services.backup.transfer import PodAgent, backup_checkpoint
+from services.backup.transfer import AGENT_PATH, PodAgent, backup_checkpoint
 from services.pod.ssh import SSHConnection
 from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
 from tests.services.backup.fixtures import write_checkpoint
@@ -154,3 +159,42 @@ async def test_the_part_checksum_question_goes_out_while_the_agent_starts(pod, s
     assert store_caps._PART_CRC32 == {(s3env.endpoint, s3env.bucket): True}
     uploads = s3env.client.list_multipart_uploads(Bucket=s3env.bucket).get("Uploads", [])
     assert uploads == [], "the probe's upload (or another) was left open"
+
+
+def test_the_pod_computes_part_crc32s_only_for_an_upload_that_names_them(s3env, tmp_path):
+    """Each CRC32 is another pass over the part's bytes on the pod: for a store that does not take them
+    (AWS: unsigned headers on presigned URLs) the agent leaves them out; where the upload names CRC32
+    every part has its own."""
+    s3 = S3(s3env.settings())
+    data = os.urandom(3 * 64 * 1024)
+    (tmp_path / "shard").write_bytes(data)
+    lines = []
+    for key, crc in (("plain", False), ("with-crc", True)):
+        upload = s3.client.create_multipart_upload(
+            Bucket=s3env.bucket, Key=key, **({"ChecksumAlgorithm": "CRC32"} if crc else {})
+        )
+        parts = [
+            {
+                "n": n,
+                "offset": off,
+                "raw": 64 * 1024,
+                "url": s3.presign("upload_part", Key=key, UploadId=upload["UploadId"], PartNumber=n),
+            }
+            for n, off in enumerate(range(0, len(data), 64 * 1024), 1)
+        ]
+        line = {"path": key, "full": str(tmp_path / "shard"), "key": key, "size": len(data), "parts": parts}
+        lines.append(json.dumps({**line, "encoding": "none", "level": 0, **({"crc32": True} if crc else {})}))
+    out = subprocess.run(
+        [sys.executable, str(AGENT_PATH), "send", "--jobs", "2", "--min-part", str(64 * 1024)],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    files = {e["key"]: e for e in map(json.loads, out.stdout.splitlines()) if e["event"] == "file"}
+    assert [p["crc32"] for p in files["plain"]["parts"]] == ["", "", ""]
+    want = [
+        base64.b64encode(zlib.crc32(data[i : i + 64 * 1024]).to_bytes(4, "big")).decode() for i in (0, 65536, 131072)
+    ]
+    assert [p["crc32"] for p in sorted(files["with-crc"]["parts"], key=lambda p: p["n"])] == want
