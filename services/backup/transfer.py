@@ -45,7 +45,7 @@ from services.backup.s3 import S3, BackupError, BackupSettings, hide_credentials
 from services.backup.store_caps import composite_crc32, parts_take_crc32, store_etags_are_md5
 from services.pod import agent, trusted
 from services.pod.agent.transfer import check_path
-from services.pod.connection import Connection
+from services.pod.connection import Connection, RemoteProcess
 from services.pod.ssh import SSHConnection
 
 # Uploaded together, the agent last (its presence: all are there).
@@ -100,12 +100,21 @@ class PodAgent:
         _raise_errors(events, err if rc else "")
         return events
 
+    async def start(self, args: list[str]) -> RemoteProcess:
+        """The agent started with ``args``, waiting for its stdin (for :meth:`stream`, or ``kill()``)."""
+        return await self.conn.start(f"{self.command} {' '.join(map(shlex.quote, args))}")
+
     async def stream(
-        self, args: list[str], lines: Iterable[str] | AsyncIterable[str], on_event: Callable[[dict], None]
+        self,
+        args: list[str],
+        lines: Iterable[str] | AsyncIterable[str],
+        on_event: Callable[[dict], None],
+        started: RemoteProcess | None = None,
     ) -> int:
         """Run the agent with ``lines`` on stdin (produced as the agent reads them: the pipe's back
-        pressure paces an async generator), calling ``on_event`` per stdout event as it comes."""
-        proc = await self.conn.start(f"{self.command} {' '.join(map(shlex.quote, args))}")
+        pressure paces an async generator), calling ``on_event`` per stdout event as it comes.
+        ``started``: the agent already started with ``args`` (:meth:`start`)."""
+        proc = started or await self.start(args)
 
         async def feed() -> None:
             if isinstance(lines, AsyncIterable):
@@ -280,12 +289,33 @@ async def backup_checkpoint(
     source = _source(conn, found.get("source") or {"run_dir": run_dir})
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
     where = f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}"
-    there = await read_manifest(s3, base)
-    if there is not None and not source.owns(there.source, step):
-        raise collision(step, source, there.source, where)
-    await claim_step(s3, base, step, source, where)  # before anything is sent: one run per step at a time
+    send = [
+        "send",
+        "--jobs",
+        str(settings.jobs),
+        "--limit",
+        str(settings.max_bandwidth),
+        "--min-part",
+        str(settings.min_part),
+        "--timeout",
+        f"{settings.read_timeout:g}",
+    ]
+    # The sending agent starts (an interpreter on the pod: ~0.1 s, several times that on a busy pod) while
+    # the bucket is set up; it reads nothing but its stdin, so until its first line it sends nothing, and
+    # a refusal below stops it.
+    sender = asyncio.ensure_future(agent.start(send))
     mine = Uploads(s3, base, source)  # only the multipart uploads this run started are resumed
-    await mine.load()
+    try:
+        there = await read_manifest(s3, base)
+        if there is not None and not source.owns(there.source, step):
+            raise collision(step, source, there.source, where)
+        await claim_step(s3, base, step, source, where)  # before anything is sent: one run per step at a time
+        await mine.load()
+    except BaseException:
+        ready = (await asyncio.gather(sender, return_exceptions=True))[0]
+        if isinstance(ready, RemoteProcess):
+            await ready.kill()
+        raise
     total = sum(int(f["size"]) for f in planned)
     result = BackupResult(
         manifest=Manifest(step=step, run=Path(run_dir.rstrip("/")).name, files=(), source=source), verified=False
@@ -415,21 +445,7 @@ async def backup_checkpoint(
     )
     probe = asyncio.ensure_future(parts_take_crc32(s3, base)) if multipart else None
     try:
-        await agent.stream(
-            [
-                "send",
-                "--jobs",
-                str(settings.jobs),
-                "--limit",
-                str(settings.max_bandwidth),
-                "--min-part",
-                str(settings.min_part),
-                "--timeout",
-                f"{settings.read_timeout:g}",
-            ],
-            lines(),
-            on_event,
-        )
+        await agent.stream(send, lines(), on_event, started=await sender)
         for task in completing:
             try:
                 await task

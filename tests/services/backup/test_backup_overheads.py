@@ -12,6 +12,7 @@ anything: a step that must run beside another waits for it, and fails when it ne
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -21,11 +22,12 @@ import threading
 import urllib.parse
 import zlib
 
+import psutil
 import pytest
 
 from services.backup import store_caps
 from services.backup.bucket import verify_backup
-from services.backup.s3 import S3
+from services.backup.s3 import S3, BackupError
 from services.backup.transfer import AGENT_PATH, PodAgent, backup_checkpoint
 from services.pod.ssh import SSHConnection
 from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
@@ -198,3 +200,57 @@ def test_the_pod_computes_part_crc32s_only_for_an_upload_that_names_them(s3env, 
         base64.b64encode(zlib.crc32(data[i : i + 64 * 1024]).to_bytes(4, "big")).decode() for i in (0, 65536, 131072)
     ]
     assert [p["crc32"] for p in sorted(files["with-crc"]["parts"], key=lambda p: p["n"])] == want
+
+
+def _senders(under) -> list[psutil.Process]:
+    """The backup agents sending from a pod whose files are under ``under`` (the pod fixture's state dir
+    is in the test's tmp_path: other tests' agents are not counted)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if "send" in argv and any(str(under) in a for a in argv):
+            found.append(proc)
+    return found
+
+
+async def test_the_sending_agent_starts_while_the_bucket_is_set_up(pod, s3env, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    write_checkpoint(run, 7)
+    sending = threading.Event()
+    seen = []
+    real_start = SSHConnection.start
+
+    async def start(self, command):
+        if " send " in f"{command} ":
+            sending.set()
+        return await real_start(self, command)
+
+    def hook(name, kw):
+        if name == "put_object" and "/claims/" in kw["Key"]:
+            seen.append(sending.wait(WAIT))  # the agent's start overlaps the claim
+
+    monkeypatch.setattr(SSHConnection, "start", start)
+    on_call(monkeypatch, hook)
+    async with SSHConnection(pod) as conn:
+        result = await backup_checkpoint(conn, s3env.settings(), str(run), 7)
+    assert result.verified and seen == [True]
+
+
+async def test_a_refused_backup_stops_the_agent_it_started_ahead(pod, s3env, tmp_path):
+    """Another run (same run dir name: the same prefix) backed up step 8: this one is refused before it
+    sends anything, and the sending agent started beside the refusal does not stay behind on the pod."""
+    first, second = tmp_path / "a" / "run", tmp_path / "b" / "run"
+    write_checkpoint(first, 8)
+    write_checkpoint(second, 8)
+    settings = s3env.settings()
+    async with SSHConnection(pod) as conn:
+        assert (await backup_checkpoint(conn, settings, str(first), 8)).verified
+        before = s3env.keys("prime-train/run/step_8/")
+        with pytest.raises(BackupError, match="backed up by another run"):
+            await backup_checkpoint(conn, settings, str(second), 8)
+        for _ in range(10):  # killed before the error is raised; it may take a moment to go
+            if not _senders(tmp_path):
+                break
+            await asyncio.sleep(0.1)
+        assert _senders(tmp_path) == [], "the sending agent of the refused backup is still running"
+    assert s3env.keys("prime-train/run/step_8/") == before  # nothing of the second run's was sent
