@@ -444,8 +444,10 @@ async def backup_checkpoint(
         for f in planned
     )
     probe = asyncio.ensure_future(parts_take_crc32(s3, base)) if multipart else None
+    proc: RemoteProcess | None = None
     try:
-        await agent.stream(send, lines(), on_event, started=await sender)
+        proc = await sender
+        await agent.stream(send, lines(), on_event, started=proc)
         for task in completing:
             try:
                 await task
@@ -457,6 +459,8 @@ async def backup_checkpoint(
         if probe is not None:  # its probe upload is aborted before we go on
             probe.cancel()
             await asyncio.gather(probe, return_exceptions=True)
+        if proc is not None:  # stream() stops it; this covers a failure before stream() took it
+            await proc.kill()
     if errors or len(entries) != len(planned):
         raise BackupError(
             f"{len(errors) or 1} file(s) failed to upload: {errors[0] if errors else 'the agent stopped early'}",
