@@ -7,13 +7,14 @@ say which is faster against THIS server, not against AWS. The "pod" is this mach
 so the agent runs as a subprocess exactly as it would over SSH.
 
 What bounds us here (2 shared cores): moto's CompleteMultipartUpload copies the whole object in Python
-(~1.5 s per 256 MiB at load 4, ~6 s at load 12: for boto3 as for us, both name CRC32, so it completes
+(~1.5-2 s per 256 MiB at load 4-7, ~4.5 s at load 11: for boto3 as for us, both name CRC32, so it completes
 from the parts' checksums; with no algorithm named it computes a CRC64NVME of the whole object, the
-``when_required`` row). Besides the bytes a backup paid for S3 clients (~200-250 ms each on a busy
-machine, and it made 2 + one per step in the bucket: now one, and a new one ~50 ms), one HEAD per object
-in turn, and the store asked before the pod: services/backup/transfer.py asks them together now. What
-is left is CPU per byte on a machine short of it: the pod hashes every byte twice (sha256 per file for
-the restore's check, md5 per part for the ETags and Content-MD5) where boto3 computes a CRC32 only.
+``when_required`` row). Besides the bytes a backup pays fixed costs, large on a busy machine (the
+``plan`` and ``verify`` phases): one S3 client (~250 ms the first in a process, ~50 ms after: botocore's
+model is parsed once), its setup round trips (the store, the pod's plan and the sending agent's start go
+at once), the HEADs of the step's objects (8 at a time). Per byte, on a machine short of CPU, the pod
+hashes every byte twice (sha256 per file for the restore's check, md5 per part for the ETags and
+Content-MD5) where boto3 computes a CRC32 only: that is most of the gap left at high load.
 
     python tests/benchmarks/backup_throughput.py                 # 1 GiB, 3 interleaved rounds, medians
     python tests/benchmarks/backup_throughput.py --size-mib 256 --codec-mib 256 --rounds 5
