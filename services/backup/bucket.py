@@ -34,10 +34,22 @@ def object_matches(head: dict, f: FileEntry) -> bool:
     return int(head.get("ContentLength", -1)) == f.stored_size and etag in {f.etag, f.store_etag or f.etag}
 
 
+HEADS = 8  # HEAD requests in flight while a step's objects are checked (botocore's pool holds 10)
+
+
 async def check_objects(s3: S3, base: str, manifest: Manifest) -> list[str]:
+    """What is wrong with the step's objects against its manifest (empty: every object matches). The
+    HEADs go out a few at a time: a checkpoint of many shards, checked once after its backup and again
+    per step by every listing, no longer costs a round trip per file in turn."""
+    gate = asyncio.Semaphore(HEADS)
+
+    async def one(f: FileEntry) -> dict | None:
+        async with gate:
+            return await head_object(s3, base + f.key)
+
+    heads = await asyncio.gather(*(one(f) for f in manifest.files))
     problems = []
-    for f in manifest.files:
-        head = await head_object(s3, base + f.key)
+    for f, head in zip(manifest.files, heads):
         if head is None:
             problems.append(f"{f.path}: missing from the bucket")
         elif not object_matches(head, f):
@@ -67,8 +79,10 @@ async def read_manifest(s3: S3, base: str) -> Manifest | None:
         ) from None
 
 
-async def verify_backup(settings: BackupSettings, run_dir: str, step: int) -> BucketCheckpoint:
-    s3 = S3(settings)
+async def verify_backup(settings: BackupSettings, run_dir: str, step: int, s3: S3 | None = None) -> BucketCheckpoint:
+    """Step ``step``'s backup checked against its manifest. ``s3``: a client for ``settings`` to reuse
+    (each new one costs tens of ms)."""
+    s3 = s3 or S3(settings)
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
     try:
         manifest = await read_manifest(s3, base)
@@ -89,10 +103,10 @@ async def verify_backup(settings: BackupSettings, run_dir: str, step: int) -> Bu
     )
 
 
-async def list_bucket(settings: BackupSettings, run_dir: str) -> list[BucketCheckpoint]:
+async def list_bucket(settings: BackupSettings, run_dir: str, s3: S3 | None = None) -> list[BucketCheckpoint]:
     """Every step under the run's prefix, whichever run it came from (``source``), each verified against
-    its manifest (one HEAD per file)."""
-    s3 = S3(settings)
+    its manifest (one HEAD per file), all through one client (``s3`` when given)."""
+    s3 = s3 or S3(settings)
     prefix = settings.prefix_for(run_dir)
     objects = await each_page(s3, "list_objects_v2", "Contents", Prefix=prefix)
     sizes: dict[int, int] = {}
@@ -102,7 +116,7 @@ async def list_bucket(settings: BackupSettings, run_dir: str) -> list[BucketChec
             sizes[step] = sizes.get(step, 0) + int(o["Size"])
     out = []
     for step in sorted(sizes):
-        checked = await verify_backup(settings, run_dir, step)
+        checked = await verify_backup(settings, run_dir, step, s3)
         out.append(checked if checked.bytes else BucketCheckpoint(step, 0, sizes[step], False, checked.problems))
     return out
 
@@ -135,7 +149,7 @@ def _step_of(key: str, prefix: str) -> int | None:
 
 
 async def prune_bucket(
-    settings: BackupSettings, run_dir: str, keep_last: int, source: RunSource | None = None
+    settings: BackupSettings, run_dir: str, keep_last: int, source: RunSource | None = None, s3: S3 | None = None
 ) -> list[int]:
     """Keep the newest ``keep_last`` verified steps of the run ``source`` (its own and those of the runs
     it was resumed from, up to the resume step); delete its own older steps (verified or not). The
@@ -146,9 +160,9 @@ async def prune_bucket(
     touched."""
     if keep_last <= 0 or source is None:
         return []
-    s3 = S3(settings)
+    s3 = s3 or S3(settings)
     prefix = settings.prefix_for(run_dir)
-    steps = ours(await list_bucket(settings, run_dir), source)
+    steps = ours(await list_bucket(settings, run_dir, s3), source)
     kept = sorted((c.step for c in steps if c.verified), reverse=True)[:keep_last]
     if len(kept) < keep_last:
         return []

@@ -45,7 +45,7 @@ from services.backup.s3 import S3, BackupError, BackupSettings, hide_credentials
 from services.backup.store_caps import composite_crc32, parts_take_crc32, store_etags_are_md5
 from services.pod import agent, trusted
 from services.pod.agent.transfer import check_path
-from services.pod.connection import Connection
+from services.pod.connection import Connection, RemoteProcess
 from services.pod.ssh import SSHConnection
 
 # Uploaded together, the agent last (its presence: all are there).
@@ -100,12 +100,21 @@ class PodAgent:
         _raise_errors(events, err if rc else "")
         return events
 
+    async def start(self, args: list[str]) -> RemoteProcess:
+        """The agent started with ``args``, waiting for its stdin (for :meth:`stream`, or ``kill()``)."""
+        return await self.conn.start(f"{self.command} {' '.join(map(shlex.quote, args))}")
+
     async def stream(
-        self, args: list[str], lines: Iterable[str] | AsyncIterable[str], on_event: Callable[[dict], None]
+        self,
+        args: list[str],
+        lines: Iterable[str] | AsyncIterable[str],
+        on_event: Callable[[dict], None],
+        started: RemoteProcess | None = None,
     ) -> int:
         """Run the agent with ``lines`` on stdin (produced as the agent reads them: the pipe's back
-        pressure paces an async generator), calling ``on_event`` per stdout event as it comes."""
-        proc = await self.conn.start(f"{self.command} {' '.join(map(shlex.quote, args))}")
+        pressure paces an async generator), calling ``on_event`` per stdout event as it comes.
+        ``started``: the agent already started with ``args`` (:meth:`start`)."""
+        proc = started or await self.start(args)
 
         async def feed() -> None:
             if isinstance(lines, AsyncIterable):
@@ -236,26 +245,38 @@ async def backup_checkpoint(
     uploads are resumed. An object already complete in the bucket is hashed on the pod and not sent
     again when it matches."""
     s3 = S3(settings)
-    await s3.call("head_bucket", Bucket=s3.bucket)  # clear errors before touching the pod
     started = time.monotonic()
     report = on_progress or (lambda _p: None)
     agent = PodAgent(conn)
-    await agent.install()
-    report(TransferProgress("backup", step, "scan", 0, 0, time.monotonic() - started))
-    plan = await agent.run_json(
-        [
-            "plan",
-            run_dir,
-            "--step",
-            str(step),
-            "--compress",
-            settings.compression,
-            "--level",
-            str(settings.level),
-            "--state-dir",
-            _state_dir(conn),
-        ]
-    )  # both halves
+
+    async def scan() -> list[dict]:  # both halves; the agent only reads on the pod
+        await agent.install()
+        report(TransferProgress("backup", step, "scan", 0, 0, time.monotonic() - started))
+        return await agent.run_json(
+            [
+                "plan",
+                run_dir,
+                "--step",
+                str(step),
+                "--compress",
+                settings.compression,
+                "--level",
+                str(settings.level),
+                "--state-dir",
+                _state_dir(conn),
+            ]
+        )
+
+    # The store and the pod are asked at once (the first client, HEAD bucket and the agent's start each
+    # cost a few hundred ms on a busy machine); the store's error is the clearer one and wins.
+    scanning = asyncio.ensure_future(scan())
+    try:
+        await s3.call("head_bucket", Bucket=s3.bucket)
+    except BaseException:
+        scanning.cancel()
+        await asyncio.gather(scanning, return_exceptions=True)
+        raise
+    plan = await scanning
     found = next((e for e in plan if e.get("event") == "plan"), None)
     if found is None:
         raise BackupError(f"the backup agent on the pod gave no plan for step {step} (and no error)")
@@ -268,12 +289,33 @@ async def backup_checkpoint(
     source = _source(conn, found.get("source") or {"run_dir": run_dir})
     base = f"{settings.prefix_for(run_dir)}step_{step}/"
     where = f"s3://{s3.bucket}/{settings.prefix_for(run_dir)}"
-    there = await read_manifest(s3, base)
-    if there is not None and not source.owns(there.source, step):
-        raise collision(step, source, there.source, where)
-    await claim_step(s3, base, step, source, where)  # before anything is sent: one run per step at a time
+    send = [
+        "send",
+        "--jobs",
+        str(settings.jobs),
+        "--limit",
+        str(settings.max_bandwidth),
+        "--min-part",
+        str(settings.min_part),
+        "--timeout",
+        f"{settings.read_timeout:g}",
+    ]
+    # The sending agent starts (an interpreter on the pod: ~0.1 s, several times that on a busy pod) while
+    # the bucket is set up; it reads nothing but its stdin, so until its first line it sends nothing, and
+    # a refusal below stops it.
+    sender = asyncio.ensure_future(agent.start(send))
     mine = Uploads(s3, base, source)  # only the multipart uploads this run started are resumed
-    await mine.load()
+    try:
+        there = await read_manifest(s3, base)
+        if there is not None and not source.owns(there.source, step):
+            raise collision(step, source, there.source, where)
+        await claim_step(s3, base, step, source, where)  # before anything is sent: one run per step at a time
+        await mine.load()
+    except BaseException:
+        ready = (await asyncio.gather(sender, return_exceptions=True))[0]
+        if isinstance(ready, RemoteProcess):
+            await ready.kill()
+        raise
     total = sum(int(f["size"]) for f in planned)
     result = BackupResult(
         manifest=Manifest(step=step, run=Path(run_dir.rstrip("/")).name, files=(), source=source), verified=False
@@ -304,7 +346,7 @@ async def backup_checkpoint(
                 if head is not None:  # complete already (a backup stopped before its manifest, a re-run)
                     existing[key] = str(head.get("ETag", "")).strip('"')
                     exists = {"exists": {"etag": existing[key], "size": int(head.get("ContentLength", -1))}}
-                crc = "CRC32" if await parts_take_crc32(s3, base) else None
+                crc = "CRC32" if probe is not None and await probe else None
                 uploads[key], have = await mine.resume_or_create(key, crc)  # used only when it does not match
                 if mine.checksums.get(key) == "CRC32":
                     exists["crc32"] = True  # (spread into the line beside "exists")
@@ -395,22 +437,17 @@ async def backup_checkpoint(
         elif kind == "error":
             errors.append(hide_credentials(str(ev.get("message"))))
 
+    # Whether the store takes per-part CRC32s (asked once per store) is asked while the agent starts,
+    # not when the first large file comes up.
+    multipart = any(
+        part_size_for(int(f["size"]), settings.part_size, settings.min_part, settings.jobs) < int(f["size"])
+        for f in planned
+    )
+    probe = asyncio.ensure_future(parts_take_crc32(s3, base)) if multipart else None
+    proc: RemoteProcess | None = None
     try:
-        await agent.stream(
-            [
-                "send",
-                "--jobs",
-                str(settings.jobs),
-                "--limit",
-                str(settings.max_bandwidth),
-                "--min-part",
-                str(settings.min_part),
-                "--timeout",
-                f"{settings.read_timeout:g}",
-            ],
-            lines(),
-            on_event,
-        )
+        proc = await sender
+        await agent.stream(send, lines(), on_event, started=proc)
         for task in completing:
             try:
                 await task
@@ -419,6 +456,11 @@ async def backup_checkpoint(
     finally:
         for task in completing:
             task.cancel()
+        if probe is not None:  # its probe upload is aborted before we go on
+            probe.cancel()
+            await asyncio.gather(probe, return_exceptions=True)
+        if proc is not None:  # stream() stops it; this covers a failure before stream() took it
+            await proc.kill()
     if errors or len(entries) != len(planned):
         raise BackupError(
             f"{len(errors) or 1} file(s) failed to upload: {errors[0] if errors else 'the agent stopped early'}",
@@ -446,7 +488,7 @@ async def backup_checkpoint(
         )
         await mine.done()  # every upload of this run is complete: its record goes (its claim stays)
         result.verified = True
-        result.pruned = await prune_bucket(settings, run_dir, settings.keep_last, source)
+        result.pruned = await prune_bucket(settings, run_dir, settings.keep_last, source, s3)
     report(TransferProgress("backup", step, "done", done_bytes, total, time.monotonic() - started))
     return result
 
@@ -481,7 +523,7 @@ async def restore_checkpoint(
     if source is None:
         source = await run_source(conn, run_dir)
     if step is None:
-        listing = [c for c in await list_bucket(settings, run_dir) if c.verified]
+        listing = [c for c in await list_bucket(settings, run_dir, s3) if c.verified]
         verified = [c.step for c in ours(listing, source)]
         if not verified:
             others = sorted(c.step for c in listing)

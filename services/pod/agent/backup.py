@@ -20,7 +20,7 @@ on stdin, one JSON object per line, and the agent answers with one JSON object p
   send [--jobs N --limit B/S --min-part M]
                                        stdin: one file per line {"path","full","key","encoding","level",
                                        "parts":[{"n","offset","raw","url","have"}][,"crc32":true]};
-                                       ONE read per file: sha256 in order, md5, CRC32 (+zstd) per part,
+                                       ONE read per file: sha256 in order, md5 (+zstd, +CRC32 when "crc32") per part,
                                        PUT with urllib (parallel) with Content-MD5 (and the part's
                                        x-amz-checksum-crc32 when "crc32": its upload names CRC32)
                                        unless the bucket already has that md5 ("have"); a file whose
@@ -340,7 +340,12 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
             data = stored(task, chunk, last)
             digest = hashlib.md5(data).digest()
             md5 = digest.hex()
-            crc = base64.b64encode((zlib.crc32(data) & 0xFFFFFFFF).to_bytes(4, "big")).decode()
+            # CRC32 only for an upload that names it (the store then checks it and completes from them)
+            crc = (
+                base64.b64encode((zlib.crc32(data) & 0xFFFFFFFF).to_bytes(4, "big")).decode()
+                if task.get("crc32")
+                else ""
+            )
             info = {"n": p["n"], "offset": p["offset"], "raw": len(chunk), "size": len(data), "md5": md5, "crc32": crc}
             if p.get("have") == md5:
                 info["etag"], skipped = p.get("have_etag") or md5, True
@@ -355,7 +360,7 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
                     "Content-Type": "application/octet-stream",
                     "Content-MD5": base64.b64encode(digest).decode(),
                 }
-                if task.get("crc32"):
+                if crc:
                     sent["x-amz-checksum-crc32"] = crc
                 _, headers, _ = http("PUT", p["url"], data=data, timeout=timeout, headers=sent)
                 info["etag"] = {k.lower(): v for k, v in headers.items()}.get("etag", "").strip('"')

@@ -101,14 +101,14 @@ async def test_opaque_etags_are_recorded_and_verified_and_md5_stores_catch_a_cha
 
     original_stream = backup.PodAgent.stream
 
-    async def lying_stream(self, args, lines, on_event):
+    async def lying_stream(self, args, lines, on_event, **kw):
         def rewrite(ev):
             if ev.get("event") == "file":
                 for p in ev["parts"]:
                     p["etag"] = "e" * 32  # not the md5 of what was sent
             on_event(ev)
 
-        return await original_stream(self, args, lines, rewrite)
+        return await original_stream(self, args, lines, rewrite, **kw)
 
     monkeypatch.setattr(backup.PodAgent, "stream", lying_stream)
     async with SSHConnection(pod) as conn:
