@@ -122,7 +122,7 @@ class BackgroundLifecycle:
         if last.kind == "done":
             self.run_started(last.data)
             self.app.notify(last.message, title=f"Auto-resumed on {decision.target}")
-        else:
+        elif not (last.data or {}).get("waiting"):  # waiting: the pod did not answer yet, resumed when it does
             self.app.notify(last.message, title="Auto-resume failed", severity="error", timeout=15)
 
     def _daemon_event(self, pod: str, ev: Any) -> None:

@@ -13,6 +13,7 @@ none). No Textual here.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -157,6 +158,15 @@ class PreemptionTracker:
         self._busy.discard(decision.run_id)
         self._waiting.pop(decision.run_id, None)
 
+    def not_back(self, decision: Decision) -> None:
+        """A ``resume`` decision whose pod did not take the connection (a snapshot said "online" that was sent
+        before it went down, read late): not an attempt; the run waits again for a fresh "online"."""
+        self._busy.discard(decision.run_id)
+        self._waiting[decision.run_id] = decision.pod
+        target = self._pods.get(decision.target)
+        if target is not None:
+            target.up = False
+
     def resumed(self, decision: Decision, ok: bool, new_run_id: str | None = None, error: str = "") -> None:
         """The outcome of a ``resume`` decision: counted as an attempt either way; a failure retries
         on the next check while attempts and budget allow."""
@@ -247,6 +257,18 @@ class AutoResumer:
         last: Event | None = None
         try:
             await conn.connect()
+        except Exception as exc:  # noqa: BLE001 - the pod does not answer yet: no attempt was made on it
+            with contextlib.suppress(Exception):
+                await conn.close()
+            self.tracker.not_back(decision)
+            yield Event(
+                "resume",
+                "error",
+                f"{decision.target} does not answer yet ({exc}): run {decision.run_id} is resumed when it does",
+                data={"waiting": True},
+            )
+            return
+        try:
             resumed = target_for(target.pod).resume_run(conn, rec, settings=self.settings, backup=self.backup)
             async for ev in resumed:
                 last = ev

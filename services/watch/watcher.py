@@ -608,6 +608,8 @@ class Watcher:
                         pod=d.target,
                     )
                 )
+            elif (last.data or {}).get("waiting"):  # the pod did not take the connection: no attempt, no push
+                self._say("auto-resume waits", logging.INFO, **fields)
             else:
                 self._say("auto-resume failed", logging.ERROR, **fields)
                 self.state.record("auto-resume failed", **fields)

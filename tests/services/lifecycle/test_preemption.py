@@ -161,6 +161,35 @@ async def test_auto_resume_goes_through_the_pods_run_target(tmp_path):
     )
 
 
+async def test_a_pod_that_refuses_the_resume_connection_is_waited_for_not_counted_as_an_attempt(tmp_path):
+    """Under load the monitor can read a sample the pod sent before it went down after the outage was decided:
+    "online" for a pod that is gone. The resume's connection is then refused. That was counted as a failed
+    attempt and pushed as AUTO-RESUME FAILED; the pod simply does not answer yet: the run waits for a fresh
+    "online", no attempt is spent (attempts are the user's budget for resumes that ran and failed)."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on: the connection is refused, as by a pod that is gone
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pod = Pod("gpu", PodKind.SSH, host="127.0.0.1", port=port, user="nobody")
+    record(tmp_path, "r1", "gpu", 9_000.0)
+    now = [10_000.0]
+    t = PreemptionTracker(tmp_path, down_after=300.0, policy=AutoResumePolicy(enabled=True), clock=lambda: now[0])
+    t.observe(snap(pod, PodState.OFFLINE))
+    now[0] += 301
+    [d] = t.check()
+    [r] = t.observe(snap(pod, PodState.ONLINE))  # the late sample
+    resumer = AutoResumer(t, make_settings(tmp_path), connect=SSHConnection)
+    last = await resumer.execute(r)
+    assert last.kind == "error" and (last.data or {}).get("waiting") is True, last
+    assert "does not answer yet" in last.message
+    rec = runs.load_record(tmp_path, "r1")
+    assert not rec.get("auto_attempts") and rec["state"] == "interrupted"
+    assert t.check() == []  # waits: the pod is not taken for up on the strength of that sample
+    [again] = t.observe(snap(pod, PodState.ONLINE))  # a fresh "online": tried again
+    assert (again.kind, again.run_id) == ("resume", "r1")
+
+
 @pytest.mark.ssh
 async def test_end_to_end_sshd_stopped_marks_interrupted_restart_resumes(sshd, client_home, tmp_path):
     client_home.trust()
