@@ -20,7 +20,7 @@ DEFAULT_ATTN = "auto"
 DEFAULT_LORA = {"rank": 16, "alpha": 32.0}
 DEFAULT_DTYPE = "float32"  # ModelConfig.optimization_dtype / reduce_dtype
 DEFAULT_CP_STYLE = "ring"
-DEFAULT_TRANSPORT = "filesystem"  # rollout_transport.type
+DEFAULT_TRANSPORT = "zmq"  # rollout_transport.type (trainer.py, orchestrator.py: ZMQTransportConfig())
 DEFAULT_WANDB_PROJECT = "prime-rl"
 
 

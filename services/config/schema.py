@@ -28,6 +28,10 @@ class Alt:
     literal: str | None = None
     item: Spec | None = None  # a map's value type: {str} = a table of strings
     cls: str | None = None
+    # a union table that must name its variant: prime-rl's loader fills the tag only for a field whose
+    # default is a model carrying one (pydantic_config's _default_discriminator_types), not for one that
+    # defaults to None or to a factory; there a table without the tag is rejected
+    tagged: bool = False
     low: float | None = None
     low_open: bool = False
     high: float | None = None
@@ -136,6 +140,8 @@ def parse_spec(text: str) -> Spec:
             alts.append(Alt("literal", literal=part[1:-1]))
         elif part.startswith("[@") and part.endswith("]"):
             alts.append(Alt("aot", cls=part[2:-1]))
+        elif part.startswith("@") and part.endswith("!"):
+            alts.append(Alt("class", cls=part[1:-1], tagged=True))
         elif part.startswith("@"):
             alts.append(Alt("class", cls=part[1:]))
         elif m := _RANGE.match(part):

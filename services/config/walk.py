@@ -21,12 +21,13 @@ from services.config.suggest import did_you_mean
 Context = Any  # validate.Context (not imported: validate imports this module)
 
 
-def walk(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple) -> None:
+def walk(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple, *, tagged: bool = False) -> None:
     """Check ``table`` against config class ``cls`` (findings into ``ctx``), reusing the last walk's findings
-    for a table the reuse cache saw unchanged."""
+    for a table the reuse cache saw unchanged. ``tagged``: a union table that must name its variant (no
+    default variant at this place)."""
     cache = ctx.cache
     if cache is None:
-        _walk_table(ctx, table, cls, path)
+        _walk_table(ctx, table, cls, path, tagged)
         return
     key = (id(table), cls.name, path)
     hit = cache.walk_get(key, table)
@@ -34,14 +35,16 @@ def walk(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple) -> 
         ctx.findings.extend(hit)
         return
     start = len(ctx.findings)
-    _walk_table(ctx, table, cls, path)
+    _walk_table(ctx, table, cls, path, tagged)
     cache.walk_put(key, table, ctx.findings[start:])
 
 
-def _walk_table(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple) -> None:
+def _walk_table(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tuple, tagged: bool) -> None:
     variant = None
     plugin = False  # an open union's value names a plugin we do not know: its own keys pass
-    if cls.union:
+    if cls.union and tagged and cls.union not in table:
+        _missing_tag(ctx, cls, table, path)  # its keys are still checked, against no variant in particular
+    elif cls.union:
         variant = table.get(cls.union, cls.default_variant)
         if cls.open and isinstance(variant, str):
             variant = plugin_id(variant)
@@ -82,6 +85,19 @@ def _walk_table(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tup
         _check(ctx, value, spec, here)
 
 
+def _missing_tag(ctx: Context, cls: ConfigClass, table: dict[str, Any], path: tuple) -> None:
+    """A union table without its tag where prime-rl fills none: it cannot tell which variant is meant. The
+    fix sets the tag only when the table's own keys fit one variant alone."""
+    tag = cls.union or ""
+    fits = [v for v, keys in cls.variants.items() if set(table) & cls.variant_only <= keys]
+    edit = Edit("set", path + (tag,), value=fits[0]) if len(fits) == 1 else None
+    values = " or ".join(f'"{v}"' for v in cls.variants)
+    f = make("missing-tag", ctx.pos(path), path, edit=edit, path=dotted(path), tag=tag, values=values)
+    if edit is not None:
+        f = replace(f, fix=f'set {tag} = "{fits[0]}" (its settings are those of "{fits[0]}")')
+    ctx.findings.append(f)
+
+
 def _check(ctx: Context, value: Any, spec: Spec, path: tuple, *, in_map: bool = False) -> None:
     if value == "None":
         if spec.nullable or any(a.kind in ("str", "path", "any") for a in spec.alts):
@@ -95,7 +111,7 @@ def _check(ctx: Context, value: Any, spec: Spec, path: tuple, *, in_map: bool = 
         if k == "any":
             return
         if k == "class" and isinstance(value, dict) and alt.cls is not None:
-            walk(ctx, value, schema.classes[alt.cls], path)
+            walk(ctx, value, schema.classes[alt.cls], path, tagged=alt.tagged)
             return
         if k == "aot" and isinstance(value, list) and all(isinstance(v, dict) for v in value) and alt.cls is not None:
             for i, item in enumerate(value):

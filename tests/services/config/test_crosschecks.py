@@ -15,7 +15,9 @@ TRAINER = "[trainer]\n"
 VLM = '[model.vlm]\nvision_encoder_attr = "model.visual"\nlanguage_model_attr = "model.language_model"\n'
 MULTI = '[deployment]\ntype = "multi_node"\nnum_train_nodes = 2\nnum_infer_nodes = 1\n'
 SLURM = '[slurm]\njob_name = "j"\n'
-OFFLOAD = "[inference.kv_cache_offload.cpu]\nnum_bytes = 1000000\n"
+# an offload table names its backend: prime-rl fills no default type there (the field defaults to None)
+OFFLOAD = '[inference.kv_cache_offload]\ntype = "native"\n[inference.kv_cache_offload.cpu]\nnum_bytes = 1000000\n'
+MOONCAKE = OFFLOAD.replace('"native"', '"mooncake"')
 NCCL = '[deployment]\nnum_train_gpus = 1\nnum_infer_gpus = 1\n[weight_broadcast]\ntype = "nccl"\n'
 
 
@@ -210,10 +212,10 @@ CASES = [
     (
         "mooncake-no-slurm",
         "rl",
-        RL_BASE + '[inference.kv_cache_offload]\ntype = "mooncake"\n' + OFFLOAD,
+        RL_BASE + MOONCAKE,
         "xc-mooncake-slurm",
         False,
-        RL_BASE + '[inference.kv_cache_offload]\ntype = "native"\n' + OFFLOAD,
+        RL_BASE + OFFLOAD,
     ),
     (
         "router-replay-offload",
@@ -295,10 +297,11 @@ CASES = [
     (
         "rollout-transport-one-side",
         "rl",
-        trainer('[trainer.rollout_transport]\ntype = "zmq"\n'),
+        trainer('[trainer.rollout_transport]\ntype = "filesystem"\n'),
         "xc-sub-mismatch",
         False,
-        trainer('[trainer.rollout_transport]\ntype = "zmq"\n') + '[orchestrator.rollout_transport]\ntype = "zmq"\n',
+        trainer('[trainer.rollout_transport]\ntype = "filesystem"\n')
+        + '[orchestrator.rollout_transport]\ntype = "filesystem"\n',
     ),
     # validator: utils/validation.py::(module).validate_shared_tokenizer
     (

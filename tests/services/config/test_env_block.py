@@ -78,7 +78,7 @@ CASES = [
         "serve-pool-key",
         '[orchestrator.train.source.serve.pool]\ntype = "static"\nmultiplex = 4\n',
         "variant-key",
-        "[orchestrator.train.source.serve.pool]\nmultiplex = 4\n",
+        '[orchestrator.train.source.serve.pool]\ntype = "elastic"\nmultiplex = 4\n',
     ),
     ("env-range", f"{SRC}]\nmax_concurrent_agents = 0\n", "out-of-range", f'{SRC}]\nmax_concurrent_agents = "None"\n'),
     ("env-vars-int", "[env_vars]\nNCCL_DEBUG = 1\n", "wrong-type", '[env_vars]\nNCCL_DEBUG = "1"\n'),

@@ -32,7 +32,12 @@ WHERE = {
     "TrainSource": ("rl", RL_BASE, "orchestrator.train.source"),
     "EvalSource": ("orchestrator", EVAL_BASE, "eval.source"),
     "RLDeployment": ("rl", RL_BASE, "deployment"),
-    "KvCacheOffload": ("inference", "[kv_cache_offload.cpu]\nnum_bytes = 1000\n", "kv_cache_offload"),
+    # an offload table names its backend: prime-rl fills no default type there (the field defaults to None)
+    "KvCacheOffload": (
+        "inference",
+        '[kv_cache_offload]\ntype = "native"\n[kv_cache_offload.cpu]\nnum_bytes = 1000\n',
+        "kv_cache_offload",
+    ),
     "Log": ("trainer", "", "log"),
     "Loss": ("trainer", "", "loss"),
     # a disaggregated deployment runs under [slurm] (prime-rl InferenceConfig.validate_multi_node_requires_slurm)

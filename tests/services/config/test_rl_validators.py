@@ -175,7 +175,7 @@ CASES = [
         RL_BASE
         + CURRICULUM
         + "[orchestrator.train.source.curriculum.sampler.pools]  # <-\n"
-        + 'hard = { threshold = 0.5, weight = 1 }\neasy = { threshold = "0.5", weight = 1 }\n',
+        + "hard = { threshold = 0.5, weight = 1 }\neasy = { threshold = 0.5, weight = 1 }\n",
         "xc-difficulty-pools",
         RL_BASE
         + CURRICULUM
@@ -456,3 +456,6 @@ def test_values_are_read_as_prime_rl_reads_them() -> None:
     assert "xc-concurrency-bounds" in [f.id for f in validate_text(text, kind="rl").findings]
     text = orch('[orchestrator.concurrency]\nmin_inflight = "many"\nmax_inflight = 32\n')
     assert "xc-concurrency-bounds" not in [f.id for f in validate_text(text, kind="rl").findings]
+    pools = "[orchestrator.train.source.curriculum.sampler.pools]\nhard = { threshold = 0.5, weight = 1 }\n"
+    text = RL_BASE + CURRICULUM + pools + 'easy = { threshold = "0.5", weight = 1 }\n'
+    assert sorted(f.id for f in validate_text(text, kind="rl").findings) == ["lax-type", "xc-difficulty-pools"]

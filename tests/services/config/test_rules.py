@@ -75,6 +75,11 @@ CASES: list[tuple[str, str, str]] = [
         RL_BASE.replace("[trainer]\n", '[trainer.model]\nimpl = "custom"\n' + BF16)  # a VLM trains with the custom impl
         + '[model.vlm]  # <-\nvision_encoder_attr = "model.visual"\n',
     ),
+    (
+        "missing-tag",
+        "rl",
+        RL_BASE + "[inference.kv_cache_offload]  # <-\n[inference.kv_cache_offload.cpu]\nnum_bytes = 1000\n",
+    ),
     ("vllm-passthrough", "rl", RL_BASE + "[inference.vllm]\ngpu_memory_utilisation = 0.8  # <-\n"),
     # validator: utils/validation.py::(module).validate_shared_seq_len
     (
@@ -250,7 +255,11 @@ CASES: list[tuple[str, str, str]] = [
         + "freeze_vision_encoder = false  # <-\n",
     ),
     ("xc-vlm-cp", "trainer", '[model]\nimpl = "custom"\ncp = 2  # <-\n' + BF16 + VLM_TABLE),
-    ("xc-sub-mismatch", "rl", RL_BASE.replace("[trainer]\n", '[trainer.rollout_transport]\ntype = "zmq"  # <-\n')),
+    (
+        "xc-sub-mismatch",
+        "rl",
+        RL_BASE.replace("[trainer]\n", '[trainer.rollout_transport]\ntype = "filesystem"  # <-\n'),
+    ),
     ("xc-wandb-one-side", "rl", RL_BASE.replace("[trainer]\n", '[trainer.monitors.wandb]  # <-\nproject = "p"\n')),
     # validator: configs/trainer.py::ModelConfig.trust_remote_code_only_with_hf
     (
@@ -305,7 +314,7 @@ CASES: list[tuple[str, str, str]] = [
         "xc-router-replay-offload",
         "rl",
         RL_BASE.replace("[trainer]\n", "[trainer]\nenable_router_replay = true  # <-\n")
-        + "[inference.kv_cache_offload.cpu]\nnum_bytes = 1000000\n",
+        + '[inference.kv_cache_offload]\ntype = "native"\n[inference.kv_cache_offload.cpu]\nnum_bytes = 1000000\n',
     ),
     ("xc-max-steps-range", "rl", RL_BASE.replace("max_steps = 20", "max_steps = -5  # <-")),
     ("secret", "rl", RL_BASE + '[env_vars]\nHF_TOKEN = "hf_abcdefghijklmnopqrstuvwxyzABCDEFGH"  # <-\n'),

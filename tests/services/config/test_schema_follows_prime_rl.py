@@ -25,11 +25,10 @@ ALLOWED: dict[str, str] = {
     # prime-rl's renderer settings are the `renderers` package's own union (one variant per model family,
     # keyed by `name`); they change with that package, so we pass them through untyped.
     "*.renderer": "the renderers package's own per-model union, passed through",
-    # echo's role weights and filter plugin, and the curriculum's sampler/gate unions: nested unions we do
-    # not type; prime-rl validates them when the orchestrator starts.
-    "*.algo.roles": "echo's per-role table, passed through",
-    "*.algo.filter": "echo's filter plugin (import_path + kwargs), passed through",
-    "*.train.source.curriculum": "the curriculum's sampler and gate unions, passed through",
+    # the curriculum's pools and gates are tables of named entries: the generated file lists their values
+    # as tables, not their fields (schema.toml types them from prime-rl's orchestrator.py)
+    "*.curriculum.sampler.pools.*": "a named difficulty pool (DifficultyPoolConfig)",
+    "*.curriculum.gates.*": "a named admission gate (AdvRangeGateConfig)",
     # verifiers' environment block: its interception pools and judge tables are typed as plain tables /
     # arrays; retry rules likewise. The seat `agent` is ours: verifiers' EnvConfig takes seats as extra
     # keys (schema.toml's __roles__), `agent` being the one every taskset has.
