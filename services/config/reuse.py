@@ -7,8 +7,8 @@ changed, not what the file holds.
 - The schema walk keeps each table's findings, keyed on the table's identity and path (the
   incremental parser gives an unchanged table back as the same object; the cache holds the table, so
   its id is not reused while the entry lives).
-- The cross-table rules (``checks.cross_checks`` and the gotchas) read many tables but none of the
-  contents of an array of tables except whether it is empty; they re-run only when that view of the
+- The cross-table rules (``checks.cross_checks``, the gotchas, prime-rl's ported validators) read many
+  tables, the train and eval sources inside arrays of tables too; they re-run only when that view of the
   document (:meth:`ReuseCache.outline`, built per table and kept by identity) changed. The gotcha that
   reads inside each train source re-runs per source that changed.
 
@@ -76,8 +76,8 @@ class ReuseCache:
     # ------------------------------------------------------------------ cross-table rules
 
     def outline(self, node: Any) -> Any:
-        """``node`` as the cross-table rules see it: tables and values in full, an array of tables only
-        as whether it is empty; a container's outline is kept by its identity."""
+        """``node`` as the cross-table rules see it: tables, arrays and values in full; a table's outline is
+        kept by its identity (an unchanged table costs a lookup)."""
         if isinstance(node, dict):
             kept = self._outlines.get(id(node)) or self._old_outlines.get(id(node))
             if kept is not None and kept[0] is node:
@@ -86,9 +86,7 @@ class ReuseCache:
             out: Any = tuple((k, self.outline(v)) for k, v in node.items())
             self._outlines[id(node)] = (node, out)
             return out
-        if isinstance(node, list):
-            if node and all(isinstance(v, dict) for v in node):
-                return ("array of tables", len(node))
+        if isinstance(node, list):  # arrays of tables in full: the cross-table rules read inside the sources
             return ("array", tuple(self.outline(v) for v in node))
         if isinstance(node, float):  # -0.0 == 0.0 and nan != nan: compare what the messages would show
             return (float, repr(node))
