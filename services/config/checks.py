@@ -111,6 +111,28 @@ def cross_checks(ctx: Any) -> None:
     startup_checks(ctx)
 
 
+def _shared_in_range(ctx: Any, shared: tuple, sub: tuple, value: Any) -> bool:
+    """A shared value is copied into a sub-config, which checks its own bounds: ``[ckpt] interval = 0`` is
+    rejected as ``trainer.ckpt.interval`` (>= 1) though the shared table itself has no bound."""
+    from services.config.schema import load_schema
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return True
+    spec = load_schema().spec_at("rl", sub)
+    bounded = [a for a in spec.alts if a.kind in ("int", "float")] if spec is not None else []
+    if bounded and not any(a.in_range(value) for a in bounded):
+        ctx.add(
+            "xc-shared-range",
+            shared,
+            shared=dotted(shared),
+            value=_lit(value),
+            sub=dotted(sub),
+            bound=bounded[0].bound(),
+        )
+        return False
+    return True
+
+
 def _rl_checks(ctx: Any) -> None:
     d = ctx.data
     tr = _table(d.get("trainer")) or {}
@@ -121,8 +143,11 @@ def _rl_checks(ctx: Any) -> None:
     shared_model = _table(d.get("model"))
 
     # shared keys fill sub-configs only when unset; different explicit values are errors
+    out_of_range: set[tuple] = set()  # said once per shared key, for the first sub-config it fills
     for shared, sub in SHARED_FIELDS:
         s, v = ctx.get(shared), ctx.get(sub)
+        if s is not None and v is None and shared not in out_of_range and not _shared_in_range(ctx, shared, sub, s):
+            out_of_range.add(shared)
         if s is not None and v is not None and s != v:
             ctx.add(
                 "xc-shared-conflict",
@@ -402,6 +427,8 @@ def gotchas(ctx: Any, *, gpus: int | None = None, sources: bool = True) -> None:
         if ck is None or kind not in ("rl", "trainer", "sft"):
             continue
         interval = ck.get("interval")
+        if isinstance(interval, (int, float)) and not isinstance(interval, bool) and interval < 1:
+            continue  # saves nothing (and is refused as out of range): no disk to fill
         if _is_set(interval) and not _prunes(ck):
             # the trainer prunes: a keep setting in [ckpt] or [trainer.ckpt] (or the older `keep`) is enough
             if kind == "rl" and any(_prunes(_table(ctx.get(p)) or {}) for p in (("ckpt",), ("trainer", "ckpt"))):

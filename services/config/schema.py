@@ -107,6 +107,7 @@ class ConfigClass:
     # a class whose unknown keys may be roles (verifiers' env: a taskset's env declares its seats):
     # an unknown key holding a table with keys of this class is checked as one
     roles: str | None = None
+    variant_required: dict[str, tuple[str, ...]] = field(default_factory=dict)  # a variant's keys without a default
 
     @functools.cached_property
     def variant_only(self) -> frozenset[str]:
@@ -124,6 +125,17 @@ class Schema:
 
     def root(self, kind: str) -> ConfigClass:
         return self.classes[self.entrypoints[kind]]
+
+    def spec_at(self, kind: str, path: tuple[str, ...]) -> Spec | None:
+        """The type spec of the key at ``path`` in a ``kind`` file (through each table's first class), or None."""
+        cls: ConfigClass | None = self.root(kind)
+        for i, key in enumerate(path):
+            spec = cls.keys.get(key) if cls is not None else None
+            if spec is None or i == len(path) - 1:
+                return spec
+            names = spec.classes()
+            cls = self.classes.get(names[0]) if names else None
+        return None
 
 
 def _num(v: float) -> str:
@@ -181,6 +193,7 @@ def load_schema() -> Schema:
             tuple(table.get("__required__", ())),
             table.get("__open__", False),
             table.get("__roles__"),
+            {v: tuple(ks) for v, ks in table.get("__variant_required__", {}).items()},
         )
     for cls in classes.values():  # every referenced class exists (a typo in schema.toml fails loudly)
         for ref in [r for spec in cls.keys.values() for r in spec.classes()] + ([cls.roles] if cls.roles else []):

@@ -54,7 +54,7 @@ def _walk_table(ctx: Context, table: dict[str, Any], cls: ConfigClass, path: tup
         if isinstance(variant, (list, dict)) or variant not in cls.variants:
             variant = None  # a wrong type value (an array or table too) is reported by the type check below
     only = cls.variant_only
-    for key in cls.required:
+    for key in (*cls.required, *cls.variant_required.get(variant or "", ())):
         if key not in table:
             ctx.add("missing-required", path + (key,), at=path, path=dotted(path + (key,)))
     for key, value in table.items():

@@ -380,6 +380,9 @@ def test_every_rule_in_the_database_has_a_case() -> None:
     from tests.services.config.test_trainer_validators import CASES as TRAINER_CASES  # (imports this module)
 
     covered |= {c[3] for c in TRAINER_CASES}  # each at its marked line, with its near miss
+    from tests.services.config.test_prime_rl_agreement import MISTAKES  # (imports this module)
+
+    covered |= {c[0] for c in MISTAKES}
     assert set(rule_db()["rules"]) - covered == set()
     for rid, spec in rule_db()["rules"].items():
         assert spec["severity"] in ("error", "warning", "info") and spec["source"], rid
