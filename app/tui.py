@@ -26,7 +26,7 @@ from textual.notifications import SeverityLevel
 from textual.widget import Widget
 from textual.widgets import Header, TabbedContent, TabPane
 
-from app.frames import FRAME_S, MainWidgets, PodUpdated, SnapshotFrames
+from app.frames import FRAME_S, LineScreen, MainWidgets, PodUpdated, SnapshotFrames
 from app.host import ConfigOffered, DeadlineMoved, PodLost, PodRented, PodTerminated, RunStarted
 from app.palette import PodCommands
 from app.pane_keys import PaneKeys, app_action_keys
@@ -230,6 +230,9 @@ class PrimeTrainApp(App[None]):
                 cache_ttl=self.rentals.settings.cache_ttl,
             )
         )
+
+    def get_default_screen(self) -> LineScreen:
+        return LineScreen(id="_default")  # drawn line by line: app/frames.py
 
     def on_mount(self) -> None:
         self.theme = "textual-dark"
