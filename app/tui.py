@@ -26,7 +26,8 @@ from textual.notifications import SeverityLevel
 from textual.widget import Widget
 from textual.widgets import Header, TabbedContent, TabPane
 
-from app.frames import FRAME_S, LineScreen, MainWidgets, PodUpdated, SnapshotFrames
+from app.compositor import LineScreen
+from app.frames import FRAME_S, MainWidgets, PodUpdated, SnapshotFrames
 from app.host import ConfigOffered, DeadlineMoved, PodLost, PodRented, PodTerminated, RunStarted
 from app.palette import PodCommands
 from app.pane_keys import PaneKeys, app_action_keys
@@ -232,7 +233,7 @@ class PrimeTrainApp(App[None]):
         )
 
     def get_default_screen(self) -> LineScreen:
-        return LineScreen(id="_default")  # drawn line by line: app/frames.py
+        return LineScreen(id="_default")  # drawn line by line: app/compositor.py
 
     def on_mount(self) -> None:
         self.theme = "textual-dark"

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Header, Label
 
-from app.frames import LineScreen
+from app.compositor import LineScreen
 from services.models import Alert, PodSnapshot
 from widgets.alert_log import AlertLog
 from widgets.footer import Footer

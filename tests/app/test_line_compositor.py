@@ -1,4 +1,4 @@
-"""The main screen's and the fleet view's compositor (app/frames.py's LineCompositor).
+"""The main screen's and the fleet view's compositor (app/compositor.py's LineCompositor).
 
 What was slow: for a partial update Textual rendered every widget overlapping the box around the changed
 regions, and a widget it shows whole, whole: one new figure on the Monitor pane drew the screen, the nine containers
@@ -22,7 +22,7 @@ from textual._compositor import Compositor
 from textual.geometry import Region
 from textual.widget import Widget
 
-from app.frames import LineCompositor
+from app.compositor import LineCompositor
 from app.tui import PrimeTrainApp
 from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor.service import MonitorService
