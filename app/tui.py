@@ -26,6 +26,7 @@ from textual.notifications import SeverityLevel
 from textual.widget import Widget
 from textual.widgets import Header, TabbedContent, TabPane
 
+from app.compositor import LineScreen
 from app.frames import FRAME_S, MainWidgets, PodUpdated, SnapshotFrames
 from app.host import ConfigOffered, DeadlineMoved, PodLost, PodRented, PodTerminated, RunInterrupted, RunStarted
 from app.palette import PodCommands
@@ -230,6 +231,9 @@ class PrimeTrainApp(App[None]):
                 cache_ttl=self.rentals.settings.cache_ttl,
             )
         )
+
+    def get_default_screen(self) -> LineScreen:
+        return LineScreen(id="_default")  # drawn line by line: app/compositor.py
 
     def on_mount(self) -> None:
         self.theme = "textual-dark"

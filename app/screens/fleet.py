@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import Header, Label
 
+from app.compositor import LineScreen
 from services.models import Alert, PodSnapshot
 from widgets.alert_log import AlertLog
 from widgets.footer import Footer
@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # the table (a DataTable) is imported when the view first ope
 FLEET_FRAME_S = 0.2
 
 
-class FleetScreen(Screen[None]):
+class FleetScreen(LineScreen):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="fleet_back")]
     DEFAULT_CSS = """
     FleetScreen #fleet-title { padding: 0 1; color: $text-muted; width: 100%; }

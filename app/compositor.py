@@ -1,0 +1,77 @@
+"""The main screen's and the fleet view's compositor: a frame renders only the lines it changes, and only the
+widgets seen on them (:class:`LineCompositor`), and the screen that uses it (:class:`LineScreen`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
+
+from textual._compositor import Compositor
+from textual.geometry import Region
+from textual.screen import Screen
+from textual.strip import Strip
+
+RUN_GAP = 4  # lines: two changed lines closer than this are rendered in one call (a call costs ~4 lines)
+
+
+def _runs(lines: list[int]) -> list[tuple[int, int]]:
+    """Sorted line numbers as (first, end) runs, those less than RUN_GAP apart joined."""
+    runs: list[tuple[int, int]] = []
+    for y in lines:
+        if runs and y - runs[-1][1] < RUN_GAP:
+            runs[-1] = (runs[-1][0], y + 1)
+        else:
+            runs.append((y, y + 1))
+    return runs
+
+
+class LineCompositor(Compositor):
+    """Textual's compositor, drawing only the lines a frame changes and only the widgets seen on them.
+
+    For a partial update Textual renders every widget overlapping the box around all changed regions, and a
+    widget it shows whole, whole: a new GPU figure on one line drew the screen, every container between it and the
+    GPU rows (nine deep) and the header and footer, ~570 widget lines a frame for ~15 that changed, most of the
+    Monitor pane's CPU per snapshot and all of the idle app's (tests/benchmarks/render_load.py). Here each widget
+    renders only the runs of its lines that changed, and not at all where widgets in front of it
+    already cover every cell of those lines (front widgets are drawn first and their cells win, as in Textual: what
+    a container would draw there is thrown away). The result is Textual's, cell for cell
+    (tests/app/test_line_compositor.py compares them); it overrides Textual's private ``_render_chops`` (pinned
+    < 9 in pyproject.toml)."""
+
+    def _render_chops(self, crop: Region, is_rendered_line: Callable[[int], bool]) -> Sequence[Mapping[int, Strip]]:
+        cuts = self.cuts
+        chops: list[dict[int, Strip | None]] = [dict.fromkeys(cut_set[:-1]) for cut_set in cuts]
+        intersection = Region.intersection
+        crop_overlaps = crop.overlaps
+        for widget, (region, clip) in self.visible_widgets.items():  # front to back
+            if not crop_overlaps(clip):
+                continue
+            shown = intersection(region, clip)
+            left, right = shown.x, shown.right
+            _, top, _, height = intersection(shown, crop)
+            wanted = [
+                y
+                for y in range(top, top + height)
+                if is_rendered_line(y) and any(chops[y][cut] is None for cut in cuts[y] if left <= cut < right)
+            ]
+            if not wanted:
+                continue  # no line of it is drawn in this frame, or what it would draw is hidden
+            for first, last in _runs(wanted):
+                strips = widget.render_lines(Region(left - region.x, first - region.y, shown.width, last - first))
+                for y, strip in zip(range(first, last), strips):
+                    if not is_rendered_line(y):
+                        continue
+                    chops_line = chops[y]
+                    final_cuts = [cut for cut in cuts[y] if right >= cut >= left]
+                    for cut, piece in zip(final_cuts, strip.divide([cut - left for cut in final_cuts[1:]])):
+                        if chops_line.get(cut) is None:
+                            chops_line[cut] = piece
+        return cast("Sequence[Mapping[int, Strip]]", chops)  # (as Textual's: a line's unrendered cuts stay None)
+
+
+class LineScreen(Screen[Any]):
+    """A screen drawn by :class:`LineCompositor` (the main screen, the fleet view)."""
+
+    def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._compositor = LineCompositor()
