@@ -318,7 +318,10 @@ def _config(env: Env, s: Scenario, inference_port: int, metrics_port: int) -> Pa
     text = (
         f'max_steps = {s.max_steps}\n\n[model]\nname = "Qwen/Qwen3-0.6B"\n\n'
         f"[ckpt]\ninterval = {s.ckpt_interval}\n\n[trainer]\n\n"
-        "[orchestrator]\nbatch_size = 16\ngroup_size = 8\n\n[[orchestrator.train.source]]\n"
+        "[orchestrator]\nbatch_size = 16\ngroup_size = 8\n\n"
+        # the orchestrator's client on the inference server's port (prime-rl's rl launcher refuses another)
+        f'[orchestrator.model.client]\nbase_url = "http://localhost:{inference_port}/v1"\n\n'
+        "[[orchestrator.train.source]]\n"
         'name = "reverse-text"\n\n[orchestrator.train.source.env.taskset]\nid = "reverse-text"\n\n'
         f"[inference.server]\nport = {inference_port}\n"
     )
