@@ -305,16 +305,23 @@ async def test_demo_shows_simulated_offers_without_keys_and_rents_nothing(tmp_pa
     assert api.seen == [] and AuditLog(tmp_path / "audit.jsonl").records() == []
 
 
-async def test_a_rented_pod_its_provider_reports_terminated_closes_and_tells_the_tracker(tmp_path: Path):
-    from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
+def _spot_taken_back(tmp_path: Path, now: float):
+    """A spot pod rented 10 minutes ago whose provider now answers TERMINATED: (audit log, pod, App)."""
+    from services.models import Pod, PodKind
 
-    now = time.time()
     audit = AuditLog(tmp_path / "audit.jsonl")
     r = Rental("spot1", "primeintellect", "pod-spot-1", "primeintellect 8× H100 spot", 9.6, 10.6, now - 600, None)
     audit.append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
     api = Api({"GET /api/v1/pods/status": [(200, {"data": [{"podId": "pod-spot-1", "status": "TERMINATED"}]})]})
     pod = Pod(name="spot1", kind=PodKind.SSH, host="10.0.0.9", provider="primeintellect", provider_id="pod-spot-1")
-    app = rentals_app([pod], tmp_path, audit, api, watch_interval=0.2)
+    return audit, pod, rentals_app([pod], tmp_path, audit, api, watch_interval=0.2)
+
+
+async def test_a_rented_pod_its_provider_reports_terminated_closes_and_tells_the_tracker(tmp_path: Path):
+    from services.models import PodSnapshot, PodState, PodStatus
+
+    now = time.time()
+    audit, pod, app = _spot_taken_back(tmp_path, now)
     async with app.run_test(size=(140, 40)) as pilot:
         app.on_snapshot(PodSnapshot(pod=pod, status=PodStatus(PodState.OFFLINE, "connection refused", since=now)))
         await wait_for(pilot, lambda: audit.open_rentals() == [])
@@ -330,16 +337,11 @@ async def test_a_run_lost_with_its_rented_pod_is_counted_once_as_a_preemption(tm
     Before, only the headless watcher wrote it: with the app alone open, preemptions were never counted. The
     watcher seeing the same outage does not count it twice."""
     from services import runs
-    from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
+    from services.models import PodSnapshot, PodState, PodStatus
     from services.offers.spend import preemption_counts
 
     now = time.time()
-    audit = AuditLog(tmp_path / "audit.jsonl")
-    r = Rental("spot1", "primeintellect", "pod-spot-1", "primeintellect 8× H100 spot", 9.6, 10.6, now - 600, None)
-    audit.append("create", provider=r.provider, pod_id=r.pod_id, rental=r.to_json())
-    api = Api({"GET /api/v1/pods/status": [(200, {"data": [{"podId": "pod-spot-1", "status": "TERMINATED"}]})]})
-    pod = Pod(name="spot1", kind=PodKind.SSH, host="10.0.0.9", provider="primeintellect", provider_id="pod-spot-1")
-    app = rentals_app([pod], tmp_path, audit, api, watch_interval=0.2)
+    audit, pod, app = _spot_taken_back(tmp_path, now)
     async with app.run_test(size=(140, 40)) as pilot:
         runs_dir = app.lifecycle_bg.settings.runs_dir
         assert runs_dir is not None
