@@ -27,11 +27,11 @@ from textual.widget import Widget
 from textual.widgets import Header, TabbedContent, TabPane
 
 from app.compositor import LineScreen
-from app.frames import FRAME_S, MainWidgets, PodUpdated, SnapshotFrames
+from app.frames import MainWidgets, PodUpdated, SnapshotFrames
 from app.host import ConfigOffered, DeadlineMoved, PodLost, PodRented, PodTerminated, RunInterrupted, RunStarted
 from app.palette import PodCommands
 from app.pane_keys import PaneKeys, app_action_keys
-from app.pane_registry import CONFIG, FIRST_PANE, MONITOR, OFFERS, PANE_REGISTRY, PANES, Pane, PaneInputs
+from app.pane_registry import CONFIG, FIRST_PANE, MONITOR, OFFERS, PANE_REGISTRY, Pane, PaneInputs
 from app.pods import PodBook
 from app.rentals import Rentals
 from app.run_actions import RunDialogs
@@ -56,7 +56,7 @@ if TYPE_CHECKING:  # the four panes not on the first screen are imported when th
     from app.panes.config import ConfigPane
     from app.panes.offers import OffersPane
 
-__all__ = ["APP_ACTION_KEYS", "FRAME_S", "PANES", "STYLES", "PodUpdated", "PrimeTrainApp"]
+__all__ = ["APP_ACTION_KEYS", "STYLES", "PrimeTrainApp"]
 
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
 MonitorFactory = Callable[[Callable[[PodSnapshot], None]], MonitorService]

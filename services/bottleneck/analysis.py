@@ -9,7 +9,7 @@ between generation and tools by their per-rollout ratio. The orchestrator's ``ti
 shown against its ``time/step``.
 
 Diagnosis over the last K steps: the largest group (rollout wait, trainer compute, I/O) must hold at
-least ``DOMINANT`` of the step, otherwise the run is "balanced". A dominant rollout wait is
+least ``diagnose.DOMINANT`` of the step, otherwise the run is "balanced". A dominant rollout wait is
 latency-bound when tools take more of a rollout than generation (or, without rollout timing, when the
 inference GPUs idle), else throughput-bound. Recommendations come from ``rules.toml`` (beside this module).
 
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.bottleneck.diagnose import DOMINANT, InferenceLoad, diagnose, inference_load, pct as _pct
+from services.bottleneck.diagnose import InferenceLoad, diagnose, inference_load, pct as _pct
 from services.bottleneck.rules import Recommendation, load_rules, recommend
 from services.bottleneck.tail import ToolTail, tail_variables, tool_tails
 from services.models import PodSnapshot, Sample
@@ -33,12 +33,10 @@ from services.monitor.metrics import EpisodeTiming, MetricsParser, ParsedRun, St
 
 DIAGNOSES = ("latency-bound", "throughput-bound", "trainer-bound", "io-bound", "stalled", "balanced")
 __all__ = [
-    "DOMINANT",
     "DIAGNOSES",
     "Breakdown",
     "Component",
     "GpuEvidence",
-    "InferenceLoad",
     "analyze",
     "analyze_lines",
     "analyze_snapshot",

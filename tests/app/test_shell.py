@@ -16,12 +16,13 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widgets import Button, Input, TabbedContent
 
+from app.pane_registry import PANES
 from app.screens.add_pod import AddPodScreen
 from app.screens.confirm import ConfirmScreen
 from app.screens.help import HelpScreen
 from app.screens.host_key import HostKeyChangedScreen, HostKeyScreen
 from app.settings import load_pods, save_pods
-from app.tui import PANES, STYLES, PrimeTrainApp
+from app.tui import STYLES, PrimeTrainApp
 from services.models import (
     Gap,
     GpuSample,
