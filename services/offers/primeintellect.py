@@ -103,39 +103,25 @@ def parse(payload: Any) -> Normalised:
             skip(f"an offer is {shape(item)}")
             continue
         try:  # every field in one call (Prime lists them all); one at a time when some are missing
-            (
-                gpu_type,
-                raw_count,
-                security,
-                prices,
-                memory,
-                stock,
-                provider,
-                cloud,
-                socket,
-                centre,
-                country,
-                spot,
-                region,
-                disk,
-            ) = _FIELDS(item)
+            fields = _FIELDS(item)
         except KeyError:
-            (
-                gpu_type,
-                raw_count,
-                security,
-                prices,
-                memory,
-                stock,
-                provider,
-                cloud,
-                socket,
-                centre,
-                country,
-                spot,
-                region,
-                disk,
-            ) = map(item.get, _FIELD_NAMES)
+            fields = tuple(map(item.get, _FIELD_NAMES))
+        (
+            gpu_type,
+            raw_count,
+            security,
+            prices,
+            memory,
+            stock,
+            provider,
+            cloud,
+            socket,
+            centre,
+            country,
+            spot,
+            region,
+            disk,
+        ) = fields
         if gpu_type == "CPU_NODE":
             continue
         count = raw_count if type(raw_count) is int else int(number(raw_count) or 0)
