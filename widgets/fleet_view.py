@@ -19,7 +19,7 @@ from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellType, ColumnKey, RowKey
+from textual.widgets.data_table import CellType, ColumnKey, Row, RowKey
 
 from services.models import PodKind, PodSnapshot, PodState
 from widgets.alerts import SEVERITY_STYLE, badge_text, loss_trend, worst
@@ -129,6 +129,9 @@ class FleetView(DataTable):
     DEFAULT_CSS = """
     FleetView { height: 1fr; }
     """
+    # class defaults too: DataTable's __init__ reads ordered_rows before ours has set them
+    _cell_bumps = 0
+    _ordered: tuple[tuple[int, int], list[Row]] | None = None
 
     def __init__(self, *, demo_price: float | None = None, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -150,6 +153,7 @@ class FleetView(DataTable):
         self._own_rows: LRUCache[tuple, tuple[SegmentLines, SegmentLines]] = LRUCache(1000)
         self._own_lines: LRUCache[tuple, Strip] = LRUCache(1000)
         self._row_styles: dict[tuple, Style] = {}  # DataTable looks the stripe's style up in the CSS per row
+        self._ordered = None  # ordered_rows, by (rows, structure)
 
     def on_mount(self) -> None:
         self._relayout()
@@ -241,6 +245,15 @@ class FleetView(DataTable):
     def _structure(self) -> int:
         """DataTable's change counter without our cell updates: moves when anything else changed."""
         return self._update_count - self._cell_bumps
+
+    @property
+    def ordered_rows(self) -> list[Row]:
+        """DataTable's, rebuilt only when the rows change: DataTable keys it on the counter every cell update
+        bumps, and each update's repaint looks the row's place up in it (a list of every row, per cell)."""
+        key = (self.row_count, self._structure)
+        if self._ordered is None or self._ordered[0] != key:
+            self._ordered = (key, DataTable.ordered_rows.fget(self))  # type: ignore[attr-defined]
+        return self._ordered[1]
 
     def notify_style_update(self) -> None:
         self._own_cells.clear()
