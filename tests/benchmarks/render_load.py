@@ -6,7 +6,8 @@ exactly as the monitor would hand it over, and fed through the App's own ``on_sn
 moment of the second, as real pods send them (``--batched``: all at once, which under-reports). Pods are parked
 on a connection that never completes; acquisition (SSH, probe) is added from a figure measured in this run: the
 real MonitorService's CPU per pod-sample over a real sshd (``--acquire-pods`` pods for ``--acquire-seconds``), so
-``all in`` = the whole app's CPU (drawing) + acquisition (which holds the health rules: the monitor runs them). tests/benchmarks/monitor_load.py measures
+``all in`` = the whole app's CPU (drawing) + acquisition (which holds the health rules: the monitor runs them).
+tests/benchmarks/monitor_load.py measures
 the same all at once over real pods (its app mode).
 
 Measured per snapshot: sample -> screen = its time to the refresh after the App put it on screen (hooked where the
