@@ -17,9 +17,11 @@ from textual import events
 from textual._types import SegmentLines
 from textual.cache import LRUCache
 from textual.coordinate import Coordinate
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellType, ColumnKey, RowKey
+from textual.widgets._data_table import RowRenderables
+from textual.widgets.data_table import CellType, ColumnKey, Row, RowKey
 
 from services.models import PodKind, PodSnapshot, PodState
 from widgets.alerts import SEVERITY_STYLE, badge_text, loss_trend, worst
@@ -129,6 +131,9 @@ class FleetView(DataTable):
     DEFAULT_CSS = """
     FleetView { height: 1fr; }
     """
+    # class defaults too: DataTable's __init__ reads ordered_rows before ours has set them
+    _cell_bumps = 0
+    _ordered: tuple[tuple[int, int], list[Row]] | None = None
 
     def __init__(self, *, demo_price: float | None = None, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -149,7 +154,10 @@ class FleetView(DataTable):
         self._own_cells: LRUCache[tuple, SegmentLines] = LRUCache(4000)
         self._own_rows: LRUCache[tuple, tuple[SegmentLines, SegmentLines]] = LRUCache(1000)
         self._own_lines: LRUCache[tuple, Strip] = LRUCache(1000)
+        self._own_renderables: LRUCache[tuple, RowRenderables] = LRUCache(1000)
+        self._row_tops: tuple[int, list[int]] | None = None  # each row's y, by row structure
         self._row_styles: dict[tuple, Style] = {}  # DataTable looks the stripe's style up in the CSS per row
+        self._ordered = None  # ordered_rows, by (rows, structure)
 
     def on_mount(self) -> None:
         self._relayout()
@@ -242,10 +250,48 @@ class FleetView(DataTable):
         """DataTable's change counter without our cell updates: moves when anything else changed."""
         return self._update_count - self._cell_bumps
 
+    @property
+    def ordered_rows(self) -> list[Row]:
+        """DataTable's, rebuilt only when the rows change: DataTable keys it on the counter every cell update
+        bumps, and each update's repaint looks the row's place up in it (a list of every row, per cell)."""
+        key = (self.row_count, self._structure)
+        if self._ordered is None or self._ordered[0] != key:
+            self._ordered = (key, DataTable.ordered_rows.fget(self))  # type: ignore[attr-defined]
+        return self._ordered[1]
+
+    def _get_row_renderables(self, row_index: int) -> RowRenderables:
+        """DataTable's (its cells formatted for drawing), kept per row version: DataTable keys them on the counter
+        that every cell update bumps, so each changed cell formatted every visible row again."""
+        row_key = None if row_index == -1 else self._row_locations.get_key(row_index)
+        key = (row_index, row_key, self._structure, self._row_versions.get(row_key, 0) if row_key else 0)
+        renderables = self._own_renderables.get(key)
+        if renderables is None:
+            renderables = self._own_renderables[key] = self._compute_row_renderables(row_index)
+        return renderables
+
+    def _get_row_region(self, row_index: int) -> Region:
+        """DataTable's, with the rows' tops kept per row structure (DataTable adds up the heights of every row
+        above, per cell update)."""
+        if not self.is_valid_row_index(row_index):
+            return Region(0, 0, 0, 0)
+        if self._row_tops is None or self._row_tops[0] != self._structure:
+            tops, y = [], 0
+            for row in self.ordered_rows:
+                tops.append(y)
+                y += row.height
+            self._row_tops = (self._structure, tops)
+        row = self.ordered_rows[row_index]
+        row_width = (
+            sum(column.get_render_width(self) for column in self.columns.values()) + self._row_label_column_width
+        )
+        y = self._row_tops[1][row_index] + (self.header_height if self.show_header else 0)
+        return Region(0, y, max(self.size.width, row_width), row.height)
+
     def notify_style_update(self) -> None:
         self._own_cells.clear()
         self._own_rows.clear()
         self._own_lines.clear()
+        self._own_renderables.clear()
         self._row_styles.clear()
         super().notify_style_update()
 

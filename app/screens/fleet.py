@@ -7,7 +7,6 @@ underneath, and the main screen's panes pause meanwhile, as they do under a moda
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -24,12 +23,6 @@ if TYPE_CHECKING:  # the table (a DataTable) is imported when the view first ope
     from widgets.fleet_view import FleetView
 
 
-# as the main screen's frame (app.frames.FRAME_S): a sample shows within ~0.2 s (p95 < 300 ms at 64 pods). A pod's
-# row changes at most once a second whatever the frame, and the table re-renders only the rows that changed (its
-# line caches), so 5 frames a second cost the compositing of the few changed rows, not the table
-FLEET_FRAME_S = 0.2
-
-
 class FleetScreen(LineScreen):
     BINDINGS = [Binding("escape", "app.pop_screen", "Back", id="fleet_back")]
     DEFAULT_CSS = """
@@ -40,8 +33,7 @@ class FleetScreen(LineScreen):
         super().__init__()
         self._initial = list(snapshots)
         self._log = list(alert_log)
-        self._due: dict[str, PodSnapshot] = {}  # pod -> its newest snapshot, for the next table frame
-        self._timer_set, self._last = False, 0.0
+        self._table: FleetView | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -63,45 +55,28 @@ class FleetScreen(LineScreen):
 
     @property
     def table(self) -> FleetView:
-        from widgets.fleet_view import FleetView  # (imported by compose already)
+        if self._table is None:  # found once: a query per snapshot walks the DOM 64 times a second at 64 pods
+            from widgets.fleet_view import FleetView  # (imported by compose already)
 
-        return self.query_one("#fleet-table", FleetView)
+            self._table = self.query_one("#fleet-table", FleetView)
+        return self._table
 
     def update_pod(self, snapshot: PodSnapshot) -> None:
-        """At most one table update per FLEET_FRAME_S for all pods (pods sampled at 1 Hz at their own moments
-        would be ~64 refreshes a second at 64 pods); a first sight of a pod, or one after a quiet frame, shows at
-        once."""
-        if not self.is_mounted:
-            return
-        self._due[snapshot.pod.name] = snapshot
-        if self._timer_set:
-            return
-        wait = self._last + FLEET_FRAME_S - time.monotonic()
-        if wait <= 0:
-            self._flush()
-        else:
-            self._timer_set = True
-            self.set_timer(wait, self._flush, name="fleet's next frame")
+        """Shown in the frame that brings it: the App's frames already gather every pod's snapshots into one
+        update per FRAME_S (app/frames.py); a second frame timer here would add up to its own period to each
+        sample's wait for the screen. The table re-renders only the rows that changed, whatever the cadence."""
+        if self.is_mounted:
+            self.table.update_pod(snapshot)
 
     @property
     def frame_pending(self) -> bool:
-        return bool(self._due) or self._timer_set
-
-    def _flush(self) -> None:
-        self._timer_set, self._last = False, time.monotonic()
-        due, self._due = self._due, {}
-        if not self.is_mounted:
-            return
-        table = self.table
-        with self.app.batch_update():
-            for snapshot in due.values():
-                table.update_pod(snapshot)
+        """Nothing waits here: what the App's frame hands over is in the table at once."""
+        return False
 
     def alert_fired(self, pod: str, alert: Alert) -> None:
         if self.is_mounted:
             self.query_one(AlertLog).add(pod, alert)
 
     def remove_pod(self, name: str) -> None:
-        self._due.pop(name, None)
         if self.is_mounted:
             self.table.remove_pod(name)
