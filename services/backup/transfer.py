@@ -3,8 +3,9 @@
 The checkpoint bytes never pass through this process. The app (with the user's boto3 credentials)
 creates the multipart uploads and presigns one URL per part, file by file as the agent asks for more;
 ``services/pod/agent/backup.py`` on the pod reads each file ONCE (sha256 in order, md5 and optional zstd per
-part) and PUTs the parts with urllib; the app completes each upload with the part ETags the store
-returned, checks every object's size and ETag against the manifest, and only then writes
+part; CRC32 instead of md5 where the store catches a wrong one: store_caps.crc32_guard) and PUTs the parts
+with urllib; the app completes each upload with the part ETags the store returned (checking the object's
+composite CRC32 against the parts'), checks every object's size and ETag against the manifest, and only then writes
 ``step_N/manifest.json`` (the "verified" mark). Resume asks the bucket (list_multipart_uploads +
 list_parts, or HEAD for one-part files) which parts are there; the agent sends only parts whose md5
 differs, so no local state is needed.
