@@ -31,7 +31,7 @@ def object_matches(head: dict, f: FileEntry) -> bool:
     """Same size and the ETag S3 derives from our md5s, or (stores whose ETags are not md5s, e.g.
     SSE-KMS) the ETag the store gave when the upload was completed from parts we checked."""
     etag = str(head.get("ETag", "")).strip('"')
-    return int(head.get("ContentLength", -1)) == f.stored_size and etag in {f.etag, f.store_etag or f.etag}
+    return int(head.get("ContentLength", -1)) == f.stored_size and bool(etag) and etag in {f.etag, f.store_etag}
 
 
 HEADS = 8  # HEAD requests in flight while a step's objects are checked (botocore's pool holds 10)
@@ -56,7 +56,7 @@ async def check_objects(s3: S3, base: str, manifest: Manifest) -> list[str]:
             problems.append(
                 f"{f.path}: bucket object differs from the manifest "
                 f"({head.get('ContentLength')} bytes, ETag {str(head.get('ETag')).strip(chr(34))}; "
-                f"expected {f.stored_size} bytes, ETag {f.etag})"
+                f"expected {f.stored_size} bytes, ETag {f.store_etag or f.etag})"
             )
     return problems
 

@@ -26,8 +26,9 @@ from typing import Any
 from services.backup.s3 import BackupError, multipart_etag
 from services.pod.agent.transfer import check_path, fingerprint
 
-VERSION = 1
+VERSION = 2  # the newest this app reads; 2: parts checked by their CRC32 may have no md5
 _HEX = {32: re.compile(r"[0-9a-f]{32}"), 64: re.compile(r"[0-9a-f]{64}")}
+_CRC32 = re.compile(r"[A-Za-z0-9+/]{6}==")  # base64 of 4 bytes
 
 
 class ManifestError(BackupError):
@@ -178,7 +179,8 @@ class PartInfo:
     offset: int  # in the original file
     raw: int  # bytes of the original file in this part
     size: int  # bytes stored (== raw unless compressed)
-    md5: str  # of the stored bytes: the part's ETag
+    md5: str  # of the stored bytes: the part's ETag; "" where the store checked the part by its CRC32 alone
+    crc32: str = ""  # of the stored bytes, base64 (uploads created with CRC32; "" otherwise)
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,9 @@ class FileEntry:
 
     @property
     def etag(self) -> str:
+        """The ETag an md5 store gives the object ("" when a part has no md5: only ``store_etag`` says)."""
+        if not all(p.md5 for p in self.parts):
+            return ""
         return multipart_etag([p.md5 for p in self.parts])
 
     @classmethod
@@ -223,13 +228,17 @@ class FileEntry:
         for p in raw_parts:
             if not isinstance(p, dict):
                 raise ManifestError(f"a part is {_show(p)}, not an object")
+            crc32 = p.get("crc32") or ""
+            if not isinstance(crc32, str) or (crc32 and not _CRC32.fullmatch(crc32)):
+                raise ManifestError(f"crc32 is {_show(crc32)}, not a base64 CRC32")
             parts.append(
                 PartInfo(
                     n=_count(p, "n"),
                     offset=_count(p, "offset"),
                     raw=_count(p, "raw"),
                     size=_count(p, "size"),
-                    md5=_hex(p, "md5", 32),
+                    md5="" if crc32 and p.get("md5") == "" else _hex(p, "md5", 32),
+                    crc32=crc32,
                 )
             )
         stored = _count(d, "stored_size", size)
@@ -262,7 +271,7 @@ class Manifest:
     run: str
     files: tuple[FileEntry, ...]
     created: float = field(default_factory=time.time)
-    version: int = VERSION
+    version: int = 1  # 2 when a part has no md5 (older apps then say "upgrade" instead of misreading it)
     source: RunSource | None = None  # None: an old manifest, "unknown source"
 
     @property
@@ -326,6 +335,11 @@ class Manifest:
                 entry = FileEntry.from_dict(f)
             except ManifestError as exc:
                 raise ManifestError(f"manifest entry {i}: {exc} (the whole manifest is refused)") from None
+            if not entry.etag and not entry.store_etag:
+                raise ManifestError(
+                    f"manifest entry {i}: {_show(entry.path)} has parts without md5 and no store ETag to check "
+                    "the object against (the whole manifest is refused)"
+                )
             parents = {entry.path.rsplit("/", n)[0] for n in range(1, entry.path.count("/") + 1)}
             if entry.path in names or entry.path in dirs or parents & names:
                 raise ManifestError(

@@ -10,7 +10,8 @@ Flexible checksums: botocore >= 1.36 adds a CRC32 checksum to every upload by de
 presigned part URLs carry no checksum parameters the pod's plain PUT could not satisfy. Integrity comes
 from our own manifest (sha256 per file, md5 per part checked against the ETags); the pod sends each part's
 Content-MD5 (the store refuses changed bytes) and, where the store takes it, its CRC32
-(services.backup.store_caps.parts_take_crc32).
+(services.backup.store_caps.parts_take_crc32); where the store also catches a wrong CRC32
+(store_caps.crc32_guard) the CRC32 alone checks a new part and the pod computes no md5 for it.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 The checkpoint bytes never pass through this process. The app (with the user's boto3 credentials)
 creates the multipart uploads and presigns one URL per part, file by file as the agent asks for more;
 ``services/pod/agent/backup.py`` on the pod reads each file ONCE (sha256 in order, md5 and optional zstd per
-part) and PUTs the parts with urllib; the app completes each upload with the part ETags the store
-returned, checks every object's size and ETag against the manifest, and only then writes
+part; CRC32 instead of md5 where the store catches a wrong one: store_caps.crc32_guard) and PUTs the parts
+with urllib; the app completes each upload with the part ETags the store returned (checking the object's
+composite CRC32 against the parts'), checks every object's size and ETag against the manifest, and only then writes
 ``step_N/manifest.json`` (the "verified" mark). Resume asks the bucket (list_multipart_uploads +
 list_parts, or HEAD for one-part files) which parts are there; the agent sends only parts whose md5
 differs, so no local state is needed.
@@ -42,7 +43,13 @@ from services.backup.bucket import (
 from services.backup.claims import Uploads, claim_step, collision
 from services.backup.manifest import FileEntry, Manifest, PodCheckpoint, RunSource, TransferProgress, source_label
 from services.backup.s3 import S3, BackupError, BackupSettings, hide_credentials, part_size_for
-from services.backup.store_caps import composite_crc32, parts_take_crc32, store_etags_are_md5
+from services.backup.store_caps import (
+    composite_crc32,
+    crc32_guard,
+    object_crc32,
+    parts_take_crc32,
+    store_etags_are_md5,
+)
 from services.pod import agent, trusted
 from services.pod.agent.transfer import check_path
 from services.pod.connection import Connection, RemoteProcess
@@ -346,10 +353,12 @@ async def backup_checkpoint(
                 if head is not None:  # complete already (a backup stopped before its manifest, a re-run)
                     existing[key] = str(head.get("ETag", "")).strip('"')
                     exists = {"exists": {"etag": existing[key], "size": int(head.get("ContentLength", -1))}}
-                crc = "CRC32" if probe is not None and await probe else None
-                uploads[key], have = await mine.resume_or_create(key, crc)  # used only when it does not match
+                takes, guard = await probe if probe is not None else (False, "")
+                uploads[key], have = await mine.resume_or_create(key, "CRC32" if takes else None)
                 if mine.checksums.get(key) == "CRC32":
                     exists["crc32"] = True  # (spread into the line beside "exists")
+                    if guard:  # the store catches a wrong CRC32: the pod computes no md5 for new parts
+                        exists["crc_only"] = True
             elif head is not None:  # one PUT: an object already there with this md5 is not sent again
                 have = {1: str(head.get("ETag", "")).strip('"')}
             parts = []
@@ -387,7 +396,7 @@ async def backup_checkpoint(
                 await s3.call("abort_multipart_upload", Bucket=s3.bucket, Key=key, UploadId=uploads.pop(key))
             entries[entry.path] = replace(entry, store_etag="" if existing[key] == entry.etag else existing[key])
             return
-        bad = [p.n for p, e in zip(entry.parts, etags) if e != p.md5]
+        bad = [p.n for p, e in zip(entry.parts, etags) if p.md5 and e != p.md5]
         if bad and await store_etags_are_md5(s3, base):
             raise BackupError(
                 f"{entry.path}: the store's ETag of part {bad[0]} is not the md5 the pod sent (corrupted on the way?)"
@@ -408,11 +417,16 @@ async def backup_checkpoint(
             )
             store = str(done.get("ETag", "")).strip('"')
             theirs = str(done.get("ChecksumCRC32") or "").split("-")[0]
+            if crc and not theirs and not all(p.md5 for p in entry.parts):  # the only check left: ask for it
+                theirs = await object_crc32(s3, key, done)
             if crc and theirs and theirs != composite_crc32(crcs):
                 raise BackupError(
                     f"{entry.path}: the store's CRC32 of the object is not the one of the parts "
                     "the pod read (corrupted on the way?)"
                 )
+            if not all(p.md5 for p in entry.parts) and not (crc and (theirs or part_guard == "part")):
+                # no md5 to compare the part ETags with: the composite CRC32 is the only check left
+                raise BackupError(f"{entry.path}: the store gave no CRC32 of the object to check the parts against")
         else:
             store = etags[0]
         entries[entry.path] = replace(entry, store_etag="" if store == entry.etag else store)
@@ -443,7 +457,17 @@ async def backup_checkpoint(
         part_size_for(int(f["size"]), settings.part_size, settings.min_part, settings.jobs) < int(f["size"])
         for f in planned
     )
-    probe = asyncio.ensure_future(parts_take_crc32(s3, base)) if multipart else None
+    part_guard = ""
+
+    async def part_checks() -> tuple[bool, str]:
+        """(the store takes each part's CRC32, how it catches a wrong one: store_caps.crc32_guard)."""
+        nonlocal part_guard
+        if not await parts_take_crc32(s3, base):
+            return False, ""
+        part_guard = await crc32_guard(s3, base)
+        return True, part_guard
+
+    probe = asyncio.ensure_future(part_checks()) if multipart else None
     proc: RemoteProcess | None = None
     try:
         proc = await sender
@@ -466,11 +490,13 @@ async def backup_checkpoint(
             f"{len(errors) or 1} file(s) failed to upload: {errors[0] if errors else 'the agent stopped early'}",
             hint="run the backup again: finished parts are not sent twice",
         )
+    files = tuple(replace(entries[f["path"]], mtime_ns=int(f.get("mtime_ns") or 0)) for f in planned)
     manifest = Manifest(
         step=step,
         run=result.manifest.run,
         source=source,
-        files=tuple(replace(entries[f["path"]], mtime_ns=int(f.get("mtime_ns") or 0)) for f in planned),
+        files=files,
+        version=2 if any(not p.md5 for f in files for p in f.parts) else 1,  # 1: readable by older apps
     )
     result.manifest = manifest
     report(TransferProgress("backup", step, "verify", done_bytes, total, time.monotonic() - started))

@@ -19,10 +19,12 @@ on stdin, one JSON object per line, and the agent answers with one JSON object p
                                        --state-dir too and puts the same in its event
   send [--jobs N --limit B/S --min-part M]
                                        stdin: one file per line {"path","full","key","encoding","level",
-                                       "parts":[{"n","offset","raw","url","have"}][,"crc32":true]};
+                                       "parts":[{"n","offset","raw","url","have"}][,"crc32":true
+                                       [,"crc_only":true]]};
                                        ONE read per file: sha256 in order, md5 (+zstd, +CRC32 when "crc32") per part,
                                        PUT with urllib (parallel) with Content-MD5 (and the part's
-                                       x-amz-checksum-crc32 when "crc32": its upload names CRC32)
+                                       x-amz-checksum-crc32 when "crc32": its upload names CRC32); with
+                                       "crc_only" (the store catches a wrong CRC32) no md5 per new part
                                        unless the bucket already has that md5 ("have"); a file whose
                                        object is complete in the bucket ("exists": its ETag and size) is
                                        hashed first and not sent at all when the ETag matches; prints
@@ -338,16 +340,18 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
             if _stop.is_set():
                 raise OSError("stopped")
             data = stored(task, chunk, last)
-            digest = hashlib.md5(data).digest()
-            md5 = digest.hex()
-            # CRC32 only for an upload that names it (the store then checks it and completes from them)
+            # CRC32 only for an upload that names it (the store then checks it and completes from them);
+            # "crc_only": the store catches a wrong CRC32, so a new part needs no md5 (the costliest hash
+            # here); a part the bucket has already ("have") is still compared by its md5
             crc = (
                 base64.b64encode((zlib.crc32(data) & 0xFFFFFFFF).to_bytes(4, "big")).decode()
                 if task.get("crc32")
                 else ""
             )
+            digest = b"" if crc and task.get("crc_only") and not p.get("have") else hashlib.md5(data).digest()
+            md5 = digest.hex()
             info = {"n": p["n"], "offset": p["offset"], "raw": len(chunk), "size": len(data), "md5": md5, "crc32": crc}
-            if p.get("have") == md5:
+            if md5 and p.get("have") == md5:
                 info["etag"], skipped = p.get("have_etag") or md5, True
             else:
                 throttle.take(len(data))
@@ -355,11 +359,9 @@ def cmd_send(jobs, limit=0, min_part=5 * 1024 * 1024, timeout=TIMEOUT):
                     raise OSError("stopped")
                 # Content-MD5: the store refuses a part whose bytes changed on the way (presigned URLs may
                 # carry it unsigned); x-amz-checksum-crc32 when the upload was created with CRC32.
-                sent = {
-                    "Content-Length": str(len(data)),
-                    "Content-Type": "application/octet-stream",
-                    "Content-MD5": base64.b64encode(digest).decode(),
-                }
+                sent = {"Content-Length": str(len(data)), "Content-Type": "application/octet-stream"}
+                if digest:
+                    sent["Content-MD5"] = base64.b64encode(digest).decode()
                 if crc:
                     sent["x-amz-checksum-crc32"] = crc
                 _, headers, _ = http("PUT", p["url"], data=data, timeout=timeout, headers=sent)
