@@ -19,9 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.document._document import EditResult
+from textual.document._edit import Edit
 from textual.document._wrapped_document import WrappedDocument
+from textual.reactive import Reactive, reactive
 from textual.strip import Strip
 from textual.widgets import TextArea
+from textual.widgets.text_area import Selection
 
 MARGIN = 0.5  # of the viewport's height, queried above and below it: a short scroll needs no new query
 
@@ -37,9 +41,60 @@ class _WrappedDocument(WrappedDocument):
 class ConfigEditor(TextArea):
     """A TextArea whose per-edit work is bounded by the viewport, not the document (drawn output unchanged)."""
 
+    # Textual repaints the whole editor whenever the selection is set (every key); here an edit repaints only
+    # the rows it changed (_refresh_changed_rows), any other selection change the whole editor as Textual does
+    selection: Reactive[Selection] = reactive(Selection(), init=False, always_update=True, repaint=False)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._hl_rows: tuple[int, int] | None = None  # document rows [first, end) whose highlights are built
+        self._drawn: dict[int, tuple[object, ...] | None] = {}  # viewport row -> the key it was last drawn from
+        self._editing = 0  # inside edit/undo/redo: the rows are compared once it is done
         super().__init__(*args, **kwargs)
+
+    def _watch_selection(self, previous_selection: Selection, selection: Selection) -> None:
+        super()._watch_selection(previous_selection, selection)
+        if not self._editing:
+            self.refresh()
+
+    def edit(self, edit: Edit) -> EditResult:
+        self._editing += 1
+        try:
+            return super().edit(edit)
+        finally:
+            self._editing -= 1
+            self._refresh_changed_rows()
+
+    def undo(self) -> None:
+        self._editing += 1
+        try:
+            super().undo()
+        finally:
+            self._editing -= 1
+            self._refresh_changed_rows()
+
+    def redo(self) -> None:
+        self._editing += 1
+        try:
+            super().redo()
+        finally:
+            self._editing -= 1
+            self._refresh_changed_rows()
+
+    def _refresh_changed_rows(self) -> None:
+        """Repaint the viewport's rows whose key differs from the one they were drawn from (after an edit)."""
+        if self._editing or not self.is_mounted:
+            return
+        drawn = self._drawn
+        changed = [y for y in range(self.size.height) if y not in drawn or self._row_key(y) != drawn[y]]
+        scroll_y = self.scroll_offset.y
+        start = end = None
+        for y in changed + [None]:
+            if y is not None and end == y:
+                end = y + 1
+                continue
+            if start is not None and end is not None:
+                self.refresh_lines(scroll_y + start, end - start)
+            start, end = (y, y + 1) if y is not None else (None, None)
 
     @property
     def wrapped_document(self) -> WrappedDocument:
@@ -90,22 +145,33 @@ class ConfigEditor(TextArea):
         """Textual's TextArea.render_line, its line cache keyed by the row's content too, not cleared by edits.
 
         Textual clears the cache on every edit, so each key re-renders every visible row; here a row whose text,
-        highlights, wrapping and surroundings are unchanged is taken from the cache (only the edited row and the
-        rows the cursor left or reached are drawn again)."""
-        if self.placeholder and not self.text:  # Textual asks "not self.text" first: a join of the whole text
+        highlights, wrapping and surroundings are unchanged is taken from the cache."""
+        key = self._row_key(y)
+        self._drawn[y] = key
+        if key is None:  # a placeholder, or below the document: Textual's (cached) lines
             return super().render_line(y)
+        if (cached_line := self._line_cache.get(key)) is not None:
+            return cached_line
+        line = self._render_line(y)
+        self._line_cache[key] = line
+        return line
+
+    def _row_key(self, y: int) -> tuple[object, ...] | None:
+        """All that the row at ``y`` (in the viewport) is drawn from (None: no document row is drawn there)."""
+        if self.placeholder and not self.text:  # Textual asks "not self.text" first: a join of the whole text
+            return None
         scroll_x, scroll_y = self.scroll_offset
         absolute_y = scroll_y + y
         wrapped = self.wrapped_document
         info = wrapped._offset_to_line_info
         if not 0 <= absolute_y < len(info):
-            return super().render_line(y)  # below the document: blank, cached by Textual
+            return None
         row, section = info[absolute_y]
         self._ensure_highlights(row, scroll_y)
         selection = self.selection
         _, cursor_y = self._cursor_offset
         bracket = self._matching_bracket_location  # drawn on its row and on the cursor's
-        cache_key = (
+        return (
             # Textual's key
             self.size,
             scroll_x,
@@ -132,11 +198,6 @@ class ConfigEditor(TextArea):
             self.gutter_width,
             self.line_number_start,
         )
-        if (cached_line := self._line_cache.get(cache_key)) is not None:
-            return cached_line
-        line = self._render_line(y)
-        self._line_cache[cache_key] = line
-        return line
 
     def _ensure_highlights(self, row: int, scroll_y: int) -> None:
         """The highlights are built for ``row`` (and the viewport around it)."""
