@@ -8,7 +8,9 @@ spent ~25 ms a key on work for rows nobody sees (tests/benchmarks/editor_latency
   the screen still colours the screen right; only the highlight *query* is limited to the rows around the
   viewport, and done again when a row outside them is drawn;
 - the document's height is the length of the wrapped document's line map, which has one entry per drawn row
-  (the sum Textual computes, kept in step by every wrap).
+  (the sum Textual computes, kept in step by every wrap);
+- rendered rows stay cached across edits (the cache key holds each row's text and highlights), and an edit
+  repaints only the rows whose key changed, where Textual repaints the whole editor on every selection change.
 
 What is drawn is the stock TextArea's, cell for cell (tests/app/test_config_editor.py compares them after edits
 that change highlighting far away, scrolling, undo/redo, selections and soft wrap). Both parts override
