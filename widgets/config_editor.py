@@ -12,8 +12,8 @@ spent ~25 ms a key on work for rows nobody sees (tests/benchmarks/editor_latency
 - rendered rows stay cached across edits (the cache key holds each row's text and highlights), and an edit
   repaints only the rows whose key changed, where Textual repaints the whole editor on every selection change.
 
-What is drawn is the stock TextArea's, cell for cell (tests/app/test_config_editor.py compares them after edits
-that change highlighting far away, scrolling, undo/redo, selections and soft wrap). Both parts override
+What is drawn is the stock TextArea's, cell for cell (tests/app/config/test_editor.py compares them after edits
+that change highlighting far away, scrolling, undo/redo, selections and soft wrap). All of it overrides
 Textual internals (pinned < 9); the same tests fail loudly if Textual changes them.
 """
 
