@@ -24,6 +24,7 @@ from services.config.findings import ConfigError, Finding
 from services.config.incremental import IncrementalParser
 from services.config.validate import Report, validate_text
 from services.text import plain
+from widgets.config_editor import ConfigEditor
 from widgets.findings import FindingsList, summary_text
 from widgets.format import set_label
 from widgets.versions import VersionList, VersionsView
@@ -106,7 +107,9 @@ class ConfigPane(Widget):
         yield Label("", id="config-status")
         with Horizontal(id="config-body"):
             # Tab leaves the editor for the findings (TOML needs no tab indentation): every part is reachable
-            yield TextArea.code_editor("", language="toml", id="config-editor", soft_wrap=False, tab_behavior="focus")
+            yield ConfigEditor.code_editor(
+                "", language="toml", id="config-editor", soft_wrap=False, tab_behavior="focus"
+            )
             with Vertical(id="config-side"):
                 yield Label("", id="config-summary")
                 yield FindingsList(id="config-findings")
