@@ -205,7 +205,9 @@ class PrimeTrainApp(App[None]):
             return
         if snapshot.latest is not None or snapshot.status.state not in (PodState.CONNECTING, PodState.ONLINE):
             self._panes_mounting = True
-            self.call_after_refresh(self._mount_other_panes)
+            # a timer, not call_after_refresh: that ran before the frame was written (the flush is a batch
+            # update), and the panes' mount then held the frame back; the screen's paint is due sooner
+            self.set_timer(0.05, self._mount_other_panes, name="the other panes, after the first look")
 
     def _first_look_late(self) -> None:
         """FIRST_LOOK_WAIT after the first screen: the panes mount whether the pods answered or not."""
@@ -279,7 +281,7 @@ class PrimeTrainApp(App[None]):
         for notice in self._notices:
             self.notify(notice, severity="warning", timeout=10)
         self.call_after_refresh(self._start_watching)
-        if self.initial_pods:
+        if self.initial_pods and FIRST_LOOK_WAIT > 0:
             self.frames.on_shown.append(self._first_look)
             self.set_timer(FIRST_LOOK_WAIT, self._first_look_late, name="the other panes at the latest")
         else:
