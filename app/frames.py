@@ -97,8 +97,17 @@ class SnapshotFrames:
         self.queue(PodSnapshot(pod=pod, status=PodStatus.connecting(self.view.clock())))
 
     def queue(self, snapshot: PodSnapshot) -> None:
-        self.book.pending[snapshot.pod.name] = snapshot
-        if not self._flush_due:  # per frame, not per sample: 64 pods sampling at their own moments of a
+        name = snapshot.pod.name
+        # the selected pod's first sample (its GPUs on the Monitor pane: what the user waits for at start) shows
+        # at once, not at the next frame, which the "connecting" frames just before put up to FRAME_S away
+        shown = self.book.snapshots.get(name)
+        first = snapshot.latest is not None and shown is not None and shown.latest is None
+        first = first and (main := self.view.main()) is not None and main.pod_list.selected == name
+        self.book.pending[name] = snapshot
+        if first:
+            self._flush_due = True
+            self.view.post_message(PodUpdated())
+        elif not self._flush_due:  # per frame, not per sample: 64 pods sampling at their own moments of a
             self._flush_due = True  # second are a few refreshes a second, not 64; a lone change shows at once
             wait = self._last_flush + FRAME_S - time.monotonic()
             if wait <= 0:

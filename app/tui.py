@@ -8,10 +8,11 @@ background work, auto-backup, the demo pod, rentals). The panes come from app/pa
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -23,7 +24,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.css.query import NoMatches
 from textual.notifications import SeverityLevel
-from textual.widget import Widget
+from textual.widget import AwaitMount, Widget
 from textual.widgets import Header, TabbedContent, TabPane
 
 from app.compositor import LineScreen
@@ -31,7 +32,7 @@ from app.frames import MainWidgets, PodUpdated, SnapshotFrames
 from app.host import ConfigOffered, DeadlineMoved, PodLost, PodRented, PodTerminated, RunInterrupted, RunStarted
 from app.palette import PodCommands
 from app.pane_keys import PaneKeys, app_action_keys
-from app.pane_registry import CONFIG, FIRST_PANE, MONITOR, OFFERS, PANE_REGISTRY, Pane, PaneInputs
+from app.pane_registry import CONFIG, FIRST_PANE, MONITOR, OFFERS, PANE_BY_NAME, PANE_REGISTRY, Pane, PaneInputs
 from app.pods import PodBook
 from app.rentals import Rentals
 from app.run_actions import RunDialogs
@@ -41,7 +42,7 @@ from app.screens.confirm import ConfirmScreen
 from app.tasks import Tasks
 from app.worker_hub import install as install_worker_hub
 from services.errors import PrimeTrainError
-from services.models import Alert, Pod, PodKind, PodSnapshot
+from services.models import Alert, Pod, PodKind, PodSnapshot, PodState
 from services.monitor.service import MonitorService
 from services.monitor.worker import MonitorSettings
 from services.pod.specs import parse_pod_spec
@@ -61,6 +62,9 @@ __all__ = ["APP_ACTION_KEYS", "STYLES", "PrimeTrainApp"]
 STYLES = Path(__file__).resolve().parent.parent / "styles" / "app.tcss"
 MonitorFactory = Callable[[Callable[[PodSnapshot], None]], MonitorService]
 W = TypeVar("W", bound=Widget)
+# the panes besides the first mount once the selected pod shows its first answer, at the latest this many seconds
+# after the first screen (a pod that takes longer to answer does not hold them back)
+FIRST_LOOK_WAIT = 2.0
 
 
 def _default_rentals(app: PrimeTrainApp) -> Rentals:
@@ -133,6 +137,9 @@ class PrimeTrainApp(App[None]):
         self.keys = PaneKeys(self, APP_ACTION_KEYS)
         self.dialogs = RunDialogs(self)
         self._main: MainWidgets | None = None
+        # the panes besides the first, once asked for: each its widget and its mount (_mount_pane)
+        self._pane_mounts: dict[str, tuple[Widget, AwaitMount]] = {}
+        self._panes_mounting = False  # the first look is on screen, or FIRST_LOOK_WAIT passed: all of them mount
         self.rentals = (rentals or _default_rentals)(self)
         self.frames.on_shown.append(self.rentals.record_rate)
         self._lifecycle_bg: BackgroundLifecycle | None = None  # made just after the first frame (_start_watching)
@@ -189,28 +196,53 @@ class PrimeTrainApp(App[None]):
                             yield self._pane_widget(pane)
         yield Footer()
 
-    async def _mount_other_panes(self) -> None:
-        """The panes not on the first screen, mounted once it is painted: composing and styling them (some 250 of
-        the ~400 widgets, the config editor, the offers table) before it made the first screen wait ~100 ms more
-        (tests/benchmarks/startup.py). Nothing waits on them meanwhile: a key for one of them finds it mounted,
-        and what the App gives them at start (the Config pane's file) they read when they mount."""
-        if not self.screen_stack:
+    def _first_look(self, snapshot: PodSnapshot) -> None:
+        """Told of every snapshot put on screen until the selected pod (the Monitor pane's) shows its first
+        answer (a sample, or why there is none): then, after that frame, the other panes mount. Mounted
+        before, their ~250 widgets held the event loop ~0.4 s while the demo pod's probe waited to start
+        (tests/benchmarks/startup.py); a key or a click for one of them mounts it at once (_mount_pane)."""
+        if self._panes_mounting or snapshot.pod.name != self.selected:
             return
-        main = self.screen_stack[0]
-        mounts = []
+        if snapshot.latest is not None or snapshot.status.state not in (PodState.CONNECTING, PodState.ONLINE):
+            self._panes_mounting = True
+            # a timer, not call_after_refresh: that ran before the frame was written (the flush is a batch
+            # update), and the panes' mount then held the frame back; the screen's paint is due sooner
+            self.set_timer(0.05, self._mount_other_panes, name="the other panes, after the first look")
+
+    def _first_look_late(self) -> None:
+        """FIRST_LOOK_WAIT after the first screen: the panes mount whether the pods answered or not."""
+        if not self._panes_mounting:
+            self._panes_mounting = True
+            self.call_after_refresh(self._mount_other_panes)
+
+    async def _mount_other_panes(self) -> None:
+        """The panes not on the first screen, one after the other (keys and snapshots are handled between
+        them). Nothing waits on them meanwhile: a key for one of them mounts it first (_mount_pane), and what
+        the App gives them at start (the Config pane's file) they read when they mount."""
+        self._panes_mounting = True
+        if self._first_look in self.frames.on_shown:
+            self.frames.on_shown.remove(self._first_look)
         for pane in PANE_REGISTRY:
-            if pane is FIRST_PANE:
-                continue
+            if (mounting := self._mount_pane(pane)) is not None:
+                await mounting
+        if self.screen_stack:
+            self.call_after_refresh(self._settle_collector)
+
+    def _mount_pane(self, pane: Pane[Any]) -> AwaitMount | None:
+        """Mounts the pane (the first call makes it) and returns what to await for it; None once it is mounted
+        or while there is no main screen."""
+        if not self.screen_stack:
+            return None
+        if pane is FIRST_PANE:
+            return None
+        if pane.name not in self._pane_mounts:
             widget = self._pane_widget(pane)
-            mounts.append(main.query_one(f"TabPane#{pane.name}", TabPane).mount(widget))
+            mounting = self.screen_stack[0].query_one(f"TabPane#{pane.name}", TabPane).mount(widget)
+            self._pane_mounts[pane.name] = (widget, mounting)
             if pane.live:
                 self.frames.live[pane.name] = widget
-        for mounted in mounts:
-            await mounted
-        if (widgets := self.main()) is not None and self.on_main_screen() and widgets.tabs.active != FIRST_PANE.name:
-            self.frames.refresh_live_pane()  # a key showed one of them before it came: draw it, focus it now
-            self.keys.focus_pane()
-        self.call_after_refresh(self._settle_collector)
+        widget, mounting = self._pane_mounts[pane.name]
+        return None if widget.is_mounted else mounting
 
     @staticmethod
     def _settle_collector() -> None:
@@ -249,7 +281,11 @@ class PrimeTrainApp(App[None]):
         for notice in self._notices:
             self.notify(notice, severity="warning", timeout=10)
         self.call_after_refresh(self._start_watching)
-        self.call_after_refresh(self._mount_other_panes)
+        if self.initial_pods and FIRST_LOOK_WAIT > 0:
+            self.frames.on_shown.append(self._first_look)
+            self.set_timer(FIRST_LOOK_WAIT, self._first_look_late, name="the other panes at the latest")
+        else:
+            self.call_after_refresh(self._first_look_late)
         self.call_after_refresh(self._watcher_notice)
 
     def _watcher_notice(self) -> None:
@@ -298,7 +334,10 @@ class PrimeTrainApp(App[None]):
         self.refresh_bindings()
 
     @on(TabbedContent.TabActivated, "#panes")
-    def _pane_shown(self) -> None:
+    async def _pane_shown(self, event: TabbedContent.TabActivated) -> None:
+        pane = PANE_BY_NAME.get(event.pane.id or "")
+        if pane is not None and (mounting := self._mount_pane(pane)) is not None:
+            await mounting  # a tab clicked in the App's first moments
         self.frames.refresh_live_pane()
         self.keys.focus_pane()
         self.refresh_bindings()
@@ -370,8 +409,20 @@ class PrimeTrainApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return self.keys.check_action(action)
 
-    def action_show_pane(self, pane: str) -> None:
-        self.keys.show(pane)
+    def action_show_pane(self, pane: str) -> Awaitable[None] | None:
+        """Shows the pane; one not mounted yet (the App's first moments) is mounted first and then shown, so
+        no empty pane flashes and the keys after this one (the App handles them in turn: a binding's action
+        is awaited) find it there. Returns what to await then (a task: callers outside Textual may drop it)."""
+        mounting = self._mount_pane(PANE_BY_NAME[pane]) if pane in PANE_BY_NAME else None
+        if mounting is None:
+            self.keys.show(pane)
+            return None
+
+        async def show() -> None:
+            await mounting
+            self.keys.show(pane)
+
+        return asyncio.ensure_future(show())
 
     # -- the pods in the sidebar -------------------------------------------------------------------------
 

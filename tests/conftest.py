@@ -233,6 +233,17 @@ def _isolated_app_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
 
 
 @pytest.fixture(autouse=True)
+def _panes_mount_after_the_first_screen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The App mounts the panes besides the Monitor pane once the selected pod's first sample is on screen, at
+    the latest FIRST_LOOK_WAIT after the first screen (app/tui.py). Most tests' pods never answer (Parked) and
+    look at the panes at once: here they mount right after the first screen. tests/app/test_start_order.py
+    tests the wait itself (it sets FIRST_LOOK_WAIT back)."""
+    import app.tui
+
+    monkeypatch.setattr(app.tui, "FIRST_LOOK_WAIT", 0.0)
+
+
+@pytest.fixture(autouse=True)
 def _apps_hand_over_once_watching(monkeypatch: pytest.MonkeyPatch) -> None:
     """PrimeTrainApp starts watching its pods (the monitor, the lifecycle's background work, the demo sandbox)
     just after its first frame (app/tui.py, _start_watching), a moment after Textual's run_test hands

@@ -220,6 +220,9 @@ class DemoPod:
             str(self.interval),
             "--ckpt-scan",
             f"{max(1.0, 5 * self.interval):g}",  # tiny checkpoints: the table keeps up
+            # the fake prints one line per simulated GPU: the first sample goes out at its last line, not after
+            # the silence that ends a batch of unknown size (a quarter of a second of the demo's first look)
+            *(["--gpu-count", str(self.gpus)] if self.gpus > 0 else []),
         ]
 
     def probe_command(self) -> list[str]:

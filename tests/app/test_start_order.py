@@ -4,13 +4,20 @@ the first paint of --demo)."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from textual.app import App
 
+import app.frames
+import app.tui
+from app.pane_registry import MONITOR, PANE_REGISTRY
 from app.tui import PrimeTrainApp
-from services.models import Pod, PodKind, PodState
+from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor.service import MonitorService
-from tests.app.helpers import Parked, wait_for
+from tests.app.helpers import Parked, panes_mounted, shown, wait_for
+
+GIB = 1024**3
 
 PODS = [Pod(name="gpu1", kind=PodKind.SSH, host="10.0.0.1"), Pod(name="gpu2", kind=PodKind.SSH, host="10.0.0.2")]
 
@@ -71,3 +78,103 @@ async def test_asking_for_the_background_before_the_first_frame_starts_the_watch
         assert app.watching and sorted(app.monitor.names()) == ["gpu1", "gpu2"]
         await pilot.pause()
         assert sorted(app.monitor.names()) == ["gpu1", "gpu2"]  # once: the deferred start found it done
+
+
+def sampled(pod: Pod, n: int = 1) -> PodSnapshot:
+    """The pod with n samples of 8 GPUs."""
+    now = time.time()
+    history = tuple(
+        Sample(
+            t=now - n + i,
+            gpus=tuple(GpuSample(g, "NVIDIA H100 80GB HBM3", 90.0, 60 * GIB, 80 * GIB, 600.0, 65) for g in range(8)),
+            host=HostSample(12.0, 300 * GIB, 2000 * GIB, 400 * GIB, 1000 * GIB, 1048576),
+            source="nvidia-smi",
+        )
+        for i in range(n)
+    )
+    return PodSnapshot(
+        pod=pod,
+        status=PodStatus(PodState.ONLINE, "via nvidia-smi", since=now - 5),
+        history=history,
+        samples_total=n,
+        last_received=history[-1].t,
+    )
+
+
+def others_mounted(app: PrimeTrainApp) -> list[str]:
+    return [p.name for p in PANE_REGISTRY if p is not MONITOR and app.screen_stack[0].query(p.selector)]
+
+
+async def test_the_other_panes_mount_after_the_selected_pods_first_sample_is_on_screen(monkeypatch) -> None:
+    """Mounting the ~250 widgets of the other panes held the event loop ~0.4 s right after the first frame, and the
+    demo pod's probe started only after them (tests/benchmarks/startup.py): they mount once the frame that shows
+    the selected pod's first sample is drawn (at the latest FIRST_LOOK_WAIT after the first screen)."""
+    monkeypatch.setattr(app.tui, "FIRST_LOOK_WAIT", 60.0)
+    at_frames: list[tuple[bool, list[str]]] = []  # each frame: gpu1's sample shown, the other panes there
+    display = App._display
+
+    def record(self: App, screen, renderable) -> None:
+        if isinstance(self, PrimeTrainApp) and renderable is not None and self.screen_stack:
+            shown = (s := self.snapshots.get("gpu1")) is not None and s.latest is not None
+            at_frames.append((shown, others_mounted(self)))
+        display(self, screen, renderable)
+
+    monkeypatch.setattr(App, "_display", record)
+    tui = parked_app()
+    async with tui.run_test(size=(120, 40)) as pilot:
+        for _ in range(5):
+            await pilot.pause()
+        tui.on_snapshot(sampled(PODS[1]))  # not the selected pod: nothing changes
+        await shown(pilot)
+        await pilot.pause(0.2)
+        assert others_mounted(tui) == []
+        tui.on_snapshot(sampled(PODS[0]))
+        await panes_mounted(pilot)
+    first_shown = next(i for i, (sample, _) in enumerate(at_frames) if sample)
+    assert all(others == [] for _, others in at_frames[: first_shown + 1]), at_frames[first_shown - 2 : first_shown + 3]
+
+
+async def test_keys_for_the_other_panes_at_once_after_the_first_frame_each_find_their_pane(monkeypatch) -> None:
+    """Before the other panes mount, a number key mounts its pane and shows it then: no frame shows an empty pane,
+    and the keys after it (here the Config pane's e) reach it."""
+    from textual.widgets import TextArea
+
+    monkeypatch.setattr(app.tui, "FIRST_LOOK_WAIT", 60.0)
+    empty: list[str] = []  # a frame that showed a pane not mounted yet
+    display = App._display
+
+    def record(self: App, screen, renderable) -> None:
+        if isinstance(self, PrimeTrainApp) and renderable is not None and (main := self.main()) is not None:
+            active = main.tabs.active
+            if not self.screen_stack[0].query(f"#{active}-pane"):
+                empty.append(active)
+        display(self, screen, renderable)
+
+    monkeypatch.setattr(App, "_display", record)
+    tui = parked_app()
+    async with tui.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert others_mounted(tui) == []
+        await pilot.press("2", "3", "4", "5", "6", "1", "e")
+        await wait_for(pilot, lambda: isinstance(tui.focused, TextArea))  # the Config pane's e: its editor
+        assert tui.tabs.active == "config"
+        assert sorted(others_mounted(tui)) == sorted(p.name for p in PANE_REGISTRY if p is not MONITOR)
+    assert empty == []
+
+
+async def test_the_selected_pods_first_sample_shows_at_once_later_ones_with_the_frame(monkeypatch) -> None:
+    """The pods' snapshots reach the screen once per frame (FRAME_S), and the "connecting" frames at start put the
+    next one up to FRAME_S away: the selected pod's first sample (its GPUs, what the user waits for) shows at
+    once; its next samples, and another pod's first, wait for the frame as before."""
+    monkeypatch.setattr(app.frames, "FRAME_S", 30.0)
+    tui = parked_app()
+    async with tui.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "gpu1" in tui.snapshots)
+        tui.on_snapshot(sampled(PODS[0]))
+        await wait_for(pilot, lambda: tui.snapshots["gpu1"].latest is not None, timeout=10)
+        tui.on_snapshot(sampled(PODS[0], 2))
+        tui.on_snapshot(sampled(PODS[1]))
+        for _ in range(5):
+            await pilot.pause()
+        assert tui.snapshots["gpu1"].samples_total == 1 and tui.snapshots["gpu2"].latest is None
+        assert tui.frame_pending

@@ -248,7 +248,7 @@ class SmiGpus:
 
     source = "nvidia-smi"
 
-    def __init__(self, cmd, interval):
+    def __init__(self, cmd, interval, ngpu=None):
         self.argv = list(cmd) + [
             "--query-gpu=" + SMI_FIELDS,
             "--format=csv,noheader,nounits",
@@ -256,7 +256,8 @@ class SmiGpus:
             str(int(round(interval * 1000))),
         ]
         self.gap = max(0.05, min(0.25, interval / 2.0))  # silence that ends a batch of unknown size
-        self.ngpu = self.pending = None
+        # GPUs per batch: given (a pod that knows its count), else learned from the first batch's end
+        self.ngpu, self.pending = ngpu, None
         self.q: queue.Queue = queue.Queue()
         self.preexec = _pdeathsig_preexec()
         threading.Thread(target=self._supervise, name="nvidia-smi", daemon=True).start()
@@ -431,6 +432,12 @@ def parse_args(argv):
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between samples (>= 0.2)")
     ap.add_argument("--backend", choices=("auto", "nvml", "nvidia-smi", "none"), default="auto")
     ap.add_argument("--nvidia-smi", dest="nvidia_smi", default="nvidia-smi", help="command (shell-split)")
+    ap.add_argument(
+        "--gpu-count",
+        type=int,
+        default=None,
+        help="nvidia-smi backend: the GPUs per batch when known (else learned from the first batch's end)",
+    )
     ap.add_argument("--run-dir", default=None)
     ap.add_argument("--disk-path", default=None, help="default: run dir if given, else /")
     ap.add_argument("--proc-root", default=None, help="read /proc files here (disables psutil)")
@@ -456,7 +463,7 @@ def make_gpus(args):
     if args.backend == "nvml":
         return NvmlGpus(proc_root)
     if args.backend == "nvidia-smi":
-        return SmiGpus(cmd, args.interval)
+        return SmiGpus(cmd, args.interval, args.gpu_count if args.gpu_count and args.gpu_count > 0 else None)
     try:
         return NvmlGpus(proc_root)
     except Exception:

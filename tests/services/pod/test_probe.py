@@ -311,3 +311,43 @@ def test_nvml_memory_falls_back_to_v1_on_old_drivers(tmp_path: Path) -> None:
     assert s["source"] == "nvml"
     assert [(g["mem_used"], g["mem_total"]) for g in s["gpus"]] == [(1480, 8000), (2480, 8000)]
     assert not any("mem" in e for e in s["errors"])
+
+
+def test_a_known_gpu_count_ends_the_first_batch_at_its_last_line(tmp_path: Path) -> None:
+    """--gpu-count (the demo pod knows its simulated GPUs): the first sample goes out at the batch's last line.
+    Without it the probe learns the batch's size from the silence after it (a quarter of a second of every
+    demo's first look): here that silence is made endless, so only the count can end the batch."""
+    smi = tmp_path / "smi"
+    smi.write_text(
+        "#!/bin/sh\n"
+        "echo '0, GPU A, 50, 1000, 80000, 300.0, 60'\n"
+        "echo '1, GPU B, 51, 1001, 80000, 301.0, 61'\n"
+        "exec sleep 600\n"
+    )
+    smi.chmod(0o755)
+    code = (
+        "import json, sys\n"
+        "from services.pod.agent import probe\n"
+        "count = int(sys.argv[2]) if sys.argv[2] != '-' else None\n"
+        "gpus = probe.SmiGpus([sys.argv[1]], 1.0, count)\n"
+        "gpus.gap = 600.0\n"  # the silence that ends a batch of unknown size: never, here
+        "errors = []\n"
+        "print(json.dumps([gpus.next_batch(600.0, errors), errors, gpus.ngpu]), flush=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = [sys.executable, "-c", code, str(smi)]
+    out = subprocess.run([*run, "2"], env=env, capture_output=True, text=True, timeout=60, check=True).stdout
+    batch, errors, ngpu = json.loads(out)
+    assert [g["index"] for g in batch] == [0, 1] and batch[1]["name"] == "GPU B" and errors == [] and ngpu == 2
+    with pytest.raises(subprocess.TimeoutExpired):  # the size unknown: it waits for the silence
+        subprocess.run([*run, "-"], env=env, capture_output=True, timeout=1.0)
+
+
+@pytest.mark.parametrize("scenario", ["training", "na_fields"])
+def test_the_first_sample_with_the_gpu_count_is_the_one_without(bin_dir: Path, scenario: str) -> None:
+    """The fast first sample carries the same GPUs as the one found by the silence (the fake's tick 0)."""
+    env = make_env(bin_dir, gpus=4, seed=5, scenario=scenario)
+    learned = run_once(["--backend", "nvidia-smi"], env)
+    counted = run_once(["--backend", "nvidia-smi", "--gpu-count", "4"], env)
+    assert len(counted["gpus"]) == 4 and counted["gpus"] == learned["gpus"]
+    assert counted["errors"] == learned["errors"]
