@@ -287,9 +287,11 @@ class OffersView(DataTable):
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         row_key = self._row_locations.get_key(row_index)
         column_key = self._column_locations.get_key(column_index)
-        cell = self._data.get(row_key, {}).get(column_key) if row_key is not None else None
-        if not isinstance(cell, _Cell) or cell.spans or not _plain_line(cell.plain):
+        cell = self._data.get(row_key, {}).get(column_key) if row_key is not None and column_key else None
+        padding = self.cell_padding
+        if not isinstance(cell, _Cell) or cell.spans or not _plain_line(cell.plain) or width <= 2 * padding:
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        assert row_key is not None and column_key is not None  # a cell was found under them
         cache_key = (
             row_key,
             column_key,
@@ -317,8 +319,7 @@ class OffersView(DataTable):
         pre_style = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component_style
         pad_style = pre_style + post_style
         text_style = pre_style + self.app.console.get_style(cell.style) + post_style
-        padding = self.cell_padding
-        inner = max(0, width - 2 * padding)
+        inner = width - 2 * padding
         text = cell.plain
         used = cell_len(text)
         if used > inner:
