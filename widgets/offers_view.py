@@ -19,9 +19,13 @@ from operator import attrgetter
 from typing import Any
 
 from rich.cells import cell_len, set_cell_size
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual.geometry import Size
 from textual.widgets import DataTable
+from textual.widgets._data_table import Row, RowKey
 
 from services.offers.ranking import Ranked
 from widgets.columns import content_width, fit_columns
@@ -112,9 +116,23 @@ def _text(cell: Any) -> Text:
     return _Cell(cell.plain, style=cell.style, no_wrap=True, end="", spans=cell.spans)
 
 
+def _plain_line(text: str) -> bool:
+    """Whether a cell's text is one line of printable characters (what the fast cell drawing handles)."""
+    return text.isprintable()
+
+
 class OffersView(DataTable):
+    """A DataTable whose filling and drawing of rows skip DataTable's general paths where the cells are this
+    view's own one-line texts in columns of a given width (``fast``): the rows go in at once rather than one
+    ``add_row`` each (each re-validates the cursor), nothing is measured on idle (every column has its width),
+    and a cell is drawn as padding + its text cropped to the column rather than through Rich's console
+    (~0.2 ms a cell: 300 cells on a 160x48 screen were half of a filter keystroke's time in
+    tests/benchmarks/offers_table.py). ``fast = False`` takes DataTable's own paths: tests/app/offers/
+    test_offers_fast_table.py pins the screens of both equal, cell for cell."""
+
     HELP_WHERE = "the offers table"  # what the help calls it
     DEFAULT_CSS = "OffersView { height: 1fr; }"
+    fast = True
 
     def __init__(self, *, max_rows: int | None = MAX_ROWS, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -213,8 +231,106 @@ class OffersView(DataTable):
             self.clear()
             for column, width in zip(self.ordered_columns, widths):
                 column.width = max(column.width, width)
-        for i, (r, row) in enumerate(zip(self._shown(), rows)):
-            self.add_row(*(_text(row[j]) for j in index), key=f"{i}:{r.offer.provider}:{r.offer.id}:{r.offer.region}")
+        keyed = [
+            ([_text(row[j]) for j in index], f"{i}:{r.offer.provider}:{r.offer.id}:{r.offer.region}")
+            for i, (r, row) in enumerate(zip(self._shown(), rows))
+        ]
+        if not self.fast:
+            for cells_, key in keyed:
+                self.add_row(*cells_, key=key)
+            return
+        self._add_rows(keyed)
+
+    def _add_rows(self, keyed: list[tuple[list[Text], str]]) -> None:
+        """``add_row`` for each row, done once for all of them: the same table state, the cursor re-validated
+        and the first row highlighted once (DataTable re-validates it after every row)."""
+        was_empty = self.row_count == 0
+        columns = [column.key for column in self.ordered_columns]
+        for row_cells, key in keyed:
+            row_key = RowKey(key)
+            self._row_locations[row_key] = len(self.rows)
+            self._data[row_key] = dict(zip(columns, row_cells))
+            self.rows[row_key] = Row(row_key, 1)
+            self._new_rows.add(row_key)
+        if not keyed:
+            return
+        self._require_update_dimensions = True
+        self.cursor_coordinate = self.cursor_coordinate
+        if was_empty and self.columns and self.show_cursor and self.cursor_type != "none":
+            self._highlight_cursor()
+        self._update_count += 1
+        self.check_idle()
+
+    def _update_dimensions(self, new_rows: Any) -> None:
+        """Every column has its width and every row is one line: no cell to measure, only the size to set."""
+        if not self.fast or any(column.auto_width for column in self.columns.values()):
+            super()._update_dimensions(new_rows)
+            return
+        header_height = self.header_height if self.show_header else 0
+        self.virtual_size = Size(
+            sum(column.get_render_width(self) for column in self.columns.values()) + self._row_label_column_width,
+            self._total_row_height + header_height,
+        )
+
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> list[list[Segment]]:
+        """A body cell drawn as DataTable draws it (Rich's Padding around the text, cropped to the column, the
+        row's style before and the cursor's after), without the console; headers and anything else: DataTable."""
+        if not self.fast or row_index < 0 or column_index < 0 or self.fixed_rows or self.fixed_columns:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        row_key = self._row_locations.get_key(row_index)
+        column_key = self._column_locations.get_key(column_index)
+        cell = self._data.get(row_key, {}).get(column_key) if row_key is not None and column_key else None
+        padding = self.cell_padding
+        if not isinstance(cell, _Cell) or cell.spans or not _plain_line(cell.plain) or width <= 2 * padding:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        assert row_key is not None and column_key is not None  # a cell was found under them
+        cache_key = (
+            row_key,
+            column_key,
+            base_style,
+            cursor,
+            hover,
+            self._show_hover_cursor,
+            self._update_count,
+            self._pseudo_class_state,
+        )
+        cached = self._cell_render_cache.get(cache_key)
+        if cached is not None:
+            return cached
+        component_style, post_style = self._get_styles_to_render_cell(
+            False,
+            False,
+            False,
+            hover,
+            cursor,
+            self.show_cursor,
+            self._show_hover_cursor,
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
+        pre_style = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component_style
+        pad_style = pre_style + post_style
+        text_style = pre_style + self.app.console.get_style(cell.style) + post_style
+        inner = width - 2 * padding
+        text = cell.plain
+        used = cell_len(text)
+        if used > inner:
+            text, used = set_cell_size(text, inner), inner
+        line = [Segment(" " * padding, pad_style), Segment(text, text_style)]
+        if used < inner:
+            line.append(Segment(" " * (inner - used), pad_style))
+        line.append(Segment(" " * padding, pad_style))
+        lines = [line]
+        self._cell_render_cache[cache_key] = lines
+        return lines
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()
