@@ -34,7 +34,8 @@ class LineCompositor(Compositor):
     Monitor pane's CPU per snapshot and all of the idle app's (tests/benchmarks/render_load.py). Here each widget
     renders only the runs of its lines that changed, and not at all where widgets in front of it
     already cover every cell of those lines (front widgets are drawn first and their cells win, as in Textual: what
-    a container would draw there is thrown away). The result is Textual's, cell for cell
+    a container would draw there is thrown away), nor beside the changed box (the sidebar, a pane's padding: Textual
+    rendered them and then sent only the changed spans to the terminal). The result is Textual's, cell for cell
     (tests/app/test_line_compositor.py compares them); it overrides Textual's private ``_render_chops`` (pinned
     < 9 in pyproject.toml)."""
 
@@ -43,16 +44,26 @@ class LineCompositor(Compositor):
         chops: list[dict[int, Strip | None]] = [dict.fromkeys(cut_set[:-1]) for cut_set in cuts]
         intersection = Region.intersection
         crop_overlaps = crop.overlaps
+        crop_left, crop_right = crop.x, crop.right
+        seen: dict[int, list[int]] = {}  # per line: its cuts whose piece reaches into the crop (the rest is not sent)
+
+        def seen_cuts(y: int) -> list[int]:
+            found = seen.get(y)
+            if found is None:
+                line = cuts[y]
+                found = seen[y] = [cut for cut, end in zip(line, line[1:]) if cut < crop_right and end > crop_left]
+            return found
+
         for widget, (region, clip) in self.visible_widgets.items():  # front to back
-            if not crop_overlaps(clip):
-                continue
             shown = intersection(region, clip)
+            if not crop_overlaps(shown):
+                continue  # beside the changed box: nothing of it is sent to the terminal
             left, right = shown.x, shown.right
             _, top, _, height = intersection(shown, crop)
             wanted = [
                 y
                 for y in range(top, top + height)
-                if is_rendered_line(y) and any(chops[y][cut] is None for cut in cuts[y] if left <= cut < right)
+                if is_rendered_line(y) and any(chops[y][cut] is None for cut in seen_cuts(y) if left <= cut < right)
             ]
             if not wanted:
                 continue  # no line of it is drawn in this frame, or what it would draw is hidden

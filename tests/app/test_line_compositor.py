@@ -70,10 +70,15 @@ def app_with(pods: list[Pod]) -> PrimeTrainApp:
     return app
 
 
-def cells(chops) -> list[list[tuple[int, list[tuple[str, object]]]]]:
+def cells(chops, cuts: list[list[int]], crop: Region) -> list[list[tuple[int, list[tuple[str, object]]]]]:
+    """Per line, the pieces the terminal is sent (ChopsUpdate writes those reaching into the changed box)."""
     return [
-        [(cut, [(s.text, s.style) for s in strip]) for cut, strip in sorted(line.items()) if strip is not None]
-        for line in chops
+        [
+            (cut, [(s.text, s.style) for s in strip])
+            for cut, strip in sorted(line.items())
+            if strip is not None and cut < crop.right and cut_ends[cut_ends.index(cut) + 1] > crop.x
+        ]
+        for line, cut_ends in zip(chops, cuts)
     ]
 
 
@@ -88,9 +93,12 @@ def same_as_textual(compositor: Compositor, seed: int) -> None:
         top, bottom = min(lines), max(lines) + 1
         x = rng.randint(0, width // 2)
         cases.append((Region(x, top, width - x, bottom - top), lines.__contains__))
+        x = rng.randint(width // 4, width // 2)  # a box inside the main pane (the sidebar beside it is not sent)
+        cases.append((Region(x, top, rng.randint(1, width - x), bottom - top), lines.__contains__))
     for crop, rendered in cases:
-        ours = cells(compositor._render_chops(crop, rendered))
-        theirs = cells(Compositor._render_chops(compositor, crop, rendered))
+        cuts = compositor.cuts
+        ours = cells(compositor._render_chops(crop, rendered), cuts, crop)
+        theirs = cells(Compositor._render_chops(compositor, crop, rendered), cuts, crop)
         for y in range(height):
             if rendered(y):
                 assert ours[y] == theirs[y], f"line {y} of {crop}"
@@ -135,4 +143,6 @@ async def test_one_changed_line_renders_what_is_seen_there(monkeypatch: pytest.M
     assert rendered["GpuRows"] == 8  # every GPU's line, once
     for hidden in ("Screen", "LineScreen", "Header", "Footer", "TabbedContent", "ContentSwitcher", "TabPane"):
         assert rendered[hidden] == 0, (hidden, rendered)  # covered by what is in front of them, or not changed
+    for beside in ("PodList", "MonitorPane"):  # the sidebar, and the pane's padding: outside the changed box
+        assert rendered[beside] == 0, (beside, rendered)
     assert sum(rendered.values()) < 60, rendered
