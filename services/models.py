@@ -232,23 +232,24 @@ class Sample:
         if t is None:
             raise ProbeFormatError("probe line has no time")
         notes: list[str] = []  # what was left out of this sample, said in its errors
-        gpus = tuple(_gpu(g, i) for i, g in enumerate(_capped(obj, "gpus", MAX_GPUS, notes)))
+        gpus = tuple([_gpu(g, i) for i, g in enumerate(_capped(obj, "gpus", MAX_GPUS, notes))])
         host = _host(obj.get("host") or {})
-        procs = tuple(_proc(p) for p in _capped(obj, "procs", MAX_PROCS, notes))
-        ckpts = tuple(_ckpt(c) for c in _capped(obj, "ckpts", MAX_CKPTS, notes))
+        procs = tuple(map(_proc, _capped(obj, "procs", MAX_PROCS, notes)))
+        ckpts = tuple(map(_ckpt, _capped(obj, "ckpts", MAX_CKPTS, notes)))
         run = obj.get("run")
         run = run if isinstance(run, dict) else {}
         max_steps, tokens = _int(run.get("max_steps")), _int(run.get("tokens_per_step"))
         model = plain(run["model"], oneline=True) if isinstance(run.get("model"), str) else None
-        log = tuple(plain(_text(x)) for x in _capped(obj, "log", MAX_LINES, notes))
-        metrics = tuple(_text(x) for x in _capped(obj, "metrics", MAX_LINES, notes))
+        log = tuple([plain(_text(x)) for x in _capped(obj, "log", MAX_LINES, notes)])
+        metrics = tuple(map(_text, _capped(obj, "metrics", MAX_LINES, notes)))
         signals = _signals(obj.get("signals"), notes)
-        errors = tuple(plain(_text(x), oneline=True)[:1000] for x in _capped(obj, "errors", MAX_ERRORS, notes)) + tuple(
-            notes
-        )
-        cut = raw_cut if isinstance(raw_cut := obj.get("cut"), dict) else {}
-        cut_bytes = sum(max(0, _int(cut.get(k)) or 0) for k in ("log_bytes", "metrics_bytes"))
-        cut_lines = sum(max(0, _int(cut.get(k)) or 0) for k in ("lines", "metrics_lines"))
+        errors = tuple([plain(_text(x), oneline=True)[:1000] for x in _capped(obj, "errors", MAX_ERRORS, notes)])
+        if notes:
+            errors += tuple(notes)
+        cut_bytes = cut_lines = 0
+        if isinstance(cut := obj.get("cut"), dict) and cut:
+            cut_bytes = sum(max(0, _int(cut.get(k)) or 0) for k in ("log_bytes", "metrics_bytes"))
+            cut_lines = sum(max(0, _int(cut.get(k)) or 0) for k in ("lines", "metrics_lines"))
         return cls(
             t,
             gpus,
@@ -473,7 +474,10 @@ MAX_ERRORS = 50
 
 
 def _capped(obj: dict, key: str, cap: int, notes: list[str]) -> list:
-    items = _list(obj.get(key))
+    items = obj.get(key)
+    if type(items) is list and len(items) <= cap:
+        return items
+    items = _list(items)
     if len(items) <= cap:
         return items
     notes.append(f"the pod reported {len(items)} {key} in one sample: the first {cap} are shown")
@@ -521,13 +525,17 @@ def _required_int(value: Any) -> int:
 
 
 def _gpu(g: dict, position: int) -> GpuSample:
+    return _gpu_fast(g, position) or _gpu_careful(g, position)
+
+
+def _gpu_careful(g: dict, position: int) -> GpuSample:
     idx = _int(g.get("index"))
     util = _num(g.get("util"))
     if util is not None and not 0.0 <= util <= 100.0:
         raise ValueError(f"GPU util out of range: {util}")
     return GpuSample(
         index=position if idx is None else idx,
-        name=sys.intern(plain(_text(g.get("name") or "GPU"), oneline=True)),
+        name=_gpu_name(g.get("name")),
         util=util,
         mem_used=_int(g.get("mem_used")),
         mem_total=_int(g.get("mem_total")),
@@ -536,7 +544,72 @@ def _gpu(g: dict, position: int) -> GpuSample:
     )
 
 
+# The fast path of the well-formed entry: each figure checked by its exact type in line, no call per field. It
+# accepts only what the careful path (_gpu_careful, _host_careful) turns into the same value (an int that is
+# exactly a float, a finite float, null) and answers None for anything else, which the careful path then reads
+# or refuses as before: tests/services/test_models.py pins the two equal on well-formed and garbage entries.
+_EXACT = 2**53  # ints up to this are exactly the float the careful path makes of them (int(float(v)) == v)
+_GPU_NAMES: dict[str, str] = {}  # the probe's GPU names as shown (plain, one line, interned): the same few per pod
+
+
+def _gpu_name(raw: Any) -> str:
+    name = sys.intern(plain(_text(raw or "GPU"), oneline=True))
+    if type(raw) is str and len(raw) <= 256:
+        if len(_GPU_NAMES) >= 256:  # a pod renaming its GPUs every sample costs the careful path, not memory
+            _GPU_NAMES.clear()
+        _GPU_NAMES[raw] = name
+    return name
+
+
+def _gpu_fast(g: Any, position: int) -> GpuSample | None:
+    if type(g) is not dict:
+        return None
+    get = g.get
+    raw = get("name")
+    name = _GPU_NAMES.get(raw) if type(raw) is str else None
+    if name is None:
+        return None
+    idx = get("index")
+    if idx is None:
+        idx = position
+    elif type(idx) is not int or not -_EXACT <= idx <= _EXACT:
+        return None
+    util = get("util")
+    if util is not None:
+        if type(util) is int and 0 <= util <= 100:
+            util = float(util)
+        elif type(util) is not float or not 0.0 <= util <= 100.0:  # NaN fails the comparison too
+            return None
+    used, total = get("mem_used"), get("mem_total")
+    if used is not None and (type(used) is not int or not -_EXACT <= used <= _EXACT):
+        return None
+    if total is not None and (type(total) is not int or not -_EXACT <= total <= _EXACT):
+        return None
+    power, temp = get("power_w"), get("temp_c")
+    if power is not None:
+        if type(power) is float:
+            if power - power != 0.0:  # inf or NaN
+                return None
+        elif type(power) is int and -_EXACT <= power <= _EXACT:
+            power = float(power)
+        else:
+            return None
+    if temp is not None:
+        if type(temp) is float:
+            if temp - temp != 0.0:
+                return None
+        elif type(temp) is int and -_EXACT <= temp <= _EXACT:
+            temp = float(temp)
+        else:
+            return None
+    return GpuSample(idx, name, util, used, total, power, temp)
+
+
 def _host(h: dict) -> HostSample:
+    return _host_fast(h) or _host_careful(h)
+
+
+def _host_careful(h: dict) -> HostSample:
     return HostSample(
         cpu_pct=_num(h.get("cpu_pct")),
         mem_used=_int(h.get("mem_used")),
@@ -545,6 +618,26 @@ def _host(h: dict) -> HostSample:
         disk_total=_int(h.get("disk_total")),
         nofile_soft=_int(h.get("nofile_soft")),
     )
+
+
+def _host_fast(h: Any) -> HostSample | None:
+    if type(h) is not dict:
+        return None
+    get = h.get
+    cpu = get("cpu_pct")
+    if cpu is not None:
+        if type(cpu) is float:
+            if cpu - cpu != 0.0:
+                return None
+        elif type(cpu) is int and -_EXACT <= cpu <= _EXACT:
+            cpu = float(cpu)
+        else:
+            return None
+    ints = (get("mem_used"), get("mem_total"), get("disk_used"), get("disk_total"), get("nofile_soft"))
+    for v in ints:
+        if v is not None and (type(v) is not int or not -_EXACT <= v <= _EXACT):
+            return None
+    return HostSample(cpu, *ints)
 
 
 def _proc(p: dict) -> GpuProcess:

@@ -336,52 +336,73 @@ class MonitorService:
 
     async def _pump(self, worker: PodMonitorState, stream) -> str:
         """Read samples until the stream ends; returns why it ended. Only a VALID sample counts as life:
-        a probe sending garbage (or lines over the hard limit) turns STALE like a silent one."""
+        a probe sending garbage (or lines over the hard limit) turns STALE like a silent one.
+
+        One task reads and handles the lines as they come (a line costs one wake-up of it, no task or
+        timer of its own); this one wakes only when a sample is due and none came (STALE, reopening), when
+        the run dir changes, or when the reading ends. The reading is never cancelled mid-line by a timeout."""
         settings = self.settings
-        valid_at = time.monotonic()  # the last valid sample (or the channel's start)
+        clock = time.monotonic
+        valid_at = clock()  # the last valid sample (or the channel's start)
         malformed_at = worker.malformed_total  # ... and the malformed count then
         reader = LineReader(stream)
-        rate = _RateCap(settings.max_rate, time.monotonic)
-        read: asyncio.Future[bytes | None] | None = None
+        rate = _RateCap(settings.max_rate, clock)
+
+        def silence() -> str | None:
+            """STALE when no valid sample came for stale_after; why to reopen past restart_after, else None."""
+            silent, garbage = clock() - valid_at, worker.malformed_total - malformed_at
+            state = worker.status.state
+            if silent >= settings.stale_after and (
+                state is PodState.ONLINE or (garbage and state is PodState.CONNECTING)
+            ):
+                worker.open_gap()
+                self._set(worker, PodState.STALE, _stale_reason(settings.stale_after, garbage))
+            if silent > settings.restart_after:
+                return _stale_reason(settings.restart_after, garbage) + "; reopening the channel"
+            return None
+
+        async def read_lines() -> str:
+            nonlocal valid_at, malformed_at
+            while True:
+                line = await reader.readline()
+                if worker.stopped:
+                    return "monitoring stopped"
+                if worker.restart.is_set():  # the line is the old run dir's: not for the new run's rules
+                    return "the run dir changed"
+                if line == b"":
+                    return PROBE_ENDED
+                if not rate.take():  # a pod writing samples as fast as it can: skipped unparsed
+                    worker.dropped_total += 1
+                    continue
+                if self._handle_line(worker, line):
+                    valid_at, malformed_at = clock(), worker.malformed_total
+                elif (why := silence()) is not None:
+                    return why
+
+        reading: asyncio.Future[str] = asyncio.ensure_future(read_lines())
         restart: asyncio.Future[Any] = asyncio.ensure_future(worker.restart.wait())
         try:
             while not worker.stopped:
-                # One pending read survives stale timeouts: a line is never cut by a cancellation.
-                read = read or asyncio.ensure_future(reader.readline())
-                silent = time.monotonic() - valid_at
+                silent = clock() - valid_at
                 online = worker.status.state is PodState.ONLINE
                 left = (settings.stale_after if online else settings.restart_after) - silent
                 done, _ = await asyncio.wait(
-                    {read, restart},
+                    {reading, restart},
                     timeout=max(0.05, min(settings.stale_after, left)),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
                 if restart in done:
                     return "the run dir changed"
-                if read in done:
-                    line, read = read.result(), None
-                    if line == b"":
-                        return PROBE_ENDED
-                    if not rate.take():  # a pod writing samples as fast as it can: skipped unparsed
-                        worker.dropped_total += 1
-                        continue
-                    if self._handle_line(worker, line):
-                        valid_at, malformed_at = time.monotonic(), worker.malformed_total
-                        continue
-                silent, garbage = time.monotonic() - valid_at, worker.malformed_total - malformed_at
-                state = worker.status.state
-                if silent >= settings.stale_after and (
-                    state is PodState.ONLINE or (garbage and state is PodState.CONNECTING)
-                ):
-                    worker.open_gap()
-                    self._set(worker, PodState.STALE, _stale_reason(settings.stale_after, garbage))
-                if silent > settings.restart_after:
-                    return _stale_reason(settings.restart_after, garbage) + "; reopening the channel"
+                if reading in done:
+                    return reading.result()
+                if (why := silence()) is not None:
+                    return why
             return "monitoring stopped"
         finally:
             restart.cancel()
-            if read is not None:
-                read.cancel()
+            reading.cancel()
+            if reading.done() and not reading.cancelled():
+                reading.exception()  # raised above, or moot once the run dir changed: never logged as lost
 
     def _handle_line(self, worker: PodMonitorState, line: bytes | None) -> bool:
         """Count and parse one probe line (None: one over the hard limit, skipped unread); True when it

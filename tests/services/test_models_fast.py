@@ -1,0 +1,157 @@
+"""The probe line's fast path (services/models.py: ``_gpu_fast``, ``_host_fast``) against the careful one.
+
+The fast path reads a well-formed GPU or host entry without a call per field; anything it is not sure of it hands
+to the careful path. What must hold: wherever the fast path answers, the careful path answers the same (equal
+values, equal types: 50 and 50.0 are equal but an int is not a float), and it never accepts what the careful one
+refuses; a whole line parses to the same Sample, or to the same refusal, with the fast path on and off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "ptt-hypothesis"))
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings, strategies as st
+
+from services import models
+from services.errors import ProbeFormatError
+from services.models import Sample
+
+FAST = settings(max_examples=400, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+# the edges where a type check or a range check could be off by one
+EDGES = [
+    None, True, False, 0, 1, -1, 100, 101, -0.0, 0.0, 99.99, 100.0, 100.0000001, -1e-9, 2**53, 2**53 + 1,
+    -(2**53), -(2**53) - 1, 10**400, -(10**400), 1e308, 1.5e10, 0.5, float("inf"), float("-inf"), float("nan"),
+    "", "7", "x", [], [1], {}, {"a": 1},
+]  # fmt: skip
+figures = st.one_of(
+    st.sampled_from(EDGES),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(2**60), max_value=2**60),
+)
+names = st.one_of(
+    st.sampled_from(["NVIDIA H100 80GB HBM3", "", "\x1b[31mred\x1b[0m", "a\nb", None, 0, 1, []]), st.text()
+)
+GPU_KEYS = ("index", "util", "mem_used", "mem_total", "power_w", "temp_c")
+HOST_KEYS = ("cpu_pct", "mem_used", "mem_total", "disk_used", "disk_total", "nofile_soft")
+
+
+def entries(keys, with_name):
+    fields = {k: figures for k in keys}
+    if with_name:
+        fields["name"] = names
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+def same(a, b) -> bool:
+    """Equal field by field, with equal types (NaN is never kept: the careful path makes it None)."""
+    for field in type(a).__slots__:
+        x, y = getattr(a, field), getattr(b, field)
+        if type(x) is not type(y) or x != y:
+            return False
+    return True
+
+
+def careful(parse, *args):
+    try:
+        return parse(*args)
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+        return exc
+
+
+@FAST
+@given(entries(GPU_KEYS, with_name=True), st.integers(min_value=0, max_value=63))
+@example({"util": 100.5, "name": "H100"}, 0)
+@example({"util": 101, "name": "H100"}, 0)
+@example({"util": -1, "name": "H100"}, 0)
+@example({"index": 2**53 + 1, "name": "H100"}, 0)
+@example({"index": 10**400, "name": "H100"}, 0)
+@example({"mem_total": 1.5e10, "name": "H100"}, 0)
+@example({"power_w": 2**60, "name": "H100"}, 0)
+@example({"util": float("nan"), "name": "H100"}, 0)
+@example({"mem_used": 2**53 + 1, "name": "H100"}, 0)
+@example({"power_w": float("inf"), "name": "H100"}, 0)
+@example({"temp_c": 10**400, "name": "H100"}, 0)
+@example({"index": True, "name": "H100"}, 0)
+def test_a_gpu_entry_read_fast_is_the_careful_one(entry, position):
+    models._gpu_name(entry.get("name"))  # as a pod's earlier sample would: the fast path knows the name
+    want = careful(models._gpu_careful, entry, position)
+    got = models._gpu_fast(entry, position)
+    if got is not None:
+        assert not isinstance(want, Exception), f"the fast path accepted what the careful one refuses: {want!r}"
+        assert same(got, want), (got, want)
+
+
+@FAST
+@given(entries(HOST_KEYS, with_name=False))
+@example({"cpu_pct": float("nan")})
+@example({"disk_total": 2**53 + 1})
+@example({"cpu_pct": 10**400})
+@example({"nofile_soft": 1.5})
+def test_a_host_entry_read_fast_is_the_careful_one(entry):
+    want = careful(models._host_careful, entry)
+    got = models._host_fast(entry)
+    if got is not None:
+        assert not isinstance(want, Exception), f"the fast path accepted what the careful one refuses: {want!r}"
+        assert same(got, want), (got, want)
+
+
+def _parse_both(line, monkeypatch):
+    def parse():
+        try:
+            return Sample.from_line(line)
+        except ProbeFormatError as exc:
+            return f"refused: {exc}"
+
+    fast = parse()
+    with monkeypatch.context() as m:
+        m.setattr(models, "_gpu_fast", lambda g, i: None)
+        m.setattr(models, "_host_fast", lambda h: None)
+        slow = parse()
+    return fast, slow
+
+
+lines = st.builds(
+    lambda gpus, host, t: json.dumps({"v": 1, "t": t, "gpus": gpus, "host": host}),
+    st.lists(entries(GPU_KEYS, with_name=True), max_size=4),
+    st.one_of(entries(HOST_KEYS, with_name=False), st.sampled_from([None, [], "x", 1])),
+    st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(), st.none()),
+)
+
+
+@FAST
+@given(lines)
+def test_a_whole_line_parses_the_same_with_and_without_the_fast_path(line):
+    with pytest.MonkeyPatch.context() as mp:
+        fast, slow = _parse_both(line, mp)
+    assert fast == slow
+    if isinstance(fast, Sample):
+        assert all(same(a, b) for a, b in zip(fast.gpus, slow.gpus, strict=True)) and same(fast.host, slow.host)
+
+
+def test_the_probes_real_lines_parse_the_same_and_go_the_fast_way(monkeypatch):
+    """Lines the real probe writes (8 fake GPUs through the nvidia-smi path, this machine's host figures) and the
+    fixture line: the same Sample either way, and every GPU and the host read by the fast path."""
+    from tests.conftest import FAKE_BIN, REPO
+    from tests.services.test_models import GOOD
+
+    env = {**os.environ, "PATH": f"{FAKE_BIN}:{os.environ['PATH']}", "PTT_FAKE_GPUS": "8"}
+    probe = REPO / "services" / "pod" / "agent" / "probe.py"
+    out = subprocess.run(
+        [sys.executable, str(probe), "--once"], env=env, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    found = [json.dumps(GOOD)] + out.splitlines()
+    assert len(found) == 2 and len(json.loads(found[1])["gpus"]) == 8
+    for line in found:
+        fast, slow = _parse_both(line, monkeypatch)
+        assert isinstance(fast, Sample) and fast == slow
+        assert all(models._gpu_fast(g, i) is not None for i, g in enumerate(json.loads(line)["gpus"]))
+        assert models._host_fast(json.loads(line)["host"]) is not None
