@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.coordinate import Coordinate
 from textual.geometry import Region
 from textual.widgets import DataTable
 
@@ -71,6 +72,8 @@ def copy_to_plain(fleet: FleetView, plain: DataTable) -> None:
     for row_key in fleet.rows:
         plain.add_row(*fleet.get_row(row_key), key=row_key.value)
     plain.move_cursor(row=fleet.cursor_row, animate=False)
+    plain.hover_coordinate = fleet.hover_coordinate
+    plain._show_hover_cursor = fleet._show_hover_cursor
 
 
 def drawn(table: DataTable) -> list[list[tuple[str, object]]]:
@@ -102,10 +105,15 @@ async def test_an_updated_cell_is_the_only_cell_rendered_again() -> None:
         render_all(fleet)
         assert fleet.cell_renders == before  # nothing changed: nothing rendered
 
-        fleet.update_pod(snapshot("h100-b", 12))  # one more step: the step, loss and tok/s cells
+        fleet.update_pod(snapshot("h100-b", 14))  # new figures: the step, loss and tok/s cells
         render_all(fleet)
         assert 1 <= fleet.cell_renders - before <= 3, fleet.cell_renders - before
-        assert "12/100" in "".join(text for text, _ in drawn(fleet)[2])
+        assert "14/100" in "".join(text for text, _ in drawn(fleet)[2])
+        before = fleet.cell_renders
+        fleet.update_pod(snapshot("h100-a", 12))  # figures another row shows already: drawn from what it drew
+        render_all(fleet)
+        assert fleet.cell_renders == before
+        assert "12/100" in "".join(text for text, _ in drawn(fleet)[1])
 
 
 async def test_the_table_draws_what_a_plain_datatable_draws_after_every_kind_of_change() -> None:
@@ -127,6 +135,20 @@ async def test_the_table_draws_what_a_plain_datatable_draws_after_every_kind_of_
 
         fleet.update_pod(snapshot("h100-a", 11, util=90.0))  # back to a value seen before
         fleet.move_cursor(row=2, animate=False)
+        await pilot.pause()
+        await assert_draws_like_plain(app)
+
+        fleet.hover_coordinate = Coordinate(1, 0)  # the mouse over another row
+        fleet._show_hover_cursor = True
+        await pilot.pause()
+        await assert_draws_like_plain(app)
+        fleet._show_hover_cursor = False
+
+        # strings the direct drawing hands to Rich: cut to the column, an emoji code, markup, a wide character
+        fleet.update_cell("h100-a", "step", "1234567890/1234567890")
+        fleet.update_cell("h100-b", "tps", ":smile: 20,000")
+        fleet.update_cell("h100-c", "util", "[b]93%[/b] ×8")
+        fleet.update_cell("h100-b", "price", "日本語")
         await pilot.pause()
         await assert_draws_like_plain(app)
 
