@@ -137,6 +137,7 @@ class FleetView(DataTable):
     # class defaults too: DataTable's __init__ reads ordered_rows before ours has set them
     _cell_bumps = 0
     _ordered: tuple[tuple[int, int], list[Row]] | None = None
+    _paint_style: Style | None = None
 
     def __init__(self, *, demo_price: float | None = None, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -379,6 +380,25 @@ class FleetView(DataTable):
             )
         return pair
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # the widget's style looked up once for the lines of one paint (DataTable looks it up per line, walking
+        # the widget's ancestors each time)
+        self._paint_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint_style = None
+
+    def render_line(self, y: int) -> Strip:
+        base_style = self._paint_style
+        if base_style is None or self.fixed_rows:
+            return super().render_line(y)
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        if y >= (self.header_height if self.show_header else 0):  # DataTable's: the header stays, rows scroll
+            y += scroll_y
+        return self._render_line(y, scroll_x, scroll_x + width, base_style)
+
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
         try:
             row_key, line_no = self._get_offsets(y)
@@ -513,4 +533,6 @@ class FleetView(DataTable):
         )
         extend = row_style + extend + Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
         append(Segment(" " * max(0, width - table_width), extend))
+        if x1 == 0 and x2 == width >= table_width:  # the whole line, as wide as the table shows it: no crop
+            return Strip(line, width).simplify()
         return Strip(line_crop(line, x1, x2, width)).adjust_cell_length(width, base_style).simplify()
