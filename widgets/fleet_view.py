@@ -138,6 +138,7 @@ class FleetView(DataTable):
     _cell_bumps = 0
     _ordered: tuple[tuple[int, int], list[Row]] | None = None
     _paint_style: Style | None = None
+    _widths: tuple[tuple[int, int, int], list[tuple[int, ColumnKey, int]], int] | None = None
 
     def __init__(self, *, demo_price: float | None = None, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -255,7 +256,8 @@ class FleetView(DataTable):
             self._cell_bumps += 1
             self.cell_updates += 1
         self._row_versions[row] = self._row_versions.get(row, 0) + 1
-        self.refresh_row(index)
+        if index is not None:
+            self.refresh_row(index)
 
     @property
     def _structure(self) -> int:
@@ -293,9 +295,7 @@ class FleetView(DataTable):
                 y += row.height
             self._row_tops = (self._structure, tops)
         row = self.ordered_rows[row_index]
-        row_width = (
-            sum(column.get_render_width(self) for column in self.columns.values()) + self._row_label_column_width
-        )
+        row_width = self._column_widths()[1]
         y = self._row_tops[1][row_index] + (self.header_height if self.show_header else 0)
         return Region(0, y, max(self.size.width, row_width), row.height)
 
@@ -447,14 +447,13 @@ class FleetView(DataTable):
             and not (self._labelled_row_exists and self.show_row_labels)
         )
 
-    def _padded_cell(self, value: object, width: int, height: int) -> list[Segment]:
+    def _padded_cell(self, value: object, width: int, height: int, pad: int) -> list[Segment]:
         """The cell's one line as DataTable renders it before its styles go on: ``Padding(cell)`` at ``width``."""
-        key = (width, height, self.cell_padding, _value_key(value))
+        key = (width, height, pad, _value_key(value))
         segments = self._padded.get(key)
         if segments is not None:
             return segments
         self.cell_renders += 1
-        pad = self.cell_padding
         room = width - 2 * pad
         if (
             type(value) is str
@@ -487,6 +486,15 @@ class FleetView(DataTable):
             style = self._layers[key] = style + component
         return style
 
+    def _column_widths(self) -> tuple[list[tuple[int, ColumnKey, int]], int]:
+        """(index, key, width drawn) of each column in order, and the table's width: kept per table structure
+        (DataTable works them out from the columns' reactive settings for every row it draws)."""
+        key = (self._structure, self.cell_padding, self._row_label_column_width)
+        if self._widths is None or self._widths[0] != key:
+            columns = [(i, column.key, column.get_render_width(self)) for i, column in enumerate(self.ordered_columns)]
+            self._widths = (key, columns, sum(width for _, _, width in columns) + self._row_label_column_width)
+        return self._widths[1], self._widths[2]
+
     def _draw_row(self, row_key: RowKey, x1: int, x2: int, base_style: Style) -> Strip:
         row_index = self._row_locations.get(row_key)
         row = self.rows.get(row_key)
@@ -511,12 +519,11 @@ class FleetView(DataTable):
         data = self._data.get(row_key, {})
         line: list[Segment] = []
         append = line.append
-        table_width = self._row_label_column_width
-        for column_index, column in enumerate(self.ordered_columns):
-            cell_width = column.get_render_width(self)
-            table_width += cell_width
+        columns, table_width = self._column_widths()
+        height, pad = row.height, self._widths[0][1] if self._widths else self.cell_padding
+        for column_index, column_key, cell_width in columns:
             pre = self._layered(row_style, row_index, column_index, component)
-            for text, style, _ in self._padded_cell(data.get(column.key), cell_width, row.height):
+            for text, style, _ in self._padded_cell(data.get(column_key), cell_width, height, pad):
                 style = pre + style  # Segment.apply_style: pre_style, the cell's own, then post_style
                 append(Segment(text, style + post if post and style else post or style))
         # the row's style carried out to the table's right edge, as DataTable does
@@ -534,5 +541,5 @@ class FleetView(DataTable):
         extend = row_style + extend + Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
         append(Segment(" " * max(0, width - table_width), extend))
         if x1 == 0 and x2 == width >= table_width:  # the whole line, as wide as the table shows it: no crop
-            return Strip(line, width).simplify()
+            return Strip(Segment.simplify(line), width)  # (Strip.simplify, without a second Strip)
         return Strip(line_crop(line, x1, x2, width)).adjust_cell_length(width, base_style).simplify()
