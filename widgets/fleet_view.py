@@ -11,16 +11,19 @@ node's alerts cell starts with its cluster in brief
 from __future__ import annotations
 
 from rich.cells import cell_len
+from rich.padding import Padding
+from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual._segment_tools import line_crop
 from textual._types import SegmentLines
 from textual.cache import LRUCache
 from textual.coordinate import Coordinate
 from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets._data_table import RowRenderables
+from textual.widgets._data_table import _EMPTY_TEXT, RowRenderables, default_cell_formatter
 from textual.widgets.data_table import CellType, ColumnKey, Row, RowKey
 
 from services.models import PodKind, PodSnapshot, PodState
@@ -134,6 +137,8 @@ class FleetView(DataTable):
     # class defaults too: DataTable's __init__ reads ordered_rows before ours has set them
     _cell_bumps = 0
     _ordered: tuple[tuple[int, int], list[Row]] | None = None
+    _paint_style: Style | None = None
+    _widths: tuple[tuple[int, int, int], list[tuple[int, ColumnKey, int]], int] | None = None
 
     def __init__(self, *, demo_price: float | None = None, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -158,6 +163,8 @@ class FleetView(DataTable):
         self._row_tops: tuple[int, list[int]] | None = None  # each row's y, by row structure
         self._row_styles: dict[tuple, Style] = {}  # DataTable looks the stripe's style up in the CSS per row
         self._ordered = None  # ordered_rows, by (rows, structure)
+        self._padded: LRUCache[tuple, list[Segment]] = LRUCache(4000)  # a cell's padded line, by width and value
+        self._layers: dict[tuple, Style] = {}  # the styles layered on a cell, by row, column, cursor and hover
 
     def on_mount(self) -> None:
         self._relayout()
@@ -213,10 +220,11 @@ class FleetView(DataTable):
                 return
             self.add_row(*self._shown(new), key=name)
             return
-        for key, before, after in zip(COLUMN_KEYS, old, new):
-            if before != after and key in self._layout:
-                self.update_cell(name, key, after)
-                self.cell_updates += 1
+        changed = {
+            key: after for key, before, after in zip(COLUMN_KEYS, old, new) if before != after and key in self._layout
+        }
+        if changed:
+            self._update_row(name, changed)
 
     def remove_pod(self, name: str) -> None:
         if self._cells.pop(name, None) is not None:
@@ -232,16 +240,22 @@ class FleetView(DataTable):
         if update_width:
             super().update_cell(row_key, column_key, value, update_width=True)
             return  # column widths may change: the bump invalidates everything, as DataTable means it to
+        self._update_row(row_key, {column_key: value})
+
+    def _update_row(self, row_key: RowKey | str, values: dict[str, CellType] | dict[ColumnKey | str, CellType]) -> None:
+        """Cells of one row set at once (DataTable's update_cell each), and the row repainted once."""
         row = RowKey(row_key) if isinstance(row_key, str) else row_key
-        column = ColumnKey(column_key) if isinstance(column_key, str) else column_key
-        if row not in self._row_locations or column not in self._column_locations:
-            super().update_cell(row, column, value)  # raises CellDoesNotExist as DataTable does
-            return
-        self._data[row][column] = value
-        self._update_count += 1
-        self._cell_bumps += 1
-        self._row_versions[row] = self._row_versions.get(row, 0) + 1
         index = self._row_locations.get(row)
+        for column_key, value in values.items():
+            column = ColumnKey(column_key) if isinstance(column_key, str) else column_key
+            if index is None or column not in self._column_locations:
+                super().update_cell(row, column, value)  # raises CellDoesNotExist as DataTable does
+                return
+            self._data[row][column] = value
+            self._update_count += 1
+            self._cell_bumps += 1
+            self.cell_updates += 1
+        self._row_versions[row] = self._row_versions.get(row, 0) + 1
         if index is not None:
             self.refresh_row(index)
 
@@ -281,9 +295,7 @@ class FleetView(DataTable):
                 y += row.height
             self._row_tops = (self._structure, tops)
         row = self.ordered_rows[row_index]
-        row_width = (
-            sum(column.get_render_width(self) for column in self.columns.values()) + self._row_label_column_width
-        )
+        row_width = self._column_widths()[1]
         y = self._row_tops[1][row_index] + (self.header_height if self.show_header else 0)
         return Region(0, y, max(self.size.width, row_width), row.height)
 
@@ -293,6 +305,8 @@ class FleetView(DataTable):
         self._own_lines.clear()
         self._own_renderables.clear()
         self._row_styles.clear()
+        self._padded.clear()
+        self._layers.clear()
         super().notify_style_update()
 
     def _get_row_style(self, row_index: int, base_style: Style) -> Style:
@@ -366,9 +380,28 @@ class FleetView(DataTable):
             )
         return pair
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # the widget's style looked up once for the lines of one paint (DataTable looks it up per line, walking
+        # the widget's ancestors each time)
+        self._paint_style = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._paint_style = None
+
+    def render_line(self, y: int) -> Strip:
+        base_style = self._paint_style
+        if base_style is None or self.fixed_rows:
+            return super().render_line(y)
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        if y >= (self.header_height if self.show_header else 0):  # DataTable's: the header stays, rows scroll
+            y += scroll_y
+        return self._render_line(y, scroll_x, scroll_x + width, base_style)
+
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
         try:
-            row_key, _ = self._get_offsets(y)
+            row_key, line_no = self._get_offsets(y)
         except LookupError:
             return super()._render_line(y, x1, x2, base_style)
         key = (
@@ -388,5 +421,125 @@ class FleetView(DataTable):
         )
         strip = self._own_lines.get(key)
         if strip is None:
-            strip = self._own_lines[key] = super()._render_line(y, x1, x2, base_style)
+            if row_key is self._header_row_key or line_no or not self._drawn_directly:
+                strip = super()._render_line(y, x1, x2, base_style)
+            else:
+                strip = self._draw_row(row_key, x1, x2, base_style)
+            self._own_lines[key] = strip
         return strip
+
+    # -- a body row drawn straight into a Strip ----------------------------------------------------------
+    # DataTable sends every cell of a changed row through Rich (Styled(Padding(cell)) rendered by the console)
+    # with the row's place, stripe, cursor and hover baked into each cell's style, so a row that changed one
+    # figure costs a Rich render per cell. What a cell draws is its padded text with those styles layered on
+    # (Segment.apply_style: the row's style + the cell's own + the cursor's): the padded text is kept per
+    # column width and value, the layered styles per row and column, and a row is put together from them.
+    # Its characters and their styles are DataTable's own (tests/app/test_fleet_render.py compares every line).
+
+    @property
+    def _drawn_directly(self) -> bool:
+        """The table as this view sets it up (row cursor, one-line rows, no fixed columns, no row labels): the
+        only shape the direct drawing knows; anything else goes through DataTable's own."""
+        return (
+            self.cursor_type == "row"
+            and not self.fixed_columns
+            and not self.fixed_rows
+            and not (self._labelled_row_exists and self.show_row_labels)
+        )
+
+    def _padded_cell(self, value: object, width: int, height: int, pad: int) -> list[Segment]:
+        """The cell's one line as DataTable renders it before its styles go on: ``Padding(cell)`` at ``width``."""
+        key = (width, height, pad, _value_key(value))
+        segments = self._padded.get(key)
+        if segments is not None:
+            return segments
+        self.cell_renders += 1
+        room = width - 2 * pad
+        if (
+            type(value) is str
+            and height == 1
+            and value.isprintable()
+            and "[" not in value  # markup, for DataTable
+            and ":" not in value  # an emoji code, for Rich's markup
+            and cell_len(value) <= room
+        ):
+            # a plain string read as markup with nothing to read is a Text of itself with no style: the padded line
+            # is that text and spaces, all of one (null) style
+            segments = [Segment(" " * pad + value + " " * (room - cell_len(value) + pad))]
+        else:
+            cell = _EMPTY_TEXT if value is None else default_cell_formatter(value, wrap=height != 1, height=height)
+            options = self.app.console_options.update_dimensions(width, height)
+            if height == 1:
+                options = options.update(no_wrap=True)
+            segments = self.app.console.render_lines(Padding(cell or _EMPTY_TEXT, (0, pad)), options)[0]
+        self._padded[key] = segments
+        return segments
+
+    def _layered(self, row_style: Style, row_index: int, column_index: int, component: Style) -> Style:
+        """The style DataTable puts before a cell's own: the row's, the cell's place (for the mouse), the cursor's."""
+        key = (row_style, row_index, column_index, component)
+        style = self._layers.get(key)
+        if style is None:
+            if len(self._layers) > 4096:
+                self._layers.clear()
+            style = row_style + Style.from_meta({"row": row_index, "column": column_index})
+            style = self._layers[key] = style + component
+        return style
+
+    def _column_widths(self) -> tuple[list[tuple[int, ColumnKey, int]], int]:
+        """(index, key, width drawn) of each column in order, and the table's width: kept per table structure
+        (DataTable works them out from the columns' reactive settings for every row it draws)."""
+        key = (self._structure, self.cell_padding, self._row_label_column_width)
+        if self._widths is None or self._widths[0] != key:
+            columns = [(i, column.key, column.get_render_width(self)) for i, column in enumerate(self.ordered_columns)]
+            self._widths = (key, columns, sum(width for _, _, width in columns) + self._row_label_column_width)
+        return self._widths[1], self._widths[2]
+
+    def _draw_row(self, row_key: RowKey, x1: int, x2: int, base_style: Style) -> Strip:
+        row_index = self._row_locations.get(row_key)
+        row = self.rows.get(row_key)
+        if row_index is None or row is None:
+            return Strip.blank(self.size.width, base_style)
+        width = self.size.width
+        cursor_type = self.cursor_type
+        cursor, hover = self.cursor_coordinate, self.hover_coordinate
+        show_cursor, show_hover = self.show_cursor, self._show_hover_cursor
+        row_style = self._get_row_style(row_index, base_style)
+        component, post = self._get_styles_to_render_cell(
+            False,
+            False,
+            False,
+            self._should_highlight(hover, Coordinate(row_index, 0), cursor_type),
+            self._should_highlight(cursor, Coordinate(row_index, 0), cursor_type),
+            show_cursor,
+            show_hover,
+            self.cursor_foreground_priority == "css",
+            self.cursor_background_priority == "css",
+        )
+        data = self._data.get(row_key, {})
+        line: list[Segment] = []
+        append = line.append
+        columns, table_width = self._column_widths()
+        height, pad = row.height, self._widths[0][1] if self._widths else self.cell_padding
+        for column_index, column_key, cell_width in columns:
+            pre = self._layered(row_style, row_index, column_index, component)
+            for text, style, _ in self._padded_cell(data.get(column_key), cell_width, height, pad):
+                style = pre + style  # Segment.apply_style: pre_style, the cell's own, then post_style
+                append(Segment(text, style + post if post and style else post or style))
+        # the row's style carried out to the table's right edge, as DataTable does
+        extend, _ = self._get_styles_to_render_cell(
+            False,
+            False,
+            False,
+            self._should_highlight(hover, Coordinate(row_index, 0), cursor_type),
+            row_index == cursor.row,
+            show_cursor,
+            show_hover,
+            False,
+            False,
+        )
+        extend = row_style + extend + Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
+        append(Segment(" " * max(0, width - table_width), extend))
+        if x1 == 0 and x2 == width >= table_width:  # the whole line, as wide as the table shows it: no crop
+            return Strip(Segment.simplify(line), width)  # (Strip.simplify, without a second Strip)
+        return Strip(line_crop(line, x1, x2, width)).adjust_cell_length(width, base_style).simplify()

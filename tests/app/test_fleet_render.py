@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.coordinate import Coordinate
 from textual.geometry import Region
 from textual.widgets import DataTable
 
@@ -71,19 +72,32 @@ def copy_to_plain(fleet: FleetView, plain: DataTable) -> None:
     for row_key in fleet.rows:
         plain.add_row(*fleet.get_row(row_key), key=row_key.value)
     plain.move_cursor(row=fleet.cursor_row, animate=False)
+    plain.hover_coordinate = fleet.hover_coordinate
+    plain._show_hover_cursor = fleet._show_hover_cursor
 
 
 def drawn(table: DataTable) -> list[list[tuple[str, object]]]:
     return [[(seg.text, seg.style) for seg in table.render_line(y)] for y in range(table.size.height)]
 
 
-async def assert_draws_like_plain(app: Pair) -> None:
+def painted(table: DataTable) -> list[list[tuple[str, object]]]:
+    """The lines as a paint gets them (the widget's render_lines: its own line cache, refreshed where the table
+    marked itself dirty, and its styles on top)."""
+    return [[(seg.text, seg.style) for seg in strip] for strip in table.render_lines(Region(0, 0, *table.size))]
+
+
+async def assert_draws_like_plain(app: Pair, pilot) -> None:
     fleet, plain = app.query_one(FleetView), app.query_one("#plain", DataTable)
     copy_to_plain(fleet, plain)
+    await pilot.pause()
+    plain.scroll_to(y=fleet.scroll_offset.y, animate=False, immediate=True)
+    await pilot.pause()
+    assert plain.scroll_offset == fleet.scroll_offset
     assert not fleet.has_focus and not plain.has_focus
     lines = drawn(fleet)
     assert len(lines) == 8 and any(text.strip() for line in lines for text, _ in line)
     assert lines == drawn(plain)
+    assert painted(fleet) == painted(plain)
 
 
 def render_all(fleet: FleetView) -> None:
@@ -102,10 +116,15 @@ async def test_an_updated_cell_is_the_only_cell_rendered_again() -> None:
         render_all(fleet)
         assert fleet.cell_renders == before  # nothing changed: nothing rendered
 
-        fleet.update_pod(snapshot("h100-b", 12))  # one more step: the step, loss and tok/s cells
+        fleet.update_pod(snapshot("h100-b", 14))  # new figures: the step, loss and tok/s cells
         render_all(fleet)
         assert 1 <= fleet.cell_renders - before <= 3, fleet.cell_renders - before
-        assert "12/100" in "".join(text for text, _ in drawn(fleet)[2])
+        assert "14/100" in "".join(text for text, _ in drawn(fleet)[2])
+        before = fleet.cell_renders
+        fleet.update_pod(snapshot("h100-a", 12))  # figures another row shows already: drawn from what it drew
+        render_all(fleet)
+        assert fleet.cell_renders == before
+        assert "12/100" in "".join(text for text, _ in drawn(fleet)[1])
 
 
 async def test_the_table_draws_what_a_plain_datatable_draws_after_every_kind_of_change() -> None:
@@ -116,36 +135,65 @@ async def test_the_table_draws_what_a_plain_datatable_draws_after_every_kind_of_
             fleet.update_pod(snapshot(name, 10 + i))
         await pilot.pause()
         drawn(fleet)  # fill the caches with what is about to go stale
-        await assert_draws_like_plain(app)
+        await assert_draws_like_plain(app, pilot)
 
         fleet.update_pod(snapshot("h100-a", 11, util=93.0))  # cells updated in place
         alert = Alert(id="disk", severity=Severity.WARNING, title="Disk 96% full", message="disk", since=0.0)
         fleet.update_pod(snapshot("h100-c", 12, alerts=(alert,)))  # a Text cell (styled alert)
         await pilot.pause()
-        await assert_draws_like_plain(app)
+        await assert_draws_like_plain(app, pilot)
         assert any("Disk 96% full" in "".join(t for t, _ in line) for line in drawn(fleet))
 
         fleet.update_pod(snapshot("h100-a", 11, util=90.0))  # back to a value seen before
         fleet.move_cursor(row=2, animate=False)
         await pilot.pause()
-        await assert_draws_like_plain(app)
+        await assert_draws_like_plain(app, pilot)
+
+        fleet.hover_coordinate = Coordinate(1, 0)  # the mouse over another row
+        fleet._show_hover_cursor = True
+        await pilot.pause()
+        await assert_draws_like_plain(app, pilot)
+        fleet._show_hover_cursor = False
+
+        # strings the direct drawing hands to Rich: cut to the column, an emoji code, markup, a wide character
+        fleet.update_cell("h100-a", "step", "1234567890/1234567890")
+        fleet.update_cell("h100-b", "tps", ":smile: 20,000")
+        fleet.update_cell("h100-c", "util", "[b]93%[/b] ×8")
+        fleet.update_cell("h100-b", "price", "日本語")
+        await pilot.pause()
+        await assert_draws_like_plain(app, pilot)
 
         fleet.update_pod(snapshot("h100-new", 1))  # a row added, one removed
         fleet.remove_pod("h100-b")
         await pilot.pause()
-        await assert_draws_like_plain(app)
+        await assert_draws_like_plain(app, pilot)
+
+        for i in range(12):  # more rows than the table shows, scrolled down
+            fleet.update_pod(snapshot(f"h100-more{i:02d}", 20 + i))
+        await pilot.pause()
+        fleet.scroll_to(y=5, animate=False, immediate=True)
+        await pilot.pause()
+        assert fleet.scroll_offset.y == 5
+        await assert_draws_like_plain(app, pilot)
+        fleet.update_pod(snapshot("h100-more05", 40))  # a row scrolled into view changes
+        await pilot.pause()
+        await assert_draws_like_plain(app, pilot)
+        assert any("40/100" in "".join(t for t, _ in line) for line in painted(fleet))
+        for i in range(12):
+            fleet.remove_pod(f"h100-more{i:02d}")
+        await pilot.pause()
 
         await pilot.resize_terminal(90, 20)  # a narrower table: columns dropped, rows re-added
         await wait_for(pilot, lambda: "loss" not in fleet.shown_columns)
         await pilot.pause()
-        await assert_draws_like_plain(app)
+        await assert_draws_like_plain(app, pilot)
 
         app.theme = "textual-light" if app.theme != "textual-light" else "nord"
         await pilot.pause()
-        await assert_draws_like_plain(app)
+        await assert_draws_like_plain(app, pilot)
         fleet.update_pod(replace(snapshot("h100-c", 13), alerts=()))
         await pilot.pause()
-        await assert_draws_like_plain(app)
+        await assert_draws_like_plain(app, pilot)
         assert not any("Disk 96% full" in "".join(t for t, _ in line) for line in drawn(fleet))
         assert isinstance(fleet.get_cell("h100-c", "state"), Text)
 
