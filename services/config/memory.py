@@ -166,22 +166,6 @@ def registry() -> dict[str, ModelShape]:
     }
 
 
-@functools.lru_cache(maxsize=64)
-def _one_model(name: str) -> ModelShape | None:
-    """``name``'s table alone when the registry lists it under that exact id, without reading the whole
-    registry (parsing all of models.toml is ~3 ms of the first offers ranking in a fresh process, offers_rank
-    cold). A table runs from its ``["id"]`` header to the next header; None sends the caller to the full
-    registry (case-insensitive and basename matches)."""
-    text = Path(__file__).with_name("models.toml").read_text(encoding="utf-8")
-    header = f'\n["{name}"]\n'
-    start = text.find(header) if '"' not in name and "\\" not in name else -1
-    if start < 0:
-        return None
-    end = text.find("\n[", start + len(header) - 1)
-    spec = tomllib.loads(text[start : end if end >= 0 else len(text)])[name]
-    return ModelShape(name=name, **spec)
-
-
 @functools.cache
 def presets() -> dict[str, Preset]:
     return {pid: Preset(pid, **spec) for pid, spec in _data("presets.toml").items()}
@@ -196,10 +180,6 @@ def preset(pid: str) -> Preset:
 
 def lookup_model(name: str) -> ModelShape | None:
     """A registry model by exact id, case-insensitively, or by its basename (``Qwen3-8B``)."""
-    if registry.cache_info().currsize == 0:  # the first lookup of a fresh process: this model alone
-        shape = _one_model(name)
-        if shape is not None:
-            return shape
     reg = registry()
     if name in reg:
         return reg[name]
