@@ -177,6 +177,7 @@ class MonitorService:
         worker.first_look_done = run_dir
         health = worker.health  # set_run_dir may start a new run meanwhile: this look is then not its
         python = "python3" if isinstance(conn, SSHConnection) else shlex.quote(sys.executable)
+        tails: Any
         try:
             if isinstance(conn, LocalConnection) and await asyncio.to_thread(_holds_no_files, run_dir):
                 # the run dir on this machine holds nothing to read (the demo's, emptied at start): what the
