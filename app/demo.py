@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from services.connect import open_connection
 from services.demo.pod import DemoPod, sandbox_paths, sandbox_root
-from services.models import Pod
+from services.models import Pod, PodSnapshot
 
 if TYPE_CHECKING:
     from app.host import AppHost
@@ -190,18 +190,32 @@ class DemoInApp:
         """Until the demo pod's first sample is on screen (its GPUs: what the user waits for at start), the
         monitor gave up on it for now, or LAUNCH_WAIT passed. The launch's processes (pre-flight, the helper,
         the trainer's start) would otherwise share the CPU with the probe's and the fake nvidia-smi's first
-        start: launched at the first paint, the GPUs reached the screen ~0.4 s later on two cores at load ~13."""
+        start: launched at the first paint, the GPUs reached the screen ~0.4 s later on two cores at load ~13.
+        Told by the frames (on_shown), not found by polling: the launch starts with the frame that shows it."""
         from services.models import PodState
 
-        loop = asyncio.get_running_loop()
-        end = loop.time() + LAUNCH_WAIT
-        while loop.time() < end:
-            snap = self.app.snapshots.get(name)
-            if snap is not None and (
+        def answered(snap: PodSnapshot | None) -> bool:
+            return snap is not None and (
                 snap.latest is not None or snap.status.state not in (PodState.CONNECTING, PodState.ONLINE)
-            ):
-                return
-            await asyncio.sleep(0.05)
+            )
+
+        if answered(self.app.snapshots.get(name)):
+            return
+        shown = asyncio.Event()
+
+        def told(snap: PodSnapshot) -> None:
+            if snap.pod.name == name and answered(snap):
+                shown.set()
+
+        hooks = self.app.frames.on_shown
+        hooks.append(told)
+        try:
+            await asyncio.wait_for(shown.wait(), LAUNCH_WAIT)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            if told in hooks:
+                hooks.remove(told)
 
     def _launch(self, pod: Pod, demo: DemoPod) -> None:
         from app.host import RunStarted

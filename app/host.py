@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from textual.widget import Widget
     from textual.worker import Worker
 
+    from app.frames import SnapshotFrames
     from app.pane_registry import Pane
     from app.tasks import Tasks
     from services.models import Pod, PodSnapshot
@@ -110,6 +111,8 @@ class AppHost(Protocol):
     def clock(self) -> Callable[[], float]: ...
     @property
     def tasks(self) -> Tasks: ...
+    @property
+    def frames(self) -> SnapshotFrames: ...  # its on_shown hooks: told of every snapshot put on screen
 
     def mounted(self, pane: Pane[W]) -> W | None: ...
     def notify(

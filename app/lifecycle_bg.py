@@ -18,7 +18,12 @@ class BackgroundLifecycle:
     the auto-resume policy of settings). A run started is said to the App with ``RunStarted``."""
 
     def __init__(
-        self, app: AppHost, settings: Any = None, backup: Any = None, connect: Callable[[Any], Any] | None = None
+        self,
+        app: AppHost,
+        settings: Any = None,
+        backup: Any = None,
+        connect: Callable[[Any], Any] | None = None,
+        demo: Any = None,
     ) -> None:
         from services.lifecycle.preemption import AutoResumer, PreemptionTracker
 
@@ -35,9 +40,11 @@ class BackgroundLifecycle:
         self.daemons: dict[str, Any] = {}
         self._workers: dict[str, Any] = {}
         self._asked: set[str] = set()
-        from app.demo import DemoInApp
+        if demo is None:
+            from app.demo import DemoInApp
 
-        self.demo = DemoInApp(app)  # the demo pod's sandbox and run (app/demo.py)
+            demo = DemoInApp(app)
+        self.demo = demo  # the demo pod's sandbox and run (app/demo.py): the App's, made before this
         self.tracker = (
             PreemptionTracker.from_settings(self.settings, clock=app.clock)
             if self.settings.runs_dir is not None

@@ -53,6 +53,7 @@ from widgets.pod_list import PodList
 
 if TYPE_CHECKING:  # the four panes not on the first screen are imported when they mount (~20 ms of start-up)
     from app.auto_backup import AutoBackup
+    from app.demo import DemoInApp
     from app.lifecycle_bg import BackgroundLifecycle
     from app.panes.config import ConfigPane
     from app.panes.offers import OffersPane
@@ -142,8 +143,11 @@ class PrimeTrainApp(App[None]):
         self._panes_mounting = False  # the first look is on screen, or FIRST_LOOK_WAIT passed: all of them mount
         self.rentals = (rentals or _default_rentals)(self)
         self.frames.on_shown.append(self.rentals.record_rate)
-        self._lifecycle_bg: BackgroundLifecycle | None = None  # made just after the first frame (_start_watching)
+        self._watching = False  # _start_watching ran: the pods are in the monitor (or about to be)
+        self._demo: DemoInApp | None = None  # the demo pod's sandbox and run (app/demo.py), made with the watching
+        self._lifecycle_bg: BackgroundLifecycle | None = None  # made with the watching, or after the first look
         self._auto_backup: AutoBackup | None = None
+        self._early_snapshots: list[PodSnapshot] = []  # came before the background: it gets them when it starts
         self.tasks = Tasks(self)  # launch/kill/resume/cleanup as app tasks: the task list (t)
         self.tasks.on_finish.append(self.dialogs.task_finished)
 
@@ -222,6 +226,7 @@ class PrimeTrainApp(App[None]):
         self._panes_mounting = True
         if self._first_look in self.frames.on_shown:
             self.frames.on_shown.remove(self._first_look)
+        self._start_background()
         for pane in PANE_REGISTRY:
             if (mounting := self._mount_pane(pane)) is not None:
                 await mounting
@@ -312,9 +317,15 @@ class PrimeTrainApp(App[None]):
 
     def on_snapshot(self, snapshot: PodSnapshot) -> None:
         """Called by the monitor on the event loop for every change: keep it cheap."""
-        background, backup = self.lifecycle_bg, self.auto_backup  # started with the watching, if not yet
+        background, backup = self._lifecycle_bg, self._auto_backup
+        if background is None or backup is None:
+            if not self._watching:
+                background, backup = self.lifecycle_bg, self.auto_backup  # started with the watching, if not yet
+            elif snapshot.pod.name in self.book:  # the background starts after the first look: it gets these then
+                self._early_snapshots.append(snapshot)
         self.frames.queue(snapshot)
-        if snapshot.pod.name in self.book:  # a removed pod's last snapshots (still in flight) start nothing
+        if background is not None and backup is not None and snapshot.pod.name in self.book:
+            # (a removed pod's last snapshots, still in flight, start nothing)
             background.observe(snapshot)
             backup.observe(snapshot)
 
@@ -467,9 +478,9 @@ class PrimeTrainApp(App[None]):
     def forget_pod(self, name: str) -> None:
         """Stop watching a pod and drop it from the sidebar and pods.toml (which keeps a .bak)."""
         pod = self.book.forget(name)
-        if self._lifecycle_bg is not None and self._auto_backup is not None:  # else nothing watches it yet
-            self._lifecycle_bg.remove(name)
-            self._auto_backup.remove(name)
+        if self._watching:  # else nothing watches it yet
+            self.lifecycle_bg.remove(name)
+            self.auto_backup.remove(name)
         if pod is None:
             return
         if (fleet := fleet_shown(self.screen)) is not None:
@@ -500,9 +511,10 @@ class PrimeTrainApp(App[None]):
     def _start(self, pod: Pod) -> None:
         """A pod into the sidebar and watched."""
         self._list_pod(pod)
-        if self._lifecycle_bg is None:
+        if not self._watching:
             self._start_watching()  # every pod listed so far, this one included
         else:
+            self._start_background()  # (its cleanup daemon and runs dir before the pod is watched)
             self._watch(pod)
 
     def _list_pod(self, pod: Pod) -> None:
@@ -511,20 +523,46 @@ class PrimeTrainApp(App[None]):
         self.sub_title = "SIMULATED" if self.book.simulated else ""
 
     def _start_watching(self) -> None:
-        """What watches the pods, started once: the lifecycle's background work (cleanup daemons, preemption
-        tracker, the demo pod's sandbox), auto-backup, the monitor on every pod listed, the rentals' checks. The
-        App calls it just after its first frame: the first screen no longer waits for its imports and the demo
-        sandbox's set-up (~15 ms), and no snapshot or rental event can come before the tracker is there."""
-        if self._lifecycle_bg is not None or self.monitor is None:  # started, or the App not mounted yet
+        """What watches the pods, started once: the monitor on every pod listed, the lifecycle's background work
+        (cleanup daemons, preemption tracker), auto-backup, the rentals' checks. The App calls it just after its
+        first frame: the first screen no longer waits for its imports and the demo sandbox's set-up (~15 ms),
+        and no snapshot or rental event can come before the tracker is there. When every pod is the demo pod,
+        which needs nothing of the background (its run dir is its sandbox's), its connection starts first and
+        the background (~40-100 ms of imports and set-up on loaded cores) after the first look
+        (_mount_other_panes), given the snapshots that came meanwhile."""
+        if self._watching or self.monitor is None:  # started, or the App not mounted yet
+            return
+        self._watching = True
+        from app.demo import DemoInApp
+
+        self._demo = DemoInApp(self)
+        self.monitor.rented_at = self._rented_at  # "$ so far" of a rented pod counts from its creation
+        pods = list(self.book.values())
+        if not pods or not all(pod.simulated for pod in pods):
+            self._start_background()  # a pod without run_dir follows its newest launch: the runs dir first
+        for pod in pods:
+            self._watch(pod)
+
+    def _start_background(self) -> None:
+        """The lifecycle's background work and auto-backup (once, after _start_watching), given the watched pods
+        and the snapshots that came before them; then the rentals' checks."""
+        if self._lifecycle_bg is not None or not self._watching:
             return
         from app.auto_backup import AutoBackup
         from app.lifecycle_bg import BackgroundLifecycle  # cleanup daemons + preemption tracker
 
-        self._lifecycle_bg = BackgroundLifecycle(self)
-        self.monitor.rented_at = self._rented_at  # "$ so far" of a rented pod counts from its creation
+        assert self._demo is not None
+        self._lifecycle_bg = BackgroundLifecycle(self, demo=self._demo)
         self._auto_backup = AutoBackup(self)  # fed every snapshot of every pod, whatever is on screen
+        watched = set(self.monitor.names()) if self.monitor is not None else set()
         for pod in list(self.book.values()):
-            self._watch(pod)
+            if pod.name in watched:
+                self._lifecycle_bg.add(pod)
+        early, self._early_snapshots = self._early_snapshots, []
+        for snapshot in early:
+            if snapshot.pod.name in self.book:
+                self._lifecycle_bg.observe(snapshot)
+                self._auto_backup.observe(snapshot)
         self.rentals.start()
 
     def _rented_at(self, pod: Pod) -> float | None:
@@ -532,11 +570,12 @@ class PrimeTrainApp(App[None]):
         return rental.created_at if rental is not None else None
 
     def _watch(self, pod: Pod) -> None:
-        assert self._lifecycle_bg is not None
-        prepared = self._lifecycle_bg.prepare_pod(pod)  # the demo pod: its sandbox and run (app/demo.py)
+        assert self._demo is not None
+        prepared = self._demo.start(pod) if pod.simulated else pod  # the demo pod: its sandbox and run
         if prepared is not pod:
             self.book.replace(prepared, save=False)
-        self._lifecycle_bg.add(prepared)
+        if self._lifecycle_bg is not None:
+            self._lifecycle_bg.add(prepared)
         if self.monitor is not None:
             try:
                 self.monitor.add(prepared)
@@ -545,14 +584,17 @@ class PrimeTrainApp(App[None]):
 
     @property
     def watching(self) -> bool:
-        """The pods are watched (monitor, lifecycle background, auto-backup): from just after the first frame."""
+        """The pods are watched (monitor, lifecycle background, auto-backup): from just after the first frame, or
+        (the demo pod alone) after its first look."""
         return self._lifecycle_bg is not None
 
     @property
     def lifecycle_bg(self) -> BackgroundLifecycle:
         """Cleanup daemons, preemption tracker, the demo pod's sandbox (app/lifecycle_bg.py): started with the
-        pods' watching just after the first frame, or here if something asks before."""
+        pods' watching (just after the first frame; the demo pod alone: after its first look), or here if
+        something asks before."""
         self._start_watching()
+        self._start_background()
         assert self._lifecycle_bg is not None, "the App is not mounted yet"
         return self._lifecycle_bg
 
@@ -560,6 +602,7 @@ class PrimeTrainApp(App[None]):
     def auto_backup(self) -> AutoBackup:
         """Fed every snapshot of every pod, whatever is on screen (app/auto_backup.py); started as lifecycle_bg."""
         self._start_watching()
+        self._start_background()
         assert self._auto_backup is not None, "the App is not mounted yet"
         return self._auto_backup
 

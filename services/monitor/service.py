@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shlex
 import sys
 import time
@@ -37,6 +38,7 @@ from services.monitor.wandb_status import WandbPoller
 from services.monitor.worker import MonitorSettings, PodMonitorState  # MonitorSettings is imported from here
 from services.pod.connection import Connection
 from services.pod.known_hosts import trust_host_key
+from services.pod.local import LocalConnection
 from services.pod.ssh import SSHConnection, SSHOptions
 from services.runs import newest_run_dir
 from services.text import plain
@@ -175,11 +177,17 @@ class MonitorService:
         worker.first_look_done = run_dir
         health = worker.health  # set_run_dir may start a new run meanwhile: this look is then not its
         python = "python3" if isinstance(conn, SSHConnection) else shlex.quote(sys.executable)
+        tails: Any
         try:
-            code, out, _ = await conn.run(
-                f"{python} -c {shlex.quote(TAIL_SCRIPT)} {shlex.quote(run_dir)}", timeout=30.0
-            )
-            tails = json.loads(out) if code == 0 else None
+            if isinstance(conn, LocalConnection) and await asyncio.to_thread(_holds_no_files, run_dir):
+                # the run dir on this machine holds nothing to read (the demo's, emptied at start): what the
+                # script would answer, without its process (~40-130 ms before the probe could start)
+                tails = {"now": time.time(), "exists": os.path.isdir(run_dir), "logs": []}
+            else:
+                code, out, _ = await conn.run(
+                    f"{python} -c {shlex.quote(TAIL_SCRIPT)} {shlex.quote(run_dir)}", timeout=30.0
+                )
+                tails = json.loads(out) if code == 0 else None
         except (PrimeTrainError, OSError, ValueError, asyncio.TimeoutError) as exc:
             log.info("no first look at %s on %s: %s", run_dir, worker.pod.name, exc)
             tails = None
@@ -499,6 +507,23 @@ async def _wait_event(event: asyncio.Event, timeout: float) -> None:
         await asyncio.wait({waiter}, timeout=timeout)
     finally:
         waiter.cancel()
+
+
+def _holds_no_files(run_dir: str, most: int = 64) -> bool:
+    """An absolute path on this machine with nothing but directories under it, or nothing there: TAIL_SCRIPT
+    would find no log, metrics, config or CSV in it. False when unsure (a relative path, a link, an unreadable
+    directory, more than ``most`` entries)."""
+    if not os.path.isabs(run_dir):
+        return False
+    if not os.path.lexists(run_dir):
+        return True
+    unsure: list[OSError] = []
+    seen = 0
+    for root, dirs, files in os.walk(run_dir, onerror=unsure.append):
+        seen += len(dirs) + len(files)
+        if files or unsure or seen > most or any(os.path.islink(os.path.join(root, d)) for d in dirs):
+            return False
+    return not unsure and not os.path.islink(run_dir)
 
 
 async def _quietly_close(conn: Connection) -> None:

@@ -59,3 +59,23 @@ async def test_a_demo_pod_without_samples_still_gets_its_run(tmp_path, monkeypat
     async with demo_app.run_test(size=(160, 48)) as pilot:
         await wait_for(pilot, lambda: launched(demo_app), timeout=30)
         assert len(seen) == 1 and (seen[0] is None or seen[0].latest is None)  # nothing came: launched anyway
+
+
+async def test_the_launch_waits_on_the_frames_not_by_polling(tmp_path, monkeypatch) -> None:
+    """The wait for the first sample is told by the frame that shows it (a hook on the frames' on_shown), not
+    found by polling every 50 ms; the hook goes once the wait ends."""
+    monkeypatch.setattr(app.demo, "LAUNCH_WAIT", 0.5)
+    demo_app = PrimeTrainApp(
+        [Pod(name="demo", kind=PodKind.DEMO)],
+        settings=SETTINGS,
+        pods_path=tmp_path / "pods.toml",
+        monitor_factory=lambda cb: MonitorService(cb, settings=SETTINGS, connector=lambda p: Parked(p)),
+    )
+
+    def waiting() -> list[Any]:
+        return [h for h in demo_app.frames.on_shown if "_first_sample_shown" in getattr(h, "__qualname__", "")]
+
+    async with demo_app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: bool(waiting()), timeout=5)
+        await wait_for(pilot, lambda: launched(demo_app), timeout=30)
+        assert not waiting()

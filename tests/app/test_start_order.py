@@ -178,3 +178,52 @@ async def test_the_selected_pods_first_sample_shows_at_once_later_ones_with_the_
             await pilot.pause()
         assert tui.snapshots["gpu1"].samples_total == 1 and tui.snapshots["gpu2"].latest is None
         assert tui.frame_pending
+
+
+async def test_the_demo_pods_connection_starts_before_the_background_which_gets_its_snapshots_after(
+    monkeypatch,
+) -> None:
+    """The demo pod alone: its monitor connection starts first, the lifecycle's background (~40-100 ms of imports
+    and set-up on loaded cores, which held the probe's start back) after its first look; the background still
+    observes every snapshot the monitor gave, in order. Any other pod: the background first (its runs dir tells
+    the monitor which run a pod without run_dir follows)."""
+    from app.lifecycle_bg import BackgroundLifecycle
+
+    observed: list[PodSnapshot] = []
+    observe = BackgroundLifecycle.observe
+
+    def spy(self: BackgroundLifecycle, snapshot: PodSnapshot) -> None:
+        observed.append(snapshot)
+        observe(self, snapshot)
+
+    monkeypatch.setattr(BackgroundLifecycle, "observe", spy)
+    emitted: list[PodSnapshot] = []
+    background_at_add: list[bool] = []
+
+    def factory(cb):  # the App's own callback, every snapshot noted on its way
+        def noted(snap: PodSnapshot) -> None:
+            emitted.append(snap)
+            cb(snap)
+
+        mon = MonitorService(noted, connector=lambda p: Parked(p))
+        add = mon.add
+
+        def adding(pod: Pod) -> None:
+            background_at_add.append(demo_app._lifecycle_bg is not None)
+            add(pod)
+
+        mon.add = adding  # type: ignore[method-assign]
+        return mon
+
+    demo_app = PrimeTrainApp([Pod(name="demo", kind=PodKind.DEMO)], monitor_factory=factory)
+    async with demo_app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: demo_app._lifecycle_bg is not None)
+        assert background_at_add == [False], "the background was set up before the demo pod's connection"
+        assert emitted and [id(s) for s in observed] == [id(s) for s in emitted[: len(observed)]]
+        assert len(observed) == len(emitted)
+    background_at_add.clear()
+    ssh_app = PrimeTrainApp(PODS[:1], monitor_factory=factory)
+    demo_app = ssh_app
+    async with ssh_app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: ssh_app.watching)
+        assert background_at_add == [True]

@@ -25,8 +25,10 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
   If no batch arrives for max(15 s, 5*interval), a sample with "gpus": [] and an error is emitted
   (a silent fake nvidia-smi, PTT_FAKE_MAX_TICKS, thus freezes the stream for snapshots).
 - host: psutil unless --proc-root is given; else /proc/stat deltas between samples, /proc/meminfo
-  (used = MemTotal - MemAvailable), statvfs, getrlimit. The first cpu_pct is measured over >= 0.1 s
-  (null if stat was unreadable at start or did not change); nofile_soft is null when unlimited.
+  (used = MemTotal - MemAvailable), statvfs, getrlimit. The first cpu_pct is measured over >= 0.1 s of this
+  machine's CPU; a --proc-root's stat is read at start and at the first sample without waiting (its writer
+  ticks on its own clock: null if it was unreadable at start or did not change); nofile_soft is null when
+  unlimited.
 - run dir: "log" = lines appended since the last sample to <run>/logs/*.log and <run>/logs/latest/*.log,
   prefixed "<file stem>: " (files present at start are read from their end, files appearing later from
   their start; at most 200 lines and 256 KiB per file per sample). "metrics" = lines appended since the
@@ -395,7 +397,8 @@ class Host:
                 time.sleep(left)
             return float(self.psutil.cpu_percent(None))
         cur = self._stat()
-        if first and self.prev is not None and left > 0:
+        # a given proc root (the simulated pod's) changes only when its writer ticks: waiting measures nothing
+        if first and self.prev is not None and left > 0 and self.proc_root == "/proc":
             time.sleep(left)
             cur = self._stat()
         pct = cpu_pct(self.prev, cur) if self.prev is not None else None
