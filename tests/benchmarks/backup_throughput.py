@@ -294,7 +294,7 @@ def main() -> None:
                 f"({len(res.manifest.files[-1].parts)} parts, verified={all(r[1].verified for r in got[name])})"
             )
             print(
-                f"    phases: plan {ph['plan']:.1f} s · parts (one read: sha256+md5+PUT) {ph['parts']:.1f} s "
+                f"    phases: plan {ph['plan']:.1f} s · parts (one read: sha256+crc32|md5+PUT) {ph['parts']:.1f} s "
                 f"({mb / max(ph['parts'], 1e-9):.0f} MB/s) · last part -> verify {ph['after']:.1f} s, of which the "
                 f"server's CompleteMultipartUpload {ph['complete']:.1f} s · verify+manifest {ph['verify']:.1f} s"
             )
