@@ -12,9 +12,9 @@ from the parts' checksums; with no algorithm named it computes a CRC64NVME of th
 ``when_required`` row). Besides the bytes a backup pays fixed costs, large on a busy machine (the
 ``plan`` and ``verify`` phases): one S3 client (~250 ms the first in a process, ~50 ms after: botocore's
 model is parsed once), its setup round trips (the store, the pod's plan and the sending agent's start go
-at once), the HEADs of the step's objects (8 at a time). Per byte, on a machine short of CPU, the pod
-hashes every byte twice (sha256 per file for the restore's check, md5 per part for the ETags and
-Content-MD5) where boto3 computes a CRC32 only: that is most of the gap left at high load.
+at once, with the store's CRC32 probes), the HEADs of the step's objects (8 at a time). Per byte the pod
+computes a sha256 per file (the restore's check) and, per part, a CRC32 where the store checks one (moto and
+AWS-like stores) or an md5 (Content-MD5 and the ETag) where it does not; boto3 computes a CRC32 only.
 
     python tests/benchmarks/backup_throughput.py                 # 1 GiB, 3 interleaved rounds, medians
     python tests/benchmarks/backup_throughput.py --size-mib 256 --codec-mib 256 --rounds 5
