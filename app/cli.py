@@ -133,7 +133,7 @@ def tui_app(args: argparse.Namespace) -> PrimeTrainApp:
     pods, warnings = tui_pods(args)
     from app.settings import last_config, load_health_settings, secret_file_warnings
     from app.tui import PrimeTrainApp
-    from services.monitor.service import MonitorSettings
+    from services.monitor.worker import MonitorSettings
 
     warnings += secret_file_warnings()
     try:

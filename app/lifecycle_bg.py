@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.host import AppHost, RunInterrupted, RunStarted
 from app.screens.lifecycle import CleanupPreviewScreen, backup_settings, default_connect, lifecycle_settings
+
+if TYPE_CHECKING:
+    from app.demo import DemoInApp
 
 
 class BackgroundLifecycle:
@@ -23,7 +26,7 @@ class BackgroundLifecycle:
         settings: Any = None,
         backup: Any = None,
         connect: Callable[[Any], Any] | None = None,
-        demo: Any = None,
+        demo: DemoInApp | None = None,
     ) -> None:
         from services.lifecycle.preemption import AutoResumer, PreemptionTracker
 

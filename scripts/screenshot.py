@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO))
 
 from app.tui import PrimeTrainApp  # noqa: E402
 from services.models import Pod, PodKind  # noqa: E402
-from services.monitor.service import MonitorSettings  # noqa: E402
+from services.monitor.worker import MonitorSettings  # noqa: E402
 
 
 async def shoot(out: Path, pods: list[Pod], settings: MonitorSettings, size: tuple[int, int], samples: int) -> None:

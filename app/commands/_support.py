@@ -13,7 +13,7 @@ from services.models import Pod
 from services.text import plain
 
 if TYPE_CHECKING:
-    from services.monitor.service import MonitorSettings
+    from services.monitor.worker import MonitorSettings
     from services.pod.connection import Connection
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2

@@ -35,7 +35,7 @@ async def _probe(args: argparse.Namespace) -> int:
     from services.errors import PodSpecError, PrimeTrainError, SettingsError
     from services.models import Sample
     from services.monitor.lines import LineReader
-    from services.monitor.service import MonitorSettings
+    from services.monitor.worker import MonitorSettings
 
     try:
         pod = pod_arg(args)

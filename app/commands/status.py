@@ -114,7 +114,7 @@ async def _one(pod, timeout: float) -> dict[str, Any]:
     from services.errors import AuthError, HostKeyError, PodUnsupported, PrimeTrainError
     from services.models import PodState
     from services.monitor.cluster import cluster_once
-    from services.monitor.service import MonitorSettings
+    from services.monitor.worker import MonitorSettings
 
     result: dict[str, Any] = {
         "name": pod.name,

@@ -109,7 +109,7 @@ def _pods(specs: list[str]) -> tuple[list, list[str]]:
 def run(args: argparse.Namespace) -> int:
     from app.settings import data_dir, load_health_settings
     from services.errors import PodSpecError, PrimeTrainError, SettingsError
-    from services.monitor.service import MonitorSettings
+    from services.monitor.worker import MonitorSettings
     from services.watch.watcher import WatchOptions
 
     if not args.interval > 0 or not args.timeout > 0 or not args.offline_after >= 0:

@@ -29,7 +29,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-# (verified_steps as verified_steps: re-exported for services/lifecycle/actions.py until it imports it from bucket)
 from services.backup.bucket import (
     backed_up,
     check_objects,
@@ -38,7 +37,6 @@ from services.backup.bucket import (
     ours,
     prune_bucket,
     read_manifest,
-    verified_steps as verified_steps,
 )
 from services.backup.claims import Uploads, claim_step, collision
 from services.backup.manifest import FileEntry, Manifest, PodCheckpoint, RunSource, TransferProgress, source_label

@@ -464,7 +464,8 @@ async def plan_resume(
     best = newest_complete(ckpts)
     restore: dict[str, Any] | None = None
     if best is None and backup_on(backup):
-        from services.backup.transfer import source_for_record, verified_steps
+        from services.backup.bucket import verified_steps
+        from services.backup.transfer import source_for_record
 
         where = backup_where(backup, run["run_dir"])
         source = await source_for_record(conn, run, settings.runs_dir)  # only this run's backups count

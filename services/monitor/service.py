@@ -35,7 +35,7 @@ from services.monitor.cluster import poll_cluster
 from services.monitor.lines import LineReader
 from services.monitor.progress import TAIL_SCRIPT
 from services.monitor.wandb_status import WandbPoller
-from services.monitor.worker import MonitorSettings, PodMonitorState  # MonitorSettings is imported from here
+from services.monitor.worker import MonitorSettings, PodMonitorState
 from services.pod.connection import Connection
 from services.pod.known_hosts import trust_host_key
 from services.pod.local import LocalConnection

@@ -33,7 +33,8 @@ from typing import Any
 
 from services.connect import open_connection
 from services.models import Alert, Pod, PodSnapshot, PodState, Severity
-from services.monitor.service import ConnectionFactory, MonitorService, MonitorSettings
+from services.monitor.service import ConnectionFactory, MonitorService
+from services.monitor.worker import MonitorSettings
 from services.offers.rentals import AUDIT_NAME, AuditLog, Rental
 from services.offers.spend import LEDGER_NAME, Spend, SpendLedger
 from services.watch.backups import WatchBackups

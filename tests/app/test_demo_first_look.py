@@ -22,7 +22,8 @@ from services.demo.connection import DemoConnection
 from services.demo.pod import DemoPod, sandbox_paths
 from services.models import Pod, PodKind
 from services.monitor.progress import TAIL_SCRIPT
-from services.monitor.service import MonitorService, MonitorSettings, _holds_no_files
+from services.monitor.service import MonitorService, _holds_no_files
+from services.monitor.worker import MonitorSettings
 
 SETTINGS = MonitorSettings(interval=0.2, stale_after=30.0)
 

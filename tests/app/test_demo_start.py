@@ -12,7 +12,8 @@ from typing import Any
 import app.demo
 from app.tui import PrimeTrainApp
 from services.models import Pod, PodKind
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from tests.app.helpers import Parked, wait_for
 
 SETTINGS = MonitorSettings(interval=0.2, demo_step_seconds=0.2, demo_max_steps=0, stale_after=30.0)

@@ -10,7 +10,7 @@ import asyncio
 from app.tui import PrimeTrainApp
 from services.models import Pod, PodKind
 from services.monitor.health import HealthSettings
-from services.monitor.service import MonitorSettings
+from services.monitor.worker import MonitorSettings
 from tests.app.helpers import wait_for
 from tests.app.test_demo_actions import answer_yes, dialog, seen, step
 

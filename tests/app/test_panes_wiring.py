@@ -7,7 +7,7 @@ from pathlib import Path
 from textual.app import App, ComposeResult
 
 from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
-from services.monitor.service import MonitorSettings
+from services.monitor.worker import MonitorSettings
 from tests.app.test_shell import SIZE, isolated_home, make_app, refused, wait_for  # noqa: F401  (fixture)
 from widgets.pod_list import PodList
 

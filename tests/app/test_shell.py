@@ -35,7 +35,7 @@ from services.models import (
     PodStatus,
     Sample,
 )
-from services.monitor.service import MonitorSettings
+from services.monitor.worker import MonitorSettings
 from tests.app.helpers import panes_mounted, wait_for
 from widgets.format import GIB, series
 from widgets.monitor_pane import MonitorPane

@@ -20,7 +20,8 @@ from textual.pilot import Pilot
 
 from app.tui import PrimeTrainApp
 from services.models import Pod, PodKind, PodSnapshot
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 
 TICKS = 3
 FIXED_NOW = 1_700_000_000.0

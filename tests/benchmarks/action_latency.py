@@ -96,7 +96,7 @@ async def one_round(server, tmp: Path, cfg: Path, i: int) -> dict[str, float]:
     from app.screens.lifecycle import LifecycleScreen
     from app.tui import PrimeTrainApp
     from services.models import PodState
-    from services.monitor.service import MonitorSettings
+    from services.monitor.worker import MonitorSettings
 
     run = tmp / f"run{i}"
     pod = server.pod(name="bench", run_dir=str(run), probe_dir=str(tmp / "podstate"))

@@ -34,7 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from services.models import PodSnapshot  # noqa: E402
-from services.monitor.service import MonitorService, MonitorSettings  # noqa: E402
+from services.monitor.service import MonitorService  # noqa: E402
+from services.monitor.worker import MonitorSettings  # noqa: E402
 from tests.conftest import ClientHome, _make_server  # noqa: E402
 
 QUERY = (

@@ -45,7 +45,8 @@ sys.path.insert(0, str(REPO))
 
 from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample  # noqa: E402
 from services.monitor.health import HealthTracker  # noqa: E402
-from services.monitor.service import MonitorService, MonitorSettings  # noqa: E402
+from services.monitor.service import MonitorService  # noqa: E402
+from services.monitor.worker import MonitorSettings  # noqa: E402
 
 try:  # the downsampled hour (issue 36); absent from older trees, which this benchmark also measures
     from services.monitor.trend import TrendBuilder
@@ -243,7 +244,7 @@ async def acquisition_ms(pods: int, seconds: float) -> float:
     import os
     import tempfile
 
-    from services.monitor.service import MonitorSettings
+    from services.monitor.worker import MonitorSettings
     from tests.conftest import _make_server
 
     tmp = Path(tempfile.mkdtemp(prefix="ptt-render-"))

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from services.models import Pod, PodKind, PodState
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from services.pod import trusted
 from services.pod.local import LocalConnection
 from services.pod.ssh import SSHConnection

@@ -17,7 +17,8 @@ import pytest
 
 from services.models import HostSample, Pod, PodKind, PodSnapshot, PodState
 from services.monitor.lines import MAX_LINE, LineReader
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from services.pod.local import LocalConnection
 from services.pod.ssh import SSHConnection
 

@@ -13,7 +13,8 @@ from textual.app import App, ComposeResult
 
 from app.panes.bottleneck import BottleneckPane
 from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from tests.app.helpers import wait_for
 from widgets.bottleneck_view import BottleneckView, bar
 

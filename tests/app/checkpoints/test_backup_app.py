@@ -14,7 +14,7 @@ from app.screens.confirm import ConfirmScreen
 from app.tui import PrimeTrainApp
 from services import runs
 from services.models import Pod, PodKind
-from services.monitor.service import MonitorSettings
+from services.monitor.worker import MonitorSettings
 from tests.app.checkpoints.test_auto import backup_toml, notes_of, parked_app
 from tests.app.checkpoints.test_pane import snapshot
 from tests.app.helpers import wait_for

@@ -23,7 +23,8 @@ import pytest
 from app.tui import PrimeTrainApp
 from services.models import Alert, Pod, PodKind, PodSnapshot, PodState, PodStatus, Severity
 from services.monitor.health import HealthSettings
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from tests.app.helpers import Parked, shown, wait_for
 from tests.conftest import SSHD, _make_server
 from widgets.alerts import AlertList

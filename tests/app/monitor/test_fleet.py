@@ -29,7 +29,8 @@ from services.models import (
     Sample,
 )
 from services.monitor.health import HealthTracker
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from tests.app.helpers import Parked, shown, wait_for
 from widgets.alert_log import AlertLog
 from widgets.fleet_view import COLUMN_KEYS, FleetView

@@ -13,7 +13,7 @@ import pytest
 from app.screens.lifecycle import LifecycleScreen
 from app.tui import PrimeTrainApp
 from services.models import Pod, PodKind, PodState
-from services.monitor.service import MonitorSettings
+from services.monitor.worker import MonitorSettings
 from tests.app.helpers import laid_out, wait_for
 
 REPO = Path(__file__).resolve().parents[3]

@@ -7,7 +7,7 @@ import pytest
 from app.screens.host_key import HostKeyChangedScreen, HostKeyScreen
 from app.tui import PrimeTrainApp
 from services.models import PodState
-from services.monitor.service import MonitorSettings
+from services.monitor.worker import MonitorSettings
 from tests.app.helpers import laid_out, wait_for
 
 pytestmark = pytest.mark.ssh

@@ -16,7 +16,8 @@ import pytest
 
 from app.tui import PrimeTrainApp
 from services.models import Alert, Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress, Severity, WandbStatus
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from tests.app.helpers import Parked, shown, wait_for
 
 SIZE = (160, 50)

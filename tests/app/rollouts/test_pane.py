@@ -14,7 +14,7 @@ from app.settings import data_dir
 from app.tui import PrimeTrainApp
 from services.demo.pod import DemoPod
 from services.models import Pod, PodKind
-from services.monitor.service import MonitorSettings
+from services.monitor.worker import MonitorSettings
 from tests.app.helpers import panes_mounted, wait_for
 from tests.app.layout_app import screen_text
 from tests.services.monitor.test_rollouts import record, write_step

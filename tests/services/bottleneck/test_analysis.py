@@ -245,7 +245,8 @@ def test_metrics_field_parses_into_sample_and_is_optional():
 
 
 async def test_monitor_keeps_a_bounded_metrics_history_that_the_breakdown_reads(tmp_path):
-    from services.monitor.service import MonitorService, MonitorSettings
+    from services.monitor.service import MonitorService
+    from services.monitor.worker import MonitorSettings
 
     run = tmp_path / "run"
     trainer = await asyncio.create_subprocess_exec(

@@ -14,7 +14,8 @@ import pytest
 from services import runs
 from services.lifecycle.preemption import AutoResumePolicy, AutoResumer, Decision, PreemptionTracker
 from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus, RunProgress
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from services.pod.local import LocalConnection
 from services.pod.ssh import SSHConnection
 from tests.services.lifecycle.test_actions import _kill, _launch, make_settings, trainer_pids, wait_for

@@ -17,7 +17,8 @@ from textual.app import App, ComposeResult
 from services.bottleneck.analysis import analyze_snapshot
 from services.models import Pod, PodKind
 from services.monitor.metrics import EpisodeTiming
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from widgets.bottleneck_view import BottleneckView
 
 REPO = Path(__file__).resolve().parents[3]

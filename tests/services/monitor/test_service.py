@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from services.models import Pod, PodKind, PodSnapshot, PodState
-from services.monitor.service import MonitorService, MonitorSettings, backoff_delay
+from services.monitor.service import MonitorService, backoff_delay
+from services.monitor.worker import MonitorSettings
 from services.pod.local import LocalConnection
 
 FAST = MonitorSettings(interval=0.2, stale_after=1.0, backoff_max=2.0, keepalive_interval=2.0)

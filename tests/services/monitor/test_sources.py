@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 from services.models import Pod, PodKind, PodSnapshot
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from tests.services.monitor.test_service import wait_for
 
 WANDB_LINE = (

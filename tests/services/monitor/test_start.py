@@ -13,7 +13,8 @@ from pathlib import Path
 
 from services import runs
 from services.models import Pod, PodKind, PodSnapshot
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from tests.services.monitor.test_service import wait_for
 
 REPO = Path(__file__).resolve().parents[3]

@@ -19,9 +19,9 @@ from services.offers.ranking import (
     calibrated_rates,
     constants,
     rank,
-    sizing_model,
     speeds,
 )
+from services.offers.sizing import sizing_model
 from services.offers.spot_risk import UNKNOWN_RATE, Assumptions, interruption_rates, spot_risk
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -18,7 +18,8 @@ from services.errors import ConnectError, ExecRefused, PythonMissing
 from services.lifecycle.events import LifecycleError
 from services.lifecycle.shell import PodShell
 from services.models import Pod, PodState, Sample
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from services.pod import provider_ssh
 from services.pod.connection import probe_source
 from services.pod.ssh import SSHConnection

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from services.models import Pod, PodKind, PodSnapshot, PodState, Severity
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from services.pod.local import LocalConnection
 from services.slurm.models import ClusterView
 

@@ -14,7 +14,8 @@ import pytest
 
 from services.models import Pod, PodKind, PodSnapshot
 from services.monitor.cluster import ClusterState
-from services.monitor.service import MonitorService, MonitorSettings
+from services.monitor.service import MonitorService
+from services.monitor.worker import MonitorSettings
 from services.pod.local import LocalConnection
 from services.slurm.models import ClusterView, JobGpus, NodeGpus, SlurmJob
 from tests.services.slurm.fake_gpus import GPUS, env_with, fake_bin, role_job

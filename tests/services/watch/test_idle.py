@@ -18,7 +18,7 @@ from services.models import GpuSample, HostSample, PodRunRecord, Sample
 from services.monitor.health import HealthSettings
 from services.monitor.idle import IdleTracker, run_active
 from services.monitor.runlife import Phase
-from services.monitor.service import MonitorSettings
+from services.monitor.worker import MonitorSettings
 from services.offers.rentals import AUDIT_NAME, AuditLog, Rental
 from services.watch.notify import NotifySettings
 from services.watch.watcher import Watcher, WatchOptions

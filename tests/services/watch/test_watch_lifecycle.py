@@ -18,7 +18,7 @@ from services import runs
 from services.errors import SettingsError
 from services.models import Pod, PodKind
 from services.monitor.health import HealthSettings
-from services.monitor.service import MonitorSettings
+from services.monitor.worker import MonitorSettings
 from services.watch.notify import NotifySettings
 from services.watch.state import STATE_NAME, read_state
 from services.watch.watcher import Watcher, WatchOptions

@@ -16,7 +16,7 @@ import pytest
 
 from services import runs
 from services.lifecycle.preemption import Decision
-from services.monitor.service import MonitorSettings
+from services.monitor.worker import MonitorSettings
 from services.watch.notify import NotifySettings
 from services.watch.watcher import Watcher, WatchOptions
 from tests.services.lifecycle.test_actions import _kill, _launch, make_settings, trainer_pids, wait_for

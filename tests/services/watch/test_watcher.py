@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from services.models import Pod, PodKind
 from services.monitor.health import HealthSettings
-from services.monitor.service import MonitorSettings
+from services.monitor.worker import MonitorSettings
 from services.watch.notify import NotifySettings
 from services.watch.state import STATE_NAME, read_state
 from services.watch.watcher import Watcher, WatchOptions
