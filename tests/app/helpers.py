@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textual.css.query import NoMatches
 from textual.pilot import Pilot
 
 from services.pod.connection import Connection
+
+if TYPE_CHECKING:
+    from app.tui import PrimeTrainApp
 
 
 async def wait_for(pilot: Pilot, condition: Callable[[], object], timeout: float = 20.0) -> None:
@@ -90,3 +94,19 @@ async def panes_mounted(pilot: Pilot) -> None:
             )
         ),
     )
+
+
+def parked_app(pods: list, now: float, **kw: object) -> PrimeTrainApp:
+    """The App over ``pods`` whose connections never answer (Parked), its clock and the monitor's stopped at
+    ``now``, no animation: a screen that changes only as the test feeds it."""
+    from app.tui import PrimeTrainApp
+    from services.monitor.service import MonitorService
+
+    app = PrimeTrainApp(
+        pods,
+        clock=lambda: now,
+        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: now),
+        **kw,  # type: ignore[arg-type]
+    )
+    app.animation_level = "none"
+    return app

@@ -19,8 +19,7 @@ from app.tui import PrimeTrainApp
 from services.backup.manifest import BucketCheckpoint, PodCheckpoint, RunSource
 from services.backup.s3 import BackupSettings
 from services.models import CheckpointInfo, Pod, PodKind, PodSnapshot, PodState, PodStatus
-from services.monitor.service import MonitorService
-from tests.app.helpers import Parked, wait_for
+from tests.app.helpers import parked_app, wait_for
 from tests.app.monitor.test_fleet import pod_snapshot
 
 NOW = 1_700_000_000.0
@@ -83,14 +82,7 @@ def isolate(tmp_path: Path, monkeypatch) -> None:
 
 def layout_app(pods: list[Pod] | None = None, *, config: bool = True) -> PrimeTrainApp:
     pods = [TRAINING, OFFLINE] if pods is None else pods
-    app = PrimeTrainApp(
-        pods,
-        clock=lambda: NOW,
-        config_path=Path("rl.toml") if config else None,
-        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW),
-    )
-    app.animation_level = "none"
-    return app
+    return parked_app(pods, NOW, config_path=Path("rl.toml") if config else None)
 
 
 def training_snapshot(pod: Pod = TRAINING, steps: int = 12) -> PodSnapshot:

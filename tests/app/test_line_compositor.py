@@ -23,10 +23,8 @@ from textual.geometry import Region
 from textual.widget import Widget
 
 from app.compositor import LineCompositor
-from app.tui import PrimeTrainApp
 from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
-from services.monitor.service import MonitorService
-from tests.app.helpers import Parked, wait_for
+from tests.app.helpers import parked_app, wait_for
 
 GIB = 1024**3
 NOW = 1_700_000_000.0
@@ -58,16 +56,6 @@ def snapshot(pod: Pod, n: int) -> PodSnapshot:
         samples_total=n,
         last_received=history[-1].t,
     )
-
-
-def app_with(pods: list[Pod]) -> PrimeTrainApp:
-    app = PrimeTrainApp(
-        pods,
-        clock=lambda: NOW,
-        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW),
-    )
-    app.animation_level = "none"
-    return app
 
 
 def cells(chops, cuts: list[list[int]], crop: Region) -> list[list[tuple[int, list[tuple[str, object]]]]]:
@@ -106,7 +94,7 @@ def same_as_textual(compositor: Compositor, seed: int) -> None:
 
 async def test_frames_are_textuals_cell_for_cell() -> None:
     pods = [Pod(name=f"pod{i}", kind=PodKind.SSH, host=f"10.0.0.{i + 1}") for i in range(3)]
-    app = app_with(pods)
+    app = parked_app(pods, NOW)
     async with app.run_test(size=(160, 48)) as pilot:
         for n in (30, 31):
             for pod in pods:
@@ -123,7 +111,7 @@ async def test_frames_are_textuals_cell_for_cell() -> None:
 
 async def test_one_changed_line_renders_what_is_seen_there(monkeypatch: pytest.MonkeyPatch) -> None:
     pod = Pod(name="pod0", kind=PodKind.SSH, host="10.0.0.1")
-    app = app_with([pod])
+    app = parked_app([pod], NOW)
     rendered: Counter[str] = Counter()
     original = Widget.render_lines
 

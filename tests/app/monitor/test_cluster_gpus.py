@@ -12,11 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from app.tui import PrimeTrainApp
 from services.models import GpuSample, Pod, PodKind, PodSnapshot, PodState, PodStatus
-from services.monitor.service import MonitorService
 from services.slurm.models import ClusterView, JobGpus, NodeGpus, SlurmJob, SlurmNode
-from tests.app.helpers import Parked, shown
+from tests.app.helpers import parked_app, shown
 from widgets.cluster_view import ClusterPanel
 
 NOW = 1_700_000_000.0
@@ -86,12 +84,7 @@ def snapshot(view: ClusterView) -> PodSnapshot:
 
 
 async def test_monitor_pane_shows_each_nodes_gpus_at_80_columns() -> None:
-    app = PrimeTrainApp(
-        [CLUSTER],
-        clock=lambda: NOW,
-        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW),
-    )
-    app.animation_level = "none"
+    app = parked_app([CLUSTER], NOW)
     async with app.run_test(size=SIZE) as pilot:
         view = ClusterView(jobs=(RUNNING, OTHER, PENDING), nodes=NODES, checked_at=NOW, gpus=(GPUS,))
         app.on_snapshot(snapshot(view))

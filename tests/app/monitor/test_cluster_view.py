@@ -13,12 +13,10 @@ from pathlib import Path
 import pytest
 
 from app.screens.fleet import FleetScreen
-from app.tui import PrimeTrainApp
 from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
-from services.monitor.service import MonitorService
 from services.slurm.health import judge
 from services.slurm.models import ClusterView, SlurmJob, SlurmNode
-from tests.app.helpers import Parked, shown
+from tests.app.helpers import parked_app, shown
 from widgets.alerts import AlertList
 from widgets.cluster_view import ClusterPanel
 from widgets.fleet_view import FleetView
@@ -67,12 +65,7 @@ def plain_text(widget) -> str:
 
 
 async def test_monitor_pane_shows_the_clusters_jobs_and_nodes() -> None:
-    app = PrimeTrainApp(
-        [CLUSTER, PLAIN],
-        clock=lambda: NOW,
-        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW),
-    )
-    app.animation_level = "none"
+    app = parked_app([CLUSTER, PLAIN], NOW)
     async with app.run_test(size=SIZE) as pilot:
         view = ClusterView(jobs=JOBS, nodes=NODES, checked_at=NOW)
         app.on_snapshot(cluster_snapshot(view))

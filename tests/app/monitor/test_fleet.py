@@ -29,9 +29,8 @@ from services.models import (
     Sample,
 )
 from services.monitor.health import HealthTracker
-from services.monitor.service import MonitorService
 from services.monitor.worker import MonitorSettings
-from tests.app.helpers import Parked, shown, wait_for
+from tests.app.helpers import parked_app, shown, wait_for
 from widgets.alert_log import AlertLog
 from widgets.fleet_view import COLUMN_KEYS, FleetView
 
@@ -49,16 +48,6 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     yield
     monkeypatch.undo()
     time.tzset()
-
-
-def parked_app(pods: list[Pod]) -> PrimeTrainApp:
-    app = PrimeTrainApp(
-        pods,
-        clock=lambda: NOW,
-        monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p), clock=lambda: NOW),
-    )
-    app.animation_level = "none"
-    return app
 
 
 def step_line(n: int) -> str:
@@ -124,7 +113,7 @@ def feed_all(app: PrimeTrainApp) -> None:
 
 
 async def test_fleet_rows_are_keyed_and_diff_updated() -> None:
-    app = parked_app(PODS)
+    app = parked_app(PODS, NOW)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         feed_all(app)
@@ -171,7 +160,7 @@ async def test_fleet_rows_are_keyed_and_diff_updated() -> None:
 async def test_a_changed_cell_repaints_its_row_only() -> None:
     """Issue 36: DataTable repainted the whole table for every changed cell, and the screen composed every visible
     line of it again, five frames a second at 64 pods; the fleet repaints the changed row, which shows the value."""
-    app = parked_app(PODS)
+    app = parked_app(PODS, NOW)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         feed_all(app)
@@ -192,7 +181,7 @@ async def test_a_snapshot_is_in_the_fleet_table_in_the_frame_that_brings_it() ->
     """Issue 36: the fleet view held snapshots for a frame timer of its own, behind the App's frame that had already
     gathered them, so a sample waited for two frames (sample -> screen p95 ~260-390 ms at 64 pods). The App's frame
     puts every snapshot it brings in the table, frame after frame."""
-    app = parked_app(PODS)
+    app = parked_app(PODS, NOW)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         feed_all(app)
@@ -230,7 +219,7 @@ def test_fleet_snapshot(snap_compare) -> None:
         pilot.app.clear_notifications()
         await settle(pilot)
 
-    assert snap_compare(parked_app(PODS), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(parked_app(PODS, NOW), terminal_size=SIZE, run_before=run_before)
 
 
 def test_monitor_pane_with_run_and_alerts_snapshot(snap_compare) -> None:
@@ -243,14 +232,14 @@ def test_monitor_pane_with_run_and_alerts_snapshot(snap_compare) -> None:
         pilot.app.clear_notifications()
         await settle(pilot)
 
-    assert snap_compare(parked_app(PODS), terminal_size=(150, 50), run_before=run_before)
+    assert snap_compare(parked_app(PODS, NOW), terminal_size=(150, 50), run_before=run_before)
 
 
 async def test_monitor_pane_lists_gpu_processes_and_hides_empty_sections() -> None:
     from services.models import GpuProcess
     from widgets.monitor_pane import MonitorPane
 
-    app = parked_app(PODS[:1])
+    app = parked_app(PODS[:1], NOW)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         plain = replace(pod_snapshot(PODS[0], 0), alerts=(), run=None, log_tail=())
