@@ -8,13 +8,14 @@ from dataclasses import replace
 
 from app.screens.fleet import FleetScreen
 from services.models import HostSample, IdleFigure, Sample
-from tests.app.monitor.test_fleet import NOW, PODS, SIZE, isolated_home, parked_app, pod_snapshot, settle  # noqa: F401
+from tests.app.helpers import parked_app
+from tests.app.monitor.test_fleet import NOW, PODS, SIZE, isolated_home, pod_snapshot, settle  # noqa: F401
 from widgets.fleet_view import COLUMN_KEYS, FleetView
 from widgets.monitor_pane import MonitorPane
 
 
 async def test_the_monitor_and_the_fleet_show_an_idle_pods_waste() -> None:
-    app = parked_app(PODS[:2])
+    app = parked_app(PODS[:2], NOW)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         idle = IdleFigure(NOW - 42 * 60, 42 * 60.0, round(23.92 * 0.7, 2))
