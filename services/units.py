@@ -35,13 +35,18 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{s // 3600} h {(s % 3600) // 60:02d} min"
 
 
-def short_duration(seconds: float) -> str:
-    """An age or a wait in an alert's sentence: "4.2 s", "95 s", "12 min", "3 h 5 min"."""
-    if seconds < 10:
-        return f"{max(0.0, seconds):.1f} s"
-    s = int(seconds)
+def whole_duration(seconds: float) -> str:
+    """A wait in whole seconds for a message read later: "95 s", "12 min", "3 h 5 min"."""
+    s = max(0, int(seconds))
     if s < 120:
         return f"{s} s"
     if s < 7200:
         return f"{s // 60} min"
     return f"{s // 3600} h {(s % 3600) // 60} min"
+
+
+def short_duration(seconds: float) -> str:
+    """An age or a wait in an alert's sentence: "4.2 s", "95 s", "12 min", "3 h 5 min"."""
+    if seconds < 10:
+        return f"{max(0.0, seconds):.1f} s"
+    return whole_duration(seconds)

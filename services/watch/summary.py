@@ -6,14 +6,10 @@ from dataclasses import asdict
 from typing import Any
 
 from services.models import Alert, PodSnapshot, PodState, Severity
+from services.units import whole_duration
 from services.watch.threads import split_fix
 
 UNREACHABLE = "unreachable"
-
-
-def _dur(seconds: float) -> str:
-    s = max(0, int(seconds))
-    return f"{s} s" if s < 120 else f"{s // 60} min" if s < 7200 else f"{s // 3600} h {(s % 3600) // 60} min"
 
 
 def unreachable_alert(snap: PodSnapshot, down_since: float, now: float) -> Alert:
@@ -31,8 +27,8 @@ def unreachable_alert(snap: PodSnapshot, down_since: float, now: float) -> Alert
             "bucket and resume elsewhere."
         )
     msg = (
-        f"No sample from {snap.pod.name} for {_dur(now - down_since)} ({why[:300]}). A spot pod taken back, a "
-        f"crashed machine or a network cut looks like this, and its run may be stopped. {fix}"
+        f"No sample from {snap.pod.name} for {whole_duration(now - down_since)} ({why[:300]}). A spot pod taken "
+        f"back, a crashed machine or a network cut looks like this, and its run may be stopped. {fix}"
     )
     return Alert(UNREACHABLE, Severity.WARNING, "Pod unreachable", msg, since=down_since)
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from services.models import Alert, Severity
 from services.text import plain
+from services.units import whole_duration
 
 KINDS = {"opened": "OPENED", "escalated": "ESCALATED", "resolved": "RESOLVED"}
 HISTORY = 200  # resolved threads kept (in memory and in the state file)
@@ -165,15 +166,6 @@ def split_fix(message: str) -> tuple[str, str]:
     return (f"{evidence} {note}".strip(), fix.strip() or "open the pod in the TUI for the details")
 
 
-def _dur(seconds: float) -> str:
-    s = max(0, int(seconds))
-    if s < 120:
-        return f"{s} s"
-    if s < 7200:
-        return f"{s // 60} min"
-    return f"{s // 3600} h {(s % 3600) // 60} min"
-
-
 def _clock(t: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t))
 
@@ -189,7 +181,7 @@ def compose(kind: str, th: Thread, now: float) -> Message:
         cleared = th.resolved if th.resolved is not None else now
         body = [
             f"Resolved: {th.title} ({th.rule}) on {th.pod} — clear since {_clock(cleared)}, "
-            f"{_dur(cleared - th.opened)} after it opened.",
+            f"{whole_duration(cleared - th.opened)} after it opened.",
             where,
         ]
         sev = Severity.INFO
@@ -307,7 +299,7 @@ class AlertBook:
         why = self.policy.why_not(Severity(th.severity), now)
         last = self.last_open_push.get(key)
         if not why and last is not None and now - last < self.policy.min_interval_s:
-            why = f"rate limit: one opening per {_dur(self.policy.min_interval_s)} for {th.rule} on {th.pod}"
+            why = f"rate limit: one opening per {whole_duration(self.policy.min_interval_s)} for {th.rule} on {th.pod}"
         if why:
             th.held = why
             return self._event(kind, th, now, push=False, held=why) if first else Event(kind, replace(th), None, why)
