@@ -14,7 +14,7 @@ how many are left out (:attr:`OffersView.hidden`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -136,12 +136,12 @@ class OffersView(DataTable):
 
     def __init__(self, *, max_rows: int | None = MAX_ROWS, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
-        self.items: list[Ranked] = []
+        self.items: Sequence[Ranked] = []
         self.sort_key, self.descending = "cost", False
         self.shown_columns: list[str] = []
         self._narrow = False  # the provider cells cut (PROVIDER_NARROW)
         self.max_rows = max_rows  # None: every row (the benchmark's baseline)
-        self._ordered: list[Ranked] | None = None  # every row in the current order, until items or order change
+        self._ordered: Sequence[Ranked] | None = None  # every row in the current order, until items or order change
 
     @property
     def hidden(self) -> int:
@@ -155,8 +155,9 @@ class OffersView(DataTable):
         if self._columns_for(self._rows()) != self.shown_columns:
             self._render_rows()
 
-    def show(self, rows: list[Ranked]) -> None:
-        self.items, self._ordered = list(rows), None
+    def show(self, rows: Sequence[Ranked]) -> None:
+        """Show these rows (kept, not copied: a ranking builds a row only when it is read)."""
+        self.items, self._ordered = rows, None
         self._render_rows()
 
     def sort_by(self, key: str, descending: bool | None = None) -> None:
@@ -165,8 +166,12 @@ class OffersView(DataTable):
         self.sort_key, self.descending, self._ordered = key, descending, None
         self._render_rows()
 
-    def ordered(self) -> list[Ranked]:
-        """Every row (not only those in the table) in the current order: fits first, each part sorted."""
+    def ordered(self) -> Sequence[Ranked]:
+        """Every row (not only those in the table) in the current order: fits first, each part sorted. Rows
+        that come in that order already (``sorted_by``, a ranking's: fits by Est. $, then misfits) are kept as
+        they are, and only the rows the table shows are ever built."""
+        if self._ordered is None and not self.descending and getattr(self.items, "sorted_by", None) == self.sort_key:
+            self._ordered = self.items
         if self._ordered is None:
             get = KEYS[self.sort_key]
             fits = sorted((r for r in self.items if r.fits), key=get, reverse=self.descending)
@@ -175,7 +180,7 @@ class OffersView(DataTable):
 
     def _shown(self) -> list[Ranked]:
         rows = self.ordered()
-        return rows if self.max_rows is None else rows[: self.max_rows]
+        return list(rows) if self.max_rows is None else list(rows[: self.max_rows])
 
     def ranked_for(self, row_key: Any) -> Ranked | None:
         """The offer behind a row key (rows are keyed ``index:provider:id:region`` of :meth:`ordered`)."""

@@ -19,7 +19,7 @@ rows (widgets/offers_view.py ``MAX_ROWS``) and the status line says how many are
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from textual.widgets import Checkbox, DataTable, Input, Label, Select
 
 from services.offers.models import PROVIDERS, FetchResult
 from services.offers.ranking import Ranked, RunSpec, best, rank
+from services.offers.spot_risk import SpotRisk
 from widgets.format import duration, set_label
 from widgets.offers_view import OffersView
 
@@ -122,7 +123,7 @@ class OffersPane(Widget, can_focus=True):
         self.observed_path = observed_path
         self.observed: list = []  # services.offers.ranking.Observed: this user's measured steps/hr
         self.result = FetchResult()
-        self.ranked: list[Ranked] = []
+        self.ranked: Sequence[Ranked] = ()
         self.fetched_spot: bool | None = None  # None: nothing fetched yet; the pane fetches both kinds (False)
         self.spot_rates: dict[str, float] | None = None  # provider → interruptions/hr (settings.toml, defaults)
         self.note = ""  # what the status line adds: "cached 3 min ago", SIMULATED
@@ -356,7 +357,7 @@ class OffersPane(Widget, can_focus=True):
         count = self._float("#of-gpus")
         provider = self.query_one("#of-provider", Select).value
         kind = self.query_one("#of-spot", Select).value
-        self.ranked = rank(
+        self.ranked = ranked = rank(
             self.result.offers,
             self.run,
             max_price=price,
@@ -369,14 +370,14 @@ class OffersPane(Widget, can_focus=True):
         )
         view = self.query_one(OffersView)
         view.show(self.ranked)
-        set_label(self.query_one("#of-spot-why", Label), spot_line(self.ranked, self.run))
+        set_label(self.query_one("#of-spot-why", Label), spot_line(ranked.risks(), self.run))
         top = best(self.ranked)
         set_label(
             self.query_one("#of-best", Label),
             f"Best $/completion: {top.offer.provider} {top.offer.gpu_count}× {top.offer.gpu_type} "
             f"{top.offer.region} — ${top.est_cost:.2f} in {duration(top.est_hours * 3600)} "
             f"at ${top.offer.price_hr:.2f}/hr"
-            + (" (✓ = time measured on your earlier runs)" if any(r.measured for r in self.ranked) else "")
+            + (" (✓ = time measured on your earlier runs)" if ranked.any_measured() else "")
             if top
             else self._why_none(),
         )
@@ -398,9 +399,9 @@ class OffersPane(Widget, can_focus=True):
         )
 
 
-def spot_line(ranked: list[Ranked], run: RunSpec) -> str:
-    """The one line explaining a spot row's Est. $ range (empty when no spot offer is shown)."""
-    risks = [r.risk for r in ranked if r.risk is not None]
+def spot_line(risks: list[SpotRisk], run: RunSpec) -> str:
+    """The one line explaining a spot row's Est. $ range (empty when no spot offer is shown): ``risks``, those
+    of the rows shown (:meth:`Rankings.risks`)."""
     if not risks:
         return ""
     rates = sorted({r.rate for r in risks})

@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 try:
     import tomllib
@@ -409,10 +408,6 @@ def _fit(model: str, params: float | None, seq_len: int, gpus: int, vram_gb: flo
     return True, ""
 
 
-_COST = operator.attrgetter("est_cost")
-_OFFER_PRICE = operator.attrgetter("price_hr")
-
-
 @gc_paused
 def rank(
     offers: Iterable[Offer],
@@ -427,15 +422,16 @@ def rank(
     observed: Iterable[Observed] = (),
     spot_rates: Mapping[str, float] | None = None,
     assumptions: Assumptions = Assumptions(),
-) -> list[Ranked]:
+) -> Rankings:
     """Filter, judge the fit, price the run; fits first by Est. $ (then $/hr), misfits after. ``spot``:
     None lists both kinds in one ranking, a spot offer by its expected $ with preemptions priced in
     (``spot_rates``: provider → interruptions/hr, default :func:`spot_risk.interruption_rates`).
 
     Everything but the price depends only on the offer's shape (GPU type, count, memory, spot, provider),
     and shapes repeat: each is judged once per call (:class:`_Judge`), and the hours and spot risk once per
-    (GPU type, count, spot, provider), whatever the memory. Per offer there is one dict lookup, one
-    multiply-add and the ``Ranked``; the filters run first as comprehensions.
+    (GPU type, count, spot, provider), whatever the memory. Per offer there is one dict lookup and one
+    multiply-add; the offers' positions are sorted, and a ``Ranked`` is built only for a row that is read
+    (:class:`Rankings`: the Offers pane reads the ``MAX_ROWS`` it shows of 10,000).
 
     A tuple of offers (a fetch's result, immutable) is judged and sorted once for a run, its rates and
     assumptions; filtering it again (the Offers pane's filter keys) keeps the rankings that pass, in order: the
@@ -446,75 +442,10 @@ def rank(
         key = (run, tuple(observed), rates, assumptions)
         cached = _last_full
         if cached is None or cached[0] is not offers or cached[1] != key:
-            full = _rank(offers, run, None, None, None, None, True, True, key[1], spot_rates, assumptions)
+            full = _Full(offers, run, key[1], spot_rates, assumptions)
             cached = _remember(offers, key, full)
-        return _filtered(cached[2], max_price, spot, gpus, providers, include_misfits, include_unavailable)
-    return _rank(
-        offers,
-        run,
-        max_price,
-        spot,
-        gpus,
-        providers,
-        include_misfits,
-        include_unavailable,
-        observed,
-        spot_rates,
-        assumptions,
-    )
-
-
-_last_full: tuple[tuple[Offer, ...], tuple[Any, ...], list[Ranked]] | None = None  # the last tuple's full ranking
-
-
-def _remember(
-    offers: tuple[Offer, ...], key: tuple[Any, ...], full: list[Ranked]
-) -> tuple[tuple[Offer, ...], tuple[Any, ...], list[Ranked]]:
-    global _last_full
-    _last_full = (offers, key, full)
-    return _last_full
-
-
-def _filtered(
-    full: list[Ranked],
-    max_price: float | None,
-    spot: bool | None,
-    gpus: int | None,
-    providers: Iterable[str] | None,
-    include_misfits: bool,
-    include_unavailable: bool,
-) -> list[Ranked]:
-    rows = full
-    if not include_misfits:
-        rows = [r for r in rows if r.fits]
-    if not include_unavailable:
-        rows = [r for r in rows if r.offer.available]
-    if max_price is not None:
-        rows = [r for r in rows if r.offer.price_hr <= max_price]
-    if spot is not None:
-        rows = [r for r in rows if r.offer.spot == spot]
-    if gpus is not None:
-        rows = [r for r in rows if r.offer.gpu_count == gpus]
-    if providers is not None:
-        wanted = set(providers)
-        rows = [r for r in rows if r.offer.provider in wanted]
-    return rows if rows is not full else list(full)
-
-
-def _rank(
-    offers: Iterable[Offer],
-    run: RunSpec,
-    max_price: float | None,
-    spot: bool | None,
-    gpus: int | None,
-    providers: Iterable[str] | None,
-    include_misfits: bool,
-    include_unavailable: bool,
-    observed: Iterable[Observed],
-    spot_rates: Mapping[str, float] | None,
-    assumptions: Assumptions,
-) -> list[Ranked]:
-    rows = offers
+        return cached[2].rows(max_price, spot, gpus, providers, include_misfits, include_unavailable)
+    rows = list(offers)  # a copy: the rows are built later, from these very offers
     if not include_unavailable:
         rows = [o for o in rows if o.available]
     if max_price is not None:
@@ -526,32 +457,155 @@ def _rank(
     if providers is not None:
         wanted = set(providers)
         rows = [o for o in rows if o.provider in wanted]
-    # by $/hr first, then (stable) by Est. $ below: the order of the key (Est. $, $/hr), ties kept in the
-    # given order, with both sorts on plain float keys (a tuple key costs 5x more at 10,000 rows)
-    rows = sorted(rows, key=_OFFER_PRICE)
-    judge = _Judge(
-        run, calibrated_rates(observed, run), interruption_rates() if spot_rates is None else spot_rates, assumptions
-    )
-    shapes = judge.shapes
-    good: list[Ranked] = []
-    bad: list[Ranked] | None = [] if include_misfits else None
-    for o in rows:
-        j = shapes.get((o.gpu_type, o.gpu_count, o.vram_gb, o.spot, o.provider))
-        if j is None:
-            j = judge(o, good, bad)
-        out, ok, reason, hours, measured, risk, traffic = j
-        if out is not None:
-            out.append(Ranked(o, ok, reason, hours, hours * o.price_hr + traffic, measured, risk))
-    good.sort(key=_COST)
-    if bad:
-        bad.sort(key=_COST)
-        good += bad
-    return good
+    return _Full(rows, run, observed, spot_rates, assumptions).rows(None, None, None, None, include_misfits, True)
+
+
+_last_full: tuple[tuple[Offer, ...], tuple[Any, ...], _Full] | None = None  # the last tuple's full ranking
+
+
+def _remember(
+    offers: tuple[Offer, ...], key: tuple[Any, ...], full: _Full
+) -> tuple[tuple[Offer, ...], tuple[Any, ...], _Full]:
+    global _last_full
+    _last_full = (offers, key, full)
+    return _last_full
+
+
+class _Full:
+    """Every offer of one ranking, judged and in order, as positions into ``offers``: ``jids[i]`` is offer
+    i's shape verdict in ``verdicts`` (fits, reason, hours, measured, risk, restore traffic $), ``costs[i]``
+    its Est. $; ``good``/``bad``: the positions of the fits/misfits by Est. $, then $/hr, then position (the
+    order two stable sorts give). A row's ``Ranked`` is built when it is first read, and kept: every
+    filtering of this ranking hands out the same objects."""
+
+    def __init__(
+        self,
+        offers: Sequence[Offer],
+        run: RunSpec,
+        observed: Iterable[Observed],
+        spot_rates: Mapping[str, float] | None,
+        assumptions: Assumptions,
+    ) -> None:
+        judge = _Judge(
+            run,
+            calibrated_rates(observed, run),
+            interruption_rates() if spot_rates is None else spot_rates,
+            assumptions,
+        )
+        shapes, verdicts = judge.shapes, judge.verdicts
+        jids: list[int] = []
+        costs: list[float] = []
+        add_jid, add_cost = jids.append, costs.append
+        for o in offers:
+            j = shapes.get((o.gpu_type, o.gpu_count, o.vram_gb, o.spot, o.provider))
+            if j is None:
+                j = judge(o)
+            add_jid(j)
+            v = verdicts[j]
+            add_cost(v[2] * o.price_hr + v[5])
+        prices = [o.price_hr for o in offers]
+        # by $/hr first, then (stable) by Est. $: the order of the key (Est. $, $/hr), ties kept in the given
+        # order, with both sorts on plain float keys (a tuple key costs 5x more at 10,000 rows)
+        order = sorted(range(len(prices)), key=prices.__getitem__)
+        order.sort(key=costs.__getitem__)
+        fits = [v[0] for v in verdicts]
+        if all(fits):
+            good, bad = order, []
+        else:
+            good = [i for i in order if fits[jids[i]]]
+            bad = [i for i in order if not fits[jids[i]]]
+        self.offers, self.jids, self.costs, self.verdicts = offers, jids, costs, verdicts
+        self.good, self.bad = good, bad
+        self.built: list[Ranked | None] = [None] * len(prices)
+
+    def row(self, i: int) -> Ranked:
+        r = self.built[i]
+        if r is None:
+            ok, reason, hours, measured, risk, _ = self.verdicts[self.jids[i]]
+            r = self.built[i] = Ranked(self.offers[i], ok, reason, hours, self.costs[i], measured, risk)
+        return r
+
+    def rows(
+        self,
+        max_price: float | None,
+        spot: bool | None,
+        gpus: int | None,
+        providers: Iterable[str] | None,
+        include_misfits: bool,
+        include_unavailable: bool,
+    ) -> Rankings:
+        order = self.good + self.bad if include_misfits and self.bad else self.good
+        offers = self.offers
+        if not include_unavailable:
+            order = [i for i in order if offers[i].available]
+        if max_price is not None:
+            order = [i for i in order if offers[i].price_hr <= max_price]
+        if spot is not None:
+            order = [i for i in order if offers[i].spot == spot]
+        if gpus is not None:
+            order = [i for i in order if offers[i].gpu_count == gpus]
+        if providers is not None:
+            wanted = set(providers)
+            order = [i for i in order if offers[i].provider in wanted]
+        return Rankings(self, order)
+
+
+class Rankings(Sequence[Ranked]):
+    """One ranking's rows in order (fits by Est. $, then misfits), each ``Ranked`` built when it is read.
+    :attr:`sorted_by` names the table column whose ascending order this is. :meth:`risks` and
+    :meth:`any_measured` answer for every row without building them (they depend on the shape only)."""
+
+    sorted_by = "cost"
+
+    def __init__(self, full: _Full, order: list[int]) -> None:
+        self._full, self._order = full, order
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @overload
+    def __getitem__(self, index: int) -> Ranked: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Ranked]: ...
+
+    def __getitem__(self, index: int | slice) -> Ranked | list[Ranked]:
+        if isinstance(index, slice):
+            row = self._full.row
+            return [row(i) for i in self._order[index]]
+        return self._full.row(self._order[index])
+
+    def __iter__(self) -> Iterator[Ranked]:
+        row = self._full.row
+        return (row(i) for i in self._order)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Rankings, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Rankings({len(self)} rows)"
+
+    def _verdicts(self) -> list[tuple[Any, ...]]:
+        jids, verdicts = self._full.jids, self._full.verdicts
+        return [verdicts[j] for j in sorted({jids[i] for i in self._order})]
+
+    def risks(self) -> list[SpotRisk]:
+        """The distinct spot risks of the rows (one per provider and run length)."""
+        return [v[4] for v in self._verdicts() if v[4] is not None]
+
+    def any_measured(self) -> bool:
+        """Whether any row's time comes from this user's earlier runs."""
+        return any(v[3] for v in self._verdicts())
 
 
 class _Judge:
-    """One ranking's caches: an offer shape → (the list its rows go to, fits, reason, hours, measured, risk,
-    restore traffic $): ``est_cost = hours × $/hr + traffic`` (on demand: traffic 0, hours without risk)."""
+    """One ranking's caches: an offer shape → the index of its verdict in ``verdicts``: (fits, reason, hours,
+    measured, risk, restore traffic $): ``est_cost = hours × $/hr + traffic`` (on demand: traffic 0, hours
+    without risk)."""
 
     def __init__(
         self,
@@ -562,10 +616,11 @@ class _Judge:
     ) -> None:
         self.run, self.rates, self.spot_rates, self.assumptions = run, rates, spot_rates, assumptions
         self.train, self.gen = run.train_flops(), run.gen_flops()
-        self.shapes: dict[tuple[str, int, float, bool, str], tuple[Any, ...]] = {}
+        self.shapes: dict[tuple[str, int, float, bool, str], int] = {}
+        self.verdicts: list[tuple[bool, str, float, bool, SpotRisk | None, float]] = []
         self.groups: dict[tuple[str, int, bool, str], tuple[float, bool, SpotRisk | None]] = {}
 
-    def __call__(self, o: Offer, good: list[Ranked], bad: list[Ranked] | None) -> tuple[Any, ...]:
+    def __call__(self, o: Offer) -> int:
         ok, reason = fit(o, self.run)
         gkey = (o.gpu_type, o.gpu_count, o.spot, o.provider)
         group = self.groups.get(gkey)
@@ -579,10 +634,11 @@ class _Judge:
             hours, traffic = risk.expected_hours, risk.traffic_cost
         else:
             traffic = 0.0
-        j = (good if ok else bad, ok, reason, hours, measured, risk, traffic)
+        j = len(self.verdicts)
+        self.verdicts.append((ok, reason, hours, measured, risk, traffic))
         self.shapes[(o.gpu_type, o.gpu_count, o.vram_gb, o.spot, o.provider)] = j
         return j
 
 
-def best(ranked: list[Ranked]) -> Ranked | None:
+def best(ranked: Iterable[Ranked]) -> Ranked | None:
     return next((r for r in ranked if r.fits), None)

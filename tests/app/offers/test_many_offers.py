@@ -91,6 +91,11 @@ async def test_the_table_holds_the_first_rows_and_says_how_many_more_there_are()
         # the rows shown are the cheapest runs of all: row i is the i-th ranked offer
         costs = [r.est_cost for r in table.ordered()]
         assert costs == sorted(costs) and table.ordered()[:MAX_ROWS] == pane.ranked[:MAX_ROWS]
+        # the ranking's own order stands for the default one (rows built only for the table): it is the order
+        # sorting every row gives, fits first
+        rows = list(pane.ranked)
+        by_sort = sorted((r for r in rows if r.fits), key=lambda r: r.est_cost)
+        assert list(table.ordered()) == by_sort + sorted((r for r in rows if not r.fits), key=lambda r: r.est_cost)
         first = table.ordered()[0]
         assert str(table.get_row_at(0)[0]).startswith(first.offer.provider)
         assert (

@@ -234,6 +234,27 @@ def test_rank_is_the_plain_per_offer_computation(case):
     assert [r.est_cost for r in got] == [r.est_cost for r in plain_rank(offers, run, observed=observed, **filters)]
 
 
+@SETTINGS
+@given(cases())
+def test_a_rankings_answers_for_its_rows_without_building_them(case):
+    """Issue 36: a ranking builds a row only when it is read (the Offers pane reads the 200 it shows of 10,000);
+    what the pane needs from every row — the spot risks behind its explanation line, whether any time is
+    measured, the rows in the table's default order — comes from the shapes, and must be what the rows say."""
+    run, offers, filters, observed = case
+    for got in (
+        rank(offers, run, observed=observed, **filters),
+        rank(tuple(offers), run, observed=observed, **filters),
+    ):
+        rows = list(got)
+        want = plain_rank(offers, run, observed=observed, **filters)
+        assert rows == want and got[: len(rows) // 2] == want[: len(want) // 2]
+        assert all(got[i] is rows[i] for i in range(len(rows)))  # built once, then the same object
+        assert sorted({id(r) for r in got.risks()}) == sorted({id(r.risk) for r in rows if r.risk is not None})
+        assert got.any_measured() == any(r.measured for r in rows)
+        fits = sorted((r for r in rows if r.fits), key=lambda r: r.est_cost)  # the table's default order
+        assert rows == fits + sorted((r for r in rows if not r.fits), key=lambda r: r.est_cost)
+
+
 def test_memory_a_hair_either_side_of_the_limit_is_judged_exactly():
     """Vast reports each card's memory (MiB / 1024): neighbouring sizes share the cached estimate but not the
     verdict — a size just under the limit does not fit, one just over does, in one ranking."""
@@ -318,3 +339,14 @@ def test_a_filter_change_on_fetched_offers_judges_nothing_again():
     assert narrowed == [
         r for r in everything if r.offer.price_hr <= 2.0 and r.offer.gpu_count == 8 and r.offer.available
     ]
+
+
+def test_a_model_read_alone_is_the_registry_s():
+    """The first ranking in a process reads only its model's table of models.toml (the whole registry is 3-4 ms
+    of tomllib): every model read that way is the registry's, field for field, and a name with no table of its
+    own still finds its model (by basename, case-insensitively)."""
+    from services.config.memory import _exact, lookup_model, registry
+
+    assert registry() and all(_exact(name) == shape for name, shape in registry().items())
+    assert _exact("qwen/qwen3-8b") is None and lookup_model("qwen/qwen3-8b") == registry()["Qwen/Qwen3-8B"]
+    assert lookup_model("Qwen3-8B") == registry()["Qwen/Qwen3-8B"] and lookup_model("no/such-model") is None
