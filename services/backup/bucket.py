@@ -103,9 +103,12 @@ async def verify_backup(settings: BackupSettings, run_dir: str, step: int, s3: S
     )
 
 
-async def list_bucket(settings: BackupSettings, run_dir: str, s3: S3 | None = None) -> list[BucketCheckpoint]:
+async def list_bucket(
+    settings: BackupSettings, run_dir: str, s3: S3 | None = None, known: BucketCheckpoint | None = None
+) -> list[BucketCheckpoint]:
     """Every step under the run's prefix, whichever run it came from (``source``), each verified against
-    its manifest (one HEAD per file), all through one client (``s3`` when given)."""
+    its manifest (one HEAD per file), all through one client (``s3`` when given). ``known``: a step this
+    process has just checked and marked verified (the backup that wrote its manifest), not asked again."""
     s3 = s3 or S3(settings)
     prefix = settings.prefix_for(run_dir)
     objects = await each_page(s3, "list_objects_v2", "Contents", Prefix=prefix)
@@ -116,7 +119,9 @@ async def list_bucket(settings: BackupSettings, run_dir: str, s3: S3 | None = No
             sizes[step] = sizes.get(step, 0) + int(o["Size"])
     out = []
     for step in sorted(sizes):
-        checked = await verify_backup(settings, run_dir, step, s3)
+        checked = (
+            known if known is not None and known.step == step else await verify_backup(settings, run_dir, step, s3)
+        )
         out.append(checked if checked.bytes else BucketCheckpoint(step, 0, sizes[step], False, checked.problems))
     return out
 
@@ -149,7 +154,12 @@ def _step_of(key: str, prefix: str) -> int | None:
 
 
 async def prune_bucket(
-    settings: BackupSettings, run_dir: str, keep_last: int, source: RunSource | None = None, s3: S3 | None = None
+    settings: BackupSettings,
+    run_dir: str,
+    keep_last: int,
+    source: RunSource | None = None,
+    s3: S3 | None = None,
+    known: BucketCheckpoint | None = None,
 ) -> list[int]:
     """Keep the newest ``keep_last`` verified steps of the run ``source`` (its own and those of the runs
     it was resumed from, up to the resume step); delete its own older steps (verified or not). The
@@ -162,7 +172,7 @@ async def prune_bucket(
         return []
     s3 = s3 or S3(settings)
     prefix = settings.prefix_for(run_dir)
-    steps = ours(await list_bucket(settings, run_dir, s3), source)
+    steps = ours(await list_bucket(settings, run_dir, s3, known), source)
     kept = sorted((c.step for c in steps if c.verified), reverse=True)[:keep_last]
     if len(kept) < keep_last:
         return []

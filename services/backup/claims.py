@@ -45,12 +45,21 @@ def _age(obj: dict, now: float) -> float:
     return now - when.timestamp() if isinstance(when, dt.datetime) else 0.0
 
 
-async def claim_step(s3: S3, base: str, step: int, source: RunSource, where: str, stale: float | None = None) -> None:
-    """Claim step N for the run ``source`` or raise the collision error (nothing uploaded either way)."""
+async def claim_step(
+    s3: S3,
+    base: str,
+    step: int,
+    source: RunSource,
+    where: str,
+    stale: float | None = None,
+    listed: list[dict] | None = None,
+) -> None:
+    """Claim step N for the run ``source`` or raise the collision error (nothing uploaded either way).
+    ``listed``: the claims as the caller listed them just before (one listing of the whole step)."""
     stale = CLAIM_STALE if stale is None else stale
     prefix, mine = f"{base}claims/", f"{base}claims/{run_key(source)}.json"
     now = time.time()
-    claims = await each_page(s3, "list_objects_v2", "Contents", Prefix=prefix)
+    claims = listed if listed is not None else await each_page(s3, "list_objects_v2", "Contents", Prefix=prefix)
     own = next((o for o in claims if o["Key"] == mine), None)
     if own is None or _age(own, now) > stale:
         body = json.dumps({"source": source.to_dict(), "time": now}).encode()
@@ -86,7 +95,11 @@ class Uploads:
         self.ids: dict[str, str] = {}
         self.checksums: dict[str, str] = {}  # key -> the checksum algorithm its upload names ("" none)
 
-    async def load(self) -> None:
+    async def load(self, listed: bool = True) -> None:
+        """Read this run's record of its uploads; ``listed`` False: a listing just showed there is none."""
+        if not listed:
+            self.ids = {}
+            return
         try:
             obj = await self.s3.call("get_object", Bucket=self.s3.bucket, Key=self.key)
             data = json.loads(await asyncio.to_thread(obj["Body"].read))
@@ -101,8 +114,10 @@ class Uploads:
         """This run's unfinished upload of ``key`` and its parts' md5s, or a new upload (recorded), created
         with the parts' ``checksum`` algorithm when given ("CRC32"). ``checksums[key]``: the algorithm the
         upload names (a resumed one keeps the one it was created with), "" for none."""
-        listing = await self.s3.call("list_multipart_uploads", Bucket=self.s3.bucket, Prefix=key)
-        ours = [u for u in listing.get("Uploads", []) or [] if u["Key"] == key and u["UploadId"] == self.ids.get(key)]
+        ours = []
+        if key in self.ids:  # only an upload this run recorded is resumed: none recorded, nothing to ask
+            listing = await self.s3.call("list_multipart_uploads", Bucket=self.s3.bucket, Prefix=key)
+            ours = [u for u in listing.get("Uploads", []) or [] if u["Key"] == key and u["UploadId"] == self.ids[key]]
         if ours:
             upload_id = ours[0]["UploadId"]
             self.checksums[key] = str(ours[0].get("ChecksumAlgorithm") or "").upper()

@@ -10,8 +10,8 @@ Flexible checksums: botocore >= 1.36 adds a CRC32 checksum to every upload by de
 presigned part URLs carry no checksum parameters the pod's plain PUT could not satisfy. Integrity comes
 from our own manifest (sha256 per file, md5 per part checked against the ETags); the pod sends each part's
 Content-MD5 (the store refuses changed bytes) and, where the store takes it, its CRC32
-(services.backup.store_caps.parts_take_crc32); where the store also catches a wrong CRC32
-(store_caps.crc32_guard) the CRC32 alone checks a new part and the pod computes no md5 for it.
+(services.backup.store_caps.part_caps); where the store also catches a wrong CRC32
+(the same probe) the CRC32 alone checks a new part and the pod computes no md5 for it.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class BackupSettings:
     auto_backup: bool = False
     keep_last: int = 3  # in the bucket, separate from the pod's keep_last
     checksums: str = "when_required"  # or "when_supported" (boto3's default since 1.36)
-    part_checksums: str = "auto"  # CRC32 per part when the store takes it unsigned (store_caps.parts_take_crc32)
+    part_checksums: str = "auto"  # CRC32 per part when the store takes it unsigned (store_caps.part_caps)
     part_size: int = DEFAULT_PART  # preferred; grows for huge files to stay <= 10,000 parts
     min_part: int = MIN_PART  # tests against moto lower it together with S3_UPLOAD_PART_MIN_SIZE
     jobs: int = 8  # parallel part uploads on the pod

@@ -25,35 +25,89 @@ def composite_crc32(crcs: list[str]) -> str:
 
 
 _PART_CRC32: dict[tuple[str, str], bool] = {}  # (endpoint, bucket) -> parts may carry their CRC32
+_CRC32_GUARD: dict[tuple[str, str], str] = {}  # (endpoint, bucket) -> how a wrong part CRC32 is caught
 
 
-async def parts_take_crc32(s3: S3, base: str) -> bool:
-    """Whether this store takes a CRC32 per part on a presigned part upload. The pod computes it after
-    the URL was signed, so the ``x-amz-checksum-crc32`` header it sends is unsigned: moto and other
-    S3-compatible stores take it, and an upload created with CRC32 is then completed from the parts'
-    checksums (moto otherwise computes a checksum over the whole object at completion, ~2-3x the time);
-    AWS refuses unsigned x-amz-* headers on presigned URLs (HeadersNotSigned), so there the uploads name
-    no algorithm and every part is checked by its Content-MD5 alone. Asked once per store and bucket:
-    a one-part probe upload from this app, aborted. ``part_checksums = "none"`` in backup.toml skips it."""
+async def part_caps(s3: S3, base: str, later: list[asyncio.Task] | None = None) -> tuple[bool, str]:
+    """(whether this store takes a CRC32 per part on a presigned part upload, how it catches a part whose
+    bytes do not match the CRC32 sent with it), asked once per store and bucket with ONE small upload.
+
+    Takes: the pod computes each CRC32 after the URL was signed, so the ``x-amz-checksum-crc32`` header it
+    sends is unsigned: moto and other S3-compatible stores take it, and an upload created with CRC32 is then
+    completed from the parts' checksums (moto otherwise computes a checksum over the whole object at
+    completion, ~2-3x the time); AWS refuses unsigned x-amz-* headers on presigned URLs (HeadersNotSigned),
+    so there the uploads name no algorithm and every part is checked by its Content-MD5 alone.
+
+    Caught: "part" (the store refuses the PUT, as AWS and MinIO do), "complete" (it takes the part but
+    completes the object with a composite CRC32 of the bytes it holds, which then differs from the parts'
+    own: moto), or "" (neither, or not asked: the pod must keep sending each part's md5). Where it is
+    caught, the pod's CRC32 is the part's integrity check and its md5 (the costliest hash per byte) is not
+    computed; the file's sha256 stays for the restore.
+
+    The probe: one upload created with CRC32; part 1 with its own CRC32 and part 2 with a wrong one go at
+    once (part 1 refused: not taken; part 2 refused: "part"); when both are taken the upload is completed
+    with part 2 alone and the object's CRC32 tells "complete" from "". The object or upload is removed:
+    given ``later``, by a task appended to it (the caller awaits it; the answer does not wait for it).
+    ``part_checksums = "none"`` in backup.toml skips it. A store that does not answer is asked again next
+    time (meanwhile: no CRC32s, the md5 stays)."""
     if s3.settings.part_checksums == "none":
-        return False
+        return False, ""
     where = (s3.settings.endpoint or "", s3.bucket)
-    if where not in _PART_CRC32:
-        key = base + ".checksum-probe"
+    if where in _PART_CRC32 and (where in _CRC32_GUARD or not _PART_CRC32[where]):
+        return _PART_CRC32[where], _CRC32_GUARD.get(where, "")
+    key = base + ".checksum-probe"
+    try:
+        upload = await s3.call("create_multipart_upload", Bucket=s3.bucket, Key=key, ChecksumAlgorithm="CRC32")
+    except BackupError:  # the store does not know the parameter
+        _PART_CRC32[where] = False
+        return False, ""
+    completed = False
+    try:
+        right = b"prime-train-tui part checksum probe"
+        body, wrong = b"prime-train-tui part checksum guard probe", _crc32(b"other bytes")
+        urls = [s3.presign("upload_part", Key=key, UploadId=upload["UploadId"], PartNumber=n) for n in (1, 2)]
+        takes, refuses_wrong = await asyncio.gather(
+            asyncio.to_thread(_put_probe, urls[0], s3.settings.read_timeout, right),
+            asyncio.to_thread(_put_probe, urls[1], s3.settings.read_timeout, body, wrong),
+        )
+        if takes is None:  # no answer at all: ask again next time
+            return False, ""
+        _PART_CRC32[where] = takes
+        if not takes or refuses_wrong is None:  # not taken; or no answer: the md5 stays, asked again next time
+            return takes, ""
+        if refuses_wrong is False:
+            _CRC32_GUARD[where] = "part"
+            return True, "part"
         try:
-            upload = await s3.call("create_multipart_upload", Bucket=s3.bucket, Key=key, ChecksumAlgorithm="CRC32")
-        except BackupError:  # the store does not know the parameter
-            _PART_CRC32[where] = False
-            return False
-        try:
-            url = s3.presign("upload_part", Key=key, UploadId=upload["UploadId"], PartNumber=1)
-            answer = await asyncio.to_thread(_put_probe, url, s3.settings.read_timeout)
-            if answer is not None:  # no answer at all: ask again next time
-                _PART_CRC32[where] = answer
-        finally:
-            with contextlib.suppress(BackupError):
-                await s3.call("abort_multipart_upload", Bucket=s3.bucket, Key=key, UploadId=upload["UploadId"])
-    return _PART_CRC32.get(where, False)
+            done = await s3.call(
+                "complete_multipart_upload",
+                Bucket=s3.bucket,
+                Key=key,
+                UploadId=upload["UploadId"],
+                MultipartUpload={"Parts": [{"PartNumber": 2, "ETag": answer_etag(body), "ChecksumCRC32": wrong}]},
+            )
+        except BackupError:  # refused at completion: caught too, but keep the md5 (no composite to compare)
+            _CRC32_GUARD[where] = ""
+            return True, ""
+        completed = True
+        theirs = await object_crc32(s3, key, done)
+        caught = bool(theirs) and theirs == composite_crc32([_crc32(body)]) != composite_crc32([wrong])
+        _CRC32_GUARD[where] = "complete" if caught else ""
+        return True, _CRC32_GUARD[where]
+    finally:
+        cleanup = _remove_probe(s3, key, None if completed else upload["UploadId"])
+        if later is None:
+            await cleanup
+        else:
+            later.append(asyncio.ensure_future(cleanup))
+
+
+async def _remove_probe(s3: S3, key: str, upload_id: str | None) -> None:
+    with contextlib.suppress(BackupError):
+        if upload_id is None:
+            await s3.call("delete_object", Bucket=s3.bucket, Key=key)
+        else:
+            await s3.call("abort_multipart_upload", Bucket=s3.bucket, Key=key, UploadId=upload_id)
 
 
 def _put_probe(
@@ -75,56 +129,6 @@ def _put_probe(
         return False
     except OSError:
         return None
-
-
-_CRC32_GUARD: dict[tuple[str, str], str] = {}  # (endpoint, bucket) -> how a wrong part CRC32 is caught
-
-
-async def crc32_guard(s3: S3, base: str) -> str:
-    """How this store catches a part whose bytes do not match the CRC32 the pod sent with it: "part" (the
-    store refuses the PUT, as AWS and MinIO do), "complete" (it takes the part but completes the object
-    with a composite CRC32 of the bytes it holds, which then differs from the parts' own: moto), or ""
-    (neither: the pod must keep sending each part's md5). Only a store whose :func:`parts_take_crc32` is
-    True is asked; once per store and bucket, with a small upload whose CRC32 is deliberately wrong,
-    completed and deleted. Where it is caught, the pod's CRC32 is the part's integrity check and its md5
-    (the costliest hash per byte) is not computed; the file's sha256 stays for the restore."""
-    where = (s3.settings.endpoint or "", s3.bucket)
-    if where in _CRC32_GUARD:
-        return _CRC32_GUARD[where]
-    key = base + ".checksum-guard-probe"
-    upload = await s3.call("create_multipart_upload", Bucket=s3.bucket, Key=key, ChecksumAlgorithm="CRC32")
-    completed = False
-    try:
-        url = s3.presign("upload_part", Key=key, UploadId=upload["UploadId"], PartNumber=1)
-        body, wrong = b"prime-train-tui part checksum guard probe", _crc32(b"other bytes")
-        answer = await asyncio.to_thread(_put_probe, url, s3.settings.read_timeout, body, wrong)
-        if answer is None:  # no answer: ask again next time, the md5 stays meanwhile
-            return ""
-        if answer is False:
-            _CRC32_GUARD[where] = "part"
-            return "part"
-        try:
-            done = await s3.call(
-                "complete_multipart_upload",
-                Bucket=s3.bucket,
-                Key=key,
-                UploadId=upload["UploadId"],
-                MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": answer_etag(body), "ChecksumCRC32": wrong}]},
-            )
-        except BackupError:  # refused at completion: caught too, but keep the md5 (no composite to compare)
-            _CRC32_GUARD[where] = ""
-            return ""
-        completed = True
-        theirs = await object_crc32(s3, key, done)
-        caught = bool(theirs) and theirs == composite_crc32([_crc32(body)]) != composite_crc32([wrong])
-        _CRC32_GUARD[where] = "complete" if caught else ""
-        return _CRC32_GUARD[where]
-    finally:
-        with contextlib.suppress(BackupError):
-            if completed:
-                await s3.call("delete_object", Bucket=s3.bucket, Key=key)
-            else:
-                await s3.call("abort_multipart_upload", Bucket=s3.bucket, Key=key, UploadId=upload["UploadId"])
 
 
 async def object_crc32(s3: S3, key: str, completed: dict) -> str:

@@ -3,7 +3,7 @@
 The checkpoint bytes never pass through this process. The app (with the user's boto3 credentials)
 creates the multipart uploads and presigns one URL per part, file by file as the agent asks for more;
 ``services/pod/agent/backup.py`` on the pod reads each file ONCE (sha256 in order, md5 and optional zstd per
-part; CRC32 instead of md5 where the store catches a wrong one: store_caps.crc32_guard) and PUTs the parts
+part; CRC32 instead of md5 where the store catches a wrong one: store_caps.part_caps) and PUTs the parts
 with urllib; the app completes each upload with the part ETags the store returned (checking the object's
 composite CRC32 against the parts'), checks every object's size and ETag against the manifest, and only then writes
 ``step_N/manifest.json`` (the "verified" mark). Resume asks the bucket (list_multipart_uploads +
@@ -32,22 +32,23 @@ from typing import Any
 from services.backup.bucket import (
     backed_up,
     check_objects,
-    head_object,
     list_bucket,
     ours,
     prune_bucket,
     read_manifest,
 )
 from services.backup.claims import Uploads, claim_step, collision
-from services.backup.manifest import FileEntry, Manifest, PodCheckpoint, RunSource, TransferProgress, source_label
-from services.backup.s3 import S3, BackupError, BackupSettings, hide_credentials, part_size_for
-from services.backup.store_caps import (
-    composite_crc32,
-    crc32_guard,
-    object_crc32,
-    parts_take_crc32,
-    store_etags_are_md5,
+from services.backup.manifest import (
+    BucketCheckpoint,
+    FileEntry,
+    Manifest,
+    PodCheckpoint,
+    RunSource,
+    TransferProgress,
+    source_label,
 )
+from services.backup.s3 import S3, BackupError, BackupSettings, each_page, hide_credentials, part_size_for
+from services.backup.store_caps import composite_crc32, object_crc32, part_caps, store_etags_are_md5
 from services.pod import agent, trusted
 from services.pod.agent.transfer import check_path
 from services.pod.connection import Connection, RemoteProcess
@@ -305,21 +306,46 @@ async def backup_checkpoint(
         "--timeout",
         f"{settings.read_timeout:g}",
     ]
+    # Whether the store takes per-part CRC32s and catches a wrong one (asked once per store: a small upload
+    # of its own) is asked beside the bucket's setup, not when the first large file comes up.
+    multipart = any(
+        part_size_for(int(f["size"]), settings.part_size, settings.min_part, settings.jobs) < int(f["size"])
+        for f in planned
+    )
+    part_guard = ""
+    probe_cleanup: list[asyncio.Task] = []  # the probe's upload or object goes while the backup starts
+
+    async def part_checks() -> tuple[bool, str]:
+        """(the store takes each part's CRC32, how it catches a wrong one: store_caps.part_caps)."""
+        nonlocal part_guard
+        takes, part_guard = await part_caps(s3, base, probe_cleanup)
+        return takes, part_guard
+
+    probe = asyncio.ensure_future(part_checks()) if multipart else None
     # The sending agent starts (an interpreter on the pod: ~0.1 s, several times that on a busy pod) while
     # the bucket is set up; it reads nothing but its stdin, so until its first line it sends nothing, and
     # a refusal below stops it.
     sender = asyncio.ensure_future(agent.start(send))
     mine = Uploads(s3, base, source)  # only the multipart uploads this run started are resumed
+    present: dict[str, dict] = {}  # key -> the step's objects as listed (ETag, Size)
     try:
-        there = await read_manifest(s3, base)
+        # One listing of the step says what is there: its manifest, the claims, this run's uploads record
+        # and the objects already complete (each read or HEADed only when listed).
+        present = {str(o["Key"]): o for o in await each_page(s3, "list_objects_v2", "Contents", Prefix=base)}
+        there = await read_manifest(s3, base) if base + "manifest.json" in present else None
         if there is not None and not source.owns(there.source, step):
             raise collision(step, source, there.source, where)
-        await claim_step(s3, base, step, source, where)  # before anything is sent: one run per step at a time
-        await mine.load()
+        claims = [o for k, o in present.items() if k.startswith(base + "claims/")]
+        await claim_step(s3, base, step, source, where, listed=claims)  # before anything is sent: one run per step
+        await mine.load(listed=mine.key in present)
     except BaseException:
         ready = (await asyncio.gather(sender, return_exceptions=True))[0]
         if isinstance(ready, RemoteProcess):
             await ready.kill()
+        if probe is not None:
+            probe.cancel()
+            await asyncio.gather(probe, return_exceptions=True)
+        await asyncio.gather(*probe_cleanup, return_exceptions=True)
         raise
     total = sum(int(f["size"]) for f in planned)
     result = BackupResult(
@@ -345,12 +371,12 @@ async def backup_checkpoint(
             part = part_size_for(entry.size, settings.part_size, settings.min_part, settings.jobs)
             offsets = list(range(0, entry.size, part)) or [0]
             have: dict[int, str] = {}
-            head = await head_object(s3, key)
+            head = present.get(key)
             exists: dict[str, Any] = {}
             if len(offsets) > 1:
                 if head is not None:  # complete already (a backup stopped before its manifest, a re-run)
                     existing[key] = str(head.get("ETag", "")).strip('"')
-                    exists = {"exists": {"etag": existing[key], "size": int(head.get("ContentLength", -1))}}
+                    exists = {"exists": {"etag": existing[key], "size": int(head.get("Size", -1))}}
                 takes, guard = await probe if probe is not None else (False, "")
                 uploads[key], have = await mine.resume_or_create(key, "CRC32" if takes else None)
                 if mine.checksums.get(key) == "CRC32":
@@ -449,23 +475,6 @@ async def backup_checkpoint(
         elif kind == "error":
             errors.append(hide_credentials(str(ev.get("message"))))
 
-    # Whether the store takes per-part CRC32s (asked once per store) is asked while the agent starts,
-    # not when the first large file comes up.
-    multipart = any(
-        part_size_for(int(f["size"]), settings.part_size, settings.min_part, settings.jobs) < int(f["size"])
-        for f in planned
-    )
-    part_guard = ""
-
-    async def part_checks() -> tuple[bool, str]:
-        """(the store takes each part's CRC32, how it catches a wrong one: store_caps.crc32_guard)."""
-        nonlocal part_guard
-        if not await parts_take_crc32(s3, base):
-            return False, ""
-        part_guard = await crc32_guard(s3, base)
-        return True, part_guard
-
-    probe = asyncio.ensure_future(part_checks()) if multipart else None
     proc: RemoteProcess | None = None
     try:
         proc = await sender
@@ -481,6 +490,7 @@ async def backup_checkpoint(
         if probe is not None:  # its probe upload is aborted before we go on
             probe.cancel()
             await asyncio.gather(probe, return_exceptions=True)
+        await asyncio.gather(*probe_cleanup, return_exceptions=True)
         if proc is not None:  # stream() stops it; this covers a failure before stream() took it
             await proc.kill()
     if errors or len(entries) != len(planned):
@@ -498,9 +508,10 @@ async def backup_checkpoint(
     )
     result.manifest = manifest
     report(TransferProgress("backup", step, "verify", done_bytes, total, time.monotonic() - started))
-    result.problems = await check_objects(s3, base, manifest)
+    # the objects are checked while the manifest is read again (another run may have finished the same
+    # step meanwhile)
+    result.problems, again = await asyncio.gather(check_objects(s3, base, manifest), read_manifest(s3, base))
     if not result.problems:
-        again = await read_manifest(s3, base)  # another run may have finished the same step meanwhile
         if again is not None and not source.owns(again.source, step):
             raise collision(step, source, again.source, where)
         await s3.call(
@@ -510,9 +521,22 @@ async def backup_checkpoint(
             Body=manifest.to_json().encode(),
             ContentType="application/json",
         )
-        await mine.done()  # every upload of this run is complete: its record goes (its claim stays)
         result.verified = True
-        result.pruned = await prune_bucket(settings, run_dir, settings.keep_last, source, s3)
+        checked = BucketCheckpoint(
+            step,
+            manifest.bytes,
+            manifest.stored_bytes,
+            True,
+            (),
+            manifest.created,
+            manifest.source,
+            manifest.fingerprint,
+        )
+        # every upload of this run is complete: its record goes (its claim stays), beside the prune, which
+        # takes this step as just checked
+        _, result.pruned = await asyncio.gather(
+            mine.done(), prune_bucket(settings, run_dir, settings.keep_last, source, s3, checked)
+        )
     report(TransferProgress("backup", step, "done", done_bytes, total, time.monotonic() - started))
     return result
 

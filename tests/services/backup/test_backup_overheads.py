@@ -139,8 +139,9 @@ async def test_the_store_and_the_pod_are_asked_at_once(pod, s3env, tmp_path, mon
     assert result.verified and seen == [True]
 
 
-async def test_the_part_checksum_question_goes_out_while_the_agent_starts(pod, s3env, tmp_path, monkeypatch):
+async def test_the_part_checksum_question_goes_out_beside_the_claim(pod, s3env, tmp_path, monkeypatch):
     monkeypatch.setattr(store_caps, "_PART_CRC32", {})
+    monkeypatch.setattr(store_caps, "_CRC32_GUARD", {})
     run = tmp_path / "run"
     write_checkpoint(run, 6, shard_bytes=300 * 1024)
     probing = threading.Event()
@@ -149,7 +150,7 @@ async def test_the_part_checksum_question_goes_out_while_the_agent_starts(pod, s
     def hook(name, kw):
         if name == "create_multipart_upload" and kw["Key"].endswith(".checksum-probe"):
             probing.set()
-        elif name == "head_object" and kw["Key"].endswith("__0_0.distcp") and not seen:  # the large file's turn
+        elif name == "put_object" and "/claims/" in kw["Key"]:  # the step's claim: the probe is out already
             seen.append(probing.wait(WAIT))
 
     on_call(monkeypatch, hook)

@@ -2,7 +2,7 @@
 
 The pod hashed every byte twice (sha256 per file, md5 per part) where boto3 computes one CRC32, and md5
 is the costliest of its hashes: most of the backup's CPU on a busy pod. Where the store catches a part
-whose bytes do not match its CRC32 (store_caps.crc32_guard: moto recomputes the composite at completion,
+whose bytes do not match its CRC32 (store_caps.part_caps: moto recomputes the composite at completion,
 AWS/MinIO refuse the PUT), new parts now carry only their CRC32; what must still hold: a part corrupted
 on the way between the pod and the store fails the backup (no manifest), an object changed in the
 bucket afterwards fails verification, and the restore gives back the very bytes, checked by sha256.

@@ -74,7 +74,7 @@ async def test_backup_goes_from_the_pod_to_the_bucket_and_is_verified(pod, s3env
         assert f.size == local.stat().st_size and f.sha256 == sha(local)
         assert s3env.get(base + f.key) == local.read_bytes()
     head = s3env.client.head_object(Bucket=s3env.bucket, Key=base + "trainer/__0_0.distcp")
-    # moto catches a wrong part CRC32 (store_caps.crc32_guard): the parts carry no md5, the store's ETag is kept
+    # moto catches a wrong part CRC32 (store_caps.part_caps): the parts carry no md5, the store's ETag is kept
     assert head["ETag"].strip('"') == shard.store_etag and shard.store_etag.endswith("-5") and not shard.etag
     phases = [e.phase for e in events]
     assert phases[0] == "scan" and phases[-1] == "done" and "upload" in phases
