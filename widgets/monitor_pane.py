@@ -34,7 +34,7 @@ from widgets.format import (
     status_reason_now,
     used_total_gib,
 )
-from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, GpuHeader, GpuRows, HostRow, level
+from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, GpuHeader, GpuRows, HostRow, TextLine, level
 from widgets.pod_list import cut_text
 
 DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
@@ -165,9 +165,9 @@ class MonitorPane(Widget):
         with Vertical(id="monitor-body"):
             yield Label("", id="monitor-title")
             yield Static("", id="monitor-state")
-            yield Label("", id="monitor-stats")
+            yield TextLine("", id="monitor-stats")
             yield Label("", id="monitor-gaps")
-            yield Label("", id="run-progress")
+            yield TextLine("", id="run-progress")
             yield Label("", id="wandb-info")
             yield AlertList("", id="monitor-alerts")
             yield ClusterPanel(id="cluster-panel")
@@ -314,14 +314,14 @@ class MonitorPane(Widget):
         The log tail appears once the run is stepping or a log line matched an error pattern (start-up
         chatter alone is not worth the space)."""
         latest = snapshot.latest
-        progress = self._one("#run-progress", Label)
+        progress = self._one("#run-progress", TextLine)
         text = run_line(snapshot.run, latest.t if latest else None)
         basis = snapshot.run.cost_basis if snapshot.run is not None else None
         if basis in ("since rented", "since the pod started"):  # the pod's bill, not the run's steps' estimate
             text = text.replace(" spent, ", f" spent ({basis}), ", 1)
         if snapshot.idle is not None:  # GPUs idle with no run: what the wait costs (services/monitor/idle.py)
             text = f"{text} · {snapshot.idle.label}" if text else snapshot.idle.label
-        set_label(progress, text)
+        progress.update(text)
         if progress.display != bool(text):
             progress.display = bool(text)
         self._one("#monitor-alerts", AlertList).show_alerts(snapshot.alerts)
@@ -381,7 +381,7 @@ class MonitorPane(Widget):
             text += f" · {snapshot.dropped_total} dropped (too fast)"
         if cut := cut_text(snapshot):
             text += f" · {cut}"
-        set_label(self._one("#monitor-stats", Label), text)
+        self._one("#monitor-stats", TextLine).update(text)
 
     def _show_gaps(self, snapshot: PodSnapshot, now: float) -> None:
         if not snapshot.gaps:

@@ -23,14 +23,17 @@ from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
+from textual.content import Content
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
 from services.models import GpuSample, Sample
 from services.monitor.trend import BUCKET_S, TrendBucket
+from services.text import plain
 from widgets.format import NA, Timeline, number, used_total_gib
 from widgets.trend import History
 
@@ -456,3 +459,67 @@ class GpuHeader(PartsRow):
                     segments.append(Segment(" " * (column.x - sum(s.cell_length for s in segments)), looks["blank"]))
                     segments += self.text_segments(self.TITLES[column.metric], looks["base"], column.width, right=True)
         return segments
+
+
+class TextLine(PartsRow):
+    """A label of plain text that changes every second (the sample count and the sample's age, what the run has
+    spent): cell for cell what a ``width: 100%`` Label of the same text draws, wrapped as the Label wraps it, but
+    repainted from its own lines and styles. A Label runs Textual's content pipeline (the text made into a visual,
+    wrapped, formatted, its styles worked out from the DOM) on every change; these two labels changed with every
+    snapshot. The text is shown as written, never read as markup."""
+
+    DEFAULT_CSS = "TextLine { width: 100%; height: auto; }"
+
+    def __init__(self, text: str = "", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.text = plain(text)
+        # (width, text, style, its lines): the style is the row's own until Textual repaints it for a reason
+        self._wrapped: tuple[int, str, Style | None, tuple[tuple[str, Style], ...]] = (-1, "", None, ())
+
+    def render(self) -> Content:
+        """The text (what readers of the widget see; drawing goes through :meth:`render_line`)."""
+        return Content(self.text)
+
+    def lines(self, width: int) -> tuple[tuple[str, Style], ...]:
+        """The text's lines at ``width`` cells, each with its style: itself when it fits, else as Textual wraps a
+        Label's text; each line marked with where it starts in the text, as a Label marks it (Textual's text
+        selection reads it)."""
+        cached_width, cached_text, cached_base, lines = self._wrapped
+        base = self.looks["base"]
+        if cached_width != width or cached_text != self.text or cached_base is not base:
+            text = self.text
+            wrapped = [text] if cell_len(text) <= width else [line.plain for line in Content(text).wrap(max(1, width))]
+            out, at = [], 0
+            for line in wrapped:
+                start = text.find(line, at) if line else at
+                start = at if start < 0 else start
+                row = text.count("\n", 0, start)
+                x = start - (text.rfind("\n", 0, start) + 1)
+                out.append((line, base + Style.from_meta({"offset": (x, row)})))
+                at = start + len(line)
+            lines = tuple(out)
+            self._wrapped = (width, text, base, lines)
+        return lines
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return max(1, len(self.lines(width)))
+
+    def update(self, text: str) -> None:
+        """Show ``text``; the layout is asked for only when its number of lines changes."""
+        text = plain(text)
+        if text == self.text:
+            return
+        width = self.size.width
+        before = len(self.lines(width))
+        self.text = text
+        if not width or len(self.lines(width)) != before:
+            self.refresh(layout=True)
+        else:
+            self._redraw()
+
+    def line_key(self, y: int) -> tuple:
+        return (self.size.width, self.text)
+
+    def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
+        lines = self.lines(width)
+        return [Segment(*lines[y])] if y < len(lines) else []
