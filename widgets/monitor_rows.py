@@ -286,9 +286,12 @@ class GpuLine:
     def cells(self, metric: str, width: int) -> str:
         return self.histories[metric].bars(width, 0.0, self.high(metric))
 
-    def update(self, gpu: GpuSample | None, timeline: Timeline, older: Sequence[TrendBucket] = ()) -> None:
+    def update(
+        self, gpu: GpuSample | None, timeline: Timeline, older: Sequence[TrendBucket] = (), end: int = 0
+    ) -> None:
         """The latest figures, and the graphs' new points; a graph drawn afresh starts with ``older``, the monitor's
-        downsampled buckets before the timeline's first sample (an hour at 1 Hz in all)."""
+        downsampled buckets before the timeline's first sample (an hour at 1 Hz in all), its newest point at
+        position ``end - 1`` (the graphs' buckets are anchored to positions: widgets/trend.py clock_buckets)."""
         if gpu is None:
             self.figures = dict.fromkeys(METRICS, NA)
             self.levels = dict.fromkeys(METRICS, "")
@@ -303,11 +306,10 @@ class GpuLine:
             gpus = [None if sample is None else gpu_at(sample, index) for sample in entries]
             for metric, pick in PICKS.items():
                 history = self.histories[metric]
-                if everything:
-                    history.clear()
-                    if older:
-                        for point in older_points(older, index, metric, history.limit - len(gpus)):
-                            history.append(point)
+                if everything:  # the newest point at position ``end - 1``, the others one before another
+                    points = older_points(older, index, metric, history.limit - len(gpus)) if older else []
+                    history.clear(start=end - len(points) - len(gpus))
+                    history.extend(points)
                 for g in gpus:
                     v = None if g is None else pick(g)
                     history.append(None if v is None else float(v))
@@ -337,6 +339,7 @@ class GpuRows(PartsRow):
         self.limit = limit
         self.lines: list[GpuLine] = []
         self._drawn: dict[int, tuple] = {}  # per line: what it shows on screen (its key when last drawn)
+        self._anchor = (-1, 0)  # (timeline generation, position of its first entry ever appended): see end()
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self.lines)
@@ -358,13 +361,24 @@ class GpuRows(PartsRow):
             self._drawn = {}
             self.refresh(layout=True)  # another height; every line drawn afresh
         width, tight, graphs, drawn = self.size.width, self.tight, self.graphs, self._drawn.get
+        end = self.end(timeline)
         changed = []
         for y, line in enumerate(self.lines):
-            line.update(gpus[line.index], timeline, older)
+            line.update(gpus[line.index], timeline, older, end)
             if line.key(width, tight, graphs) != drawn(y):
                 changed.append(Region(0, y, width, 1))
         if changed:
             self._redraw(*changed)
+
+    def end(self, timeline: Timeline) -> int:
+        """The position after the timeline's newest entry: the graphs' points are numbered one a second, the newest
+        entry of a timeline (re)built at its sample's second on the clock, each entry appended since one more; so
+        the graphs' buckets are the clock's (bucket k: seconds k*w to (k+1)*w) and a new sample changes only the
+        newest."""
+        if timeline.generation != self._anchor[0]:
+            newest = next((sample.t for sample in reversed(timeline.entries) if sample is not None), 0.0)
+            self._anchor = (timeline.generation, round(newest) + 1 - timeline.appended)
+        return self._anchor[1] + timeline.appended
 
     def line_key(self, y: int) -> tuple:
         if not 0 <= y < len(self.lines):  # (below the last GPU: blank)
