@@ -27,7 +27,9 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual.content import Content
+from textual.dom import NoScreen
 from textual.geometry import Region, Size
+from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -196,12 +198,34 @@ class PartsRow(Widget):
         return looks
 
     def _redraw(self, *regions: Region) -> None:
-        """Repaint (``regions`` of it, else all) for new figures or points: the styles stay as they were."""
-        self._own_refresh = True
+        """Repaint (``regions`` of it, else all) for new figures or points: the styles stay as they were, and the
+        screen is told at once. ``refresh`` posts a message to the row, whose idle pass posts one to the screen,
+        whose idle pass starts the frame: with a row per figure that changes every second, the messages were a
+        third of what a snapshot cost. Marked dirty here, every row repainted by one snapshot is drawn by the
+        screen's one idle pass (Textual's own ``_set_dirty`` and ``Screen._dirty_widgets``, what ``refresh`` and
+        the screen's ``Update`` handler do with them; tests/app/monitor/test_monitor_screen_pin.py fails when they
+        change)."""
+        screen = self._screen_now()
+        if screen is None:  # not on a screen yet: Textual's way
+            self._own_refresh = True
+            try:
+                self.refresh(*regions)
+            finally:
+                self._own_refresh = False
+            return
+        self._set_dirty(*regions)
+        if self.display:
+            screen._dirty_widgets.add(self)
+            screen.check_idle()
+
+    def _screen_now(self) -> Screen[object] | None:
+        """The screen the row is drawn on; None before it is mounted or once it is being removed."""
+        if not self.is_mounted or self._closing or self._parent is None:
+            return None
         try:
-            self.refresh(*regions)
-        finally:
-            self._own_refresh = False
+            return self.screen
+        except NoScreen:
+            return None
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
         if not self._own_refresh:
