@@ -561,3 +561,59 @@ class TextLine(PartsRow):
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         lines = self.lines(width)
         return [Segment(*lines[y])] if y < len(lines) else []
+
+
+class LogTail(PartsRow):
+    """The run's last log lines, one a line, cut with an ellipsis where too long, a line matching an error pattern
+    in its severity's colour: cell for cell the Static of :func:`widgets.alerts.log_tail_text` it replaces (its
+    CSS: ``text-wrap: nowrap; text-overflow: ellipsis``), without Textual's content pipeline (the text turned into
+    content, split into lines, each line's control codes stripped again) every third snapshot."""
+
+    DEFAULT_CSS = "LogTail { height: auto; }"
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.lines: tuple[tuple[str, str], ...] = ()  # (line, its severity's style: "" for none)
+        self._cut: dict[tuple[int, str], str] = {}  # (width, line) -> as shown
+
+    def render(self) -> Content:
+        """The lines (what readers of the widget see; drawing goes through :meth:`render_line`)."""
+        return Content("\n".join(line for line, _ in self.lines))
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return max(1, len(self.lines))
+
+    def show(self, lines: Sequence[tuple[str, str]]) -> None:
+        """The lines with their styles; the layout is asked for only when their number changes."""
+        lines = tuple((plain(line), style) for line, style in lines)
+        if lines == self.lines:
+            return
+        taller = len(lines) != len(self.lines)
+        self.lines = lines
+        if taller:
+            self.refresh(layout=True)
+        else:
+            self._redraw()
+
+    def line_key(self, y: int) -> tuple:
+        return (self.size.width, self.lines[y] if 0 <= y < len(self.lines) else None)
+
+    def fitted(self, line: str, width: int) -> str:
+        if cell_len(line) <= width:
+            return line
+        key = (width, line)
+        cut = self._cut.get(key)
+        if cut is None:
+            if len(self._cut) > 64:
+                self._cut.clear()
+            cut = self._cut[key] = Content(line).truncate(width, ellipsis=True).plain
+        return cut
+
+    def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
+        if not 0 <= y < len(self.lines):
+            return []
+        line, style = self.lines[y]
+        base = self.looks["base"]
+        look = base + Style.parse(style) if style else base
+        # marked with where it starts in the text, as Textual marks a Static's lines (its text selection reads it)
+        return [Segment(self.fitted(line, width), look + Style.from_meta({"offset": (0, y)}))]
