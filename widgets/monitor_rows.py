@@ -58,6 +58,13 @@ FIGURE_WIDTH = {
 }
 
 
+@functools.lru_cache(maxsize=256)
+def offset_style(x: int, y: int) -> Style:
+    """The mark Textual puts on a line of text: where it starts in the text (its text selection reads it); made
+    once (``Style.from_meta`` serialises the mark)."""
+    return Style.from_meta({"offset": (x, y)})
+
+
 class Column(NamedTuple):
     part: str  # index | figure | graph
     metric: str  # "" for the index
@@ -173,6 +180,7 @@ class PartsRow(Widget):
         self._looks: dict[str, Style] | None = None  # the parts' styles, until Textual repaints the row for a reason
         self._own_refresh = False  # of its own (new figures or points) rather than Textual's
         self._strips: dict[int, tuple[tuple, Strip]] = {}  # per line: (what it shows, the line drawn)
+        self._width: int | None = None  # while Textual renders lines of it: its width
         super().__init__(**kwargs)
         self.tight, self.graphs = tight, frozenset(graphs)  # what fits the pane's width (MonitorPane.on_resize)
 
@@ -246,17 +254,25 @@ class PartsRow(Widget):
         blank = self.looks["blank"]
         return [Segment(" " * lead, blank), Segment(shown, look), Segment(" " * (len(cell) - lead - len(shown)), blank)]
 
-    def line_key(self, y: int) -> tuple:
-        """Everything line ``y`` shows (it is drawn again only when this changed)."""
-        return (self.size.width, self.tight, self.graphs)
+    def line_key(self, y: int, width: int) -> tuple:
+        """Everything line ``y`` shows at ``width`` cells (it is drawn again only when this changed)."""
+        return (width, self.tight, self.graphs)
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         """Line ``y``'s segments (padded or cut to ``width`` by :meth:`render_line`)."""
         raise NotImplementedError
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # the width, once for the lines Textual asks for (``size`` finds the widget on the screen per call)
+        self._width = self.size.width
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._width = None
+
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        key = self.line_key(y)
+        width = self.size.width if self._width is None else self._width
+        key = self.line_key(y, width)
         cached = self._strips.get(y)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -404,10 +420,10 @@ class GpuRows(PartsRow):
             self._anchor = (timeline.generation, round(newest) + 1 - timeline.appended)
         return self._anchor[1] + timeline.appended
 
-    def line_key(self, y: int) -> tuple:
+    def line_key(self, y: int, width: int) -> tuple:
         if not 0 <= y < len(self.lines):  # (below the last GPU: blank)
-            return (self.size.width,)
-        return self.lines[y].key(self.size.width, self.tight, self.graphs)
+            return (width,)
+        return self.lines[y].key(width, self.tight, self.graphs)
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         if not 0 <= y < len(self.lines):
@@ -459,8 +475,8 @@ class HostRow(PartsRow):
             self.parts = parts
             self._redraw()
 
-    def line_key(self, y: int) -> tuple:
-        return (self.size.width, self.tight, self.parts)
+    def line_key(self, y: int, width: int) -> tuple:
+        return (width, self.tight, self.parts)
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         looks = self.looks
@@ -533,7 +549,7 @@ class TextLine(PartsRow):
                 start = at if start < 0 else start
                 row = text.count("\n", 0, start)
                 x = start - (text.rfind("\n", 0, start) + 1)
-                out.append((line, base + Style.from_meta({"offset": (x, row)})))
+                out.append((line, base + offset_style(x, row)))
                 at = start + len(line)
             lines = tuple(out)
             self._wrapped = (width, text, base, lines)
@@ -555,8 +571,8 @@ class TextLine(PartsRow):
         else:
             self._redraw()
 
-    def line_key(self, y: int) -> tuple:
-        return (self.size.width, self.text)
+    def line_key(self, y: int, width: int) -> tuple:
+        return (width, self.text)
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         lines = self.lines(width)
@@ -595,8 +611,8 @@ class LogTail(PartsRow):
         else:
             self._redraw()
 
-    def line_key(self, y: int) -> tuple:
-        return (self.size.width, self.lines[y] if 0 <= y < len(self.lines) else None)
+    def line_key(self, y: int, width: int) -> tuple:
+        return (width, self.lines[y] if 0 <= y < len(self.lines) else None)
 
     def fitted(self, line: str, width: int) -> str:
         if cell_len(line) <= width:
@@ -616,4 +632,4 @@ class LogTail(PartsRow):
         base = self.looks["base"]
         look = base + Style.parse(style) if style else base
         # marked with where it starts in the text, as Textual marks a Static's lines (its text selection reads it)
-        return [Segment(self.fitted(line, width), look + Style.from_meta({"offset": (0, y)}))]
+        return [Segment(self.fitted(line, width), look + offset_style(0, y))]
