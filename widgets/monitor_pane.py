@@ -7,6 +7,7 @@ data changed; it never reads a clock of its own (``now`` comes from the App's in
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import TypeVar, overload
 
 from textual import events
@@ -17,9 +18,10 @@ from textual.widget import Widget
 from textual.widgets import Label, Static
 
 from services.models import PodSnapshot, PodState, Sample
+from services.monitor.health import default_patterns, match_line
 from services.monitor.trend import BUCKET_S, HISTORY_LEN, TrendBucket
 from services.text import plain
-from widgets.alerts import AlertList, log_tail_text, recent_alerts_text, run_line, wandb_line
+from widgets.alerts import SEVERITY_STYLE, AlertList, recent_alerts_text, run_line, wandb_line
 from widgets.cluster_view import ClusterPanel
 from widgets.format import (
     NA,
@@ -34,7 +36,17 @@ from widgets.format import (
     status_reason_now,
     used_total_gib,
 )
-from widgets.monitor_rows import FIGURE_WIDTH, INDEX_WIDTH, METRICS, GpuHeader, GpuRows, HostRow, level
+from widgets.monitor_rows import (
+    FIGURE_WIDTH,
+    INDEX_WIDTH,
+    METRICS,
+    GpuHeader,
+    GpuRows,
+    HostRow,
+    LogTail,
+    TextLine,
+    level,
+)
 from widgets.pod_list import cut_text
 
 DISK_WARN_PCT, DISK_CRITICAL_PCT = 80.0, 90.0
@@ -108,6 +120,17 @@ def no_gpus(latest: Sample | None) -> str:
     )
 
 
+def log_tail_lines(lines: Sequence[str], limit: int) -> list[tuple[str, str]]:
+    """The last ``limit`` log lines, each with its style: a line matching an error pattern in its severity's
+    colour (as :func:`widgets.alerts.log_tail_text`)."""
+    patterns = default_patterns()
+    out = []
+    for line in lines[-limit:]:
+        hit = match_line(line, patterns)
+        out.append((line, SEVERITY_STYLE[hit.severity] if hit is not None else ""))
+    return out
+
+
 class GpuScroll(VerticalScroll):
     """The GPUs' lines. When they do not all fit, the line under them says how many are below ("1 more ↓"):
     eight GPUs are the common case and a scrollbar one cell wide is easy to miss."""
@@ -165,9 +188,9 @@ class MonitorPane(Widget):
         with Vertical(id="monitor-body"):
             yield Label("", id="monitor-title")
             yield Static("", id="monitor-state")
-            yield Label("", id="monitor-stats")
+            yield TextLine("", id="monitor-stats")
             yield Label("", id="monitor-gaps")
-            yield Label("", id="run-progress")
+            yield TextLine("", id="run-progress")
             yield Label("", id="wandb-info")
             yield AlertList("", id="monitor-alerts")
             yield ClusterPanel(id="cluster-panel")
@@ -178,7 +201,7 @@ class MonitorPane(Widget):
                 yield GpuRows(id="gpu-lines", limit=GRAPH_POINTS)
             yield Label("", id="gpu-more")
             yield Label("", id="gpu-procs")
-            yield Static("", id="log-tail")
+            yield LogTail(id="log-tail")
             yield Static("", id="monitor-alert-log")
             yield Label("", id="monitor-errors")
 
@@ -314,14 +337,14 @@ class MonitorPane(Widget):
         The log tail appears once the run is stepping or a log line matched an error pattern (start-up
         chatter alone is not worth the space)."""
         latest = snapshot.latest
-        progress = self._one("#run-progress", Label)
+        progress = self._one("#run-progress", TextLine)
         text = run_line(snapshot.run, latest.t if latest else None)
         basis = snapshot.run.cost_basis if snapshot.run is not None else None
         if basis in ("since rented", "since the pod started"):  # the pod's bill, not the run's steps' estimate
             text = text.replace(" spent, ", f" spent ({basis}), ", 1)
         if snapshot.idle is not None:  # GPUs idle with no run: what the wait costs (services/monitor/idle.py)
             text = f"{text} · {snapshot.idle.label}" if text else snapshot.idle.label
-        set_label(progress, text)
+        progress.update(text)
         if progress.display != bool(text):
             progress.display = bool(text)
         self._one("#monitor-alerts", AlertList).show_alerts(snapshot.alerts)
@@ -340,15 +363,12 @@ class MonitorPane(Widget):
             label.display = bool(procs)
         tail = snapshot.log_tail
         show_tail = bool(tail) and (snapshot.run is not None or any(a.id.startswith("log:") for a in snapshot.alerts))
-        box = self._one("#log-tail", Static)
+        box = self._one("#log-tail", LogTail)
         if show_tail and tail is not self._tail_shown:
             lines, shown = tail[-LOG_TAIL_LINES:], self._tail_shown
             self._tail_shown = tail
-            if shown is None or lines != shown[-LOG_TAIL_LINES:]:  # its height is its number of lines (no wrap)
-                box.update(
-                    log_tail_text(lines, LOG_TAIL_LINES),
-                    layout=shown is None or len(lines) != len(shown[-LOG_TAIL_LINES:]),
-                )
+            if shown is None or lines != shown[-LOG_TAIL_LINES:]:
+                box.show(log_tail_lines(lines, LOG_TAIL_LINES))
         if box.display != show_tail:
             box.display = show_tail
 
@@ -381,7 +401,7 @@ class MonitorPane(Widget):
             text += f" · {snapshot.dropped_total} dropped (too fast)"
         if cut := cut_text(snapshot):
             text += f" · {cut}"
-        set_label(self._one("#monitor-stats", Label), text)
+        self._one("#monitor-stats", TextLine).update(text)
 
     def _show_gaps(self, snapshot: PodSnapshot, now: float) -> None:
         if not snapshot.gaps:

@@ -23,14 +23,19 @@ from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, NamedTuple
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
+from textual.content import Content
+from textual.dom import NoScreen
 from textual.geometry import Region, Size
+from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
 
 from services.models import GpuSample, Sample
 from services.monitor.trend import BUCKET_S, TrendBucket
+from services.text import plain
 from widgets.format import NA, Timeline, number, used_total_gib
 from widgets.trend import History
 
@@ -51,6 +56,29 @@ FIGURE_WIDTH = {
     False: {"util": 8, "mem": 17, "power": 8, "temp": 8},
     True: {"util": 7, "mem": 14, "power": 7, "temp": 7},
 }
+
+
+@functools.lru_cache(maxsize=256)
+def offset_style(x: int, y: int) -> Style:
+    """The mark Textual puts on a line of text: where it starts in the text (its text selection reads it); made
+    once (``Style.from_meta`` serialises the mark)."""
+    return Style.from_meta({"offset": (x, y)})
+
+
+def merged(segments: Iterable[Segment]) -> list[Segment]:
+    """``segments`` without the empty ones, neighbours in the same style (the very same object: the rows' looks)
+    joined: every segment of a line is worked on again by Textual per repaint (its colours filtered, the line cut
+    where widgets in front of it start), and a GPU's line was ~25 of them, a third only blanks beside blanks."""
+    out: list[Segment] = []
+    for segment in segments:
+        text, style = segment.text, segment.style
+        if not text:
+            continue
+        if out and out[-1].style is style:
+            out[-1] = Segment(out[-1].text + text, style)
+        else:
+            out.append(segment)
+    return out
 
 
 class Column(NamedTuple):
@@ -168,6 +196,7 @@ class PartsRow(Widget):
         self._looks: dict[str, Style] | None = None  # the parts' styles, until Textual repaints the row for a reason
         self._own_refresh = False  # of its own (new figures or points) rather than Textual's
         self._strips: dict[int, tuple[tuple, Strip]] = {}  # per line: (what it shows, the line drawn)
+        self._width: int | None = None  # while Textual renders lines of it: its width
         super().__init__(**kwargs)
         self.tight, self.graphs = tight, frozenset(graphs)  # what fits the pane's width (MonitorPane.on_resize)
 
@@ -193,12 +222,34 @@ class PartsRow(Widget):
         return looks
 
     def _redraw(self, *regions: Region) -> None:
-        """Repaint (``regions`` of it, else all) for new figures or points: the styles stay as they were."""
-        self._own_refresh = True
+        """Repaint (``regions`` of it, else all) for new figures or points: the styles stay as they were, and the
+        screen is told at once. ``refresh`` posts a message to the row, whose idle pass posts one to the screen,
+        whose idle pass starts the frame: with a row per figure that changes every second, the messages were a
+        third of what a snapshot cost. Marked dirty here, every row repainted by one snapshot is drawn by the
+        screen's one idle pass (Textual's own ``_set_dirty`` and ``Screen._dirty_widgets``, what ``refresh`` and
+        the screen's ``Update`` handler do with them; tests/app/monitor/test_monitor_screen_pin.py fails when they
+        change)."""
+        screen = self._screen_now()
+        if screen is None:  # not on a screen yet: Textual's way
+            self._own_refresh = True
+            try:
+                self.refresh(*regions)
+            finally:
+                self._own_refresh = False
+            return
+        self._set_dirty(*regions)
+        if self.display:
+            screen._dirty_widgets.add(self)
+            screen.check_idle()
+
+    def _screen_now(self) -> Screen[object] | None:
+        """The screen the row is drawn on; None before it is mounted or once it is being removed."""
+        if not self.is_mounted or self._closing or self._parent is None:
+            return None
         try:
-            self.refresh(*regions)
-        finally:
-            self._own_refresh = False
+            return self.screen
+        except NoScreen:
+            return None
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
         if not self._own_refresh:
@@ -219,23 +270,30 @@ class PartsRow(Widget):
         blank = self.looks["blank"]
         return [Segment(" " * lead, blank), Segment(shown, look), Segment(" " * (len(cell) - lead - len(shown)), blank)]
 
-    def line_key(self, y: int) -> tuple:
-        """Everything line ``y`` shows (it is drawn again only when this changed)."""
-        return (self.size.width, self.tight, self.graphs)
+    def line_key(self, y: int, width: int) -> tuple:
+        """Everything line ``y`` shows at ``width`` cells (it is drawn again only when this changed)."""
+        return (width, self.tight, self.graphs)
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         """Line ``y``'s segments (padded or cut to ``width`` by :meth:`render_line`)."""
         raise NotImplementedError
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # the width, once for the lines Textual asks for (``size`` finds the widget on the screen per call)
+        self._width = self.size.width
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._width = None
+
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        key = self.line_key(y)
+        width = self.size.width if self._width is None else self._width
+        key = self.line_key(y, width)
         cached = self._strips.get(y)
         if cached is not None and cached[0] == key:
             return cached[1]
-        segments = self.draw(y, width, key)
         strip = (
-            Strip([s for s in segments if s.text]).adjust_cell_length(width, self.looks["blank"])
+            Strip(merged(self.draw(y, width, key))).adjust_cell_length(width, self.looks["blank"])
             if width
             else Strip.blank(0)
         )
@@ -283,9 +341,12 @@ class GpuLine:
     def cells(self, metric: str, width: int) -> str:
         return self.histories[metric].bars(width, 0.0, self.high(metric))
 
-    def update(self, gpu: GpuSample | None, timeline: Timeline, older: Sequence[TrendBucket] = ()) -> None:
+    def update(
+        self, gpu: GpuSample | None, timeline: Timeline, older: Sequence[TrendBucket] = (), end: int = 0
+    ) -> None:
         """The latest figures, and the graphs' new points; a graph drawn afresh starts with ``older``, the monitor's
-        downsampled buckets before the timeline's first sample (an hour at 1 Hz in all)."""
+        downsampled buckets before the timeline's first sample (an hour at 1 Hz in all), its newest point at
+        position ``end - 1`` (the graphs' buckets are anchored to positions: widgets/trend.py clock_buckets)."""
         if gpu is None:
             self.figures = dict.fromkeys(METRICS, NA)
             self.levels = dict.fromkeys(METRICS, "")
@@ -300,11 +361,10 @@ class GpuLine:
             gpus = [None if sample is None else gpu_at(sample, index) for sample in entries]
             for metric, pick in PICKS.items():
                 history = self.histories[metric]
-                if everything:
-                    history.clear()
-                    if older:
-                        for point in older_points(older, index, metric, history.limit - len(gpus)):
-                            history.append(point)
+                if everything:  # the newest point at position ``end - 1``, the others one before another
+                    points = older_points(older, index, metric, history.limit - len(gpus)) if older else []
+                    history.clear(start=end - len(points) - len(gpus))
+                    history.extend(points)
                 for g in gpus:
                     v = None if g is None else pick(g)
                     history.append(None if v is None else float(v))
@@ -334,6 +394,7 @@ class GpuRows(PartsRow):
         self.limit = limit
         self.lines: list[GpuLine] = []
         self._drawn: dict[int, tuple] = {}  # per line: what it shows on screen (its key when last drawn)
+        self._anchor = (-1, 0)  # (timeline generation, position of its first entry ever appended): see end()
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return len(self.lines)
@@ -355,18 +416,29 @@ class GpuRows(PartsRow):
             self._drawn = {}
             self.refresh(layout=True)  # another height; every line drawn afresh
         width, tight, graphs, drawn = self.size.width, self.tight, self.graphs, self._drawn.get
+        end = self.end(timeline)
         changed = []
         for y, line in enumerate(self.lines):
-            line.update(gpus[line.index], timeline, older)
+            line.update(gpus[line.index], timeline, older, end)
             if line.key(width, tight, graphs) != drawn(y):
                 changed.append(Region(0, y, width, 1))
         if changed:
             self._redraw(*changed)
 
-    def line_key(self, y: int) -> tuple:
+    def end(self, timeline: Timeline) -> int:
+        """The position after the timeline's newest entry: the graphs' points are numbered one a second, the newest
+        entry of a timeline (re)built at its sample's second on the clock, each entry appended since one more; so
+        the graphs' buckets are the clock's (bucket k: seconds k*w to (k+1)*w) and a new sample changes only the
+        newest."""
+        if timeline.generation != self._anchor[0]:
+            newest = next((sample.t for sample in reversed(timeline.entries) if sample is not None), 0.0)
+            self._anchor = (timeline.generation, round(newest) + 1 - timeline.appended)
+        return self._anchor[1] + timeline.appended
+
+    def line_key(self, y: int, width: int) -> tuple:
         if not 0 <= y < len(self.lines):  # (below the last GPU: blank)
-            return (self.size.width,)
-        return self.lines[y].key(self.size.width, self.tight, self.graphs)
+            return (width,)
+        return self.lines[y].key(width, self.tight, self.graphs)
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         if not 0 <= y < len(self.lines):
@@ -418,8 +490,8 @@ class HostRow(PartsRow):
             self.parts = parts
             self._redraw()
 
-    def line_key(self, y: int) -> tuple:
-        return (self.size.width, self.tight, self.parts)
+    def line_key(self, y: int, width: int) -> tuple:
+        return (width, self.tight, self.parts)
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         looks = self.looks
@@ -456,3 +528,123 @@ class GpuHeader(PartsRow):
                     segments.append(Segment(" " * (column.x - sum(s.cell_length for s in segments)), looks["blank"]))
                     segments += self.text_segments(self.TITLES[column.metric], looks["base"], column.width, right=True)
         return segments
+
+
+class TextLine(PartsRow):
+    """A label of plain text that changes every second (the sample count and the sample's age, what the run has
+    spent): cell for cell what a ``width: 100%`` Label of the same text draws, wrapped as the Label wraps it, but
+    repainted from its own lines and styles. A Label runs Textual's content pipeline (the text made into a visual,
+    wrapped, formatted, its styles worked out from the DOM) on every change; these two labels changed with every
+    snapshot. The text is shown as written, never read as markup."""
+
+    DEFAULT_CSS = "TextLine { width: 100%; height: auto; }"
+
+    def __init__(self, text: str = "", **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.text = plain(text)
+        # (width, text, style, its lines): the style is the row's own until Textual repaints it for a reason
+        self._wrapped: tuple[int, str, Style | None, tuple[tuple[str, Style], ...]] = (-1, "", None, ())
+
+    def render(self) -> Content:
+        """The text (what readers of the widget see; drawing goes through :meth:`render_line`)."""
+        return Content(self.text)
+
+    def lines(self, width: int) -> tuple[tuple[str, Style], ...]:
+        """The text's lines at ``width`` cells, each with its style: itself when it fits, else as Textual wraps a
+        Label's text; each line marked with where it starts in the text, as a Label marks it (Textual's text
+        selection reads it)."""
+        cached_width, cached_text, cached_base, lines = self._wrapped
+        base = self.looks["base"]
+        if cached_width != width or cached_text != self.text or cached_base is not base:
+            text = self.text
+            wrapped = [text] if cell_len(text) <= width else [line.plain for line in Content(text).wrap(max(1, width))]
+            out, at = [], 0
+            for line in wrapped:
+                start = text.find(line, at) if line else at
+                start = at if start < 0 else start
+                row = text.count("\n", 0, start)
+                x = start - (text.rfind("\n", 0, start) + 1)
+                out.append((line, base + offset_style(x, row)))
+                at = start + len(line)
+            lines = tuple(out)
+            self._wrapped = (width, text, base, lines)
+        return lines
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return max(1, len(self.lines(width)))
+
+    def update(self, text: str) -> None:
+        """Show ``text``; the layout is asked for only when its number of lines changes."""
+        text = plain(text)
+        if text == self.text:
+            return
+        width = self.size.width
+        before = len(self.lines(width))
+        self.text = text
+        if not width or len(self.lines(width)) != before:
+            self.refresh(layout=True)
+        else:
+            self._redraw()
+
+    def line_key(self, y: int, width: int) -> tuple:
+        return (width, self.text)
+
+    def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
+        lines = self.lines(width)
+        return [Segment(*lines[y])] if y < len(lines) else []
+
+
+class LogTail(PartsRow):
+    """The run's last log lines, one a line, cut with an ellipsis where too long, a line matching an error pattern
+    in its severity's colour: cell for cell the Static of :func:`widgets.alerts.log_tail_text` it replaces (its
+    CSS: ``text-wrap: nowrap; text-overflow: ellipsis``), without Textual's content pipeline (the text turned into
+    content, split into lines, each line's control codes stripped again) every third snapshot."""
+
+    DEFAULT_CSS = "LogTail { height: auto; }"
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.lines: tuple[tuple[str, str], ...] = ()  # (line, its severity's style: "" for none)
+        self._cut: dict[tuple[int, str], str] = {}  # (width, line) -> as shown
+
+    def render(self) -> Content:
+        """The lines (what readers of the widget see; drawing goes through :meth:`render_line`)."""
+        return Content("\n".join(line for line, _ in self.lines))
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return max(1, len(self.lines))
+
+    def show(self, lines: Sequence[tuple[str, str]]) -> None:
+        """The lines with their styles; the layout is asked for only when their number changes."""
+        lines = tuple((plain(line), style) for line, style in lines)
+        if lines == self.lines:
+            return
+        taller = len(lines) != len(self.lines)
+        self.lines = lines
+        if taller:
+            self.refresh(layout=True)
+        else:
+            self._redraw()
+
+    def line_key(self, y: int, width: int) -> tuple:
+        return (width, self.lines[y] if 0 <= y < len(self.lines) else None)
+
+    def fitted(self, line: str, width: int) -> str:
+        if cell_len(line) <= width:
+            return line
+        key = (width, line)
+        cut = self._cut.get(key)
+        if cut is None:
+            if len(self._cut) > 64:
+                self._cut.clear()
+            cut = self._cut[key] = Content(line).truncate(width, ellipsis=True).plain
+        return cut
+
+    def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
+        if not 0 <= y < len(self.lines):
+            return []
+        line, style = self.lines[y]
+        base = self.looks["base"]
+        look = base + Style.parse(style) if style else base
+        # marked with where it starts in the text, as Textual marks a Static's lines (its text selection reads it)
+        return [Segment(self.fitted(line, width), look + offset_style(0, y))]

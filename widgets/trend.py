@@ -46,6 +46,31 @@ def downsample(values: Sequence[float | None], width: int) -> list[float | None]
     return out
 
 
+def clock_buckets(values: Sequence[float | None], width: int, end: int) -> list[float | None]:
+    """At most ``width`` points, as :func:`downsample`, but the buckets anchored to the clock rather than to the
+    newest value: the values sit at positions ``end - len(values)`` to ``end - 1`` (one a second), bucket ``k``
+    holds those at positions ``k * size`` to ``(k + 1) * size - 1``, ``size`` the fewest that fit them all in
+    ``width`` (the oldest bucket may hold only its newer part); the newest ``width`` buckets. A new value changes
+    the newest bucket alone, or starts the next: the older buckets stay as they were, one column further left."""
+    n = len(values)
+    if width <= 0 or not n:
+        return []
+    if n <= width:
+        return list(values)
+    size = -(-n // width)
+    out: list[float | None] = []
+    chunk: list[float] = []
+    bucket = (end - n) // size
+    for position, value in enumerate(values, end - n):
+        if position // size != bucket:
+            out.append(mean(chunk) if chunk else None)
+            chunk, bucket = [], position // size
+        if value is not None:
+            chunk.append(value)
+    out.append(mean(chunk) if chunk else None)
+    return out[-width:]
+
+
 def bar_cells(values: Sequence[float | None], low: float, high: float, width: int) -> str:
     """The last ``width`` values as block characters; right-aligned, None → blank."""
     span = high - low
@@ -74,7 +99,9 @@ class History:
         self.limit = limit
         self.clear()
 
-    def clear(self) -> None:
+    def clear(self, start: int = 0) -> None:
+        """No points; the next one at position ``start`` (the graph's buckets are anchored to positions:
+        :func:`clock_buckets`)."""
         limit = self.limit
         self.points: deque[float | None] = deque(maxlen=limit)
         # running totals before each point and after the last, from index ``_off`` on (lists: indexed per cell):
@@ -85,7 +112,9 @@ class History:
         self._off = 0
         self._scale = 64  # bits after the binary point; grows when a point needs more
         self._peaks: deque[tuple[int, float]] = deque()  # (position, value), values decreasing: the window's max
-        self._seq = 0  # position of the next point since the history began
+        self._seq = start  # position of the next point (one a second: the clock's second when drawn afresh)
+        # the last bars drawn: (width, size, low, high, first bucket, first position, end position, cells)
+        self._bars: tuple[int, int, float, float, int, int, int, list[str]] | None = None
 
     def append(self, value: float | None) -> None:
         exact = self._exact(value) if value is not None and math.isfinite(value) else 0  # may rescale the totals
@@ -136,30 +165,33 @@ class History:
         return self._peaks[0][1] if self._peaks else None
 
     def downsample(self, width: int) -> list[float | None]:
+        """``clock_buckets(list(points), width, end)``, ``end`` the position after the newest point."""
         n = len(self.points)
         if width <= 0:
             return []
         if n <= width:
             return list(self.points)
         size = -(-n // width)
-        sums, counts, odd, unit, off = self._sums, self._counts, self._odd, 1 << self._scale, self._off
-        out: list[float | None] = []
-        end = n
-        while end > 0:
-            start = max(0, end - size)
-            count = counts[off + end] - counts[off + start]
-            if not count:
-                out.append(None)
-            elif odd[off + end] != odd[off + start]:
-                out.append(mean([v for v in list(self.points)[start:end] if v is not None]))
-            else:
-                out.append((sums[off + end] - sums[off + start]) / unit / count)
-            end -= size
-        out.reverse()
-        return out
+        end = self._seq
+        start = end - n
+        first = max(start // size, (end - 1) // size - width + 1)
+        return [self._bucket(k, size, start, end) for k in range(first, (end - 1) // size + 1)]
+
+    def _bucket(self, k: int, size: int, start: int, end: int) -> float | None:
+        """The mean of bucket ``k``'s points (positions ``k * size`` on, within ``start``..``end``); None: none."""
+        off = self._off
+        i0, i1 = max(k * size, start) - start + off, min((k + 1) * size, end) - start + off
+        count = self._counts[i1] - self._counts[i0]
+        if not count:
+            return None
+        if self._odd[i1] != self._odd[i0]:
+            return mean([v for v in list(self.points)[i0 - off : i1 - off] if v is not None])
+        return (self._sums[i1] - self._sums[i0]) / (1 << self._scale) / count
 
     def bars(self, width: int, low: float, high: float) -> str:
-        """``bar_cells(self.downsample(width), low, high, width)`` in one pass, without the list between them (a
+        """``bar_cells(self.downsample(width), low, high, width)``. The buckets are anchored to positions, so a new
+        point changes the newest bucket alone (or starts another, the others one column left) and the oldest (its
+        points leaving the window): the cells of the buckets between are the last call's, not worked out again (a
         monitored pod draws 32 of these a second)."""
         n = len(self.points)
         if width <= 0:
@@ -170,20 +202,35 @@ class History:
         if span <= 0:
             return " " * width
         size = -(-n // width)
-        sums, counts, unit, off = self._sums, self._counts, 1 << self._scale, self._off
+        end = self._seq
+        start = end - n
+        last = (end - 1) // size
+        first = max(start // size, last - width + 1)
         top = len(BARS) - 1
-        cells: list[str] = []
-        end = n
-        while end > 0:
-            start = end - size if end > size else 0
-            count = counts[off + end] - counts[off + start]
-            if not count:
-                cells.append(" ")
-            else:
-                frac = ((sums[off + end] - sums[off + start]) / unit / count - low) / span
-                frac = 1.0 if frac > 1.0 else 0.0 if frac < 0.0 else frac
-                level = int(frac * len(BARS))
-                cells.append(BARS[top if level > top else level])
-            end -= size
-        cells.reverse()
+        bucket = self._bucket
+
+        def cell(k: int) -> str:
+            value = bucket(k, size, start, end)
+            if value is None:
+                return " "
+            frac = (value - low) / span
+            frac = 1.0 if frac > 1.0 else 0.0 if frac < 0.0 else frac
+            level = int(frac * len(BARS))
+            return BARS[top if level > top else level]
+
+        cached = self._bars
+        # the buckets whose points were all in the last call's window and still are: their cells as they were
+        keep_from, keep_to = first, first - 1
+        if cached is not None and cached[:4] == (width, size, low, high):
+            c_first, c_start, c_end, c_cells = cached[4], cached[5], cached[6], cached[7]
+            keep_from = max(first, c_first, -(-max(start, c_start) // size))
+            keep_to = min(last, c_first + len(c_cells) - 1, min(end, c_end) // size - 1)
+        if keep_from <= keep_to:
+            assert cached is not None
+            cells = [cell(k) for k in range(first, keep_from)]
+            cells += cached[7][keep_from - cached[4] : keep_to - cached[4] + 1]
+            cells += [cell(k) for k in range(keep_to + 1, last + 1)]
+        else:
+            cells = [cell(k) for k in range(first, last + 1)]
+        self._bars = (width, size, low, high, first, start, end, cells)
         return "".join(cells).rjust(width)

@@ -147,7 +147,7 @@ async def test_the_app_shows_hostile_pod_text_literally_and_keeps_running(tmp_pa
         assert "python [link=" in procs, procs
         errors = str(app.query_one("#monitor-errors", Label).render())
         assert "nvml: [/x]" in errors, errors
-        tail = str(app.query_one("#log-tail", Static).render())
+        tail = str(app.query_one("#log-tail").render())
         assert "[rank0]:" in tail and "[/workspace/ckpt/step_10]" in tail, tail
         for text in (state, models, procs, errors, tail):
             clean(text)

@@ -1,6 +1,8 @@
 """The Monitor pane's GPU graphs, now appended to per snapshot (issue 17), show what recomputing them from the whole
 history shows: the same points, the same power scale and the same cells, through a full 10-minute window
-wrapping, gaps, N/A values, a terminal resize and a switch to another pod."""
+wrapping, gaps, N/A values, a terminal resize and a switch to another pod. The cells are the points' means in
+buckets anchored to the clock (``clock_buckets``: a timeline drawn afresh puts its newest point at its sample's
+second, each point after it one second on), so that a new sample changes only the newest bucket."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from tests.app.helpers import wait_for
 from widgets.format import GIB, series
 from widgets.monitor_pane import GRAPH_POINTS, HISTORY_POINTS, MonitorPane
 from widgets.monitor_rows import PICKS, GpuRows
-from widgets.trend import bar_cells, downsample
+from widgets.trend import bar_cells, clock_buckets
 
 
 class PaneApp(App[None]):
@@ -78,8 +80,25 @@ def expected(history: tuple[Sample, ...], index: int, metric: str) -> list[float
     return series(history, value, limit=HISTORY_POINTS)
 
 
-def check(pane: MonitorPane, snapshot: PodSnapshot) -> int:
+class Clock:
+    """Where the graphs' newest point sits (the position after it), worked out as docs/monitor.md says: a
+    timeline (re)built puts its newest point at its newest sample's second, each point appended since one on."""
+
+    def __init__(self) -> None:
+        self.generation, self.origin = -1, 0
+
+    def end(self, pane: MonitorPane, snapshot: PodSnapshot) -> int:
+        timeline = pane._gpu_timeline
+        if timeline.generation != self.generation:
+            assert snapshot.latest is not None
+            self.generation = timeline.generation
+            self.origin = round(snapshot.latest.t) + 1 - timeline.appended
+        return self.origin + timeline.appended
+
+
+def check(pane: MonitorPane, snapshot: PodSnapshot, clock: Clock | None = None) -> int:
     """Every GPU graph against the full recomputation; the number of graphs drawn at a width > 0."""
+    end = (clock or Clock()).end(pane, snapshot)
     drawn = 0
     table = pane.query_one(GpuRows)
     rows = table.lines
@@ -98,7 +117,7 @@ def check(pane: MonitorPane, snapshot: PodSnapshot) -> int:
             if column is not None and column.width:
                 drawn += 1
                 on_screen = painted[column.x : column.x + column.width]
-                assert on_screen == bar_cells(downsample(data, column.width), 0.0, high, column.width), (
+                assert on_screen == bar_cells(clock_buckets(data, column.width, end), 0.0, high, column.width), (
                     row.index,
                     metric,
                 )
@@ -114,7 +133,7 @@ async def test_graphs_equal_the_full_recomputation_through_wrap_resize_and_pod_s
     rng = random.Random(3)
     async with PaneApp().run_test(size=(150, 40)) as pilot:
         pane = pilot.app.query_one(MonitorPane)
-        drawn = 0
+        drawn, clock = 0, Clock()
         for step in range(24):
             if step == 10:
                 await pilot.resize_terminal(110, 40)  # narrower graphs: other buckets
@@ -134,7 +153,7 @@ async def test_graphs_equal_the_full_recomputation_through_wrap_resize_and_pod_s
                 ),
             )
             await pilot.pause()
-            drawn += check(pane, snapshot)
+            drawn += check(pane, snapshot, clock)
         assert drawn > 24 * 12 // 2  # the cells were compared, not only the points
 
 
@@ -208,10 +227,12 @@ async def test_a_full_history_sliding_on_appends_to_the_graphs() -> None:
         pane = pilot.app.query_one(MonitorPane)
         pane.show(snapshot, now=snapshot.history[-1].t)
         await pilot.pause()
+        clock = Clock()
+        clock.end(pane, snapshot)  # the graphs drawn afresh: the clock's second of the newest sample
         generation = pane._gpu_timeline.generation
         for k in range(MonitorSettings().history_len + 50, MonitorSettings().history_len + 60):
             snapshot = feed(k)
             pane.show(snapshot, now=snapshot.history[-1].t)
             assert pane._gpu_timeline.generation == generation  # appended, never rebuilt
         await pilot.pause()
-        check(pane, snapshot)
+        check(pane, snapshot, clock)
