@@ -72,6 +72,11 @@ def _asyncssh() -> Any:
     return asyncssh
 
 
+# Our cipher preference when ~/.ssh/config names none (then OpenSSH's and asyncssh's defaults follow, in their
+# order): AES-GCM is an AEAD cipher like chacha20-poly1305, and costs this client ~4x less CPU per packet (one
+# call into AES-NI code; asyncssh builds three ChaCha20 cipher objects per packet), paid on every sample.
+CIPHERS = "^aes256-gcm@openssh.com,aes128-gcm@openssh.com"
+
 STREAM_HIGH = 256 * 1024  # bytes of probe output held on this side before the channel is paused
 STDERR_LINE = 500  # characters kept of each of the probe's last stderr lines
 STDERR_LINES = 20  # ... and how many of them
@@ -367,6 +372,8 @@ class SSHConnection(Connection):
                 str(config.get("HostKeyAlias") or config.get("Hostname") or pod.host),
                 int(pod.port or config.get("Port") or 22),
             )
+        if config is None or config.get("Ciphers") is None:
+            kwargs["encryption_algs"] = CIPHERS
         if missing_ok is not None:
             # OpenSSH skips an IdentityFile that does not exist and tries the others; asyncssh
             # aborts. Configs often list keys that exist on only some machines: behave like ssh.
