@@ -15,17 +15,14 @@ from array import array
 from collections import deque
 from dataclasses import dataclass
 
-from services.models import GpuSample, Sample
+from services.models import Sample
 
 HISTORY_LEN = 300  # full samples the monitor keeps per pod (MonitorSettings.history_len): 5 min at 1 Hz
 BUCKET_S = 10.0  # seconds of the pod's clock per bucket: a graph cell of an hour's graph is wider than this
-METRICS = ("util", "mem", "power", "temp")  # the Monitor pane's GPU graphs (mem: % of the GPU's memory)
+METRICS = ("util", "mem", "power", "temp")  # the Monitor pane's GPU graphs (mem: % of the GPU's memory); add() reads
+# util, mem_pct, power_w, temp_c in this order
 STATS = ("min", "max", "mean")
 _NAN = float("nan")
-
-
-def _figures(gpu: GpuSample) -> tuple[float | None, ...]:
-    return gpu.util, gpu.mem_pct, gpu.power_w, gpu.temp_c
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,19 +76,22 @@ class TrendBuilder:
                 self._close()
             self._open(start, sample)
         self._n += 1
-        acc = self._acc
-        m = len(METRICS)
-        for i, gpu in enumerate(sample.gpus):
-            for k, value in enumerate(_figures(gpu)):
-                if value is None or not math.isfinite(value):
-                    continue
-                a = acc[i * m + k]
-                if a[3] == 0 or value < a[0]:
-                    a[0] = value
-                if a[3] == 0 or value > a[1]:
-                    a[1] = value
-                a[2] += value
-                a[3] += 1
+        acc = self._acc  # per GPU per metric, in METRICS order: the k-th figure of the sample is acc[k]
+        k = 0
+        for gpu in sample.gpus:
+            for value in (gpu.util, gpu.mem_pct, gpu.power_w, gpu.temp_c):
+                if value is not None and value - value == 0.0:  # finite (inf - inf and NaN - NaN are NaN)
+                    a = acc[k]
+                    if not a[3]:
+                        a[0] = a[1] = a[2] = value
+                    else:
+                        if value < a[0]:
+                            a[0] = value
+                        elif value > a[1]:
+                            a[1] = value
+                        a[2] += value
+                    a[3] += 1
+                k += 1
 
     def _open(self, start: float, sample: Sample) -> None:
         self._start, self._n = start, 0

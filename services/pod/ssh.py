@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import secrets
 from collections import deque
@@ -71,68 +72,113 @@ def _asyncssh() -> Any:
     return asyncssh
 
 
+# Our cipher preference when ~/.ssh/config names none (then OpenSSH's and asyncssh's defaults follow, in their
+# order): AES-GCM is an AEAD cipher like chacha20-poly1305, and costs this client ~4x less CPU per packet (one
+# call into AES-NI code; asyncssh builds three ChaCha20 cipher objects per packet), paid on every sample.
+CIPHERS = "^aes256-gcm@openssh.com,aes128-gcm@openssh.com"
+
 STREAM_HIGH = 256 * 1024  # bytes of probe output held on this side before the channel is paused
-STREAM_CHUNK = 8 * 1024 * 1024  # read() takes all asyncssh holds (up to this): its buffer never fills
 STDERR_LINE = 500  # characters kept of each of the probe's last stderr lines
+STDERR_LINES = 20  # ... and how many of them
 
 
 class _SSHStream(ProbeStream):
-    """The probe's stdout with real back-pressure. asyncssh's own reader pauses the channel once 2 MiB are
-    unread, but on resuming it re-opens the whole SSH window while the data it held back is still queued,
-    so a pod writing faster than the monitor reads grows that queue without bound (measured: 1.6 GB in
-    90 s). Here a task moves the channel's data into ``_buf`` as it arrives (asyncssh's reader never
-    fills, so it never pauses) and pauses the channel itself while ``_buf`` holds STREAM_HIGH bytes: paused,
-    no window is re-opened, so at most one window (2 MiB) more arrives and then the pod's writes block.
+    """The probe's channel, read by its SSH session callbacks (asyncssh calls ``data_received`` as each packet
+    is decrypted): stdout goes into ``_buf`` and wakes ``readline``, stderr's last lines are kept. One wake-up
+    of the reader per packet, none per line, no stream reader or task between the channel and the monitor.
+
+    Back-pressure is ours: while ``_buf`` holds STREAM_HIGH bytes the channel is paused; paused, asyncssh
+    re-opens no window, so at most one window (2 MiB) more arrives and then the pod's writes block.
+    (asyncssh's own stream reader, on resuming, re-opened the whole window while the data it held back was
+    still queued: a pod writing faster than the monitor read grew that queue without bound, 1.6 GB in 90 s.)
     ``readline`` returns a line, or a piece of at most STREAM_HIGH bytes of a longer one (without its
     newline: services.monitor.lines.LineReader joins or skips those)."""
 
-    def __init__(self, process: Any) -> None:
-        self._process = process
-        self._stderr: deque[str] = deque(maxlen=20)
-        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+    def __init__(self) -> None:
+        self._chan: Any = None
         self._buf = bytearray()
+        self._err = bytearray()  # stderr's unfinished last line (at most STDERR_LINE * 4 bytes of it kept)
+        self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
+        self._paused = False
         self._eof = False
         self._error: BaseException | None = None
-        self._data = asyncio.Event()  # set when _buf grew or the stream ended
-        self._room = asyncio.Event()  # set when _buf dropped below STREAM_HIGH
-        self._stdout_task: asyncio.Future | None = None  # at the first readline: start_probe reads before
+        self._waiter: asyncio.Future[None] | None = None  # readline waiting for data
+        self._closed = asyncio.get_running_loop().create_future()  # the channel's close
+        self._exit: tuple[int | None, str | None] = (None, None)  # exit status, exit signal
 
-    async def _fill(self) -> None:
-        chan = self._process.channel
-        try:
-            while True:
-                if len(self._buf) >= STREAM_HIGH:
-                    self._room.clear()
-                    chan.pause_reading()
-                    try:
-                        await self._room.wait()
-                    finally:
-                        chan.resume_reading()
-                chunk = await self._process.stdout.read(STREAM_CHUNK)
-                if not chunk:
-                    break
-                self._buf += chunk
-                self._data.set()
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - asyncssh.Error, OSError: raised by readline, kept for the reader
+    # ------------------------------------------------------------ asyncssh's SSHClientSession callbacks
+
+    def connection_made(self, chan: Any) -> None:
+        self._chan = chan
+
+    def session_started(self) -> None:
+        pass
+
+    def data_received(self, data: bytes, datatype: Any) -> None:
+        if datatype:  # stderr (the only extended data type)
+            self._stderr_received(data)
+            return
+        buf = self._buf
+        buf += data
+        if len(buf) >= STREAM_HIGH and not self._paused:
+            self._paused = True
+            self._chan.pause_reading()
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._ended()
+        return True  # our side stays open: close() ends the probe's stdin
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None and self._error is None:
             self._error = exc
-        finally:
-            self._eof = True
-            self._data.set()
+        self._ended()
+        if self._err:
+            self._stderr_line(bytes(self._err))
+            self._err.clear()
+        if not self._closed.done():
+            self._closed.set_result(None)
 
-    async def _drain_stderr(self) -> None:
-        stderr = self._process.stderr
-        with contextlib.suppress(Exception):
-            while True:
-                raw = await stderr.readline()
-                if not raw:
-                    if stderr.at_eof():
-                        return
-                    # asyncssh returns b"" at once while the channel is paused: do not spin on it
-                    await asyncio.sleep(0.1)
-                    continue
-                self._stderr.append(raw[: STDERR_LINE * 4].decode("utf-8", "replace").rstrip()[:STDERR_LINE])
+    def exit_status_received(self, status: int) -> None:
+        self._exit = (status, None)
+
+    def exit_signal_received(self, signal: str, core_dumped: bool, msg: str, lang: str) -> None:
+        self._exit = (None, signal)
+
+    def pause_writing(self) -> None:
+        pass
+
+    def resume_writing(self) -> None:
+        pass
+
+    def xon_xoff_requested(self, client_can_do: bool) -> None:
+        pass
+
+    # ------------------------------------------------------------ ProbeStream
+
+    def _ended(self) -> None:
+        self._eof = True
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _stderr_received(self, data: bytes) -> None:
+        err = self._err
+        *lines, rest = data.split(b"\n")
+        if lines:
+            self._stderr_line(bytes(err) + lines[0])
+            err.clear()
+            for line in lines[1:]:
+                self._stderr_line(line)
+        room = STDERR_LINE * 4 - len(err)
+        if room > 0:
+            err += rest[:room]
+
+    def _stderr_line(self, raw: bytes) -> None:
+        self._stderr.append(raw[: STDERR_LINE * 4].decode("utf-8", "replace").rstrip()[:STDERR_LINE])
 
     @property
     def buffered(self) -> int:
@@ -140,8 +186,6 @@ class _SSHStream(ProbeStream):
         return len(self._buf)
 
     async def readline(self) -> bytes:
-        if self._stdout_task is None:
-            self._stdout_task = asyncio.ensure_future(self._fill())
         while True:
             buf = self._buf
             end = buf.find(b"\n", 0, STREAM_HIGH)
@@ -149,41 +193,56 @@ class _SSHStream(ProbeStream):
                 size = end + 1 if end >= 0 else min(len(buf), STREAM_HIGH)
                 line = bytes(buf[:size])
                 del buf[:size]
-                if len(buf) < STREAM_HIGH:
-                    self._room.set()
-                self.bytes_read += len(line)
+                self.bytes_read += size
+                if self._paused and len(buf) < STREAM_HIGH:
+                    self._paused = False
+                    self._chan.resume_reading()  # delivers what the channel held back, here and now
                 return line
             if self._eof:
                 if self._error is not None:
                     raise ConnectError(f"connection lost: {_describe(self._error)}") from None
                 return b""
-            self._data.clear()
-            await self._data.wait()
+            self._waiter = waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+
+    async def read_to_end(self, most: int = 64 * 1024) -> bytes:
+        """What the probe still writes until it exits, up to ``most`` bytes."""
+        parts: list[bytes] = []
+        size = 0
+        while size < most and (line := await self.readline()):
+            parts.append(line)
+            size += len(line)
+        return b"".join(parts)[:most]
 
     def stderr_tail(self) -> str:
         return "\n".join(self._stderr)
 
     async def exit_reason(self, wait: float = 5.0) -> str:
-        # sshd reports the exit (exit-status/exit-signal) before it closes the channel, but on a loaded
-        # machine that can come seconds after the output's end: wait for the close, within ``wait``
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._process.wait_closed(), wait)
-        await asyncio.wait({self._stderr_task}, timeout=wait)  # its last words (stderr ends with the channel)
-        sig = getattr(self._process, "exit_signal", None)
-        return exit_text(None if sig else getattr(self._process, "exit_status", None), sig[0] if sig else None)
+        # sshd reports the exit (exit-status/exit-signal) and the last stderr before it closes the channel,
+        # but on a loaded machine that can come seconds after the output's end: wait for the close
+        await asyncio.wait({self._closed}, timeout=wait)
+        status, sig = self._exit
+        return exit_text(None if sig else status, sig)
 
     async def close(self) -> None:
+        chan = self._chan
+        if chan is None:
+            return
         with contextlib.suppress(Exception):
-            self._process.stdin.write_eof()
+            chan.write_eof()
         with contextlib.suppress(Exception):
-            self._process.close()
-            await asyncio.wait_for(self._process.wait_closed(), 3.0)
-        for task in (self._stderr_task, self._stdout_task):
-            if task is None:
-                continue
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            chan.close()
+        await asyncio.wait({self._closed}, timeout=3.0)
+        self._ended()  # a reader still waiting gets the end, closed or not
+
+
+@functools.cache
+def _probe_session(asyncssh: Any) -> type[_SSHStream]:
+    """_SSHStream as an asyncssh client session (its callbacks first; asyncssh's defaults for any other)."""
+    return type("_SSHProbeSession", (_SSHStream, asyncssh.SSHClientSession), {})
 
 
 class SSHConnection(Connection):
@@ -313,6 +372,8 @@ class SSHConnection(Connection):
                 str(config.get("HostKeyAlias") or config.get("Hostname") or pod.host),
                 int(pod.port or config.get("Port") or 22),
             )
+        if config is None or config.get("Ciphers") is None:
+            kwargs["encryption_algs"] = CIPHERS
         if missing_ok is not None:
             # OpenSSH skips an IdentityFile that does not exist and tries the others; asyncssh
             # aborts. Configs often list keys that exist on only some machines: behave like ssh.
@@ -351,15 +412,16 @@ class SSHConnection(Connection):
         asyncssh = _asyncssh()
         try:
             argv = probe.run_argv(*args, go=provider_ssh.PROBE_GO.decode(), unbuffered=True)
-            process = await self._conn.create_process(provider_ssh.probe_command(argv), encoding=None)
+            _, stream = await self._conn.create_session(
+                _probe_session(asyncssh), provider_ssh.probe_command(argv), encoding=None
+            )
         except (OSError, asyncssh.Error) as exc:
             await self._check_exec()
             raise ProbeError(f"cannot start the probe: {_describe(exc)}") from None
-        stream = _SSHStream(process)
         try:
             first = b""
             for _ in range(100):  # the pod's shell start-up files may print lines before ours
-                first = await asyncio.wait_for(process.stdout.readline(), self.options.login_timeout)
+                first = await asyncio.wait_for(stream.readline(), self.options.login_timeout)
                 if (
                     not first
                     or first.startswith((provider_ssh.PROBE_GO, provider_ssh.NO_PYTHON))
@@ -367,7 +429,7 @@ class SSHConnection(Connection):
                 ):
                     break
             if first.startswith(provider_ssh.NO_PYTHON):
-                rest = await asyncio.wait_for(process.stdout.read(), 10.0)  # /etc/os-release, then it exits
+                rest = await asyncio.wait_for(stream.read_to_end(), 10.0)  # /etc/os-release, then it exits
                 raise provider_ssh.python_answer([first, rest])
             why = trusted.untrusted(first)
             if why is not None:

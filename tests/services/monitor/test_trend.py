@@ -20,6 +20,7 @@ from services.monitor.trend import BUCKET_S, METRICS, TrendBuilder
 from services.monitor.worker import MonitorSettings, PodMonitorState
 
 GIB = 1 << 30
+HOST = HostSample(None, None, None, None, None, None)
 
 
 def sample(t: float, rng: random.Random, gpus: int = 8, na: float = 0.0) -> Sample:
@@ -110,3 +111,16 @@ def test_an_hour_of_8_gpus_is_kept_downsampled_under_one_mib_per_pod() -> None:
     assert trend[0].t == 10_000.0 + 3600 - settings.trend_s
     assert all(b.n == BUCKET_S for b in trend)
     assert kept < 1 << 20, f"{kept / (1 << 20):.2f} MiB for an hour of one pod"
+
+
+def test_values_that_are_not_finite_are_left_out_of_a_bucket() -> None:
+    """add() tests finiteness in line (value - value == 0.0): NaN and both infinities are skipped like N/A."""
+    builder = TrendBuilder(keep_s=3600)
+    odd = (float("nan"), float("inf"), float("-inf"), 50.0, None, 30.0)
+    for k, util in enumerate(odd):
+        builder.add(Sample(t=2000.0 + k, gpus=(GpuSample(0, "G", util, None, None, util, 60.0 + k),), host=HOST))
+    builder.add(Sample(t=2010.0, gpus=(), host=HOST))  # closes the bucket
+    (bucket,) = builder.view
+    assert (bucket.stat(0, "util", "min"), bucket.stat(0, "util", "max"), bucket.stat(0, "util")) == (30.0, 50.0, 40.0)
+    assert bucket.stat(0, "power", "max") == 50.0 and bucket.stat(0, "mem") is None
+    assert (bucket.stat(0, "temp", "min"), bucket.stat(0, "temp", "max")) == (60.0, 65.0) and bucket.n == 6
