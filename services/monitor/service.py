@@ -36,6 +36,7 @@ from services.monitor.lines import LineReader
 from services.monitor.progress import TAIL_SCRIPT
 from services.monitor.wandb_status import WandbPoller
 from services.monitor.worker import MonitorSettings, PodMonitorState
+from services.pod.agent.tails import look as look_at
 from services.pod.connection import Connection
 from services.pod.known_hosts import trust_host_key
 from services.pod.local import LocalConnection
@@ -179,10 +180,10 @@ class MonitorService:
         python = "python3" if isinstance(conn, SSHConnection) else shlex.quote(sys.executable)
         tails: Any
         try:
-            if isinstance(conn, LocalConnection) and await asyncio.to_thread(_holds_no_files, run_dir):
-                # the run dir on this machine holds nothing to read (the demo's, emptied at start): what the
-                # script would answer, without its process (~40-130 ms before the probe could start)
-                tails = {"now": time.time(), "exists": os.path.isdir(run_dir), "logs": []}
+            if isinstance(conn, LocalConnection):
+                # this machine: the script's own function in a thread, relative paths under the directory the
+                # script would run in (no Python process to start before the probe can: ~40-130 ms)
+                tails = await asyncio.to_thread(look_at, os.path.join(conn.cwd(), run_dir))
             else:
                 code, out, _ = await conn.run(
                     f"{python} -c {shlex.quote(TAIL_SCRIPT)} {shlex.quote(run_dir)}", timeout=30.0
@@ -507,23 +508,6 @@ async def _wait_event(event: asyncio.Event, timeout: float) -> None:
         await asyncio.wait({waiter}, timeout=timeout)
     finally:
         waiter.cancel()
-
-
-def _holds_no_files(run_dir: str, most: int = 64) -> bool:
-    """An absolute path on this machine with nothing but directories under it, or nothing there: TAIL_SCRIPT
-    would find no log, metrics, config or CSV in it. False when unsure (a relative path, a link, an unreadable
-    directory, more than ``most`` entries)."""
-    if not os.path.isabs(run_dir):
-        return False
-    if not os.path.lexists(run_dir):
-        return True
-    unsure: list[OSError] = []
-    seen = 0
-    for root, dirs, files in os.walk(run_dir, onerror=unsure.append):
-        seen += len(dirs) + len(files)
-        if files or unsure or seen > most or any(os.path.islink(os.path.join(root, d)) for d in dirs):
-            return False
-    return not unsure and not os.path.islink(run_dir)
 
 
 async def _quietly_close(conn: Connection) -> None:
