@@ -31,7 +31,6 @@ from services.connect import open_connection
 from services.errors import AuthError, HostKeyChanged, HostKeyError, PodUnsupported, PrimeTrainError, ProbeFormatError
 from services.models import HostKeyPrompt, Pod, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor import wandb_status
-from services.monitor.cluster import poll_cluster
 from services.monitor.lines import LineReader
 from services.monitor.progress import TAIL_SCRIPT
 from services.monitor.wandb_status import WandbPoller
@@ -326,6 +325,8 @@ class MonitorService:
         controller never holds up the samples), until the connection is closed."""
         if worker.cluster is None:
             return
+        from services.monitor.cluster import poll_cluster  # (its Slurm modules: ~5 ms of every start-up)
+
         worker.cluster_task = asyncio.ensure_future(
             poll_cluster(
                 conn,
