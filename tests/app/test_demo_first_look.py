@@ -160,3 +160,39 @@ async def test_a_relative_run_dir_is_looked_at_where_the_script_would_run(fresh_
         assert script["logs"] and same(look(os.path.join(conn.cwd(), relative)), script) == script
     finally:
         await conn.close()
+
+
+async def test_the_probe_starts_before_the_back_fill_which_comes_before_its_first_sample(fresh_demo) -> None:
+    """Nothing waits before the probe's process starts (a thread's hop let the loop's queued work, a layout of
+    the first screen, go first): the look's back-fill (the rental's lookup, the tails into the history) runs
+    while it starts, and is in the history when its first sample is read."""
+    pod, demo = fresh_demo
+    log = Path(pod.run_dir or "") / "logs" / "trainer.log"
+    log.write_text("Step 7/20 | loss: 0.5\n")
+    os.utime(log, (0, 0))
+    order: list[str] = []
+
+    class Noting(DemoConnection):
+        async def start_probe(self, args: list[str]):
+            order.append("probe")
+            return await super().start_probe(args)
+
+    def rented_at(p: Pod) -> None:
+        order.append("back-fill")
+
+    def seen(snap) -> None:
+        if snap.latest is not None and "sample" not in order:
+            order.append("sample")
+            assert any("Step 7/20" in line for line in snap.log_tail), snap.log_tail
+
+    mon = MonitorService(seen, settings=SETTINGS, connector=lambda p: Noting(p))
+    mon.rented_at = rented_at
+    mon.add(pod)
+    try:
+        for _ in range(400):
+            if "sample" in order:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await mon.aclose()
+    assert order == ["probe", "back-fill", "sample"]
