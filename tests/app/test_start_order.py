@@ -196,9 +196,11 @@ async def test_every_pods_connection_starts_before_the_background_which_gets_the
     imports and set-up on loaded cores, which held the probes' start back) after the selected pod's first look;
     the background still observes every snapshot the monitor gave, in order. The monitor knows the runs dir
     before any pod connects (a pod without run_dir follows its newest launch there)."""
+    from app.demo import DemoInApp
     from app.lifecycle_bg import BackgroundLifecycle, runs_dir
 
     monkeypatch.setattr(app.tui, "FIRST_LOOK_WAIT", 60.0)  # the background waits for the first look, not a timer
+    monkeypatch.setattr(DemoInApp, "_launch", lambda *a: None)  # the demo run (its processes) is not what is tested
     observed: list[PodSnapshot] = []
     observe = BackgroundLifecycle.observe
 
