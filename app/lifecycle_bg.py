@@ -6,13 +6,22 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.host import AppHost, RunInterrupted, RunStarted
-from app.screens.lifecycle import CleanupPreviewScreen, backup_settings, default_connect, lifecycle_settings
 
 if TYPE_CHECKING:
     from app.demo import DemoInApp
+
+
+def runs_dir() -> Path:
+    """Where this machine records the runs it launches (the lifecycle settings' ``runs_dir``): the monitor
+    follows a pod without run_dir to its newest launch there. Cheap (no lifecycle imports): the App tells the
+    monitor before any pod connects, and sets up this module's background after the first look."""
+    from app.settings import data_dir
+
+    return data_dir() / "runs"
 
 
 class BackgroundLifecycle:
@@ -28,6 +37,7 @@ class BackgroundLifecycle:
         connect: Callable[[Any], Any] | None = None,
         demo: DemoInApp | None = None,
     ) -> None:
+        from app.screens.lifecycle import backup_settings, default_connect, lifecycle_settings
         from services.lifecycle.preemption import AutoResumer, PreemptionTracker
 
         self.app = app
@@ -57,8 +67,6 @@ class BackgroundLifecycle:
             AutoResumer(self.tracker, self.settings, self.connect, self.backup) if self.tracker is not None else None
         )
         app.set_interval(5.0, self.tick)
-        if (monitor := app.monitor) is not None:  # a pod without run_dir: its newest launch
-            monitor.runs_dir = self.settings.runs_dir
 
     def prepare_pod(self, pod: Any) -> Any:
         """A pod about to be watched: the demo pod gets its sandbox (started fresh) and its run launched
@@ -138,6 +146,8 @@ class BackgroundLifecycle:
     def _daemon_event(self, pod: str, ev: Any) -> None:
         daemon = self.daemons.get(pod)
         if ev.data and "preview" in ev.data and daemon is not None and pod not in self._asked:
+            from app.screens.lifecycle import CleanupPreviewScreen
+
             self._asked.add(pod)
             self.app.push_screen(CleanupPreviewScreen(pod, ev.data["preview"]), functools.partial(self._answered, pod))
         elif ev.kind == "done" and ev.data and ev.data.get("deleted"):

@@ -523,29 +523,28 @@ class PrimeTrainApp(App[None]):
         self.sub_title = "SIMULATED" if self.book.simulated else ""
 
     def _start_watching(self) -> None:
-        """What watches the pods, started once: the monitor on every pod listed, the lifecycle's background work
-        (cleanup daemons, preemption tracker), auto-backup, the rentals' checks. The App calls it just after its
-        first frame: the first screen no longer waits for its imports and the demo sandbox's set-up (~15 ms),
-        and no snapshot or rental event can come before the tracker is there. When every pod is the demo pod,
-        which needs nothing of the background (its run dir is its sandbox's), its connection starts first and
-        the background (~40-100 ms of imports and set-up on loaded cores) after the first look
-        (_mount_other_panes), given the snapshots that came meanwhile."""
+        """What watches the pods, started once, just after the App's first frame (the first screen does not
+        wait for its imports and the demo sandbox's set-up): the monitor on every pod listed, each connection
+        started first; the lifecycle's background work (cleanup daemons, preemption tracker), auto-backup and
+        the rentals' checks after the selected pod's first look (_mount_other_panes: ~40-100 ms of imports and
+        set-up on loaded cores, which held the probes' start back), given the snapshots that came meanwhile.
+        The monitor is told the runs dir before any connection: a pod without run_dir follows its newest
+        launch recorded there."""
         if self._watching or self.monitor is None:  # started, or the App not mounted yet
             return
         self._watching = True
         from app.demo import DemoInApp
+        from app.lifecycle_bg import runs_dir
 
         self._demo = DemoInApp(self)
         self.monitor.rented_at = self._rented_at  # "$ so far" of a rented pod counts from its creation
-        pods = list(self.book.values())
-        if not pods or not all(pod.simulated for pod in pods):
-            self._start_background()  # a pod without run_dir follows its newest launch: the runs dir first
-        for pod in pods:
+        self.monitor.runs_dir = runs_dir()
+        for pod in list(self.book.values()):
             self._watch(pod)
 
     def _start_background(self) -> None:
         """The lifecycle's background work and auto-backup (once, after _start_watching), given the watched pods
-        and the snapshots that came before them; then the rentals' checks."""
+        and, in order, every snapshot that came before them; then the rentals' checks."""
         if self._lifecycle_bg is not None or not self._watching:
             return
         from app.auto_backup import AutoBackup
@@ -584,15 +583,14 @@ class PrimeTrainApp(App[None]):
 
     @property
     def watching(self) -> bool:
-        """The pods are watched (monitor, lifecycle background, auto-backup): from just after the first frame, or
-        (the demo pod alone) after its first look."""
+        """The pods are watched (monitor, lifecycle background, auto-backup): from the selected pod's first look
+        (at the latest FIRST_LOOK_WAIT after the first frame)."""
         return self._lifecycle_bg is not None
 
     @property
     def lifecycle_bg(self) -> BackgroundLifecycle:
-        """Cleanup daemons, preemption tracker, the demo pod's sandbox (app/lifecycle_bg.py): started with the
-        pods' watching (just after the first frame; the demo pod alone: after its first look), or here if
-        something asks before."""
+        """Cleanup daemons, preemption tracker, the demo pod's sandbox (app/lifecycle_bg.py): started after the
+        selected pod's first look, or here if something asks before."""
         self._start_watching()
         self._start_background()
         assert self._lifecycle_bg is not None, "the App is not mounted yet"

@@ -73,6 +73,9 @@ class DemoConnection(LocalConnection):
     def _shell_env(self) -> dict[str, str]:
         return self._sandbox().env()  # not this machine's environment: the sandbox's only
 
+    def cwd(self) -> str:
+        return str(self._sandbox().root)  # (run() and start() cd there first)
+
     def _in_sandbox(self, command: str) -> str:
         return f"cd {shlex.quote(str(self._sandbox().root))} && {command}"
 

@@ -22,6 +22,7 @@ from datetime import datetime
 
 from services.models import CheckpointInfo, RunProgress
 from services.monitor.metrics import ANSI_RE, SAVE_RE, STEM_RE, STEP_NOW_RE, STEP_OLD_RE, component_of, parse_duration
+from services.pod.agent import AGENT_DIR
 
 _NUM = r"(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 _LOSS = re.compile(r"\bLoss:? " + _NUM)
@@ -151,54 +152,9 @@ def time_records(lines: Sequence[str], mtime: float) -> list[float]:
 
 # One look at a run dir, run on the pod with its python3 and the run dir as argv[1] (stdlib only): the last
 # 300 lines and the mtime of every log, metrics.jsonl and training.csv, max_steps from the resolved configs,
-# the pod's clock and uptime. `status` judges it; the monitor fills a pod's history with it at connect.
-TAIL_SCRIPT = r"""
-import glob, json, os, sys, time
-r = sys.argv[1]
-out = {"now": time.time(), "exists": os.path.isdir(r), "logs": []}
-def tail(p, n=300, maxb=131072):
-    with open(p, "rb") as f:
-        f.seek(0, 2); size = f.tell(); f.seek(max(0, size - maxb)); data = f.read()
-    lines = data.decode("utf-8", "replace").splitlines()
-    return lines[1:][-n:] if size > maxb else lines[-n:]
-seen = set()
-for pat in (("logs", "*.log"), ("logs", "latest", "*.log")):
-    for p in sorted(glob.glob(os.path.join(r, *pat))):
-        rp = os.path.realpath(p)
-        if rp in seen:
-            continue
-        seen.add(rp)
-        try:
-            out["logs"].append({"stem": os.path.splitext(os.path.basename(p))[0],
-                                "mtime": os.stat(p).st_mtime, "lines": tail(p)})
-        except OSError:
-            pass
-for name in ("metrics.jsonl", "training.csv"):
-    p = os.path.join(r, name)
-    try:
-        out[name] = {"mtime": os.stat(p).st_mtime, "lines": tail(p)}
-    except OSError:
-        pass
-for name in ("trainer.json", "orchestrator.json", "rl.json"):
-    try:
-        with open(os.path.join(r, "configs", name)) as f:
-            cfg = json.load(f)
-        ms = cfg.get("max_steps") or (cfg.get("trainer") or {}).get("max_steps")
-        if isinstance(ms, int) and ms > 0:
-            out["max_steps"] = ms
-            break
-    except Exception:
-        pass
-try:  # how long the pod (its PID 1: the container, or the machine) has been up: "$ so far" counts from it
-    with open("/proc/uptime") as f:
-        up = float(f.read().split()[0])
-    with open("/proc/1/stat") as f:
-        started = int(f.read().rsplit(")", 1)[1].split()[19])
-    out["uptime"] = max(0.0, up - started / os.sysconf("SC_CLK_TCK"))
-except Exception:
-    pass
-print(json.dumps(out))
-"""
+# the pod's clock and uptime. `status` judges it; the monitor fills a pod's history with it at connect (a run dir
+# on this machine: the same module's function, imported).
+TAIL_SCRIPT = (AGENT_DIR / "tails.py").read_text()
 
 
 def _is_number(text: str) -> bool:

@@ -31,11 +31,11 @@ from services.connect import open_connection
 from services.errors import AuthError, HostKeyChanged, HostKeyError, PodUnsupported, PrimeTrainError, ProbeFormatError
 from services.models import HostKeyPrompt, Pod, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor import wandb_status
-from services.monitor.cluster import poll_cluster
 from services.monitor.lines import LineReader
 from services.monitor.progress import TAIL_SCRIPT
 from services.monitor.wandb_status import WandbPoller
 from services.monitor.worker import MonitorSettings, PodMonitorState
+from services.pod.agent.tails import look as look_at
 from services.pod.connection import Connection
 from services.pod.known_hosts import trust_host_key
 from services.pod.local import LocalConnection
@@ -168,21 +168,23 @@ class MonitorService:
         except OSError:
             return None
 
-    async def _first_look(self, worker: PodMonitorState, conn: Connection, run_dir: str) -> bool:
+    async def _first_look(
+        self, worker: PodMonitorState, conn: Connection, run_dir: str
+    ) -> tuple[bool, tuple[Any, Any] | None]:
         """One look at the run dir before the probe starts (the probe reads logs from their end): the logs'
-        tails timed by their own stamps, so a run found stalled alerts at once and its last step is not
-        taken as new. Billing: the rental's creation, else (a remote pod) its uptime. Best effort. False when it
-        looked and found no log yet (what the run writes from now on is new: the probe reads it from its start),
-        True otherwise (a failed look included: replaying an old log from its start would make it news)."""
+        tails, for _back_fill. Returns whether it looked and found no log yet (what the run writes from now on is
+        new: the probe reads it from its start; a failed look says False: replaying an old log from its start
+        would make it news), and what _back_fill takes (None: another run dir was set while looking). A run dir
+        on this machine is looked at by the script's own function (services/pod/agent/tails.py) on the event
+        loop, relative paths under the directory the script would run in: a few tails of at most 128 KB, and
+        no await before the probe's start (a thread's hop let a ~130 ms layout of the first screen go first)."""
         worker.first_look_done = run_dir
         health = worker.health  # set_run_dir may start a new run meanwhile: this look is then not its
         python = "python3" if isinstance(conn, SSHConnection) else shlex.quote(sys.executable)
         tails: Any
         try:
-            if isinstance(conn, LocalConnection) and await asyncio.to_thread(_holds_no_files, run_dir):
-                # the run dir on this machine holds nothing to read (the demo's, emptied at start): what the
-                # script would answer, without its process (~40-130 ms before the probe could start)
-                tails = {"now": time.time(), "exists": os.path.isdir(run_dir), "logs": []}
+            if isinstance(conn, LocalConnection):
+                tails = look_at(os.path.join(conn.cwd(), run_dir))
             else:
                 code, out, _ = await conn.run(
                     f"{python} -c {shlex.quote(TAIL_SCRIPT)} {shlex.quote(run_dir)}", timeout=30.0
@@ -191,14 +193,23 @@ class MonitorService:
         except (PrimeTrainError, OSError, ValueError, asyncio.TimeoutError) as exc:
             log.info("no first look at %s on %s: %s", run_dir, worker.pod.name, exc)
             tails = None
+        if worker.health is not health:
+            return False, None  # another run dir was set while looking: its own first look follows
+        return isinstance(tails, dict) and not tails.get("logs"), (health, tails)
+
+    async def _back_fill(self, worker: PodMonitorState, looked: tuple[Any, Any]) -> None:
+        """The first look's tails into the pod's history, timed by their own stamps, so a run found stalled
+        alerts at once and its last step is not taken as new; billing: the rental's creation, else (a remote
+        pod) its uptime. Best effort. Done while the probe's process starts, before its first line is read."""
+        health, tails = looked
         rented = None
         if self.rented_at is not None:
             with contextlib.suppress(Exception):
                 rented = await asyncio.to_thread(self.rented_at, worker.pod)
         if worker.health is not health:
-            return True  # another run dir was set while looking: its own first look follows
+            return  # another run dir was set meanwhile: its own first look follows
         try:
-            if isinstance(tails, dict):  # ~0.1 ms a line: off the event loop (the probe is not started yet)
+            if isinstance(tails, dict):  # ~0.1 ms a line: off the event loop
                 await asyncio.to_thread(health.feed_tails, tails)
                 up = tails.get("uptime")
                 if rented is None and worker.pod.billed_since_boot and isinstance(up, (int, float)):
@@ -209,7 +220,6 @@ class MonitorService:
                 health.set_billing(float(rented), "since rented")
         except Exception:  # a failing back-fill must never stop sampling
             log.exception("back-filling the health rules failed for %s", worker.pod.name)
-        return not (isinstance(tails, dict) and not tails.get("logs"))
 
     def _set(
         self,
@@ -252,14 +262,18 @@ class MonitorService:
                         worker.new_run()
                     worker.pod = replace(worker.pod, run_dir=run_dir)  # pod carries it (checkpoints, backups)
                     worker.followed = True
-                from_start = False
+                from_start, looked = False, None
                 if run_dir and worker.first_look_done != run_dir:
                     # a look that found no logs yet (a run being launched as we connect): the probe reads the
                     # logs it finds at its start from their start, or a run that wrote and ended meanwhile
                     # (a crash seconds in) would show none of its lines
-                    from_start = not await self._first_look(worker, conn, run_dir)
+                    from_start, looked = await self._first_look(worker, conn, run_dir)
                 args = self._probe_args(worker.pod, run_dir) + (["--logs-from-start"] if from_start else [])
-                stream = await conn.start_probe(args)
+                try:
+                    stream = await conn.start_probe(args)
+                finally:
+                    if looked is not None:  # (the probe's process starting meanwhile)
+                        await self._back_fill(worker, looked)
                 reason = await self._pump(worker, stream)
                 if reason == PROBE_ENDED and (how := await stream.exit_reason()):
                     reason = f"the probe stopped ({how})"
@@ -325,6 +339,8 @@ class MonitorService:
         controller never holds up the samples), until the connection is closed."""
         if worker.cluster is None:
             return
+        from services.monitor.cluster import poll_cluster  # (its Slurm modules: ~5 ms of every start-up)
+
         worker.cluster_task = asyncio.ensure_future(
             poll_cluster(
                 conn,
@@ -507,23 +523,6 @@ async def _wait_event(event: asyncio.Event, timeout: float) -> None:
         await asyncio.wait({waiter}, timeout=timeout)
     finally:
         waiter.cancel()
-
-
-def _holds_no_files(run_dir: str, most: int = 64) -> bool:
-    """An absolute path on this machine with nothing but directories under it, or nothing there: TAIL_SCRIPT
-    would find no log, metrics, config or CSV in it. False when unsure (a relative path, a link, an unreadable
-    directory, more than ``most`` entries)."""
-    if not os.path.isabs(run_dir):
-        return False
-    if not os.path.lexists(run_dir):
-        return True
-    unsure: list[OSError] = []
-    seen = 0
-    for root, dirs, files in os.walk(run_dir, onerror=unsure.append):
-        seen += len(dirs) + len(files)
-        if files or unsure or seen > most or any(os.path.islink(os.path.join(root, d)) for d in dirs):
-            return False
-    return not unsure and not os.path.islink(run_dir)
 
 
 async def _quietly_close(conn: Connection) -> None:

@@ -23,7 +23,6 @@ from services.models import (
     WandbStatus,
 )
 from services.monitor import wandb_status
-from services.monitor.cluster import ClusterState
 from services.monitor.health import HealthSettings, HealthTracker
 from services.monitor.idle import IdleTracker, run_active
 from services.monitor.metrics import EpisodeTiming, episode_timings
@@ -32,6 +31,7 @@ from services.monitor.wandb_status import WandbPoller
 
 if TYPE_CHECKING:
     from services.demo.connection import DemoOptions
+    from services.monitor.cluster import ClusterState
 
 log = logging.getLogger("services.monitor.service")
 
@@ -125,7 +125,11 @@ class PodMonitorState:
         self.wandb: WandbStatus | None = None
         self.wandb_task: asyncio.Future | None = None
         # a Slurm login node's cluster (services.monitor.cluster), looked at beside the samples
-        self.cluster: ClusterState | None = ClusterState() if pod.scheduler == "slurm" else None
+        self.cluster: ClusterState | None = None
+        if pod.scheduler == "slurm":
+            from services.monitor.cluster import ClusterState  # (its Slurm modules: not for any other pod)
+
+            self.cluster = ClusterState()
         self.cluster_task: asyncio.Task | None = None
         self.idle_tracker = IdleTracker(self.settings.health, self._price())
         self.idle: IdleFigure | None = None

@@ -101,6 +101,10 @@ class LocalConnection(Connection):
         self._streams.append(stream)
         return stream
 
+    def cwd(self) -> str:
+        """Where run() and start() run their commands: a relative path in one is under it."""
+        return str(Path.home())
+
     def _shell_env(self) -> dict[str, str]:
         env = dict(os.environ)
         if self._env:
@@ -118,7 +122,7 @@ class LocalConnection(Connection):
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=self._shell_env(),
-                cwd=str(Path.home()),
+                cwd=self.cwd(),
             )
         except OSError as exc:
             raise ConnectError(f"cannot run a command: {exc}") from None
@@ -141,7 +145,7 @@ class LocalConnection(Connection):
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.DEVNULL,
                 env=self._shell_env(),
-                cwd=str(Path.home()),
+                cwd=self.cwd(),
                 limit=4 * 1024 * 1024,
             )
         except OSError as exc:

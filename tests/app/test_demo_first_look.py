@@ -1,17 +1,17 @@
-"""The monitor's first look at the demo pod's run dir, which the TUI has just emptied.
+"""The monitor's first look at a run dir on this machine (the demo pod's, the local pod's).
 
-Before the probe starts, the monitor looks at the run dir's log tails (services/monitor/progress.py TAIL_SCRIPT,
-a Python process). The demo's run dir is on this machine and empty at start, yet the look's process (~40 ms alone,
-~130 ms on loaded cores) held back the probe's start and the demo's first GPUs on screen. What must hold now: a run
-dir on this machine with nothing but empty directories is not looked at by a process, and the answer is the
-script's (no logs: the probe reads the logs from their start); anything the script could read still goes through
-it."""
+Before the probe starts, the monitor looks at the run dir's log tails (services/pod/agent/tails.py, run on a pod as
+a Python process: services/monitor/progress.py TAIL_SCRIPT). On this machine that process (~40 ms alone, ~130 ms on
+loaded cores) held back the probe's start and the demo's first GPUs on screen. What must hold now: a run dir on
+this machine is looked at by the script's own function, in-process, with the script's answer for every layout
+(real files; relative paths under the directory the script would run in), and never by a process."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +22,9 @@ from services.demo.connection import DemoConnection
 from services.demo.pod import DemoPod, sandbox_paths
 from services.models import Pod, PodKind
 from services.monitor.progress import TAIL_SCRIPT
-from services.monitor.service import MonitorService, _holds_no_files
+from services.monitor.service import MonitorService
 from services.monitor.worker import MonitorSettings
+from services.pod.agent.tails import look
 
 SETTINGS = MonitorSettings(interval=0.2, stale_after=30.0)
 
@@ -66,16 +67,22 @@ def layouts(root: Path) -> dict[str, Path]:
     return made
 
 
-def test_the_fast_answer_is_given_only_where_the_script_finds_nothing(tmp_path: Path) -> None:
-    fast = set()
-    for name, run_dir in layouts(tmp_path).items():
-        if _holds_no_files(str(run_dir)):
-            fast.add(name)
-            answer = script_answer(run_dir)
-            assert answer["logs"] == [], name
-            assert not {"metrics.jsonl", "training.csv", "max_steps"} & set(answer), name
-    assert fast == {"empty", "demo fresh", "missing"}
-    assert not _holds_no_files("run")  # relative: resolved by the pod's shell, not here
+def same(answer: dict, script: dict) -> dict:
+    """The answer with the script's clock and uptime (read a moment apart) where they are close enough."""
+    assert abs(answer["now"] - script["now"]) < 60 and abs(answer.get("uptime", 0) - script.get("uptime", 0)) < 60
+    return {**answer, "now": script["now"], **({"uptime": script["uptime"]} if "uptime" in script else {})}
+
+
+def test_the_in_process_look_answers_what_the_script_does(tmp_path: Path) -> None:
+    made = layouts(tmp_path)
+    big = tmp_path / "a long log"
+    (big / "logs").mkdir(parents=True)
+    (big / "logs" / "trainer.log").write_bytes(b"".join(b"Step %d | loss 0.5 \xff\n" % i for i in range(20000)))
+    made["a long log"] = big
+    for name, run_dir in made.items():
+        script = script_answer(run_dir)
+        assert same(look(str(run_dir)), script) == script, name
+    assert script_answer(big)["logs"][0]["lines"][-1] == "Step 19999 | loss 0.5 \ufffd"  # (the layout is read)
 
 
 @pytest.fixture
@@ -120,10 +127,12 @@ async def test_the_fresh_demo_run_dir_is_not_looked_at_by_a_process(fresh_demo) 
     commands: list[str] = []
     got, snap = await first_sample(pod, commands)
     assert got, f"no first sample: {snap}"
-    assert not [c for c in commands if "glob" in c], "the empty run dir was looked at by a process"
+    assert not [c for c in commands if "glob" in c], "the run dir was looked at by a process"
 
 
-async def test_a_run_dir_with_a_log_is_still_looked_at(fresh_demo) -> None:
+async def test_a_run_dir_with_a_log_is_looked_at_in_process(fresh_demo) -> None:
+    """The look's answer reaches the pod's history as the script's did: the log's last lines, before the probe
+    (which reads the log from its end, the look having found it) sends anything of it."""
     pod, demo = fresh_demo
     log = Path(pod.run_dir or "") / "logs" / "trainer.log"
     log.write_text("Step 7/20 | loss: 0.5\n")
@@ -131,4 +140,59 @@ async def test_a_run_dir_with_a_log_is_still_looked_at(fresh_demo) -> None:
     commands: list[str] = []
     got, snap = await first_sample(pod, commands)
     assert got, f"no first sample: {snap}"
-    assert [c for c in commands if "glob" in c], "the run dir's log was not looked at"
+    assert not [c for c in commands if "glob" in c], "the run dir was looked at by a process"
+    assert any("Step 7/20" in line for line in snap.log_tail), snap.log_tail
+
+
+async def test_a_relative_run_dir_is_looked_at_where_the_script_would_run(fresh_demo) -> None:
+    """The demo's connection runs commands in its sandbox: a relative run dir is under it, as for the script."""
+    pod, demo = fresh_demo
+    log = Path(pod.run_dir or "") / "logs" / "trainer.log"
+    log.write_text("Step 3/20 | loss: 0.5\n")
+    conn = DemoConnection(pod)
+    await conn.connect()
+    try:
+        relative = os.path.relpath(pod.run_dir or "", conn.cwd())
+        assert not os.path.isabs(relative) and not relative.startswith("..")
+        code, out, err = await conn.run(f"{sys.executable} -c {shlex.quote(TAIL_SCRIPT)} {shlex.quote(relative)}")
+        assert code == 0, err
+        script = json.loads(out)
+        assert script["logs"] and same(look(os.path.join(conn.cwd(), relative)), script) == script
+    finally:
+        await conn.close()
+
+
+async def test_the_probe_starts_before_the_back_fill_which_comes_before_its_first_sample(fresh_demo) -> None:
+    """Nothing waits before the probe's process starts (a thread's hop let the loop's queued work, a layout of
+    the first screen, go first): the look's back-fill (the rental's lookup, the tails into the history) runs
+    while it starts, and is in the history when its first sample is read."""
+    pod, demo = fresh_demo
+    log = Path(pod.run_dir or "") / "logs" / "trainer.log"
+    log.write_text("Step 7/20 | loss: 0.5\n")
+    os.utime(log, (0, 0))
+    order: list[str] = []
+
+    class Noting(DemoConnection):
+        async def start_probe(self, args: list[str]):
+            order.append("probe")
+            return await super().start_probe(args)
+
+    def rented_at(p: Pod) -> None:
+        order.append("back-fill")
+
+    def seen(snap) -> None:
+        if snap.latest is not None and "sample" not in order:
+            order.append("sample")
+            assert any("Step 7/20" in line for line in snap.log_tail), snap.log_tail
+
+    mon = MonitorService(seen, settings=SETTINGS, connector=lambda p: Noting(p))
+    mon.rented_at = rented_at
+    mon.add(pod)
+    try:
+        for _ in range(400):
+            if "sample" in order:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await mon.aclose()
+    assert order == ["probe", "back-fill", "sample"]

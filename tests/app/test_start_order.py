@@ -121,7 +121,7 @@ async def test_the_other_panes_mount_after_the_selected_pods_first_sample_is_on_
 
     monkeypatch.setattr(App, "_display", record)
     tui = parked_app()
-    async with tui.run_test(size=(120, 40)) as pilot:
+    async with App.run_test(tui, size=(120, 40)) as pilot:  # Textual's own: the background waits for the sample
         for _ in range(5):
             await pilot.pause()
         tui.on_snapshot(sampled(PODS[1]))  # not the selected pod: nothing changes
@@ -152,7 +152,7 @@ async def test_keys_for_the_other_panes_at_once_after_the_first_frame_each_find_
 
     monkeypatch.setattr(App, "_display", record)
     tui = parked_app()
-    async with tui.run_test(size=(120, 40)) as pilot:
+    async with App.run_test(tui, size=(120, 40)) as pilot:  # Textual's own: the background waits for the panes
         await pilot.pause()
         assert others_mounted(tui) == []
         await pilot.press("2", "3", "4", "5", "6", "1", "e")
@@ -180,15 +180,27 @@ async def test_the_selected_pods_first_sample_shows_at_once_later_ones_with_the_
         assert tui.frame_pending
 
 
-async def test_the_demo_pods_connection_starts_before_the_background_which_gets_its_snapshots_after(
-    monkeypatch,
+@pytest.mark.parametrize(
+    "pods",
+    [
+        [Pod(name="demo", kind=PodKind.DEMO)],
+        [Pod(name="demo", kind=PodKind.DEMO), Pod(name="local", kind=PodKind.LOCAL)],  # what --demo lists
+        PODS,
+    ],
+    ids=["demo", "demo+local", "ssh"],
+)
+async def test_every_pods_connection_starts_before_the_background_which_gets_their_snapshots_after(
+    monkeypatch, pods: list[Pod]
 ) -> None:
-    """The demo pod alone: its monitor connection starts first, the lifecycle's background (~40-100 ms of imports
-    and set-up on loaded cores, which held the probe's start back) after its first look; the background still
-    observes every snapshot the monitor gave, in order. Any other pod: the background first (its runs dir tells
-    the monitor which run a pod without run_dir follows)."""
-    from app.lifecycle_bg import BackgroundLifecycle
+    """Whatever the pods: every pod's monitor connection starts first, the lifecycle's background (~40-100 ms of
+    imports and set-up on loaded cores, which held the probes' start back) after the selected pod's first look;
+    the background still observes every snapshot the monitor gave, in order. The monitor knows the runs dir
+    before any pod connects (a pod without run_dir follows its newest launch there)."""
+    from app.demo import DemoInApp
+    from app.lifecycle_bg import BackgroundLifecycle, runs_dir
 
+    monkeypatch.setattr(app.tui, "FIRST_LOOK_WAIT", 60.0)  # the background waits for the first look, not a timer
+    monkeypatch.setattr(DemoInApp, "_launch", lambda *a: None)  # the demo run (its processes) is not what is tested
     observed: list[PodSnapshot] = []
     observe = BackgroundLifecycle.observe
 
@@ -198,7 +210,7 @@ async def test_the_demo_pods_connection_starts_before_the_background_which_gets_
 
     monkeypatch.setattr(BackgroundLifecycle, "observe", spy)
     emitted: list[PodSnapshot] = []
-    background_at_add: list[bool] = []
+    at_add: list[tuple[str, bool, object]] = []  # each pod added: the background there, the monitor's runs dir
 
     def factory(cb):  # the App's own callback, every snapshot noted on its way
         def noted(snap: PodSnapshot) -> None:
@@ -209,21 +221,21 @@ async def test_the_demo_pods_connection_starts_before_the_background_which_gets_
         add = mon.add
 
         def adding(pod: Pod) -> None:
-            background_at_add.append(demo_app._lifecycle_bg is not None)
+            at_add.append((pod.name, tui._lifecycle_bg is not None, mon.runs_dir))
             add(pod)
 
         mon.add = adding  # type: ignore[method-assign]
         return mon
 
-    demo_app = PrimeTrainApp([Pod(name="demo", kind=PodKind.DEMO)], monitor_factory=factory)
-    async with demo_app.run_test(size=(160, 48)) as pilot:
-        await wait_for(pilot, lambda: demo_app._lifecycle_bg is not None)
-        assert background_at_add == [False], "the background was set up before the demo pod's connection"
-        assert emitted and [id(s) for s in observed] == [id(s) for s in emitted[: len(observed)]]
-        assert len(observed) == len(emitted)
-    background_at_add.clear()
-    ssh_app = PrimeTrainApp(PODS[:1], monitor_factory=factory)
-    demo_app = ssh_app
-    async with ssh_app.run_test(size=(160, 48)) as pilot:
-        await wait_for(pilot, lambda: ssh_app.watching)
-        assert background_at_add == [True]
+    tui = PrimeTrainApp(pods, monitor_factory=factory)
+    async with App.run_test(tui, size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: len(at_add) == len(pods))
+        for _ in range(3):
+            await pilot.pause()
+        assert tui._lifecycle_bg is None, "the background was set up before the selected pod's first look"
+        assert at_add == [(pod.name, False, runs_dir()) for pod in pods]
+        emitted.append(first := sampled(tui.pods[pods[0].name]))  # the selected pod's first sample
+        tui.on_snapshot(first)
+        await wait_for(pilot, lambda: tui._lifecycle_bg is not None)
+        assert len(emitted) > len(pods) and [id(s) for s in observed] == [id(s) for s in emitted]
+        await panes_mounted(pilot)

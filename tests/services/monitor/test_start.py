@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from services import runs
 from services.models import Pod, PodKind, PodSnapshot
 from services.monitor.service import MonitorService
@@ -126,36 +128,76 @@ async def test_cost_so_far_counts_from_the_rental_and_the_pane_says_so(tmp_path:
         assert "spent (since rented)" in str(pane.query_one("#run-progress").render())
 
 
-async def test_a_first_look_that_ends_after_the_run_dir_changed_is_not_the_new_runs(tmp_path: Path) -> None:
-    """set_run_dir while the old run's first look is still on its way: the new run starts clean (no stalled
-    alert or step of the old run), and gets a first look of its own."""
+@pytest.mark.parametrize("where", ["remote", "this machine"])
+async def test_a_first_look_that_ends_after_the_run_dir_changed_is_not_the_new_runs(tmp_path: Path, where: str) -> None:
+    """set_run_dir while the old run's first look is still on its way (a pod's: its script's answer; this
+    machine's: its back-fill, the rental's lookup): the new run starts clean (no stalled alert or step of the old
+    run), and gets a first look of its own."""
     import asyncio
+    import threading
 
+    from services.pod.connection import Connection
     from services.pod.local import LocalConnection
 
     old = write_run(tmp_path / "old", 8)
     age_all(old, 7200)  # the old run: stalled two hours ago
     new = write_run(tmp_path / "new", 4)
-    gate = asyncio.Event()
+    gate, held = asyncio.Event(), threading.Event()
+    looks: list[str] = []
 
-    class SlowFirstLook(LocalConnection):
-        async def run(self, command, timeout=None):  # the first look's exec: held until the test says
+    class Remote(Connection):  # this machine's probe, its first look through run() as a pod's
+        def __init__(self, pod: Pod) -> None:
+            super().__init__(pod)
+            self.inner = LocalConnection(pod)
+
+        async def connect(self) -> None:
+            await self.inner.connect()
+
+        async def start_probe(self, args):
+            return await self.inner.start_probe(args)
+
+        async def close(self) -> None:
+            await self.inner.close()
+
+        async def run(self, command, timeout=30.0, input=None):  # the first look's exec: held until the test says
             if "--run-dir" not in command and str(old) in command:
+                looks.append("old")
                 await gate.wait()
-            return await super().run(command, timeout=timeout)
+            return await self.inner.run(command, timeout=timeout, input=input)
 
-    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2), connector=SlowFirstLook)
+        async def start(self, command: str):
+            return await self.inner.start(command)
+
+        async def put_file(self, data: bytes, remote: str, mode: int = 0o644) -> None:
+            await self.inner.put_file(data, remote, mode)
+
+        async def exists(self, remote: str) -> bool:
+            return await self.inner.exists(remote)
+
+    def rented_at(pod: Pod) -> None:  # (in a thread) this machine's back-fill of the old run: held
+        if where == "this machine" and pod.run_dir == str(old):
+            looks.append("old")
+            held.wait(10)
+
+    mon = MonitorService(
+        lambda s: None,
+        settings=MonitorSettings(interval=0.2),
+        connector=Remote if where == "remote" else LocalConnection,
+    )
+    mon.rented_at = rented_at
     mon.add(Pod(name="p", kind=PodKind.LOCAL, run_dir=str(old)))
     try:
-        await asyncio.sleep(0.3)  # the old run's first look is waiting
+        await wait_for(lambda: looks == ["old"], what="the old run's first look, waiting")
         assert mon.set_run_dir("p", str(new)) is not None
         gate.set()
+        held.set()
         snap = await wait_for(
             lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 4 and s, what="the new run's progress"
         )
         assert "no-progress" not in {a.id for a in snap.alerts}
         assert not any("Step 8" in line for line in snap.log_tail)
     finally:
+        held.set()
         await mon.aclose()
 
 

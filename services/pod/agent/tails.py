@@ -1,0 +1,66 @@
+"""One look at a run dir: the last 300 lines and the mtime of every log, metrics.jsonl and training.csv, max_steps
+from the resolved configs, the clock and the uptime (stdlib only). Run on a pod as ``python3 -c <this file>
+RUN_DIR`` (services.monitor.progress.TAIL_SCRIPT); a run dir on this machine is looked at by ``look`` itself."""
+
+import glob
+import json
+import os
+import sys
+import time
+
+
+def tail(p, n=300, maxb=131072):
+    with open(p, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(0, size - maxb))
+        data = f.read()
+    lines = data.decode("utf-8", "replace").splitlines()
+    return lines[1:][-n:] if size > maxb else lines[-n:]
+
+
+def look(r):
+    logs = []  # type: list[dict]
+    out = {"now": time.time(), "exists": os.path.isdir(r), "logs": logs}
+    seen = set()
+    for pat in (("logs", "*.log"), ("logs", "latest", "*.log")):
+        for p in sorted(glob.glob(os.path.join(r, *pat))):
+            rp = os.path.realpath(p)
+            if rp in seen:
+                continue
+            seen.add(rp)
+            try:
+                logs.append(
+                    {"stem": os.path.splitext(os.path.basename(p))[0], "mtime": os.stat(p).st_mtime, "lines": tail(p)}
+                )
+            except OSError:
+                pass
+    for name in ("metrics.jsonl", "training.csv"):
+        p = os.path.join(r, name)
+        try:
+            out[name] = {"mtime": os.stat(p).st_mtime, "lines": tail(p)}
+        except OSError:
+            pass
+    for name in ("trainer.json", "orchestrator.json", "rl.json"):
+        try:
+            with open(os.path.join(r, "configs", name)) as f:
+                cfg = json.load(f)
+            ms = cfg.get("max_steps") or (cfg.get("trainer") or {}).get("max_steps")
+            if isinstance(ms, int) and ms > 0:
+                out["max_steps"] = ms
+                break
+        except Exception:
+            pass
+    try:  # how long the pod (its PID 1: the container, or the machine) has been up: "$ so far" counts from it
+        with open("/proc/uptime") as f:
+            up = float(f.read().split()[0])
+        with open("/proc/1/stat") as f:
+            started = int(f.read().rsplit(")", 1)[1].split()[19])
+        out["uptime"] = max(0.0, up - started / os.sysconf("SC_CLK_TCK"))
+    except Exception:
+        pass
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(look(sys.argv[1])))
