@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import NamedTuple
+
 from rich.cells import cell_len
 from rich.padding import Padding
 from rich.segment import Segment
@@ -177,8 +178,8 @@ class FleetView(DataTable):
     _paint_style: Style | None = None
     _widths: tuple[tuple[int, int, int], list[tuple[int, ColumnKey, int]], int] | None = None
     _drawn_cells: tuple[int, dict[tuple[RowKey, ColumnKey], tuple]] | None = None  # by structure: see _draw_row
-    _repaint_rows: set[RowKey] | None = None
-    _paint: _Paint | None = None  # during a paint: _paint_state()  # inside update_pods: the rows it changed, repainted at its end
+    _repaint_rows: set[RowKey] | None = None  # inside update_pods: the rows it changed, repainted at its end
+    _paint: _Paint | None = None  # during a paint: _paint_state()
 
     def __init__(self, *, demo_price: float | None = None, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -618,7 +619,8 @@ class FleetView(DataTable):
             # the cell as drawn last time, if nothing it depends on changed (the value compared by identity:
             # a changed cell is a new object in the table, and the entry holds the old one)
             kept = drawn[1].get((row_key, column_key))
-            if kept is not None and kept[0] is value and kept[1] is pre and kept[2] == post and kept[3] == (cell_width, height, pad):
+            dims = (cell_width, height, pad)
+            if kept is not None and kept[0] is value and kept[1] is pre and kept[2] == post and kept[3] == dims:
                 extend(kept[4])
                 continue
             segments = []
@@ -627,7 +629,7 @@ class FleetView(DataTable):
                 segments.append(Segment(text, style + post if post and style else post or style))
             # simplified per cell: a cell's style carries its column (meta), so no two cells' segments merge
             segments = list(Segment.simplify(segments))
-            drawn[1][row_key, column_key] = (value, pre, post, (cell_width, height, pad), segments)
+            drawn[1][row_key, column_key] = (value, pre, post, dims, segments)
             extend(segments)
         # the row's style carried out to the table's right edge, as DataTable does
         extend, _ = self._get_styles_to_render_cell(
