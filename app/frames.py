@@ -111,9 +111,12 @@ class SnapshotFrames:
             self._flush_due = True  # second are a few refreshes a second, not 64; a lone change shows at once
             wait = self._last_flush + FRAME_S - time.monotonic()
             if wait <= 0:
-                self.view.post_message(PodUpdated())
-            else:
-                self.view.set_timer(wait, lambda: self.view.post_message(PodUpdated()), name="pods' next frame")
+                self._post_frame()
+            else:  # (a method, not a new lambda per frame: Textual inspects each new callable's signature)
+                self.view.set_timer(wait, self._post_frame, name="pods' next frame")
+
+    def _post_frame(self) -> None:
+        self.view.post_message(PodUpdated())
 
     @property
     def pending(self) -> bool:
