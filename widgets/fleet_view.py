@@ -68,6 +68,20 @@ def price_of(snapshot: PodSnapshot, demo_price: float | None = None) -> float | 
     return demo_price if pod.kind is PodKind.DEMO else None
 
 
+_TEXTS: dict[tuple[str, str], Text] = {}  # (text, style) -> its cell
+
+
+def _cell_text(text: str, style: str = "") -> Text:
+    """One Text per pod name and state for every row that shows it: a snapshot's row then compares equal to the
+    row shown by identity, not by comparing Texts (nothing draws a cell by changing it)."""
+    cell = _TEXTS.get((text, style))
+    if cell is None:
+        if len(_TEXTS) > 4096:
+            _TEXTS.clear()
+        cell = _TEXTS[text, style] = Text(text, style=style)
+    return cell
+
+
 _TRENDS: dict[int, tuple[tuple[float, ...], str]] = {}  # id(loss history) -> (it, its sparkline)
 
 
@@ -91,7 +105,7 @@ def fleet_row(snapshot: PodSnapshot, demo_price: float | None = None) -> tuple[s
     """The cells of one pod's row (pure: the same snapshot always gives equal cells)."""
     pod, run, latest = snapshot.pod, snapshot.run, snapshot.latest
     state = snapshot.status.state
-    name = Text(pod.name + (" (sim)" if pod.simulated else ""))  # a Text: DataTable reads a str as markup
+    name = _cell_text(pod.name + (" (sim)" if pod.simulated else ""))  # a Text: DataTable reads a str as markup
     step = (
         NA if run is None or run.step is None else (f"{run.step}/{run.max_steps}" if run.max_steps else str(run.step))
     )
@@ -113,7 +127,8 @@ def fleet_row(snapshot: PodSnapshot, demo_price: float | None = None) -> tuple[s
         alerts = Text.assemble((snapshot.idle.label, "yellow"), " · " if alerts else "", alerts)
     if cluster := summary(snapshot.cluster):  # a Slurm login node: its jobs and lost nodes first
         alerts = Text.assemble(cluster, " · " if alerts else "", alerts)
-    return (name, Text(state.value, style=STATE_STYLE.get(state, "bold red")), step, loss, tps, util, price, alerts)
+    state_cell = _cell_text(state.value, STATE_STYLE.get(state, "bold red"))
+    return (name, state_cell, step, loss, tps, util, price, alerts)
 
 
 def fleet_layout(available: int, pod_width: int, padding: int = 1) -> dict[str, int]:
@@ -273,8 +288,11 @@ class FleetView(DataTable):
                 return
             self.add_row(*self._shown(new), key=name)
             return
+        layout = self._layout
         changed = {
-            key: after for key, before, after in zip(COLUMN_KEYS, old, new) if before != after and key in self._layout
+            key: after
+            for key, before, after in zip(COLUMN_KEYS, old, new)
+            if before is not after and before != after and key in layout
         }
         if changed:
             self._update_row(name, changed)
