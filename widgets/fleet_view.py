@@ -221,6 +221,7 @@ class FleetView(DataTable):
         self._ordered = None  # ordered_rows, by (rows, structure)
         self._padded: LRUCache[tuple, list[Segment]] = LRUCache(4000)  # a cell's padded line, by width and value
         self._layers: dict[tuple, Style] = {}  # the styles layered on a cell, by row, column, cursor and hover
+        self._row_contexts: dict[tuple, tuple[list[Style], Style, Style]] = {}  # _row_context's, by its key
 
     def on_mount(self) -> None:
         self._relayout()
@@ -403,6 +404,7 @@ class FleetView(DataTable):
         self._row_styles.clear()
         self._padded.clear()
         self._layers.clear()
+        self._row_contexts.clear()
         self._drawn_cells = None
         super().notify_style_update()
 
@@ -601,6 +603,41 @@ class FleetView(DataTable):
             self._widths = (key, columns, sum(width for _, _, width in columns) + self._row_label_column_width)
         return self._widths[1], self._widths[2]
 
+    def _row_context(self, row_index: int, base_style: Style, paint: _Paint) -> tuple[list[Style], Style, Style]:
+        """The styles a body row's cells are drawn with: before each column's own (the row's, the cell's place for
+        the mouse, the cursor's), after them (the cursor's, where its colours win), and the row's style carried to
+        the table's edge; kept per row place, stripe, cursor and hover."""
+        cursor_type, cursor, hover = paint.cursor_type, paint.cursor, paint.hover
+        hovered = self._should_highlight(hover, Coordinate(row_index, 0), cursor_type)
+        at_cursor = self._should_highlight(cursor, Coordinate(row_index, 0), cursor_type)
+        row_style = self._get_row_style(row_index, base_style)
+        columns, _ = self._column_widths()
+        key = (row_style, row_index, hovered, at_cursor, row_index == cursor.row, paint, len(columns))
+        context = self._row_contexts.get(key)
+        if context is not None:
+            return context
+        show_cursor, show_hover = paint.show_cursor, paint.show_hover
+        component, post = self._get_styles_to_render_cell(
+            False,
+            False,
+            False,
+            hovered,
+            at_cursor,
+            show_cursor,
+            show_hover,
+            paint.foreground_css,
+            paint.background_css,
+        )
+        pres = [self._layered(row_style, row_index, column_index, component) for column_index, _, _ in columns]
+        edge, _ = self._get_styles_to_render_cell(
+            False, False, False, hovered, row_index == cursor.row, show_cursor, show_hover, False, False
+        )
+        edge = row_style + edge + Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
+        if len(self._row_contexts) > 1024:
+            self._row_contexts.clear()
+        context = self._row_contexts[key] = (pres, post, edge)
+        return context
+
     def _draw_row(self, row_key: RowKey, x1: int, x2: int, base_style: Style) -> Strip:
         row_index = self._row_locations.get(row_key)
         row = self.rows.get(row_key)
@@ -608,37 +645,22 @@ class FleetView(DataTable):
         width = paint.width
         if row_index is None or row is None:
             return Strip.blank(width, base_style)
-        cursor_type = paint.cursor_type
-        cursor, hover = paint.cursor, paint.hover
-        show_cursor, show_hover = paint.show_cursor, paint.show_hover
-        row_style = self._get_row_style(row_index, base_style)
-        component, post = self._get_styles_to_render_cell(
-            False,
-            False,
-            False,
-            self._should_highlight(hover, Coordinate(row_index, 0), cursor_type),
-            self._should_highlight(cursor, Coordinate(row_index, 0), cursor_type),
-            show_cursor,
-            show_hover,
-            paint.foreground_css,
-            paint.background_css,
-        )
+        pres, post, edge = self._row_context(row_index, base_style, paint)
         data = self._data.get(row_key, {})
         line: list[Segment] = []
-        append, extend = line.append, line.extend
+        extend = line.extend
         columns, table_width = self._column_widths()
         height, pad = row.height, self._widths[0][1] if self._widths else self.cell_padding
         drawn = self._drawn_cells
         if drawn is None or drawn[0] != paint.structure:
             drawn = self._drawn_cells = (paint.structure, {})
-        for column_index, column_key, cell_width in columns:
-            pre = self._layered(row_style, row_index, column_index, component)
+        for (_, column_key, cell_width), pre in zip(columns, pres):
             value = data.get(column_key)
             # the cell as drawn last time, if nothing it depends on changed (the value compared by identity:
             # a changed cell is a new object in the table, and the entry holds the old one)
             kept = drawn[1].get((row_key, column_key))
             dims = (cell_width, height, pad)
-            if kept is not None and kept[0] is value and kept[1] is pre and kept[2] == post and kept[3] == dims:
+            if kept is not None and kept[0] is value and kept[1] is pre and kept[2] is post and kept[3] == dims:
                 extend(kept[4])
                 continue
             segments = []
@@ -650,19 +672,7 @@ class FleetView(DataTable):
             drawn[1][row_key, column_key] = (value, pre, post, dims, segments)
             extend(segments)
         # the row's style carried out to the table's right edge, as DataTable does
-        extend, _ = self._get_styles_to_render_cell(
-            False,
-            False,
-            False,
-            self._should_highlight(hover, Coordinate(row_index, 0), cursor_type),
-            row_index == cursor.row,
-            show_cursor,
-            show_hover,
-            False,
-            False,
-        )
-        extend = row_style + extend + Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
-        append(Segment(" " * max(0, width - table_width), extend))
+        line.append(Segment(" " * max(0, width - table_width), edge))
         if x1 == 0 and x2 == width >= table_width:  # the whole line, as wide as the table shows it: no crop
             return Strip(line, width)  # (simplified: each cell is, and no two cells' segments share a style)
         return Strip(line_crop(line, x1, x2, width)).adjust_cell_length(width, base_style).simplify()
