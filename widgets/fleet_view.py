@@ -26,7 +26,7 @@ from textual.coordinate import Coordinate
 from textual.geometry import Offset, Region
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets._data_table import _EMPTY_TEXT, RowRenderables, default_cell_formatter
+from textual.widgets._data_table import _EMPTY_TEXT, CursorType, RowRenderables, default_cell_formatter
 from textual.widgets.data_table import CellType, ColumnKey, Row, RowKey
 
 from services.models import PodKind, PodSnapshot, PodState, RunProgress
@@ -152,7 +152,7 @@ class _Paint(NamedTuple):
     scroll: Offset
     cursor: Coordinate
     hover: Coordinate
-    cursor_type: str
+    cursor_type: CursorType
     show_cursor: bool
     show_hover: bool
     pseudo_classes: object
@@ -268,7 +268,7 @@ class FleetView(DataTable):
     def update_pods(self, snapshots: Iterable[PodSnapshot]) -> None:
         """A frame's snapshots, in order: every row's cells set, then the changed rows repainted in one refresh
         (a refresh per row marked the widget dirty, checked the window and woke the loop per pod)."""
-        self._repaint_rows = rows = set()
+        self._repaint_rows = rows = set[RowKey]()
         try:
             for snapshot in snapshots:
                 self.update_pod(snapshot)
