@@ -133,9 +133,9 @@ class SnapshotFrames:
             return  # the app is shutting down
         shown = [snapshot for name, snapshot in pending.items() if name in self.book]  # else removed meanwhile
         with self.view.batch_update():
-            now = self.view.clock()
+            now, selected = self.view.clock(), main.pod_list.selected  # (the same for every pod of the frame)
             for snapshot in shown:
-                self._show(main, snapshot, now)
+                self._show(main, snapshot, now, selected)
             # the fleet table takes the frame's snapshots at once: one repaint of the rows they changed
             if shown and (fleet := fleet_shown(self.view.screen)) is not None:
                 fleet.update_pods(shown)
@@ -144,12 +144,12 @@ class SnapshotFrames:
                 for told in self.on_shown:
                     told(snapshot)
 
-    def _show(self, main: MainWidgets, snapshot: PodSnapshot, now: float) -> None:
+    def _show(self, main: MainWidgets, snapshot: PodSnapshot, now: float, selected: str | None) -> None:
         name = snapshot.pod.name
         self.book.snapshots[name] = snapshot
         main.pod_list.update_snapshot(snapshot, now)
         self._toast_new_alerts(snapshot)  # first: the monitor pane shows the alert log, new entries included
-        if name == main.pod_list.selected and (pane := self.live_pane()) is not None:
+        if name == selected and (pane := self.live_pane()) is not None:
             pane.show(snapshot, now)
 
     def _toast_new_alerts(self, snapshot: PodSnapshot) -> None:

@@ -190,6 +190,7 @@ class FleetView(DataTable):
     # class defaults too: DataTable's __init__ reads ordered_rows before ours has set them
     _cell_bumps = 0
     _ordered: tuple[tuple[int, int], list[Row]] | None = None
+    _line_rows: tuple[tuple[int, int], list[tuple[RowKey, int]]] | None = None  # _y_offsets, by (rows, structure)
     _paint_style: Style | None = None
     _widths: tuple[tuple[int, int, int], list[tuple[int, ColumnKey, int]], int] | None = None
     _drawn_cells: tuple[int, dict[tuple[RowKey, ColumnKey], tuple]] | None = None  # by structure: see _draw_row
@@ -365,6 +366,15 @@ class FleetView(DataTable):
         if self._ordered is None or self._ordered[0] != key:
             self._ordered = (key, DataTable.ordered_rows.fget(self))  # type: ignore[attr-defined]
         return self._ordered[1]
+
+    @property
+    def _y_offsets(self) -> list[tuple[RowKey, int]]:
+        """DataTable's (each line's row), rebuilt only when the rows change: DataTable keys it on the counter every
+        cell update bumps, so every frame that changed a cell walked every row again to find a line's row."""
+        key = (self.row_count, self._structure)
+        if self._line_rows is None or self._line_rows[0] != key:
+            self._line_rows = (key, DataTable._y_offsets.fget(self))  # type: ignore[attr-defined]
+        return self._line_rows[1]
 
     def _get_row_renderables(self, row_index: int) -> RowRenderables:
         """DataTable's (its cells formatted for drawing), kept per row version: DataTable keys them on the counter
