@@ -337,17 +337,26 @@ class FleetView(DataTable):
             self.refresh_row(index)
 
     def _refresh_rows(self, rows: Iterable[RowKey]) -> None:
-        """refresh_row for each of ``rows`` (those still in the table), as one refresh."""
+        """refresh_row for each of ``rows`` (those still in the table), as one refresh; rows next to each other (pods
+        sampling at neighbouring moments of the second) as one region of the same lines."""
+        locations, count = self._row_locations, self.row_count
+        indexes = sorted(i for row in rows if (i := locations.get(row)) is not None and 0 <= i < count)
+        if not indexes:
+            return
         window, offset = self.window_region, -self.scroll_offset
         tops, ordered = self._tops(), self.ordered_rows
         y0 = self.header_height if self.show_header else 0
         width = max(self.size.width, self._column_widths()[1])
+        runs: list[list[int]] = []
+        for index in indexes:
+            if runs and runs[-1][1] == index:
+                runs[-1][1] = index + 1
+            else:
+                runs.append([index, index + 1])
         regions = []
-        for row in rows:
-            index = self._row_locations.get(row)
-            if index is None or not self.is_valid_row_index(index):
-                continue
-            region = Region(0, y0 + tops[index], width, ordered[index].height)  # _get_row_region's
+        for first, end in runs:
+            top = y0 + tops[first]  # _get_row_region's, for the rows first..end-1 together
+            region = Region(0, top, width, y0 + tops[end - 1] + ordered[end - 1].height - top)
             if window.overlaps(region):
                 regions.append(region.translate(offset))
         if regions:
