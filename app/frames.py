@@ -111,9 +111,12 @@ class SnapshotFrames:
             self._flush_due = True  # second are a few refreshes a second, not 64; a lone change shows at once
             wait = self._last_flush + FRAME_S - time.monotonic()
             if wait <= 0:
-                self.view.post_message(PodUpdated())
-            else:
-                self.view.set_timer(wait, lambda: self.view.post_message(PodUpdated()), name="pods' next frame")
+                self._post_frame()
+            else:  # (a method, not a new lambda per frame: Textual inspects each new callable's signature)
+                self.view.set_timer(wait, self._post_frame, name="pods' next frame")
+
+    def _post_frame(self) -> None:
+        self.view.post_message(PodUpdated())
 
     @property
     def pending(self) -> bool:
@@ -128,23 +131,26 @@ class SnapshotFrames:
         main = self.view.main()
         if main is None:
             return  # the app is shutting down
+        shown = [snapshot for name, snapshot in pending.items() if name in self.book]  # else removed meanwhile
         with self.view.batch_update():
-            for name, snapshot in pending.items():
-                if name in self.book:  # else removed meanwhile
-                    self._show(main, name, snapshot)
+            now, selected = self.view.clock(), main.pod_list.selected  # (the same for every pod of the frame)
+            for snapshot in shown:
+                self._show(main, snapshot, now, selected)
+            # the fleet table takes the frame's snapshots at once: one repaint of the rows they changed
+            if shown and (fleet := fleet_shown(self.view.screen)) is not None:
+                fleet.update_pods(shown)
+            for snapshot in shown:
+                self._ask_about_host_key(snapshot)
+                for told in self.on_shown:
+                    told(snapshot)
 
-    def _show(self, main: MainWidgets, name: str, snapshot: PodSnapshot) -> None:
+    def _show(self, main: MainWidgets, snapshot: PodSnapshot, now: float, selected: str | None) -> None:
+        name = snapshot.pod.name
         self.book.snapshots[name] = snapshot
-        now = self.view.clock()
         main.pod_list.update_snapshot(snapshot, now)
         self._toast_new_alerts(snapshot)  # first: the monitor pane shows the alert log, new entries included
-        if name == main.pod_list.selected and (pane := self.live_pane()) is not None:
+        if name == selected and (pane := self.live_pane()) is not None:
             pane.show(snapshot, now)
-        if (fleet := fleet_shown(self.view.screen)) is not None:
-            fleet.update_pod(snapshot)
-        self._ask_about_host_key(snapshot)
-        for shown in self.on_shown:
-            shown(snapshot)
 
     def _toast_new_alerts(self, snapshot: PodSnapshot) -> None:
         """A toast per alert id per pod when it fires; a cleared alert toasts again if it fires again."""

@@ -10,6 +10,9 @@ node's alerts cell starts with its cluster in brief
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import NamedTuple
+
 from rich.cells import cell_len
 from rich.padding import Padding
 from rich.segment import Segment
@@ -20,13 +23,13 @@ from textual._segment_tools import line_crop
 from textual._types import SegmentLines
 from textual.cache import LRUCache
 from textual.coordinate import Coordinate
-from textual.geometry import Region
+from textual.geometry import Offset, Region
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets._data_table import _EMPTY_TEXT, RowRenderables, default_cell_formatter
+from textual.widgets._data_table import _EMPTY_TEXT, CursorType, RowRenderables, default_cell_formatter
 from textual.widgets.data_table import CellType, ColumnKey, Row, RowKey
 
-from services.models import PodKind, PodSnapshot, PodState
+from services.models import PodKind, PodSnapshot, PodState, RunProgress
 from widgets.alerts import SEVERITY_STYLE, badge_text, loss_trend, worst
 from widgets.cluster_view import job_utils, summary
 from widgets.columns import fit_columns
@@ -65,15 +68,48 @@ def price_of(snapshot: PodSnapshot, demo_price: float | None = None) -> float | 
     return demo_price if pod.kind is PodKind.DEMO else None
 
 
+_TEXTS: dict[tuple[str, str], Text] = {}  # (text, style) -> its cell
+
+
+def _cell_text(text: str, style: str = "") -> Text:
+    """One Text per pod name and state for every row that shows it: a snapshot's row then compares equal to the
+    row shown by identity, not by comparing Texts (nothing draws a cell by changing it)."""
+    cell = _TEXTS.get((text, style))
+    if cell is None:
+        if len(_TEXTS) > 4096:
+            _TEXTS.clear()
+        cell = _TEXTS[text, style] = Text(text, style=style)
+    return cell
+
+
+_TRENDS: dict[int, tuple[tuple[float, ...], str]] = {}  # id(loss history) -> (it, its sparkline)
+
+
+def _loss_trend(run: RunProgress | None) -> str:
+    """loss_trend, once per loss history: the monitor hands the same history (one object) until a step adds to
+    it, and a pod samples ~3 times a step."""
+    if run is None:
+        return loss_trend(run)
+    history = run.loss_history
+    found = _TRENDS.get(id(history))
+    if found is not None and found[0] is history:
+        return found[1]
+    if len(_TRENDS) > 1024:
+        _TRENDS.clear()
+    trend = loss_trend(run)
+    _TRENDS[id(history)] = (history, trend)
+    return trend
+
+
 def fleet_row(snapshot: PodSnapshot, demo_price: float | None = None) -> tuple[str | Text, ...]:
     """The cells of one pod's row (pure: the same snapshot always gives equal cells)."""
     pod, run, latest = snapshot.pod, snapshot.run, snapshot.latest
     state = snapshot.status.state
-    name = Text(pod.name + (" (sim)" if pod.simulated else ""))  # a Text: DataTable reads a str as markup
+    name = _cell_text(pod.name + (" (sim)" if pod.simulated else ""))  # a Text: DataTable reads a str as markup
     step = (
         NA if run is None or run.step is None else (f"{run.step}/{run.max_steps}" if run.max_steps else str(run.step))
     )
-    trend = loss_trend(run)
+    trend = _loss_trend(run)
     loss = f"{trend} {run.loss:.4g}" if run is not None and run.loss is not None else NA
     tps = NA if run is None or run.tokens_per_s is None else f"{run.tokens_per_s:,.0f}"
     utils = [g.util for g in latest.gpus if g.util is not None] if latest else []
@@ -91,7 +127,8 @@ def fleet_row(snapshot: PodSnapshot, demo_price: float | None = None) -> tuple[s
         alerts = Text.assemble((snapshot.idle.label, "yellow"), " · " if alerts else "", alerts)
     if cluster := summary(snapshot.cluster):  # a Slurm login node: its jobs and lost nodes first
         alerts = Text.assemble(cluster, " · " if alerts else "", alerts)
-    return (name, Text(state.value, style=STATE_STYLE.get(state, "bold red")), step, loss, tps, util, price, alerts)
+    state_cell = _cell_text(state.value, STATE_STYLE.get(state, "bold red"))
+    return (name, state_cell, step, loss, tps, util, price, alerts)
 
 
 def fleet_layout(available: int, pod_width: int, padding: int = 1) -> dict[str, int]:
@@ -106,6 +143,22 @@ def fleet_layout(available: int, pod_width: int, padding: int = 1) -> dict[str, 
         others = sum(widths[k] + gap for k in kept if k != "alerts")
         widths["alerts"] = max(ALERTS_MIN, min(dict((k, w) for k, _, w in COLUMNS)["alerts"], available - others - gap))
     return {k: widths[k] for k in kept}
+
+
+class _Paint(NamedTuple):
+    """The table's state that a drawn line depends on, besides its row: read once per paint."""
+
+    width: int
+    scroll: Offset
+    cursor: Coordinate
+    hover: Coordinate
+    cursor_type: CursorType
+    show_cursor: bool
+    show_hover: bool
+    pseudo_classes: object
+    structure: int
+    foreground_css: bool
+    background_css: bool
 
 
 def _value_key(value: object) -> object:
@@ -137,8 +190,12 @@ class FleetView(DataTable):
     # class defaults too: DataTable's __init__ reads ordered_rows before ours has set them
     _cell_bumps = 0
     _ordered: tuple[tuple[int, int], list[Row]] | None = None
+    _line_rows: tuple[tuple[int, int], list[tuple[RowKey, int]]] | None = None  # _y_offsets, by (rows, structure)
     _paint_style: Style | None = None
     _widths: tuple[tuple[int, int, int], list[tuple[int, ColumnKey, int]], int] | None = None
+    _drawn_cells: tuple[int, dict[tuple[RowKey, ColumnKey], tuple]] | None = None  # by structure: see _draw_row
+    _repaint_rows: set[RowKey] | None = None  # inside update_pods: the rows it changed, repainted at its end
+    _paint: _Paint | None = None  # during a paint: _paint_state()
 
     def __init__(self, *, demo_price: float | None = None, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
@@ -165,6 +222,7 @@ class FleetView(DataTable):
         self._ordered = None  # ordered_rows, by (rows, structure)
         self._padded: LRUCache[tuple, list[Segment]] = LRUCache(4000)  # a cell's padded line, by width and value
         self._layers: dict[tuple, Style] = {}  # the styles layered on a cell, by row, column, cursor and hover
+        self._row_contexts: dict[tuple, tuple[list[Style], Style, Style]] = {}  # _row_context's, by its key
 
     def on_mount(self) -> None:
         self._relayout()
@@ -208,6 +266,18 @@ class FleetView(DataTable):
     def cells(self, name: str) -> tuple[str | Text, ...] | None:
         return self._cells.get(name)
 
+    def update_pods(self, snapshots: Iterable[PodSnapshot]) -> None:
+        """A frame's snapshots, in order: every row's cells set, then the changed rows repainted in one refresh
+        (a refresh per row marked the widget dirty, checked the window and woke the loop per pod)."""
+        self._repaint_rows = rows = set[RowKey]()
+        try:
+            for snapshot in snapshots:
+                self.update_pod(snapshot)
+        finally:
+            self._repaint_rows = None
+        if rows:
+            self._refresh_rows(rows)
+
     def update_pod(self, snapshot: PodSnapshot) -> None:
         name = snapshot.pod.name
         new = fleet_row(snapshot, self.demo_price)
@@ -220,8 +290,11 @@ class FleetView(DataTable):
                 return
             self.add_row(*self._shown(new), key=name)
             return
+        layout = self._layout
         changed = {
-            key: after for key, before, after in zip(COLUMN_KEYS, old, new) if before != after and key in self._layout
+            key: after
+            for key, before, after in zip(COLUMN_KEYS, old, new)
+            if before is not after and before != after and key in layout
         }
         if changed:
             self._update_row(name, changed)
@@ -256,8 +329,38 @@ class FleetView(DataTable):
             self._cell_bumps += 1
             self.cell_updates += 1
         self._row_versions[row] = self._row_versions.get(row, 0) + 1
-        if index is not None:
+        if index is None:
+            return
+        if self._repaint_rows is not None:  # inside update_pods: repainted with the frame's other rows
+            self._repaint_rows.add(row)
+        else:
             self.refresh_row(index)
+
+    def _refresh_rows(self, rows: Iterable[RowKey]) -> None:
+        """refresh_row for each of ``rows`` (those still in the table), as one refresh; rows next to each other (pods
+        sampling at neighbouring moments of the second) as one region of the same lines."""
+        locations, count = self._row_locations, self.row_count
+        indexes = sorted(i for row in rows if (i := locations.get(row)) is not None and 0 <= i < count)
+        if not indexes:
+            return
+        window, offset = self.window_region, -self.scroll_offset
+        tops, ordered = self._tops(), self.ordered_rows
+        y0 = self.header_height if self.show_header else 0
+        width = max(self.size.width, self._column_widths()[1])
+        runs: list[list[int]] = []
+        for index in indexes:
+            if runs and runs[-1][1] == index:
+                runs[-1][1] = index + 1
+            else:
+                runs.append([index, index + 1])
+        regions = []
+        for first, end in runs:
+            top = y0 + tops[first]  # _get_row_region's, for the rows first..end-1 together
+            region = Region(0, top, width, y0 + tops[end - 1] + ordered[end - 1].height - top)
+            if window.overlaps(region):
+                regions.append(region.translate(offset))
+        if regions:
+            self.refresh(*regions)
 
     @property
     def _structure(self) -> int:
@@ -272,6 +375,15 @@ class FleetView(DataTable):
         if self._ordered is None or self._ordered[0] != key:
             self._ordered = (key, DataTable.ordered_rows.fget(self))  # type: ignore[attr-defined]
         return self._ordered[1]
+
+    @property
+    def _y_offsets(self) -> list[tuple[RowKey, int]]:
+        """DataTable's (each line's row), rebuilt only when the rows change: DataTable keys it on the counter every
+        cell update bumps, so every frame that changed a cell walked every row again to find a line's row."""
+        key = (self.row_count, self._structure)
+        if self._line_rows is None or self._line_rows[0] != key:
+            self._line_rows = (key, DataTable._y_offsets.fget(self))  # type: ignore[attr-defined]
+        return self._line_rows[1]
 
     def _get_row_renderables(self, row_index: int) -> RowRenderables:
         """DataTable's (its cells formatted for drawing), kept per row version: DataTable keys them on the counter
@@ -288,16 +400,20 @@ class FleetView(DataTable):
         above, per cell update)."""
         if not self.is_valid_row_index(row_index):
             return Region(0, 0, 0, 0)
+        row = self.ordered_rows[row_index]
+        row_width = self._column_widths()[1]
+        y = self._tops()[row_index] + (self.header_height if self.show_header else 0)
+        return Region(0, y, max(self.size.width, row_width), row.height)
+
+    def _tops(self) -> list[int]:
+        """Each row's y below the header, in order."""
         if self._row_tops is None or self._row_tops[0] != self._structure:
             tops, y = [], 0
             for row in self.ordered_rows:
                 tops.append(y)
                 y += row.height
             self._row_tops = (self._structure, tops)
-        row = self.ordered_rows[row_index]
-        row_width = self._column_widths()[1]
-        y = self._row_tops[1][row_index] + (self.header_height if self.show_header else 0)
-        return Region(0, y, max(self.size.width, row_width), row.height)
+        return self._row_tops[1]
 
     def notify_style_update(self) -> None:
         self._own_cells.clear()
@@ -307,6 +423,8 @@ class FleetView(DataTable):
         self._row_styles.clear()
         self._padded.clear()
         self._layers.clear()
+        self._row_contexts.clear()
+        self._drawn_cells = None
         super().notify_style_update()
 
     def _get_row_style(self, row_index: int, base_style: Style) -> Style:
@@ -382,43 +500,52 @@ class FleetView(DataTable):
 
     def render_lines(self, crop: Region) -> list[Strip]:
         # the widget's style looked up once for the lines of one paint (DataTable looks it up per line, walking
-        # the widget's ancestors each time)
+        # the widget's ancestors each time), and the table's state with it (_paint_state)
         self._paint_style = self.rich_style
         try:
             return super().render_lines(crop)
         finally:
-            self._paint_style = None
+            self._paint_style = self._paint = None
+
+    def _paint_state(self) -> _Paint:
+        """What every line drawn depends on, read once per paint (reactives and the widget's size, each a walk
+        through Textual's descriptors, were read several times per line)."""
+        paint = self._paint
+        if paint is None:
+            paint = _Paint(
+                self.size.width,
+                self.scroll_offset,
+                self.cursor_coordinate,
+                self.hover_coordinate,
+                self.cursor_type,
+                self.show_cursor,
+                self._show_hover_cursor,
+                self._pseudo_class_state,
+                self._structure,
+                self.cursor_foreground_priority == "css",
+                self.cursor_background_priority == "css",
+            )
+            if self._paint_style is not None:  # inside a paint: nothing changes until it ends
+                self._paint = paint
+        return paint
 
     def render_line(self, y: int) -> Strip:
         base_style = self._paint_style
         if base_style is None or self.fixed_rows:
             return super().render_line(y)
-        width = self.size.width
-        scroll_x, scroll_y = self.scroll_offset
+        paint = self._paint_state()
+        scroll_x, scroll_y = paint.scroll
         if y >= (self.header_height if self.show_header else 0):  # DataTable's: the header stays, rows scroll
             y += scroll_y
-        return self._render_line(y, scroll_x, scroll_x + width, base_style)
+        return self._render_line(y, scroll_x, scroll_x + paint.width, base_style)
 
     def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
         try:
             row_key, line_no = self._get_offsets(y)
         except LookupError:
             return super()._render_line(y, x1, x2, base_style)
-        key = (
-            y,
-            x1,
-            x2,
-            self.size.width,
-            self.cursor_coordinate,
-            self.hover_coordinate,
-            base_style,
-            self.cursor_type,
-            self._show_hover_cursor,
-            self._pseudo_class_state,
-            self._structure,
-            row_key,
-            self._row_versions.get(row_key, 0),
-        )
+        paint = self._paint_state()
+        key = (y, x1, x2, base_style, paint, row_key, self._row_versions.get(row_key, 0))
         strip = self._own_lines.get(key)
         if strip is None:
             if row_key is self._header_row_key or line_no or not self._drawn_directly:
@@ -495,51 +622,76 @@ class FleetView(DataTable):
             self._widths = (key, columns, sum(width for _, _, width in columns) + self._row_label_column_width)
         return self._widths[1], self._widths[2]
 
-    def _draw_row(self, row_key: RowKey, x1: int, x2: int, base_style: Style) -> Strip:
-        row_index = self._row_locations.get(row_key)
-        row = self.rows.get(row_key)
-        if row_index is None or row is None:
-            return Strip.blank(self.size.width, base_style)
-        width = self.size.width
-        cursor_type = self.cursor_type
-        cursor, hover = self.cursor_coordinate, self.hover_coordinate
-        show_cursor, show_hover = self.show_cursor, self._show_hover_cursor
+    def _row_context(self, row_index: int, base_style: Style, paint: _Paint) -> tuple[list[Style], Style, Style]:
+        """The styles a body row's cells are drawn with: before each column's own (the row's, the cell's place for
+        the mouse, the cursor's), after them (the cursor's, where its colours win), and the row's style carried to
+        the table's edge; kept per row place, stripe, cursor and hover."""
+        cursor_type, cursor, hover = paint.cursor_type, paint.cursor, paint.hover
+        hovered = self._should_highlight(hover, Coordinate(row_index, 0), cursor_type)
+        at_cursor = self._should_highlight(cursor, Coordinate(row_index, 0), cursor_type)
         row_style = self._get_row_style(row_index, base_style)
+        columns, _ = self._column_widths()
+        key = (row_style, row_index, hovered, at_cursor, row_index == cursor.row, paint, len(columns))
+        context = self._row_contexts.get(key)
+        if context is not None:
+            return context
+        show_cursor, show_hover = paint.show_cursor, paint.show_hover
         component, post = self._get_styles_to_render_cell(
             False,
             False,
             False,
-            self._should_highlight(hover, Coordinate(row_index, 0), cursor_type),
-            self._should_highlight(cursor, Coordinate(row_index, 0), cursor_type),
+            hovered,
+            at_cursor,
             show_cursor,
             show_hover,
-            self.cursor_foreground_priority == "css",
-            self.cursor_background_priority == "css",
+            paint.foreground_css,
+            paint.background_css,
         )
+        pres = [self._layered(row_style, row_index, column_index, component) for column_index, _, _ in columns]
+        edge, _ = self._get_styles_to_render_cell(
+            False, False, False, hovered, row_index == cursor.row, show_cursor, show_hover, False, False
+        )
+        edge = row_style + edge + Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
+        if len(self._row_contexts) > 1024:
+            self._row_contexts.clear()
+        context = self._row_contexts[key] = (pres, post, edge)
+        return context
+
+    def _draw_row(self, row_key: RowKey, x1: int, x2: int, base_style: Style) -> Strip:
+        row_index = self._row_locations.get(row_key)
+        row = self.rows.get(row_key)
+        paint = self._paint_state()
+        width = paint.width
+        if row_index is None or row is None:
+            return Strip.blank(width, base_style)
+        pres, post, edge = self._row_context(row_index, base_style, paint)
         data = self._data.get(row_key, {})
         line: list[Segment] = []
-        append = line.append
+        extend = line.extend
         columns, table_width = self._column_widths()
         height, pad = row.height, self._widths[0][1] if self._widths else self.cell_padding
-        for column_index, column_key, cell_width in columns:
-            pre = self._layered(row_style, row_index, column_index, component)
-            for text, style, _ in self._padded_cell(data.get(column_key), cell_width, height, pad):
+        drawn = self._drawn_cells
+        if drawn is None or drawn[0] != paint.structure:
+            drawn = self._drawn_cells = (paint.structure, {})
+        for (_, column_key, cell_width), pre in zip(columns, pres):
+            value = data.get(column_key)
+            # the cell as drawn last time, if nothing it depends on changed (the value compared by identity:
+            # a changed cell is a new object in the table, and the entry holds the old one)
+            kept = drawn[1].get((row_key, column_key))
+            dims = (cell_width, height, pad)
+            if kept is not None and kept[0] is value and kept[1] is pre and kept[2] is post and kept[3] == dims:
+                extend(kept[4])
+                continue
+            segments = []
+            for text, style, _ in self._padded_cell(value, cell_width, height, pad):
                 style = pre + style  # Segment.apply_style: pre_style, the cell's own, then post_style
-                append(Segment(text, style + post if post and style else post or style))
+                segments.append(Segment(text, style + post if post and style else post or style))
+            # simplified per cell: a cell's style carries its column (meta), so no two cells' segments merge
+            segments = list(Segment.simplify(segments))
+            drawn[1][row_key, column_key] = (value, pre, post, dims, segments)
+            extend(segments)
         # the row's style carried out to the table's right edge, as DataTable does
-        extend, _ = self._get_styles_to_render_cell(
-            False,
-            False,
-            False,
-            self._should_highlight(hover, Coordinate(row_index, 0), cursor_type),
-            row_index == cursor.row,
-            show_cursor,
-            show_hover,
-            False,
-            False,
-        )
-        extend = row_style + extend + Style.from_meta({"row": row_index, "column": 0, "out_of_bounds": True})
-        append(Segment(" " * max(0, width - table_width), extend))
+        line.append(Segment(" " * max(0, width - table_width), edge))
         if x1 == 0 and x2 == width >= table_width:  # the whole line, as wide as the table shows it: no crop
-            return Strip(Segment.simplify(line), width)  # (Strip.simplify, without a second Strip)
+            return Strip(line, width)  # (simplified: each cell is, and no two cells' segments share a style)
         return Strip(line_crop(line, x1, x2, width)).adjust_cell_length(width, base_style).simplify()

@@ -1,13 +1,13 @@
 """The fleet view (``o``): every pod in one diff-updated table, for watching many pods at once, and
 the alert log (every alert as it fired, across pods).
 
-The App hands it each new snapshot (``update_pod``) while it is the active screen; sampling goes on
+The App hands it each frame's new snapshots (``update_pods``) while it is the active screen; sampling goes on
 underneath, and the main screen's panes pause meanwhile, as they do under a modal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
@@ -48,8 +48,7 @@ class FleetScreen(LineScreen):
 
     def on_mount(self) -> None:
         table = self.table
-        for snapshot in self._initial:
-            table.update_pod(snapshot)
+        table.update_pods(self._initial)
         self._initial = []
         table.focus()
 
@@ -61,12 +60,12 @@ class FleetScreen(LineScreen):
             self._table = self.query_one("#fleet-table", FleetView)
         return self._table
 
-    def update_pod(self, snapshot: PodSnapshot) -> None:
-        """Shown in the frame that brings it: the App's frames already gather every pod's snapshots into one
-        update per FRAME_S (app/frames.py); a second frame timer here would add up to its own period to each
+    def update_pods(self, snapshots: Sequence[PodSnapshot]) -> None:
+        """Shown in the frame that brings them: the App's frames already gather every pod's snapshots into one
+        batch per FRAME_S (app/frames.py); a second frame timer here would add up to its own period to each
         sample's wait for the screen. The table re-renders only the rows that changed, whatever the cadence."""
         if self.is_mounted:
-            self.table.update_pod(snapshot)
+            self.table.update_pods(snapshots)
 
     @property
     def frame_pending(self) -> bool:
