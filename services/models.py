@@ -232,7 +232,7 @@ class Sample:
         if t is None:
             raise ProbeFormatError("probe line has no time")
         notes: list[str] = []  # what was left out of this sample, said in its errors
-        gpus = tuple([_gpu(g, i) for i, g in enumerate(_capped(obj, "gpus", MAX_GPUS, notes))])
+        gpus = _gpus_fast(obj.get("gpus")) or _gpus_careful(obj, notes)
         host = _host(obj.get("host") or {})
         procs = tuple(map(_proc, _capped(obj, "procs", MAX_PROCS, notes)))
         ckpts = tuple(map(_ckpt, _capped(obj, "ckpts", MAX_CKPTS, notes)))
@@ -524,8 +524,26 @@ def _required_int(value: Any) -> int:
     return v
 
 
-def _gpu(g: dict, position: int) -> GpuSample:
-    return _gpu_fast(g, position) or _gpu_careful(g, position)
+GPU_FIELDS = ("index", "name", "util", "mem_used", "mem_total", "power_w", "temp_c")
+
+
+def _gpus_careful(obj: dict, notes: list[str]) -> tuple[GpuSample, ...]:
+    """The probe's "gpus": one list per field (GPU_FIELDS; a field left out is null for every GPU, unknown ones
+    are ignored), all of one length; a list of one object per GPU is read the same way."""
+    gpus = obj.get("gpus")
+    if isinstance(gpus, dict):
+        columns = {k: _list(gpus.get(k)) for k in GPU_FIELDS if gpus.get(k) is not None}
+        sizes = {len(c) for c in columns.values()}
+        if len(sizes) > 1:
+            raise ProbeFormatError(f"GPU fields of different lengths: {sorted(sizes)[:4]}")
+        n = sizes.pop() if sizes else 0
+        rows = [{k: c[i] for k, c in columns.items()} for i in range(min(n, MAX_GPUS + 1))]
+        if n > MAX_GPUS:
+            notes.append(f"the pod reported {n} gpus in one sample: the first {MAX_GPUS} are shown")
+            rows = rows[:MAX_GPUS]
+    else:
+        rows = _capped(obj, "gpus", MAX_GPUS, notes)
+    return tuple([_gpu_careful(g, i) for i, g in enumerate(rows)])
 
 
 def _gpu_careful(g: dict, position: int) -> GpuSample:
@@ -561,48 +579,66 @@ def _gpu_name(raw: Any) -> str:
     return name
 
 
-def _gpu_fast(g: Any, position: int) -> GpuSample | None:
-    if type(g) is not dict:
+_FLOAT, _FLOAT_OR_NULL = {float}, {float, type(None)}
+_INT, _INT_OR_NULL = {int}, {int, type(None)}
+
+
+def _finite_floats(col: list, lo: float | None = None, hi: float | None = None) -> bool:
+    """Every entry a float (never an int: the careful path turns those into floats) or null, finite, within
+    [lo, hi] when given."""
+    types = set(map(type, col))
+    if types == _FLOAT:
+        vals = col
+    elif types <= _FLOAT_OR_NULL:
+        vals = [v for v in col if v is not None]
+    else:
+        return False
+    total = sum(vals)
+    if total - total != 0.0:  # a NaN or an infinity among them (or a sum past the float range: careful path)
+        return False
+    return lo is None or not vals or (min(vals) >= lo and max(vals) <= hi)
+
+
+def _exact_ints(col: list, nulls: bool = True) -> bool:
+    """Every entry an int (bool is not) the careful path keeps as it is (|v| <= 2**53), or null when allowed."""
+    types = set(map(type, col))
+    if types == _INT:
+        vals = col
+    elif nulls and types <= _INT_OR_NULL:
+        vals = [v for v in col if v is not None]
+    else:
+        return not col
+    return not vals or (min(vals) >= -_EXACT and max(vals) <= _EXACT)
+
+
+def _gpus_fast(gpus: Any) -> tuple[GpuSample, ...] | None:
+    """The probe's columns as it writes them, checked a column at a time; None for anything else."""
+    if type(gpus) is not dict:
         return None
-    get = g.get
-    raw = get("name")
-    name = _GPU_NAMES.get(raw) if type(raw) is str else None
-    if name is None:
+    get = gpus.get
+    idx, raw, util, used, total, power, temp = (get(k) for k in GPU_FIELDS)
+    if type(raw) is not list or not 0 < len(raw) <= MAX_GPUS:
         return None
-    idx = get("index")
-    if idx is None:
-        idx = position
-    elif type(idx) is not int or not -_EXACT <= idx <= _EXACT:
+    n = len(raw)
+    if not (
+        type(idx) is type(util) is type(used) is type(total) is type(power) is type(temp) is list
+        and len(idx) == len(util) == len(used) == len(total) == len(power) == len(temp) == n
+    ):
         return None
-    util = get("util")
-    if util is not None:
-        if type(util) is int and 0 <= util <= 100:
-            util = float(util)
-        elif type(util) is not float or not 0.0 <= util <= 100.0:  # NaN fails the comparison too
-            return None
-    used, total = get("mem_used"), get("mem_total")
-    if used is not None and (type(used) is not int or not -_EXACT <= used <= _EXACT):
+    try:
+        names = [_GPU_NAMES[r] for r in raw]
+    except (KeyError, TypeError):  # a name not seen yet, or not text
         return None
-    if total is not None and (type(total) is not int or not -_EXACT <= total <= _EXACT):
+    if not (
+        _exact_ints(idx, nulls=False)
+        and _finite_floats(util, 0.0, 100.0)
+        and _exact_ints(used)
+        and _exact_ints(total)
+        and _finite_floats(power)
+        and _finite_floats(temp)
+    ):
         return None
-    power, temp = get("power_w"), get("temp_c")
-    if power is not None:
-        if type(power) is float:
-            if power - power != 0.0:  # inf or NaN
-                return None
-        elif type(power) is int and -_EXACT <= power <= _EXACT:
-            power = float(power)
-        else:
-            return None
-    if temp is not None:
-        if type(temp) is float:
-            if temp - temp != 0.0:
-                return None
-        elif type(temp) is int and -_EXACT <= temp <= _EXACT:
-            temp = float(temp)
-        else:
-            return None
-    return GpuSample(idx, name, util, used, total, power, temp)
+    return tuple(map(GpuSample, idx, names, util, used, total, power, temp))
 
 
 def _host(h: dict) -> HostSample:

@@ -533,17 +533,21 @@ class HealthTracker:
         run = self.run.progress()
         life = self.life.update(run, now)
         found: list[Alert | None] = []
+        active = self.run_active(now)
         if not life.ended:  # a run that ended cannot stall, lose a GPU or hang: a crash is said once, below
+            dead_since = {i: g.dead_since for i, g in self._gpus.items() if g.dead_since is not None}
             found += [
                 no_progress_alert(run, self.progress_at, now, s, wandb_note, self.started_at, life.phase.paused),
-                gpu_dead_alert(
-                    {i: g.dead_since for i, g in self._gpus.items() if g.dead_since is not None},
+                gpu_dead_alert(  # no GPU at ~0 (every healthy sample): nothing to say, nothing to gather
+                    dead_since,
                     {i: g.step_at_death for i, g in self._gpus.items()},
-                    self.run_active(now),
+                    active,
                     now,
                     s,
                     survivors=sum(1 for g in self._gpus.values() if g.used and g.dead_since is None),
-                ),
+                )
+                if dead_since
+                else None,
                 nccl_hang_alert(self._hang_since, self.progress_at, self._hang_gpus, now, s),
             ]
         found.append(crash_alert(life, self._last_error()))
@@ -568,7 +572,7 @@ class HealthTracker:
             trainer_step=self.run.trainer_step,
             budget=stall_budget(run.step_time_s, s),
             progress_at=self.progress_at,
-            run_active=self.run_active(now),
+            run_active=active,
         )
         found.extend(signal_alerts)
         alerts = [a for a in found if a is not None]

@@ -1,9 +1,10 @@
-"""The probe line's fast path (services/models.py: ``_gpu_fast``, ``_host_fast``) against the careful one.
+"""The probe line's fast path (services/models.py: ``_gpus_fast``, ``_host_fast``) against the careful one.
 
-The fast path reads a well-formed GPU or host entry without a call per field; anything it is not sure of it hands
-to the careful path. What must hold: wherever the fast path answers, the careful path answers the same (equal
-values, equal types: 50 and 50.0 are equal but an int is not a float), and it never accepts what the careful one
-refuses; a whole line parses to the same Sample, or to the same refusal, with the fast path on and off.
+The fast path reads the well-formed GPU columns (a column at a time) or host entry without a call per field;
+anything it is not sure of it hands to the careful path. What must hold: wherever the fast path answers, the
+careful path answers the same (equal values, equal types: 50 and 50.0 are equal but an int is not a float), and
+it never accepts what the careful one refuses; a whole line parses to the same Sample, or to the same refusal,
+with the fast path on and off.
 """
 
 from __future__ import annotations
@@ -67,27 +68,66 @@ def careful(parse, *args):
         return exc
 
 
+GPU_COLUMNS = ("index", "name", *GPU_KEYS[1:])
+
+
+@st.composite
+def gpu_columns(draw):
+    n = draw(st.integers(min_value=0, max_value=4))
+    cols = {}
+    for k in GPU_COLUMNS:
+        how = draw(st.sampled_from(["full"] * 8 + ["short", "long", "absent", "null", "not a list"]))
+        size = {"short": max(0, n - 1), "long": n + 1}.get(how, n)
+        if how == "absent":
+            continue
+        if how in ("null", "not a list"):
+            cols[k] = None if how == "null" else draw(st.sampled_from(["x", 1, {}]))
+            continue
+        cells = names if k == "name" else figures
+        cols[k] = draw(st.lists(cells, min_size=size, max_size=size))
+    return cols
+
+
+def _careful_gpus(cols):
+    try:
+        return models._gpus_careful({"gpus": cols}, [])
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError, ProbeFormatError) as exc:
+        return exc
+
+
+def gpus(n=1, **over):
+    """n well-formed GPUs as the probe writes them, some fields replaced."""
+    cols = {"index": list(range(n)), "name": ["H100"] * n, "util": [1.0] * n, "mem_used": [1] * n}
+    return {**cols, "mem_total": [2] * n, "power_w": [None] * n, "temp_c": [None] * n, **over}
+
+
 @FAST
-@given(entries(GPU_KEYS, with_name=True), st.integers(min_value=0, max_value=63))
-@example({"util": 100.5, "name": "H100"}, 0)
-@example({"util": 101, "name": "H100"}, 0)
-@example({"util": -1, "name": "H100"}, 0)
-@example({"index": 2**53 + 1, "name": "H100"}, 0)
-@example({"index": 10**400, "name": "H100"}, 0)
-@example({"mem_total": 1.5e10, "name": "H100"}, 0)
-@example({"power_w": 2**60, "name": "H100"}, 0)
-@example({"util": float("nan"), "name": "H100"}, 0)
-@example({"mem_used": 2**53 + 1, "name": "H100"}, 0)
-@example({"power_w": float("inf"), "name": "H100"}, 0)
-@example({"temp_c": 10**400, "name": "H100"}, 0)
-@example({"index": True, "name": "H100"}, 0)
-def test_a_gpu_entry_read_fast_is_the_careful_one(entry, position):
-    models._gpu_name(entry.get("name"))  # as a pod's earlier sample would: the fast path knows the name
-    want = careful(models._gpu_careful, entry, position)
-    got = models._gpu_fast(entry, position)
+@given(gpu_columns())
+@example(gpus(util=[100.5]))
+@example(gpus(util=[101]))
+@example(gpus(util=[-1e-9]))
+@example(gpus(index=[2**53 + 1]))
+@example(gpus(index=[True]))
+@example(gpus(index=[None]))
+@example(gpus(util=[float("nan")]))
+@example(gpus(mem_used=[1.5e10]))
+@example(gpus(mem_used=[2**53 + 1]))
+@example(gpus(mem_total=[-(2**53) - 1]))
+@example(gpus(power_w=[2**60]))
+@example(gpus(power_w=[float("inf")]))
+@example(gpus(temp_c=[10**400]))
+@example(gpus(2, power_w=[1e308, 1e308]))  # each finite, their sum not: the careful path decides
+@example(gpus(2, mem_total=[2]))
+@example(gpus(util=[True], mem_used=[False]))
+@example(gpus(name=[["H100"]]))
+def test_gpu_columns_read_fast_are_the_careful_ones(cols):
+    for raw in cols["name"] if isinstance(cols.get("name"), list) else []:
+        models._gpu_name(raw)  # as a pod's earlier sample would: the fast path knows the names
+    want = _careful_gpus(cols)
+    got = models._gpus_fast(cols)
     if got is not None:
         assert not isinstance(want, Exception), f"the fast path accepted what the careful one refuses: {want!r}"
-        assert same(got, want), (got, want)
+        assert len(got) == len(want) and all(same(a, b) for a, b in zip(got, want)), (got, want)
 
 
 @FAST
@@ -113,7 +153,7 @@ def _parse_both(line, monkeypatch):
 
     fast = parse()
     with monkeypatch.context() as m:
-        m.setattr(models, "_gpu_fast", lambda g, i: None)
+        m.setattr(models, "_gpus_fast", lambda g: None)
         m.setattr(models, "_host_fast", lambda h: None)
         slow = parse()
     return fast, slow
@@ -121,7 +161,7 @@ def _parse_both(line, monkeypatch):
 
 lines = st.builds(
     lambda gpus, host, t: json.dumps({"v": 1, "t": t, "gpus": gpus, "host": host}),
-    st.lists(entries(GPU_KEYS, with_name=True), max_size=4),
+    st.one_of(gpu_columns(), st.lists(entries(GPU_KEYS, with_name=True), max_size=4)),
     st.one_of(entries(HOST_KEYS, with_name=False), st.sampled_from([None, [], "x", 1])),
     st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(), st.none()),
 )
@@ -149,9 +189,9 @@ def test_the_probes_real_lines_parse_the_same_and_go_the_fast_way(monkeypatch):
         [sys.executable, str(probe), "--once"], env=env, capture_output=True, text=True, timeout=60, check=True
     ).stdout
     found = [json.dumps(GOOD)] + out.splitlines()
-    assert len(found) == 2 and len(json.loads(found[1])["gpus"]) == 8
+    assert len(found) == 2 and len(json.loads(found[1])["gpus"]["name"]) == 8
     for line in found:
         fast, slow = _parse_both(line, monkeypatch)
         assert isinstance(fast, Sample) and fast == slow
-        assert all(models._gpu_fast(g, i) is not None for i, g in enumerate(json.loads(line)["gpus"]))
+        assert models._gpus_fast(json.loads(line)["gpus"]) is not None
         assert models._host_fast(json.loads(line)["host"]) is not None

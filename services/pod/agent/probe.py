@@ -7,7 +7,8 @@ verified. Writes one JSON object per line (protocol v1) to stdout and exits when
 SIGTERM/SIGHUP/SIGINT, or when stdout breaks.
 
     {"v":1,"t":<epoch s>,"source":"nvml"|"nvidia-smi"|"none",
-     "gpus":[{"index","name","util","mem_used","mem_total","power_w","temp_c"}],
+     "gpus":{"index":[...],"name":[...],"util":[...],"mem_used":[...],"mem_total":[...],"power_w":[...],
+             "temp_c":[...]}   (one list per field, GPU by GPU, all of one length),
      "host":{"cpu_pct","mem_used","mem_total","disk_used","disk_total","nofile_soft"},
      "procs":[{"pid","gpu","mem","cmd"}], "log":[...new lines...], "metrics":[...new metrics.jsonl lines...],
      "ckpts":[{"step","path","bytes","trainer_bytes","orch_bytes","mtime","complete"}], "errors":[...],
@@ -102,6 +103,7 @@ else:  # run on the pod: its siblings were uploaded beside it, and a script's ow
     from signals import Signals
 
 PROTOCOL = 1
+GPU_FIELDS = ("index", "name", "util", "mem_used", "mem_total", "power_w", "temp_c")
 SMI_FIELDS = "index,name,utilization.gpu,memory.used,memory.total,power.draw,temperature.gpu"
 MIB = 1024 * 1024
 MAX_ERRORS = 20
@@ -476,6 +478,11 @@ def make_gpus(args):
     return NoGpus()
 
 
+def columns(gpus):
+    """The GPUs as the line carries them: one list per field, GPU by GPU (a field's name once, not per GPU)."""
+    return {k: [g[k] for g in gpus] for k in GPU_FIELDS}
+
+
 def emit(obj):
     line = encode(obj)
     if isinstance(obj, dict) and "v" in obj:
@@ -539,7 +546,7 @@ def main(argv=None):
             "v": PROTOCOL,
             "t": time.time(),
             "source": gpus_backend.source,
-            "gpus": gpus,
+            "gpus": columns(gpus),
             "host": host.sample(errors),
             "procs": procs,
             "log": [],

@@ -231,7 +231,7 @@ async def test_demo_pod_end_to_end() -> None:
             ckpts = s["ckpts"]
             if ckpts and any(ln.startswith("trainer: ") for ln in logs) and len(samples) >= 3:
                 break
-        assert all(len(s["gpus"]) == 3 and s["source"] == "nvidia-smi" for s in samples)
+        assert all(len(s["gpus"]["name"]) == 3 and s["source"] == "nvidia-smi" for s in samples)
         # CPU % needs two reads of the fake /proc/stat a tick apart: under load two samples can read the same tick
         assert any(s["host"]["cpu_pct"] is not None for s in samples[1:])
         assert samples[1]["host"]["mem_total"] == fake.MEM_TOTAL_KB * 1024

@@ -17,6 +17,15 @@ import psutil
 REPO = Path(__file__).resolve().parents[3]
 PROBE = REPO / "services" / "pod" / "agent" / "probe.py"
 MIB = 1024 * 1024
+GPU_FIELDS = ("index", "name", "util", "mem_used", "mem_total", "power_w", "temp_c")
+
+
+def gpu_rows(sample: dict) -> dict:
+    """The sample with its "gpus" columns (the wire: one list per field, all of one length) as one dict per GPU,
+    which is how the tests below read them."""
+    cols = sample["gpus"]
+    assert set(cols) == set(GPU_FIELDS) and len({len(c) for c in cols.values()}) == 1, cols
+    return {**sample, "gpus": [dict(zip(GPU_FIELDS, row)) for row in zip(*(cols[k] for k in GPU_FIELDS))]}
 
 
 def make_env(bin_dir: Path | None, **fake: str) -> dict[str, str]:
@@ -42,7 +51,7 @@ class Probe:
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            self.q.put(json.loads(line))
+            self.q.put(gpu_rows(json.loads(line)))
         self.q.put(None)
 
     def sample(self, timeout: float = 5.0) -> dict:
@@ -67,7 +76,7 @@ def run_once(args: list[str], env: dict[str, str]) -> dict:
     assert out.returncode == 0, out.stderr.decode()
     lines = out.stdout.decode().splitlines()
     assert len(lines) == 1
-    return json.loads(lines[0])
+    return gpu_rows(json.loads(lines[0]))
 
 
 def wait_samples(p: Probe, pred, timeout: float = 4.0) -> tuple[list[str], dict]:
