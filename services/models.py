@@ -527,6 +527,12 @@ def _required_int(value: Any) -> int:
 GPU_FIELDS = ("index", "name", "util", "mem_used", "mem_total", "power_w", "temp_c")
 
 
+def gpu_rows(columns: dict[str, list], limit: int | None = None) -> list[dict[str, Any]]:
+    """The probe's columns of GPU fields (all of one length) as one object per GPU, the first ``limit``."""
+    n = min((len(c) for c in columns.values()), default=0)
+    return [{k: c[i] for k, c in columns.items()} for i in range(n if limit is None else min(n, limit))]
+
+
 def _gpus_careful(obj: dict, notes: list[str]) -> tuple[GpuSample, ...]:
     """The probe's "gpus": one list per field (GPU_FIELDS; a field left out is null for every GPU, unknown ones
     are ignored), all of one length; a list of one object per GPU is read the same way."""
@@ -537,7 +543,7 @@ def _gpus_careful(obj: dict, notes: list[str]) -> tuple[GpuSample, ...]:
         if len(sizes) > 1:
             raise ProbeFormatError(f"GPU fields of different lengths: {sorted(sizes)[:4]}")
         n = sizes.pop() if sizes else 0
-        rows = [{k: c[i] for k, c in columns.items()} for i in range(min(n, MAX_GPUS + 1))]
+        rows = gpu_rows(columns, MAX_GPUS + 1)
         if n > MAX_GPUS:
             notes.append(f"the pod reported {n} gpus in one sample: the first {MAX_GPUS} are shown")
             rows = rows[:MAX_GPUS]

@@ -70,7 +70,7 @@ async def _probe(args: argparse.Namespace) -> int:
                     malformed += 1  # skipped, never fatal: only the time without a valid sample is
                     continue
                 if args.json:
-                    sys.stdout.write(line.decode("utf-8", "replace").rstrip("\n") + "\n")
+                    sys.stdout.write(_as_documented(line) + "\n")
                 else:
                     _print_sample(pod, sample)
                 sys.stdout.flush()
@@ -130,3 +130,17 @@ def _print_sample(pod, sample) -> None:
             f"open files {h.nofile_soft or 'N/A'}"
         )
     )
+
+
+def _as_documented(line: bytes) -> str:
+    """A sample line as docs/json.md promises it: the probe sends its GPUs as one list per field (cheaper to
+    parse per sample); ``probe --json`` prints one object per GPU, as it always has."""
+    import json
+
+    from services.models import gpu_rows
+
+    obj = json.loads(line)
+    gpus = obj.get("gpus")
+    if isinstance(gpus, dict):
+        obj["gpus"] = gpu_rows({k: v for k, v in gpus.items() if isinstance(v, list)})
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))

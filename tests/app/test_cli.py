@@ -29,9 +29,10 @@ def test_probe_once_json_prints_one_correct_sample(sshd, client_home, capsys):
     lines = out.splitlines()
     assert len(lines) == 1
     sample = json.loads(lines[0])
-    gpus = sample["gpus"]  # one list per field (docs/json.md)
-    assert sample["v"] == 1 and sample["source"] == "nvidia-smi" and all(len(c) == 8 for c in gpus.values())
-    g = {k: c[0] for k, c in gpus.items()}
+    # one object per GPU (docs/json.md), although the probe sends one list per field
+    assert sample["v"] == 1 and sample["source"] == "nvidia-smi" and len(sample["gpus"]) == 8
+    g = sample["gpus"][0]
+    assert set(g) == {"index", "name", "util", "mem_used", "mem_total", "power_w", "temp_c"} and g["index"] == 0
     # the fake prints MiB like the real nvidia-smi: the probe reports bytes
     assert g["mem_total"] == 81559 * MIB and g["mem_used"] % MIB == 0
     assert 0 <= g["util"] <= 100 and 50 < g["power_w"] < 800 and 20 < g["temp_c"] < 100
@@ -68,7 +69,7 @@ def test_probe_unreachable_and_bad_spec(capsys, tmp_path, monkeypatch):
 def test_probe_demo_and_local_headless(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path))
     code, out, _ = run_cli(capsys, "probe", "demo", "--once", "--json", "--interval", "0.2")
-    assert code == 0 and len(json.loads(out)["gpus"]["name"]) == 8
+    assert code == 0 and len(json.loads(out)["gpus"]) == 8
     code, out, _ = run_cli(capsys, "probe", "local", "--once")
     assert code == 0 and "host: CPU" in out
 
