@@ -15,13 +15,15 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Label, Static
 
-from services.models import GpuSample
-from services.slurm.health import ENDED, pending_reason
-from services.slurm.models import ClusterView, JobGpus, NodeGpus, SlurmJob, SlurmNode
 from widgets.format import GIB, NA, clock_time, duration
 
+# Slurm's models and health words only where a Slurm pod's look is drawn: every Monitor pane imports this
+# module, and they cost ~7 ms of dataclass creation before the first screen of a pod that is not Slurm
 if TYPE_CHECKING:
     from textual.widgets import DataTable
+
+    from services.models import GpuSample
+    from services.slurm.models import ClusterView, JobGpus, NodeGpus, SlurmJob, SlurmNode
 
 NODES_SHOWN = 16  # a bigger cluster: the user's jobs' nodes and the troubled ones by name, the rest counted
 OK_STATES = frozenset({"IDLE", "MIXED", "ALLOCATED", "COMPLETING"})
@@ -78,6 +80,8 @@ def nodes_text(view: ClusterView) -> Text:
 
 def job_why(job: SlurmJob) -> str:
     """Why a job waits or how it ended, in words."""
+    from services.slurm.health import ENDED, pending_reason
+
     if job.pending:
         return pending_reason(job.reason)
     if job.state in ENDED:

@@ -5,13 +5,20 @@ the signal fires on each focus change, tab switch and ``refresh_bindings``: the 
 each one rebuilding the footer (~1/5 of the first frame). Here the requests between two refreshes become
 one recompose, of the bindings as they are by then.
 
+A request whose bindings are those the keys were built from rebuilds nothing: the focus Textual sets while the
+first screen is composed signals once more after that screen is up, and rebuilding the same keys then cost a
+full restyle and layout of the screen (~100 ms on loaded cores) while the demo pod's probe was starting.
+
 Keys that do not fit beside the command palette's key (docked right) are left out whole, from the first that
 does not fit on: a narrow terminal showed "d R" under "^p Commands" (help and the palette list them all).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual import events
+from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer as TextualFooter
 from textual.widgets._footer import FooterKey
@@ -19,6 +26,23 @@ from textual.widgets._footer import FooterKey
 
 class Footer(TextualFooter):
     _recompose_pending = False
+    _composed_from: tuple[Any, ...] | None = None  # what the keys shown were built from (_shown_bindings)
+
+    def compose(self) -> ComposeResult:
+        self._composed_from = self._shown_bindings() if self._bindings_ready else None
+        yield from super().compose()
+
+    def _shown_bindings(self) -> tuple[Any, ...]:
+        """Everything Textual's Footer.compose reads to build the keys."""
+        app = self.app
+        return (
+            self.compact,
+            self.show_command_palette,
+            tuple(
+                (b.key, app.get_key_display(b), b.description, b.action, b.show, b.group, b.tooltip, enabled, tip)
+                for _node, b, enabled, tip in self.screen.active_bindings.values()
+            ),
+        )
 
     def bindings_changed(self, screen: Screen) -> None:
         self._bindings_ready = True
@@ -30,7 +54,7 @@ class Footer(TextualFooter):
 
     async def _recompose_once(self) -> None:
         self._recompose_pending = False
-        if self.is_attached:
+        if self.is_attached and self._shown_bindings() != self._composed_from:
             await self.recompose()
 
     async def recompose(self) -> None:

@@ -239,3 +239,16 @@ async def test_every_pods_connection_starts_before_the_background_which_gets_the
         await wait_for(pilot, lambda: tui._lifecycle_bg is not None)
         assert len(emitted) > len(pods) and [id(s) for s in observed] == [id(s) for s in emitted]
         await panes_mounted(pilot)
+
+
+def test_the_app_imports_no_slurm_module_before_a_slurm_pod_is_drawn() -> None:
+    """Every Monitor pane imports widgets.cluster_view; Slurm's models and health words it needs only to draw a
+    Slurm pod's look, and importing them with the app cost ~7 ms before the first screen of any pod."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import sys, app.cli, app.tui; print(' '.join(sorted(m for m in sys.modules if 'slurm' in m)))"
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

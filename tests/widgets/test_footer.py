@@ -56,3 +56,63 @@ async def test_a_burst_of_binding_changes_rebuilds_the_footer_once_per_frame_wit
     # once per frame: the burst's focus events reach the footer over one or two frames (12 signals here)
     assert 1 <= ours <= 3 and theirs >= 7
     assert keys == their_keys and "key of b4" in keys and "key of b6" not in keys
+
+
+class Toggled(App):
+    """A key greyed out while `locked` (check_action), the way the app's panes grey out what they cannot do."""
+
+    BINDINGS = [Binding("q", "quit", "Quit"), Binding("x", "act", "Act")]
+    locked = False
+
+    def compose(self):
+        yield Keyed(1)
+        yield Footer()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return None if action == "act" and self.locked else True
+
+
+def _keys(footer: Footer) -> list[tuple[str, bool]]:
+    return [(str(k.description), k.has_class("-disabled")) for k in footer.query("FooterKey")]
+
+
+async def test_a_binding_signal_with_the_same_bindings_keeps_the_keys_and_a_real_change_rebuilds_them():
+    """The focus Textual sets while the first screen is composed signals again after that screen is up; the
+    footer rebuilt the same keys then (a restyle and layout of the whole screen while the pods' probes
+    started). Unchanged bindings rebuild nothing; an enabled state, a focus or a key that changes still does."""
+    app = Toggled()
+    async with app.run_test(size=(120, 10)) as pilot:
+        await pilot.pause()
+        footer = app.query_one(Footer)
+        count = 0
+        real = footer.recompose
+
+        async def counted() -> None:
+            nonlocal count
+            count += 1
+            await real()
+
+        footer.recompose = counted  # type: ignore[method-assign]
+        before = list(footer.query("FooterKey"))
+        assert ("Act", False) in _keys(footer) and ("key of b1", False) in _keys(footer)
+        app.screen.refresh_bindings()
+        await pilot.pause()
+        await pilot.pause()
+        assert count == 0 and list(footer.query("FooterKey")) == before
+
+        app.locked = True
+        app.refresh_bindings()
+        await pilot.pause()
+        await pilot.pause()
+        assert count == 1 and ("Act", True) in _keys(footer)
+
+        app.set_focus(None)  # b1's key goes
+        await pilot.pause()
+        await pilot.pause()
+        assert count == 2 and "key of b1" not in [d for d, _ in _keys(footer)]
+
+        app.bind("y", "other", description="Other")
+        app.refresh_bindings()
+        await pilot.pause()
+        await pilot.pause()
+        assert count == 3 and "Other" in [d for d, _ in _keys(footer)]
