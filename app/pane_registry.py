@@ -30,7 +30,7 @@ class PaneInputs:
     config_path: Path | None  # the Config pane's file (--config, the last one)
     demo: bool  # a simulated pod is listed: the Offers pane shows simulated offers
     observed_path: Callable[[], Path]  # the measured steps/hr log (opened on first use)
-    cache_ttl: float  # seconds the offers cache is fresh
+    cache_ttl: Callable[[], float]  # seconds the offers cache is fresh (settings.toml, read on first use)
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def _offers(inputs: PaneInputs) -> OffersPane:
         cache_dir=cache_dir(),
         observed_path=inputs.observed_path(),
         fetcher=demo_fetcher if inputs.demo else default_fetcher,
-        cache_ttl=inputs.cache_ttl,
+        cache_ttl=inputs.cache_ttl(),
     )
 
 

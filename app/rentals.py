@@ -27,7 +27,6 @@ from app.screens.confirm import ConfirmScreen
 from app.screens.rent import RentScreen
 from services.models import Pod, PodKind
 from services.offers.rentals import AuditLog, Rental, overdue
-from services.offers.settings import OfferSettings
 from services.text import plain
 
 if TYPE_CHECKING:
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
     from services.offers.calibration import ObservationLog
     from services.offers.launch import DeadlineEvent, DeadlineWatch, LaunchEvent, LaunchPlan, Providers
     from services.offers.ranking import Ranked
+    from services.offers.settings import OfferSettings
 
 EXTEND = 3600.0  # "not now" on the overdue question moves the deadline this far
 
@@ -63,12 +63,28 @@ class Rentals:
     ) -> None:
         self.app, self.audit, self.clock = app, audit, clock
         self.providers = providers or default_providers
-        self.settings = settings or OfferSettings()
+        if settings is not None:
+            self.settings = settings
         self.watch_interval, self.poll, self.ssh_ready = watch_interval, poll, ssh_ready
         self.busy: set[str] = set()  # pod names being terminated
         self.key_warned: set[str] = set()  # pod ids whose provider rejected the key (said once)
         self._pass: Worker[None] | None = None  # the deadline watch's running pass
         self.watch: DeadlineWatch | None = None  # built by the first pass that finds an open rental
+
+    @functools.cached_property
+    def settings(self) -> OfferSettings:
+        """settings.toml's ``[offers]``, read at first use (the Offers pane, a rental): its checks bring the offer
+        models, the spot-risk rules and the providers' names, ~20 ms not needed for the first screen. A file that
+        cannot be read is said once, as a warning, and the defaults apply."""
+        from app.settings import load_offer_settings
+        from services.errors import PrimeTrainError
+        from services.offers.settings import OfferSettings
+
+        try:
+            return load_offer_settings()
+        except PrimeTrainError as err:
+            self.app.notify(f"{err} — offers use the defaults", severity="warning", timeout=10)
+            return OfferSettings()
 
     @functools.cached_property
     def observations(self) -> ObservationLog:

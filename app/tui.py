@@ -69,16 +69,10 @@ FIRST_LOOK_WAIT = 2.0
 
 
 def _default_rentals(app: PrimeTrainApp) -> Rentals:
-    from app.settings import data_dir, load_offer_settings
+    from app.settings import data_dir
     from services.offers.rentals import AUDIT_NAME, AuditLog
-    from services.offers.settings import OfferSettings
 
-    try:
-        settings = load_offer_settings()
-    except PrimeTrainError as err:
-        app._notices = (*app._notices, f"{err} — offers use the defaults")
-        settings = OfferSettings()
-    return Rentals(app, AuditLog(data_dir() / AUDIT_NAME), settings=settings)
+    return Rentals(app, AuditLog(data_dir() / AUDIT_NAME))
 
 
 _BINDINGS: list[BindingType] = [
@@ -265,7 +259,7 @@ class PrimeTrainApp(App[None]):
                 config_path=self.config_path,
                 demo=any(p.simulated for p in self.initial_pods),
                 observed_path=lambda: self.rentals.observations.path,
-                cache_ttl=self.rentals.settings.cache_ttl,
+                cache_ttl=lambda: self.rentals.settings.cache_ttl,
             )
         )
 

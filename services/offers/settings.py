@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.offers.providers import PROVIDERS
+from services.offers.models import PROVIDERS
 
 # provider -> its base-URL key in [offers] (prime_url = "https://..."): a proxy, a staging API, a test stub
 URL_KEYS = {"primeintellect": "prime_url", "vast": "vast_url", "lambda": "lambda_url", "runpod": "runpod_url"}

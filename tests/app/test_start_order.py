@@ -252,3 +252,89 @@ def test_the_app_imports_no_slurm_module_before_a_slurm_pod_is_drawn() -> None:
     repo = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+FIRST_FRAME_MODULES = r"""
+import asyncio, sys
+from textual.app import App
+from app.tui import PrimeTrainApp
+from services.models import Pod, PodKind
+from services.monitor.service import MonitorService
+from tests.app.helpers import Parked
+
+seen = []
+display = App._display
+
+def first(self, screen, renderable):
+    if renderable is not None and not seen:
+        seen.append(sorted(m for m in sys.modules if m.startswith("services.offers.")))
+    display(self, screen, renderable)
+
+App._display = first
+
+async def main():
+    pods = [Pod(name="gpu1", kind=PodKind.SSH, host="10.0.0.1")]
+    app = PrimeTrainApp(pods, monitor_factory=lambda cb: MonitorService(cb, connector=lambda p: Parked(p)))
+    async with App.run_test(app, size=(120, 40)) as pilot:
+        while not seen:
+            await pilot.pause()
+
+asyncio.run(main())
+print(" ".join(seen[0]))
+"""
+
+
+def test_the_first_frame_reads_no_offer_settings(tmp_path) -> None:
+    """settings.toml's [offers] is read when the Offers pane or a rental first needs it: its checks brought the
+    offer models, the spot-risk rules and every provider's module, ~20 ms before the first screen of any pod."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo), "PRIME_TRAIN_TUI_CONFIG_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_FRAME_MODULES], cwd=repo, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stdout.split())
+    assert "services.offers.rentals" in loaded  # the rentals' start-up check reads the audit log, as before
+    assert not loaded & {
+        "services.offers.settings",
+        "services.offers.spot_risk",
+        "services.offers.models",
+        "services.offers.providers",
+    }, loaded
+
+
+async def test_a_broken_offers_table_is_still_said_once_and_the_offers_pane_uses_the_defaults(
+    monkeypatch, tmp_path
+) -> None:
+    """Read on first use, a settings.toml whose [offers] cannot be read is said as before (once, a warning
+    naming the line and the fix) when the Offers pane is built, and the pane and the rentals use the defaults."""
+    from app.pane_registry import OFFERS
+
+    (tmp_path / "settings.toml").write_text("[offers]\ncache_tll = 60\n")
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path))
+    tui = parked_app()
+    async with tui.run_test(size=(120, 40)) as pilot:
+        await panes_mounted(pilot)
+        assert tui.mounted(OFFERS).cache_ttl == 600.0
+        assert tui.rentals.settings.cap_margin == 0.10
+        await pilot.pause()
+        warned = [n.message for n in tui._notifications if "offers use the defaults" in n.message]
+        assert len(warned) == 1, warned
+        assert "settings.toml, line 2" in warned[0] and "did you mean cache_ttl?" in warned[0], warned
+
+
+async def test_the_offers_pane_gets_the_cache_ttl_of_settings_toml(monkeypatch, tmp_path) -> None:
+    from app.pane_registry import OFFERS
+
+    (tmp_path / "settings.toml").write_text("[offers]\ncache_ttl = 60\n")
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path))
+    tui = parked_app()
+    async with tui.run_test(size=(120, 40)) as pilot:
+        await panes_mounted(pilot)
+        assert tui.mounted(OFFERS).cache_ttl == 60.0
+        assert not [n for n in tui._notifications if "offers use the defaults" in n.message]
