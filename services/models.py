@@ -39,11 +39,11 @@ def _quick_init(cls: type) -> type:
     )
     exec(f"def __init__(self, {', '.join(names)}):\n{body}", scope)  # the field names only: no outside text
     init = scope["__init__"]
-    generated = cls.__init__
+    generated: Any = cls.__dict__["__init__"]  # the dataclass's own
     init.__defaults__, init.__kwdefaults__ = generated.__defaults__, generated.__kwdefaults__
     init.__qualname__, init.__module__, init.__doc__ = generated.__qualname__, cls.__module__, generated.__doc__
     init.__annotations__ = dict(generated.__annotations__)
-    cls.__init__ = init  # type: ignore[misc]
+    setattr(cls, "__init__", init)  # noqa: B010 -- mypy refuses assigning a method on a type
     return cls
 
 
