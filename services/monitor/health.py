@@ -461,31 +461,26 @@ class HealthTracker:
 
     def _track_gpus(self, gpus: Sequence[GpuSample], now: float) -> None:
         s = self.settings
-        busy_low_power = 0
+        states = self._gpus
+        used_bytes, dead_bytes, dead_util = s.gpu_used_mem_bytes, s.gpu_dead_mem_bytes, s.gpu_dead_util_pct
+        busy = busy_low_power = 0
         for g in gpus:
-            st = self._gpus.setdefault(g.index, _GpuState())
-            if g.mem_used is not None and g.mem_used >= s.gpu_used_mem_bytes:
+            st = states.get(g.index)
+            if st is None:
+                st = states[g.index] = _GpuState()
+            mem, util = g.mem_used, g.util
+            if mem is not None and mem >= used_bytes:
                 st.used = True
-            zero = (
-                g.mem_used is not None
-                and g.mem_used <= s.gpu_dead_mem_bytes
-                and g.util is not None
-                and g.util <= s.gpu_dead_util_pct
-            )
+                busy += 1  # holds real memory now: a GPU of the run (an NCCL hang is all of them waiting)
+            zero = mem is not None and mem <= dead_bytes and util is not None and util <= dead_util
             if zero and st.used:
                 if st.dead_since is None:
                     st.dead_since, st.step_at_death = now, self.run.progress().step
             else:
                 st.dead_since, st.step_at_death = None, None
-            if (
-                g.util is not None
-                and g.util >= s.nccl_util_pct
-                and g.power_w is not None
-                and g.power_w <= s.nccl_power_w
-            ):
+            if util is not None and util >= s.nccl_util_pct and g.power_w is not None and g.power_w <= s.nccl_power_w:
                 busy_low_power += 1
-        busy = [g for g in gpus if g.mem_used is not None and g.mem_used >= s.gpu_used_mem_bytes]
-        hang = bool(busy) and busy_low_power >= len(busy)
+        hang = busy > 0 and busy_low_power >= busy
         if not hang:
             self._hang_since = None
         elif self._hang_since is None:

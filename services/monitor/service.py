@@ -29,7 +29,7 @@ from typing import Any
 
 from services.connect import open_connection
 from services.errors import AuthError, HostKeyChanged, HostKeyError, PodUnsupported, PrimeTrainError, ProbeFormatError
-from services.models import HostKeyPrompt, Pod, PodSnapshot, PodState, PodStatus, Sample
+from services.models import HostKeyPrompt, Pod, PodSnapshot, PodState, PodStatus, Sample, loads_line
 from services.monitor import wandb_status
 from services.monitor.lines import LineReader
 from services.monitor.progress import TAIL_SCRIPT
@@ -438,7 +438,7 @@ class MonitorService:
         if not line.strip():
             return False
         try:  # parsed once: the sample, and its optional "traces" (which Sample does not carry)
-            obj = json.loads(line)
+            obj = loads_line(line)
         except (ValueError, RecursionError):
             obj = None
         try:

@@ -14,6 +14,7 @@ import math
 from array import array
 from collections import deque
 from dataclasses import dataclass
+from operator import attrgetter
 
 from services.models import Sample
 
@@ -23,6 +24,7 @@ METRICS = ("util", "mem", "power", "temp")  # the Monitor pane's GPU graphs (mem
 # util, mem_pct, power_w, temp_c in this order
 STATS = ("min", "max", "mean")
 _NAN = float("nan")
+_INDEX = attrgetter("index")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +72,7 @@ class TrendBuilder:
                 self._close()
         if self._start is None:
             self._open(start, sample)
-        gpus = tuple(g.index for g in sample.gpus)
+        gpus = tuple(map(_INDEX, sample.gpus))
         if gpus != self._gpus:  # another set of GPUs within a bucket: the bucket ends early, a new one starts
             if self._n:
                 self._close()
@@ -79,7 +81,9 @@ class TrendBuilder:
         acc = self._acc  # per GPU per metric, in METRICS order: the k-th figure of the sample is acc[k]
         k = 0
         for gpu in sample.gpus:
-            for value in (gpu.util, gpu.mem_pct, gpu.power_w, gpu.temp_c):
+            used, total = gpu.mem_used, gpu.mem_total  # GpuSample.mem_pct, without a call per GPU
+            mem = None if used is None or not total else 100.0 * used / total
+            for value in (gpu.util, mem, gpu.power_w, gpu.temp_c):
                 if value is not None and value - value == 0.0:  # finite (inf - inf and NaN - NaN are NaN)
                     a = acc[k]
                     if not a[3]:
@@ -95,7 +99,7 @@ class TrendBuilder:
 
     def _open(self, start: float, sample: Sample) -> None:
         self._start, self._n = start, 0
-        gpus = tuple(g.index for g in sample.gpus)
+        gpus = tuple(map(_INDEX, sample.gpus))
         self._gpus = self.closed[-1].gpus if self.closed and self.closed[-1].gpus == gpus else gpus  # one tuple
         self._acc = [[0.0, 0.0, 0.0, 0] for _ in range(len(self._gpus) * len(METRICS))]
 

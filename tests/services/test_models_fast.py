@@ -195,3 +195,36 @@ def test_the_probes_real_lines_parse_the_same_and_go_the_fast_way(monkeypatch):
         assert isinstance(fast, Sample) and fast == slow
         assert models._gpus_fast(json.loads(line)["gpus"]) is not None
         assert models._host_fast(json.loads(line)["host"]) is not None
+
+
+def _loaded(fn, line: bytes):
+    try:
+        return ("ok", fn(line))
+    except (ValueError, RecursionError) as exc:
+        return ("error", type(exc).__name__)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@FAST
+@given(
+    obj=st.dictionaries(st.text(max_size=5), _JSON, min_size=1, max_size=4),
+    head=st.sampled_from([b"", b" ", b"\xef\xbb\xbf", b"\n"]),
+    tail=st.sampled_from([b"\n", b"", b" \n", b"\n\n", b"x\n", b"}\n", b",1\n", b"\r\n"]),
+    cut=st.integers(0, 3),
+    junk=st.sampled_from([b"", b"\xff", b"\xed\xa0\x80", b'"\\ud800"']),
+)
+@example(obj={"v": 1}, head=b"", tail=b"\n", cut=0, junk=b"")
+def test_a_line_loads_as_json_loads_reads_it(obj, head, tail, cut, junk):
+    body = json.dumps(obj, separators=(",", ":")).encode()
+    if junk:  # bytes a pod could send inside the object: not UTF-8, an encoded surrogate, an escaped one
+        body = body[:-1] + (b',"j":' + junk if junk.startswith(b'"') else b',"j":"' + junk + b'"') + b"}"
+    line = head + body[: len(body) - cut] + tail
+    assert _loaded(models.loads_line, line) == _loaded(json.loads, line)
+    utf16 = line.decode("utf-8", "replace").encode("utf-16-le")
+    assert _loaded(models.loads_line, utf16) == _loaded(json.loads, utf16)
