@@ -44,11 +44,15 @@ class AutoBackup:
         self._workers: dict[str, Worker[Any]] = {}
         self._removed: set[str] = set()  # pods removed while their backup was still unwinding
         self._settings: BackupSettings | None = None  # read while there is no Checkpoints pane
+        self._found: CheckpointsPane | None = None
 
     def _pane(self) -> CheckpointsPane | None:
-        """The main screen's Checkpoints pane, once mounted (the App's lookup is cached: this runs for every
-        snapshot of every pod)."""
-        return self.app.mounted(CHECKPOINTS)
+        """The main screen's Checkpoints pane, once mounted: held while it is in the DOM (a removed widget has no
+        parent), as this runs for every snapshot of every pod and the App's lookup walks the pane's ancestry."""
+        pane = self._found
+        if pane is None or pane.parent is None:
+            pane = self._found = self.app.mounted(CHECKPOINTS)
+        return pane
 
     @property
     def settings(self) -> BackupSettings:

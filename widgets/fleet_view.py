@@ -11,7 +11,7 @@ node's alerts cell starts with its cluster in brief
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rich.cells import cell_len
 from rich.padding import Padding
@@ -22,9 +22,12 @@ from textual import events
 from textual._segment_tools import line_crop
 from textual._types import SegmentLines
 from textual.cache import LRUCache
+from textual.color import Color
 from textual.coordinate import Coordinate
-from textual.geometry import Offset, Region
+from textual.filter import LineFilter
+from textual.geometry import NULL_SPACING, Offset, Region
 from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual.widgets import DataTable
 from textual.widgets._data_table import _EMPTY_TEXT, CursorType, RowRenderables, default_cell_formatter
 from textual.widgets.data_table import CellType, ColumnKey, Row, RowKey
@@ -223,6 +226,7 @@ class FleetView(DataTable):
         self._padded: LRUCache[tuple, list[Segment]] = LRUCache(4000)  # a cell's padded line, by width and value
         self._layers: dict[tuple, Style] = {}  # the styles layered on a cell, by row, column, cursor and hover
         self._row_contexts: dict[tuple, tuple[list[Style], Style, Style]] = {}  # _row_context's, by its key
+        self._plain_lines: dict[int, Any] = {}  # y -> (the table's line, the line painted); -1 -> their look
 
     def on_mount(self) -> None:
         self._relayout()
@@ -424,6 +428,7 @@ class FleetView(DataTable):
         self._padded.clear()
         self._layers.clear()
         self._row_contexts.clear()
+        self._plain_lines.clear()
         self._drawn_cells = None
         super().notify_style_update()
 
@@ -503,9 +508,76 @@ class FleetView(DataTable):
         # the widget's ancestors each time), and the table's state with it (_paint_state)
         self._paint_style = self.rich_style
         try:
-            return super().render_lines(crop)
+            look = self._plain_look()
+            if look is None:
+                return super().render_lines(crop)
+            self._pseudo_class_state = self.get_pseudo_class_state()  # DataTable.render_lines's
+            return self._render_plain(crop, *look)
         finally:
             self._paint_style = self._paint = None
+
+    # -- the widget's lines without Textual's styles cache ---------------------------------------------------
+    # Textual's styles cache (Widget.render_lines) sends each line drawn through its general path (border, padding,
+    # outline, tint, opacity, hatch: ~40 style lookups), copies it into a new Strip and passes it through the App's
+    # line filters into a third. With none of those styles set, a line is the table's own line, filtered: it is
+    # made once per line the table draws anew (a changed row) and kept while the table hands the same line back.
+    # tests/app/test_fleet_render.py compares these lines with a plain DataTable's, which go through the cache.
+
+    def _plain_look(self) -> tuple[int, int, Style, Color, tuple[LineFilter, ...]] | None:
+        """(width, height, the content's background style, background, the App's line filters) when the widget's
+        styles leave its lines as it draws them; None when they do not (Textual's styles cache draws them then)."""
+        styles = self.styles
+        if (
+            self.BLANK
+            or self._border_title is not None
+            or self._border_subtitle is not None
+            or styles.padding != NULL_SPACING
+            or any(edge for edge, _ in styles.border)
+            or any(edge for edge, _ in styles.outline)
+            or styles.tint.a
+            or styles.text_opacity != 1.0
+            or (styles.has_rule("hatch") and styles.hatch != "none")
+            or self.opacity != 1.0
+        ):
+            return None
+        size = self.region.size
+        if size != self.content_region.size:
+            return None
+        if self.auto_links:  # Textual restyles the hovered link: never in this table (its cells carry no @click)
+            hover = self.hover_style
+            if hover._link_id and hover._meta and "@click" in hover.meta:
+                return None
+        base_background, background = self.background_colors
+        inner = VisualStyle(background=base_background + background).rich_style  # the styles cache's "inner"
+        return size.width, size.height, inner, background, tuple(self.app.get_line_filters())
+
+    def _render_plain(
+        self, crop: Region, width: int, height: int, inner: Style, background: Color, filters: tuple[LineFilter, ...]
+    ) -> list[Strip]:
+        """The lines of ``crop`` as Textual's styles cache makes them for a widget with no styles of its own to
+        draw: the line, as wide as the widget, through the App's line filters, cut to the crop's columns."""
+        look = (width, inner, background, filters)
+        made = self._plain_lines
+        if made.get(-1) != look:  # anything else these lines depend on changed: every line made again
+            made.clear()
+            made[-1] = look
+        render_line = self.render_line
+        strips = []
+        for y in crop.line_range:
+            line = render_line(y) if y < height else Strip.blank(width, inner)
+            kept = made.get(y)
+            if kept is not None and kept[0] is line:
+                strips.append(kept[1])
+                continue
+            strip = line.adjust_cell_length(width, inner)
+            for line_filter in filters:
+                strip = strip.apply_filter(line_filter, background)
+            made[y] = (line, strip)
+            strips.append(strip)
+        x1, x2 = crop.column_span
+        if (x1, x2) != (0, width):
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
 
     def _paint_state(self) -> _Paint:
         """What every line drawn depends on, read once per paint (reactives and the widget's size, each a walk

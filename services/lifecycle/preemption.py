@@ -82,6 +82,9 @@ class PreemptionTracker:
     _pods: dict[str, _Pod] = field(default_factory=dict)
     _waiting: dict[str, str] = field(default_factory=dict)  # interrupted run id -> its pod, resume pending
     _busy: set[str] = field(default_factory=set)  # run ids being resumed now
+    # before this moment no pod's outage can be decided (the earliest down_since + down_after of the outages not
+    # looked at yet; -inf when a pod was marked terminated): a snapshot before it needs no walk over every pod
+    _due: float = float("-inf")
 
     @classmethod
     def from_settings(cls, s: LifecycleSettings, **kw: Any) -> PreemptionTracker:
@@ -92,29 +95,46 @@ class PreemptionTracker:
     def mark_terminated(self, pod: str) -> None:
         p = self._pods.setdefault(pod, _Pod(Pod(pod)))
         p.terminated, p.handled = True, False
+        self._due = float("-inf")
 
     def observe(self, snapshot: PodSnapshot) -> list[Decision]:
+        """The pod's state from a snapshot; the decisions due now, as :meth:`check` gives them (every pod's, not
+        only this one's). Every snapshot of every pod comes here: unless an outage may be due (or a provider's
+        ``terminated`` may say so at any moment), only the resumes waiting on a pod that came back are looked at."""
         name, state = snapshot.pod.name, snapshot.status.state
-        p = self._pods.setdefault(name, _Pod(snapshot.pod))
+        p = self._pods.get(name)
+        if p is None:
+            p = self._pods[name] = _Pod(snapshot.pod)
         p.pod = snapshot.pod
         if snapshot.run is not None:
             p.finished = snapshot.run.finished
+        now = self.clock()
         if state in UP:
             p.up, p.down_since, p.terminated, p.handled = True, None, False, False
         elif state in DOWN:
             p.up = False
             if p.down_since is None:
-                p.down_since = self.clock()
-        return self.check()
+                p.down_since = now
+                self._due = min(self._due, now + self.down_after)
+        # a millisecond early: check() compares ``now - down_since`` with ``down_after``, which may round otherwise
+        if self.terminated is not None or now >= self._due - 1e-3:
+            return self._check(now)
+        return self._resume_decisions(now)
 
     def check(self) -> list[Decision]:
         """Also call it on a timer: a pod that stays down sends few snapshots."""
-        now, out = self.clock(), []
+        return self._check(self.clock())
+
+    def _check(self, now: float) -> list[Decision]:
+        out: list[Decision] = []
+        due = float("inf")
         for name, p in self._pods.items():
             gone = p.terminated or bool(self.terminated and self.terminated(name))
             if p.up and not gone:
                 continue
             if p.handled or (not gone and (p.down_since is None or now - p.down_since < self.down_after)):
+                if not p.handled and p.down_since is not None:  # an outage not due yet: when it will be
+                    due = min(due, p.down_since + self.down_after)
                 continue
             p.handled = True
             rec = self._active_record(name)
@@ -131,6 +151,7 @@ class PreemptionTracker:
             out.append(Decision("interrupted", name, rec["id"], f"{name} lost: {why}"))
             if self.policy.enabled:
                 self._waiting[rec["id"]] = name
+        self._due = due
         return out + self._resume_decisions(now)
 
     def _resume_decisions(self, now: float) -> list[Decision]:

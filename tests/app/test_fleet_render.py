@@ -197,6 +197,26 @@ async def test_the_table_draws_what_a_plain_datatable_draws_after_every_kind_of_
         assert not any("Disk 96% full" in "".join(t for t, _ in line) for line in drawn(fleet))
         assert isinstance(fleet.get_cell("h100-c", "state"), Text)
 
+        # the lines above were painted without Textual's styles cache (the table has no styles of its own to draw);
+        # with a border, padding and a tint the cache draws them, and without them again the table itself
+        assert fleet._plain_look() is not None
+        plain = app.query_one("#plain", DataTable)
+        for table in (fleet, plain):
+            table.styles.border = ("round", "red")
+            table.styles.padding = (0, 1)
+            table.styles.tint = "blue 20%"
+        await pilot.pause()
+        assert fleet._plain_look() is None
+        assert painted(fleet) == painted(plain)
+        for table in (fleet, plain):
+            table.styles.border = ("none", "red")
+            table.styles.padding = 0
+            table.styles.tint = "transparent"
+        fleet.update_pod(snapshot("h100-c", 14))
+        await pilot.pause()
+        assert fleet._plain_look() is not None
+        await assert_draws_like_plain(app, pilot)
+
 
 async def test_a_pod_name_with_brackets_is_drawn_as_written() -> None:
     """pods.toml allows any name; DataTable reads a plain str cell as markup ('[bold]' vanished, '[/x]' raised)."""

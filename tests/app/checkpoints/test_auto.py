@@ -154,3 +154,24 @@ def test_checkpoints_pane_snapshot(snap_compare, monkeypatch) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIASNAPSHOTKEY00001")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "snapshot-secret-never-shown")
     assert snap_compare(SnapApp(), terminal_size=(130, 30))
+
+
+async def test_auto_backup_follows_the_panes_settings_and_backup_toml_without_it(tmp_path, monkeypatch):
+    """Auto-backup reads its settings for every snapshot of every pod: from the Checkpoints pane it holds on to
+    (not looked up again per snapshot), so settings changed there apply to the next snapshot, and backup.toml's
+    again once that pane is gone."""
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "backup.toml").write_text('[backup]\nbucket = "from-toml"\nauto_backup = false\n')
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(cfg))
+    pod = Pod("gpu", kind=PodKind.SSH, host="gpu")
+    app = parked_app(pod)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        pane = app.query_one(CheckpointsPane)
+        backup = app.auto_backup
+        assert backup.settings.bucket == "from-toml"
+        pane.with_settings(BackupSettings(bucket="changed-here", auto_backup=True))
+        assert (backup.settings.bucket, backup.settings.auto_backup) == ("changed-here", True)
+        await pane.remove()
+        assert (backup.settings.bucket, backup.settings.auto_backup) == ("from-toml", False)

@@ -146,6 +146,86 @@ def test_budget_attempts_and_another_pod(tmp_path):
     assert "$10 budget" in ds[1].reason
 
 
+def test_an_outage_is_decided_at_the_next_snapshot_of_any_pod(tmp_path):
+    """A pod that stays down sends few snapshots: its outage, once N minutes old, is decided at the next snapshot of
+    any other pod (not only at the 5 s timer's check), and a resume waiting on another pod starts at that pod's
+    first snapshot online. observe() walks every pod only when an outage may be due: this pins that it is never
+    later for that."""
+    now = [10_000.0]
+    policy = AutoResumePolicy(enabled=True, target_pod="spare")
+    t = PreemptionTracker(tmp_path, down_after=300.0, policy=policy, clock=lambda: now[0])
+    gpu, other, spare = Pod("gpu"), Pod("other"), Pod("spare")
+    record(tmp_path, "r1", "gpu", 9_000.0)
+    t.observe(snap(gpu, PodState.ONLINE))
+    t.observe(snap(gpu, PodState.OFFLINE))
+    now[0] += 299.5
+    assert t.observe(snap(other, PodState.ONLINE)) == []
+    now[0] += 0.5
+    [d] = t.observe(snap(other, PodState.ONLINE))  # exactly N later, another pod's snapshot: decided there
+    assert (d.kind, d.pod, d.run_id) == ("interrupted", "gpu", "r1")
+    assert t.observe(snap(other, PodState.ONLINE)) == []  # once
+    [r] = t.observe(snap(spare, PodState.ONLINE))
+    assert (r.kind, r.target) == ("resume", "spare")
+    t.resumed(r, False, error="pre-flight failed")  # retried at the next snapshot of any pod, as by the timer
+    [r2] = t.observe(snap(other, PodState.ONLINE))
+    assert r2.kind == "resume"
+
+
+def test_observe_decides_as_a_check_of_every_pod_at_each_snapshot(tmp_path):
+    """observe() against the straightforward tracker (every pod checked at every snapshot: a ``terminated``
+    callback makes it walk them all): a long random run of outages, returns, terminations, timer checks and resume
+    outcomes over several pods gives the same decisions, in the same order, and the same run records."""
+    import random
+
+    rng = random.Random(36)
+    trackers = []
+    for i, terminated in enumerate((None, lambda name: False)):
+        base = tmp_path / str(i)
+        trackers.append(
+            PreemptionTracker(
+                base,
+                down_after=30.0,
+                policy=AutoResumePolicy(enabled=True, max_attempts=3),
+                clock=lambda: now[0],
+                terminated=terminated,
+            )
+        )
+    now = [1_000.0]
+    pods = [Pod(f"p{i}") for i in range(6)]
+    states = (PodState.ONLINE, PodState.OFFLINE, PodState.CONNECTING, PodState.STALE, PodState.AUTH_FAILED)
+    runs_started = 0
+    decided: list[list[Decision]] = [[], []]
+    for _ in range(3_000):
+        now[0] += rng.choice((0.0, 0.25, 1.0, 3.0, 7.0))
+        roll = rng.random()
+        if roll < 0.03:  # a new run on a pod (recorded as the launch does)
+            runs_started += 1
+            pod = rng.choice(pods).name
+            for t in trackers:
+                record(t.runs_dir, f"r{runs_started}", pod, now[0])
+            continue
+        for t, out in zip(trackers, decided):
+            if roll < 0.05:
+                got = t.check()
+            elif roll < 0.06:
+                t.mark_terminated(pods[int(roll * 1000) % len(pods)].name)
+                got = []
+            else:
+                pod = pods[int(roll * 1e6) % len(pods)]
+                weights = (6, 2, 1, 1, 1) if int(roll * 1e4) % 3 else (1, 6, 2, 1, 1)
+                state = random.Random(int(roll * 1e9)).choices(states, weights)[0]
+                got = t.observe(snap(pod, state))
+            for d in got:
+                if d.kind == "resume":  # half fail (retried), half succeed
+                    t.resumed(d, int(now[0]) % 2 == 0, None, "failed")
+            out.extend(got)
+    assert decided[0] == decided[1]
+    kinds = {d.kind for d in decided[0]}
+    assert {"interrupted", "resume", "give_up"} <= kinds  # the run went through every kind of decision
+    for i in range(1, runs_started + 1):
+        assert runs.load_record(tmp_path / "0", f"r{i}") == runs.load_record(tmp_path / "1", f"r{i}")
+
+
 async def test_auto_resume_goes_through_the_pods_run_target(tmp_path):
     """Auto-resume relaunched every run as a single host's (a detached process group), a Slurm cluster's too. It
     resumes through the pod's run target now, as the dialog and the commands do: on a cluster, only a run that
