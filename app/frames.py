@@ -5,6 +5,8 @@ that moves relative times on. :class:`SnapshotFrames` is the App's part that doe
 
 from __future__ import annotations
 
+import asyncio
+import math
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -28,6 +30,7 @@ from widgets.monitor_pane import MonitorPane
 from widgets.pod_list import PodList
 
 FRAME_S = 0.2  # pods' snapshots reach the screen at most this often, together (one refresh, not one per pod)
+TICK_S = 1.0  # relative times move on at most this often
 
 
 class PodUpdated(Message):
@@ -77,6 +80,7 @@ class FrameView(Protocol):
     ) -> None: ...
     def push_screen(self, screen: Screen[Any], callback: Callable[[Any], None] | None = None) -> object: ...
     def post_message(self, message: Message) -> bool: ...
+    def call_later(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> bool: ...
     def set_timer(
         self, delay: float, callback: Callable[[], object] | None = None, *, name: str | None = None
     ) -> Timer: ...
@@ -90,6 +94,8 @@ class SnapshotFrames:
         self.on_shown: list[Callable[[PodSnapshot], None]] = []  # told of every snapshot put on screen
         self._flush_due, self._last_flush = False, 0.0  # a PodUpdated is on its way; when the last one ran
         self._prompted: set[tuple[str, str]] = set()  # (pod, fingerprint) host-key modals shown
+        self._grid: float | None = None  # the loop time the tick's once-a-second grid starts from
+        self._wake: asyncio.TimerHandle | None = None  # the next tick
 
     def connecting(self, pod: Pod) -> None:
         """A pod listed but not watched yet (the first frame; watching starts just after it) reads as what the
@@ -143,6 +149,7 @@ class SnapshotFrames:
                 self._ask_about_host_key(snapshot)
                 for told in self.on_shown:
                     told(snapshot)
+        self._arm()  # the times shown may change at other moments now
 
     def _show(self, main: MainWidgets, snapshot: PodSnapshot, now: float, selected: str | None) -> None:
         name = snapshot.pod.name
@@ -199,21 +206,62 @@ class SnapshotFrames:
 
     def refresh_live_pane(self) -> None:
         main, pane = self.view.main(), self.live_pane()
-        if main is None or pane is None:
-            return
-        snapshot = self.book.snapshots.get(main.pod_list.selected or "")
-        if snapshot is None:
-            pane.clear()
-        else:
-            pane.show(snapshot, self.view.clock())
+        if main is not None and pane is not None:
+            snapshot = self.book.snapshots.get(main.pod_list.selected or "")
+            if snapshot is None:
+                pane.clear()
+            else:
+                pane.show(snapshot, self.view.clock())
+        self._arm()  # another pod or pane: other relative times shown
 
-    def tick(self) -> None:
-        """Once a second: relative times ("retry in 4 s", "last sample 3 s ago") move on."""
+    def start_ticking(self) -> None:
+        """Relative times ("retry in 4 s", "last sample 3 s ago") move on from now: :meth:`tick` runs at the
+        moments one of the texts on screen next reads differently, on a once-a-second grid from here (the moments
+        a 1 s interval would have redrawn them), and not at all while nothing shown counts time."""
+        loop = asyncio.get_running_loop()
+        self._grid = loop.time()
+        self._arm()
+
+    def _arm(self) -> None:
+        """(Re)schedule the tick for the next grid second at or after the earliest change due."""
+        if self._grid is None:
+            return  # not ticking yet (or any more)
+        loop = asyncio.get_running_loop()
+        t, now = loop.time(), self.view.clock()
+        due = self._next_change(now)
+        wake: float | None = None
+        if due is not None:  # at most once a grid second, never the one that is running
+            k = max(math.floor((t - self._grid) / TICK_S) + 1, math.ceil((t + due - now - self._grid) / TICK_S))
+            wake = self._grid + k * TICK_S
+        handle = self._wake
+        if handle is not None and not handle.cancelled() and handle.when() == wake:
+            return
+        if handle is not None:
+            handle.cancel()  # (a plain loop handle: cancelling one costs no wake-up, as a Textual timer's task does)
+        self._wake = None if wake is None else loop.call_at(wake, self._due)
+
+    def _due(self) -> None:
+        self._wake = None
+        self.view.call_later(self.tick)  # on the App's queue: its error handling, after what is queued
+
+    def _next_change(self, now: float) -> float | None:
         main = self.view.main()
         if main is None or not self.view.on_main_screen():
-            return
-        now = self.view.clock()
-        main.pod_list.tick(now)
+            return now  # starting, or under a modal: look again next second
+        due = main.pod_list.next_change()
         snapshot = self.book.snapshots.get(main.pod_list.selected or "")
         if snapshot is not None and isinstance(self.live_pane(), MonitorPane):
-            main.monitor_pane.tick(snapshot, now)
+            pane = main.monitor_pane.next_change(snapshot)
+            due = pane if due is None else due if pane is None else min(due, pane)
+        return due
+
+    def tick(self) -> None:
+        """Relative times ("retry in 4 s", "last sample 3 s ago") move on."""
+        main = self.view.main()
+        if main is not None and self.view.on_main_screen():
+            now = self.view.clock()
+            main.pod_list.tick(now)
+            snapshot = self.book.snapshots.get(main.pod_list.selected or "")
+            if snapshot is not None and isinstance(self.live_pane(), MonitorPane):
+                main.monitor_pane.tick(snapshot, now)
+        self._arm()

@@ -276,7 +276,7 @@ class PrimeTrainApp(App[None]):
             self._list_pod(pod)  # in the sidebar from the first frame, watched just after it
             self.frames.connecting(pod)
         self.pod_list.focus()
-        self.set_interval(1.0, self.frames.tick)
+        self.frames.start_ticking()
         for notice in self._notices:
             self.notify(notice, severity="warning", timeout=10)
         self.call_after_refresh(self._start_watching)

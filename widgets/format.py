@@ -56,6 +56,34 @@ def age(seconds: float) -> str:
     return duration(math.floor(max(0.0, seconds)))
 
 
+# The moments a relative time's text next changes, so the App's clock tick wakes only then (app/frames.py): each
+# mirrors the function it names and returns a moment on the same clock as its arguments (None: it never changes).
+# A text reads whole seconds up to an hour, whole minutes from there.
+
+
+def _next_whole(n: int) -> int:
+    """The next whole-seconds value after ``n`` that :func:`duration` writes differently."""
+    return n + 1 if n < 3600 else (n // 60 + 1) * 60
+
+
+def age_changes(at: float, now: float) -> float:
+    """When ``age(now - at)`` next reads differently."""
+    return at + _next_whole(math.floor(max(0.0, now - at)))
+
+
+def elapsed_changes(start: float, now: float) -> float:
+    """When ``duration(now - start)`` (rounded up, growing) next reads differently: just after this moment."""
+    return start + _next_whole(math.ceil(max(0.0, now - start))) - 1
+
+
+def countdown_changes(target: float, now: float) -> float | None:
+    """When ``duration(target - now)`` (rounded up, shrinking) next reads differently; None once it reads "0 s"."""
+    s = math.ceil(max(0.0, target - now))
+    if s <= 0:
+        return None
+    return target - (s - 1 if s <= 3600 else s // 60 * 60 - 1)
+
+
 def clock_time(epoch: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(epoch))
 

@@ -6,6 +6,7 @@ data changed; it never reads a clock of its own (``now`` comes from the App's in
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import TypeVar, overload
@@ -27,8 +28,11 @@ from widgets.format import (
     NA,
     Timeline,
     age,
+    age_changes,
     clock_time,
+    countdown_changes,
     duration,
+    elapsed_changes,
     gib,
     number,
     received_at,
@@ -222,6 +226,7 @@ class MonitorPane(Widget):
         self._pod_name: str | None = None
         self._snapshot: PodSnapshot | None = None
         self._now = 0.0
+        self._drawn_at = 0.0  # the moment the relative times on screen were drawn for (show, tick)
         self._gpu_timeline = Timeline(HISTORY_POINTS)
         self._timeline_of: object = None  # the history the timeline was brought to
 
@@ -270,6 +275,7 @@ class MonitorPane(Widget):
         self._one("#monitor-body").display = True
         self._pod_name = snapshot.pod.name
         self._snapshot, self._now = snapshot, now
+        self._drawn_at = now
         latest = snapshot.latest
         self._show_title(snapshot, now)
         self._show_stats(snapshot, now)
@@ -294,11 +300,31 @@ class MonitorPane(Widget):
         if snapshot.pod.name != self._pod_name or self._snapshot is not snapshot:
             self.show(snapshot, now)
             return
+        self._drawn_at = now
         self._show_title(snapshot, now)
         self._show_stats(snapshot, now)
         self._show_gaps(snapshot, now)
         self._show_wandb(snapshot, now)
         self._show_alert_log(snapshot.pod.name)
+
+    def next_change(self, snapshot: PodSnapshot) -> float | None:
+        """The moment (App clock) a relative time :meth:`tick` redraws for ``snapshot`` next reads differently
+        ("last sample 3 s ago", "retries in 4 s", an ongoing gap, W&B's heartbeat); None: never."""
+        if snapshot.pod.name != self._pod_name or self._snapshot is not snapshot:
+            return 0.0  # tick shows it whole: due at once
+        drawn = self._drawn_at
+        status, at = snapshot.status, received_at(snapshot)
+        due: list[float | None] = []
+        if at is not None and (snapshot.latest is not None or status.state is PodState.STALE):
+            due.append(age_changes(at, drawn))
+        if status.state is not PodState.ONLINE and status.next_retry is not None:
+            due.append(countdown_changes(status.next_retry, drawn))
+        due.extend(elapsed_changes(gap.start, drawn) for gap in snapshot.gaps[-3:] if gap.end is None)
+        wandb = snapshot.wandb
+        if wandb is not None and not wandb.error and wandb.heartbeat_at is not None:
+            beat = wandb.heartbeat_at  # "heartbeat N s ago": whole seconds, however many
+            due.append(beat + math.floor(max(0.0, drawn - beat)) + 1)
+        return min((d for d in due if d is not None), default=None)
 
     def _show_wandb(self, snapshot: PodSnapshot, now: float) -> None:
         label = self._one("#wandb-info", Label)

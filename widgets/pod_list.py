@@ -11,7 +11,14 @@ from textual.widgets import Label, ListItem, ListView
 
 from services.models import Pod, PodSnapshot, PodState
 from widgets.alerts import badge_class, badge_text
-from widgets.format import duration, set_label, status_reason_now
+from widgets.format import (
+    age_changes,
+    countdown_changes,
+    duration,
+    received_at,
+    set_label,
+    status_reason_now,
+)
 
 STATE_CLASS = {
     PodState.CONNECTING: "-connecting",
@@ -82,6 +89,7 @@ class PodRow(ListItem):
         self.snapshot: PodSnapshot | None = None
         self._drawn: PodSnapshot | None = None  # the snapshot the labels show
         self._now = 0.0
+        self._rent_at = 0.0  # the moment the rent line was drawn for (0: not yet with a relative time)
         # Held, not queried: a row is updated by the 1 Hz tick and by snapshots, also while it is
         # still being composed or already being removed, when a query would find nothing.
         self._badge = Label(PodState.CONNECTING.value, classes="pod-badge -connecting")
@@ -139,6 +147,7 @@ class PodRow(ListItem):
         if not self._rent.display:
             return
         set_label(self._rent, rent_text(self.pod, now))
+        self._rent_at = now
         deadline = self.pod.deadline
         self._rent.set_class(deadline is not None and deadline - now <= DEADLINE_WARN, "-soon")
 
@@ -149,6 +158,27 @@ class PodRow(ListItem):
             self._show_rent(now)
         if self.snapshot is not None and self.snapshot.status.next_retry is not None:
             self.show(self.snapshot, now)
+
+    def next_change(self) -> float | None:
+        """The moment (App clock) a relative time :meth:`tick` redraws next reads differently; None: never."""
+        if not self.is_mounted:
+            return self._now  # ticked once it is (any moment now)
+        due: list[float | None] = []
+        deadline = self.pod.deadline
+        if deadline is not None and self._rent.is_attached:
+            drawn = self._rent_at
+            if drawn <= 0:
+                return drawn
+            # (the warning colour comes DEADLINE_WARN before the deadline, a second the countdown changes anyway)
+            due.append(countdown_changes(deadline, drawn))
+        snapshot = self.snapshot
+        if snapshot is not None and (retry := snapshot.status.next_retry) is not None:
+            state = snapshot.status.state
+            if state is not PodState.ONLINE:
+                due.append(countdown_changes(retry, self._now))
+                if state is PodState.STALE and (at := received_at(snapshot)) is not None:
+                    due.append(age_changes(at, self._now))  # "no sample for N s"
+        return min((d for d in due if d is not None), default=None)
 
     @property
     def text(self) -> str:
@@ -211,6 +241,10 @@ class PodList(ListView):
         for row in self._rows.values():
             if row.is_mounted:
                 row.tick(now)
+
+    def next_change(self) -> float | None:
+        """The earliest moment a row's relative time next reads differently (see :meth:`PodRow.next_change`)."""
+        return min((d for row in self._rows.values() if (d := row.next_change()) is not None), default=None)
 
     def _announce(self) -> None:
         self.post_message(self.PodSelected(self.selected))

@@ -95,6 +95,7 @@ class ConfigPane(Widget):
         self.disk_check = disk_check
         self.report: Report | None = None
         self._timer: Timer | None = None
+        self._disk_timer: Timer | None = None  # the disk check, while the pane is shown
         self._saved_text: str | None = None  # the text on disk as we last read or wrote it
         self._disk_mtime: float | None = None
         self._disk_changed = False
@@ -120,8 +121,6 @@ class ConfigPane(Widget):
             self.open(self.path)
         else:
             self._status()
-        if self.disk_check > 0:
-            self.set_interval(self.disk_check, self._check_disk)
 
     @property
     def editor(self) -> TextArea:
@@ -227,6 +226,18 @@ class ConfigPane(Widget):
         from services.config import versions
 
         versions.save(path, data_dir() / "versions", "unsaved edits before reload", text=text)
+
+    def on_show(self) -> None:
+        """The file on disk is looked at while the pane is shown (a change made meanwhile is told on coming back):
+        a hidden pane's timer woke the App every few seconds for a toast nobody was looking at the file for."""
+        if self.disk_check > 0 and self._disk_timer is None:
+            self._check_disk()
+            self._disk_timer = self.set_interval(self.disk_check, self._check_disk)
+
+    def on_hide(self) -> None:
+        if self._disk_timer is not None:
+            self._disk_timer.stop()
+            self._disk_timer = None
 
     def _check_disk(self) -> None:
         if self.path is not None and self._disk_mtime is not None:
