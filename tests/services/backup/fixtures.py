@@ -5,8 +5,11 @@ Import the fixtures into a test module with ``from tests.services.backup.fixture
 
 from __future__ import annotations
 
+import http.client
+import http.server
 import os
 import secrets
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,3 +119,37 @@ def write_checkpoint(
     if complete:
         (d / "trainer" / ".metadata").write_bytes(b"dcp-metadata-" + str(step).encode())
     return d
+
+
+class StoreProxy(http.server.BaseHTTPRequestHandler):
+    """An HTTP proxy in front of moto for tests of what a store does that moto does not: each request's body goes
+    through :meth:`alter` (a subclass changes it, or answers the request itself by returning None), then to
+    ``upstream``, and moto's answer back."""
+
+    upstream = ""
+
+    def alter(self, body: bytes) -> bytes | None:
+        return body
+
+    def _forward(self) -> None:
+        body = self.alter(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        if body is None:
+            return
+        conn = http.client.HTTPConnection(urllib.parse.urlsplit(self.upstream).netloc, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "content-length"}
+        conn.request(self.command, self.path, body=body, headers={**headers, "Content-Length": str(len(body))})
+        resp = conn.getresponse()
+        data = resp.read()
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() not in ("content-length", "connection", "transfer-encoding"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        conn.close()
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+    def log_message(self, *args) -> None:  # quiet
+        pass

@@ -10,7 +10,6 @@ bucket afterwards fails verification, and the restore gives back the very bytes,
 
 from __future__ import annotations
 
-import http.client
 import http.server
 import threading
 import urllib.parse
@@ -24,7 +23,7 @@ from services.backup.s3 import BackupError
 from services.backup.transfer import backup_checkpoint, restore_checkpoint
 from services.pod.ssh import SSHConnection
 from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
-from tests.services.backup.fixtures import write_checkpoint
+from tests.services.backup.fixtures import StoreProxy, write_checkpoint
 
 pytestmark = pytest.mark.ssh
 
@@ -61,36 +60,17 @@ async def test_parts_carry_only_their_crc32_and_the_restore_gives_back_the_bytes
         assert (fresh / "checkpoints" / "step_3" / rel).read_bytes() == (step_dir / rel).read_bytes()
 
 
-class _Corrupting(http.server.BaseHTTPRequestHandler):
+class _Corrupting(StoreProxy):
     """Forwards every request to moto; flips one byte in the body of the first part upload numbered 2."""
 
-    upstream = ""
     flipped: list[str] = []
 
-    def _forward(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+    def alter(self, body: bytes) -> bytes | None:
         query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
         if self.command == "PUT" and query.get("partNumber") == ["2"] and not self.flipped and len(body) > 100:
             body = body[:50] + bytes([body[50] ^ 0xFF]) + body[51:]
             self.flipped.append(self.path.split("?")[0])
-        conn = http.client.HTTPConnection(urllib.parse.urlsplit(self.upstream).netloc, timeout=30)
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "content-length"}
-        conn.request(self.command, self.path, body=body, headers={**headers, "Content-Length": str(len(body))})
-        resp = conn.getresponse()
-        data = resp.read()
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in ("content-length", "connection", "transfer-encoding"):
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-        conn.close()
-
-    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
-
-    def log_message(self, *args) -> None:  # quiet
-        pass
+        return body
 
 
 async def test_a_part_corrupted_on_the_way_fails_the_backup(pod, s3env, tmp_path, fresh_caps):

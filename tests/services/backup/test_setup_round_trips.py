@@ -14,10 +14,8 @@ probe left behind, and an object already in the bucket still found (test_sources
 from __future__ import annotations
 
 import base64
-import http.client
 import http.server
 import threading
-import urllib.parse
 import zlib
 
 import pytest
@@ -27,7 +25,7 @@ from services.backup.s3 import S3
 from services.backup.transfer import backup_checkpoint
 from services.pod.ssh import SSHConnection
 from tests.services.backup.fixtures import *  # noqa: F403 (fixtures)
-from tests.services.backup.fixtures import write_checkpoint
+from tests.services.backup.fixtures import StoreProxy, write_checkpoint
 
 pytestmark = pytest.mark.ssh
 
@@ -73,15 +71,13 @@ async def test_a_new_step_is_listed_once_and_its_large_file_gets_an_upload_at_on
     assert not s3env.client.list_multipart_uploads(Bucket=s3env.bucket).get("Uploads")
 
 
-class _Store(http.server.BaseHTTPRequestHandler):
+class _Store(StoreProxy):
     """Forwards to moto; ``mode`` "checks": refuses a part whose x-amz-checksum-crc32 is not its bytes'
     (as AWS and MinIO do), "unsigned": refuses any request carrying that header (AWS: HeadersNotSigned)."""
 
-    upstream = ""
     mode = ""
 
-    def _forward(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+    def alter(self, body: bytes) -> bytes | None:
         crc = self.headers.get("x-amz-checksum-crc32")
         if crc and self.command == "PUT":
             mine = base64.b64encode((zlib.crc32(body) & 0xFFFFFFFF).to_bytes(4, "big")).decode()
@@ -89,25 +85,8 @@ class _Store(http.server.BaseHTTPRequestHandler):
                 self.send_response(400)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
-                return
-        conn = http.client.HTTPConnection(urllib.parse.urlsplit(self.upstream).netloc, timeout=30)
-        headers = {k: v for k, v in self.headers.items() if k.lower() != "content-length"}
-        conn.request(self.command, self.path, body=body, headers={**headers, "Content-Length": str(len(body))})
-        resp = conn.getresponse()
-        data = resp.read()
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in ("content-length", "connection", "transfer-encoding"):
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-        conn.close()
-
-    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
-
-    def log_message(self, *args) -> None:  # quiet
-        pass
+                return None
+        return body
 
 
 @pytest.mark.parametrize(
