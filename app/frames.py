@@ -222,6 +222,10 @@ class SnapshotFrames:
         self._grid = loop.time()
         self._arm()
 
+    def times_moved(self) -> None:
+        """A relative time on screen changed outside a frame (a pod's deadline moved): the tick follows it."""
+        self._arm()
+
     def _arm(self) -> None:
         """(Re)schedule the tick for the next grid second at or after the earliest change due."""
         if self._grid is None:

@@ -166,6 +166,9 @@ class PrimeTrainApp(App[None]):
         """The one place a listed pod's sidebar row follows a change of the pod."""
         if self._main is not None and (row := self._main.pod_list.row(pod.name)) is not None:
             row.pod = pod
+            if row.is_mounted:  # its relative times (a moved deadline's countdown) now, and their next moments
+                row.tick(self.clock())
+                self.frames.times_moved()
 
     def notify(
         self,

@@ -114,3 +114,25 @@ async def test_no_relative_time_on_screen_no_tick() -> None:
         assert wake is not None  # "last sample 0 s ago" turns to "1 s" a second after it came in
         loop = asyncio.get_running_loop()
         assert 0 < wake.when() - loop.time() <= 2.0
+
+
+async def test_a_moved_deadline_counts_down_at_once_with_nothing_else_ticking() -> None:
+    """A deadline moved outside a frame (an overdue rental kept an hour more at start-up): the row shows the new
+    countdown at once, and the tick is armed for it — an overdue countdown changes no more, so without it the row
+    kept "overdue" until something else happened to tick (the suite's test_rent caught it under load)."""
+    from app.host import DeadlineMoved
+
+    now = [START]
+    pod = Pod(name="pod-a", kind=PodKind.SSH, host="10.0.0.1", deadline=START - 60)
+    app = parked([pod], now)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        app.on_snapshot(PodSnapshot(pod=pod, status=PodStatus(PodState.ONLINE, "via nvml", since=START)))
+        await pilot.pause(0.3)
+        row = app.pod_list.row("pod-a")
+        assert row is not None and "(in " not in row.text and app.frames._wake is None
+        app.post_message(DeadlineMoved("pod-a", START + 3600))
+        await pilot.pause(0.1)
+        assert "(in 1 h" in row.text, row.text
+        wake = app.frames._wake
+        assert wake is not None and 0 < wake.when() - asyncio.get_running_loop().time() <= 2.0
