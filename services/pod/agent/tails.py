@@ -10,11 +10,15 @@ import time
 
 
 def tail(p, n=300, maxb=131072):
+    # a regular file only, at most maxb bytes: a FIFO named *.log would block the open (on this machine the look
+    # runs in the app's event loop) and a link to /dev/zero never ends
+    if not os.path.isfile(p):
+        raise OSError("not a regular file: %s" % p)
     with open(p, "rb") as f:
         f.seek(0, 2)
         size = f.tell()
         f.seek(max(0, size - maxb))
-        data = f.read()
+        data = f.read(maxb)
     lines = data.decode("utf-8", "replace").splitlines()
     return lines[1:][-n:] if size > maxb else lines[-n:]
 
