@@ -4,11 +4,14 @@ the text is the model's, never read as markup."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.content import Content
+
+if TYPE_CHECKING:
+    from services.monitor.rollouts import EpisodeSummary, EpisodeView
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 FOLD_LINES = 6  # lines of a folded text
@@ -44,7 +47,7 @@ def trend(values: Sequence[float | None]) -> str:
     )
 
 
-def sort_key(sort: str) -> Any:
+def sort_key(sort: str) -> Callable[[EpisodeSummary], tuple[bool, float]] | None:
     if sort == "reward ↑":
         return lambda e: (e.reward is None, e.reward or 0.0)
     if sort == "reward ↓":
@@ -54,7 +57,7 @@ def sort_key(sort: str) -> Any:
     return None
 
 
-def row(e: Any) -> tuple[Text, ...]:
+def row(e: EpisodeSummary) -> tuple[Text, ...]:
     """An episode's cells: id, env, reward, turns, tokens out, tool calls, tool seconds, flags, error or match."""
     flags = ("T" if e.truncated else "") + ("E" if (e.error or not e.ok) else "") + ("L" if e.too_large else "")
     note = e.snippet if e.snippet else (e.error or "")
@@ -81,7 +84,7 @@ def _fold(text: str, folded: bool) -> tuple[str, int]:
     return "\n".join(lines[:FOLD_LINES]), len(lines) - FOLD_LINES
 
 
-def episode_blocks(view: Any, folded: bool = True) -> list[tuple[str, Content]]:
+def episode_blocks(view: EpisodeView, folded: bool = True) -> list[tuple[str, Content]]:
     """The episode as (search text, Content) blocks, top to bottom: the header, the task, every turn (its
     tool calls under it), then each trace's rewards, timings and errors."""
     s = view.summary

@@ -190,9 +190,10 @@ def logins_needed(config: Path | None, secrets: tuple[str, ...]) -> dict[str, st
         return {}
     try:
         from services.config.credentials import needed
-        from services.config.validate import read_config, tomllib
+        from services.config.validate import read_config
+        from services.tomlfile import loads
 
-        data = tomllib.loads(read_config(Path(config)))
+        data = loads(read_config(Path(config)))
     except Exception:  # noqa: BLE001 - unreadable or unparsable: the config check reports that
         return {}
     sent = set(secrets)

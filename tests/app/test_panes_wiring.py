@@ -8,7 +8,8 @@ from textual.app import App, ComposeResult
 
 from services.models import Pod, PodKind, PodSnapshot, PodState, PodStatus
 from services.monitor.worker import MonitorSettings
-from tests.app.test_shell import SIZE, isolated_home, make_app, refused, wait_for  # noqa: F401  (fixture)
+from tests.app.helpers import wait_for
+from tests.app.test_shell import SIZE, isolated_home, make_app, refused  # noqa: F401  (fixture)
 from widgets.pod_list import PodList
 
 

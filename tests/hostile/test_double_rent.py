@@ -27,7 +27,8 @@ from services.offers.models import FetchResult
 from services.offers.rentals import AuditLog
 from tests.app.helpers import laid_out, rentals_app, wait_for
 from tests.http_stub import serve
-from tests.services.offers.test_launch import Api, load
+from tests.services.offers.test_fetch import load
+from tests.services.offers.test_launch import Api
 from tests.shared_data import OFFER_FIXTURES
 from widgets.offers_view import OffersView
 

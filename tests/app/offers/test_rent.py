@@ -21,7 +21,8 @@ from services.offers import cache, primeintellect
 from services.offers.models import FetchResult
 from services.offers.rentals import AuditLog, Rental
 from tests.app.helpers import panes_mounted, rentals_app, wait_for
-from tests.services.offers.test_launch import Api, load
+from tests.services.offers.test_fetch import load
+from tests.services.offers.test_launch import Api
 from widgets.offers_view import OffersView
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from services.offers.rentals import AuditLog, Rental
 from tests.app.helpers import rentals_app, wait_for
-from tests.services.offers.test_launch import Api, load
+from tests.services.offers.test_fetch import load
+from tests.services.offers.test_launch import Api
 
 
 async def test_a_rejected_key_is_said_and_the_offline_rental_stays_open(tmp_path: Path):

@@ -225,12 +225,12 @@ async def test_a_gated_model_needs_hf_token(tmp_path, monkeypatch):
 
 def test_what_needs_a_login_is_known_from_the_file_alone() -> None:
     from services.config.credentials import needed
-    from services.config.validate import tomllib
+    from services.tomlfile import loads
 
-    assert set(needed(tomllib.loads(WANDB_CONFIG))) == {"WANDB_API_KEY"}
-    assert needed(tomllib.loads("[monitors.wandb]\noffline = true\n")) == {}
-    assert set(needed(tomllib.loads('[orchestrator.wandb]\nproject = "p"\n'))) == {"WANDB_API_KEY"}  # the older table
-    assert needed(tomllib.loads('[model]\nname = "Qwen/Qwen3-8B"\n')) == {}
+    assert set(needed(loads(WANDB_CONFIG))) == {"WANDB_API_KEY"}
+    assert needed(loads("[monitors.wandb]\noffline = true\n")) == {}
+    assert set(needed(loads('[orchestrator.wandb]\nproject = "p"\n'))) == {"WANDB_API_KEY"}  # the older table
+    assert needed(loads('[model]\nname = "Qwen/Qwen3-8B"\n')) == {}
     # a mirror under another account is not known to be gated: nothing is claimed
-    assert needed(tomllib.loads('[model]\nname = "unsloth/Llama-3.1-8B-Instruct"\n')) == {}
-    assert set(needed(tomllib.loads('[vllm]\nmodel = "google/gemma-3-4b-it"\n'))) == {"HF_TOKEN"}
+    assert needed(loads('[model]\nname = "unsloth/Llama-3.1-8B-Instruct"\n')) == {}
+    assert set(needed(loads('[vllm]\nmodel = "google/gemma-3-4b-it"\n'))) == {"HF_TOKEN"}

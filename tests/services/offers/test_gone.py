@@ -18,7 +18,8 @@ from services.offers.launch import (
     terminate_rental,
 )
 from services.offers.rentals import AuditLog, Rental
-from tests.services.offers.test_launch import Api, Clock, load, prime_offer
+from tests.services.offers.test_fetch import load
+from tests.services.offers.test_launch import Api, Clock, prime_offer
 
 KEY_404 = load("vast-edge-http404-invalid-user-key.json")
 
