@@ -96,18 +96,14 @@ async def test_a_burst_of_64_pods_in_one_frame_is_all_on_screen_after_it() -> No
 
 async def test_a_frame_starting_the_fleet_with_the_burst_is_drawn_as_a_plain_table() -> None:
     """update_pods with rows added (one with a longer name: the pod column widens mid-batch) and changed at once."""
-    from textual.app import App, ComposeResult
     from textual.widgets import DataTable
 
-    class Pair(App[None]):
-        AUTO_FOCUS = None
+    from tests.app.test_fleet_render import Pair, copy_to_plain
+
+    class Tall(Pair):
         CSS = "FleetView, DataTable { height: 12; }"
 
-        def compose(self) -> ComposeResult:
-            yield FleetView(id="fleet")
-            yield DataTable(id="plain", cursor_type="row", zebra_stripes=True)
-
-    app = Pair()
+    app = Tall()
     async with app.run_test(size=(150, 30)) as pilot:
         fleet, plain = app.query_one(FleetView), app.query_one("#plain", DataTable)
         fleet.update_pods([snap(pod, 10, 90.0) for pod in PODS[:6]])
@@ -117,12 +113,7 @@ async def test_a_frame_starting_the_fleet_with_the_burst_is_drawn_as_a_plain_tab
         batch = [snap(PODS[1], 11, 91.0), snap(long, 3, 40.0), snap(PODS[4], 12, 92.0), snap(PODS[1], 13, 93.0)]
         fleet.update_pods(batch)
         await pilot.pause()
-        plain.clear(columns=True)
-        for key, column in fleet.columns.items():
-            plain.add_column(column.label, width=column.width, key=key.value)
-        for row_key in fleet.rows:
-            plain.add_row(*fleet.get_row(row_key), key=row_key.value)
-        plain.move_cursor(row=fleet.cursor_row, animate=False)
+        copy_to_plain(fleet, plain)
         await pilot.pause()
         got = [[(seg.text, seg.style) for seg in strip] for strip in fleet.render_lines(Region(0, 0, *fleet.size))]
         want = [[(seg.text, seg.style) for seg in strip] for strip in plain.render_lines(Region(0, 0, *plain.size))]
