@@ -195,6 +195,10 @@ class MonitorService:
             tails = None
         if worker.health is not health:
             return False, None  # another run dir was set while looking: its own first look follows
+        if isinstance(tails, dict) and isinstance(logs := tails.get("logs"), list):
+            worker.note_log_positions(
+                [[x.get("path"), x.get("ino"), x.get("pos")] for x in logs if isinstance(x, dict)]
+            )
         return isinstance(tails, dict) and not tails.get("logs"), (health, tails)
 
     async def _back_fill(self, worker: PodMonitorState, looked: tuple[Any, Any]) -> None:
@@ -269,6 +273,8 @@ class MonitorService:
                     # (a crash seconds in) would show none of its lines
                     from_start, looked = await self._first_look(worker, conn, run_dir)
                 args = self._probe_args(worker.pod, run_dir) + (["--logs-from-start"] if from_start else [])
+                if run_dir:  # the first look's or the last probe's read positions: no line is lost in between
+                    args += worker.log_from_arg()
                 try:
                     stream = await conn.start_probe(args)
                 finally:
@@ -451,6 +457,8 @@ class MonitorService:
         worker.keep(sample, len(line))
         worker.add_metrics(sample.metrics)
         worker.add_episodes(obj.get("traces"))
+        if "logpos" in obj:
+            worker.note_log_positions(obj["logpos"])
         worker.observe_health(sample)
         self._poll_wandb(worker)
         worker.samples_total += 1

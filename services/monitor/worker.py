@@ -4,6 +4,7 @@ in :class:`services.monitor.service.MonitorService` mutates."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("services.monitor.service")
 
 MAX_GAPS = 50
+MAX_LOG_FILES = 64  # a run's logs whose read positions are kept (a run has a handful)
 
 
 @dataclass(frozen=True)
@@ -147,8 +149,35 @@ class PodMonitorState:
         )
         self.run = None
         self._tail_view = ()
+        self.log_pos: dict[str, tuple[int, int]] = {}  # the run's logs read up to (note_log_positions)
         self.episodes.clear()  # another run's traces
         self._episodes_view = ()
+
+    def note_log_positions(self, items: object) -> None:
+        """Where the probe (its sample's "logpos") or the first look has read each of the run's logs up to:
+        [[realpath, ino, offset], ...]. The next probe started on this run goes on from there (--log-from),
+        so the lines a log got while no probe read it (a reconnect, the moment between the first look and
+        the probe's start) still come. Malformed entries (a pod we do not control) are ignored; at most
+        MAX_LOG_FILES logs are kept."""
+        if not isinstance(items, list):
+            return
+        pos = self.log_pos
+        for item in items[:MAX_LOG_FILES]:
+            if (
+                isinstance(item, list)
+                and len(item) == 3
+                and isinstance(path := item[0], str)
+                and 0 < len(path) <= 4096
+                and all(type(x) is int and 0 <= x < 1 << 63 for x in item[1:])
+                and (path in pos or len(pos) < MAX_LOG_FILES)
+            ):
+                pos[path] = (item[1], item[2])
+
+    def log_from_arg(self) -> list[str]:
+        """The probe's --log-from for this run's logs (none known: no argument)."""
+        if not self.log_pos:
+            return []
+        return ["--log-from", json.dumps([[p, ino, off] for p, (ino, off) in self.log_pos.items()])]
 
     def _price(self) -> float | None:
         price = self.pod.price_per_hr

@@ -31,8 +31,11 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
   ticks on its own clock: null if it was unreadable at start or did not change); nofile_soft is null when
   unlimited.
 - run dir: "log" = lines appended since the last sample to <run>/logs/*.log and <run>/logs/latest/*.log,
-  prefixed "<file stem>: " (files present at start are read from their end, files appearing later from
-  their start; at most 200 lines and 256 KiB per file per sample). "metrics" = lines appended since the
+  prefixed "<file stem>: " (files present at start are read from their end -- or from the offset --log-from
+  gives for that file when it is still the same inode -- files appearing later from their start; at most 200
+  lines and 256 KiB per file per sample); "logpos" = [[realpath, ino, offset], ...] for each log whose next
+  whole line moved since the last sample (absent when none did): what the app passes back as --log-from
+  when it starts the next probe, so a reconnect loses no line. "metrics" = lines appended since the
   last sample to <run>/metrics.jsonl (prime-rl's file monitor), same rules, except that a file present
   at start contributes its last <= 64 KiB of whole lines (so the last steps are known at once); lines
   are passed on unparsed (the app skips garbled ones). A runbook-style <run>/training.csv (header
@@ -73,6 +76,7 @@ Unmeasurable values are null (never 0). Bytes are int bytes, percentages 0-100, 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import queue
@@ -453,11 +457,35 @@ def parse_args(argv):
         action="store_true",
         help="read the run's logs present at start from their start (the app's first look saw none)",
     )
+    ap.add_argument(
+        "--log-from",
+        type=_log_from,
+        default=None,
+        help='JSON [[realpath, ino, offset], ...]: where the app has each log up to (its "logpos")',
+    )
     args = ap.parse_args(argv)
     args.interval = max(0.2, args.interval)
     if args.disk_path is None:
         args.disk_path = args.run_dir or "/"
     return args
+
+
+def _log_from(text):
+    """--log-from's value as {realpath: (ino, offset)}; anything malformed is left out (read as today)."""
+    try:
+        items = json.loads(text)
+    except ValueError:
+        items = None
+    out = {}
+    for item in items if isinstance(items, list) else []:
+        if (
+            isinstance(item, list)
+            and len(item) == 3
+            and isinstance(item[0], str)
+            and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in item[1:])
+        ):
+            out[item[0]] = (item[1], item[2])
+    return out
 
 
 def make_gpus(args):
@@ -521,7 +549,7 @@ def main(argv=None):
     if not args.once and sys.stdin is not None:
         threading.Thread(target=_watch_stdin, name="stdin", daemon=True).start()
     host = Host(args.proc_root, args.disk_path)
-    run = RunDir(args.run_dir, args.ckpt_scan) if args.run_dir else None
+    run = RunDir(args.run_dir, args.ckpt_scan, args.log_from) if args.run_dir else None
     if run is not None and args.logs_from_start:
         run.first_scan = False
     signals = Signals(args.run_dir, args.proc_root or "/proc") if args.run_dir else None
@@ -555,6 +583,9 @@ def main(argv=None):
         }
         if run is not None:
             sample["log"], sample["ckpts"] = run.new_lines(errors), run.checkpoints(errors)
+            logpos = run.log_positions()
+            if logpos:
+                sample["logpos"] = logpos
             sample["metrics"] = run.new_metrics(errors) + run.new_csv_rows(errors)
             sample["traces"] = run.new_traces(errors)
             sample["run"] = run.run_info(errors)

@@ -156,10 +156,14 @@ def fit(sample, line, max_errors):
 
 
 class RunDir:
-    def __init__(self, run_dir, ckpt_scan):
+    def __init__(self, run_dir, ckpt_scan, log_from=None):
         self.run_dir, self.ckpt_scan = run_dir, ckpt_scan
-        self.files = {}  # realpath -> {"ino", "off", "buf"}
+        self.files = {}  # realpath -> {"ino", "off", "buf", "over", "skip", "end"}
         self.first_scan = True
+        # realpath -> (ino, offset): where the app's last look or sample left each log (a line's start); a log
+        # present at start that is still that file goes on from there, so a restart loses none of its lines
+        self.log_from = log_from or {}
+        self.reported = {}  # realpath -> (ino, end) last sent in "logpos"
         self.ckpts, self.ckpt_at = [], None
         self.complete = {}  # path -> entry of a complete checkpoint (not rescanned)
         self.metrics_file, self.metrics_first = {}, True  # metrics.jsonl tail state (like self.files)
@@ -202,16 +206,21 @@ class RunDir:
         ent = files.get(rp)
         if ent is None:  # files present at start: from their end; files appearing later: from the start
             off = max(0, st.st_size - backfill) if first_scan else 0
+            known = self.log_from.get(rp) if kind == "log" and first_scan else None
+            if known is not None and known[0] == st.st_ino and 0 <= known[1] <= st.st_size:
+                off = known[1]  # the app has everything before it
             # skip: the line in progress lost its start (dropped when it ends; "backfill": not counted)
+            skip = "backfill" if 0 < off < st.st_size and not _line_start(rp, off) else False
             ent = files[rp] = {
                 "ino": st.st_ino,
                 "off": off,
                 "buf": b"",
                 "over": 0,
-                "skip": "backfill" if 0 < off < st.st_size and not _line_start(rp, off) else False,
+                "skip": skip,
+                "end": None if skip else off,  # where the next whole line starts (None: not known yet)
             }
         elif ent["ino"] != st.st_ino or st.st_size < ent["off"]:  # rotated or truncated
-            ent.update(ino=st.st_ino, off=0, buf=b"", over=0, skip=False)
+            ent.update(ino=st.st_ino, off=0, buf=b"", over=0, skip=False, end=0)
         if st.st_size == ent["off"]:
             return []
         start = ent["off"]
@@ -226,6 +235,9 @@ class RunDir:
             f.seek(start)
             data = f.read(st.st_size - start)
         ent["off"] = start + len(data)
+        last_nl = data.rfind(b"\n")
+        if last_nl >= 0:
+            ent["end"] = start + last_nl + 1
         limit = LOG_LINE_BYTES if kind == "log" else METRICS_LINE_BYTES
         buf, over, skip, out = ent["buf"], ent["over"], ent["skip"], []
         pieces = data.split(b"\n")
@@ -278,6 +290,18 @@ class RunDir:
         self.files = dict((rp, e) for rp, e in self.files.items() if rp in paths)
         self.first_scan = False
         return self._bounded(out, errors, "log", "log", LOG_BYTES_PER_SAMPLE)
+
+    def log_positions(self):
+        """The sample's "logpos": [[realpath, ino, offset], ...] of each log whose next whole line moved since
+        the last sample (offset: the byte after the last whole line read). The app hands them to the next probe
+        it starts (--log-from), which goes on from there."""
+        out = []
+        for rp, ent in self.files.items():
+            pos = (ent["ino"], ent.get("end"))
+            if pos[1] is not None and self.reported.get(rp) != pos:
+                self.reported[rp] = pos
+                out.append([rp, pos[0], pos[1]])
+        return out
 
     def new_metrics(self, errors):
         """New lines of <run>/metrics.jsonl (unparsed, bounded like the logs)."""

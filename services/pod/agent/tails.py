@@ -9,18 +9,26 @@ import sys
 import time
 
 
-def tail(p, n=300, maxb=131072):
+def tail(p, n=300, maxb=131072, whole=False):
+    """The last ``n`` lines of at most ``maxb`` bytes, the file's inode and the offset after the last line read.
+    ``whole``: only lines that ended (the line being written is left to the probe, which goes on from there)."""
     # a regular file only, at most maxb bytes: a FIFO named *.log would block the open (on this machine the look
     # runs in the app's event loop) and a link to /dev/zero never ends
     if not os.path.isfile(p):
         raise OSError("not a regular file: %s" % p)
     with open(p, "rb") as f:
+        ino = os.fstat(f.fileno()).st_ino
         f.seek(0, 2)
         size = f.tell()
-        f.seek(max(0, size - maxb))
-        data = f.read(maxb)
+        start = max(0, size - maxb)
+        f.seek(start)
+        data = f.read(min(maxb, size - start))
+    end = start + len(data)
+    if whole:
+        end = start + data.rfind(b"\n") + 1
+        data = data[: end - start]
     lines = data.decode("utf-8", "replace").splitlines()
-    return lines[1:][-n:] if size > maxb else lines[-n:]
+    return (lines[1:][-n:] if start else lines[-n:]), ino, end
 
 
 def look(r):
@@ -34,15 +42,18 @@ def look(r):
                 continue
             seen.add(rp)
             try:
-                logs.append(
-                    {"stem": os.path.splitext(os.path.basename(p))[0], "mtime": os.stat(p).st_mtime, "lines": tail(p)}
-                )
+                mtime = os.stat(p).st_mtime
+                lines, ino, end = tail(p, whole=True)
             except OSError:
-                pass
+                continue
+            # path, ino, pos: where the probe goes on reading this log (its --log-from), so the lines written
+            # between this look and the probe's start are not lost
+            stem = os.path.splitext(os.path.basename(p))[0]
+            logs.append({"stem": stem, "mtime": mtime, "lines": lines, "path": rp, "ino": ino, "pos": end})
     for name in ("metrics.jsonl", "training.csv"):
         p = os.path.join(r, name)
         try:
-            out[name] = {"mtime": os.stat(p).st_mtime, "lines": tail(p)}
+            out[name] = {"mtime": os.stat(p).st_mtime, "lines": tail(p)[0]}
         except OSError:
             pass
     for name in ("trainer.json", "orchestrator.json", "rl.json"):

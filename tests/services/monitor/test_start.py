@@ -272,3 +272,91 @@ async def test_a_run_that_wrote_and_crashed_between_the_first_look_and_the_probe
         await mon.aclose()
     assert any("CUDA out of memory" in line for line in snap.log_tail)
     assert snap.run is not None and snap.run.step == 1
+
+
+async def test_lines_written_between_the_first_look_and_the_probe_are_seen(tmp_path: Path) -> None:
+    """The first look finds the run's log with a step in it; the run then writes an OOM and dies before the probe
+    starts. The probe read the logs present at its start from their end, so the crash's cause never showed (the
+    incident corpus's OOM run under load: a crash alert without the OOM). Now the probe goes on from where the look
+    read each log."""
+    from services.connect import open_connection
+
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    log = run / "logs" / "trainer.log"
+    log.write_text("14:00:01 SUCCESS Step 1 |    1.0s | Loss 0.5000\n")
+
+    def connector(pod: Pod):
+        conn = open_connection(pod)
+        start_probe = conn.start_probe
+
+        async def late(args):  # between the look and the probe: the run wrote, and ended
+            with log.open("a") as f:
+                f.write(
+                    "Traceback (most recent call last):\n"
+                    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+                )
+            return await start_probe(args)
+
+        conn.start_probe = late  # type: ignore[method-assign]
+        return conn
+
+    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2), connector=connector)
+    mon.add(Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run)))
+    try:
+        snap = await wait_for(
+            lambda: "log:cuda-oom" in {a.id for a in mon.snapshot("p").alerts} and mon.snapshot("p"),
+            what="the OOM alert",
+            timeout=20,
+        )
+    finally:
+        await mon.aclose()
+    tail = [line for line in snap.log_tail if "Step 1" in line or "CUDA out of memory" in line]
+    assert len(tail) == 2, snap.log_tail  # each line once: the look's and the probe's do not overlap
+
+
+async def test_a_reconnect_loses_no_log_line(tmp_path: Path) -> None:
+    """The probe stops reading (its connection hangs, then drops) while the run writes its last step and an OOM and
+    dies. The next probe read the logs present at its start from their end: those lines were lost, and with them
+    the crash's cause. Now it goes on from where the last sample left each log."""
+    import signal
+
+    from services.pod.local import LocalConnection
+
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    log = run / "logs" / "trainer.log"
+    log.write_text("14:00:01 SUCCESS Step 1 |    1.0s | Loss 0.5000\n")
+    probes: list = []
+
+    class Tracked(LocalConnection):
+        async def start_probe(self, args):
+            stream = await super().start_probe(args)
+            probes.append(stream)
+            return stream
+
+    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2, backoff_max=0.5), connector=Tracked)
+    mon.add(Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run)))
+    try:
+        with log.open("a") as f:
+            f.write("14:00:02 SUCCESS Step 2 |    1.0s | Loss 0.4999\n")
+        await wait_for(lambda: (s := mon.snapshot("p")).run is not None and s.run.step == 2, what="step 2")
+        first = probes[-1]
+        os.kill(first._proc.pid, signal.SIGSTOP)  # reads nothing more
+        with log.open("a") as f:
+            f.write(
+                "14:00:03 SUCCESS Step 3 |    1.0s | Loss 0.4998\n"
+                "Traceback (most recent call last):\n"
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+            )
+        os.kill(first._proc.pid, signal.SIGKILL)  # the connection drops; the monitor starts another probe
+        snap = await wait_for(
+            lambda: "log:cuda-oom" in {a.id for a in mon.snapshot("p").alerts} and mon.snapshot("p"),
+            what="the OOM alert",
+            timeout=20,
+        )
+    finally:
+        await mon.aclose()
+    assert len(probes) >= 2
+    assert snap.run is not None and snap.run.step == 3, snap.run
+    assert sum("Step 2" in line for line in snap.log_tail) == 1, snap.log_tail  # nothing read twice
