@@ -337,6 +337,11 @@ PATH={bin}
 export PATH
 exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 """
+_SLOW_START = """#!/bin/sh
+# a pod whose every command starts late (a heavy shell rc on a busy machine)
+sleep 3
+exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
+"""
 # what a minimal image has besides python: enough for the uploads, the probe's start and a shell
 _MINIMAL_TOOLS = (
     "sh",
@@ -382,9 +387,10 @@ def _script(path: Path, text: str) -> Path:
 @pytest.fixture(scope="module")
 def provider_sshd(tmp_path_factory: pytest.TempPathFactory):
     """``provider_sshd(variant)``: one sshd per variant for the whole module (started on first use), each with
-    its own keys. Variants: ``"no-sftp"`` (no ``Subsystem sftp``: minimal images, container SSH servers),
-    ``"pty-only"`` (no SFTP, and every command refused: an interactive-shell-only proxy), ``"no-python"`` (no
-    SFTP, and commands run by sh with a PATH that holds no python3)."""
+        its own keys. Variants: ``"no-sftp"`` (no ``Subsystem sftp``: minimal images, container SSH servers),
+        ``"pty-only"`` (no SFTP, and every command refused: an interactive-shell-only proxy), ``"no-python"`` (no
+        SFTP, and commands run by sh with a PATH that holds no python3), ``"slow-start"`` (no SFTP, and every command
+    starts 3 s late)."""
     if not os.path.exists(SSHD):
         pytest.fail("OpenSSH sshd is not installed: run the README's test command (it installs it)")
     servers: dict[str, ProviderSshServer] = {}
@@ -403,6 +409,8 @@ def provider_sshd(tmp_path_factory: pytest.TempPathFactory):
                 if found := shutil.which(tool, path="/usr/bin:/bin"):
                     (bin_dir / tool).symlink_to(found)
             extra = (f"ForceCommand {_script(root / 'no_python.sh', _NO_PYTHON.format(bin=bin_dir))}",)
+        elif variant == "slow-start":
+            extra = (f"ForceCommand {_script(root / 'slow_start.sh', _SLOW_START)}",)
         elif variant != "no-sftp":
             raise ValueError(f"unknown sshd variant {variant!r}")
         base = _make_server(root / "sshd", env={"PTT_FAKE_GPUS": "2"})

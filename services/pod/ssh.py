@@ -443,12 +443,12 @@ class SSHConnection(Connection):
                     f"the pod's shell did not start the probe ({how or 'no answer'})"
                     + (f": {tail[-1][:200]}" if tail else "")
                 )
+        except asyncio.TimeoutError:  # first: it is an OSError too, and not a lost connection
+            await stream.close()
+            raise ProbeError(f"the pod did not start the probe within {self.options.login_timeout:g} s") from None
         except (OSError, asyncssh.Error) as exc:
             await stream.close()
             raise ConnectError(f"connection lost: {_describe(exc)}") from None
-        except asyncio.TimeoutError:
-            await stream.close()
-            raise ProbeError(f"the pod did not start the probe within {self.options.login_timeout:g} s") from None
         except BaseException:
             await stream.close()
             raise

@@ -214,6 +214,12 @@ class Result:
     offline_at: float | None = None  # pod-lost: when the pod showed offline
     cli: dict[str, list[str]] = field(default_factory=dict)  # "status"/"watch" -> alert ids they reported
     error: str = ""
+    # what the pod's snapshots went through (state, alerts, samples taken / dropped / malformed), and the last log
+    # lines seen: said with a failure, so a run that failed on a loaded machine says why
+    trail: list[str] = field(default_factory=list)
+    tail: tuple[str, ...] = ()
+    where: str = ""  # the pod's watching task at the end (_where)
+    _last: tuple = ()
 
     def detect_s(self, alert_id: str) -> float | None:
         at = self.first_seen.get(alert_id)
@@ -237,7 +243,28 @@ class Result:
         for front, ids in sorted(self.cli.items()):
             if ids:
                 out.append(f"`{front}` reported {', '.join(ids)}")
+        if out:
+            out.append("snapshots: " + " | ".join(self.trail[-12:]) + " || last log lines: " + " / ".join(self.tail))
+            out.append(self.where)
         return out
+
+    def record(self, snap: PodSnapshot, now: float) -> None:
+        state = (
+            snap.status.state.value,
+            snap.status.reason[:60],
+            tuple(sorted(a.id for a in snap.alerts)),
+            snap.dropped_total,
+            snap.malformed_total,
+            len(snap.gaps),
+        )
+        if state != self._last:
+            self._last = state
+            at = f"{now - self.onset:+.1f}s" if self.onset else "before"
+            self.trail.append(
+                f"{at} {state[0]} {state[1]!r} alerts={','.join(state[2])} samples={snap.samples_total}"
+                f" dropped={state[3]} malformed={state[4]} gaps={state[5]}"
+            )
+        self.tail = tuple(line[:100] for line in snap.log_tail[-4:])
 
     def _when(self, aid: str) -> str:
         dt = self.detect_s(aid)
@@ -398,6 +425,23 @@ def _trainer_step(run_dir: Path) -> int:
     return max(steps, default=0)
 
 
+def _where(monitor: MonitorService, name: str) -> str:
+    """Where the pod's watching task is at the scenario's end (its innermost frames) and the bytes it took: what a
+    failure on a loaded machine says beside the snapshots."""
+    worker = monitor._workers[name]
+    task = worker.task
+    chain, coro = [], task.get_coro() if task is not None and not task.done() else None
+    while coro is not None and len(chain) < 12:  # the awaits, outermost first
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            chain.append(type(coro).__name__)
+            break
+        chain.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    at = " > ".join(chain)
+    return f"task at {at or 'none'}; bytes={worker.bytes_total} samples={worker.samples_total}"
+
+
 async def _until(pred: Any, timeout: float, what: str) -> None:
     end = time.monotonic() + timeout
     while not pred():
@@ -436,6 +480,10 @@ async def _scenario(env: Env, monitor: MonitorService, s: Scenario, result: Resu
     config = _config(env, s, _free_port(), _free_port())
     try:
         monitor.add(pod)  # watched before the launch, as in the App: the run's files are read from their start
+        # ... and launched once the watching is up, as a user launches on a pod the App shows: 13 pods starting at
+        # once on a loaded 2-core machine took over 30 s to their first sample (every exec there sources the
+        # machine's shell rc), and the incident came and went before any probe ran
+        await _until(lambda: monitor.snapshot(pod.name).samples_total > 0, 120, "the pod's first sample")
         await _launch(pod, config, settings, run_dir)
         if s.action in ("kill", "resume", "pod-lost"):
             at = 4 if s.action == "resume" else s.at_step
@@ -474,6 +522,8 @@ async def _scenario(env: Env, monitor: MonitorService, s: Scenario, result: Resu
     except Exception as exc:  # noqa: BLE001 - a broken scenario is reported as its result, the others go on
         result.error = f"{type(exc).__name__}: {exc}"
     finally:
+        with contextlib.suppress(Exception):
+            result.where = _where(monitor, pod.name)
         with contextlib.suppress(Exception):
             await monitor.remove(pod.name)
         with contextlib.suppress(Exception):
@@ -549,6 +599,7 @@ async def _corpus(env: Env, chosen: list[Scenario]) -> dict[str, Result]:
         now = time.time()
         for a in snap.alerts:
             r.first_seen.setdefault(a.id, now)
+        r.record(snap, now)
         if snap.status.state in (PodState.OFFLINE, PodState.STALE) and r.offline_at is None and r.onset:
             r.offline_at = now
 

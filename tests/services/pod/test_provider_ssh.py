@@ -312,3 +312,22 @@ def test_an_old_python3_is_named_with_its_version():
 def test_python3_not_found_is_recognised_only_as_such(output, found):
     assert provider_ssh.python_not_found("python3 agent.py list", 127, output) is found
     assert provider_ssh.python_not_found("python3 agent.py list", 1, output) is False
+
+
+# ------------------------------------------------------------------ a probe that does not start in time
+
+
+async def test_a_probe_that_does_not_start_in_time_says_so_not_connection_lost(provider_sshd, provider_home, tmp_path):
+    """The guard's first line did not come within login_timeout. asyncio's timeout is an OSError too, and the
+    handler for a lost connection came first: the pod showed "connection lost: timed out" while the connection
+    was fine and the pod was only slow to start the probe."""
+    from services.errors import ProbeError
+    from services.pod.ssh import SSHOptions
+
+    server = provider_sshd("slow-start")
+    provider_home(server)
+    pod = server.pod(probe_dir=str(tmp_path / "podstate"))
+    async with SSHConnection(pod, SSHOptions(login_timeout=1.0)) as conn:
+        with pytest.raises(ProbeError) as info:
+            await conn._start_guarded_probe(conn.probe_bundle(), ["--interval", "0.2"])
+    assert "the pod did not start the probe within 1 s" in str(info.value)
