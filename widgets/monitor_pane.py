@@ -172,8 +172,8 @@ class MonitorPane(Widget):
     #run-progress { color: $text; text-style: bold; width: 100%; }
     #gpu-procs { color: $text-muted; }
     #gpu-more { display: none; color: $warning; width: 100%; content-align: right middle; }
-    #log-tail { height: auto; max-height: 10; border-top: solid $panel; color: $text-muted;
-                text-wrap: nowrap; text-overflow: ellipsis; }
+    #log-tail-box { height: auto; max-height: 10; border-top: solid $panel; }
+    #log-tail { height: auto; color: $text-muted; text-wrap: nowrap; text-overflow: ellipsis; }
     #wandb-info { color: $text-muted; }
     #monitor-alert-log { height: auto; max-height: 7; border-top: solid $panel; }
     """
@@ -205,7 +205,8 @@ class MonitorPane(Widget):
                 yield GpuRows(id="gpu-lines", limit=GRAPH_POINTS)
             yield Label("", id="gpu-more")
             yield Label("", id="gpu-procs")
-            yield LogTail(id="log-tail")
+            with Vertical(id="log-tail-box"):  # its border: the tail's lines painted without the styles cache
+                yield LogTail(id="log-tail")
             yield Static("", id="monitor-alert-log")
             yield Label("", id="monitor-errors")
 
@@ -218,6 +219,7 @@ class MonitorPane(Widget):
             "#cluster-panel",
             "#gpu-procs",
             "#log-tail",
+            "#log-tail-box",
             "#monitor-alert-log",
         ):
             self._one(extra).display = False
@@ -396,7 +398,7 @@ class MonitorPane(Widget):
             if shown is None or lines != shown[-LOG_TAIL_LINES:]:
                 box.show(log_tail_lines(lines, LOG_TAIL_LINES))
         if box.display != show_tail:
-            box.display = show_tail
+            box.display = self._one("#log-tail-box").display = show_tail
 
     def _show_title(self, snapshot: PodSnapshot, now: float) -> None:
         pod = snapshot.pod

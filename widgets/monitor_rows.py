@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
+from textual.color import Color
 from textual.content import Content
 from textual.dom import NoScreen
-from textual.geometry import Region, Size
+from textual.geometry import NULL_SPACING, Region, Size
 from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
@@ -79,6 +80,17 @@ def merged(segments: Iterable[Segment]) -> list[Segment]:
         else:
             out.append(segment)
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def label_segments(text: str, look: Style, blank: Style, width: int, right: bool) -> tuple[Segment, ...]:
+    """``text`` in ``width`` cells as a label shows it (see :func:`fit_right`), in ``look``, the padding in
+    ``blank``: made once per text, style and width (a GPU's figures take few values, and a line drawn again for
+    one changed figure draws the others as they were)."""
+    cell = fit_right(text, width) if right else fit_left(text, width)
+    shown = cell.strip(" ")
+    lead = cell.index(shown[0]) if shown else len(cell)
+    return (Segment(" " * lead, blank), Segment(shown, look), Segment(" " * (len(cell) - lead - len(shown)), blank))
 
 
 class Column(NamedTuple):
@@ -194,6 +206,8 @@ class PartsRow(Widget):
 
     def __init__(self, *, tight: bool = False, graphs: Iterable[str] = METRICS, **kwargs) -> None:
         self._looks: dict[str, Style] | None = None  # the parts' styles, until Textual repaints the row for a reason
+        # (until then too) whether its styles draw anything around or over its lines: None, or its background
+        self._plain: tuple[Color | None] | None = None
         self._own_refresh = False  # of its own (new figures or points) rather than Textual's
         self._strips: dict[int, tuple[tuple, Strip]] = {}  # per line: (what it shows, the line drawn)
         self._width: int | None = None  # while Textual renders lines of it: its width
@@ -253,22 +267,18 @@ class PartsRow(Widget):
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
         if not self._own_refresh:
-            self._looks = None
+            self._looks = self._plain = None
             self._strips = {}
         return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._looks = None
+        self._looks = self._plain = None
         self._strips = {}
 
-    def text_segments(self, text: str, look: Style, width: int, *, right: bool = False) -> list[Segment]:
+    def text_segments(self, text: str, look: Style, width: int, *, right: bool = False) -> tuple[Segment, ...]:
         """``text`` in ``width`` cells as a label shows it (see :func:`fit_right`), the padding in background alone."""
-        cell = fit_right(text, width) if right else fit_left(text, width)
-        shown = cell.strip(" ")
-        lead = cell.index(shown[0]) if shown else len(cell)
-        blank = self.looks["blank"]
-        return [Segment(" " * lead, blank), Segment(shown, look), Segment(" " * (len(cell) - lead - len(shown)), blank)]
+        return label_segments(text, look, self.looks["blank"], width, right)
 
     def line_key(self, y: int, width: int) -> tuple:
         """Everything line ``y`` shows at ``width`` cells (it is drawn again only when this changed)."""
@@ -278,13 +288,55 @@ class PartsRow(Widget):
         """Line ``y``'s segments (padded or cut to ``width`` by :meth:`render_line`)."""
         raise NotImplementedError
 
+    def plain_background(self) -> Color | None:
+        """The row's background when its styles draw nothing around or over its lines (no border, padding,
+        outline, title, tint, opacity, hatch): Textual's styles cache then sends each line as drawn through the
+        App's line filters; None when they do draw something. Worked out once, until Textual repaints the row
+        for a reason (as :attr:`looks`)."""
+        plain = self._plain
+        if plain is None:
+            styles = self.styles
+            simple = not (
+                self.BLANK
+                or self._border_title is not None
+                or self._border_subtitle is not None
+                or styles.padding != NULL_SPACING
+                or any(edge for edge, _ in styles.border)
+                or any(edge for edge, _ in styles.outline)
+                or styles.tint.a
+                or styles.text_opacity != 1.0
+                or (styles.has_rule("hatch") and styles.hatch != "none")
+                or self.opacity != 1.0
+                or self.region.size != self.content_region.size
+            )
+            plain = self._plain = (self.background_colors[1] if simple else None,)
+        return plain[0]
+
     def render_lines(self, crop: Region) -> list[Strip]:
+        """The lines of ``crop``; with no styles of its own to draw (:meth:`plain_background`), each line as
+        :meth:`render_line` keeps it through the App's line filters, cut to the crop's columns, as Textual's
+        styles cache paints them, without its general path (~40 style lookups and two new Strips per line): a
+        line drawn before is the very Strip kept, whose filtered copy Textual's Strip keeps too."""
         # the width, once for the lines Textual asks for (``size`` finds the widget on the screen per call)
-        self._width = self.size.width
+        width = self._width = self.size.width
         try:
-            return super().render_lines(crop)
+            background = self.plain_background()
+            if background is None:
+                return super().render_lines(crop)
+            filters = self.app.get_line_filters()
+            render_line = self.render_line
+            strips = []
+            for y in crop.line_range:
+                strip = render_line(y)
+                for line_filter in filters:
+                    strip = strip.apply_filter(line_filter, background)
+                strips.append(strip)
         finally:
             self._width = None
+        x1, x2 = crop.column_span
+        if (x1, x2) != (0, width):
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width if self._width is None else self._width
@@ -292,13 +344,13 @@ class PartsRow(Widget):
         cached = self._strips.get(y)
         if cached is not None and cached[0] == key:
             return cached[1]
-        strip = (
-            Strip(merged(self.draw(y, width, key))).adjust_cell_length(width, self.looks["blank"])
-            if width
-            else Strip.blank(0)
-        )
+        strip = self.line_strip(y, width, key) if width else Strip.blank(0)
         self._strips[y] = (key, strip)
         return strip
+
+    def line_strip(self, y: int, width: int, key: tuple) -> Strip:
+        """Line ``y`` drawn (:meth:`draw`), padded or cut to ``width`` cells."""
+        return Strip(merged(self.draw(y, width, key))).adjust_cell_length(width, self.looks["blank"])
 
 
 def older_points(buckets: Sequence[TrendBucket], gpu: int, metric: str, room: int) -> list[float | None]:
@@ -417,13 +469,16 @@ class GpuRows(PartsRow):
             self.refresh(layout=True)  # another height; every line drawn afresh
         width, tight, graphs, drawn = self.size.width, self.tight, self.graphs, self._drawn.get
         end = self.end(timeline)
-        changed = []
+        changed: list[list[int]] = []  # runs of neighbouring lines that changed, [first, end]: a region each
         for y, line in enumerate(self.lines):
             line.update(gpus[line.index], timeline, older, end)
             if line.key(width, tight, graphs) != drawn(y):
-                changed.append(Region(0, y, width, 1))
+                if changed and changed[-1][1] == y:
+                    changed[-1][1] = y + 1
+                else:
+                    changed.append([y, y + 1])
         if changed:
-            self._redraw(*changed)
+            self._redraw(*(Region(0, first, width, last - first) for first, last in changed))
 
     def end(self, timeline: Timeline) -> int:
         """The position after the timeline's newest entry: the graphs' points are numbered one a second, the newest
@@ -439,6 +494,19 @@ class GpuRows(PartsRow):
         if not 0 <= y < len(self.lines):  # (below the last GPU: blank)
             return (width,)
         return self.lines[y].key(width, self.tight, self.graphs)
+
+    def line_strip(self, y: int, width: int, key: tuple) -> Strip:
+        """As every row's, but its length known without measuring each segment's cells (the graphs' bar
+        characters are not on rich's fast path, so measuring was a lookup per cell): each part is a column's width
+        of one-cell characters (the figures as the header's labels place them, the graphs' bars), and the line is
+        padded to ``width`` here. tests/app/monitor/test_monitor_graphs.py measures every line."""
+        segments = merged(self.draw(y, width, key))
+        cells = sum(len(segment.text) for segment in segments)
+        if cells < width:
+            segments.append(Segment(" " * (width - cells), self.looks["blank"]))
+        elif cells > width:
+            return Strip(segments).adjust_cell_length(width, self.looks["blank"])
+        return Strip(segments, width)
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         if not 0 <= y < len(self.lines):

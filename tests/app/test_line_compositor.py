@@ -113,16 +113,21 @@ async def test_one_changed_line_renders_what_is_seen_there(monkeypatch: pytest.M
     pod = Pod(name="pod0", kind=PodKind.SSH, host="10.0.0.1")
     app = parked_app([pod], NOW)
     rendered: Counter[str] = Counter()
-    original = Widget.render_lines
 
-    def counting(self: Widget, crop: Region):
-        rendered[type(self).__name__] += crop.height
-        return original(self, crop)
+    def counting(widget: Widget):  # each widget's own render_lines (a row's may not call Widget's)
+        original = widget.render_lines
+
+        def render_lines(crop: Region):
+            rendered[type(widget).__name__] += crop.height
+            return original(crop)
+
+        return render_lines
 
     async with app.run_test(size=(160, 48)) as pilot:
         app.on_snapshot(snapshot(pod, 30))
         await pilot.pause(0.5)
-        monkeypatch.setattr(Widget, "render_lines", counting)
+        for widget in app.screen.walk_children(with_self=True):
+            monkeypatch.setattr(widget, "render_lines", counting(widget))
         app.on_snapshot(snapshot(pod, 31))  # a new sample: the GPU rows, the host row, "31 samples"
         deadline = time.monotonic() + 10
         while not rendered and time.monotonic() < deadline:

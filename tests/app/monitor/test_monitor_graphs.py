@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 from collections import deque
 
+from rich.cells import cell_len
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 
@@ -104,7 +105,10 @@ def check(pane: MonitorPane, snapshot: PodSnapshot, clock: Clock | None = None) 
     rows = table.lines
     assert sorted(row.index for row in rows) == sorted({g.index for g in snapshot.latest.gpus})
     for y, row in enumerate(rows):
-        painted = table.render_lines(Region(0, y, table.size.width, 1))[0].text  # as painted: stale if not repainted
+        strip = table.render_lines(Region(0, y, table.size.width, 1))[0]
+        painted = strip.text  # as painted: stale if not repainted
+        # the length the line declares (not measured cell by cell: GpuRows.line_strip) is the cells it holds
+        assert strip.cell_length == cell_len(painted) == table.size.width, (y, painted)
         for metric in PICKS:
             want = expected(snapshot.history, row.index, metric)
             # the graph keeps an hour of points as they came (GRAPH_POINTS); its newest are the history's

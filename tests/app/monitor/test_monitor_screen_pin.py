@@ -20,12 +20,14 @@ from rich.cells import cell_len
 from rich.segment import ControlType
 from textual._compositor import Compositor
 from textual.screen import Screen
+from textual.widget import Widget
 
 from app.tui import PrimeTrainApp
 from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from services.monitor.health import HealthTracker
 from services.monitor.service import MonitorService
 from tests.app.helpers import Parked
+from widgets.monitor_rows import PartsRow
 
 GIB = 1024**3
 START = 1_700_000_000.0
@@ -65,7 +67,13 @@ def screen_cells(screen: Screen, compositor: Compositor) -> list[list[tuple[str,
         widget.refresh()  # (the GPU and host rows forget their lines and styles)
         widget._styles_cache.clear()
     out = []
-    for chop in Compositor._render_chops(compositor, compositor.size.region, lambda y: True):
+    own = PartsRow.render_lines
+    PartsRow.render_lines = Widget.render_lines  # type: ignore[method-assign]  # the rows' lines through Textual's styles cache
+    try:
+        chops = Compositor._render_chops(compositor, compositor.size.region, lambda y: True)
+    finally:
+        PartsRow.render_lines = own  # type: ignore[method-assign]
+    for chop in chops:
         line: list[tuple[str, object]] = []
         for strip in chop.values():
             for segment in strip:
