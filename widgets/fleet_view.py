@@ -25,7 +25,7 @@ from textual.cache import LRUCache
 from textual.color import Color
 from textual.coordinate import Coordinate
 from textual.filter import LineFilter
-from textual.geometry import NULL_SPACING, Offset, Region
+from textual.geometry import Offset, Region
 from textual.strip import Strip
 from textual.style import Style as VisualStyle
 from textual.widgets import DataTable
@@ -37,6 +37,7 @@ from widgets.alerts import SEVERITY_STYLE, badge_text, loss_trend, worst
 from widgets.cluster_view import job_utils, summary
 from widgets.columns import fit_columns
 from widgets.format import NA
+from widgets.paint import draws_own_lines_only
 
 COLUMNS = (
     ("pod", "Pod", 22),
@@ -526,23 +527,9 @@ class FleetView(DataTable):
     def _plain_look(self) -> tuple[int, int, Style, Color, tuple[LineFilter, ...]] | None:
         """(width, height, the content's background style, background, the App's line filters) when the widget's
         styles leave its lines as it draws them; None when they do not (Textual's styles cache draws them then)."""
-        styles = self.styles
-        if (
-            self.BLANK
-            or self._border_title is not None
-            or self._border_subtitle is not None
-            or styles.padding != NULL_SPACING
-            or any(edge for edge, _ in styles.border)
-            or any(edge for edge, _ in styles.outline)
-            or styles.tint.a
-            or styles.text_opacity != 1.0
-            or (styles.has_rule("hatch") and styles.hatch != "none")
-            or self.opacity != 1.0
-        ):
+        if not draws_own_lines_only(self):
             return None
         size = self.region.size
-        if size != self.content_region.size:
-            return None
         if self.auto_links:  # Textual restyles the hovered link: never in this table (its cells carry no @click)
             hover = self.hover_style
             if hover._link_id and hover._meta and "@click" in hover.meta:

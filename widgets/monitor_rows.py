@@ -29,7 +29,7 @@ from rich.style import Style
 from textual.color import Color
 from textual.content import Content
 from textual.dom import NoScreen
-from textual.geometry import NULL_SPACING, Region, Size
+from textual.geometry import Region, Size
 from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
@@ -38,6 +38,7 @@ from services.models import GpuSample, Sample
 from services.monitor.trend import BUCKET_S, TrendBucket
 from services.text import plain
 from widgets.format import NA, Timeline, number, used_total_gib
+from widgets.paint import draws_own_lines_only
 from widgets.trend import History
 
 if TYPE_CHECKING:  # typing.Self is Python 3.11+
@@ -295,21 +296,7 @@ class PartsRow(Widget):
         for a reason (as :attr:`looks`)."""
         plain = self._plain
         if plain is None:
-            styles = self.styles
-            simple = not (
-                self.BLANK
-                or self._border_title is not None
-                or self._border_subtitle is not None
-                or styles.padding != NULL_SPACING
-                or any(edge for edge, _ in styles.border)
-                or any(edge for edge, _ in styles.outline)
-                or styles.tint.a
-                or styles.text_opacity != 1.0
-                or (styles.has_rule("hatch") and styles.hatch != "none")
-                or self.opacity != 1.0
-                or self.region.size != self.content_region.size
-            )
-            plain = self._plain = (self.background_colors[1] if simple else None,)
+            plain = self._plain = (self.background_colors[1] if draws_own_lines_only(self) else None,)
         return plain[0]
 
     def render_lines(self, crop: Region) -> list[Strip]:

@@ -9,14 +9,18 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from services import runs
+from services.connect import open_connection
 from services.models import Pod, PodKind, PodSnapshot
 from services.monitor.service import MonitorService
 from services.monitor.worker import MonitorSettings
+from services.pod.connection import Connection
+from services.pod.local import LocalConnection
 from tests.services.monitor.test_service import wait_for
 
 REPO = Path(__file__).resolve().parents[3]
@@ -51,6 +55,48 @@ def age_all(run: Path, seconds: float) -> None:
     t = time.time() - seconds
     for p in [*(run / "logs").glob("*.log"), *run.glob("*.jsonl"), *(run / "configs").glob("*.json")]:
         os.utime(p, (t, t))
+
+
+def tracking(probes: list) -> type[LocalConnection]:
+    """The real local connection, keeping every probe stream it starts in ``probes`` (a test kills one: the
+    connection drops and the monitor starts another)."""
+
+    class Tracked(LocalConnection):
+        async def start_probe(self, args):
+            stream = await super().start_probe(args)
+            probes.append(stream)
+            return stream
+
+    return Tracked
+
+
+def writing_before_the_probe(write: Callable[[], None]) -> Callable[[Pod], Connection]:
+    """The pod's real connection, with ``write()`` done between the monitor's first look and the probe's start."""
+
+    def connector(pod: Pod) -> Connection:
+        conn = open_connection(pod)
+        start_probe = conn.start_probe
+
+        async def late(args):
+            write()
+            return await start_probe(args)
+
+        conn.start_probe = late  # type: ignore[method-assign]
+        return conn
+
+    return connector
+
+
+async def until_the_oom_alert(mon: MonitorService) -> PodSnapshot:
+    """Pod "p"'s snapshot once it shows the OOM alert (within 20 s); the monitor is closed either way."""
+    try:
+        return await wait_for(
+            lambda: "log:cuda-oom" in {a.id for a in mon.snapshot("p").alerts} and mon.snapshot("p"),
+            what="the OOM alert",
+            timeout=20,
+        )
+    finally:
+        await mon.aclose()
 
 
 async def first_look(pod: Pod, **kw) -> tuple[MonitorService, PodSnapshot]:
@@ -136,9 +182,6 @@ async def test_a_first_look_that_ends_after_the_run_dir_changed_is_not_the_new_r
     import asyncio
     import threading
 
-    from services.pod.connection import Connection
-    from services.pod.local import LocalConnection
-
     old = write_run(tmp_path / "old", 8)
     age_all(old, 7200)  # the old run: stalled two hours ago
     new = write_run(tmp_path / "new", 4)
@@ -204,20 +247,13 @@ async def test_a_first_look_that_ends_after_the_run_dir_changed_is_not_the_new_r
 async def test_following_a_newer_recorded_launch_after_a_reconnect_starts_a_new_run(tmp_path: Path) -> None:
     """A pod without run_dir follows its newest recorded launch; when a newer launch is recorded and the
     probe reconnects, the new run starts clean (the old run's step 8 does not stand for the new run's 2)."""
-    from services.pod.local import LocalConnection
-
     old, new = write_run(tmp_path / "old", 8), write_run(tmp_path / "new", 2)
     records = tmp_path / "records"
     runs.save_record(records, {"id": "r1", "pod": "p", "started": 1.0, "run_dir": str(old)})
     probes: list = []
-
-    class Tracked(LocalConnection):
-        async def start_probe(self, args):
-            stream = await super().start_probe(args)
-            probes.append(stream)
-            return stream
-
-    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2, backoff_max=0.5), connector=Tracked)
+    mon = MonitorService(
+        lambda s: None, settings=MonitorSettings(interval=0.2, backoff_max=0.5), connector=tracking(probes)
+    )
     mon.runs_dir = records
     mon.add(Pod(name="p", kind=PodKind.LOCAL))
     try:
@@ -238,8 +274,6 @@ async def test_a_run_that_wrote_and_crashed_between_the_first_look_and_the_probe
     an OOM and dies, and only then does the probe start. The probe read the logs it found at its start from their
     end, so none of those lines ever showed (the incident corpus's OOM run under load: a crash with no cause).
     Now a look that found no log has the probe read them from their start."""
-    from services.connect import open_connection
-
     run = tmp_path / "run"
     lines = [
         "14:00:01 SUCCESS Step 1 |    1.0s | Loss 0.5000",
@@ -247,70 +281,41 @@ async def test_a_run_that_wrote_and_crashed_between_the_first_look_and_the_probe
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     ]
 
-    def connector(pod: Pod):
-        conn = open_connection(pod)
-        start_probe = conn.start_probe
+    def wrote_and_ended() -> None:  # between the look and the probe
+        (run / "logs").mkdir(parents=True, exist_ok=True)
+        (run / "logs" / "trainer.log").write_text("\n".join(lines) + "\n")
 
-        async def late(args):  # between the look and the probe: the run wrote, and ended
-            (run / "logs").mkdir(parents=True, exist_ok=True)
-            (run / "logs" / "trainer.log").write_text("\n".join(lines) + "\n")
-            return await start_probe(args)
-
-        conn.start_probe = late  # type: ignore[method-assign]
-        return conn
-
-    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2), connector=connector)
+    mon = MonitorService(
+        lambda s: None, settings=MonitorSettings(interval=0.2), connector=writing_before_the_probe(wrote_and_ended)
+    )
     pod = Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run))
     mon.add(pod)
-    try:
-        snap = await wait_for(
-            lambda: "log:cuda-oom" in {a.id for a in mon.snapshot("p").alerts} and mon.snapshot("p"),
-            what="the OOM alert",
-            timeout=20,
-        )
-    finally:
-        await mon.aclose()
+    snap = await until_the_oom_alert(mon)
     assert any("CUDA out of memory" in line for line in snap.log_tail)
     assert snap.run is not None and snap.run.step == 1
 
 
 async def test_lines_written_between_the_first_look_and_the_probe_are_seen(tmp_path: Path) -> None:
     """The first look finds the run's log with a step in it; the run then writes an OOM and dies before the probe
-    starts. The probe read the logs present at its start from their end, so the crash's cause never showed (the
-    incident corpus's OOM run under load: a crash alert without the OOM). Now the probe goes on from where the look
-    read each log."""
-    from services.connect import open_connection
-
+    starts. The probe read the logs present at its start from their end, so the crash's cause never showed (a crash
+    alert without the OOM). Now the probe goes on from where the look read each log."""
     run = tmp_path / "run"
     (run / "logs").mkdir(parents=True)
     log = run / "logs" / "trainer.log"
     log.write_text("14:00:01 SUCCESS Step 1 |    1.0s | Loss 0.5000\n")
 
-    def connector(pod: Pod):
-        conn = open_connection(pod)
-        start_probe = conn.start_probe
+    def crashed() -> None:  # between the look and the probe: the run wrote, and ended
+        with log.open("a") as f:
+            f.write(
+                "Traceback (most recent call last):\n"
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+            )
 
-        async def late(args):  # between the look and the probe: the run wrote, and ended
-            with log.open("a") as f:
-                f.write(
-                    "Traceback (most recent call last):\n"
-                    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
-                )
-            return await start_probe(args)
-
-        conn.start_probe = late  # type: ignore[method-assign]
-        return conn
-
-    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2), connector=connector)
+    mon = MonitorService(
+        lambda s: None, settings=MonitorSettings(interval=0.2), connector=writing_before_the_probe(crashed)
+    )
     mon.add(Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run)))
-    try:
-        snap = await wait_for(
-            lambda: "log:cuda-oom" in {a.id for a in mon.snapshot("p").alerts} and mon.snapshot("p"),
-            what="the OOM alert",
-            timeout=20,
-        )
-    finally:
-        await mon.aclose()
+    snap = await until_the_oom_alert(mon)
     tail = [line for line in snap.log_tail if "Step 1" in line or "CUDA out of memory" in line]
     assert len(tail) == 2, snap.log_tail  # each line once: the look's and the probe's do not overlap
 
@@ -321,21 +326,14 @@ async def test_a_reconnect_loses_no_log_line(tmp_path: Path) -> None:
     the crash's cause. Now it goes on from where the last sample left each log."""
     import signal
 
-    from services.pod.local import LocalConnection
-
     run = tmp_path / "run"
     (run / "logs").mkdir(parents=True)
     log = run / "logs" / "trainer.log"
     log.write_text("14:00:01 SUCCESS Step 1 |    1.0s | Loss 0.5000\n")
     probes: list = []
-
-    class Tracked(LocalConnection):
-        async def start_probe(self, args):
-            stream = await super().start_probe(args)
-            probes.append(stream)
-            return stream
-
-    mon = MonitorService(lambda s: None, settings=MonitorSettings(interval=0.2, backoff_max=0.5), connector=Tracked)
+    mon = MonitorService(
+        lambda s: None, settings=MonitorSettings(interval=0.2, backoff_max=0.5), connector=tracking(probes)
+    )
     mon.add(Pod(name="p", kind=PodKind.LOCAL, run_dir=str(run)))
     try:
         with log.open("a") as f:
@@ -350,13 +348,10 @@ async def test_a_reconnect_loses_no_log_line(tmp_path: Path) -> None:
                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
             )
         os.kill(first._proc.pid, signal.SIGKILL)  # the connection drops; the monitor starts another probe
-        snap = await wait_for(
-            lambda: "log:cuda-oom" in {a.id for a in mon.snapshot("p").alerts} and mon.snapshot("p"),
-            what="the OOM alert",
-            timeout=20,
-        )
-    finally:
+    except BaseException:
         await mon.aclose()
+        raise
+    snap = await until_the_oom_alert(mon)
     assert len(probes) >= 2
     assert snap.run is not None and snap.run.step == 3, snap.run
     assert sum("Step 2" in line for line in snap.log_tail) == 1, snap.log_tail  # nothing read twice
