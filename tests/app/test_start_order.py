@@ -4,10 +4,14 @@ the first paint of --demo)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from textual.app import App
+from textual.pilot import Pilot
 
 import app.frames
 import app.tui
@@ -308,6 +312,19 @@ def test_the_first_frame_reads_no_offer_settings(tmp_path) -> None:
     }, loaded
 
 
+@contextlib.asynccontextmanager
+async def started_with_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, settings: str
+) -> AsyncIterator[tuple[PrimeTrainApp, Pilot]]:
+    """The parked app started with ``settings`` as its settings.toml, every pane mounted."""
+    (tmp_path / "settings.toml").write_text(settings)
+    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path))
+    tui = parked_app()
+    async with tui.run_test(size=(120, 40)) as pilot:
+        await panes_mounted(pilot)
+        yield tui, pilot
+
+
 async def test_a_broken_offers_table_is_still_said_once_and_the_offers_pane_uses_the_defaults(
     monkeypatch, tmp_path
 ) -> None:
@@ -315,11 +332,7 @@ async def test_a_broken_offers_table_is_still_said_once_and_the_offers_pane_uses
     naming the line and the fix) when the Offers pane is built, and the pane and the rentals use the defaults."""
     from app.pane_registry import OFFERS
 
-    (tmp_path / "settings.toml").write_text("[offers]\ncache_tll = 60\n")
-    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path))
-    tui = parked_app()
-    async with tui.run_test(size=(120, 40)) as pilot:
-        await panes_mounted(pilot)
+    async with started_with_settings(monkeypatch, tmp_path, "[offers]\ncache_tll = 60\n") as (tui, pilot):
         assert tui.mounted(OFFERS).cache_ttl == 600.0
         assert tui.rentals.settings.cap_margin == 0.10
         await pilot.pause()
@@ -331,10 +344,6 @@ async def test_a_broken_offers_table_is_still_said_once_and_the_offers_pane_uses
 async def test_the_offers_pane_gets_the_cache_ttl_of_settings_toml(monkeypatch, tmp_path) -> None:
     from app.pane_registry import OFFERS
 
-    (tmp_path / "settings.toml").write_text("[offers]\ncache_ttl = 60\n")
-    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path))
-    tui = parked_app()
-    async with tui.run_test(size=(120, 40)) as pilot:
-        await panes_mounted(pilot)
+    async with started_with_settings(monkeypatch, tmp_path, "[offers]\ncache_ttl = 60\n") as (tui, _):
         assert tui.mounted(OFFERS).cache_ttl == 60.0
         assert not [n for n in tui._notifications if "offers use the defaults" in n.message]

@@ -50,16 +50,14 @@ import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
-# (trainer_ckpt_dir is re-exported: the agent's answer, for tests)
 if __package__:  # imported from the repo (services.pod.agent.backup)
-    from .common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir
+    from .common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs
     from .restore import cmd_download
     from .transfer import (
         TIMEOUT,
         Throttle,
         _stop,
         compress,
-        decompress,
         emit,
         fingerprint,
         http,
@@ -71,14 +69,13 @@ else:  # run on the pod: its siblings were uploaded beside it, and a script's ow
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
         sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True  # no __pycache__ in the pod's hashed dir: it holds what was uploaded
-    from common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs, trainer_ckpt_dir  # noqa: F401
+    from common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs
     from restore import cmd_download
-    from transfer import (  # noqa: F401
+    from transfer import (
         TIMEOUT,
         Throttle,
         _stop,
         compress,
-        decompress,
         emit,
         fingerprint,
         http,

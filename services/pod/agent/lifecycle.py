@@ -21,7 +21,6 @@ import signal
 import sys
 import time
 
-# (checkpoint_complete and trainer_ckpt_dir are re-exported: the helper's answers, for tests)
 if __package__:  # imported from the repo (services.pod.agent.lifecycle)
     from .common import checkpoint_complete, has_orchestrator, step_dirs, trainer_ckpt_dir
 else:  # run on the pod: its siblings were uploaded beside it, and a script's own dir is sys.path[0]

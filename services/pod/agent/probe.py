@@ -93,16 +93,13 @@ try:
 except ImportError:  # pragma: no cover - non-POSIX
     resource = None  # type: ignore[assignment]  # an optional module: every use checks it first
 
-# common.checkpoint_complete and trainer_ckpt_dir are re-exported: the probe's answers, for tests
 if __package__:  # imported from the repo (services.pod.agent.probe)
-    from .common import checkpoint_complete, trainer_ckpt_dir
     from .rundir import RunDir, _short, _try, encode, fit
     from .signals import Signals
 else:  # run on the pod: its siblings were uploaded beside it, and a script's own dir is sys.path[0]
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
         sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     sys.dont_write_bytecode = True  # no __pycache__ in the pod's hashed dir: it holds what was uploaded
-    from common import checkpoint_complete, trainer_ckpt_dir  # noqa: F401
     from rundir import RunDir, _short, _try, encode, fit
     from signals import Signals
 

@@ -18,13 +18,9 @@ import time
 if __package__:  # imported from the repo (services.pod.agent.rundir)
     from .common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs
     from .traces import (
-        TRACE_HEAD_BYTES,
         TRACE_LAG_BYTES,
         TRACE_READ_BYTES,
         TRACE_RECORDS_PER_SAMPLE,
-        TRACE_STEPS,
-        TRACE_TIMING_BYTES,
-        TRACE_TIMINGS_PER_LINE,
         TraceTail,
         _trace_paths,
     )
@@ -32,14 +28,10 @@ else:  # beside probe.py on the pod: common.py too (this dir is sys.path[0] of t
     if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # loaded by path, not run
         sys.path.append(os.path.dirname(os.path.abspath(__file__)))
     from common import checkpoint_complete, ckpt_roots, has_orchestrator, step_dirs
-    from traces import (  # noqa: F401
-        TRACE_HEAD_BYTES,
+    from traces import (
         TRACE_LAG_BYTES,
         TRACE_READ_BYTES,
         TRACE_RECORDS_PER_SAMPLE,
-        TRACE_STEPS,
-        TRACE_TIMING_BYTES,
-        TRACE_TIMINGS_PER_LINE,
         TraceTail,
         _trace_paths,
     )
@@ -349,7 +341,7 @@ class RunDir:
         return self._bounded(out, errors, "metrics", "training.csv", CSV_BYTES_PER_SAMPLE)
 
     def new_traces(self, errors):
-        """Per-trace timings from the traces.jsonl files of the newest TRACE_STEPS rollouts/step_N dirs
+        """Per-trace timings from the traces.jsonl files of the newest traces.TRACE_STEPS rollouts/step_N dirs
         (train/all, else train/effective: the same episodes twice otherwise): new lines since the last
         sample; a file present at start from its last TRACE_READ_BYTES, later ones from their start."""
         first, self.traces_first = self.traces_first, False

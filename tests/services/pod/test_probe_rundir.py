@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from services.pod.agent import probe as probe_mod
+from services.pod.agent.common import checkpoint_complete
 from tests.services.pod.probe_support import make_env, wait_samples
 
 
@@ -87,16 +87,14 @@ def test_checkpoint_completeness_follows_prime_rl_markers(tmp_path: Path) -> Non
             (d / f).write_bytes(b"x")
         return str(d)
 
-    assert probe_mod.checkpoint_complete(
-        step("full", "trainer/__0_0.distcp", "trainer/.metadata", "orchestrator/progress.pt")
-    )
-    assert not probe_mod.checkpoint_complete(step("mid_write", "trainer/__0_0.distcp", "orchestrator/progress.pt"))
-    assert not probe_mod.checkpoint_complete(
+    assert checkpoint_complete(step("full", "trainer/__0_0.distcp", "trainer/.metadata", "orchestrator/progress.pt"))
+    assert not checkpoint_complete(step("mid_write", "trainer/__0_0.distcp", "orchestrator/progress.pt"))
+    assert not checkpoint_complete(
         step("no_orch_yet", "trainer/__0_0.distcp", "trainer/.metadata", "orchestrator/progress.pt.tmp")
     )
-    assert probe_mod.checkpoint_complete(step("trainer_only", "trainer/.metadata"))  # ckpt.output_dir split
-    assert probe_mod.checkpoint_complete(step("legacy", "model.safetensors", "STABLE"))
-    assert not probe_mod.checkpoint_complete(step("empty"))
+    assert checkpoint_complete(step("trainer_only", "trainer/.metadata"))  # ckpt.output_dir split
+    assert checkpoint_complete(step("legacy", "model.safetensors", "STABLE"))
+    assert not checkpoint_complete(step("empty"))
 
 
 def test_run_info_reads_max_steps_from_the_resolved_configs(tmp_path: Path, start_probe) -> None:

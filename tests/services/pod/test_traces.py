@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from services.models import Sample
 from services.pod.agent import rundir
 from services.pod.agent.rundir import RunDir
-from services.pod.agent.traces import TraceTail, episode_env, timing_record
+from services.pod.agent.traces import TRACE_HEAD_BYTES, TRACE_TIMING_BYTES, TraceTail, episode_env, timing_record
 
 REPO = Path(__file__).resolve().parents[3]
 PROBE = REPO / "services" / "pod" / "agent" / "probe.py"
@@ -179,7 +179,7 @@ def test_a_line_larger_than_a_read_is_never_held_whole() -> None:
     tail, out = TraceTail(1, 0, 0, False), []
     for at in range(0, len(big), 4096):
         tail.feed(big[at : at + 4096], out)
-        assert len(tail.head) <= rundir.TRACE_HEAD_BYTES and len(tail.carry) <= rundir.TRACE_TIMING_BYTES + 16
+        assert len(tail.head) <= TRACE_HEAD_BYTES and len(tail.carry) <= TRACE_TIMING_BYTES + 16
     assert strip_step(out) == [expected("long", 9.0, 2.0), expected("long", 1.0, 1.0)]
 
 
