@@ -3,6 +3,7 @@ widgets seen on them (:class:`LineCompositor`), and the screen that uses it (:cl
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -45,38 +46,37 @@ class LineCompositor(Compositor):
         intersection = Region.intersection
         crop_overlaps = crop.overlaps
         crop_left, crop_right = crop.x, crop.right
-        seen: dict[int, list[int]] = {}  # per line: its cuts whose piece reaches into the crop (the rest is not sent)
-
-        def seen_cuts(y: int) -> list[int]:
-            found = seen.get(y)
-            if found is None:
-                line = cuts[y]
-                found = seen[y] = [cut for cut, end in zip(line, line[1:]) if cut < crop_right and end > crop_left]
-            return found
-
+        # the lines this frame draws, in order, and per line its cuts whose piece reaches into the crop (the rest
+        # is not sent) and no widget in front has drawn yet: once a line has none, no widget behind is asked for it
+        rendered = [y for y in range(crop.y, crop.bottom) if is_rendered_line(y)]
+        open_cuts = {
+            y: [cut for cut, end in zip(cuts[y], cuts[y][1:]) if cut < crop_right and end > crop_left] for y in rendered
+        }
         for widget, (region, clip) in self.visible_widgets.items():  # front to back
             shown = intersection(region, clip)
             if not crop_overlaps(shown):
                 continue  # beside the changed box: nothing of it is sent to the terminal
             left, right = shown.x, shown.right
-            _, top, _, height = intersection(shown, crop)
             wanted = [
                 y
-                for y in range(top, top + height)
-                if is_rendered_line(y) and any(chops[y][cut] is None for cut in seen_cuts(y) if left <= cut < right)
+                for y in rendered[bisect_left(rendered, shown.y) : bisect_left(rendered, shown.bottom)]
+                if any(left <= cut < right for cut in open_cuts[y])
             ]
             if not wanted:
                 continue  # no line of it is drawn in this frame, or what it would draw is hidden
             for first, last in _runs(wanted):
                 strips = widget.render_lines(Region(left - region.x, first - region.y, shown.width, last - first))
                 for y, strip in zip(range(first, last), strips):
-                    if not is_rendered_line(y):
-                        continue
+                    if y not in open_cuts:
+                        continue  # (between two drawn lines of a run: not sent)
                     chops_line = chops[y]
                     final_cuts = [cut for cut in cuts[y] if right >= cut >= left]
                     for cut, piece in zip(final_cuts, strip.divide([cut - left for cut in final_cuts[1:]])):
                         if chops_line.get(cut) is None:
                             chops_line[cut] = piece
+                    still = open_cuts[y]
+                    if still:
+                        open_cuts[y] = [cut for cut in still if chops_line[cut] is None]
         return cast("Sequence[Mapping[int, Strip]]", chops)  # (as Textual's: a line's unrendered cuts stay None)
 
 

@@ -37,7 +37,7 @@ from widgets.alerts import SEVERITY_STYLE, badge_text, loss_trend, worst
 from widgets.cluster_view import job_utils, summary
 from widgets.columns import fit_columns
 from widgets.format import NA
-from widgets.paint import draws_own_lines_only
+from widgets.paint import draws_own_lines_only, filtered
 
 COLUMNS = (
     ("pod", "Pod", 22),
@@ -556,9 +556,7 @@ class FleetView(DataTable):
             if kept is not None and kept[0] is line:
                 strips.append(kept[1])
                 continue
-            strip = line.adjust_cell_length(width, inner)
-            for line_filter in filters:
-                strip = strip.apply_filter(line_filter, background)
+            strip = filtered(line.adjust_cell_length(width, inner), filters, background)
             made[y] = (line, strip)
             strips.append(strip)
         x1, x2 = crop.column_span

@@ -38,7 +38,7 @@ from services.models import GpuSample, Sample
 from services.monitor.trend import BUCKET_S, TrendBucket
 from services.text import plain
 from widgets.format import NA, Timeline, number, used_total_gib
-from widgets.paint import draws_own_lines_only
+from widgets.paint import draws_own_lines_only, filtered
 from widgets.trend import History
 
 if TYPE_CHECKING:  # typing.Self is Python 3.11+
@@ -312,12 +312,7 @@ class PartsRow(Widget):
                 return super().render_lines(crop)
             filters = self.app.get_line_filters()
             render_line = self.render_line
-            strips = []
-            for y in crop.line_range:
-                strip = render_line(y)
-                for line_filter in filters:
-                    strip = strip.apply_filter(line_filter, background)
-                strips.append(strip)
+            strips = [filtered(render_line(y), filters, background) for y in crop.line_range]
         finally:
             self._width = None
         x1, x2 = crop.column_span

@@ -4,11 +4,24 @@ Textual's styles cache (``Widget.render_lines``) sends each line a widget draws 
 padding, outline, tint, opacity, hatch: ~40 style lookups), copies it into a new Strip and passes it through the
 App's line filters into a third. A widget whose styles draw none of those gets from it only its line, filtered:
 the Monitor's rows and the fleet table then paint their kept lines themselves (their tests compare the result with
-the cache's, cell for cell)."""
+the cache's, cell for cell).
+
+Of the App's line filters, the one always on (``ANSIToTruecolor``: a colour given by the terminal's palette
+number or name made the theme's RGB, a dim colour blended into its background) changes nothing in a line drawn
+only in RGB colours: :func:`filtered` leaves such a line as it is rather than copying it segment by segment into a
+new Strip (every line a Monitor snapshot changes went through it: ~8 % of the pane's CPU per snapshot)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
+
+from rich.segment import Segment
+from rich.style import Style
+from textual.color import Color
+from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import NULL_SPACING
+from textual.strip import Strip
 from textual.widget import Widget
 
 
@@ -29,3 +42,29 @@ def draws_own_lines_only(widget: Widget) -> bool:
         or widget.opacity != 1.0
         or widget.region.size != widget.content_region.size
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def truecolor_already(style: Style | None) -> bool:
+    """``ANSIToTruecolor`` leaves ``style`` as it is: its colours (if any) are RGB, and it is not dim with a colour
+    (the filter blends a dim colour into the background)."""
+    if style is None:
+        return True
+    color, bgcolor = style.color, style.bgcolor
+    return (color is None or (color.triplet is not None and not style.dim)) and (
+        bgcolor is None or bgcolor.triplet is not None
+    )
+
+
+def filtered(strip: Strip, filters: Iterable[LineFilter], background: Color) -> Strip:
+    """``strip`` through the App's line filters (``Strip.apply_filter``, each result kept by the strip), the
+    truecolour filter skipped where it would change nothing (:func:`truecolor_already` for every segment)."""
+    for line_filter in filters:
+        if type(line_filter) is ANSIToTruecolor and all(map(truecolor_already, map(_style, strip))):
+            continue
+        strip = strip.apply_filter(line_filter, background)
+    return strip
+
+
+def _style(segment: Segment) -> Style | None:
+    return segment.style
