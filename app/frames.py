@@ -13,12 +13,14 @@ from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, NamedTuple, Protocol
 
+from textual import events
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import TabbedContent
 
+from app.compositor import LineScreen
 from app.pods import PodBook
 from app.screens import fleet_shown
 from app.screens.host_key import HostKeyChangedScreen, HostKeyScreen
@@ -80,7 +82,6 @@ class FrameView(Protocol):
     ) -> None: ...
     def push_screen(self, screen: Screen[Any], callback: Callable[[Any], None] | None = None) -> object: ...
     def post_message(self, message: Message) -> bool: ...
-    def call_later(self, callback: Callable[..., Any], *args: Any, **kwargs: Any) -> bool: ...
     def set_timer(
         self, delay: float, callback: Callable[[], object] | None = None, *, name: str | None = None
     ) -> Timer: ...
@@ -149,6 +150,8 @@ class SnapshotFrames:
                 self._ask_about_host_key(snapshot)
                 for told in self.on_shown:
                     told(snapshot)
+        if isinstance(screen := self.view.screen, LineScreen):
+            screen.paint_now()  # this frame, drawn now
         self._arm()  # the times shown may change at other moments now
 
     def _show(self, main: MainWidgets, snapshot: PodSnapshot, now: float, selected: str | None) -> None:
@@ -246,7 +249,9 @@ class SnapshotFrames:
 
     def _due(self) -> None:
         self._wake = None
-        self.view.call_later(self.tick)  # on the App's queue: its error handling, after what is queued
+        # on the App's queue (its error handling, after what is queued) as ``call_later`` puts it, without the new
+        # partial per call whose signature Textual inspects each time (a bound method's count is kept)
+        self.view.post_message(events.Callback(callback=self.tick))
 
     def _next_change(self, now: float) -> float | None:
         main = self.view.main()

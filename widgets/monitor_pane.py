@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from functools import partial
 from typing import TypeVar, overload
 
 from textual import events
@@ -482,7 +483,7 @@ class MonitorPane(Widget):
         set_label(self._one("#gpu-models", Label), f"GPUs: {summary}" if summary else no_gpus(latest))
         self._one("#gpu-header").display = bool(gpus)
         timeline = self._timeline()
-        self._one("#gpu-lines", GpuRows).show(gpus, timeline, older_buckets(snapshot, timeline))
+        self._one("#gpu-lines", GpuRows).show(gpus, timeline, partial(older_buckets, snapshot, timeline))
 
     def _timeline(self) -> Timeline:
         """The GPU graphs' timeline, brought up to the shown snapshot's history once per snapshot, for every GPU

@@ -376,11 +376,16 @@ class GpuLine:
         return self.histories[metric].bars(width, 0.0, self.high(metric))
 
     def update(
-        self, gpu: GpuSample | None, timeline: Timeline, older: Sequence[TrendBucket] = (), end: int = 0
+        self,
+        gpu: GpuSample | None,
+        timeline: Timeline,
+        older: Callable[[], Sequence[TrendBucket]] = tuple,
+        end: int = 0,
     ) -> None:
-        """The latest figures, and the graphs' new points; a graph drawn afresh starts with ``older``, the monitor's
-        downsampled buckets before the timeline's first sample (an hour at 1 Hz in all), its newest point at
-        position ``end - 1`` (the graphs' buckets are anchored to positions: widgets/trend.py clock_buckets)."""
+        """The latest figures, and the graphs' new points; a graph drawn afresh starts with ``older()``, the
+        monitor's downsampled buckets before the timeline's first sample (an hour at 1 Hz in all; asked for only
+        then), its newest point at position ``end - 1`` (the graphs' buckets are anchored to positions:
+        widgets/trend.py clock_buckets)."""
         if gpu is None:
             self.figures = dict.fromkeys(METRICS, NA)
             self.levels = dict.fromkeys(METRICS, "")
@@ -393,10 +398,11 @@ class GpuLine:
             self._seen = seen
             index = self.index
             gpus = [None if sample is None else gpu_at(sample, index) for sample in entries]
+            before = older() if everything else ()
             for metric, pick in PICKS.items():
                 history = self.histories[metric]
                 if everything:  # the newest point at position ``end - 1``, the others one before another
-                    points = older_points(older, index, metric, history.limit - len(gpus)) if older else []
+                    points = older_points(before, index, metric, history.limit - len(gpus)) if before else []
                     history.clear(start=end - len(points) - len(gpus))
                     history.extend(points)
                 for g in gpus:
@@ -440,10 +446,13 @@ class GpuRows(PartsRow):
         """Where ``part`` (figure | graph) of ``metric`` is drawn now on every line; None when it is not shown."""
         return next((c for c in self.columns() if c.part == part and c.metric == metric), None)
 
-    def show(self, gpus: dict[int, GpuSample], timeline: Timeline, older: Sequence[TrendBucket] = ()) -> None:
+    def show(
+        self, gpus: dict[int, GpuSample], timeline: Timeline, older: Callable[[], Sequence[TrendBucket]] = tuple
+    ) -> None:
         """The GPUs of the newest sample (by index) and the graphs' new points. Another set of GPUs (one missing
         from the newest sample, a pod switch) makes new lines, whose graphs read the whole timeline, after
-        ``older`` (the monitor's downsampled buckets before it)."""
+        ``older()`` (the monitor's downsampled buckets before it: worked out only for graphs drawn afresh, once
+        for all lines; an hour of them is ~360 buckets to go through)."""
         indices = sorted(gpus)
         if indices != [line.index for line in self.lines]:
             self.lines = [GpuLine(i, self.limit) for i in indices]
@@ -451,6 +460,7 @@ class GpuRows(PartsRow):
             self.refresh(layout=True)  # another height; every line drawn afresh
         width, tight, graphs, drawn = self.size.width, self.tight, self.graphs, self._drawn.get
         end = self.end(timeline)
+        older = functools.cache(older)
         changed: list[list[int]] = []  # runs of neighbouring lines that changed, [first, end]: a region each
         for y, line in enumerate(self.lines):
             line.update(gpus[line.index], timeline, older, end)
