@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, cast
 
 from textual._compositor import Compositor
@@ -12,6 +13,7 @@ from textual.geometry import Region
 from textual.screen import Screen
 from textual.strip import Strip
 
+NOTHING: Mapping[int, Strip | None] = MappingProxyType({})  # a line not drawn in a frame: no piece, none to add
 RUN_GAP = 4  # lines: two changed lines closer than this are rendered in one call (a call costs ~4 lines)
 
 
@@ -42,13 +44,17 @@ class LineCompositor(Compositor):
 
     def _render_chops(self, crop: Region, is_rendered_line: Callable[[int], bool]) -> Sequence[Mapping[int, Strip]]:
         cuts = self.cuts
-        chops: list[dict[int, Strip | None]] = [dict.fromkeys(cut_set[:-1]) for cut_set in cuts]
         intersection = Region.intersection
         crop_overlaps = crop.overlaps
         crop_left, crop_right = crop.x, crop.right
         # the lines this frame draws, in order, and per line its cuts whose piece reaches into the crop (the rest
         # is not sent) and no widget in front has drawn yet: once a line has none, no widget behind is asked for it
         rendered = [y for y in range(crop.y, crop.bottom) if is_rendered_line(y)]
+        # a piece per cut of the lines drawn (Textual made them for every line of the screen: only the drawn ones
+        # are read, ``ChopsUpdate`` goes through its spans' lines)
+        chops: list[Mapping[int, Strip | None]] = [NOTHING] * len(cuts)
+        for y in rendered:
+            chops[y] = dict.fromkeys(cuts[y][:-1])
         open_cuts = {
             y: [cut for cut, end in zip(cuts[y], cuts[y][1:]) if cut < crop_right and end > crop_left] for y in rendered
         }
@@ -69,7 +75,7 @@ class LineCompositor(Compositor):
                 for y, strip in zip(range(first, last), strips):
                     if y not in open_cuts:
                         continue  # (between two drawn lines of a run: not sent)
-                    chops_line = chops[y]
+                    chops_line = cast("dict[int, Strip | None]", chops[y])
                     final_cuts = [cut for cut in cuts[y] if right >= cut >= left]
                     for cut, piece in zip(final_cuts, strip.divide([cut - left for cut in final_cuts[1:]])):
                         if chops_line.get(cut) is None:

@@ -38,7 +38,7 @@ from services.models import GpuSample, Sample
 from services.monitor.trend import BUCKET_S, TrendBucket
 from services.text import plain
 from widgets.format import NA, Timeline, number, used_total_gib
-from widgets.paint import draws_own_lines_only, filtered
+from widgets.paint import draws_own_lines_only, filtered, truecolor_already
 from widgets.trend import History
 
 if TYPE_CHECKING:  # typing.Self is Python 3.11+
@@ -195,6 +195,7 @@ class PartsRow(Widget):
     PREFIX = ""
     PARTS: tuple[str, ...] = ()
     LEVELS = ("warn", "critical")  # every row's threshold colours: ``parts-row--warn``, styled once in app.tcss
+    LOOKS_ONLY = False  # True: :meth:`draw` draws with the styles of :attr:`looks` alone (no marks, no others)
 
     def __init_subclass__(cls, **kwargs) -> None:
         if cls.PREFIX:  # the component classes are its parts: ``<PREFIX>--<part>``
@@ -312,7 +313,8 @@ class PartsRow(Widget):
                 return super().render_lines(crop)
             filters = self.app.get_line_filters()
             render_line = self.render_line
-            strips = [filtered(render_line(y), filters, background) for y in crop.line_range]
+            rgb_only = self.LOOKS_ONLY and all(map(truecolor_already, self.looks.values()))
+            strips = [filtered(render_line(y), filters, background, rgb_only=rgb_only) for y in crop.line_range]
         finally:
             self._width = None
         x1, x2 = crop.column_span
@@ -428,6 +430,7 @@ class GpuRows(PartsRow):
 
     DEFAULT_CSS = "GpuRows { height: auto; }"
     PREFIX, PARTS = "gpu-row", ("index", "warn", "critical", *METRICS)
+    LOOKS_ONLY = True
 
     def __init__(self, *, limit: int, tight: bool = False, graphs: Iterable[str] = METRICS, **kwargs) -> None:
         super().__init__(tight=tight, graphs=graphs, **kwargs)
@@ -532,6 +535,7 @@ class HostRow(PartsRow):
     a line in a narrow pane, each at the start of its half (as the four labels it replaces were laid out)."""
 
     PREFIX, PARTS = "host-row", ("warn", "critical")
+    LOOKS_ONLY = True
     GAP = 3
 
     def __init__(self, **kwargs) -> None:
@@ -578,6 +582,7 @@ class GpuHeader(PartsRow):
 
     TITLES = {"util": "util", "mem": "memory", "power": "power", "temp": "temp"}
     DEFAULT_CSS = "GpuHeader { height: 1; }"
+    LOOKS_ONLY = True
 
     def draw(self, y: int, width: int, key: tuple) -> list[Segment]:
         looks = self.looks

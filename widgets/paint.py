@@ -56,11 +56,12 @@ def truecolor_already(style: Style | None) -> bool:
     )
 
 
-def filtered(strip: Strip, filters: Iterable[LineFilter], background: Color) -> Strip:
+def filtered(strip: Strip, filters: Iterable[LineFilter], background: Color, *, rgb_only: bool = False) -> Strip:
     """``strip`` through the App's line filters (``Strip.apply_filter``, each result kept by the strip), the
-    truecolour filter skipped where it would change nothing (:func:`truecolor_already` for every segment)."""
+    truecolour filter skipped where it would change nothing: :func:`truecolor_already` for every segment, or
+    ``rgb_only`` (the caller knows every style of the line is, having checked the few it draws with)."""
     for line_filter in filters:
-        if type(line_filter) is ANSIToTruecolor and all(map(truecolor_already, map(_style, strip))):
+        if type(line_filter) is ANSIToTruecolor and (rgb_only or all(map(truecolor_already, map(_style, strip)))):
             continue
         strip = strip.apply_filter(line_filter, background)
     return strip

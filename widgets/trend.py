@@ -114,7 +114,7 @@ class History:
         self._peaks: deque[tuple[int, float]] = deque()  # (position, value), values decreasing: the window's max
         self._seq = start  # position of the next point (one a second: the clock's second when drawn afresh)
         # the last bars drawn: (width, size, low, high, first bucket, first position, end position, cells)
-        self._bars: tuple[int, int, float, float, int, int, int, list[str]] | None = None
+        self._bars: tuple[int, int, float, float, int, int, int, str] | None = None
 
     def append(self, value: float | None) -> None:
         exact = self._exact(value) if value is not None and math.isfinite(value) else 0  # may rescale the totals
@@ -206,31 +206,42 @@ class History:
         start = end - n
         last = (end - 1) // size
         first = max(start // size, last - width + 1)
-        top = len(BARS) - 1
-        bucket = self._bucket
-
-        def cell(k: int) -> str:
-            value = bucket(k, size, start, end)
-            if value is None:
-                return " "
-            frac = (value - low) / span
-            frac = 1.0 if frac > 1.0 else 0.0 if frac < 0.0 else frac
-            level = int(frac * len(BARS))
-            return BARS[top if level > top else level]
-
         cached = self._bars
         # the buckets whose points were all in the last call's window and still are: their cells as they were
-        keep_from, keep_to = first, first - 1
-        if cached is not None and cached[:4] == (width, size, low, high):
-            c_first, c_start, c_end, c_cells = cached[4], cached[5], cached[6], cached[7]
+        if cached is not None and cached[0] == width and cached[1] == size and cached[2] == low and cached[3] == high:
+            c_first, c_start, c_end, c_text = cached[4], cached[5], cached[6], cached[7]
             keep_from = max(first, c_first, -(-max(start, c_start) // size))
-            keep_to = min(last, c_first + len(c_cells) - 1, min(end, c_end) // size - 1)
-        if keep_from <= keep_to:
-            assert cached is not None
-            cells = [cell(k) for k in range(first, keep_from)]
-            cells += cached[7][keep_from - cached[4] : keep_to - cached[4] + 1]
-            cells += [cell(k) for k in range(keep_to + 1, last + 1)]
+            keep_to = min(last, c_first + len(c_text) - 1, min(end, c_end) // size - 1)
         else:
-            cells = [cell(k) for k in range(first, last + 1)]
-        self._bars = (width, size, low, high, first, start, end, cells)
-        return "".join(cells).rjust(width)
+            keep_from, keep_to, c_first, c_text = first, first - 1, first, ""
+        if keep_from <= keep_to:
+            text = (
+                self._cells(first, keep_from, size, start, end, low, span)
+                + c_text[keep_from - c_first : keep_to - c_first + 1]
+                + self._cells(keep_to + 1, last + 1, size, start, end, low, span)
+            )
+        else:
+            text = self._cells(first, last + 1, size, start, end, low, span)
+        self._bars = (width, size, low, high, first, start, end, text)
+        return text.rjust(width)
+
+    def _cells(self, k0: int, k1: int, size: int, start: int, end: int, low: float, span: float) -> str:
+        """Buckets ``k0`` to ``k1 - 1`` as cells (:func:`bar_cells` of their means, as :meth:`_bucket` works them
+        out: inlined, a call per cell was most of the graphs' cost); only for a window of finite points."""
+        if k0 >= k1:
+            return ""
+        counts, sums, off = self._counts, self._sums, self._off - start
+        scale = 1 << self._scale
+        top = len(BARS) - 1
+        out = []
+        for k in range(k0, k1):
+            i0 = (k * size if k * size > start else start) + off
+            i1 = ((k + 1) * size if (k + 1) * size < end else end) + off
+            count = counts[i1] - counts[i0]
+            if not count:
+                out.append(" ")
+                continue
+            frac = ((sums[i1] - sums[i0]) / scale / count - low) / span
+            level = int((1.0 if frac > 1.0 else 0.0 if frac < 0.0 else frac) * len(BARS))
+            out.append(BARS[top if level > top else level])
+        return "".join(out)
