@@ -96,9 +96,9 @@ class LineScreen(Screen[Any]):
     def paint_now(self) -> None:
         """Draw what changed now, as the screen's update timer would at its next tick (Textual's
         ``_on_timer_update``: nothing while an update batch is open or another screen is on top; a layout first
-        where one is due). A snapshot's frame is then drawn by the handler that brings it, not after a message to
-        the screen, its idle pass and a wait for the timer's next sixtieth of a second (~7 % of a Monitor
-        snapshot's CPU, tests/benchmarks/render_load.py, and up to 17 ms of its latency); the timer, resumed by
-        the idle pass after it, finds nothing left to draw."""
+        where one is due). A snapshot's frame is drawn by the handler that brings it (app/frames.py, through
+        widgets/paint.py ``one_frame``), not after a message to the screen, its idle pass and a wait for the timer's
+        next sixtieth of a second: ~7 % of a Monitor snapshot's CPU (tests/benchmarks/render_load.py) and up to
+        17 ms of its latency."""
         if self._dirty_widgets or self._layout_required or self._repaint_required or self._scroll_required:
             self._on_timer_update()

@@ -9,7 +9,7 @@ import asyncio
 import math
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any, NamedTuple, Protocol
 
@@ -29,6 +29,7 @@ from services.models import Pod, PodSnapshot, PodState, PodStatus
 from services.monitor.service import MonitorService
 from widgets.alerts import TOAST_SEVERITY
 from widgets.monitor_pane import MonitorPane
+from widgets.paint import one_frame
 from widgets.pod_list import PodList
 
 FRAME_S = 0.2  # pods' snapshots reach the screen at most this often, together (one refresh, not one per pod)
@@ -139,7 +140,9 @@ class SnapshotFrames:
         if main is None:
             return  # the app is shutting down
         shown = [snapshot for name, snapshot in pending.items() if name in self.book]  # else removed meanwhile
-        with self.view.batch_update():
+        screen = self.view.screen  # the frame is drawn at the end, in one go (LineScreen.paint_now)
+        drawn = one_frame(screen, screen.paint_now) if isinstance(screen, LineScreen) else nullcontext()
+        with drawn, self.view.batch_update():
             now, selected = self.view.clock(), main.pod_list.selected  # (the same for every pod of the frame)
             for snapshot in shown:
                 self._show(main, snapshot, now, selected)
@@ -150,8 +153,6 @@ class SnapshotFrames:
                 self._ask_about_host_key(snapshot)
                 for told in self.on_shown:
                     told(snapshot)
-        if isinstance(screen := self.view.screen, LineScreen):
-            screen.paint_now()  # this frame, drawn now
         self._arm()  # the times shown may change at other moments now
 
     def _show(self, main: MainWidgets, snapshot: PodSnapshot, now: float, selected: str | None) -> None:

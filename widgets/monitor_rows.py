@@ -38,7 +38,7 @@ from services.models import GpuSample, Sample
 from services.monitor.trend import BUCKET_S, TrendBucket
 from services.text import plain
 from widgets.format import NA, Timeline, number, used_total_gib
-from widgets.paint import draws_own_lines_only, filtered, truecolor_already
+from widgets.paint import draws_own_lines_only, filtered, painted_at_the_end, truecolor_already
 from widgets.trend import History
 
 if TYPE_CHECKING:  # typing.Self is Python 3.11+
@@ -256,7 +256,8 @@ class PartsRow(Widget):
         self._set_dirty(*regions)
         if self.display:
             screen._dirty_widgets.add(self)
-            screen.check_idle()
+            if not painted_at_the_end(screen):
+                screen.check_idle()
 
     def _screen_now(self) -> Screen[object] | None:
         """The screen the row is drawn on; None before it is mounted or once it is being removed."""

@@ -14,13 +14,16 @@ new Strip (every line a Monitor snapshot changes went through it: ~8 % of the pa
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from weakref import WeakSet
 
 from rich.segment import Segment
 from rich.style import Style
 from textual.color import Color
 from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import NULL_SPACING
+from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -69,3 +72,27 @@ def filtered(strip: Strip, filters: Iterable[LineFilter], background: Color, *, 
 
 def _style(segment: Segment) -> Style | None:
     return segment.style
+
+
+_PAINTING: WeakSet[Screen[object]] = WeakSet()  # screens whose frame is being made: drawn when it is made
+
+
+@contextmanager
+def one_frame(screen: Screen[object], paint: Callable[[], None]) -> Iterator[None]:
+    """Changes made inside are drawn by ``paint`` at the end, in one go: a row repainted inside does not also
+    prompt the screen's idle pass (:func:`painted_at_the_end`), a message to the screen and a pass through its
+    queue per frame that would find everything drawn. What ``paint`` leaves undrawn (an update batch still open,
+    another screen on top) goes the usual way: the screen is prompted."""
+    _PAINTING.add(screen)
+    try:
+        yield
+    finally:
+        _PAINTING.discard(screen)
+        paint()
+        if screen._dirty_widgets:
+            screen.check_idle()
+
+
+def painted_at_the_end(screen: Screen[object]) -> bool:
+    """A frame of ``screen`` is being made (:func:`one_frame`): what is marked dirty now is drawn at its end."""
+    return screen in _PAINTING
