@@ -52,10 +52,11 @@ class LineCompositor(Compositor):
         rendered = [y for y in range(crop.y, crop.bottom) if is_rendered_line(y)]
         # a piece per cut of the lines drawn (Textual made them for every line of the screen: only the drawn ones
         # are read, ``ChopsUpdate`` goes through its spans' lines)
+        drawn: dict[int, dict[int, Strip | None]] = {y: dict.fromkeys(cuts[y][:-1]) for y in rendered}
         chops: list[Mapping[int, Strip | None]] = [NOTHING] * len(cuts)
-        for y in rendered:
-            chops[y] = dict.fromkeys(cuts[y][:-1])
-        open_cuts = {
+        for y, pieces in drawn.items():
+            chops[y] = pieces
+        open_cuts = {  # (sorted, as a line's cuts are)
             y: [cut for cut, end in zip(cuts[y], cuts[y][1:]) if cut < crop_right and end > crop_left] for y in rendered
         }
         for widget, (region, clip) in self.visible_widgets.items():  # front to back
@@ -63,19 +64,19 @@ class LineCompositor(Compositor):
             if not crop_overlaps(shown):
                 continue  # beside the changed box: nothing of it is sent to the terminal
             left, right = shown.x, shown.right
-            wanted = [
+            wanted = [  # (a cut still open from ``left`` to ``right``: the first at or after ``left`` is before it)
                 y
                 for y in rendered[bisect_left(rendered, shown.y) : bisect_left(rendered, shown.bottom)]
-                if any(left <= cut < right for cut in open_cuts[y])
+                if (still := open_cuts[y]) and (i := bisect_left(still, left)) < len(still) and still[i] < right
             ]
             if not wanted:
                 continue  # no line of it is drawn in this frame, or what it would draw is hidden
             for first, last in _runs(wanted):
                 strips = widget.render_lines(Region(left - region.x, first - region.y, shown.width, last - first))
                 for y, strip in zip(range(first, last), strips):
-                    if y not in open_cuts:
+                    chops_line = drawn.get(y)
+                    if chops_line is None:
                         continue  # (between two drawn lines of a run: not sent)
-                    chops_line = cast("dict[int, Strip | None]", chops[y])
                     final_cuts = [cut for cut in cuts[y] if right >= cut >= left]
                     for cut, piece in zip(final_cuts, strip.divide([cut - left for cut in final_cuts[1:]])):
                         if chops_line.get(cut) is None:

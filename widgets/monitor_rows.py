@@ -21,6 +21,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
+from operator import itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from rich.cells import cell_len
@@ -65,6 +66,9 @@ def offset_style(x: int, y: int) -> Style:
     """The mark Textual puts on a line of text: where it starts in the text (its text selection reads it); made
     once (``Style.from_meta`` serialises the mark)."""
     return Style.from_meta({"offset": (x, y)})
+
+
+_text = itemgetter(0)  # a Segment's text
 
 
 def merged(segments: Iterable[Segment]) -> list[Segment]:
@@ -497,7 +501,7 @@ class GpuRows(PartsRow):
         of one-cell characters (the figures as the header's labels place them, the graphs' bars), and the line is
         padded to ``width`` here. tests/app/monitor/test_monitor_graphs.py measures every line."""
         segments = merged(self.draw(y, width, key))
-        cells = sum(len(segment.text) for segment in segments)
+        cells = sum(map(len, map(_text, segments)))
         if cells < width:
             segments.append(Segment(" " * (width - cells), self.looks["blank"]))
         elif cells > width:
@@ -519,11 +523,11 @@ class GpuRows(PartsRow):
             if column.x > end:  # a graph's right margin
                 add(Segment(" " * (column.x - end), blank))
             if column.part == "index":
-                segments += self.text_segments(f"GPU{line.index}", looks["index"], column.width)
+                segments += label_segments(f"GPU{line.index}", looks["index"], blank, column.width, False)
             elif column.part == "figure":
                 level = line.levels[column.metric]
-                segments += self.text_segments(
-                    line.figures[column.metric], looks[level] if level else base, column.width, right=True
+                segments += label_segments(
+                    line.figures[column.metric], looks[level] if level else base, blank, column.width, True
                 )
             else:
                 add(Segment(next(graph_cells), looks[column.metric]))
