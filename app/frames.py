@@ -17,7 +17,6 @@ from textual import events
 from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import TabbedContent
 
 from app.compositor import LineScreen
@@ -83,9 +82,6 @@ class FrameView(Protocol):
     ) -> None: ...
     def push_screen(self, screen: Screen[Any], callback: Callable[[Any], None] | None = None) -> object: ...
     def post_message(self, message: Message) -> bool: ...
-    def set_timer(
-        self, delay: float, callback: Callable[[], object] | None = None, *, name: str | None = None
-    ) -> Timer: ...
     def batch_update(self) -> AbstractContextManager[None]: ...
 
 
@@ -120,8 +116,8 @@ class SnapshotFrames:
             wait = self._last_flush + FRAME_S - time.monotonic()
             if wait <= 0:
                 self._post_frame()
-            else:  # (a method, not a new lambda per frame: Textual inspects each new callable's signature)
-                self.view.set_timer(wait, self._post_frame, name="pods' next frame")
+            else:  # a plain loop handle: a Textual timer is a task of its own, started and ended per frame
+                asyncio.get_running_loop().call_later(wait, self._post_frame)
 
     def _post_frame(self) -> None:
         self.view.post_message(PodUpdated())

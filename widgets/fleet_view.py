@@ -24,6 +24,7 @@ from textual._types import SegmentLines
 from textual.cache import LRUCache
 from textual.color import Color
 from textual.coordinate import Coordinate
+from textual.dom import NoScreen
 from textual.filter import LineFilter
 from textual.geometry import Offset, Region
 from textual.strip import Strip
@@ -37,7 +38,7 @@ from widgets.alerts import SEVERITY_STYLE, badge_text, loss_trend, worst
 from widgets.cluster_view import job_utils, summary
 from widgets.columns import fit_columns
 from widgets.format import NA
-from widgets.paint import draws_own_lines_only, filtered
+from widgets.paint import draws_own_lines_only, filtered, repaint
 
 COLUMNS = (
     ("pod", "Pod", 22),
@@ -364,8 +365,13 @@ class FleetView(DataTable):
             region = Region(0, top, width, y0 + tops[end - 1] + ordered[end - 1].height - top)
             if window.overlaps(region):
                 regions.append(region.translate(offset))
-        if regions:
-            self.refresh(*regions)
+        if regions:  # drawn in the frame under way (the App's flush of the frame's snapshots)
+            try:
+                screen = self.screen
+            except NoScreen:
+                self.refresh(*regions)
+            else:
+                repaint(self, screen, *regions)
 
     @property
     def _structure(self) -> int:

@@ -39,7 +39,7 @@ from services.models import GpuSample, Sample
 from services.monitor.trend import BUCKET_S, TrendBucket
 from services.text import plain
 from widgets.format import NA, Timeline, number, used_total_gib
-from widgets.paint import draws_own_lines_only, filtered, painted_at_the_end, truecolor_already
+from widgets.paint import draws_own_lines_only, filtered, repaint, truecolor_already
 from widgets.trend import History
 
 if TYPE_CHECKING:  # typing.Self is Python 3.11+
@@ -244,12 +244,8 @@ class PartsRow(Widget):
 
     def _redraw(self, *regions: Region) -> None:
         """Repaint (``regions`` of it, else all) for new figures or points: the styles stay as they were, and the
-        screen is told at once. ``refresh`` posts a message to the row, whose idle pass posts one to the screen,
-        whose idle pass starts the frame: with a row per figure that changes every second, the messages were a
-        third of what a snapshot cost. Marked dirty here, every row repainted by one snapshot is drawn by the
-        screen's one idle pass (Textual's own ``_set_dirty`` and ``Screen._dirty_widgets``, what ``refresh`` and
-        the screen's ``Update`` handler do with them; tests/app/monitor/test_monitor_screen_pin.py fails when they
-        change)."""
+        screen is told at once (widgets/paint.py :func:`repaint`): every row repainted by one snapshot is drawn in
+        one frame."""
         screen = self._screen_now()
         if screen is None:  # not on a screen yet: Textual's way
             self._own_refresh = True
@@ -258,11 +254,7 @@ class PartsRow(Widget):
             finally:
                 self._own_refresh = False
             return
-        self._set_dirty(*regions)
-        if self.display:
-            screen._dirty_widgets.add(self)
-            if not painted_at_the_end(screen):
-                screen.check_idle()
+        repaint(self, screen, *regions)
 
     @property
     def screen(self) -> Screen[object]:

@@ -22,7 +22,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.color import Color
 from textual.filter import ANSIToTruecolor, LineFilter
-from textual.geometry import NULL_SPACING
+from textual.geometry import NULL_SPACING, Region
 from textual.screen import Screen
 from textual.strip import Strip
 from textual.widget import Widget
@@ -96,3 +96,17 @@ def one_frame(screen: Screen[object], paint: Callable[[], None]) -> Iterator[Non
 def painted_at_the_end(screen: Screen[object]) -> bool:
     """A frame of ``screen`` is being made (:func:`one_frame`): what is marked dirty now is drawn at its end."""
     return screen in _PAINTING
+
+
+def repaint(widget: Widget, screen: Screen[object], *regions: Region) -> None:
+    """``widget``'s ``regions`` (else all of it) drawn again for what it shows now, its styles as they were: what
+    ``widget.refresh(*regions)`` comes to two messages later (the widget's idle pass, then the screen's ``Update``
+    handler), done at once with Textual's own ``_set_dirty`` and ``Screen._dirty_widgets``; the screen is prompted
+    for its idle pass unless the frame under way draws it (:func:`one_frame`). With a row per figure changing every
+    second, those messages were a third of what a snapshot cost (tests/app/monitor/test_monitor_screen_pin.py and
+    tests/app/test_fleet_render.py fail when Textual's way changes)."""
+    widget._set_dirty(*regions)
+    if widget.display:
+        screen._dirty_widgets.add(widget)
+        if not painted_at_the_end(screen):
+            screen.check_idle()
