@@ -5,23 +5,14 @@ timer would not), and the frame comes when the dialog closes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from app.screens.help import HelpScreen
+from app.tui import PrimeTrainApp
 from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
 from tests.app.helpers import parked_app, shown, wait_for
 
 GIB = 1024**3
 NOW = 1_700_000_000.0
 POD = Pod(name="pod00", kind=PodKind.SSH, host="10.0.0.1", price_per_hr=23.92)
-
-
-@pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path / "config"))
 
 
 def snap(power: float, samples: int) -> PodSnapshot:
@@ -46,19 +37,25 @@ def sent_text(update: object) -> str:
     )
 
 
+def recording(app: PrimeTrainApp) -> list[str]:
+    """The text of every update the App sends to the terminal from now on."""
+    sent: list[str] = []
+    display = app._display
+
+    def recorded(screen, update) -> None:  # type: ignore[no-untyped-def]
+        sent.append(sent_text(update))
+        display(screen, update)
+
+    app._display = recorded  # type: ignore[method-assign]
+    return sent
+
+
 async def test_the_frame_is_sent_before_flush_returns() -> None:
     app = parked_app([POD], NOW)
     async with app.run_test(size=(160, 48)) as pilot:
         app.on_snapshot(snap(512.0, 1))
         await shown(pilot)
-        sent: list[str] = []
-        display = app._display
-
-        def recorded(screen, update) -> None:  # type: ignore[no-untyped-def]
-            sent.append(sent_text(update))
-            display(screen, update)
-
-        app._display = recorded  # type: ignore[method-assign]
+        sent = recording(app)
         app.frames.queue(snap(634.0, 2))
         app.frames.flush()  # no await: nothing else of the App runs in between
         assert sent, "flush returned before the frame was sent"
@@ -73,14 +70,7 @@ async def test_nothing_is_drawn_behind_a_dialog_and_the_frame_comes_when_it_clos
         app.call_later(app.action_help)
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         await pilot.pause()
-        sent: list[str] = []
-        display = app._display
-
-        def recorded(screen, update) -> None:  # type: ignore[no-untyped-def]
-            sent.append(sent_text(update))
-            display(screen, update)
-
-        app._display = recorded  # type: ignore[method-assign]
+        sent = recording(app)
         app.frames.queue(snap(634.0, 2))
         app.frames.flush()
         assert not any("634" in text for text in sent)  # (the pane updates while hidden, as before)

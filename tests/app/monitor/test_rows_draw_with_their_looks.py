@@ -5,8 +5,6 @@ every colour a figure can take (warnings, critical). Their lines skip the trueco
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from services.models import GpuSample, HostSample, Pod, PodKind, PodSnapshot, PodState, PodStatus, Sample
@@ -16,12 +14,6 @@ from widgets.monitor_rows import PartsRow
 GIB = 1024**3
 NOW = 1_700_000_000.0
 POD = Pod(name="pod00", kind=PodKind.SSH, host="10.0.0.1", price_per_hr=23.92)
-
-
-@pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("PRIME_TRAIN_TUI_CONFIG_DIR", str(tmp_path / "config"))
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
