@@ -9,7 +9,10 @@ the cache's, cell for cell).
 Of the App's line filters, the one always on (``ANSIToTruecolor``: a colour given by the terminal's palette
 number or name made the theme's RGB, a dim colour blended into its background) changes nothing in a line drawn
 only in RGB colours: :func:`filtered` leaves such a line as it is rather than copying it segment by segment into a
-new Strip (every line a Monitor snapshot changes went through it: ~8 % of the pane's CPU per snapshot)."""
+new Strip (every line a Monitor snapshot changes went through it: ~8 % of the pane's CPU per snapshot).
+
+And how those widgets get a changed line on screen: :func:`repaint` marks it for the screen at once (what
+``refresh`` comes to two messages later), and :func:`one_frame` draws a frame's changes at its end, in one go."""
 
 from __future__ import annotations
 
