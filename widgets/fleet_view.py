@@ -24,7 +24,6 @@ from textual._types import SegmentLines
 from textual.cache import LRUCache
 from textual.color import Color
 from textual.coordinate import Coordinate
-from textual.dom import NoScreen
 from textual.filter import LineFilter
 from textual.geometry import Offset, Region
 from textual.strip import Strip
@@ -365,13 +364,8 @@ class FleetView(DataTable):
             region = Region(0, top, width, y0 + tops[end - 1] + ordered[end - 1].height - top)
             if window.overlaps(region):
                 regions.append(region.translate(offset))
-        if regions:  # drawn in the frame under way (the App's flush of the frame's snapshots)
-            try:
-                screen = self.screen
-            except NoScreen:
-                self.refresh(*regions)
-            else:
-                repaint(self, screen, *regions)
+        if regions and not repaint(self, *regions):  # (drawn in the frame under way: the App's flush of its snapshots)
+            self.refresh(*regions)  # on no screen yet: Textual's way
 
     @property
     def _structure(self) -> int:

@@ -29,7 +29,6 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.color import Color
 from textual.content import Content
-from textual.dom import NoScreen
 from textual.geometry import Region, Size
 from textual.screen import Screen
 from textual.strip import Strip
@@ -246,15 +245,12 @@ class PartsRow(Widget):
         """Repaint (``regions`` of it, else all) for new figures or points: the styles stay as they were, and the
         screen is told at once (widgets/paint.py :func:`repaint`): every row repainted by one snapshot is drawn in
         one frame."""
-        screen = self._screen_now()
-        if screen is None:  # not on a screen yet: Textual's way
+        if not repaint(self, *regions):  # not on a screen yet: Textual's way
             self._own_refresh = True
             try:
                 self.refresh(*regions)
             finally:
                 self._own_refresh = False
-            return
-        repaint(self, screen, *regions)
 
     @property
     def screen(self) -> Screen[object]:
@@ -265,15 +261,6 @@ class PartsRow(Widget):
         if screen is None or self._parent is None or self._closing:
             screen = self._on_screen = Widget.screen.fget(self)  # type: ignore[attr-defined]
         return screen
-
-    def _screen_now(self) -> Screen[object] | None:
-        """The screen the row is drawn on; None before it is mounted or once it is being removed."""
-        if not self.is_mounted or self._closing or self._parent is None:
-            return None
-        try:
-            return self.screen
-        except NoScreen:
-            return None
 
     def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
         if not self._own_refresh:

@@ -24,6 +24,7 @@ from weakref import WeakSet
 from rich.segment import Segment
 from rich.style import Style
 from textual.color import Color
+from textual.dom import NoScreen
 from textual.filter import ANSIToTruecolor, LineFilter
 from textual.geometry import NULL_SPACING, Region
 from textual.screen import Screen
@@ -101,15 +102,23 @@ def painted_at_the_end(screen: Screen[object]) -> bool:
     return screen in _PAINTING
 
 
-def repaint(widget: Widget, screen: Screen[object], *regions: Region) -> None:
+def repaint(widget: Widget, *regions: Region) -> bool:
     """``widget``'s ``regions`` (else all of it) drawn again for what it shows now, its styles as they were: what
     ``widget.refresh(*regions)`` comes to two messages later (the widget's idle pass, then the screen's ``Update``
     handler), done at once with Textual's own ``_set_dirty`` and ``Screen._dirty_widgets``; the screen is prompted
     for its idle pass unless the frame under way draws it (:func:`one_frame`). With a row per figure changing every
     second, those messages were a third of what a snapshot cost (tests/app/monitor/test_monitor_screen_pin.py and
-    tests/app/test_fleet_render.py fail when Textual's way changes)."""
+    tests/app/test_fleet_render.py fail when Textual's way changes). False, and nothing done, when ``widget`` is on
+    no screen (not mounted yet, or being removed): the caller refreshes it Textual's way."""
+    if not widget.is_mounted or widget._closing or widget._parent is None:
+        return False
+    try:
+        screen = widget.screen
+    except NoScreen:
+        return False
     widget._set_dirty(*regions)
     if widget.display:
         screen._dirty_widgets.add(widget)
         if not painted_at_the_end(screen):
             screen.check_idle()
+    return True
